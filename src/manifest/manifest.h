@@ -1,0 +1,82 @@
+/* manifest.h: OCI image manifests and model names; the whole surface of src/manifest.
+ *
+ * A manifest is an OCI image manifest v2 (or, when pulled, a Docker v2 schema 2 manifest):
+ *   {"schemaVersion": 2, "mediaType": "...", "config": {mediaType, digest, size},
+ *    "layers": [{mediaType, digest, size, name?}, ...]}
+ * Its bytes are kept exactly as written or received, because their sha256 is the model version.
+ *
+ * A model name is [host/][namespace/]model[:tag]:
+ *   host       a DNS name or IPv4 address with an optional :port; it is the first of three
+ *              components, or the first of two when it contains '.' or ':' or is "localhost"
+ *   namespace  default "library"
+ *   model      [A-Za-z0-9][A-Za-z0-9._-]*, at most 80 characters, never "." or ".."
+ *   tag        [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters, default "latest"
+ * Nothing in a valid name can name a path outside the store ("/" only separates components). */
+#ifndef MSTORE_MANIFEST_H
+#define MSTORE_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+#define MT_OCI_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
+#define MT_CONFIG "application/vnd.mstore.model.config.v1+json"
+#define MT_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
+#define MT_TENSOR "application/vnd.ollama.image.tensor"
+#define MT_TOKENIZER "application/vnd.ollama.image.tokenizer"
+#define MT_TOKENIZER_CONFIG "application/vnd.ollama.image.tokenizer.config"
+#define MT_TEMPLATE "application/vnd.ollama.image.template"
+#define MT_GGUF_META "application/vnd.mstore.gguf.metadata"   /* a GGUF file's header, verbatim */
+#define MT_GENERATION_CONFIG "application/vnd.mstore.generation.config+json"
+
+#define MANIFEST_MAX_BYTES (64u << 20)   /* refuse larger manifests before parsing */
+#define MANIFEST_MAX_LAYERS 1000000
+
+typedef struct manifest_layer {
+    char *media_type;
+    char digest[72];   /* "sha256:<64 hex>" */
+    uint64_t size;
+    char *name;        /* may be NULL */
+} manifest_layer;
+
+typedef struct manifest {
+    int schema_version;
+    char *media_type;
+    manifest_layer config;
+    size_t n_layers;
+    manifest_layer *layers;
+} manifest;
+
+/* Parse and validate (schemaVersion 2, media types present, digests well formed, sizes >= 0,
+ * at most MANIFEST_MAX_LAYERS). `what` names the source in messages. MS_EINVALID, MS_ENOMEM. */
+int manifest_parse(manifest **out, const char *buf, size_t len, const char *what);
+/* Serialize as compact JSON with keys in a fixed order (the same manifest always gives the same
+ * bytes). *out is malloc'd. */
+int manifest_serialize(char **out, size_t *len_out, const manifest *m);
+/* An empty OCI manifest (schemaVersion 2, MT_OCI_MANIFEST, no config yet). */
+int manifest_new(manifest **out);
+int manifest_config_set(manifest *m, const char *media_type, const char *digest, uint64_t size);
+/* `name` may be NULL. */
+int manifest_layer_add(manifest *m, const char *media_type, const char *digest, uint64_t size, const char *name);
+const manifest_layer *manifest_layer_find(const manifest *m, const char *media_type, const char *name);
+void manifest_free(manifest *m);
+
+#define NAME_HOST_MAX 256
+#define NAME_PART_MAX 129
+typedef struct model_name {
+    char host[NAME_HOST_MAX];        /* "" when none was given */
+    char namespace_[NAME_PART_MAX];
+    char model[NAME_PART_MAX];
+    char tag[NAME_PART_MAX];
+} model_name;
+
+/* MS_EINVALID naming what is wrong ("name '../x': model: ..."). */
+int name_parse(model_name *out, const char *s);
+/* "host/namespace/model:tag" with every part (host omitted when empty). */
+void name_format(char *buf, size_t len, const model_name *n);
+/* The short form users type: omits namespace "library" (when no host) and never omits the tag. */
+void name_display(char *buf, size_t len, const model_name *n);
+
+#endif

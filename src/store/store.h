@@ -1,0 +1,91 @@
+/* store.h: the SQLite index over the blob store; the whole surface of src/store.
+ *
+ * <home>/index.db (WAL, busy timeout, schema versioned by PRAGMA user_version, migrated on open):
+ *   blobs(digest PK, size, media_type, verified_at)
+ *   manifests(digest PK, config_digest, media_type, size, created_at)
+ *   layers(manifest_digest, idx, digest, media_type, size, name)          PK(manifest_digest, idx)
+ *   tensors(blob_digest, name, dtype, shape, quant_type, group_size, offset, nbytes) PK(blob_digest, name)
+ *   names(host, namespace, model, tag, manifest_digest, modified_at)    PK(host, namespace, model, tag)
+ * Invariants:
+ *   1. Every multi-row change is one transaction: a reader sees a model whole or not at all.
+ *   2. A manifest row exists only when its manifest blob and every blob it references exist.
+ *   3. A blob is live when a manifest that some name points to references it (the manifest blob
+ *      itself, its config, its layers). gc removes the others.
+ *   4. Work that writes blobs holds <home>/lock shared (store_write_begin) from its first blob to
+ *      its commit; gc holds it exclusive, so it never removes a blob that work is about to name.
+ * Several processes may use one store at once. */
+#ifndef MSTORE_STORE_H
+#define MSTORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "manifest/manifest.h"
+#include "util/util.h"
+
+typedef struct store store;
+
+/* Creates <home>, blobs/, tmp/ and index.db as needed; migrates the schema.
+ * MS_EIO (unwritable home...), MS_EINVALID (index from a newer mstore). */
+int store_open(store **out, const char *home);
+void store_close(store *s);   /* NULL is fine */
+const char *store_home(const store *s);
+/* The home to use: `flag` if given, else $MSTORE_HOME, else $HOME/.mstore. malloc'd. */
+char *store_home_default(const char *flag);
+
+/* Shared lock for work that writes blobs (import, pull); see invariant 4. Nested calls are fine. */
+int store_write_begin(store *s);
+void store_write_end(store *s);
+
+/* Store `manifest_json` as a blob and record it, its layers, the tensors of each tensor layer
+ * (read from the blobs' safetensors headers) and `name` -> it, all in one transaction. Every
+ * referenced blob must exist with the manifest's size: else MS_ENOTFOUND / MS_EMISMATCH and no
+ * change. An existing name is moved to the new manifest. */
+int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
+                       char digest_out[72]);
+
+/* name -> manifest digest. MS_ENOTFOUND "model 'x:latest' not found". */
+int store_name_resolve(store *s, const model_name *name, char digest_out[72]);
+/* Read and parse a stored manifest. */
+int store_manifest_load(store *s, const char *digest, manifest **out);
+/* The manifest's bytes, exactly as stored. *out malloc'd. */
+int store_manifest_bytes(store *s, const char *digest, char **out, size_t *len_out);
+
+typedef struct store_model {
+    model_name name;
+    char digest[72];
+    uint64_t size;          /* manifest + config + layers, bytes */
+    int64_t modified_at;    /* unix seconds */
+} store_model;
+/* All names, sorted by name. *out malloc'd (free()). */
+int store_model_list(store *s, store_model **out, size_t *n_out);
+
+typedef struct store_tensor {
+    char *name, *dtype, *shape, *quant_type, *blob_digest;   /* shape as "[4096, 4096]" */
+    int64_t group_size;    /* 0 when none */
+    uint64_t offset, nbytes;
+} store_tensor;
+/* Every tensor of a manifest, in layer order. Free with store_tensors_free. */
+int store_tensors_list(store *s, const char *manifest_digest, store_tensor **out, size_t *n_out);
+void store_tensors_free(store_tensor *t, size_t n);
+
+int store_name_copy(store *s, const model_name *src, const model_name *dst);   /* MS_ENOTFOUND */
+int store_name_remove(store *s, const model_name *name);                        /* MS_ENOTFOUND */
+
+/* Re-hash blobs: those of one model (name != NULL: manifest, config, layers) or every file in
+ * blobs/. `bad` is called for each blob that fails (missing, wrong digest), with a message.
+ * Returns 0 when all pass, MS_EMISMATCH when any failed, or another error. */
+typedef void (*store_verify_cb)(void *ctx, const char *digest, const char *message);
+int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ctx,
+                 size_t *n_checked_out);
+
+/* Remove unreferenced blobs (invariant 3), stale temp files, and index rows of manifests that no
+ * name references. With dry_run, only report. `each` (may be NULL) sees every blob removed.
+ * Takes the exclusive lock: waits for imports and pulls in progress. */
+typedef void (*store_gc_cb)(void *ctx, const char *digest, uint64_t size);
+int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out);
+
+/* The raw handle, for modules that keep their own tables in index.db (none yet). */
+struct sqlite3 *store_db(store *s);
+
+#endif

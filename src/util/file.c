@@ -1,0 +1,247 @@
+/* file.c: file helpers shared by every module. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+int ms_map_open(ms_map *out, const char *path)
+{
+    struct stat st;
+    void *p;
+    int fd;
+
+    out->data = NULL;
+    out->size = 0;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ms_err_os("%s: open", path);
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return ms_err_os("%s: stat", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ms_err(MS_EINVALID, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return 0;
+    }
+    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);   /* the mapping keeps the file open */
+    if (p == MAP_FAILED)
+        return ms_err_os("%s: mmap", path);
+    out->data = p;
+    out->size = (size_t)st.st_size;
+    return 0;
+}
+
+void ms_map_close(ms_map *m)
+{
+    if (m && m->data)
+        munmap((void *)m->data, m->size);
+    if (m) {
+        m->data = NULL;
+        m->size = 0;
+    }
+}
+
+int ms_file_read(char **out, size_t *size_out, const char *path, size_t max)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t got = 0;
+    int fd;
+
+    *out = NULL;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ms_err_os("%s: open", path);
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return ms_err_os("%s: stat", path);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ms_err(MS_EINVALID, "%s: not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return ms_err(MS_EINVALID, "%s: file is too large (%lld bytes > %zu)", path, (long long)st.st_size, max);
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return ms_err(MS_ENOMEM, "%s: out of memory", path);
+    }
+    while (got < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int rc = n < 0 ? ms_err_os("%s: read", path) : ms_err(MS_EIO, "%s: file shrank while reading", path);
+            free(buf);
+            close(fd);
+            return rc;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *out = buf;
+    if (size_out)
+        *size_out = got;
+    return 0;
+}
+
+int ms_write_all(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int ms_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = 0;
+
+    if (fd < 0)
+        return ms_err_os("%s: open directory", dir);
+    if (fsync(fd) < 0 && errno != EINVAL)
+        rc = ms_err_os("%s: fsync directory", dir);
+    close(fd);
+    return rc;
+}
+
+int ms_file_write_atomic(const char *path, const void *buf, size_t len)
+{
+    char *tmp = ms_strdup_printf("%s.tmp.%ld", path, (long)getpid());
+    char *dir = NULL, *slash;
+    int fd = -1, rc = 0;
+
+    if (!tmp)
+        return ms_err(MS_ENOMEM, "%s: out of memory", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = ms_err_os("%s: create", tmp);
+        goto done;
+    }
+    if (ms_write_all(fd, buf, len) < 0) {
+        rc = ms_err_os("%s: write", tmp);
+        goto done;
+    }
+    if (fsync(fd) < 0) {
+        rc = ms_err_os("%s: fsync", tmp);
+        goto done;
+    }
+    close(fd);
+    fd = -1;
+    if (rename(tmp, path) < 0) {
+        rc = ms_err_os("%s: rename", path);
+        goto done;
+    }
+    dir = strdup(path);
+    if (dir && (slash = strrchr(dir, '/')) != NULL) {
+        *slash = '\0';
+        rc = ms_fsync_dir(*dir ? dir : "/");
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0)
+        unlink(tmp);
+    free(tmp);
+    free(dir);
+    return rc;
+}
+
+int ms_mkdir_p(const char *path, int mode)
+{
+    char *p = strdup(path);
+    int rc = 0;
+
+    if (!p)
+        return ms_err(MS_ENOMEM, "%s: out of memory", path);
+    for (char *s = p + 1; ; s++) {
+        if (*s == '/' || *s == '\0') {
+            char c = *s;
+            *s = '\0';
+            if (mkdir(p, (mode_t)mode) < 0 && errno != EEXIST) {
+                rc = ms_err_os("%s: mkdir", p);
+                break;
+            }
+            *s = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    if (rc == 0 && !ms_is_dir(path))
+        rc = ms_err(MS_EIO, "%s: not a directory", path);
+    free(p);
+    return rc;
+}
+
+char *ms_path_join(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+
+    return ms_strdup_printf("%s%s%s", a, (la && a[la - 1] == '/') ? "" : "/", b);
+}
+
+char *ms_strdup_printf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s = NULL;
+
+    va_start(ap, fmt);
+    if (vasprintf(&s, fmt, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    return s;
+}
+
+int ms_is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int ms_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const char *ms_fmt_bytes(char *buf, size_t len, uint64_t n)
+{
+    static const char *unit[] = { "B", "KB", "MB", "GB", "TB" };
+    double v = (double)n;
+    int u = 0;
+
+    while (v >= 1000 && u < 4) {
+        v /= 1000;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, len, "%.1f %s", v, unit[u]);
+    return buf;
+}
