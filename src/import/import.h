@@ -1,0 +1,49 @@
+/* import.h: bringing models into the store; the whole surface of src/import.
+ *
+ * What an import writes (the contract the runtime and export read back):
+ *
+ * Tensor blobs (media type MT_TENSOR), one safetensors file per tensor, keyed by the canonical
+ * (Hugging Face) name, which is also the manifest layer's `name`:
+ *   - Float tensors keep their dtype (F32, F16, BF16) with the shape in HF order: [rows, cols]
+ *     (GGUF's ne[] reversed).
+ *   - GGUF block-quantized tensors keep their block bytes unchanged: dtype U8, shape
+ *     [ne[n-1], ..., ne[1], row_nbytes]; __metadata__ "quant_type" is the ggml type name
+ *     ("Q4_0", "Q6_K", ...) and "logical_shape" the element shape in HF order ("[4096, 4096]").
+ *   - Every tensor imported from GGUF carries __metadata__ "gguf_name" (blk.0.attn_q.weight) so
+ *     that export can rebuild the file without consulting the name table.
+ *   - MLX-quantized tensors: {name} U32 packed, {name}.scale, {name}.bias; "quant_type"
+ *     ("int4", "int8", ...) and "group_size".
+ *   - MoE expert tensors of one layer are packed into one blob; the layer name is the prefix
+ *     ("model.layers.3.mlp.experts").
+ *
+ * Config blob (MT_CONFIG), JSON, Hugging Face config.json field names where one exists:
+ *   architecture ("llama", "qwen3", ...), hidden_size, num_hidden_layers, num_attention_heads,
+ *   num_key_value_heads, head_dim, intermediate_size, vocab_size, max_position_embeddings,
+ *   rms_norm_eps, rope_theta, rope_scaling (object or null: {"rope_type": "linear"|"llama3",
+ *   "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}),
+ *   rope_interleaved (true when Q/K rows are in GGUF's order, i.e. rotate adjacent pairs; false
+ *   for HF's rotate-halves), tie_word_embeddings, sliding_window, num_experts,
+ *   num_experts_per_tok, bos_token_id, eos_token_id (int or array), tokenizer
+ *   ({"kind": "spm"|"bpe", "pre": "..."} or null), quantization ({"<type>": n_tensors, ...}),
+ *   source ({"format": "gguf"|"safetensors"|"mlx", "file": "<base name>", "digest": "sha256:..."}).
+ *
+ * Other layers: MT_GGUF_META holds the GGUF file's bytes from offset 0 to the start of its data
+ * section, verbatim (all metadata, the tokenizer arrays included, and the tensor infos);
+ * MT_TOKENIZER tokenizer.json; MT_TOKENIZER_CONFIG tokenizer_config.json; MT_TEMPLATE the chat
+ * template text; MT_GENERATION_CONFIG generation_config.json. */
+#ifndef MSTORE_IMPORT_H
+#define MSTORE_IMPORT_H
+
+#include "manifest/manifest.h"
+#include "store/store.h"
+
+typedef struct import_opts {
+    int quiet;   /* no progress display */
+} import_opts;
+
+/* Import a Hugging Face directory of unquantized safetensors. */
+int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72]);
+/* Import PATH, choosing the importer by what it is (directory, GGUF file). */
+int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
+
+#endif
