@@ -1,0 +1,52 @@
+/* cli.h: the mstore command's verbs. One file per verb (cli/<verb>.c) holds cmd_<verb> and its
+ * --help; it parses arguments, calls src/ and prints. No store logic lives in cli/. */
+#ifndef MSTORE_CLI_H
+#define MSTORE_CLI_H
+
+#include <stdio.h>
+
+#include "store/store.h"
+
+/* Every verb gets argv with argv[0] = the verb and the global options already removed.
+ * Returns the process exit status: 0 ok, 1 failure, 2 usage. */
+typedef int (*cli_verb_fn)(int argc, char **argv);
+
+/* Set by main from --home / $MSTORE_HOME / ~/.mstore. */
+extern const char *cli_home;
+
+/* Print "mstore: <ms_err_msg()>" to stderr and return 1. */
+int cli_fail(void);
+/* Print "mstore: <verb>: <message>" plus a hint to run --help, return 2. */
+int cli_usage_error(const char *verb, const char *fmt, ...) MS_PRINTF(2, 3);
+/* 1 when argv[i] is -h or --help. */
+int cli_is_help(const char *arg);
+/* Open the store at cli_home, printing the error on failure (then returns NULL). */
+store *cli_store_open(void);
+/* Parse a model name argument, printing the error on failure. */
+int cli_name_parse(model_name *out, const char *arg);
+/* Parse a non-negative integer flag value; prints a usage error naming the flag. */
+int cli_parse_long(long *out, const char *verb, const char *flag, const char *value, long min, long max);
+int cli_parse_double(double *out, const char *verb, const char *flag, const char *value, double min, double max);
+
+#define CLI_VERBS(X)                                                                              \
+    X(import, "import a GGUF file or a safetensors / MLX directory")                             \
+    X(list, "list the models in the store")                                                      \
+    X(show, "show a model's configuration and tensors")                                          \
+    X(cp, "copy a model to a new name")                                                          \
+    X(rm, "remove a model name")                                                                 \
+    X(verify, "re-hash blobs and report any that are damaged")                                   \
+    X(gc, "remove blobs that no model references")                                               \
+    X(blob, "put or cat raw blobs")                                                              \
+    X(export, "write a model back out as a GGUF file")                                           \
+    X(pull, "pull a model from an OCI registry or an OCI layout directory")                      \
+    X(push, "push a model to an OCI registry or an OCI layout directory")                        \
+    X(run, "run a model on a prompt")                                                            \
+    X(tokenize, "print the token ids of a text")                                                 \
+    X(bench, "measure prefill and decode speed")                                                 \
+    X(bench_import, "measure import speed of a file")
+
+#define CLI_DECLARE(verb, help) int cmd_##verb(int argc, char **argv) __attribute__((weak));
+CLI_VERBS(CLI_DECLARE)
+#undef CLI_DECLARE
+
+#endif
