@@ -44,8 +44,16 @@ int ms_err_ctx(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
+    size_t n;
+
     memcpy(old, msg, sizeof old);
-    snprintf(msg, sizeof msg, "%s: %s", prefix, old);
+    /* Truncation is acceptable here: a message longer than MSG_MAX is cut, never overrun. */
+    n = strnlen(prefix, sizeof prefix - 3);
+    memcpy(msg, prefix, n);
+    memcpy(msg + n, ": ", 2);
+    n += 2;
+    memcpy(msg + n, old, strnlen(old, sizeof msg - n - 1));
+    msg[n + strnlen(old, sizeof msg - n - 1)] = '\0';
     if (code == 0)
         code = MS_ERROR;
     return code;

@@ -1,5 +1,4 @@
 /* file.c: file helpers shared by every module. */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,0 +1,328 @@
+/* blob.c: writing, reading and checking blobs under <home>/blobs. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+
+#define COPY_CHUNK (4u << 20)
+
+struct blob_writer {
+    char *home, *tmp_path;
+    int fd;
+    uint64_t size;
+    blob_hash *hash;
+};
+
+int blob_path(char **out, const char *home, const char *digest)
+{
+    *out = NULL;
+    if (!blob_digest_valid(digest))
+        return ms_err(MS_EINVALID, "digest '%.80s' is not of the form sha256:<64 lowercase hex>", digest);
+    *out = ms_strdup_printf("%s/blobs/sha256-%s", home, digest + 7);
+    return *out ? 0 : ms_err(MS_ENOMEM, "out of memory");
+}
+
+int blob_dirs_make(const char *home)
+{
+    char *b = ms_path_join(home, "blobs"), *t = ms_path_join(home, "tmp");
+    int rc;
+
+    if (!b || !t)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    else if ((rc = ms_mkdir_p(home, 0755)) == 0 && (rc = ms_mkdir_p(b, 0755)) == 0)
+        rc = ms_mkdir_p(t, 0755);
+    free(b);
+    free(t);
+    return rc;
+}
+
+int blob_writer_open(blob_writer **out, const char *home)
+{
+    static unsigned long seq;
+    blob_writer *w = calloc(1, sizeof *w);
+
+    *out = NULL;
+    if (!w)
+        return ms_err(MS_ENOMEM, "out of memory");
+    w->fd = -1;
+    w->home = strdup(home);
+    /* The pid leads the name so that gc can tell a live writer's file from a dead one's. */
+    w->tmp_path = ms_strdup_printf("%s/tmp/%ld-%lu-%lx.partial", home, (long)getpid(),
+                                   __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED), (unsigned long)random());
+    w->hash = blob_hash_new();
+    if (!w->home || !w->tmp_path || !w->hash) {
+        blob_writer_abort(w);
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (w->fd < 0) {
+        int rc = ms_err_os("%s: create", w->tmp_path);
+        blob_writer_abort(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+int blob_writer_write(blob_writer *w, const void *buf, size_t len)
+{
+    blob_hash_update(w->hash, buf, len);
+    if (ms_write_all(w->fd, buf, len) < 0)
+        return ms_err_os("%s: write", w->tmp_path);
+    w->size += len;
+    return 0;
+}
+
+uint64_t blob_writer_size(const blob_writer *w) { return w->size; }
+
+void blob_writer_abort(blob_writer *w)
+{
+    if (!w)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    if (w->tmp_path)
+        unlink(w->tmp_path);
+    blob_hash_free(w->hash);
+    free(w->tmp_path);
+    free(w->home);
+    free(w);
+}
+
+int blob_writer_commit(char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect)
+{
+    char digest[BLOB_DIGEST_LEN + 1], *final = NULL, *dir = NULL;
+    int rc = 0;
+
+    blob_hash_final(digest, w->hash);
+    w->hash = NULL;
+    if (expect && strcmp(expect, digest) != 0) {
+        rc = ms_err(MS_EMISMATCH, "digest mismatch: expected %s, got %s (%llu bytes)", expect, digest,
+                    (unsigned long long)w->size);
+        goto done;
+    }
+    if ((rc = blob_path(&final, w->home, digest)) < 0)
+        goto done;
+    if (ms_is_file(final))   /* same bytes already stored: invariant 3 */
+        goto done;
+    /* fsync before the rename: the rename is the commit point, and it must not be able to
+     * reach the disk ahead of the bytes it names. */
+    if (fsync(w->fd) < 0) {
+        rc = ms_err_os("%s: fsync", w->tmp_path);
+        goto done;
+    }
+    if (fchmod(w->fd, 0444) < 0) {
+        rc = ms_err_os("%s: chmod", w->tmp_path);
+        goto done;
+    }
+    if (rename(w->tmp_path, final) < 0) {
+        rc = ms_err_os("%s: rename to %s", w->tmp_path, final);
+        goto done;
+    }
+    /* Without the directory fsync, power loss can undo the rename while index.db (synced after
+     * this returns) already lists the blob. */
+    dir = ms_path_join(w->home, "blobs");
+    rc = dir ? ms_fsync_dir(dir) : ms_err(MS_ENOMEM, "out of memory");
+done:
+    if (rc == 0)
+        memcpy(digest_out, digest, sizeof digest);
+    free(final);
+    free(dir);
+    blob_writer_abort(w);   /* closes; unlinks the temp name if it is still there */
+    return rc;
+}
+
+int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const void *buf, size_t len)
+{
+    char digest[BLOB_DIGEST_LEN + 1];
+    blob_writer *w;
+    int rc;
+
+    /* Hash first: bytes already stored (a manifest committed twice, a shared config) cost no
+     * write at all. */
+    blob_digest_buf(digest, buf, len);
+    if (blob_exists(home, digest, NULL)) {
+        memcpy(digest_out, digest, sizeof digest);
+        return 0;
+    }
+    if ((rc = blob_writer_open(&w, home)) < 0)
+        return rc;
+    if ((rc = blob_writer_write(w, buf, len)) < 0) {
+        blob_writer_abort(w);
+        return rc;
+    }
+    return blob_writer_commit(digest_out, w, digest);
+}
+
+int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path)
+{
+    blob_writer *w = NULL;
+    uint8_t *buf = NULL;
+    int fd = -1, rc;
+
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return ms_err_os("%s: open", path);
+    if (!(buf = malloc(COPY_CHUNK))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = blob_writer_open(&w, home)) < 0)
+        goto fail;
+    for (;;) {
+        ssize_t n = read(fd, buf, COPY_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = ms_err_os("%s: read", path);
+            goto fail;
+        }
+        if (n == 0)
+            break;
+        if ((rc = blob_writer_write(w, buf, (size_t)n)) < 0)
+            goto fail;
+    }
+    close(fd);
+    free(buf);
+    return blob_writer_commit(digest_out, w, NULL);
+fail:
+    blob_writer_abort(w);
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+int blob_exists(const char *home, const char *digest, uint64_t *size_out)
+{
+    struct stat st;
+    char *p = NULL;
+    int ok;
+
+    if (blob_path(&p, home, digest) < 0)
+        return 0;
+    ok = stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    if (ok && size_out)
+        *size_out = (uint64_t)st.st_size;
+    free(p);
+    return ok;
+}
+
+int blob_open(blob_view *out, const char *home, const char *digest)
+{
+    ms_map m;
+    char *p = NULL;
+    int rc;
+
+    out->data = NULL;
+    out->size = 0;
+    if ((rc = blob_path(&p, home, digest)) < 0)
+        return rc;
+    rc = ms_map_open(&m, p);
+    if (rc == MS_ENOTFOUND)
+        rc = ms_err(MS_ENOTFOUND, "blob %s is missing (%s)", digest, p);
+    free(p);
+    if (rc == 0) {
+        out->data = m.data;
+        out->size = m.size;
+    }
+    return rc;
+}
+
+void blob_close(blob_view *v)
+{
+    ms_map m;
+
+    if (!v)
+        return;
+    m.data = v->data;
+    m.size = v->size;
+    ms_map_close(&m);
+    v->data = NULL;
+    v->size = 0;
+}
+
+int blob_verify(const char *home, const char *digest)
+{
+    char got[BLOB_DIGEST_LEN + 1], *p = NULL;
+    blob_hash *h = NULL;
+    uint8_t *buf = NULL;
+    int fd = -1, rc = 0;
+
+    if ((rc = blob_path(&p, home, digest)) < 0)
+        return rc;
+    if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+        rc = errno == ENOENT ? ms_err(MS_ENOTFOUND, "blob %s is missing (%s)", digest, p) : ms_err_os("%s: open", p);
+        goto done;
+    }
+    if (!(buf = malloc(COPY_CHUNK)) || !(h = blob_hash_new())) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (;;) {
+        ssize_t n = read(fd, buf, COPY_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = ms_err_os("%s: read", p);
+            goto done;
+        }
+        if (n == 0)
+            break;
+        blob_hash_update(h, buf, (size_t)n);
+    }
+    blob_hash_final(got, h);
+    h = NULL;
+    if (strcmp(got, digest) != 0)
+        rc = ms_err(MS_EMISMATCH, "blob %s is corrupt: its bytes hash to %s (%s)", digest, got, p);
+done:
+    blob_hash_free(h);
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    free(p);
+    return rc;
+}
+
+int blob_tmp_clean(const char *home, int *removed_out)
+{
+    char *dir = ms_path_join(home, "tmp");
+    struct dirent *e;
+    DIR *d;
+    int removed = 0;
+
+    if (removed_out)
+        *removed_out = 0;
+    if (!dir)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (!(d = opendir(dir))) {
+        int rc = errno == ENOENT ? 0 : ms_err_os("%s: opendir", dir);
+        free(dir);
+        return rc;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char *end, *p;
+        long pid;
+
+        if (e->d_name[0] == '.')
+            continue;
+        pid = strtol(e->d_name, &end, 10);
+        /* A writer that is still running owns its file; kill(pid, 0) fails with ESRCH once the
+         * writer is gone. Names that do not start with a pid are not ours to keep either. */
+        if (end != e->d_name && *end == '-' && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+            continue;
+        if ((p = ms_path_join(dir, e->d_name)) != NULL && unlink(p) == 0)
+            removed++;
+        free(p);
+    }
+    closedir(d);
+    free(dir);
+    if (removed_out)
+        *removed_out = removed;
+    return 0;
+}

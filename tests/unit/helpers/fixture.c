@@ -1,0 +1,101 @@
+#include <dirent.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "helpers/fixture.h"
+#include "util/util.h"
+
+char *fixture_tmpdir(void)
+{
+    const char *base = getenv("TMPDIR");
+    char *t = ms_strdup_printf("%s/mstore-test-XXXXXX", base && *base ? base : "/tmp");
+
+    if (!t || !mkdtemp(t)) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void rmrf(const char *p)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *e;
+
+    if (lstat(p, &st) < 0)
+        return;
+    if (S_ISDIR(st.st_mode) && (d = opendir(p)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            char *c;
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            if ((c = ms_path_join(p, e->d_name)) != NULL)
+                rmrf(c);
+            free(c);
+        }
+        closedir(d);
+        rmdir(p);
+    } else {
+        unlink(p);
+    }
+}
+
+void fixture_rmrf(char *dir)
+{
+    if (dir)
+        rmrf(dir);
+    free(dir);
+}
+
+char *fixture_write(const char *dir, const char *name, const void *buf, size_t len)
+{
+    char *p = ms_path_join(dir, name);
+    FILE *f = p ? fopen(p, "wb") : NULL;
+
+    if (!f) {
+        free(p);
+        return NULL;
+    }
+    if (len && fwrite(buf, 1, len, f) != len) {
+        fclose(f);
+        free(p);
+        return NULL;
+    }
+    fclose(f);
+    return p;
+}
+
+int fixture_count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+char *fixture_models_dir(void)
+{
+    const char *env = getenv("MSTORE_TEST_MODELS"), *src = getenv("MSTORE_SRC");
+    char *p;
+
+    if (env && *env)
+        p = strdup(env);
+    else
+        p = ms_strdup_printf("%s/../shared/models", src && *src ? src : ".");
+    if (p && !ms_is_dir(p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}

@@ -1,0 +1,256 @@
+/* test_blob.c: the blob store's write, dedup, read, verify and temp-file rules. */
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "helpers/fixture.h"
+
+static char *home;
+
+static void setup(void)
+{
+    home = fixture_tmpdir();
+    ck_assert_ptr_nonnull(home);
+    ck_assert_int_eq(blob_dirs_make(home), 0);
+}
+
+static void teardown(void) { fixture_rmrf(home); }
+
+static char *sub(const char *name) { return ms_path_join(home, name); }
+
+START_TEST(digest_of_known_bytes)
+{
+    char d[BLOB_DIGEST_LEN + 1];
+
+    blob_digest_buf(d, "abc", 3);
+    ck_assert_str_eq(d, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    blob_digest_buf(d, "", 0);
+    ck_assert_str_eq(d, "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+END_TEST
+
+START_TEST(digest_validation)
+{
+    ck_assert(blob_digest_valid("sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    ck_assert(!blob_digest_valid("sha256:BA7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    ck_assert(!blob_digest_valid("sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015a"));
+    ck_assert(!blob_digest_valid("sha512:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    ck_assert(!blob_digest_valid("sha256:../../../../etc/passwd00000000000000000000000000000000000000000"));
+    ck_assert(!blob_digest_valid(NULL));
+}
+END_TEST
+
+START_TEST(writer_streams_hashes_and_lands_under_digest)
+{
+    char d[BLOB_DIGEST_LEN + 1], *p, *tmp = sub("tmp"), *blobs = sub("blobs");
+    blob_writer *w;
+    blob_view v;
+    struct stat st;
+
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(fixture_count_files(tmp), 1);   /* partial bytes live in tmp/ only */
+    ck_assert_int_eq(fixture_count_files(blobs), 0);
+    ck_assert_int_eq(blob_writer_write(w, "a", 1), 0);
+    ck_assert_int_eq(blob_writer_write(w, "bc", 2), 0);
+    ck_assert_uint_eq(blob_writer_size(w), 3);
+    ck_assert_int_eq(blob_writer_commit(d, w, NULL), 0);
+    ck_assert_str_eq(d, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    ck_assert_int_eq(blob_path(&p, home, d), 0);
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0444);   /* blobs are immutable */
+    ck_assert_int_eq(blob_open(&v, home, d), 0);
+    ck_assert_uint_eq(v.size, 3);
+    ck_assert_int_eq(memcmp(v.data, "abc", 3), 0);
+    blob_close(&v);
+    ck_assert_int_eq(blob_verify(home, d), 0);
+    free(p);
+    free(tmp);
+    free(blobs);
+}
+END_TEST
+
+START_TEST(commit_with_wrong_expected_digest_leaves_nothing)
+{
+    char d[BLOB_DIGEST_LEN + 1], *tmp = sub("tmp"), *blobs = sub("blobs");
+    const char *want = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    blob_writer *w;
+
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "abc", 3), 0);
+    ck_assert_int_eq(blob_writer_commit(d, w, want), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), want));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "sha256:ba7816bf"));
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    ck_assert_int_eq(fixture_count_files(blobs), 0);
+    free(tmp);
+    free(blobs);
+}
+END_TEST
+
+START_TEST(same_bytes_are_stored_once)
+{
+    char d1[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1], *blobs = sub("blobs"), *tmp = sub("tmp");
+    char *f = fixture_write(home, "in.bin", "hello", 5);
+
+    ck_assert_int_eq(blob_put_buf(d1, home, "hello", 5), 0);
+    ck_assert_int_eq(blob_put_file(d2, home, f), 0);
+    ck_assert_str_eq(d1, d2);
+    ck_assert_int_eq(fixture_count_files(blobs), 1);
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    free(f);
+    free(blobs);
+    free(tmp);
+}
+END_TEST
+
+START_TEST(verify_names_a_corrupt_blob)
+{
+    char d[BLOB_DIGEST_LEN + 1], *p;
+    int fd;
+
+    ck_assert_int_eq(blob_put_buf(d, home, "payload", 7), 0);
+    ck_assert_int_eq(blob_path(&p, home, d), 0);
+    chmod(p, 0644);
+    fd = open(p, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, "X", 1, 2), 1);
+    close(fd);
+    ck_assert_int_eq(blob_verify(home, d), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), d));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "corrupt"));
+    unlink(p);
+    ck_assert_int_eq(blob_verify(home, d), MS_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "missing"));
+    free(p);
+}
+END_TEST
+
+START_TEST(bad_digest_never_becomes_a_path)
+{
+    blob_view v;
+    char *p = NULL;
+
+    ck_assert_int_eq(blob_path(&p, home, "sha256:../../x"), MS_EINVALID);
+    ck_assert_ptr_null(p);
+    ck_assert_int_eq(blob_open(&v, home, "../index.db"), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "../index.db"));
+}
+END_TEST
+
+START_TEST(full_disk_leaves_no_blob)
+{
+    /* RLIMIT_FSIZE stands in for a full disk: the write fails with EFBIG. Run it in a child so
+     * the limit (and SIGXFSZ) stays there. */
+    pid_t pid = fork();
+    int status;
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct rlimit rl = { 1000, 1000 };
+        char d[BLOB_DIGEST_LEN + 1], buf[4096] = { 0 };
+        blob_writer *w;
+        int rc;
+
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &rl);
+        if (blob_writer_open(&w, home) < 0)
+            _exit(3);
+        rc = blob_writer_write(w, buf, sizeof buf);
+        if (rc != MS_EIO || !strstr(ms_err_msg(), "write"))
+            _exit(4);
+        blob_writer_abort(w);
+        (void)d;
+        _exit(0);
+    }
+    waitpid(pid, &status, 0);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    {
+        char *tmp = sub("tmp"), *blobs = sub("blobs");
+        ck_assert_int_eq(fixture_count_files(tmp), 0);
+        ck_assert_int_eq(fixture_count_files(blobs), 0);
+        free(tmp);
+        free(blobs);
+    }
+}
+END_TEST
+
+START_TEST(tmp_clean_keeps_live_writers_and_drops_dead_ones)
+{
+    char *tmp = sub("tmp"), *dead;
+    blob_writer *w;
+    int removed = -1;
+
+    /* pid 2^22+1 is above the default pid_max, so no process has it. */
+    dead = fixture_write(tmp, "4194305-0-1.partial", "x", 1);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(fixture_count_files(tmp), 2);
+    ck_assert_int_eq(blob_tmp_clean(home, &removed), 0);
+    ck_assert_int_eq(removed, 1);
+    ck_assert_int_eq(fixture_count_files(tmp), 1);
+    blob_writer_abort(w);
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    free(dead);
+    free(tmp);
+}
+END_TEST
+
+START_TEST(map_of_empty_and_missing_files)
+{
+    ms_map m;
+    char *e = fixture_write(home, "empty", "", 0), *missing = sub("nope");
+
+    ck_assert_int_eq(ms_map_open(&m, e), 0);
+    ck_assert_ptr_null(m.data);
+    ck_assert_uint_eq(m.size, 0);
+    ms_map_close(&m);
+    ck_assert_int_eq(ms_map_open(&m, missing), MS_ENOTFOUND);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), missing));
+    free(e);
+    free(missing);
+}
+END_TEST
+
+START_TEST(error_context_prepends)
+{
+    ck_assert_int_eq(ms_err(MS_EINVALID, "field '%s' is bad", "x"), MS_EINVALID);
+    ck_assert_int_eq(ms_err_ctx("model.gguf"), MS_EINVALID);
+    ck_assert_str_eq(ms_err_msg(), "model.gguf: field 'x' is bad");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("blob");
+    TCase *tc = tcase_create("blob");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, digest_of_known_bytes);
+    tcase_add_test(tc, digest_validation);
+    tcase_add_test(tc, writer_streams_hashes_and_lands_under_digest);
+    tcase_add_test(tc, commit_with_wrong_expected_digest_leaves_nothing);
+    tcase_add_test(tc, same_bytes_are_stored_once);
+    tcase_add_test(tc, verify_names_a_corrupt_blob);
+    tcase_add_test(tc, bad_digest_never_becomes_a_path);
+    tcase_add_test(tc, full_disk_leaves_no_blob);
+    tcase_add_test(tc, tmp_clean_keeps_live_writers_and_drops_dead_ones);
+    tcase_add_test(tc, map_of_empty_and_missing_files);
+    tcase_add_test(tc, error_context_prepends);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
