@@ -1,0 +1,143 @@
+/* show.c: mstore show NAME [--tensors] [--json] */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "cli.h"
+
+static const char help[] =
+    "usage: mstore show NAME [--tensors] [--json]\n\n"
+    "Show a model's configuration summary and layers.\n\n"
+    "  --tensors   one line per tensor: name, dtype, shape, quant type, blob digest\n"
+    "  --json      print everything as one JSON object\n";
+
+static json_t *config_load(store *s, const manifest *m)
+{
+    json_error_t jerr;
+    blob_view v;
+    json_t *c;
+
+    if (blob_open(&v, store_home(s), m->config.digest) < 0)
+        return NULL;
+    c = json_loadb((const char *)v.data, v.size, 0, &jerr);
+    blob_close(&v);
+    if (!c)
+        ms_err(MS_EINVALID, "config %s: %s", m->config.digest, jerr.text);
+    return c;
+}
+
+static void print_field(json_t *c, const char *label, const char *key)
+{
+    json_t *v = json_object_get(c, key);
+    char *t;
+
+    if (!v || json_is_null(v))
+        return;
+    t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    if (t && json_is_string(v))
+        printf("  %-22s %s\n", label, json_string_value(v));
+    else if (t)
+        printf("  %-22s %s\n", label, t);
+    free(t);
+}
+
+static void print_text(const char *digest, json_t *c, const manifest *m)
+{
+    uint64_t total = m->config.size;
+    char b[32];
+
+    for (size_t i = 0; i < m->n_layers; i++)
+        total += m->layers[i].size;
+    printf("  %-22s %s\n", "digest", digest);
+    printf("  %-22s %s\n", "size", ms_fmt_bytes(b, sizeof b, total));
+    print_field(c, "architecture", "architecture");
+    print_field(c, "layers", "num_hidden_layers");
+    print_field(c, "embedding length", "hidden_size");
+    print_field(c, "heads", "num_attention_heads");
+    print_field(c, "kv heads", "num_key_value_heads");
+    print_field(c, "head dim", "head_dim");
+    print_field(c, "feed forward length", "intermediate_size");
+    print_field(c, "vocab size", "vocab_size");
+    print_field(c, "context length", "max_position_embeddings");
+    print_field(c, "rope theta", "rope_theta");
+    print_field(c, "rms norm eps", "rms_norm_eps");
+    print_field(c, "quantization", "quantization");
+    print_field(c, "source", "source");
+    printf("  %-22s %zu\n", "layers in manifest", m->n_layers);
+}
+
+static json_t *tensor_json(const store_tensor *t)
+{
+    return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s}", "name", t->name, "dtype", t->dtype, "shape", t->shape,
+                     "quant_type", t->quant_type, "group_size", (json_int_t)t->group_size, "blob", t->blob_digest);
+}
+
+int cmd_show(int argc, char **argv)
+{
+    int want_tensors = 0, want_json = 0, rc = 1;
+    const char *arg = NULL;
+    store_tensor *t = NULL;
+    manifest *m = NULL;
+    json_t *config = NULL;
+    char digest[72];
+    model_name name;
+    size_t n = 0;
+    store *s;
+
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(help, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--tensors") == 0) {
+            want_tensors = 1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            want_json = 1;
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("show", "unknown option '%s'", argv[i]);
+        } else if (!arg) {
+            arg = argv[i];
+        } else {
+            return cli_usage_error("show", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!arg)
+        return cli_usage_error("show", "needs a NAME");
+    if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
+        return 1;
+    if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0 ||
+        !(config = config_load(s, m)) || (want_tensors && store_tensors_list(s, digest, &t, &n) < 0)) {
+        cli_fail();
+        goto done;
+    }
+    if (want_json) {
+        json_t *o = json_pack("{s:s, s:s, s:O}", "name", arg, "digest", digest, "config", config), *arr;
+        char *text;
+        if (want_tensors && (arr = json_array())) {
+            for (size_t i = 0; i < n; i++)
+                json_array_append_new(arr, tensor_json(&t[i]));
+            json_object_set_new(o, "tensors", arr);
+        }
+        text = json_dumps(o, JSON_INDENT(2));
+        printf("%s\n", text ? text : "{}");
+        free(text);
+        json_decref(o);
+    } else {
+        printf("Model %s\n", arg);
+        print_text(digest, config, m);
+        if (want_tensors) {
+            printf("\nTensors\n");
+            for (size_t i = 0; i < n; i++)
+                printf("  %-50s %-5s %-18s %-6s %s\n", t[i].name, t[i].dtype, t[i].shape,
+                       t[i].quant_type ? t[i].quant_type : "-", t[i].blob_digest);
+        }
+    }
+    rc = 0;
+done:
+    store_tensors_free(t, n);
+    json_decref(config);
+    manifest_free(m);
+    store_close(s);
+    return rc;
+}

@@ -1,0 +1,116 @@
+/* common.c: what every importer shares: the config blob, the manifest commit, dispatch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "import/import_int.h"
+
+static json_t *get_int(json_t *c, const char *key, json_int_t dflt)
+{
+    json_t *v = json_object_get(c, key);
+    return json_is_integer(v) ? json_integer(json_integer_value(v)) : dflt < 0 ? json_null() : json_integer(dflt);
+}
+
+static json_t *get_real(json_t *c, const char *key, double dflt)
+{
+    json_t *v = json_object_get(c, key);
+    return json_is_number(v) ? json_real(json_number_value(v)) : json_real(dflt);
+}
+
+int import_config_store(store *s, manifest *m, json_t *config)
+{
+    char digest[72], *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
+    int rc;
+
+    if (!text)
+        return ms_err(MS_ENOMEM, "out of memory");
+    rc = blob_put_buf(digest, store_home(s), text, strlen(text));
+    if (rc == 0)
+        rc = manifest_config_set(m, MT_CONFIG, digest, strlen(text));
+    free(text);
+    return rc;
+}
+
+int import_config_commit(store *s, manifest *m, json_t *hf, json_t *dtypes, const char *format, const char *source_path)
+{
+    json_t *c = json_object(), *v;
+    const char *arch = json_string_value(json_object_get(hf, "model_type"));
+    const char *base = strrchr(source_path, '/');
+    json_int_t hidden, heads;
+    int rc;
+
+    if (!c)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (!arch) {
+        json_t *a = json_array_get(json_object_get(hf, "architectures"), 0);
+        arch = json_is_string(a) ? json_string_value(a) : "unknown";
+    }
+    json_object_set_new(c, "architecture", json_string(arch));
+    json_object_set_new(c, "hidden_size", get_int(hf, "hidden_size", -1));
+    json_object_set_new(c, "num_hidden_layers", get_int(hf, "num_hidden_layers", -1));
+    json_object_set_new(c, "num_attention_heads", get_int(hf, "num_attention_heads", -1));
+    heads = json_integer_value(json_object_get(hf, "num_attention_heads"));
+    hidden = json_integer_value(json_object_get(hf, "hidden_size"));
+    json_object_set_new(c, "num_key_value_heads", get_int(hf, "num_key_value_heads", heads > 0 ? heads : -1));
+    json_object_set_new(c, "head_dim", get_int(hf, "head_dim", heads > 0 && hidden > 0 ? hidden / heads : -1));
+    json_object_set_new(c, "intermediate_size", get_int(hf, "intermediate_size", -1));
+    json_object_set_new(c, "vocab_size", get_int(hf, "vocab_size", -1));
+    json_object_set_new(c, "max_position_embeddings", get_int(hf, "max_position_embeddings", -1));
+    json_object_set_new(c, "rms_norm_eps", get_real(hf, "rms_norm_eps", 1e-6));
+    json_object_set_new(c, "rope_theta", get_real(hf, "rope_theta", 10000.0));
+    v = json_object_get(hf, "rope_scaling");
+    json_object_set(c, "rope_scaling", json_is_object(v) ? v : json_null());
+    json_object_set_new(c, "rope_interleaved", json_false());   /* HF weights rotate halves */
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(json_is_true(json_object_get(hf, "tie_word_embeddings"))));
+    json_object_set_new(c, "sliding_window", get_int(hf, "sliding_window", -1));
+    json_object_set_new(c, "num_experts", get_int(hf, json_object_get(hf, "num_local_experts") ? "num_local_experts" : "num_experts", -1));
+    json_object_set_new(c, "num_experts_per_tok", get_int(hf, "num_experts_per_tok", -1));
+    v = json_object_get(hf, "bos_token_id");
+    json_object_set(c, "bos_token_id", v ? v : json_null());
+    v = json_object_get(hf, "eos_token_id");
+    json_object_set(c, "eos_token_id", v ? v : json_null());
+    json_object_set_new(c, "tokenizer", manifest_layer_find(m, MT_TOKENIZER, NULL)
+                                            ? json_pack("{s:s, s:n}", "kind", "tokenizer.json", "pre")
+                                            : json_null());
+    json_object_set(c, "quantization", dtypes);
+    json_object_set_new(c, "source", json_pack("{s:s, s:s}", "format", format, "file", base ? base + 1 : source_path));
+    json_object_set(c, "hf_config", hf);   /* everything else config.json said, kept whole */
+    rc = import_config_store(s, m, c);
+    json_decref(c);
+    return rc;
+}
+
+int import_manifest_commit(store *s, manifest *m, const model_name *name, char digest_out[72])
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+
+    if ((rc = manifest_serialize(&text, &len, m)) < 0)
+        return rc;
+    rc = store_model_commit(s, name, text, len, digest_out);
+    free(text);
+    return rc;
+}
+
+/* GGUF import lives in gguf.c; until it lands a GGUF file is refused by name. */
+int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+    __attribute__((weak));
+
+int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+{
+    ms_map m;
+    int rc, is_gguf;
+
+    if (ms_is_dir(path))
+        return import_hf_dir(s, path, name, o, digest_out);
+    if ((rc = ms_map_open(&m, path)) < 0)
+        return rc;
+    is_gguf = m.size >= 4 && memcmp(m.data, "GGUF", 4) == 0;
+    ms_map_close(&m);
+    if (is_gguf && import_gguf_file)
+        return import_gguf_file(s, path, name, o, digest_out);
+    if (is_gguf)
+        return ms_err(MS_EUNSUPPORTED, "%s: GGUF import is not available in this build", path);
+    return ms_err(MS_EINVALID, "%s: not a GGUF file (magic) nor a model directory", path);
+}

@@ -1,0 +1,329 @@
+/* hf.c: import a Hugging Face directory of unquantized safetensors.
+ *
+ * One pass over the tensor bytes: each tensor is re-framed as its own safetensors blob (see
+ * import.h) and streamed through the blob writer, which hashes while it writes. Nothing is
+ * named until store_model_commit, so a failure or a kill at any point leaves at most unnamed
+ * blobs (gc removes them) and never a changed index. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "format/format.h"
+#include "import/import_int.h"
+
+#define JSON_FILE_MAX (64u << 20)
+
+typedef struct shard {
+    char *file;          /* base name */
+    ms_map map;
+    st_file *st;
+} shard;
+
+typedef struct hf_import {
+    const char *dir;
+    store *s;
+    const import_opts *o;
+    json_t *config;      /* config.json */
+    shard *shards;
+    size_t n_shards;
+    manifest *m;
+    json_t *dtypes;      /* dtype -> tensor count, for the quantization summary */
+    uint64_t total, done;
+    ms_progress *progress;
+} hf_import;
+
+static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
+
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, const char *home, st_writer *w)
+{
+    blob_writer *bw = NULL;
+    int rc;
+
+    if ((rc = blob_writer_open(&bw, home)) < 0)
+        return rc;
+    if ((rc = st_writer_emit(w, sink_blob, bw)) < 0) {
+        blob_writer_abort(bw);
+        return rc;
+    }
+    *size_out = blob_writer_size(bw);
+    return blob_writer_commit(digest_out, bw, NULL);
+}
+
+int import_json_file(json_t **out, const char *path, int required)
+{
+    json_error_t jerr;
+    char *buf = NULL;
+    size_t len;
+    int rc;
+
+    *out = NULL;
+    if (!ms_is_file(path)) {
+        if (!required)
+            return 0;
+        return ms_err(MS_ENOTFOUND, "%s: missing (a model directory needs it)", path);
+    }
+    if ((rc = ms_file_read(&buf, &len, path, JSON_FILE_MAX)) < 0)
+        return rc;
+    *out = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(buf);
+    if (!*out)
+        return ms_err(MS_EINVALID, "%s: line %d: %s", path, jerr.line, jerr.text);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return ms_err(MS_EINVALID, "%s: not a JSON object", path);
+    }
+    return 0;
+}
+
+int import_file_layer(manifest *m, const char *home, const char *path, const char *media_type)
+{
+    char digest[72];
+    int rc;
+    uint64_t size = 0;
+
+    if (!ms_is_file(path))
+        return 0;
+    if ((rc = blob_put_file(digest, home, path)) < 0)
+        return rc;
+    blob_exists(home, digest, &size);
+    return manifest_layer_add(m, media_type, digest, size, NULL);
+}
+
+static int shard_add(hf_import *h, const char *file)
+{
+    shard *sh;
+    char *path;
+    int rc;
+
+    for (size_t i = 0; i < h->n_shards; i++)
+        if (strcmp(h->shards[i].file, file) == 0)
+            return 0;
+    if (strchr(file, '/') || strcmp(file, "..") == 0)   /* an index must not point outside the dir */
+        return ms_err(MS_EINVALID, "model.safetensors.index.json: weight_map names '%s', which is not a file in the directory", file);
+    sh = realloc(h->shards, (h->n_shards + 1) * sizeof *sh);
+    if (!sh)
+        return ms_err(MS_ENOMEM, "out of memory");
+    h->shards = sh;
+    sh = &h->shards[h->n_shards];
+    memset(sh, 0, sizeof *sh);
+    if (!(sh->file = strdup(file)) || !(path = ms_path_join(h->dir, file)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    h->n_shards++;
+    rc = ms_map_open(&sh->map, path);
+    if (rc == MS_ENOTFOUND)
+        rc = ms_err(MS_ENOTFOUND, "%s: shard named by model.safetensors.index.json is missing", path);
+    if (rc == 0 && (rc = st_parse(&sh->st, sh->map.data, sh->map.size, sh->map.size, 0, file)) < 0)
+        ms_err_ctx("%s", h->dir);
+    free(path);
+    return rc;
+}
+
+static int shards_open(hf_import *h)
+{
+    char *index_path = ms_path_join(h->dir, "model.safetensors.index.json");
+    json_t *index = NULL, *map, *v;
+    const char *key;
+    int rc = 0;
+
+    if (!index_path)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = import_json_file(&index, index_path, 0)) < 0)
+        goto done;
+    if (!index) {
+        char *single = ms_path_join(h->dir, "model.safetensors");
+        if (!ms_is_file(single))
+            rc = ms_err(MS_ENOTFOUND, "%s: no model.safetensors or model.safetensors.index.json", h->dir);
+        else
+            rc = shard_add(h, "model.safetensors");
+        free(single);
+        goto done;
+    }
+    map = json_object_get(index, "weight_map");
+    if (!json_is_object(map) || json_object_size(map) == 0) {
+        rc = ms_err(MS_EINVALID, "%s: weight_map: missing or empty", index_path);
+        goto done;
+    }
+    json_object_foreach(map, key, v) {
+        if (!json_is_string(v)) {
+            rc = ms_err(MS_EINVALID, "%s: weight_map['%s']: not a file name", index_path, key);
+            goto done;
+        }
+        if ((rc = shard_add(h, json_string_value(v))) < 0)
+            goto done;
+    }
+    /* Every tensor the index names must be in the shard it names. */
+    json_object_foreach(map, key, v) {
+        for (size_t i = 0; i < h->n_shards; i++)
+            if (strcmp(h->shards[i].file, json_string_value(v)) == 0 && !st_find(h->shards[i].st, key)) {
+                rc = ms_err(MS_EINVALID, "%s: weight_map: tensor '%s' is not in %s", index_path, key,
+                            h->shards[i].file);
+                goto done;
+            }
+    }
+done:
+    json_decref(index);
+    free(index_path);
+    return rc;
+}
+
+static int tensor_import(hf_import *h, const shard *sh, const st_tensor *t)
+{
+    const char *home = store_home(h->s);
+    st_writer *w = NULL;
+    char digest[72];
+    uint64_t size = 0;
+    json_t *n;
+    int rc;
+
+    if ((rc = st_writer_new(&w)) < 0)
+        return rc;
+    if ((rc = st_writer_add(w, t->name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes)) < 0 ||
+        (rc = import_tensor_blob(digest, &size, home, w)) < 0) {
+        st_writer_free(w);
+        return ms_err_ctx("%s: tensor '%s'", sh->file, t->name);
+    }
+    st_writer_free(w);
+    n = json_object_get(h->dtypes, st_dtype_name(t->dtype));
+    json_object_set_new(h->dtypes, st_dtype_name(t->dtype), json_integer(n ? json_integer_value(n) + 1 : 1));
+    h->done += t->nbytes;
+    ms_progress_update(h->progress, h->done);
+    return manifest_layer_add(h->m, MT_TENSOR, digest, size, t->name);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+static int tensors_import(hf_import *h)
+{
+    const st_tensor **all = NULL;
+    const shard **owner = NULL;
+    size_t n = 0, k = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < h->n_shards; i++)
+        n += st_count(h->shards[i].st);
+    if (n == 0)
+        return ms_err(MS_EINVALID, "%s: the safetensors files hold no tensors", h->dir);
+    all = calloc(n, sizeof *all);
+    owner = calloc(n, sizeof *owner);
+    if (!all || !owner) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < h->n_shards; i++)
+        for (size_t j = 0; j < st_count(h->shards[i].st); j++) {
+            all[k++] = st_at(h->shards[i].st, j);
+            h->total += all[k - 1]->nbytes;
+        }
+    /* Layers in name order, so that importing the same tensors gives the same manifest. The
+     * owner of each tensor is found again after sorting by pointer range. */
+    qsort(all, n, sizeof *all, cmp_name);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(all[i]->name, all[i - 1]->name) == 0) {
+            rc = ms_err(MS_EINVALID, "%s: tensor '%s' appears in more than one shard", h->dir, all[i]->name);
+            goto done;
+        }
+    h->progress = h->o && h->o->quiet ? NULL : ms_progress_new("import", h->total, 256u << 20);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const shard *sh = NULL;
+        for (size_t j = 0; j < h->n_shards; j++)
+            if (all[i]->data >= h->shards[j].map.data && all[i]->data <= h->shards[j].map.data + h->shards[j].map.size)
+                sh = &h->shards[j];
+        rc = tensor_import(h, sh, all[i]);
+    }
+    ms_progress_free(h->progress);
+    h->progress = NULL;
+done:
+    free(all);
+    free(owner);
+    return rc;
+}
+
+static int layers_import(hf_import *h)
+{
+    static const struct { const char *file, *media_type; } extra[] = {
+        { "tokenizer.json", MT_TOKENIZER },
+        { "tokenizer_config.json", MT_TOKENIZER_CONFIG },
+        { "generation_config.json", MT_GENERATION_CONFIG },
+        { "chat_template.jinja", MT_TEMPLATE },
+    };
+    const char *home = store_home(h->s);
+    json_t *tc = NULL;
+    int rc = 0;
+
+    for (size_t i = 0; i < sizeof extra / sizeof extra[0] && rc == 0; i++) {
+        char *p = ms_path_join(h->dir, extra[i].file);
+        if (strcmp(extra[i].file, "chat_template.jinja") == 0 && manifest_layer_find(h->m, MT_TEMPLATE, NULL)) {
+            free(p);
+            continue;
+        }
+        if (strcmp(extra[i].file, "tokenizer_config.json") == 0 && (rc = import_json_file(&tc, p, 0)) == 0 && tc) {
+            /* The chat template is its own layer, as ollama keeps it. */
+            json_t *t = json_object_get(tc, "chat_template");
+            if (json_is_string(t)) {
+                char d[72];
+                size_t len = json_string_length(t);
+                if ((rc = blob_put_buf(d, home, json_string_value(t), len)) == 0)
+                    rc = manifest_layer_add(h->m, MT_TEMPLATE, d, len, NULL);
+            }
+            json_decref(tc);
+            tc = NULL;
+        }
+        if (rc == 0)
+            rc = import_file_layer(h->m, home, p, extra[i].media_type);
+        free(p);
+    }
+    return rc;
+}
+
+static void hf_import_free(hf_import *h)
+{
+    for (size_t i = 0; i < h->n_shards; i++) {
+        st_free(h->shards[i].st);
+        ms_map_close(&h->shards[i].map);
+        free(h->shards[i].file);
+    }
+    free(h->shards);
+    json_decref(h->config);
+    json_decref(h->dtypes);
+    manifest_free(h->m);
+}
+
+int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72])
+{
+    hf_import h = { .dir = dir, .s = s, .o = o };
+    char *config_path = ms_path_join(dir, "config.json");
+    int rc, locked = 0;
+
+    if (!config_path)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = import_json_file(&h.config, config_path, 1)) < 0)
+        goto done;
+    if (json_object_get(h.config, "quantization") || json_object_get(h.config, "quantization_config")) {
+        rc = ms_err(MS_EUNSUPPORTED, "%s: quantized (MLX) model directories are not supported yet", config_path);
+        goto done;
+    }
+    if ((rc = manifest_new(&h.m)) < 0 || !(h.dtypes = json_object()))
+        goto done;
+    if ((rc = shards_open(&h)) < 0)
+        goto done;
+    if ((rc = store_write_begin(s)) < 0)
+        goto done;
+    locked = 1;
+    if ((rc = tensors_import(&h)) < 0 || (rc = layers_import(&h)) < 0)
+        goto done;
+    if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, "safetensors", dir)) < 0)
+        goto done;
+    rc = import_manifest_commit(s, h.m, name, digest_out);
+done:
+    if (locked)
+        store_write_end(s);
+    free(config_path);
+    hf_import_free(&h);
+    return rc;
+}
