@@ -8,7 +8,7 @@
  * A model name is [host/][namespace/]model[:tag]:
  *   host       a DNS name or IPv4 address with an optional :port; it is the first of three
  *              components, or the first of two when it contains '.' or ':' or is "localhost"
- *   namespace  default "library"
+ *   namespace  default "library"; the characters and length of a model
  *   model      [A-Za-z0-9][A-Za-z0-9._-]*, at most 80 characters, never "." or ".."
  *   tag        [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters, default "latest"
  * Nothing in a valid name can name a path outside the store ("/" only separates components). */
@@ -60,6 +60,8 @@ int manifest_new(manifest **out);
 int manifest_config_set(manifest *m, const char *media_type, const char *digest, uint64_t size);
 /* `name` may be NULL. */
 int manifest_layer_add(manifest *m, const char *media_type, const char *digest, uint64_t size, const char *name);
+/* The first layer whose media type and name equal the given ones; a NULL argument matches any
+ * value (a non-NULL name never matches a layer without one). Borrowed from m. */
 const manifest_layer *manifest_layer_find(const manifest *m, const char *media_type, const char *name);
 void manifest_free(manifest *m);
 
