@@ -93,10 +93,6 @@ int import_manifest_commit(store *s, manifest *m, const model_name *name, char d
     return rc;
 }
 
-/* GGUF import lives in gguf.c; until it lands a GGUF file is refused by name. */
-int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
-    __attribute__((weak));
-
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
 {
     ms_map m;
@@ -108,9 +104,7 @@ int import_path(store *s, const char *path, const model_name *name, const import
         return rc;
     is_gguf = m.size >= 4 && memcmp(m.data, "GGUF", 4) == 0;
     ms_map_close(&m);
-    if (is_gguf && import_gguf_file)
-        return import_gguf_file(s, path, name, o, digest_out);
     if (is_gguf)
-        return ms_err(MS_EUNSUPPORTED, "%s: GGUF import is not available in this build", path);
+        return import_gguf_file(s, path, name, o, digest_out);
     return ms_err(MS_EINVALID, "%s: not a GGUF file (magic) nor a model directory", path);
 }

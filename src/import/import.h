@@ -14,7 +14,8 @@
  *   - MLX-quantized tensors: {name} U32 packed, {name}.scale, {name}.bias; "quant_type"
  *     ("int4", "int8", ...) and "group_size".
  *   - MoE expert tensors of one layer are packed into one blob; the layer name is the prefix
- *     ("model.layers.3.mlp.experts").
+ *     ("model.layers.3.mlp.experts"). In a pack, per-tensor metadata keys carry the tensor's
+ *     name: "quant_type:<name>", "logical_shape:<name>", "gguf_name:<name>".
  *
  * Config blob (MT_CONFIG), JSON, Hugging Face config.json field names where one exists:
  *   architecture ("llama", "qwen3", ...), hidden_size, num_hidden_layers, num_attention_heads,
@@ -29,7 +30,8 @@
  *
  * Other layers: MT_GGUF_META holds the GGUF file's bytes from offset 0 to the start of its data
  * section, verbatim (all metadata, the tokenizer arrays included, and the tensor infos);
- * MT_TOKENIZER tokenizer.json; MT_TOKENIZER_CONFIG tokenizer_config.json; MT_TEMPLATE the chat
+ * MT_GGUF_GAPS the bytes between and after the GGUF's tensors when any is non-zero (in offset
+ * order); MT_TOKENIZER tokenizer.json; MT_TOKENIZER_CONFIG tokenizer_config.json; MT_TEMPLATE the chat
  * template text; MT_GENERATION_CONFIG generation_config.json. */
 #ifndef MSTORE_IMPORT_H
 #define MSTORE_IMPORT_H
@@ -45,5 +47,15 @@ typedef struct import_opts {
 int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72]);
 /* Import PATH, choosing the importer by what it is (directory, GGUF file). */
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
+
+typedef struct export_result {
+    char digest[72];   /* sha256 of the file written */
+    uint64_t nbytes;
+    int identical;     /* 1 when the digest equals the imported file's */
+} export_result;
+/* Write model `name` as a GGUF file at `out_path` (atomically: temp file, fsync, rename).
+ * Models imported from GGUF come back byte-identical. MS_ENOTFOUND, MS_EUNSUPPORTED (models
+ * from other formats, not implemented yet), MS_EIO. */
+int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res);
 
 #endif

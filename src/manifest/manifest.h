@@ -29,6 +29,7 @@
 #define MT_TOKENIZER_CONFIG "application/vnd.ollama.image.tokenizer.config"
 #define MT_TEMPLATE "application/vnd.ollama.image.template"
 #define MT_GGUF_META "application/vnd.mstore.gguf.metadata"   /* a GGUF file's header, verbatim */
+#define MT_GGUF_GAPS "application/vnd.mstore.gguf.gaps"       /* non-zero bytes between GGUF tensors */
 #define MT_GENERATION_CONFIG "application/vnd.mstore.generation.config+json"
 
 #define MANIFEST_MAX_BYTES (64u << 20)   /* refuse larger manifests before parsing */

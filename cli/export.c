@@ -1,0 +1,49 @@
+/* export.c: mstore export NAME --gguf OUT */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "import/import.h"
+
+static const char help[] =
+    "usage: mstore export NAME --gguf OUT\n\n"
+    "Write the model NAME as a GGUF file OUT. A model imported from a GGUF file comes back\n"
+    "byte for byte (same sha256); the command says so.\n";
+
+int cmd_export(int argc, char **argv)
+{
+    const char *arg = NULL, *out = NULL;
+    export_result res;
+    model_name name;
+    char b[32];
+    store *s;
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            fputs(help, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--gguf") == 0) {
+            if (++i >= argc)
+                return cli_usage_error("export", "--gguf needs a file name");
+            out = argv[i];
+        } else if (argv[i][0] == '-') {
+            return cli_usage_error("export", "unknown option '%s'", argv[i]);
+        } else if (!arg) {
+            arg = argv[i];
+        } else {
+            return cli_usage_error("export", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!arg || !out)
+        return cli_usage_error("export", "needs NAME and --gguf OUT");
+    if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
+        return 1;
+    rc = export_gguf(s, &name, out, &res);
+    store_close(s);
+    if (rc < 0)
+        return cli_fail();
+    printf("wrote %s (%s, %s)%s\n", out, ms_fmt_bytes(b, sizeof b, res.nbytes), res.digest,
+           res.identical ? ": identical to the imported file" : "");
+    return 0;
+}

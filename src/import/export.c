@@ -1,0 +1,248 @@
+/* export.c: write a stored model back out as a GGUF file.
+ *
+ * A model imported from GGUF keeps the file's header verbatim (MT_GGUF_META), each tensor's
+ * bytes unchanged with its GGUF name, and any non-zero bytes between tensors (MT_GGUF_GAPS):
+ * the export lays them out at the header's offsets and so gives the same file back. */
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "import/import_int.h"
+
+typedef struct src_tensor {
+    const char *gguf_name;
+    const uint8_t *data;
+    uint64_t nbytes;
+} src_tensor;
+
+typedef struct exporter {
+    store *s;
+    manifest *m;
+    blob_view *views;     /* one per manifest layer, mapped on demand */
+    st_file **sts;
+    src_tensor *tensors;
+    size_t n_tensors;
+    gguf_file *header;
+    const uint8_t *gaps;
+    uint64_t gaps_len, gaps_at;
+    int fd;
+    blob_hash *hash;
+    uint64_t written;
+} exporter;
+
+static int cmp_src(const void *a, const void *b)
+{
+    return strcmp(((const src_tensor *)a)->gguf_name, ((const src_tensor *)b)->gguf_name);
+}
+
+static int out_write(exporter *e, const void *buf, size_t len)
+{
+    blob_hash_update(e->hash, buf, len);
+    if (ms_write_all(e->fd, buf, len) < 0)
+        return ms_err_os("write");
+    e->written += len;
+    return 0;
+}
+
+/* Fill the bytes between `e->written` and `upto` (absolute) with the kept gap bytes, or zeros. */
+static int out_gap(exporter *e, uint64_t upto)
+{
+    static const uint8_t zeros[4096];
+
+    while (e->written < upto) {
+        size_t n = (size_t)(upto - e->written);
+        if (e->gaps) {
+            if (e->gaps_at + n > e->gaps_len)
+                return ms_err(MS_EINVALID, "gaps layer is shorter than the file's gaps");
+            if (out_write(e, e->gaps + e->gaps_at, n) < 0)
+                return MS_EIO;
+            e->gaps_at += n;
+        } else {
+            if (n > sizeof zeros)
+                n = sizeof zeros;
+            if (out_write(e, zeros, n) < 0)
+                return MS_EIO;
+        }
+    }
+    return 0;
+}
+
+static int layers_open(exporter *e)
+{
+    const char *home = store_home(e->s);
+    size_t cap = 0;
+    int rc;
+
+    e->views = calloc(e->m->n_layers + 1, sizeof *e->views);
+    e->sts = calloc(e->m->n_layers + 1, sizeof *e->sts);
+    if (!e->views || !e->sts)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < e->m->n_layers; i++) {
+        const manifest_layer *l = &e->m->layers[i];
+        if (strcmp(l->media_type, MT_TENSOR) != 0 && strcmp(l->media_type, MT_GGUF_META) != 0 &&
+            strcmp(l->media_type, MT_GGUF_GAPS) != 0)
+            continue;
+        if ((rc = blob_open(&e->views[i], home, l->digest)) < 0)
+            return rc;
+        if (strcmp(l->media_type, MT_GGUF_META) == 0) {
+            if ((rc = gguf_open_buf(&e->header, e->views[i].data, e->views[i].size, GGUF_HEADER_ONLY, l->digest)) < 0)
+                return rc;
+            continue;
+        }
+        if (strcmp(l->media_type, MT_GGUF_GAPS) == 0) {
+            e->gaps = e->views[i].data;
+            e->gaps_len = e->views[i].size;
+            continue;
+        }
+        if ((rc = st_parse(&e->sts[i], e->views[i].data, e->views[i].size, e->views[i].size, 0, l->digest)) < 0)
+            return rc;
+        for (size_t k = 0; k < st_count(e->sts[i]); k++) {
+            const st_tensor *t = st_at(e->sts[i], k);
+            char key[600];
+            const char *gn;
+            snprintf(key, sizeof key, "gguf_name:%s", t->name);
+            if (!(gn = st_meta(e->sts[i], key)) && !(gn = st_meta(e->sts[i], "gguf_name")))
+                return ms_err(MS_EINVALID, "layer '%s' (%s): tensor '%s' has no gguf_name", l->name ? l->name : "",
+                              l->digest, t->name);
+            if (e->n_tensors == cap) {
+                src_tensor *n = realloc(e->tensors, (cap = cap ? cap * 2 : 256) * sizeof *n);
+                if (!n)
+                    return ms_err(MS_ENOMEM, "out of memory");
+                e->tensors = n;
+            }
+            e->tensors[e->n_tensors++] = (src_tensor){ gn, t->data, t->nbytes };
+        }
+    }
+    if (!e->header)
+        return ms_err(MS_EINVALID, "the manifest has no GGUF metadata layer");
+    qsort(e->tensors, e->n_tensors, sizeof *e->tensors, cmp_src);
+    return 0;
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int body_write(exporter *e, uint64_t file_size)
+{
+    size_t n = gguf_tensor_count(e->header);
+    const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
+    uint64_t base = gguf_data_offset(e->header);
+    int rc = 0;
+
+    if (!by)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++)
+        by[k] = gguf_tensor_at(e->header, k);
+    qsort(by, n, sizeof *by, cmp_info);
+    if ((rc = out_write(e, gguf_bytes(e->header), gguf_file_size(e->header))) < 0)
+        goto done;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        src_tensor key = { by[k]->name, NULL, 0 }, *t = bsearch(&key, e->tensors, e->n_tensors, sizeof key, cmp_src);
+        if (!t) {
+            rc = ms_err(MS_ENOTFOUND, "tensor '%s' is in the GGUF header but in no layer", by[k]->name);
+            break;
+        }
+        if (t->nbytes != by[k]->nbytes) {
+            rc = ms_err(MS_EINVALID, "tensor '%s': stored %llu bytes, header says %llu", by[k]->name,
+                        (unsigned long long)t->nbytes, (unsigned long long)by[k]->nbytes);
+            break;
+        }
+        if ((rc = out_gap(e, base + by[k]->offset)) == 0)
+            rc = out_write(e, t->data, t->nbytes);
+    }
+    if (rc == 0)
+        rc = out_gap(e, file_size > e->written ? file_size : e->written);
+done:
+    free(by);
+    return rc;
+}
+
+static void exporter_free(exporter *e)
+{
+    for (size_t i = 0; e->m && i < e->m->n_layers; i++) {
+        if (e->sts)
+            st_free(e->sts[i]);
+        if (e->views)
+            blob_close(&e->views[i]);
+    }
+    free(e->sts);
+    free(e->views);
+    free(e->tensors);
+    gguf_close(e->header);
+    blob_hash_free(e->hash);
+    manifest_free(e->m);
+}
+
+int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res)
+{
+    exporter e = { .s = s, .fd = -1 };
+    char digest[72], *tmp = NULL;
+    json_t *config = NULL, *src;
+    blob_view cv = { 0 };
+    json_error_t jerr;
+    uint64_t file_size = 0;
+    int rc;
+
+    memset(res, 0, sizeof *res);
+    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_load(s, digest, &e.m)) < 0)
+        goto done;
+    if ((rc = blob_open(&cv, store_home(s), e.m->config.digest)) < 0)
+        goto done;
+    if (!(config = json_loadb((const char *)cv.data, cv.size, 0, &jerr))) {
+        rc = ms_err(MS_EINVALID, "config %s: %s", e.m->config.digest, jerr.text);
+        goto done;
+    }
+    src = json_object_get(config, "source");
+    if (!json_is_string(json_object_get(src, "format")) || strcmp(json_string_value(json_object_get(src, "format")), "gguf") != 0) {
+        rc = ms_err(MS_EUNSUPPORTED, "export to GGUF of models imported from %s is not implemented yet",
+                    json_is_string(json_object_get(src, "format")) ? json_string_value(json_object_get(src, "format")) : "this format");
+        goto done;
+    }
+    file_size = (uint64_t)json_integer_value(json_object_get(src, "size"));
+    if ((rc = layers_open(&e)) < 0)
+        goto done;
+    if (!(tmp = ms_strdup_printf("%s.partial.%ld", out_path, (long)getpid())) || !(e.hash = blob_hash_new())) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((e.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        rc = ms_err_os("%s: create", tmp);
+        goto done;
+    }
+    if ((rc = body_write(&e, file_size)) < 0) {
+        ms_err_ctx("%s", tmp);
+        goto done;
+    }
+    if (fsync(e.fd) < 0 || close(e.fd) < 0) {
+        e.fd = -1;
+        rc = ms_err_os("%s: fsync", tmp);
+        goto done;
+    }
+    e.fd = -1;
+    if (rename(tmp, out_path) < 0) {
+        rc = ms_err_os("%s: rename", out_path);
+        goto done;
+    }
+    blob_hash_final(res->digest, e.hash);
+    e.hash = NULL;
+    res->nbytes = e.written;
+    res->identical = json_is_string(json_object_get(src, "digest")) &&
+                     strcmp(json_string_value(json_object_get(src, "digest")), res->digest) == 0;
+done:
+    if (e.fd >= 0)
+        close(e.fd);
+    if (rc < 0 && tmp)
+        unlink(tmp);
+    free(tmp);
+    blob_close(&cv);
+    json_decref(config);
+    exporter_free(&e);
+    return rc;
+}

@@ -1,0 +1,384 @@
+/* gguf.c: import a GGUF file, every weight kept bit for bit (see import.h for the blobs).
+ *
+ * One pass over the file: each tensor's bytes go from the mapping through the blob writer,
+ * which hashes while it writes; a second thread hashes the whole file meanwhile, so the
+ * source digest (what export must reproduce) costs no extra pass. The header, from byte 0 to
+ * the data section, is kept verbatim as its own layer; with the tensors and any non-zero
+ * bytes between them, that is everything needed to give the same file back. */
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "import/import_int.h"
+
+#define NAME_MAX_LEN 512
+
+typedef struct item {
+    const gguf_tensor *t;
+    char hf[NAME_MAX_LEN];
+    char pack[NAME_MAX_LEN];   /* "" for a tensor with its own blob */
+} item;
+
+typedef struct file_hash {
+    const uint8_t *data;
+    size_t size;
+    char digest[BLOB_DIGEST_LEN + 1];
+} file_hash;
+
+static void *hash_file(void *arg)
+{
+    file_hash *h = arg;
+    blob_digest_buf(h->digest, h->data, h->size);
+    return NULL;
+}
+
+static int st_dtype_of(st_dtype *out, int ggml)
+{
+    switch (ggml) {
+    case GGML_TYPE_F32: *out = ST_F32; return 1;
+    case GGML_TYPE_F16: *out = ST_F16; return 1;
+    case GGML_TYPE_BF16: *out = ST_BF16; return 1;
+    case GGML_TYPE_F64: *out = ST_F64; return 1;
+    case GGML_TYPE_I8: *out = ST_I8; return 1;
+    case GGML_TYPE_I16: *out = ST_I16; return 1;
+    case GGML_TYPE_I32: *out = ST_I32; return 1;
+    case GGML_TYPE_I64: *out = ST_I64; return 1;
+    default: *out = ST_U8; return 0;   /* block-quantized: kept as bytes */
+    }
+}
+
+static void shape_string(char *buf, size_t len, const gguf_tensor *t)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int d = t->n_dims - 1; d >= 0 && n < len; d--)
+        n += (size_t)snprintf(buf + n, len - n, "%llu%s", (unsigned long long)t->ne[d], d ? ", " : "");
+    if (n < len)
+        snprintf(buf + n, len - n, "]");
+}
+
+/* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>". */
+static int item_add(st_writer *w, const item *it, int packed)
+{
+    const gguf_tensor *t = it->t;
+    uint64_t shape[GGUF_MAX_DIMS + 1];
+    char key[NAME_MAX_LEN + 32], val[256];
+    const char *sfx = packed ? ":" : "";
+    const char *nm = packed ? it->hf : "";
+    int n = 0, rc;
+    st_dtype dt;
+
+    if (st_dtype_of(&dt, t->type)) {
+        for (int d = t->n_dims - 1; d >= 0; d--)
+            shape[n++] = t->ne[d];
+    } else {
+        uint64_t row;
+        if ((rc = ggml_row_nbytes(&row, t->type, t->ne[0])) < 0)
+            return rc;
+        for (int d = t->n_dims - 1; d >= 1; d--)
+            shape[n++] = t->ne[d];
+        shape[n++] = row;
+        snprintf(key, sizeof key, "quant_type%s%s", sfx, nm);
+        if ((rc = st_writer_meta(w, key, ggml_type_name(t->type))) < 0)
+            return rc;
+        shape_string(val, sizeof val, t);
+        snprintf(key, sizeof key, "logical_shape%s%s", sfx, nm);
+        if ((rc = st_writer_meta(w, key, val)) < 0)
+            return rc;
+    }
+    snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
+    if ((rc = st_writer_meta(w, key, t->name)) < 0)
+        return rc;
+    return st_writer_add(w, it->hf, dt, n, shape, t->data, t->nbytes);
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+    const item *x = a, *y = b;
+    int c = strcmp(x->pack[0] ? x->pack : x->hf, y->pack[0] ? y->pack : y->hf);
+    return c ? c : strcmp(x->hf, y->hf);
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Blobs for every tensor, one per tensor or per expert pack, in name order. */
+static int tensors_import(store *s, gguf_file *g, manifest *m, const char *arch, json_t *qsum, const import_opts *o)
+{
+    size_t n = gguf_tensor_count(g), i = 0;
+    item *items = calloc(n ? n : 1, sizeof *items);
+    uint64_t total = 0, done = 0;
+    ms_progress *pr = NULL;
+    int rc = 0;
+
+    if (!items)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        items[k].t = gguf_tensor_at(g, k);
+        import_name_map(items[k].hf, sizeof items[k].hf, items[k].pack, sizeof items[k].pack, arch, items[k].t->name);
+        total += items[k].t->nbytes;
+    }
+    qsort(items, n, sizeof *items, cmp_item);
+    for (size_t k = 1; k < n; k++)
+        if (strcmp(items[k].hf, items[k - 1].hf) == 0) {
+            rc = ms_err(MS_EINVALID, "tensors '%s' and '%s' both map to '%s'", items[k - 1].t->name, items[k].t->name, items[k].hf);
+            goto done;
+        }
+    pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
+    while (i < n && rc == 0) {
+        size_t j = i + 1;
+        const char *layer = items[i].pack[0] ? items[i].pack : items[i].hf;
+        st_writer *w = NULL;
+        char digest[72];
+        uint64_t size = 0;
+
+        while (j < n && items[i].pack[0] && strcmp(items[j].pack, items[i].pack) == 0)
+            j++;
+        if ((rc = st_writer_new(&w)) < 0)
+            break;
+        for (size_t k = i; k < j && rc == 0; k++) {
+            json_t *c = json_object_get(qsum, ggml_type_name(items[k].t->type));
+            rc = item_add(w, &items[k], items[i].pack[0] != '\0');
+            json_object_set_new(qsum, ggml_type_name(items[k].t->type), json_integer(c ? json_integer_value(c) + 1 : 1));
+            done += items[k].t->nbytes;
+        }
+        if (rc == 0)
+            rc = import_tensor_blob(digest, &size, store_home(s), w);
+        st_writer_free(w);
+        if (rc < 0) {
+            ms_err_ctx("tensor '%s'", items[i].t->name);
+            break;
+        }
+        ms_progress_update(pr, done);
+        rc = manifest_layer_add(m, MT_TENSOR, digest, size, layer);
+        i = j;
+    }
+    ms_progress_free(pr);
+done:
+    free(items);
+    return rc;
+}
+
+/* Bytes of the data section that no tensor covers. They are zero in files llama.cpp writes;
+ * when they are not, they are kept (in offset order, trailing bytes last) as a layer so that
+ * export still gives the same file back. */
+static int gaps_import(store *s, gguf_file *g, manifest *m, int *has_gaps)
+{
+    size_t n = gguf_tensor_count(g), gl = 0;
+    const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
+    const uint8_t *base = gguf_bytes(g) + gguf_data_offset(g);
+    uint64_t pos = 0, end = gguf_file_size(g) - gguf_data_offset(g);
+    uint8_t *gap = NULL;
+    int nonzero = 0, rc = 0;
+
+    *has_gaps = 0;
+    if (!by)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++)
+        by[k] = gguf_tensor_at(g, k);
+    qsort(by, n, sizeof *by, cmp_offset);
+    for (size_t k = 0; k <= n; k++) {
+        uint64_t next = k < n ? by[k]->offset : end;
+        for (uint64_t b = pos; b < next && !nonzero; b++)
+            nonzero = base[b] != 0;
+        gl += (size_t)(next - pos);
+        if (k < n)
+            pos = by[k]->offset + by[k]->nbytes;
+    }
+    if (nonzero && gl) {
+        char digest[72];
+        size_t at = 0;
+        if (!(gap = malloc(gl))) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
+        pos = 0;
+        for (size_t k = 0; k <= n; k++) {
+            uint64_t next = k < n ? by[k]->offset : end;
+            memcpy(gap + at, base + pos, (size_t)(next - pos));
+            at += (size_t)(next - pos);
+            if (k < n)
+                pos = by[k]->offset + by[k]->nbytes;
+        }
+        if ((rc = blob_put_buf(digest, store_home(s), gap, gl)) == 0)
+            rc = manifest_layer_add(m, MT_GGUF_GAPS, digest, gl, NULL);
+        *has_gaps = 1;
+    }
+done:
+    free(gap);
+    free(by);
+    return rc;
+}
+
+static void put_uint(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key)
+{
+    char k[256];
+    uint64_t v;
+
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    if (gguf_get_uint(g, k, &v) == 0)
+        json_object_set_new(c, field, json_integer((json_int_t)v));
+    else if (!json_object_get(c, field))
+        json_object_set_new(c, field, json_null());
+}
+
+static void put_float(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key, double dflt)
+{
+    char k[256];
+    double v;
+
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    json_object_set_new(c, field, json_real(gguf_get_float(g, k, &v) == 0 ? v : dflt));
+}
+
+static json_t *token_id(gguf_file *g, const char *key)
+{
+    uint64_t v;
+    return gguf_get_uint(g, key, &v) == 0 ? json_integer((json_int_t)v) : json_null();
+}
+
+static json_t *config_build(gguf_file *g, const char *arch, json_t *qsum, const char *path, const char *file_digest,
+                            int has_gaps)
+{
+    json_t *c = json_object();
+    const char *s, *base = strrchr(path, '/');
+    char k[256];
+    size_t len;
+    uint64_t v, heads = 0, hidden = 0, count;
+    uint32_t et;
+
+    json_object_set_new(c, "architecture", json_string(arch));
+    put_uint(c, "hidden_size", g, arch, "embedding_length");
+    put_uint(c, "num_hidden_layers", g, arch, "block_count");
+    put_uint(c, "num_attention_heads", g, arch, "attention.head_count");
+    put_uint(c, "num_key_value_heads", g, arch, "attention.head_count_kv");
+    put_uint(c, "head_dim", g, arch, "attention.key_length");
+    put_uint(c, "intermediate_size", g, arch, "feed_forward_length");
+    put_uint(c, "max_position_embeddings", g, arch, "context_length");
+    put_uint(c, "sliding_window", g, arch, "attention.sliding_window");
+    put_uint(c, "num_experts", g, arch, "expert_count");
+    put_uint(c, "num_experts_per_tok", g, arch, "expert_used_count");
+    put_uint(c, "rope_dimension_count", g, arch, "rope.dimension_count");
+    /* Defaults as llama.cpp applies them: kv heads = heads, head_dim = hidden / heads. */
+    heads = (uint64_t)json_integer_value(json_object_get(c, "num_attention_heads"));
+    hidden = (uint64_t)json_integer_value(json_object_get(c, "hidden_size"));
+    if (json_is_null(json_object_get(c, "num_key_value_heads")) && heads)
+        json_object_set_new(c, "num_key_value_heads", json_integer((json_int_t)heads));
+    if (json_is_null(json_object_get(c, "head_dim")) && heads)
+        json_object_set_new(c, "head_dim", json_integer((json_int_t)(hidden / heads)));
+    put_float(c, "rms_norm_eps", g, arch, "attention.layer_norm_rms_epsilon", 1e-5);
+    put_float(c, "rope_theta", g, arch, "rope.freq_base", 10000.0);
+    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
+    if (gguf_get_str(g, k, &s, &len) == 0 && !(len == 4 && memcmp(s, "none", 4) == 0)) {
+        json_t *rs = json_object();
+        double f;
+        json_object_set_new(rs, "rope_type", json_stringn(s, len));
+        snprintf(k, sizeof k, "%s.rope.scaling.factor", arch);
+        if (gguf_get_float(g, k, &f) == 0)
+            json_object_set_new(rs, "factor", json_real(f));
+        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", arch);
+        if (gguf_get_uint(g, k, &v) == 0)
+            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
+        json_object_set_new(c, "rope_scaling", rs);
+    } else {
+        json_object_set_new(c, "rope_scaling", json_null());
+    }
+    /* llama.cpp rotates adjacent pairs (its "normal" rope) for the llama family, whose Q/K rows
+     * convert_hf_to_gguf permutes; the other families keep HF's halves ("neox"). */
+    json_object_set_new(c, "rope_interleaved",
+                        json_boolean(!strcmp(arch, "llama") || !strcmp(arch, "mistral") || !strcmp(arch, "mixtral")));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(!gguf_tensor_find(g, "output.weight")));
+    if (gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &count) == 0)
+        json_object_set_new(c, "vocab_size", json_integer((json_int_t)count));
+    else
+        put_uint(c, "vocab_size", g, arch, "vocab_size");
+    json_object_set_new(c, "bos_token_id", token_id(g, "tokenizer.ggml.bos_token_id"));
+    json_object_set_new(c, "eos_token_id", token_id(g, "tokenizer.ggml.eos_token_id"));
+    if (gguf_get_str(g, "tokenizer.ggml.model", &s, &len) == 0) {
+        const char *pre;
+        size_t plen;
+        json_t *t = json_object();
+        json_object_set_new(t, "kind", json_string(len == 5 && !memcmp(s, "llama", 5) ? "spm" : len == 4 && !memcmp(s, "gpt2", 4) ? "bpe" : "other"));
+        json_object_set_new(t, "model", json_stringn(s, len));
+        json_object_set_new(t, "pre", gguf_get_str(g, "tokenizer.ggml.pre", &pre, &plen) == 0 ? json_stringn(pre, plen) : json_null());
+        json_object_set_new(c, "tokenizer", t);
+    } else {
+        json_object_set_new(c, "tokenizer", json_null());
+    }
+    json_object_set(c, "quantization", qsum);
+    json_object_set_new(c, "source", json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "gguf", "file", base ? base + 1 : path,
+                                               "digest", file_digest, "size", (json_int_t)gguf_file_size(g), "gaps", has_gaps));
+    return c;
+}
+
+int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+{
+    gguf_file *g = NULL;
+    manifest *m = NULL;
+    json_t *qsum = json_object(), *config = NULL;
+    file_hash fh = { 0 };
+    pthread_t th;
+    int rc, locked = 0, hashing = 0, has_gaps = 0;
+    const char *arch_s, *tmpl;
+    char arch[128] = "unknown", digest[72];
+    size_t len;
+
+    if (!qsum)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = gguf_open(&g, path)) < 0 || (rc = manifest_new(&m)) < 0)
+        goto done;
+    if (gguf_get_str(g, "general.architecture", &arch_s, &len) == 0 && len < sizeof arch) {
+        memcpy(arch, arch_s, len);
+        arch[len] = '\0';
+    }
+    fh.data = gguf_bytes(g);
+    fh.size = gguf_file_size(g);
+    if (pthread_create(&th, NULL, hash_file, &fh) != 0) {
+        hash_file(&fh);   /* no thread to be had: hash here, one pass more */
+    } else {
+        hashing = 1;
+    }
+    if ((rc = store_write_begin(s)) < 0)
+        goto done;
+    locked = 1;
+    if ((rc = tensors_import(s, g, m, arch, qsum, o)) < 0)
+        goto done;
+    if ((rc = blob_put_buf(digest, store_home(s), gguf_bytes(g), gguf_data_offset(g))) < 0 ||
+        (rc = manifest_layer_add(m, MT_GGUF_META, digest, gguf_data_offset(g), NULL)) < 0)
+        goto done;
+    if ((rc = gaps_import(s, g, m, &has_gaps)) < 0)
+        goto done;
+    if (gguf_get_str(g, "tokenizer.chat_template", &tmpl, &len) == 0) {
+        if ((rc = blob_put_buf(digest, store_home(s), tmpl, len)) < 0 ||
+            (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
+            goto done;
+    }
+    if (hashing) {
+        pthread_join(th, NULL);
+        hashing = 0;
+    }
+    if (!(config = config_build(g, arch, qsum, path, fh.digest, has_gaps))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = import_config_store(s, m, config)) < 0)
+        goto done;
+    rc = import_manifest_commit(s, m, name, digest_out);
+done:
+    if (hashing)
+        pthread_join(th, NULL);
+    if (locked)
+        store_write_end(s);
+    if (rc < 0 && g)
+        ms_err_ctx("%s", path);
+    json_decref(config);
+    json_decref(qsum);
+    manifest_free(m);
+    gguf_close(g);
+    return rc;
+}

@@ -1,0 +1,118 @@
+/* names.c: GGUF tensor names -> canonical (Hugging Face) names, one table row per tensor kind.
+ *
+ * A row applies to every architecture unless `arch` names one; rows for a specific
+ * architecture are tried first, so gemma3's norms can differ from llama's without a special
+ * case in code. Names of architectures not listed in `known` are kept as they are. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "import/import_int.h"
+
+static const char *const known[] = { "llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3moe", NULL };
+
+static const struct row {
+    const char *arch;   /* NULL: any known architecture */
+    const char *gguf;   /* the part after "blk.N." (or the whole name for non-layer tensors) */
+    const char *hf;     /* the part after "model.layers.N." (or the whole name) */
+    const char *pack;   /* expert pack this tensor goes into, after "model.layers.N.", or NULL */
+} rows[] = {
+    /* gemma3 puts four norms around each block. */
+    { "gemma3", "attn_norm", "input_layernorm", NULL },
+    { "gemma3", "post_attention_norm", "post_attention_layernorm", NULL },
+    { "gemma3", "ffn_norm", "pre_feedforward_layernorm", NULL },
+    { "gemma3", "post_ffw_norm", "post_feedforward_layernorm", NULL },
+    /* phi3 fuses Q, K, V and gate, up. */
+    { "phi3", "attn_qkv", "self_attn.qkv_proj", NULL },
+    { "phi3", "ffn_up", "mlp.gate_up_proj", NULL },
+    { NULL, "attn_norm", "input_layernorm", NULL },
+    { NULL, "ffn_norm", "post_attention_layernorm", NULL },
+    { NULL, "attn_q", "self_attn.q_proj", NULL },
+    { NULL, "attn_k", "self_attn.k_proj", NULL },
+    { NULL, "attn_v", "self_attn.v_proj", NULL },
+    { NULL, "attn_output", "self_attn.o_proj", NULL },
+    { NULL, "attn_q_norm", "self_attn.q_norm", NULL },
+    { NULL, "attn_k_norm", "self_attn.k_norm", NULL },
+    { NULL, "attn_rot_embd", "self_attn.rotary_emb.inv_freq", NULL },
+    { NULL, "ffn_gate", "mlp.gate_proj", NULL },
+    { NULL, "ffn_up", "mlp.up_proj", NULL },
+    { NULL, "ffn_down", "mlp.down_proj", NULL },
+    { NULL, "ffn_gate_inp", "mlp.gate", NULL },
+    { NULL, "ffn_gate_exps", "mlp.experts.gate_proj", "mlp.experts" },
+    { NULL, "ffn_up_exps", "mlp.experts.up_proj", "mlp.experts" },
+    { NULL, "ffn_down_exps", "mlp.experts.down_proj", "mlp.experts" },
+    { NULL, "ffn_gate_inp_shexp", "mlp.shared_expert_gate", NULL },
+    { NULL, "ffn_gate_shexp", "mlp.shared_experts.gate_proj", "mlp.shared_experts" },
+    { NULL, "ffn_up_shexp", "mlp.shared_experts.up_proj", "mlp.shared_experts" },
+    { NULL, "ffn_down_shexp", "mlp.shared_experts.down_proj", "mlp.shared_experts" },
+};
+
+static const struct { const char *gguf, *hf; } globals[] = {
+    { "token_embd", "model.embed_tokens" },
+    { "output_norm", "model.norm" },
+    { "output", "lm_head" },
+    { "rope_freqs", "model.rope_freqs" },
+};
+
+int import_arch_known(const char *arch)
+{
+    for (size_t i = 0; known[i]; i++)
+        if (strcmp(arch, known[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Split "blk.12.attn_q.weight" into layer 12, kind "attn_q", suffix ".weight". */
+static int split(const char *name, long *layer, char *kind, size_t kind_len, const char **suffix)
+{
+    const char *p = name, *dot;
+    char *end;
+
+    *layer = -1;
+    if (strncmp(p, "blk.", 4) == 0) {
+        *layer = strtol(p + 4, &end, 10);
+        if (end == p + 4 || *end != '.' || *layer < 0)
+            return -1;
+        p = end + 1;
+    }
+    dot = strrchr(p, '.');
+    if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0))
+        return -1;
+    if ((size_t)(dot - p) >= kind_len)
+        return -1;
+    memcpy(kind, p, (size_t)(dot - p));
+    kind[dot - p] = '\0';
+    *suffix = dot;
+    return 0;
+}
+
+void import_name_map(char *out, size_t len, char *pack, size_t pack_len, const char *arch, const char *gguf)
+{
+    const char *suffix;
+    char kind[128];
+    long layer;
+
+    snprintf(out, len, "%s", gguf);
+    if (pack)
+        pack[0] = '\0';
+    if (!import_arch_known(arch) || split(gguf, &layer, kind, sizeof kind, &suffix) < 0)
+        return;
+    if (layer < 0) {
+        for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+            if (strcmp(kind, globals[i].gguf) == 0) {
+                snprintf(out, len, "%s%s", globals[i].hf, suffix);
+                return;
+            }
+        return;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            const struct row *r = &rows[i];
+            if ((pass == 0) != (r->arch != NULL) || (r->arch && strcmp(r->arch, arch) != 0) || strcmp(kind, r->gguf) != 0)
+                continue;
+            snprintf(out, len, "model.layers.%ld.%s%s", layer, r->hf, suffix);
+            if (pack && r->pack)
+                snprintf(pack, pack_len, "model.layers.%ld.%s", layer, r->pack);
+            return;
+        }
+}
