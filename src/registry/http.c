@@ -1,0 +1,509 @@
+/* http.c: one HTTP exchange with a registry through libcurl: headers we need, bounded bodies,
+ * the Bearer / Basic auth flow, and retries with backoff. */
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "registry/registry_int.h"
+
+#define DEFAULT_BODY_MAX (256u << 10)
+#define TOKEN_BODY_MAX (1u << 20)
+
+void registry_opts_init(registry_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->parallel = 4;
+}
+
+int registry_host(char host_out[NAME_HOST_MAX], const model_name *name)
+{
+    const char *env = getenv("MSTORE_REGISTRY");
+    const char *h = name->host[0] ? name->host : env;
+
+    host_out[0] = '\0';
+    if (!h || !*h)
+        return ms_err(MS_EINVALID, "model '%s/%s:%s' names no registry host and $MSTORE_REGISTRY is not set",
+                      name->namespace_, name->model, name->tag);
+    /* The host goes into a URL: refuse anything that could change the URL's shape. */
+    for (const char *p = h; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == ':' || *p == '_' || *p == '[' || *p == ']'))
+            return ms_err(MS_EINVALID, "registry host '%.100s': character '%c' is not allowed", h, *p);
+    if (strlen(h) >= NAME_HOST_MAX)
+        return ms_err(MS_EINVALID, "registry host '%.60s...': longer than %d characters", h, NAME_HOST_MAX - 1);
+    snprintf(host_out, NAME_HOST_MAX, "%s", h);
+    return 0;
+}
+
+static void global_init(void) { curl_global_init(CURL_GLOBAL_ALL); }
+
+CURL *reg_easy_new(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    /* curl_global_init is not thread-safe: run it once, before any thread makes a handle. */
+    pthread_once(&once, global_init);
+    return curl_easy_init();
+}
+
+int reg_client_init(reg_client *c, const char *home, const char *host, const model_name *name,
+                    const registry_opts *o, int push)
+{
+    int rc;
+
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    snprintf(c->host, sizeof c->host, "%s", host);
+    snprintf(c->base, sizeof c->base, "%s://%s", o->insecure ? "http" : "https", host);
+    snprintf(c->repo, sizeof c->repo, "%s/%s", name->namespace_, name->model);
+    snprintf(c->scope_actions, sizeof c->scope_actions, "%s", push ? "pull,push" : "pull");
+    if ((rc = reg_credentials_find(&c->basic, home, host, o->auth)) < 0)
+        return rc;
+    return 0;
+}
+
+void reg_client_fini(reg_client *c)
+{
+    if (c->basic) {
+        memset(c->basic, 0, strlen(c->basic));   /* a password should not linger in freed memory */
+        free(c->basic);
+    }
+    free(c->token);
+    c->basic = c->token = NULL;
+    pthread_mutex_destroy(&c->mu);
+}
+
+void reg_resp_reset(reg_resp *r)
+{
+    free(r->body);
+    r->body = NULL;
+    r->body_len = 0;
+    r->status = 0;
+    r->overflow = 0;
+    r->sink_rc = 0;
+    r->digest[0] = r->location[0] = r->www_auth[0] = r->content_range[0] = '\0';
+}
+
+void reg_backoff(int n)
+{
+    long ms = 200;
+    struct timespec ts;
+
+    for (int i = 1; i < n && ms < 5000; i++)
+        ms *= 2;
+    if (ms > 5000)
+        ms = 5000;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+int reg_http_err(int code, const char *what, const reg_resp *r)
+{
+    char snippet[201] = "";
+    size_t n = 0;
+
+    /* The registry's error body ({"errors":[...]}) usually says why; show its start, printable only. */
+    for (size_t i = 0; r->body && i < r->body_len && n < sizeof snippet - 1; i++)
+        snippet[n++] = isprint((unsigned char)r->body[i]) ? r->body[i] : ' ';
+    snippet[n] = '\0';
+    return ms_err(code, "%s: HTTP %ld%s%s", what, r->status, n ? ": " : "", snippet);
+}
+
+/* ------------------------------------------------------------------ challenge */
+
+static const char *param_read(const char *p, char *key, size_t klen, char *val, size_t vlen)
+{
+    size_t k = 0, v = 0;
+
+    while (*p == ' ' || *p == ',')
+        p++;
+    while (*p && *p != '=' && *p != ',' && *p != ' ') {
+        if (k + 1 < klen)
+            key[k++] = *p;
+        p++;
+    }
+    key[k] = '\0';
+    if (*p != '=')
+        return NULL;
+    p++;
+    if (*p == '"') {
+        for (p++; *p && *p != '"'; p++) {
+            if (*p == '\\' && p[1])
+                p++;
+            if (v + 1 >= vlen)
+                return NULL;   /* truncating a realm URL would send us somewhere else */
+            val[v++] = *p;
+        }
+        if (*p != '"')
+            return NULL;
+        p++;
+    } else {
+        for (; *p && *p != ',' && *p != ' '; p++) {
+            if (v + 1 >= vlen)
+                return NULL;
+            val[v++] = *p;
+        }
+    }
+    val[v] = '\0';
+    return p;
+}
+
+int reg_challenge_parse(reg_challenge *out, const char *value)
+{
+    const char *p = value;
+    size_t n = 0;
+
+    memset(out, 0, sizeof *out);
+    while (*p == ' ')
+        p++;
+    while (*p && *p != ' ' && n + 1 < sizeof out->scheme)
+        out->scheme[n++] = *p++;
+    out->scheme[n] = '\0';
+    if (n == 0 || (*p && *p != ' '))
+        return ms_err(MS_EINVALID, "www-authenticate '%.100s': no auth scheme", value);
+    while (*p) {
+        char key[32], val[1024];
+
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        if (!(p = param_read(p, key, sizeof key, val, sizeof val)))
+            return ms_err(MS_EINVALID, "www-authenticate '%.100s': malformed parameter", value);
+        char *dst = !strcasecmp(key, "realm") ? out->realm : !strcasecmp(key, "service") ? out->service
+                  : !strcasecmp(key, "scope") ? out->scope : NULL;
+        size_t cap = dst == out->realm ? sizeof out->realm : dst == out->service ? sizeof out->service
+                   : sizeof out->scope;
+        size_t vl = strlen(val);
+
+        if (!dst)
+            continue;
+        if (vl >= cap)   /* a cut realm or scope would ask the wrong server for the wrong thing */
+            return ms_err(MS_EINVALID, "www-authenticate: %s longer than %zu characters", key, cap - 1);
+        memcpy(dst, val, vl + 1);
+    }
+    if (!strcasecmp(out->scheme, "Bearer") &&
+        strncmp(out->realm, "https://", 8) != 0 && strncmp(out->realm, "http://", 7) != 0)
+        return ms_err(MS_EINVALID, "www-authenticate '%.100s': bearer realm is not an http(s) url", value);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ credentials */
+
+int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth)
+{
+    const char *env = getenv("MSTORE_REGISTRY_AUTH");
+    char *path = NULL, *buf = NULL;
+    json_t *root = NULL, *v;
+    json_error_t jerr;
+    size_t len;
+    int rc = 0;
+
+    *out = NULL;
+    if (opts_auth && *opts_auth)
+        env = opts_auth;
+    if (env && *env) {
+        if (!strchr(env, ':'))
+            return ms_err(MS_EINVALID, "registry credentials: expected user:password (no ':' found)");
+        return (*out = strdup(env)) ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    }
+    if (!home || !(path = ms_path_join(home, "credentials.json")))
+        return home ? ms_err(MS_ENOMEM, "out of memory") : 0;
+    if (!ms_is_file(path))
+        goto done;
+    if ((rc = ms_file_read(&buf, &len, path, 1u << 20)) < 0)
+        goto done;
+    if (!(root = json_loadb(buf, len, 0, &jerr)) || !json_is_object(root)) {
+        rc = ms_err(MS_EINVALID, "%s: not a json object {\"host\": \"user:password\"} (line %d)", path,
+                    root ? 0 : jerr.line);
+        goto done;
+    }
+    if ((v = json_object_get(root, host)) != NULL) {
+        /* The value is a secret: the message names the host, never the value. */
+        if (!json_is_string(v) || !strchr(json_string_value(v), ':'))
+            rc = ms_err(MS_EINVALID, "%s: entry for '%s' is not a \"user:password\" string", path, host);
+        else if (!(*out = strdup(json_string_value(v))))
+            rc = ms_err(MS_ENOMEM, "out of memory");
+    }
+done:
+    json_decref(root);
+    if (buf)
+        memset(buf, 0, len);
+    free(buf);
+    free(path);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ one exchange */
+
+static size_t on_header(char *buf, size_t size, size_t n, void *ctx)
+{
+    reg_resp *r = ctx;
+    size_t len = size * n;
+    char line[4200];
+    size_t l = len < sizeof line - 1 ? len : sizeof line - 1;
+    char *v;
+
+    memcpy(line, buf, l);
+    line[l] = '\0';
+    while (l > 0 && (line[l - 1] == '\r' || line[l - 1] == '\n'))
+        line[--l] = '\0';
+    if (!strncmp(line, "HTTP/", 5)) {
+        /* A new response (after a redirect or 100 Continue): forget the previous one's headers. */
+        char *sp = strchr(line, ' ');
+        r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        r->digest[0] = r->location[0] = r->www_auth[0] = r->content_range[0] = '\0';
+        return len;
+    }
+    if (!(v = strchr(line, ':')))
+        return len;
+    *v++ = '\0';
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (!strcasecmp(line, "docker-content-digest"))
+        snprintf(r->digest, sizeof r->digest, "%s", v);
+    else if (!strcasecmp(line, "location"))
+        snprintf(r->location, sizeof r->location, "%s", v);
+    else if (!strcasecmp(line, "www-authenticate"))
+        snprintf(r->www_auth, sizeof r->www_auth, "%s", v);
+    else if (!strcasecmp(line, "content-range"))
+        snprintf(r->content_range, sizeof r->content_range, "%s", v);
+    return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *ctx)
+{
+    reg_resp *r = ctx;
+    size_t len = size * n;
+    size_t max = r->body_max ? r->body_max : DEFAULT_BODY_MAX;
+    char *nb;
+
+    if (r->sink && r->status >= 200 && r->status < 300) {
+        if ((r->sink_rc = r->sink(r->sink_ctx, buf, len)) != 0)
+            return 0;   /* aborts the transfer with CURLE_WRITE_ERROR */
+        return len;
+    }
+    if (r->body_len + len > max) {
+        r->overflow = 1;
+        return 0;
+    }
+    if (!(nb = realloc(r->body, r->body_len + len + 1)))
+        return 0;
+    r->body = nb;
+    memcpy(r->body + r->body_len, buf, len);
+    r->body_len += len;
+    r->body[r->body_len] = '\0';
+    return len;
+}
+
+static size_t on_read(char *buf, size_t size, size_t n, void *ctx)
+{
+    reg_body *b = ctx;
+    size_t len = size * n, left = b->len - b->off;
+
+    if (len > left)
+        len = left;
+    memcpy(buf, (const char *)b->data + b->off, len);
+    b->off += len;
+    return len;
+}
+
+static int transient_code(CURLcode e)
+{
+    return e == CURLE_COULDNT_CONNECT || e == CURLE_RECV_ERROR || e == CURLE_SEND_ERROR ||
+           e == CURLE_PARTIAL_FILE || e == CURLE_GOT_NOTHING || e == CURLE_OPERATION_TIMEDOUT ||
+           e == CURLE_HTTP2 || e == CURLE_HTTP2_STREAM || e == CURLE_SSL_CONNECT_ERROR ||
+           e == CURLE_COULDNT_RESOLVE_HOST;
+}
+
+static int perform(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
+                   const reg_body *body, reg_resp *r, int *transient_out)
+{
+    struct curl_slist *hl = NULL, *t;
+    char full[8192], auth[4096] = "", errbuf[CURL_ERROR_SIZE] = "";
+    reg_body b = body ? *body : (reg_body){ NULL, 0, 0 };
+    int rc = 0, use_basic;
+    CURLcode e;
+
+    *transient_out = 0;
+    if (url[0] == '/')
+        snprintf(full, sizeof full, "%s%s", c->base, url);
+    else
+        snprintf(full, sizeof full, "%s", url);
+    pthread_mutex_lock(&c->mu);
+    if (c->token)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
+    use_basic = c->use_basic && c->basic && !c->token;
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; headers && headers[i]; i++)
+        if ((t = curl_slist_append(hl, headers[i])))
+            hl = t;
+    if (auth[0] && (t = curl_slist_append(hl, auth)))
+        hl = t;
+    if ((t = curl_slist_append(hl, "Expect:")))   /* no 100-continue round trip before PUT bodies */
+        hl = t;
+    reg_resp_reset(r);
+    curl_easy_reset(h);   /* keeps the connection cache: later requests reuse the connection */
+    curl_easy_setopt(h, CURLOPT_URL, full);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
+    /* A connection that stalls (a dropped peer that never sends FIN) is given up after 30 s of
+     * less than 1 byte/s, then retried, instead of hanging the pull forever. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "mstore/0.1");
+    curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 512L << 10);
+    if (use_basic) {
+        curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(h, CURLOPT_USERPWD, c->basic);
+    }
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
+        /* Blob GETs redirect to storage (S3 and the like); curl drops our Authorization header
+         * when the redirect goes to another host. */
+        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+        if (!strcmp(method, "HEAD"))
+            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (!strcmp(method, "POST")) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, b.data ? (const char *)b.data : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b.len);
+    } else {   /* PUT, PATCH, DELETE */
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        if (strcmp(method, "DELETE") != 0) {
+            curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+            curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(h, CURLOPT_READDATA, &b);
+            curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)b.len);
+        }
+    }
+    e = curl_easy_perform(h);
+    if (e != CURLE_OK && r->sink_rc > 0) {
+        e = CURLE_OK;   /* the sink had every byte it asked for and stopped the transfer */
+    } else if (e != CURLE_OK) {
+        if (r->sink_rc < 0)
+            rc = r->sink_rc;   /* the sink's own message (disk full, too many bytes) stands */
+        else if (r->overflow)
+            rc = ms_err(MS_EINVALID, "%s: response body larger than %zu bytes", full,
+                        r->body_max ? r->body_max : (size_t)DEFAULT_BODY_MAX);
+        else {
+            *transient_out = transient_code(e);
+            rc = ms_err(MS_EIO, "%s %s: %s", method, full, errbuf[0] ? errbuf : curl_easy_strerror(e));
+        }
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+    curl_slist_free_all(hl);
+    return rc;
+}
+
+/* GET the realm for a token covering `scope`; keeps it in c->token. */
+static int token_fetch(reg_client *c, CURL *h, const reg_challenge *ch)
+{
+    char scope[600], url[4096], *es = NULL, *ss = NULL;
+    reg_resp r = { 0 };
+    json_t *root = NULL, *tok;
+    int transient, rc;
+    int attempt = 0;
+
+    if (ch->scope[0])
+        snprintf(scope, sizeof scope, "%s", ch->scope);
+    else
+        snprintf(scope, sizeof scope, "repository:%s:%s", c->repo, c->scope_actions);
+    es = curl_easy_escape(h, scope, 0);
+    ss = curl_easy_escape(h, ch->service, 0);
+    if (!es || !ss) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    snprintf(url, sizeof url, "%s%sservice=%s&scope=%s", ch->realm, strchr(ch->realm, '?') ? "&" : "?", ss, es);
+    r.body_max = TOKEN_BODY_MAX;
+    for (;;) {
+        reg_client tc = *c;   /* a token request carries Basic credentials (if any), never a stale token */
+        tc.token = NULL;
+        tc.use_basic = c->basic != NULL;
+        rc = perform(&tc, h, "GET", url, NULL, NULL, &r, &transient);
+        if ((rc == 0 && r.status < 500 && r.status != 429) || (rc < 0 && !transient) || ++attempt >= REG_MAX_ATTEMPTS)
+            break;
+        reg_backoff(attempt);
+    }
+    if (rc < 0)
+        goto done;
+    if (r.status != 200) {
+        rc = reg_http_err(r.status == 401 || r.status == 403 ? MS_EINVALID : MS_EIO,
+                          "registry token request (check the credentials)", &r);
+        goto done;
+    }
+    root = json_loadb(r.body ? r.body : "", r.body_len, 0, NULL);
+    tok = root ? json_object_get(root, "token") : NULL;
+    if (!tok || !json_is_string(tok))
+        tok = root ? json_object_get(root, "access_token") : NULL;
+    if (!tok || !json_is_string(tok) || !*json_string_value(tok)) {
+        rc = ms_err(MS_EINVALID, "registry token response from %s: no \"token\" string", ch->realm);
+        goto done;
+    }
+    pthread_mutex_lock(&c->mu);
+    free(c->token);
+    c->token = strdup(json_string_value(tok));
+    rc = c->token ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&c->mu);
+done:
+    json_decref(root);
+    reg_resp_reset(&r);
+    curl_free(es);
+    curl_free(ss);
+    return rc;
+}
+
+int reg_request(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
+                const reg_body *body, reg_resp *r, int *transient_out)
+{
+    reg_challenge ch;
+    int rc;
+
+    if ((rc = perform(c, h, method, url, headers, body, r, transient_out)) < 0 || r->status != 401)
+        return rc;
+    /* 401: the challenge says how to authenticate; answer it once, then retry the request. */
+    if (!r->www_auth[0] || reg_challenge_parse(&ch, r->www_auth) < 0)
+        return 0;   /* the caller reports the 401 */
+    if (!strcasecmp(ch.scheme, "Bearer")) {
+        if ((rc = token_fetch(c, h, &ch)) < 0)
+            return rc;
+    } else if (!strcasecmp(ch.scheme, "Basic") && c->basic && !c->use_basic) {
+        pthread_mutex_lock(&c->mu);
+        c->use_basic = 1;
+        pthread_mutex_unlock(&c->mu);
+    } else {
+        return 0;
+    }
+    return perform(c, h, method, url, headers, body, r, transient_out);
+}
+
+int reg_request_retry(reg_client *c, CURL *h, const char *method, const char *url,
+                      const char *const *headers, const reg_body *body, reg_resp *r)
+{
+    int rc, transient;
+
+    for (int attempt = 1;; attempt++) {
+        rc = reg_request(c, h, method, url, headers, body, r, &transient);
+        if (rc == 0 && r->status < 500 && r->status != 429)
+            return 0;
+        if ((rc < 0 && !transient) || attempt >= REG_MAX_ATTEMPTS)
+            return rc;   /* a final 5xx returns 0 with the status for the caller to report */
+        reg_backoff(attempt);
+    }
+}

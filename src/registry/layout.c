@@ -1,0 +1,317 @@
+/* layout.c: offline transfer through an OCI image layout directory:
+ *   <dir>/oci-layout          {"imageLayoutVersion":"1.0.0"}
+ *   <dir>/index.json          {"schemaVersion":2,"manifests":[descriptor + annotations ref.name]}
+ *   <dir>/blobs/sha256/<hex>  content, named by its sha256
+ * A pull from a directory verifies every byte like a registry pull: the directory may have been
+ * carried on a USB stick or edited by anyone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "registry/registry_int.h"
+
+#define REF_NAME "org.opencontainers.image.ref.name"
+#define INDEX_MAX_BYTES (64u << 20)
+#define COPY_CHUNK (4u << 20)
+
+static char *layout_blob_path(const char *dir, const char *digest)
+{
+    return ms_strdup_printf("%s/blobs/sha256/%s", dir, digest + 7);
+}
+
+/* ------------------------------------------------------------------ push */
+
+/* Copy a stored blob into the layout unless a file of the right size is there already. The
+ * copy goes to a temp name first: a reader of the directory never sees a half blob. */
+static int blob_export(const char *home, const char *dir, const char *digest, const void *buf, size_t len)
+{
+    char *dst = layout_blob_path(dir, digest), *tmp = NULL;
+    blob_view v = { 0 };
+    struct stat st;
+    int fd = -1, rc = 0;
+
+    if (!dst)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (!buf) {
+        if ((rc = blob_open(&v, home, digest)) < 0)
+            goto done;
+        buf = v.data;
+        len = v.size;
+    }
+    if (stat(dst, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len)
+        goto done;
+    if (!(tmp = ms_strdup_printf("%s.%ld.tmp", dst, (long)getpid()))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        rc = ms_err_os("%s: create", tmp);
+        goto done;
+    }
+    if ((len && ms_write_all(fd, buf, len) < 0) || fsync(fd) < 0) {
+        rc = ms_err_os("%s: write", tmp);
+        goto done;
+    }
+    if (rename(tmp, dst) < 0)
+        rc = ms_err_os("%s: rename", tmp);
+done:
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0 && tmp)
+        unlink(tmp);
+    blob_close(&v);
+    free(tmp);
+    free(dst);
+    return rc;
+}
+
+static int index_load(json_t **out, const char *dir, int must_exist)
+{
+    char *path = ms_path_join(dir, "index.json"), *buf = NULL;
+    json_error_t jerr;
+    json_t *root = NULL, *ms;
+    size_t len;
+    int rc = 0;
+
+    *out = NULL;
+    if (!path)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (!must_exist && !ms_is_file(path)) {
+        root = json_pack("{s:i, s:[]}", "schemaVersion", 2, "manifests");
+        rc = root ? 0 : ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = ms_file_read(&buf, &len, path, INDEX_MAX_BYTES)) < 0)
+        goto done;
+    if (!(root = json_loadb(buf, len, 0, &jerr))) {
+        rc = ms_err(MS_EINVALID, "%s: line %d: %s", path, jerr.line, jerr.text);
+        goto done;
+    }
+    ms = json_object_get(root, "manifests");
+    if (!json_is_object(root) || !json_is_array(ms))
+        rc = ms_err(MS_EINVALID, "%s: no \"manifests\" array", path);
+done:
+    if (rc < 0) {
+        json_decref(root);
+        root = NULL;
+    }
+    *out = root;
+    free(buf);
+    free(path);
+    return rc;
+}
+
+static const char *ref_name(json_t *desc)
+{
+    json_t *a = json_object_get(desc, "annotations");
+    json_t *n = a ? json_object_get(a, REF_NAME) : NULL;
+    return json_is_string(n) ? json_string_value(n) : NULL;
+}
+
+int registry_layout_push(store *s, const model_name *name, const char *dir, const registry_opts *o,
+                         char digest_out[72])
+{
+    const char *home = store_home(s);
+    char *bytes = NULL, *sub = NULL, *path = NULL, *text = NULL, label[600];
+    json_t *index = NULL, *ms, *desc;
+    manifest *m = NULL;
+    size_t len = 0;
+    int rc;
+
+    digest_out[0] = '\0';
+    name_display(label, sizeof label, name);
+    if ((rc = reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
+        goto done;
+    blob_digest_buf(digest_out, bytes, len);
+    if (!(sub = ms_strdup_printf("%s/blobs/sha256", dir))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = ms_mkdir_p(sub, 0755)) < 0 || (rc = index_load(&index, dir, 0)) < 0)
+        goto done;
+    for (size_t i = 0; i <= m->n_layers; i++)
+        if ((rc = blob_export(home, dir, i == 0 ? m->config.digest : m->layers[i - 1].digest, NULL, 0)) < 0)
+            goto done;
+    if ((rc = blob_export(home, dir, digest_out, bytes, len)) < 0)
+        goto done;
+    free(path);
+    if (!(path = ms_path_join(dir, "oci-layout"))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (!ms_is_file(path) && (rc = ms_file_write_atomic(path, "{\"imageLayoutVersion\":\"1.0.0\"}", 30)) < 0)
+        goto done;
+    /* One entry per tag: pushing a tag again replaces its entry. */
+    ms = json_object_get(index, "manifests");
+    for (size_t i = json_array_size(ms); i-- > 0;) {
+        const char *rn = ref_name(json_array_get(ms, i));
+        if (rn && !strcmp(rn, name->tag))
+            json_array_remove(ms, i);
+    }
+    desc = json_pack("{s:s, s:s, s:I, s:{s:s}}", "mediaType", m->media_type, "digest", digest_out, "size",
+                     (json_int_t)len, "annotations", REF_NAME, name->tag);
+    if (!desc || json_array_append_new(ms, desc) < 0 || !(text = json_dumps(index, JSON_COMPACT))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    free(path);
+    if (!(path = ms_path_join(dir, "index.json"))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* index.json last: until it names the manifest, the new blobs are just unreferenced files. */
+    rc = ms_file_write_atomic(path, text, strlen(text));
+done:
+    if (rc < 0) {
+        digest_out[0] = '\0';
+        ms_err_ctx("push %s to %s", label, dir);
+    }
+    json_decref(index);
+    manifest_free(m);
+    free(text);
+    free(path);
+    free(sub);
+    free(bytes);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ pull */
+
+/* Copy <dir>/blobs/sha256/<hex> into the store through a blob writer that checks the digest. */
+static int blob_import(const char *home, const char *dir, const char *digest, uint64_t size)
+{
+    char got[BLOB_DIGEST_LEN + 1], *src = layout_blob_path(dir, digest);
+    uint8_t *buf = malloc(COPY_CHUNK);
+    blob_writer *w = NULL;
+    int fd = -1, rc = 0;
+
+    if (!src || !buf) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((fd = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
+        rc = ms_err_os("%s: open", src);
+        goto done;
+    }
+    if ((rc = blob_writer_open(&w, home)) < 0)
+        goto done;
+    for (;;) {
+        ssize_t n = read(fd, buf, COPY_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = ms_err_os("%s: read", src);
+            goto done;
+        }
+        if (n == 0)
+            break;
+        if (blob_writer_size(w) + (uint64_t)n > size) {
+            rc = ms_err(MS_EMISMATCH, "blob %s: %s has more than the manifest's %" PRIu64 " bytes", digest, src, size);
+            goto done;
+        }
+        if ((rc = blob_writer_write(w, buf, (size_t)n)) < 0)
+            goto done;
+    }
+    if (blob_writer_size(w) != size) {
+        rc = ms_err(MS_EMISMATCH, "blob %s: %s has %" PRIu64 " bytes, the manifest says %" PRIu64, digest, src,
+                    blob_writer_size(w), size);
+        goto done;
+    }
+    rc = blob_writer_commit(got, w, digest);
+    w = NULL;
+    if (rc < 0)
+        ms_err_ctx("blob %s (%s)", digest, src);
+done:
+    blob_writer_abort(w);
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    free(src);
+    return rc;
+}
+
+/* The manifest descriptor whose ref.name is the tag (or the full name); its digest and size. */
+static int index_find(char digest_out[72], uint64_t *size_out, json_t *index, const model_name *name,
+                      const char *dir)
+{
+    json_t *ms = json_object_get(index, "manifests");
+    char full[600];
+
+    name_format(full, sizeof full, name);
+    for (size_t i = 0; i < json_array_size(ms); i++) {
+        json_t *d = json_array_get(ms, i);
+        const char *rn = ref_name(d), *dg = json_string_value(json_object_get(d, "digest"));
+        json_t *sz = json_object_get(d, "size");
+
+        if (!rn || (strcmp(rn, name->tag) != 0 && strcmp(rn, full) != 0))
+            continue;
+        if (!dg || !blob_digest_valid(dg))
+            return ms_err(MS_EINVALID, "%s/index.json: manifests[%zu]: digest '%.80s' is not sha256:<64 hex>", dir, i,
+                          dg ? dg : "");
+        if (!json_is_integer(sz) || json_integer_value(sz) < 0 || json_integer_value(sz) > MANIFEST_MAX_BYTES)
+            return ms_err(MS_EINVALID, "%s/index.json: manifests[%zu]: size is not an integer from 0 to %u", dir, i,
+                          MANIFEST_MAX_BYTES);
+        snprintf(digest_out, 72, "%s", dg);
+        *size_out = (uint64_t)json_integer_value(sz);
+        return 0;
+    }
+    return ms_err(MS_ENOTFOUND, "%s/index.json: no manifest with %s '%s'", dir, REF_NAME, name->tag);
+}
+
+int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
+                         char digest_out[72])
+{
+    const char *home = store_home(s);
+    char want[72], got[BLOB_DIGEST_LEN + 1], label[600], *path = NULL, *bytes = NULL;
+    json_t *index = NULL;
+    manifest *m = NULL;
+    uint64_t want_size = 0;
+    size_t len = 0;
+    int rc, locked = 0;
+
+    (void)o;
+    digest_out[0] = '\0';
+    name_display(label, sizeof label, name);
+    if ((rc = index_load(&index, dir, 1)) < 0 || (rc = index_find(want, &want_size, index, name, dir)) < 0)
+        goto done;
+    if (!(path = layout_blob_path(dir, want))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = ms_file_read(&bytes, &len, path, MANIFEST_MAX_BYTES)) < 0)
+        goto done;
+    blob_digest_buf(got, bytes, len);
+    if (strcmp(got, want) != 0 || len != want_size) {
+        rc = ms_err(MS_EMISMATCH, "manifest %s: %s hashes to %s (%zu bytes, index says %" PRIu64 ")", want, path, got,
+                    len, want_size);
+        goto done;
+    }
+    if ((rc = manifest_parse(&m, bytes, len, path)) < 0)
+        goto done;
+    if ((rc = store_write_begin(s)) < 0)
+        goto done;
+    locked = 1;
+    for (size_t i = 0; i <= m->n_layers; i++) {
+        const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
+        if (!blob_exists(home, l->digest, NULL) && (rc = blob_import(home, dir, l->digest, l->size)) < 0)
+            goto done;
+    }
+    rc = store_model_commit(s, name, bytes, len, digest_out);
+done:
+    if (locked)
+        store_write_end(s);
+    if (rc < 0)
+        ms_err_ctx("pull %s from %s", label, dir);
+    json_decref(index);
+    manifest_free(m);
+    free(bytes);
+    free(path);
+    return rc;
+}

@@ -1,0 +1,245 @@
+/* push.c: upload a stored model's blobs (skipping those the registry has, mounting those it has
+ * in another repository) and then its manifest. */
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "registry/registry_int.h"
+
+/* Blobs up to this size go up in one PUT; larger ones in PATCH chunks of this size, so that a
+ * proxy with a request size limit (nginx's default is 1 MB, often raised to tens of MB) and a
+ * registry that spools each request still cope. */
+#define PUSH_CHUNK ((size_t)32 << 20)
+
+/* ------------------------------------------------------------------ where blobs were seen */
+
+static int seen_table(sqlite3 *db)
+{
+    return sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS registry_blobs(host TEXT NOT NULL, repo TEXT NOT NULL,"
+                            " digest TEXT NOT NULL, PRIMARY KEY(host, repo, digest)) WITHOUT ROWID",
+                        NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+void reg_seen_record(store *s, const char *host, const char *repo, const char *digest)
+{
+    sqlite3 *db = store_db(s);
+    sqlite3_stmt *st = NULL;
+
+    if (!db || seen_table(db) < 0 ||
+        sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO registry_blobs VALUES(?1, ?2, ?3)", -1, &st, NULL) != SQLITE_OK)
+        goto done;
+    sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, repo, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, digest, -1, SQLITE_STATIC);
+    sqlite3_step(st);   /* a missed record only costs a later upload instead of a mount */
+done:
+    sqlite3_finalize(st);
+}
+
+void reg_seen_other(store *s, const char *host, const char *repo, const char *digest, char *repo_out, size_t len)
+{
+    sqlite3 *db = store_db(s);
+    sqlite3_stmt *st = NULL;
+
+    repo_out[0] = '\0';
+    if (!db || seen_table(db) < 0 ||
+        sqlite3_prepare_v2(db, "SELECT repo FROM registry_blobs WHERE host = ?1 AND digest = ?2 AND repo != ?3 LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        goto done;
+    sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, repo, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(repo_out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+done:
+    sqlite3_finalize(st);
+}
+
+/* ------------------------------------------------------------------ manifest forms */
+
+int reg_manifest_docker(char **out, size_t *len_out, const manifest *m)
+{
+    manifest d = *m;   /* shallow: only the two media type pointers differ */
+
+    d.media_type = (char *)MT_DOCKER_MANIFEST;
+    d.config.media_type = (char *)MT_DOCKER_CONFIG;
+    return manifest_serialize(out, len_out, &d);
+}
+
+int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
+                      int docker)
+{
+    char digest[72], *bytes = NULL, *conv = NULL;
+    manifest *m = NULL;
+    size_t len = 0, clen = 0;
+    int rc;
+
+    *bytes_out = NULL;
+    *m_out = NULL;
+    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_bytes(s, digest, &bytes, &len)) < 0 ||
+        (rc = manifest_parse(&m, bytes, len, digest)) < 0)
+        goto fail;
+    if (docker) {
+        if ((rc = reg_manifest_docker(&conv, &clen, m)) < 0)
+            goto fail;
+        free(bytes);
+        bytes = conv;
+        len = clen;
+        manifest_free(m);
+        m = NULL;
+        if ((rc = manifest_parse(&m, bytes, len, "docker manifest")) < 0)
+            goto fail;
+    }
+    *bytes_out = bytes;
+    *len_out = len;
+    *m_out = m;
+    return 0;
+fail:
+    free(bytes);
+    manifest_free(m);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ blobs */
+
+/* The upload URL with "digest=" appended, after '?' or '&' as the URL already has a query. */
+static void url_with_digest(char *buf, size_t len, const char *location, const char *digest)
+{
+    snprintf(buf, len, "%s%cdigest=%s", location, strchr(location, '?') ? '&' : '?', digest);
+}
+
+static int upload(reg_client *c, CURL *h, const char *home, const char *digest, const char *start_location)
+{
+    const char *ct = "Content-Type: application/octet-stream";
+    char location[4096], url[4400], range[96];
+    const char *hdrs[] = { ct, NULL, NULL };
+    reg_resp r = { 0 };
+    blob_view v = { 0 };
+    reg_body b;
+    int rc;
+
+    snprintf(location, sizeof location, "%s", start_location);
+    if ((rc = blob_open(&v, home, digest)) < 0)
+        return rc;
+    /* Large blobs go up in chunks: each PATCH carries its Content-Range, and the registry answers
+     * with the Location for the next one. */
+    for (size_t off = 0; v.size > PUSH_CHUNK && off < v.size; off += PUSH_CHUNK) {
+        size_t n = v.size - off < PUSH_CHUNK ? v.size - off : PUSH_CHUNK;
+        b = (reg_body){ v.data + off, n, 0 };
+        snprintf(range, sizeof range, "Content-Range: %zu-%zu", off, off + n - 1);
+        hdrs[1] = range;
+        if ((rc = reg_request_retry(c, h, "PATCH", location, hdrs, &b, &r)) < 0)
+            goto done;
+        if (r.status != 202 || !r.location[0]) {
+            rc = reg_http_err(MS_EIO, "upload chunk", &r);
+            goto done;
+        }
+        snprintf(location, sizeof location, "%s", r.location);
+    }
+    hdrs[1] = NULL;
+    b = v.size > PUSH_CHUNK ? (reg_body){ NULL, 0, 0 } : (reg_body){ v.data, v.size, 0 };
+    url_with_digest(url, sizeof url, location, digest);
+    if ((rc = reg_request_retry(c, h, "PUT", url, hdrs, &b, &r)) < 0)
+        goto done;
+    if (r.status != 201)
+        rc = reg_http_err(r.status == 400 ? MS_EMISMATCH : MS_EIO, "upload", &r);
+done:
+    reg_resp_reset(&r);
+    blob_close(&v);
+    return rc;
+}
+
+static int blob_push(reg_client *c, CURL *h, store *s, const char *digest)
+{
+    char url[4500], from[2 * NAME_PART_MAX];
+    reg_resp r = { 0 };
+    int rc;
+
+    snprintf(url, sizeof url, "/v2/%s/blobs/%s", c->repo, digest);
+    if ((rc = reg_request_retry(c, h, "HEAD", url, NULL, NULL, &r)) < 0)
+        goto done;
+    if (r.status == 200)
+        goto done;   /* the registry has it already */
+    reg_seen_other(s, c->host, c->repo, digest, from, sizeof from);
+    if (from[0])
+        snprintf(url, sizeof url, "/v2/%s/blobs/uploads/?mount=%s&from=%s", c->repo, digest, from);
+    else
+        snprintf(url, sizeof url, "/v2/%s/blobs/uploads/", c->repo);
+    if ((rc = reg_request_retry(c, h, "POST", url, NULL, NULL, &r)) < 0)
+        goto done;
+    if (r.status == 201 && from[0])
+        goto done;   /* mounted: no bytes sent */
+    if (r.status != 202 || !r.location[0]) {
+        rc = reg_http_err(MS_EIO, "start upload", &r);
+        goto done;
+    }
+    rc = upload(c, h, store_home(s), digest, r.location);
+done:
+    if (rc < 0)
+        ms_err_ctx("blob %s", digest);
+    reg_resp_reset(&r);
+    return rc;
+}
+
+int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
+                  char digest_out[72])
+{
+    char host[NAME_HOST_MAX], label[600], url[600], ct[300], *bytes = NULL;
+    const char *hdrs[] = { ct, NULL };
+    const model_name *dst = dest ? dest : name;
+    reg_resp r = { 0 };
+    reg_body b;
+    reg_client c;
+    manifest *m = NULL;
+    CURL *h = NULL;
+    size_t len = 0;
+    int rc, inited = 0;
+
+    digest_out[0] = '\0';
+    name_display(label, sizeof label, dst);
+    if ((rc = registry_host(host, dst)) < 0)
+        goto done;
+    if ((rc = reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
+        goto done;
+    if ((rc = reg_client_init(&c, store_home(s), host, dst, o, 1)) < 0)
+        goto done;
+    inited = 1;
+    if (!(h = reg_easy_new())) {
+        rc = ms_err(MS_ENOMEM, "curl: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i <= m->n_layers; i++) {
+        const char *d = i == 0 ? m->config.digest : m->layers[i - 1].digest;
+        if ((rc = blob_push(&c, h, s, d)) < 0)
+            goto done;
+        reg_seen_record(s, host, c.repo, d);
+    }
+    /* The manifest goes last: a registry may refuse one whose blobs it lacks, and a reader must
+     * never find a tag whose blobs are still on their way. */
+    snprintf(ct, sizeof ct, "Content-Type: %s", m->media_type);
+    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c.repo, dst->tag);
+    b = (reg_body){ bytes, len, 0 };
+    if ((rc = reg_request_retry(&c, h, "PUT", url, hdrs, &b, &r)) < 0)
+        goto done;
+    if (r.status != 201 && r.status != 200) {
+        rc = reg_http_err(MS_EIO, "manifest", &r);
+        goto done;
+    }
+    blob_digest_buf(digest_out, bytes, len);
+    if (r.digest[0] && strcmp(r.digest, digest_out) != 0)
+        rc = ms_err(MS_EMISMATCH, "manifest: the registry stored %.80s, the bytes sent hash to %s", r.digest, digest_out);
+done:
+    if (rc < 0)
+        ms_err_ctx("push %s to %s", label, host[0] ? host : "?");
+    reg_resp_reset(&r);
+    if (h)
+        curl_easy_cleanup(h);
+    if (inited)
+        reg_client_fini(&c);
+    manifest_free(m);
+    free(bytes);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* registry.h: pull and push models through OCI registries (the distribution API over HTTP) and
+ * through OCI image layout directories; the whole surface of src/registry.
+ *
+ * Pull: GET /v2/<namespace>/<model>/manifests/<tag> accepting both the OCI and the Docker v2
+ * manifest types; the bytes are kept exactly as received (their sha256 is the model version and
+ * must equal Docker-Content-Digest when the registry sends it). Each missing blob is fetched in
+ * parts (HTTP Range), several at once, and lands in the store through a blob writer that checks
+ * the manifest's digest and size. Then the manifest and the name are committed in one
+ * transaction (store_model_commit).
+ *   1. A blob appears under blobs/ only when its sha256 and size match the manifest.
+ *   2. The store gains the name only when every blob is present: a failed pull adds no name.
+ *   3. Resumable downloads live in <home>/tmp/pull/<hex>-<offset>.partial: the name derives from
+ *      the digest and the part's offset only, never from a pid, so a rerun (another process)
+ *      continues from the bytes already there. blob_tmp_clean unlinks files directly in tmp/
+ *      and so leaves this folder alone; gc should remove files in it older than a few days.
+ *      Two pulls of the same blob write the same bytes at the same offsets, so they may share
+ *      a part file safely; the digest check at the end catches anything else.
+ *
+ * Push: HEAD each blob, mount it from another repository of the same registry when this store
+ * has seen it there, else upload it (monolithic PUT, or chunked PATCH for large blobs), then PUT
+ * the manifest. The default pushes the stored manifest bytes as they are (OCI); docker format
+ * rewrites the media types into the Docker v2 form that ollama-style registries expect.
+ *
+ * Auth: Bearer token flow (WWW-Authenticate realm/service/scope) and Basic, with credentials from
+ * opts->auth, else $MSTORE_REGISTRY_AUTH ("user:password"), else <home>/credentials.json
+ * ({"host": "user:password"}). Credentials and tokens never appear in messages. */
+#ifndef MSTORE_REGISTRY_H
+#define MSTORE_REGISTRY_H
+
+#include "manifest/manifest.h"
+#include "store/store.h"
+#include "util/util.h"
+
+typedef struct registry_opts {
+    int insecure;        /* plain http:// (loopback tests); default https:// */
+    int parallel;        /* downloads at once; default 4, at most 64 */
+    int quiet;           /* no progress display */
+    int docker_format;   /* push: write the Docker v2 manifest form */
+    const char *auth;    /* "user:password" or NULL (then the environment / credentials file) */
+} registry_opts;
+
+void registry_opts_init(registry_opts *o);
+
+/* The registry host for `name`: its own host, else $MSTORE_REGISTRY. MS_EINVALID when neither. */
+int registry_host(char host_out[NAME_HOST_MAX], const model_name *name);
+
+/* Pull `name` from its registry into the store, under `name` as given. Returns 0, MS_ENOTFOUND
+ * (no such manifest), MS_EMISMATCH (a blob or the manifest did not hash to its digest; the
+ * message names it), MS_EIO (network, disk), MS_EINVALID (bad manifest, no host). */
+int registry_pull(store *s, const model_name *name, const registry_opts *o, char digest_out[72]);
+
+/* Push the stored model `name` to `dest` (NULL: to `name`). digest_out gets the digest of the
+ * manifest bytes pushed (differs from the stored one with docker_format). */
+int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
+                  char digest_out[72]);
+
+/* OCI image layout directory: oci-layout, index.json (manifest descriptors annotated with
+ * org.opencontainers.image.ref.name = tag), blobs/sha256/<hex>. Pull verifies every blob like a
+ * registry pull. Push creates the directory if needed and adds or replaces the tag's entry. */
+int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
+                         char digest_out[72]);
+int registry_layout_push(store *s, const model_name *name, const char *dir, const registry_opts *o,
+                         char digest_out[72]);
+
+#endif

@@ -1,0 +1,95 @@
+/* registry_int.h: helpers shared by the files of src/registry only (tests may use them too). */
+#ifndef MSTORE_REGISTRY_INT_H
+#define MSTORE_REGISTRY_INT_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "registry/registry.h"
+
+#define REG_ACCEPT_MANIFEST "Accept: " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST
+#define REG_MAX_ATTEMPTS 10
+
+/* One registry + repository. Shared by the download threads; the token is guarded by `mu`. */
+typedef struct reg_client {
+    char base[NAME_HOST_MAX + 16];   /* "https://host" */
+    char host[NAME_HOST_MAX];
+    char repo[2 * NAME_PART_MAX];     /* "namespace/model" */
+    char *basic;                      /* "user:password" or NULL; never printed */
+    char *token;                      /* bearer token or NULL; never printed */
+    char scope_actions[16];           /* "pull" or "pull,push" */
+    int use_basic;                    /* the registry asked for Basic: send it on every request */
+    pthread_mutex_t mu;
+} reg_client;
+
+/* What one exchange produced. Headers of the final response only (after redirects). */
+typedef struct reg_resp {
+    long status;
+    char *body;            /* captured body when no sink, NUL-terminated; malloc'd */
+    size_t body_len, body_max;
+    char digest[80];       /* Docker-Content-Digest */
+    char location[4096];
+    char www_auth[2048];
+    char content_range[128];
+    /* Sink for a 2xx body (downloads): returns 0 to go on, 1 when it has all it wants (the
+     * transfer stops and counts as a success), <0 on error (the transfer fails with that code). */
+    int (*sink)(void *ctx, const void *buf, size_t len);
+    void *sink_ctx;
+    int sink_rc;
+    int overflow;          /* the body outgrew body_max */
+} reg_resp;
+
+/* Request body; NULL data for none. */
+typedef struct reg_body {
+    const void *data;
+    size_t len, off;
+} reg_body;
+
+int reg_client_init(reg_client *c, const char *home, const char *host, const model_name *name,
+                    const registry_opts *o, int push);
+void reg_client_fini(reg_client *c);
+CURL *reg_easy_new(void);
+
+/* One request: method, URL (absolute, or a path starting with '/' under c->base), extra headers
+ * (NULL-terminated, may be NULL), body. Handles 401 by the Bearer or Basic flow and retries once.
+ * Returns 0 with r->status set for any HTTP answer; MS_EIO for a transport failure (the message
+ * names the URL and curl's error), with *transient_out = 1 when it is worth retrying. */
+int reg_request(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
+                const reg_body *body, reg_resp *r, int *transient_out);
+/* reg_request with retries and backoff on transport errors, 5xx and 429 (non-streaming bodies). */
+int reg_request_retry(reg_client *c, CURL *h, const char *method, const char *url,
+                      const char *const *headers, const reg_body *body, reg_resp *r);
+void reg_resp_reset(reg_resp *r);   /* frees the body, keeps the sink */
+/* Sleep before attempt `n` (1-based): 200 ms doubling, at most 5 s. */
+void reg_backoff(int n);
+/* "HTTP 404 from <url>: <first bytes of the body>" as the message; returns `code`. */
+int reg_http_err(int code, const char *what, const reg_resp *r);
+
+/* Parse a WWW-Authenticate value: scheme ("Bearer"/"Basic") and the realm, service and scope
+ * parameters (absent ones ""). MS_EINVALID for an unparsable value. */
+typedef struct reg_challenge {
+    char scheme[16];
+    char realm[1024], service[256], scope[512];
+} reg_challenge;
+int reg_challenge_parse(reg_challenge *out, const char *value);
+
+/* Credentials for `host`: opts_auth, else $MSTORE_REGISTRY_AUTH, else <home>/credentials.json.
+ * *out malloc'd "user:password" or NULL when none. MS_EINVALID for a malformed file. */
+int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth);
+
+/* Remember that `digest` is in `repo` at `host` (for cross-repository mounts), and look up
+ * another repo of `host` holding it (repo_out "" when none). Kept in index.db, table
+ * registry_blobs; failures here are never fatal to a pull or push. */
+void reg_seen_record(store *s, const char *host, const char *repo, const char *digest);
+void reg_seen_other(store *s, const char *host, const char *repo, const char *digest,
+                    char *repo_out, size_t len);
+
+/* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
+int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);
+/* The bytes to push for stored model `name` (its stored bytes, or their Docker v2 form) and
+ * their parse. Both malloc'd. MS_ENOTFOUND when the name is not in the store. */
+int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
+                      int docker);
+
+#endif

@@ -1,0 +1,101 @@
+# lib_registry.sh: sourced after lib.sh by the pull/push tests (family 4). Starts Debian's
+# docker-registry (the Distribution registry 2.x) on 127.0.0.1 with filesystem storage in the
+# test's temp folder, and stops it when the test exits. Network never leaves loopback.
+REGISTRY_BIN=${MSTORE_REGISTRY_BIN:-/usr/bin/docker-registry}
+[ -x "$REGISTRY_BIN" ] || skip "no $REGISTRY_BIN (apt-get install docker-registry)"
+
+REG_PIDS=""
+reg_cleanup() {
+    for p in $REG_PIDS; do kill "$p" 2>/dev/null || true; done
+    for p in $REG_PIDS; do wait "$p" 2>/dev/null || true; done
+    rm -rf "$WORK"
+}
+trap reg_cleanup EXIT
+
+# free_port: a TCP port on 127.0.0.1 that nothing listens on right now.
+free_port() {
+    "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_port PORT: until something accepts on 127.0.0.1:PORT (10 s at most).
+wait_port() {
+    "$PY" - "$1" <<'PYEOF' || fail "nothing listens on 127.0.0.1:$1"
+import socket, sys, time
+for _ in range(200):
+    try:
+        socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.5).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+sys.exit(1)
+PYEOF
+}
+
+# registry_start: sets REG_PORT, REG_HOST (127.0.0.1:PORT) and REG_ROOT (its storage folder).
+registry_start() {
+    REG_PORT=$(free_port)
+    REG_HOST=127.0.0.1:$REG_PORT
+    REG_ROOT=$WORK/registry
+    mkdir -p "$REG_ROOT"
+    cat >"$WORK/registry.yml" <<YML
+version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $REG_ROOT
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:$REG_PORT
+YML
+    "$REGISTRY_BIN" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+    REG_PIDS="$REG_PIDS $!"
+    wait_port "$REG_PORT"
+}
+
+# proxy_start [dropproxy options]: a proxy in front of the registry; sets PROXY_HOST.
+proxy_start() {
+    local port
+    port=$(free_port)
+    "$PY" "$MSTORE_SRC/tests/e2e/dropproxy.py" --listen "$port" --target "$REG_PORT" "$@" \
+        >"$WORK/proxy.log" 2>&1 &
+    REG_PIDS="$REG_PIDS $!"
+    wait_port "$port"
+    PROXY_HOST=127.0.0.1:$port
+}
+
+# make_layout DIR TAG SIZE_MB [N_LAYERS]: an OCI image layout holding one model whose layers
+# are random bytes (SIZE_MB in all), so tests get big blobs without a slow fixture writer.
+make_layout() {
+    "$PY" - "$@" <<'PYEOF'
+import hashlib, json, os, sys
+d, tag, mb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+n = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+os.makedirs(d + "/blobs/sha256", exist_ok=True)
+def put(b):
+    h = hashlib.sha256(b).hexdigest()
+    open("%s/blobs/sha256/%s" % (d, h), "wb").write(b)
+    return {"digest": "sha256:" + h, "size": len(b)}
+cfg = put(json.dumps({"architecture": "test", "tag": tag}).encode())
+layers = []
+for i in range(n):
+    size = (mb << 20) // n + i   # different sizes: blobs are not all one part count
+    l = put(os.urandom(size))
+    l.update(mediaType="application/vnd.mstore.test.data", name="part%d" % i)
+    layers.append(l)
+cfg["mediaType"] = "application/vnd.mstore.model.config.v1+json"
+m = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": cfg, "layers": layers}, separators=(",", ":")).encode()
+md = put(m)
+md.update(mediaType="application/vnd.oci.image.manifest.v1+json",
+          annotations={"org.opencontainers.image.ref.name": tag})
+open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+open(d + "/index.json", "w").write(json.dumps({"schemaVersion": 2, "manifests": [md]}))
+PYEOF
+}
+
+# blob_digests: every blob file name in the store, as sha256:<hex>, one a line, sorted.
+blob_digests() { ls "$MSTORE_HOME/blobs" | sed 's/^sha256-/sha256:/' | sort; }
