@@ -75,6 +75,176 @@ int st_writer_emit(st_writer *w, st_sink sink, void *ctx);
 void st_writer_free(st_writer *w);
 
 /* ---------------------------------------------------------------- GGUF */
-/* (owned by the GGUF reader/writer: gguf.c, ggml_types.c) */
+/* GGUF v2/v3, little-endian (all integers LE, strings = u64 length + bytes, no NUL):
+ *   u32 magic "GGUF" (0x46554747)  u32 version (2 or 3)  u64 n_tensors  u64 n_kv
+ *   n_kv x { string key; u32 value type; value }
+ *     value: fixed-size scalar | string | array = { u32 elem type; u64 count; count x value }
+ *   n_tensors x { string name; u32 n_dims; u64 ne[n_dims]; u32 ggml type; u64 offset }
+ *   zero padding up to the data section, which starts at the header end rounded up to the
+ *   alignment (`general.alignment`, a u32, default 32); tensor offsets are relative to it.
+ * Invariants the reader checks (a buffer that breaks one is refused, naming the field and value):
+ *   1. Version 2 or 3; every count and length fits in the bytes that remain (checked before
+ *      anything is allocated); value types are known; arrays nest at most GGUF_MAX_DEPTH deep;
+ *      bools are 0 or 1; keys and tensor names are non-empty, contain no NUL and do not repeat.
+ *   2. general.alignment, when present, is a u32 and a nonzero power of two.
+ *   3. n_dims <= GGUF_MAX_DIMS; each ne <= INT64_MAX and their product too (ggml's int64_t);
+ *      the type is a ggml type (ggml_type_check); ne[0] is a multiple of its block size.
+ *   4. Each offset is a multiple of the alignment; tensors do not overlap; without
+ *      GGUF_HEADER_ONLY each tensor's data lies inside the buffer.
+ * The data section may hold gaps (llama.cpp itself writes tensors in order, each padded). */
+
+#define GGUF_MAGIC 0x46554747u   /* "GGUF" read as a little-endian u32 */
+#define GGUF_MAX_DIMS 4
+#define GGUF_DEFAULT_ALIGNMENT 32
+#define GGUF_MAX_DEPTH 8          /* nesting of arrays (ggml itself reads none) */
+
+/* Metadata value types, as numbered in the file. */
+enum gguf_value_type {
+    GGUF_TYPE_UINT8 = 0, GGUF_TYPE_INT8 = 1, GGUF_TYPE_UINT16 = 2, GGUF_TYPE_INT16 = 3,
+    GGUF_TYPE_UINT32 = 4, GGUF_TYPE_INT32 = 5, GGUF_TYPE_FLOAT32 = 6, GGUF_TYPE_BOOL = 7,
+    GGUF_TYPE_STRING = 8, GGUF_TYPE_ARRAY = 9, GGUF_TYPE_UINT64 = 10, GGUF_TYPE_INT64 = 11,
+    GGUF_TYPE_FLOAT64 = 12, GGUF_TYPE_COUNT
+};
+const char *gguf_type_name(uint32_t type);   /* "u8", "i32", "f32", "bool", "string", "array"...; NULL if unknown */
+size_t gguf_type_size(uint32_t type);        /* bytes of a fixed-size type; 0 for string, array, unknown */
+
+/* ggml tensor types: ids as in ggml.h. Holes (4, 5, 31-33, 36-38) are removed types. */
+enum ggml_type_id {
+    GGML_TYPE_F32 = 0, GGML_TYPE_F16 = 1, GGML_TYPE_Q4_0 = 2, GGML_TYPE_Q4_1 = 3,
+    GGML_TYPE_Q5_0 = 6, GGML_TYPE_Q5_1 = 7, GGML_TYPE_Q8_0 = 8, GGML_TYPE_Q8_1 = 9,
+    GGML_TYPE_Q2_K = 10, GGML_TYPE_Q3_K = 11, GGML_TYPE_Q4_K = 12, GGML_TYPE_Q5_K = 13,
+    GGML_TYPE_Q6_K = 14, GGML_TYPE_Q8_K = 15, GGML_TYPE_IQ2_XXS = 16, GGML_TYPE_IQ2_XS = 17,
+    GGML_TYPE_IQ3_XXS = 18, GGML_TYPE_IQ1_S = 19, GGML_TYPE_IQ4_NL = 20, GGML_TYPE_IQ3_S = 21,
+    GGML_TYPE_IQ2_S = 22, GGML_TYPE_IQ4_XS = 23, GGML_TYPE_I8 = 24, GGML_TYPE_I16 = 25,
+    GGML_TYPE_I32 = 26, GGML_TYPE_I64 = 27, GGML_TYPE_F64 = 28, GGML_TYPE_IQ1_M = 29,
+    GGML_TYPE_BF16 = 30, GGML_TYPE_TQ1_0 = 34, GGML_TYPE_TQ2_0 = 35, GGML_TYPE_MXFP4 = 39,
+    GGML_TYPE_COUNT = 40
+};
+/* Upper-case names as gguf-py and llama.cpp print them: "F32", "Q4_0", "Q4_K", "IQ4_XS", "BF16".
+ * NULL for an id that is not a ggml type. */
+const char *ggml_type_name(int id);
+int ggml_type_from_name(int *out, const char *name);   /* case-insensitive; MS_EINVALID, *out = -1 */
+int ggml_type_check(int id);   /* 0, or MS_EINVALID "type id 99 out of range" / "... removed ..." */
+/* Elements per block and bytes per block (1 and the element size for plain types). Either
+ * pointer may be NULL. MS_EINVALID for an unknown id. */
+int ggml_type_info(int id, uint32_t *blck_elems, uint32_t *blck_bytes);
+/* Bytes of a row of n_elems elements. MS_EINVALID when n_elems is not a multiple of the block
+ * size, the type is unknown or the size overflows. */
+int ggml_row_nbytes(uint64_t *out, int type, uint64_t n_elems);
+/* Bytes of a whole tensor (ggml ne[] order: ne[0] is the row, contiguous). Dims past n_dims
+ * count as 1. Checks invariant 3. MS_EINVALID. */
+int ggml_tensor_nbytes(uint64_t *out, int type, int n_dims, const uint64_t *ne);
+
+typedef struct gguf_tensor {
+    const char *name;            /* NUL-terminated copy owned by the gguf_file */
+    int n_dims;                  /* 0..GGUF_MAX_DIMS */
+    uint64_t ne[GGUF_MAX_DIMS];  /* ggml order (ne[0] = row length); 1 past n_dims */
+    int type;                    /* ggml type id, valid (ggml_type_name is never NULL) */
+    uint64_t offset;             /* relative to the data section, as in the file */
+    uint64_t nbytes;
+    const uint8_t *data;         /* into the mapping/buffer; NULL with GGUF_HEADER_ONLY */
+} gguf_tensor;
+
+typedef struct gguf_file gguf_file;
+enum { GGUF_HEADER_ONLY = 1 };   /* buf holds at least the KV and tensor infos; data may be absent */
+
+/* Map `path` read-only and validate it whole (header, infos, every tensor's bounds). The
+ * mapping lives until gguf_close. Messages start with `path`. MS_EINVALID, MS_ENOTFOUND, MS_EIO,
+ * MS_ENOMEM. */
+int gguf_open(gguf_file **out, const char *path);
+/* Validate a buffer. `buf` is borrowed and must outlive the gguf_file. `what` names it in
+ * messages ("model.gguf", "sha256:..."; copied). With GGUF_HEADER_ONLY only the metadata and
+ * tensor infos must be in buf (e.g. the bytes before gguf_data_offset): tensor data bounds are
+ * not checked and gguf_tensor.data is NULL; everything else is. MS_EINVALID, MS_ENOMEM. */
+int gguf_open_buf(gguf_file **out, const uint8_t *buf, size_t len, int flags, const char *what);
+void gguf_close(gguf_file *g);   /* NULL is fine */
+
+uint32_t gguf_version(const gguf_file *g);
+uint32_t gguf_alignment(const gguf_file *g);
+uint64_t gguf_data_offset(const gguf_file *g);    /* absolute offset of the data section */
+uint64_t gguf_header_nbytes(const gguf_file *g);  /* bytes of magic..last tensor info, before padding */
+uint64_t gguf_file_size(const gguf_file *g);      /* bytes mapped, or `len` of gguf_open_buf */
+const uint8_t *gguf_bytes(const gguf_file *g);    /* the mapping or buffer (e.g. to copy the header) */
+
+/* Metadata. Indices are in file order. Getters by key return MS_ENOTFOUND "<what>: kv 'k' not
+ * found" when absent, MS_EINVALID "<what>: kv 'k' has type f32, expected string" on a type
+ * mismatch. Pointers returned are borrowed and valid until gguf_close. Multi-byte array
+ * elements returned by pointer are little-endian and MAY BE UNALIGNED: read with memcpy. */
+size_t gguf_kv_count(const gguf_file *g);
+long gguf_kv_find(const gguf_file *g, const char *key);   /* index, or -1 (no message) */
+const char *gguf_kv_key(const gguf_file *g, size_t i);    /* NUL-terminated copy */
+uint32_t gguf_kv_type(const gguf_file *g, size_t i);      /* enum gguf_value_type */
+/* The encoded value bytes as in the file (after the u32 type): for re-emitting a value verbatim
+ * with gguf_writer_set_raw. */
+void gguf_kv_value(const gguf_file *g, size_t i, const uint8_t **val, size_t *len);
+int gguf_get_str(const gguf_file *g, const char *key, const char **s, size_t *len);   /* not NUL-terminated */
+int gguf_get_uint(const gguf_file *g, const char *key, uint64_t *out);  /* any integer type; negative refused */
+int gguf_get_int(const gguf_file *g, const char *key, int64_t *out);    /* any integer type; u64 > INT64_MAX refused */
+int gguf_get_float(const gguf_file *g, const char *key, double *out);   /* f32 or f64 */
+int gguf_get_bool(const gguf_file *g, const char *key, int *out);       /* 0 or 1 */
+/* Arrays: element type and count (MS_EINVALID when the key is not an array). */
+int gguf_get_arr(const gguf_file *g, const char *key, uint32_t *elem_type, uint64_t *count);
+/* Raw elements of an array of a fixed-size type (not string, not array): count x
+ * gguf_type_size(elem_type) LE bytes, possibly unaligned. */
+int gguf_arr_data(const gguf_file *g, const char *key, uint32_t *elem_type, const uint8_t **data, uint64_t *count);
+/* Element i of a string array, O(1) (offsets are indexed at open). MS_EINVALID past the end. */
+int gguf_arr_str(const gguf_file *g, const char *key, uint64_t i, const char **s, size_t *len);
+/* Element i of an array of integers / of f32 or f64, converted like gguf_get_int / get_float. */
+int gguf_arr_int(const gguf_file *g, const char *key, uint64_t i, int64_t *out);
+int gguf_arr_float(const gguf_file *g, const char *key, uint64_t i, double *out);
+/* Any value as JSON (new reference; NULL with MS_ENOMEM set): integers -> integer (u64 above
+ * INT64_MAX -> decimal string), f32/f64 -> real (nan/inf -> "nan", "inf", "-inf"), bool -> true/false,
+ * string -> string (invalid UTF-8 bytes -> U+FFFD), arrays (nested too) -> arrays. */
+struct json_t *gguf_kv_to_json(const gguf_file *g, size_t i);
+/* All metadata as one JSON object {key: value} in file order; NULL with MS_ENOMEM set. */
+struct json_t *gguf_meta_to_json(const gguf_file *g);
+
+/* Tensors, in file order. */
+size_t gguf_tensor_count(const gguf_file *g);
+const gguf_tensor *gguf_tensor_at(const gguf_file *g, size_t i);
+const gguf_tensor *gguf_tensor_find(const gguf_file *g, const char *name);   /* NULL when absent */
+
+/* Writer: collect metadata (copied) and tensors (data borrowed until emit returns), then emit a
+ * standard GGUF: header, keys in insertion order, tensor infos in insertion order, zero padding
+ * to the alignment, each tensor at the next multiple of the alignment, zero padded, the last
+ * one too (as llama.cpp writes it); a file without tensors ends at its last kv (as gguf-py writes
+ * vocab-only files). When the alignment is not 32 and no `general.alignment` was
+ * set, the writer emits it as the first key; setting it to another value is refused.
+ * Setters return MS_EINVALID "duplicate key 'k'" for a repeated key, MS_ENOMEM. */
+typedef struct gguf_writer gguf_writer;
+/* version 2 or 3; alignment 0 means 32, else a power of two. MS_EINVALID, MS_ENOMEM. */
+int gguf_writer_new(gguf_writer **out, uint32_t version, uint32_t alignment);
+int gguf_writer_set_u8(gguf_writer *w, const char *key, uint8_t v);
+int gguf_writer_set_i8(gguf_writer *w, const char *key, int8_t v);
+int gguf_writer_set_u16(gguf_writer *w, const char *key, uint16_t v);
+int gguf_writer_set_i16(gguf_writer *w, const char *key, int16_t v);
+int gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
+int gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
+int gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
+int gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v);
+int gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
+int gguf_writer_set_f64(gguf_writer *w, const char *key, double v);
+int gguf_writer_set_bool(gguf_writer *w, const char *key, int v);   /* written as 0 or 1 */
+int gguf_writer_set_str(gguf_writer *w, const char *key, const char *s, size_t len);
+/* Array of a fixed-size type: `data` holds count elements in host order (little-endian hosts). */
+int gguf_writer_set_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t count);
+/* Array of strings; lens may be NULL (then strlen of each). */
+int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs, const size_t *lens,
+                            uint64_t count);
+/* Any value, given as its encoded bytes (what follows the u32 type in the file, e.g. from
+ * gguf_kv_value): nested arrays, or a value copied verbatim. The bytes must encode exactly one
+ * valid value of `type` (checked as the reader does). MS_EINVALID. */
+int gguf_writer_set_raw(gguf_writer *w, const char *key, uint32_t type, const void *val, size_t len);
+/* Add a tensor; `data` is borrowed until emit. MS_EINVALID when nbytes != ggml_tensor_nbytes,
+ * the name repeats ("duplicate tensor name"), is empty or the shape is invalid. */
+int gguf_writer_add_tensor(gguf_writer *w, const char *name, int type, int n_dims, const uint64_t *ne,
+                           const void *data, uint64_t nbytes);
+uint64_t gguf_writer_size(const gguf_writer *w);        /* total bytes emit produces */
+uint64_t gguf_writer_data_offset(const gguf_writer *w); /* where the data section will start */
+/* Stream the file to `sink` (the st_sink type above; its error code is returned as is). */
+int gguf_writer_emit(gguf_writer *w, st_sink sink, void *ctx);
+/* Write to `path` atomically (temp file beside it, fsync, rename). MS_EIO. */
+int gguf_writer_write_file(gguf_writer *w, const char *path);
+void gguf_writer_free(gguf_writer *w);   /* NULL is fine */
 
 #endif
