@@ -62,7 +62,7 @@ int store_model_list(store *s, store_model **out, size_t *n_out);
 
 typedef struct store_tensor {
     char *name, *dtype, *shape, *quant_type, *blob_digest;   /* shape as "[4096, 4096]" */
-    int64_t group_size;    /* 0 when none */
+    int64_t group_size;    /* 0 when none; quant_type is NULL when none */
     uint64_t offset, nbytes;
 } store_tensor;
 /* Every tensor of a manifest, in layer order. Free with store_tensors_free. */
@@ -73,7 +73,8 @@ int store_name_copy(store *s, const model_name *src, const model_name *dst);   /
 int store_name_remove(store *s, const model_name *name);                        /* MS_ENOTFOUND */
 
 /* Re-hash blobs: those of one model (name != NULL: manifest, config, layers) or every file in
- * blobs/. `bad` is called for each blob that fails (missing, wrong digest), with a message.
+ * blobs/ (then also every live blob that has no file). `bad` is called for each blob that fails,
+ * with a message ("missing", or why the bytes do not match). Passing blobs get verified_at.
  * Returns 0 when all pass, MS_EMISMATCH when any failed, or another error. */
 typedef void (*store_verify_cb)(void *ctx, const char *digest, const char *message);
 int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ctx,
@@ -81,7 +82,8 @@ int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ct
 
 /* Remove unreferenced blobs (invariant 3), stale temp files, and index rows of manifests that no
  * name references. With dry_run, only report. `each` (may be NULL) sees every blob removed.
- * Takes the exclusive lock: waits for imports and pulls in progress. */
+ * Takes the exclusive lock: waits for imports and pulls in progress. MS_EBUSY when `s` itself is
+ * between store_write_begin and store_write_end (it would wait for itself). */
 typedef void (*store_gc_cb)(void *ctx, const char *digest, uint64_t size);
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out);
 

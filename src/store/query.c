@@ -1,0 +1,217 @@
+/* query.c: reading the index: manifests, the model list, tensor listings. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "store/store_int.h"
+
+int store_manifest_bytes(store *s, const char *digest, char **out, size_t *len_out)
+{
+    char got[BLOB_DIGEST_LEN + 1];
+    char *path = NULL, *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    *out = NULL;
+    if (len_out)
+        *len_out = 0;
+    if ((rc = blob_path(&path, s->home, digest)) < 0)
+        return rc;
+    rc = ms_file_read(&buf, &len, path, MANIFEST_MAX_BYTES);
+    if (rc == MS_ENOTFOUND) {
+        rc = ms_err(MS_ENOTFOUND, "manifest %s not found in the store (%s)", digest, path);
+        goto done;
+    }
+    if (rc < 0)
+        goto done;
+    /* A manifest is small and everything else is trusted through it, so it is re-hashed on every
+     * read: a corrupt manifest must not send the runtime or a push to the wrong blobs. */
+    blob_digest_buf(got, buf, len);
+    if (strcmp(got, digest) != 0) {
+        rc = ms_err(MS_EMISMATCH, "manifest %s: %s: bytes hash to %s", digest, path, got);
+        goto done;
+    }
+    *out = buf;
+    buf = NULL;
+    if (len_out)
+        *len_out = len;
+done:
+    free(buf);
+    free(path);
+    return rc;
+}
+
+int store_manifest_load(store *s, const char *digest, manifest **out)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    *out = NULL;
+    if ((rc = store_manifest_bytes(s, digest, &buf, &len)) < 0)
+        return rc;
+    rc = manifest_parse(out, buf, len, digest);
+    free(buf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- list */
+
+static int model_cmp(const void *a, const void *b)
+{
+    char da[NAME_HOST_MAX + 3 * NAME_PART_MAX], db[NAME_HOST_MAX + 3 * NAME_PART_MAX];
+
+    name_display(da, sizeof da, &((const store_model *)a)->name);
+    name_display(db, sizeof db, &((const store_model *)b)->name);
+    return strcmp(da, db);
+}
+
+static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
+{
+    const char *v = (const char *)sqlite3_column_text(st, col);
+    snprintf(dst, cap, "%s", v ? v : "");
+}
+
+/* The size counts each blob once per model (a digest listed twice is stored once), taking sizes
+ * from the blobs table, where commit recorded each file's size after checking it. */
+int store_model_list(store *s, store_model **out, size_t *n_out)
+{
+    static const char sql[] =
+        "SELECT n.host, n.namespace, n.model, n.tag, n.manifest_digest, n.modified_at, m.size + "
+        "  COALESCE((SELECT SUM(b.size) FROM blobs b WHERE b.digest != m.digest AND "
+        "    (b.digest = m.config_digest OR "
+        "     b.digest IN (SELECT l.digest FROM layers l WHERE l.manifest_digest = m.digest))), 0) "
+        "FROM names n JOIN manifests m ON m.digest = n.manifest_digest";
+    sqlite3_stmt *st = NULL;
+    store_model *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc, step;
+
+    *out = NULL;
+    *n_out = 0;
+    if ((rc = store__prepare(s, &st, sql)) < 0)
+        return rc;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        store_model *m;
+
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            void *p = reallocarray(v, ncap, sizeof *v);
+            if (!p) {
+                rc = ms_err(MS_ENOMEM, "model list: out of memory");
+                goto done;
+            }
+            v = p;
+            cap = ncap;
+        }
+        m = &v[n++];
+        memset(m, 0, sizeof *m);
+        copy_col(m->name.host, sizeof m->name.host, st, 0);
+        copy_col(m->name.namespace_, sizeof m->name.namespace_, st, 1);
+        copy_col(m->name.model, sizeof m->name.model, st, 2);
+        copy_col(m->name.tag, sizeof m->name.tag, st, 3);
+        copy_col(m->digest, sizeof m->digest, st, 4);
+        m->modified_at = sqlite3_column_int64(st, 5);
+        m->size = (uint64_t)sqlite3_column_int64(st, 6);
+    }
+    if (step != SQLITE_DONE) {
+        rc = store__db_err(s, "list models");
+        goto done;
+    }
+    if (n)
+        qsort(v, n, sizeof *v, model_cmp);
+done:
+    sqlite3_finalize(st);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+void store_tensors_free(store_tensor *t, size_t n)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(t[i].name);
+        free(t[i].dtype);
+        free(t[i].shape);
+        free(t[i].quant_type);
+        free(t[i].blob_digest);
+    }
+    free(t);
+}
+
+static int dup_col(char **dst, sqlite3_stmt *st, int col, int nullable)
+{
+    const char *v = (const char *)sqlite3_column_text(st, col);
+
+    *dst = NULL;
+    if (!v && nullable)
+        return 0;
+    *dst = strdup(v ? v : "");
+    return *dst ? 0 : -1;
+}
+
+/* A blob listed by several layers of one manifest is listed once, at its first layer. */
+int store_tensors_list(store *s, const char *manifest_digest, store_tensor **out, size_t *n_out)
+{
+    static const char sql[] =
+        "SELECT t.name, t.dtype, t.shape, t.quant_type, t.blob_digest, t.group_size, t.offset, t.nbytes "
+        "FROM tensors t JOIN (SELECT digest, MIN(idx) AS idx FROM layers WHERE manifest_digest = ?1 "
+        "                     GROUP BY digest) l ON t.blob_digest = l.digest "
+        "ORDER BY l.idx, t.offset, t.name";
+    sqlite3_stmt *st = NULL;
+    store_tensor *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc, step;
+
+    *out = NULL;
+    *n_out = 0;
+    if ((rc = store__prepare(s, &st, sql)) < 0)
+        return rc;
+    sqlite3_bind_text(st, 1, manifest_digest, -1, SQLITE_STATIC);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        store_tensor *t;
+
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            void *p = reallocarray(v, ncap, sizeof *v);
+            if (!p) {
+                rc = ms_err(MS_ENOMEM, "%s: tensor list: out of memory", manifest_digest);
+                goto fail;
+            }
+            v = p;
+            cap = ncap;
+        }
+        t = &v[n++];
+        memset(t, 0, sizeof *t);
+        if (dup_col(&t->name, st, 0, 0) < 0 || dup_col(&t->dtype, st, 1, 0) < 0 ||
+            dup_col(&t->shape, st, 2, 0) < 0 || dup_col(&t->quant_type, st, 3, 1) < 0 ||
+            dup_col(&t->blob_digest, st, 4, 0) < 0) {
+            rc = ms_err(MS_ENOMEM, "%s: tensor list: out of memory", manifest_digest);
+            goto fail;
+        }
+        t->group_size = sqlite3_column_int64(st, 5);
+        t->offset = (uint64_t)sqlite3_column_int64(st, 6);
+        t->nbytes = (uint64_t)sqlite3_column_int64(st, 7);
+    }
+    if (step != SQLITE_DONE) {
+        rc = store__db_err(s, "list tensors");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    *out = v;
+    *n_out = n;
+    return 0;
+fail:
+    sqlite3_finalize(st);
+    store_tensors_free(v, n);
+    return rc;
+}

@@ -1,0 +1,472 @@
+/* store.c: opening the index (schema, migrations), the store lock, and the name table. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "store/store_int.h"
+
+/* Schema migrations: entry i takes user_version i to i + 1. Never edit an entry that has
+ * shipped; append a new one. Foreign keys make invariant 2 hold row by row: a layer row cannot
+ * outlive its manifest row, and a tensor row cannot outlive its blob row. */
+static const char *const migrations[] = {
+    /* 0 -> 1 */
+    "CREATE TABLE blobs("
+    "  digest TEXT PRIMARY KEY NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  media_type TEXT,"
+    "  verified_at INTEGER);"
+    "CREATE TABLE manifests("
+    "  digest TEXT PRIMARY KEY NOT NULL REFERENCES blobs(digest),"
+    "  config_digest TEXT NOT NULL REFERENCES blobs(digest),"
+    "  media_type TEXT NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL);"
+    "CREATE TABLE layers("
+    "  manifest_digest TEXT NOT NULL REFERENCES manifests(digest) ON DELETE CASCADE,"
+    "  idx INTEGER NOT NULL,"
+    "  digest TEXT NOT NULL REFERENCES blobs(digest),"
+    "  media_type TEXT NOT NULL,"
+    "  size INTEGER NOT NULL,"
+    "  name TEXT,"
+    "  PRIMARY KEY(manifest_digest, idx));"
+    "CREATE INDEX layers_digest ON layers(digest);"
+    "CREATE TABLE tensors("
+    "  blob_digest TEXT NOT NULL REFERENCES blobs(digest) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  dtype TEXT NOT NULL,"
+    "  shape TEXT NOT NULL,"
+    "  quant_type TEXT,"
+    "  group_size INTEGER NOT NULL DEFAULT 0,"
+    "  offset INTEGER NOT NULL,"
+    "  nbytes INTEGER NOT NULL,"
+    "  PRIMARY KEY(blob_digest, name));"
+    "CREATE TABLE names("
+    "  host TEXT NOT NULL,"
+    "  namespace TEXT NOT NULL,"
+    "  model TEXT NOT NULL,"
+    "  tag TEXT NOT NULL,"
+    "  manifest_digest TEXT NOT NULL REFERENCES manifests(digest),"
+    "  modified_at INTEGER NOT NULL,"
+    "  PRIMARY KEY(host, namespace, model, tag));"
+    "CREATE INDEX names_manifest ON names(manifest_digest);",
+};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+int store__db_err(store *s, const char *what)
+{
+    int e = sqlite3_errcode(s->db) & 0xff;
+    int code = MS_ERROR;
+
+    if (e == SQLITE_BUSY || e == SQLITE_LOCKED)
+        code = MS_EBUSY;
+    else if (e == SQLITE_IOERR || e == SQLITE_FULL || e == SQLITE_CANTOPEN || e == SQLITE_READONLY ||
+             e == SQLITE_PERM)
+        code = MS_EIO;
+    else if (e == SQLITE_NOMEM)
+        code = MS_ENOMEM;
+    return ms_err(code, "%s: %s: %s", s->db_path, what, sqlite3_errmsg(s->db));
+}
+
+int store__exec(store *s, const char *sql)
+{
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return store__db_err(s, sql);
+    return 0;
+}
+
+int store__prepare(store *s, sqlite3_stmt **out, const char *sql)
+{
+    *out = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, out, NULL) != SQLITE_OK)
+        return store__db_err(s, "prepare");
+    return 0;
+}
+
+/* IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of
+ * one failing with SQLITE_BUSY when it upgrades a read transaction. */
+int store__begin(store *s, int immediate)
+{
+    return store__exec(s, immediate ? "BEGIN IMMEDIATE" : "BEGIN");
+}
+
+int store__commit(store *s)
+{
+    return store__exec(s, "COMMIT");
+}
+
+void store__rollback(store *s)
+{
+    if (s && s->db && !sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+void store__name_bind(sqlite3_stmt *st, int first, const model_name *n)
+{
+    sqlite3_bind_text(st, first, n->host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 1, n->namespace_, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 2, n->model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, first + 3, n->tag, -1, SQLITE_STATIC);
+}
+
+int store__digest_cmp(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+int store__blobs_scan(store *s, char (**out)[72], size_t *n_out)
+{
+    char *dir = ms_path_join(s->home, "blobs");
+    char(*v)[72] = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    DIR *d = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    *n_out = 0;
+    if (!dir)
+        return ms_err(MS_ENOMEM, "out of memory");
+    d = opendir(dir);
+    if (!d) {
+        rc = ms_err_os("%s: open directory", dir);
+        goto done;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char digest[72];
+
+        if (strncmp(e->d_name, "sha256-", 7) != 0 || strlen(e->d_name) != 7 + 64)
+            continue;
+        snprintf(digest, sizeof digest, "sha256:%s", e->d_name + 7);
+        if (!blob_digest_valid(digest))
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            void *p = reallocarray(v, ncap, sizeof *v);
+            if (!p) {
+                rc = ms_err(MS_ENOMEM, "%s: out of memory", dir);
+                goto done;
+            }
+            v = p;
+            cap = ncap;
+        }
+        memcpy(v[n++], digest, sizeof digest);
+    }
+    if (n)
+        qsort(v, n, sizeof *v, store__digest_cmp);
+done:
+    if (d)
+        closedir(d);
+    free(dir);
+    if (rc < 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- open, schema */
+
+static int pragma_int(store *s, const char *sql, int *out)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = store__prepare(s, &st, sql);
+
+    if (rc < 0)
+        return rc;
+    if (sqlite3_step(st) != SQLITE_ROW)
+        rc = store__db_err(s, sql);
+    else
+        *out = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+static int schema_too_new(store *s, int version)
+{
+    return ms_err(MS_EINVALID, "%s: index schema version %d is newer than this mstore knows (%d); "
+                  "use a newer mstore", s->db_path, version, SCHEMA_VERSION);
+}
+
+/* Reads user_version outside a transaction first so that the usual case (up to date) takes no
+ * write lock; when a migration is due, reads it again under BEGIN IMMEDIATE because another
+ * process opening the same store may have migrated in between. */
+static int schema_migrate(store *s)
+{
+    int version = 0, from = 0, rc;
+
+    if ((rc = pragma_int(s, "PRAGMA user_version", &version)) < 0)
+        return rc;
+    if (version == SCHEMA_VERSION)
+        return 0;
+    if (version < 0)
+        return ms_err(MS_EINVALID, "%s: index schema version %d is not valid", s->db_path, version);
+    if (version > SCHEMA_VERSION)
+        return schema_too_new(s, version);
+    if ((rc = store__begin(s, 1)) < 0)
+        return rc;
+    if ((rc = pragma_int(s, "PRAGMA user_version", &version)) < 0)
+        goto fail;
+    if (version > SCHEMA_VERSION) {
+        store__rollback(s);
+        return schema_too_new(s, version);
+    }
+    from = version;
+    for (; version < SCHEMA_VERSION; version++) {
+        char sql[64];
+
+        if ((rc = store__exec(s, migrations[version])) < 0)
+            goto fail;
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %d", version + 1);
+        if ((rc = store__exec(s, sql)) < 0)
+            goto fail;
+    }
+    if ((rc = store__commit(s)) < 0)
+        goto fail;
+    return 0;
+fail:
+    store__rollback(s);
+    return ms_err_ctx("schema migration from version %d to %d", from, SCHEMA_VERSION);
+}
+
+/* synchronous=FULL rather than NORMAL: in WAL mode NORMAL may lose the last commits on power
+ * loss. The index changes once per import, pull, cp or rm, so one more fsync per change costs
+ * nothing next to the blobs written, and a model that `import` reported must still be there. */
+static int db_configure(store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    sqlite3_busy_timeout(s->db, 10000);
+    if ((rc = store__exec(s, "PRAGMA foreign_keys = ON")) < 0)
+        return rc;
+    if ((rc = store__prepare(s, &st, "PRAGMA journal_mode = WAL")) < 0)
+        return rc;
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = store__db_err(s, "PRAGMA journal_mode = WAL");
+    } else if (strcmp((const char *)sqlite3_column_text(st, 0), "wal") != 0) {
+        rc = ms_err(MS_EIO, "%s: cannot use WAL journal mode (got '%s')", s->db_path,
+                    (const char *)sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    if (rc < 0)
+        return rc;
+    return store__exec(s, "PRAGMA synchronous = FULL");
+}
+
+static int home_prepare(const char *home)
+{
+    int rc;
+
+    if ((rc = ms_mkdir_p(home, 0755)) < 0)
+        return ms_err_ctx("store home");
+    /* Checked here so that the message names the home, not whichever file fails first. */
+    if (access(home, W_OK | X_OK) < 0)
+        return ms_err_os("%s: store home is not writable", home);
+    if ((rc = blob_dirs_make(home)) < 0)
+        return rc;
+    return 0;
+}
+
+int store_open(store **out, const char *home)
+{
+    store *s = calloc(1, sizeof *s);
+    char *lock_path = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!s)
+        return ms_err(MS_ENOMEM, "%s: out of memory", home);
+    s->lock_fd = -1;
+    s->home = strdup(home);
+    s->db_path = ms_path_join(home, "index.db");
+    lock_path = ms_path_join(home, "lock");
+    if (!s->home || !s->db_path || !lock_path) {
+        rc = ms_err(MS_ENOMEM, "%s: out of memory", home);
+        goto fail;
+    }
+    if ((rc = home_prepare(home)) < 0)
+        goto fail;
+    s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        rc = ms_err_os("%s: open", lock_path);
+        goto fail;
+    }
+    if (sqlite3_open_v2(s->db_path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+        rc = s->db ? store__db_err(s, "open") : ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
+        goto fail;
+    }
+    if ((rc = db_configure(s)) < 0 || (rc = schema_migrate(s)) < 0)
+        goto fail;
+    free(lock_path);
+    *out = s;
+    return 0;
+fail:
+    free(lock_path);
+    store_close(s);
+    return rc;
+}
+
+void store_close(store *s)
+{
+    if (!s)
+        return;
+    if (s->db)
+        sqlite3_close_v2(s->db);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);   /* releases any flock this handle still holds */
+    free(s->home);
+    free(s->db_path);
+    free(s);
+}
+
+const char *store_home(const store *s)
+{
+    return s->home;
+}
+
+struct sqlite3 *store_db(store *s)
+{
+    return s->db;
+}
+
+char *store_home_default(const char *flag)
+{
+    const char *env = getenv("MSTORE_HOME");
+    const char *home = getenv("HOME");
+
+    if (flag && *flag)
+        return strdup(flag);
+    if (env && *env)
+        return strdup(env);
+    if (!home || !*home) {
+        struct passwd *pw = getpwuid(getuid());
+        home = pw && pw->pw_dir && *pw->pw_dir ? pw->pw_dir : "/";
+    }
+    return ms_path_join(home, ".mstore");
+}
+
+/* ---------------------------------------------------------------- lock */
+
+static int lock_take(store *s, int op, const char *what)
+{
+    while (flock(s->lock_fd, op) < 0) {
+        if (errno != EINTR)
+            return ms_err_os("%s/lock: %s", s->home, what);
+    }
+    return 0;
+}
+
+int store_write_begin(store *s)
+{
+    int rc;
+
+    if (s->n_write == 0 && (rc = lock_take(s, LOCK_SH, "take shared lock")) < 0)
+        return rc;
+    s->n_write++;
+    return 0;
+}
+
+void store_write_end(store *s)
+{
+    if (!s || s->n_write == 0)
+        return;
+    if (--s->n_write == 0)
+        flock(s->lock_fd, LOCK_UN);
+}
+
+/* ---------------------------------------------------------------- names */
+
+int store_name_resolve(store *s, const model_name *name, char digest_out[72])
+{
+    sqlite3_stmt *st = NULL;
+    int rc, step;
+
+    digest_out[0] = '\0';
+    rc = store__prepare(s, &st, "SELECT manifest_digest FROM names "
+                                "WHERE host = ?1 AND namespace = ?2 AND model = ?3 AND tag = ?4");
+    if (rc < 0)
+        return rc;
+    store__name_bind(st, 1, name);
+    step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const char *d = (const char *)sqlite3_column_text(st, 0);
+        if (d && blob_digest_valid(d))
+            snprintf(digest_out, 72, "%s", d);
+        else
+            rc = ms_err(MS_EINVALID, "%s: names: malformed manifest digest '%s'", s->db_path, d ? d : "");
+    } else if (step == SQLITE_DONE) {
+        char disp[NAME_HOST_MAX + 3 * NAME_PART_MAX];
+        name_display(disp, sizeof disp, name);
+        rc = ms_err(MS_ENOTFOUND, "model '%s' not found", disp);
+    } else {
+        rc = store__db_err(s, "resolve name");
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store__name_set(store *s, const model_name *name, const char *digest)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = store__prepare(s, &st,
+        "INSERT INTO names(host, namespace, model, tag, manifest_digest, modified_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(host, namespace, model, tag) DO UPDATE SET "
+        "manifest_digest = excluded.manifest_digest, modified_at = excluded.modified_at");
+
+    if (rc < 0)
+        return rc;
+    store__name_bind(st, 1, name);
+    sqlite3_bind_text(st, 5, digest, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)time(NULL));
+    if (sqlite3_step(st) != SQLITE_DONE)
+        rc = store__db_err(s, "write name");
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_name_copy(store *s, const model_name *src, const model_name *dst)
+{
+    char digest[72];
+    int rc;
+
+    /* Resolve and write in one transaction, so a concurrent rm of `src` cannot leave `dst`
+     * pointing at a manifest that gc has already judged dead. */
+    if ((rc = store__begin(s, 1)) < 0)
+        return rc;
+    if ((rc = store_name_resolve(s, src, digest)) < 0 || (rc = store__name_set(s, dst, digest)) < 0 ||
+        (rc = store__commit(s)) < 0) {
+        store__rollback(s);
+        return rc;
+    }
+    return 0;
+}
+
+int store_name_remove(store *s, const model_name *name)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = store__prepare(s, &st, "DELETE FROM names "
+                                    "WHERE host = ?1 AND namespace = ?2 AND model = ?3 AND tag = ?4");
+
+    if (rc < 0)
+        return rc;
+    store__name_bind(st, 1, name);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = store__db_err(s, "remove name");
+    } else if (sqlite3_changes(s->db) == 0) {
+        char disp[NAME_HOST_MAX + 3 * NAME_PART_MAX];
+        name_display(disp, sizeof disp, name);
+        rc = ms_err(MS_ENOTFOUND, "model '%s' not found", disp);
+    }
+    sqlite3_finalize(st);
+    return rc;
+}

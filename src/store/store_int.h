@@ -1,0 +1,36 @@
+/* store_int.h: helpers shared by the .c files of src/store only (tests may use them too). */
+#ifndef MSTORE_STORE_INT_H
+#define MSTORE_STORE_INT_H
+
+#include <sqlite3.h>
+
+#include "store/store.h"
+
+struct store {
+    char *home;
+    char *db_path;    /* <home>/index.db, for messages */
+    sqlite3 *db;
+    int lock_fd;      /* <home>/lock, open for the handle's whole life */
+    int n_write;      /* depth of store_write_begin nesting; the shared lock is held while > 0 */
+};
+
+/* Set the message from SQLite's last error: "<home>/index.db: <what>: <sqlite message>".
+ * MS_EBUSY for busy/locked, MS_EIO for I/O, full disk and permissions, else MS_ERROR. */
+int store__db_err(store *s, const char *what);
+int store__exec(store *s, const char *sql);
+int store__prepare(store *s, sqlite3_stmt **out, const char *sql);
+/* Transactions. store__rollback is safe to call when none is open. */
+int store__begin(store *s, int immediate);
+int store__commit(store *s);
+void store__rollback(store *s);
+/* Binds host, namespace, model, tag to parameters first..first+3. */
+void store__name_bind(sqlite3_stmt *st, int first, const model_name *n);
+/* Point `name` at `digest` (insert or move), modified_at = now. Call inside a transaction. */
+int store__name_set(store *s, const model_name *name, const char *digest);
+
+/* The digests ("sha256:<hex>") of every file in <home>/blobs named sha256-<64 lowercase hex>,
+ * sorted by strcmp. Other files are ignored. *out malloc'd. */
+int store__blobs_scan(store *s, char (**out)[72], size_t *n_out);
+int store__digest_cmp(const void *a, const void *b);   /* for qsort/bsearch over char[72] */
+
+#endif
