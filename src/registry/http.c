@@ -318,7 +318,7 @@ static int transient_code(CURLcode e)
 {
     return e == CURLE_COULDNT_CONNECT || e == CURLE_RECV_ERROR || e == CURLE_SEND_ERROR ||
            e == CURLE_PARTIAL_FILE || e == CURLE_GOT_NOTHING || e == CURLE_OPERATION_TIMEDOUT ||
-           e == CURLE_HTTP2 || e == CURLE_HTTP2_STREAM || e == CURLE_SSL_CONNECT_ERROR ||
+           e == CURLE_HTTP2 || e == CURLE_HTTP2_STREAM ||
            e == CURLE_COULDNT_RESOLVE_HOST;
 }
 

@@ -289,7 +289,7 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
         goto done;
     blob_digest_buf(got, bytes, len);
     if (strcmp(got, want) != 0 || len != want_size) {
-        rc = ms_err(MS_EMISMATCH, "manifest %s: %s hashes to %s (%zu bytes, index says %" PRIu64 ")", want, path, got,
+        rc = ms_err(MS_EMISMATCH, "manifest %s: digest mismatch: %s hashes to %s (%zu bytes, index says %" PRIu64 ")", want, path, got,
                     len, want_size);
         goto done;
     }

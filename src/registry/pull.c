@@ -118,7 +118,17 @@ static int part_fetch(pull_job *j, CURL *h, pull_part *pt)
     ps.fd = -1;
     if (!path)
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((ps.fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0 || fstat(ps.fd, &st) < 0) {
+    if (blob_exists(j->home, digest, NULL))
+        goto done;   /* another pull into this store finished the blob meanwhile */
+    for (int tries = 0; (ps.fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0 && errno == ENOENT && tries < 3;
+         tries++) {
+        /* Another pull that just finished removes tmp/pull/ when it looks empty: make it again. */
+        char *dir = ms_strdup_printf("%s/tmp/pull", j->home);
+        if (dir)
+            ms_mkdir_p(dir, 0755);
+        free(dir);
+    }
+    if (ps.fd < 0 || fstat(ps.fd, &st) < 0) {
         rc = ms_err_os("%s: open", path);
         goto done;
     }
@@ -195,6 +205,8 @@ static int blob_assemble(pull_job *j, pull_blob *b)
 
     if (!buf)
         return ms_err(MS_ENOMEM, "out of memory");
+    if (blob_exists(j->home, b->digest, NULL))
+        goto drop_parts;   /* another pull stored it while we fetched: ours are redundant */
     if ((rc = blob_writer_open(&w, j->home)) < 0)
         goto done;
     for (uint64_t off = 0; off < b->size || (off == 0 && b->size == 0); off += PART_BYTES) {
