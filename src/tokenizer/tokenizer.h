@@ -1,0 +1,135 @@
+/* tokenizer.h: text <-> token ids; the whole surface of src/tokenizer.
+ *
+ * One opaque `tokenizer` serves every kind; the kind is fixed when it is built:
+ *   TOKENIZER_SPM  SentencePiece-style BPE as llama.cpp runs it for tokenizer.ggml.model "llama"
+ *                  (Llama 1/2, Mistral, Phi-3, TinyLlama, ...): optional "▁" prefix, spaces become
+ *                  U+2581, then bigram merges by score over UTF-8 characters, byte fallback.
+ *   TOKENIZER_BPE  byte-level BPE (GPT-2, Llama 3, Qwen): reserved, not built yet.
+ * The aim is exact agreement with llama.cpp (llama-vocab.cpp) on the same vocab, which its test
+ * vectors (models/ggml-vocab-*.gguf.inp/.out) check.
+ *
+ * Vocab invariants, checked when a tokenizer is built (a vocab that breaks one is refused with
+ * MS_EINVALID naming the field, the value and the bound):
+ *   1. 1 <= n_vocab <= TOKENIZER_MAX_VOCAB; tokens, scores and types have n_vocab entries each.
+ *   2. Each token's text is at most TOKENIZER_MAX_TOKEN_LEN bytes; types are 0..6 (TOKEN_TYPE_*).
+ *   3. Special ids (bos, eos, unk, pad, eot, eom) are TOKEN_NONE or < n_vocab.
+ * Token texts are copied: nothing the tokenizer was built from needs to outlive it.
+ * A tokenizer is immutable after it is built; several threads may use one at once. */
+#ifndef MSTORE_TOKENIZER_H
+#define MSTORE_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/format.h"
+#include "util/util.h"
+
+#define TOKEN_NONE (-1)
+#define TOKENIZER_MAX_VOCAB (1u << 24)      /* far above any real vocab (256k) */
+#define TOKENIZER_MAX_TOKEN_LEN 4096        /* bytes of one token's text */
+
+typedef enum tokenizer_kind { TOKENIZER_SPM = 1, TOKENIZER_BPE = 2 } tokenizer_kind;
+
+/* Token types, numbered as in GGUF's tokenizer.ggml.token_type (llama.cpp's llama_token_type). */
+enum token_type {
+    TOKEN_TYPE_UNDEFINED = 0,
+    TOKEN_TYPE_NORMAL = 1,
+    TOKEN_TYPE_UNKNOWN = 2,
+    TOKEN_TYPE_CONTROL = 3,        /* <s>, </s>: matched in text only with parse_special */
+    TOKEN_TYPE_USER_DEFINED = 4,   /* always matched in text, before anything else */
+    TOKEN_TYPE_UNUSED = 5,
+    TOKEN_TYPE_BYTE = 6,           /* "<0x0A>": byte fallback */
+};
+
+/* Special tokens and switches. Start from tokenizer_special_init_spm (llama.cpp's SPM
+ * defaults) and override what the vocab states. */
+typedef struct tokenizer_special {
+    int32_t bos, eos, unk, pad;    /* TOKEN_NONE when absent */
+    int32_t eot, eom;              /* end of turn / message; TOKEN_NONE: detected by text as llama.cpp does */
+    int add_bos, add_eos;          /* what add_special adds; add_bos is ignored when bos is TOKEN_NONE */
+    int add_space_prefix;          /* SPM: put "▁" before text that starts the input or follows a special token */
+    /* general.name, or NULL. llama.cpp keys a few per-model token rules on it; the one that
+     * matters for SPM: names containing "phi-3"/"phi3" strip whitespace after special tokens. */
+    const char *model_name;
+} tokenizer_special;
+
+/* bos 1, eos 2, unk 0, pad/eot/eom TOKEN_NONE, add_bos 1, add_eos 0, add_space_prefix 1. */
+void tokenizer_special_init_spm(tokenizer_special *s);
+
+typedef struct tokenizer tokenizer;
+
+/* Build an SPM tokenizer from plain arrays of n_vocab entries: tokens[i] is token i's text,
+ * token_lens[i] bytes (not NUL-terminated; token_lens NULL means strlen), scores[i] its merge
+ * score (scores NULL: all 0), types[i] its enum token_type (types NULL: all NORMAL). `special` NULL means
+ * tokenizer_special_init_spm's defaults. Everything is copied. When two tokens share a text,
+ * the later id wins in lookups (as in llama.cpp). Returns 0, MS_EINVALID (the invariants
+ * above), MS_ENOMEM. */
+int tokenizer_new_spm(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
+                      const float *scores, const int32_t *types, const tokenizer_special *special);
+
+/* Build from a GGUF's metadata (a whole file or a GGUF_HEADER_ONLY buffer): tokenizer.ggml.model
+ * ("llama" -> SPM; anything else: MS_EUNSUPPORTED "tokenizer 'gpt2' is not supported yet"),
+ * tokenizer.ggml.tokens (strings), .scores (floats; absent: all 0), .token_type (integers;
+ * absent: all NORMAL), .bos_token_id / .eos_token_id / .unknown_token_id / .padding_token_id /
+ * .eot_token_id / .eom_token_id (0xFFFFFFFF or -1 means none), .add_bos_token / .add_eos_token /
+ * .add_space_prefix (bools), general.name. `what` prefixes messages ("model.gguf").
+ * `g` is only read during the call. Returns 0, MS_ENOTFOUND (no tokenizer.ggml.model or
+ * tokens), MS_EINVALID, MS_EUNSUPPORTED, MS_ENOMEM. */
+int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what);
+
+void tokenizer_free(tokenizer *t);   /* NULL is fine */
+
+tokenizer_kind tokenizer_kind_get(const tokenizer *t);
+size_t tokenizer_n_vocab(const tokenizer *t);
+int32_t tokenizer_bos(const tokenizer *t);   /* TOKEN_NONE when absent */
+int32_t tokenizer_eos(const tokenizer *t);
+int32_t tokenizer_unk(const tokenizer *t);
+int tokenizer_adds_bos(const tokenizer *t);  /* 1 when encode with add_special puts BOS first */
+int tokenizer_adds_eos(const tokenizer *t);
+/* 1 when generation should stop at `id`: eos, eot, eom, and tokens whose text is one of
+ * llama.cpp's end-of-generation names (<|endoftext|>, <|end|>, <|im_end|>, <|eot_id|>, ...). */
+int tokenizer_is_eog(const tokenizer *t, int32_t id);
+/* Token i's text as stored in the vocab ("▁Hello", "<0x0A>", "<s>"); NULL for a bad id.
+ * Borrowed, not NUL-terminated. */
+const char *tokenizer_token_text(const tokenizer *t, int32_t id, size_t *len_out);
+int tokenizer_token_type(const tokenizer *t, int32_t id);   /* enum token_type, after llama.cpp's
+                                                               overrides; -1 for a bad id */
+
+/* Encode `len` bytes of `text` (any bytes; NUL is an ordinary byte). With add_special, BOS / EOS
+ * are added as the vocab asks (tokenizer_adds_bos/eos). With parse_special, the texts of control
+ * tokens ("<s>", "<|end|>") in `text` become those tokens; without it they are plain text.
+ * User-defined tokens are matched either way, as in llama.cpp.
+ * Writes min(needed, cap) ids to ids_out (which may be NULL when cap is 0) and always sets
+ * *n_out to the number of ids the whole text needs. Returns 0, or MS_EINVALID "... needs N ids,
+ * buffer holds CAP" when cap < needed (call again with a buffer of *n_out), or MS_ENOMEM.
+ * Time O(n log n) in len. */
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                     int32_t *ids_out, size_t cap, size_t *n_out);
+/* The same, into a malloc'd array (*out is NULL on failure; free() it). */
+int tokenizer_encode_alloc(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                           int32_t **out, size_t *n_out);
+
+/* Decoding flags. */
+enum {
+    /* Drop one leading space of the piece. sentencepiece (and llama2.c) decode the first piece of
+     * text, the one right after BOS, this way: it undoes add_space_prefix. */
+    TOKENIZER_DECODE_LSTRIP = 1,
+    /* Render control and unknown tokens as their text ("<s>"); by default they are empty. */
+    TOKENIZER_DECODE_SPECIAL = 2,
+};
+
+/* The bytes token `id` stands for: normal tokens with "▁" turned into spaces, byte tokens
+ * ("<0x0A>") as that one byte (so a piece may be part of a UTF-8 character), user-defined
+ * tokens verbatim, control / unknown tokens empty (unless TOKENIZER_DECODE_SPECIAL), unused /
+ * undefined empty. Writes min(needed, cap) bytes (no NUL) and sets *n_out to the bytes needed.
+ * Returns 0, MS_EINVALID for an id out of range or when cap < needed. */
+int tokenizer_decode_piece(const tokenizer *t, int32_t id, unsigned flags, char *buf, size_t cap,
+                           size_t *n_out);
+/* Decode a sequence as sentencepiece does: the pieces concatenated, and when the vocab uses
+ * add_space_prefix, the first piece that is not a control/unknown token loses one leading space
+ * (so decode(encode(s)) == s for text without special-token texts). `flags` may hold
+ * TOKENIZER_DECODE_SPECIAL. Same buffer contract as tokenizer_decode_piece. MS_EINVALID. */
+int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char *buf, size_t cap,
+                     size_t *n_out);
+
+#endif

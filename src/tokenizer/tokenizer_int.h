@@ -1,0 +1,59 @@
+/* tokenizer_int.h: what the files of src/tokenizer share; not part of the module's surface. */
+#ifndef MSTORE_TOKENIZER_INT_H
+#define MSTORE_TOKENIZER_INT_H
+
+#include "tokenizer/tokenizer.h"
+
+/* attr[i]: the token type (after llama.cpp's overrides) in the low bits, plus flags. */
+#define ATTR_TYPE_MASK 0x07
+#define ATTR_LSTRIP 0x10   /* drop whitespace left of this token when matching it in text */
+#define ATTR_RSTRIP 0x20   /* drop whitespace right of it */
+#define ATTR_EOG 0x40      /* generation stops here */
+
+struct tokenizer {
+    tokenizer_kind kind;
+    size_t n_vocab;
+    char *text;            /* every token's text, back to back */
+    size_t *text_off;      /* n_vocab + 1 offsets into text */
+    float *scores;
+    uint8_t *attr;
+    char *piece;           /* decoded pieces (as with TOKENIZER_DECODE_SPECIAL), back to back */
+    size_t *piece_off;     /* n_vocab + 1 */
+    int32_t *slots;        /* open-addressing hash text -> id; -1 empty; size mask + 1 */
+    size_t mask;
+    int32_t byte_tok[256]; /* SPM byte fallback: "<0xXX>", else the 1-byte token, else -1 */
+    int32_t *specials;     /* control / user-defined / unknown ids, longest text first */
+    size_t n_specials;
+    int32_t bos, eos, unk, pad, eot, eom;
+    int add_bos, add_eos, add_space_prefix;
+};
+
+/* A growable id array. */
+typedef struct tok_ids {
+    int32_t *v;
+    size_t n, cap;
+} tok_ids;
+int tok_ids_push(tok_ids *a, int32_t id);   /* MS_ENOMEM */
+
+/* The id whose text is s[0..len) (the highest such id), or -1. */
+int32_t tok_find(const tokenizer *t, const char *s, size_t len);
+static inline int tok_type(const tokenizer *t, int32_t id) { return t->attr[id] & ATTR_TYPE_MASK; }
+
+/* Build the common vocab tables (texts, hash, attrs, specials, pieces) into a calloc'd `t`
+ * whose kind and special ids are set by the caller afterwards. */
+int tok_vocab_build(tokenizer *t, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
+                    const float *scores, const int32_t *types, const tokenizer_special *sp);
+
+/* The input split at special tokens: each fragment is raw text (id == TOKEN_NONE) or one token. */
+typedef struct tok_frag {
+    size_t off, len;
+    int32_t id;
+} tok_frag;
+int tok_partition(const tokenizer *t, const char *text, size_t len, int parse_special, tok_frag **out,
+                  size_t *n_out);
+
+/* SPM: append the ids of one raw fragment. `text` is already escaped ("▁" for spaces). */
+int spm_tokenize(const tokenizer *t, const char *text, size_t len, tok_ids *out);
+int spm_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special, tok_ids *out);
+
+#endif
