@@ -1,0 +1,126 @@
+/* tokenize.c: mstore tokenize (NAME | --gguf FILE) TEXT [--no-special] [--parse-special] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "cli.h"
+#include "tokenizer/tokenizer.h"
+
+static const char help[] =
+    "usage: mstore tokenize NAME TEXT [--no-special] [--parse-special]\n"
+    "       mstore tokenize --gguf FILE TEXT [...]\n\n"
+    "Print the token ids of TEXT on one line, separated by spaces, as the model's tokenizer\n"
+    "(from its GGUF metadata) encodes it. BOS is included when the vocab adds it.\n\n"
+    "  --gguf FILE       use the tokenizer of a GGUF file instead of a model in the store\n"
+    "  --no-special      add no BOS / EOS\n"
+    "  --parse-special   turn the texts of control tokens (\"<s>\", \"<|end|>\") into those tokens\n";
+
+/* The vocab of a stored model: its MT_GGUF_META layer, the GGUF header kept verbatim. */
+static int load_from_store(tokenizer **out, const char *arg)
+{
+    store *s = NULL;
+    manifest *m = NULL;
+    gguf_file *g = NULL;
+    const manifest_layer *l;
+    blob_view v = { NULL, 0 };
+    model_name name;
+    char digest[72];
+    int rc = -1;
+
+    if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
+        return -1;
+    if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0)
+        goto fail;
+    if (!(l = manifest_layer_find(m, MT_GGUF_META, NULL))) {
+        ms_err(MS_EUNSUPPORTED, "model '%s' has no GGUF metadata layer: its tokenizer cannot be read yet", arg);
+        goto fail;
+    }
+    if (blob_open(&v, store_home(s), l->digest) < 0 ||
+        gguf_open_buf(&g, v.data, v.size, GGUF_HEADER_ONLY, l->digest) < 0 ||
+        tokenizer_from_gguf(out, g, l->digest) < 0) {
+        ms_err_ctx("model '%s'", arg);
+        goto fail;
+    }
+    rc = 0;
+    goto done;
+fail:
+    cli_fail();
+done:
+    gguf_close(g);
+    blob_close(&v);
+    manifest_free(m);
+    store_close(s);
+    return rc;
+}
+
+static int load_from_file(tokenizer **out, const char *path)
+{
+    gguf_file *g = NULL;
+    int rc = 0;
+
+    if (gguf_open(&g, path) < 0 || tokenizer_from_gguf(out, g, path) < 0) {
+        cli_fail();
+        rc = -1;
+    }
+    gguf_close(g);
+    return rc;
+}
+
+/* Returns the exit status: 1 when stdout fails (a closed pipe, a full disk). */
+static int print_ids(const int32_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        ms_err_os("stdout");
+        return cli_fail();
+    }
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *file = NULL, *pos[2] = { NULL, NULL }, *model, *text;
+    int add_special = 1, parse_special = 0, n_pos = 0, rc = 1, only_pos = 0;
+    tokenizer *t = NULL;
+    int32_t *ids = NULL;
+    size_t n;
+
+    for (int i = 1; i < argc; i++) {
+        if (!only_pos && cli_is_help(argv[i])) {
+            fputs(help, stdout);
+            return 0;
+        } else if (!only_pos && strcmp(argv[i], "--no-special") == 0) {
+            add_special = 0;
+        } else if (!only_pos && strcmp(argv[i], "--parse-special") == 0) {
+            parse_special = 1;
+        } else if (!only_pos && strcmp(argv[i], "--gguf") == 0) {
+            if (i + 1 >= argc)
+                return cli_usage_error("tokenize", "--gguf needs a FILE");
+            file = argv[++i];
+        } else if (!only_pos && strcmp(argv[i], "--") == 0) {
+            only_pos = 1;   /* what follows is NAME / TEXT even when it starts with '-' */
+        } else if (!only_pos && argv[i][0] == '-' && argv[i][1] != '\0') {
+            return cli_usage_error("tokenize", "unknown option '%s'", argv[i]);
+        } else if (n_pos < 2) {
+            pos[n_pos++] = argv[i];
+        } else {
+            return cli_usage_error("tokenize", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (n_pos != (file ? 1 : 2))
+        return cli_usage_error("tokenize", file ? "--gguf FILE needs exactly one TEXT" : "needs NAME and TEXT");
+    model = file ? NULL : pos[0];
+    text = pos[file ? 0 : 1];
+    if ((file ? load_from_file(&t, file) : load_from_store(&t, model)) < 0)
+        return 1;
+    if (tokenizer_encode_alloc(t, text, strlen(text), add_special, parse_special, &ids, &n) < 0)
+        cli_fail();
+    else
+        rc = print_ids(ids, n);
+    free(ids);
+    tokenizer_free(t);
+    return rc;
+}

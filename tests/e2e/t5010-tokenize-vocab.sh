@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# mstore tokenize prints llama.cpp's ids for the Llama 2 SPM vocab (BOS added, or not with
+# --no-special), from a GGUF file and from a model in the store; unsupported vocabs, unknown
+# names and models without GGUF metadata are refused with a message.
+. "$(dirname "$0")/lib.sh"
+
+VOCAB=$MODELS/vocab/ggml-vocab-llama-spm.gguf
+S260K=$MODELS/stories260K/stories260K.gguf
+[ -f "$VOCAB" ] && [ -f "$S260K" ] || skip "test models not found under $MODELS"
+
+# From the GGUF file. Expected ids: llama.cpp's ggml-vocab-llama-spm.gguf.out and llama2.c's test.c.
+expect_ok mstore tokenize --gguf "$VOCAB" "I believe the meaning of life is"
+[ "$out" = "1 306 4658 278 6593 310 2834 338" ] || fail "ids: $out"
+expect_ok mstore tokenize --gguf "$VOCAB" " Hello World!" --no-special
+[ "$out" = "29871 15043 2787 29991" ] || fail "ids: $out"
+expect_ok mstore tokenize --gguf "$VOCAB" --no-special $'\t\n'
+[ "$out" = "29871 12 13" ] || fail "ids: $out"
+expect_ok mstore tokenize --gguf "$VOCAB" --no-special -- "-x"
+[ "$out" = "448 29916" ] || fail "ids: $out"
+# An empty text is BOS alone; "<s>" is plain text unless --parse-special.
+expect_ok mstore tokenize --gguf "$VOCAB" ""
+[ "$out" = "1" ] || fail "ids: $out"
+expect_ok mstore tokenize --gguf "$VOCAB" --no-special --parse-special "<s>"
+[ "$out" = "1" ] || fail "ids: $out"
+expect_ok mstore tokenize --gguf "$VOCAB" --no-special "<s>"
+[ "$out" != "1" ] || fail "<s> was parsed as a control token without --parse-special"
+
+# From the store: stories260K (upstream llama.cpp server tests count 18 prompt tokens with BOS).
+expect_ok mstore import "$S260K" --name s260k --quiet
+expect_ok mstore tokenize s260k "I believe the meaning of life is"
+[ "$(printf '%s\n' "$out" | wc -w)" -eq 18 ] || fail "stories260K: $out"
+from_store=$out
+expect_ok mstore tokenize --gguf "$S260K" "I believe the meaning of life is"
+[ "$out" = "$from_store" ] || fail "store gave '$from_store', file gave '$out'"
+
+# The vocab-only GGUF itself, when the importer takes a GGUF without tensors.
+run mstore import "$VOCAB" --name llama-spm --quiet
+if [ "$rc" -eq 0 ]; then
+    expect_ok mstore tokenize llama-spm "I believe the meaning of life is"
+    [ "$out" = "1 306 4658 278 6593 310 2834 338" ] || fail "llama-spm from the store: $out"
+else
+    echo "note $TEST_NAME: importing the vocab-only GGUF failed ($err); tokenized it with --gguf only" >&2
+fi
+
+# Refusals.
+before=$(store_state)
+expect_fail 1 "tokenizer 'gpt2' is not supported yet" mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-gpt-2.gguf" x
+expect_fail 1 "model 'nope:latest' not found" mstore tokenize nope x
+expect_fail 1 "no-such.gguf" mstore tokenize --gguf "$WORK/no-such.gguf" x
+expect_fail 2 "needs NAME and TEXT" mstore tokenize s260k
+expect_fail 2 "unknown option '--bogus'" mstore tokenize s260k x --bogus
+[ "$(store_state)" = "$before" ] || fail "a refused tokenize changed the store"
+
+make_hf "$WORK/hf"
+expect_ok mstore import "$WORK/hf" --name hf-tiny
+expect_fail 1 "has no GGUF metadata layer" mstore tokenize hf-tiny x
+
+expect_ok mstore tokenize --help
+contains "$out" "usage: mstore tokenize NAME TEXT"
+echo "ok $TEST_NAME"
