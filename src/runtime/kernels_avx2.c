@@ -1,0 +1,259 @@
+/* kernels_avx2.c: the AVX2 + FMA + F16C path. Built with those flags (CMakeLists.txt of this
+ * folder) on x86-64 only, and only ever called after __builtin_cpu_supports said the CPU has
+ * them (cpu.c). It computes what kernels_scalar.c computes: the same integer block sums, only
+ * the float additions happen in another order. */
+#include "runtime/runtime_int.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+static inline float hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static float dot_f32(const float *a, const float *b, int n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    float s;
+
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static inline __m256 load_f16(const void *p) { return _mm256_cvtph_ps(_mm_loadu_si128(p)); }
+
+static inline __m256 load_bf16(const void *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(p)), 16));
+}
+
+static float dot_f32_f16(const float *a, const uint16_t *b, int n)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    float s;
+
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_f16(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(b + i), s0);
+    s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++)
+        s += a[i] * rt_f16(b[i]);
+    return s;
+}
+
+static float w_f32(const void *x, const void *w, int n) { return dot_f32(x, w, n); }
+
+static float w_f16(const void *x, const void *w, int n)
+{
+    const float *a = x;
+    const uint8_t *p = w;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    float s;
+
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(p + 2 * i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_f16(p + 2 * i + 16), s1);
+    }
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(p + 2 * i), s0);
+    s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++)
+        s += a[i] * rt_f16(rt_rd16(p + 2 * i));
+    return s;
+}
+
+static float w_bf16(const void *x, const void *w, int n)
+{
+    const float *a = x;
+    const uint8_t *p = w;
+    __m256 s0 = _mm256_setzero_ps();
+    int i = 0;
+    float s;
+
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_bf16(p + 2 * i), s0);
+    s = hsum(s0);
+    for (; i < n; i++)
+        s += a[i] * rt_bf16(rt_rd16(p + 2 * i));
+    return s;
+}
+
+/* 32 nibbles of qs[16] in element order: low nibbles are elements 0..15, high 16..31. */
+static inline __m256i nibbles(const uint8_t *qs)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)qs), m = _mm_set1_epi8(15);
+
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, m)),
+                                   _mm_and_si128(_mm_srli_epi16(v, 4), m), 1);
+}
+
+/* Byte i = 0x10 when bit i of qh is set: each byte lane picks the qh byte holding its bit
+ * (shuffle), then tests the bit i % 8 of it. */
+static inline __m256i high_bits(uint32_t qh)
+{
+    const __m256i idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                         2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), idx);
+
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Eight partial sums of w[j] * x[j]: the 32 weights (int8, signed or 0..31) widened to int16
+ * and multiplied with the 16-bit activations by madd; |w| <= 128 and |x| <= 32767 keep the
+ * four products summed per lane far inside int32. */
+static inline __m256 dot_w(__m256i w, const rt_q16 *b)
+{
+    __m256i x0 = _mm256_loadu_si256((const __m256i *)b->q), x1 = _mm256_loadu_si256((const __m256i *)(b->q + 16));
+    __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w));
+    __m256i w1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(w, 1));
+
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
+}
+
+static inline __m256 scale(const uint8_t *p, const rt_q16 *b) { return _mm256_set1_ps(rt_f16(rt_rd16(p)) * b->d); }
+
+static float w_q8_0(const void *x, const void *w, int n)
+{
+    const rt_q16 *xq = x;
+    const uint8_t *p = w;
+    __m256 acc = _mm256_setzero_ps();
+
+    for (int b = 0; b < n / QK; b++, p += RT_Q8_0_BYTES)
+        acc = _mm256_fmadd_ps(dot_w(_mm256_loadu_si256((const __m256i *)(p + 2)), &xq[b]),
+                              scale(p, &xq[b]), acc);
+    return hsum(acc);
+}
+
+static float w_q4_0(const void *x, const void *w, int n)
+{
+    const rt_q16 *xq = x;
+    const uint8_t *p = w;
+    __m256 acc = _mm256_setzero_ps();
+
+    for (int b = 0; b < n / QK; b++, p += RT_Q4_0_BYTES) {
+        __m256i q = _mm256_sub_epi8(nibbles(p + 2), _mm256_set1_epi8(8));
+
+        acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
+    }
+    return hsum(acc);
+}
+
+static float w_q5_0(const void *x, const void *w, int n)
+{
+    const rt_q16 *xq = x;
+    const uint8_t *p = w;
+    __m256 acc = _mm256_setzero_ps();
+
+    for (int b = 0; b < n / QK; b++, p += RT_Q5_0_BYTES) {
+        __m256i q = _mm256_or_si256(nibbles(p + 6), high_bits(rt_rd32(p + 2)));
+
+        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
+    }
+    return hsum(acc);
+}
+
+static float w_q4_1(const void *x, const void *w, int n)
+{
+    const rt_q16 *xq = x;
+    const uint8_t *p = w;
+    __m256 acc = _mm256_setzero_ps();
+    float ms = 0.0f;
+
+    for (int b = 0; b < n / QK; b++, p += RT_Q4_1_BYTES) {
+        acc = _mm256_fmadd_ps(dot_w(nibbles(p + 4), &xq[b]), scale(p, &xq[b]), acc);
+        ms += rt_f16(rt_rd16(p + 2)) * xq[b].s;
+    }
+    return hsum(acc) + ms;
+}
+
+static float w_q5_1(const void *x, const void *w, int n)
+{
+    const rt_q16 *xq = x;
+    const uint8_t *p = w;
+    __m256 acc = _mm256_setzero_ps();
+    float ms = 0.0f;
+
+    for (int b = 0; b < n / QK; b++, p += RT_Q5_1_BYTES) {
+        __m256i q = _mm256_or_si256(nibbles(p + 8), high_bits(rt_rd32(p + 4)));
+
+        acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
+        ms += rt_f16(rt_rd16(p + 2)) * xq[b].s;
+    }
+    return hsum(acc) + ms;
+}
+
+static void axpy_f32(float *y, float a, const float *x, int n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static void axpy_f16(float *y, float a, const uint16_t *x, int n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int i = 0;
+
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * rt_f16(x[i]);
+}
+
+static void f32_to_f16(uint16_t *y, const float *x, int n)
+{
+    int i = 0;
+
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        y[i] = runtime_f32_to_f16(x[i]);
+}
+
+static const rt_kernels avx2 = {
+    .name = "avx2",
+    .dot = {
+        [GGML_TYPE_F32] = w_f32, [GGML_TYPE_F16] = w_f16, [GGML_TYPE_BF16] = w_bf16,
+        [GGML_TYPE_Q8_0] = w_q8_0, [GGML_TYPE_Q4_0] = w_q4_0, [GGML_TYPE_Q4_1] = w_q4_1,
+        [GGML_TYPE_Q5_0] = w_q5_0, [GGML_TYPE_Q5_1] = w_q5_1,
+    },
+    .dot_f32 = dot_f32,
+    .dot_f32_f16 = dot_f32_f16,
+    .axpy_f32 = axpy_f32,
+    .axpy_f16 = axpy_f16,
+    .f32_to_f16 = f32_to_f16,
+};
+
+const rt_kernels *rt_kernels_avx2(void) { return &avx2; }
+
+#else
+
+const rt_kernels *rt_kernels_avx2(void) { return NULL; }
+
+#endif

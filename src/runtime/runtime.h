@@ -1,0 +1,186 @@
+/* runtime.h: running a llama-family model on the CPU; the whole surface of src/runtime.
+ *
+ * Layers, bottom up:
+ *   backend   matmul per weight type, rms norm, rope, attention, softmax, elementwise
+ *             (runtime_backend: a table of function pointers, so that another device can
+ *             implement the same one). The CPU backend has a portable scalar path and an
+ *             AVX2/FMA/F16C path chosen at run time, and a persistent thread pool.
+ *   weights   tensors by canonical (Hugging Face) name, as read-only views into mmapped files:
+ *             a GGUF file directly, or the blobs of a model in the store. No copy of a weight.
+ *   config    model hyper-parameters, from GGUF metadata or the config blob (import.h).
+ *   model     the llama decoder: every buffer allocated at open; a forward pass allocates
+ *             nothing. Prefill runs a whole chunk of tokens as one matrix-matrix batch.
+ *   sampler   greedy, temperature, top-k, top-p, min-p, repeat penalty, seeded PRNG.
+ *
+ * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (ggml block
+ * layouts; ids are ggml's, GGML_TYPE_* in format/format.h). Block quantized weights are used
+ * block by block (dot products per row); no matrix is ever dequantized whole. */
+#ifndef MSTORE_RUNTIME_H
+#define MSTORE_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/format.h"
+#include "store/store.h"
+
+/* ---------------------------------------------------------------- tensors and weights */
+
+typedef struct runtime_tensor {
+    const char *name;     /* canonical name, "model.layers.0.self_attn.q_proj.weight" */
+    int type;             /* GGML_TYPE_F32, _F16, _BF16, _Q8_0, _Q4_0, ... */
+    int n_dims;           /* 1..4 */
+    uint64_t shape[4];    /* Hugging Face order: shape[n_dims-1] is the contiguous row */
+    const void *data;     /* view into a read-only mapping; valid until the weights close */
+    uint64_t nbytes;
+} runtime_tensor;
+
+/* Rope scaling kinds. */
+enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2 };
+
+typedef struct runtime_config {
+    char architecture[32];
+    int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, ctx_len;
+    int n_rot;                  /* rotated dims per head (<= head_dim; llama: head_dim) */
+    double rms_eps, rope_theta;
+    int rope_interleaved;       /* 1: rotate adjacent pairs (GGUF); 0: halves (HF / NEOX) */
+    int rope_scaling;           /* RUNTIME_ROPE_* */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_ctx;          /* original_max_position_embeddings (llama3) */
+    int bos_id, eos_id;         /* -1 when unknown */
+} runtime_config;
+
+typedef struct runtime_weights runtime_weights;
+/* Map a GGUF file and expose its tensors under canonical names (blk.N.attn_q.weight ->
+ * model.layers.N.self_attn.q_proj.weight, ...) and its llama.* metadata as the config.
+ * An architecture other than llama: MS_EUNSUPPORTED "architecture 'x' is not supported;
+ * supported: llama". MS_EINVALID, MS_ENOTFOUND, MS_EIO, MS_ENOMEM. */
+int runtime_weights_open_gguf(runtime_weights **out, const char *path);
+/* Resolve `name` in the store, mmap every tensor blob once and parse its header (import.h's
+ * contract: floats keep their dtype; GGUF block types are U8 with quant_type/logical_shape),
+ * config from the config blob. MS_ENOTFOUND (name, blob), MS_EINVALID, MS_EUNSUPPORTED. */
+int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name);
+const runtime_config *runtime_weights_config(const runtime_weights *w);
+const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name);   /* NULL if absent */
+size_t runtime_weights_count(const runtime_weights *w);
+const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i);
+/* Bytes of all tensor data (for memory reports). */
+uint64_t runtime_weights_nbytes(const runtime_weights *w);
+void runtime_weights_close(runtime_weights *w);   /* NULL is fine */
+
+/* Canonical name of a llama GGUF tensor name into buf; 0, or MS_ENOTFOUND for a name outside the
+ * table (e.g. rope_freqs.weight). */
+int runtime_gguf_name_map(char *buf, size_t len, const char *gguf_name);
+
+/* Fill `c` from llama GGUF metadata / from a config blob's JSON text. MS_EINVALID naming the key
+ * and value, MS_EUNSUPPORTED for another architecture. */
+int runtime_config_from_gguf(runtime_config *c, const gguf_file *g);
+int runtime_config_from_json(runtime_config *c, const char *json, size_t len, const char *what);
+
+/* ---------------------------------------------------------------- CPU backend */
+
+/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2) overrides it
+ * at first use. Returns MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name. */
+int runtime_cpu_select(const char *path);
+const char *runtime_cpu_name(void);   /* "scalar" or "avx2" */
+
+/* 1 when matmul supports weights of this ggml type. */
+int runtime_type_supported(int type);
+
+typedef struct runtime_pool runtime_pool;
+/* A pool of n_threads - 1 persistent workers (the caller is thread 0). n_threads <= 0: all
+ * cores. MS_ENOMEM, MS_EIO. */
+int runtime_pool_new(runtime_pool **out, int n_threads);
+int runtime_pool_threads(const runtime_pool *p);
+void runtime_pool_free(runtime_pool *p);   /* NULL is fine */
+
+/* Backend interface. Shapes: row-major, n_tok rows of activations. */
+typedef struct runtime_backend {
+    const char *name;
+    /* y[n_tok][rows] = x[n_tok][cols] . W[rows][cols]^T, W of any supported type, shape
+     * {rows, cols}. `scratch` holds at least runtime_matmul_scratch(n_tok, cols) bytes. */
+    void (*matmul)(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
+                   void *scratch);
+    /* y[t] = x[t] / rms(x[t]) * w, for n_tok rows of dim floats (y may be x). */
+    void (*rms_norm)(float *y, const float *x, const float *w, int n_tok, int dim, float eps);
+    /* Rotate x[n_tok][n_heads][head_dim] in place; token t is at position pos0 + t. `freqs` are
+     * the n_rot/2 angular frequencies (runtime_rope_freqs); angles are taken in double, since
+     * pos * freq in float is off by ~1e-4 rad at position 4000. interleaved: pairs (2i, 2i+1);
+     * else (i, i + n_rot/2). n_rot <= 1024. */
+    void (*rope)(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
+                 const double *freqs, int interleaved);
+    /* Causal GQA attention. q[n_tok][n_heads*hd]; cache k/v [n_ctx][n_kv*hd] (f32, or f16 when
+     * kv_f16) holding positions 0 .. pos0+n_tok-1; out[n_tok][n_heads*hd]. `scratch` holds
+     * runtime_attention_scratch(n_ctx, threads) bytes. */
+    void (*attention)(runtime_pool *p, float *out, const float *q, const void *k, const void *v,
+                      int kv_f16, int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim,
+                      float *scratch, int n_ctx);
+    void (*softmax)(float *x, int n);
+    /* gate[i] = silu(gate[i]) * up[i] */
+    void (*swiglu)(float *gate, const float *up, size_t n);
+    /* y[i] += x[i] */
+    void (*add)(float *y, const float *x, size_t n);
+} runtime_backend;
+
+const runtime_backend *runtime_backend_cpu(void);
+size_t runtime_matmul_scratch(int n_tok, int cols);
+size_t runtime_attention_scratch(int n_ctx, int n_threads);
+/* The n_rot/2 rope frequencies for the config (base theta, scaling). */
+void runtime_rope_freqs(double *freqs, const runtime_config *c);
+/* Dequantize row `row` of a 2-D tensor into out[cols] (embedding lookup). */
+void runtime_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
+/* One dot product through the current path (tests): x[cols] . W[row]. Quantized types quantize x
+ * to 8-bit blocks first, as matmul does. */
+float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
+
+/* f16 <-> f32, round to nearest even. */
+float runtime_f16_to_f32(uint16_t h);
+uint16_t runtime_f32_to_f16(float f);
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct runtime_opts {
+    int n_threads;   /* <= 0: all cores */
+    int n_ctx;       /* <= 0: the model's context length, at most 4096 */
+    int kv_f16;      /* 1: KV cache in f16 (half the memory); 0: f32 */
+    int n_batch;     /* prefill chunk; <= 0: 128 */
+} runtime_opts;
+
+typedef struct runtime_model runtime_model;
+/* Open a GGUF file / a model in the store; allocates every buffer. opts may be NULL. */
+int runtime_model_open_gguf(runtime_model **out, const char *path, const runtime_opts *opts);
+int runtime_model_open_store(runtime_model **out, store *s, const model_name *name, const runtime_opts *opts);
+/* Run `n` tokens at positions n_past .. n_past+n-1 (prefill in batches of n_batch), append them to
+ * the KV cache and write the last token's vocab_size logits. MS_EINVALID for a token id out of
+ * range or when n_past + n exceeds the context ("... exceeds the context of N tokens"). */
+int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logits_out_last);
+void runtime_model_reset(runtime_model *m);    /* forget the KV cache */
+int runtime_model_n_past(const runtime_model *m);
+int runtime_model_n_ctx(const runtime_model *m);
+const runtime_config *runtime_model_config(const runtime_model *m);
+const runtime_weights *runtime_model_weights(const runtime_model *m);
+uint64_t runtime_model_kv_nbytes(const runtime_model *m);
+void runtime_model_close(runtime_model *m);   /* NULL is fine */
+
+/* ---------------------------------------------------------------- sampler */
+
+typedef struct runtime_sampler_opts {
+    float temp;             /* <= 0: greedy */
+    int top_k;              /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off */
+    int repeat_last_n;      /* window of past tokens the penalty looks at */
+    uint64_t seed;
+} runtime_sampler_opts;
+void runtime_sampler_defaults(runtime_sampler_opts *o);   /* llama.cpp's: 0.8, 40, 0.95, 0.05, 1.0, 64 */
+
+typedef struct runtime_sampler runtime_sampler;
+int runtime_sampler_new(runtime_sampler **out, const runtime_sampler_opts *o, int n_vocab);
+/* Remember a token (prompt or generated) for the repeat penalty. */
+void runtime_sampler_accept(runtime_sampler *s, int32_t token);
+/* Pick the next token from logits[n_vocab] (modified in place). Same seed, same sequence. */
+int32_t runtime_sampler_sample(runtime_sampler *s, float *logits);
+void runtime_sampler_free(runtime_sampler *s);   /* NULL is fine */
+
+#endif

@@ -1,0 +1,84 @@
+/* runtime_int.h: helpers shared by the .c files of src/runtime only (and its unit test). */
+#ifndef MSTORE_RUNTIME_INT_H
+#define MSTORE_RUNTIME_INT_H
+
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+#define QK 32   /* elements per block of every supported block type */
+
+/* Activations quantized for integer dot products: x[i] ~= d * q[i]; s = d * sum(q), which
+ * Q4_1/Q5_1 need for their offset term (m * sum(x)). 16 bits, not ggml's 8: with 8-bit
+ * activations (rounding error up to amax/254 per element) the first-step logits of
+ * s260k-mixed and of a synthetic Q4_0 model drift 1.04e-2 and 1.15e-2 from the float64
+ * reference, past the 1e-2 the issue allows; at 16 bits they stay at f32 rounding level. */
+typedef struct rt_q16 {
+    float d, s;
+    int16_t q[QK];
+} rt_q16;
+
+/* One row dot product. Float weights: x is float[n]. Block weights: x is rt_q16[n / QK]. */
+typedef float (*rt_dot_fn)(const void *x, const void *w, int n);
+
+typedef struct rt_kernels {
+    const char *name;
+    rt_dot_fn dot[GGML_TYPE_COUNT];
+    float (*dot_f32)(const float *a, const float *b, int n);
+    float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
+    void (*axpy_f32)(float *y, float a, const float *x, int n);       /* y += a * x */
+    void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
+    void (*f32_to_f16)(uint16_t *y, const float *x, int n);
+} rt_kernels;
+
+const rt_kernels *rt_kernels_scalar(void);
+const rt_kernels *rt_kernels_avx2(void);   /* NULL when not compiled in */
+const rt_kernels *rt_kernels_get(void);    /* the selected path */
+
+/* x[n] -> blocks[n / QK]; n a multiple of QK; q = round(x / d), d = max|x| / 32767. The same code for every path, so that paths
+ * differ only in how they sum. */
+void rt_quantize_q16(rt_q16 *out, const float *x, int n);
+
+/* Thread pool: fn(ctx, ith, nth) runs on every thread (the caller is ith 0); returns when all
+ * have finished. */
+typedef void (*rt_task_fn)(void *ctx, int ith, int nth);
+void rt_pool_run(runtime_pool *p, rt_task_fn fn, void *ctx);
+
+static inline float rt_f16(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    float f;
+
+    if (exp == 0) {
+        /* zero or subnormal: mant * 2^-24 is exact in float */
+        f = (float)mant * (1.0f / 16777216.0f);
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 112) << 23) | (mant << 13);
+    }
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline float rt_bf16(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t rt_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t rt_rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Block sizes in bytes (ggml layouts). */
+enum { RT_Q4_0_BYTES = 18, RT_Q4_1_BYTES = 20, RT_Q5_0_BYTES = 22, RT_Q5_1_BYTES = 24, RT_Q8_0_BYTES = 34 };
+
+#endif

@@ -1,0 +1,170 @@
+/* sampler.c: choosing the next token. The chain is llama.cpp's: repeat penalty, top-k, softmax,
+ * top-p, min-p, temperature, then a draw from the remaining distribution. The PRNG is our own
+ * (PCG32), so the same seed gives the same tokens on every machine. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "runtime/runtime_int.h"
+
+typedef struct cand {
+    float logit, p;
+    int32_t id;
+} cand;
+
+struct runtime_sampler {
+    runtime_sampler_opts o;
+    int n_vocab;
+    cand *c;
+    int32_t *hist;   /* ring of the last repeat_last_n tokens */
+    int n_hist, hist_pos;
+    uint64_t state, inc;
+};
+
+void runtime_sampler_defaults(runtime_sampler_opts *o)
+{
+    o->temp = 0.8f;
+    o->top_k = 40;
+    o->top_p = 0.95f;
+    o->min_p = 0.05f;
+    o->repeat_penalty = 1.0f;
+    o->repeat_last_n = 64;
+    o->seed = 0;
+}
+
+static uint32_t pcg32(runtime_sampler *s)
+{
+    uint64_t old = s->state;
+    uint32_t x = (uint32_t)(((old >> 18) ^ old) >> 27), rot = (uint32_t)(old >> 59);
+
+    s->state = old * 6364136223846793005ull + s->inc;
+    return (x >> rot) | (x << ((32 - rot) & 31));
+}
+
+int runtime_sampler_new(runtime_sampler **out, const runtime_sampler_opts *o, int n_vocab)
+{
+    runtime_sampler *s;
+
+    *out = NULL;
+    if (n_vocab <= 0)
+        return ms_err(MS_EINVALID, "sampler: vocab size %d", n_vocab);
+    if (o->repeat_last_n < 0 || o->repeat_last_n > 1 << 20)
+        return ms_err(MS_EINVALID, "repeat-last-n: %d out of range [0, %d]", o->repeat_last_n, 1 << 20);
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return ms_err(MS_ENOMEM, "out of memory");
+    s->o = *o;
+    s->n_vocab = n_vocab;
+    s->c = malloc((size_t)n_vocab * sizeof *s->c);
+    s->hist = malloc((size_t)(o->repeat_last_n ? o->repeat_last_n : 1) * sizeof *s->hist);
+    if (!s->c || !s->hist) {
+        runtime_sampler_free(s);
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    /* PCG's seeding: the stream (inc) must be odd; two steps mix the seed in */
+    s->inc = (o->seed << 1) | 1;
+    pcg32(s);
+    s->state += o->seed ^ 0x853c49e6748fea9bull;
+    pcg32(s);
+    *out = s;
+    return 0;
+}
+
+void runtime_sampler_free(runtime_sampler *s)
+{
+    if (!s)
+        return;
+    free(s->c);
+    free(s->hist);
+    free(s);
+}
+
+void runtime_sampler_accept(runtime_sampler *s, int32_t token)
+{
+    if (s->o.repeat_last_n == 0)
+        return;
+    s->hist[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % s->o.repeat_last_n;
+    if (s->n_hist < s->o.repeat_last_n)
+        s->n_hist++;
+}
+
+static int by_logit_desc(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+
+    if (x->logit != y->logit)
+        return x->logit < y->logit ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;   /* ties: lower id first, deterministic */
+}
+
+static void penalize(runtime_sampler *s, float *logits)
+{
+    if (s->o.repeat_penalty == 1.0f || s->o.repeat_penalty <= 0.0f)
+        return;
+    /* each distinct token is penalized once, however often it occurs (as llama.cpp does):
+     * c[t].p marks the tokens already penalized in this call */
+    for (int i = 0; i < s->n_vocab; i++)
+        s->c[i].p = 0.0f;
+    for (int i = 0; i < s->n_hist; i++) {
+        int32_t t = s->hist[i];
+        if (t < 0 || t >= s->n_vocab || s->c[t].p != 0.0f)
+            continue;
+        s->c[t].p = 1.0f;
+        logits[t] = logits[t] > 0 ? logits[t] / s->o.repeat_penalty : logits[t] * s->o.repeat_penalty;
+    }
+}
+
+int32_t runtime_sampler_sample(runtime_sampler *s, float *logits)
+{
+    int n = s->n_vocab, keep;
+    float mx, sum = 0.0f, r, acc;
+
+    penalize(s, logits);
+    if (s->o.temp <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (logits[i] > logits[best])
+                best = i;
+        return best;
+    }
+    for (int i = 0; i < n; i++) {
+        s->c[i].logit = logits[i];
+        s->c[i].id = i;
+    }
+    qsort(s->c, (size_t)n, sizeof *s->c, by_logit_desc);
+    keep = s->o.top_k > 0 && s->o.top_k < n ? s->o.top_k : n;
+    mx = s->c[0].logit;
+    for (int i = 0; i < keep; i++)
+        sum += s->c[i].p = expf(s->c[i].logit - mx);
+    for (int i = 0; i < keep; i++)
+        s->c[i].p /= sum;
+    if (s->o.top_p < 1.0f) {
+        acc = 0.0f;
+        for (int i = 0; i < keep; i++) {
+            acc += s->c[i].p;
+            if (acc >= s->o.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    if (s->o.min_p > 0.0f) {
+        float floor = s->o.min_p * s->c[0].p;
+        int k = 1;
+        while (k < keep && s->c[k].p >= floor)
+            k++;
+        keep = k;
+    }
+    /* temperature last, on the logits of what is left */
+    sum = 0.0f;
+    for (int i = 0; i < keep; i++)
+        sum += s->c[i].p = expf((s->c[i].logit - mx) / s->o.temp);
+    r = (float)(pcg32(s) >> 8) * (1.0f / 16777216.0f) * sum;
+    acc = 0.0f;
+    for (int i = 0; i < keep; i++) {
+        acc += s->c[i].p;
+        if (r < acc)
+            return s->c[i].id;
+    }
+    return s->c[keep - 1].id;
+}

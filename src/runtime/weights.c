@@ -1,0 +1,276 @@
+/* weights.c: tensors by canonical name, as views into read-only mappings.
+ *   GGUF: the file is mapped once (gguf_open); names go through the llama table below.
+ *   Store: each MT_TENSOR blob is mapped once (blob_open) and its safetensors header parsed
+ *   (st_parse); import.h says how GGUF block types are kept (U8 + quant_type/logical_shape).
+ * Only headers are read at open: the pages of a weight come in when a kernel first touches them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "runtime/runtime_int.h"
+
+struct runtime_weights {
+    runtime_config cfg;
+    runtime_tensor *t;
+    size_t n;
+    char *names;          /* GGUF: the canonical names, packed */
+    gguf_file *g;
+    blob_view *views;     /* store: one mapping per tensor blob */
+    st_file **st;
+    size_t n_blobs;
+    uint64_t nbytes;
+};
+
+/* One row per tensor kind (llama); blk.N.<gguf> <-> model.layers.N.<hf>. */
+static const struct { const char *gguf, *hf; } blk_names[] = {
+    { "attn_norm", "input_layernorm" },      { "attn_q", "self_attn.q_proj" },
+    { "attn_k", "self_attn.k_proj" },        { "attn_v", "self_attn.v_proj" },
+    { "attn_output", "self_attn.o_proj" },   { "ffn_norm", "post_attention_layernorm" },
+    { "ffn_gate", "mlp.gate_proj" },         { "ffn_up", "mlp.up_proj" },
+    { "ffn_down", "mlp.down_proj" },
+};
+
+int runtime_gguf_name_map(char *buf, size_t len, const char *gn)
+{
+    unsigned layer;
+    int used = 0;
+    const char *rest;
+
+    if (strcmp(gn, "token_embd.weight") == 0)
+        return snprintf(buf, len, "model.embed_tokens.weight") < (int)len ? 0 : MS_EINVALID;
+    if (strcmp(gn, "output_norm.weight") == 0)
+        return snprintf(buf, len, "model.norm.weight") < (int)len ? 0 : MS_EINVALID;
+    if (strcmp(gn, "output.weight") == 0)
+        return snprintf(buf, len, "lm_head.weight") < (int)len ? 0 : MS_EINVALID;
+    if (sscanf(gn, "blk.%u.%n", &layer, &used) != 1 || used == 0)
+        return MS_ENOTFOUND;
+    rest = gn + used;
+    for (size_t i = 0; i < sizeof blk_names / sizeof blk_names[0]; i++) {
+        size_t kl = strlen(blk_names[i].gguf);
+        if (strncmp(rest, blk_names[i].gguf, kl) == 0 && rest[kl] == '.')
+            return snprintf(buf, len, "model.layers.%u.%s%s", layer, blk_names[i].hf, rest + kl) < (int)len
+                       ? 0 : MS_EINVALID;
+    }
+    return MS_ENOTFOUND;
+}
+
+const runtime_config *runtime_weights_config(const runtime_weights *w) { return &w->cfg; }
+size_t runtime_weights_count(const runtime_weights *w) { return w->n; }
+const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i) { return i < w->n ? &w->t[i] : NULL; }
+uint64_t runtime_weights_nbytes(const runtime_weights *w) { return w->nbytes; }
+
+const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (strcmp(w->t[i].name, name) == 0)
+            return &w->t[i];
+    return NULL;
+}
+
+void runtime_weights_close(runtime_weights *w)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; i < w->n_blobs; i++) {
+        st_free(w->st ? w->st[i] : NULL);
+        if (w->views)
+            blob_close(&w->views[i]);
+    }
+    free(w->st);
+    free(w->views);
+    gguf_close(w->g);
+    free(w->t);
+    free(w->names);
+    free(w);
+}
+
+/* ---------------------------------------------------------------- GGUF */
+
+int runtime_weights_open_gguf(runtime_weights **out, const char *path)
+{
+    runtime_weights *w = calloc(1, sizeof *w);
+    size_t names_len = 0, pos = 0;
+    char name[256];
+    int rc;
+
+    *out = NULL;
+    if (!w)
+        return ms_err(MS_ENOMEM, "%s: out of memory", path);
+    if ((rc = gguf_open(&w->g, path)) < 0)
+        goto fail;
+    if ((rc = runtime_config_from_gguf(&w->cfg, w->g)) < 0) {
+        ms_err_ctx("%s", path);
+        goto fail;
+    }
+    w->n = gguf_tensor_count(w->g);
+    for (size_t i = 0; i < w->n; i++) {
+        const gguf_tensor *gt = gguf_tensor_at(w->g, i);
+        if (runtime_gguf_name_map(name, sizeof name, gt->name) < 0)
+            snprintf(name, sizeof name, "%s", gt->name);   /* kept under its GGUF name */
+        names_len += strlen(name) + 1;
+    }
+    w->t = calloc(w->n ? w->n : 1, sizeof *w->t);
+    w->names = malloc(names_len ? names_len : 1);
+    if (!w->t || !w->names) {
+        rc = ms_err(MS_ENOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    for (size_t i = 0; i < w->n; i++) {
+        const gguf_tensor *gt = gguf_tensor_at(w->g, i);
+        runtime_tensor *t = &w->t[i];
+        if (runtime_gguf_name_map(name, sizeof name, gt->name) < 0)
+            snprintf(name, sizeof name, "%s", gt->name);
+        t->name = strcpy(w->names + pos, name);
+        pos += strlen(name) + 1;
+        t->type = gt->type;
+        t->n_dims = gt->n_dims > 0 ? gt->n_dims : 1;
+        for (int d = 0; d < t->n_dims; d++)
+            t->shape[d] = gt->ne[t->n_dims - 1 - d];   /* HF order: the row (ne[0]) last */
+        t->data = gt->data;
+        t->nbytes = gt->nbytes;
+        w->nbytes += gt->nbytes;
+    }
+    *out = w;
+    return 0;
+fail:
+    runtime_weights_close(w);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- store */
+
+/* "[4096, 4096]" -> shape; at most 4 dims. */
+static int parse_shape(runtime_tensor *t, const char *s)
+{
+    const char *p = s;
+    char *end;
+
+    t->n_dims = 0;
+    while (*p == ' ' || *p == '[')
+        p++;
+    while (*p && *p != ']') {
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p || t->n_dims == 4)
+            return ms_err(MS_EINVALID, "logical_shape '%s': expected up to 4 integers in brackets", s);
+        t->shape[t->n_dims++] = v;
+        p = end;
+        while (*p == ' ' || *p == ',')
+            p++;
+    }
+    if (*p != ']' || t->n_dims == 0)
+        return ms_err(MS_EINVALID, "logical_shape '%s': expected up to 4 integers in brackets", s);
+    return 0;
+}
+
+/* The runtime view of one safetensors tensor in a blob. */
+static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *s)
+{
+    const char *qt = st_meta(f, "quant_type"), *ls = st_meta(f, "logical_shape");
+    uint64_t row_bytes, rows = 1;
+    int rc;
+
+    t->name = s->name;
+    t->data = s->data;
+    t->nbytes = s->nbytes;
+    if (!qt) {
+        if (s->dtype != ST_F32 && s->dtype != ST_F16 && s->dtype != ST_BF16)
+            return ms_err(MS_EUNSUPPORTED, "tensor '%s': dtype %s is not supported", s->name, st_dtype_name(s->dtype));
+        if (s->n_dims < 1 || s->n_dims > 4)
+            return ms_err(MS_EINVALID, "tensor '%s': %d dims, expected 1 to 4", s->name, s->n_dims);
+        t->type = s->dtype == ST_F32 ? GGML_TYPE_F32 : s->dtype == ST_F16 ? GGML_TYPE_F16 : GGML_TYPE_BF16;
+        t->n_dims = s->n_dims;
+        memcpy(t->shape, s->shape, (size_t)s->n_dims * sizeof t->shape[0]);
+        return 0;
+    }
+    if (ggml_type_from_name(&t->type, qt) < 0 || !runtime_type_supported(t->type))
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': quant_type '%s' is not supported", s->name, qt);
+    if (s->dtype != ST_U8 || !ls)
+        return ms_err(MS_EINVALID, "tensor '%s': quant_type %s needs dtype U8 and a logical_shape", s->name, qt);
+    if ((rc = parse_shape(t, ls)) < 0)
+        return ms_err_ctx("tensor '%s'", s->name);
+    if (ggml_row_nbytes(&row_bytes, t->type, t->shape[t->n_dims - 1]) < 0)
+        return ms_err_ctx("tensor '%s'", s->name);
+    for (int d = 0; d < t->n_dims - 1; d++)
+        if (ms_mul64(&rows, rows, t->shape[d]) < 0)
+            return ms_err(MS_EINVALID, "tensor '%s': logical_shape '%s' overflows", s->name, ls);
+    if (ms_mul64(&rows, rows, row_bytes) < 0 || rows != s->nbytes)
+        return ms_err(MS_EINVALID, "tensor '%s': %llu bytes of %s, logical_shape '%s' needs %llu", s->name,
+                      (unsigned long long)s->nbytes, qt, ls, (unsigned long long)rows);
+    return 0;
+}
+
+static int open_blobs(runtime_weights *w, store *s, const manifest *m)
+{
+    const char *home = store_home(s);
+    size_t k = 0, n_t = 0;
+    int rc;
+
+    for (size_t i = 0; i < m->n_layers; i++)
+        w->n_blobs += strcmp(m->layers[i].media_type, MT_TENSOR) == 0;
+    w->views = calloc(w->n_blobs ? w->n_blobs : 1, sizeof *w->views);
+    w->st = calloc(w->n_blobs ? w->n_blobs : 1, sizeof *w->st);
+    if (!w->views || !w->st)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const manifest_layer *l = &m->layers[i];
+        if (strcmp(l->media_type, MT_TENSOR) != 0)
+            continue;
+        if ((rc = blob_open(&w->views[k], home, l->digest)) < 0)
+            return ms_err_ctx("layer '%s'", l->name ? l->name : "?");
+        if (w->views[k].size != l->size)
+            return ms_err(MS_EMISMATCH, "layer '%s': blob %s has %zu bytes, the manifest says %llu",
+                          l->name ? l->name : "?", l->digest, w->views[k].size, (unsigned long long)l->size);
+        if ((rc = st_parse(&w->st[k], w->views[k].data, w->views[k].size, 0, 0, l->digest)) < 0)
+            return ms_err_ctx("layer '%s'", l->name ? l->name : "?");
+        n_t += st_count(w->st[k]);
+        k++;
+    }
+    w->t = calloc(n_t ? n_t : 1, sizeof *w->t);
+    if (!w->t)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t b = 0; b < w->n_blobs; b++) {
+        for (size_t i = 0; i < st_count(w->st[b]); i++) {
+            if ((rc = tensor_from_st(&w->t[w->n], w->st[b], st_at(w->st[b], i))) < 0)
+                return rc;
+            w->nbytes += w->t[w->n++].nbytes;
+        }
+    }
+    return 0;
+}
+
+int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name)
+{
+    runtime_weights *w = calloc(1, sizeof *w);
+    char digest[72], shown[600];
+    manifest *m = NULL;
+    blob_view cv = { 0 };
+    int rc;
+
+    *out = NULL;
+    name_display(shown, sizeof shown, name);
+    if (!w)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_load(s, digest, &m)) < 0)
+        goto fail;
+    if (!m->config.media_type || strcmp(m->config.media_type, MT_CONFIG) != 0) {
+        rc = ms_err(MS_EUNSUPPORTED, "%s: config media type '%s' is not %s", shown,
+                    m->config.media_type ? m->config.media_type : "", MT_CONFIG);
+        goto fail;
+    }
+    if ((rc = blob_open(&cv, store_home(s), m->config.digest)) < 0 ||
+        (rc = runtime_config_from_json(&w->cfg, (const char *)cv.data, cv.size, m->config.digest)) < 0 ||
+        (rc = open_blobs(w, s, m)) < 0) {
+        ms_err_ctx("%s", shown);
+        goto fail;
+    }
+    blob_close(&cv);
+    manifest_free(m);
+    *out = w;
+    return 0;
+fail:
+    blob_close(&cv);
+    manifest_free(m);
+    runtime_weights_close(w);
+    return rc;
+}
