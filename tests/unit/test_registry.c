@@ -1,0 +1,440 @@
+/* test_registry.c: the registry client against an in-process mock registry (token auth, Range,
+ * 5xx retries, digest checks), and its parsers: WWW-Authenticate, credentials, hosts. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "helpers/fixture.h"
+#include "manifest/manifest.h"
+#include "registry/registry_int.h"
+#include "store/store.h"
+
+static char *tmpdir, *home;
+static store *st;
+
+/* ---------------------------------------------------------------- mock registry */
+
+#define BLOB_BYTES 300000
+static struct mock {
+    int fd, port, stop;
+    pthread_t thread;
+    char *manifest;
+    size_t manifest_len;
+    char manifest_digest[72], config_digest[72], layer_digest[72];
+    uint8_t layer[BLOB_BYTES];
+    const char *config;
+    int fail_5xx;            /* answer this many blob GETs with 503 first */
+    int max_body;            /* cut each blob response after this many bytes (0: no cut) */
+    int corrupt_layer;       /* serve a byte of the layer wrong */
+    const char *digest_hdr;  /* Docker-Content-Digest to send instead of the true one */
+    int n_token, n_blob_get, n_ranged;
+    char last_scope[256];
+} mk;
+
+static void send_str(int c, const char *s) { (void)!write(c, s, strlen(s)); }
+
+static void respond(int c, int status, const char *extra, const void *body, size_t len, size_t send_len)
+{
+    char h[1024];
+
+    snprintf(h, sizeof h, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n%s\r\n", status, len,
+             extra ? extra : "");
+    send_str(c, h);
+    if (body && send_len)
+        (void)!write(c, body, send_len);
+}
+
+static void handle(int c)
+{
+    char req[8192], method[16], path[2048], extra[512];
+    const char *auth, *accept, *range;
+    ssize_t n = 0, k;
+
+    while ((size_t)n < sizeof req - 1 && (k = read(c, req + n, sizeof req - 1 - (size_t)n)) > 0) {
+        n += k;
+        req[n] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            break;
+    }
+    req[n > 0 ? n : 0] = '\0';
+    if (sscanf(req, "%15s %2047s", method, path) != 2)
+        return;
+    auth = strcasestr(req, "\r\nAuthorization: ");
+    accept = strcasestr(req, "\r\nAccept: ");
+    range = strcasestr(req, "\r\nRange: bytes=");
+    if (!strncmp(path, "/token?", 7)) {
+        /* user:pass in Basic, as MSTORE_REGISTRY_AUTH gives it */
+        const char *scope = strstr(path, "scope=");
+        mk.n_token++;
+        snprintf(mk.last_scope, sizeof mk.last_scope, "%s", scope ? scope + 6 : "");
+        if (!auth || strncmp(auth + 17, "Basic dXNlcjpwYXNz", 18) != 0)
+            return respond(c, 401, NULL, NULL, 0, 0);
+        return respond(c, 200, "Content-Type: application/json\r\n", "{\"token\":\"tok123\"}", 18, 18);
+    }
+    if (!auth || strncmp(auth + 17, "Bearer tok123", 13) != 0) {
+        snprintf(extra, sizeof extra,
+                 "WWW-Authenticate: Bearer realm=\"http://127.0.0.1:%d/token\",service=\"mock\","
+                 "scope=\"repository:ns/m:pull\"\r\n", mk.port);
+        return respond(c, 401, extra, NULL, 0, 0);
+    }
+    if (!strcmp(path, "/v2/ns/m/manifests/v1")) {
+        /* Like Docker's registry 2.8: an OCI manifest is "not found" unless Accept names it. */
+        if (!accept || !strstr(accept, MT_OCI_MANIFEST))
+            return respond(c, 404, NULL, NULL, 0, 0);
+        snprintf(extra, sizeof extra, "Docker-Content-Digest: %s\r\nContent-Type: %s\r\n",
+                 mk.digest_hdr ? mk.digest_hdr : mk.manifest_digest, MT_OCI_MANIFEST);
+        return respond(c, 200, extra, mk.manifest, mk.manifest_len, mk.manifest_len);
+    }
+    if (!strncmp(path, "/v2/ns/m/blobs/", 15)) {
+        const char *d = path + 15;
+        const uint8_t *body = NULL;
+        size_t len = 0, from = 0;
+        uint8_t *copy = NULL;
+
+        mk.n_blob_get++;
+        if (mk.fail_5xx > 0) {
+            mk.fail_5xx--;
+            return respond(c, 503, NULL, "busy", 4, 4);
+        }
+        if (!strcmp(d, mk.config_digest))
+            body = (const uint8_t *)mk.config, len = strlen(mk.config);
+        else if (!strcmp(d, mk.layer_digest))
+            body = mk.layer, len = BLOB_BYTES;
+        else
+            return respond(c, 404, NULL, NULL, 0, 0);
+        if (mk.corrupt_layer && body == mk.layer) {
+            copy = malloc(len);
+            memcpy(copy, body, len);
+            copy[len / 2] ^= 1;
+            body = copy;
+        }
+        if (range) {
+            mk.n_ranged++;
+            from = strtoul(range + 15, NULL, 10);
+            snprintf(extra, sizeof extra, "Content-Range: bytes %zu-%zu/%zu\r\n", from, len - 1, len);
+            respond(c, 206, extra, body + from, len - from,
+                    mk.max_body && len - from > (size_t)mk.max_body ? (size_t)mk.max_body : len - from);
+        } else {
+            respond(c, 200, NULL, body, len, mk.max_body && len > (size_t)mk.max_body ? (size_t)mk.max_body : len);
+        }
+        free(copy);
+        return;
+    }
+    respond(c, 404, NULL, NULL, 0, 0);
+}
+
+static void *serve(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&mk.stop, __ATOMIC_ACQUIRE)) {
+        struct pollfd p = { mk.fd, POLLIN, 0 };
+        int c;
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        if ((c = accept(mk.fd, NULL, NULL)) < 0)
+            continue;
+        handle(c);
+        shutdown(c, SHUT_RDWR);
+        close(c);
+    }
+    return NULL;
+}
+
+static void mock_start(void)
+{
+    struct sockaddr_in a = { 0 };
+    socklen_t al = sizeof a;
+    manifest *m;
+
+    memset(&mk, 0, sizeof mk);
+    for (size_t i = 0; i < BLOB_BYTES; i++)
+        mk.layer[i] = (uint8_t)(i * 2654435761u >> 13);
+    mk.config = "{\"architecture\":\"mock\"}";
+    blob_digest_buf(mk.config_digest, mk.config, strlen(mk.config));
+    blob_digest_buf(mk.layer_digest, mk.layer, BLOB_BYTES);
+    ck_assert_int_eq(manifest_new(&m), 0);
+    ck_assert_int_eq(manifest_config_set(m, MT_CONFIG, mk.config_digest, strlen(mk.config)), 0);
+    ck_assert_int_eq(manifest_layer_add(m, "application/vnd.mstore.test.data", mk.layer_digest, BLOB_BYTES, "x"), 0);
+    ck_assert_int_eq(manifest_serialize(&mk.manifest, &mk.manifest_len, m), 0);
+    manifest_free(m);
+    blob_digest_buf(mk.manifest_digest, mk.manifest, mk.manifest_len);
+    mk.fd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(mk.fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(mk.fd, 16), 0);
+    getsockname(mk.fd, (struct sockaddr *)&a, &al);
+    mk.port = ntohs(a.sin_port);
+    ck_assert_int_eq(pthread_create(&mk.thread, NULL, serve, NULL), 0);
+}
+
+static void mock_stop(void)
+{
+    __atomic_store_n(&mk.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(mk.thread, NULL);
+    close(mk.fd);
+    free(mk.manifest);
+}
+
+static void setup(void)
+{
+    tmpdir = fixture_tmpdir();
+    ck_assert_ptr_nonnull(tmpdir);
+    home = ms_path_join(tmpdir, "home");
+    ck_assert_msg(store_open(&st, home) == 0, "%s", ms_err_msg());
+    unsetenv("MSTORE_REGISTRY");
+    setenv("MSTORE_REGISTRY_AUTH", "user:pass", 1);
+    mock_start();
+}
+
+static void teardown(void)
+{
+    mock_stop();
+    store_close(st);
+    free(home);
+    fixture_rmrf(tmpdir);
+}
+
+static int pull(char digest[72])
+{
+    registry_opts o;
+    model_name n;
+    char name[128];
+
+    registry_opts_init(&o);
+    o.insecure = 1;
+    o.quiet = 1;
+    snprintf(name, sizeof name, "127.0.0.1:%d/ns/m:v1", mk.port);
+    ck_assert_int_eq(name_parse(&n, name), 0);
+    return registry_pull(st, &n, &o, digest);
+}
+
+static int stored_names(void)
+{
+    store_model *list = NULL;
+    size_t n = 0;
+
+    ck_assert_int_eq(store_model_list(st, &list, &n), 0);
+    free(list);
+    return (int)n;
+}
+
+/* ---------------------------------------------------------------- pulls */
+
+START_TEST(pull_with_token_auth_stores_model_and_blobs)
+{
+    char d[72];
+
+    ck_assert_msg(pull(d) == 0, "%s", ms_err_msg());
+    ck_assert_str_eq(d, mk.manifest_digest);
+    ck_assert(blob_exists(home, mk.layer_digest, NULL));
+    ck_assert(blob_exists(home, mk.config_digest, NULL));
+    ck_assert_int_eq(blob_verify(home, mk.layer_digest), 0);
+    ck_assert_int_ge(mk.n_token, 1);
+    ck_assert_str_eq(mk.last_scope, "repository%3Ans%2Fm%3Apull");
+    ck_assert_int_eq(stored_names(), 1);
+    /* A second pull fetches no blob. */
+    mk.n_blob_get = 0;
+    ck_assert_int_eq(pull(d), 0);
+    ck_assert_int_eq(mk.n_blob_get, 0);
+}
+END_TEST
+
+START_TEST(pull_retries_5xx_and_resumes_cut_bodies_with_range)
+{
+    char d[72];
+
+    mk.fail_5xx = 2;
+    mk.max_body = 70000;   /* every blob response stops short: each retry must ask for the rest */
+    ck_assert_msg(pull(d) == 0, "%s", ms_err_msg());
+    ck_assert_int_ge(mk.n_ranged, 4);
+    ck_assert_int_eq(blob_verify(home, mk.layer_digest), 0);
+}
+END_TEST
+
+START_TEST(pull_refuses_corrupt_blob_and_stores_nothing)
+{
+    char d[72];
+
+    mk.corrupt_layer = 1;
+    ck_assert_int_eq(pull(d), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), mk.layer_digest));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "digest mismatch"));
+    ck_assert(!blob_exists(home, mk.layer_digest, NULL));
+    ck_assert_int_eq(stored_names(), 0);
+}
+END_TEST
+
+START_TEST(pull_refuses_manifest_whose_digest_header_disagrees)
+{
+    char d[72];
+
+    mk.digest_hdr = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    ck_assert_int_eq(pull(d), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), mk.manifest_digest));
+    ck_assert_int_eq(mk.n_blob_get, 0);
+    ck_assert_int_eq(stored_names(), 0);
+}
+END_TEST
+
+START_TEST(bad_credentials_fail_without_showing_them)
+{
+    char d[72];
+
+    setenv("MSTORE_REGISTRY_AUTH", "user:wrongsecret", 1);
+    ck_assert_int_lt(pull(d), 0);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "token"));
+    ck_assert_ptr_null(strstr(ms_err_msg(), "wrongsecret"));
+    ck_assert_int_eq(stored_names(), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- parsers */
+
+START_TEST(challenge_parses_bearer_and_basic)
+{
+    reg_challenge c;
+
+    ck_assert_int_eq(reg_challenge_parse(&c, "Bearer realm=\"https://auth.example/token\",service=\"reg\","
+                                             "scope=\"repository:a/b:pull,push\""), 0);
+    ck_assert_str_eq(c.scheme, "Bearer");
+    ck_assert_str_eq(c.realm, "https://auth.example/token");
+    ck_assert_str_eq(c.service, "reg");
+    ck_assert_str_eq(c.scope, "repository:a/b:pull,push");   /* the comma inside quotes stays */
+    ck_assert_int_eq(reg_challenge_parse(&c, "Basic realm=Registry"), 0);
+    ck_assert_str_eq(c.scheme, "Basic");
+    ck_assert_str_eq(c.realm, "Registry");
+}
+END_TEST
+
+static char long_realm[1200];
+static const struct {
+    const char *value, *expect;
+} bad_challenge[] = {
+    { "", "no auth scheme" },
+    { "Bearer realm=\"https://x/token", "malformed parameter" },
+    { "Bearer realm", "malformed parameter" },
+    { "Bearer realm=\"ftp://x/token\"", "not an http(s) url" },
+    { "Bearer realm=\"file:///etc/passwd\"", "not an http(s) url" },
+    { long_realm, "malformed parameter" },
+};
+
+START_TEST(challenge_refuses_malformed)
+{
+    reg_challenge c;
+
+    memset(long_realm, 'a', sizeof long_realm - 1);
+    memcpy(long_realm, "Bearer realm=\"https://", 22);
+    ck_assert_int_eq(reg_challenge_parse(&c, bad_challenge[_i].value), MS_EINVALID);
+    ck_assert_msg(strstr(ms_err_msg(), bad_challenge[_i].expect), "%s: %s", bad_challenge[_i].value, ms_err_msg());
+}
+END_TEST
+
+START_TEST(credentials_from_env_then_file)
+{
+    char *cred, *p;
+
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), 0);
+    ck_assert_str_eq(cred, "user:pass");
+    free(cred);
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", "a:b"), 0);
+    ck_assert_str_eq(cred, "a:b");
+    free(cred);
+    unsetenv("MSTORE_REGISTRY_AUTH");
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), 0);
+    ck_assert_ptr_null(cred);
+    p = fixture_write(home, "credentials.json", "{\"h:1\": \"u:topsecret\", \"bad\": 5}", 32);
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), 0);
+    ck_assert_str_eq(cred, "u:topsecret");
+    free(cred);
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "bad", NULL), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'bad'"));
+    free(p);
+    p = fixture_write(home, "credentials.json", "{\"h:1\": \"u:topsecret\"", 21);
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), MS_EINVALID);
+    ck_assert_ptr_null(strstr(ms_err_msg(), "topsecret"));
+    free(p);
+    setenv("MSTORE_REGISTRY_AUTH", "nocolon", 1);
+    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), MS_EINVALID);
+    ck_assert_ptr_null(strstr(ms_err_msg(), "nocolon"));
+}
+END_TEST
+
+START_TEST(host_from_name_then_environment)
+{
+    char host[NAME_HOST_MAX];
+    model_name n;
+
+    ck_assert_int_eq(name_parse(&n, "reg.example:5000/ns/m:t"), 0);
+    ck_assert_int_eq(registry_host(host, &n), 0);
+    ck_assert_str_eq(host, "reg.example:5000");
+    ck_assert_int_eq(name_parse(&n, "ns/m:t"), 0);
+    ck_assert_int_eq(registry_host(host, &n), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "MSTORE_REGISTRY"));
+    setenv("MSTORE_REGISTRY", "127.0.0.1:1234", 1);
+    ck_assert_int_eq(registry_host(host, &n), 0);
+    ck_assert_str_eq(host, "127.0.0.1:1234");
+    setenv("MSTORE_REGISTRY", "evil.com/x?y", 1);
+    ck_assert_int_eq(registry_host(host, &n), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'/'"));
+    unsetenv("MSTORE_REGISTRY");
+}
+END_TEST
+
+START_TEST(docker_form_rewrites_media_types_only)
+{
+    manifest *m, *d;
+    char *buf;
+    size_t len;
+
+    ck_assert_int_eq(manifest_parse(&m, mk.manifest, mk.manifest_len, "t"), 0);
+    ck_assert_int_eq(reg_manifest_docker(&buf, &len, m), 0);
+    ck_assert_int_eq(manifest_parse(&d, buf, len, "docker"), 0);
+    ck_assert_str_eq(d->media_type, MT_DOCKER_MANIFEST);
+    ck_assert_str_eq(d->config.media_type, MT_DOCKER_CONFIG);
+    ck_assert_str_eq(d->config.digest, m->config.digest);
+    ck_assert_uint_eq(d->n_layers, 1);
+    ck_assert_str_eq(d->layers[0].digest, mk.layer_digest);
+    ck_assert_str_eq(d->layers[0].media_type, "application/vnd.mstore.test.data");
+    ck_assert_str_eq(m->media_type, MT_OCI_MANIFEST);   /* the source is untouched */
+    manifest_free(m);
+    manifest_free(d);
+    free(buf);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("registry");
+    TCase *tc = tcase_create("registry");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, pull_with_token_auth_stores_model_and_blobs);
+    tcase_add_test(tc, pull_retries_5xx_and_resumes_cut_bodies_with_range);
+    tcase_add_test(tc, pull_refuses_corrupt_blob_and_stores_nothing);
+    tcase_add_test(tc, pull_refuses_manifest_whose_digest_header_disagrees);
+    tcase_add_test(tc, bad_credentials_fail_without_showing_them);
+    tcase_add_test(tc, challenge_parses_bearer_and_basic);
+    tcase_add_loop_test(tc, challenge_refuses_malformed, 0, sizeof bad_challenge / sizeof bad_challenge[0]);
+    tcase_add_test(tc, credentials_from_env_then_file);
+    tcase_add_test(tc, host_from_name_then_environment);
+    tcase_add_test(tc, docker_form_rewrites_media_types_only);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
