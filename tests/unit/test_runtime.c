@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 #include "helpers/fixture.h"
@@ -769,6 +771,62 @@ START_TEST(open_refuses_an_unsupported_architecture)
 }
 END_TEST
 
+
+/* The same model through the store (import, then open by name) gives the reference output;
+ * a missing or damaged tensor blob is refused at open, naming the layer. */
+START_TEST(store_model_runs_like_its_gguf_and_refuses_missing_blobs)
+{
+    char *path = model_path("stories260K/s260k-mixed.gguf"), *home = fixture_tmpdir(), digest[72], *bp = NULL;
+    json_t *ref = load_ref("s260k-mixed.json"), *ps = json_object_get(ref, "prompts");
+    import_opts io = { .quiet = 1 };
+    runtime_opts o = { .n_threads = 2 };
+    model_name name, unknown;
+    runtime_model *m;
+    store *st;
+    manifest *man;
+    const manifest_layer *l;
+
+    if (path) {
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "s260k:mixed"), 0);
+        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_model_config(m)->rope_interleaved, 1);
+        for (size_t i = 0; i < json_array_size(ps); i++) {
+            double rel;
+            int agree = check_prompt(m, json_array_get(ps, i), 32, &rel);
+            printf("measured: store s260k:mixed prompt %zu: %d/32 greedy, logits rel %.3g\n", i, agree, rel);
+            ck_assert(rel <= 1e-2);
+            ck_assert_int_eq(agree, 32);
+        }
+        runtime_model_close(m);
+        ck_assert_int_eq(name_parse(&unknown, "nope"), 0);
+        ck_assert_int_eq(runtime_model_open_store(&m, st, &unknown, &o), MS_ENOTFOUND);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), "not found"));
+        /* damage the blob of one layer: shorter, then gone */
+        ck_assert_int_eq(store_manifest_load(st, digest, &man), 0);
+        l = manifest_layer_find(man, MT_TENSOR, "model.layers.2.self_attn.q_proj.weight");
+        ck_assert_ptr_nonnull(l);
+        ck_assert_int_eq(blob_path(&bp, home, l->digest), 0);
+        ck_assert_int_eq(chmod(bp, 0644), 0);   /* blobs are read-only */
+        ck_assert_int_eq(truncate(bp, 100), 0);
+        ck_assert_int_ne(runtime_model_open_store(&m, st, &name, &o), 0);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(ms_err_msg(), "model.layers.2.self_attn.q_proj.weight") && strstr(ms_err_msg(), "100 bytes"),
+                      "%s", ms_err_msg());
+        ck_assert_int_eq(unlink(bp), 0);
+        ck_assert_int_eq(runtime_model_open_store(&m, st, &name, &o), MS_ENOTFOUND);
+        ck_assert_msg(strstr(ms_err_msg(), "model.layers.2.self_attn.q_proj.weight"), "%s", ms_err_msg());
+        free(bp);
+        manifest_free(man);
+        store_close(st);
+    }
+    fixture_rmrf(home);
+    free(path);
+    json_decref(ref);
+}
+END_TEST
+
 static void add_model_tests(TCase *m)
 {
     tcase_set_timeout(m, 300);
@@ -780,6 +838,7 @@ static void add_model_tests(TCase *m)
     tcase_add_test(m, batched_prefill_equals_token_by_token);
     tcase_add_test(m, forward_refuses_context_overflow_and_bad_tokens);
     tcase_add_test(m, open_refuses_an_unsupported_architecture);
+    tcase_add_test(m, store_model_runs_like_its_gguf_and_refuses_missing_blobs);
 }
 
 static Suite *runtime_suite(void)
