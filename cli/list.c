@@ -34,6 +34,8 @@ int cmd_list(int argc, char **argv)
             fputs(help, stdout);
             return 0;
         }
+        if (argv[i][0] == '-')
+            return cli_usage_error("list", "unknown option '%s'", argv[i]);
         return cli_usage_error("list", "unexpected argument '%s'", argv[i]);
     }
     if (!(s = cli_store_open()))

@@ -172,13 +172,17 @@ static int gaps_import(store *s, gguf_file *g, manifest *m, int *has_gaps)
     size_t n = gguf_tensor_count(g), gl = 0;
     const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
     const uint8_t *base = gguf_bytes(g) + gguf_data_offset(g);
-    uint64_t pos = 0, end = gguf_file_size(g) - gguf_data_offset(g);
+    uint64_t pos = 0, end;
     uint8_t *gap = NULL;
     int nonzero = 0, rc = 0;
 
     *has_gaps = 0;
     if (!by)
         return ms_err(MS_ENOMEM, "out of memory");
+    /* A file without tensors may end before its aligned data section starts. */
+    if (gguf_file_size(g) <= gguf_data_offset(g))
+        goto done;
+    end = gguf_file_size(g) - gguf_data_offset(g);
     for (size_t k = 0; k < n; k++)
         by[k] = gguf_tensor_at(g, k);
     qsort(by, n, sizeof *by, cmp_offset);
@@ -326,7 +330,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     int rc, locked = 0, hashing = 0, has_gaps = 0;
     const char *arch_s, *tmpl;
     char arch[128] = "unknown", digest[72];
-    size_t len;
+    size_t len, header_len;
 
     if (!qsum)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -348,8 +352,9 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     locked = 1;
     if ((rc = tensors_import(s, g, m, arch, qsum, o)) < 0)
         goto done;
-    if ((rc = blob_put_buf(digest, store_home(s), gguf_bytes(g), gguf_data_offset(g))) < 0 ||
-        (rc = manifest_layer_add(m, MT_GGUF_META, digest, gguf_data_offset(g), NULL)) < 0)
+    header_len = gguf_data_offset(g) < gguf_file_size(g) ? gguf_data_offset(g) : gguf_file_size(g);
+    if ((rc = blob_put_buf(digest, store_home(s), gguf_bytes(g), header_len)) < 0 ||
+        (rc = manifest_layer_add(m, MT_GGUF_META, digest, header_len, NULL)) < 0)
         goto done;
     if ((rc = gaps_import(s, g, m, &has_gaps)) < 0)
         goto done;

@@ -1,0 +1,374 @@
+/* test_import.c: GGUF and safetensors-directory import, and GGUF export, through the store. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "format/format.h"
+#include "helpers/fixture.h"
+#include "import/import.h"
+#include "store/store.h"
+
+static char *dir, *home;
+static store *s;
+
+static void setup(void)
+{
+    dir = fixture_tmpdir();
+    ck_assert_ptr_nonnull(dir);
+    home = ms_path_join(dir, "home");
+    ck_assert_int_eq(store_open(&s, home), 0);
+}
+
+static void teardown(void)
+{
+    store_close(s);
+    free(home);
+    fixture_rmrf(dir);
+}
+
+static int blob_count(void)
+{
+    char *b = ms_path_join(home, "blobs");
+    int n = fixture_count_files(b);
+    free(b);
+    return n;
+}
+
+static uint8_t pattern[1 << 20];
+
+static void pattern_fill(void)
+{
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof pattern; i++) {
+        x = x * 1103515245u + 12345u;
+        pattern[i] = (uint8_t)(x >> 16);
+    }
+}
+
+/* A llama-shaped GGUF with one tensor of every ggml type the reader knows. */
+static char *write_all_types(const char *file, uint32_t alignment, const char *arch)
+{
+    gguf_writer *w;
+    char *path = ms_path_join(dir, file);
+    size_t off = 0;
+    int k = 0;
+
+    pattern_fill();
+    ck_assert_int_eq(gguf_writer_new(&w, 3, alignment), 0);
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", arch, strlen(arch)), 0);
+    {
+        char key[64];
+        snprintf(key, sizeof key, "%s.embedding_length", arch);
+        ck_assert_int_eq(gguf_writer_set_u32(w, key, 256), 0);
+        snprintf(key, sizeof key, "%s.attention.head_count", arch);
+        ck_assert_int_eq(gguf_writer_set_u32(w, key, 4), 0);
+        snprintf(key, sizeof key, "%s.block_count", arch);
+        ck_assert_int_eq(gguf_writer_set_u32(w, key, 40), 0);
+    }
+    ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.chat_template", "{{ x }}", 7), 0);
+    for (int id = 0; id < GGML_TYPE_COUNT; id++) {
+        uint64_t ne[2] = { 256, 2 }, nbytes;
+        char name[64];
+        if (!ggml_type_name(id) || ggml_type_check(id) < 0)
+            continue;
+        ck_assert_int_eq(ggml_tensor_nbytes(&nbytes, id, 2, ne), 0);
+        ck_assert_uint_le(off + nbytes, sizeof pattern);
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", k++);
+        ck_assert_int_eq(gguf_writer_add_tensor(w, name, id, 2, ne, pattern + off, nbytes), 0);
+        off += nbytes;
+    }
+    ck_assert_int_eq(gguf_writer_write_file(w, path), 0);
+    gguf_writer_free(w);
+    return path;
+}
+
+static void file_digest(char out[72], const char *path)
+{
+    ms_map m;
+    ck_assert_int_eq(ms_map_open(&m, path), 0);
+    blob_digest_buf(out, m.data, m.size);
+    ms_map_close(&m);
+}
+
+static void roundtrip(const char *path, const char *tag)
+{
+    char want[72], digest[72], *out = ms_strdup_printf("%s.out", path);
+    export_result res;
+    model_name n;
+
+    ck_assert_int_eq(name_parse(&n, tag), 0);
+    ck_assert_msg(import_path(s, path, &n, NULL, digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(export_gguf(s, &n, out, &res) == 0, "%s", ms_err_msg());
+    file_digest(want, path);
+    ck_assert_str_eq(res.digest, want);
+    ck_assert_int_eq(res.identical, 1);
+    free(out);
+}
+
+START_TEST(gguf_every_type_round_trips_byte_identical)
+{
+    char *p32 = write_all_types("all32.gguf", 32, "llama"), *p128 = write_all_types("all128.gguf", 128, "llama");
+    char *p64 = write_all_types("all64.gguf", 64, "somethingnew");
+
+    roundtrip(p32, "all:32");
+    roundtrip(p128, "all:128");
+    roundtrip(p64, "all:unknown-arch");
+    free(p32);
+    free(p128);
+    free(p64);
+}
+END_TEST
+
+START_TEST(gguf_tensor_blobs_hold_the_source_bytes)
+{
+    char *p = write_all_types("all.gguf", 32, "llama"), digest[72];
+    store_tensor *t = NULL;
+    gguf_file *g;
+    model_name n;
+    size_t nt = 0;
+
+    ck_assert_int_eq(name_parse(&n, "all"), 0);
+    ck_assert_int_eq(import_path(s, p, &n, NULL, digest), 0);
+    ck_assert_int_eq(gguf_open(&g, p), 0);
+    ck_assert_int_eq(store_tensors_list(s, digest, &t, &nt), 0);
+    ck_assert_uint_eq(nt, gguf_tensor_count(g));
+    for (size_t i = 0; i < gguf_tensor_count(g); i++) {
+        const gguf_tensor *gt = gguf_tensor_at(g, i);
+        char hf[128];
+        const store_tensor *found = NULL;
+        blob_view v;
+        st_file *st;
+        const st_tensor *tt;
+
+        snprintf(hf, sizeof hf, "model.layers.%zu.self_attn.q_proj.weight", i);
+        for (size_t k = 0; k < nt; k++)
+            if (strcmp(t[k].name, hf) == 0)
+                found = &t[k];
+        ck_assert_msg(found != NULL, "%s not listed", hf);
+        ck_assert_int_eq(blob_open(&v, home, found->blob_digest), 0);
+        ck_assert_int_eq(st_parse(&st, v.data, v.size, v.size, 0, "blob"), 0);
+        tt = st_find(st, hf);
+        ck_assert_ptr_nonnull(tt);
+        ck_assert_uint_eq(tt->nbytes, gt->nbytes);
+        ck_assert_int_eq(memcmp(tt->data, gt->data, gt->nbytes), 0);
+        ck_assert_uint_eq(tt->offset % ST_ALIGN, 0);
+        ck_assert_str_eq(st_meta(st, "gguf_name"), gt->name);
+        if (gt->type != GGML_TYPE_F32 && gt->type != GGML_TYPE_F16 && gt->type != GGML_TYPE_BF16 &&
+            gt->type != GGML_TYPE_F64 && gt->type < GGML_TYPE_I8) {
+            ck_assert_str_eq(st_meta(st, "quant_type"), ggml_type_name(gt->type));
+            ck_assert_str_eq(st_meta(st, "logical_shape"), "[2, 256]");
+            ck_assert_str_eq(found->quant_type, ggml_type_name(gt->type));
+        }
+        st_free(st);
+        blob_close(&v);
+    }
+    store_tensors_free(t, nt);
+    gguf_close(g);
+    free(p);
+}
+END_TEST
+
+START_TEST(gguf_reimport_writes_no_blob)
+{
+    char *p = write_all_types("all.gguf", 32, "llama"), d1[72], d2[72];
+    model_name a, b;
+    int n;
+
+    ck_assert_int_eq(name_parse(&a, "a"), 0);
+    ck_assert_int_eq(name_parse(&b, "b"), 0);
+    ck_assert_int_eq(import_path(s, p, &a, NULL, d1), 0);
+    n = blob_count();
+    ck_assert_int_eq(import_path(s, p, &b, NULL, d2), 0);
+    ck_assert_str_eq(d1, d2);
+    ck_assert_int_eq(blob_count(), n);
+    free(p);
+}
+END_TEST
+
+/* Non-zero bytes between tensors (llama.cpp writes zeros, but nothing forbids them) still
+ * come back byte for byte. */
+START_TEST(gguf_nonzero_gaps_round_trip)
+{
+    char *p = write_all_types("gaps.gguf", 64, "llama");
+    gguf_file *g;
+    FILE *f;
+    uint64_t at;
+
+    ck_assert_int_eq(gguf_open(&g, p), 0);
+    at = 0;
+    for (size_t i = 0; i < gguf_tensor_count(g) && !at; i++) {   /* the first tensor followed by padding */
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (t->nbytes % 64)
+            at = gguf_data_offset(g) + t->offset + t->nbytes;
+    }
+    ck_assert_uint_ne(at, 0);
+    gguf_close(g);
+    f = fopen(p, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, (long)at, SEEK_SET);
+    fputc(0x5a, f);
+    fseek(f, 0, SEEK_END);
+    fputc(0x7f, f);   /* trailing byte after the last tensor */
+    fclose(f);
+    roundtrip(p, "gaps");
+    free(p);
+}
+END_TEST
+
+START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
+{
+    static const char *const in[] = { "token_embd.weight", "output_norm.weight", "output.weight",
+        "blk.0.attn_norm.weight", "blk.0.attn_q.weight", "blk.0.attn_k.bias", "blk.0.ffn_norm.weight",
+        "blk.0.attn_q_norm.weight", "blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight",
+        "blk.0.ffn_down_exps.weight", "blk.0.ffn_gate_inp.weight", "blk.0.unheard_of.weight" };
+    static const char *const out[] = { "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight",
+        "model.layers.0.input_layernorm.weight", "model.layers.0.self_attn.q_proj.weight",
+        "model.layers.0.self_attn.k_proj.bias", "model.layers.0.post_attention_layernorm.weight",
+        "model.layers.0.self_attn.q_norm.weight", "model.layers.0.mlp.experts.gate_proj.weight",
+        "model.layers.0.mlp.experts.up_proj.weight", "model.layers.0.mlp.experts.down_proj.weight",
+        "model.layers.0.mlp.gate.weight", "blk.0.unheard_of.weight" };
+    gguf_writer *w;
+    char *p = ms_path_join(dir, "moe.gguf"), digest[72], want[72];
+    static float data[13][64];
+    uint64_t ne[2] = { 32, 2 }, ne3[3] = { 32, 2, 2 };
+    manifest *m;
+    model_name n;
+    export_result res;
+    int packs = 0;
+
+    ck_assert_int_eq(gguf_writer_new(&w, 3, 32), 0);
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "qwen3moe", 8), 0);
+    for (int i = 0; i < 13; i++) {
+        int is_exp = strstr(in[i], "_exps") != NULL;
+        for (int k = 0; k < 64; k++)
+            data[i][k] = (float)(i * 100 + k);
+        ck_assert_int_eq(gguf_writer_add_tensor(w, in[i], i == 9 ? GGML_TYPE_F16 : GGML_TYPE_F32, is_exp ? 3 : 2,
+                                                is_exp ? ne3 : ne, data[i], (is_exp ? 128u : 64u) * (i == 9 ? 2 : 4)),
+                         0);
+    }
+    ck_assert_int_eq(gguf_writer_write_file(w, p), 0);
+    gguf_writer_free(w);
+    ck_assert_int_eq(name_parse(&n, "moe"), 0);
+    ck_assert_msg(import_path(s, p, &n, NULL, digest) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(store_manifest_load(s, digest, &m), 0);
+    for (int i = 0; i < 13; i++) {
+        int in_pack = strstr(out[i], "mlp.experts.") != NULL;
+        ck_assert_msg(in_pack || manifest_layer_find(m, MT_TENSOR, out[i]) != NULL, "no layer %s", out[i]);
+    }
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (m->layers[i].name && strcmp(m->layers[i].name, "model.layers.0.mlp.experts") == 0) {
+            blob_view v;
+            st_file *st;
+            packs++;
+            ck_assert_int_eq(blob_open(&v, home, m->layers[i].digest), 0);
+            ck_assert_int_eq(st_parse(&st, v.data, v.size, v.size, 0, "pack"), 0);
+            ck_assert_uint_eq(st_count(st), 3);
+            ck_assert_ptr_nonnull(st_find(st, "model.layers.0.mlp.experts.up_proj.weight"));
+            ck_assert_str_eq(st_meta(st, "gguf_name:model.layers.0.mlp.experts.up_proj.weight"), "blk.0.ffn_up_exps.weight");
+            st_free(st);
+            blob_close(&v);
+        }
+    ck_assert_int_eq(packs, 1);
+    manifest_free(m);
+    ck_assert_int_eq(export_gguf(s, &n, "/dev/null/x", &res) < 0, 1);   /* unwritable output: an error */
+    {
+        char *o = ms_path_join(dir, "moe.out.gguf");
+        ck_assert_int_eq(export_gguf(s, &n, o, &res), 0);
+        file_digest(want, p);
+        ck_assert_str_eq(res.digest, want);
+        free(o);
+    }
+    free(p);
+}
+END_TEST
+
+/* A corrupt GGUF is refused with the reader's message, and the store is left as it was. */
+START_TEST(gguf_corrupt_file_leaves_the_store_unchanged)
+{
+    char *p = write_all_types("bad.gguf", 32, "llama"), digest[72];
+    store_model *list = NULL;
+    size_t nl = 0;
+    model_name n;
+    FILE *f;
+
+    f = fopen(p, "r+b");
+    fseek(f, 4, SEEK_SET);
+    fputc(99, f);   /* version 99 */
+    fclose(f);
+    ck_assert_int_eq(name_parse(&n, "bad"), 0);
+    ck_assert_int_eq(import_path(s, p, &n, NULL, digest), MS_EINVALID);
+    ck_assert_msg(strstr(ms_err_msg(), "bad.gguf") && strstr(ms_err_msg(), "version 99"), "%s", ms_err_msg());
+    ck_assert_int_eq(blob_count(), 0);
+    ck_assert_int_eq(store_model_list(s, &list, &nl), 0);
+    ck_assert_uint_eq(nl, 0);
+    free(list);
+    free(p);
+}
+END_TEST
+
+/* Every GGUF under the shared models imports and exports to the same sha256. */
+START_TEST(shared_models_round_trip)
+{
+    static const char *const files[] = { "stories260K/stories260K.gguf", "stories260K/s260k-f16.gguf",
+        "stories260K/s260k-mixed.gguf", "llama-2-tiny-random/llama-2-tiny-random.gguf",
+        "vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf", "vocab/ggml-vocab-gpt-2.gguf",
+        "vocab/ggml-vocab-deepseek-llm.gguf", "vocab/ggml-vocab-deepseek-coder.gguf" };
+    char *models = fixture_models_dir();
+    int done = 0;
+
+    if (!models) {
+        fprintf(stderr, "skipped: shared models not found (set MSTORE_TEST_MODELS)\n");
+        return;
+    }
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char *p = ms_path_join(models, files[i]), tag[32];
+        if (!ms_is_file(p)) {
+            fprintf(stderr, "skipped: %s not found\n", p);
+            free(p);
+            continue;
+        }
+        snprintf(tag, sizeof tag, "shared:%zu", i);
+        /* roundtrip() writes next to the source; the shared folder is read-only, so copy. */
+        {
+            ms_map m;
+            char *copy;
+            ck_assert_int_eq(ms_map_open(&m, p), 0);
+            copy = fixture_write(dir, "shared.gguf", m.data, m.size);
+            ms_map_close(&m);
+            roundtrip(copy, tag);
+            free(copy);
+        }
+        done++;
+        free(p);
+    }
+    ck_assert_int_gt(done, 0);
+    free(models);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("import");
+    TCase *tc = tcase_create("import");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, gguf_every_type_round_trips_byte_identical);
+    tcase_add_test(tc, gguf_tensor_blobs_hold_the_source_bytes);
+    tcase_add_test(tc, gguf_reimport_writes_no_blob);
+    tcase_add_test(tc, gguf_nonzero_gaps_round_trip);
+    tcase_add_test(tc, gguf_names_map_to_hugging_face_and_pack_experts);
+    tcase_add_test(tc, gguf_corrupt_file_leaves_the_store_unchanged);
+    tcase_add_test(tc, shared_models_round_trip);
+    suite_add_tcase(su, tc);
+    sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
