@@ -23,6 +23,7 @@
 
 #include "format/format.h"
 #include "store/store.h"
+#include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- tensors and weights */
 
@@ -64,6 +65,10 @@ const runtime_config *runtime_weights_config(const runtime_weights *w);
 const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name);   /* NULL if absent */
 size_t runtime_weights_count(const runtime_weights *w);
 const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i);
+/* The tokenizer built at open from the GGUF metadata (the file's, or the store's MT_GGUF_META
+ * layer). Borrowed. When none could be built: the reason, as MS_ENOTFOUND / MS_EUNSUPPORTED /
+ * MS_EINVALID with its message, and *out = NULL; the weights are usable all the same. */
+int runtime_weights_tokenizer(const tokenizer **out, const runtime_weights *w);
 /* Bytes of all tensor data (for memory reports). */
 uint64_t runtime_weights_nbytes(const runtime_weights *w);
 void runtime_weights_close(runtime_weights *w);   /* NULL is fine */

@@ -20,6 +20,9 @@ struct runtime_weights {
     st_file **st;
     size_t n_blobs;
     uint64_t nbytes;
+    tokenizer *tok;
+    int tok_rc;           /* why tok is NULL */
+    char tok_err[512];
 };
 
 /* One row per tensor kind (llama); blk.N.<gguf> <-> model.layers.N.<hf>. */
@@ -82,7 +85,22 @@ void runtime_weights_close(runtime_weights *w)
     gguf_close(w->g);
     free(w->t);
     free(w->names);
+    tokenizer_free(w->tok);
     free(w);
+}
+
+int runtime_weights_tokenizer(const tokenizer **out, const runtime_weights *w)
+{
+    *out = w->tok;
+    return w->tok ? 0 : ms_err(w->tok_rc, "%s", w->tok_err);
+}
+
+/* A model without a usable tokenizer still runs on token ids: keep the reason for later. */
+static void keep_tokenizer_error(runtime_weights *w, int rc)
+{
+    w->tok_rc = rc < 0 ? rc : MS_ENOTFOUND;
+    snprintf(w->tok_err, sizeof w->tok_err, "%s", ms_err_msg());
+    ms_err_clear();
 }
 
 /* ---------------------------------------------------------------- GGUF */
@@ -131,6 +149,8 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
         t->nbytes = gt->nbytes;
         w->nbytes += gt->nbytes;
     }
+    if ((rc = tokenizer_from_gguf(&w->tok, w->g, path)) < 0)
+        keep_tokenizer_error(w, rc);
     *out = w;
     return 0;
 fail:
@@ -239,6 +259,29 @@ static int open_blobs(runtime_weights *w, store *s, const manifest *m)
     return 0;
 }
 
+/* The vocab of a stored model lives in its MT_GGUF_META layer (the GGUF header, verbatim). */
+static void open_tokenizer(runtime_weights *w, store *s, const manifest *m, const char *shown)
+{
+    const manifest_layer *l = manifest_layer_find(m, MT_GGUF_META, NULL);
+    blob_view v = { 0 };
+    gguf_file *g = NULL;
+    int rc;
+
+    if (!l) {
+        ms_err(MS_ENOTFOUND, "%s: no GGUF metadata layer to build a tokenizer from", shown);
+        keep_tokenizer_error(w, MS_ENOTFOUND);
+        return;
+    }
+    if ((rc = blob_open(&v, store_home(s), l->digest)) < 0 ||
+        (rc = gguf_open_buf(&g, v.data, v.size, GGUF_HEADER_ONLY, l->digest)) < 0 ||
+        (rc = tokenizer_from_gguf(&w->tok, g, l->digest)) < 0) {
+        ms_err_ctx("%s", shown);
+        keep_tokenizer_error(w, rc);
+    }
+    gguf_close(g);
+    blob_close(&v);
+}
+
 int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name)
 {
     runtime_weights *w = calloc(1, sizeof *w);
@@ -264,6 +307,7 @@ int runtime_weights_open_store(runtime_weights **out, store *s, const model_name
         ms_err_ctx("%s", shown);
         goto fail;
     }
+    open_tokenizer(w, s, m, shown);
     blob_close(&cv);
     manifest_free(m);
     *out = w;

@@ -1,0 +1,146 @@
+/* bench.c: mstore bench NAME - prefill and decode speed, named as llama-bench names them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "runtime/runtime.h"
+
+static const char help[] =
+    "usage: mstore bench NAME [-p 64] [-n 32] [-r 3] [--threads N]\n"
+    "       mstore bench --gguf FILE [...]\n\n"
+    "Prefill a prompt of -p tokens as one batch (ppP) and decode -n tokens one at a time (tgN),\n"
+    "from an empty context, -r times each; print the median rate of each, one line per test.\n"
+    "Token ids are fixed pseudo-random ids, so no tokenizer is needed.\n\n"
+    "  -p N         prompt tokens (default 64; 0 skips the test)\n"
+    "  -n N         generated tokens (default 32; 0 skips the test)\n"
+    "  -r N         repetitions (default 3)\n"
+    "  --threads N  worker threads (default: all cores)\n"
+    "  --kv-f16     keep the KV cache in f16\n"
+    "  --gguf FILE  bench a GGUF file instead of a model in the store\n";
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Median tokens/s of `reps` runs; decode when `one_by_one`. 0 or -1 (message set). */
+static int measure(double *rate_out, runtime_model *m, const int32_t *ids, int n, int one_by_one, int reps,
+                   float *logits)
+{
+    double *r = calloc((size_t)reps, sizeof *r);
+
+    if (!r)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (int k = 0; k < reps; k++) {
+        double t0;
+        runtime_model_reset(m);
+        t0 = now();
+        for (int i = 0; i < (one_by_one ? n : 1); i++) {
+            if (runtime_forward(m, ids + (one_by_one ? i : 0), one_by_one ? 1 : n, logits) < 0) {
+                free(r);
+                return -1;
+            }
+        }
+        r[k] = n / (now() - t0);
+    }
+    qsort(r, (size_t)reps, sizeof *r, cmp_double);
+    *rate_out = reps % 2 ? r[reps / 2] : (r[reps / 2 - 1] + r[reps / 2]) / 2;
+    free(r);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *name_arg = NULL, *gguf = NULL;
+    long n_p = 64, n_g = 32, reps = 3, threads = 0;
+    runtime_opts o = { 0 };
+    runtime_model *m = NULL;
+    store *s = NULL;
+    model_name name;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    double rate;
+    int rc = 1, n_max;
+
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(f)) {
+            fputs(help, stdout);
+            return 0;
+        } else if (strcmp(f, "--kv-f16") == 0) {
+            o.kv_f16 = 1;
+        } else if (f[0] == '-' && f[1] && !v) {
+            return cli_usage_error("bench", "%s needs a value or is unknown", f);
+        } else if (strcmp(f, "-p") == 0 || strcmp(f, "-n") == 0 || strcmp(f, "-r") == 0 || strcmp(f, "--threads") == 0) {
+            long *dst = f[1] == 'p' ? &n_p : f[1] == 'n' ? &n_g : f[1] == 'r' ? &reps : &threads;
+            if (cli_parse_long(dst, "bench", f, v, f[1] == 'r' || f[1] == '-' ? 1 : 0, f[1] == '-' ? 512 : 1 << 20) < 0)
+                return 2;
+            i++;
+        } else if (strcmp(f, "--gguf") == 0) {
+            gguf = v;
+            i++;
+        } else if (f[0] == '-' && f[1]) {
+            return cli_usage_error("bench", "unknown option '%s'", f);
+        } else if (!name_arg && !gguf) {
+            name_arg = f;
+        } else {
+            return cli_usage_error("bench", "unexpected argument '%s'", f);
+        }
+    }
+    if (!!name_arg == !!gguf)
+        return cli_usage_error("bench", "needs NAME or --gguf FILE");
+    if (n_p + n_g == 0)
+        return cli_usage_error("bench", "-p and -n are both 0: nothing to measure");
+    n_max = (int)(n_p > n_g ? n_p : n_g);
+    o.n_threads = (int)threads;
+    o.n_ctx = n_max;
+    o.n_batch = n_p > 0 ? (int)n_p : 1;   /* the whole prompt is one batch */
+    if (name_arg && cli_name_parse(&name, name_arg) < 0)
+        return 1;
+    if (gguf ? runtime_model_open_gguf(&m, gguf, &o) < 0
+             : (!(s = cli_store_open()) || runtime_model_open_store(&m, s, &name, &o) < 0))
+        goto done;
+    ids = malloc(sizeof *ids * (size_t)n_max);
+    logits = malloc(sizeof *logits * (size_t)runtime_model_config(m)->vocab_size);
+    if (!ids || !logits) {
+        ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_max; i++)   /* any ids will do; fixed ones make runs comparable */
+        ids[i] = (int32_t)((i * 7919u + 1) % (unsigned)runtime_model_config(m)->vocab_size);
+    if (threads)
+        printf("threads %ld, cpu path %s\n", threads, runtime_cpu_name());
+    else
+        printf("threads: all cores, cpu path %s\n", runtime_cpu_name());
+    if (n_p > 0) {
+        if (measure(&rate, m, ids, (int)n_p, 0, (int)reps, logits) < 0)
+            goto done;
+        printf("pp%ld %10.2f t/s\n", n_p, rate);
+    }
+    if (n_g > 0) {
+        if (measure(&rate, m, ids, (int)n_g, 1, (int)reps, logits) < 0)
+            goto done;
+        printf("tg%ld %10.2f t/s\n", n_g, rate);
+    }
+    rc = 0;
+done:
+    if (rc)
+        cli_fail();
+    free(ids);
+    free(logits);
+    runtime_model_close(m);
+    store_close(s);
+    return rc;
+}
