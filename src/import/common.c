@@ -96,6 +96,7 @@ int import_manifest_commit(store *s, manifest *m, const model_name *name, char d
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
 {
     ms_map m;
+    uint32_t magic = 0;
     int rc, is_gguf;
 
     if (ms_is_dir(path))
@@ -103,8 +104,11 @@ int import_path(store *s, const char *path, const model_name *name, const import
     if ((rc = ms_map_open(&m, path)) < 0)
         return rc;
     is_gguf = m.size >= 4 && memcmp(m.data, "GGUF", 4) == 0;
+    for (size_t i = 0; i < 4 && i < m.size; i++)
+        magic |= (uint32_t)m.data[i] << (8 * i);
     ms_map_close(&m);
     if (is_gguf)
         return import_gguf_file(s, path, name, o, digest_out);
-    return ms_err(MS_EINVALID, "%s: not a GGUF file (magic) nor a model directory", path);
+    return ms_err(MS_EINVALID, "%s: magic 0x%08x: not a GGUF file (0x%08x), nor a model directory", path, magic,
+                  GGUF_MAGIC);
 }

@@ -67,7 +67,7 @@ refuse "appears in more than one shard" "$WORK/dup"
 
 # Not a model at all.
 echo "hello" > "$WORK/notamodel"
-refuse "notamodel: not a GGUF file" "$WORK/notamodel"
+refuse "notamodel: magic 0x6c6c6568: not a GGUF file" "$WORK/notamodel"
 refuse "nothere" "$WORK/nothere"
 
 # Unknown names are clear errors for every verb that takes one.
