@@ -31,7 +31,8 @@ sys.exit(1)
 PYEOF
 }
 
-# registry_start: sets REG_PORT, REG_HOST (127.0.0.1:PORT) and REG_ROOT (its storage folder).
+# registry_start: sets REG_PORT, REG_HOST (127.0.0.1:PORT), REG_ROOT (its storage folder) and
+# REG_LOG (its log, with one access line per request: tests grep it for requests made).
 registry_start() {
     REG_PORT=$(free_port)
     REG_HOST=127.0.0.1:$REG_PORT
@@ -40,9 +41,9 @@ registry_start() {
     cat >"$WORK/registry.yml" <<YML
 version: 0.1
 log:
-  level: error
+  level: info
   accesslog:
-    disabled: true
+    disabled: false
 storage:
   filesystem:
     rootdirectory: $REG_ROOT
@@ -51,7 +52,8 @@ storage:
 http:
   addr: 127.0.0.1:$REG_PORT
 YML
-    "$REGISTRY_BIN" serve "$WORK/registry.yml" >"$WORK/registry.log" 2>&1 &
+    REG_LOG=$WORK/registry.log
+    "$REGISTRY_BIN" serve "$WORK/registry.yml" >"$REG_LOG" 2>&1 &
     REG_PIDS="$REG_PIDS $!"
     wait_port "$REG_PORT"
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A model pushed to a registry and pulled into a fresh store comes back with the same manifest
-# digest and blobs; verify passes; blobs already present are not fetched again; the Docker v2
+# digest and blobs; verify passes; a push to another repository mounts the blobs; blobs already present are not fetched again; the Docker v2
 # form round-trips too; a missing model is refused and changes nothing.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_registry.sh"
@@ -18,6 +18,12 @@ contains "$out" "pushed $REG_HOST/team/tiny:v1 $digest"
 # Pushing again uploads nothing new and gives the same digest.
 expect_ok mstore push --insecure tiny "$REG_HOST/team/tiny:v1"
 contains "$out" "$digest"
+
+# To another repository of the same registry: every blob is mounted, none uploaded.
+expect_ok mstore push --insecure tiny "$REG_HOST/other/tiny:v1"
+contains "$out" "$digest"
+grep -q '"POST /v2/other/tiny/blobs/uploads/?mount=sha256:[0-9a-f]*&from=team/tiny' "$REG_LOG" || fail "no mount request"
+! grep -q '"PUT /v2/other/tiny/blobs/' "$REG_LOG" || fail "blobs uploaded to other/tiny despite mount"
 
 export MSTORE_HOME=$WORK/home2
 expect_ok mstore pull --insecure "$REG_HOST/team/tiny:v1"

@@ -11,6 +11,8 @@ expect_ok mstore pull --from "$WORK/lay" big:v1
 digest=${out##* }
 want_blobs=$(blob_digests)
 expect_ok mstore push --insecure big:v1 "$REG_HOST/t/big:v1"
+# A blob this big goes up in chunks (PATCH with Content-Range), then a closing PUT.
+[ "$(grep -c '"PATCH /v2/t/big/blobs/uploads/' "$REG_LOG")" -ge 2 ] || fail "no chunked upload"
 
 # Slow the transfer (8 MB/s per connection) so that the kill lands in the middle.
 proxy_start --rate 8000000
