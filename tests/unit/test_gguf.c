@@ -818,10 +818,6 @@ START_TEST(gguf_reads_shared_models)
 }
 END_TEST
 
-/* ---------------------------------------------------------------- fuzz regressions */
-
-/* Inputs libFuzzer found (tests/fuzz/fuzz_gguf.c); each must be refused without a crash. */
-
 Suite *gguf_suite(void)
 {
     Suite *s = suite_create("gguf");
