@@ -322,8 +322,9 @@ static int transient_code(CURLcode e)
            e == CURLE_COULDNT_RESOLVE_HOST;
 }
 
+/* `for_token`: a token request, which carries the Basic credentials (if any), never a token. */
 static int perform(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
-                   const reg_body *body, reg_resp *r, int *transient_out)
+                   const reg_body *body, reg_resp *r, int *transient_out, int for_token)
 {
     struct curl_slist *hl = NULL, *t;
     char full[8192], auth[4096] = "", errbuf[CURL_ERROR_SIZE] = "";
@@ -337,9 +338,9 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     else
         snprintf(full, sizeof full, "%s", url);
     pthread_mutex_lock(&c->mu);
-    if (c->token)
+    if (c->token && !for_token)
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
-    use_basic = c->use_basic && c->basic && !c->token;
+    use_basic = c->basic && (for_token || (c->use_basic && !c->token));
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; headers && headers[i]; i++)
         if ((t = curl_slist_append(hl, headers[i])))
@@ -433,10 +434,7 @@ static int token_fetch(reg_client *c, CURL *h, const reg_challenge *ch)
     snprintf(url, sizeof url, "%s%sservice=%s&scope=%s", ch->realm, strchr(ch->realm, '?') ? "&" : "?", ss, es);
     r.body_max = TOKEN_BODY_MAX;
     for (;;) {
-        reg_client tc = *c;   /* a token request carries Basic credentials (if any), never a stale token */
-        tc.token = NULL;
-        tc.use_basic = c->basic != NULL;
-        rc = perform(&tc, h, "GET", url, NULL, NULL, &r, &transient);
+        rc = perform(c, h, "GET", url, NULL, NULL, &r, &transient, 1);
         if ((rc == 0 && r.status < 500 && r.status != 429) || (rc < 0 && !transient) || ++attempt >= REG_MAX_ATTEMPTS)
             break;
         reg_backoff(attempt);
@@ -475,7 +473,7 @@ int reg_request(reg_client *c, CURL *h, const char *method, const char *url, con
     reg_challenge ch;
     int rc;
 
-    if ((rc = perform(c, h, method, url, headers, body, r, transient_out)) < 0 || r->status != 401)
+    if ((rc = perform(c, h, method, url, headers, body, r, transient_out, 0)) < 0 || r->status != 401)
         return rc;
     /* 401: the challenge says how to authenticate; answer it once, then retry the request. */
     if (!r->www_auth[0] || reg_challenge_parse(&ch, r->www_auth) < 0)
@@ -490,7 +488,7 @@ int reg_request(reg_client *c, CURL *h, const char *method, const char *url, con
     } else {
         return 0;
     }
-    return perform(c, h, method, url, headers, body, r, transient_out);
+    return perform(c, h, method, url, headers, body, r, transient_out, 0);
 }
 
 int reg_request_retry(reg_client *c, CURL *h, const char *method, const char *url,
