@@ -119,7 +119,8 @@ static int layers_open(exporter *e)
     }
     if (!e->header)
         return ms_err(MS_EINVALID, "the manifest has no GGUF metadata layer");
-    qsort(e->tensors, e->n_tensors, sizeof *e->tensors, cmp_src);
+    if (e->n_tensors)   /* a vocab-only model has none, and qsort(NULL, 0) is undefined */
+        qsort(e->tensors, e->n_tensors, sizeof *e->tensors, cmp_src);
     return 0;
 }
 
@@ -144,7 +145,8 @@ static int body_write(exporter *e, uint64_t file_size)
     if ((rc = out_write(e, gguf_bytes(e->header), gguf_file_size(e->header))) < 0)
         goto done;
     for (size_t k = 0; k < n && rc == 0; k++) {
-        src_tensor key = { by[k]->name, NULL, 0 }, *t = bsearch(&key, e->tensors, e->n_tensors, sizeof key, cmp_src);
+        src_tensor key = { by[k]->name, NULL, 0 };
+        src_tensor *t = e->n_tensors ? bsearch(&key, e->tensors, e->n_tensors, sizeof key, cmp_src) : NULL;
         if (!t) {
             rc = ms_err(MS_ENOTFOUND, "tensor '%s' is in the GGUF header but in no layer", by[k]->name);
             break;
