@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Ctrl-C stops a generation cleanly (exit 130, no crash); bench prints llama-bench style rows.
+. "$(dirname "$0")/lib.sh"
+src="$MODELS/stories260K/stories260K.gguf"
+[ -f "$src" ] || skip "$src not found (set MSTORE_TEST_MODELS)"
+expect_ok mstore import "$src" --name stories
+
+"$MSTORE_BIN" run stories "Once upon a time" --temp 1 --seed 1 -n 2000 --ctx 2048 >"$WORK/o" 2>"$WORK/e" &
+pid=$!
+sleep 0.5
+kill -INT "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[ "$rc" -eq 130 ] || [ "$rc" -eq 0 ] || fail "SIGINT: exit $rc ($(cat "$WORK/e"))"
+grep -qi "sanitizer\|segmentation" "$WORK/e" && fail "SIGINT: $(cat "$WORK/e")"
+
+expect_ok mstore bench stories -p 16 -n 8 -r 2 --threads 1
+contains "$out" "pp16"
+contains "$out" "tg8"
+contains "$out" "t/s"
+expect_fail 2 "-p" mstore bench stories -p abc
+expect_fail 2 "-n" mstore bench stories -n -3
+expect_fail 1 "not found" mstore bench nosuch
+echo "ok $TEST_NAME"
