@@ -203,8 +203,9 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
     }
     src = json_object_get(config, "source");
     if (!json_is_string(json_object_get(src, "format")) || strcmp(json_string_value(json_object_get(src, "format")), "gguf") != 0) {
-        rc = ms_err(MS_EUNSUPPORTED, "export to GGUF of models imported from %s is not implemented yet",
-                    json_is_string(json_object_get(src, "format")) ? json_string_value(json_object_get(src, "format")) : "this format");
+        char display[600];
+        name_display(display, sizeof display, name);
+        rc = export_gguf_generate(s, e.m, config, display, out_path, res);
         goto done;
     }
     file_size = (uint64_t)json_integer_value(json_object_get(src, "size"));

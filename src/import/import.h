@@ -54,8 +54,10 @@ typedef struct export_result {
     int identical;     /* 1 when the digest equals the imported file's */
 } export_result;
 /* Write model `name` as a GGUF file at `out_path` (atomically: temp file, fsync, rename).
- * Models imported from GGUF come back byte-identical. MS_ENOTFOUND, MS_EUNSUPPORTED (models
- * from other formats, not implemented yet), MS_EIO. */
+ * Models imported from GGUF come back byte-identical. Others (llama, mistral, qwen2, qwen3 with
+ * float tensors) get a GGUF llama.cpp loads: Q/K rows permuted back to GGUF's order for llama,
+ * the vocabulary from a byte-level BPE tokenizer.json (else "no_vocab"). MS_ENOTFOUND,
+ * MS_EUNSUPPORTED (MLX-quantized tensors, expert packs, other architectures), MS_EIO. */
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res);
 
 #endif

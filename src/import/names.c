@@ -116,3 +116,40 @@ void import_name_map(char *out, size_t len, char *pack, size_t pack_len, const c
             return;
         }
 }
+
+int import_name_unmap(char *out, size_t len, const char *arch, const char *hf)
+{
+    const char *p = hf, *dot;
+    char kind[128];
+    long layer = -1;
+
+    if (strncmp(p, "model.layers.", 13) == 0) {
+        char *end;
+        layer = strtol(p + 13, &end, 10);
+        if (end == p + 13 || *end != '.')
+            return -1;
+        p = end + 1;
+    }
+    dot = strrchr(p, '.');
+    if (!dot || (strcmp(dot, ".weight") != 0 && strcmp(dot, ".bias") != 0) || (size_t)(dot - p) >= sizeof kind)
+        return -1;
+    memcpy(kind, p, (size_t)(dot - p));
+    kind[dot - p] = '\0';
+    if (layer < 0) {
+        for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+            if (strcmp(kind, globals[i].hf) == 0) {
+                snprintf(out, len, "%s%s", globals[i].gguf, dot);
+                return 0;
+            }
+        return -1;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            const struct row *r = &rows[i];
+            if ((pass == 0) != (r->arch != NULL) || (r->arch && strcmp(r->arch, arch) != 0) || strcmp(kind, r->hf) != 0)
+                continue;
+            snprintf(out, len, "blk.%ld.%s%s", layer, r->gguf, dot);
+            return 0;
+        }
+    return -1;
+}

@@ -32,8 +32,18 @@ refuse "truncated.gguf" "$WORK/truncated.gguf"
 head -c 1000000 "$src" > "$WORK/shortdata.gguf"
 refuse "past end of file" "$WORK/shortdata.gguf"
 
-# Export of a model that did not come from GGUF is a clear error, not a broken file.
-expect_fail 1 "not implemented yet" mstore export keep --gguf "$WORK/x.gguf"
+# A safetensors import exports to a GGUF that imports again; an architecture GGUF export does
+# not know is a clear error that leaves no file.
+expect_ok mstore export keep --gguf "$WORK/keep.gguf"
+case "$out" in *identical*) fail "a generated GGUF claimed to be identical" ;; esac
+expect_ok mstore import "$WORK/keep.gguf" --name keep-gguf
+expect_ok mstore show keep-gguf --tensors
+contains "$out" "model.layers.1.self_attn.k_proj.weight"
+make_hf "$WORK/neox"
+sed -i 's/"model_type": "llama"/"model_type": "gpt_neox"/' "$WORK/neox/config.json"
+expect_ok mstore import "$WORK/neox" --name neox
+expect_fail 1 "architecture 'gpt_neox' is not supported" mstore export neox --gguf "$WORK/x.gguf"
 [ ! -e "$WORK/x.gguf" ] || fail "a failed export left a file"
+ls "$WORK" | grep -q partial && fail "a failed export left a partial file"
 expect_fail 1 "not found" mstore export nosuch --gguf "$WORK/x.gguf"
 echo "ok $TEST_NAME"

@@ -9,6 +9,7 @@
 #include "format/format.h"
 #include "helpers/fixture.h"
 #include "import/import.h"
+#include "runtime/runtime.h"
 #include "store/store.h"
 
 static char *dir, *home;
@@ -38,6 +39,11 @@ static int blob_count(void)
 }
 
 static uint8_t pattern[1 << 20];
+
+static int file_sink(void *ctx, const void *buf, size_t len)
+{
+    return fwrite(buf, 1, len, ctx) == len ? 0 : ms_err(MS_EIO, "write");
+}
 
 static void pattern_fill(void)
 {
@@ -349,6 +355,102 @@ START_TEST(shared_models_round_trip)
 }
 END_TEST
 
+/* A small llama-shaped Hugging Face directory, written with the safetensors writer. */
+static char *write_hf_dir(void)
+{
+    static const char *const kinds[] = { "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                         "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "input_layernorm",
+                                         "post_attention_layernorm" };
+    enum { D = 64, KV = 32, F = 128, V = 32, L = 2 };
+    char *hf = ms_path_join(dir, "hf"), *p, name[128];
+    static float data[64][F * D];
+    const char *cfg = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                      "\"vocab_size\": 32, \"max_position_embeddings\": 64, \"rms_norm_eps\": 1e-5, "
+                      "\"rope_theta\": 10000.0, \"tie_word_embeddings\": false}";
+    st_writer *w;
+    FILE *f;
+    int k = 0;
+    uint32_t x = 7;
+
+    ck_assert_int_eq(ms_mkdir_p(hf, 0755), 0);
+    free(fixture_write(hf, "config.json", cfg, strlen(cfg)));
+    for (int i = 0; i < 64; i++)
+        for (int j = 0; j < F * D; j++) {
+            x = x * 1664525u + 1013904223u;
+            data[i][j] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.2f;
+        }
+    ck_assert_int_eq(st_writer_new(&w), 0);
+    {
+        uint64_t emb[2] = { V, D }, norm[1] = { D };
+        ck_assert_int_eq(st_writer_add(w, "model.embed_tokens.weight", ST_F32, 2, emb, data[k++], V * D * 4), 0);
+        ck_assert_int_eq(st_writer_add(w, "lm_head.weight", ST_F32, 2, emb, data[k++], V * D * 4), 0);
+        for (int j = 0; j < D; j++)
+            data[k][j] = 1.0f + data[k][j];
+        ck_assert_int_eq(st_writer_add(w, "model.norm.weight", ST_F32, 1, norm, data[k++], D * 4), 0);
+    }
+    for (int l = 0; l < L; l++)
+        for (size_t q = 0; q < sizeof kinds / sizeof kinds[0]; q++) {
+            uint64_t sh[2];
+            int nd = 2;
+            if (q == 0 || q == 3) { sh[0] = D; sh[1] = D; }
+            else if (q == 1 || q == 2) { sh[0] = KV; sh[1] = D; }
+            else if (q == 4 || q == 5) { sh[0] = F; sh[1] = D; }
+            else if (q == 6) { sh[0] = D; sh[1] = F; }
+            else { sh[0] = D; nd = 1; for (int j = 0; j < D; j++) data[k][j] += 1.0f; }
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, kinds[q]);
+            ck_assert_int_eq(st_writer_add(w, name, ST_F32, nd, sh, data[k++], (nd == 2 ? sh[0] * sh[1] : sh[0]) * 4), 0);
+        }
+    p = ms_path_join(hf, "model.safetensors");
+    f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(st_writer_emit(w, file_sink, f), 0);
+    fclose(f);
+    st_writer_free(w);
+    free(p);
+    return hf;
+}
+
+/* Export of a safetensors import: re-imported, the GGUF gives the same logits (Q/K rows were
+ * permuted to GGUF's order and the runtime rotates pairs instead of halves). */
+START_TEST(hf_export_to_gguf_runs_the_same)
+{
+    char *hf = write_hf_dir(), *out = ms_path_join(dir, "hf.gguf"), digest[72];
+    int32_t toks[5] = { 1, 5, 7, 3, 30 };
+    float a[32], b[32], maxd = 0, maxa = 0;
+    runtime_opts ro = { .n_threads = 1 };
+    runtime_model *ma = NULL, *mb = NULL;
+    export_result res;
+    model_name n1, n2;
+    gguf_file *g;
+
+    ck_assert_int_eq(name_parse(&n1, "hf"), 0);
+    ck_assert_int_eq(name_parse(&n2, "back"), 0);
+    ck_assert_msg(import_path(s, hf, &n1, NULL, digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(export_gguf(s, &n1, out, &res) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(res.identical, 0);
+    ck_assert_int_eq(gguf_open(&g, out), 0);
+    ck_assert_ptr_nonnull(gguf_tensor_find(g, "blk.1.attn_k.weight"));
+    ck_assert_ptr_nonnull(gguf_tensor_find(g, "token_embd.weight"));
+    gguf_close(g);
+    ck_assert_msg(import_path(s, out, &n2, NULL, digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_model_open_store(&ma, s, &n1, &ro) == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_model_open_store(&mb, s, &n2, &ro) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(runtime_forward(ma, toks, 5, a), 0);
+    ck_assert_int_eq(runtime_forward(mb, toks, 5, b), 0);
+    for (int i = 0; i < 32; i++) {
+        float d = a[i] > b[i] ? a[i] - b[i] : b[i] - a[i];
+        maxd = d > maxd ? d : maxd;
+        maxa = (a[i] > 0 ? a[i] : -a[i]) > maxa ? (a[i] > 0 ? a[i] : -a[i]) : maxa;
+    }
+    ck_assert_msg(maxd <= 1e-5f * maxa, "max diff %g of %g", maxd, maxa);
+    runtime_model_close(ma);
+    runtime_model_close(mb);
+    free(hf);
+    free(out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("import");
@@ -365,6 +467,7 @@ int main(void)
     tcase_add_test(tc, gguf_names_map_to_hugging_face_and_pack_experts);
     tcase_add_test(tc, gguf_corrupt_file_leaves_the_store_unchanged);
     tcase_add_test(tc, shared_models_round_trip);
+    tcase_add_test(tc, hf_export_to_gguf_runs_the_same);
     suite_add_tcase(su, tc);
     sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,271 @@
+/* export_gen.c: a GGUF built from a model that did not come from one (a safetensors or MLX
+ * import): metadata from the config blob, tensors under llama.cpp's names, and the vocabulary
+ * from tokenizer.json when it is byte-level BPE. llama.cpp's llama family rotates adjacent
+ * pairs, so Q and K rows are permuted back from Hugging Face's halves order, as
+ * convert_hf_to_gguf does. Types GGUF has no block format for (MLX int4 ...) are refused. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "import/import_int.h"
+
+typedef struct gen {
+    store *s;
+    const manifest *m;
+    json_t *config;
+    const char *arch;        /* GGUF architecture */
+    gguf_writer *w;
+    blob_view *views;
+    st_file **sts;
+    void **copies;           /* permuted Q/K tensors */
+    size_t n_copies;
+    json_t *tok;             /* tokenizer.json */
+} gen;
+
+static json_int_t cfg_int(gen *g, const char *key)
+{
+    return json_integer_value(json_object_get(g->config, key));
+}
+
+static int meta_write(gen *g, const char *model_name)
+{
+    char k[128];
+    int rc = 0;
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", g->arch, suffix), k)
+    rc |= gguf_writer_set_str(g->w, "general.architecture", g->arch, strlen(g->arch));
+    rc |= gguf_writer_set_str(g->w, "general.name", model_name, strlen(model_name));
+    rc |= gguf_writer_set_u32(g->w, KEY("context_length"), (uint32_t)cfg_int(g, "max_position_embeddings"));
+    rc |= gguf_writer_set_u32(g->w, KEY("embedding_length"), (uint32_t)cfg_int(g, "hidden_size"));
+    rc |= gguf_writer_set_u32(g->w, KEY("block_count"), (uint32_t)cfg_int(g, "num_hidden_layers"));
+    rc |= gguf_writer_set_u32(g->w, KEY("feed_forward_length"), (uint32_t)cfg_int(g, "intermediate_size"));
+    rc |= gguf_writer_set_u32(g->w, KEY("attention.head_count"), (uint32_t)cfg_int(g, "num_attention_heads"));
+    rc |= gguf_writer_set_u32(g->w, KEY("attention.head_count_kv"), (uint32_t)cfg_int(g, "num_key_value_heads"));
+    rc |= gguf_writer_set_u32(g->w, KEY("attention.key_length"), (uint32_t)cfg_int(g, "head_dim"));
+    rc |= gguf_writer_set_u32(g->w, KEY("attention.value_length"), (uint32_t)cfg_int(g, "head_dim"));
+    rc |= gguf_writer_set_u32(g->w, KEY("rope.dimension_count"), (uint32_t)cfg_int(g, "head_dim"));
+    rc |= gguf_writer_set_u32(g->w, KEY("vocab_size"), (uint32_t)cfg_int(g, "vocab_size"));
+    rc |= gguf_writer_set_f32(g->w, KEY("attention.layer_norm_rms_epsilon"),
+                              (float)json_number_value(json_object_get(g->config, "rms_norm_eps")));
+    rc |= gguf_writer_set_f32(g->w, KEY("rope.freq_base"), (float)json_number_value(json_object_get(g->config, "rope_theta")));
+#undef KEY
+    return rc ? ms_err(MS_ERROR, "writing metadata: %s", ms_err_msg()) : 0;
+}
+
+/* Byte-level BPE from tokenizer.json (tokens by id, merges, added tokens as control tokens),
+ * padded to the model's vocab size; anything else is written as "no_vocab", which llama.cpp
+ * loads with dummy tokens. */
+static int vocab_write(gen *g)
+{
+    json_t *model = json_object_get(g->tok, "model"), *vocab = json_object_get(model, "vocab");
+    json_t *merges = json_object_get(model, "merges"), *added = json_object_get(g->tok, "added_tokens"), *v;
+    size_t n = (size_t)cfg_int(g, "vocab_size"), nm = json_array_size(merges);
+    const char **toks = NULL, **mstr = NULL;
+    char **owned = NULL, **mowned = NULL;
+    int32_t *types = NULL;
+    const char *key;
+    int rc = 0;
+
+    if (!g->tok || !json_is_object(vocab) || strcmp(json_string_value(json_object_get(model, "type")) ? json_string_value(json_object_get(model, "type")) : "", "BPE") != 0 ||
+        json_is_true(json_object_get(model, "byte_fallback")))
+        return gguf_writer_set_str(g->w, "tokenizer.ggml.model", "no_vocab", 8);
+    toks = calloc(n ? n : 1, sizeof *toks);
+    types = calloc(n ? n : 1, sizeof *types);
+    owned = calloc(n ? n : 1, sizeof *owned);
+    mstr = calloc(nm ? nm : 1, sizeof *mstr);
+    mowned = calloc(nm ? nm : 1, sizeof *mowned);
+    if (!toks || !types || !owned || !mstr || !mowned) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    json_object_foreach(vocab, key, v) {
+        json_int_t id = json_integer_value(v);
+        if (id >= 0 && (size_t)id < n) {
+            toks[id] = key;
+            types[id] = 1;   /* normal */
+        }
+    }
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        json_t *a = json_array_get(added, i);
+        json_int_t id = json_integer_value(json_object_get(a, "id"));
+        if (id >= 0 && (size_t)id < n && json_is_string(json_object_get(a, "content"))) {
+            toks[id] = json_string_value(json_object_get(a, "content"));
+            types[id] = json_is_true(json_object_get(a, "special")) ? 3 : 4;   /* control / user defined */
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!toks[i]) {   /* ids the tokenizer does not use: llama.cpp's own padding form */
+            if (!(owned[i] = ms_strdup_printf("[PAD%zu]", i))) {
+                rc = ms_err(MS_ENOMEM, "out of memory");
+                goto done;
+            }
+            toks[i] = owned[i];
+            types[i] = 5;   /* unused */
+        }
+    for (size_t i = 0; i < nm; i++) {
+        json_t *e = json_array_get(merges, i);
+        if (json_is_string(e))
+            mstr[i] = json_string_value(e);
+        else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
+                 json_is_string(json_array_get(e, 1)))   /* newer tokenizers write ["a", "b"] */
+            mstr[i] = mowned[i] = ms_strdup_printf("%s %s", json_string_value(json_array_get(e, 0)),
+                                                   json_string_value(json_array_get(e, 1)));
+        if (!mstr[i]) {
+            rc = ms_err(MS_EUNSUPPORTED, "tokenizer.json: merges[%zu] is not a \"a b\" string", i);
+            goto done;
+        }
+    }
+    if ((rc = gguf_writer_set_str(g->w, "tokenizer.ggml.model", "gpt2", 4)) < 0 ||
+        (rc = gguf_writer_set_str(g->w, "tokenizer.ggml.pre", "default", 7)) < 0 ||
+        (rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.tokens", toks, NULL, n)) < 0 ||
+        (rc = gguf_writer_set_arr(g->w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n)) < 0 ||
+        (rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.merges", mstr, NULL, nm)) < 0)
+        goto done;
+    if (json_is_integer(json_object_get(g->config, "bos_token_id")))
+        rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.bos_token_id", (uint32_t)cfg_int(g, "bos_token_id"));
+    if (rc == 0 && json_is_integer(json_object_get(g->config, "eos_token_id")))
+        rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.eos_token_id", (uint32_t)cfg_int(g, "eos_token_id"));
+done:
+    for (size_t i = 0; owned && i < n; i++)
+        free(owned[i]);
+    for (size_t i = 0; mowned && i < nm; i++)
+        free(mowned[i]);
+    free(owned);
+    free(mowned);
+    free(toks);
+    free(types);
+    free(mstr);
+    return rc;
+}
+
+/* out rows [h][2i + j] = in rows [h][j * hd/2 + i]: Hugging Face's rotate-halves order back to
+ * GGUF's adjacent pairs, per head of head_dim rows. */
+static void *permute_rows(const uint8_t *src, uint64_t rows, uint64_t row_bytes, uint64_t head_dim)
+{
+    uint8_t *dst = malloc(rows * row_bytes);
+    uint64_t half = head_dim / 2;
+
+    if (!dst)
+        return NULL;
+    for (uint64_t h = 0; h < rows / head_dim; h++)
+        for (uint64_t i = 0; i < half; i++)
+            for (uint64_t j = 0; j < 2; j++)
+                memcpy(dst + (h * head_dim + 2 * i + j) * row_bytes, src + (h * head_dim + j * half + i) * row_bytes, row_bytes);
+    return dst;
+}
+
+static int tensor_write(gen *g, const manifest_layer *l, const st_file *st, const st_tensor *t)
+{
+    static const struct { st_dtype st; int ggml; } types[] = {
+        { ST_F32, GGML_TYPE_F32 }, { ST_F16, GGML_TYPE_F16 }, { ST_BF16, GGML_TYPE_BF16 },
+    };
+    char name[600];
+    uint64_t ne[GGUF_MAX_DIMS];
+    const void *data = t->data;
+    int type = -1;
+
+    if (st_meta(st, "quant_type") || st_count(st) != 1)
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s' (%s): %s has no GGUF equivalent; export the float model",
+                      t->name, l->digest, st_count(st) != 1 ? "an expert pack" : st_meta(st, "quant_type"));
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (types[i].st == t->dtype)
+            type = types[i].ggml;
+    if (type < 0 || t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': dtype %s with %d dims cannot be written to GGUF", t->name,
+                      st_dtype_name(t->dtype), t->n_dims);
+    if (import_name_unmap(name, sizeof name, g->arch, t->name) < 0)
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s' has no GGUF name for architecture '%s'", t->name, g->arch);
+    for (int d = 0; d < t->n_dims; d++)
+        ne[d] = t->shape[t->n_dims - 1 - d];
+    if (strcmp(g->arch, "llama") == 0 && (strstr(t->name, "self_attn.q_proj.") || strstr(t->name, "self_attn.k_proj."))) {
+        uint64_t hd = (uint64_t)cfg_int(g, "head_dim"), rows = t->shape[0];
+        void *p;
+        if (hd < 2 || hd % 2 || rows % hd)
+            return ms_err(MS_EINVALID, "tensor '%s': %llu rows do not split into heads of %llu", t->name,
+                          (unsigned long long)rows, (unsigned long long)hd);
+        if (!(p = permute_rows(t->data, rows, t->nbytes / rows, hd)))
+            return ms_err(MS_ENOMEM, "out of memory");
+        g->copies[g->n_copies++] = p;
+        data = p;
+    }
+    return gguf_writer_add_tensor(g->w, name, type, t->n_dims, ne, data, t->nbytes);
+}
+
+static int tensors_write(gen *g)
+{
+    const char *home = store_home(g->s);
+    size_t n = g->m->n_layers;
+    int rc = 0;
+
+    g->views = calloc(n + 1, sizeof *g->views);
+    g->sts = calloc(n + 1, sizeof *g->sts);
+    g->copies = calloc(n + 1, sizeof *g->copies);
+    if (!g->views || !g->sts || !g->copies)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const manifest_layer *l = &g->m->layers[i];
+        if (strcmp(l->media_type, MT_TENSOR) != 0)
+            continue;
+        if ((rc = blob_open(&g->views[i], home, l->digest)) < 0 ||
+            (rc = st_parse(&g->sts[i], g->views[i].data, g->views[i].size, g->views[i].size, 0, l->digest)) < 0)
+            break;
+        for (size_t k = 0; k < st_count(g->sts[i]) && rc == 0; k++)
+            rc = tensor_write(g, l, g->sts[i], st_at(g->sts[i], k));
+    }
+    return rc;
+}
+
+int export_gguf_generate(store *s, const manifest *m, json_t *config, const char *model_name, const char *out_path,
+                         export_result *res)
+{
+    static const struct { const char *from, *to; } archs[] = {
+        { "llama", "llama" }, { "mistral", "llama" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" },
+    };
+    const char *arch = json_string_value(json_object_get(config, "architecture"));
+    const manifest_layer *tl = manifest_layer_find(m, MT_TOKENIZER, NULL);
+    gen g = { .s = s, .m = m, .config = config };
+    ms_map out = { 0 };
+    int rc;
+
+    for (size_t i = 0; arch && i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(arch, archs[i].from) == 0)
+            g.arch = archs[i].to;
+    if (!g.arch)
+        return ms_err(MS_EUNSUPPORTED, "export to GGUF of architecture '%s' is not supported (supported: llama, "
+                      "mistral, qwen2, qwen3)", arch ? arch : "unknown");
+    if (tl) {
+        blob_view v;
+        json_error_t jerr;
+        if ((rc = blob_open(&v, store_home(s), tl->digest)) < 0)
+            return rc;
+        g.tok = json_loadb((const char *)v.data, v.size, 0, &jerr);
+        blob_close(&v);
+    }
+    if ((rc = gguf_writer_new(&g.w, 3, 32)) < 0)
+        goto done;
+    if ((rc = meta_write(&g, model_name)) < 0 || (rc = vocab_write(&g)) < 0 || (rc = tensors_write(&g)) < 0 ||
+        (rc = gguf_writer_write_file(g.w, out_path)) < 0)
+        goto done;
+    if ((rc = ms_map_open(&out, out_path)) < 0)
+        goto done;
+    blob_digest_buf(res->digest, out.data, out.size);
+    res->nbytes = out.size;
+    res->identical = 0;
+    ms_map_close(&out);
+done:
+    for (size_t i = 0; i < m->n_layers; i++) {
+        if (g.sts)
+            st_free(g.sts[i]);
+        if (g.views)
+            blob_close(&g.views[i]);
+    }
+    for (size_t i = 0; i < g.n_copies; i++)
+        free(g.copies[i]);
+    free(g.copies);
+    free(g.sts);
+    free(g.views);
+    json_decref(g.tok);
+    gguf_writer_free(g.w);
+    return rc;
+}
