@@ -152,7 +152,7 @@ static int index_str_array(gguf_file *g, gguf__kv *kv)
 static int read_kv(gguf_file *g, gguf__rd *r, size_t i)
 {
     gguf__kv *kv = &g->kv[i];
-    const uint8_t *key;
+    const uint8_t *key = NULL;
     uint64_t klen;
 
     if (gguf__rd_str(r, &key, &klen, "key") < 0)
@@ -235,7 +235,7 @@ static int read_metadata(gguf_file *g, gguf__rd *r, uint64_t n_kv)
 static int read_tensor_info(gguf_file *g, gguf__rd *r, size_t i)
 {
     gguf_tensor *t = &g->tensors[i];
-    const uint8_t *name;
+    const uint8_t *name = NULL;
     uint64_t nlen;
     uint32_t n_dims, type;
     char *copy;
