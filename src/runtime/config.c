@@ -1,5 +1,8 @@
-/* config.c: model hyper-parameters from GGUF metadata (llama.* keys) or from the config blob
- * (import.h's JSON), checked before anything is sized from them. */
+/* config.c: model hyper-parameters from GGUF metadata (<arch>.* keys) or from the config blob
+ * (import.h's JSON), checked before anything is sized from them.
+ * Architectures: llama (Llama 2/3, Mistral, TinyLlama), qwen2 (q/k/v biases) and qwen3 (QK-norm,
+ * head_dim free of hidden / heads). GGUF keeps llama's Q/K rows permuted for adjacent-pair rope;
+ * llama.cpp runs qwen2/qwen3 with NEOX rope (halves), so their rows are HF's and not permuted. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,9 +14,19 @@
 #define LIMIT_VOCAB (1 << 22)
 #define LIMIT_CTX (1 << 22)
 
+static const char *const supported[] = { "llama", "qwen2", "qwen3" };
+
 static int unsupported(const char *arch)
 {
-    return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: llama", arch);
+    return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: llama, qwen2, qwen3", arch);
+}
+
+static int arch_supported(const char *arch)
+{
+    for (size_t i = 0; i < sizeof supported / sizeof supported[0]; i++)
+        if (strcmp(arch, supported[i]) == 0)
+            return 1;
+    return 0;
 }
 
 static int check_int(const char *key, long long v, long long lo, long long hi, int *out)
@@ -98,44 +111,53 @@ static int g_float(const gguf_file *g, const char *key, double *out)
     return rc == MS_ENOTFOUND ? 0 : rc;
 }
 
+/* "<arch>.<suffix>" into buf: GGUF names every hyper-parameter after the architecture. */
+static const char *akey(char *buf, size_t len, const runtime_config *c, const char *suffix)
+{
+    snprintf(buf, len, "%s.%s", c->architecture, suffix);
+    return buf;
+}
+
 int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
 {
     const char *s;
     size_t len;
     uint32_t et;
     uint64_t n_vocab = 0;
-    char type[32] = "";
+    char type[32] = "", k[96];
     int rc;
 
     memset(c, 0, sizeof *c);
     c->bos_id = c->eos_id = -1;
     c->rms_eps = 1e-5;
     c->rope_theta = 10000.0;
-    c->rope_interleaved = 1;   /* GGUF's llama Q/K rows are permuted for adjacent-pair rope */
     if ((rc = gguf_get_str(g, "general.architecture", &s, &len)) < 0)
         return rc;
     if (len >= sizeof c->architecture)
         len = sizeof c->architecture - 1;
     memcpy(c->architecture, s, len);
     c->architecture[len] = '\0';
-    if (strcmp(c->architecture, "llama") != 0)
+    if (!arch_supported(c->architecture))
         return unsupported(c->architecture);
-    if ((rc = g_int(g, "llama.embedding_length", 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
-        (rc = g_int(g, "llama.block_count", 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
-        (rc = g_int(g, "llama.attention.head_count", 1, 1, 4096, &c->n_heads)) < 0 ||
-        (rc = g_int(g, "llama.attention.head_count_kv", 0, 1, 4096, &c->n_kv_heads)) < 0 ||
-        (rc = g_int(g, "llama.attention.key_length", 0, 1, 1024, &c->head_dim)) < 0 ||
-        (rc = g_int(g, "llama.feed_forward_length", 1, 1, LIMIT_DIM * 8, &c->ffn_dim)) < 0 ||
-        (rc = g_int(g, "llama.context_length", 1, 1, LIMIT_CTX, &c->ctx_len)) < 0 ||
-        (rc = g_int(g, "llama.rope.dimension_count", 0, 2, 1024, &c->n_rot)) < 0 ||
-        (rc = g_int(g, "llama.rope.scaling.original_context_length", 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0 ||
+    /* GGUF's llama Q/K rows are permuted for adjacent-pair rope; qwen's are not (NEOX) */
+    c->rope_interleaved = strcmp(c->architecture, "llama") == 0;
+#define K(suffix) akey(k, sizeof k, c, suffix)
+    if ((rc = g_int(g, K("embedding_length"), 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
+        (rc = g_int(g, K("block_count"), 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
+        (rc = g_int(g, K("attention.head_count"), 1, 1, 4096, &c->n_heads)) < 0 ||
+        (rc = g_int(g, K("attention.head_count_kv"), 0, 1, 4096, &c->n_kv_heads)) < 0 ||
+        (rc = g_int(g, K("attention.key_length"), 0, 1, 1024, &c->head_dim)) < 0 ||
+        (rc = g_int(g, K("feed_forward_length"), 1, 1, LIMIT_DIM * 8, &c->ffn_dim)) < 0 ||
+        (rc = g_int(g, K("context_length"), 1, 1, LIMIT_CTX, &c->ctx_len)) < 0 ||
+        (rc = g_int(g, K("rope.dimension_count"), 0, 2, 1024, &c->n_rot)) < 0 ||
+        (rc = g_int(g, K("rope.scaling.original_context_length"), 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0 ||
         (rc = g_int(g, "tokenizer.ggml.bos_token_id", 0, 0, LIMIT_VOCAB, &c->bos_id)) < 0 ||
         (rc = g_int(g, "tokenizer.ggml.eos_token_id", 0, 0, LIMIT_VOCAB, &c->eos_id)) < 0 ||
-        (rc = g_float(g, "llama.attention.layer_norm_rms_epsilon", &c->rms_eps)) < 0 ||
-        (rc = g_float(g, "llama.rope.freq_base", &c->rope_theta)) < 0 ||
-        (rc = g_float(g, "llama.rope.scaling.factor", &c->rope_factor)) < 0)
+        (rc = g_float(g, K("attention.layer_norm_rms_epsilon"), &c->rms_eps)) < 0 ||
+        (rc = g_float(g, K("rope.freq_base"), &c->rope_theta)) < 0 ||
+        (rc = g_float(g, K("rope.scaling.factor"), &c->rope_factor)) < 0)
         return rc;
-    rc = gguf_get_str(g, "llama.rope.scaling.type", &s, &len);
+    rc = gguf_get_str(g, K("rope.scaling.type"), &s, &len);
     if (rc == 0) {
         snprintf(type, sizeof type, "%.*s", (int)(len < 31 ? len : 31), s);
     } else if (rc != MS_ENOTFOUND) {
@@ -146,7 +168,7 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
     /* the vocab is the tokenizer's; llama.vocab_size is optional in GGUF */
     rc = gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_vocab);
     if (rc == MS_ENOTFOUND) {
-        if ((rc = g_int(g, "llama.vocab_size", 1, 1, LIMIT_VOCAB, &c->vocab_size)) < 0)
+        if ((rc = g_int(g, K("vocab_size"), 1, 1, LIMIT_VOCAB, &c->vocab_size)) < 0)
             return rc;
     } else if (rc < 0) {
         return rc;
@@ -154,6 +176,7 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
                                1, LIMIT_VOCAB, &c->vocab_size)) < 0) {
         return rc;
     }
+#undef K
     return finish(c);
 }
 
@@ -196,7 +219,7 @@ static int json_fill(runtime_config *c, json_t *o)
     if (!json_is_string(arch))
         return ms_err(MS_EINVALID, "architecture: missing or not a string");
     snprintf(c->architecture, sizeof c->architecture, "%s", json_string_value(arch));
-    if (strcmp(json_string_value(arch), "llama") != 0)
+    if (!arch_supported(json_string_value(arch)))
         return unsupported(json_string_value(arch));
     if ((rc = j_int(o, "hidden_size", 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
         (rc = j_int(o, "num_hidden_layers", 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||

@@ -1,6 +1,9 @@
-/* model.c: the llama decoder (Llama 2/3, TinyLlama, Mistral, llama2.c story models).
+/* model.c: the llama-family decoder: Llama 2/3, TinyLlama, Mistral, llama2.c story models, and
+ * Qwen 2 / Qwen 3, which differ only where marked [qwen2] / [qwen3].
  *   x = embed[tokens]
- *   per layer: x += Wo . attn(rope(Wq . n(x)), rope(Wk . n(x)), Wv . n(x))   n = RMSNorm
+ *   per layer: q = Wq . n(x) + bq, k = Wk . n(x) + bk, v = Wv . n(x) + bv    biases: [qwen2]
+ *              q = n_head(q), k = n_head(k)   per-head RMSNorm over head_dim     QK-norm: [qwen3]
+ *              x += Wo . attn(rope(q), rope(k), v)                          n = RMSNorm
  *              x += W2 . (silu(W1 . n(x)) * (W3 . n(x)))
  *   logits = lm_head . n(x_last)            (lm_head absent: tied to embed_tokens)
  * Every buffer is sized at open for n_batch tokens and the KV cache for n_ctx positions, so a
@@ -13,6 +16,8 @@
 typedef struct layer {
     const runtime_tensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
     const float *attn_norm, *ffn_norm;
+    const float *bq, *bk, *bv;      /* NULL when the model has no q/k/v biases */
+    const float *q_norm, *k_norm;   /* [head_dim]; NULL without QK-norm */
 } layer;
 
 struct runtime_model {
@@ -25,6 +30,7 @@ struct runtime_model {
     const runtime_tensor *embed, *lm_head;
     const float *out_norm;
     float *norm_copies;          /* norms that are not aligned F32 in the file, as f32 */
+    float *vec_copies;           /* the same for biases and QK-norms: per layer q, k, v, qn, kn */
     void *kc, *vc;               /* [n_layers][n_ctx][kv_dim] */
     size_t kv_elt;
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2;
@@ -55,7 +61,7 @@ static int expect_matrix(const runtime_tensor **out, const runtime_weights *w, c
     return 0;
 }
 
-/* A norm vector as f32: a view when the file holds aligned F32, else converted into `copy`. */
+/* A norm (or bias) vector as f32: a view when the file holds aligned F32, else converted into `copy`. */
 static int expect_norm(const float **out, const runtime_weights *w, const char *name, int dim, float *copy)
 {
     const runtime_tensor *t = runtime_weights_find(w, name);
@@ -76,6 +82,39 @@ static int expect_norm(const float **out, const runtime_weights *w, const char *
     row.shape[1] = (uint64_t)dim;
     runtime_tensor_row(copy, &row, 0);
     *out = copy;
+    return 0;
+}
+
+/* Optional vector `kind` of layer l: *out stays NULL when absent and `required` is 0. */
+static int layer_vec(const float **out, runtime_model *m, int l, const char *kind, int len, float *copy, int required)
+{
+    char name[128];
+
+    *out = NULL;
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.%s", l, kind);
+    if (!required && !runtime_weights_find(m->w, name))
+        return 0;
+    return expect_norm(out, m->w, name, len, copy);
+}
+
+/* q/k/v biases (qwen2 has them, a llama may) and QK-norm (qwen3 has it). Each architecture's own
+ * tensors are required, so that a misnamed import fails at open instead of running wrong. */
+static int bind_qwen(runtime_model *m, layer *L, int l)
+{
+    const runtime_config *c = &m->c;
+    int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim, rc;
+    int qwen2 = strcmp(c->architecture, "qwen2") == 0, qwen3 = strcmp(c->architecture, "qwen3") == 0;
+    float *v = m->vec_copies + (size_t)l * (q_dim + 2 * kv_dim + 2 * c->head_dim);
+
+    if ((rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, v, qwen2)) < 0 ||
+        (rc = layer_vec(&L->bk, m, l, "k_proj.bias", kv_dim, v + q_dim, qwen2)) < 0 ||
+        (rc = layer_vec(&L->bv, m, l, "v_proj.bias", kv_dim, v + q_dim + kv_dim, qwen2)) < 0 ||
+        (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, v + q_dim + 2 * kv_dim, qwen3)) < 0 ||
+        (rc = layer_vec(&L->k_norm, m, l, "k_norm.weight", c->head_dim, v + q_dim + 2 * kv_dim + c->head_dim,
+                        qwen3)) < 0)
+        return rc;
+    if (!L->q_norm != !L->k_norm)
+        return ms_err(MS_EINVALID, "layer %d: self_attn.q_norm and self_attn.k_norm come together; one is missing", l);
     return 0;
 }
 
@@ -114,6 +153,8 @@ static int bind_tensors(runtime_model *m)
             return rc;
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
         if ((rc = expect_norm(&L->ffn_norm, m->w, name, c->dim, copies + c->dim)) < 0)
+            return rc;
+        if ((rc = bind_qwen(m, L, l)) < 0)
             return rc;
     }
     return 0;
@@ -175,6 +216,8 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     kv_n = (size_t)c->n_layers * (size_t)m->n_ctx * kv_dim;
     m->layers = alloc_or_fail((size_t)c->n_layers * sizeof *m->layers, &failed);
     m->norm_copies = alloc_or_fail((size_t)(2 * c->n_layers + 1) * c->dim * sizeof(float), &failed);
+    m->vec_copies = alloc_or_fail((size_t)c->n_layers * (q_dim + 2 * kv_dim + 2 * (size_t)c->head_dim) * sizeof(float),
+                                  &failed);
     m->kc = alloc_or_fail(kv_n * m->kv_elt, &failed);
     m->vc = alloc_or_fail(kv_n * m->kv_elt, &failed);
     m->x = alloc_or_fail(nb * c->dim * sizeof(float), &failed);
@@ -253,6 +296,7 @@ void runtime_model_close(runtime_model *m)
     runtime_weights_close(m->w);
     free(m->layers);
     free(m->norm_copies);
+    free(m->vec_copies);
     free(m->kc);
     free(m->vc);
     free(m->x);
@@ -279,6 +323,20 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
     return 2ull * (uint64_t)m->c.n_layers * (uint64_t)m->n_ctx * (uint64_t)m->c.n_kv_heads * m->c.head_dim * m->kv_elt;
 }
 
+static void add_bias(const runtime_backend *be, runtime_model *m, int n, const layer *L)
+{
+    size_t q_dim = (size_t)m->c.n_heads * m->c.head_dim, kv_dim = (size_t)m->c.n_kv_heads * m->c.head_dim;
+
+    for (int t = 0; t < n; t++) {
+        if (L->bq)
+            be->add(m->q + t * q_dim, L->bq, q_dim);
+        if (L->bk)
+            be->add(m->k + t * kv_dim, L->bk, kv_dim);
+        if (L->bv)
+            be->add(m->v + t * kv_dim, L->bv, kv_dim);
+    }
+}
+
 /* n tokens (n <= n_batch) at positions n_past.. through every layer; x holds the result. */
 static void forward_batch(runtime_model *m, const int32_t *tokens, int n)
 {
@@ -298,6 +356,11 @@ static void forward_batch(runtime_model *m, const int32_t *tokens, int n)
         be->matmul(m->pool, m->q, m->xb, n, L->wq, m->mm_scratch);
         be->matmul(m->pool, m->k, m->xb, n, L->wk, m->mm_scratch);
         be->matmul(m->pool, m->v, m->xb, n, L->wv, m->mm_scratch);
+        add_bias(be, m, n, L);
+        if (L->q_norm) {   /* each head's q and k are rows of head_dim */
+            be->rms_norm(m->q, m->q, L->q_norm, n * c->n_heads, hd, (float)c->rms_eps);
+            be->rms_norm(m->k, m->k, L->k_norm, n * c->n_kv_heads, hd, (float)c->rms_eps);
+        }
         be->rope(m->q, n, c->n_heads, hd, c->n_rot, pos, m->freqs, c->rope_interleaved);
         be->rope(m->k, n, c->n_kv_heads, hd, c->n_rot, pos, m->freqs, c->rope_interleaved);
         if (m->kv_f16) {

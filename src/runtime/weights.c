@@ -25,13 +25,15 @@ struct runtime_weights {
     char tok_err[512];
 };
 
-/* One row per tensor kind (llama); blk.N.<gguf> <-> model.layers.N.<hf>. */
+/* One row per tensor kind (llama, qwen2, qwen3); blk.N.<gguf> <-> model.layers.N.<hf>. The suffix
+ * (.weight, .bias) is kept: qwen2's blk.N.attn_q.bias is model.layers.N.self_attn.q_proj.bias. */
 static const struct { const char *gguf, *hf; } blk_names[] = {
     { "attn_norm", "input_layernorm" },      { "attn_q", "self_attn.q_proj" },
     { "attn_k", "self_attn.k_proj" },        { "attn_v", "self_attn.v_proj" },
     { "attn_output", "self_attn.o_proj" },   { "ffn_norm", "post_attention_layernorm" },
     { "ffn_gate", "mlp.gate_proj" },         { "ffn_up", "mlp.up_proj" },
-    { "ffn_down", "mlp.down_proj" },
+    { "ffn_down", "mlp.down_proj" },         { "attn_q_norm", "self_attn.q_norm" },
+    { "attn_k_norm", "self_attn.k_norm" },
 };
 
 int runtime_gguf_name_map(char *buf, size_t len, const char *gn)

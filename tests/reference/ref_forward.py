@@ -1,11 +1,15 @@
 #!/usr/bin/python3
-"""ref_forward.py: a float64 reference forward of a llama GGUF model, to judge the C runtime.
+"""ref_forward.py: a float64 reference forward of a llama / qwen2 / qwen3 GGUF model, to judge
+the C runtime.
 
 Everything here is written from the published formats, independent of src/runtime:
   - a GGUF v2/v3 reader (metadata, tensor infos, data section at the aligned header end);
-  - dequantization of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (ggml block layouts);
-  - the llama forward in float64: RMSNorm, GQA attention with a KV cache, RoPE on adjacent pairs
-    (GGUF stores llama's Q/K rows permuted for it), SwiGLU, tied or separate output head.
+  - dequantization of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K, Q3_K,
+    Q4_K, Q5_K, Q6_K and IQ4_NL, IQ4_XS (ggml block layouts, see dequant_k below);
+  - the forward in float64: RMSNorm, GQA attention with a KV cache, SwiGLU, tied or separate
+    output head; RoPE on adjacent pairs for llama (GGUF stores llama's Q/K rows permuted for it),
+    on halves (NEOX) for qwen2/qwen3 as llama.cpp runs them; qwen2's q/k/v biases; qwen3's
+    QK-norm (RMSNorm of each head of q and k, before rope) and head_dim = <arch>.attention.key_length.
 
 Usage:
   ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits] > out.json
@@ -82,7 +86,97 @@ def f16(raw):
     return np.frombuffer(raw, dtype='<f2').astype(np.float64)
 
 
+KVALUES_IQ4 = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.float64)
+K_BYTES = {10: 84, 11: 110, 12: 144, 13: 176, 14: 210, 23: 136}
+
+
+def scale_min_k4(sc):
+    """Q4_K / Q5_K: 8 (scale, min) pairs of 6 bits packed in 12 bytes -> two [nb, 8] arrays."""
+    sc = sc.astype(np.int64)
+    s = np.empty((sc.shape[0], 8), np.int64)
+    m = np.empty((sc.shape[0], 8), np.int64)
+    s[:, :4], m[:, :4] = sc[:, 0:4] & 63, sc[:, 4:8] & 63
+    s[:, 4:] = (sc[:, 8:12] & 15) | ((sc[:, 0:4] >> 6) << 4)
+    m[:, 4:] = (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)
+    return s, m
+
+
+def dequant_k(buf, off, t, n):
+    """Super-blocks of 256 weights (IQ4_NL: blocks of 32). Byte layouts, all little endian:
+    Q2_K  u8 scales[16] (lo nibble scale, hi nibble min, per 16) | qs[64] 2-bit | f16 d | f16 dmin
+    Q3_K  hmask[32] | qs[64] 2-bit | scales[12] (16 x 6 bits, minus 32) | f16 d; q = lo2 - (hbit ? 0 : 4)
+    Q4_K  f16 d | f16 dmin | scales[12] (8 x (6-bit scale, 6-bit min)) | qs[128] nibbles
+    Q5_K  f16 d | f16 dmin | scales[12] | qh[32] (5th bits) | qs[128]
+    Q6_K  ql[128] | qh[64] | i8 scales[16] | f16 d; q = 6 bits - 32
+    IQ4_XS f16 d | u16 scales_h | scales_l[4] | qs[128]; 8 scales of 6 bits minus 32, values KVALUES
+    Within a 128 (Q2/Q3/Q6) or 64 (Q4/Q5) element span, the 2/4-bit fields of byte l at shift s
+    give element l + 32 * (s / bits)."""
+    if t == 20:
+        nb = n // 32
+        b = np.frombuffer(buf, dtype=np.uint8, count=nb * 18, offset=off).reshape(nb, 18)
+        d = f16(b[:, 0:2].tobytes()).reshape(nb, 1)
+        q = np.concatenate([b[:, 2:] & 15, b[:, 2:] >> 4], axis=1)
+        return (KVALUES_IQ4[q] * d).reshape(-1)
+    bs = K_BYTES[t]
+    nb = n // 256
+    b = np.frombuffer(buf, dtype=np.uint8, count=nb * bs, offset=off).reshape(nb, bs).astype(np.int64)
+    y = np.empty((nb, 256))
+
+    def h(lo):
+        return f16(b[:, lo:lo + 2].astype(np.uint8).tobytes()).reshape(nb, 1)
+    if t == 10:
+        sc, qs, d, dmin = b[:, 0:16], b[:, 16:80], h(80), h(82)
+        for half in range(2):
+            for j in range(4):
+                q = (qs[:, 32 * half:32 * half + 32] >> (2 * j)) & 3
+                for k in range(2):
+                    i = 8 * half + 2 * j + k
+                    e = 128 * half + 32 * j + 16 * k
+                    y[:, e:e + 16] = d * (sc[:, i:i + 1] & 15) * q[:, 16 * k:16 * k + 16] - dmin * (sc[:, i:i + 1] >> 4)
+    elif t == 11:
+        hm, qs, sc, d = b[:, 0:32], b[:, 32:96], b[:, 96:108], h(108)
+        for i in range(16):
+            lo = (sc[:, i] & 15) if i < 8 else (sc[:, i - 8] >> 4)
+            scale = (lo | (((sc[:, 8 + i % 4] >> (2 * (i // 4))) & 3) << 4)) - 32
+            half, j, k = i // 8, (i % 8) // 2, i % 2
+            q = (qs[:, 32 * half + 16 * k:32 * half + 16 * k + 16] >> (2 * j)) & 3
+            hb = (hm[:, 16 * k:16 * k + 16] >> (4 * half + j)) & 1
+            e = 128 * half + 32 * j + 16 * k
+            y[:, e:e + 16] = d * scale.reshape(nb, 1) * (q - 4 * (1 - hb))
+    elif t in (12, 13):
+        d, dmin = h(0), h(2)
+        s, m = scale_min_k4(b[:, 4:16])
+        qs = b[:, 16:144] if t == 12 else b[:, 48:176]
+        for j in range(4):
+            for k in range(2):
+                q = (qs[:, 32 * j:32 * j + 32] >> (4 * k)) & 15
+                if t == 13:
+                    q = q + ((b[:, 16:48] >> (2 * j + k)) & 1) * 16
+                i = 2 * j + k
+                y[:, 32 * i:32 * i + 32] = d * s[:, i:i + 1] * q - dmin * m[:, i:i + 1]
+    elif t == 14:
+        ql, qh, d = b[:, 0:128], b[:, 128:192], h(208)
+        sc = b[:, 192:208].astype(np.uint8).view(np.int8).astype(np.int64)
+        for half in range(2):
+            for j in range(4):
+                lo = ql[:, 64 * half + 32 * (j % 2):64 * half + 32 * (j % 2) + 32]
+                lo = (lo & 15) if j < 2 else (lo >> 4)
+                q = (lo | (((qh[:, 32 * half:32 * half + 32] >> (2 * j)) & 3) << 4)) - 32
+                for k in range(2):
+                    e = 128 * half + 32 * j + 16 * k
+                    y[:, e:e + 16] = d * sc[:, 8 * half + 2 * j + k:8 * half + 2 * j + k + 1] * q[:, 16 * k:16 * k + 16]
+    elif t == 23:
+        d, sh, sl, qs = h(0), b[:, 2] | (b[:, 3] << 8), b[:, 4:8], b[:, 8:136]
+        for i in range(8):
+            ls = ((sl[:, i // 2] >> (4 * (i % 2))) & 15) | (((sh >> (2 * i)) & 3) << 4)
+            q = np.concatenate([qs[:, 16 * i:16 * i + 16] & 15, qs[:, 16 * i:16 * i + 16] >> 4], axis=1)
+            y[:, 32 * i:32 * i + 32] = d * (ls - 32).reshape(nb, 1) * KVALUES_IQ4[q]
+    return y.reshape(-1)
+
+
 def dequant(buf, off, t, n):
+    if t in K_BYTES or t == 20:
+        return dequant_k(buf, off, t, n)
     if t == 0:
         return np.frombuffer(buf, dtype='<f4', count=n, offset=off).astype(np.float64)
     if t == 1:
@@ -118,24 +212,26 @@ def dequant(buf, off, t, n):
     return (q * d + m).reshape(-1)
 
 
-class Llama:
+class Model:
     def __init__(self, g):
         kv = g.kv
-        arch = kv['general.architecture'].decode()
-        if arch != 'llama':
+        self.arch = arch = kv['general.architecture'].decode()
+        if arch not in ('llama', 'qwen2', 'qwen3'):
             raise SystemExit("architecture '%s' is not supported" % arch)
-        self.dim = kv['llama.embedding_length']
-        self.n_layers = kv['llama.block_count']
-        self.n_heads = kv['llama.attention.head_count']
-        self.n_kv = kv.get('llama.attention.head_count_kv', self.n_heads)
-        self.hd = self.dim // self.n_heads
-        self.n_rot = kv.get('llama.rope.dimension_count', self.hd)
-        self.eps = kv.get('llama.attention.layer_norm_rms_epsilon', 1e-5)
-        theta = kv.get('llama.rope.freq_base', 10000.0)
+        a = arch + '.'
+        self.dim = kv[a + 'embedding_length']
+        self.n_layers = kv[a + 'block_count']
+        self.n_heads = kv[a + 'attention.head_count']
+        self.n_kv = kv.get(a + 'attention.head_count_kv', self.n_heads)
+        self.hd = kv.get(a + 'attention.key_length', self.dim // self.n_heads)
+        self.n_rot = kv.get(a + 'rope.dimension_count', self.hd)
+        self.eps = kv.get(a + 'attention.layer_norm_rms_epsilon', 1e-5)
+        self.neox = arch != 'llama'
+        theta = kv.get(a + 'rope.freq_base', 10000.0)
         self.freqs = theta ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
-        st = kv.get('llama.rope.scaling.type', b'none').decode()
+        st = kv.get(a + 'rope.scaling.type', b'none').decode()
         if st == 'linear':
-            self.freqs /= kv['llama.rope.scaling.factor']
+            self.freqs /= kv[a + 'rope.scaling.factor']
         elif st not in ('none', ''):
             raise SystemExit('rope scaling %s not implemented in the reference' % st)
         t = g.tensor
@@ -143,10 +239,13 @@ class Llama:
         self.head = t('output.weight') if 'output.weight' in g.tensors else self.embed
         self.out_norm = t('output_norm.weight')
         self.layers = []
+        opt = ('attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_q_norm.weight', 'attn_k_norm.weight')
         for i in range(self.n_layers):
             p = 'blk.%d.' % i
-            self.layers.append({k: t(p + k + '.weight') for k in (
-                'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm', 'ffn_gate', 'ffn_up', 'ffn_down')})
+            L = {k: t(p + k + '.weight') for k in (
+                'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm', 'ffn_gate', 'ffn_up', 'ffn_down')}
+            L.update({k: t(p + k) for k in opt if p + k in g.tensors})
+            self.layers.append(L)
         self.reset()
 
     def reset(self):
@@ -157,13 +256,18 @@ class Llama:
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x) + self.eps) * w
 
-    def rope(self, v, n_heads):
+    def rope(self, v, n_heads, norm=None):
         v = v.reshape(n_heads, self.hd).copy()
+        if norm is not None:   # qwen3: each head normalized over head_dim
+            v = v / np.sqrt(np.mean(v * v, axis=1, keepdims=True) + self.eps) * norm
         a = self.pos * self.freqs
         c, s = np.cos(a), np.sin(a)
-        x0, x1 = v[:, 0:self.n_rot:2].copy(), v[:, 1:self.n_rot:2].copy()
-        v[:, 0:self.n_rot:2] = x0 * c - x1 * s
-        v[:, 1:self.n_rot:2] = x0 * s + x1 * c
+        half = self.n_rot // 2
+        i0 = np.arange(half) if self.neox else np.arange(0, self.n_rot, 2)
+        i1 = i0 + half if self.neox else i0 + 1
+        x0, x1 = v[:, i0].copy(), v[:, i1].copy()
+        v[:, i0] = x0 * c - x1 * s
+        v[:, i1] = x0 * s + x1 * c
         return v
 
     def step(self, tok):
@@ -171,9 +275,12 @@ class Llama:
         group = self.n_heads // self.n_kv
         for i, L in enumerate(self.layers):
             h = self.norm(x, L['attn_norm'])
-            q = self.rope(L['attn_q'] @ h, self.n_heads)
-            k = self.rope(L['attn_k'] @ h, self.n_kv)
-            v = (L['attn_v'] @ h).reshape(self.n_kv, self.hd)
+            q, k, v = L['attn_q'] @ h, L['attn_k'] @ h, L['attn_v'] @ h
+            if 'attn_q.bias' in L:
+                q, k, v = q + L['attn_q.bias'], k + L['attn_k.bias'], v + L['attn_v.bias']
+            q = self.rope(q, self.n_heads, L.get('attn_q_norm.weight'))
+            k = self.rope(k, self.n_kv, L.get('attn_k_norm.weight'))
+            v = v.reshape(self.n_kv, self.hd)
             self.kc[i].append(k)
             self.vc[i].append(v)
             K, V = np.stack(self.kc[i]), np.stack(self.vc[i])  # [pos, kv, hd]
@@ -199,7 +306,7 @@ def main():
     ap.add_argument('--logits', action='store_true', help='include the first-step logits')
     args = ap.parse_args()
     g = Gguf(args.model)
-    m = Llama(g)
+    m = Model(g)
     res = {'model': os.path.basename(args.model), 'sha256': hashlib.sha256(g.buf).hexdigest(),
            'reference': 'tests/reference/ref_forward.py (float64)', 'prompts': []}
     for p in args.prompt:

@@ -1,0 +1,270 @@
+/* test_runtime_breadth.c: the runtime past llama: Qwen 2 / Qwen 3 decoders, and their configs
+ * and names. Whole models are compared with float64 reference outputs in tests/data/runtime (see
+ * its README); the synthetic F32 GGUFs are regenerated with tests/reference/make_synthetic_qwen.py
+ * and must hash to what the reference was computed on. */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "helpers/fixture.h"
+#include "runtime/runtime_int.h"
+
+static const char *src_dir(void) { return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : "."; }
+
+static json_t *load_ref(const char *name)
+{
+    char *path = ms_strdup_printf("%s/tests/data/runtime/%s", src_dir(), name);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+
+    ck_assert_msg(j != NULL, "%s: %s", path, e.text);
+    free(path);
+    return j;
+}
+
+/* max_i |got[i] - ref[i]| / max_i |ref[i]| */
+static double rel_err(const float *got, json_t *ref)
+{
+    double num = 0, den = 0;
+
+    for (size_t i = 0; i < json_array_size(ref); i++) {
+        double r = json_number_value(json_array_get(ref, i));
+        num = fmax(num, fabs(got[i] - r));
+        den = fmax(den, fabs(r));
+    }
+    return num / den;
+}
+
+static int argmax(const float *l, int n)
+{
+    int b = 0;
+
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b])
+            b = i;
+    return b;
+}
+
+/* Prefill the prompt, compare the first-step logits, then decode greedily; returns how many
+ * leading greedy tokens agree with the reference (all of them when `n_steps` is 0). */
+static int check_prompt(runtime_model *m, json_t *p, int n_steps, double *rel_out)
+{
+    json_t *toks = json_object_get(p, "tokens"), *greedy = json_object_get(p, "greedy");
+    int n = (int)json_array_size(toks), V = runtime_model_config(m)->vocab_size, agree = 0;
+    int32_t *ids = malloc(sizeof *ids * n), next;
+    float *lg = malloc(sizeof *lg * V);
+
+    if (n_steps <= 0 || n_steps > (int)json_array_size(greedy))
+        n_steps = (int)json_array_size(greedy);
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+    runtime_model_reset(m);
+    ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
+    *rel_out = rel_err(lg, json_object_get(p, "logits"));
+    for (int s = 0; s < n_steps; s++) {
+        next = argmax(lg, V);
+        if (next != json_integer_value(json_array_get(greedy, s)))
+            break;
+        agree++;
+        ck_assert_int_eq(runtime_forward(m, &next, 1, lg), 0);
+    }
+    free(ids);
+    free(lg);
+    return agree;
+}
+
+/* Every prompt of `ref` on the model at `path`: logits within tol, the first `need_greedy`
+ * greedy tokens equal (0: all). Returns the worst relative error. */
+static double check_model(const char *path, json_t *ref, const char *what, double tol, int need_greedy)
+{
+    runtime_opts o = { .n_threads = 2 };
+    json_t *ps = json_object_get(ref, "prompts");
+    runtime_model *m;
+    double worst = 0;
+
+    ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+    for (size_t i = 0; i < json_array_size(ps); i++) {
+        json_t *p = json_array_get(ps, i);
+        int n_ref = (int)json_array_size(json_object_get(p, "greedy")), agree;
+        double rel;
+
+        agree = check_prompt(m, p, 0, &rel);
+        printf("measured: %s %s: prompt of %zu tokens: first-step logits rel %.3g, %d/%d greedy\n", what,
+               runtime_cpu_name(), json_array_size(json_object_get(p, "tokens")), rel, agree, n_ref);
+        ck_assert_msg(rel <= tol, "%s prompt %zu: logits rel %g > %g", what, i, rel, tol);
+        ck_assert_int_ge(agree, need_greedy ? need_greedy : n_ref);
+        worst = fmax(worst, rel);
+    }
+    runtime_model_close(m);
+    return worst;
+}
+
+/* Regenerate a synthetic F32 model (python3 + numpy); NULL with a skip message when that fails. */
+static char *make_synthetic(const char *dir, const char *arch, const char *flags, const char *sha256)
+{
+    char *models = fixture_models_dir(), *out = ms_strdup_printf("%s/%s-f32.gguf", dir, arch), *cmd, *bytes = NULL;
+    char digest[BLOB_DIGEST_LEN + 1];
+    size_t len;
+    int rc;
+
+    if (!models) {
+        printf("skipped: shared models folder not found (the vocab comes from stories260K.gguf)\n");
+        free(out);
+        return NULL;
+    }
+    cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/reference/make_synthetic_qwen.py' --arch %s %s --vocab "
+                           "'%s/stories260K/stories260K.gguf' -o '%s' >/dev/null 2>&1", src_dir(), arch, flags, models, out);
+    rc = system(cmd);
+    free(models);
+    if (rc != 0) {
+        printf("skipped: %s failed (numpy missing?)\n", cmd);
+        free(cmd);
+        free(out);
+        return NULL;
+    }
+    free(cmd);
+    ck_assert_int_eq(ms_file_read(&bytes, &len, out, 1u << 26), 0);
+    blob_digest_buf(digest, bytes, len);
+    free(bytes);
+    ck_assert_str_eq(digest + 7, sha256);
+    return out;
+}
+
+/* ---------------------------------------------------------------- qwen decoders */
+
+static const struct { const char *arch, *flags; } synth[] = {
+    { "qwen3", "--head-dim 128" },   /* 4 heads of 128 in a 256 model: head_dim != dim / heads */
+    { "qwen2", "" },
+};
+
+START_TEST(qwen_f32_models_match_the_float64_reference)
+{
+    char *dir = fixture_tmpdir(), *ref_name = ms_strdup_printf("synthetic-%s-f32.json", synth[_i].arch), *path;
+    json_t *ref = load_ref(ref_name);
+
+    path = make_synthetic(dir, synth[_i].arch, synth[_i].flags, json_string_value(json_object_get(ref, "sha256")));
+    if (path) {
+        check_model(path, ref, ref_name, 1e-5, 0);
+        free(path);
+    }
+    json_decref(ref);
+    free(ref_name);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* A qwen3 whose layer 0 lacks its q_norm (renamed in place) is refused at open, naming it; the
+ * same for a qwen2 without a q bias. Running without would give plausible but wrong logits. */
+START_TEST(qwen_models_missing_their_own_tensors_are_refused)
+{
+    static const struct { const char *from, *to, *expect; } cut[] = {
+        { "blk.0.attn_q_norm.weight", "blk.0.attn_x_norm.weight", "model.layers.0.self_attn.q_norm.weight' not found" },
+        { "blk.1.attn_q.bias", "blk.1.attn_x.bias", "model.layers.1.self_attn.q_proj.bias' not found" },
+    };
+    char *dir = fixture_tmpdir(), *ref_name = ms_strdup_printf("synthetic-%s-f32.json", synth[_i].arch), *path, *bytes;
+    json_t *ref = load_ref(ref_name);
+    runtime_model *m;
+    size_t len;
+
+    path = make_synthetic(dir, synth[_i].arch, synth[_i].flags, json_string_value(json_object_get(ref, "sha256")));
+    if (path) {
+        ck_assert_int_eq(ms_file_read(&bytes, &len, path, 1u << 26), 0);
+        char *hit = memmem(bytes, len, cut[_i].from, strlen(cut[_i].from));
+        ck_assert_ptr_nonnull(hit);
+        memcpy(hit, cut[_i].to, strlen(cut[_i].to));
+        free(fixture_write(dir, "cut.gguf", bytes, len));
+        free(path);
+        path = ms_strdup_printf("%s/cut.gguf", dir);
+        ck_assert_int_eq(runtime_model_open_gguf(&m, path, NULL), MS_ENOTFOUND);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(ms_err_msg(), cut[_i].expect), "%s", ms_err_msg());
+        free(bytes);
+        free(path);
+    }
+    json_decref(ref);
+    free(ref_name);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+START_TEST(config_json_reads_qwen3_with_its_own_head_dim)
+{
+    const char *j = "{\"architecture\": \"qwen3\", \"hidden_size\": 1024, \"num_hidden_layers\": 28,"
+                    " \"num_attention_heads\": 16, \"num_key_value_heads\": 8, \"head_dim\": 128,"
+                    " \"intermediate_size\": 3072, \"vocab_size\": 151936, \"max_position_embeddings\": 40960,"
+                    " \"rms_norm_eps\": 1e-6, \"rope_theta\": 1000000, \"rope_interleaved\": false}";
+    runtime_config c;
+
+    ck_assert_msg(runtime_config_from_json(&c, j, strlen(j), "cfg") == 0, "%s", ms_err_msg());
+    ck_assert_str_eq(c.architecture, "qwen3");
+    ck_assert_int_eq(c.head_dim, 128);
+    ck_assert_int_eq(c.n_rot, 128);
+    ck_assert_int_eq(c.rope_interleaved, 0);
+    ck_assert(c.rms_eps == 1e-6);
+}
+END_TEST
+
+START_TEST(unsupported_architectures_are_refused_with_the_supported_list)
+{
+    static const char *archs[] = { "gemma3", "phi3", "qwen3moe", "" };
+    char json[256];
+    runtime_config c;
+
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
+        snprintf(json, sizeof json, "{\"architecture\": \"%s\", \"hidden_size\": 64}", archs[i]);
+        ck_assert_int_eq(runtime_config_from_json(&c, json, strlen(json), "cfg"), MS_EUNSUPPORTED);
+        ck_assert_msg(strstr(ms_err_msg(), "is not supported; supported: llama, qwen2, qwen3"), "%s", ms_err_msg());
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), archs[i]));
+    }
+}
+END_TEST
+
+START_TEST(gguf_qwen_names_map_to_hf_names)
+{
+    static const char *map[][2] = {
+        { "blk.0.attn_q_norm.weight", "model.layers.0.self_attn.q_norm.weight" },
+        { "blk.7.attn_k_norm.weight", "model.layers.7.self_attn.k_norm.weight" },
+        { "blk.2.attn_q.bias", "model.layers.2.self_attn.q_proj.bias" },
+        { "blk.2.attn_k.bias", "model.layers.2.self_attn.k_proj.bias" },
+        { "blk.2.attn_v.bias", "model.layers.2.self_attn.v_proj.bias" },
+    };
+    char buf[128];
+
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        ck_assert_int_eq(runtime_gguf_name_map(buf, sizeof buf, map[i][0]), 0);
+        ck_assert_str_eq(buf, map[i][1]);
+    }
+    ck_assert_int_eq(runtime_gguf_name_map(buf, sizeof buf, "blk.0.attn_q_normx.weight"), MS_ENOTFOUND);
+}
+END_TEST
+
+static Suite *breadth_suite(void)
+{
+    Suite *s = suite_create("runtime_breadth");
+    TCase *c = tcase_create("config"), *m = tcase_create("models");
+
+    tcase_add_test(c, config_json_reads_qwen3_with_its_own_head_dim);
+    tcase_add_test(c, unsupported_architectures_are_refused_with_the_supported_list);
+    tcase_add_test(c, gguf_qwen_names_map_to_hf_names);
+    suite_add_tcase(s, c);
+    tcase_set_timeout(m, 300);
+    tcase_add_loop_test(m, qwen_f32_models_match_the_float64_reference, 0, 2);
+    tcase_add_loop_test(m, qwen_models_missing_their_own_tensors_are_refused, 0, 2);
+    suite_add_tcase(s, m);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(breadth_suite());
+    int failed;
+
+    srunner_run_all(r, CK_NORMAL);
+    failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
