@@ -244,6 +244,21 @@ done:
     return rc;
 }
 
+/* Hand the opened shards to mlx.c (MLX-quantized directories, --quantize). */
+static int mlx_tensors_import(hf_import *h, json_t **qerr)
+{
+    import_shard_view *v = calloc(h->n_shards ? h->n_shards : 1, sizeof *v);
+    int rc;
+
+    if (!v)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < h->n_shards; i++)
+        v[i] = (import_shard_view){ h->shards[i].file, h->shards[i].st };
+    rc = import_mlx_tensors(h->s, h->m, h->config, h->dir, v, h->n_shards, h->o, h->dtypes, qerr);
+    free(v);
+    return rc;
+}
+
 static int layers_import(hf_import *h)
 {
     static const struct { const char *file, *media_type; } extra[] = {
@@ -298,16 +313,16 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
 {
     hf_import h = { .dir = dir, .s = s, .o = o };
     char *config_path = ms_path_join(dir, "config.json");
-    int rc, locked = 0;
+    json_t *qerr = NULL;
+    int rc, locked = 0, mlx;
 
     if (!config_path)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = import_json_file(&h.config, config_path, 1)) < 0)
         goto done;
-    if (json_object_get(h.config, "quantization") || json_object_get(h.config, "quantization_config")) {
-        rc = ms_err(MS_EUNSUPPORTED, "%s: quantized (MLX) model directories are not supported yet", config_path);
-        goto done;
-    }
+    /* MLX-quantized directories and --quantize go through mlx.c's tensor import (triplets
+     * combined, expert packs); shards, extra layers and the config are shared with this file. */
+    mlx = json_object_get(h.config, "quantization") || json_object_get(h.config, "quantization_config");
     if ((rc = manifest_new(&h.m)) < 0 || !(h.dtypes = json_object()))
         goto done;
     if ((rc = shards_open(&h)) < 0)
@@ -315,15 +330,22 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     if ((rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
-    if ((rc = tensors_import(&h)) < 0 || (rc = layers_import(&h)) < 0)
+    if (mlx || (o && o->quantize))
+        rc = mlx_tensors_import(&h, &qerr);   /* mlx.c */
+    else
+        rc = tensors_import(&h);
+    if (rc < 0 || (rc = layers_import(&h)) < 0)
         goto done;
-    if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, "safetensors", dir)) < 0)
+    if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir)) < 0)
+        goto done;
+    if (qerr && (rc = import_config_amend(s, h.m, "quantization_error", qerr)) < 0)   /* --quantize */
         goto done;
     rc = import_manifest_commit(s, h.m, name, digest_out);
 done:
     if (locked)
         store_write_end(s);
     free(config_path);
+    json_decref(qerr);
     hf_import_free(&h);
     return rc;
 }

@@ -41,9 +41,15 @@
 
 typedef struct import_opts {
     int quiet;   /* no progress display */
+    /* Quantize float weights on import (quantize.c): "int4", "int8", "nvfp4", "mxfp8" (also
+     * "int2", "int3", "int5", "int6", "mxfp4"); NULL keeps them as they are. group_size 0 means
+     * the type's default (int4 32, int8 64; fixed for the fp types). */
+    const char *quantize;
+    int group_size;
 } import_opts;
 
-/* Import a Hugging Face directory of unquantized safetensors. */
+/* Import a Hugging Face directory of safetensors: unquantized, or MLX-quantized (config.json
+ * "quantization"; mlx.c), or quantized on the way in (o->quantize). */
 int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72]);
 /* Import PATH, choosing the importer by what it is (directory, GGUF file). */
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);

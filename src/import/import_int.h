@@ -35,4 +35,50 @@ int export_gguf_generate(store *s, const manifest *m, json_t *config, const char
 /* GGUF file import (gguf.c). */
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
 
+/* ---------------------------------------------------------------- MLX and --quantize (mlx.c, quantize.c) */
+#include "quant/quant.h"
+
+/* One safetensors file of a model directory, as hf.c opened it. */
+typedef struct import_shard_view {
+    const char *file;     /* base name */
+    const st_file *st;
+} import_shard_view;
+/* The tensors of an MLX-quantized directory (config has "quantization"), or of a float one
+ * with o->quantize, into blobs of `m`: quantized triplets combined, expert packs, the rest one
+ * blob per tensor. `qsum` gets type -> tensor count. With o->quantize, *qerr_out receives the
+ * "quantization_error" object (else NULL). Call between store_write_begin and _end. MS_EINVALID
+ * naming the file and field for inconsistent input, MS_EUNSUPPORTED. */
+int import_mlx_tensors(store *s, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
+                       size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out);
+/* Set `key` of the model config blob of `m` to `value`: stores a new config blob. */
+int import_config_amend(store *s, manifest *m, const char *key, json_t *value);
+
+/* Quantizing float tensors on import; usable by any importer (gguf.c's float tensors too):
+ *   import_quant q; import_quant_init(&q, o);
+ *   per blob: for each tensor, import_quant_wants ? import_quant_add : st_writer_add;
+ *             emit the writer, then import_quant_release(&q) (the writer borrows q's buffers);
+ *   at the end: import_quant_report(&q) into the config, import_quant_release(&q). */
+typedef struct import_quant {
+    const quant_format *fmt;   /* NULL: no quantization */
+    int group_size;
+    quant_error err;
+    size_t n_tensors;
+    void **bufs;               /* buffers the pending st_writer borrows */
+    size_t n_bufs;
+} import_quant;
+int import_quant_init(import_quant *q, const import_opts *o);   /* MS_EINVALID for a bad type or group */
+/* 1 when this tensor (HF order shape) is to be quantized. */
+int import_quant_wants(const import_quant *q, const char *name, st_dtype dt, int n_dims, const uint64_t *shape);
+/* Quantize and add {name}, {name}.scale[, {name}.bias] and the metadata (keys ":<name>"
+ * suffixed when `packed`). */
+int import_quant_add(import_quant *q, st_writer *w, const char *name, st_dtype dt, int n_dims, const uint64_t *shape,
+                     const void *data, int packed);
+void *import_quant_buf(import_quant *q, size_t nbytes);   /* zeroed, freed by import_quant_release */
+void import_quant_release(import_quant *q);
+json_t *import_quant_report(const import_quant *q);       /* new reference */
+/* Metadata helpers: "key" or "key:<tensor>"; quant_type, logical_shape and group_size at once. */
+int import_meta_put(st_writer *w, const char *key, const char *tensor, const char *value);
+int import_quant_meta(st_writer *w, const char *name, int packed, const char *quant_type, int group_size,
+                      int n_dims, const uint64_t *logical);
+
 #endif
