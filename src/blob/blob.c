@@ -247,20 +247,15 @@ void blob_close(blob_view *v)
     v->size = 0;
 }
 
-int blob_verify(const char *home, const char *digest)
+/* sha256 of what `fd` reads from its current offset to the end; *size_out the byte count. */
+static int hash_fd(char digest_out[BLOB_DIGEST_LEN + 1], uint64_t *size_out, int fd, const char *path)
 {
-    char got[BLOB_DIGEST_LEN + 1], *p = NULL;
-    blob_hash *h = NULL;
-    uint8_t *buf = NULL;
-    int fd = -1, rc = 0;
+    blob_hash *h = blob_hash_new();
+    uint8_t *buf = malloc(COPY_CHUNK);
+    uint64_t size = 0;
+    int rc = 0;
 
-    if ((rc = blob_path(&p, home, digest)) < 0)
-        return rc;
-    if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
-        rc = errno == ENOENT ? ms_err(MS_ENOTFOUND, "blob %s is missing (%s)", digest, p) : ms_err_os("%s: open", p);
-        goto done;
-    }
-    if (!(buf = malloc(COPY_CHUNK)) || !(h = blob_hash_new())) {
+    if (!buf || !h) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
@@ -269,24 +264,130 @@ int blob_verify(const char *home, const char *digest)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rc = ms_err_os("%s: read", p);
+            rc = ms_err_os("%s: read", path);
             goto done;
         }
         if (n == 0)
             break;
         blob_hash_update(h, buf, (size_t)n);
+        size += (uint64_t)n;
     }
-    blob_hash_final(got, h);
+    blob_hash_final(digest_out, h);
     h = NULL;
-    if (strcmp(got, digest) != 0)
-        rc = ms_err(MS_EMISMATCH, "blob %s is corrupt: its bytes hash to %s (%s)", digest, got, p);
+    if (size_out)
+        *size_out = size;
 done:
     blob_hash_free(h);
     free(buf);
+    return rc;
+}
+
+int blob_verify(const char *home, const char *digest)
+{
+    char got[BLOB_DIGEST_LEN + 1], *p = NULL;
+    int fd = -1, rc = 0;
+
+    if ((rc = blob_path(&p, home, digest)) < 0)
+        return rc;
+    if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+        rc = errno == ENOENT ? ms_err(MS_ENOTFOUND, "blob %s is missing (%s)", digest, p) : ms_err_os("%s: open", p);
+        goto done;
+    }
+    if ((rc = hash_fd(got, NULL, fd, p)) < 0)
+        goto done;
+    if (strcmp(got, digest) != 0)
+        rc = ms_err(MS_EMISMATCH, "blob %s is corrupt: its bytes hash to %s (%s)", digest, got, p);
+done:
     if (fd >= 0)
         close(fd);
     free(p);
     return rc;
+}
+
+/* `computed` NULL: hash the file here (blob_adopt); else trust the caller's (blob_adopt_hashed). */
+static int adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
+                 const char *computed)
+{
+    char digest[BLOB_DIGEST_LEN + 1], *tmp = NULL, *final = NULL, *dir = NULL;
+    struct stat st;
+    size_t tl;
+    int fd = -1, rc = 0;
+
+    digest_out[0] = '\0';
+    if ((expect && !blob_digest_valid(expect)) || (computed && !blob_digest_valid(computed)))
+        return ms_err(MS_EINVALID, "%s: digest '%.80s' is not of the form sha256:<64 lowercase hex>", path,
+                      expect && !blob_digest_valid(expect) ? expect : computed);
+    if (!(tmp = ms_path_join(home, "tmp")))
+        return ms_err(MS_ENOMEM, "out of memory");
+    /* Only files under tmp/: they are on the filesystem of blobs/ (the rename below is the
+     * commit point and must not turn into a copy), and invariant 1 says partial bytes live there. */
+    tl = strlen(tmp);
+    if (strncmp(path, tmp, tl) != 0 || path[tl] != '/' || strstr(path + tl, "/../")) {
+        rc = ms_err(MS_EINVALID, "%s: not a file under %s/", path, tmp);
+        goto done;
+    }
+    /* O_NOFOLLOW: a symlink would be renamed as a link, and blobs/ must hold the bytes. */
+    if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        rc = ms_err_os("%s: open", path);
+        goto done;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        rc = S_ISREG(st.st_mode) ? ms_err_os("%s: stat", path) : ms_err(MS_EINVALID, "%s: not a regular file", path);
+        goto done;
+    }
+    if (computed)
+        memcpy(digest, computed, sizeof digest);
+    else if ((rc = hash_fd(digest, NULL, fd, path)) < 0)
+        goto done;
+    if (expect && strcmp(expect, digest) != 0) {
+        /* Worthless bytes: removed, so that nobody resumes from them. */
+        unlink(path);
+        rc = ms_err(MS_EMISMATCH, "digest mismatch: expected %s, got %s (%llu bytes)", expect, digest,
+                    (unsigned long long)st.st_size);
+        goto done;
+    }
+    if ((rc = blob_path(&final, home, digest)) < 0)
+        goto done;
+    if (ms_is_file(final)) {   /* same bytes already stored: invariant 3 */
+        unlink(path);
+        goto done;
+    }
+    /* As in blob_writer_commit: the bytes reach the disk before the rename that names them. */
+    if (fsync(fd) < 0) {
+        rc = ms_err_os("%s: fsync", path);
+        goto done;
+    }
+    if (fchmod(fd, 0444) < 0) {
+        rc = ms_err_os("%s: chmod", path);
+        goto done;
+    }
+    if (rename(path, final) < 0) {
+        rc = ms_err_os("%s: rename to %s", path, final);
+        (void)!fchmod(fd, st.st_mode & 07777);   /* the caller may retry or resume: give it back as it was */
+        goto done;
+    }
+    dir = ms_path_join(home, "blobs");
+    rc = dir ? ms_fsync_dir(dir) : ms_err(MS_ENOMEM, "out of memory");
+done:
+    if (rc == 0)
+        memcpy(digest_out, digest, sizeof digest);
+    if (fd >= 0)
+        close(fd);
+    free(final);
+    free(dir);
+    free(tmp);
+    return rc;
+}
+
+int blob_adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect)
+{
+    return adopt(digest_out, home, path, expect, NULL);
+}
+
+int blob_adopt_hashed(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
+                      const char *computed)
+{
+    return adopt(digest_out, home, path, expect, computed);
 }
 
 int blob_tmp_clean(const char *home, int *removed_out)

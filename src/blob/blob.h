@@ -2,9 +2,14 @@
  *
  * A blob is immutable bytes at <home>/blobs/sha256-<hex>, where <hex> is the sha256 of those bytes.
  *   1. Nothing appears under blobs/ before it is complete, fsynced and hashed; partial writes
- *      live in <home>/tmp/ under names that start with the writer's pid.
+ *      live in <home>/tmp/: a blob writer's under names that start with the writer's pid, and
+ *      resumable downloads (src/registry) in <home>/tmp/pull/, which blob_tmp_clean leaves alone.
  *   2. A blob is never modified in place; only gc removes one, and only when unreferenced.
  *   3. Writing bytes that are already stored leaves the existing blob untouched.
+ *   4. A file reaches blobs/ only by rename from tmp/ (blob_writer_commit, blob_adopt*), after
+ *      its sha256 was checked, its bytes fsynced and its mode made 0444; blobs/ is fsynced after.
+ * Files in <home>/tmp/pull/ belong to the pull that holds a flock on them; store_gc removes
+ * those whose mtime is more than 7 days old and that no process has locked.
  * Digests are written "sha256:<64 lowercase hex>" everywhere outside file names. */
 #ifndef MSTORE_BLOB_H
 #define MSTORE_BLOB_H
@@ -42,6 +47,22 @@ uint64_t blob_writer_size(const blob_writer *w);
  * dropped. Always consumes `w`. Returns 0, MS_EMISMATCH, MS_EIO. */
 int blob_writer_commit(char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect);
 void blob_writer_abort(blob_writer *w);   /* removes the temp file; NULL is fine */
+
+/* Make `path`, a complete file that the caller wrote under <home>/tmp/, the blob of its bytes
+ * without copying them: hash it (one read of the file), check the digest against `expect`
+ * (NULL: no check), fsync it, chmod 0444, rename it into blobs/, fsync blobs/. When that blob
+ * already exists, `path` is removed and the stored blob left untouched (invariant 3).
+ * On MS_EMISMATCH `path` is removed (its bytes are worthless) and nothing is under a final
+ * name; on the other errors `path` is left in place, for the caller to retry or remove.
+ * digest_out gets the digest on success. Returns 0, MS_EMISMATCH, MS_EINVALID (path not under
+ * <home>/tmp/, not a regular file, malformed digest), MS_ENOTFOUND (no such file), MS_EIO. */
+int blob_adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect);
+/* blob_adopt without reading the file back: `computed` is the sha256 that the caller computed
+ * over the file's bytes as it wrote them (or read them). The check against `expect` is then
+ * only as good as that claim, so use it only for a file the caller wrote itself and that no
+ * one else could change since (the caller holds it locked); otherwise use blob_adopt. */
+int blob_adopt_hashed(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
+                      const char *computed);
 
 /* Store a buffer / a whole file as a blob. */
 int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const void *buf, size_t len);

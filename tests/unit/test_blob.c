@@ -228,6 +228,143 @@ START_TEST(error_context_prepends)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- blob_adopt */
+
+/* A file under tmp/pull/ as a download leaves it; returns the malloc'd path. */
+static char *download_file(const char *name, const void *buf, size_t len)
+{
+    char *dir = sub("tmp/pull"), *p;
+
+    ck_assert_int_eq(ms_mkdir_p(dir, 0755), 0);
+    p = fixture_write(dir, name, buf, len);
+    free(dir);
+    return p;
+}
+
+START_TEST(adopt_renames_a_matching_file_into_blobs_read_only)
+{
+    static const char bytes[] = "weights, downloaded in ranged parts";
+    char want[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *path = download_file("x.partial", bytes, sizeof bytes);
+    char *final, *blobs = sub("blobs");
+    struct stat st;
+    blob_view v;
+
+    blob_digest_buf(want, bytes, sizeof bytes);
+    ck_assert_int_eq(blob_adopt(got, home, path, want), 0);
+    ck_assert_str_eq(got, want);
+    ck_assert_int_eq(access(path, F_OK), -1);   /* moved, not copied */
+    ck_assert_int_eq(blob_path(&final, home, want), 0);
+    ck_assert_int_eq(stat(final, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0444);
+    ck_assert_int_eq(fixture_count_files(blobs), 1);
+    ck_assert_int_eq(blob_open(&v, home, want), 0);
+    ck_assert_uint_eq(v.size, sizeof bytes);
+    ck_assert_int_eq(memcmp(v.data, bytes, sizeof bytes), 0);
+    blob_close(&v);
+    ck_assert_int_eq(blob_verify(home, want), 0);
+    free(final);
+    free(blobs);
+    free(path);
+}
+END_TEST
+
+START_TEST(adopt_without_expect_names_the_blob_by_its_bytes)
+{
+    char got[BLOB_DIGEST_LEN + 1], *path = download_file("y.partial", "abc", 3);
+
+    ck_assert_int_eq(blob_adopt(got, home, path, NULL), 0);
+    ck_assert_str_eq(got, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ck_assert(blob_exists(home, got, NULL));
+    free(path);
+}
+END_TEST
+
+START_TEST(adopt_mismatch_removes_the_file_and_names_nothing)
+{
+    char want[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *blobs = sub("blobs");
+    char *path = download_file("z.partial", "abX", 3);
+
+    blob_digest_buf(want, "abc", 3);
+    ck_assert_int_eq(blob_adopt(got, home, path, want), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "digest mismatch"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), want));
+    ck_assert_str_eq(got, "");
+    ck_assert_int_eq(fixture_count_files(blobs), 0);
+    ck_assert_int_eq(access(path, F_OK), -1);   /* nobody may resume from bad bytes */
+    free(blobs);
+    free(path);
+}
+END_TEST
+
+START_TEST(adopt_hashed_trusts_the_callers_digest_and_still_checks_expect)
+{
+    char want[BLOB_DIGEST_LEN + 1], other[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1];
+    char *blobs = sub("blobs"), *path = download_file("h.partial", "abc", 3);
+
+    blob_digest_buf(want, "abc", 3);
+    blob_digest_buf(other, "abd", 3);
+    /* The caller's hash disagrees with the manifest: refused without reading the file. */
+    ck_assert_int_eq(blob_adopt_hashed(got, home, path, want, other), MS_EMISMATCH);
+    ck_assert_int_eq(fixture_count_files(blobs), 0);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    free(path);
+    path = download_file("h.partial", "abc", 3);
+    ck_assert_int_eq(blob_adopt_hashed(got, home, path, want, want), 0);
+    ck_assert_str_eq(got, want);
+    ck_assert_int_eq(blob_verify(home, want), 0);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    free(blobs);
+    free(path);
+}
+END_TEST
+
+START_TEST(adopt_of_stored_bytes_drops_the_file_and_keeps_the_blob)
+{
+    char d[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *final, *path;
+    struct stat before, after;
+
+    ck_assert_int_eq(blob_put_buf(d, home, "same", 4), 0);
+    ck_assert_int_eq(blob_path(&final, home, d), 0);
+    ck_assert_int_eq(stat(final, &before), 0);
+    path = download_file("dup.partial", "same", 4);
+    ck_assert_int_eq(blob_adopt(got, home, path, d), 0);
+    ck_assert_str_eq(got, d);
+    ck_assert_int_eq(access(path, F_OK), -1);
+    ck_assert_int_eq(stat(final, &after), 0);
+    ck_assert_uint_eq(before.st_ino, after.st_ino);   /* the stored file, untouched */
+    free(final);
+    free(path);
+}
+END_TEST
+
+START_TEST(adopt_refuses_files_outside_tmp_and_non_files)
+{
+    char d[BLOB_DIGEST_LEN + 1], *outside = fixture_write(home, "elsewhere", "abc", 3), *blobs = sub("blobs");
+    char *tricky = ms_strdup_printf("%s/tmp/../elsewhere", home), *tmpdir = sub("tmp/pull"), *link;
+
+    ck_assert_int_eq(blob_adopt(d, home, outside, NULL), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "not a file under"));
+    ck_assert_int_eq(blob_adopt(d, home, tricky, NULL), MS_EINVALID);
+    ck_assert_int_eq(access(outside, F_OK), 0);   /* refused: left alone */
+    ck_assert_int_eq(ms_mkdir_p(tmpdir, 0755), 0);
+    ck_assert_int_eq(blob_adopt(d, home, tmpdir, NULL), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "not a regular file"));
+    link = ms_strdup_printf("%s/link.partial", tmpdir);
+    ck_assert_int_eq(symlink(outside, link), 0);
+    ck_assert_int_ne(blob_adopt(d, home, link, NULL), 0);   /* a link is never renamed into blobs/ */
+    free(link);
+    link = ms_strdup_printf("%s/missing.partial", tmpdir);
+    ck_assert_int_eq(blob_adopt(d, home, link, NULL), MS_ENOTFOUND);
+    ck_assert_int_eq(blob_adopt(d, home, outside, "sha256:nope"), MS_EINVALID);
+    ck_assert_int_eq(fixture_count_files(blobs), 0);
+    free(link);
+    free(tmpdir);
+    free(tricky);
+    free(blobs);
+    free(outside);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("blob");
@@ -247,6 +384,12 @@ int main(void)
     tcase_add_test(tc, tmp_clean_keeps_live_writers_and_drops_dead_ones);
     tcase_add_test(tc, map_of_empty_and_missing_files);
     tcase_add_test(tc, error_context_prepends);
+    tcase_add_test(tc, adopt_renames_a_matching_file_into_blobs_read_only);
+    tcase_add_test(tc, adopt_without_expect_names_the_blob_by_its_bytes);
+    tcase_add_test(tc, adopt_mismatch_removes_the_file_and_names_nothing);
+    tcase_add_test(tc, adopt_hashed_trusts_the_callers_digest_and_still_checks_expect);
+    tcase_add_test(tc, adopt_of_stored_bytes_drops_the_file_and_keeps_the_blob);
+    tcase_add_test(tc, adopt_refuses_files_outside_tmp_and_non_files);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
