@@ -1,4 +1,4 @@
-/* show.c: mstore show NAME [--tensors] [--json] */
+/* show.c: mstore show NAME [--tensors] [--json] [--verbose] */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,10 +8,12 @@
 #include "cli.h"
 
 static const char help[] =
-    "usage: mstore show NAME [--tensors] [--json]\n\n"
+    "usage: mstore show NAME [--tensors] [--json] [--verbose]\n\n"
     "Show a model's configuration summary and layers.\n\n"
     "  --tensors   one line per tensor: name, dtype, shape, quant type, blob digest\n"
-    "  --json      print everything as one JSON object\n";
+    "  --json      print everything as one JSON object\n"
+    "  --verbose   also the quantization details: the source's quantization config and,\n"
+    "              for models quantized on import, the error against the float weights\n";
 
 static json_t *config_load(store *s, const manifest *m)
 {
@@ -68,6 +70,31 @@ static void print_text(const char *digest, json_t *c, const manifest *m)
     printf("  %-22s %zu\n", "layers in manifest", m->n_layers);
 }
 
+/* --verbose: how the weights were quantized and, when mstore quantized them, how far they are
+ * from the source ("quantization_error", written at import). */
+static void print_quant(json_t *c)
+{
+    json_t *e = json_object_get(c, "quantization_error"), *hf = json_object_get(c, "hf_config"), *q;
+
+    q = json_object_get(hf, "quantization");
+    if (!q)
+        q = json_object_get(hf, "quantization_config");
+    if (json_is_object(q)) {
+        json_t *g = json_object_get(q, "group_size"), *b = json_object_get(q, "bits"), *m = json_object_get(q, "mode");
+        size_t overrides = json_object_size(q) - (g != NULL) - (b != NULL) - (m != NULL);
+        printf("  %-22s %s, %lld bits, group size %lld, %zu per-module overrides\n", "source quantization",
+               json_is_string(m) ? json_string_value(m) : "affine", (long long)json_integer_value(b),
+               (long long)json_integer_value(g), overrides);
+    }
+    if (json_is_object(e))
+        printf("  %-22s %s group %lld over %lld tensors: max abs %.6g, rms relative %.6g\n", "quantization error",
+               json_string_value(json_object_get(e, "quant_type")), (long long)json_integer_value(json_object_get(e, "group_size")),
+               (long long)json_integer_value(json_object_get(e, "n_tensors")), json_number_value(json_object_get(e, "max_abs")),
+               json_number_value(json_object_get(e, "rms_rel")));
+    else if (!json_is_object(q))
+        printf("  %-22s none (weights as the source had them)\n", "quantization error");
+}
+
 static json_t *tensor_json(const store_tensor *t)
 {
     return json_pack("{s:s, s:s, s:s, s:s?, s:I, s:s}", "name", t->name, "dtype", t->dtype, "shape", t->shape,
@@ -76,7 +103,7 @@ static json_t *tensor_json(const store_tensor *t)
 
 int cmd_show(int argc, char **argv)
 {
-    int want_tensors = 0, want_json = 0, rc = 1;
+    int want_tensors = 0, want_json = 0, verbose = 0, rc = 1;
     const char *arg = NULL;
     store_tensor *t = NULL;
     manifest *m = NULL;
@@ -94,6 +121,8 @@ int cmd_show(int argc, char **argv)
             want_tensors = 1;
         } else if (strcmp(argv[i], "--json") == 0) {
             want_json = 1;
+        } else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
+            verbose = 1;
         } else if (argv[i][0] == '-') {
             return cli_usage_error("show", "unknown option '%s'", argv[i]);
         } else if (!arg) {
@@ -126,6 +155,8 @@ int cmd_show(int argc, char **argv)
     } else {
         printf("Model %s\n", arg);
         print_text(digest, config, m);
+        if (verbose)
+            print_quant(config);
         if (want_tensors) {
             printf("\nTensors\n");
             for (size_t i = 0; i < n; i++)
