@@ -8,6 +8,8 @@
 #define KEY_TOKENS "tokenizer.ggml.tokens"
 #define KEY_SCORES "tokenizer.ggml.scores"
 #define KEY_TYPES "tokenizer.ggml.token_type"
+#define KEY_MERGES "tokenizer.ggml.merges"
+#define KEY_PRE "tokenizer.ggml.pre"
 
 /* Element i of a fixed-size array, read little-endian (the data may be unaligned). */
 static int arr_float(double *out, uint32_t type, const uint8_t *p, uint64_t i)
@@ -114,6 +116,71 @@ static int read_specials(const gguf_file *g, uint64_t n, tokenizer_special *sp, 
     return 0;
 }
 
+/* The BPE half of tokenizer_from_gguf: merges, pre-tokenizer, specials with the "gpt2"
+ * defaults and the pre-tokenizer's add_bos, then what the file states. */
+static int load_bpe(tokenizer **out, const gguf_file *g, uint64_t n, const char **texts, const size_t *lens,
+                    const int32_t *types, const char *what)
+{
+    const char **merges = NULL, *pre_s;
+    size_t *mlens = NULL, pre_len;
+    char pre[128] = "default", *name = NULL;
+    uint32_t etype;
+    uint64_t n_merges = 0;
+    int ignore_merges, add_bos, rc;
+    tokenizer_special sp;
+    pretok *p = NULL;
+
+    if (gguf_kv_find(g, KEY_PRE) >= 0) {
+        if ((rc = gguf_get_str(g, KEY_PRE, &pre_s, &pre_len)) < 0)
+            goto done;
+        if (pre_len >= sizeof pre || memchr(pre_s, 0, pre_len)) {
+            rc = ms_err(MS_EUNSUPPORTED, "%s: %s: unknown pre-tokenizer '%.*s'", what, KEY_PRE,
+                        (int)(pre_len > 64 ? 64 : pre_len), pre_s);
+            goto done;
+        }
+        memcpy(pre, pre_s, pre_len);
+        pre[pre_len] = '\0';
+    }
+    /* Refuse an unknown pre-tokenizer before reading 100k merges. */
+    if ((rc = pretok_new(&p, pre, &ignore_merges, &add_bos)) < 0) {
+        ms_err_ctx("%s: %s", what, KEY_PRE);
+        goto done;
+    }
+    if (gguf_kv_find(g, KEY_MERGES) < 0) {
+        rc = ms_err(MS_ENOTFOUND, "%s: %s not found (tokenizer 'gpt2' needs it)", what, KEY_MERGES);
+        goto done;
+    }
+    if ((rc = gguf_get_arr(g, KEY_MERGES, &etype, &n_merges)) < 0)
+        goto done;
+    if (etype != GGUF_TYPE_STRING) {
+        rc = ms_err(MS_EINVALID, "%s: %s is an array of %s, expected string", what, KEY_MERGES,
+                    gguf_type_name(etype) ? gguf_type_name(etype) : "?");
+        goto done;
+    }
+    /* gguf_get_arr bounded the count by the bytes of the file: each string takes 8 bytes or more */
+    merges = malloc((n_merges ? n_merges : 1) * sizeof *merges);
+    mlens = malloc((n_merges ? n_merges : 1) * sizeof *mlens);
+    if (!merges || !mlens) {
+        rc = ms_err(MS_ENOMEM, "%s: out of memory for %llu merges", what, (unsigned long long)n_merges);
+        goto done;
+    }
+    for (uint64_t i = 0; i < n_merges; i++)
+        if ((rc = gguf_arr_str(g, KEY_MERGES, i, &merges[i], &mlens[i])) < 0)
+            goto done;
+    tokenizer_special_init_bpe(&sp);
+    sp.add_bos = add_bos;
+    if ((rc = read_specials(g, n, &sp, &name, what)) < 0)
+        goto done;
+    if ((rc = tokenizer_new_bpe(out, n, texts, lens, types, n_merges, merges, mlens, pre, &sp)) < 0)
+        ms_err_ctx("%s", what);
+done:
+    pretok_free(p);
+    free(merges);
+    free(mlens);
+    free(name);
+    return rc;
+}
+
 int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
 {
     const char **texts = NULL;
@@ -127,7 +194,7 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
     const char *model;
     size_t model_len;
     tokenizer_special sp;
-    int rc;
+    int rc, is_bpe = 0;
 
     *out = NULL;
     if (gguf_kv_find(g, KEY_MODEL) < 0) {
@@ -136,8 +203,10 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
     }
     if ((rc = gguf_get_str(g, KEY_MODEL, &model, &model_len)) < 0)
         goto done;
-    if (model_len != 5 || memcmp(model, "llama", 5) != 0) {
-        rc = ms_err(MS_EUNSUPPORTED, "%s: tokenizer '%.*s' is not supported yet", what,
+    if (model_len == 4 && memcmp(model, "gpt2", 4) == 0) {
+        is_bpe = 1;
+    } else if (model_len != 5 || memcmp(model, "llama", 5) != 0) {
+        rc = ms_err(MS_EUNSUPPORTED, "%s: tokenizer '%.*s' is not supported (supported: llama, gpt2)", what,
                     (int)(model_len > 64 ? 64 : model_len), model);
         goto done;
     }
@@ -191,6 +260,10 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
         }
         scores[i] = (float)f;
         types[i] = (int32_t)ty;
+    }
+    if (is_bpe) {
+        rc = load_bpe(out, g, n, texts, lens, types, what);
+        goto done;
     }
     tokenizer_special_init_spm(&sp);
     if ((rc = read_specials(g, n, &sp, &name, what)) < 0)

@@ -12,10 +12,20 @@ void tokenizer_special_init_spm(tokenizer_special *s)
                               .model_name = NULL };
 }
 
+void tokenizer_special_init_bpe(tokenizer_special *s)
+{
+    /* llama.cpp's defaults for tokenizer.ggml.model "gpt2": bos = eos = 11 (sic), no unknown
+     * token, no BOS unless the pre-tokenizer or the vocab asks for it. */
+    *s = (tokenizer_special){ .bos = 11, .eos = 11, .unk = TOKEN_NONE, .pad = TOKEN_NONE, .eot = TOKEN_NONE,
+                              .eom = TOKEN_NONE, .add_bos = 0, .add_eos = 0, .add_space_prefix = 0,
+                              .model_name = NULL };
+}
+
 void tokenizer_free(tokenizer *t)
 {
     if (!t)
         return;
+    bpe_data_free(t->bpe);
     free(t->text);
     free(t->text_off);
     free(t->scores);
@@ -84,6 +94,8 @@ static int encode_ids(const tokenizer *t, const char *text, size_t len, int add_
     switch (t->kind) {
     case TOKENIZER_SPM:
         return spm_encode(t, text, len, add_special, parse_special, ids);
+    case TOKENIZER_BPE:
+        return bpe_encode(t, text, len, add_special, parse_special, ids);
     default:
         return ms_err(MS_EUNSUPPORTED, "tokenizer: kind %d cannot encode yet", (int)t->kind);
     }

@@ -4,7 +4,11 @@
  *   TOKENIZER_SPM  SentencePiece-style BPE as llama.cpp runs it for tokenizer.ggml.model "llama"
  *                  (Llama 1/2, Mistral, Phi-3, TinyLlama, ...): optional "▁" prefix, spaces become
  *                  U+2581, then bigram merges by score over UTF-8 characters, byte fallback.
- *   TOKENIZER_BPE  byte-level BPE (GPT-2, Llama 3, Qwen): reserved, not built yet.
+ *   TOKENIZER_BPE  byte-level BPE as llama.cpp runs it for tokenizer.ggml.model "gpt2" (GPT-2,
+ *                  Llama 3, Qwen 2, DeepSeek, ...): the text is split into words by the regexes of
+ *                  its pre-tokenizer (tokenizer.ggml.pre; PCRE2, UTF + UCP), each word's bytes are
+ *                  spelled in GPT-2's byte alphabet, then merged pairwise by rank (the order of
+ *                  tokenizer.ggml.merges).
  * The aim is exact agreement with llama.cpp (llama-vocab.cpp) on the same vocab, which its test
  * vectors (models/ggml-vocab-*.gguf.inp/.out) check.
  *
@@ -55,6 +59,9 @@ typedef struct tokenizer_special {
 
 /* bos 1, eos 2, unk 0, pad/eot/eom TOKEN_NONE, add_bos 1, add_eos 0, add_space_prefix 1. */
 void tokenizer_special_init_spm(tokenizer_special *s);
+/* llama.cpp's "gpt2" defaults: bos = eos = 11, unk/pad/eot/eom TOKEN_NONE, add_bos 0, add_eos 0,
+ * add_space_prefix 0. */
+void tokenizer_special_init_bpe(tokenizer_special *s);
 
 typedef struct tokenizer tokenizer;
 
@@ -67,10 +74,25 @@ typedef struct tokenizer tokenizer;
 int tokenizer_new_spm(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
                       const float *scores, const int32_t *types, const tokenizer_special *special);
 
+/* Build a byte-level BPE tokenizer: tokens / token_lens / types as for tokenizer_new_spm (token
+ * texts spelled in GPT-2's byte alphabet: "Ġthe"), n_merges lines "first second" (merge_lens
+ * NULL: strlen) whose order is their rank (a pair listed twice keeps its first rank), and the
+ * pre-tokenizer's name as in tokenizer.ggml.pre ("gpt-2", "llama-bpe", "qwen2", "deepseek-llm",
+ * "deepseek-coder", "default", ...; NULL means "default"). `special` NULL means
+ * tokenizer_special_init_bpe's defaults plus what the pre-tokenizer implies (Llama 3 adds BOS).
+ * Returns 0, MS_EUNSUPPORTED "unknown pre-tokenizer 'x' ...", MS_EINVALID, MS_ENOMEM. */
+int tokenizer_new_bpe(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
+                      const int32_t *types, size_t n_merges, const char *const *merges, const size_t *merge_lens,
+                      const char *pre, const tokenizer_special *special);
+/* The pre-tokenizer family of a BPE tokenizer ("gpt2", "llama3", "qwen2", "deepseek-llm", ...),
+ * NULL for SPM. Borrowed, static. */
+const char *tokenizer_pre_name(const tokenizer *t);
+
 /* Build from a GGUF's metadata (a whole file or a GGUF_HEADER_ONLY buffer): tokenizer.ggml.model
- * ("llama" -> SPM; anything else: MS_EUNSUPPORTED "tokenizer 'gpt2' is not supported yet"),
- * tokenizer.ggml.tokens (strings), .scores (floats; absent: all 0), .token_type (integers;
- * absent: all NORMAL), .bos_token_id / .eos_token_id / .unknown_token_id / .padding_token_id /
+ * ("llama" -> SPM, "gpt2" -> BPE with .merges (strings, required) and .pre (absent: "default");
+ * anything else: MS_EUNSUPPORTED "tokenizer 'x' is not supported"), tokenizer.ggml.tokens
+ * (strings), .scores (floats; absent: all 0; unused by BPE), .token_type (integers; absent: all
+ * NORMAL), .bos_token_id / .eos_token_id / .unknown_token_id / .padding_token_id /
  * .eot_token_id / .eom_token_id (0xFFFFFFFF or -1 means none), .add_bos_token / .add_eos_token /
  * .add_space_prefix (bools), general.name. `what` prefixes messages ("model.gguf").
  * `g` is only read during the call. Returns 0, MS_ENOTFOUND (no tokenizer.ggml.model or

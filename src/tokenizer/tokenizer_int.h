@@ -26,6 +26,7 @@ struct tokenizer {
     size_t n_specials;
     int32_t bos, eos, unk, pad, eot, eom;
     int add_bos, add_eos, add_space_prefix;
+    struct bpe_data *bpe;  /* TOKENIZER_BPE: merges and pre-tokenizer (bpe.c); NULL for SPM */
 };
 
 /* A growable id array. */
@@ -55,5 +56,36 @@ int tok_partition(const tokenizer *t, const char *text, size_t len, int parse_sp
 /* SPM: append the ids of one raw fragment. `text` is already escaped ("▁" for spaces). */
 int spm_tokenize(const tokenizer *t, const char *text, size_t len, tok_ids *out);
 int spm_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special, tok_ids *out);
+
+/* ---------------------------------------------------------------- byte-level BPE (bpe.c, pretok.c) */
+
+/* Decode UTF-8 into code points as llama.cpp's unicode_cpts_from_utf8 does: no check for
+ * overlong forms or surrogates, and each byte that starts no complete sequence becomes U+FFFD.
+ * cpts needs len entries. Returns the number of code points. */
+size_t utf8_to_cpts(const char *s, size_t len, uint32_t *cpts);
+/* Append cpt's UTF-8 (1..4 bytes; a code point past U+10FFFF as U+FFFD) to buf; returns bytes. */
+size_t utf8_put(char *buf, uint32_t cpt);
+/* 1 for the white space llama.cpp's tables know (ASCII \t..\r and space, U+0085, U+00A0,
+ * U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000). */
+int cpt_is_space(uint32_t cpt);
+
+/* A pre-tokenizer: the regexes llama.cpp runs for one tokenizer.ggml.pre, applied in turn, each
+ * splitting every piece the previous ones left (matches and the gaps between them both become
+ * pieces). */
+typedef struct pretok pretok;
+/* MS_EUNSUPPORTED "unknown pre-tokenizer 'x'" (listing the known ones), MS_ERROR when PCRE2
+ * refuses a pattern, MS_ENOMEM. *ignore_merges_out / *add_bos_out: what llama.cpp sets for
+ * that pre-tokenizer (Llama 3: a word that is a token is taken whole; BOS is added). */
+int pretok_new(pretok **out, const char *name, int *ignore_merges_out, int *add_bos_out);
+void pretok_free(pretok *p);
+const char *pretok_name(const pretok *p);
+/* Split cpts[0..n) into words: *bounds_out (malloc'd) holds n_words + 1 code point offsets,
+ * bounds[0] = 0, bounds[n_words] = n. MS_ENOMEM, MS_ERROR (a PCRE2 match error). */
+int pretok_split(const pretok *p, const uint32_t *cpts, size_t n, size_t **bounds_out, size_t *n_words_out);
+
+void bpe_data_free(struct bpe_data *b);
+/* The byte that character c of GPT-2's byte alphabet stands for, or -1. */
+int bpe_char_byte(uint32_t c);
+int bpe_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special, tok_ids *out);
 
 #endif

@@ -223,9 +223,34 @@ static int hexval(char c)
     return -1;
 }
 
+/* A BPE token's text spelled in GPT-2's byte alphabet, as the bytes it stands for. A character
+ * outside the alphabet is kept as it is (llama.cpp writes "[UNK_BYTE_0x..]" instead); so the
+ * piece is never longer than the text. */
+static size_t bpe_piece(char *dst, const char *s, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        unsigned c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : 0;
+        int b = -1;
+        if (k == 1)
+            b = bpe_char_byte(c);
+        else if (k == 2 && i + 1 < len && ((unsigned char)s[i + 1] & 0xC0) == 0x80)
+            b = bpe_char_byte((c & 0x1Fu) << 6 | ((unsigned char)s[i + 1] & 0x3Fu));
+        if (b >= 0) {
+            dst[o++] = (char)b;
+            i += k;
+        } else {
+            dst[o++] = s[i++];
+        }
+    }
+    return o;
+}
+
 /* The piece of each token as llama.cpp's token_to_piece caches it (special = true): control,
- * unknown and user-defined tokens verbatim, normal ones with U+2581 turned into ' ', byte
- * tokens "<0xXX>" as that byte, others empty. Pieces are never longer than the text. */
+ * unknown and user-defined tokens verbatim, normal ones with U+2581 turned into ' ' (SPM) or
+ * spelled back into bytes (BPE), SPM byte tokens "<0xXX>" as that byte, others empty. Pieces
+ * are never longer than the text. */
 static int pieces_build(tokenizer *t)
 {
     size_t o = 0, n = t->n_vocab;
@@ -243,6 +268,8 @@ static int pieces_build(tokenizer *t)
         if (is_special_type(ty)) {
             memcpy(t->piece + o, s, len);
             o += len;
+        } else if (ty == TOKEN_TYPE_NORMAL && t->kind == TOKENIZER_BPE) {
+            o += bpe_piece(t->piece + o, s, len);
         } else if (ty == TOKEN_TYPE_NORMAL) {
             for (size_t i = 0; i < len; i++) {
                 if (i + 2 < len && memcmp(s + i, "\xe2\x96\x81", 3) == 0) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mstore tokenize prints llama.cpp's ids for the Llama 2 SPM vocab (BOS added, or not with
-# --no-special), from a GGUF file and from a model in the store; unsupported vocabs, unknown
-# names and models without GGUF metadata are refused with a message.
+# --no-special) and for byte-level BPE vocabs, from a GGUF file and from a model in the store;
+# unknown names and models without GGUF metadata are refused with a message.
 . "$(dirname "$0")/lib.sh"
 
 VOCAB=$MODELS/vocab/ggml-vocab-llama-spm.gguf
@@ -42,9 +42,14 @@ else
     echo "note $TEST_NAME: importing the vocab-only GGUF failed ($err); tokenized it with --gguf only" >&2
 fi
 
+# Byte-level BPE (tokenizer.ggml.model "gpt2"); ids from llama.cpp's .out files.
+expect_ok mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-gpt-2.gguf" "Hello world"
+[ "$out" = "15496 995" ] || fail "gpt-2: $out"
+expect_ok mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-deepseek-llm.gguf" "Hello world"
+[ "$out" = "100000 17464 1843" ] || fail "deepseek-llm (BOS first): $out"
+
 # Refusals.
 before=$(store_state)
-expect_fail 1 "tokenizer 'gpt2' is not supported yet" mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-gpt-2.gguf" x
 expect_fail 1 "model 'nope:latest' not found" mstore tokenize nope x
 expect_fail 1 "no-such.gguf" mstore tokenize --gguf "$WORK/no-such.gguf" x
 expect_fail 2 "needs NAME and TEXT" mstore tokenize s260k

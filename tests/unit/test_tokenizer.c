@@ -198,6 +198,71 @@ START_TEST(accessors_and_eog)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a hand-made byte-level BPE vocab */
+
+enum { B_A, B_B, B_C, B_AB, B_BC, B_ABC, B_G, B_CA, B_AA, B_ATILDE, B_EOT, B_N };
+static const char *const bpe_text[B_N] = { "a", "b", "c", "ab", "bc", "abc", "\xc4\xa0" /* Ġ: ' ' */, "ca", "aa",
+                                           "\xc3\x83" /* Ã: byte C3 */, "<|eot|>" };
+static const int32_t bpe_type[B_N] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3 };
+static const char *const bpe_merges[] = { "b c", "a b", "a bc", "\xc4\xa0 a", "a a", "b c" /* repeated: rank 0 stays */ };
+
+static tokenizer *tiny_bpe(const char *pre)
+{
+    tokenizer_special sp;
+    tokenizer *t;
+
+    tokenizer_special_init_bpe(&sp);
+    sp.bos = sp.eos = B_EOT;
+    ck_assert_msg(tokenizer_new_bpe(&t, B_N, bpe_text, NULL, bpe_type, 6, bpe_merges, NULL, pre, &sp) == 0, "%s",
+                  ms_err_msg());
+    return t;
+}
+
+START_TEST(bpe_merges_lowest_rank_first)
+{
+    tokenizer *t = tiny_bpe("gpt-2");
+    char buf[32];
+    size_t n;
+
+    ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_BPE);
+    ck_assert_str_eq(tokenizer_pre_name(t), "gpt2");
+    /* b c (rank 0) before a b (rank 1); then a bc (rank 2). */
+    expect_ids(t, "abc", 0, 0, (const int32_t[]){ B_ABC, -1 });
+    /* " ab" is one word spelled "Ġab": a b (1) before Ġ a (3), and "Ġ ab" is no merge. */
+    expect_ids(t, "ab ab", 0, 0, (const int32_t[]){ B_AB, B_G, B_AB, -1 });
+    /* Ties go to the leftmost pair. */
+    expect_ids(t, "aaa", 0, 0, (const int32_t[]){ B_AA, B_A, -1 });
+    /* "ca" is a token but no merge makes it: GPT-2 keeps the characters. */
+    expect_ids(t, "ca", 0, 0, (const int32_t[]){ B_C, B_A, -1 });
+    /* é = C3 A9, spelled "Ã©": "Ã" is a token; "©" is none, nor are its bytes C2 A9: it is
+     * dropped, as in llama.cpp. */
+    expect_ids(t, "\xc3\xa9", 0, 0, (const int32_t[]){ B_ATILDE, -1 });
+    /* Control tokens only with parse_special; BOS only when asked. */
+    expect_ids(t, "a<|eot|>", 0, 1, (const int32_t[]){ B_A, B_EOT, -1 });
+    ck_assert_int_eq(tokenizer_adds_bos(t), 0);
+    ck_assert_int_eq(tokenizer_decode(t, (const int32_t[]){ B_AB, B_G, B_AB, B_ATILDE }, 4, 0, buf, sizeof buf, &n), 0);
+    ck_assert_uint_eq(n, 6);
+    ck_assert_int_eq(memcmp(buf, "ab ab\xc3", 6), 0);
+    tokenizer_free(t);
+
+    /* Llama 3 takes a word that is a token whole, before any merge. */
+    t = tiny_bpe("llama-bpe");
+    ck_assert_str_eq(tokenizer_pre_name(t), "llama3");
+    expect_ids(t, "ca", 0, 0, (const int32_t[]){ B_CA, -1 });
+    tokenizer_free(t);
+}
+END_TEST
+
+START_TEST(bpe_refuses_unknown_pre_tokenizer)
+{
+    tokenizer *t = (tokenizer *)1;
+    ck_assert_int_eq(tokenizer_new_bpe(&t, B_N, bpe_text, NULL, bpe_type, 6, bpe_merges, NULL, "klingon-9", NULL),
+                     MS_EUNSUPPORTED);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "unknown pre-tokenizer 'klingon-9'"));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- refusals: arrays */
 
 static const struct {
@@ -262,7 +327,7 @@ static int mem_sink(void *ctx, const void *buf, size_t len)
 }
 
 /* What to break in the small GGUF vocab. */
-enum { G_OK, G_GPT2, G_NO_MODEL, G_NO_TOKENS, G_SCORES_SHORT, G_TYPES_LONG, G_BOS_RANGE, G_TOKENS_U32,
+enum { G_OK, G_GPT2, G_BERT, G_PRE_UNKNOWN, G_MERGES_U32, G_NO_MODEL, G_NO_TOKENS, G_SCORES_SHORT, G_TYPES_LONG, G_BOS_RANGE, G_TOKENS_U32,
        G_TYPE_VALUE, G_SCORES_I32, G_BOOL_TYPE };
 
 static mem tiny_gguf(int variant)
@@ -276,9 +341,16 @@ static mem tiny_gguf(int variant)
 
     ck_assert_int_eq(gguf_writer_new(&w, 3, 0), 0);
     ck_assert_int_eq(gguf_writer_set_str(w, "general.name", "tiny", 4), 0);
-    if (variant != G_NO_MODEL)
-        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", variant == G_GPT2 ? "gpt2" : "llama",
-                                             variant == G_GPT2 ? 4 : 5), 0);
+    if (variant == G_BERT)
+        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "bert", 4), 0);
+    else if (variant == G_GPT2 || variant == G_PRE_UNKNOWN || variant == G_MERGES_U32)
+        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2", 4), 0);
+    else if (variant != G_NO_MODEL)
+        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", 5), 0);
+    if (variant == G_PRE_UNKNOWN)
+        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.pre", "klingon-9", 9), 0);
+    if (variant == G_MERGES_U32)
+        ck_assert_int_eq(gguf_writer_set_arr(w, "tokenizer.ggml.merges", GGUF_TYPE_UINT32, u32s, 6), 0);
     if (variant == G_TOKENS_U32)
         ck_assert_int_eq(gguf_writer_set_arr(w, "tokenizer.ggml.tokens", GGUF_TYPE_UINT32, u32s, 6), 0);
     else if (variant != G_NO_TOKENS)
@@ -307,7 +379,10 @@ static const struct {
     int variant, code;
     const char *expect;
 } bad_gguf[] = {
-    { G_GPT2, MS_EUNSUPPORTED, "tiny.gguf: tokenizer 'gpt2' is not supported yet" },
+    { G_GPT2, MS_ENOTFOUND, "tiny.gguf: tokenizer.ggml.merges not found (tokenizer 'gpt2' needs it)" },
+    { G_BERT, MS_EUNSUPPORTED, "tiny.gguf: tokenizer 'bert' is not supported (supported: llama, gpt2)" },
+    { G_PRE_UNKNOWN, MS_EUNSUPPORTED, "tiny.gguf: tokenizer.ggml.pre: unknown pre-tokenizer 'klingon-9'" },
+    { G_MERGES_U32, MS_EINVALID, "tokenizer.ggml.merges is an array of u32, expected string" },
     { G_NO_MODEL, MS_ENOTFOUND, "tiny.gguf: no tokenizer (tokenizer.ggml.model not found)" },
     { G_NO_TOKENS, MS_ENOTFOUND, "tokenizer.ggml.tokens not found" },
     { G_SCORES_SHORT, MS_EINVALID, "tokenizer.ggml.scores has 5 entries, tokenizer.ggml.tokens has 6" },
@@ -477,6 +552,21 @@ START_TEST(phi3_vectors)
 }
 END_TEST
 
+START_TEST(bpe_vectors)
+{
+    static const char *const vocabs[] = { "ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf",
+                                          "ggml-vocab-deepseek-coder.gguf" };
+    char *models = fixture_models_dir();
+
+    if (!models) {
+        printf("test_tokenizer: skipped: shared models not found\n");
+        return;
+    }
+    check_vectors(models, vocabs[_i]);
+    free(models);
+}
+END_TEST
+
 START_TEST(llama2_c_vectors)
 {
     char *models = fixture_models_dir(), *path;
@@ -582,6 +672,39 @@ START_TEST(encode_long_text_is_fast)
 }
 END_TEST
 
+/* PCRE2 re-checks the whole subject's UTF-8 on each match unless told not to: quadratic. */
+START_TEST(bpe_long_text_is_fast)
+{
+    char *models = fixture_models_dir();
+    size_t len = 1 << 19, n;
+    char *text = malloc(len);
+    tokenizer *t;
+    int32_t *ids;
+    clock_t c0;
+    double secs;
+
+    if (!models || !(t = load_vocab(models, "vocab/ggml-vocab-gpt-2.gguf"))) {
+        printf("test_tokenizer: skipped: shared models not found\n");
+        free(models);
+        free(text);
+        return;
+    }
+    /* One fragment for the single GPT-2 regex: words, numbers, punctuation, space runs. */
+    for (size_t i = 0; i < len; i++)
+        text[i] = "abc de  f1 23,\n gh;i  \t jk.l"[(i * 7 + i / 5) % 28];
+    c0 = clock();
+    ck_assert_int_eq(tokenizer_encode_alloc(t, text, len, 0, 0, &ids, &n), 0);
+    secs = (double)(clock() - c0) / CLOCKS_PER_SEC;
+    ck_assert_uint_gt(n, len / 8);
+    ck_assert_msg(secs < 20, "encoding %zu bytes took %.1f s", len, secs);
+    expect_round_trip(t, text, len);
+    free(ids);
+    tokenizer_free(t);
+    free(text);
+    free(models);
+}
+END_TEST
+
 Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -594,14 +717,18 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, encode_reports_needed_size);
     tcase_add_test(tc, decode_pieces);
     tcase_add_test(tc, accessors_and_eog);
+    tcase_add_test(tc, bpe_merges_lowest_rank_first);
+    tcase_add_test(tc, bpe_refuses_unknown_pre_tokenizer);
     tcase_add_loop_test(tc, new_spm_refuses_corrupt_vocab, 0, sizeof bad_arrays / sizeof *bad_arrays);
     tcase_add_loop_test(tc, from_gguf_refuses_corrupt_vocab, 0, sizeof bad_gguf / sizeof *bad_gguf);
     tcase_add_test(tc, from_gguf_reads_small_vocab);
     tcase_add_test(tc, llama_spm_vectors);
     tcase_add_test(tc, phi3_vectors);
+    tcase_add_loop_test(tc, bpe_vectors, 0, 3);
     tcase_add_test(tc, llama2_c_vectors);
     tcase_add_test(tc, stories260k_prompt_counts);
     tcase_add_test(tc, encode_long_text_is_fast);
+    tcase_add_test(tc, bpe_long_text_is_fast);
     suite_add_tcase(s, tc);
     return s;
 }
