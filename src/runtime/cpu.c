@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "runtime/runtime_int.h"
+#include "runtime/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
 
 static const rt_kernels *selected;
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
@@ -64,7 +65,8 @@ static int is_block_type(int type)
 
 int runtime_type_supported(int type)
 {
-    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || is_block_type(type);
+    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || is_block_type(type) ||
+           rt_ext_type(type);
 }
 
 size_t runtime_matmul_scratch(int n_tok, int cols)
@@ -111,6 +113,10 @@ static void mm_task(void *ctx, int ith, int nth)
 static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
                        void *scratch)
 {
+    if (rt_ext_type(w->type)) {   /* kquant_*.c, mlx_*.c */
+        rt_ext_matmul(p, y, x, n_tok, w, scratch);
+        return;
+    }
     const rt_kernels *k = rt_kernels_get();
     mm_job j = { .y = y, .w = w->data, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
                  .rows = (int)w->shape[0], .dot = k->dot[w->type] };
@@ -134,6 +140,8 @@ static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, con
 
 float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
+    if (rt_ext_type(w->type))   /* kquant_*.c, mlx_*.c */
+        return rt_ext_dot_row(w, row, x);
     const rt_kernels *k = rt_kernels_get();
     int cols = (int)w->shape[w->n_dims - 1];
     uint64_t row_bytes = 0;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/runtime_int.h"
+#include "runtime/kquant_int.h"
 
 typedef struct layer {
     const runtime_tensor *wq, *wk, *wv, *wo, *w1, *w2, *w3;
@@ -50,11 +50,14 @@ static int expect_matrix(const runtime_tensor **out, const runtime_weights *w, c
         return ms_err(MS_ENOTFOUND, "tensor '%s' not found", name);
     if (!runtime_type_supported(t->type))
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': type %s is not supported; supported: F32, F16, BF16, "
-                      "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1", name, ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
+                      "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MLX int2..int8, "
+                      "mxfp4, nvfp4, mxfp8", name, ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
     if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols)
         return ms_err(MS_EINVALID, "tensor '%s': shape [%llu, %llu] (%d dims), expected [%llu, %llu]", name,
                       (unsigned long long)t->shape[0], (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 0),
                       t->n_dims, (unsigned long long)rows, (unsigned long long)cols);
+    if (t->type == RUNTIME_TYPE_MLX)   /* codes, scales and groups were checked by weights.c */
+        return 0;
     if (ggml_row_nbytes(&row_bytes, t->type, cols) < 0 || row_bytes * rows != t->nbytes)
         return ms_err(MS_EINVALID, "tensor '%s': %llu bytes, expected %llu rows of %llu", name,
                       (unsigned long long)t->nbytes, (unsigned long long)rows, (unsigned long long)row_bytes);
@@ -346,7 +349,7 @@ static void forward_batch(runtime_model *m, const int32_t *tokens, int n)
     size_t layer_kv = (size_t)m->n_ctx * kv_dim;
 
     for (int t = 0; t < n; t++)
-        runtime_tensor_row(m->x + (size_t)t * dim, m->embed, (uint64_t)tokens[t]);
+        rt_ext_tensor_row(m->x + (size_t)t * dim, m->embed, (uint64_t)tokens[t]);
     for (int l = 0; l < c->n_layers; l++) {
         const layer *L = &m->layers[l];
         uint8_t *kc = (uint8_t *)m->kc + (l * layer_kv + (size_t)pos * kv_dim) * m->kv_elt;

@@ -12,9 +12,11 @@
  *             nothing. Prefill runs a whole chunk of tokens as one matrix-matrix batch.
  *   sampler   greedy, temperature, top-k, top-p, min-p, repeat penalty, seeded PRNG.
  *
- * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (ggml block
- * layouts; ids are ggml's, GGML_TYPE_* in format/format.h). Block quantized weights are used
- * block by block (dot products per row); no matrix is ever dequantized whole. */
+ * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts; ids are ggml's, GGML_TYPE_* in
+ * format/format.h), and MLX-quantized weights (RUNTIME_TYPE_MLX: affine int2..int8 in groups of
+ * 32/64/128, mxfp4, nvfp4, mxfp8). Quantized weights are used block by block (dot products per
+ * row); no matrix is ever dequantized whole. */
 #ifndef MSTORE_RUNTIME_H
 #define MSTORE_RUNTIME_H
 
@@ -34,7 +36,18 @@ typedef struct runtime_tensor {
     uint64_t shape[4];    /* Hugging Face order: shape[n_dims-1] is the contiguous row */
     const void *data;     /* view into a read-only mapping; valid until the weights close */
     uint64_t nbytes;
+    /* RUNTIME_TYPE_MLX only (import.h's combined blob): `data` holds each row's codes as one
+     * little-endian bit stream of cols * bits bits; each group of group_size weights along the
+     * row has one scale (and for affine formats one bias): scales / biases are [rows][cols /
+     * group_size] of scale_dtype (an st_dtype). w = scale * q + bias (affine), else the fp
+     * format's code times its scale (src/quant/quant.h). */
+    const char *quant_type;   /* "int4", "int8", "nvfp4", "mxfp8", ...; NULL for ggml types */
+    int bits, group_size, scale_dtype;
+    const void *scales, *biases;
 } runtime_tensor;
+
+/* The type id of MLX-quantized tensors: past every ggml type id. */
+#define RUNTIME_TYPE_MLX 64
 
 /* Rope scaling kinds. */
 enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2 };
@@ -54,8 +67,8 @@ typedef struct runtime_config {
 typedef struct runtime_weights runtime_weights;
 /* Map a GGUF file and expose its tensors under canonical names (blk.N.attn_q.weight ->
  * model.layers.N.self_attn.q_proj.weight, ...) and its llama.* metadata as the config.
- * An architecture other than llama: MS_EUNSUPPORTED "architecture 'x' is not supported;
- * supported: llama". MS_EINVALID, MS_ENOTFOUND, MS_EIO, MS_ENOMEM. */
+ * An architecture other than llama, qwen2, qwen3: MS_EUNSUPPORTED "architecture 'x' is not
+ * supported; supported: llama, qwen2, qwen3". MS_EINVALID, MS_ENOTFOUND, MS_EIO, MS_ENOMEM. */
 int runtime_weights_open_gguf(runtime_weights **out, const char *path);
 /* Resolve `name` in the store, mmap every tensor blob once and parse its header (import.h's
  * contract: floats keep their dtype; GGUF block types are U8 with quant_type/logical_shape),
@@ -73,12 +86,12 @@ int runtime_weights_tokenizer(const tokenizer **out, const runtime_weights *w);
 uint64_t runtime_weights_nbytes(const runtime_weights *w);
 void runtime_weights_close(runtime_weights *w);   /* NULL is fine */
 
-/* Canonical name of a llama GGUF tensor name into buf; 0, or MS_ENOTFOUND for a name outside the
+/* Canonical name of a llama / qwen GGUF tensor name into buf; 0, or MS_ENOTFOUND for a name outside the
  * table (e.g. rope_freqs.weight). */
 int runtime_gguf_name_map(char *buf, size_t len, const char *gguf_name);
 
-/* Fill `c` from llama GGUF metadata / from a config blob's JSON text. MS_EINVALID naming the key
- * and value, MS_EUNSUPPORTED for another architecture. */
+/* Fill `c` from GGUF metadata (<arch>.* keys) / from a config blob's JSON text. MS_EINVALID naming
+ * the key and value, MS_EUNSUPPORTED for an architecture other than llama, qwen2, qwen3. */
 int runtime_config_from_gguf(runtime_config *c, const gguf_file *g);
 int runtime_config_from_json(runtime_config *c, const char *json, size_t len, const char *what);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "blob/blob.h"
+#include "quant/quant.h"
 #include "runtime/runtime_int.h"
 
 struct runtime_weights {
@@ -222,6 +223,67 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
     return 0;
 }
 
+/* An MLX combined blob (import.h): {name} U32 codes, {name}.scale, {name}.bias (affine only),
+ * "quant_type", "group_size", "logical_shape" in __metadata__; one runtime tensor of type
+ * RUNTIME_TYPE_MLX. Every size the kernels rely on is checked here, so they need not. */
+static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const quant_format *fmt)
+{
+    const char *ls = st_meta(f, "logical_shape"), *gs = st_meta(f, "group_size");
+    const st_tensor *codes = NULL, *sc, *bi;
+    char key[600];
+    uint64_t rows, cols, ng, ssz;
+    long g;
+    char *end;
+    int rc;
+
+    for (size_t i = 0; i < st_count(f) && !codes; i++)
+        if (st_at(f, i)->dtype == ST_U32)
+            codes = st_at(f, i);
+    if (!codes || !ls || !gs)
+        return ms_err(MS_EINVALID, "quant_type %s: expected U32 codes, a logical_shape and a group_size", fmt->name);
+    t->name = codes->name;
+    snprintf(key, sizeof key, "%s.scale", codes->name);
+    sc = st_find(f, key);
+    snprintf(key, sizeof key, "%s.bias", codes->name);
+    bi = st_find(f, key);
+    if ((rc = parse_shape(t, ls)) < 0)
+        return ms_err_ctx("tensor '%s'", codes->name);
+    g = strtol(gs, &end, 10);
+    if (*end || !quant_group_valid(fmt, (int)g))
+        return ms_err(MS_EINVALID, "tensor '%s': group_size '%s' is not allowed for %s", codes->name, gs, fmt->name);
+    if (t->n_dims != 2)
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': %s with %d dims; only matrices are supported", codes->name,
+                      fmt->name, t->n_dims);
+    rows = t->shape[0];
+    cols = t->shape[1];
+    if (cols == 0 || cols % (uint64_t)g || cols % QK || rows > UINT64_MAX / 8 / cols ||
+        codes->nbytes != rows * cols * (uint64_t)fmt->bits / 8)
+        return ms_err(MS_EINVALID, "tensor '%s': %llu bytes of %d-bit codes for logical_shape %s (group %ld)",
+                      codes->name, (unsigned long long)codes->nbytes, fmt->bits, ls, g);
+    ng = rows * (cols / (uint64_t)g);
+    if (!sc || (fmt->mode == QUANT_AFFINE) != (bi != NULL))
+        return ms_err(MS_EINVALID, "tensor '%s': %s needs %s", codes->name, fmt->name,
+                      fmt->mode == QUANT_AFFINE ? "a .scale and a .bias" : "a .scale and no .bias");
+    ssz = st_dtype_size(sc->dtype);
+    if (fmt->mode == QUANT_AFFINE ? (sc->dtype != ST_F32 && sc->dtype != ST_F16 && sc->dtype != ST_BF16)
+                                  : (sc->dtype != fmt->scale_dtype && !(fmt->mode == QUANT_NVFP4 && sc->dtype == ST_U8)))
+        return ms_err(MS_EINVALID, "tensor '%s.scale': dtype %s is not a %s scale", codes->name,
+                      st_dtype_name(sc->dtype), fmt->name);
+    if (sc->nbytes != ng * ssz || (bi && (bi->dtype != sc->dtype || bi->nbytes != sc->nbytes)))
+        return ms_err(MS_EINVALID, "tensor '%s': scales/biases of %llu bytes, expected %llu groups of %s", codes->name,
+                      (unsigned long long)sc->nbytes, (unsigned long long)ng, st_dtype_name(sc->dtype));
+    t->type = RUNTIME_TYPE_MLX;
+    t->data = codes->data;
+    t->nbytes = codes->nbytes + sc->nbytes + (bi ? bi->nbytes : 0);
+    t->quant_type = fmt->name;
+    t->bits = fmt->bits;
+    t->group_size = (int)g;
+    t->scale_dtype = (int)sc->dtype;
+    t->scales = sc->data;
+    t->biases = bi ? bi->data : NULL;
+    return 0;
+}
+
 static int open_blobs(runtime_weights *w, store *s, const manifest *m)
 {
     const char *home = store_home(s);
@@ -252,6 +314,13 @@ static int open_blobs(runtime_weights *w, store *s, const manifest *m)
     if (!w->t)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t b = 0; b < w->n_blobs; b++) {
+        const quant_format *fmt = quant_format_find(st_meta(w->st[b], "quant_type"));
+        if (fmt && fmt->mode != QUANT_GGML && fmt->mode != QUANT_FLOAT) {
+            if ((rc = tensor_from_mlx(&w->t[w->n], w->st[b], fmt)) < 0)
+                return rc;
+            w->nbytes += w->t[w->n++].nbytes;
+            continue;
+        }
         for (size_t i = 0; i < st_count(w->st[b]); i++) {
             if ((rc = tensor_from_st(&w->t[w->n], w->st[b], st_at(w->st[b], i))) < 0)
                 return rc;

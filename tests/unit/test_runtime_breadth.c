@@ -1,5 +1,5 @@
-/* test_runtime_breadth.c: the runtime past llama: Qwen 2 / Qwen 3 decoders, and their configs
- * and names. Whole models are compared with float64 reference outputs in tests/data/runtime (see
+/* test_runtime_breadth.c: the runtime past llama: Qwen 2 / Qwen 3 decoders, their configs and
+ * names; K-quant, IQ4 and MLX weights through both kernel paths. Whole models are compared with float64 reference outputs in tests/data/runtime (see
  * its README); the synthetic F32 GGUFs are regenerated with tests/reference/make_synthetic_qwen.py
  * and must hash to what the reference was computed on. */
 #include <check.h>
@@ -11,7 +11,8 @@
 
 #include "blob/blob.h"
 #include "helpers/fixture.h"
-#include "runtime/runtime_int.h"
+#include "quant/quant.h"
+#include "runtime/kquant_int.h"
 
 static const char *src_dir(void) { return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : "."; }
 
@@ -134,6 +135,156 @@ static char *make_synthetic(const char *dir, const char *arch, const char *flags
     return out;
 }
 
+/* ---------------------------------------------------------------- kernels */
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }   /* [-1, 1) */
+
+static const char *paths[] = { "scalar", "avx2" };
+
+static int use_path(int i)
+{
+    int rc = runtime_cpu_select(paths[i]);
+
+    if (rc == MS_EUNSUPPORTED)
+        printf("skipped: cpu path %s not available here\n", paths[i]);
+    else
+        ck_assert_int_eq(rc, 0);
+    return rc == 0;
+}
+
+static const int kq_types[] = { GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+                                 GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS };
+
+/* Offsets of the f16 super-block scales (d, and dmin where the type has one) in each block. */
+static void f16_fields(int type, int *d_off, int *dmin_off)
+{
+    *dmin_off = -1;
+    switch (type) {
+    case GGML_TYPE_Q2_K: *d_off = 80; *dmin_off = 82; break;
+    case GGML_TYPE_Q3_K: *d_off = 108; break;
+    case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: *d_off = 0; *dmin_off = 2; break;
+    case GGML_TYPE_Q6_K: *d_off = 208; break;
+    default: *d_off = 0; break;   /* IQ4_NL, IQ4_XS */
+    }
+}
+
+/* Random blocks: every code and sub-block scale bit random, the f16 scales ~0.001..0.01. */
+static uint8_t *make_kq(runtime_tensor *t, int type, int rows, int cols)
+{
+    uint32_t blck_elems, blck_bytes;
+    uint64_t row_bytes;
+    uint8_t *buf;
+    int d_off, dmin_off;
+
+    ck_assert_int_eq(ggml_type_info(type, &blck_elems, &blck_bytes), 0);
+    ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
+    buf = malloc(row_bytes * rows);
+    ck_assert_ptr_nonnull(buf);
+    for (uint64_t i = 0; i < row_bytes * rows; i++)
+        buf[i] = (uint8_t)rnd();
+    f16_fields(type, &d_off, &dmin_off);
+    for (uint64_t b = 0; b < row_bytes * rows / blck_bytes; b++) {
+        uint16_t d = runtime_f32_to_f16(0.001f + 0.009f * (unif() + 1) / 2);
+        memcpy(buf + b * blck_bytes + d_off, &d, 2);
+        if (dmin_off >= 0) {
+            d = runtime_f32_to_f16(0.001f + 0.009f * (unif() + 1) / 2);
+            memcpy(buf + b * blck_bytes + dmin_off, &d, 2);
+        }
+    }
+    *t = (runtime_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+                           .data = buf, .nbytes = row_bytes * rows };
+    return buf;
+}
+
+/* Each K-quant / IQ4 type through each path against the float64 dot of src/quant's dequantized
+ * row with the 16-bit activations the kernel sees (only float summation order differs), and
+ * against the exact activations (bounded by the activation rounding, |w| * dx / 2 each). */
+START_TEST(kquant_row_dots_match_the_dequantized_rows)
+{
+    int rows = 5, cols = 512;
+
+    if (!use_path(_i))
+        return;
+    for (size_t ti = 0; ti < sizeof kq_types / sizeof kq_types[0]; ti++) {
+        runtime_tensor w;
+        uint8_t *buf = make_kq(&w, kq_types[ti], rows, cols);
+        float *x = malloc(cols * sizeof *x), *wr = malloc(cols * sizeof *wr), *wr2 = malloc(cols * sizeof *wr2);
+        rt_q16 *xq = malloc(cols / QK * sizeof *xq);
+        uint64_t row_bytes;
+
+        ck_assert(runtime_type_supported(kq_types[ti]));
+        ggml_row_nbytes(&row_bytes, kq_types[ti], (uint64_t)cols);
+        for (int i = 0; i < cols; i++)
+            x[i] = 2.0f * unif();
+        rt_quantize_q16(xq, x, cols);
+        for (int r = 0; r < rows; r++) {
+            double exact = 0, seen = 0, mag = 0, bound = 0;
+            float got = runtime_dot_row(&w, (uint64_t)r, x);
+            ck_assert_int_eq(quant_dequantize_row(ggml_type_name(kq_types[ti]), buf + r * row_bytes, NULL, NULL, ST_F32,
+                                                  0, (size_t)cols, wr), 0);
+            rt_ext_tensor_row(wr2, &w, (uint64_t)r);
+            ck_assert_int_eq(memcmp(wr, wr2, cols * sizeof *wr), 0);
+            for (int i = 0; i < cols; i++) {
+                double xs = (double)xq[i / QK].d * xq[i / QK].q[i % QK];
+                exact += (double)wr[i] * x[i];
+                seen += (double)wr[i] * xs;
+                mag += fabs((double)wr[i] * xs);
+                bound += fabs(wr[i]) * xq[i / QK].d * 0.5;
+            }
+            ck_assert_msg(fabs(got - seen) <= 2e-6 * mag + 1e-6, "%s %s row %d: %.9g vs %.9g (mag %g)", paths[_i],
+                          ggml_type_name(kq_types[ti]), r, got, seen, mag);
+            ck_assert_msg(fabs(got - exact) <= bound * 1.001 + 2e-6 * mag + 1e-6, "%s %s: %g vs exact %g", paths[_i],
+                          ggml_type_name(kq_types[ti]), got, exact);
+        }
+        free(buf);
+        free(x);
+        free(wr);
+        free(wr2);
+        free(xq);
+    }
+    runtime_cpu_select("auto");
+}
+END_TEST
+
+/* The pool's matmul gives each row exactly the dot product of the same path. */
+START_TEST(kquant_threaded_matmul_equals_row_dots)
+{
+    runtime_pool *pool;
+    int rows = 37, cols = 256, n_tok = 9;
+
+    if (!use_path(_i))
+        return;
+    ck_assert_int_eq(runtime_pool_new(&pool, 3), 0);
+    for (size_t ti = 0; ti < sizeof kq_types / sizeof kq_types[0]; ti++) {
+        runtime_tensor w;
+        uint8_t *buf = make_kq(&w, kq_types[ti], rows, cols);
+        float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
+        void *scratch = malloc(runtime_matmul_scratch(n_tok, cols));
+
+        for (int i = 0; i < n_tok * cols; i++)
+            x[i] = unif();
+        runtime_backend_cpu()->matmul(pool, y, x, n_tok, &w, scratch);
+        for (int t = 0; t < n_tok; t++)
+            for (int r = 0; r < rows; r++)
+                ck_assert_float_eq(y[t * rows + r], runtime_dot_row(&w, (uint64_t)r, x + t * cols));
+        free(buf);
+        free(x);
+        free(y);
+        free(scratch);
+    }
+    runtime_pool_free(pool);
+    runtime_cpu_select("auto");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- qwen decoders */
 
 static const struct { const char *arch, *flags; } synth[] = {
@@ -245,7 +396,11 @@ END_TEST
 static Suite *breadth_suite(void)
 {
     Suite *s = suite_create("runtime_breadth");
-    TCase *c = tcase_create("config"), *m = tcase_create("models");
+    TCase *k = tcase_create("kernels"), *c = tcase_create("config"), *m = tcase_create("models");
+
+    tcase_add_loop_test(k, kquant_row_dots_match_the_dequantized_rows, 0, 2);
+    tcase_add_loop_test(k, kquant_threaded_matmul_equals_row_dots, 0, 2);
+    suite_add_tcase(s, k);
 
     tcase_add_test(c, config_json_reads_qwen3_with_its_own_head_dim);
     tcase_add_test(c, unsupported_architectures_are_refused_with_the_supported_list);

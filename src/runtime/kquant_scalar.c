@@ -1,0 +1,203 @@
+/* kquant_scalar.c: row dot products of ggml's K-quants and IQ4 types, the portable definition
+ * that kquant_avx2.c must meet (the same integer sums; only float additions are reordered).
+ *
+ * Layouts (super-blocks of QK_K = 256 weights unless said; all little endian; f16 scalars):
+ *   Q2_K   u8 scales[16] | u8 qs[64] | d | dmin          16 sub-blocks of 16:
+ *          w = d * (scales[i] & 15) * q - dmin * (scales[i] >> 4), q 2 bits
+ *   Q3_K   u8 hmask[32] | u8 qs[64] | u8 scales[12] | d  16 sub-blocks of 16, 6-bit scales - 32
+ *          (rt_q3k_scales): w = d * s[i] * (q2 - (hmask bit ? 0 : 4))
+ *   Q4_K   d | dmin | u8 scales[12] | u8 qs[128]         8 sub-blocks of 32 (rt_scale_min_k4):
+ *          w = d * sc[i] * q - dmin * m[i], q 4 bits
+ *   Q5_K   d | dmin | u8 scales[12] | u8 qh[32] | u8 qs[128]   as Q4_K, q = nibble | qh bit << 4
+ *   Q6_K   u8 ql[128] | u8 qh[64] | i8 scales[16] | d    16 sub-blocks of 16: w = d * s[i] * (q - 32),
+ *          q = 4 bits of ql | 2 bits of qh << 4
+ *   IQ4_NL d | u8 qs[16]                                  blocks of 32: w = d * values[nibble]
+ *   IQ4_XS d | u16 scales_h | u8 scales_l[4] | u8 qs[128] 8 sub-blocks of 32, 6-bit scales - 32:
+ *          w = d * (ls - 32) * values[nibble]
+ * Where the bits sit. Q2_K, Q3_K and Q6_K go in halves of 128 weights; in half h, element
+ * 128h + 32j + l (j < 4, l < 32) takes bits 2j..2j+1 of qs[32h + l] (Q2_K, Q3_K, with hmask[l]
+ * bit 4h + j for Q3_K), and for Q6_K the low nibble (j < 2) or high nibble (j >= 2) of
+ * ql[64h + 32(j % 2) + l] with bits 2j..2j+1 of qh[32h + l]. Its sub-block is 8h + 2j + l / 16.
+ * Q4_K, Q5_K go in chunks of 64: element 64j + 32k + l is nibble k of qs[32j + l] (and bit
+ * 2j + k of qh[l]), sub-block 2j + k. IQ4 blocks of 32: element l is the low nibble of qs[l],
+ * element 16 + l the high one.
+ *
+ * Activations come as rt_q16 blocks of 32 (x = dx * qx, s = dx * sum qx): a 32-weight span
+ * (one sub-block, or two of 16) meets exactly one activation block, so each span costs one
+ * integer dot product, and the min terms use the activation block sums. */
+#include "runtime/kquant_int.h"
+
+const int8_t rt_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* sum over 16 of q[l] * x[l] */
+static int sum16(const int8_t *q, const int16_t *x)
+{
+    int s = 0;
+
+    for (int l = 0; l < 16; l++)
+        s += q[l] * x[l];
+    return s;
+}
+
+static int xsum16(const int16_t *x)
+{
+    int s = 0;
+
+    for (int l = 0; l < 16; l++)
+        s += x[l];
+    return s;
+}
+
+static float dot_q2_k(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK_K; b++, p += RT_Q2_K_BYTES) {
+        const uint8_t *sc = p, *qs = p + 16;
+        float d = rt_f16(rt_rd16(p + 80)), dmin = rt_f16(rt_rd16(p + 82));
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++) {
+                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                int8_t q[32];
+                int i = 8 * h + 2 * j;
+                for (int l = 0; l < 32; l++)
+                    q[l] = (int8_t)((qs[32 * h + l] >> (2 * j)) & 3);
+                s += xb->d * (d * (float)((sc[i] & 15) * sum16(q, xb->q) + (sc[i + 1] & 15) * sum16(q + 16, xb->q + 16)) -
+                              dmin * (float)((sc[i] >> 4) * xsum16(xb->q) + (sc[i + 1] >> 4) * xsum16(xb->q + 16)));
+            }
+    }
+    return s;
+}
+
+static float dot_q3_k(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK_K; b++, p += RT_Q3_K_BYTES) {
+        const uint8_t *hm = p, *qs = p + 32;
+        float d = rt_f16(rt_rd16(p + 108));
+        int sc[16];
+        rt_q3k_scales(sc, p + 96);
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++) {
+                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                int8_t q[32];
+                int i = 8 * h + 2 * j;
+                for (int l = 0; l < 32; l++)
+                    q[l] = (int8_t)(((qs[32 * h + l] >> (2 * j)) & 3) - ((hm[l] >> (4 * h + j)) & 1 ? 0 : 4));
+                s += d * xb->d * (float)(sc[i] * sum16(q, xb->q) + sc[i + 1] * sum16(q + 16, xb->q + 16));
+            }
+    }
+    return s;
+}
+
+/* Q4_K and Q5_K (qh NULL for Q4_K). */
+static float dot_q45_k(const rt_q16 *x, const uint8_t *p, int n, int q5)
+{
+    float s = 0.0f;
+    int bytes = q5 ? RT_Q5_K_BYTES : RT_Q4_K_BYTES;
+
+    for (int b = 0; b < n / QK_K; b++, p += bytes) {
+        const uint8_t *qh = p + 16, *qs = p + (q5 ? 48 : 16);
+        float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));
+        for (int j = 0; j < 4; j++)
+            for (int k = 0; k < 2; k++) {
+                const rt_q16 *xb = &x[b * 8 + 2 * j + k];
+                int sc, m, sumi = 0;
+                rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);
+                for (int l = 0; l < 32; l++) {
+                    int q = (qs[32 * j + l] >> (4 * k)) & 15;
+                    if (q5)
+                        q |= ((qh[l] >> (2 * j + k)) & 1) << 4;
+                    sumi += q * xb->q[l];
+                }
+                s += d * (float)sc * xb->d * (float)sumi - dmin * (float)m * xb->s;
+            }
+    }
+    return s;
+}
+
+static float dot_q4_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 0); }
+static float dot_q5_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 1); }
+
+static float dot_q6_k(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {
+        const uint8_t *ql = p, *qh = p + 128;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        float d = rt_f16(rt_rd16(p + 208));
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++) {
+                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                int8_t q[32];
+                int i = 8 * h + 2 * j;
+                for (int l = 0; l < 32; l++) {
+                    int lo = ql[64 * h + 32 * (j % 2) + l];
+                    lo = j < 2 ? lo & 15 : lo >> 4;
+                    q[l] = (int8_t)((lo | ((qh[32 * h + l] >> (2 * j)) & 3) << 4) - 32);
+                }
+                s += d * xb->d * (float)(sc[i] * sum16(q, xb->q) + sc[i + 1] * sum16(q + 16, xb->q + 16));
+            }
+    }
+    return s;
+}
+
+/* One IQ4 block of 32: sum of values[nibble] * x. */
+static int iq4_block(const uint8_t *qs, const int16_t *x)
+{
+    int s = 0;
+
+    for (int l = 0; l < 16; l++)
+        s += rt_iq4_values[qs[l] & 15] * x[l] + rt_iq4_values[qs[l] >> 4] * x[l + 16];
+    return s;
+}
+
+static float dot_iq4_nl(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK; b++, p += RT_IQ4_NL_BYTES)
+        s += rt_f16(rt_rd16(p)) * x[b].d * (float)iq4_block(p + 2, x[b].q);
+    return s;
+}
+
+static float dot_iq4_xs(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK_K; b++, p += RT_IQ4_XS_BYTES) {
+        float d = rt_f16(rt_rd16(p));
+        unsigned sh = rt_rd16(p + 2);
+        for (int i = 0; i < 8; i++) {
+            int ls = ((p[4 + i / 2] >> (4 * (i % 2))) & 15) | (int)((sh >> (2 * i)) & 3) << 4;
+            s += d * (float)(ls - 32) * x[b * 8 + i].d * (float)iq4_block(p + 8 + 16 * i, x[b * 8 + i].q);
+        }
+    }
+    return s;
+}
+
+rt_dot_fn rt_kq_dot_scalar(int type)
+{
+    switch (type) {
+    case GGML_TYPE_Q2_K: return dot_q2_k;
+    case GGML_TYPE_Q3_K: return dot_q3_k;
+    case GGML_TYPE_Q4_K: return dot_q4_k;
+    case GGML_TYPE_Q5_K: return dot_q5_k;
+    case GGML_TYPE_Q6_K: return dot_q6_k;
+    case GGML_TYPE_IQ4_NL: return dot_iq4_nl;
+    case GGML_TYPE_IQ4_XS: return dot_iq4_xs;
+    default: return NULL;
+    }
+}
