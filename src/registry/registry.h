@@ -4,17 +4,18 @@
  * Pull: GET /v2/<namespace>/<model>/manifests/<tag> accepting both the OCI and the Docker v2
  * manifest types; the bytes are kept exactly as received (their sha256 is the model version and
  * must equal Docker-Content-Digest when the registry sends it). Each missing blob is fetched in
- * parts (HTTP Range), several at once, and lands in the store through a blob writer that checks
- * the manifest's digest and size. Then the manifest and the name are committed in one
- * transaction (store_model_commit).
+ * parts (HTTP Range), several at once, into one file under <home>/tmp/pull/, hashed as it
+ * arrives, and adopted into blobs/ when it hashes to the manifest's digest (registry_int.h has
+ * the files and their locks). Then the manifest and the name are committed in one transaction
+ * (store_model_commit).
  *   1. A blob appears under blobs/ only when its sha256 and size match the manifest.
  *   2. The store gains the name only when every blob is present: a failed pull adds no name.
- *   3. Resumable downloads live in <home>/tmp/pull/<hex>-<offset>.partial: the name derives from
- *      the digest and the part's offset only, never from a pid, so a rerun (another process)
- *      continues from the bytes already there. blob_tmp_clean unlinks files directly in tmp/
- *      and so leaves this folder alone; gc should remove files in it older than a few days.
- *      Two pulls of the same blob write the same bytes at the same offsets, so they may share
- *      a part file safely; the digest check at the end catches anything else.
+ *   3. Resumable downloads live in <home>/tmp/pull/<hex>.partial (+ <hex>.ranges, the parts
+ *      done, for blobs of several parts): the names derive from the digest only, never from a
+ *      pid, so a rerun (another process) continues from the bytes already there. A pull holds
+ *      a flock on the files it writes, so two pulls of one blob never write one file at once:
+ *      the second waits and then finds the blob stored. blob_tmp_clean leaves this folder
+ *      alone; store_gc removes files in it older than 7 days that no pull holds locked.
  *
  * Push: HEAD each blob, mount it from another repository of the same registry when this store
  * has seen it there, else upload it (monolithic PUT, or chunked PATCH for large blobs), then PUT
