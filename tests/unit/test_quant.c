@@ -2,9 +2,11 @@
  * conversions, ggml block types, refusals. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers/fixture.h"
 #include "quant/quant.h"
 
 static uint32_t rng_state = 1;
@@ -318,6 +320,56 @@ START_TEST(quantize_refuses_bad_parameters)
 }
 END_TEST
 
+/* Real data: stories260K re-typed to Q5_0 / Q8_0 (s260k-mixed.gguf) dequantizes close to the same
+ * weights in F16 (s260k-f16.gguf), each within the precision of its type. */
+START_TEST(ggml_dequantize_matches_the_f16_model)
+{
+    char *models = fixture_models_dir(), *pm = NULL, *pf = NULL;
+    gguf_file *gm = NULL, *gf = NULL;
+    int checked = 0;
+
+    if (models) {
+        pm = ms_path_join(models, "stories260K/s260k-mixed.gguf");
+        pf = ms_path_join(models, "stories260K/s260k-f16.gguf");
+    }
+    if (!pm || !ms_is_file(pm) || !ms_is_file(pf)) {
+        fprintf(stderr, "test_quant: no stories260K/s260k-{mixed,f16}.gguf in the models folder: real-data check skipped\n");
+        goto done;
+    }
+    ck_assert_int_eq(gguf_open(&gm, pm), 0);
+    ck_assert_int_eq(gguf_open(&gf, pf), 0);
+    for (size_t i = 0; i < gguf_tensor_count(gm); i++) {
+        const gguf_tensor *tm = gguf_tensor_at(gm, i), *tf = gguf_tensor_find(gf, tm->name);
+        size_t n = (size_t)(tm->ne[0] * tm->ne[1] * tm->ne[2] * tm->ne[3]);
+        float *a, *b;
+        quant_error e = { 0 };
+
+        if (tm->type != GGML_TYPE_Q5_0 && tm->type != GGML_TYPE_Q8_0)
+            continue;
+        ck_assert_ptr_nonnull(tf);
+        ck_assert_int_eq(tf->type, GGML_TYPE_F16);
+        a = malloc(n * sizeof *a);
+        b = malloc(n * sizeof *b);
+        ck_assert_int_eq(quant_dequantize_row(ggml_type_name(tm->type), tm->data, NULL, NULL, ST_F32, 0, n, a), 0);
+        ck_assert_int_eq(quant_dequantize_row("F16", tf->data, NULL, NULL, ST_F32, 0, n, b), 0);
+        quant_error_add(&e, b, a, n);
+        ck_assert_msg(quant_error_rms_rel(&e) < (tm->type == GGML_TYPE_Q8_0 ? 0.01 : 0.06), "%s (%s): rms rel %g",
+                      tm->name, ggml_type_name(tm->type), quant_error_rms_rel(&e));
+        ck_assert_double_gt(quant_error_rms_rel(&e), 0.0);
+        free(a);
+        free(b);
+        checked++;
+    }
+    ck_assert_int_eq(checked, 32);   /* 29 Q5_0 + 3 Q8_0, as SOURCES.md says */
+done:
+    gguf_close(gm);
+    gguf_close(gf);
+    free(pm);
+    free(pf);
+    free(models);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("quant");
@@ -332,6 +384,7 @@ int main(void)
     tcase_add_loop_test(tc, fp_modes_round_trip, 0, 3);
     tcase_add_test(tc, float_conversions_round_to_nearest_even);
     tcase_add_test(tc, ggml_blocks_dequantize_as_ggml_does);
+    tcase_add_test(tc, ggml_dequantize_matches_the_f16_model);
     tcase_add_loop_test(tc, dequantize_refuses_inconsistent_arguments, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tc, quantize_refuses_bad_parameters);
     suite_add_tcase(su, tc);
