@@ -1,0 +1,473 @@
+/* chat.c: template families, their renderers, and where template texts come from. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "chat/chat.h"
+
+/* Flags read from the template text. */
+enum {
+    F_BOS = 1,             /* the template writes bos_token */
+    F_EOS = 2,             /* ... eos_token (Phi-3.5: when there is no generation prompt) */
+    F_SYS = 4,             /* Phi-3: renders system turns */
+    F_SYS_NONEMPTY = 8,    /* Phi-3.5: only when their content is not empty */
+    F_GEN = 16,            /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
+};
+
+struct chat_template {
+    chat_family family;
+    unsigned flags;
+    char *bos, *eos;
+    char *default_system;  /* chatml: the system turn written when the conversation has none */
+    char *warning;
+};
+
+const char *chat_family_name(chat_family f)
+{
+    static const char *const names[] = { "plain", "llama2", "llama3", "chatml", "gemma", "phi3" };
+    return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
+}
+
+chat_family chat_template_family(const chat_template *t) { return t->family; }
+const char *chat_template_warning(const chat_template *t) { return t->warning; }
+
+void chat_template_free(chat_template *t)
+{
+    if (!t)
+        return;
+    free(t->bos);
+    free(t->eos);
+    free(t->default_system);
+    free(t->warning);
+    free(t);
+}
+
+static char *dup_or_empty(const char *s) { return ms_strdup_printf("%s", s ? s : ""); }
+
+/* ChatML templates that write a system turn of their own when the conversation has none (Qwen 2:
+ * "You are a helpful assistant."; Qwen 2.5: "You are Qwen, created by Alibaba Cloud. ..."):
+ * the first "<|im_start|>system\n" followed by literal text rather than the end of a string
+ * literal. The Jinja escapes \n, \' and \" in that text are undone. */
+static int chatml_default_system(chat_template *t, const char *s)
+{
+    static const char *const heads[] = { "<|im_start|>system\\n", "<|im_start|>system\n" };
+    const char *best = NULL, *end;
+    size_t k, o = 0;
+
+    for (k = 0; k < 2; k++)
+        for (const char *p = s; (p = strstr(p, heads[k])) != NULL; p++) {
+            const char *q = p + strlen(heads[k]);
+            if (*q != '\'' && *q != '"' && strncmp(q, "<|im_end|>", 10) != 0 && (!best || q < best)) {
+                best = q;
+                break;
+            }
+        }
+    if (!best || !(end = strstr(best, "<|im_end|>")))
+        return 0;
+    if (!(t->default_system = malloc((size_t)(end - best) + 1)))
+        return ms_err(MS_ENOMEM, "chat: out of memory");
+    for (const char *p = best; p < end; p++) {
+        if (*p == '\\' && p + 1 < end && (p[1] == 'n' || p[1] == '\'' || p[1] == '"' || p[1] == '\\'))
+            t->default_system[o++] = *++p == 'n' ? '\n' : *p;
+        else
+            t->default_system[o++] = *p;
+    }
+    t->default_system[o] = '\0';
+    return 0;
+}
+
+static int set_warning(chat_template *t, const char *msg)
+{
+    if (!(t->warning = ms_strdup_printf("%s", msg)))
+        return ms_err(MS_ENOMEM, "chat: out of memory");
+    return 0;
+}
+
+/* Family by markers, in llama.cpp's order of checks. */
+static int detect(chat_template *t, const char *s)
+{
+    int has_bos = strstr(s, "bos_token") != NULL;
+
+    if (strstr(s, "<|im_start|>")) {
+        t->family = CHAT_CHATML;
+        return chatml_default_system(t, s);
+    }
+    if (strstr(s, "[INST]")) {
+        if (!strstr(s, "<<SYS>>"))
+            return set_warning(t, "an [INST] template without <<SYS>> (Mistral style) is not supported: "
+                                  "rendering plainly");
+        t->family = CHAT_LLAMA2;
+        return 0;
+    }
+    if (strstr(s, "<|start_header_id|>") && strstr(s, "<|end_header_id|>")) {
+        t->family = CHAT_LLAMA3;
+        t->flags = has_bos ? F_BOS : 0;
+        if (strstr(s, "Cutting Knowledge Date"))
+            return set_warning(t, "a Llama 3.1+ template: rendered as Llama 3, without its knowledge-date "
+                                  "system header and tools");
+        return 0;
+    }
+    if (strstr(s, "<start_of_turn>")) {
+        t->family = CHAT_GEMMA;
+        t->flags = has_bos ? F_BOS : 0;
+        return 0;
+    }
+    if (strstr(s, "<|user|>") && strstr(s, "<|end|>") && strstr(s, "<|assistant|>")) {
+        t->family = CHAT_PHI3;
+        t->flags = (has_bos ? F_BOS : 0) | (strstr(s, "eos_token") ? F_EOS : 0) |
+                   (strstr(s, "<|system|>") ? F_SYS : 0) |
+                   (strstr(s, "'system' and message['content']") ? F_SYS_NONEMPTY : 0) |
+                   (strstr(s, "add_generation_prompt") ? F_GEN : 0);
+        return 0;
+    }
+    return set_warning(t, "the chat template is of no family mstore knows (llama2, llama3, chatml, gemma, "
+                          "phi3): rendering plainly");
+}
+
+int chat_template_new(chat_template **out, const char *text, size_t len, const char *bos, const char *eos)
+{
+    chat_template *t = calloc(1, sizeof *t);
+    char *s = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!t)
+        return ms_err(MS_ENOMEM, "chat: out of memory");
+    t->family = CHAT_PLAIN;
+    if (!(t->bos = dup_or_empty(bos)) || !(t->eos = dup_or_empty(eos))) {
+        rc = ms_err(MS_ENOMEM, "chat: out of memory");
+        goto fail;
+    }
+    if (!text || len == 0) {
+        if ((rc = set_warning(t, "the model has no chat template: rendering plainly")) < 0)
+            goto fail;
+        *out = t;
+        return 0;
+    }
+    /* A NUL inside would hide the rest from strstr: look at the text up to it, as C sees it. */
+    if (!(s = malloc(len + 1))) {
+        rc = ms_err(MS_ENOMEM, "chat: out of memory for a template of %zu bytes", len);
+        goto fail;
+    }
+    memcpy(s, text, len);
+    s[len] = '\0';
+    if ((rc = detect(t, s)) < 0)
+        goto fail;
+    free(s);
+    *out = t;
+    return 0;
+fail:
+    free(s);
+    chat_template_free(t);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void put(sbuf *b, const char *s, size_t len)
+{
+    if (b->oom || len == 0)
+        return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = (b->n + len + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+/* Python's str.isspace at the start of s (Jinja's trim and str.strip use it): its length in
+ * bytes, or 0. */
+static size_t space_at(const unsigned char *s, size_t left)
+{
+    uint32_t c;
+    size_t k;
+
+    if (left == 0)
+        return 0;
+    if (s[0] < 0x80)
+        return (s[0] >= 0x09 && s[0] <= 0x0D) || (s[0] >= 0x1C && s[0] <= 0x20) ? 1 : 0;
+    if ((s[0] & 0xE0) == 0xC0 && left >= 2)
+        c = (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F), k = 2;
+    else if ((s[0] & 0xF0) == 0xE0 && left >= 3)
+        c = (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F), k = 3;
+    else
+        return 0;
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+                   c == 0x202F || c == 0x205F || c == 0x3000
+               ? k
+               : 0;
+}
+
+/* Put s without leading and trailing white space (Python's str.strip()). */
+static void put_trimmed(sbuf *b, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t len = strlen(s), start = 0, end = 0, k;
+
+    while ((k = space_at(u + start, len - start)) > 0)
+        start += k;
+    /* the end: the last non-space character's end, scanning forward (UTF-8 has no backward
+     * decoding we trust on arbitrary bytes) */
+    for (size_t i = start; i < len;) {
+        if ((k = space_at(u + i, len - i)) > 0) {
+            i += k;
+        } else {
+            i++;
+            while (i < len && (u[i] & 0xC0) == 0x80 && !space_at(u + i, len - i))
+                i++;
+            end = i;
+        }
+    }
+    if (end > start)
+        put(b, s + start, end - start);
+}
+
+static int is(const chat_msg *m, const char *role) { return m->role && strcmp(m->role, role) == 0; }
+static const char *content(const chat_msg *m) { return m->content ? m->content : ""; }
+
+static int alternation_error(void)
+{
+    return ms_err(MS_EINVALID, "chat: conversation roles must alternate user/assistant/user/assistant/...");
+}
+
+static int render_llama2(sbuf *b, const chat_template *t, const chat_msg *m, size_t n)
+{
+    const char *sys = NULL;
+    size_t first = 0;
+
+    if (n > 0 && is(&m[0], "system"))
+        sys = content(&m[0]), first = 1;
+    for (size_t i = first; i < n; i++) {
+        size_t k = i - first;
+        if (is(&m[i], "user") != (k % 2 == 0))
+            return alternation_error();
+        if (is(&m[i], "user")) {
+            puts_(b, t->bos);
+            puts_(b, "[INST] ");
+            if (k == 0 && sys) {
+                /* The template strips the system block and the message as one string: an empty
+                 * message lets the strip reach into the block's "\n\n". */
+                sbuf c = { NULL, 0, 0, 0 };
+                puts_(&c, "<<SYS>>\n");
+                puts_(&c, sys);
+                puts_(&c, "\n<</SYS>>\n\n");
+                puts_(&c, content(&m[i]));
+                if (c.oom)
+                    b->oom = 1;
+                else
+                    put_trimmed(b, c.p);
+                free(c.p);
+            } else {
+                put_trimmed(b, content(&m[i]));
+            }
+            puts_(b, " [/INST]");
+        } else if (is(&m[i], "assistant")) {
+            puts_(b, " ");
+            put_trimmed(b, content(&m[i]));
+            puts_(b, " ");
+            puts_(b, t->eos);
+        }
+    }
+    return 0;
+}
+
+static void render_llama3(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 && (t->flags & F_BOS))
+            puts_(b, t->bos);
+        puts_(b, "<|start_header_id|>");
+        puts_(b, m[i].role ? m[i].role : "");
+        puts_(b, "<|end_header_id|>\n\n");
+        put_trimmed(b, content(&m[i]));
+        puts_(b, "<|eot_id|>");
+    }
+    if (gen)
+        puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void render_chatml(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 && t->default_system && !is(&m[0], "system")) {
+            puts_(b, "<|im_start|>system\n");
+            puts_(b, t->default_system);
+            puts_(b, "<|im_end|>\n");
+        }
+        puts_(b, "<|im_start|>");
+        puts_(b, m[i].role ? m[i].role : "");
+        puts_(b, "\n");
+        puts_(b, content(&m[i]));
+        puts_(b, "<|im_end|>\n");
+    }
+    if (gen)
+        puts_(b, "<|im_start|>assistant\n");
+}
+
+static int render_gemma(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
+{
+    const char *sys = NULL;
+    size_t first = 0;
+
+    if (t->flags & F_BOS)
+        puts_(b, t->bos);
+    /* Gemma 1/2 templates refuse a system turn; Gemma 3 puts it before the first user turn. We
+     * do the latter for all, so that --system works with every Gemma. */
+    if (n > 0 && is(&m[0], "system"))
+        sys = content(&m[0]), first = 1;
+    for (size_t i = first; i < n; i++) {
+        if (is(&m[i], "user") != ((i - first) % 2 == 0))
+            return alternation_error();
+        puts_(b, "<start_of_turn>");
+        puts_(b, is(&m[i], "assistant") ? "model" : m[i].role ? m[i].role : "");
+        puts_(b, "\n");
+        if (i == first && sys) {
+            puts_(b, sys);
+            puts_(b, "\n\n");
+        }
+        put_trimmed(b, content(&m[i]));
+        puts_(b, "<end_of_turn>\n");
+    }
+    if (gen)
+        puts_(b, "<start_of_turn>model\n");
+    return 0;
+}
+
+static void render_phi3(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
+{
+    unsigned f = t->flags;
+
+    if (f & F_BOS)
+        puts_(b, t->bos);
+    for (size_t i = 0; i < n; i++) {
+        const char *c = content(&m[i]);
+        if (is(&m[i], "system")) {
+            if (!(f & F_SYS) || ((f & F_SYS_NONEMPTY) && !*c))
+                continue;
+            puts_(b, "<|system|>\n");
+        } else if (is(&m[i], "user")) {
+            puts_(b, "<|user|>\n");
+        } else if (is(&m[i], "assistant")) {
+            if (f & F_GEN)
+                puts_(b, "<|assistant|>\n");
+        } else {
+            continue;
+        }
+        puts_(b, c);
+        puts_(b, "<|end|>\n");
+        if (!(f & F_GEN) && is(&m[i], "user"))   /* Phi-3 4k opens the answer after each question */
+            puts_(b, "<|assistant|>\n");
+    }
+    if ((f & F_GEN) && gen)
+        puts_(b, "<|assistant|>\n");
+    else if ((f & F_GEN) && (f & F_EOS))
+        puts_(b, t->eos);
+}
+
+static void render_plain(sbuf *b, const chat_msg *m, size_t n, int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        puts_(b, m[i].role ? m[i].role : "");
+        puts_(b, ": ");
+        puts_(b, content(&m[i]));
+        puts_(b, "\n");
+    }
+    if (gen)
+        puts_(b, "assistant: ");
+}
+
+int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                int add_generation_prompt)
+{
+    sbuf b = { NULL, 0, 0, 0 };
+    int rc = 0;
+
+    *out = NULL;
+    *len_out = 0;
+    switch (t->family) {
+    case CHAT_LLAMA2: rc = render_llama2(&b, t, msgs, n); break;
+    case CHAT_LLAMA3: render_llama3(&b, t, msgs, n, add_generation_prompt); break;
+    case CHAT_CHATML: render_chatml(&b, t, msgs, n, add_generation_prompt); break;
+    case CHAT_GEMMA: rc = render_gemma(&b, t, msgs, n, add_generation_prompt); break;
+    case CHAT_PHI3: render_phi3(&b, t, msgs, n, add_generation_prompt); break;
+    default: render_plain(&b, msgs, n, add_generation_prompt); break;
+    }
+    if (rc == 0 && !b.oom && !b.p && !(b.p = calloc(1, 1)))
+        b.oom = 1;
+    if (rc == 0 && b.oom)
+        rc = ms_err(MS_ENOMEM, "chat: out of memory rendering %zu messages", n);
+    if (rc < 0) {
+        free(b.p);
+        return rc;
+    }
+    *out = b.p;
+    *len_out = b.n;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- template sources */
+
+static int copy_text(char **out, size_t *len_out, const void *p, size_t len, const char *what)
+{
+    if (!(*out = malloc(len + 1)))
+        return ms_err(MS_ENOMEM, "%s: out of memory for a chat template of %zu bytes", what, len);
+    memcpy(*out, p, len);
+    (*out)[len] = '\0';
+    *len_out = len;
+    return 0;
+}
+
+int chat_template_text_gguf(char **out, size_t *len_out, const gguf_file *g)
+{
+    const char *s;
+    size_t len;
+    int rc;
+
+    *out = NULL;
+    *len_out = 0;
+    if (gguf_kv_find(g, "tokenizer.chat_template") < 0)
+        return ms_err(MS_ENOTFOUND, "no chat template (tokenizer.chat_template not found)");
+    if ((rc = gguf_get_str(g, "tokenizer.chat_template", &s, &len)) < 0)
+        return rc;
+    return copy_text(out, len_out, s, len, "tokenizer.chat_template");
+}
+
+int chat_template_text_store(char **out, size_t *len_out, store *s, const model_name *name)
+{
+    manifest *m = NULL;
+    const manifest_layer *l;
+    blob_view v = { NULL, 0 };
+    char digest[72];
+    int rc;
+
+    *out = NULL;
+    *len_out = 0;
+    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_load(s, digest, &m)) < 0)
+        return rc;
+    if (!(l = manifest_layer_find(m, MT_TEMPLATE, NULL))) {
+        rc = ms_err(MS_ENOTFOUND, "no chat template (the model has no %s layer)", MT_TEMPLATE);
+        goto done;
+    }
+    if ((rc = blob_open(&v, store_home(s), l->digest)) < 0)
+        goto done;
+    rc = copy_text(out, len_out, v.data, v.size, l->digest);
+done:
+    blob_close(&v);
+    manifest_free(m);
+    return rc;
+}

@@ -1,0 +1,230 @@
+/* test_chat.c: chat templates (src/chat): family detection and renders byte-identical to what
+ * jinja2 makes of the official templates (tests/data/chat: templates/, conversations.json,
+ * expected.json written by render.py), the plain fallback for unknown or absent templates, and
+ * template texts read from GGUF metadata. */
+#include <check.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "helpers/fixture.h"
+
+static const char *src_dir(void) { return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : "."; }
+
+static json_t *load_json(const char *rel)
+{
+    char *path = ms_strdup_printf("%s/tests/data/chat/%s", src_dir(), rel);
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+
+    ck_assert_msg(j != NULL, "%s: %s", path, jerr.text);
+    free(path);
+    return j;
+}
+
+static char *load_template(const char *name, size_t *len)
+{
+    char *path = ms_strdup_printf("%s/tests/data/chat/templates/%s.jinja", src_dir(), name), *text = NULL;
+
+    ck_assert_msg(ms_file_read(&text, len, path, 1 << 20) == 0, "%s", ms_err_msg());
+    free(path);
+    return text;
+}
+
+/* Conversation i of conversations.json as chat_msg (borrowed from the JSON). */
+static chat_msg *conversation(json_t *convs, size_t i, size_t *n)
+{
+    json_t *c = json_array_get(convs, i), *m;
+    chat_msg *msgs = calloc(json_array_size(c) + 1, sizeof *msgs);
+    size_t k;
+
+    ck_assert_ptr_nonnull(msgs);
+    json_array_foreach(c, k, m) {
+        msgs[k].role = json_string_value(json_object_get(m, "role"));
+        msgs[k].content = json_string_value(json_object_get(m, "content"));
+    }
+    *n = json_array_size(c);
+    return msgs;
+}
+
+/* Every template of expected.json: the family, then each render. */
+START_TEST(renders_match_jinja2)
+{
+    json_t *expected = load_json("expected.json"), *convs = load_json("conversations.json"), *spec;
+    const char *name;
+    size_t n_checked = 0, n_templates = 0;
+
+    json_object_foreach(expected, name, spec) {
+        const char *family = json_string_value(json_object_get(spec, "family"));
+        json_t *renders = json_object_get(spec, "renders"), *r;
+        size_t len, i;
+        char *text = load_template(name, &len);
+        chat_template *t;
+
+        ck_assert_int_eq(chat_template_new(&t, text, len, json_string_value(json_object_get(spec, "bos")),
+                                           json_string_value(json_object_get(spec, "eos"))), 0);
+        ck_assert_msg(strcmp(chat_family_name(chat_template_family(t)), family) == 0, "%s: family %s, want %s",
+                      name, chat_family_name(chat_template_family(t)), family);
+        /* A template we render exactly says nothing; the plain fallback says why. */
+        ck_assert_msg((chat_template_warning(t) != NULL) == (strcmp(family, "plain") == 0), "%s: warning '%s'",
+                      name, chat_template_warning(t) ? chat_template_warning(t) : "(none)");
+        json_array_foreach(renders, i, r) {
+            size_t ci = (size_t)json_integer_value(json_object_get(r, "conv")), n, out_len;
+            int gen = json_is_true(json_object_get(r, "gen"));
+            const char *want = json_string_value(json_object_get(r, "text"));
+            chat_msg *msgs = conversation(convs, ci, &n);
+            char *out;
+            int rc = chat_render(&out, &out_len, t, msgs, n, gen);
+
+            if (want && strcmp(family, "plain") != 0) {
+                ck_assert_msg(rc == 0, "%s conv %zu: %s", name, ci, ms_err_msg());
+                ck_assert_msg(out_len == strlen(want) && memcmp(out, want, out_len) == 0,
+                              "%s conv %zu gen %d:\n got '%s'\nwant '%s'", name, ci, gen, out, want);
+                n_checked++;
+            } else if (!want) {
+                /* The template raises. Alternation errors are ours too; a Gemma 2 system turn we
+                 * render the Gemma 3 way instead of refusing. */
+                const char *err = json_string_value(json_object_get(r, "error"));
+                if (strstr(err, "alternate")) {
+                    ck_assert_int_eq(rc, MS_EINVALID);
+                    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "roles must alternate"));
+                    ck_assert_ptr_null(out);
+                } else {
+                    ck_assert_int_eq(rc, 0);
+                }
+            } else {
+                ck_assert_int_eq(rc, 0);   /* plain: no crash, something rendered */
+                ck_assert_uint_gt(out_len, 0);
+            }
+            if (rc == 0)
+                ck_assert_uint_eq(strlen(out), out_len);
+            free(out);
+            free(msgs);
+        }
+        chat_template_free(t);
+        free(text);
+        n_templates++;
+    }
+    ck_assert_uint_ge(n_templates, 10);
+    ck_assert_uint_ge(n_checked, 120);
+    json_decref(expected);
+    json_decref(convs);
+}
+END_TEST
+
+/* Templates that are no template, or odd ones: plain or a family, never a failure. */
+static const struct {
+    const char *text;
+    size_t len;   /* 0: strlen */
+    const char *family, *warning;
+} odd[] = {
+    { "", 0, "plain", "no chat template" },
+    { "{{ messages }}", 0, "plain", "of no family" },
+    { "[INST] {{ m }} [/INST]", 0, "plain", "Mistral style" },
+    { "{% for m in messages %}<|im_start|>{{ m.role }}", 0, "chatml", NULL },
+    { "<|im_start|>system\\n", 0, "chatml", NULL },   /* a default system prompt without its end */
+    { "<|start_header_id|> <|end_header_id|> Cutting Knowledge Date", 0, "llama3", "Llama 3.1" },
+    { "x\0<|im_start|>", 14, "plain", "of no family" },   /* what follows a NUL is not looked at */
+    { "{{ '<|user|>' }}", 0, "plain", "of no family" },  /* <|user|> alone is not Phi-3 */
+};
+
+START_TEST(odd_templates_fall_back)
+{
+    chat_template *t;
+    const chat_msg msgs[] = { { "system", "S" }, { "user", "U" }, { "assistant", "A" }, { "user", NULL },
+                              { NULL, "no role" } };
+    size_t len = odd[_i].len ? odd[_i].len : strlen(odd[_i].text), out_len;
+    char *out;
+
+    ck_assert_int_eq(chat_template_new(&t, odd[_i].text, len, NULL, NULL), 0);
+    ck_assert_str_eq(chat_family_name(chat_template_family(t)), odd[_i].family);
+    if (odd[_i].warning)
+        ck_assert_msg(chat_template_warning(t) && strstr(chat_template_warning(t), odd[_i].warning), "'%s'",
+                      chat_template_warning(t) ? chat_template_warning(t) : "(none)");
+    else
+        ck_assert_ptr_null(chat_template_warning(t));
+    ck_assert_int_eq(chat_render(&out, &out_len, t, msgs, 5, 1), 0);
+    ck_assert_uint_eq(strlen(out), out_len);
+    free(out);
+    ck_assert_int_eq(chat_render(&out, &out_len, t, NULL, 0, 0), 0);
+    ck_assert_ptr_nonnull(out);
+    free(out);
+    chat_template_free(t);
+}
+END_TEST
+
+START_TEST(plain_rendering)
+{
+    chat_template *t;
+    const chat_msg msgs[] = { { "system", "be kind" }, { "user", "hi" } };
+    char *out;
+    size_t len;
+
+    ck_assert_int_eq(chat_template_new(&t, NULL, 0, "<s>", "</s>"), 0);
+    ck_assert_int_eq(chat_template_family(t), CHAT_PLAIN);
+    ck_assert_int_eq(chat_render(&out, &len, t, msgs, 2, 1), 0);
+    ck_assert_str_eq(out, "system: be kind\nuser: hi\nassistant: ");
+    free(out);
+    chat_template_free(t);
+}
+END_TEST
+
+/* The Phi-3 vocab GGUF carries its template: read back byte for byte as in templates/phi3.jinja. */
+START_TEST(template_text_from_gguf)
+{
+    char *models = fixture_models_dir(), *path, *text, *want;
+    size_t len, want_len;
+    gguf_file *g;
+
+    if (!models) {
+        printf("test_chat: skipped: shared models not found\n");
+        return;
+    }
+    path = ms_strdup_printf("%s/vocab/ggml-vocab-phi-3.gguf", models);
+    ck_assert_int_eq(gguf_open(&g, path), 0);
+    ck_assert_int_eq(chat_template_text_gguf(&text, &len, g), 0);
+    want = load_template("phi3", &want_len);
+    ck_assert_uint_eq(len, want_len);
+    ck_assert_int_eq(memcmp(text, want, len), 0);
+    ck_assert_uint_eq(strlen(text), len);
+    free(text);
+    free(want);
+    gguf_close(g);
+    free(path);
+
+    path = ms_strdup_printf("%s/vocab/ggml-vocab-gpt-2.gguf", models);
+    ck_assert_int_eq(gguf_open(&g, path), 0);
+    ck_assert_int_eq(chat_template_text_gguf(&text, &len, g), MS_ENOTFOUND);
+    ck_assert_ptr_null(text);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tokenizer.chat_template not found"));
+    gguf_close(g);
+    free(path);
+    free(models);
+}
+END_TEST
+
+Suite *chat_suite(void)
+{
+    Suite *s = suite_create("chat");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, renders_match_jinja2);
+    tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
+    tcase_add_test(tc, plain_rendering);
+    tcase_add_test(tc, template_text_from_gguf);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(chat_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
