@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "runtime/runtime_int.h"
+#include "runtime/kernels.h"
 #include "runtime/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
 
 static const rt_kernels *selected;
+static const rt_fast *selected_fast;
+static const rt_fast no_fast;   /* the scalar path: row dot products only */
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 
 static int cpu_has_avx2(void)
@@ -23,29 +25,71 @@ static int cpu_has_avx2(void)
 #endif
 }
 
+static int cpu_has_avx512(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return cpu_has_avx2() && rt_kernels_avx512() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
+}
+
+/* The paths, best first; `has` says whether this CPU and build can run it. */
+static const struct {
+    const char *name;
+    int (*has)(void);
+    const rt_kernels *(*kernels)(void);
+    const rt_fast *(*fast)(void);
+} paths[] = {
+    { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
+    { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
+    { "scalar", NULL, rt_kernels_scalar, NULL },
+};
+#define N_PATHS (sizeof paths / sizeof paths[0])
+
+static void use(size_t i)
+{
+    selected = paths[i].kernels();
+    selected_fast = paths[i].fast ? paths[i].fast() : &no_fast;
+}
+
+static int select_named(const char *path)
+{
+    for (size_t i = 0; i < N_PATHS; i++) {
+        if (strcasecmp(path, paths[i].name) != 0)
+            continue;
+        if (paths[i].has && !paths[i].has())
+            return ms_err(MS_EUNSUPPORTED, "cpu path '%s': not supported by this cpu or build", path);
+        use(i);
+        return 0;
+    }
+    return ms_err(MS_EINVALID, "cpu path '%s': unknown; expected auto, avx512, avx2 or scalar", path);
+}
+
+/* "auto" (or NULL): $MSTORE_CPU when it names a path this CPU runs (so that a test run under
+ * MSTORE_CPU=avx2 stays on that path), else the best path. */
 int runtime_cpu_select(const char *path)
 {
-    if (!path || !*path || strcasecmp(path, "auto") == 0) {
-        selected = cpu_has_avx2() ? rt_kernels_avx2() : rt_kernels_scalar();
+    const char *env = getenv("MSTORE_CPU");
+
+    if (path && *path && strcasecmp(path, "auto") != 0)
+        return select_named(path);
+    if (env && *env && strcasecmp(env, "auto") != 0 && select_named(env) == 0)
         return 0;
+    for (size_t i = 0; i < N_PATHS; i++) {
+        if (!paths[i].has || paths[i].has()) {
+            use(i);
+            return 0;
+        }
     }
-    if (strcasecmp(path, "scalar") == 0) {
-        selected = rt_kernels_scalar();
-        return 0;
-    }
-    if (strcasecmp(path, "avx2") == 0) {
-        if (!cpu_has_avx2())
-            return ms_err(MS_EUNSUPPORTED, "cpu path 'avx2': not supported by this cpu or build");
-        selected = rt_kernels_avx2();
-        return 0;
-    }
-    return ms_err(MS_EINVALID, "cpu path '%s': unknown; expected auto, scalar or avx2", path);
+    return 0;
 }
 
 static void select_default(void)
 {
-    /* a bad $MSTORE_CPU falls back to auto rather than failing every later call */
-    if (!selected && runtime_cpu_select(getenv("MSTORE_CPU")) < 0)
+    if (!selected)
         runtime_cpu_select(NULL);
 }
 
@@ -53,6 +97,12 @@ const rt_kernels *rt_kernels_get(void)
 {
     pthread_once(&select_once, select_default);
     return selected;
+}
+
+const rt_fast *rt_fast_get(void)
+{
+    pthread_once(&select_once, select_default);
+    return selected_fast;
 }
 
 const char *runtime_cpu_name(void) { return rt_kernels_get()->name; }
@@ -69,9 +119,12 @@ int runtime_type_supported(int type)
            rt_ext_type(type);
 }
 
+/* Scratch of a matmul: the 16-bit activation blocks, then copies of their scales (rt_act). */
+static size_t q16_bytes(int n_tok, int cols) { return (size_t)n_tok * (size_t)(cols / QK + 1) * sizeof(rt_q16); }
+
 size_t runtime_matmul_scratch(int n_tok, int cols)
 {
-    return (size_t)n_tok * (size_t)(cols / QK + 1) * sizeof(rt_q16);
+    return q16_bytes(n_tok, cols) + 64 + 2 * (size_t)n_tok * (size_t)(cols / QK) * sizeof(float);
 }
 
 size_t runtime_attention_scratch(int n_ctx, int n_threads)
@@ -83,29 +136,59 @@ size_t runtime_attention_scratch(int n_ctx, int n_threads)
 
 typedef struct mm_job {
     float *y;
-    const uint8_t *x, *w;
-    size_t x_stride, w_stride;   /* bytes per activation row / weight row */
+    const float *x_in;           /* f32 activations as given */
+    rt_act a;                    /* as the kernels take them */
+    const uint8_t *w;
+    size_t w_stride;             /* bytes per weight row */
     int n_tok, rows, cols;
     rt_dot_fn dot;
+    rt_gemm_fn gemm;
 } mm_job;
 
 #define ROW_TILE 16
 
+/* Rows split evenly in multiples of ROW_TILE. With a gemm kernel it blocks rows and tokens
+ * itself; else a tile of weight rows stays in cache while every token passes over it. */
 static void mm_task(void *ctx, int ith, int nth)
 {
     const mm_job *j = ctx;
-    int chunk = (j->rows + nth - 1) / nth, r0 = ith * chunk, r1 = r0 + chunk;
+    int tiles = (j->rows + ROW_TILE - 1) / ROW_TILE, chunk = (tiles + nth - 1) / nth;
+    int r0 = ith * chunk * ROW_TILE, r1 = r0 + chunk * ROW_TILE;
 
     if (r1 > j->rows)
         r1 = j->rows;
-    /* a tile of weight rows stays in cache while every token passes over it */
+    if (r0 >= r1)
+        return;
+    if (j->gemm) {
+        j->gemm(j->y + r0, (size_t)j->rows, &j->a, j->n_tok, j->w + (size_t)r0 * j->w_stride, j->w_stride, r1 - r0,
+                j->cols);
+        return;
+    }
     for (int rt = r0; rt < r1; rt += ROW_TILE) {
         int re = rt + ROW_TILE < r1 ? rt + ROW_TILE : r1;
         for (int t = 0; t < j->n_tok; t++) {
-            const uint8_t *x = j->x + (size_t)t * j->x_stride;
+            const uint8_t *x = j->a.x + (size_t)t * j->a.stride;
             float *y = j->y + (size_t)t * (size_t)j->rows;
             for (int r = rt; r < re; r++)
                 y[r] = j->dot(x, j->w + (size_t)r * j->w_stride, j->cols);
+        }
+    }
+}
+
+/* Tokens split evenly: their 16-bit blocks, and the copies of the blocks' scales. */
+static void quantize_task(void *ctx, int ith, int nth)
+{
+    const mm_job *j = ctx;
+    int nb = j->cols / QK, chunk = (j->n_tok + nth - 1) / nth, t0 = ith * chunk;
+    int t1 = t0 + chunk < j->n_tok ? t0 + chunk : j->n_tok;
+    float *dx = (float *)(uintptr_t)j->a.dx, *sx = (float *)(uintptr_t)j->a.sx;
+
+    for (int t = t0; t < t1; t++) {
+        rt_q16 *xq = (rt_q16 *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride);
+        rt_quantize_q16(xq, j->x_in + (size_t)t * j->cols, j->cols);
+        for (int b = 0; b < nb; b++) {
+            dx[(size_t)t * nb + b] = xq[b].d;
+            sx[(size_t)t * nb + b] = xq[b].s;
         }
     }
 }
@@ -118,22 +201,22 @@ static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, con
         return;
     }
     const rt_kernels *k = rt_kernels_get();
-    mm_job j = { .y = y, .w = w->data, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
-                 .rows = (int)w->shape[0], .dot = k->dot[w->type] };
+    mm_job j = { .y = y, .x_in = x, .w = w->data, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
+                 .rows = (int)w->shape[0], .dot = k->dot[w->type], .gemm = rt_fast_get()->gemm[w->type] };
     uint64_t row_bytes = 0;
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
     j.w_stride = (size_t)row_bytes;
     if (is_block_type(w->type)) {
-        rt_q16 *xq = scratch;
-        int nb = j.cols / QK;
-        for (int t = 0; t < n_tok; t++)
-            rt_quantize_q16(xq + (size_t)t * nb, x + (size_t)t * j.cols, j.cols);
-        j.x = scratch;
-        j.x_stride = (size_t)nb * sizeof(rt_q16);
+        size_t nbt = (size_t)n_tok * (size_t)(j.cols / QK);
+        float *dx = (float *)(((uintptr_t)scratch + q16_bytes(n_tok, j.cols) + 63) & ~(uintptr_t)63);
+        j.a = (rt_act){ .x = scratch, .stride = (size_t)(j.cols / QK) * sizeof(rt_q16), .dx = dx, .sx = dx + nbt };
+        if (n_tok == 1)
+            quantize_task(&j, 0, 1);
+        else
+            rt_pool_run(p, quantize_task, &j);
     } else {
-        j.x = (const uint8_t *)x;
-        j.x_stride = (size_t)j.cols * sizeof(float);
+        j.a = (rt_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
     }
     rt_pool_run(p, mm_task, &j);
 }

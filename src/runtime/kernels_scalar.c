@@ -38,6 +38,16 @@ uint16_t runtime_f32_to_f16(float f)
     return (uint16_t)(sign | h);
 }
 
+/* roundf (half away from zero) without a libm call, exactly: truncation and the fraction
+ * v - trunc(v) are exact for |v| < 2^23. */
+static inline int round_half_away(float v)
+{
+    int t = (int)v;
+    float f = v - (float)t;
+
+    return t + (f >= 0.5f) - (f <= -0.5f);
+}
+
 void rt_quantize_q16(rt_q16 *out, const float *x, int n)
 {
     for (int b = 0; b < n / QK; b++) {
@@ -45,12 +55,14 @@ void rt_quantize_q16(rt_q16 *out, const float *x, int n)
         float amax = 0.0f, d, id;
         int sum = 0;
 
-        for (int j = 0; j < QK; j++)
-            amax = fmaxf(amax, fabsf(xb[j]));
+        for (int j = 0; j < QK; j++) {
+            float a = fabsf(xb[j]);
+            amax = a > amax ? a : amax;   /* fmaxf without the call; a NaN is skipped the same way */
+        }
         d = amax / 32767.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int j = 0; j < QK; j++) {
-            int q = (int)roundf(xb[j] * id);
+            int q = round_half_away(xb[j] * id);
             out[b].q[j] = (int16_t)q;
             sum += q;
         }
@@ -265,3 +277,4 @@ void runtime_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
         }
     }
 }
+

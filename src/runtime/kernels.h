@@ -1,0 +1,46 @@
+/* kernels.h: the fast paths of the CPU backend, shared by cpu.c and the SIMD kernel files only.
+ *
+ * runtime_int.h's rt_kernels holds one dot product per row (the definition every path must
+ * meet). A path may add, per weight type:
+ *   gemm     many rows against many tokens (one token in decode), register-blocked over rows and
+ *            tokens so that weights are loaded and widened once per tile, not once per token.
+ * Each (token, row) gets exactly the arithmetic of the path's dot[type], in the same order: a
+ * prefill in one batch, in chunks or token by token gives the same logits bit for bit. (A
+ * last-bit difference upstream would flip the rounding of some 16-bit activation and show
+ * up as a 3e-5 relative jump, so "close" is not enough.) */
+#ifndef MSTORE_RUNTIME_KERNELS_H
+#define MSTORE_RUNTIME_KERNELS_H
+
+#include "runtime/runtime_int.h"
+
+/* Columns per f32 panel chunk of the float GEMM: RT_GEMM_RB rows x RT_GEMM_KC columns stay in
+ * L1/L2 while every token tile passes over them. The float kernels sum in chunks of this many
+ * columns whether or not they use a panel, so that decode and prefill agree bit for bit. */
+#define RT_GEMM_KC 512
+#define RT_GEMM_RB 16
+
+/* A batch of activations. Block types: token t's rt_q16 blocks at x + t * stride, and copies of
+ * their d and s as dx[t * nb + b], sx[t * nb + b] (nb = cols / QK), so that a kernel loads the
+ * scales of 16 blocks at once. Float types: token t's f32 row at x + t * stride. */
+typedef struct rt_act {
+    const uint8_t *x;
+    size_t stride;
+    const float *dx, *sx;
+} rt_act;
+
+/* y[t * ldy + r] = x[t] . w[r] for t < n_tok, r < n_rows; w rows `w_stride` bytes apart. For each
+ * (t, r) exactly the value dot[type] of the same path gives, whatever n_tok and n_rows. */
+typedef void (*rt_gemm_fn)(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+                           int n_rows, int cols);
+
+typedef struct rt_fast {
+    rt_gemm_fn gemm[GGML_TYPE_COUNT];   /* NULL: tiles of dot[type] */
+} rt_fast;
+
+/* The AVX-512 path (F, BW, DQ, VL): NULL when not compiled in. Its dot table starts as the
+ * AVX2 one (F16C, FMA) with the AVX-512 kernels put over it, so it needs both. */
+const rt_kernels *rt_kernels_avx512(void);
+const rt_fast *rt_fast_avx512(void);
+const rt_fast *rt_fast_get(void);   /* of the selected path; never NULL (its members may be) */
+
+#endif
