@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "blob/blob.h"
+#include "import/import.h"
 #include "helpers/fixture.h"
 #include "quant/quant.h"
 #include "runtime/kquant_int.h"
@@ -285,6 +287,238 @@ START_TEST(kquant_threaded_matmul_equals_row_dots)
 }
 END_TEST
 
+/* MLX formats: every affine width with each group, and the fp formats. */
+static const struct { const char *type; int group; } mlx_cases[] = {
+    { "int4", 32 }, { "int4", 64 }, { "int4", 128 }, { "int8", 32 }, { "int8", 64 }, { "int8", 128 },
+    { "int2", 64 }, { "int3", 32 }, { "int5", 128 }, { "int6", 64 }, { "mxfp4", 32 }, { "nvfp4", 16 }, { "mxfp8", 32 },
+};
+
+/* Random codes and plausible scales (affine: F16 scale ~0.01, bias ~-0.05; fp: E8M0 around 2^-4,
+ * E4M3 around 0.05). The caller frees t->data, scales, biases. */
+static void make_mlx(runtime_tensor *t, const quant_format *f, int group, int rows, int cols)
+{
+    size_t ng = (size_t)rows * (size_t)(cols / group), code_bytes = (size_t)rows * cols * f->bits / 8;
+    uint8_t *codes = malloc(code_bytes), *sc = malloc(ng * 2), *bi = f->mode == QUANT_AFFINE ? malloc(ng * 2) : NULL;
+
+    for (size_t i = 0; i < code_bytes; i++) {
+        codes[i] = (uint8_t)rnd();
+        if (f->mode == QUANT_MXFP8 && (codes[i] & 0x7f) == 0x7f)   /* E4M3's NaN codes */
+            codes[i] = 0;
+    }
+    for (size_t g = 0; g < ng; g++) {
+        if (f->mode == QUANT_AFFINE) {
+            uint16_t s = runtime_f32_to_f16(0.01f * (1.5f + unif())), b = runtime_f32_to_f16(-0.05f * (1.5f + unif()));
+            memcpy(sc + 2 * g, &s, 2);
+            memcpy(bi + 2 * g, &b, 2);
+        } else {
+            sc[g] = f->mode == QUANT_NVFP4 ? quant_f32_to_e4m3(0.05f * (1.5f + unif())) : (uint8_t)(123 + rnd() % 3);
+        }
+    }
+    *t = (runtime_tensor){ .name = "w", .type = RUNTIME_TYPE_MLX, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+                           .data = codes, .nbytes = code_bytes, .quant_type = f->name, .bits = f->bits, .group_size = group,
+                           .scale_dtype = f->mode == QUANT_AFFINE ? ST_F16 : f->mode == QUANT_NVFP4 ? ST_F8_E4M3 : ST_U8,
+                           .scales = sc, .biases = bi };
+}
+
+/* Affine rows through integer sums on the 16-bit activations, fp rows through the generic
+ * path: both against the float64 dot of src/quant's dequantized row. */
+START_TEST(mlx_row_dots_match_the_dequantized_rows)
+{
+    int rows = 6, cols = 1024;   /* more than the generic path's 512-weight chunk */
+
+    if (!use_path(_i))
+        return;
+    for (size_t c = 0; c < sizeof mlx_cases / sizeof mlx_cases[0]; c++) {
+        const quant_format *f = quant_format_find(mlx_cases[c].type);
+        int g = mlx_cases[c].group, affine = f->mode == QUANT_AFFINE;
+        size_t ss = affine ? 2 : 1;
+        float *x = malloc(cols * sizeof *x), *wr = malloc(cols * sizeof *wr), *wr2 = malloc(cols * sizeof *wr2);
+        rt_q16 *xq = malloc(cols / QK * sizeof *xq);
+        runtime_tensor w;
+
+        ck_assert(runtime_type_supported(RUNTIME_TYPE_MLX));
+        make_mlx(&w, f, g, rows, cols);
+        for (int i = 0; i < cols; i++)
+            x[i] = 2.0f * unif();
+        rt_quantize_q16(xq, x, cols);
+        for (int r = 0; r < rows; r++) {
+            double seen = 0, mag = 0;
+            float got = runtime_dot_row(&w, (uint64_t)r, x);
+            size_t ng = (size_t)(cols / g);
+            ck_assert_int_eq(quant_dequantize_row(f->name, (const uint8_t *)w.data + (size_t)r * cols * f->bits / 8,
+                                                  (const uint8_t *)w.scales + r * ng * ss,
+                                                  affine ? (const uint8_t *)w.biases + r * ng * ss : NULL,
+                                                  (st_dtype)w.scale_dtype, g, (size_t)cols, wr), 0);
+            rt_ext_tensor_row(wr2, &w, (uint64_t)r);
+            ck_assert_int_eq(memcmp(wr, wr2, cols * sizeof *wr), 0);
+            for (int i = 0; i < cols; i++) {
+                double xs = affine ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : x[i];
+                seen += (double)wr[i] * xs;
+                mag += fabs((double)wr[i] * xs);
+            }
+            ck_assert_msg(fabs(got - seen) <= 4e-6 * mag + 1e-6, "%s %s/%d row %d: %.9g vs %.9g (mag %g)", paths[_i],
+                          f->name, g, r, got, seen, mag);
+        }
+        free((void *)w.data);
+        free((void *)w.scales);
+        free((void *)w.biases);
+        free(x);
+        free(wr);
+        free(wr2);
+        free(xq);
+    }
+    runtime_cpu_select("auto");
+}
+END_TEST
+
+/* ---------------------------------------------------------------- MLX models through the store */
+
+static int file_sink(void *ctx, const void *buf, size_t len) { return fwrite(buf, 1, len, ctx) == len ? 0 : MS_EIO; }
+
+/* The float twin of an MLX directory: each triplet of `src` dequantized by src/quant into an F32
+ * tensor, the rest kept, config.json without its quantization; written to `dst`. */
+static void dequantize_dir(const char *src, const char *dst)
+{
+    char *path = ms_strdup_printf("%s/model.safetensors", src), *bytes = NULL, key[512];
+    json_error_t je;
+    json_t *cfg, *q;
+    st_file *f;
+    st_writer *w;
+    float *bufs[64];
+    size_t len, n_bufs = 0;
+    int bits, group, fp;
+    FILE *out;
+
+    free(path);
+    path = ms_strdup_printf("%s/config.json", src);
+    cfg = json_load_file(path, 0, &je);
+    ck_assert_ptr_nonnull(cfg);
+    free(path);
+    q = json_object_get(cfg, "quantization");
+    bits = (int)json_integer_value(json_object_get(q, "bits"));
+    group = (int)json_integer_value(json_object_get(q, "group_size"));
+    fp = json_object_get(q, "mode") != NULL;   /* the fixture's only fp mode is mxfp4 */
+    path = ms_strdup_printf("%s/model.safetensors", src);
+    ck_assert_int_eq(ms_file_read(&bytes, &len, path, 1u << 26), 0);
+    ck_assert_int_eq(st_parse(&f, (const uint8_t *)bytes, len, 0, 0, path), 0);
+    ck_assert_int_eq(st_writer_new(&w), 0);
+    for (size_t i = 0; i < st_count(f); i++) {
+        const st_tensor *t = st_at(f, i), *sc, *bi;
+        size_t nl = strlen(t->name);
+        if (t->dtype != ST_U32) {
+            if (nl < 7 || (strcmp(t->name + nl - 7, ".scales") && strcmp(t->name + nl - 7, ".biases")))
+                ck_assert_int_eq(st_writer_add(w, t->name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes), 0);
+            continue;
+        }
+        uint64_t rows = t->shape[0], cols = t->shape[1] * 32 / (uint64_t)bits, shape[2] = { rows, cols };
+        size_t ng = (size_t)(cols / (uint64_t)group);
+        snprintf(key, sizeof key, "%.*s.scales", (int)(nl - 7), t->name);
+        sc = st_find(f, key);
+        snprintf(key, sizeof key, "%.*s.biases", (int)(nl - 7), t->name);
+        bi = st_find(f, key);
+        ck_assert(sc && (fp || bi) && n_bufs < 64);
+        float *o = bufs[n_bufs++] = malloc(rows * cols * sizeof(float));
+        for (uint64_t r = 0; r < rows; r++)
+            ck_assert_int_eq(quant_dequantize_row(fp ? "mxfp4" : quant_affine_name(bits), t->data + r * t->shape[1] * 4,
+                                                  sc->data + r * ng * st_dtype_size(sc->dtype),
+                                                  bi ? bi->data + r * ng * st_dtype_size(bi->dtype) : NULL, sc->dtype,
+                                                  group, (size_t)cols, o + r * cols), 0);
+        ck_assert_int_eq(st_writer_add(w, t->name, ST_F32, 2, shape, o, rows * cols * sizeof(float)), 0);
+    }
+    ck_assert_int_eq(mkdir(dst, 0755), 0);
+    free(path);
+    path = ms_strdup_printf("%s/model.safetensors", dst);
+    out = fopen(path, "wb");
+    ck_assert_int_eq(st_writer_emit(w, file_sink, out), 0);
+    fclose(out);
+    free(path);
+    json_object_del(cfg, "quantization");
+    json_object_del(cfg, "quantization_config");
+    path = ms_strdup_printf("%s/config.json", dst);
+    ck_assert_int_eq(json_dump_file(cfg, path, 0), 0);
+    free(path);
+    json_decref(cfg);
+    st_writer_free(w);
+    st_free(f);
+    free(bytes);
+    while (n_bufs)
+        free(bufs[--n_bufs]);
+}
+
+static float *store_logits(store *st, const char *dir, const char *name_s, const int32_t *toks, int n, int *vocab)
+{
+    import_opts io = { .quiet = 1 };
+    runtime_opts o = { .n_threads = 2 };
+    model_name name;
+    runtime_model *m;
+    char digest[72];
+    float *lg;
+
+    ck_assert_int_eq(name_parse(&name, name_s), 0);
+    ck_assert_msg(import_hf_dir(st, dir, &name, &io, digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+    *vocab = runtime_model_config(m)->vocab_size;
+    lg = malloc(sizeof *lg * *vocab);
+    ck_assert_int_eq(runtime_forward(m, toks, n, lg), 0);
+    runtime_model_close(m);
+    return lg;
+}
+
+static const char *mlx_fixtures[] = {
+    "--bits 4 --group-size 32", "--bits 4 --group-size 64", "--bits 4 --group-size 128", "--bits 8 --group-size 32",
+    "--bits 8 --group-size 128", "--bits 3 --group-size 64", "--bits 6 --group-size 32", "--mode mxfp4",
+};
+
+/* An MLX directory imported into the store runs with the logits of its float twin (the
+ * triplets dequantized, imported unquantized): the quantized dot products change nothing but
+ * the float summation and, for affine formats, the 16-bit activation rounding. */
+START_TEST(mlx_import_runs_like_its_dequantized_triplets)
+{
+    static const int32_t toks[] = { 1, 5, 9, 3, 7, 11 };
+    char *home = fixture_tmpdir(), *qdir = ms_strdup_printf("%s/mlx", home), *fdir = ms_strdup_printf("%s/f32", home);
+    char *cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/e2e/mkfixture.py' mlx '%s' --dim 128 %s >/dev/null 2>&1",
+                                 src_dir(), qdir, mlx_fixtures[_i]);
+    float *a, *b;
+    double num = 0, den = 0;
+    int va, vb;
+    store *st;
+
+    if (system(cmd) != 0) {
+        printf("skipped: %s failed\n", cmd);
+    } else {
+        dequantize_dir(qdir, fdir);
+        for (const char **c = (const char *[]){ "tokenizer.json", "tokenizer_config.json", NULL }; *c; c++) {
+            char *from = ms_strdup_printf("%s/%s", qdir, *c), *text;
+            size_t len;
+            ck_assert_int_eq(ms_file_read(&text, &len, from, 1u << 20), 0);
+            free(fixture_write(fdir, *c, text, len));
+            free(text);
+            free(from);
+        }
+        ck_assert_int_eq(store_open(&st, home), 0);
+        a = store_logits(st, qdir, "mlx:q", toks, 6, &va);
+        b = store_logits(st, fdir, "mlx:f32", toks, 6, &vb);
+        ck_assert_int_eq(va, vb);
+        for (int i = 0; i < va; i++) {
+            num = fmax(num, fabs(a[i] - b[i]));
+            den = fmax(den, fabs(b[i]));
+        }
+        printf("measured: mlx %s (%s): logits rel %.3g to the dequantized model\n", mlx_fixtures[_i], runtime_cpu_name(),
+               num / den);
+        /* affine: the 16-bit activations (measured 4.9e-5 .. 1.03e-4); fp: float order only (9e-7) */
+        ck_assert_msg(num / den <= (strstr(mlx_fixtures[_i], "mxfp4") ? 1e-5 : 5e-4), "%s: rel %g", mlx_fixtures[_i],
+                      num / den);
+        free(a);
+        free(b);
+        store_close(st);
+    }
+    free(cmd);
+    free(qdir);
+    free(fdir);
+    fixture_rmrf(home);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- qwen decoders */
 
 static const struct { const char *arch, *flags; } synth[] = {
@@ -485,6 +719,7 @@ static Suite *breadth_suite(void)
 
     tcase_add_loop_test(k, kquant_row_dots_match_the_dequantized_rows, 0, 2);
     tcase_add_loop_test(k, kquant_threaded_matmul_equals_row_dots, 0, 2);
+    tcase_add_loop_test(k, mlx_row_dots_match_the_dequantized_rows, 0, 2);
     suite_add_tcase(s, k);
 
     tcase_add_test(c, config_json_reads_qwen3_with_its_own_head_dim);
@@ -496,6 +731,8 @@ static Suite *breadth_suite(void)
     tcase_add_loop_test(m, qwen_models_missing_their_own_tensors_are_refused, 0, 2);
     tcase_add_loop_test(m, kquant_models_match_the_float64_reference, 0, N_KQ_MODELS);
     tcase_add_test(m, kquant_models_agree_with_llama_cpp);
+    tcase_add_loop_test(m, mlx_import_runs_like_its_dequantized_triplets, 0,
+                        (int)(sizeof mlx_fixtures / sizeof mlx_fixtures[0]));
     suite_add_tcase(s, m);
     return s;
 }
