@@ -712,6 +712,43 @@ START_TEST(kquant_models_agree_with_llama_cpp)
 }
 END_TEST
 
+/* Through the store (names mapped at import, config from the config blob: NEOX rope, head_dim,
+ * biases, QK-norm) a qwen GGUF gives the reference logits as the file does. */
+START_TEST(qwen_gguf_imported_into_the_store_runs_like_the_file)
+{
+    static const char *models[] = { "qwen3-q4_k", "qwen2-q4_k" };
+    char *home = fixture_tmpdir(), *file = ms_strdup_printf("%s.gguf", models[_i]), *path = kq_path(file);
+    char *json = ms_strdup_printf("kquant/%s.json", models[_i]), digest[72];
+    json_t *ref = load_ref(json), *ps = json_object_get(ref, "prompts");
+    import_opts io = { .quiet = 1 };
+    runtime_opts o = { .n_threads = 2 };
+    model_name name;
+    runtime_model *m;
+    store *st;
+
+    ck_assert_int_eq(store_open(&st, home), 0);
+    ck_assert_int_eq(name_parse(&name, "qwen:test"), 0);
+    ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(runtime_model_config(m)->rope_interleaved, 0);
+    ck_assert_int_eq(runtime_model_config(m)->head_dim, _i == 0 ? 128 : 64);
+    for (size_t i = 0; i < json_array_size(ps); i++) {
+        double rel;
+        int agree = check_prompt(m, json_array_get(ps, i), 0, &rel);
+        printf("measured: store %s prompt %zu: logits rel %.3g, %d/8 greedy\n", models[_i], i, rel, agree);
+        ck_assert(rel <= 1e-3);
+        ck_assert_int_eq(agree, 8);
+    }
+    runtime_model_close(m);
+    store_close(st);
+    json_decref(ref);
+    free(json);
+    free(path);
+    free(file);
+    fixture_rmrf(home);
+}
+END_TEST
+
 static Suite *breadth_suite(void)
 {
     Suite *s = suite_create("runtime_breadth");
@@ -731,6 +768,7 @@ static Suite *breadth_suite(void)
     tcase_add_loop_test(m, qwen_models_missing_their_own_tensors_are_refused, 0, 2);
     tcase_add_loop_test(m, kquant_models_match_the_float64_reference, 0, N_KQ_MODELS);
     tcase_add_test(m, kquant_models_agree_with_llama_cpp);
+    tcase_add_loop_test(m, qwen_gguf_imported_into_the_store_runs_like_the_file, 0, 2);
     tcase_add_loop_test(m, mlx_import_runs_like_its_dequantized_triplets, 0,
                         (int)(sizeof mlx_fixtures / sizeof mlx_fixtures[0]));
     suite_add_tcase(s, m);
