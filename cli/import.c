@@ -62,12 +62,6 @@ int cmd_import(int argc, char **argv)
         return cli_usage_error("import", "needs PATH and --name NAME");
     if (o.group_size && !o.quantize)
         return cli_usage_error("import", "--group-size needs --quantize");
-    /* gguf.c does not apply --quantize yet (import_quant_* in import_int.h is the hook for its
-     * float tensors): refuse rather than import unquantized without a word. */
-    if (o.quantize && !ms_is_dir(path)) {
-        fprintf(stderr, "mstore: %s: --quantize applies to safetensors directories only, for now\n", path);
-        return 1;
-    }
     if (cli_name_parse(&name, name_arg) < 0)
         return 1;
     if (!(s = cli_store_open()))

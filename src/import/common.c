@@ -31,7 +31,8 @@ int import_config_store(store *s, manifest *m, json_t *config)
     return rc;
 }
 
-int import_config_commit(store *s, manifest *m, json_t *hf, json_t *dtypes, const char *format, const char *source_path)
+int import_config_commit(store *s, manifest *m, json_t *hf, json_t *dtypes, const char *format, const char *source_path,
+                         json_t *extra)
 {
     json_t *c = json_object(), *v;
     const char *arch = json_string_value(json_object_get(hf, "model_type"));
@@ -75,6 +76,8 @@ int import_config_commit(store *s, manifest *m, json_t *hf, json_t *dtypes, cons
     json_object_set(c, "quantization", dtypes);
     json_object_set_new(c, "source", json_pack("{s:s, s:s}", "format", format, "file", base ? base + 1 : source_path));
     json_object_set(c, "hf_config", hf);   /* everything else config.json said, kept whole */
+    if (extra)
+        json_object_update(c, extra);
     rc = import_config_store(s, m, c);
     json_decref(c);
     return rc;

@@ -208,6 +208,11 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
         rc = export_gguf_generate(s, e.m, config, display, out_path, res);
         goto done;
     }
+    if (json_is_true(json_object_get(src, "quantized_on_import"))) {
+        rc = ms_err(MS_EUNSUPPORTED, "model was quantized on import (%s): its GGUF cannot be rebuilt",
+                    json_string_value(json_object_get(json_object_get(config, "quantization_error"), "quant_type")));
+        goto done;
+    }
     file_size = (uint64_t)json_integer_value(json_object_get(src, "size"));
     if ((rc = layers_open(&e)) < 0)
         goto done;

@@ -59,8 +59,9 @@ static void shape_string(char *buf, size_t len, const gguf_tensor *t)
         snprintf(buf + n, len - n, "]");
 }
 
-/* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>". */
-static int item_add(st_writer *w, const item *it, int packed)
+/* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>".
+ * With --quantize, float matrices are quantized on the way (`*quantized_out` set). */
+static int item_add(st_writer *w, const item *it, int packed, import_quant *q, int *quantized_out)
 {
     const gguf_tensor *t = it->t;
     uint64_t shape[GGUF_MAX_DIMS + 1];
@@ -70,9 +71,17 @@ static int item_add(st_writer *w, const item *it, int packed)
     int n = 0, rc;
     st_dtype dt;
 
+    *quantized_out = 0;
     if (st_dtype_of(&dt, t->type)) {
         for (int d = t->n_dims - 1; d >= 0; d--)
             shape[n++] = t->ne[d];
+        if (import_quant_wants(q, it->hf, dt, n, shape)) {
+            snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
+            if ((rc = st_writer_meta(w, key, t->name)) < 0)
+                return rc;
+            *quantized_out = 1;
+            return import_quant_add(q, w, it->hf, dt, n, shape, t->data, packed);
+        }
     } else {
         uint64_t row;
         if ((rc = ggml_row_nbytes(&row, t->type, t->ne[0])) < 0)
@@ -108,7 +117,8 @@ static int cmp_offset(const void *a, const void *b)
 }
 
 /* Blobs for every tensor, one per tensor or per expert pack, in name order. */
-static int tensors_import(store *s, gguf_file *g, manifest *m, const char *arch, json_t *qsum, const import_opts *o)
+static int tensors_import(store *s, gguf_file *g, manifest *m, const char *arch, json_t *qsum, const import_opts *o,
+                          import_quant *q)
 {
     size_t n = gguf_tensor_count(g), i = 0;
     item *items = calloc(n ? n : 1, sizeof *items);
@@ -142,14 +152,19 @@ static int tensors_import(store *s, gguf_file *g, manifest *m, const char *arch,
         if ((rc = st_writer_new(&w)) < 0)
             break;
         for (size_t k = i; k < j && rc == 0; k++) {
-            json_t *c = json_object_get(qsum, ggml_type_name(items[k].t->type));
-            rc = item_add(w, &items[k], items[i].pack[0] != '\0');
-            json_object_set_new(qsum, ggml_type_name(items[k].t->type), json_integer(c ? json_integer_value(c) + 1 : 1));
+            int quantized = 0;
+            const char *type;
+            json_t *c;
+            rc = item_add(w, &items[k], items[i].pack[0] != '\0', q, &quantized);
+            type = quantized ? q->fmt->name : ggml_type_name(items[k].t->type);
+            c = json_object_get(qsum, type);
+            json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
             done += items[k].t->nbytes;
         }
         if (rc == 0)
             rc = import_tensor_blob(digest, &size, store_home(s), w);
         st_writer_free(w);
+        import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
         if (rc < 0) {
             ms_err_ctx("tensor '%s'", items[i].t->name);
             break;
@@ -331,9 +346,14 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     const char *arch_s, *tmpl;
     char arch[128] = "unknown", digest[72];
     size_t len, header_len;
+    import_quant q;
 
     if (!qsum)
         return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = import_quant_init(&q, o)) < 0) {
+        json_decref(qsum);
+        return rc;
+    }
     if ((rc = gguf_open(&g, path)) < 0 || (rc = manifest_new(&m)) < 0)
         goto done;
     if (gguf_get_str(g, "general.architecture", &arch_s, &len) == 0 && len < sizeof arch) {
@@ -350,7 +370,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     if ((rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
-    if ((rc = tensors_import(s, g, m, arch, qsum, o)) < 0)
+    if ((rc = tensors_import(s, g, m, arch, qsum, o, &q)) < 0)
         goto done;
     header_len = gguf_data_offset(g) < gguf_file_size(g) ? gguf_data_offset(g) : gguf_file_size(g);
     if ((rc = blob_put_buf(digest, store_home(s), gguf_bytes(g), header_len)) < 0 ||
@@ -371,6 +391,10 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
+    if (q.fmt) {   /* quantized on import: the file can no longer be rebuilt bit for bit */
+        json_object_set_new(config, "quantization_error", import_quant_report(&q));
+        json_object_set_new(json_object_get(config, "source"), "quantized_on_import", json_true());
+    }
     if ((rc = import_config_store(s, m, config)) < 0)
         goto done;
     rc = import_manifest_commit(s, m, name, digest_out);
@@ -381,6 +405,7 @@ done:
         store_write_end(s);
     if (rc < 0 && g)
         ms_err_ctx("%s", path);
+    import_quant_release(&q);
     json_decref(config);
     json_decref(qsum);
     manifest_free(m);

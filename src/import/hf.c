@@ -313,7 +313,7 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
 {
     hf_import h = { .dir = dir, .s = s, .o = o };
     char *config_path = ms_path_join(dir, "config.json");
-    json_t *qerr = NULL;
+    json_t *qerr = NULL, *extra = NULL;
     int rc, locked = 0, mlx;
 
     if (!config_path)
@@ -336,9 +336,11 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         rc = tensors_import(&h);
     if (rc < 0 || (rc = layers_import(&h)) < 0)
         goto done;
-    if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir)) < 0)
+    if (qerr && !(extra = json_pack("{s:O}", "quantization_error", qerr))) {   /* --quantize */
+        rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
-    if (qerr && (rc = import_config_amend(s, h.m, "quantization_error", qerr)) < 0)   /* --quantize */
+    }
+    if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir, extra)) < 0)
         goto done;
     rc = import_manifest_commit(s, h.m, name, digest_out);
 done:
@@ -346,6 +348,7 @@ done:
         store_write_end(s);
     free(config_path);
     json_decref(qerr);
+    json_decref(extra);
     hf_import_free(&h);
     return rc;
 }

@@ -14,9 +14,10 @@ int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */
 int import_file_layer(manifest *m, const char *home, const char *path, const char *media_type);
 /* Build the config blob (import.h) from a Hugging Face config.json object, store it and set it
- * as the manifest's config. `dtypes` maps tensor type -> count. */
+ * as the manifest's config. `dtypes` maps tensor type -> count; the members of `extra` (may be
+ * NULL), such as "quantization_error", are added as they are. */
 int import_config_commit(store *s, manifest *m, json_t *hf_config, json_t *dtypes, const char *format,
-                         const char *source_path);
+                         const char *source_path, json_t *extra);
 /* Store a config object as the config blob of `m` (sorted keys, compact). */
 int import_config_store(store *s, manifest *m, json_t *config);
 /* Serialize `m` and commit it under `name`. */
@@ -50,8 +51,6 @@ typedef struct import_shard_view {
  * naming the file and field for inconsistent input, MS_EUNSUPPORTED. */
 int import_mlx_tensors(store *s, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
                        size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out);
-/* Set `key` of the model config blob of `m` to `value`: stores a new config blob. */
-int import_config_amend(store *s, manifest *m, const char *key, json_t *value);
 
 /* Quantizing float tensors on import; usable by any importer (gguf.c's float tensors too):
  *   import_quant q; import_quant_init(&q, o);

@@ -190,24 +190,3 @@ json_t *import_quant_report(const import_quant *q)
     return json_pack("{s:f, s:f, s:s, s:i, s:I}", "max_abs", q->err.max_abs, "rms_rel", quant_error_rms_rel(&q->err),
                      "quant_type", q->fmt->name, "group_size", q->group_size, "n_tensors", (json_int_t)q->n_tensors);
 }
-
-int import_config_amend(store *s, manifest *m, const char *key, json_t *value)
-{
-    json_error_t jerr;
-    blob_view v;
-    json_t *c;
-    int rc;
-
-    if ((rc = blob_open(&v, store_home(s), m->config.digest)) < 0)
-        return rc;
-    c = json_loadb((const char *)v.data, v.size, 0, &jerr);
-    blob_close(&v);
-    if (!c)
-        return ms_err(MS_EINVALID, "config %s: %s", m->config.digest, jerr.text);
-    if (json_object_set(c, key, value) < 0)
-        rc = ms_err(MS_ENOMEM, "out of memory");
-    else
-        rc = import_config_store(s, m, c);
-    json_decref(c);
-    return rc;
-}

@@ -52,7 +52,7 @@ expect_fail 1 "--group-size 32: nvfp4 has a fixed group size of 16" mstore impor
 expect_fail 2 "--group-size needs --quantize" mstore import "$WORK/f32" --name bad --group-size 64
 expect_fail 2 "--group-size" mstore import "$WORK/f32" --name bad --quantize int4 --group-size x
 "$PY" "$MSTORE_SRC/tests/e2e/mkfixture.py" random "$WORK/notgguf" 1
-expect_fail 1 "--quantize applies to safetensors directories only" mstore import "$WORK/notgguf" --name bad --quantize int4
+expect_fail 1 "not a GGUF file" mstore import "$WORK/notgguf" --name bad --quantize int4
 [ "$(store_state)" = "$before" ] || fail "store changed after refusals"
 expect_ok mstore import --help
 contains "$out" "--quantize TYPE"
