@@ -205,6 +205,83 @@ START_TEST(template_text_from_gguf)
 }
 END_TEST
 
+/* stories260K with a chat template added: every kv and tensor of the source copied through the
+ * GGUF writer, then tokenizer.chat_template. The e2e chat test makes its model this way too
+ * (main below, with $MSTORE_CHAT_WRITE_GGUF). */
+static int write_templated(const char *src, const char *dst, const char *tmpl, size_t tmpl_len, long eos)
+{
+    gguf_file *g = NULL;
+    gguf_writer *w = NULL;
+    int rc;
+
+    if ((rc = gguf_open(&g, src)) < 0 || (rc = gguf_writer_new(&w, gguf_version(g), gguf_alignment(g))) < 0)
+        goto done;
+    for (size_t i = 0; i < gguf_kv_count(g) && rc == 0; i++) {
+        const uint8_t *val;
+        size_t len;
+        const char *key = gguf_kv_key(g, i);
+        if (strcmp(key, "tokenizer.chat_template") == 0 ||
+            (strcmp(key, "general.alignment") == 0 && gguf_alignment(g) == 32) ||
+            (eos >= 0 && strcmp(key, "tokenizer.ggml.eos_token_id") == 0))
+            continue;
+        gguf_kv_value(g, i, &val, &len);
+        rc = gguf_writer_set_raw(w, key, gguf_kv_type(g, i), val, len);
+    }
+    if (rc == 0)
+        rc = gguf_writer_set_str(w, "tokenizer.chat_template", tmpl, tmpl_len);
+    if (rc == 0 && eos >= 0)
+        rc = gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos);
+    for (size_t i = 0; i < gguf_tensor_count(g) && rc == 0; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        rc = gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+    }
+    if (rc == 0)
+        rc = gguf_writer_write_file(w, dst);
+done:
+    gguf_writer_free(w);
+    gguf_close(g);
+    return rc;
+}
+
+START_TEST(templated_gguf_round_trip)
+{
+    char *models = fixture_models_dir(), *dir, *src, *dst, *tmpl, *text;
+    size_t tmpl_len, len;
+    gguf_file *g, *orig;
+
+    if (!models) {
+        printf("test_chat: skipped: shared models not found\n");
+        return;
+    }
+    dir = fixture_tmpdir();
+    src = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
+    dst = ms_strdup_printf("%s/chatml.gguf", dir);
+    tmpl = load_template("qwen2", &tmpl_len);
+    ck_assert_msg(write_templated(src, dst, tmpl, tmpl_len, -1) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(gguf_open(&g, dst), 0);
+    ck_assert_int_eq(gguf_open(&orig, src), 0);
+    ck_assert_uint_eq(gguf_kv_count(g), gguf_kv_count(orig) + 1);
+    ck_assert_uint_eq(gguf_tensor_count(g), gguf_tensor_count(orig));
+    for (size_t i = 0; i < gguf_tensor_count(g); i++) {
+        const gguf_tensor *a = gguf_tensor_at(g, i), *b = gguf_tensor_at(orig, i);
+        ck_assert_str_eq(a->name, b->name);
+        ck_assert_uint_eq(a->nbytes, b->nbytes);
+        ck_assert_int_eq(memcmp(a->data, b->data, a->nbytes), 0);
+    }
+    ck_assert_int_eq(chat_template_text_gguf(&text, &len, g), 0);
+    ck_assert_uint_eq(len, tmpl_len);
+    ck_assert_int_eq(memcmp(text, tmpl, len), 0);
+    free(text);
+    gguf_close(g);
+    gguf_close(orig);
+    free(tmpl);
+    free(src);
+    free(dst);
+    fixture_rmrf(dir);
+    free(models);
+}
+END_TEST
+
 Suite *chat_suite(void)
 {
     Suite *s = suite_create("chat");
@@ -214,14 +291,41 @@ Suite *chat_suite(void)
     tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
     tcase_add_test(tc, plain_rendering);
     tcase_add_test(tc, template_text_from_gguf);
+    tcase_add_test(tc, templated_gguf_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(chat_suite());
+    SRunner *sr;
     int failed;
+
+    /* Fixture mode for tests/e2e/t5201-run-chat.sh: write stories260K with the Qwen 2 (ChatML)
+     * template to $MSTORE_CHAT_WRITE_GGUF (and eos_token_id $MSTORE_CHAT_EOS if set), and stop. */
+    if (getenv("MSTORE_CHAT_WRITE_GGUF")) {
+        char *models = fixture_models_dir(), *src, *tmpl;
+        size_t len;
+        int rc;
+
+        if (!models)
+            return 77;
+        char *tpath = ms_strdup_printf("%s/tests/data/chat/templates/qwen2.jinja", src_dir());
+
+        src = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
+        tmpl = NULL;   /* no ck_assert here: Check's asserts need a running test */
+        if ((rc = ms_file_read(&tmpl, &len, tpath, 1 << 20)) == 0)
+            rc = write_templated(src, getenv("MSTORE_CHAT_WRITE_GGUF"), tmpl, len,
+                                 getenv("MSTORE_CHAT_EOS") ? atol(getenv("MSTORE_CHAT_EOS")) : -1);
+        free(tpath);
+        if (rc < 0)
+            fprintf(stderr, "test_chat: %s\n", ms_err_msg());
+        free(src);
+        free(tmpl);
+        free(models);
+        return rc < 0 ? 1 : 0;
+    }
+    sr = srunner_create(chat_suite());
 
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
