@@ -98,40 +98,63 @@ static int group_size_parse(int64_t *out, const char *v)
     return 0;
 }
 
-/* quant_type, group_size and logical_shape are blob-level (__metadata__). quant_type and
- * group_size are recorded on every tensor of the blob (a quantized blob's .scale and .bias belong
- * to its quantization); logical_shape describes the blob's main tensor only: the one named like
- * the layer, or the only one. */
+/* The metadata `key` of tensor `name`: "key:<name>" (expert packs give each tensor its own),
+ * else "key:<base>" for a quantized tensor's ".scale" / ".bias", else the blob-level "key".
+ * Sets *own when the value is the tensor's own rather than the blob's. */
+static const char *meta_for(const st_file *f, const char *key, const char *name, int *own)
+{
+    char k[1024];
+    const char *v, *dot = strrchr(name, '.');
+
+    *own = 1;   /* callers that do not care pass a dummy */
+    snprintf(k, sizeof k, "%s:%s", key, name);
+    if ((v = st_meta(f, k)) != NULL)
+        return v;
+    if (dot && (strcmp(dot, ".scale") == 0 || strcmp(dot, ".bias") == 0)) {
+        snprintf(k, sizeof k, "%s:%.*s", key, (int)(dot - name), name);
+        if ((v = st_meta(f, k)) != NULL) {
+            *own = 0;
+            return v;
+        }
+    }
+    *own = 0;
+    return st_meta(f, key);
+}
+
+/* quant_type, group_size and logical_shape come from meta_for. quant_type and group_size are
+ * recorded on every tensor they apply to (a quantized tensor's .scale and .bias belong to its
+ * quantization); a blob-level logical_shape describes the blob's main tensor only: the one
+ * named like the layer, or the only one. */
 static int tensors_insert(store *s, sqlite3_stmt *ins, const manifest_layer *l)
 {
-    const char *qt, *logical;
     blob_view v = { 0 };
     st_file *f = NULL;
-    int64_t group = 0;
     int rc;
 
     if ((rc = blob_open(&v, s->home, l->digest)) < 0)
         return rc;
     if ((rc = st_parse(&f, v.data, v.size, v.size, ST_HEADER_ONLY, l->digest)) < 0)
         goto done;
-    qt = st_meta(f, "quant_type");
-    logical = st_meta(f, "logical_shape");
-    if (group_size_parse(&group, st_meta(f, "group_size")) < 0) {
-        rc = ms_err(MS_EINVALID, "%s: __metadata__ group_size '%s' is not an integer in 1..%d", l->digest,
-                    st_meta(f, "group_size"), INT32_MAX);
-        goto done;
-    }
-    if (logical && !logical_shape_valid(logical)) {
-        rc = ms_err(MS_EINVALID, "%s: __metadata__ logical_shape '%.64s' is not a list of integers", l->digest,
-                    logical);
-        goto done;
-    }
     for (size_t i = 0; i < st_count(f); i++) {
         const st_tensor *t = st_at(f, i);
         char shape[SHAPE_MAX];
-        int main_tensor = st_count(f) == 1 || (l->name && strcmp(t->name, l->name) == 0);
+        int main_tensor = st_count(f) == 1 || (l->name && strcmp(t->name, l->name) == 0), own, own_l;
+        const char *qt = meta_for(f, "quant_type", t->name, &own);
+        const char *gs = meta_for(f, "group_size", t->name, &own);
+        const char *logical = meta_for(f, "logical_shape", t->name, &own_l);
+        int64_t group = 0;
 
-        if (logical && main_tensor)
+        if (group_size_parse(&group, gs) < 0) {
+            rc = ms_err(MS_EINVALID, "%s: tensor '%s': __metadata__ group_size '%s' is not an integer in 1..%d",
+                        l->digest, t->name, gs, INT32_MAX);
+            goto done;
+        }
+        if (logical && !logical_shape_valid(logical)) {
+            rc = ms_err(MS_EINVALID, "%s: tensor '%s': __metadata__ logical_shape '%.64s' is not a list of integers",
+                        l->digest, t->name, logical);
+            goto done;
+        }
+        if (logical && (own_l || main_tensor))
             snprintf(shape, sizeof shape, "%s", logical);
         else
             shape_format(shape, sizeof shape, t);

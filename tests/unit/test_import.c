@@ -238,6 +238,8 @@ START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
         "model.layers.0.mlp.gate.weight", "blk.0.unheard_of.weight" };
     gguf_writer *w;
     char *p = ms_path_join(dir, "moe.gguf"), digest[72], want[72];
+
+    pattern_fill();
     static float data[13][64];
     uint64_t ne[2] = { 32, 2 }, ne3[3] = { 32, 2, 2 };
     manifest *m;
@@ -251,9 +253,12 @@ START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
         int is_exp = strstr(in[i], "_exps") != NULL;
         for (int k = 0; k < 64; k++)
             data[i][k] = (float)(i * 100 + k);
-        ck_assert_int_eq(gguf_writer_add_tensor(w, in[i], i == 9 ? GGML_TYPE_F16 : GGML_TYPE_F32, is_exp ? 3 : 2,
-                                                is_exp ? ne3 : ne, data[i], (is_exp ? 128u : 64u) * (i == 9 ? 2 : 4)),
-                         0);
+        if (i == 10)   /* down_exps block-quantized: 2 x 2 rows of one Q8_0 block */
+            ck_assert_int_eq(gguf_writer_add_tensor(w, in[i], GGML_TYPE_Q8_0, 3, ne3, pattern, 4 * 34), 0);
+        else
+            ck_assert_int_eq(gguf_writer_add_tensor(w, in[i], i == 9 ? GGML_TYPE_F16 : GGML_TYPE_F32, is_exp ? 3 : 2,
+                                                    is_exp ? ne3 : ne, data[i], (is_exp ? 128u : 64u) * (i == 9 ? 2 : 4)),
+                             0);
     }
     ck_assert_int_eq(gguf_writer_write_file(w, p), 0);
     gguf_writer_free(w);
@@ -278,6 +283,24 @@ START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
             blob_close(&v);
         }
     ck_assert_int_eq(packs, 1);
+    {   /* the index sees each packed tensor's own type and shape */
+        store_tensor *t = NULL;
+        size_t nt = 0, hits = 0;
+        ck_assert_int_eq(store_tensors_list(s, digest, &t, &nt), 0);
+        for (size_t i = 0; i < nt; i++) {
+            if (strcmp(t[i].name, "model.layers.0.mlp.experts.down_proj.weight") == 0) {
+                ck_assert_str_eq(t[i].quant_type, "Q8_0");
+                ck_assert_str_eq(t[i].shape, "[2, 2, 32]");
+                hits++;
+            } else if (strcmp(t[i].name, "model.layers.0.mlp.experts.up_proj.weight") == 0) {
+                ck_assert_ptr_null(t[i].quant_type);
+                ck_assert_str_eq(t[i].dtype, "F16");
+                hits++;
+            }
+        }
+        ck_assert_uint_eq(hits, 2);
+        store_tensors_free(t, nt);
+    }
     manifest_free(m);
     ck_assert_int_eq(export_gguf(s, &n, "/dev/null/x", &res) < 0, 1);   /* unwritable output: an error */
     {
