@@ -1,10 +1,13 @@
 /* gc.c: removing what no name references (invariant 3). */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "blob/blob.h"
@@ -132,6 +135,47 @@ done:
     return rc;
 }
 
+/* Resumable downloads in tmp/pull/ (src/registry) outlive the pull that wrote them so that a
+ * rerun continues them; one untouched for STORE_GC_PARTIAL_AGE_S is not coming back. A pull
+ * holds a flock on each file it uses: a file we cannot lock is in use, whatever its age. We hold
+ * the lock while unlinking, so a pull that opened the name just before waits, then finds that
+ * the name no longer refers to the file it locked and starts a new one. */
+static int partials_clean(const char *home)
+{
+    char *dir = ms_strdup_printf("%s/tmp/pull", home), *path = NULL;
+    time_t now = time(NULL);
+    struct dirent *e;
+    DIR *d;
+
+    if (!dir)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (!(d = opendir(dir))) {
+        int rc = errno == ENOENT ? 0 : ms_err_os("%s: opendir", dir);
+        free(dir);
+        return rc;
+    }
+    while ((e = readdir(d)) != NULL) {
+        struct stat st;
+        int fd;
+
+        if (e->d_name[0] == '.')
+            continue;
+        free(path);
+        if (!(path = ms_path_join(dir, e->d_name)))
+            break;
+        if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+            continue;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > STORE_GC_PARTIAL_AGE_S &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlink(path);
+        close(fd);   /* drops the lock */
+    }
+    closedir(d);
+    free(path);
+    free(dir);
+    return 0;
+}
+
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out)
 {
     char(*live)[72] = NULL;
@@ -157,7 +201,7 @@ int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, 
     /* Under the exclusive lock no writer of this store is active, yet blob_tmp_clean still spares
      * files whose writer pid is alive: a process may write into tmp/ without the lock (a download
      * that has not reached its first blob yet). */
-    if (!dry_run && (rc = blob_tmp_clean(s->home, &removed)) < 0)
+    if (!dry_run && ((rc = blob_tmp_clean(s->home, &removed)) < 0 || (rc = partials_clean(s->home)) < 0))
         goto done;
     rc = 0;
     if (n_out)

@@ -81,9 +81,13 @@ int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ct
                  size_t *n_checked_out);
 
 /* Remove unreferenced blobs (invariant 3), stale temp files, and index rows of manifests that no
- * name references. With dry_run, only report. `each` (may be NULL) sees every blob removed.
+ * name references. Stale temp files: those in tmp/ whose writer process is gone
+ * (blob_tmp_clean), and resumable pull downloads in tmp/pull/ (src/registry) whose mtime is more
+ * than STORE_GC_PARTIAL_AGE_S (7 days) old and that no process holds a flock on (a running pull
+ * locks the files it writes). With dry_run, only report. `each` (may be NULL) sees every blob removed.
  * Takes the exclusive lock: waits for imports and pulls in progress. MS_EBUSY when `s` itself is
  * between store_write_begin and store_write_end (it would wait for itself). */
+#define STORE_GC_PARTIAL_AGE_S (7L * 24 * 3600)
 typedef void (*store_gc_cb)(void *ctx, const char *digest, uint64_t size);
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out);
 

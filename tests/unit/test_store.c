@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -818,6 +819,45 @@ START_TEST(home_default_prefers_flag_then_env_then_home)
 }
 END_TEST
 
+/* Resumable pull downloads in tmp/pull/: gc removes those untouched for over 7 days unless a
+ * pull holds a lock on them; fresh ones stay for the next pull to resume. */
+START_TEST(gc_removes_week_old_unlocked_partials_only)
+{
+    char *dir = ms_path_join(home, "tmp/pull");
+    const char *names[] = { "old.partial", "old.ranges", "fresh.partial", "locked.partial", "edge.partial" };
+    time_t now = time(NULL);
+    time_t ages[] = { 8 * 86400, 8 * 86400, 3600, 8 * 86400, 6 * 86400 };
+    char *paths[5];
+    int lock_fd;
+
+    ck_assert_int_eq(ms_mkdir_p(dir, 0755), 0);
+    for (int i = 0; i < 5; i++) {
+        struct timespec ts[2] = { { now - ages[i], 0 }, { now - ages[i], 0 } };
+        paths[i] = fixture_write(dir, names[i], "bytes", 5);
+        ck_assert_int_eq(utimensat(AT_FDCWD, paths[i], ts, 0), 0);
+    }
+    /* As a running pull does; a separate open file, so it conflicts with gc's lock. */
+    lock_fd = open(paths[3], O_RDWR | O_CLOEXEC);
+    ck_assert_int_ge(lock_fd, 0);
+    ck_assert_int_eq(flock(lock_fd, LOCK_EX), 0);
+    ck_assert_int_eq(store_gc(st, 1, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(fixture_count_files(dir), 5);   /* a dry run removes nothing */
+    ck_assert_int_eq(store_gc(st, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(access(paths[0], F_OK), -1);
+    ck_assert_int_eq(access(paths[1], F_OK), -1);
+    ck_assert_int_eq(access(paths[2], F_OK), 0);
+    ck_assert_int_eq(access(paths[3], F_OK), 0);
+    ck_assert_int_eq(access(paths[4], F_OK), 0);
+    close(lock_fd);   /* the pull is gone: now its week-old file goes too */
+    ck_assert_int_eq(store_gc(st, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(access(paths[3], F_OK), -1);
+    ck_assert_int_eq(fixture_count_files(dir), 2);
+    for (int i = 0; i < 5; i++)
+        free(paths[i]);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("store");
@@ -845,6 +885,7 @@ int main(void)
     tcase_add_test(tc, index_from_a_newer_mstore_is_refused);
     tcase_add_test(tc, unwritable_home_is_refused_naming_the_path);
     tcase_add_test(tc, home_default_prefers_flag_then_env_then_home);
+    tcase_add_test(tc, gc_removes_week_old_unlocked_partials_only);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
