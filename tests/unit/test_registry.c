@@ -412,6 +412,68 @@ START_TEST(docker_form_rewrites_media_types_only)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- download sidecar */
+
+/* A sidecar for a blob of 2995 bytes in parts of 1000 (the last one 995), 10/1000/0 done. */
+#define RG_SIZE 2995
+#define RG_PART 1000
+static size_t ranges_make(uint8_t *buf)
+{
+    const uint64_t v[] = { RG_SIZE, RG_PART, 3, 10, 1000, 0 };
+
+    memcpy(buf, REG_RANGES_MAGIC, 8);
+    for (int i = 0; i < 6; i++)
+        for (int b = 0; b < 8; b++)
+            buf[8 + 8 * i + b] = (uint8_t)(v[i] >> (8 * b));
+    return REG_RANGES_HEADER + 3 * 8;
+}
+
+static const struct { size_t off; uint64_t val; long cut; const char *expect; } bad_ranges[] = {
+    { 0, 0x58, 0, "magic" },                                  /* first byte 'X' */
+    { 8, RG_SIZE + 1, 0, "blob size 2996, expected 2995" },
+    { 16, 4096, 0, "part size 4096, expected 1000" },
+    { 24, 4, 0, "4 parts, expected 3" },
+    { 24, UINT64_MAX, 0, "parts, expected 3" },
+    { 32 + 8, 1001, 0, "part 1: 1001 bytes done, more than its 1000" },
+    { 32 + 16, 996, 0, "part 2: 996 bytes done, more than its 995" },
+    { 32 + 16, UINT64_MAX, 0, "part 2: 18446744073709551615 bytes done" },
+    { 0, 0, -1, "55 bytes, expected 56" },                    /* one byte short */
+    { 0, 0, 8, "64 bytes, expected 56" },                     /* trailing bytes */
+    { 0, 0, -40, "no 'MSPULL1' magic in 16 bytes" },          /* shorter than the header */
+};
+
+START_TEST(ranges_sidecar_parses_its_own_format)
+{
+    uint8_t buf[128];
+    uint64_t done[3];
+    size_t len = ranges_make(buf);
+
+    ck_assert_int_eq(reg_ranges_parse(done, buf, len, RG_SIZE, RG_PART, 3), 0);
+    ck_assert_uint_eq(done[0], 10);
+    ck_assert_uint_eq(done[1], 1000);
+    ck_assert_uint_eq(done[2], 0);
+}
+END_TEST
+
+START_TEST(ranges_sidecar_refuses_what_does_not_match_the_blob)
+{
+    uint8_t buf[128] = { 0 };
+    uint64_t done[3];
+    size_t len = ranges_make(buf);
+
+    if (bad_ranges[_i].cut)
+        len = (size_t)((long)len + bad_ranges[_i].cut);
+    else if (bad_ranges[_i].off == 0)
+        buf[0] = (uint8_t)bad_ranges[_i].val;
+    else
+        for (int b = 0; b < 8; b++)
+            buf[bad_ranges[_i].off + (size_t)b] = (uint8_t)(bad_ranges[_i].val >> (8 * b));
+    ck_assert_int_eq(reg_ranges_parse(done, buf, len, RG_SIZE, RG_PART, 3), MS_EINVALID);
+    ck_assert_msg(strstr(ms_err_msg(), bad_ranges[_i].expect), "'%s' lacks '%s'", ms_err_msg(),
+                  bad_ranges[_i].expect);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("registry");
@@ -431,6 +493,9 @@ int main(void)
     tcase_add_test(tc, credentials_from_env_then_file);
     tcase_add_test(tc, host_from_name_then_environment);
     tcase_add_test(tc, docker_form_rewrites_media_types_only);
+    tcase_add_test(tc, ranges_sidecar_parses_its_own_format);
+    tcase_add_loop_test(tc, ranges_sidecar_refuses_what_does_not_match_the_blob, 0,
+                        sizeof bad_ranges / sizeof bad_ranges[0]);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
