@@ -9,16 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "blob/blob.h"
+#include "blob/blob_int.h"
 
 #define COPY_CHUNK (4u << 20)
 
-struct blob_writer {
-    char *home, *tmp_path;
-    int fd;
-    uint64_t size;
-    blob_hash *hash;
-};
 
 int blob_path(char **out, const char *home, const char *digest)
 {

@@ -6,7 +6,8 @@
  *      resumable downloads (src/registry) in <home>/tmp/pull/, which blob_tmp_clean leaves alone.
  *   2. A blob is never modified in place; only gc removes one, and only when unreferenced.
  *   3. Writing bytes that are already stored leaves the existing blob untouched.
- *   4. A file reaches blobs/ only by rename from tmp/ (blob_writer_commit, blob_adopt*), after
+ *   4. A file reaches blobs/ only by rename from tmp/ (blob_writer_commit, blob_adopt*,
+ *      blob_batch_commit), after
  *      its sha256 was checked, its bytes fsynced and its mode made 0444; blobs/ is fsynced after.
  * Files in <home>/tmp/pull/ belong to the pull that holds a flock on them; store_gc removes
  * those whose mtime is more than 7 days old and that no process has locked.
@@ -63,6 +64,23 @@ int blob_adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const cha
  * one else could change since (the caller holds it locked); otherwise use blob_adopt. */
 int blob_adopt_hashed(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
                       const char *computed);
+
+/* A batch: many blobs made durable together. An import writes hundreds of tensor blobs; one
+ * fsync each serialises the disk behind every one of them, while one syncfs of the file system
+ * flushes them all at once. Each blob still reaches blobs/ only after its bytes are on disk
+ * (invariant 4): blob_batch_commit syncs first, then renames.
+ *   blob_batch_new; per blob: blob_writer_open, _write, blob_batch_add (the digest is known
+ *   then); blob_batch_commit before the index names any of them; blob_batch_free always. */
+typedef struct blob_batch blob_batch;
+int blob_batch_new(blob_batch **out, const char *home);
+const char *blob_batch_home(const blob_batch *b);
+/* Finish `w` (always consumed): hash, compare with `expect` (MS_EMISMATCH, its temp file
+ * removed), close. Bytes already stored, or already in the batch, are dropped at once. */
+int blob_batch_add(blob_batch *b, char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect);
+/* syncfs (or, where that fails, fsync of each file), then chmod 0444 and rename each into
+ * blobs/, then fsync blobs/. MS_EIO. After a failure, blobs already renamed are whole. */
+int blob_batch_commit(blob_batch *b);
+void blob_batch_free(blob_batch *b);   /* removes temp files not committed; NULL is fine */
 
 /* Store a buffer / a whole file as a blob. */
 int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const void *buf, size_t len);

@@ -117,7 +117,7 @@ static int cmp_offset(const void *a, const void *b)
 }
 
 /* Blobs for every tensor, one per tensor or per expert pack, in name order. */
-static int tensors_import(store *s, gguf_file *g, manifest *m, const char *arch, json_t *qsum, const import_opts *o,
+static int tensors_import(blob_batch *b, gguf_file *g, manifest *m, const char *arch, json_t *qsum, const import_opts *o,
                           import_quant *q)
 {
     size_t n = gguf_tensor_count(g), i = 0;
@@ -162,7 +162,7 @@ static int tensors_import(store *s, gguf_file *g, manifest *m, const char *arch,
             done += items[k].t->nbytes;
         }
         if (rc == 0)
-            rc = import_tensor_blob(digest, &size, store_home(s), w);
+            rc = import_tensor_blob(digest, &size, b, w);
         st_writer_free(w);
         import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
         if (rc < 0) {
@@ -347,6 +347,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     char arch[128] = "unknown", digest[72];
     size_t len, header_len;
     import_quant q;
+    blob_batch *batch = NULL;
 
     if (!qsum)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -370,7 +371,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     if ((rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
-    if ((rc = tensors_import(s, g, m, arch, qsum, o, &q)) < 0)
+    if ((rc = blob_batch_new(&batch, store_home(s))) < 0 || (rc = tensors_import(batch, g, m, arch, qsum, o, &q)) < 0)
         goto done;
     header_len = gguf_data_offset(g) < gguf_file_size(g) ? gguf_data_offset(g) : gguf_file_size(g);
     if ((rc = blob_put_buf(digest, store_home(s), gguf_bytes(g), header_len)) < 0 ||
@@ -395,7 +396,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
         json_object_set_new(config, "quantization_error", import_quant_report(&q));
         json_object_set_new(json_object_get(config, "source"), "quantized_on_import", json_true());
     }
-    if ((rc = import_config_store(s, m, config)) < 0)
+    if ((rc = import_config_store(s, m, config)) < 0 || (rc = blob_batch_commit(batch)) < 0)
         goto done;
     rc = import_manifest_commit(s, m, name, digest_out);
 done:
@@ -406,6 +407,7 @@ done:
     if (rc < 0 && g)
         ms_err_ctx("%s", path);
     import_quant_release(&q);
+    blob_batch_free(batch);
     json_decref(config);
     json_decref(qsum);
     manifest_free(m);

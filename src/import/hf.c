@@ -29,6 +29,7 @@ typedef struct hf_import {
     shard *shards;
     size_t n_shards;
     manifest *m;
+    blob_batch *batch;   /* tensor blobs, made durable together before the commit */
     json_t *dtypes;      /* dtype -> tensor count, for the quantization summary */
     uint64_t total, done;
     ms_progress *progress;
@@ -36,19 +37,19 @@ typedef struct hf_import {
 
 static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
 
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, const char *home, st_writer *w)
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w)
 {
     blob_writer *bw = NULL;
     int rc;
 
-    if ((rc = blob_writer_open(&bw, home)) < 0)
+    if ((rc = blob_writer_open(&bw, blob_batch_home(b))) < 0)
         return rc;
     if ((rc = st_writer_emit(w, sink_blob, bw)) < 0) {
         blob_writer_abort(bw);
         return rc;
     }
     *size_out = blob_writer_size(bw);
-    return blob_writer_commit(digest_out, bw, NULL);
+    return blob_batch_add(b, digest_out, bw, NULL);
 }
 
 int import_json_file(json_t **out, const char *path, int required)
@@ -171,7 +172,6 @@ done:
 
 static int tensor_import(hf_import *h, const shard *sh, const st_tensor *t)
 {
-    const char *home = store_home(h->s);
     st_writer *w = NULL;
     char digest[72];
     uint64_t size = 0;
@@ -181,7 +181,7 @@ static int tensor_import(hf_import *h, const shard *sh, const st_tensor *t)
     if ((rc = st_writer_new(&w)) < 0)
         return rc;
     if ((rc = st_writer_add(w, t->name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes)) < 0 ||
-        (rc = import_tensor_blob(digest, &size, home, w)) < 0) {
+        (rc = import_tensor_blob(digest, &size, h->batch, w)) < 0) {
         st_writer_free(w);
         return ms_err_ctx("%s: tensor '%s'", sh->file, t->name);
     }
@@ -254,7 +254,7 @@ static int mlx_tensors_import(hf_import *h, json_t **qerr)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < h->n_shards; i++)
         v[i] = (import_shard_view){ h->shards[i].file, h->shards[i].st };
-    rc = import_mlx_tensors(h->s, h->m, h->config, h->dir, v, h->n_shards, h->o, h->dtypes, qerr);
+    rc = import_mlx_tensors(h->batch, h->m, h->config, h->dir, v, h->n_shards, h->o, h->dtypes, qerr);
     free(v);
     return rc;
 }
@@ -307,6 +307,7 @@ static void hf_import_free(hf_import *h)
     json_decref(h->config);
     json_decref(h->dtypes);
     manifest_free(h->m);
+    blob_batch_free(h->batch);
 }
 
 int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72])
@@ -330,6 +331,8 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     if ((rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
+    if ((rc = blob_batch_new(&h.batch, store_home(s))) < 0)
+        goto done;
     if (mlx || (o && o->quantize))
         rc = mlx_tensors_import(&h, &qerr);   /* mlx.c */
     else
@@ -341,6 +344,8 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         goto done;
     }
     if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir, extra)) < 0)
+        goto done;
+    if ((rc = blob_batch_commit(h.batch)) < 0)
         goto done;
     rc = import_manifest_commit(s, h.m, name, digest_out);
 done:

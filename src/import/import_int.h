@@ -4,11 +4,12 @@
 
 #include <jansson.h>
 
+#include "blob/blob.h"
 #include "format/format.h"
 #include "import/import.h"
 
-/* Emit `w` into a new blob. */
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, const char *home, st_writer *w);
+/* Emit `w` into a new blob of batch `b` (it lands under blobs/ at blob_batch_commit). */
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */
@@ -49,7 +50,7 @@ typedef struct import_shard_view {
  * blob per tensor. `qsum` gets type -> tensor count. With o->quantize, *qerr_out receives the
  * "quantization_error" object (else NULL). Call between store_write_begin and _end. MS_EINVALID
  * naming the file and field for inconsistent input, MS_EUNSUPPORTED. */
-int import_mlx_tensors(store *s, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
+int import_mlx_tensors(blob_batch *b, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
                        size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out);
 
 /* Quantizing float tensors on import; usable by any importer (gguf.c's float tensors too):

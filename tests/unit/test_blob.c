@@ -365,6 +365,85 @@ START_TEST(adopt_refuses_files_outside_tmp_and_non_files)
 }
 END_TEST
 
+START_TEST(batch_names_nothing_before_commit)
+{
+    char d1[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1], d3[BLOB_DIGEST_LEN + 1], *tmp = sub("tmp"), *blobs = sub("blobs");
+    blob_batch *b;
+    blob_writer *w;
+
+    ck_assert_int_eq(blob_batch_new(&b, home), 0);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "abc", 3), 0);
+    ck_assert_int_eq(blob_batch_add(b, d1, w, NULL), 0);
+    ck_assert_str_eq(d1, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "abc", 3), 0);   /* the same bytes again: dropped */
+    ck_assert_int_eq(blob_batch_add(b, d2, w, NULL), 0);
+    ck_assert_str_eq(d1, d2);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "xyz", 3), 0);
+    ck_assert_int_eq(blob_batch_add(b, d3, w, NULL), 0);
+    ck_assert_int_eq(fixture_count_files(tmp), 2);
+    ck_assert_int_eq(fixture_count_files(blobs), 0);   /* invariant 4: nothing named yet */
+    ck_assert_int_eq(blob_batch_commit(b), 0);
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    ck_assert_int_eq(fixture_count_files(blobs), 2);
+    ck_assert_int_eq(blob_verify(home, d1), 0);
+    ck_assert_int_eq(blob_verify(home, d3), 0);
+    blob_batch_free(b);
+    ck_assert_int_eq(fixture_count_files(blobs), 2);
+    free(tmp);
+    free(blobs);
+}
+END_TEST
+
+START_TEST(batch_freed_without_commit_leaves_nothing)
+{
+    char d[BLOB_DIGEST_LEN + 1], *tmp = sub("tmp"), *blobs = sub("blobs");
+    const char *want = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    blob_batch *b;
+    blob_writer *w;
+
+    ck_assert_int_eq(blob_batch_new(&b, home), 0);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "abc", 3), 0);
+    ck_assert_int_eq(blob_batch_add(b, d, w, want), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), want));
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "def", 3), 0);
+    ck_assert_int_eq(blob_batch_add(b, d, w, NULL), 0);
+    ck_assert_int_eq(fixture_count_files(tmp), 1);
+    blob_batch_free(b);   /* an import that failed after writing blobs */
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    ck_assert_int_eq(fixture_count_files(blobs), 0);
+    free(tmp);
+    free(blobs);
+}
+END_TEST
+
+START_TEST(batch_keeps_a_stored_blob_untouched)
+{
+    char d[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1], *p;
+    struct stat before, after;
+    blob_batch *b;
+    blob_writer *w;
+
+    ck_assert_int_eq(blob_put_buf(d, home, "abc", 3), 0);
+    ck_assert_int_eq(blob_path(&p, home, d), 0);
+    ck_assert_int_eq(stat(p, &before), 0);
+    ck_assert_int_eq(blob_batch_new(&b, home), 0);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write(w, "abc", 3), 0);
+    ck_assert_int_eq(blob_batch_add(b, d2, w, NULL), 0);
+    ck_assert_int_eq(blob_batch_commit(b), 0);
+    ck_assert_int_eq(stat(p, &after), 0);
+    ck_assert_uint_eq(before.st_ino, after.st_ino);   /* invariant 3 */
+    blob_batch_free(b);
+    free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("blob");
@@ -384,6 +463,9 @@ int main(void)
     tcase_add_test(tc, tmp_clean_keeps_live_writers_and_drops_dead_ones);
     tcase_add_test(tc, map_of_empty_and_missing_files);
     tcase_add_test(tc, error_context_prepends);
+    tcase_add_test(tc, batch_names_nothing_before_commit);
+    tcase_add_test(tc, batch_freed_without_commit_leaves_nothing);
+    tcase_add_test(tc, batch_keeps_a_stored_blob_untouched);
     tcase_add_test(tc, adopt_renames_a_matching_file_into_blobs_read_only);
     tcase_add_test(tc, adopt_without_expect_names_the_blob_by_its_bytes);
     tcase_add_test(tc, adopt_mismatch_removes_the_file_and_names_nothing);
