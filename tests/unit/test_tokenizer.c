@@ -567,6 +567,63 @@ START_TEST(bpe_vectors)
 }
 END_TEST
 
+/* tests/data/tokenizer: llama-tokenize's ids for our own strings (see its README). */
+START_TEST(llama_tokenize_agreement)
+{
+    static const char *const vocabs[] = { "llama-spm", "phi-3", "gpt-2", "deepseek-llm", "deepseek-coder" };
+    char *models = fixture_models_dir(), *json_path, *gguf_rel;
+    json_t *root, *c;
+    json_error_t jerr;
+    tokenizer *t;
+    size_t i;
+
+    if (!models) {
+        printf("test_tokenizer: skipped: shared models not found\n");
+        return;
+    }
+    json_path = ms_strdup_printf("%s/tests/data/tokenizer/ggml-vocab-%s.json",
+                                 getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".", vocabs[_i]);
+    gguf_rel = ms_strdup_printf("vocab/ggml-vocab-%s.gguf", vocabs[_i]);
+    root = json_load_file(json_path, 0, &jerr);
+    ck_assert_msg(root != NULL, "%s: %s", json_path, jerr.text);
+    if ((t = load_vocab(models, gguf_rel)) != NULL) {
+        ck_assert_uint_ge(json_array_size(json_object_get(root, "cases")), 80);
+        json_array_foreach(json_object_get(root, "cases"), i, c) {
+            const char *text = json_string_value(json_object_get(c, "text")), *hex;
+            json_t *want = json_object_get(c, "ids");
+            char *bytes = NULL;
+            size_t len, n;
+            int32_t *ids;
+
+            if (!text) {
+                hex = json_string_value(json_object_get(c, "text_hex"));
+                len = strlen(hex) / 2;
+                bytes = malloc(len + 1);
+                for (size_t k = 0; k < len; k++)
+                    sscanf(hex + 2 * k, "%2hhx", (unsigned char *)&bytes[k]);
+                text = bytes;
+            } else {
+                len = strlen(text);
+            }
+            ck_assert_int_eq(tokenizer_encode_alloc(t, text, len, 1, json_is_true(json_object_get(c, "parse_special")),
+                                                    &ids, &n), 0);
+            ck_assert_msg(n == json_array_size(want), "%s case %zu '%.40s': %zu ids, llama.cpp %zu", vocabs[_i], i,
+                          text, n, json_array_size(want));
+            for (size_t k = 0; k < n; k++)
+                ck_assert_msg(ids[k] == json_integer_value(json_array_get(want, k)), "%s case %zu '%.40s': id %zu",
+                              vocabs[_i], i, text, k);
+            free(ids);
+            free(bytes);
+        }
+        tokenizer_free(t);
+    }
+    json_decref(root);
+    free(json_path);
+    free(gguf_rel);
+    free(models);
+}
+END_TEST
+
 START_TEST(llama2_c_vectors)
 {
     char *models = fixture_models_dir(), *path;
@@ -725,6 +782,7 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, llama_spm_vectors);
     tcase_add_test(tc, phi3_vectors);
     tcase_add_loop_test(tc, bpe_vectors, 0, 3);
+    tcase_add_loop_test(tc, llama_tokenize_agreement, 0, 5);
     tcase_add_test(tc, llama2_c_vectors);
     tcase_add_test(tc, stories260k_prompt_counts);
     tcase_add_test(tc, encode_long_text_is_fast);
