@@ -12,29 +12,7 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-typedef struct mem {
-    uint8_t *p;
-    size_t len, cap;
-} mem;
-
-static int mem_sink(void *ctx, const void *buf, size_t len)
-{
-    mem *m = ctx;
-
-    if (m->len + len > m->cap) {
-        size_t cap = (m->len + len) * 2;
-        uint8_t *p = realloc(m->p, cap);
-
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        m->p = p;
-        m->cap = cap;
-    }
-    if (len)
-        memcpy(m->p + m->len, buf, len);
-    m->len += len;
-    return 0;
-}
+typedef fixture_mem mem;   /* emitted files, in memory */
 
 static void put_le(uint8_t *p, int width, uint64_t v)
 {
@@ -55,7 +33,7 @@ static mem emit(gguf_writer *w)
 {
     mem m = { 0 };
 
-    ck_assert_int_eq(gguf_writer_emit(w, mem_sink, &m), 0);
+    ck_assert_int_eq(gguf_writer_emit(w, fixture_mem_sink, &m), 0);
     ck_assert_uint_eq(m.len, gguf_writer_size(w));
     return m;
 }
@@ -766,7 +744,7 @@ static void check_model(const char *path)
         ck_assert_ptr_nonnull(ggml_type_name(t->type));
         ck_assert_int_eq(gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes), 0);
     }
-    ck_assert_int_eq(gguf_writer_emit(w, mem_sink, &m), 0);
+    ck_assert_int_eq(gguf_writer_emit(w, fixture_mem_sink, &m), 0);
     ck_assert_msg(m.len == gguf_file_size(g) && memcmp(m.p, gguf_bytes(g), m.len) == 0,
                   "%s: rewritten file differs (%zu vs %llu bytes)", path, m.len,
                   (unsigned long long)gguf_file_size(g));

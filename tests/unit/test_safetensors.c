@@ -6,31 +6,11 @@
 #include <unistd.h>
 
 #include "format/format.h"
+#include "helpers/fixture.h"
 
 /* ---------------------------------------------------------------- helpers */
 
-typedef struct mem {
-    uint8_t *p;
-    size_t len, cap;
-} mem;
-
-static int mem_sink(void *ctx, const void *buf, size_t len)
-{
-    mem *m = ctx;
-
-    if (m->len + len > m->cap) {
-        size_t cap = (m->len + len) * 2;
-        uint8_t *p = realloc(m->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        m->p = p;
-        m->cap = cap;
-    }
-    if (len)
-        memcpy(m->p + m->len, buf, len);
-    m->len += len;
-    return 0;
-}
+typedef fixture_mem mem;   /* emitted files, in memory */
 
 static int failing_sink(void *ctx, const void *buf, size_t len)
 {
@@ -79,7 +59,7 @@ static mem emit(st_writer *w)
 {
     mem m = { 0 };
 
-    ck_assert_int_eq(st_writer_emit(w, mem_sink, &m), 0);
+    ck_assert_int_eq(st_writer_emit(w, fixture_mem_sink, &m), 0);
     ck_assert_uint_eq(m.len, st_writer_size(w));
     return m;
 }

@@ -40,28 +40,6 @@ static void teardown(void)
 
 /* ---------------------------------------------------------------- fixtures */
 
-typedef struct buf_sink {
-    char *data;
-    size_t len, cap;
-} buf_sink;
-
-static int sink_append(void *ctx, const void *p, size_t len)
-{
-    buf_sink *b = ctx;
-
-    if (b->len + len > b->cap) {
-        size_t cap = (b->len + len) * 2;
-        char *n = realloc(b->data, cap);
-        if (!n)
-            return MS_ENOMEM;
-        b->data = n;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, len);
-    b->len += len;
-    return 0;
-}
-
 typedef struct blob_ref {
     char digest[BLOB_DIGEST_LEN + 1];
     uint64_t size;
@@ -82,7 +60,7 @@ static blob_ref put_f32_tensor(const char *name, uint64_t rows, uint64_t cols, d
 {
     uint64_t shape[2] = { rows, cols };
     float *data = malloc(rows * cols * sizeof *data);
-    buf_sink b = { 0 };
+    fixture_mem b = { 0 };
     st_writer *w;
     const char *k;
     blob_ref r;
@@ -96,10 +74,10 @@ static blob_ref put_f32_tensor(const char *name, uint64_t rows, uint64_t cols, d
         ck_assert_int_eq(st_writer_meta(w, k, va_arg(ap, const char *)), 0);
     va_end(ap);
     ck_assert_int_eq(st_writer_add(w, name, ST_F32, 2, shape, data, rows * cols * sizeof *data), 0);
-    ck_assert_msg(st_writer_emit(w, sink_append, &b) == 0, "%s", ms_err_msg());
-    r = put_bytes(b.data, b.len);
+    ck_assert_msg(st_writer_emit(w, fixture_mem_sink, &b) == 0, "%s", ms_err_msg());
+    r = put_bytes(b.p, b.len);
     st_writer_free(w);
-    free(b.data);
+    free(b.p);
     free(data);
     return r;
 }
@@ -111,7 +89,7 @@ static blob_ref put_quant_tensor(const char *name)
     uint32_t packed[32] = { 0 };
     uint16_t scale[8] = { 0 };
     char sname[128];
-    buf_sink b = { 0 };
+    fixture_mem b = { 0 };
     st_writer *w;
     blob_ref r;
 
@@ -121,10 +99,10 @@ static blob_ref put_quant_tensor(const char *name)
     ck_assert_int_eq(st_writer_meta(w, "group_size", "32"), 0);
     ck_assert_int_eq(st_writer_add(w, name, ST_U32, 2, wshape, packed, sizeof packed), 0);
     ck_assert_int_eq(st_writer_add(w, sname, ST_F16, 2, sshape, scale, sizeof scale), 0);
-    ck_assert_int_eq(st_writer_emit(w, sink_append, &b), 0);
-    r = put_bytes(b.data, b.len);
+    ck_assert_int_eq(st_writer_emit(w, fixture_mem_sink, &b), 0);
+    r = put_bytes(b.p, b.len);
     st_writer_free(w);
-    free(b.data);
+    free(b.p);
     return r;
 }
 
