@@ -1,0 +1,287 @@
+/* test_kernels.c: the CPU paths of src/runtime (scalar, avx2, avx512: each that this CPU runs).
+ * For every path: the tiled matmul equals the path's row dot products bit for bit at every
+ * token count (so prefill in one batch, in chunks or token by token gives the same logits),
+ * and stays within the activation-rounding bound of the float64 definition; MSTORE_CPU picks the
+ * path; and the stories260K models match their float64 references on every path (test_runtime
+ * checks the scalar and avx2 paths by name, and only the default one for some models). */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers/fixture.h"
+#include "runtime/runtime_int.h"
+
+static const char *paths[] = { "scalar", "avx2", "avx512" };
+#define N_PATHS 3
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+
+static int use_path(int i)
+{
+    int rc = runtime_cpu_select(paths[i]);
+
+    if (rc == MS_EUNSUPPORTED) {
+        printf("skipped: cpu path %s not available here\n", paths[i]);
+        return 0;
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_str_eq(runtime_cpu_name(), paths[i]);
+    return 1;
+}
+
+static int is_block(int type) { return type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16; }
+
+/* Random weights with realistic block scales (0.01..0.06); Q8_0 never holds -128 (ggml never writes it). */
+static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
+{
+    uint64_t row_bytes;
+    uint8_t *buf;
+
+    ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
+    buf = malloc(row_bytes * rows);
+    ck_assert_ptr_nonnull(buf);
+    *t = (runtime_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+                           .data = buf, .nbytes = row_bytes * rows };
+    if (!is_block(type)) {
+        for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
+            float f = unif();
+            uint32_t bits;
+            uint16_t h = runtime_f32_to_f16(f);
+            memcpy(&bits, &f, 4);
+            if (type == GGML_TYPE_F32)
+                memcpy(buf + 4 * i, &f, 4);
+            else if (type == GGML_TYPE_F16)
+                memcpy(buf + 2 * i, &h, 2);
+            else
+                memcpy(buf + 2 * i, (uint16_t[]){ (uint16_t)(bits >> 16) }, 2);
+        }
+        return buf;
+    }
+    int bb = (int)(row_bytes / (uint64_t)(cols / QK));
+    for (uint8_t *p = buf; p < buf + row_bytes * rows; p += bb) {
+        uint16_t h = runtime_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
+        for (int j = 0; j < bb; j++)
+            p[j] = (uint8_t)rnd();
+        memcpy(p, &h, 2);
+        if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) {
+            h = runtime_f32_to_f16(0.1f * unif());
+            memcpy(p + 2, &h, 2);
+        }
+        if (type == GGML_TYPE_Q8_0)
+            for (int j = 2; j < bb; j++)
+                if (p[j] == 0x80)
+                    p[j] = 0x81;
+    }
+    return buf;
+}
+
+static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                             GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+
+/* Shapes that cross every edge of the tiles: rows not a multiple of 4, token counts not a
+ * multiple of 4 or 6, block counts not a multiple of 16, float rows longer than a 512-column
+ * chunk and with a tail that is not a multiple of 16. */
+START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
+{
+    static const int cols_cases[] = { 64, 1184, 552, 40 }, tok_cases[] = { 1, 3, 7, 13 };
+    runtime_pool *pool;
+
+    if (!use_path(_i))
+        return;
+    ck_assert_int_eq(runtime_pool_new(&pool, 2), 0);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (size_t ci = 0; ci < 4; ci++) {
+            int type = types[ti], cols = cols_cases[ci], rows = 23;
+            if (is_block(type) && cols % QK)
+                continue;
+            for (size_t ki = 0; ki < 4; ki++) {
+                int n_tok = tok_cases[ki];
+                runtime_tensor w;
+                uint8_t *buf = make_weights(&w, type, rows, cols);
+                float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
+                float *wr = malloc(sizeof(float) * cols);
+                void *scratch = malloc(runtime_matmul_scratch(n_tok, cols));
+                rt_q16 *xq = malloc(sizeof(rt_q16) * (cols / QK + 1));
+
+                for (int i = 0; i < n_tok * cols; i++)
+                    x[i] = 3.0f * unif();
+                runtime_backend_cpu()->matmul(pool, y, x, n_tok, &w, scratch);
+                for (int t = 0; t < n_tok; t++) {
+                    const float *xt = x + (size_t)t * cols;
+                    if (is_block(type))
+                        rt_quantize_q16(xq, xt, cols);
+                    for (int r = 0; r < rows; r++) {
+                        float got = y[t * rows + r], one = runtime_dot_row(&w, (uint64_t)r, xt);
+                        double seen = 0, mag = 0;
+                        ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s %s cols %d tokens %d [%d][%d]: %.9g vs dot %.9g",
+                                      paths[_i], ggml_type_name(type), cols, n_tok, t, r, got, one);
+                        runtime_tensor_row(wr, &w, (uint64_t)r);
+                        for (int i = 0; i < cols; i++) {
+                            double xs = is_block(type) ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : xt[i];
+                            seen += (double)wr[i] * xs;
+                            mag += fabs((double)wr[i] * xs);
+                        }
+                        ck_assert_msg(fabs(got - seen) <= 2e-6 * mag + 1e-6, "%s %s cols %d: %.9g vs definition %.9g",
+                                      paths[_i], ggml_type_name(type), cols, got, seen);
+                    }
+                }
+                free(buf);
+                free(x);
+                free(y);
+                free(wr);
+                free(scratch);
+                free(xq);
+            }
+        }
+    }
+    runtime_pool_free(pool);
+    runtime_cpu_select("auto");
+}
+END_TEST
+
+START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
+{
+    char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
+
+    ck_assert_int_eq(runtime_cpu_select("avx9000"), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "cpu path 'avx9000': unknown; expected auto, avx512, avx2 or scalar"));
+    setenv("MSTORE_CPU", "scalar", 1);
+    ck_assert_int_eq(runtime_cpu_select("auto"), 0);
+    ck_assert_str_eq(runtime_cpu_name(), "scalar");
+    setenv("MSTORE_CPU", "bogus", 1);   /* a bad value falls back to the best path */
+    ck_assert_int_eq(runtime_cpu_select(NULL), 0);
+    unsetenv("MSTORE_CPU");
+    ck_assert_int_eq(runtime_cpu_select("auto"), 0);
+    snprintf(best, sizeof best, "%s", runtime_cpu_name());
+    for (int i = N_PATHS - 1; i >= 0; i--) {   /* auto is the best path this CPU runs */
+        if (runtime_cpu_select(paths[i]) == 0) {
+            ck_assert_str_eq(best, paths[i]);
+            break;
+        }
+    }
+    if (old) {
+        setenv("MSTORE_CPU", old, 1);
+        free(old);
+    }
+    runtime_cpu_select("auto");
+}
+END_TEST
+
+static json_t *load_ref(const char *name)
+{
+    char *path = ms_strdup_printf("%s/tests/data/runtime/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".", name);
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+
+    ck_assert_msg(j != NULL, "%s: %s", path, e.text);
+    free(path);
+    return j;
+}
+
+static int argmax(const float *l, int n)
+{
+    int b = 0;
+
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b])
+            b = i;
+    return b;
+}
+
+/* On every path: each prompt's first-step logits within `tol` of the float64 reference (max
+ * abs error / max abs logit), all reference greedy tokens, and the prompt prefilled in one
+ * batch giving the very same logits as token by token. */
+static void check_model(int path, const char *file, const char *ref_name, double tol)
+{
+    char *dir = fixture_models_dir(), *p = dir ? ms_strdup_printf("%s/%s", dir, file) : NULL;
+    json_t *ref = load_ref(ref_name), *ps = json_object_get(ref, "prompts");
+    runtime_opts o = { .n_threads = 2 };
+    runtime_model *m;
+
+    if (!p) {
+        printf("skipped: shared models folder not found (set MSTORE_TEST_MODELS)\n");
+    } else if (use_path(path)) {
+        ck_assert_msg(runtime_model_open_gguf(&m, p, &o) == 0, "%s", ms_err_msg());
+        int V = runtime_model_config(m)->vocab_size;
+        float *lg = malloc(sizeof *lg * V), *lg1 = malloc(sizeof *lg1 * V);
+        for (size_t i = 0; i < json_array_size(ps); i++) {
+            json_t *pr = json_array_get(ps, i), *toks = json_object_get(pr, "tokens"), *rl = json_object_get(pr, "logits");
+            json_t *greedy = json_object_get(pr, "greedy");
+            int n = (int)json_array_size(toks), agree = 0;
+            int32_t ids[128], next;
+            double num = 0, den = 0;
+            ck_assert_int_le(n, 128);
+            for (int k = 0; k < n; k++)
+                ids[k] = (int32_t)json_integer_value(json_array_get(toks, k));
+            runtime_model_reset(m);
+            for (int k = 0; k < n; k++)
+                ck_assert_int_eq(runtime_forward(m, &ids[k], 1, lg1), 0);
+            runtime_model_reset(m);
+            ck_assert_int_eq(runtime_forward(m, ids, n, lg), 0);
+            ck_assert_msg(memcmp(lg, lg1, sizeof *lg * V) == 0, "%s %s prompt %zu: batch and token by token differ",
+                          paths[path], file, i);
+            for (size_t k = 0; k < json_array_size(rl); k++) {
+                double r = json_number_value(json_array_get(rl, k));
+                num = fmax(num, fabs(lg[k] - r));
+                den = fmax(den, fabs(r));
+            }
+            for (size_t s = 0; s < json_array_size(greedy); s++) {
+                next = argmax(lg, V);
+                if (next != json_integer_value(json_array_get(greedy, s)))
+                    break;
+                agree++;
+                ck_assert_int_eq(runtime_forward(m, &next, 1, lg), 0);
+            }
+            printf("measured: %s %s prompt %zu (%d tokens): logits rel %.3g, %d/%zu greedy\n", paths[path], file, i, n,
+                   num / den, agree, json_array_size(greedy));
+            ck_assert_msg(num / den <= tol, "%s %s prompt %zu: logits rel %g > %g", paths[path], file, i, num / den, tol);
+            ck_assert_int_eq(agree, (int)json_array_size(greedy));
+        }
+        free(lg);
+        free(lg1);
+        runtime_model_close(m);
+        runtime_cpu_select("auto");
+    }
+    free(p);
+    free(dir);
+    json_decref(ref);
+}
+
+START_TEST(s260k_mixed_on_every_path) { check_model(_i, "stories260K/s260k-mixed.gguf", "s260k-mixed.json", 1e-2); }
+END_TEST
+
+START_TEST(s260k_f16_on_every_path) { check_model(_i, "stories260K/s260k-f16.gguf", "s260k-f16.json", 1e-4); }
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *k = tcase_create("paths"), *m = tcase_create("models");
+    SRunner *r;
+    int failed;
+
+    tcase_set_timeout(k, 300);
+    tcase_set_timeout(m, 300);
+    tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
+    tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
+    tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
+    tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
+    suite_add_tcase(s, k);
+    suite_add_tcase(s, m);
+    r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
