@@ -10,6 +10,8 @@ S260K=$MODELS/stories260K/stories260K.gguf
 [ -f "$S260K" ] || skip "stories260K not found under $MODELS"
 MKGGUF=${MSTORE_BUILD:-$(dirname "$MSTORE_BIN")}/test_chat
 [ -x "$MKGGUF" ] || skip "test_chat (the fixture writer) not built"
+"$PY" -c 'import pty; pty.openpty()' 2>/dev/null ||
+    skip "this machine has no pseudo-terminals (is devpts mounted?): the interactive chat needs one"
 chat() {   # chat OUT.json ARGS... < lines
     local o=$1
     shift
