@@ -244,14 +244,21 @@ fail:
 static int db_configure(store *s)
 {
     sqlite3_stmt *st = NULL;
-    int rc;
+    int rc, step;
 
     sqlite3_busy_timeout(s->db, 10000);
     if ((rc = store__exec(s, "PRAGMA foreign_keys = ON")) < 0)
         return rc;
     if ((rc = store__prepare(s, &st, "PRAGMA journal_mode = WAL")) < 0)
         return rc;
-    if (sqlite3_step(st) != SQLITE_ROW) {
+    /* Switching a new database to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY
+     * there without calling the busy handler: two processes opening a fresh store at once (two
+     * pulls into a new home) would fail. So wait here, as the busy timeout would. */
+    for (int waited = 0; (step = sqlite3_step(st)) == SQLITE_BUSY && waited < 10000; waited += 10) {
+        sqlite3_reset(st);
+        usleep(10000);
+    }
+    if (step != SQLITE_ROW) {
         rc = store__db_err(s, "PRAGMA journal_mode = WAL");
     } else if (strcmp((const char *)sqlite3_column_text(st, 0), "wal") != 0) {
         rc = ms_err(MS_EIO, "%s: cannot use WAL journal mode (got '%s')", s->db_path,
