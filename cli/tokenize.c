@@ -1,54 +1,42 @@
-/* tokenize.c: mstore tokenize (NAME | --gguf FILE) TEXT [--no-special] [--parse-special] */
+/* tokenize.c: mstore tokenize (NAME | --gguf FILE) (TEXT | --batch) [--no-special] [--parse-special] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob/blob.h"
 #include "cli.h"
 #include "tokenizer/tokenizer.h"
 
 static const char help[] =
     "usage: mstore tokenize NAME TEXT [--no-special] [--parse-special]\n"
-    "       mstore tokenize --gguf FILE TEXT [...]\n\n"
+    "       mstore tokenize --gguf FILE TEXT [...]\n"
+    "       mstore tokenize (NAME | --gguf FILE) --batch [...] < TEXTS\n\n"
     "Print the token ids of TEXT on one line, separated by spaces, as the model's tokenizer\n"
-    "(from its GGUF metadata) encodes it. BOS is included when the vocab adds it.\n\n"
+    "(from its GGUF metadata, or its tokenizer.json when it came from a Hugging Face or MLX\n"
+    "directory) encodes it. BOS is included when the vocab adds it.\n\n"
     "  --gguf FILE       use the tokenizer of a GGUF file instead of a model in the store\n"
     "  --no-special      add no BOS / EOS\n"
-    "  --parse-special   turn the texts of control tokens (\"<s>\", \"<|end|>\") into those tokens\n";
+    "  --parse-special   turn the texts of control tokens (\"<s>\", \"<|end|>\") into those tokens\n"
+    "  --batch           read texts from standard input, each ended by a NUL byte (as find -print0\n"
+    "                    writes), and print one line of ids per text: one tokenizer load for many\n";
 
-/* The vocab of a stored model: its MT_GGUF_META layer, the GGUF header kept verbatim. */
+/* A stored model's tokenizer: the same function `mstore run` uses (GGUF metadata or
+ * tokenizer.json layers). */
 static int load_from_store(tokenizer **out, const char *arg)
 {
     store *s = NULL;
     manifest *m = NULL;
-    gguf_file *g = NULL;
-    const manifest_layer *l;
-    blob_view v = { NULL, 0 };
     model_name name;
-    char digest[72];
+    char digest[72], shown[300];
     int rc = -1;
 
     if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
         return -1;
-    if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0)
-        goto fail;
-    if (!(l = manifest_layer_find(m, MT_GGUF_META, NULL))) {
-        ms_err(MS_EUNSUPPORTED, "model '%s' has no GGUF metadata layer: its tokenizer cannot be read yet", arg);
-        goto fail;
-    }
-    if (blob_open(&v, store_home(s), l->digest) < 0 ||
-        gguf_open_buf(&g, v.data, v.size, GGUF_HEADER_ONLY, l->digest) < 0 ||
-        tokenizer_from_gguf(out, g, l->digest) < 0) {
-        ms_err_ctx("model '%s'", arg);
-        goto fail;
-    }
-    rc = 0;
-    goto done;
-fail:
-    cli_fail();
-done:
-    gguf_close(g);
-    blob_close(&v);
+    snprintf(shown, sizeof shown, "model '%s'", arg);
+    if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0 ||
+        tokenizer_from_manifest(out, s, m, shown) < 0)
+        cli_fail();
+    else
+        rc = 0;
     manifest_free(m);
     store_close(s);
     return rc;
@@ -80,10 +68,35 @@ static int print_ids(const int32_t *ids, size_t n)
     return 0;
 }
 
+/* --batch: each NUL-terminated text of stdin (a final one without NUL too), one line each. */
+static int encode_batch(const tokenizer *t, int add_special, int parse_special)
+{
+    char *text = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+
+    while (rc == 0 && (len = getdelim(&text, &cap, '\0', stdin)) > 0) {
+        int32_t *ids = NULL;
+        size_t n, k = (size_t)len - (text[len - 1] == '\0');
+        if (tokenizer_encode_alloc(t, text, k, add_special, parse_special, &ids, &n) < 0)
+            rc = cli_fail();
+        else
+            rc = print_ids(ids, n);
+        free(ids);
+    }
+    if (rc == 0 && ferror(stdin)) {
+        ms_err_os("stdin");
+        rc = cli_fail();
+    }
+    free(text);
+    return rc;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     const char *file = NULL, *pos[2] = { NULL, NULL }, *model, *text;
-    int add_special = 1, parse_special = 0, n_pos = 0, rc = 1, only_pos = 0;
+    int add_special = 1, parse_special = 0, n_pos = 0, rc = 1, only_pos = 0, batch = 0;
     tokenizer *t = NULL;
     int32_t *ids = NULL;
     size_t n;
@@ -96,6 +109,8 @@ int cmd_tokenize(int argc, char **argv)
             add_special = 0;
         } else if (!only_pos && strcmp(argv[i], "--parse-special") == 0) {
             parse_special = 1;
+        } else if (!only_pos && strcmp(argv[i], "--batch") == 0) {
+            batch = 1;
         } else if (!only_pos && strcmp(argv[i], "--gguf") == 0) {
             if (i + 1 >= argc)
                 return cli_usage_error("tokenize", "--gguf needs a FILE");
@@ -110,13 +125,17 @@ int cmd_tokenize(int argc, char **argv)
             return cli_usage_error("tokenize", "unexpected argument '%s'", argv[i]);
         }
     }
-    if (n_pos != (file ? 1 : 2))
-        return cli_usage_error("tokenize", file ? "--gguf FILE needs exactly one TEXT" : "needs NAME and TEXT");
+    if (n_pos != (file ? 0 : 1) + !batch)
+        return cli_usage_error("tokenize", batch ? (file ? "--batch reads TEXT from stdin, not the arguments"
+                                                         : "--batch needs NAME only")
+                                                 : file ? "--gguf FILE needs exactly one TEXT" : "needs NAME and TEXT");
     model = file ? NULL : pos[0];
     text = pos[file ? 0 : 1];
     if ((file ? load_from_file(&t, file) : load_from_store(&t, model)) < 0)
         return 1;
-    if (tokenizer_encode_alloc(t, text, strlen(text), add_special, parse_special, &ids, &n) < 0)
+    if (batch)
+        rc = encode_batch(t, add_special, parse_special);
+    else if (tokenizer_encode_alloc(t, text, strlen(text), add_special, parse_special, &ids, &n) < 0)
         cli_fail();
     else
         rc = print_ids(ids, n);

@@ -330,27 +330,13 @@ static int open_blobs(runtime_weights *w, store *s, const manifest *m)
     return 0;
 }
 
-/* The vocab of a stored model lives in its MT_GGUF_META layer (the GGUF header, verbatim). */
+/* A stored model's tokenizer: GGUF metadata, or tokenizer.json for Hugging Face / MLX imports
+ * (tokenizer_from_manifest, shared with `mstore tokenize`). */
 static void open_tokenizer(runtime_weights *w, store *s, const manifest *m, const char *shown)
 {
-    const manifest_layer *l = manifest_layer_find(m, MT_GGUF_META, NULL);
-    blob_view v = { 0 };
-    gguf_file *g = NULL;
-    int rc;
-
-    if (!l) {
-        ms_err(MS_ENOTFOUND, "%s: no GGUF metadata layer to build a tokenizer from", shown);
-        keep_tokenizer_error(w, MS_ENOTFOUND);
-        return;
-    }
-    if ((rc = blob_open(&v, store_home(s), l->digest)) < 0 ||
-        (rc = gguf_open_buf(&g, v.data, v.size, GGUF_HEADER_ONLY, l->digest)) < 0 ||
-        (rc = tokenizer_from_gguf(&w->tok, g, l->digest)) < 0) {
-        ms_err_ctx("%s", shown);
+    int rc = tokenizer_from_manifest(&w->tok, s, m, shown);
+    if (rc < 0)
         keep_tokenizer_error(w, rc);
-    }
-    gguf_close(g);
-    blob_close(&v);
 }
 
 int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name)

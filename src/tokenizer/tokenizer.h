@@ -26,6 +26,8 @@
 #include <stdint.h>
 
 #include "format/format.h"
+#include "manifest/manifest.h"
+#include "store/store.h"
 #include "util/util.h"
 
 #define TOKEN_NONE (-1)
@@ -98,6 +100,34 @@ const char *tokenizer_pre_name(const tokenizer *t);
  * `g` is only read during the call. Returns 0, MS_ENOTFOUND (no tokenizer.ggml.model or
  * tokens), MS_EINVALID, MS_EUNSUPPORTED, MS_ENOMEM. */
 int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what);
+
+/* Build from Hugging Face's tokenizer.json (`len` bytes of `json`) and, when not NULL, the
+ * NUL-terminated text of tokenizer_config.json. model.type "BPE" in two forms:
+ *   - byte-level (a ByteLevel pre-tokenizer or decoder): TOKENIZER_BPE. The pre-tokenizer's
+ *     regexes (Split with behavior Isolated, Digits, ByteLevel's use_regex) must be one of the
+ *     configurations llama.cpp knows; tokenizer_pre_name then names it. Merges are "a b"
+ *     strings or ["a", "b"] pairs. Normalizer null or NFC (not applied, as in llama.cpp).
+ *   - SentencePiece-style (model.byte_fallback, or a Metaspace pre-tokenizer; normalizer
+ *     Prepend "▁" / Replace " " -> "▁"): TOKENIZER_SPM, scores from the merge ranks.
+ * added_tokens: special -> CONTROL, others USER_DEFINED; ids no entry names -> "[PAD<id>]"
+ * unused. BOS / EOS and whether they are added: post_processor TemplateProcessing, then
+ * tokenizer_config.json (add_bos_token, add_eos_token, bos_token, eos_token, unk_token,
+ * pad_token), which wins. `what` prefixes messages ("tokenizer.json").
+ * Returns 0, MS_EUNSUPPORTED naming the field (model.type "Unigram", a pre-tokenizer or regex
+ * llama.cpp does not know, ...), MS_EINVALID (bad JSON, ids out of range), MS_ENOMEM. */
+int tokenizer_from_json(tokenizer **out, const char *json, size_t len, const char *config_json, const char *what);
+
+/* Mark `id` as end of generation (generation_config.json's eos_token_id may list several); it
+ * also becomes the EOS when the vocab named none. Call before the tokenizer is shared between
+ * threads. 0, or MS_EINVALID for an id out of range. */
+int tokenizer_eog_add(tokenizer *t, int32_t id);
+
+/* The tokenizer of a model in the store: from its MT_GGUF_META layer (the GGUF header) when it
+ * has one, else from MT_TOKENIZER (tokenizer.json) with MT_TOKENIZER_CONFIG; then every id of
+ * eos_token_id in MT_GENERATION_CONFIG (else in the config blob) ends generation. `what` names
+ * the model in messages. Returns 0, MS_ENOTFOUND "... has no tokenizer (no GGUF metadata or
+ * tokenizer.json layer)", or what the builders return. */
+int tokenizer_from_manifest(tokenizer **out, store *s, const manifest *m, const char *what);
 
 void tokenizer_free(tokenizer *t);   /* NULL is fine */
 

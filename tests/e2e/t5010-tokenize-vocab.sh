@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mstore tokenize prints llama.cpp's ids for the Llama 2 SPM vocab (BOS added, or not with
 # --no-special) and for byte-level BPE vocabs, from a GGUF file and from a model in the store;
-# unknown names and models without GGUF metadata are refused with a message.
+# unknown names and models without a readable tokenizer are refused with a message.
 . "$(dirname "$0")/lib.sh"
 
 VOCAB=$MODELS/vocab/ggml-vocab-llama-spm.gguf
@@ -56,9 +56,11 @@ expect_fail 2 "needs NAME and TEXT" mstore tokenize s260k
 expect_fail 2 "unknown option '--bogus'" mstore tokenize s260k x --bogus
 [ "$(store_state)" = "$before" ] || fail "a refused tokenize changed the store"
 
+# The HF fixture's placeholder tokenizer.json (two tokens, no pre-tokenizer) is neither form
+# tokenizer_from_json reads (t5012 covers the real ones).
 make_hf "$WORK/hf"
 expect_ok mstore import "$WORK/hf" --name hf-tiny
-expect_fail 1 "has no GGUF metadata layer" mstore tokenize hf-tiny x
+expect_fail 1 "tokenizer.json: a BPE model that is neither byte-level" mstore tokenize hf-tiny x
 
 expect_ok mstore tokenize --help
 contains "$out" "usage: mstore tokenize NAME TEXT"

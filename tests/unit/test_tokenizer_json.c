@@ -1,0 +1,357 @@
+/* test_tokenizer_json.c: tokenizers from Hugging Face's tokenizer.json (src/tokenizer/json_load.c)
+ * on hand-made files: byte-level BPE and SentencePiece-style BPE, merge order from the ranks
+ * (both spellings of a merge), added tokens, BOS/EOS from post_processor and
+ * tokenizer_config.json, extra end-of-generation ids, and a table of refusals. Agreement with
+ * llama.cpp on its real vocabs, converted to tokenizer.json, is tests/e2e/t5012. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer.h"
+
+#define SP "\xe2\x96\x81"   /* U+2581 */
+
+/* Byte-level: a b c ab bc <|end|> <U> Ġ Ġa (Ġ = U+0120, GPT-2's space). */
+static const char BL[] =
+    "{\"added_tokens\":[{\"id\":5,\"content\":\"<|end|>\",\"special\":true},"
+    "{\"id\":6,\"content\":\"<U>\",\"special\":false}],"
+    "\"normalizer\":null,"
+    "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},"
+    "\"post_processor\":{\"type\":\"ByteLevel\"},\"decoder\":{\"type\":\"ByteLevel\"},"
+    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"ab\":3,\"bc\":4,\"\\u0120\":7,\"\\u0120a\":8},"
+    "\"merges\":[\"b c\",\"a b\",\"\\u0120 a\"]}}";
+
+/* SentencePiece-style: <unk> <s> </s> <0x0A> ▁ a b c ab bc ▁a, merges as pairs, BOS by template. */
+static const char SPM[] =
+    "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
+    "{\"id\":1,\"content\":\"<s>\",\"special\":true},{\"id\":2,\"content\":\"</s>\",\"special\":true}],"
+    "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP "\"},"
+    "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}]},"
+    "\"pre_tokenizer\":null,"
+    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],\"special_tokens\":{\"<s>\":{\"id\":\"<s>\",\"ids\":[1],\"tokens\":[\"<s>\"]}}},"
+    "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"ByteFallback\"}]},"
+    "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"unk_token\":\"<unk>\","
+    "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"<0x0A>\":3,\"" SP "\":4,\"a\":5,\"b\":6,\"c\":7,\"ab\":8,\"bc\":9,\"" SP "a\":10},"
+    "\"merges\":[[\"b\",\"c\"],[\"a\",\"b\"],[\"" SP "\",\"a\"]]}}";
+
+/* base with the one occurrence of `from` replaced by `to` (from NULL: `to` is the whole text). */
+static char *patched(const char *base, const char *from, const char *to)
+{
+    const char *at;
+    char *s;
+
+    if (!from)
+        return strdup(to);
+    at = strstr(base, from);
+    ck_assert_msg(at && !strstr(at + 1, from), "'%s' must occur once in the base", from);
+    s = malloc(strlen(base) - strlen(from) + strlen(to) + 1);
+    sprintf(s, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
+    return s;
+}
+
+static tokenizer *load(const char *json, const char *config)
+{
+    tokenizer *t = NULL;
+    int rc = tokenizer_from_json(&t, json, strlen(json), config, "tokenizer.json");
+    ck_assert_msg(rc == 0, "tokenizer_from_json: %d %s", rc, ms_err_msg());
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+/* Encode and compare with the expected ids (terminated by -1). */
+static void expect_ids(const tokenizer *t, const char *text, int add_special, int parse_special, const int32_t *want)
+{
+    int32_t *got = NULL;
+    size_t n, k = 0;
+
+    ck_assert_int_eq(tokenizer_encode_alloc(t, text, strlen(text), add_special, parse_special, &got, &n), 0);
+    for (; want[k] != -1; k++) {
+        ck_assert_msg(k < n, "'%s': %zu ids, want more", text, n);
+        ck_assert_msg(got[k] == want[k], "'%s': id %zu is %d, want %d", text, k, got[k], want[k]);
+    }
+    ck_assert_msg(k == n, "'%s': %zu ids, want %zu", text, n, k);
+    free(got);
+}
+
+#define IDS(...) ((const int32_t[]){ __VA_ARGS__, -1 })
+#define NONE ((const int32_t[]){ -1 })
+
+START_TEST(byte_level_merges_by_rank)
+{
+    tokenizer *t = load(BL, NULL);
+    char *rev = patched(BL, "[\"b c\",\"a b\",", "[\"a b\",\"b c\",");
+    tokenizer *r = load(rev, NULL);
+
+    ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_BPE);
+    ck_assert_str_eq(tokenizer_pre_name(t), "gpt2");
+    ck_assert_uint_eq(tokenizer_n_vocab(t), 9);
+    expect_ids(t, "abc", 1, 0, IDS(0, 4));    /* "b c" ranks first: a + bc */
+    expect_ids(r, "abc", 1, 0, IDS(3, 2));    /* "a b" first: ab + c */
+    expect_ids(t, "c a", 1, 0, IDS(2, 8));    /* the space is Ġ, merged into Ġa */
+    expect_ids(t, "a<U>b", 0, 0, IDS(0, 6, 1));   /* user-defined: matched in text always */
+    expect_ids(t, "<|end|>", 0, 1, IDS(5));
+    ck_assert_int_eq(tokenizer_token_type(t, 5), TOKEN_TYPE_CONTROL);
+    ck_assert_int_eq(tokenizer_token_type(t, 6), TOKEN_TYPE_USER_DEFINED);
+    ck_assert(tokenizer_is_eog(t, 5));        /* "<|end|>" by its text, as llama.cpp does */
+    ck_assert_int_eq(tokenizer_bos(t), TOKEN_NONE);
+    ck_assert(!tokenizer_adds_bos(t));
+    tokenizer_free(t);
+    tokenizer_free(r);
+    free(rev);
+}
+END_TEST
+
+START_TEST(byte_level_merge_pairs_equal_strings)
+{
+    char *pairs = patched(BL, "[\"b c\",\"a b\",\"\\u0120 a\"]", "[[\"b\",\"c\"],[\"a\",\"b\"],[\"\\u0120\",\"a\"]]");
+    tokenizer *t = load(pairs, NULL);
+
+    expect_ids(t, "abc", 1, 0, IDS(0, 4));
+    expect_ids(t, "c a", 1, 0, IDS(2, 8));
+    tokenizer_free(t);
+    free(pairs);
+}
+END_TEST
+
+/* Split regexes, Digits and ByteLevel(use_regex false) as Qwen 2's and DeepSeek Coder's files
+ * write them name llama.cpp's pre-tokenizers. */
+START_TEST(byte_level_pre_tokenizers_by_regex)
+{
+    static const struct { const char *pre, *name; } cases[] = {
+        { "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+          "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*"
+          "|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+          "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "qwen2" },
+        { "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+          "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*"
+          "|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\",\"invert\":false},"
+          "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "llama3" },
+        { "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\\r\\n]\"},"
+          "\"behavior\":\"Isolated\"},{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s?\\\\p{L}+\"},\"behavior\":\"Isolated\"},"
+          "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s?\\\\p{P}+\"},\"behavior\":\"Isolated\"},"
+          "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+\"},"
+          "\"behavior\":\"Isolated\"},{\"type\":\"Digits\",\"individual_digits\":true},"
+          "{\"type\":\"ByteLevel\",\"use_regex\":false}]}", "deepseek-coder" },
+        { "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\",\"individual_digits\":true},"
+          "{\"type\":\"ByteLevel\",\"use_regex\":true}]}", "starcoder" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *j = patched(BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}", cases[i].pre);
+        tokenizer *t = load(j, NULL);
+        ck_assert_str_eq(tokenizer_pre_name(t), cases[i].name);
+        tokenizer_free(t);
+        free(j);
+    }
+}
+END_TEST
+
+START_TEST(byte_level_specials_from_template_and_config)
+{
+    char *tp = patched(BL, "\"post_processor\":{\"type\":\"ByteLevel\"}",
+                       "\"post_processor\":{\"type\":\"Sequence\",\"processors\":[{\"type\":\"ByteLevel\"},"
+                       "{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<|end|>\"}},"
+                       "{\"Sequence\":{\"id\":\"A\"}},{\"SpecialToken\":{\"id\":\"<U>\"}}],"
+                       "\"special_tokens\":{\"<|end|>\":{\"ids\":[5]},\"<U>\":{\"ids\":[6]}}}]}");
+    tokenizer *t = load(tp, NULL), *c;
+
+    ck_assert_int_eq(tokenizer_bos(t), 5);
+    ck_assert_int_eq(tokenizer_eos(t), 6);
+    expect_ids(t, "a", 1, 0, IDS(5, 0, 6));
+    expect_ids(t, "a", 0, 0, IDS(0));
+    /* tokenizer_config.json wins over the template */
+    c = load(tp, "{\"add_bos_token\": false, \"add_eos_token\": false, \"eos_token\": {\"content\": \"<|end|>\"}}");
+    expect_ids(c, "a", 1, 0, IDS(0));
+    ck_assert_int_eq(tokenizer_eos(c), 5);
+    tokenizer_free(t);
+    tokenizer_free(c);
+    free(tp);
+}
+END_TEST
+
+START_TEST(unnamed_ids_are_unused_pads)
+{
+    char *j = patched(BL, "\"\\u0120a\":8}", "\"\\u0120a\":8,\"x\":11}");
+    tokenizer *t = load(j, NULL);
+    size_t len;
+    const char *s;
+
+    ck_assert_uint_eq(tokenizer_n_vocab(t), 12);
+    s = tokenizer_token_text(t, 9, &len);
+    ck_assert_int_eq((int)len, 6);
+    ck_assert(memcmp(s, "[PAD9]", 6) == 0);
+    ck_assert_int_eq(tokenizer_token_type(t, 10), TOKEN_TYPE_UNUSED);
+    tokenizer_free(t);
+    free(j);
+}
+END_TEST
+
+START_TEST(spm_form_scores_follow_merge_ranks)
+{
+    tokenizer *t = load(SPM, NULL);
+    char *rev = patched(SPM, "[[\"b\",\"c\"],[\"a\",\"b\"],", "[[\"a\",\"b\"],[\"b\",\"c\"],");
+    tokenizer *r = load(rev, NULL);
+    char buf[64];
+    size_t n;
+
+    ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_SPM);
+    ck_assert_int_eq(tokenizer_bos(t), 1);
+    ck_assert_int_eq(tokenizer_unk(t), 0);
+    expect_ids(t, "abc", 1, 0, IDS(1, 10, 9));     /* "▁abc": bc (rank 0), then ▁a (rank 2) */
+    expect_ids(r, "abc", 1, 0, IDS(1, 4, 8, 7));   /* ab first; "▁ab" and "abc" are no tokens */
+    expect_ids(t, "\n", 0, 0, IDS(4, 3));          /* byte fallback: <0x0A> */
+    ck_assert_int_eq(tokenizer_token_type(t, 3), TOKEN_TYPE_BYTE);
+    ck_assert_int_eq(tokenizer_token_type(t, 0), TOKEN_TYPE_UNKNOWN);
+    ck_assert_int_eq(tokenizer_decode(t, IDS(1, 10, 9), 3, 0, buf, sizeof buf, &n), 0);
+    ck_assert_int_eq((int)n, 3);
+    ck_assert(memcmp(buf, "abc", 3) == 0);
+    tokenizer_free(t);
+    tokenizer_free(r);
+    free(rev);
+}
+END_TEST
+
+/* Mistral-style: no normalizer, a Metaspace pre-tokenizer; prepend_scheme "never": no prefix. */
+START_TEST(spm_form_from_metaspace)
+{
+    char *m = patched(SPM, "\"pre_tokenizer\":null",
+                      "\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"" SP "\",\"prepend_scheme\":\"first\","
+                      "\"split\":false}");
+    char *mn = patched(SPM, "\"pre_tokenizer\":null",
+                       "\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"" SP "\",\"prepend_scheme\":\"never\","
+                       "\"split\":false}");
+    char *a = patched(m, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP "\"},"
+                      "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}]}", "\"normalizer\":null");
+    char *b = patched(mn, "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"" SP "\"},"
+                      "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}]}", "\"normalizer\":null");
+    tokenizer *ta = load(a, NULL), *tb = load(b, "{\"add_bos_token\": false}");
+
+    expect_ids(ta, "a bc", 1, 0, IDS(1, 10, 4, 9));
+    expect_ids(tb, "a bc", 1, 0, IDS(5, 4, 9));
+    tokenizer_free(ta);
+    tokenizer_free(tb);
+    free(m);
+    free(mn);
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(eog_add_marks_ids)
+{
+    tokenizer *t = load(BL, NULL);
+
+    ck_assert(!tokenizer_is_eog(t, 3));
+    ck_assert_int_eq(tokenizer_eog_add(t, 3), 0);
+    ck_assert(tokenizer_is_eog(t, 3));
+    ck_assert_int_eq(tokenizer_eos(t), 3);   /* the vocab named no EOS */
+    ck_assert_int_eq(tokenizer_eog_add(t, 9), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "token 9 out of range"));
+    ck_assert_int_eq(tokenizer_eog_add(t, -1), MS_EINVALID);
+    tokenizer_free(t);
+}
+END_TEST
+
+static const struct bad_json {
+    const char *base, *from, *to;   /* base with `from` replaced by `to` (from NULL: to is the text) */
+    const char *config;
+    int code;
+    const char *expect;
+} bad[] = {
+    { BL, NULL, "{\"model\":", NULL, MS_EINVALID, "tokenizer.json: line 1" },
+    { BL, NULL, "{\"a\":1}", NULL, MS_EINVALID, "model: expected an object" },
+    { BL, NULL, "{\"model\":{\"type\":\"BPE\"}}", NULL, MS_EINVALID, "model.vocab (object) and model.merges (array) are required" },
+    { BL, "\"type\":\"BPE\"", "\"type\":\"Unigram\"", NULL, MS_EUNSUPPORTED, "model.type: 'Unigram' is not supported" },
+    { BL, "\"type\":\"BPE\"", "\"type\":\"WordPiece\"", NULL, MS_EUNSUPPORTED, "model.type: 'WordPiece' is not supported" },
+    { BL, "\"use_regex\":true", "\"use_regex\":true,\"add_prefix_space\":true", NULL, MS_EUNSUPPORTED,
+      "pre_tokenizer.add_prefix_space: true is not supported" },
+    { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}", "{\"type\":\"Whitespace\"}", NULL, MS_EUNSUPPORTED,
+      "pre_tokenizer.type: pre-tokenizer 'Whitespace' is not supported" },
+    { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}",
+      "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Removed\"}]}",
+      NULL, MS_EUNSUPPORTED, "pre_tokenizer.pretokenizers[0].behavior: 'Removed' is not supported" },
+    { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}",
+      "{\"type\":\"Split\",\"pattern\":{\"Regex\":\"a\"},\"behavior\":\"Isolated\",\"invert\":true}", NULL,
+      MS_EUNSUPPORTED, "pre_tokenizer.invert: true is not supported" },
+    { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}",
+      "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Isolated\"}", NULL, MS_EUNSUPPORTED,
+      "pre_tokenizer.pattern: only {\"Regex\": ...} patterns are supported" },
+    { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}",
+      "{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\w+\"},"
+      "\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\",\"use_regex\":false}]}", NULL, MS_EUNSUPPORTED,
+      "pre_tokenizer: unknown pre-tokenizer (1 regexes, the first '\\w+')" },
+    { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}", "{\"type\":\"Sequence\",\"pretokenizers\":3}", NULL,
+      MS_EINVALID, "pre_tokenizer.pretokenizers: expected an array" },
+    { BL, "\"normalizer\":null", "\"normalizer\":{\"type\":\"Lowercase\"}", NULL, MS_EUNSUPPORTED,
+      "normalizer: 'Lowercase' is not supported for a byte-level BPE" },
+    { BL, "\"a\":0", "\"a\":-1", NULL, MS_EINVALID, "model.vocab['a']: id -1 out of range" },
+    { BL, "\"a\":0", "\"a\":\"0\"", NULL, MS_EINVALID, "model.vocab['a']: id is not an integer" },
+    { BL, "\"b\":1", "\"b\":0", NULL, MS_EINVALID, "model.vocab: id 0 is given to" },
+    { BL, "\"c\":2", "\"c\":1000000", NULL, MS_EINVALID, "more than 65536 unused ids" },
+    { BL, "\"c\":2", "\"c\":16777216", NULL, MS_EINVALID, "id 16777216 out of range [0, 16777216)" },
+    { BL, "[\"b c\",", "[5,", NULL, MS_EINVALID, "model.merges[0]: expected \"a b\" or [\"a\", \"b\"]" },
+    { BL, "[\"b c\",", "[[\"b x\",\"c\"],", NULL, MS_EUNSUPPORTED, "model.merges[0]: 'b x' is empty or holds a space" },
+    { BL, "\"content\":\"<U>\"", "\"content\":6", NULL, MS_EINVALID, "added_tokens[1].content: expected a string" },
+    { BL, "\"id\":6,", "\"id\":null,", NULL, MS_EINVALID, "added_tokens[].id: id is not an integer" },
+    { BL, "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},", "", NULL, MS_EUNSUPPORTED,
+      "a byte-level BPE without pre-tokenizer regexes is not supported" },
+    { BL, "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"use_regex\":true},\"post_processor\":{\"type\":\"ByteLevel\"},"
+          "\"decoder\":{\"type\":\"ByteLevel\"},", "", NULL, MS_EUNSUPPORTED,
+      "a BPE model that is neither byte-level (ByteLevel pre-tokenizer or decoder) nor SentencePiece-style" },
+    { BL, "\"normalizer\":null", "\"normalizer\":null", "{\"bos_token\": \"<nope>\"}", MS_EINVALID,
+      "tokenizer_config.json: bos_token: '<nope>' is not a token of the vocab" },
+    { BL, "\"normalizer\":null", "\"normalizer\":null", "[1", MS_EINVALID, "tokenizer_config.json: line 1" },
+    { BL, "\"post_processor\":{\"type\":\"ByteLevel\"}",
+      "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<q>\"}}]}", NULL,
+      MS_EINVALID, "post_processor.single[].SpecialToken.id: '<q>' is not a token" },
+    { SPM, "\"pre_tokenizer\":null", "\"pre_tokenizer\":{\"type\":\"Metaspace\",\"split\":true}", NULL,
+      MS_EUNSUPPORTED, "pre_tokenizer.split: true is not supported" },
+    { SPM, "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}",
+      "{\"type\":\"NFKC\"}", NULL, MS_EUNSUPPORTED, "normalizer: 'NFKC' is not supported for a byte_fallback BPE" },
+    { SPM, ",{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}", "", NULL, MS_EUNSUPPORTED,
+      "a byte_fallback BPE that does not turn spaces into U+2581 is not supported" },
+};
+
+START_TEST(from_json_refuses_bad_input)
+{
+    const struct bad_json *b = &bad[_i];
+    char *j = patched(b->base, b->from, b->to);
+    tokenizer *t = (tokenizer *)1;
+    int rc = tokenizer_from_json(&t, j, strlen(j), b->config, "tokenizer.json");
+
+    ck_assert_msg(rc == b->code, "case %d: rc %d, want %d (%s)", _i, rc, b->code, ms_err_msg());
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(ms_err_msg(), b->expect) != NULL, "case %d: '%s' lacks '%s'", _i, ms_err_msg(), b->expect);
+    free(j);
+}
+END_TEST
+
+Suite *tokenizer_json_suite(void)
+{
+    Suite *s = suite_create("tokenizer_json");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, byte_level_merges_by_rank);
+    tcase_add_test(tc, byte_level_merge_pairs_equal_strings);
+    tcase_add_test(tc, byte_level_pre_tokenizers_by_regex);
+    tcase_add_test(tc, byte_level_specials_from_template_and_config);
+    tcase_add_test(tc, unnamed_ids_are_unused_pads);
+    tcase_add_test(tc, spm_form_scores_follow_merge_ranks);
+    tcase_add_test(tc, spm_form_from_metaspace);
+    tcase_add_test(tc, eog_add_marks_ids);
+    tcase_add_loop_test(tc, from_json_refuses_bad_input, 0, sizeof bad / sizeof *bad);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(tokenizer_json_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
