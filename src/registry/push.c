@@ -111,7 +111,20 @@ static void url_with_digest(char *buf, size_t len, const char *location, const c
     snprintf(buf, len, "%s%cdigest=%s", location, strchr(location, '?') ? '&' : '?', digest);
 }
 
-static int upload(reg_client *c, CURL *h, const char *home, const char *digest, const char *start_location)
+/* Bytes sent so far, for the progress display (NULL when there is none). */
+typedef struct push_progress {
+    ms_progress *bar;
+    uint64_t done;
+} push_progress;
+
+static void progress_add(push_progress *p, uint64_t n)
+{
+    p->done += n;
+    ms_progress_update(p->bar, p->done);
+}
+
+static int upload(reg_client *c, CURL *h, const char *home, const char *digest, const char *start_location,
+                  push_progress *p)
 {
     const char *ct = "Content-Type: application/octet-stream";
     char location[4096], url[4400], range[96];
@@ -138,6 +151,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
             goto done;
         }
         snprintf(location, sizeof location, "%s", r.location);
+        progress_add(p, n);
     }
     hdrs[1] = NULL;
     b = v.size > PUSH_CHUNK ? (reg_body){ NULL, 0, 0 } : (reg_body){ v.data, v.size, 0 };
@@ -146,13 +160,15 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
         goto done;
     if (r.status != 201)
         rc = reg_http_err(r.status == 400 ? MS_EMISMATCH : MS_EIO, "upload", &r);
+    else
+        progress_add(p, b.len);
 done:
     reg_resp_reset(&r);
     blob_close(&v);
     return rc;
 }
 
-static int blob_push(reg_client *c, CURL *h, store *s, const char *digest)
+static int blob_push(reg_client *c, CURL *h, store *s, const char *digest, uint64_t size, push_progress *p)
 {
     char url[4500], from[2 * NAME_PART_MAX];
     reg_resp r = { 0 };
@@ -161,8 +177,10 @@ static int blob_push(reg_client *c, CURL *h, store *s, const char *digest)
     snprintf(url, sizeof url, "/v2/%s/blobs/%s", c->repo, digest);
     if ((rc = reg_request_retry(c, h, "HEAD", url, NULL, NULL, &r)) < 0)
         goto done;
-    if (r.status == 200)
+    if (r.status == 200) {
+        progress_add(p, size);
         goto done;   /* the registry has it already */
+    }
     reg_seen_other(s, c->host, c->repo, digest, from, sizeof from);
     if (from[0])
         snprintf(url, sizeof url, "/v2/%s/blobs/uploads/?mount=%s&from=%s", c->repo, digest, from);
@@ -170,13 +188,15 @@ static int blob_push(reg_client *c, CURL *h, store *s, const char *digest)
         snprintf(url, sizeof url, "/v2/%s/blobs/uploads/", c->repo);
     if ((rc = reg_request_retry(c, h, "POST", url, NULL, NULL, &r)) < 0)
         goto done;
-    if (r.status == 201 && from[0])
+    if (r.status == 201 && from[0]) {
+        progress_add(p, size);
         goto done;   /* mounted: no bytes sent */
+    }
     if (r.status != 202 || !r.location[0]) {
         rc = reg_http_err(MS_EIO, "start upload", &r);
         goto done;
     }
-    rc = upload(c, h, store_home(s), digest, r.location);
+    rc = upload(c, h, store_home(s), digest, r.location, p);
 done:
     if (rc < 0)
         ms_err_ctx("blob %s", digest);
@@ -196,6 +216,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     manifest *m = NULL;
     CURL *h = NULL;
     size_t len = 0;
+    push_progress prog = { 0 };
+    uint64_t total = 0;
     int rc, inited = 0;
 
     digest_out[0] = '\0';
@@ -211,9 +233,12 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
         rc = ms_err(MS_ENOMEM, "curl: out of memory");
         goto done;
     }
+    for (size_t i = 0; i <= m->n_layers; i++)
+        total += i == 0 ? m->config.size : m->layers[i - 1].size;
+    prog.bar = o->quiet ? NULL : ms_progress_new(label, total, 0);
     for (size_t i = 0; i <= m->n_layers; i++) {
         const char *d = i == 0 ? m->config.digest : m->layers[i - 1].digest;
-        if ((rc = blob_push(&c, h, s, d)) < 0)
+        if ((rc = blob_push(&c, h, s, d, i == 0 ? m->config.size : m->layers[i - 1].size, &prog)) < 0)
             goto done;
         reg_seen_record(s, host, c.repo, d);
     }
@@ -234,6 +259,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
 done:
     if (rc < 0)
         ms_err_ctx("push %s to %s", label, host[0] ? host : "?");
+    ms_progress_free(prog.bar);
     reg_resp_reset(&r);
     if (h)
         curl_easy_cleanup(h);

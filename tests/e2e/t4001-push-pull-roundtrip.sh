@@ -76,4 +76,18 @@ expect_fail 1 "HTTP 404" mstore pull --insecure "$REG_HOST/team/nosuch:v1"
 expect_fail 1 "not found" mstore push --insecure nosuch "$REG_HOST/team/nosuch:v1"
 expect_fail 2 "parallel" mstore pull --parallel 0 "$REG_HOST/team/tiny:v1"
 [ "$(store_state)" = "$before" ] || fail "a refused pull changed the store"
+
+# On a terminal, push and pull show a progress line (bytes, rate, ETA); --quiet shows none.
+if command -v script >/dev/null && "$PY" -c 'import pty; pty.openpty()' 2>/dev/null; then
+    export MSTORE_HOME=$WORK/home4
+    unset MSTORE_NO_PROGRESS
+    script -qec "$MSTORE_BIN pull --insecure $REG_HOST/team/tiny:v1" /dev/null > "$WORK/tty.out" 2>&1
+    grep -q "$REG_HOST/team/tiny:v1: .* / .*/s" "$WORK/tty.out" || fail "pull showed no progress on a terminal: $(cat "$WORK/tty.out")"
+    expect_ok mstore cp "$REG_HOST/team/tiny:v1" tiny:v1
+    script -qec "$MSTORE_BIN push --insecure tiny:v1 $REG_HOST/team/again:v1" /dev/null > "$WORK/tty.out" 2>&1
+    grep -q "$REG_HOST/team/again:v1: .* / .*/s" "$WORK/tty.out" || fail "push showed no progress on a terminal: $(cat "$WORK/tty.out")"
+    script -qec "$MSTORE_BIN push --insecure --quiet tiny:v1 $REG_HOST/team/again:v2" /dev/null > "$WORK/tty.out" 2>&1
+    grep -q "/s" "$WORK/tty.out" && fail "push --quiet showed progress: $(cat "$WORK/tty.out")"
+    export MSTORE_NO_PROGRESS=1
+fi
 echo "ok $TEST_NAME"
