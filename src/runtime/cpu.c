@@ -119,12 +119,10 @@ int runtime_type_supported(int type)
            rt_ext_type(type);
 }
 
-/* Scratch of a matmul: the 16-bit activation blocks, then copies of their scales (rt_act). */
-static size_t q16_bytes(int n_tok, int cols) { return (size_t)n_tok * (size_t)(cols / QK + 1) * sizeof(rt_q16); }
-
+/* Scratch of a matmul: the 16-bit activation blocks. */
 size_t runtime_matmul_scratch(int n_tok, int cols)
 {
-    return q16_bytes(n_tok, cols) + 64 + 2 * (size_t)n_tok * (size_t)(cols / QK) * sizeof(float);
+    return (size_t)n_tok * (size_t)(cols / QK + 1) * sizeof(rt_q16);
 }
 
 size_t runtime_attention_scratch(int n_ctx, int n_threads)
@@ -175,22 +173,14 @@ static void mm_task(void *ctx, int ith, int nth)
     }
 }
 
-/* Tokens split evenly: their 16-bit blocks, and the copies of the blocks' scales. */
+/* Tokens split evenly: their 16-bit blocks. */
 static void quantize_task(void *ctx, int ith, int nth)
 {
     const mm_job *j = ctx;
-    int nb = j->cols / QK, chunk = (j->n_tok + nth - 1) / nth, t0 = ith * chunk;
-    int t1 = t0 + chunk < j->n_tok ? t0 + chunk : j->n_tok;
-    float *dx = (float *)(uintptr_t)j->a.dx, *sx = (float *)(uintptr_t)j->a.sx;
+    int chunk = (j->n_tok + nth - 1) / nth, t0 = ith * chunk, t1 = t0 + chunk < j->n_tok ? t0 + chunk : j->n_tok;
 
-    for (int t = t0; t < t1; t++) {
-        rt_q16 *xq = (rt_q16 *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride);
-        rt_quantize_q16(xq, j->x_in + (size_t)t * j->cols, j->cols);
-        for (int b = 0; b < nb; b++) {
-            dx[(size_t)t * nb + b] = xq[b].d;
-            sx[(size_t)t * nb + b] = xq[b].s;
-        }
-    }
+    for (int t = t0; t < t1; t++)
+        rt_quantize_q16((rt_q16 *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride), j->x_in + (size_t)t * j->cols, j->cols);
 }
 
 static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
@@ -207,10 +197,8 @@ static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, con
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
     j.w_stride = (size_t)row_bytes;
-    if (is_block_type(w->type)) {
-        size_t nbt = (size_t)n_tok * (size_t)(j.cols / QK);
-        float *dx = (float *)(((uintptr_t)scratch + q16_bytes(n_tok, j.cols) + 63) & ~(uintptr_t)63);
-        j.a = (rt_act){ .x = scratch, .stride = (size_t)(j.cols / QK) * sizeof(rt_q16), .dx = dx, .sx = dx + nbt };
+    if (is_block_type(w->type) && !rt_fast_get()->f32_act[w->type]) {
+        j.a = (rt_act){ .x = scratch, .stride = (size_t)(j.cols / QK) * sizeof(rt_q16) };
         if (n_tok == 1)
             quantize_task(&j, 0, 1);
         else
@@ -233,7 +221,7 @@ float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)cols);
     wr = (const uint8_t *)w->data + row * row_bytes;
-    if (!is_block_type(w->type))
+    if (!is_block_type(w->type) || rt_fast_get()->f32_act[w->type])
         return k->dot[w->type](x, wr, cols);
     rt_q16 *xq = malloc((size_t)(cols / QK) * sizeof *xq);   /* tests only */
     if (!xq)

@@ -19,13 +19,11 @@
 #define RT_GEMM_KC 512
 #define RT_GEMM_RB 16
 
-/* A batch of activations. Block types: token t's rt_q16 blocks at x + t * stride, and copies of
- * their d and s as dx[t * nb + b], sx[t * nb + b] (nb = cols / QK), so that a kernel loads the
- * scales of 16 blocks at once. Float types: token t's f32 row at x + t * stride. */
+/* A batch of activations: token t's at x + t * stride, as the kernel's type takes them
+ * (rt_q16 blocks for block types, unless the path's f32_act says f32; f32 for float types). */
 typedef struct rt_act {
     const uint8_t *x;
     size_t stride;
-    const float *dx, *sx;
 } rt_act;
 
 /* y[t * ldy + r] = x[t] . w[r] for t < n_tok, r < n_rows; w rows `w_stride` bytes apart. For each
@@ -35,6 +33,8 @@ typedef void (*rt_gemm_fn)(float *y, size_t ldy, const rt_act *a, int n_tok, con
 
 typedef struct rt_fast {
     rt_gemm_fn gemm[GGML_TYPE_COUNT];   /* NULL: tiles of dot[type] */
+    /* 1: this block type's gemm and dot[type] take f32 activations, not rt_q16 blocks */
+    unsigned char f32_act[GGML_TYPE_COUNT];
 } rt_fast;
 
 /* The AVX-512 path (F, BW, DQ, VL): NULL when not compiled in. Its dot table starts as the

@@ -2,21 +2,18 @@
  * called only after cpu.c checked the CPU). Tiled kernels of rows x tokens for the types that
  * dominate real models (Q4_0, Q8_0, F16, F32); every other type keeps the AVX2 dot product.
  *
- * Block types (16-bit activations of rt_q16): per block one vpmaddwd of the 32 weights widened
- * to 16 bits against the 32 activations (exact int32 partial sums), one int32->f32 conversion
- * and one FMA by the block's scale d_w * d_x into a 16-lane accumulator per (row, token). The
- * scales of 16 blocks are made at once (a gather of the f16 d_w, one conversion, one multiply).
- * Q4_0's "- 8" is not applied per weight: sum (n - 8) q dx = sum n q dx - 8 s, s = dx sum q
- * (rt_q16.s), one FMA per 16 blocks. A tile of 4 rows x 4 tokens widens each weight block once
- * for 4 tokens and loads each activation block once for 4 rows; decode is the 4 x 1 tile.
- *
- * Float types: 16-lane FMA accumulators per (row, token) over chunks of RT_GEMM_KC columns,
- * summed once per chunk; a tile is 4 rows x 6 tokens (24 accumulators). With several tokens an
- * F16 chunk is first converted into an f32 panel, so the conversion is paid once per weight, not
- * once per token. Values are the same either way (the conversion is exact).
- *
- * The arithmetic of one (row, token) never depends on the tile it is computed in, so these
- * kernels are also this path's dot products and decode equals prefill bit for bit. */
+ * All four are float kernels: 16-lane FMA accumulators per (row, token) over chunks of
+ * RT_GEMM_KC columns, summed once per chunk. Block-quantized weights are dequantized exactly
+ * (a 4- or 8-bit integer times an f16 scale fits f32's 24 bits) and meet f32 activations, not
+ * the 16-bit ones of the other paths: on a CPU without VNNI a 16-lane FMA does 16
+ * multiply-adds per instruction, where vpmaddwd + conversion + FMA per block do ~10, and the
+ * activations are not rounded at all.
+ *   decode (one token): a tile of 4 rows dequantizes each block in registers (Q4_0: a 16-entry
+ *     table (n - 8) * d per block and two vpermps on the nibbles) and does its two FMAs;
+ *   prefill: each 16-row x 512-column chunk is dequantized once into an f32 panel, then tiles of
+ *     4 rows x 6 tokens (24 accumulators) pass over it.
+ * Both add the same products in the same order, so a (row, token) never depends on the tile:
+ * these kernels are also this path's dot products, and decode equals prefill bit for bit. */
 #include "runtime/kernels.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
@@ -37,111 +34,6 @@ AI __m512 block_dw(const uint8_t *w, int bytes, int n)
     __m512i raw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), first(n), idx, w, 1);
 
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
-}
-
-/* Q4_0 nibbles of a block as 32 int16 in element order: qs[j] & 15 for j < 16, qs[j - 16] >> 4
- * after. The 16 bytes are broadcast to both halves, widened, shifted per half and masked. */
-AI __m512i q4_0_weights(const uint8_t *block)
-{
-    const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 0x0004000400040004ll, 0x0004000400040004ll,
-                                            0x0004000400040004ll, 0x0004000400040004ll);
-    __m512i v = _mm512_cvtepu8_epi16(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(block + 2))));
-
-    return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi16(15));
-}
-
-AI __m512i q8_0_weights(const uint8_t *block)
-{
-    return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(block + 2)));
-}
-
-/* MR rows x MT tokens (constants at each call) of Q4_0 (q4 = 1) or Q8_0 over nb blocks. */
-AI void block_tile(const int MR, const int MT, const int q4, float *y, size_t ldy, const rt_act *a, int t0,
-                   const uint8_t *w, size_t ws, int nb)
-{
-    const int bytes = q4 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
-    __m512 acc[4][4], corr[4][4];
-    _Alignas(64) float sc[4][4][16];
-
-    #pragma GCC unroll 6
-    for (int r = 0; r < MR; r++)
-        #pragma GCC unroll 6
-        for (int t = 0; t < MT; t++)
-            acc[r][t] = corr[r][t] = _mm512_setzero_ps();
-    for (int b0 = 0; b0 < nb; b0 += 16) {
-        int n = nb - b0 < 16 ? nb - b0 : 16;
-        #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) {
-            __m512 dw = block_dw(w + (size_t)r * ws + (size_t)b0 * bytes, bytes, n);
-            #pragma GCC unroll 6
-            for (int t = 0; t < MT; t++) {
-                size_t o = (size_t)(t0 + t) * (size_t)nb + (size_t)b0;
-                _mm512_store_ps(sc[r][t], _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(first(n), a->dx + o)));
-                if (q4)
-                    corr[r][t] = _mm512_fmadd_ps(dw, _mm512_maskz_loadu_ps(first(n), a->sx + o), corr[r][t]);
-            }
-        }
-        for (int j = 0; j < n; j++) {
-            __m512i wv[4];
-            #pragma GCC unroll 6
-            for (int r = 0; r < MR; r++) {
-                const uint8_t *blk = w + (size_t)r * ws + (size_t)(b0 + j) * bytes;
-                wv[r] = q4 ? q4_0_weights(blk) : q8_0_weights(blk);
-            }
-            #pragma GCC unroll 6
-            for (int t = 0; t < MT; t++) {
-                const rt_q16 *xb = (const rt_q16 *)(const void *)(a->x + (size_t)(t0 + t) * a->stride) + b0 + j;
-                __m512i xv = _mm512_loadu_si512(xb->q);
-                #pragma GCC unroll 6
-                for (int r = 0; r < MR; r++)
-                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(wv[r], xv)),
-                                                _mm512_set1_ps(sc[r][t][j]), acc[r][t]);
-            }
-        }
-    }
-    #pragma GCC unroll 6
-    for (int r = 0; r < MR; r++)
-        #pragma GCC unroll 6
-        for (int t = 0; t < MT; t++) {
-            float s = _mm512_reduce_add_ps(acc[r][t]);
-            if (q4)
-                s -= 8.0f * _mm512_reduce_add_ps(corr[r][t]);
-            y[(size_t)t * ldy + r] = s;
-        }
-}
-
-AI void block_gemm(const int q4, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
-                   int n_rows, int cols)
-{
-    int nb = cols / QK, r = 0;
-
-    /* rows outside: the 4 rows of a tile stay in L1 while every token tile passes */
-    for (; r + 4 <= n_rows; r += 4) {
-        int t = 0;
-        for (; t + 4 <= n_tok; t += 4)
-            block_tile(4, 4, q4, y + (size_t)t * ldy + r, ldy, a, t, w + (size_t)r * ws, ws, nb);
-        for (; t < n_tok; t++)
-            block_tile(4, 1, q4, y + (size_t)t * ldy + r, ldy, a, t, w + (size_t)r * ws, ws, nb);
-    }
-    for (; r < n_rows; r++) {
-        int t = 0;
-        for (; t + 4 <= n_tok; t += 4)
-            block_tile(1, 4, q4, y + (size_t)t * ldy + r, ldy, a, t, w + (size_t)r * ws, ws, nb);
-        for (; t < n_tok; t++)
-            block_tile(1, 1, q4, y + (size_t)t * ldy + r, ldy, a, t, w + (size_t)r * ws, ws, nb);
-    }
-}
-
-static void gemm_q4_0(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
-                      int cols)
-{
-    block_gemm(1, y, ldy, a, n_tok, w, ws, n_rows, cols);
-}
-
-static void gemm_q8_0(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
-                      int cols)
-{
-    block_gemm(0, y, ldy, a, n_tok, w, ws, n_rows, cols);
 }
 
 /* ---------------------------------------------------------------- float weights */
@@ -201,102 +93,211 @@ AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const floa
     }
 }
 
-/* An F16 chunk of RT_GEMM_RB rows as f32, static so that a forward pass allocates nothing. */
-static _Thread_local _Alignas(64) float panel[RT_GEMM_RB * RT_GEMM_KC];
-
-static void float_gemm(int f16, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
-                       int n_rows, int cols)
+/* One Q4_0 block as f32: lanes (n - 8) * d looked up by the nibbles (vpermps reads the low 4
+ * bits of each index, so the low nibble needs no mask). */
+AI void q4_0_block(__m512 *lo, __m512 *hi, const uint8_t *blk, float d)
 {
-    const float *x = (const float *)(const void *)a->x;
-    size_t ldx = a->stride / sizeof(float), we = ws / (f16 ? 2 : 4);
+    const __m512 iota = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512 table = _mm512_mul_ps(iota, _mm512_set1_ps(d));
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)));
 
-    for (int rb = 0; rb < n_rows; rb += RT_GEMM_RB) {
-        int nr = n_rows - rb < RT_GEMM_RB ? n_rows - rb : RT_GEMM_RB;
-        for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
-            int kc = cols - k0 < RT_GEMM_KC ? cols - k0 : RT_GEMM_KC, tail = kc % 16;
-            const uint8_t *wc = w + (size_t)rb * ws + (size_t)k0 * (f16 ? 2 : 4);
-            int use_panel = f16 && n_tok > 1;
-            kc -= tail;
-            if (use_panel) {
-                for (int r = 0; r < nr; r++) {
-                    const uint16_t *src = (const uint16_t *)(const void *)(wc + (size_t)r * ws);
-                    float *dst = panel + (size_t)r * RT_GEMM_KC;
-                    for (int k = 0; k < kc; k += 16)
-                        _mm512_store_ps(dst + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k))));
-                    if (tail)
-                        _mm512_store_ps(dst + kc, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(tail), src + kc)));
+    *lo = _mm512_permutexvar_ps(v, table);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+}
+
+AI void q8_0_block(__m512 *lo, __m512 *hi, const uint8_t *blk, float d)
+{
+    __m512 dv = _mm512_set1_ps(d);
+
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)))), dv);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)))), dv);
+}
+
+enum { K_F32, K_F16, K_Q4_0, K_Q8_0 };
+
+/* Decode: MR rows of a block type against one token, the operations of float_tile over a
+ * dequantized panel (chunk by chunk, two FMAs per block into one accumulator per row) without
+ * the panel. The f16 scales of up to DEC_BLOCKS blocks of every row are gathered first, all at
+ * once: a gather at each chunk's start would gate the chunk's work on its latency (DRAM,
+ * or ~20 cycles from cache), the independent gathers overlap, and they pull the rows' lines in
+ * ahead of the work. */
+#define DEC_BLOCKS 256   /* a multiple of RT_GEMM_KC / QK */
+AI void block_rows1(const int MR, const int q4, float *y, const float *x, const uint8_t *w, size_t ws, int cols)
+{
+    const int bytes = q4 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
+    _Alignas(64) float d[8][DEC_BLOCKS];
+
+    for (int p0 = 0; p0 < cols; p0 += DEC_BLOCKS * QK) {
+        int pb = (cols - p0) / QK < DEC_BLOCKS ? (cols - p0) / QK : DEC_BLOCKS;
+        #pragma GCC unroll 8
+        for (int r = 0; r < MR; r++)
+            for (int b = 0; b < pb; b += 16)
+                _mm512_store_ps(d[r] + b, block_dw(w + (size_t)r * ws + (size_t)(p0 / QK + b) * bytes, bytes, pb - b));
+        for (int k0 = p0; k0 < p0 + pb * QK; k0 += RT_GEMM_KC) {
+            int nb = (p0 + pb * QK - k0) / QK < RT_GEMM_KC / QK ? (p0 + pb * QK - k0) / QK : RT_GEMM_KC / QK;
+            int b0 = (k0 - p0) / QK;
+            __m512 c[8];
+            #pragma GCC unroll 8
+            for (int r = 0; r < MR; r++)
+                c[r] = _mm512_setzero_ps();
+            for (int b = 0; b < nb; b++) {
+                __m512 xl = _mm512_loadu_ps(x + k0 + QK * b), xh = _mm512_loadu_ps(x + k0 + QK * b + 16);
+                #pragma GCC unroll 8
+                for (int r = 0; r < MR; r++) {
+                    const uint8_t *blk = w + (size_t)r * ws + (size_t)(k0 / QK + b) * bytes;
+                    __m512 wl, wh;
+                    if (q4)
+                        q4_0_block(&wl, &wh, blk, d[r][b0 + b]);
+                    else
+                        q8_0_block(&wl, &wh, blk, d[r][b0 + b]);
+                    c[r] = _mm512_fmadd_ps(wl, xl, c[r]);
+                    c[r] = _mm512_fmadd_ps(wh, xh, c[r]);
                 }
             }
-            const void *wp = use_panel ? (const void *)panel : (const void *)wc;
-            size_t wst = use_panel ? RT_GEMM_KC : we;
-            int f = f16 && !use_panel, r = 0;
-            for (; r + 4 <= nr; r += 4) {
-                const void *wr = f ? (const void *)((const uint16_t *)wp + r * wst) : (const void *)((const float *)wp + r * wst);
-                if (f)
-                    float_rows(4, 1, y + rb + r, ldy, x, ldx, n_tok, wr, wst, k0, kc, tail);
-                else
-                    float_rows(4, 0, y + rb + r, ldy, x, ldx, n_tok, wr, wst, k0, kc, tail);
-            }
-            for (; r < nr; r++) {
-                const void *wr = f ? (const void *)((const uint16_t *)wp + r * wst) : (const void *)((const float *)wp + r * wst);
-                if (f)
-                    float_rows(1, 1, y + rb + r, ldy, x, ldx, n_tok, wr, wst, k0, kc, tail);
-                else
-                    float_rows(1, 0, y + rb + r, ldy, x, ldx, n_tok, wr, wst, k0, kc, tail);
+            #pragma GCC unroll 8
+            for (int r = 0; r < MR; r++) {
+                float s = _mm512_reduce_add_ps(c[r]);
+                y[r] = k0 ? y[r] + s : s;
             }
         }
     }
 }
 
-static void gemm_f16(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
-                     int cols)
+/* A chunk of rows, dequantized once for every token, static so that a forward pass allocates
+ * nothing. */
+static _Thread_local _Alignas(64) float panel[RT_GEMM_RB * RT_GEMM_KC];
+
+static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, int kc, int tail)
 {
-    float_gemm(1, y, ldy, a, n_tok, w, ws, n_rows, cols);
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *row = w + (size_t)r * ws;
+        float *dst = panel + (size_t)r * RT_GEMM_KC;
+        if (kind == K_F16) {
+            const uint16_t *src = (const uint16_t *)(const void *)row + k0;
+            for (int k = 0; k < kc; k += 16)
+                _mm512_store_ps(dst + k, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k))));
+            if (tail)
+                _mm512_store_ps(dst + kc, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(tail), src + kc)));
+            continue;
+        }
+        int bytes = kind == K_Q4_0 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
+        for (int b = 0; b < kc / QK; b++) {
+            const uint8_t *blk = row + (size_t)(k0 / QK + b) * bytes;
+            __m512 lo, hi;
+            if (kind == K_Q4_0)
+                q4_0_block(&lo, &hi, blk, _cvtsh_ss(rt_rd16(blk)));
+            else
+                q8_0_block(&lo, &hi, blk, _cvtsh_ss(rt_rd16(blk)));
+            _mm512_store_ps(dst + QK * b, lo);
+            _mm512_store_ps(dst + QK * b + 16, hi);
+        }
+    }
 }
 
-static void gemm_f32(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
-                     int cols)
+static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
+                       int n_rows, int cols)
 {
-    float_gemm(0, y, ldy, a, n_tok, w, ws, n_rows, cols);
+    const float *x = (const float *)(const void *)a->x;
+    size_t ldx = a->stride / sizeof(float);
+
+    if (n_tok == 1 && (kind == K_Q4_0 || kind == K_Q8_0)) {
+        /* decode: rows outside, so each row streams through once */
+        int r = 0, q4 = kind == K_Q4_0;
+        for (; r + 8 <= n_rows; r += 8) {
+            if (q4)
+                block_rows1(8, 1, y + r, x, w + (size_t)r * ws, ws, cols);
+            else
+                block_rows1(8, 0, y + r, x, w + (size_t)r * ws, ws, cols);
+        }
+        for (; r < n_rows; r++) {
+            if (q4)
+                block_rows1(1, 1, y + r, x, w + (size_t)r * ws, ws, cols);
+            else
+                block_rows1(1, 0, y + r, x, w + (size_t)r * ws, ws, cols);
+        }
+        return;
+    }
+    for (int rb = 0; rb < n_rows; rb += RT_GEMM_RB) {
+        int nr = n_rows - rb < RT_GEMM_RB ? n_rows - rb : RT_GEMM_RB;
+        for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
+            int kc = cols - k0 < RT_GEMM_KC ? cols - k0 : RT_GEMM_KC, tail = kc % 16;
+            int use_panel = kind != K_F32 && n_tok > 1, f16 = kind == K_F16 && !use_panel, r = 0;
+            const uint8_t *wc = w + (size_t)rb * ws;
+            kc -= tail;
+            if (use_panel)
+                panel_fill(kind, wc, ws, nr, k0, kc, tail);
+            /* weights of the chunk: the panel, or the rows themselves from column k0 */
+            size_t wst = use_panel ? RT_GEMM_KC : ws / (f16 ? 2 : 4), off = use_panel ? 0 : (size_t)k0;
+            const float *wf = use_panel ? panel : (const float *)(const void *)wc + off;
+            const uint16_t *wh = (const uint16_t *)(const void *)wc + off;
+            for (; r + 4 <= nr; r += 4) {
+                if (f16)
+                    float_rows(4, 1, y + rb + r, ldy, x, ldx, n_tok, wh + r * wst, wst, k0, kc, tail);
+                else
+                    float_rows(4, 0, y + rb + r, ldy, x, ldx, n_tok, wf + r * wst, wst, k0, kc, tail);
+            }
+            for (; r < nr; r++) {
+                if (f16)
+                    float_rows(1, 1, y + rb + r, ldy, x, ldx, n_tok, wh + r * wst, wst, k0, kc, tail);
+                else
+                    float_rows(1, 0, y + rb + r, ldy, x, ldx, n_tok, wf + r * wst, wst, k0, kc, tail);
+            }
+        }
+    }
 }
+
+#define GEMM(name, kind)                                                                                       \
+    static void name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
+                     int cols)                                                                                 \
+    {                                                                                                          \
+        float_gemm(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                               \
+    }
+GEMM(gemm_f32, K_F32)
+GEMM(gemm_f16, K_F16)
+GEMM(gemm_q4_0, K_Q4_0)
+GEMM(gemm_q8_0, K_Q8_0)
+#undef GEMM
 
 /* ---------------------------------------------------------------- one row: this path's dots */
 
-#define MAX_DOT_BLOCKS 1024   /* the scale copies of one row live on the stack */
-
-static float dot_block(int type, const void *x, const void *w, int n)
-{
-    float dx[MAX_DOT_BLOCKS], sx[MAX_DOT_BLOCKS], y;
-    const rt_q16 *xq = x;
-    int nb = n / QK;
-    rt_act a = { .x = x, .stride = 0, .dx = dx, .sx = sx };
-
-    if (nb > MAX_DOT_BLOCKS)
-        return rt_kernels_avx2()->dot[type](x, w, n);
-    for (int b = 0; b < nb; b++) {
-        dx[b] = xq[b].d;
-        sx[b] = xq[b].s;
+/* x is f32 for all four types (rt_fast.f32_act): one row is a 1 x 1 gemm. */
+#define DOT(name, gemm)                                                             \
+    static float name(const void *x, const void *w, int n)                        \
+    {                                                                             \
+        rt_act a = { .x = x, .stride = 0 };                                       \
+        float y;                                                                  \
+        gemm(&y, 1, &a, 1, w, 0, 1, n);                                           \
+        return y;                                                                 \
     }
-    (type == GGML_TYPE_Q4_0 ? gemm_q4_0 : gemm_q8_0)(&y, 1, &a, 1, w, 0, 1, n);
-    return y;
-}
+DOT(dot_q4_0, gemm_q4_0)
+DOT(dot_q8_0, gemm_q8_0)
+DOT(dot_f16, gemm_f16)
+DOT(dot_f32w, gemm_f32)
+#undef DOT
 
-static float dot_q4_0(const void *x, const void *w, int n) { return dot_block(GGML_TYPE_Q4_0, x, w, n); }
-static float dot_q8_0(const void *x, const void *w, int n) { return dot_block(GGML_TYPE_Q8_0, x, w, n); }
-
-static float dot_float(int f16, const float *x, const void *w, int n)
+/* Attention's dots (q . k over head_dim, any length): short rows, so two plain accumulators and
+ * a masked tail, without the tile machinery. Both prefill and decode use these. */
+AI float attn_dot(const int F16, const float *a, const void *b, int n)
 {
-    rt_act a = { .x = (const uint8_t *)x, .stride = 0 };
-    float y;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int i = 0;
 
-    float_gemm(f16, &y, 1, &a, 1, w, 0, 1, n);
-    return y;
+#define LDB(off, m) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)b + (off))) \
+                         : _mm512_maskz_loadu_ps(m, (const float *)b + (off)))
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), LDB(i, 0xffff), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), LDB(i + 16, 0xffff), s1);
+    }
+    for (; i < n; i += 16) {
+        __mmask16 m = first(n - i);
+        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), LDB(i, m), s0);
+    }
+#undef LDB
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-static float dot_f16(const void *x, const void *w, int n) { return dot_float(1, x, w, n); }
-static float dot_f32w(const void *x, const void *w, int n) { return dot_float(0, x, w, n); }
-static float dot_f32(const float *a, const float *b, int n) { return dot_float(0, a, b, n); }
-static float dot_f32_f16(const float *a, const uint16_t *b, int n) { return dot_float(1, a, b, n); }
+static float dot_f32(const float *a, const float *b, int n) { return attn_dot(0, a, b, n); }
+static float dot_f32_f16(const float *a, const uint16_t *b, int n) { return attn_dot(1, a, b, n); }
 
 static rt_kernels table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
@@ -316,6 +317,7 @@ static void table_init(void)
 static const rt_fast fast = {
     .gemm = { [GGML_TYPE_Q4_0] = gemm_q4_0, [GGML_TYPE_Q8_0] = gemm_q8_0, [GGML_TYPE_F16] = gemm_f16,
               [GGML_TYPE_F32] = gemm_f32 },
+    .f32_act = { [GGML_TYPE_Q4_0] = 1, [GGML_TYPE_Q8_0] = 1 },
 };
 
 const rt_kernels *rt_kernels_avx512(void)
