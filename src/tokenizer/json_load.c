@@ -246,7 +246,7 @@ static int vocab_build(vocab *v, json_t *mvocab, json_t *added, const char *what
 {
     const char *key;
     json_t *val;
-    json_int_t id, max = -1;
+    json_int_t id = 0, max = -1;
     size_t entries = json_object_size(mvocab) + json_array_size(added);
 
     json_object_foreach(mvocab, key, val) {
