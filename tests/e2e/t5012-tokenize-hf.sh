@@ -65,6 +65,16 @@ expect_ok mstore tokenize hf-deepseek-llm "Hello world"
 expect_ok mstore tokenize hf-llama-spm "I believe the meaning of life is"
 [ "$out" = "1 306 4658 278 6593 310 2834 338" ] || fail "llama-spm: $out"
 
+# An MLX directory carries the same tokenizer files: its import tokenizes the same way.
+"$PY" "$MSTORE_SRC/tests/e2e/mkfixture.py" mlx "$WORK/mlx" --layers 1
+"$PY" "$MSTORE_SRC/tests/e2e/mkfixture.py" tokjson "$MODELS/vocab/ggml-vocab-deepseek-coder.gguf" "$WORK/mlx"
+expect_ok mstore import "$WORK/mlx" --name mlx-coder --quiet
+text=$'def f(x):\n\treturn x**2 # 12345 \xc3\xa9t\xc3\xa9'
+expect_ok mstore tokenize mlx-coder "$text"
+mlx_ids=$out
+expect_ok mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-deepseek-coder.gguf" "$text"
+[ "$mlx_ids" = "$out" ] || fail "MLX import: '$mlx_ids', the GGUF: '$out'"
+
 # A tokenizer.json that is not byte-level or SentencePiece-style: a clear refusal, the model
 # itself still imports (it can run on ids).
 mkdir "$WORK/uni" && cp "$WORK/hf-gpt-2/config.json" "$WORK/hf-gpt-2/model.safetensors" "$WORK/uni/"

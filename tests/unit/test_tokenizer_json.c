@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blob/blob.h"
+#include "helpers/fixture.h"
+#include "import/import.h"
 #include "tokenizer/tokenizer.h"
 
 #define SP "\xe2\x96\x81"   /* U+2581 */
@@ -253,6 +256,88 @@ START_TEST(eog_add_marks_ids)
 }
 END_TEST
 
+/* An HF directory holding one tensor and the BL tokenizer, imported into a fresh store;
+ * `gen` is generation_config.json's text (NULL: none), `cfg_eos` config.json's eos_token_id. */
+static void import_tiny(store **s_out, manifest **m_out, char **home_out, const char *gen, const char *cfg_eos,
+                        int with_tokenizer)
+{
+    char *home = fixture_tmpdir(), *hf = ms_strdup_printf("%s/hf", home), *cfg, digest[72];
+    static const float emb[9 * 4];
+    uint64_t shape[2] = { 9, 4 };
+    fixture_mem mem = { 0 };
+    st_writer *w;
+    model_name name;
+
+    ck_assert_int_eq(ms_mkdir_p(hf, 0755), 0);
+    cfg = ms_strdup_printf("{\"model_type\": \"llama\", \"hidden_size\": 4, \"intermediate_size\": 8, "
+                           "\"num_hidden_layers\": 0, \"num_attention_heads\": 1, \"num_key_value_heads\": 1, "
+                           "\"vocab_size\": 9, \"eos_token_id\": %s}", cfg_eos);
+    free(fixture_write(hf, "config.json", cfg, strlen(cfg)));
+    ck_assert_int_eq(st_writer_new(&w), 0);
+    ck_assert_int_eq(st_writer_add(w, "model.embed_tokens.weight", ST_F32, 2, shape, emb, sizeof emb), 0);
+    ck_assert_int_eq(st_writer_emit(w, fixture_mem_sink, &mem), 0);
+    st_writer_free(w);
+    free(fixture_write(hf, "model.safetensors", mem.p, mem.len));
+    if (with_tokenizer)
+        free(fixture_write(hf, "tokenizer.json", BL, strlen(BL)));
+    if (gen)
+        free(fixture_write(hf, "generation_config.json", gen, strlen(gen)));
+    ck_assert_int_eq(store_open(s_out, home), 0);
+    ck_assert_int_eq(name_parse(&name, "tiny"), 0);
+    ck_assert_msg(import_hf_dir(*s_out, hf, &name, &(import_opts){ .quiet = 1 }, digest) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(store_manifest_load(*s_out, digest, m_out), 0);
+    *home_out = home;
+    free(mem.p);
+    free(cfg);
+    free(hf);
+}
+
+START_TEST(from_manifest_reads_tokenizer_json_and_eos_lists)
+{
+    static const struct { const char *gen, *cfg_eos; int eos, eog[3]; } cases[] = {
+        { "{\"eos_token_id\": [3, 4, 99]}", "2", 3, { 3, 4, -1 } },   /* generation_config wins; 99 is no token */
+        { NULL, "[2, 1]", 2, { 2, 1, -1 } },                            /* else config.json's list */
+        { "{\"eos_token_id\": 4}", "null", 4, { 4, -1 } },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        store *s;
+        manifest *m;
+        char *home;
+        tokenizer *t = NULL;
+
+        import_tiny(&s, &m, &home, cases[i].gen, cases[i].cfg_eos, 1);
+        ck_assert_msg(tokenizer_from_manifest(&t, s, m, "model 'tiny'") == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_BPE);
+        ck_assert_int_eq(tokenizer_eos(t), cases[i].eos);
+        for (int k = 0; cases[i].eog[k] >= 0; k++)
+            ck_assert_msg(tokenizer_is_eog(t, cases[i].eog[k]), "case %zu: %d ends generation", i, cases[i].eog[k]);
+        ck_assert(!tokenizer_is_eog(t, 0));
+        expect_ids(t, "abc", 1, 0, IDS(0, 4));
+        tokenizer_free(t);
+        manifest_free(m);
+        store_close(s);
+        fixture_rmrf(home);
+    }
+}
+END_TEST
+
+START_TEST(from_manifest_without_tokenizer_is_not_found)
+{
+    store *s;
+    manifest *m;
+    char *home;
+    tokenizer *t = (tokenizer *)1;
+
+    import_tiny(&s, &m, &home, NULL, "2", 0);
+    ck_assert_int_eq(tokenizer_from_manifest(&t, s, m, "model 'tiny'"), MS_ENOTFOUND);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "model 'tiny': no tokenizer (no GGUF metadata or tokenizer.json layer)"));
+    manifest_free(m);
+    store_close(s);
+    fixture_rmrf(home);
+}
+END_TEST
+
 static const struct bad_json {
     const char *base, *from, *to;   /* base with `from` replaced by `to` (from NULL: to is the text) */
     const char *config;
@@ -340,6 +425,8 @@ Suite *tokenizer_json_suite(void)
     tcase_add_test(tc, spm_form_scores_follow_merge_ranks);
     tcase_add_test(tc, spm_form_from_metaspace);
     tcase_add_test(tc, eog_add_marks_ids);
+    tcase_add_test(tc, from_manifest_reads_tokenizer_json_and_eos_lists);
+    tcase_add_test(tc, from_manifest_without_tokenizer_is_not_found);
     tcase_add_loop_test(tc, from_json_refuses_bad_input, 0, sizeof bad / sizeof *bad);
     suite_add_tcase(s, tc);
     return s;
