@@ -10,6 +10,7 @@
 
 #include "blob/blob.h"
 #include "import/import_int.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct gen {
     store *s;
@@ -53,89 +54,122 @@ static int meta_write(gen *g, const char *model_name)
     return rc ? ms_err(MS_ERROR, "writing metadata: %s", ms_err_msg()) : 0;
 }
 
-/* Byte-level BPE from tokenizer.json (tokens by id, merges, added tokens as control tokens),
- * padded to the model's vocab size; anything else is written as "no_vocab", which llama.cpp
- * loads with dummy tokens. */
-static int vocab_write(gen *g)
+/* llama.cpp's name for a pre-tokenizer where it differs from the tokenizer module's. */
+static const char *gguf_pre_name(const char *pre)
 {
-    json_t *model = json_object_get(g->tok, "model"), *vocab = json_object_get(model, "vocab");
-    json_t *merges = json_object_get(model, "merges"), *added = json_object_get(g->tok, "added_tokens"), *v;
-    size_t n = (size_t)cfg_int(g, "vocab_size"), nm = json_array_size(merges);
-    const char **toks = NULL, **mstr = NULL;
-    char **owned = NULL, **mowned = NULL;
-    int32_t *types = NULL;
-    const char *key;
+    if (!pre)
+        return "default";
+    if (strcmp(pre, "gpt2") == 0)
+        return "gpt-2";
+    if (strcmp(pre, "llama3") == 0)
+        return "llama-bpe";
+    return pre;
+}
+
+/* merges from tokenizer.json: "a b" strings or ["a", "b"] pairs, as GGUF's "a b" strings. */
+static int merges_write(gen *g)
+{
+    json_t *merges = json_object_get(json_object_get(g->tok, "model"), "merges");
+    size_t nm = json_array_size(merges);
+    const char **mstr = calloc(nm ? nm : 1, sizeof *mstr);
+    char **owned = calloc(nm ? nm : 1, sizeof *owned);
     int rc = 0;
 
-    if (!g->tok || !json_is_object(vocab) || strcmp(json_string_value(json_object_get(model, "type")) ? json_string_value(json_object_get(model, "type")) : "", "BPE") != 0 ||
-        json_is_true(json_object_get(model, "byte_fallback")))
-        return gguf_writer_set_str(g->w, "tokenizer.ggml.model", "no_vocab", 8);
-    toks = calloc(n ? n : 1, sizeof *toks);
-    types = calloc(n ? n : 1, sizeof *types);
-    owned = calloc(n ? n : 1, sizeof *owned);
-    mstr = calloc(nm ? nm : 1, sizeof *mstr);
-    mowned = calloc(nm ? nm : 1, sizeof *mowned);
-    if (!toks || !types || !owned || !mstr || !mowned) {
+    if (!mstr || !owned) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    json_object_foreach(vocab, key, v) {
-        json_int_t id = json_integer_value(v);
-        if (id >= 0 && (size_t)id < n) {
-            toks[id] = key;
-            types[id] = 1;   /* normal */
-        }
-    }
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        json_t *a = json_array_get(added, i);
-        json_int_t id = json_integer_value(json_object_get(a, "id"));
-        if (id >= 0 && (size_t)id < n && json_is_string(json_object_get(a, "content"))) {
-            toks[id] = json_string_value(json_object_get(a, "content"));
-            types[id] = json_is_true(json_object_get(a, "special")) ? 3 : 4;   /* control / user defined */
-        }
-    }
-    for (size_t i = 0; i < n; i++)
-        if (!toks[i]) {   /* ids the tokenizer does not use: llama.cpp's own padding form */
-            if (!(owned[i] = ms_strdup_printf("[PAD%zu]", i))) {
-                rc = ms_err(MS_ENOMEM, "out of memory");
-                goto done;
-            }
-            toks[i] = owned[i];
-            types[i] = 5;   /* unused */
-        }
     for (size_t i = 0; i < nm; i++) {
         json_t *e = json_array_get(merges, i);
         if (json_is_string(e))
             mstr[i] = json_string_value(e);
         else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
-                 json_is_string(json_array_get(e, 1)))   /* newer tokenizers write ["a", "b"] */
-            mstr[i] = mowned[i] = ms_strdup_printf("%s %s", json_string_value(json_array_get(e, 0)),
-                                                   json_string_value(json_array_get(e, 1)));
+                 json_is_string(json_array_get(e, 1)))
+            mstr[i] = owned[i] = ms_strdup_printf("%s %s", json_string_value(json_array_get(e, 0)),
+                                                  json_string_value(json_array_get(e, 1)));
         if (!mstr[i]) {
-            rc = ms_err(MS_EUNSUPPORTED, "tokenizer.json: merges[%zu] is not a \"a b\" string", i);
+            rc = ms_err(MS_EUNSUPPORTED, "tokenizer.json: merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", i);
             goto done;
         }
     }
-    if ((rc = gguf_writer_set_str(g->w, "tokenizer.ggml.model", "gpt2", 4)) < 0 ||
-        (rc = gguf_writer_set_str(g->w, "tokenizer.ggml.pre", "default", 7)) < 0 ||
-        (rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.tokens", toks, NULL, n)) < 0 ||
-        (rc = gguf_writer_set_arr(g->w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n)) < 0 ||
-        (rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.merges", mstr, NULL, nm)) < 0)
+    rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.merges", mstr, NULL, nm);
+done:
+    for (size_t i = 0; owned && i < nm; i++)
+        free(owned[i]);
+    free(owned);
+    free(mstr);
+    return rc;
+}
+
+/* The vocabulary as the tokenizer module reads it from tokenizer.json (+ tokenizer_config.json,
+ * generation_config.json): SentencePiece-style as "llama" with scores, byte-level BPE as "gpt2"
+ * with its pre-tokenizer and merges; tokens, types, BOS/EOS and whether to add them. Padded to
+ * the model's vocab size with unused tokens. A model without a tokenizer llama.cpp can use is
+ * written as "no_vocab" (llama.cpp loads it with dummy tokens). */
+static int vocab_write(gen *g)
+{
+    size_t n = (size_t)cfg_int(g, "vocab_size"), nt;
+    const char **toks = NULL;
+    char **owned = NULL;
+    int32_t *types = NULL;
+    float *scores = NULL;
+    tokenizer *t = NULL;
+    int rc = 0, spm;
+
+    if (!g->tok || tokenizer_from_manifest(&t, g->s, g->m, "tokenizer.json") < 0)
+        return gguf_writer_set_str(g->w, "tokenizer.ggml.model", "no_vocab", 8);
+    spm = tokenizer_kind_get(t) == TOKENIZER_SPM;
+    nt = tokenizer_n_vocab(t);
+    if (nt > n)
+        n = nt;
+    toks = calloc(n ? n : 1, sizeof *toks);
+    owned = calloc(n ? n : 1, sizeof *owned);
+    types = calloc(n ? n : 1, sizeof *types);
+    scores = calloc(n ? n : 1, sizeof *scores);
+    if (!toks || !owned || !types || !scores) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
-    if (json_is_integer(json_object_get(g->config, "bos_token_id")))
-        rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.bos_token_id", (uint32_t)cfg_int(g, "bos_token_id"));
-    if (rc == 0 && json_is_integer(json_object_get(g->config, "eos_token_id")))
-        rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.eos_token_id", (uint32_t)cfg_int(g, "eos_token_id"));
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len = 0;
+        const char *text = i < nt ? tokenizer_token_text(t, (int32_t)i, &len) : NULL;
+        if (text)
+            owned[i] = ms_strdup_printf("%.*s", (int)len, text);
+        else
+            owned[i] = ms_strdup_printf("[PAD%zu]", i);   /* llama.cpp's own padding form */
+        if (!owned[i]) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
+        toks[i] = owned[i];
+        types[i] = text ? tokenizer_token_type(t, (int32_t)i) : TOKEN_TYPE_UNUSED;
+        scores[i] = text ? tokenizer_token_score(t, (int32_t)i) : -1e9f;
+    }
+    if ((rc = gguf_writer_set_str(g->w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4)) < 0 ||
+        (!spm && (rc = gguf_writer_set_str(g->w, "tokenizer.ggml.pre", gguf_pre_name(tokenizer_pre_name(t)),
+                                           strlen(gguf_pre_name(tokenizer_pre_name(t))))) < 0) ||
+        (rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.tokens", toks, NULL, n)) < 0 ||
+        (spm && (rc = gguf_writer_set_arr(g->w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n)) < 0) ||
+        (rc = gguf_writer_set_arr(g->w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n)) < 0 ||
+        (!spm && (rc = merges_write(g)) < 0))
+        goto done;
+    if (tokenizer_bos(t) != TOKEN_NONE && (rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.bos_token_id", (uint32_t)tokenizer_bos(t))) < 0)
+        goto done;
+    if (tokenizer_eos(t) != TOKEN_NONE && (rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.eos_token_id", (uint32_t)tokenizer_eos(t))) < 0)
+        goto done;
+    if (tokenizer_unk(t) != TOKEN_NONE && (rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.unknown_token_id", (uint32_t)tokenizer_unk(t))) < 0)
+        goto done;
+    if ((rc = gguf_writer_set_bool(g->w, "tokenizer.ggml.add_bos_token", tokenizer_adds_bos(t))) < 0)
+        goto done;
+    rc = gguf_writer_set_bool(g->w, "tokenizer.ggml.add_eos_token", tokenizer_adds_eos(t));
 done:
     for (size_t i = 0; owned && i < n; i++)
         free(owned[i]);
-    for (size_t i = 0; mowned && i < nm; i++)
-        free(mowned[i]);
     free(owned);
-    free(mowned);
     free(toks);
     free(types);
-    free(mstr);
+    free(scores);
+    tokenizer_free(t);
     return rc;
 }
 

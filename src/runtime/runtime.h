@@ -78,8 +78,9 @@ const runtime_config *runtime_weights_config(const runtime_weights *w);
 const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name);   /* NULL if absent */
 size_t runtime_weights_count(const runtime_weights *w);
 const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i);
-/* The tokenizer built at open from the GGUF metadata (the file's, or the store's MT_GGUF_META
- * layer). Borrowed. When none could be built: the reason, as MS_ENOTFOUND / MS_EUNSUPPORTED /
+/* The tokenizer built at open: from the GGUF metadata (the file's, or the store's MT_GGUF_META
+ * layer), else from tokenizer.json (+ tokenizer_config.json) of a Hugging Face / MLX import
+ * (tokenizer_from_manifest). Borrowed. When none could be built: the reason, as MS_ENOTFOUND / MS_EUNSUPPORTED /
  * MS_EINVALID with its message, and *out = NULL; the weights are usable all the same. */
 int runtime_weights_tokenizer(const tokenizer **out, const runtime_weights *w);
 /* Bytes of all tensor data (for memory reports). */

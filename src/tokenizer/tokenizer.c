@@ -86,6 +86,8 @@ const char *tokenizer_token_text(const tokenizer *t, int32_t id, size_t *len_out
 
 int tokenizer_token_type(const tokenizer *t, int32_t id) { return id_ok(t, id) ? tok_type(t, id) : -1; }
 
+float tokenizer_token_score(const tokenizer *t, int32_t id) { return id_ok(t, id) && t->scores ? t->scores[id] : 0.0f; }
+
 static int encode_ids(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
                       tok_ids *ids)
 {

@@ -144,6 +144,7 @@ int tokenizer_is_eog(const tokenizer *t, int32_t id);
 /* Token i's text as stored in the vocab ("▁Hello", "<0x0A>", "<s>"); NULL for a bad id.
  * Borrowed, not NUL-terminated. */
 const char *tokenizer_token_text(const tokenizer *t, int32_t id, size_t *len_out);
+float tokenizer_token_score(const tokenizer *t, int32_t id);   /* SPM merge score; 0 for BPE or a bad id */
 int tokenizer_token_type(const tokenizer *t, int32_t id);   /* enum token_type, after llama.cpp's
                                                                overrides; -1 for a bad id */
 

@@ -85,6 +85,19 @@ sed 's/"Isolated"/"MergedWithPrevious"/' "$WORK/hf-deepseek-coder/tokenizer.json
 expect_ok mstore import "$WORK/uni" --name uni2 --quiet
 expect_fail 1 "pre_tokenizer.pretokenizers[0].behavior: 'MergedWithPrevious' is not supported" mstore tokenize uni2 x
 
+# Exported to GGUF, each converted tokenizer.json keeps its ids: SentencePiece-style as a
+# "llama" vocab with scores, byte-level BPE as "gpt2" with llama.cpp's pre-tokenizer name,
+# BOS added where tokenizer.json adds it.
+for v in gpt-2 deepseek-llm deepseek-coder llama-spm; do
+    expect_ok mstore export "hf-$v" --gguf "$WORK/exp-$v.gguf"
+    for text in "Hello world" "  two leading spaces" "ünïcödé 中文 🦙" "int main() { return 42; }" "I've 123456 cats"; do
+        expect_ok mstore tokenize "hf-$v" "$text"
+        want=$out
+        expect_ok mstore tokenize --gguf "$WORK/exp-$v.gguf" "$text"
+        [ "$out" = "$want" ] || fail "$v: exported GGUF tokenizes '$text' as '$out', tokenizer.json as '$want'"
+    done
+done
+
 # Qwen 3 and Qwen 2 from HF directories run by name with the tokenizer.json vocab, and give the
 # same greedy text after export to GGUF and re-import (the export writes the vocab as gpt2).
 for arch in qwen3 qwen2; do
