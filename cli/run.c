@@ -11,6 +11,8 @@
 #include "cli.h"
 #include "runtime/runtime.h"
 
+#define RUN_STDIN_MAX (64u << 20)   /* a prompt from standard input: far past any context */
+
 static const char help[] =
     "usage: mstore run NAME [PROMPT] [options]\n"
     "       mstore run --gguf FILE [PROMPT] [options]\n\n"
@@ -18,7 +20,8 @@ static const char help[] =
     "gemma, phi3) when it has one. Stops at an end-of-turn token, after -n tokens, when the\n"
     "context is full, or at Ctrl-C. An empty PROMPT (\"\") starts from BOS alone, raw.\n"
     "Without PROMPT on a terminal: an interactive chat that keeps its context between turns\n"
-    "(type /? for its commands).\n\n"
+    "(type /? for its commands). Without PROMPT and with standard input not a terminal, the\n"
+    "prompt is read from standard input.\n\n"
     "  --raw                 send the prompt as is, without the chat template\n"
     "  --system TEXT         the system prompt (chat template only)\n"
     "  --verbose             print load time, prompt and generation token counts and rates (stderr)\n"
@@ -618,6 +621,7 @@ done:
 
 int cmd_run(int argc, char **argv)
 {
+    char *stdin_prompt = NULL;
     run_args a = { 0 };
     runtime_model *m = NULL;
     const tokenizer *t;
@@ -630,6 +634,18 @@ int cmd_run(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (a.name && cli_name_parse(&name, a.name) < 0)
         return 1;
+    /* As ollama does: with no PROMPT and standard input not a terminal, the prompt is what
+     * arrives there (`echo "Why?" | mstore run NAME`), less one final newline. */
+    if (!a.prompt && !isatty(STDIN_FILENO)) {
+        size_t len = 0;
+        if (ms_fd_read_all(&stdin_prompt, &len, STDIN_FILENO, RUN_STDIN_MAX) < 0) {
+            ms_err_ctx("standard input");
+            return cli_fail();
+        }
+        if (len && stdin_prompt[len - 1] == '\n')
+            stdin_prompt[--len] = '\0';
+        a.prompt = stdin_prompt;
+    }
     t0 = now();
     if (a.gguf) {
         if (runtime_model_open_gguf(&m, a.gguf, &a.o) < 0)
@@ -648,5 +664,6 @@ int cmd_run(int argc, char **argv)
         rc = run_model(&a, m, t, s, a.gguf ? NULL : &name, t0);
     runtime_model_close(m);
     store_close(s);
+    free(stdin_prompt);
     return rc;
 }

@@ -100,6 +100,43 @@ int ms_file_read(char **out, size_t *size_out, const char *path, size_t max)
     return 0;
 }
 
+int ms_fd_read_all(char **out, size_t *len_out, int fd, size_t max)
+{
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+
+    *out = NULL;
+    if (!buf)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (;;) {
+        ssize_t n;
+        if (len + 1 == cap) {
+            char *nb = cap > max ? NULL : realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return cap > max ? ms_err(MS_EINVALID, "more than %zu bytes", max) : ms_err(MS_ENOMEM, "out of memory");
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        n = read(fd, buf + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            free(buf);
+            return ms_err_os("read");
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    if (len_out)
+        *len_out = len;
+    return 0;
+}
+
 int ms_write_all(int fd, const void *buf, size_t len)
 {
     const uint8_t *p = buf;

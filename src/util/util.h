@@ -60,6 +60,9 @@ void ms_map_close(ms_map *m);                     /* zeroes *m; fine on a zeroed
 
 /* Read a whole file into a NUL-terminated malloc'd buffer, refusing files over `max` bytes. */
 int ms_file_read(char **out, size_t *size_out, const char *path, size_t max);
+/* Read a file descriptor to its end into a NUL-terminated malloc'd buffer, refusing more than
+ * `max` bytes (pipes have no size to check first). */
+int ms_fd_read_all(char **out, size_t *len_out, int fd, size_t max);
 /* Write `len` bytes to `path` atomically (temp file beside it, fsync, rename). */
 int ms_file_write_atomic(const char *path, const void *buf, size_t len);
 int ms_mkdir_p(const char *path, int mode);

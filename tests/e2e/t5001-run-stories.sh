@@ -18,6 +18,10 @@ want: ${want:0:200}"
 expect_ok mstore run stories:260k "Once upon a time" --temp 0 -n 12
 contains "$out" ", there was a little girl named Lily."
 
+# With no PROMPT and standard input not a terminal, the prompt is read from it (as ollama does).
+out=$(printf 'Once upon a time\n' | "$MSTORE_BIN" run stories:260k --temp 0 -n 12)
+contains "$out" ", there was a little girl named Lily."
+
 # Same seed, same text; --verbose reports counts and rates like ollama.
 expect_ok mstore run stories:260k "Once upon a time" --temp 0.9 --top-k 40 --top-p 0.9 --seed 7 -n 40
 a=$out
