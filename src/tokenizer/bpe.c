@@ -3,7 +3,7 @@
  * A raw fragment is split into words by the pre-tokenizer (pretok.c). Each word's UTF-8 bytes
  * are spelled with GPT-2's byte alphabet (bytes_to_unicode: printable bytes stand for
  * themselves, the other 68 become U+0100..U+0143), and the spelled word is cut into characters,
- * one symbol each. Adjacent pairs that appear in the merge list go into a min-heap keyed by the
+ * one symbol each. Adjacent pairs that appear in the merge list go into a heap ordered by the
  * merge's rank (its line in tokenizer.ggml.merges; ties: the leftmost pair first); popping the
  * best pair merges it, and the two new neighbour pairs are offered. Stale entries (a symbol
  * changed since the push) are skipped, as in spm.c. Each final symbol becomes its token, or
@@ -246,63 +246,15 @@ typedef struct symbol {
     long prev, next;
 } symbol;
 
-typedef struct bigram {
-    int32_t rank;
-    long left, right;
-    size_t size;
-} bigram;
 
-typedef struct heap {
-    bigram *v;
-    size_t n;
-} heap;
-
-static int before(const bigram *a, const bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(heap *h, bigram b)
-{
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-}
-
-static bigram heap_pop(heap *h)
-{
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
-}
-
-static void try_add(const struct bpe_data *d, const char *w, const symbol *sym, heap *h, long l, long r)
+static void try_add(const struct bpe_data *d, const char *w, const symbol *sym, tok_heap *h, long l, long r)
 {
     int32_t rank;
     if (l < 0 || r < 0)
         return;
     rank = merge_rank(d, w + sym[l].start, sym[l].n, w + sym[r].start, sym[r].n);
     if (rank >= 0)
-        heap_push(h, (bigram){ rank, l, r, sym[l].n + sym[r].n });
+        tok_heap_push(h, (tok_bigram){ -(float)rank, l, r, sym[l].n + sym[r].n });   /* lower rank first */
 }
 
 static int emit(const tokenizer *t, const char *s, size_t n, tok_ids *out)
@@ -319,7 +271,7 @@ static int emit(const tokenizer *t, const char *s, size_t n, tok_ids *out)
 }
 
 /* One spelled word w[0..len): merge and emit. sym / h->v hold room for len symbols / 3 len bigrams. */
-static int merge_word(const tokenizer *t, const char *w, size_t len, symbol *sym, heap *h, tok_ids *out)
+static int merge_word(const tokenizer *t, const char *w, size_t len, symbol *sym, tok_heap *h, tok_ids *out)
 {
     size_t n = 0;
     int rc = 0;
@@ -337,7 +289,7 @@ static int merge_word(const tokenizer *t, const char *w, size_t len, symbol *sym
     for (size_t i = 1; i < n; i++)
         try_add(t->bpe, w, sym, h, (long)i - 1, (long)i);
     while (h->n > 0) {
-        bigram b = heap_pop(h);
+        tok_bigram b = tok_heap_pop(h);
         symbol *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->next != b.right || l->n + r->n != b.size)
             continue;
@@ -356,12 +308,12 @@ static int merge_word(const tokenizer *t, const char *w, size_t len, symbol *sym
 
 /* Room for a spelled word of `need` bytes: that many symbols, three bigrams per symbol (the
  * initial pairs plus two per merge). */
-static int word_room(char **w, symbol **sym, heap *h, size_t *cap, size_t need)
+static int word_room(char **w, symbol **sym, tok_heap *h, size_t *cap, size_t need)
 {
     size_t c = *cap ? *cap : 64;
     char *nw;
     symbol *ns;
-    bigram *nb;
+    tok_bigram *nb;
 
     if (need <= *cap)
         return 0;
@@ -390,7 +342,7 @@ static int bpe_tokenize(const tokenizer *t, const char *text, size_t len, tok_id
     size_t *bounds = NULL, n_words = 0, n, cap = 0;
     char *w = NULL;
     symbol *sym = NULL;
-    heap h = { NULL, 0 };
+    tok_heap h = { NULL, 0 };
     int rc = 0;
 
     if (len == 0)

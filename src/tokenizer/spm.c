@@ -17,57 +17,8 @@ typedef struct symbol {
     long prev, next;      /* -1 at the ends */
 } symbol;
 
-typedef struct bigram {
-    float score;
-    long left, right;
-    size_t size;          /* bytes of left + right when pushed: detects stale entries */
-} bigram;
 
-typedef struct heap {
-    bigram *v;
-    size_t n;
-} heap;
-
-/* a goes before b: higher score, then smaller left (llama.cpp's llm_bigram_spm::comparator). */
-static int before(const bigram *a, const bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static void heap_push(heap *h, bigram b)
-{
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&b, &h->v[p]))
-            break;
-        h->v[i] = h->v[p];
-        i = p;
-    }
-    h->v[i] = b;
-}
-
-static bigram heap_pop(heap *h)
-{
-    bigram top = h->v[0], last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
-}
-
-static void try_add(const tokenizer *t, const char *text, const symbol *sym, heap *h, long left, long right)
+static void try_add(const tokenizer *t, const char *text, const symbol *sym, tok_heap *h, long left, long right)
 {
     size_t size;
     int32_t id;
@@ -78,7 +29,7 @@ static void try_add(const tokenizer *t, const char *text, const symbol *sym, hea
     id = tok_find(t, text + sym[left].start, size);
     if (id < 0)
         return;
-    heap_push(h, (bigram){ t->scores[id], left, right, size });
+    tok_heap_push(h, (tok_bigram){ t->scores[id], left, right, size });
 }
 
 static size_t utf8_len(unsigned char c)
@@ -110,7 +61,7 @@ static int emit_symbol(const tokenizer *t, const char *s, size_t n, tok_ids *out
 int spm_tokenize(const tokenizer *t, const char *text, size_t len, tok_ids *out)
 {
     symbol *sym = NULL;
-    heap h = { NULL, 0 };
+    tok_heap h = { NULL, 0 };
     size_t n = 0, cap;
     int rc = 0;
 
@@ -135,7 +86,7 @@ int spm_tokenize(const tokenizer *t, const char *text, size_t len, tok_ids *out)
     for (size_t i = 1; i < n; i++)
         try_add(t, text, sym, &h, (long)i - 1, (long)i);
     while (h.n > 0) {
-        bigram b = heap_pop(&h);
+        tok_bigram b = tok_heap_pop(&h);
         symbol *l = &sym[b.left], *r = &sym[b.right];
 
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)

@@ -88,4 +88,19 @@ void bpe_data_free(struct bpe_data *b);
 int bpe_char_byte(uint32_t c);
 int bpe_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special, tok_ids *out);
 
+/* Merge candidates for SPM and BPE (merge.c): a max-heap on key, ties to the leftmost pair, as
+ * llama.cpp orders them. SPM's key is the merged token's score; BPE's is minus the merge rank
+ * (exact in a float for ranks below 2^24). */
+typedef struct tok_bigram {
+    float key;
+    long left, right;
+    size_t size;   /* bytes of left + right when pushed: detects stale entries */
+} tok_bigram;
+typedef struct tok_heap {
+    tok_bigram *v;   /* caller-allocated, room for every push */
+    size_t n;
+} tok_heap;
+void tok_heap_push(tok_heap *h, tok_bigram b);
+tok_bigram tok_heap_pop(tok_heap *h);   /* h->n > 0 */
+
 #endif
