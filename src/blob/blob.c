@@ -155,39 +155,46 @@ int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const v
     return blob_writer_commit(digest_out, w, digest);
 }
 
-int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path)
+int blob_writer_write_fd(blob_writer *w, int fd, const char *path, uint64_t max)
 {
-    blob_writer *w = NULL;
-    uint8_t *buf = NULL;
-    int fd = -1, rc;
+    uint8_t *buf = malloc(COPY_CHUNK);
+    int rc = 0;
 
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return ms_err_os("%s: open", path);
-    if (!(buf = malloc(COPY_CHUNK))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if ((rc = blob_writer_open(&w, home)) < 0)
-        goto fail;
+    if (!buf)
+        return ms_err(MS_ENOMEM, "out of memory");
     for (;;) {
         ssize_t n = read(fd, buf, COPY_CHUNK);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
             rc = ms_err_os("%s: read", path);
-            goto fail;
+            break;
         }
         if (n == 0)
             break;
+        if (w->size + (uint64_t)n > max) {
+            rc = ms_err(MS_EMISMATCH, "%s has more than %llu bytes", path, (unsigned long long)max);
+            break;
+        }
         if ((rc = blob_writer_write(w, buf, (size_t)n)) < 0)
-            goto fail;
+            break;
     }
-    close(fd);
     free(buf);
-    return blob_writer_commit(digest_out, w, NULL);
-fail:
+    return rc;
+}
+
+int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path)
+{
+    blob_writer *w = NULL;
+    int fd, rc;
+
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return ms_err_os("%s: open", path);
+    if ((rc = blob_writer_open(&w, home)) == 0 && (rc = blob_writer_write_fd(w, fd, path, UINT64_MAX)) == 0) {
+        close(fd);
+        return blob_writer_commit(digest_out, w, NULL);
+    }
     blob_writer_abort(w);
-    free(buf);
     close(fd);
     return rc;
 }

@@ -43,6 +43,9 @@ typedef struct blob_writer blob_writer;
 int blob_writer_open(blob_writer **out, const char *home);
 int blob_writer_write(blob_writer *w, const void *buf, size_t len);   /* MS_EIO (disk full...) */
 uint64_t blob_writer_size(const blob_writer *w);
+/* Append what `fd` reads to its end; `path` names it in messages. MS_EMISMATCH when the blob
+ * would pass `max` bytes, MS_EIO. */
+int blob_writer_write_fd(blob_writer *w, int fd, const char *path, uint64_t max);
 /* fsync, rename into blobs/, fsync the directory. If `expect` is given and the bytes hash to
  * something else: MS_EMISMATCH and no file left. If the blob already exists the temp file is
  * dropped. Always consumes `w`. Returns 0, MS_EMISMATCH, MS_EIO. */

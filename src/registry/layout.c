@@ -4,7 +4,6 @@
  *   <dir>/blobs/sha256/<hex>  content, named by its sha256
  * A pull from a directory verifies every byte like a registry pull: the directory may have been
  * carried on a USB stick or edited by anyone. */
-#include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -19,7 +18,6 @@
 
 #define REF_NAME "org.opencontainers.image.ref.name"
 #define INDEX_MAX_BYTES (64u << 20)
-#define COPY_CHUNK (4u << 20)
 
 static char *layout_blob_path(const char *dir, const char *digest)
 {
@@ -188,11 +186,10 @@ done:
 static int blob_import(const char *home, const char *dir, const char *digest, uint64_t size)
 {
     char got[BLOB_DIGEST_LEN + 1], *src = layout_blob_path(dir, digest);
-    uint8_t *buf = malloc(COPY_CHUNK);
     blob_writer *w = NULL;
     int fd = -1, rc = 0;
 
-    if (!src || !buf) {
+    if (!src) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
@@ -202,22 +199,9 @@ static int blob_import(const char *home, const char *dir, const char *digest, ui
     }
     if ((rc = blob_writer_open(&w, home)) < 0)
         goto done;
-    for (;;) {
-        ssize_t n = read(fd, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = ms_err_os("%s: read", src);
-            goto done;
-        }
-        if (n == 0)
-            break;
-        if (blob_writer_size(w) + (uint64_t)n > size) {
-            rc = ms_err(MS_EMISMATCH, "blob %s: %s has more than the manifest's %" PRIu64 " bytes", digest, src, size);
-            goto done;
-        }
-        if ((rc = blob_writer_write(w, buf, (size_t)n)) < 0)
-            goto done;
+    if ((rc = blob_writer_write_fd(w, fd, src, size)) < 0) {
+        ms_err_ctx("blob %s (the manifest says %" PRIu64 " bytes)", digest, size);
+        goto done;
     }
     if (blob_writer_size(w) != size) {
         rc = ms_err(MS_EMISMATCH, "blob %s: %s has %" PRIu64 " bytes, the manifest says %" PRIu64, digest, src,
@@ -232,7 +216,6 @@ done:
     blob_writer_abort(w);
     if (fd >= 0)
         close(fd);
-    free(buf);
     free(src);
     return rc;
 }

@@ -444,6 +444,27 @@ START_TEST(batch_keeps_a_stored_blob_untouched)
 }
 END_TEST
 
+START_TEST(write_fd_stops_at_the_bound)
+{
+    char *f = fixture_write(home, "ten.bin", "0123456789", 10), d[BLOB_DIGEST_LEN + 1];
+    blob_writer *w;
+    int fd = open(f, O_RDONLY);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write_fd(w, fd, f, 5), MS_EMISMATCH);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "ten.bin has more than 5 bytes"));
+    blob_writer_abort(w);
+    lseek(fd, 0, SEEK_SET);
+    ck_assert_int_eq(blob_writer_open(&w, home), 0);
+    ck_assert_int_eq(blob_writer_write_fd(w, fd, f, 10), 0);
+    ck_assert_int_eq(blob_writer_commit(d, w, NULL), 0);
+    ck_assert_int_eq(blob_verify(home, d), 0);
+    close(fd);
+    free(f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("blob");
@@ -466,6 +487,7 @@ int main(void)
     tcase_add_test(tc, batch_names_nothing_before_commit);
     tcase_add_test(tc, batch_freed_without_commit_leaves_nothing);
     tcase_add_test(tc, batch_keeps_a_stored_blob_untouched);
+    tcase_add_test(tc, write_fd_stops_at_the_bound);
     tcase_add_test(tc, adopt_renames_a_matching_file_into_blobs_read_only);
     tcase_add_test(tc, adopt_without_expect_names_the_blob_by_its_bytes);
     tcase_add_test(tc, adopt_mismatch_removes_the_file_and_names_nothing);
