@@ -13,11 +13,9 @@
 
 #include "runtime/runtime_int.h"
 
-/* Columns per f32 panel chunk of the float GEMM: RT_GEMM_RB rows x RT_GEMM_KC columns stay in
- * L1/L2 while every token tile passes over them. The float kernels sum in chunks of this many
- * columns whether or not they use a panel, so that decode and prefill agree bit for bit. */
+/* Columns per chunk of a prefill GEMM: a chunk of rows is dequantized once (a panel that stays
+ * in L1) and every token tile passes over it. A multiple of 16 and of QK. */
 #define RT_GEMM_KC 512
-#define RT_GEMM_RB 16
 
 /* A batch of activations: token t's at x + t * stride, as the kernel's type takes them
  * (rt_q16 blocks for block types, unless the path's f32_act says f32; f32 for float types). */

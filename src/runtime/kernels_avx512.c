@@ -38,11 +38,13 @@ AI __m512 block_dw(const uint8_t *w, int bytes, int n)
 
 /* ---------------------------------------------------------------- float weights */
 
-/* MR rows x MT tokens over columns [k0, k0 + kc) (kc a multiple of 16, or the masked tail `tail`
- * columns after them). Weights: f16 (F16 = 1) or f32 rows `wstride` elements apart, starting at
- * column k0. y gets the chunk's sum (k0 == 0) or adds it. */
+/* MR rows x MT tokens over columns [k0, k0 + kc) (kc a multiple of 16) of w: f32 rows, or f16
+ * (F16 = 1), `wst` elements apart, starting at column k0. The 16-lane accumulators continue
+ * from acc[r * 6 + t] (or from 0 when `start`); when `last`, the masked `tail` columns after
+ * kc are added and each sum goes to y[t * ldy + r], else the accumulators go back to acc. One
+ * reduction per (row, token), so chunking never changes the arithmetic. */
 AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t ldy, const float *x, size_t ldx,
-                   const void *w, size_t wstride, int k0, int kc, int tail)
+                   const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 *acc)
 {
     __m512 c[4][6];
 
@@ -50,47 +52,48 @@ AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t l
     for (int r = 0; r < MR; r++)
         #pragma GCC unroll 6
         for (int t = 0; t < MT; t++)
-            c[r][t] = _mm512_setzero_ps();
-    for (int k = 0; k < kc + (tail ? 16 : 0); k += 16) {
-        __mmask16 m = k < kc ? 0xffff : first(tail);
-        __m512 xv[6];
+            c[r][t] = start ? _mm512_setzero_ps() : acc[r * 6 + t];
+#define FLOAT_STEP(k, LX, LW)                                   \
+    do {                                                        \
+        __m512 xv[6];                                           \
+        _Pragma("GCC unroll 6") for (int t = 0; t < MT; t++)    \
+            xv[t] = LX(x + (size_t)t * ldx + k0 + (k));         \
+        _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {  \
+            __m512 wv = LW((size_t)r * wst + (k));              \
+            _Pragma("GCC unroll 6") for (int t = 0; t < MT; t++) \
+                c[r][t] = _mm512_fmadd_ps(wv, xv[t], c[r][t]);  \
+        }                                                       \
+    } while (0)
+#define LX_FULL(p) _mm512_loadu_ps(p)
+#define LW_FULL(o) (F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + (o)))) \
+                        : _mm512_loadu_ps((const float *)w + (o)))
+#define LX_TAIL(p) _mm512_maskz_loadu_ps(m, p)
+#define LW_TAIL(o) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (o))) \
+                        : _mm512_maskz_loadu_ps(m, (const float *)w + (o)))
+    for (int k = 0; k < kc; k += 16)
+        FLOAT_STEP(k, LX_FULL, LW_FULL);
+    if (!last) {
         #pragma GCC unroll 6
-        for (int t = 0; t < MT; t++)
-            xv[t] = _mm512_maskz_loadu_ps(m, x + (size_t)t * ldx + k0 + k);
-        #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) {
-            __m512 wv = F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (size_t)r * wstride + k))
-                            : _mm512_maskz_loadu_ps(m, (const float *)w + (size_t)r * wstride + k);
+        for (int r = 0; r < MR; r++)
             #pragma GCC unroll 6
             for (int t = 0; t < MT; t++)
-                c[r][t] = _mm512_fmadd_ps(wv, xv[t], c[r][t]);
-        }
+                acc[r * 6 + t] = c[r][t];
+        return;
     }
+    if (tail) {
+        __mmask16 m = first(tail);
+        FLOAT_STEP(kc, LX_TAIL, LW_TAIL);
+    }
+#undef FLOAT_STEP
+#undef LX_FULL
+#undef LW_FULL
+#undef LX_TAIL
+#undef LW_TAIL
     #pragma GCC unroll 6
     for (int r = 0; r < MR; r++)
         #pragma GCC unroll 6
-        for (int t = 0; t < MT; t++) {
-            float s = _mm512_reduce_add_ps(c[r][t]), *o = y + (size_t)t * ldy + r;
-            *o = k0 ? *o + s : s;
-        }
-}
-
-/* Tokens in tiles of 6 over MR rows of one chunk; MT is made a constant per case. */
-AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const float *x, size_t ldx, int n_tok,
-                   const void *w, size_t wstride, int k0, int kc, int tail)
-{
-    for (int t = 0; t < n_tok; t += 6) {
-        float *yt = y + (size_t)t * ldy;
-        const float *xt = x + (size_t)t * ldx;
-        switch (n_tok - t < 6 ? n_tok - t : 6) {
-        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, wstride, k0, kc, tail); break;
-        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, wstride, k0, kc, tail); break;
-        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, wstride, k0, kc, tail); break;
-        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, wstride, k0, kc, tail); break;
-        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, wstride, k0, kc, tail); break;
-        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, wstride, k0, kc, tail); break;
-        }
-    }
+        for (int t = 0; t < MT; t++)
+            y[(size_t)t * ldy + r] = _mm512_reduce_add_ps(c[r][t]);
 }
 
 /* One Q4_0 block as f32: lanes (n - 8) * d looked up by the nibbles (vpermps reads the low 4
@@ -116,62 +119,65 @@ AI void q8_0_block(__m512 *lo, __m512 *hi, const uint8_t *blk, float d)
 enum { K_F32, K_F16, K_Q4_0, K_Q8_0 };
 
 /* Decode: MR rows of a block type against one token, the operations of float_tile over a
- * dequantized panel (chunk by chunk, two FMAs per block into one accumulator per row) without
- * the panel. The f16 scales of up to DEC_BLOCKS blocks of every row are gathered first, all at
+ * dequantized panel (two FMAs per block into one accumulator per row, one reduction at the
+ * end) without the panel. The f16 scales of up to DEC_BLOCKS blocks of every row are gathered first, all at
  * once: a gather at each chunk's start would gate the chunk's work on its latency (DRAM,
  * or ~20 cycles from cache), the independent gathers overlap, and they pull the rows' lines in
  * ahead of the work. */
-#define DEC_BLOCKS 256   /* a multiple of RT_GEMM_KC / QK */
+#define DEC_BLOCKS 256
 AI void block_rows1(const int MR, const int q4, float *y, const float *x, const uint8_t *w, size_t ws, int cols)
 {
     const int bytes = q4 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
     _Alignas(64) float d[8][DEC_BLOCKS];
+    __m512 c[8];
 
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+        c[r] = _mm512_setzero_ps();
     for (int p0 = 0; p0 < cols; p0 += DEC_BLOCKS * QK) {
         int pb = (cols - p0) / QK < DEC_BLOCKS ? (cols - p0) / QK : DEC_BLOCKS;
         #pragma GCC unroll 8
         for (int r = 0; r < MR; r++)
             for (int b = 0; b < pb; b += 16)
                 _mm512_store_ps(d[r] + b, block_dw(w + (size_t)r * ws + (size_t)(p0 / QK + b) * bytes, bytes, pb - b));
-        for (int k0 = p0; k0 < p0 + pb * QK; k0 += RT_GEMM_KC) {
-            int nb = (p0 + pb * QK - k0) / QK < RT_GEMM_KC / QK ? (p0 + pb * QK - k0) / QK : RT_GEMM_KC / QK;
-            int b0 = (k0 - p0) / QK;
-            __m512 c[8];
-            #pragma GCC unroll 8
-            for (int r = 0; r < MR; r++)
-                c[r] = _mm512_setzero_ps();
-            for (int b = 0; b < nb; b++) {
-                __m512 xl = _mm512_loadu_ps(x + k0 + QK * b), xh = _mm512_loadu_ps(x + k0 + QK * b + 16);
-                #pragma GCC unroll 8
-                for (int r = 0; r < MR; r++) {
-                    const uint8_t *blk = w + (size_t)r * ws + (size_t)(k0 / QK + b) * bytes;
-                    __m512 wl, wh;
-                    if (q4)
-                        q4_0_block(&wl, &wh, blk, d[r][b0 + b]);
-                    else
-                        q8_0_block(&wl, &wh, blk, d[r][b0 + b]);
-                    c[r] = _mm512_fmadd_ps(wl, xl, c[r]);
-                    c[r] = _mm512_fmadd_ps(wh, xh, c[r]);
-                }
-            }
+        for (int b = 0; b < pb; b++) {
+            const float *xb = x + p0 + QK * b;
+            __m512 xl = _mm512_loadu_ps(xb), xh = _mm512_loadu_ps(xb + 16);
             #pragma GCC unroll 8
             for (int r = 0; r < MR; r++) {
-                float s = _mm512_reduce_add_ps(c[r]);
-                y[r] = k0 ? y[r] + s : s;
+                const uint8_t *blk = w + (size_t)r * ws + (size_t)(p0 / QK + b) * bytes;
+                __m512 wl, wh;
+                if (q4)
+                    q4_0_block(&wl, &wh, blk, d[r][b]);
+                else
+                    q8_0_block(&wl, &wh, blk, d[r][b]);
+                c[r] = _mm512_fmadd_ps(wl, xl, c[r]);
+                c[r] = _mm512_fmadd_ps(wh, xh, c[r]);
             }
         }
     }
+    #pragma GCC unroll 8
+    for (int r = 0; r < MR; r++)
+        y[r] = _mm512_reduce_add_ps(c[r]);
 }
 
-/* A chunk of rows, dequantized once for every token, static so that a forward pass allocates
- * nothing. */
-static _Thread_local _Alignas(64) float panel[RT_GEMM_RB * RT_GEMM_KC];
+/* Prefill blocking: RB rows x TB tokens of accumulators live in `acc` while the columns pass
+ * in chunks of RT_GEMM_KC; each chunk of RB rows is dequantized once into `panel` for the TB
+ * tokens. The panel (16 KB) and a 6-token slice of x (12 KB) stay in L1. Both are static so
+ * that a forward pass allocates nothing. */
+#define RB 8
+#define TB 66   /* 11 tiles of 6 tokens: a 64-token prompt dequantizes each chunk once */
+/* Panel rows 2 KB + one line apart: x's token rows are often 4 KB multiples apart and fill
+ * ways of one L1 set already; panel rows at 2 KB would pile onto the same sets. */
+#define PSTRIDE (RT_GEMM_KC + 16)
+static _Thread_local _Alignas(64) float panel[RB * PSTRIDE];
+static _Thread_local __m512 acc[RB / 4][TB / 6][24];
 
 static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, int kc, int tail)
 {
     for (int r = 0; r < nr; r++) {
         const uint8_t *row = w + (size_t)r * ws;
-        float *dst = panel + (size_t)r * RT_GEMM_KC;
+        float *dst = panel + (size_t)r * PSTRIDE;
         if (kind == K_F16) {
             const uint16_t *src = (const uint16_t *)(const void *)row + k0;
             for (int k = 0; k < kc; k += 16)
@@ -194,53 +200,87 @@ static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, in
     }
 }
 
+/* Tokens in tiles of 6 (MT made a constant per case) over MR rows. */
+AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const float *x, size_t ldx, int n_tok,
+                   const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 (*acc_t)[24],
+                   int acc_r)
+{
+    for (int t = 0; t < n_tok; t += 6) {
+        float *yt = y + (size_t)t * ldy;
+        const float *xt = x + (size_t)t * ldx;
+        __m512 *a = acc_t[t / 6] + acc_r * 6;
+        switch (n_tok - t < 6 ? n_tok - t : 6) {
+        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        }
+    }
+}
+
 static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
                        int n_rows, int cols)
 {
     const float *x = (const float *)(const void *)a->x;
     size_t ldx = a->stride / sizeof(float);
+    int tail = cols % 16, kfull = cols - tail;
 
-    if (n_tok == 1 && (kind == K_Q4_0 || kind == K_Q8_0)) {
-        /* decode: rows outside, so each row streams through once */
-        int r = 0, q4 = kind == K_Q4_0;
-        for (; r + 8 <= n_rows; r += 8) {
-            if (q4)
-                block_rows1(8, 1, y + r, x, w + (size_t)r * ws, ws, cols);
+    if (n_tok == 1) {
+        /* decode: rows outside, each row streams through once, no panel */
+        int r = 0, q4 = kind == K_Q4_0, f16 = kind == K_F16;
+        size_t we = ws / (f16 ? 2 : 4);
+        if (kind == K_Q4_0 || kind == K_Q8_0) {
+            for (; r + 8 <= n_rows; r += 8) {
+                if (q4)
+                    block_rows1(8, 1, y + r, x, w + (size_t)r * ws, ws, cols);
+                else
+                    block_rows1(8, 0, y + r, x, w + (size_t)r * ws, ws, cols);
+            }
+            for (; r < n_rows; r++) {
+                if (q4)
+                    block_rows1(1, 1, y + r, x, w + (size_t)r * ws, ws, cols);
+                else
+                    block_rows1(1, 0, y + r, x, w + (size_t)r * ws, ws, cols);
+            }
+            return;
+        }
+        for (; r + 4 <= n_rows; r += 4) {
+            if (f16)
+                float_tile(4, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
             else
-                block_rows1(8, 0, y + r, x, w + (size_t)r * ws, ws, cols);
+                float_tile(4, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
         }
         for (; r < n_rows; r++) {
-            if (q4)
-                block_rows1(1, 1, y + r, x, w + (size_t)r * ws, ws, cols);
+            if (f16)
+                float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
             else
-                block_rows1(1, 0, y + r, x, w + (size_t)r * ws, ws, cols);
+                float_tile(1, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
         }
         return;
     }
-    for (int rb = 0; rb < n_rows; rb += RT_GEMM_RB) {
-        int nr = n_rows - rb < RT_GEMM_RB ? n_rows - rb : RT_GEMM_RB;
-        for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
-            int kc = cols - k0 < RT_GEMM_KC ? cols - k0 : RT_GEMM_KC, tail = kc % 16;
-            int use_panel = kind != K_F32 && n_tok > 1, f16 = kind == K_F16 && !use_panel, r = 0;
-            const uint8_t *wc = w + (size_t)rb * ws;
-            kc -= tail;
-            if (use_panel)
-                panel_fill(kind, wc, ws, nr, k0, kc, tail);
-            /* weights of the chunk: the panel, or the rows themselves from column k0 */
-            size_t wst = use_panel ? RT_GEMM_KC : ws / (f16 ? 2 : 4), off = use_panel ? 0 : (size_t)k0;
-            const float *wf = use_panel ? panel : (const float *)(const void *)wc + off;
-            const uint16_t *wh = (const uint16_t *)(const void *)wc + off;
-            for (; r + 4 <= nr; r += 4) {
-                if (f16)
-                    float_rows(4, 1, y + rb + r, ldy, x, ldx, n_tok, wh + r * wst, wst, k0, kc, tail);
-                else
-                    float_rows(4, 0, y + rb + r, ldy, x, ldx, n_tok, wf + r * wst, wst, k0, kc, tail);
-            }
-            for (; r < nr; r++) {
-                if (f16)
-                    float_rows(1, 1, y + rb + r, ldy, x, ldx, n_tok, wh + r * wst, wst, k0, kc, tail);
-                else
-                    float_rows(1, 0, y + rb + r, ldy, x, ldx, n_tok, wf + r * wst, wst, k0, kc, tail);
+    for (int rb = 0; rb < n_rows; rb += RB) {
+        int nr = n_rows - rb < RB ? n_rows - rb : RB;
+        const uint8_t *wb = w + (size_t)rb * ws;
+        for (int t0 = 0; t0 < n_tok; t0 += TB) {
+            int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
+            float *yb = y + (size_t)t0 * ldy + rb;
+            const float *xb = x + (size_t)t0 * ldx;
+            for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
+                int last = k0 + RT_GEMM_KC >= cols, kc = last ? kfull - k0 : RT_GEMM_KC, tl = last ? tail : 0;
+                int r = 0;
+                /* weights of the chunk: the dequantized panel, or the f32 rows themselves */
+                const float *wf = kind == K_F32 ? (const float *)(const void *)wb + k0 : panel;
+                size_t wst = kind == K_F32 ? ws / 4 : PSTRIDE;
+                if (kind != K_F32)
+                    panel_fill(kind, wb, ws, nr, k0, kc, tl);
+                for (; r + 4 <= nr; r += 4)
+                    float_rows(4, 0, yb + r, ldy, xb, ldx, nt, wf + (size_t)r * wst, wst, k0, kc, k0 == 0, last, tl,
+                               acc[r / 4], 0);
+                for (; r < nr; r++)
+                    float_rows(1, 0, yb + r, ldy, xb, ldx, nt, wf + (size_t)r * wst, wst, k0, kc, k0 == 0, last, tl,
+                               acc[r / 4], r % 4);
             }
         }
     }

@@ -91,11 +91,11 @@ static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_
                              GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
 
 /* Shapes that cross every edge of the tiles: rows not a multiple of 4, token counts not a
- * multiple of 4 or 6, block counts not a multiple of 16, float rows longer than a 512-column
+ * multiple of 4 or 6 or past a 66-token block, block counts not a multiple of 16, float rows longer than a 512-column
  * chunk and with a tail that is not a multiple of 16. */
 START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 {
-    static const int cols_cases[] = { 64, 1184, 552, 40 }, tok_cases[] = { 1, 3, 7, 13 };
+    static const int cols_cases[] = { 64, 1184, 552, 40 }, tok_cases[] = { 1, 3, 7, 13, 70 };
     runtime_pool *pool;
 
     if (!use_path(_i))
@@ -106,7 +106,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
             int type = types[ti], cols = cols_cases[ci], rows = 23;
             if (is_block(type) && cols % QK)
                 continue;
-            for (size_t ki = 0; ki < 4; ki++) {
+            for (size_t ki = 0; ki < 5; ki++) {
                 int n_tok = tok_cases[ki];
                 runtime_tensor w;
                 uint8_t *buf = make_weights(&w, type, rows, cols);
