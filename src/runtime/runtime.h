@@ -98,7 +98,7 @@ int runtime_config_from_json(runtime_config *c, const char *json, size_t len, co
 
 /* ---------------------------------------------------------------- CPU backend */
 
-/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2) overrides it
+/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2|avx512) overrides it
  * at first use. Returns MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name. */
 int runtime_cpu_select(const char *path);
 const char *runtime_cpu_name(void);   /* "scalar" or "avx2" */
