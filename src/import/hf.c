@@ -193,15 +193,20 @@ static int tensor_import(hf_import *h, const shard *sh, const st_tensor *t)
     return manifest_layer_add(h->m, MT_TENSOR, digest, size, t->name);
 }
 
+/* A tensor and the shard it lives in, sorted together by name. */
+typedef struct owned {
+    const st_tensor *t;
+    const shard *sh;
+} owned;
+
 static int cmp_name(const void *a, const void *b)
 {
-    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+    return strcmp(((const owned *)a)->t->name, ((const owned *)b)->t->name);
 }
 
 static int tensors_import(hf_import *h)
 {
-    const st_tensor **all = NULL;
-    const shard **owner = NULL;
+    owned *all = NULL;
     size_t n = 0, k = 0;
     int rc = 0;
 
@@ -209,38 +214,27 @@ static int tensors_import(hf_import *h)
         n += st_count(h->shards[i].st);
     if (n == 0)
         return ms_err(MS_EINVALID, "%s: the safetensors files hold no tensors", h->dir);
-    all = calloc(n, sizeof *all);
-    owner = calloc(n, sizeof *owner);
-    if (!all || !owner) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto done;
-    }
+    if (!(all = calloc(n, sizeof *all)))
+        return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < h->n_shards; i++)
         for (size_t j = 0; j < st_count(h->shards[i].st); j++) {
-            all[k++] = st_at(h->shards[i].st, j);
-            h->total += all[k - 1]->nbytes;
+            all[k] = (owned){ st_at(h->shards[i].st, j), &h->shards[i] };
+            h->total += all[k++].t->nbytes;
         }
-    /* Layers in name order, so that importing the same tensors gives the same manifest. The
-     * owner of each tensor is found again after sorting by pointer range. */
+    /* Layers in name order, so that importing the same tensors gives the same manifest. */
     qsort(all, n, sizeof *all, cmp_name);
     for (size_t i = 1; i < n; i++)
-        if (strcmp(all[i]->name, all[i - 1]->name) == 0) {
-            rc = ms_err(MS_EINVALID, "%s: tensor '%s' appears in more than one shard", h->dir, all[i]->name);
+        if (strcmp(all[i].t->name, all[i - 1].t->name) == 0) {
+            rc = ms_err(MS_EINVALID, "%s: tensor '%s' appears in more than one shard", h->dir, all[i].t->name);
             goto done;
         }
     h->progress = h->o && h->o->quiet ? NULL : ms_progress_new("import", h->total, 256u << 20);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const shard *sh = NULL;
-        for (size_t j = 0; j < h->n_shards; j++)
-            if (all[i]->data >= h->shards[j].map.data && all[i]->data <= h->shards[j].map.data + h->shards[j].map.size)
-                sh = &h->shards[j];
-        rc = tensor_import(h, sh, all[i]);
-    }
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = tensor_import(h, all[i].sh, all[i].t);
     ms_progress_free(h->progress);
     h->progress = NULL;
 done:
     free(all);
-    free(owner);
     return rc;
 }
 
