@@ -30,13 +30,6 @@ static void teardown(void)
     fixture_rmrf(dir);
 }
 
-static int blob_count(void)
-{
-    char *b = ms_path_join(home, "blobs");
-    int n = fixture_count_files(b);
-    free(b);
-    return n;
-}
 
 static uint8_t pattern[1 << 20];
 
@@ -186,10 +179,10 @@ START_TEST(gguf_reimport_writes_no_blob)
     ck_assert_int_eq(name_parse(&a, "a"), 0);
     ck_assert_int_eq(name_parse(&b, "b"), 0);
     ck_assert_int_eq(import_path(s, p, &a, NULL, d1), 0);
-    n = blob_count();
+    n = fixture_blob_count(home);
     ck_assert_int_eq(import_path(s, p, &b, NULL, d2), 0);
     ck_assert_str_eq(d1, d2);
-    ck_assert_int_eq(blob_count(), n);
+    ck_assert_int_eq(fixture_blob_count(home), n);
     free(p);
 }
 END_TEST
@@ -330,7 +323,7 @@ START_TEST(gguf_corrupt_file_leaves_the_store_unchanged)
     ck_assert_int_eq(name_parse(&n, "bad"), 0);
     ck_assert_int_eq(import_path(s, p, &n, NULL, digest), MS_EINVALID);
     ck_assert_msg(strstr(ms_err_msg(), "bad.gguf") && strstr(ms_err_msg(), "version 99"), "%s", ms_err_msg());
-    ck_assert_int_eq(blob_count(), 0);
+    ck_assert_int_eq(fixture_blob_count(home), 0);
     ck_assert_int_eq(store_model_list(s, &list, &nl), 0);
     ck_assert_uint_eq(nl, 0);
     free(list);

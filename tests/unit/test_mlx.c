@@ -35,13 +35,6 @@ static void teardown(void)
     fixture_rmrf(dir);
 }
 
-static int blob_count(void)
-{
-    char *b = ms_path_join(home, "blobs");
-    int n = fixture_count_files(b);
-    free(b);
-    return n;
-}
 
 /* ---------------------------------------------------------------- the tests' MLX writer */
 
@@ -553,7 +546,7 @@ START_TEST(mlx_bad_input_is_refused_and_stores_nothing)
         ck_assert_int_eq(unlink(p), 0);
         free(p);
     }
-    before = blob_count();
+    before = fixture_blob_count(home);
     rc = do_import(d, "bad", &o);
     ck_assert_int_lt(rc, 0);
     ck_assert_msg(strstr(ms_err_msg(), bad[_i].expect), "'%s' lacks '%s'", ms_err_msg(), bad[_i].expect);
@@ -564,7 +557,7 @@ START_TEST(mlx_bad_input_is_refused_and_stores_nothing)
         ck_assert_uint_eq(n, 0);
         free(list);
     }
-    ck_assert_int_eq(blob_count(), before);   /* everything is checked before the first blob */
+    ck_assert_int_eq(fixture_blob_count(home), before);   /* everything is checked before the first blob */
     model_free(&m);
     free(d);
 }
@@ -700,10 +693,10 @@ START_TEST(quantize_refuses_unknown_types_and_groups)
 
     add(&m, "model.embed_tokens.weight", ST_F32, 2, emb);
     d = write_dir("float", &m, NULL, 1);
-    before = blob_count();
+    before = fixture_blob_count(home);
     ck_assert_int_eq(do_import(d, "float", &o), MS_EINVALID);
     ck_assert_msg(strstr(ms_err_msg(), qbad[_i].expect), "'%s' lacks '%s'", ms_err_msg(), qbad[_i].expect);
-    ck_assert_int_eq(blob_count(), before);
+    ck_assert_int_eq(fixture_blob_count(home), before);
     model_free(&m);
     free(d);
 }

@@ -84,6 +84,15 @@ int fixture_count_files(const char *dir)
     return n;
 }
 
+int fixture_blob_count(const char *home)
+{
+    char *b = ms_path_join(home, "blobs");
+    int n = b ? fixture_count_files(b) : -1;
+
+    free(b);
+    return n;
+}
+
 char *fixture_models_dir(void)
 {
     const char *env = getenv("MSTORE_TEST_MODELS"), *src = getenv("MSTORE_SRC");

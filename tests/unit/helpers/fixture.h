@@ -18,6 +18,8 @@ typedef struct fixture_mem {
     size_t len, cap;
 } fixture_mem;
 int fixture_mem_sink(void *ctx, const void *buf, size_t len);
+/* Files in <home>/blobs (-1 when it cannot be read). */
+int fixture_blob_count(const char *home);
 /* The shared test models folder: $MSTORE_TEST_MODELS, else $MSTORE_SRC/../shared/models.
  * malloc'd; NULL when it does not exist. */
 char *fixture_models_dir(void);
