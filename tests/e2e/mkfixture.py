@@ -44,6 +44,27 @@ def safetensors_bytes(tensors, metadata=None):
     return struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors)
 
 
+def write_model(d, cfg, tensors, shards, fmt):
+    """config.json, and the tensors in model.safetensors or `shards` files with their index."""
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    if shards <= 1:
+        with open(os.path.join(d, "model.safetensors"), "wb") as f:
+            f.write(safetensors_bytes(tensors, {"format": fmt}))
+        return
+    per = (len(tensors) + shards - 1) // shards
+    wm = {}
+    for s in range(shards):
+        part = tensors[s * per:(s + 1) * per]
+        fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+        with open(os.path.join(d, fn), "wb") as f:
+            f.write(safetensors_bytes(part, {"format": fmt}))
+        for t in part:
+            wm[t[0]] = fn
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": wm}, f, indent=2)
+
+
 def values(rng, n, dtype):
     if dtype == "F32":
         return struct.pack("<%df" % n, *[rng.uniform(-1, 1) for _ in range(n)])
@@ -99,23 +120,7 @@ def hf(args):
     if meta:
         cfg["bos_token_id"] = meta.get("tokenizer.ggml.bos_token_id")
         cfg["eos_token_id"] = meta.get("tokenizer.ggml.eos_token_id")
-    with open(os.path.join(args.dir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    if args.shards <= 1:
-        with open(os.path.join(args.dir, "model.safetensors"), "wb") as f:
-            f.write(safetensors_bytes(tensors, {"format": "pt"}))
-    else:
-        per = (len(tensors) + args.shards - 1) // args.shards
-        wm = {}
-        for s in range(args.shards):
-            part = tensors[s * per:(s + 1) * per]
-            fn = "model-%05d-of-%05d.safetensors" % (s + 1, args.shards)
-            with open(os.path.join(args.dir, fn), "wb") as f:
-                f.write(safetensors_bytes(part, {"format": "pt"}))
-            for t in part:
-                wm[t[0]] = fn
-        with open(os.path.join(args.dir, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": wm}, f, indent=2)
+    write_model(args.dir, cfg, tensors, args.shards, "pt")
     if meta:
         write_tokenizer_json(args.dir, meta, args.merges_as_pairs)
         with open(os.path.join(args.dir, "generation_config.json"), "w") as f:
@@ -422,23 +427,7 @@ def mlx(args):
            "quantization_config": q}
     if E:
         cfg.update({"num_experts": E, "num_experts_per_tok": 2, "moe_intermediate_size": ff})
-    with open(os.path.join(args.dir, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    if args.shards <= 1:
-        with open(os.path.join(args.dir, "model.safetensors"), "wb") as f:
-            f.write(safetensors_bytes(tensors, {"format": "mlx"}))
-    else:
-        per = (len(tensors) + args.shards - 1) // args.shards
-        wm = {}
-        for s in range(args.shards):
-            part = tensors[s * per:(s + 1) * per]
-            fn = "model-%05d-of-%05d.safetensors" % (s + 1, args.shards)
-            with open(os.path.join(args.dir, fn), "wb") as f:
-                f.write(safetensors_bytes(part, {"format": "mlx"}))
-            for t in part:
-                wm[t[0]] = fn
-        with open(os.path.join(args.dir, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": wm}, f, indent=2)
+    write_model(args.dir, cfg, tensors, args.shards, "mlx")
     with open(os.path.join(args.dir, "tokenizer.json"), "w") as f:
         json.dump({"version": "1.0", "model": {"type": "BPE", "vocab": {"<s>": 1, "</s>": 2}, "merges": []}}, f)
     with open(os.path.join(args.dir, "tokenizer_config.json"), "w") as f:
