@@ -95,7 +95,7 @@ static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_
  * chunk and with a tail that is not a multiple of 16. */
 START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 {
-    static const int cols_cases[] = { 64, 1184, 552, 40 }, tok_cases[] = { 1, 3, 7, 13, 70 };
+    static const int cols_cases[] = { 64, 1184, 552, 40, 8256 }, tok_cases[] = { 1, 3, 7, 13, 70 };
     runtime_pool *pool;
 
     if (!use_path(_i))
