@@ -119,6 +119,13 @@ int runtime_type_supported(int type)
            rt_ext_type(type);
 }
 
+/* 1 when the selected path has its own gemm (and dot) for this ext type (the AVX-512 Q4_K and
+ * Q6_K): then it takes the table's way, not kquant_matmul.c's. */
+static int has_gemm(const runtime_tensor *w)
+{
+    return w->type >= 0 && w->type < GGML_TYPE_COUNT && rt_fast_get()->gemm[w->type] != NULL;
+}
+
 /* Scratch of a matmul: the 16-bit activation blocks. */
 size_t runtime_matmul_scratch(int n_tok, int cols)
 {
@@ -186,7 +193,7 @@ static void quantize_task(void *ctx, int ith, int nth)
 static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
                        void *scratch)
 {
-    if (rt_ext_type(w->type)) {   /* kquant_*.c, mlx_*.c */
+    if (rt_ext_type(w->type) && !has_gemm(w)) {   /* kquant_*.c, mlx_*.c */
         rt_ext_matmul(p, y, x, n_tok, w, scratch);
         return;
     }
@@ -211,7 +218,7 @@ static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, con
 
 float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
-    if (rt_ext_type(w->type))   /* kquant_*.c, mlx_*.c */
+    if (rt_ext_type(w->type) && !has_gemm(w))   /* kquant_*.c, mlx_*.c */
         return rt_ext_dot_row(w, row, x);
     const rt_kernels *k = rt_kernels_get();
     int cols = (int)w->shape[w->n_dims - 1];

@@ -15,6 +15,7 @@
  * Both add the same products in the same order, so a (row, token) never depends on the tile:
  * these kernels are also this path's dot products, and decode equals prefill bit for bit. */
 #include "runtime/kernels.h"
+#include "runtime/kquant_int.h"   /* Q4_K / Q6_K layouts */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     defined(__FMA__) && defined(__F16C__)
@@ -135,7 +136,146 @@ AI void q8_0_block(__m512 *lo, __m512 *hi, const uint8_t *blk, float d)
     *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)))), dv);
 }
 
-enum { K_F32, K_F16, K_Q4_0, K_Q8_0 };
+enum { K_F32, K_F16, K_Q4_0, K_Q8_0, K_Q4_K, K_Q6_K };
+
+/* ---------------------------------------------------------------- K-quants as f32
+ *
+ * Q4_K and Q6_K (the bulk of a Q4_K_M model) get the same float treatment as Q4_0: each
+ * super-block of 256 is dequantized exactly the same way in registers (decode) or into the
+ * panel (prefill), and meets f32 activations with the same FMAs in element order. */
+
+/* Q4_K: w = a[j] * nibble + b[j] for sub-block j, a = d * scale, b = -(dmin * min). The 6-bit
+ * scales and mins (rt_scale_min_k4's packing) are unpacked four at a time in 32-bit words, then
+ * converted and scaled as vectors: the scalar unpacking cost as much as the block's FMAs. */
+AI void q4k_scales(float *a, float *b, const uint8_t *p)
+{
+    uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+    uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u)) << 32;
+    uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) | (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u)) << 32;
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p))), dmin = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p + 2)));
+
+    _mm256_storeu_ps(a, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)))));
+    _mm256_storeu_ps(b, _mm256_sub_ps(_mm256_setzero_ps(),
+                                      _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+                                                              _mm_cvtsi64_si128((long long)mn))))));
+}
+
+/* Q6_K: the 16 scales times d. */
+AI void q6k_scales(float *s, const uint8_t *p)
+{
+    __m512 d = _mm512_set1_ps(_cvtsh_ss(rt_rd16(p + 208)));
+
+    _mm512_storeu_ps(s, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                             _mm_loadu_si128((const __m128i *)(p + 192))))));
+}
+
+/* Elements 64j .. 64j + 63 of a Q4_K super-block: sub-block 2j is the low nibbles of qs[32j ..
+ * 32j + 31], sub-block 2j + 1 their high nibbles. A 16-entry table per sub-block, as Q4_0. */
+AI void q4k_chunk(__m512 out[4], const uint8_t *p, int j, const float *a, const float *b)
+{
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 t0 = _mm512_fmadd_ps(iota, _mm512_set1_ps(a[2 * j]), _mm512_set1_ps(b[2 * j]));
+    __m512 t1 = _mm512_fmadd_ps(iota, _mm512_set1_ps(a[2 * j + 1]), _mm512_set1_ps(b[2 * j + 1]));
+    const uint8_t *qs = p + 16 + 32 * j;
+    __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16)));
+
+    out[0] = _mm512_permutexvar_ps(v0, t0);
+    out[1] = _mm512_permutexvar_ps(v1, t0);
+    out[2] = _mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), t1);
+    out[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), t1);
+}
+
+/* Elements 128h + 32j .. 128h + 32j + 31 of a Q6_K super-block (j < 4): the low or high nibbles
+ * of ql, two bits of qh above them, minus 32, times s (q6k_scales; one per 16 elements). */
+AI void q6k_group(__m512 out[2], const uint8_t *p, int h, int j, const float *s)
+{
+    __m256i q = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (j % 2)));
+    __m256i hh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+    __m256i lo = _mm256_and_si256(j < 2 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
+    __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hh, 2 * j), _mm256_set1_epi8(3));
+    __m256i v = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
+
+    s += 8 * h + 2 * j;
+    out[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(v))), _mm512_set1_ps(s[0]));
+    out[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, 1))),
+                           _mm512_set1_ps(s[1]));
+}
+
+/* One super-block of 256 as f32 into dst (panel fill). */
+static void kq_superblock(int kind, float *dst, const uint8_t *p)
+{
+    __m512 o[4];
+
+    if (kind == K_Q4_K) {
+        float a[8], b[8];
+        q4k_scales(a, b, p);
+        for (int j = 0; j < 4; j++) {
+            q4k_chunk(o, p, j, a, b);
+            for (int i = 0; i < 4; i++)
+                _mm512_store_ps(dst + 64 * j + 16 * i, o[i]);
+        }
+        return;
+    }
+    float sc[16];
+    q6k_scales(sc, p);
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++) {
+            q6k_group(o, p, h, j, sc);
+            _mm512_store_ps(dst + 128 * h + 32 * j, o[0]);
+            _mm512_store_ps(dst + 128 * h + 32 * j + 16, o[1]);
+        }
+}
+
+/* Decode of MR K-quant rows against one token: per super-block the rows' scales, then per 64
+ * elements four x vectors shared by the rows and four FMAs a row, in element order (the order
+ * float_tile takes over the panel). Prefetches the next row tile as block_rows1 does. */
+AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const uint8_t *w, size_t ws, int cols)
+{
+    const int bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : RT_Q6_K_BYTES;
+    __m512 c[4];
+
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        c[r] = _mm512_setzero_ps();
+    for (int b = 0; b < cols / QK_K; b++) {
+        const float *xb = x + QK_K * b;
+        _Alignas(64) float a[4][16], m[4][8];   /* Q4_K: a, b; Q6_K: a holds the 16 scales */
+        #pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            const uint8_t *p = w + (size_t)r * ws + (size_t)b * bytes;
+            for (int l = 0; l < bytes; l += 64)
+                _mm_prefetch((const char *)p + MR * ws + l, _MM_HINT_T0);
+            if (kind == K_Q4_K)
+                q4k_scales(a[r], m[r], p);
+            else
+                q6k_scales(a[r], p);
+        }
+        for (int g = 0; g < 4; g++) {   /* 64 elements: Q4_K chunk g, Q6_K half g / 2 groups 2 (g % 2) .. */
+            __m512 xv[4];
+            #pragma GCC unroll 4
+            for (int i = 0; i < 4; i++)
+                xv[i] = _mm512_loadu_ps(xb + 64 * g + 16 * i);
+            #pragma GCC unroll 4
+            for (int r = 0; r < MR; r++) {
+                const uint8_t *p = w + (size_t)r * ws + (size_t)b * bytes;
+                __m512 o[4];
+                if (kind == K_Q4_K) {
+                    q4k_chunk(o, p, g, a[r], m[r]);
+                } else {
+                    q6k_group(o, p, g / 2, 2 * (g % 2), a[r]);
+                    q6k_group(o + 2, p, g / 2, 2 * (g % 2) + 1, a[r]);
+                }
+                #pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+                    c[r] = _mm512_fmadd_ps(o[i], xv[i], c[r]);
+            }
+        }
+    }
+    #pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+        y[r] = _mm512_reduce_add_ps(c[r]);
+}
 
 /* Decode: MR rows of a block type against one token, the operations of float_tile over a
  * dequantized panel (two FMAs per block into one accumulator per row, one reduction at the
@@ -207,6 +347,12 @@ static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, in
                 _mm512_store_ps(dst + kc, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(tail), src + kc)));
             continue;
         }
+        if (kind == K_Q4_K || kind == K_Q6_K) {
+            size_t bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : RT_Q6_K_BYTES;
+            for (int b = 0; b < kc / QK_K; b++)
+                kq_superblock(kind, dst + QK_K * b, row + (size_t)(k0 / QK_K + b) * bytes);
+            continue;
+        }
         int bytes = kind == K_Q4_0 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
         for (int b = 0; b < kc / QK; b++) {
             const uint8_t *blk = row + (size_t)(k0 / QK + b) * bytes;
@@ -252,6 +398,21 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
         /* decode: rows outside, each row streams through once, no panel */
         int r = 0, q4 = kind == K_Q4_0, f16 = kind == K_F16;
         size_t we = ws / (f16 ? 2 : 4);
+        if (kind == K_Q4_K || kind == K_Q6_K) {
+            for (; r + 4 <= n_rows; r += 4) {
+                if (kind == K_Q4_K)
+                    kq_rows1(4, K_Q4_K, y + r, x, w + (size_t)r * ws, ws, cols);
+                else
+                    kq_rows1(4, K_Q6_K, y + r, x, w + (size_t)r * ws, ws, cols);
+            }
+            for (; r < n_rows; r++) {
+                if (kind == K_Q4_K)
+                    kq_rows1(1, K_Q4_K, y + r, x, w + (size_t)r * ws, ws, cols);
+                else
+                    kq_rows1(1, K_Q6_K, y + r, x, w + (size_t)r * ws, ws, cols);
+            }
+            return;
+        }
         if (kind == K_Q4_0 || kind == K_Q8_0) {
             for (; r + 8 <= n_rows; r += 8) {
                 if (q4)
@@ -317,6 +478,8 @@ GEMM(gemm_f32, K_F32)
 GEMM(gemm_f16, K_F16)
 GEMM(gemm_q4_0, K_Q4_0)
 GEMM(gemm_q8_0, K_Q8_0)
+GEMM(gemm_q4_k, K_Q4_K)
+GEMM(gemm_q6_k, K_Q6_K)
 #undef GEMM
 
 /* ---------------------------------------------------------------- one row: this path's dots */
@@ -334,6 +497,8 @@ DOT(dot_q4_0, gemm_q4_0)
 DOT(dot_q8_0, gemm_q8_0)
 DOT(dot_f16, gemm_f16)
 DOT(dot_f32w, gemm_f32)
+DOT(dot_q4_k, gemm_q4_k)
+DOT(dot_q6_k, gemm_q6_k)
 #undef DOT
 
 /* Attention's dots (q . k over head_dim, any length): short rows, so two plain accumulators and
@@ -371,14 +536,16 @@ static void table_init(void)
     table.dot[GGML_TYPE_Q8_0] = dot_q8_0;
     table.dot[GGML_TYPE_F16] = dot_f16;
     table.dot[GGML_TYPE_F32] = dot_f32w;
+    table.dot[GGML_TYPE_Q4_K] = dot_q4_k;
+    table.dot[GGML_TYPE_Q6_K] = dot_q6_k;
     table.dot_f32 = dot_f32;
     table.dot_f32_f16 = dot_f32_f16;
 }
 
 static const rt_fast fast = {
     .gemm = { [GGML_TYPE_Q4_0] = gemm_q4_0, [GGML_TYPE_Q8_0] = gemm_q8_0, [GGML_TYPE_F16] = gemm_f16,
-              [GGML_TYPE_F32] = gemm_f32 },
-    .f32_act = { [GGML_TYPE_Q4_0] = 1, [GGML_TYPE_Q8_0] = 1 },
+              [GGML_TYPE_F32] = gemm_f32, [GGML_TYPE_Q4_K] = gemm_q4_k, [GGML_TYPE_Q6_K] = gemm_q6_k },
+    .f32_act = { [GGML_TYPE_Q4_0] = 1, [GGML_TYPE_Q8_0] = 1, [GGML_TYPE_Q4_K] = 1, [GGML_TYPE_Q6_K] = 1 },
 };
 
 const rt_kernels *rt_kernels_avx512(void)

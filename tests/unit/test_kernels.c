@@ -14,6 +14,7 @@
 
 #include "helpers/fixture.h"
 #include "runtime/kernels.h"
+#include "runtime/kquant_int.h"
 
 static const char *paths[] = { "scalar", "avx2", "avx512" };
 #define N_PATHS 3
@@ -42,6 +43,7 @@ static int use_path(int i)
 }
 
 static int is_block(int type) { return type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16; }
+static int is_kquant(int type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K; }
 
 /* Random weights with realistic block scales (0.01..0.06); Q8_0 never holds -128 (ggml never writes it). */
 static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
@@ -69,11 +71,20 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
         }
         return buf;
     }
-    int bb = (int)(row_bytes / (uint64_t)(cols / QK));
+    int kq = is_kquant(type), bb = (int)(row_bytes / (uint64_t)(cols / (kq ? QK_K : QK)));
     for (uint8_t *p = buf; p < buf + row_bytes * rows; p += bb) {
         uint16_t h = runtime_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
         for (int j = 0; j < bb; j++)
             p[j] = (uint8_t)rnd();
+        if (kq) {   /* super-block d (and Q4_K's dmin) in range; scales and codes stay random */
+            h = runtime_f32_to_f16((0.01f + 0.025f * (unif() + 1.0f)) / 16);
+            memcpy(p + (type == GGML_TYPE_Q6_K ? RT_Q6_K_BYTES - 2 : 0), &h, 2);
+            if (type == GGML_TYPE_Q4_K) {
+                h = runtime_f32_to_f16(0.002f * (unif() + 1.0f));
+                memcpy(p + 2, &h, 2);
+            }
+            continue;
+        }
         memcpy(p, &h, 2);
         if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) {
             h = runtime_f32_to_f16(0.1f * unif());
@@ -88,23 +99,25 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
 }
 
 static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
-                             GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
+                             GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                             GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
 
 /* Shapes that cross every edge of the tiles: rows not a multiple of 4, token counts not a
  * multiple of 4 or 6 or past a 66-token block, block counts not a multiple of 16, float rows longer than a 512-column
- * chunk and with a tail that is not a multiple of 16. */
+ * chunk and with a tail that is not a multiple of 16, rows past DEC_BLOCKS blocks, K-quant rows
+ * ending in half a 512-column chunk. */
 START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 {
-    static const int cols_cases[] = { 64, 1184, 552, 40, 8256 }, tok_cases[] = { 1, 3, 7, 13, 70 };
+    static const int cols_cases[] = { 64, 1184, 552, 40, 8256, 2304 }, tok_cases[] = { 1, 3, 7, 13, 70 };
     runtime_pool *pool;
 
     if (!use_path(_i))
         return;
     ck_assert_int_eq(runtime_pool_new(&pool, 2), 0);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        for (size_t ci = 0; ci < 4; ci++) {
+        for (size_t ci = 0; ci < sizeof cols_cases / sizeof cols_cases[0]; ci++) {
             int type = types[ti], cols = cols_cases[ci], rows = 23;
-            if (is_block(type) && cols % QK)
+            if ((is_block(type) && cols % QK) || (is_kquant(type) && cols % QK_K))
                 continue;
             for (size_t ki = 0; ki < 5; ki++) {
                 int n_tok = tok_cases[ki];
@@ -129,7 +142,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                         double seen = 0, mag = 0;
                         ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s %s cols %d tokens %d [%d][%d]: %.9g vs dot %.9g",
                                       paths[_i], ggml_type_name(type), cols, n_tok, t, r, got, one);
-                        runtime_tensor_row(wr, &w, (uint64_t)r);
+                        rt_ext_tensor_row(wr, &w, (uint64_t)r);
                         for (int i = 0; i < cols; i++) {
                             double xs = q16 ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : xt[i];
                             seen += (double)wr[i] * xs;
