@@ -382,7 +382,7 @@ static void forward_batch(runtime_model *m, const int32_t *tokens, int n)
         be->rms_norm(m->xb, m->x, L->ffn_norm, n, dim, (float)c->rms_eps);
         be->matmul(m->pool, m->hb, m->xb, n, L->w1, m->mm_scratch);
         be->matmul(m->pool, m->hb2, m->xb, n, L->w3, m->mm_scratch);
-        be->swiglu(m->hb, m->hb2, (size_t)n * c->ffn_dim);
+        be->swiglu(m->pool, m->hb, m->hb2, (size_t)n * c->ffn_dim);
         be->matmul(m->pool, m->xb, m->hb, n, L->w2, m->mm_scratch);
         be->add(m->x, m->xb, (size_t)n * dim);
     }

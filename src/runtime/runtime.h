@@ -136,7 +136,7 @@ typedef struct runtime_backend {
                       float *scratch, int n_ctx);
     void (*softmax)(float *x, int n);
     /* gate[i] = silu(gate[i]) * up[i] */
-    void (*swiglu)(float *gate, const float *up, size_t n);
+    void (*swiglu)(runtime_pool *p, float *gate, const float *up, size_t n);   /* split over p */
     /* y[i] += x[i] */
     void (*add)(float *y, const float *x, size_t n);
 } runtime_backend;
