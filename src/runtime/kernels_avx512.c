@@ -1,16 +1,18 @@
 /* kernels_avx512.c: the AVX-512 path (F, BW, DQ, VL; built with those flags on x86-64 only and
  * called only after cpu.c checked the CPU). Tiled kernels of rows x tokens for the types that
- * dominate real models (Q4_0, Q8_0, F16, F32); every other type keeps the AVX2 dot product.
+ * dominate real models (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32); every other type keeps the AVX2 dot
+ * product.
  *
- * All four are float kernels: 16-lane FMA accumulators per (row, token) over chunks of
- * RT_GEMM_KC columns, summed once per chunk. Block-quantized weights are dequantized exactly
- * (a 4- or 8-bit integer times an f16 scale fits f32's 24 bits) and meet f32 activations, not
+ * All are float kernels: 16-lane FMA accumulators per (row, token) over chunks of RT_GEMM_KC
+ * columns, summed once at the end. Block-quantized weights are dequantized exactly (a 4- to
+ * 8-bit integer times an f16-derived scale fits f32's 24 bits) and meet f32 activations, not
  * the 16-bit ones of the other paths: on a CPU without VNNI a 16-lane FMA does 16
  * multiply-adds per instruction, where vpmaddwd + conversion + FMA per block do ~10, and the
  * activations are not rounded at all.
- *   decode (one token): a tile of 4 rows dequantizes each block in registers (Q4_0: a 16-entry
- *     table (n - 8) * d per block and two vpermps on the nibbles) and does its two FMAs;
- *   prefill: each 16-row x 512-column chunk is dequantized once into an f32 panel, then tiles of
+ *   decode (one token): a tile of 8 rows (4 for K-quants) dequantizes each block in registers
+ *     (Q4_0: a 16-entry table (n - 8) * d per block and two vpermps on the nibbles) and does
+ *     its FMAs, prefetching the next tile;
+ *   prefill: each 8-row x 512-column chunk is dequantized once into an f32 panel, then tiles of
  *     4 rows x 6 tokens (24 accumulators) pass over it.
  * Both add the same products in the same order, so a (row, token) never depends on the tile:
  * these kernels are also this path's dot products, and decode equals prefill bit for bit. */
