@@ -30,7 +30,7 @@ THREADS=${THREADS:-2} P=${P:-64} N=${N:-32} R=${R:-3} RSS=${RSS:-1}
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-cc -O2 -pthread -o "$TMP/bwprobe" "$HERE/bwprobe.c"
+cc -O2 -march=native -pthread -o "$TMP/bwprobe" "$HERE/bwprobe.c"
 BW=$("$TMP/bwprobe" "$THREADS" 1024 | awk '{print $2}')
 echo "# $(date -u +%FT%TZ) threads=$THREADS p=$P n=$N r=$R cpu=$("$MSTORE" --version 2>/dev/null | head -1 || true)"
 echo "# bandwidth probe: $BW GB/s ($THREADS threads); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
