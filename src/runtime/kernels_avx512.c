@@ -66,7 +66,7 @@ AI void block_dws(float *d, const uint8_t *w, int bytes, int n)
  * kc are added and each sum goes to y[t * ldy + r], else the accumulators go back to acc. One
  * reduction per (row, token), so chunking never changes the arithmetic. */
 AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t ldy, const float *x, size_t ldx,
-                   const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 *acc)
+                   const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 *acc, const int PF)
 {
     __m512 c[4][6];
 
@@ -92,8 +92,12 @@ AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t l
 #define LX_TAIL(p) _mm512_maskz_loadu_ps(m, p)
 #define LW_TAIL(o) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (o))) \
                         : _mm512_maskz_loadu_ps(m, (const float *)w + (o)))
-    for (int k = 0; k < kc; k += 16)
+    for (int k = 0; k < kc; k += 16) {
+        if (PF)   /* decode streams the rows once: fetch the next MR rows' lines meanwhile */
+            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
+                _mm_prefetch((const char *)w + ((size_t)(MR + r) * wst + (size_t)k) * (F16 ? 2 : 4), _MM_HINT_T0);
         FLOAT_STEP(k, LX_FULL, LW_FULL);
+    }
     if (!last) {
         #pragma GCC unroll 6
         for (int r = 0; r < MR; r++)
@@ -188,20 +192,30 @@ AI void q4k_chunk(__m512 out[4], const uint8_t *p, int j, const float *a, const 
     out[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), t1);
 }
 
-/* Elements 128h + 32j .. 128h + 32j + 31 of a Q6_K super-block (j < 4): the low or high nibbles
- * of ql, two bits of qh above them, minus 32, times s (q6k_scales; one per 16 elements). */
-AI void q6k_group(__m512 out[2], const uint8_t *p, int h, int j, const float *s)
+/* Elements 128h + 64k .. 128h + 64k + 63 of a Q6_K super-block (k < 2), in order: the low (k = 0)
+ * or high nibbles of ql[64h .. 64h + 63], two bits of qh above them (bits 0 and 2, or 4 and 6),
+ * minus 32, as 64 bytes at once; then each 16 as f32 times s (q6k_scales: one per 16). */
+AI void q6k_quad(__m512 out[4], const uint8_t *p, int h, int k, const float *s)
 {
-    __m256i q = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * (j % 2)));
+    __m512i q = _mm512_loadu_si512(p + 64 * h);
     __m256i hh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-    __m256i lo = _mm256_and_si256(j < 2 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
-    __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hh, 2 * j), _mm256_set1_epi8(3));
-    __m256i v = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
+    __m512i hb = _mm512_inserti64x4(_mm512_castsi256_si512(hh), _mm256_srli_epi16(hh, 2), 1);
 
-    s += 8 * h + 2 * j;
-    out[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(v))), _mm512_set1_ps(s[0]));
-    out[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, 1))),
+    if (k) {
+        q = _mm512_srli_epi16(q, 4);
+        hb = _mm512_srli_epi16(hb, 4);
+    }
+    q = _mm512_and_si512(q, _mm512_set1_epi8(15));
+    hb = _mm512_slli_epi16(_mm512_and_si512(hb, _mm512_set1_epi8(3)), 4);
+    q = _mm512_sub_epi8(_mm512_or_si512(q, hb), _mm512_set1_epi8(32));
+    s += 8 * h + 4 * k;
+    out[0] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_castsi512_si128(q))), _mm512_set1_ps(s[0]));
+    out[1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(q, 1))),
                            _mm512_set1_ps(s[1]));
+    out[2] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(q, 2))),
+                           _mm512_set1_ps(s[2]));
+    out[3] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(q, 3))),
+                           _mm512_set1_ps(s[3]));
 }
 
 /* One super-block of 256 as f32 into dst (panel fill). */
@@ -221,12 +235,11 @@ static void kq_superblock(int kind, float *dst, const uint8_t *p)
     }
     float sc[16];
     q6k_scales(sc, p);
-    for (int h = 0; h < 2; h++)
-        for (int j = 0; j < 4; j++) {
-            q6k_group(o, p, h, j, sc);
-            _mm512_store_ps(dst + 128 * h + 32 * j, o[0]);
-            _mm512_store_ps(dst + 128 * h + 32 * j + 16, o[1]);
-        }
+    for (int g = 0; g < 4; g++) {
+        q6k_quad(o, p, g / 2, g % 2, sc);
+        for (int i = 0; i < 4; i++)
+            _mm512_store_ps(dst + 64 * g + 16 * i, o[i]);
+    }
 }
 
 /* Decode of MR K-quant rows against one token: per super-block the rows' scales, then per 64
@@ -253,7 +266,7 @@ AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const u
             else
                 q6k_scales(a[r], p);
         }
-        for (int g = 0; g < 4; g++) {   /* 64 elements: Q4_K chunk g, Q6_K half g / 2 groups 2 (g % 2) .. */
+        for (int g = 0; g < 4; g++) {   /* elements 64g ..: Q4_K chunk g, Q6_K q6k_quad(g / 2, g % 2) */
             __m512 xv[4];
             #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
@@ -265,8 +278,7 @@ AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const u
                 if (kind == K_Q4_K) {
                     q4k_chunk(o, p, g, a[r], m[r]);
                 } else {
-                    q6k_group(o, p, g / 2, 2 * (g % 2), a[r]);
-                    q6k_group(o + 2, p, g / 2, 2 * (g % 2) + 1, a[r]);
+                    q6k_quad(o, p, g / 2, g % 2, a[r]);
                 }
                 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++)
@@ -387,12 +399,12 @@ AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const floa
         const float *xt = x + (size_t)t * ldx;
         __m512 *a = acc_t[t / 6] + acc_r * 6;
         switch (n_tok - t < 6 ? n_tok - t : 6) {
-        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
-        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
-        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
-        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
-        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
-        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
+        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
+        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
+        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
+        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
+        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
         }
     }
 }
@@ -440,15 +452,15 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
         }
         for (; r + 4 <= n_rows; r += 4) {
             if (f16)
-                float_tile(4, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+                float_tile(4, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
             else
-                float_tile(4, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+                float_tile(4, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
         }
         for (; r < n_rows; r++) {
             if (f16)
-                float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+                float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
             else
-                float_tile(1, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+                float_tile(1, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
         }
         return;
     }
