@@ -1,6 +1,6 @@
 /* kernels_avx512.c: the AVX-512 path (F, BW, DQ, VL; built with those flags on x86-64 only and
  * called only after cpu.c checked the CPU). Tiled kernels of rows x tokens for the types that
- * dominate real models (Q4_0, Q8_0, Q4_K, Q6_K, F16, F32); every other type keeps the AVX2 dot
+ * dominate real models (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, F32); every other type keeps the AVX2 dot
  * product.
  *
  * All are float kernels: 16-lane FMA accumulators per (row, token) over chunks of RT_GEMM_KC
@@ -17,7 +17,7 @@
  * Both add the same products in the same order, so a (row, token) never depends on the tile:
  * these kernels are also this path's dot products, and decode equals prefill bit for bit. */
 #include "runtime/kernels.h"
-#include "runtime/kquant_int.h"   /* Q4_K / Q6_K layouts */
+#include "runtime/kquant_int.h"   /* K-quant layouts */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     defined(__FMA__) && defined(__F16C__)
@@ -142,11 +142,11 @@ AI void q8_0_block(__m512 *lo, __m512 *hi, const uint8_t *blk, float d)
     *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)))), dv);
 }
 
-enum { K_F32, K_F16, K_Q4_0, K_Q8_0, K_Q4_K, K_Q6_K };
+enum { K_F32, K_F16, K_Q4_0, K_Q8_0, K_Q4_K, K_Q5_K, K_Q6_K };
 
 /* ---------------------------------------------------------------- K-quants as f32
  *
- * Q4_K and Q6_K (the bulk of a Q4_K_M model) get the same float treatment as Q4_0: each
+ * Q4_K, Q5_K and Q6_K (the bulk of Q4_K_M and Q5_K_M models) get the float treatment of Q4_0: each
  * super-block of 256 is dequantized exactly the same way in registers (decode) or into the
  * panel (prefill), and meets f32 activations with the same FMAs in element order. */
 
@@ -192,6 +192,39 @@ AI void q4k_chunk(__m512 out[4], const uint8_t *p, int j, const float *a, const 
     out[3] = _mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), t1);
 }
 
+/* Q5_K's fifth bits: qh[l] (l < 32) as 32-bit lanes, shifted left 4, so that bit s of qh moves
+ * to bit 4 by one right shift of s. Once per super-block. */
+AI void q5k_high(__m512i h[2], const uint8_t *p)
+{
+    h[0] = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 16))), 4);
+    h[1] = _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 32))), 4);
+}
+
+/* Elements 64j .. 64j + 63 of a Q5_K super-block: as Q4_K (qs at 48), with bit 2j or 2j + 1 of
+ * qh[l] above the nibble: a 32-entry table per sub-block through vpermt2ps, whose index is the
+ * nibble (ternlog takes bits 0-3 from it, bit 4 and up from the shifted qh; vpermt2ps reads
+ * bits 0-4 only). */
+AI void q5k_chunk(__m512 out[4], const uint8_t *p, int j, const float *a, const float *b, const __m512i h[2])
+{
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 iota16 = _mm512_add_ps(iota, _mm512_set1_ps(16));
+    const __m512i m4 = _mm512_set1_epi32(15);
+    __m512 a0 = _mm512_set1_ps(a[2 * j]), b0 = _mm512_set1_ps(b[2 * j]);
+    __m512 a1 = _mm512_set1_ps(a[2 * j + 1]), b1 = _mm512_set1_ps(b[2 * j + 1]);
+    __m512 t0 = _mm512_fmadd_ps(iota, a0, b0), t0h = _mm512_fmadd_ps(iota16, a0, b0);
+    __m512 t1 = _mm512_fmadd_ps(iota, a1, b1), t1h = _mm512_fmadd_ps(iota16, a1, b1);
+    const uint8_t *qs = p + 48 + 32 * j;
+    __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+    __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16)));
+
+    out[0] = _mm512_permutex2var_ps(t0, _mm512_ternarylogic_epi32(v0, _mm512_srli_epi32(h[0], 2 * j), m4, 0xE4), t0h);
+    out[1] = _mm512_permutex2var_ps(t0, _mm512_ternarylogic_epi32(v1, _mm512_srli_epi32(h[1], 2 * j), m4, 0xE4), t0h);
+    out[2] = _mm512_permutex2var_ps(
+        t1, _mm512_ternarylogic_epi32(_mm512_srli_epi32(v0, 4), _mm512_srli_epi32(h[0], 2 * j + 1), m4, 0xE4), t1h);
+    out[3] = _mm512_permutex2var_ps(
+        t1, _mm512_ternarylogic_epi32(_mm512_srli_epi32(v1, 4), _mm512_srli_epi32(h[1], 2 * j + 1), m4, 0xE4), t1h);
+}
+
 /* Elements 128h + 64k .. 128h + 64k + 63 of a Q6_K super-block (k < 2), in order: the low (k = 0)
  * or high nibbles of ql[64h .. 64h + 63], two bits of qh above them (bits 0 and 2, or 4 and 6),
  * minus 32, as 64 bytes at once; then each 16 as f32 times s (q6k_scales: one per 16). */
@@ -223,11 +256,17 @@ static void kq_superblock(int kind, float *dst, const uint8_t *p)
 {
     __m512 o[4];
 
-    if (kind == K_Q4_K) {
+    if (kind == K_Q4_K || kind == K_Q5_K) {
         float a[8], b[8];
+        __m512i h[2];
         q4k_scales(a, b, p);
+        if (kind == K_Q5_K)
+            q5k_high(h, p);
         for (int j = 0; j < 4; j++) {
-            q4k_chunk(o, p, j, a, b);
+            if (kind == K_Q5_K)
+                q5k_chunk(o, p, j, a, b, h);
+            else
+                q4k_chunk(o, p, j, a, b);
             for (int i = 0; i < 4; i++)
                 _mm512_store_ps(dst + 64 * j + 16 * i, o[i]);
         }
@@ -247,7 +286,7 @@ static void kq_superblock(int kind, float *dst, const uint8_t *p)
  * float_tile takes over the panel). Prefetches the next row tile as block_rows1 does. */
 AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const uint8_t *w, size_t ws, int cols)
 {
-    const int bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : RT_Q6_K_BYTES;
+    const int bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : kind == K_Q5_K ? RT_Q5_K_BYTES : RT_Q6_K_BYTES;
     __m512 c[4];
 
     #pragma GCC unroll 4
@@ -255,16 +294,19 @@ AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const u
         c[r] = _mm512_setzero_ps();
     for (int b = 0; b < cols / QK_K; b++) {
         const float *xb = x + QK_K * b;
-        _Alignas(64) float a[4][16], m[4][8];   /* Q4_K: a, b; Q6_K: a holds the 16 scales */
+        _Alignas(64) float a[4][16], m[4][8];   /* Q4_K, Q5_K: a, b; Q6_K: a holds the 16 scales */
+        __m512i hq[4][2];                        /* Q5_K: q5k_high */
         #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
             const uint8_t *p = w + (size_t)r * ws + (size_t)b * bytes;
             for (int l = 0; l < bytes; l += 64)
                 _mm_prefetch((const char *)p + MR * ws + l, _MM_HINT_T0);
-            if (kind == K_Q4_K)
-                q4k_scales(a[r], m[r], p);
+            if (kind == K_Q4_K || kind == K_Q5_K)
+                q4k_scales(a[r], m[r], p);   /* Q5_K packs its scales as Q4_K does */
             else
                 q6k_scales(a[r], p);
+            if (kind == K_Q5_K)
+                q5k_high(hq[r], p);
         }
         for (int g = 0; g < 4; g++) {   /* elements 64g ..: Q4_K chunk g, Q6_K q6k_quad(g / 2, g % 2) */
             __m512 xv[4];
@@ -277,6 +319,8 @@ AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const u
                 __m512 o[4];
                 if (kind == K_Q4_K) {
                     q4k_chunk(o, p, g, a[r], m[r]);
+                } else if (kind == K_Q5_K) {
+                    q5k_chunk(o, p, g, a[r], m[r], hq[r]);
                 } else {
                     q6k_quad(o, p, g / 2, g % 2, a[r]);
                 }
@@ -369,8 +413,8 @@ static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, in
                 _mm512_store_ps(dst + kc, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(tail), src + kc)));
             continue;
         }
-        if (kind == K_Q4_K || kind == K_Q6_K) {
-            size_t bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : RT_Q6_K_BYTES;
+        if (kind == K_Q4_K || kind == K_Q5_K || kind == K_Q6_K) {
+            size_t bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : kind == K_Q5_K ? RT_Q5_K_BYTES : RT_Q6_K_BYTES;
             for (int b = 0; b < kc / QK_K; b++)
                 kq_superblock(kind, dst + QK_K * b, row + (size_t)(k0 / QK_K + b) * bytes);
             continue;
@@ -420,16 +464,20 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
         /* decode: rows outside, each row streams through once, no panel */
         int r = 0, q4 = kind == K_Q4_0, f16 = kind == K_F16;
         size_t we = ws / (f16 ? 2 : 4);
-        if (kind == K_Q4_K || kind == K_Q6_K) {
+        if (kind == K_Q4_K || kind == K_Q5_K || kind == K_Q6_K) {
             for (; r + 4 <= n_rows; r += 4) {
                 if (kind == K_Q4_K)
                     kq_rows1(4, K_Q4_K, y + r, x, w + (size_t)r * ws, ws, cols);
+                else if (kind == K_Q5_K)
+                    kq_rows1(4, K_Q5_K, y + r, x, w + (size_t)r * ws, ws, cols);
                 else
                     kq_rows1(4, K_Q6_K, y + r, x, w + (size_t)r * ws, ws, cols);
             }
             for (; r < n_rows; r++) {
                 if (kind == K_Q4_K)
                     kq_rows1(1, K_Q4_K, y + r, x, w + (size_t)r * ws, ws, cols);
+                else if (kind == K_Q5_K)
+                    kq_rows1(1, K_Q5_K, y + r, x, w + (size_t)r * ws, ws, cols);
                 else
                     kq_rows1(1, K_Q6_K, y + r, x, w + (size_t)r * ws, ws, cols);
             }
@@ -504,6 +552,7 @@ GEMM(gemm_f16, K_F16)
 GEMM(gemm_q4_0, K_Q4_0)
 GEMM(gemm_q8_0, K_Q8_0)
 GEMM(gemm_q4_k, K_Q4_K)
+GEMM(gemm_q5_k, K_Q5_K)
 GEMM(gemm_q6_k, K_Q6_K)
 #undef GEMM
 
@@ -523,6 +572,7 @@ DOT(dot_q8_0, gemm_q8_0)
 DOT(dot_f16, gemm_f16)
 DOT(dot_f32w, gemm_f32)
 DOT(dot_q4_k, gemm_q4_k)
+DOT(dot_q5_k, gemm_q5_k)
 DOT(dot_q6_k, gemm_q6_k)
 #undef DOT
 
@@ -562,6 +612,7 @@ static void table_init(void)
     table.dot[GGML_TYPE_F16] = dot_f16;
     table.dot[GGML_TYPE_F32] = dot_f32w;
     table.dot[GGML_TYPE_Q4_K] = dot_q4_k;
+    table.dot[GGML_TYPE_Q5_K] = dot_q5_k;
     table.dot[GGML_TYPE_Q6_K] = dot_q6_k;
     table.dot_f32 = dot_f32;
     table.dot_f32_f16 = dot_f32_f16;
@@ -569,8 +620,10 @@ static void table_init(void)
 
 static const rt_fast fast = {
     .gemm = { [GGML_TYPE_Q4_0] = gemm_q4_0, [GGML_TYPE_Q8_0] = gemm_q8_0, [GGML_TYPE_F16] = gemm_f16,
-              [GGML_TYPE_F32] = gemm_f32, [GGML_TYPE_Q4_K] = gemm_q4_k, [GGML_TYPE_Q6_K] = gemm_q6_k },
-    .f32_act = { [GGML_TYPE_Q4_0] = 1, [GGML_TYPE_Q8_0] = 1, [GGML_TYPE_Q4_K] = 1, [GGML_TYPE_Q6_K] = 1 },
+              [GGML_TYPE_F32] = gemm_f32, [GGML_TYPE_Q4_K] = gemm_q4_k,
+              [GGML_TYPE_Q5_K] = gemm_q5_k, [GGML_TYPE_Q6_K] = gemm_q6_k },
+    .f32_act = { [GGML_TYPE_Q4_0] = 1, [GGML_TYPE_Q8_0] = 1, [GGML_TYPE_Q4_K] = 1, [GGML_TYPE_Q5_K] = 1,
+                 [GGML_TYPE_Q6_K] = 1 },
 };
 
 const rt_kernels *rt_kernels_avx512(void)

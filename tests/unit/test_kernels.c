@@ -43,7 +43,7 @@ static int use_path(int i)
 }
 
 static int is_block(int type) { return type != GGML_TYPE_F32 && type != GGML_TYPE_F16 && type != GGML_TYPE_BF16; }
-static int is_kquant(int type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K; }
+static int is_kquant(int type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K; }
 
 /* Random weights with realistic block scales (0.01..0.06); Q8_0 never holds -128 (ggml never writes it). */
 static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
@@ -79,7 +79,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
         if (kq) {   /* super-block d (and Q4_K's dmin) in range; scales and codes stay random */
             h = runtime_f32_to_f16((0.01f + 0.025f * (unif() + 1.0f)) / 16);
             memcpy(p + (type == GGML_TYPE_Q6_K ? RT_Q6_K_BYTES - 2 : 0), &h, 2);
-            if (type == GGML_TYPE_Q4_K) {
+            if (type != GGML_TYPE_Q6_K) {   /* Q4_K, Q5_K: dmin */
                 h = runtime_f32_to_f16(0.002f * (unif() + 1.0f));
                 memcpy(p + 2, &h, 2);
             }
@@ -100,7 +100,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
 
 static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                              GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                             GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+                             GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
 
 /* Shapes that cross every edge of the tiles: rows not a multiple of 4, token counts not a
  * multiple of 4 or 6 or past a 66-token block, block counts not a multiple of 16, float rows longer than a 512-column
