@@ -150,6 +150,11 @@ enum { K_F32, K_F16, K_Q4_0, K_Q8_0, K_Q4_K, K_Q5_K, K_Q6_K };
  * super-block of 256 is dequantized exactly the same way in registers (decode) or into the
  * panel (prefill), and meets f32 activations with the same FMAs in element order. */
 
+static inline int kq_bytes(int kind)
+{
+    return kind == K_Q4_K ? RT_Q4_K_BYTES : kind == K_Q5_K ? RT_Q5_K_BYTES : RT_Q6_K_BYTES;
+}
+
 /* Q4_K: w = a[j] * nibble + b[j] for sub-block j, a = d * scale, b = -(dmin * min). The 6-bit
  * scales and mins (rt_scale_min_k4's packing) are unpacked four at a time in 32-bit words, then
  * converted and scaled as vectors: the scalar unpacking cost as much as the block's FMAs. */
@@ -286,7 +291,7 @@ static void kq_superblock(int kind, float *dst, const uint8_t *p)
  * float_tile takes over the panel). Prefetches the next row tile as block_rows1 does. */
 AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const uint8_t *w, size_t ws, int cols)
 {
-    const int bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : kind == K_Q5_K ? RT_Q5_K_BYTES : RT_Q6_K_BYTES;
+    const int bytes = kq_bytes(kind);
     __m512 c[4];
 
     #pragma GCC unroll 4
@@ -414,7 +419,7 @@ static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, in
             continue;
         }
         if (kind == K_Q4_K || kind == K_Q5_K || kind == K_Q6_K) {
-            size_t bytes = kind == K_Q4_K ? RT_Q4_K_BYTES : kind == K_Q5_K ? RT_Q5_K_BYTES : RT_Q6_K_BYTES;
+            size_t bytes = (size_t)kq_bytes(kind);
             for (int b = 0; b < kc / QK_K; b++)
                 kq_superblock(kind, dst + QK_K * b, row + (size_t)(k0 / QK_K + b) * bytes);
             continue;
@@ -453,6 +458,28 @@ AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const floa
     }
 }
 
+/* Decode of every row: tiles of 8 (block types) or 4 (K-quants) rows, then single rows. The
+ * type is a constant in each caller, so the tile kernels specialize. */
+AI void block_decode(const int q4, float *y, const float *x, const uint8_t *w, size_t ws, int n_rows, int cols)
+{
+    int r = 0;
+
+    for (; r + 8 <= n_rows; r += 8)
+        block_rows1(8, q4, y + r, x, w + (size_t)r * ws, ws, cols);
+    for (; r < n_rows; r++)
+        block_rows1(1, q4, y + r, x, w + (size_t)r * ws, ws, cols);
+}
+
+AI void kq_decode(const int kind, float *y, const float *x, const uint8_t *w, size_t ws, int n_rows, int cols)
+{
+    int r = 0;
+
+    for (; r + 4 <= n_rows; r += 4)
+        kq_rows1(4, kind, y + r, x, w + (size_t)r * ws, ws, cols);
+    for (; r < n_rows; r++)
+        kq_rows1(1, kind, y + r, x, w + (size_t)r * ws, ws, cols);
+}
+
 static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
                        int n_rows, int cols)
 {
@@ -462,41 +489,15 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
 
     if (n_tok == 1) {
         /* decode: rows outside, each row streams through once, no panel */
-        int r = 0, q4 = kind == K_Q4_0, f16 = kind == K_F16;
+        int r = 0, f16 = kind == K_F16;
         size_t we = ws / (f16 ? 2 : 4);
-        if (kind == K_Q4_K || kind == K_Q5_K || kind == K_Q6_K) {
-            for (; r + 4 <= n_rows; r += 4) {
-                if (kind == K_Q4_K)
-                    kq_rows1(4, K_Q4_K, y + r, x, w + (size_t)r * ws, ws, cols);
-                else if (kind == K_Q5_K)
-                    kq_rows1(4, K_Q5_K, y + r, x, w + (size_t)r * ws, ws, cols);
-                else
-                    kq_rows1(4, K_Q6_K, y + r, x, w + (size_t)r * ws, ws, cols);
-            }
-            for (; r < n_rows; r++) {
-                if (kind == K_Q4_K)
-                    kq_rows1(1, K_Q4_K, y + r, x, w + (size_t)r * ws, ws, cols);
-                else if (kind == K_Q5_K)
-                    kq_rows1(1, K_Q5_K, y + r, x, w + (size_t)r * ws, ws, cols);
-                else
-                    kq_rows1(1, K_Q6_K, y + r, x, w + (size_t)r * ws, ws, cols);
-            }
-            return;
-        }
-        if (kind == K_Q4_0 || kind == K_Q8_0) {
-            for (; r + 8 <= n_rows; r += 8) {
-                if (q4)
-                    block_rows1(8, 1, y + r, x, w + (size_t)r * ws, ws, cols);
-                else
-                    block_rows1(8, 0, y + r, x, w + (size_t)r * ws, ws, cols);
-            }
-            for (; r < n_rows; r++) {
-                if (q4)
-                    block_rows1(1, 1, y + r, x, w + (size_t)r * ws, ws, cols);
-                else
-                    block_rows1(1, 0, y + r, x, w + (size_t)r * ws, ws, cols);
-            }
-            return;
+        switch (kind) {   /* one specialization of the row tiles per block type */
+        case K_Q4_0: block_decode(1, y, x, w, ws, n_rows, cols); return;
+        case K_Q8_0: block_decode(0, y, x, w, ws, n_rows, cols); return;
+        case K_Q4_K: kq_decode(K_Q4_K, y, x, w, ws, n_rows, cols); return;
+        case K_Q5_K: kq_decode(K_Q5_K, y, x, w, ws, n_rows, cols); return;
+        case K_Q6_K: kq_decode(K_Q6_K, y, x, w, ws, n_rows, cols); return;
+        default: break;
         }
         for (; r + 4 <= n_rows; r += 4) {
             if (f16)
