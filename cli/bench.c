@@ -120,10 +120,7 @@ int cmd_bench(int argc, char **argv)
     }
     for (int i = 0; i < n_max; i++)   /* any ids will do; fixed ones make runs comparable */
         ids[i] = (int32_t)((i * 7919u + 1) % (unsigned)runtime_model_config(m)->vocab_size);
-    if (threads)
-        printf("threads %ld, cpu path %s\n", threads, runtime_cpu_name());
-    else
-        printf("threads: all cores, cpu path %s\n", runtime_cpu_name());
+    printf("device %s\n", runtime_model_device(m));
     if (n_p > 0) {
         if (measure(&rate, m, ids, (int)n_p, 0, (int)reps, logits) < 0)
             goto done;

@@ -4,10 +4,11 @@
  * head_dim free of hidden / heads). GGUF keeps llama's Q/K rows permuted for adjacent-pair rope;
  * llama.cpp runs qwen2/qwen3 with NEOX rope (halves), so their rows are HF's and not permuted. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/runtime_int.h"
+#include "runtime/runtime.h"
 
 #define LIMIT_DIM (1 << 17)
 #define LIMIT_LAYERS 1024
@@ -268,3 +269,34 @@ int runtime_config_from_json(runtime_config *c, const char *json, size_t len, co
     json_decref(o);
     return rc < 0 ? ms_err_ctx("%s: config", what) : 0;
 }
+
+/* Rope angular frequencies: theta^(-2i/n_rot), with the config's scaling. */
+void runtime_rope_freqs(double *freqs, const runtime_config *c)
+{
+    double lo_wavelen = 0, hi_wavelen = 0;
+
+    if (c->rope_scaling == RUNTIME_ROPE_LLAMA3) {
+        lo_wavelen = c->rope_orig_ctx / c->rope_low_freq_factor;
+        hi_wavelen = c->rope_orig_ctx / c->rope_high_freq_factor;
+    }
+    for (int i = 0; i < c->n_rot / 2; i++) {
+        double f = pow(c->rope_theta, -2.0 * i / c->n_rot);
+
+        if (c->rope_scaling == RUNTIME_ROPE_LINEAR) {
+            f /= c->rope_factor;
+        } else if (c->rope_scaling == RUNTIME_ROPE_LLAMA3) {
+            /* Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, and the band
+             * between blends the two linearly in ctx / wavelength */
+            double wavelen = 2.0 * M_PI / f;
+            if (wavelen > lo_wavelen) {
+                f /= c->rope_factor;
+            } else if (wavelen >= hi_wavelen) {
+                double smooth = (c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
+                                (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
+            }
+        }
+        freqs[i] = f;
+    }
+}
+

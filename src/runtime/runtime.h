@@ -1,10 +1,9 @@
-/* runtime.h: running a llama-family model on the CPU; the whole surface of src/runtime.
+/* runtime.h: running a llama-family model; the whole surface of src/runtime.
  *
  * Layers, bottom up:
- *   backend   matmul per weight type, rms norm, rope, attention, softmax, elementwise
- *             (runtime_backend: a table of function pointers, so that another device can
- *             implement the same one). The CPU backend has a portable scalar path and an
- *             AVX2/FMA/F16C path chosen at run time, and a persistent thread pool.
+ *   backend   not here: src/backend/backend.h is the seam (buffers, weights, op sequences) and
+ *             src/cpu, src/vulkan implement it. The decoder below records each forward pass as
+ *             one op sequence and reads back only the logits.
  *   weights   tensors by canonical (Hugging Face) name, as read-only views into mmapped files:
  *             a GGUF file directly, or the blobs of a model in the store. No copy of a weight.
  *   config    model hyper-parameters, from GGUF metadata or the config blob (import.h).
@@ -44,6 +43,10 @@ typedef struct runtime_tensor {
     const char *quant_type;   /* "int4", "int8", "nvfp4", "mxfp8", ...; NULL for ggml types */
     int bits, group_size, scale_dtype;
     const void *scales, *biases;
+    /* The whole read-only mapping that data (and scales, biases) lie in: page-aligned, so that a
+     * device that imports host memory can take the mapping once and use the tensor in place. */
+    const void *map;
+    uint64_t map_nbytes;
 } runtime_tensor;
 
 /* The type id of MLX-quantized tensors: past every ggml type id. */
@@ -96,65 +99,8 @@ int runtime_gguf_name_map(char *buf, size_t len, const char *gguf_name);
 int runtime_config_from_gguf(runtime_config *c, const gguf_file *g);
 int runtime_config_from_json(runtime_config *c, const char *json, size_t len, const char *what);
 
-/* ---------------------------------------------------------------- CPU backend */
-
-/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2|avx512) overrides it
- * at first use. Returns MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name. */
-int runtime_cpu_select(const char *path);
-const char *runtime_cpu_name(void);   /* "scalar" or "avx2" */
-
-/* 1 when matmul supports weights of this ggml type. */
-int runtime_type_supported(int type);
-
-typedef struct runtime_pool runtime_pool;
-/* A pool of n_threads - 1 persistent workers (the caller is thread 0). n_threads <= 0: all
- * cores. MS_ENOMEM, MS_EIO. */
-int runtime_pool_new(runtime_pool **out, int n_threads);
-int runtime_pool_threads(const runtime_pool *p);
-void runtime_pool_free(runtime_pool *p);   /* NULL is fine */
-
-/* Backend interface. Shapes: row-major, n_tok rows of activations. */
-typedef struct runtime_backend {
-    const char *name;
-    /* y[n_tok][rows] = x[n_tok][cols] . W[rows][cols]^T, W of any supported type, shape
-     * {rows, cols}. `scratch` holds at least runtime_matmul_scratch(n_tok, cols) bytes. */
-    void (*matmul)(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
-                   void *scratch);
-    /* y[t] = x[t] / rms(x[t]) * w, for n_tok rows of dim floats (y may be x). */
-    void (*rms_norm)(float *y, const float *x, const float *w, int n_tok, int dim, float eps);
-    /* Rotate x[n_tok][n_heads][head_dim] in place; token t is at position pos0 + t. `freqs` are
-     * the n_rot/2 angular frequencies (runtime_rope_freqs); angles are taken in double, since
-     * pos * freq in float is off by ~1e-4 rad at position 4000. interleaved: pairs (2i, 2i+1);
-     * else (i, i + n_rot/2). n_rot <= 1024. */
-    void (*rope)(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
-                 const double *freqs, int interleaved);
-    /* Causal GQA attention. q[n_tok][n_heads*hd]; cache k/v [n_ctx][n_kv*hd] (f32, or f16 when
-     * kv_f16) holding positions 0 .. pos0+n_tok-1; out[n_tok][n_heads*hd]. `scratch` holds
-     * runtime_attention_scratch(n_ctx, threads) bytes. */
-    void (*attention)(runtime_pool *p, float *out, const float *q, const void *k, const void *v,
-                      int kv_f16, int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim,
-                      float *scratch, int n_ctx);
-    void (*softmax)(float *x, int n);
-    /* gate[i] = silu(gate[i]) * up[i] */
-    void (*swiglu)(runtime_pool *p, float *gate, const float *up, size_t n);   /* split over p */
-    /* y[i] += x[i] */
-    void (*add)(float *y, const float *x, size_t n);
-} runtime_backend;
-
-const runtime_backend *runtime_backend_cpu(void);
-size_t runtime_matmul_scratch(int n_tok, int cols);
-size_t runtime_attention_scratch(int n_ctx, int n_threads);
 /* The n_rot/2 rope frequencies for the config (base theta, scaling). */
 void runtime_rope_freqs(double *freqs, const runtime_config *c);
-/* Dequantize row `row` of a 2-D tensor into out[cols] (embedding lookup). */
-void runtime_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
-/* One dot product through the current path (tests): x[cols] . W[row]. Quantized types quantize x
- * to 8-bit blocks first, as matmul does. */
-float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
-
-/* f16 <-> f32, round to nearest even. */
-float runtime_f16_to_f32(uint16_t h);
-uint16_t runtime_f32_to_f16(float f);
 
 /* ---------------------------------------------------------------- model */
 
@@ -163,6 +109,8 @@ typedef struct runtime_opts {
     int n_ctx;       /* <= 0: the model's context length, at most 4096 */
     int kv_f16;      /* 1: KV cache in f16 (half the memory); 0: f32 */
     int n_batch;     /* prefill chunk; <= 0: 128 */
+    const char *device;   /* backend_open's name: "cpu", "vulkan", "auto"; NULL: "auto" */
+    int verbose;          /* 1: the backend says on stderr which device it chose and why */
 } runtime_opts;
 
 typedef struct runtime_model runtime_model;
@@ -179,6 +127,8 @@ int runtime_model_n_ctx(const runtime_model *m);
 const runtime_config *runtime_model_config(const runtime_model *m);
 const runtime_weights *runtime_model_weights(const runtime_model *m);
 uint64_t runtime_model_kv_nbytes(const runtime_model *m);
+/* The device the model runs on, as one line ("cpu avx512, 2 threads"). Borrowed. */
+const char *runtime_model_device(const runtime_model *m);
 void runtime_model_close(runtime_model *m);   /* NULL is fine */
 
 /* ---------------------------------------------------------------- sampler */

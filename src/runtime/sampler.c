@@ -3,8 +3,9 @@
  * (PCG32), so the same seed gives the same tokens on every machine. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "runtime/runtime_int.h"
+#include "runtime/runtime.h"
 
 typedef struct cand {
     float logit, p;

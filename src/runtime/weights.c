@@ -9,7 +9,7 @@
 
 #include "blob/blob.h"
 #include "quant/quant.h"
-#include "runtime/runtime_int.h"
+#include "runtime/runtime.h"
 
 struct runtime_weights {
     runtime_config cfg;
@@ -150,6 +150,8 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
             t->shape[d] = gt->ne[t->n_dims - 1 - d];   /* HF order: the row (ne[0]) last */
         t->data = gt->data;
         t->nbytes = gt->nbytes;
+        t->map = gguf_bytes(w->g);
+        t->map_nbytes = gguf_file_size(w->g);
         w->nbytes += gt->nbytes;
     }
     if ((rc = tokenizer_from_gguf(&w->tok, w->g, path)) < 0)
@@ -206,7 +208,7 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
         memcpy(t->shape, s->shape, (size_t)s->n_dims * sizeof t->shape[0]);
         return 0;
     }
-    if (ggml_type_from_name(&t->type, qt) < 0 || !runtime_type_supported(t->type))
+    if (ggml_type_from_name(&t->type, qt) < 0)   /* whether a device runs it is the backend's call */
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': quant_type '%s' is not supported", s->name, qt);
     if (s->dtype != ST_U8 || !ls)
         return ms_err(MS_EINVALID, "tensor '%s': quant_type %s needs dtype U8 and a logical_shape", s->name, qt);
@@ -256,7 +258,8 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const quant_form
                       fmt->name, t->n_dims);
     rows = t->shape[0];
     cols = t->shape[1];
-    if (cols == 0 || cols % (uint64_t)g || cols % QK || rows > UINT64_MAX / 8 / cols ||
+    /* the kernels read codes in whole blocks of 32 */
+    if (cols == 0 || cols % (uint64_t)g || cols % 32 || rows > UINT64_MAX / 8 / cols ||
         codes->nbytes != rows * cols * (uint64_t)fmt->bits / 8)
         return ms_err(MS_EINVALID, "tensor '%s': %llu bytes of %d-bit codes for logical_shape %s (group %ld)",
                       codes->name, (unsigned long long)codes->nbytes, fmt->bits, ls, g);
@@ -318,12 +321,16 @@ static int open_blobs(runtime_weights *w, store *s, const manifest *m)
         if (fmt && fmt->mode != QUANT_GGML && fmt->mode != QUANT_FLOAT) {
             if ((rc = tensor_from_mlx(&w->t[w->n], w->st[b], fmt)) < 0)
                 return rc;
+            w->t[w->n].map = w->views[b].data;
+            w->t[w->n].map_nbytes = w->views[b].size;
             w->nbytes += w->t[w->n++].nbytes;
             continue;
         }
         for (size_t i = 0; i < st_count(w->st[b]); i++) {
             if ((rc = tensor_from_st(&w->t[w->n], w->st[b], st_at(w->st[b], i))) < 0)
                 return rc;
+            w->t[w->n].map = w->views[b].data;
+            w->t[w->n].map_nbytes = w->views[b].size;
             w->nbytes += w->t[w->n++].nbytes;
         }
     }

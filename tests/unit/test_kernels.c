@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "helpers/fixture.h"
-#include "runtime/kernels.h"
-#include "runtime/kquant_int.h"
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
 
 static const char *paths[] = { "scalar", "avx2", "avx512" };
 #define N_PATHS 3
@@ -31,14 +31,14 @@ static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
 
 static int use_path(int i)
 {
-    int rc = runtime_cpu_select(paths[i]);
+    int rc = cpu_path_select(paths[i]);
 
     if (rc == MS_EUNSUPPORTED) {
         printf("skipped: cpu path %s not available here\n", paths[i]);
         return 0;
     }
     ck_assert_int_eq(rc, 0);
-    ck_assert_str_eq(runtime_cpu_name(), paths[i]);
+    ck_assert_str_eq(cpu_path_name(), paths[i]);
     return 1;
 }
 
@@ -60,7 +60,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
         for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
             float f = unif();
             uint32_t bits;
-            uint16_t h = runtime_f32_to_f16(f);
+            uint16_t h = cpu_f32_to_f16(f);
             memcpy(&bits, &f, 4);
             if (type == GGML_TYPE_F32)
                 memcpy(buf + 4 * i, &f, 4);
@@ -73,21 +73,21 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
     }
     int kq = is_kquant(type), bb = (int)(row_bytes / (uint64_t)(cols / (kq ? QK_K : QK)));
     for (uint8_t *p = buf; p < buf + row_bytes * rows; p += bb) {
-        uint16_t h = runtime_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
+        uint16_t h = cpu_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
         for (int j = 0; j < bb; j++)
             p[j] = (uint8_t)rnd();
         if (kq) {   /* super-block d (and Q4_K's dmin) in range; scales and codes stay random */
-            h = runtime_f32_to_f16((0.01f + 0.025f * (unif() + 1.0f)) / 16);
+            h = cpu_f32_to_f16((0.01f + 0.025f * (unif() + 1.0f)) / 16);
             memcpy(p + (type == GGML_TYPE_Q6_K ? RT_Q6_K_BYTES - 2 : 0), &h, 2);
             if (type != GGML_TYPE_Q6_K) {   /* Q4_K, Q5_K: dmin */
-                h = runtime_f32_to_f16(0.002f * (unif() + 1.0f));
+                h = cpu_f32_to_f16(0.002f * (unif() + 1.0f));
                 memcpy(p + 2, &h, 2);
             }
             continue;
         }
         memcpy(p, &h, 2);
         if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) {
-            h = runtime_f32_to_f16(0.1f * unif());
+            h = cpu_f32_to_f16(0.1f * unif());
             memcpy(p + 2, &h, 2);
         }
         if (type == GGML_TYPE_Q8_0)
@@ -109,11 +109,11 @@ static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_
 START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 {
     static const int cols_cases[] = { 64, 1184, 552, 40, 8256, 2304 }, tok_cases[] = { 1, 3, 7, 13, 70 };
-    runtime_pool *pool;
+    cpu_pool *pool;
 
     if (!use_path(_i))
         return;
-    ck_assert_int_eq(runtime_pool_new(&pool, 2), 0);
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         for (size_t ci = 0; ci < sizeof cols_cases / sizeof cols_cases[0]; ci++) {
             int type = types[ti], cols = cols_cases[ci], rows = 23;
@@ -125,12 +125,12 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                 uint8_t *buf = make_weights(&w, type, rows, cols);
                 float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
                 float *wr = malloc(sizeof(float) * cols);
-                void *scratch = malloc(runtime_matmul_scratch(n_tok, cols));
+                void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
                 rt_q16 *xq = malloc(sizeof(rt_q16) * (cols / QK + 1));
 
                 for (int i = 0; i < n_tok * cols; i++)
                     x[i] = 3.0f * unif();
-                runtime_backend_cpu()->matmul(pool, y, x, n_tok, &w, scratch);
+                cpu_matmul(pool, y, x, n_tok, &w, scratch);
                 /* the activations the kernels see: 16-bit blocks, or f32 where the path takes them */
                 int q16 = is_block(type) && !rt_fast_get()->f32_act[type];
                 for (int t = 0; t < n_tok; t++) {
@@ -138,7 +138,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                     if (q16)
                         rt_quantize_q16(xq, xt, cols);
                     for (int r = 0; r < rows; r++) {
-                        float got = y[t * rows + r], one = runtime_dot_row(&w, (uint64_t)r, xt);
+                        float got = y[t * rows + r], one = cpu_dot_row(&w, (uint64_t)r, xt);
                         double seen = 0, mag = 0;
                         ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s %s cols %d tokens %d [%d][%d]: %.9g vs dot %.9g",
                                       paths[_i], ggml_type_name(type), cols, n_tok, t, r, got, one);
@@ -161,8 +161,8 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
             }
         }
     }
-    runtime_pool_free(pool);
-    runtime_cpu_select("auto");
+    cpu_pool_free(pool);
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -170,18 +170,18 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
 
-    ck_assert_int_eq(runtime_cpu_select("avx9000"), MS_EINVALID);
+    ck_assert_int_eq(cpu_path_select("avx9000"), MS_EINVALID);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "cpu path 'avx9000': unknown; expected auto, avx512, avx2 or scalar"));
     setenv("MSTORE_CPU", "scalar", 1);
-    ck_assert_int_eq(runtime_cpu_select("auto"), 0);
-    ck_assert_str_eq(runtime_cpu_name(), "scalar");
+    ck_assert_int_eq(cpu_path_select("auto"), 0);
+    ck_assert_str_eq(cpu_path_name(), "scalar");
     setenv("MSTORE_CPU", "bogus", 1);   /* a bad value falls back to the best path */
-    ck_assert_int_eq(runtime_cpu_select(NULL), 0);
+    ck_assert_int_eq(cpu_path_select(NULL), 0);
     unsetenv("MSTORE_CPU");
-    ck_assert_int_eq(runtime_cpu_select("auto"), 0);
-    snprintf(best, sizeof best, "%s", runtime_cpu_name());
+    ck_assert_int_eq(cpu_path_select("auto"), 0);
+    snprintf(best, sizeof best, "%s", cpu_path_name());
     for (int i = N_PATHS - 1; i >= 0; i--) {   /* auto is the best path this CPU runs */
-        if (runtime_cpu_select(paths[i]) == 0) {
+        if (cpu_path_select(paths[i]) == 0) {
             ck_assert_str_eq(best, paths[i]);
             break;
         }
@@ -190,7 +190,7 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
         setenv("MSTORE_CPU", old, 1);
         free(old);
     }
-    runtime_cpu_select("auto");
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -267,7 +267,7 @@ static void check_model(int path, const char *file, const char *ref_name, double
         free(lg);
         free(lg1);
         runtime_model_close(m);
-        runtime_cpu_select("auto");
+        cpu_path_select("auto");
     }
     free(p);
     free(dir);

@@ -14,7 +14,7 @@
 #include "blob/blob.h"
 #include "helpers/fixture.h"
 #include "import/import.h"
-#include "runtime/runtime_int.h"
+#include "cpu/cpu_int.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint32_t rnd(void)
@@ -32,7 +32,7 @@ static const char *paths[] = { "scalar", "avx2" };
 
 static int use_path(int i)
 {
-    int rc = runtime_cpu_select(paths[i]);
+    int rc = cpu_path_select(paths[i]);
 
     if (rc == MS_EUNSUPPORTED)
         printf("skipped: cpu path %s not available here\n", paths[i]);
@@ -57,7 +57,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
         uint16_t h;
         switch (type) {
         case GGML_TYPE_F32: f = unif(); memcpy(p, &f, 4); p += 4; break;
-        case GGML_TYPE_F16: h = runtime_f32_to_f16(unif()); memcpy(p, &h, 2); p += 2; break;
+        case GGML_TYPE_F16: h = cpu_f32_to_f16(unif()); memcpy(p, &h, 2); p += 2; break;
         case GGML_TYPE_BF16: {
             uint32_t bits;
             f = unif();
@@ -72,10 +72,10 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
                           : type == GGML_TYPE_Q4_1 ? RT_Q4_1_BYTES : type == GGML_TYPE_Q5_0 ? RT_Q5_0_BYTES : RT_Q5_1_BYTES;
             for (uint32_t j = 0; j < bb; j++)
                 p[j] = (uint8_t)rnd();
-            h = runtime_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
+            h = cpu_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
             memcpy(p, &h, 2);
             if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) {
-                h = runtime_f32_to_f16(0.1f * unif());
+                h = cpu_f32_to_f16(0.1f * unif());
                 memcpy(p + 2, &h, 2);
             }
             if (type == GGML_TYPE_Q8_0)
@@ -94,16 +94,16 @@ START_TEST(f16_conversion_round_trips_every_half_and_rounds_to_even)
     for (uint32_t h = 0; h < 65536; h++) {
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff))
             continue;   /* nan payloads need not survive */
-        ck_assert_uint_eq(runtime_f32_to_f16(runtime_f16_to_f32((uint16_t)h)), h);
+        ck_assert_uint_eq(cpu_f32_to_f16(cpu_f16_to_f32((uint16_t)h)), h);
     }
-    ck_assert_uint_eq(runtime_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);        /* tie: to even (down) */
-    ck_assert_uint_eq(runtime_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);    /* tie: to even (up) */
-    ck_assert_uint_eq(runtime_f32_to_f16(65519.0f), 0x7bff);
-    ck_assert_uint_eq(runtime_f32_to_f16(65520.0f), 0x7c00);
-    ck_assert_uint_eq(runtime_f32_to_f16(0x1p-25f), 0x0000);                /* half of the least subnormal */
-    ck_assert_uint_eq(runtime_f32_to_f16(-0x1.8p-25f), 0x8001);
-    ck_assert_float_eq(runtime_f16_to_f32(0x0001), 0x1p-24f);
-    ck_assert_float_eq(runtime_f16_to_f32(0xc000), -2.0f);
+    ck_assert_uint_eq(cpu_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);        /* tie: to even (down) */
+    ck_assert_uint_eq(cpu_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);    /* tie: to even (up) */
+    ck_assert_uint_eq(cpu_f32_to_f16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(cpu_f32_to_f16(65520.0f), 0x7c00);
+    ck_assert_uint_eq(cpu_f32_to_f16(0x1p-25f), 0x0000);                /* half of the least subnormal */
+    ck_assert_uint_eq(cpu_f32_to_f16(-0x1.8p-25f), 0x8001);
+    ck_assert_float_eq(cpu_f16_to_f32(0x0001), 0x1p-24f);
+    ck_assert_float_eq(cpu_f16_to_f32(0xc000), -2.0f);
 }
 END_TEST
 
@@ -135,8 +135,8 @@ START_TEST(row_dot_matches_definition_for_every_type_and_path)
             rt_quantize_q16(xq, x, cols - cols % QK);
             for (int r = 0; r < rows; r++) {
                 double exact = 0, seen = 0, mag = 0, bound = 0;
-                float got = runtime_dot_row(&w, (uint64_t)r, x);
-                runtime_tensor_row(wr, &w, (uint64_t)r);
+                float got = cpu_dot_row(&w, (uint64_t)r, x);
+                cpu_tensor_row(wr, &w, (uint64_t)r);
                 for (int i = 0; i < cols; i++) {
                     double xs = block ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : x[i];
                     exact += (double)wr[i] * x[i];
@@ -155,7 +155,7 @@ START_TEST(row_dot_matches_definition_for_every_type_and_path)
             free(xq);
         }
     }
-    runtime_cpu_select("auto");
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -165,13 +165,13 @@ START_TEST(block_layouts_decode_as_documented)
     uint8_t b5[RT_Q5_1_BYTES] = { 0 }, b4[RT_Q4_0_BYTES] = { 0 };
     runtime_tensor t = { .name = "b", .n_dims = 2, .shape = { 1, 32 } };
     float out[32];
-    uint16_t one = runtime_f32_to_f16(1.0f), half = runtime_f32_to_f16(0.5f);
+    uint16_t one = cpu_f32_to_f16(1.0f), half = cpu_f32_to_f16(0.5f);
 
     memcpy(b4, &half, 2);
     b4[2] = 0x1f;   /* element 0 = low nibble 15, element 16 = high nibble 1 */
     t.type = GGML_TYPE_Q4_0;
     t.data = b4;
-    runtime_tensor_row(out, &t, 0);
+    cpu_tensor_row(out, &t, 0);
     ck_assert_float_eq(out[0], 3.5f);    /* (15 - 8) * 0.5 */
     ck_assert_float_eq(out[16], -3.5f);  /* (1 - 8) * 0.5 */
     ck_assert_float_eq(out[1], -4.0f);
@@ -181,7 +181,7 @@ START_TEST(block_layouts_decode_as_documented)
     b5[8] = 0x32;               /* element 0 = 2, element 16 = 3 */
     t.type = GGML_TYPE_Q5_1;
     t.data = b5;
-    runtime_tensor_row(out, &t, 0);
+    cpu_tensor_row(out, &t, 0);
     ck_assert_float_eq(out[0], 2.5f);
     ck_assert_float_eq(out[16], 19.5f);
 }
@@ -189,32 +189,32 @@ END_TEST
 
 START_TEST(threaded_matmul_equals_row_dots)
 {
-    runtime_pool *pool;
+    cpu_pool *pool;
     int rows = 37, cols = 128, n_tok = 5;
 
     if (!use_path(_i))
         return;
-    ck_assert_int_eq(runtime_pool_new(&pool, 3), 0);
-    ck_assert_int_eq(runtime_pool_threads(pool), 3);
+    ck_assert_int_eq(cpu_pool_new(&pool, 3), 0);
+    ck_assert_int_eq(cpu_pool_threads(pool), 3);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         runtime_tensor w;
         uint8_t *buf = make_weights(&w, types[ti], rows, cols);
         float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
-        void *scratch = malloc(runtime_matmul_scratch(n_tok, cols));
+        void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
 
         for (int i = 0; i < n_tok * cols; i++)
             x[i] = unif();
-        runtime_backend_cpu()->matmul(pool, y, x, n_tok, &w, scratch);
+        cpu_matmul(pool, y, x, n_tok, &w, scratch);
         for (int t = 0; t < n_tok; t++)
             for (int r = 0; r < rows; r++)
-                ck_assert_float_eq(y[t * rows + r], runtime_dot_row(&w, (uint64_t)r, x + t * cols));
+                ck_assert_float_eq(y[t * rows + r], cpu_dot_row(&w, (uint64_t)r, x + t * cols));
         free(buf);
         free(x);
         free(y);
         free(scratch);
     }
-    runtime_pool_free(pool);
-    runtime_cpu_select("auto");
+    cpu_pool_free(pool);
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -239,7 +239,7 @@ START_TEST(rope_rotates_adjacent_pairs_or_halves)
         x[i] = unif();
     for (int inter = 0; inter < 2; inter++) {
         memcpy(y, x, sizeof x);
-        runtime_backend_cpu()->rope(y, T, H, D, D, pos0, freqs, inter);
+        cpu_rope(y, T, H, D, D, pos0, freqs, inter);
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++)
                 for (int i = 0; i < D / 2; i++) {
@@ -257,8 +257,8 @@ START_TEST(rope_rotates_adjacent_pairs_or_halves)
             g[v * D + 2 * i + 1] = x[v * D + i + D / 2];
         }
     memcpy(y, x, sizeof x);
-    runtime_backend_cpu()->rope(y, T, H, D, D, pos0, freqs, 0);
-    runtime_backend_cpu()->rope(g, T, H, D, D, pos0, freqs, 1);
+    cpu_rope(y, T, H, D, D, pos0, freqs, 0);
+    cpu_rope(g, T, H, D, D, pos0, freqs, 1);
     for (int v = 0; v < T * H; v++)
         for (int i = 0; i < D / 2; i++) {
             ck_assert_float_eq(g[v * D + 2 * i], y[v * D + i]);
@@ -268,7 +268,7 @@ START_TEST(rope_rotates_adjacent_pairs_or_halves)
     memcpy(y, x, sizeof x);
     c = rope_config(4, RUNTIME_ROPE_NONE);
     runtime_rope_freqs(freqs, &c);
-    runtime_backend_cpu()->rope(y, T, H, D, 4, pos0, freqs, 1);
+    cpu_rope(y, T, H, D, 4, pos0, freqs, 1);
     for (int v = 0; v < T * H; v++)
         for (int i = 4; i < D; i++)
             ck_assert_float_eq(y[v * D + i], x[v * D + i]);
@@ -308,20 +308,20 @@ START_TEST(attention_matches_naive_causal_gqa)
     enum { H = 4, KVH = 2, D = 8, P0 = 3, T = 2, CTX = 8 };
     float q[T * H * D], kc[CTX * KVH * D], vc[CTX * KVH * D], out[T * H * D], scratch[CTX * 2];
     uint16_t kh[CTX * KVH * D], vh[CTX * KVH * D];
-    runtime_pool *pool;
+    cpu_pool *pool;
 
-    ck_assert_int_eq(runtime_pool_new(&pool, 2), 0);
-    ck_assert_uint_ge(sizeof scratch, runtime_attention_scratch(CTX, 2));
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    ck_assert_uint_ge(sizeof scratch, cpu_attention_scratch(CTX, 2));
     for (int i = 0; i < T * H * D; i++)
         q[i] = unif();
     for (int i = 0; i < CTX * KVH * D; i++) {
-        kh[i] = runtime_f32_to_f16(unif());
-        vh[i] = runtime_f32_to_f16(unif());
-        kc[i] = runtime_f16_to_f32(kh[i]);
-        vc[i] = runtime_f16_to_f32(vh[i]);
+        kh[i] = cpu_f32_to_f16(unif());
+        vh[i] = cpu_f32_to_f16(unif());
+        kc[i] = cpu_f16_to_f32(kh[i]);
+        vc[i] = cpu_f16_to_f32(vh[i]);
     }
     for (int f16 = 0; f16 < 2; f16++) {
-        runtime_backend_cpu()->attention(pool, out, q, f16 ? (void *)kh : (void *)kc, f16 ? (void *)vh : (void *)vc,
+        cpu_attention(pool, out, q, f16 ? (void *)kh : (void *)kc, f16 ? (void *)vh : (void *)vc,
                                          f16, T, P0, H, KVH, D, scratch, CTX);
         for (int t = 0; t < T; t++)
             for (int h = 0; h < H; h++) {
@@ -343,7 +343,7 @@ START_TEST(attention_matches_naive_causal_gqa)
                 }
             }
     }
-    runtime_pool_free(pool);
+    cpu_pool_free(pool);
 }
 END_TEST
 
@@ -597,7 +597,7 @@ START_TEST(stories260K_f32_reproduces_the_200_step_greedy_text)
         ck_assert_int_eq(agree, 200);
         ck_assert(rel < 1e-4);
         runtime_model_close(m);
-        runtime_cpu_select("auto");
+        cpu_path_select("auto");
     }
     free(path);
     json_decref(ref);
@@ -621,14 +621,14 @@ static void check_file(const char *file, const char *ref_name, double tol, int n
             double rel;
             int agree = check_prompt(m, p, n_ref, &rel);
             printf("measured: %s %s kv %s: prompt of %zu tokens: %d/%d greedy tokens, first-step logits rel %.3g\n",
-                   file, runtime_cpu_name(), kv_f16 ? "f16" : "f32", json_array_size(json_object_get(p, "tokens")),
+                   file, cpu_path_name(), kv_f16 ? "f16" : "f32", json_array_size(json_object_get(p, "tokens")),
                    agree, n_ref, rel);
             ck_assert_msg(rel <= tol, "%s prompt %zu: logits rel %g > %g", file, i, rel, tol);
             ck_assert_int_ge(agree, need_greedy ? need_greedy : n_ref);
         }
         runtime_model_close(m);
     }
-    runtime_cpu_select("auto");
+    cpu_path_select("auto");
     free(path);
     json_decref(ref);
 }
@@ -679,7 +679,7 @@ START_TEST(synthetic_models_match_reference_logits)
                 double rel, tol = _i < 2 ? 1e-4 : 1e-2;
                 int agree = check_prompt(m, json_array_get(ps, i), 8, &rel);
                 printf("measured: synthetic %s %s: prompt %zu: first-step logits rel %.3g, %d/8 greedy\n", dt[_i],
-                       runtime_cpu_name(), i, rel, agree);
+                       cpu_path_name(), i, rel, agree);
                 ck_assert_msg(rel <= tol, "synthetic %s: logits rel %g > %g", dt[_i], rel, tol);
             }
             runtime_model_close(m);

@@ -14,7 +14,7 @@
 #include "import/import.h"
 #include "helpers/fixture.h"
 #include "quant/quant.h"
-#include "runtime/kquant_int.h"
+#include "cpu/kquant_int.h"
 
 static const char *src_dir(void) { return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : "."; }
 
@@ -97,7 +97,7 @@ static double check_model(const char *path, json_t *ref, const char *what, doubl
 
         agree = check_prompt(m, p, 0, &rel);
         printf("measured: %s %s: prompt of %zu tokens: first-step logits rel %.3g, %d/%d greedy\n", what,
-               runtime_cpu_name(), json_array_size(json_object_get(p, "tokens")), rel, agree, n_ref);
+               cpu_path_name(), json_array_size(json_object_get(p, "tokens")), rel, agree, n_ref);
         ck_assert_msg(rel <= tol, "%s prompt %zu: logits rel %g > %g", what, i, rel, tol);
         ck_assert_int_ge(agree, need_greedy ? need_greedy : n_ref);
         worst = fmax(worst, rel);
@@ -153,7 +153,7 @@ static const char *paths[] = { "scalar", "avx2" };
 
 static int use_path(int i)
 {
-    int rc = runtime_cpu_select(paths[i]);
+    int rc = cpu_path_select(paths[i]);
 
     if (rc == MS_EUNSUPPORTED)
         printf("skipped: cpu path %s not available here\n", paths[i]);
@@ -194,10 +194,10 @@ static uint8_t *make_kq(runtime_tensor *t, int type, int rows, int cols)
         buf[i] = (uint8_t)rnd();
     f16_fields(type, &d_off, &dmin_off);
     for (uint64_t b = 0; b < row_bytes * rows / blck_bytes; b++) {
-        uint16_t d = runtime_f32_to_f16(0.001f + 0.009f * (unif() + 1) / 2);
+        uint16_t d = cpu_f32_to_f16(0.001f + 0.009f * (unif() + 1) / 2);
         memcpy(buf + b * blck_bytes + d_off, &d, 2);
         if (dmin_off >= 0) {
-            d = runtime_f32_to_f16(0.001f + 0.009f * (unif() + 1) / 2);
+            d = cpu_f32_to_f16(0.001f + 0.009f * (unif() + 1) / 2);
             memcpy(buf + b * blck_bytes + dmin_off, &d, 2);
         }
     }
@@ -222,14 +222,14 @@ START_TEST(kquant_row_dots_match_the_dequantized_rows)
         rt_q16 *xq = malloc(cols / QK * sizeof *xq);
         uint64_t row_bytes;
 
-        ck_assert(runtime_type_supported(kq_types[ti]));
+        ck_assert(cpu_type_supported(kq_types[ti]));
         ggml_row_nbytes(&row_bytes, kq_types[ti], (uint64_t)cols);
         for (int i = 0; i < cols; i++)
             x[i] = 2.0f * unif();
         rt_quantize_q16(xq, x, cols);
         for (int r = 0; r < rows; r++) {
             double exact = 0, seen = 0, mag = 0, bound = 0;
-            float got = runtime_dot_row(&w, (uint64_t)r, x);
+            float got = cpu_dot_row(&w, (uint64_t)r, x);
             ck_assert_int_eq(quant_dequantize_row(ggml_type_name(kq_types[ti]), buf + r * row_bytes, NULL, NULL, ST_F32,
                                                   0, (size_t)cols, wr), 0);
             rt_ext_tensor_row(wr2, &w, (uint64_t)r);
@@ -252,38 +252,38 @@ START_TEST(kquant_row_dots_match_the_dequantized_rows)
         free(wr2);
         free(xq);
     }
-    runtime_cpu_select("auto");
+    cpu_path_select("auto");
 }
 END_TEST
 
 /* The pool's matmul gives each row exactly the dot product of the same path. */
 START_TEST(kquant_threaded_matmul_equals_row_dots)
 {
-    runtime_pool *pool;
+    cpu_pool *pool;
     int rows = 37, cols = 256, n_tok = 9;
 
     if (!use_path(_i))
         return;
-    ck_assert_int_eq(runtime_pool_new(&pool, 3), 0);
+    ck_assert_int_eq(cpu_pool_new(&pool, 3), 0);
     for (size_t ti = 0; ti < sizeof kq_types / sizeof kq_types[0]; ti++) {
         runtime_tensor w;
         uint8_t *buf = make_kq(&w, kq_types[ti], rows, cols);
         float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
-        void *scratch = malloc(runtime_matmul_scratch(n_tok, cols));
+        void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
 
         for (int i = 0; i < n_tok * cols; i++)
             x[i] = unif();
-        runtime_backend_cpu()->matmul(pool, y, x, n_tok, &w, scratch);
+        cpu_matmul(pool, y, x, n_tok, &w, scratch);
         for (int t = 0; t < n_tok; t++)
             for (int r = 0; r < rows; r++)
-                ck_assert_float_eq(y[t * rows + r], runtime_dot_row(&w, (uint64_t)r, x + t * cols));
+                ck_assert_float_eq(y[t * rows + r], cpu_dot_row(&w, (uint64_t)r, x + t * cols));
         free(buf);
         free(x);
         free(y);
         free(scratch);
     }
-    runtime_pool_free(pool);
-    runtime_cpu_select("auto");
+    cpu_pool_free(pool);
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -307,7 +307,7 @@ static void make_mlx(runtime_tensor *t, const quant_format *f, int group, int ro
     }
     for (size_t g = 0; g < ng; g++) {
         if (f->mode == QUANT_AFFINE) {
-            uint16_t s = runtime_f32_to_f16(0.01f * (1.5f + unif())), b = runtime_f32_to_f16(-0.05f * (1.5f + unif()));
+            uint16_t s = cpu_f32_to_f16(0.01f * (1.5f + unif())), b = cpu_f32_to_f16(-0.05f * (1.5f + unif()));
             memcpy(sc + 2 * g, &s, 2);
             memcpy(bi + 2 * g, &b, 2);
         } else {
@@ -336,14 +336,14 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
         rt_q16 *xq = malloc(cols / QK * sizeof *xq);
         runtime_tensor w;
 
-        ck_assert(runtime_type_supported(RUNTIME_TYPE_MLX));
+        ck_assert(cpu_type_supported(RUNTIME_TYPE_MLX));
         make_mlx(&w, f, g, rows, cols);
         for (int i = 0; i < cols; i++)
             x[i] = 2.0f * unif();
         rt_quantize_q16(xq, x, cols);
         for (int r = 0; r < rows; r++) {
             double seen = 0, mag = 0;
-            float got = runtime_dot_row(&w, (uint64_t)r, x);
+            float got = cpu_dot_row(&w, (uint64_t)r, x);
             size_t ng = (size_t)(cols / g);
             ck_assert_int_eq(quant_dequantize_row(f->name, (const uint8_t *)w.data + (size_t)r * cols * f->bits / 8,
                                                   (const uint8_t *)w.scales + r * ng * ss,
@@ -367,7 +367,7 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
         free(wr2);
         free(xq);
     }
-    runtime_cpu_select("auto");
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -503,7 +503,7 @@ START_TEST(mlx_import_runs_like_its_dequantized_triplets)
             num = fmax(num, fabs(a[i] - b[i]));
             den = fmax(den, fabs(b[i]));
         }
-        printf("measured: mlx %s (%s): logits rel %.3g to the dequantized model\n", mlx_fixtures[_i], runtime_cpu_name(),
+        printf("measured: mlx %s (%s): logits rel %.3g to the dequantized model\n", mlx_fixtures[_i], cpu_path_name(),
                num / den);
         /* affine: the 16-bit activations (measured 4.9e-5 .. 1.03e-4); fp: float order only (9e-7) */
         ck_assert_msg(num / den <= (strstr(mlx_fixtures[_i], "mxfp4") ? 1e-5 : 5e-4), "%s: rel %g", mlx_fixtures[_i],
@@ -663,7 +663,7 @@ START_TEST(kquant_models_match_the_float64_reference)
     for (int pi = 0; pi < 2; pi++)
         if (use_path(pi))
             check_model(path, ref, gguf, 1e-3, 1);
-    runtime_cpu_select("auto");
+    cpu_path_select("auto");
     json_decref(ref);
     free(path);
     free(gguf);

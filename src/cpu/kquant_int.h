@@ -12,16 +12,16 @@
 #ifndef MSTORE_RUNTIME_KQUANT_INT_H
 #define MSTORE_RUNTIME_KQUANT_INT_H
 
-#include "runtime/runtime_int.h"
+#include "cpu/cpu_int.h"
 
 /* 1 for a type these files handle (the K-quants and IQ4 above, RUNTIME_TYPE_MLX). */
 int rt_ext_type(int type);
 /* The backend matmul for those types (same contract as runtime_backend.matmul). */
-void rt_ext_matmul(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
+void rt_ext_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
 /* x[cols] . W[row] as the matmul computes it (tests). NAN when out of memory. */
 float rt_ext_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
 /* Row `row` of any supported weight type as f32 (embedding lookup): ext types through
- * src/quant, the others through runtime_tensor_row. */
+ * src/quant, the others through cpu_tensor_row. */
 void rt_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
 
 /* Row dot products of the K-quant and IQ4 types, x as rt_q16[n / QK]; NULL for other types.

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#include "runtime/kernels.h"
-#include "runtime/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
 
 static const rt_kernels *selected;
 static const rt_fast *selected_fast;
@@ -70,7 +70,7 @@ static int select_named(const char *path)
 
 /* "auto" (or NULL): $MSTORE_CPU when it names a path this CPU runs (so that a test run under
  * MSTORE_CPU=avx2 stays on that path), else the best path. */
-int runtime_cpu_select(const char *path)
+int cpu_path_select(const char *path)
 {
     const char *env = getenv("MSTORE_CPU");
 
@@ -90,7 +90,7 @@ int runtime_cpu_select(const char *path)
 static void select_default(void)
 {
     if (!selected)
-        runtime_cpu_select(NULL);
+        cpu_path_select(NULL);
 }
 
 const rt_kernels *rt_kernels_get(void)
@@ -105,7 +105,7 @@ const rt_fast *rt_fast_get(void)
     return selected_fast;
 }
 
-const char *runtime_cpu_name(void) { return rt_kernels_get()->name; }
+const char *cpu_path_name(void) { return rt_kernels_get()->name; }
 
 static int is_block_type(int type)
 {
@@ -113,7 +113,7 @@ static int is_block_type(int type)
            type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1;
 }
 
-int runtime_type_supported(int type)
+int cpu_type_supported(int type)
 {
     return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || is_block_type(type) ||
            rt_ext_type(type);
@@ -127,12 +127,12 @@ static int has_gemm(const runtime_tensor *w)
 }
 
 /* Scratch of a matmul: the 16-bit activation blocks. */
-size_t runtime_matmul_scratch(int n_tok, int cols)
+size_t cpu_matmul_scratch(int n_tok, int cols)
 {
     return (size_t)n_tok * (size_t)(cols / QK + 1) * sizeof(rt_q16);
 }
 
-size_t runtime_attention_scratch(int n_ctx, int n_threads)
+size_t cpu_attention_scratch(int n_ctx, int n_threads)
 {
     return (size_t)n_ctx * (size_t)n_threads * sizeof(float);
 }
@@ -190,7 +190,7 @@ static void quantize_task(void *ctx, int ith, int nth)
         rt_quantize_q16((rt_q16 *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride), j->x_in + (size_t)t * j->cols, j->cols);
 }
 
-static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
+void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
                        void *scratch)
 {
     if (rt_ext_type(w->type) && !has_gemm(w)) {   /* kquant_*.c, mlx_*.c */
@@ -216,7 +216,7 @@ static void cpu_matmul(runtime_pool *p, float *y, const float *x, int n_tok, con
     rt_pool_run(p, mm_task, &j);
 }
 
-float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
+float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
     if (rt_ext_type(w->type) && !has_gemm(w))   /* kquant_*.c, mlx_*.c */
         return rt_ext_dot_row(w, row, x);
@@ -241,7 +241,7 @@ float runtime_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 
 /* ---------------------------------------------------------------- elementwise */
 
-static void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps)
+void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps)
 {
     for (int t = 0; t < n_tok; t++) {
         const float *xt = x + (size_t)t * dim;
@@ -257,36 +257,7 @@ static void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, in
     }
 }
 
-void runtime_rope_freqs(double *freqs, const runtime_config *c)
-{
-    double lo_wavelen = 0, hi_wavelen = 0;
-
-    if (c->rope_scaling == RUNTIME_ROPE_LLAMA3) {
-        lo_wavelen = c->rope_orig_ctx / c->rope_low_freq_factor;
-        hi_wavelen = c->rope_orig_ctx / c->rope_high_freq_factor;
-    }
-    for (int i = 0; i < c->n_rot / 2; i++) {
-        double f = pow(c->rope_theta, -2.0 * i / c->n_rot);
-
-        if (c->rope_scaling == RUNTIME_ROPE_LINEAR) {
-            f /= c->rope_factor;
-        } else if (c->rope_scaling == RUNTIME_ROPE_LLAMA3) {
-            /* Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, and the band
-             * between blends the two linearly in ctx / wavelength */
-            double wavelen = 2.0 * M_PI / f;
-            if (wavelen > lo_wavelen) {
-                f /= c->rope_factor;
-            } else if (wavelen >= hi_wavelen) {
-                double smooth = (c->rope_orig_ctx / wavelen - c->rope_low_freq_factor) /
-                                (c->rope_high_freq_factor - c->rope_low_freq_factor);
-                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
-            }
-        }
-        freqs[i] = f;
-    }
-}
-
-static void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
+void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
                      const double *freqs, int interleaved)
 {
     float cs[512], sn[512];
@@ -310,7 +281,7 @@ static void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, 
     }
 }
 
-static void cpu_softmax(float *x, int n)
+void cpu_softmax(float *x, int n)
 {
     float mx = -INFINITY, sum = 0.0f;
 
@@ -342,14 +313,14 @@ static void swiglu_task(void *ctx, int ith, int nth)
 
 /* Split over the pool: one expf per element was 6% of a single-threaded prefill. Elementwise,
  * so the result does not depend on the split. */
-static void cpu_swiglu(runtime_pool *p, float *g, const float *u, size_t n)
+void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
 {
     swiglu_job j = { g, u, n };
 
     rt_pool_run(p, swiglu_task, &j);
 }
 
-static void cpu_add(float *y, const float *x, size_t n)
+void cpu_add(float *y, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] += x[i];
@@ -396,7 +367,7 @@ static void att_task(void *ctx, int ith, int nth)
     }
 }
 
-static void cpu_attention(runtime_pool *p, float *out, const float *q, const void *k, const void *v,
+void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const void *v,
                           int kv_f16, int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim,
                           float *scratch, int n_ctx)
 {
@@ -405,15 +376,3 @@ static void cpu_attention(runtime_pool *p, float *out, const float *q, const voi
     rt_pool_run(p, att_task, &j);
 }
 
-static const runtime_backend cpu_backend = {
-    .name = "cpu",
-    .matmul = cpu_matmul,
-    .rms_norm = cpu_rms_norm,
-    .rope = cpu_rope,
-    .attention = cpu_attention,
-    .softmax = cpu_softmax,
-    .swiglu = cpu_swiglu,
-    .add = cpu_add,
-};
-
-const runtime_backend *runtime_backend_cpu(void) { return &cpu_backend; }

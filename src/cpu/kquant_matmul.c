@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "quant/quant.h"
-#include "runtime/kquant_int.h"
+#include "cpu/kquant_int.h"
 
 int rt_ext_type(int type)
 {
@@ -55,7 +55,7 @@ static void ext_task(void *ctx, int ith, int nth)
     }
 }
 
-void rt_ext_matmul(runtime_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
+void rt_ext_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
 {
     ext_job j = { .y = y, .w = w, .n_tok = n_tok, .rows = (int)w->shape[0], .cols = (int)w->shape[w->n_dims - 1] };
     uint64_t row_bytes = 0;
@@ -115,7 +115,7 @@ void rt_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
         return;
     }
     if (!rt_ext_type(w->type)) {
-        runtime_tensor_row(out, w, row);
+        cpu_tensor_row(out, w, row);
         return;
     }
     ggml_row_nbytes(&row_bytes, w->type, cols);

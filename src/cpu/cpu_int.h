@@ -1,10 +1,10 @@
-/* runtime_int.h: helpers shared by the .c files of src/runtime only (and its unit test). */
-#ifndef MSTORE_RUNTIME_INT_H
-#define MSTORE_RUNTIME_INT_H
+/* cpu_int.h: helpers shared by the .c files of src/cpu only (and its unit tests). */
+#ifndef MSTORE_CPU_INT_H
+#define MSTORE_CPU_INT_H
 
 #include <string.h>
 
-#include "runtime/runtime.h"
+#include "cpu/cpu.h"
 
 #define QK 32   /* elements per block of every supported block type */
 
@@ -42,7 +42,7 @@ void rt_quantize_q16(rt_q16 *out, const float *x, int n);
 /* Thread pool: fn(ctx, ith, nth) runs on every thread (the caller is ith 0); returns when all
  * have finished. */
 typedef void (*rt_task_fn)(void *ctx, int ith, int nth);
-void rt_pool_run(runtime_pool *p, rt_task_fn fn, void *ctx);
+void rt_pool_run(cpu_pool *p, rt_task_fn fn, void *ctx);
 
 static inline float rt_f16(uint16_t h)
 {

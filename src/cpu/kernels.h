@@ -11,7 +11,7 @@
 #ifndef MSTORE_RUNTIME_KERNELS_H
 #define MSTORE_RUNTIME_KERNELS_H
 
-#include "runtime/runtime_int.h"
+#include "cpu/cpu_int.h"
 
 /* Columns per chunk of a prefill GEMM: a chunk of rows is dequantized once (a panel that stays
  * in L1) and every token tile passes over it. A multiple of 16 and of QK. */

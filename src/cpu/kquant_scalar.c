@@ -25,7 +25,7 @@
  * Activations come as rt_q16 blocks of 32 (x = dx * qx, s = dx * sum qx): a 32-weight span
  * (one sub-block, or two of 16) meets exactly one activation block, so each span costs one
  * integer dot product, and the min terms use the activation block sums. */
-#include "runtime/kquant_int.h"
+#include "cpu/kquant_int.h"
 
 const int8_t rt_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 

@@ -16,8 +16,8 @@
  *     4 rows x 6 tokens (24 accumulators) pass over it.
  * Both add the same products in the same order, so a (row, token) never depends on the tile:
  * these kernels are also this path's dot products, and decode equals prefill bit for bit. */
-#include "runtime/kernels.h"
-#include "runtime/kquant_int.h"   /* K-quant layouts */
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"   /* K-quant layouts */
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     defined(__FMA__) && defined(__F16C__)

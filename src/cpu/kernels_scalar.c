@@ -10,11 +10,11 @@
  * is scaled once: sum_j w[j] x[j] ~= d dx sum_j q[j] qx[j] (+ m * s for the offset types). */
 #include <math.h>
 
-#include "runtime/runtime_int.h"
+#include "cpu/cpu_int.h"
 
-float runtime_f16_to_f32(uint16_t h) { return rt_f16(h); }
+float cpu_f16_to_f32(uint16_t h) { return rt_f16(h); }
 
-uint16_t runtime_f32_to_f16(float f)
+uint16_t cpu_f32_to_f16(float f)
 {
     uint32_t x, sign, mant, rem, h;
     float a;
@@ -104,7 +104,7 @@ static void axpy_f16(float *y, float a, const uint16_t *x, int n)
 static void f32_to_f16(uint16_t *y, const float *x, int n)
 {
     for (int i = 0; i < n; i++)
-        y[i] = runtime_f32_to_f16(x[i]);
+        y[i] = cpu_f32_to_f16(x[i]);
 }
 
 static float w_f32(const void *x, const void *w, int n) { return dot_f32(x, w, n); }
@@ -224,7 +224,7 @@ static const rt_kernels scalar = {
 const rt_kernels *rt_kernels_scalar(void) { return &scalar; }
 
 /* Dequantize one row (embedding lookup); the arithmetic is the definition of each layout. */
-void runtime_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
+void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
 {
     uint64_t cols = w->shape[w->n_dims - 1];
     const uint8_t *p;

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "quant/quant.h"
-#include "runtime/kquant_int.h"
+#include "cpu/kquant_int.h"
 
 #define FP_CHUNK 512   /* weights dequantized at a time by the generic path (2 KiB of stack) */
 

@@ -6,16 +6,16 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "runtime/runtime_int.h"
+#include "cpu/cpu_int.h"
 
 #define SPIN 2000
 
 typedef struct worker {
-    runtime_pool *p;
+    cpu_pool *p;
     int ith;
 } worker;
 
-struct runtime_pool {
+struct cpu_pool {
     int n;
     int n_started;
     pthread_t *th;
@@ -39,7 +39,7 @@ static inline void relax(void)
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    runtime_pool *p = w->p;
+    cpu_pool *p = w->p;
     uint64_t seen = 0, g = 0;
 
     for (;;) {
@@ -68,9 +68,9 @@ static void *worker_main(void *arg)
     }
 }
 
-int runtime_pool_new(runtime_pool **out, int n_threads)
+int cpu_pool_new(cpu_pool **out, int n_threads)
 {
-    runtime_pool *p;
+    cpu_pool *p;
 
     *out = NULL;
     if (n_threads <= 0) {
@@ -89,14 +89,14 @@ int runtime_pool_new(runtime_pool **out, int n_threads)
     p->th = calloc((size_t)n_threads, sizeof *p->th);
     p->w = calloc((size_t)n_threads, sizeof *p->w);
     if (!p->th || !p->w) {
-        runtime_pool_free(p);
+        cpu_pool_free(p);
         return ms_err(MS_ENOMEM, "thread pool: out of memory");
     }
     for (int i = 1; i < n_threads; i++) {
         p->w[i].p = p;
         p->w[i].ith = i;
         if (pthread_create(&p->th[i], NULL, worker_main, &p->w[i]) != 0) {
-            runtime_pool_free(p);
+            cpu_pool_free(p);
             return ms_err(MS_EIO, "thread pool: cannot start thread %d of %d", i + 1, n_threads);
         }
         p->n_started = i;
@@ -105,9 +105,9 @@ int runtime_pool_new(runtime_pool **out, int n_threads)
     return 0;
 }
 
-int runtime_pool_threads(const runtime_pool *p) { return p ? p->n : 1; }
+int cpu_pool_threads(const cpu_pool *p) { return p ? p->n : 1; }
 
-void rt_pool_run(runtime_pool *p, rt_task_fn fn, void *ctx)
+void rt_pool_run(cpu_pool *p, rt_task_fn fn, void *ctx)
 {
     if (!p || p->n == 1) {
         fn(ctx, 0, 1);
@@ -131,7 +131,7 @@ void rt_pool_run(runtime_pool *p, rt_task_fn fn, void *ctx)
     }
 }
 
-void runtime_pool_free(runtime_pool *p)
+void cpu_pool_free(cpu_pool *p)
 {
     if (!p)
         return;

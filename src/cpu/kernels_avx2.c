@@ -2,7 +2,7 @@
  * folder) on x86-64 only, and only ever called after __builtin_cpu_supports said the CPU has
  * them (cpu.c). It computes what kernels_scalar.c computes: the same integer block sums, only
  * the float additions happen in another order. */
-#include "runtime/runtime_int.h"
+#include "cpu/cpu_int.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -235,7 +235,7 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++)
-        y[i] = runtime_f32_to_f16(x[i]);
+        y[i] = cpu_f32_to_f16(x[i]);
 }
 
 static const rt_kernels avx2 = {

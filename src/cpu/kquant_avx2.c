@@ -5,7 +5,7 @@
  * -127..113), are widened to 16 bits and multiplied with the 16-bit activations by
  * _mm256_madd_epi16 (exact 32-bit sums); each span's 8 partial sums are scaled into one float
  * accumulator, so the integer sums equal the scalar ones and only float additions reorder. */
-#include "runtime/kquant_int.h"
+#include "cpu/kquant_int.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>

@@ -1,0 +1,349 @@
+/* backend.c: choosing a device, and the bookkeeping every backend shares: the buffers and weights
+ * it made (freed together at close) and the op-sequence builders. The devices themselves are in
+ * src/cpu, src/vulkan, src/metal behind backend_impl. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "cpu/cpu.h"
+#include "util/util.h"
+
+struct backend {
+    const backend_impl *impl;
+    void *ctx;
+    backend_buf **bufs;
+    size_t n_bufs, cap_bufs;
+    backend_weight **weights;
+    size_t n_weights, cap_weights;
+};
+
+/* The devices this build knows, in the order "auto" tries them. A device that is not built in
+ * has no open function. */
+typedef int (*open_fn)(const backend_impl **impl, void **ctx, const backend_opts *o, int by_name);
+
+static int open_cpu(const backend_impl **impl, void **ctx, const backend_opts *o, int by_name)
+{
+    (void)by_name;
+    return cpu_backend_new(impl, ctx, o);
+}
+
+static const struct {
+    const char *name;
+    open_fn open;
+} devices[] = {
+    { "vulkan", NULL },
+    { "metal", NULL },
+    { "cpu", open_cpu },
+};
+#define N_DEVICES (sizeof devices / sizeof devices[0])
+
+static int open_named(backend *b, const char *name, const backend_opts *o)
+{
+    for (size_t i = 0; i < N_DEVICES; i++) {
+        if (strcasecmp(name, devices[i].name) != 0)
+            continue;
+        if (!devices[i].open)
+            return ms_err(MS_EUNSUPPORTED, "device '%s': not built into this mstore", devices[i].name);
+        return devices[i].open(&b->impl, &b->ctx, o, 1);
+    }
+    return ms_err(MS_EINVALID, "device '%s': unknown; expected auto, cpu, vulkan or metal", name);
+}
+
+/* "auto": each GPU in turn, asked not to take a software implementation; the CPU when none opens.
+ * With `verbose`, one line says why each GPU was passed over. */
+static int open_auto(backend *b, const backend_opts *o)
+{
+    for (size_t i = 0; i < N_DEVICES; i++) {
+        if (strcmp(devices[i].name, "cpu") == 0)
+            return open_cpu(&b->impl, &b->ctx, o, 0);
+        if (!devices[i].open) {
+            if (o && o->verbose)
+                fprintf(stderr, "mstore: device %s: not built into this mstore\n", devices[i].name);
+            continue;
+        }
+        if (devices[i].open(&b->impl, &b->ctx, o, 0) == 0)
+            return 0;
+        if (o && o->verbose)
+            fprintf(stderr, "mstore: device %s: %s; using the next\n", devices[i].name, ms_err_msg());
+    }
+    return ms_err(MS_EUNSUPPORTED, "no device could be opened");
+}
+
+int backend_open(backend **out, const char *device, const backend_opts *o)
+{
+    backend *b = calloc(1, sizeof *b);
+    const char *env = getenv("MSTORE_DEVICE");
+    int rc;
+
+    *out = NULL;
+    if (!b)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((!device || !*device || strcasecmp(device, "auto") == 0) && env && *env)
+        device = env;
+    if (!device || !*device || strcasecmp(device, "auto") == 0)
+        rc = open_auto(b, o);
+    else
+        rc = open_named(b, device, o);
+    if (rc < 0) {
+        free(b);
+        return rc;
+    }
+    if (o && o->verbose)
+        fprintf(stderr, "mstore: device %s\n", b->impl->describe(b->ctx));
+    *out = b;
+    return 0;
+}
+
+const char *backend_name(const backend *b) { return b->impl->name; }
+const char *backend_describe(const backend *b) { return b->impl->describe(b->ctx); }
+
+void backend_close(backend *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < b->n_weights; i++) {
+        b->impl->weight_free(b->ctx, b->weights[i]);
+        free(b->weights[i]);
+    }
+    for (size_t i = 0; i < b->n_bufs; i++) {
+        if (b->bufs[i]) {
+            b->impl->buf_free(b->ctx, b->bufs[i]);
+            free(b->bufs[i]);
+        }
+    }
+    b->impl->close(b->ctx);
+    free(b->weights);
+    free(b->bufs);
+    free(b);
+}
+
+int backend_reserve(backend *b, const backend_limits *l) { return b->impl->reserve(b->ctx, l); }
+
+/* Room for one more pointer in a grow-array. */
+static int grow(void ***arr, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? 2 * *cap : 16;
+    void **p = realloc(*arr, ncap * sizeof *p);
+    if (!p)
+        return ms_err(MS_ENOMEM, "out of memory");
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+int backend_buf_new(backend_buf **out, backend *b, size_t n, int dtype, const char *what)
+{
+    backend_buf *buf = calloc(1, sizeof *buf);
+    int rc;
+
+    *out = NULL;
+    if (!buf || grow((void ***)&b->bufs, b->n_bufs, &b->cap_bufs) < 0) {
+        free(buf);
+        return ms_err(MS_ENOMEM, "out of memory for buffer '%s'", what);
+    }
+    buf->n = n;
+    buf->dtype = dtype;
+    if ((rc = b->impl->buf_new(b->ctx, buf)) < 0) {
+        free(buf);
+        return ms_err_ctx("buffer '%s' (%zu elements)", what, n);
+    }
+    b->bufs[b->n_bufs++] = buf;
+    *out = buf;
+    return 0;
+}
+
+void backend_buf_free(backend *b, backend_buf *buf)
+{
+    if (!buf)
+        return;
+    for (size_t i = 0; i < b->n_bufs; i++) {
+        if (b->bufs[i] == buf) {
+            b->impl->buf_free(b->ctx, buf);
+            free(buf);
+            b->bufs[i] = b->bufs[--b->n_bufs];
+            return;
+        }
+    }
+}
+
+int backend_weight_import(const backend_weight **out, backend *b, const runtime_tensor *t)
+{
+    backend_weight *w;
+    int rc;
+
+    *out = NULL;
+    for (size_t i = 0; i < b->n_weights; i++) {   /* tied embeddings: one import serves both uses */
+        if (b->weights[i]->t == t) {
+            *out = b->weights[i];
+            return 0;
+        }
+    }
+    w = calloc(1, sizeof *w);
+    if (!w || grow((void ***)&b->weights, b->n_weights, &b->cap_weights) < 0) {
+        free(w);
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    w->t = t;
+    if ((rc = b->impl->weight_new(b->ctx, w)) < 0) {
+        free(w);
+        return rc;
+    }
+    b->weights[b->n_weights++] = w;
+    *out = w;
+    return 0;
+}
+
+int backend_run(backend *b, const backend_seq *s)
+{
+    if (s->overflow)
+        return ms_err(MS_ERROR, "internal error: more ops than the sequence's capacity of %zu", s->cap);
+    return b->impl->run(b->ctx, s->ops, s->n);
+}
+
+int backend_read(backend *b, float *dst, backend_ref src, size_t n)
+{
+    if (src.buf->dtype != BACKEND_F32 || src.off > src.buf->n || n > src.buf->n - src.off)
+        return ms_err(MS_EINVALID, "read of %zu elements at %zu: outside the buffer of %zu", n, src.off, src.buf->n);
+    return b->impl->read(b->ctx, dst, src, n);
+}
+
+int backend_devices(backend_device_info **out, size_t *n_out, char *why, size_t why_len)
+{
+    backend_device_info *d = calloc(1, sizeof *d);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+    *out = NULL;
+    *n_out = 0;
+    if (!d)
+        return ms_err(MS_ENOMEM, "out of memory");
+    cpu_path_select("auto");
+    snprintf(d->name, sizeof d->name, "cpu (%s)", cpu_path_name());
+    snprintf(d->kind, sizeof d->kind, "cpu");
+    snprintf(d->api, sizeof d->api, "cpu");
+    d->memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    d->host_import = 1;
+    if (why && why_len)
+        snprintf(why, why_len, "no GPU backend is built into this mstore");
+    *out = d;
+    *n_out = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- op sequences */
+
+/* The decoder sized the sequence for its own ops at open, so running out is its bug: the op goes
+ * to a sink, and backend_run refuses the sequence instead of running part of it. */
+static backend_op *push(backend_seq *s, backend_op_kind kind)
+{
+    static _Thread_local backend_op sink;
+    backend_op *op = &sink;
+
+    if (s->n < s->cap)
+        op = &s->ops[s->n++];
+    else
+        s->overflow = 1;
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    return op;
+}
+
+void backend_seq_embed(backend_seq *s, backend_ref dst, const backend_weight *w, const int32_t *tokens, int n,
+                       int cols)
+{
+    backend_op *op = push(s, BACKEND_OP_EMBED);
+    op->dst = dst;
+    op->w = w;
+    op->tokens = tokens;
+    op->n = n;
+    op->cols = cols;
+}
+
+void backend_seq_rms_norm(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n, int cols,
+                          float eps)
+{
+    backend_op *op = push(s, BACKEND_OP_RMS_NORM);
+    op->dst = dst;
+    op->src = src;
+    op->w = w;
+    op->n = n;
+    op->cols = cols;
+    op->eps = eps;
+}
+
+void backend_seq_matmul(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n)
+{
+    backend_op *op = push(s, BACKEND_OP_MATMUL);
+    op->dst = dst;
+    op->src = src;
+    op->w = w;
+    op->n = n;
+    op->rows = (int)w->t->shape[0];
+    op->cols = (int)w->t->shape[w->t->n_dims - 1];
+}
+
+void backend_seq_add_row(backend_seq *s, backend_ref dst, const backend_weight *w, int n, int cols)
+{
+    backend_op *op = push(s, BACKEND_OP_ADD_ROW);
+    op->dst = dst;
+    op->w = w;
+    op->n = n;
+    op->cols = cols;
+}
+
+void backend_seq_rope(backend_seq *s, backend_ref dst, int n, int heads, int head_dim, int n_rot, int pos0,
+                      const double *freqs, int interleaved)
+{
+    backend_op *op = push(s, BACKEND_OP_ROPE);
+    op->dst = dst;
+    op->n = n;
+    op->heads = heads;
+    op->head_dim = head_dim;
+    op->n_rot = n_rot;
+    op->pos0 = pos0;
+    op->freqs = freqs;
+    op->interleaved = interleaved;
+}
+
+void backend_seq_store(backend_seq *s, backend_ref dst, backend_ref src, int n)
+{
+    backend_op *op = push(s, BACKEND_OP_STORE);
+    op->dst = dst;
+    op->src = src;
+    op->n = n;
+}
+
+void backend_seq_attention(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                           int pos0, int heads, int kv_heads, int head_dim)
+{
+    backend_op *op = push(s, BACKEND_OP_ATTENTION);
+    op->dst = dst;
+    op->src = q;
+    op->k = k;
+    op->v = v;
+    op->n = n;
+    op->pos0 = pos0;
+    op->heads = heads;
+    op->kv_heads = kv_heads;
+    op->head_dim = head_dim;
+}
+
+void backend_seq_swiglu(backend_seq *s, backend_ref dst, backend_ref src, int n)
+{
+    backend_op *op = push(s, BACKEND_OP_SWIGLU);
+    op->dst = dst;
+    op->src = src;
+    op->n = n;
+}
+
+void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n)
+{
+    backend_op *op = push(s, BACKEND_OP_ADD);
+    op->dst = dst;
+    op->src = src;
+    op->n = n;
+}

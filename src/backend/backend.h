@@ -1,0 +1,196 @@
+/* backend.h: the seam between a decoder and the device that runs it; the whole surface of
+ * src/backend.
+ *
+ * A decoder (src/runtime) never touches device memory. It asks a backend for buffers and for
+ * weights, then describes each forward pass as a sequence of ops over them and hands the whole
+ * sequence to backend_run. The backend owns everything the ops touch:
+ *   buffers   activations, KV cache, logits: f32 or f16 elements, zeroed at creation, alive until
+ *             backend_buf_free / backend_close. The CPU backend gives host memory; a GPU backend
+ *             gives device memory the host never sees.
+ *   weights   runtime_tensor views of the mmapped blobs, as the device reads them: the CPU uses
+ *             the mapping in place; a GPU imports the mapping (no copy) or uploads it once.
+ *   scratch   whatever its kernels need (quantized activations, attention rows), sized once by
+ *             backend_reserve, so that a forward pass allocates nothing.
+ *
+ * Invariants:
+ *   1. backend_run executes the ops in order, as if one after another; a GPU backend records
+ *      them into one submission and does not wait for it. Only backend_read waits, and it is
+ *      the one way results reach the host: a decoder reads the logits and nothing else.
+ *   2. Every op's arithmetic is defined below, per kind. The CPU backend is the definition (its
+ *      results are bit for bit those of the CPU decoder before this seam existed); another
+ *      backend meets it within the tolerance its tests state.
+ *   3. A weight type a backend cannot run is refused at backend_weight_import, with a message
+ *      naming the tensor and its type, never at run time and never with wrong output.
+ *
+ * Implementations: src/cpu (always present), src/vulkan, src/metal; backend_open picks one by
+ * name. New decoders use only this header; new devices implement backend_impl below. */
+#ifndef MSTORE_BACKEND_H
+#define MSTORE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/runtime.h"   /* runtime_tensor: a weight as a view into host memory */
+
+typedef struct backend backend;
+
+/* Element types of buffers. */
+enum { BACKEND_F32 = 0, BACKEND_F16 = 1 };
+
+/* A buffer the backend owns. `host` is set by backends whose memory the host can address (the
+ * CPU): decoders must not use it; it is there for the backend's own ops and for tests. */
+typedef struct backend_buf {
+    size_t n;          /* elements */
+    int dtype;         /* BACKEND_F32 or BACKEND_F16 */
+    void *host;        /* CPU backend: the elements */
+    void *dev;         /* device backends: their handle */
+} backend_buf;
+
+/* A weight the backend can read: the tensor it came from, and the backend's form of it. */
+typedef struct backend_weight {
+    const runtime_tensor *t;   /* borrowed: valid while the weights are open */
+    const float *vec;          /* CPU backend, 1-D weights: f32 values (a view, or a copy) */
+    void *dev;                 /* device backends: their handle */
+} backend_weight;
+
+/* A place in a buffer: element `off` of `buf`. */
+typedef struct backend_ref {
+    backend_buf *buf;
+    size_t off;
+} backend_ref;
+
+static inline backend_ref backend_at(backend_buf *buf, size_t off)
+{
+    backend_ref r = { buf, off };
+    return r;
+}
+
+/* ---------------------------------------------------------------- ops
+ * Shapes are row-major; `n` counts rows (usually tokens). Every src / dst is f32 unless said. */
+typedef enum backend_op_kind {
+    BACKEND_OP_EMBED,      /* dst[t][cols] = row tokens[t] of w (any weight type), t < n */
+    BACKEND_OP_RMS_NORM,   /* dst[r][cols] = src[r] / sqrt(mean(src[r]^2) + eps) * w[cols], r < n;
+                              dst may equal src. The mean is summed in double. */
+    BACKEND_OP_MATMUL,     /* dst[t][rows] = src[t][cols] . w[rows][cols]^T, t < n */
+    BACKEND_OP_ADD_ROW,    /* dst[t][cols] += w[cols] (a bias), t < n */
+    BACKEND_OP_ROPE,       /* rotate dst[t][heads][head_dim] in place, t at position pos0 + t */
+    BACKEND_OP_STORE,      /* dst[i] = src[i], i < n, converted to dst's dtype (f16: round to
+                              nearest even) */
+    BACKEND_OP_ATTENTION,  /* causal GQA attention, below */
+    BACKEND_OP_SWIGLU,     /* dst[i] = silu(dst[i]) * src[i], i < n */
+    BACKEND_OP_ADD,        /* dst[i] += src[i], i < n */
+} backend_op_kind;
+
+typedef struct backend_op {
+    backend_op_kind kind;
+    backend_ref dst, src;
+    const backend_weight *w;
+    int n, rows, cols;
+    float eps;                        /* RMS_NORM */
+    const int32_t *tokens;            /* EMBED: n ids, valid until backend_run returns */
+    /* ROPE: `freqs` holds n_rot / 2 angular frequencies (runtime_rope_freqs), valid while the
+     * model is open; angles are taken in double, as pos * freq in float is off by ~1e-4 rad at
+     * position 4000. interleaved: pairs (2i, 2i+1); else (i, i + n_rot/2). n_rot <= 1024. */
+    const double *freqs;
+    int heads, kv_heads, head_dim, n_rot, pos0, interleaved;
+    /* ATTENTION: dst[t][heads * head_dim] from q = src[t][heads * head_dim] and the caches k, v
+     * ([positions][kv_heads * head_dim], f32 or f16; refs to position 0 of one layer), which hold
+     * positions 0 .. pos0 + n - 1. Query head h reads kv head h / (heads / kv_heads); token t
+     * sees positions 0 .. pos0 + t. scores = q.k / sqrt(head_dim), softmax, sum of p * v. */
+    backend_ref k, v;
+} backend_op;
+
+/* A sequence of ops, filled by the decoder into storage it sized (cap) at open. */
+typedef struct backend_seq {
+    backend_op *ops;
+    size_t n, cap;
+    int overflow;   /* set when an op did not fit: backend_run then refuses the sequence */
+} backend_seq;
+
+/* Append one op to `s` (the sequence must have room: its capacity is the decoder's sum). */
+void backend_seq_embed(backend_seq *s, backend_ref dst, const backend_weight *w, const int32_t *tokens, int n,
+                       int cols);
+void backend_seq_rms_norm(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n, int cols,
+                          float eps);
+void backend_seq_matmul(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n);
+void backend_seq_add_row(backend_seq *s, backend_ref dst, const backend_weight *w, int n, int cols);
+void backend_seq_rope(backend_seq *s, backend_ref dst, int n, int heads, int head_dim, int n_rot, int pos0,
+                      const double *freqs, int interleaved);
+void backend_seq_store(backend_seq *s, backend_ref dst, backend_ref src, int n);
+void backend_seq_attention(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                           int pos0, int heads, int kv_heads, int head_dim);
+void backend_seq_swiglu(backend_seq *s, backend_ref dst, backend_ref src, int n);
+void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n);
+
+/* ---------------------------------------------------------------- using a backend */
+
+typedef struct backend_opts {
+    int n_threads;   /* CPU: worker threads, <= 0 all cores */
+    int verbose;     /* 1: say on stderr which device was chosen, and why others were not */
+} backend_opts;
+
+/* Open a backend by device name: "cpu", "vulkan", "metal", or "auto" / NULL ($MSTORE_DEVICE
+ * when set, else a hardware GPU when there is one, else the CPU; a software GPU (lavapipe) only
+ * when asked for by name). MS_EINVALID for an unknown name; MS_EUNSUPPORTED when the named
+ * device is missing or not built in, saying why. */
+int backend_open(backend **out, const char *device, const backend_opts *o);
+const char *backend_name(const backend *b);   /* "cpu", "vulkan", ... */
+/* A line describing the device ("cpu avx512, 2 threads", "vulkan: NVIDIA H100 (discrete)"). */
+const char *backend_describe(const backend *b);
+void backend_close(backend *b);   /* frees every buffer and weight it made; NULL is fine */
+
+/* Sizes the scratch of every op that can follow: at most max_rows rows per op, at most max_cols
+ * columns per matmul, at most n_ctx positions and `heads` query heads per attention.
+ * MS_ENOMEM. */
+typedef struct backend_limits {
+    int max_rows, max_cols, n_ctx, heads;
+} backend_limits;
+int backend_reserve(backend *b, const backend_limits *l);
+
+/* A zeroed buffer of n elements of dtype. MS_ENOMEM (naming `what`). Freed by backend_close, or
+ * earlier by backend_buf_free. */
+int backend_buf_new(backend_buf **out, backend *b, size_t n, int dtype, const char *what);
+void backend_buf_free(backend *b, backend_buf *buf);   /* NULL is fine */
+
+/* The backend's form of weight `t`: a matrix for MATMUL / EMBED, a vector (1-D F32, F16 or BF16)
+ * for RMS_NORM / ADD_ROW. MS_EUNSUPPORTED naming the tensor and its type when this backend cannot
+ * run it; MS_EINVALID for a shape it cannot hold; MS_ENOMEM. Freed by backend_close. */
+int backend_weight_import(const backend_weight **out, backend *b, const runtime_tensor *t);
+
+/* Run the ops of `s` in order (invariant 1). MS_EIO when the device fails. */
+int backend_run(backend *b, const backend_seq *s);
+/* Wait for every op run so far, then copy n f32 elements at `src` into dst. MS_EIO. */
+int backend_read(backend *b, float *dst, backend_ref src, size_t n);
+
+/* ---------------------------------------------------------------- devices */
+
+typedef struct backend_device_info {
+    char name[128];      /* "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    char kind[16];       /* "cpu", "discrete", "integrated", "virtual", "software" */
+    char api[16];        /* "cpu", "vulkan", "metal" */
+    uint64_t memory;     /* bytes of device-local memory (CPU: physical memory) */
+    int host_import;     /* 1: can use mmapped host memory in place */
+} backend_device_info;
+
+/* Every device this build can see, CPU first; *n_out entries in *out (free()). A device API
+ * that is missing (no Vulkan loader) is skipped; `why` (may be NULL) gets one line saying so.
+ * MS_ENOMEM. */
+int backend_devices(backend_device_info **out, size_t *n_out, char *why, size_t why_len);
+
+/* ---------------------------------------------------------------- implementing a backend */
+
+/* What a device provides. `ctx` is the device's own state, made by its open function. */
+typedef struct backend_impl {
+    const char *name;
+    const char *(*describe)(void *ctx);
+    int (*reserve)(void *ctx, const backend_limits *l);
+    int (*buf_new)(void *ctx, backend_buf *buf);   /* buf->n, dtype set: fill host or dev, zeroed */
+    void (*buf_free)(void *ctx, backend_buf *buf);
+    int (*weight_new)(void *ctx, backend_weight *w);   /* w->t set: fill vec or dev */
+    void (*weight_free)(void *ctx, backend_weight *w);
+    int (*run)(void *ctx, const backend_op *ops, size_t n_ops);
+    int (*read)(void *ctx, float *dst, backend_ref src, size_t n);
+    void (*close)(void *ctx);
+} backend_impl;
+
+#endif

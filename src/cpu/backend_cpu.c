@@ -1,0 +1,252 @@
+/* backend_cpu.c: the CPU behind backend.h: buffers are host memory, weights are the mmapped
+ * tensors themselves, and each op calls the kernel function of cpu.c that the decoder called
+ * before the seam existed, with the same arguments, so results are the same bit for bit. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu/kquant_int.h"
+
+typedef struct cpu_ctx {
+    cpu_pool *pool;
+    void *mm_scratch;
+    float *att_scratch;
+    int max_rows, max_cols, n_ctx;
+    char desc[96];
+} cpu_ctx;
+
+/* A weight the kernels cannot read where it lies: a vector that is not aligned F32 (converted to
+ * f32), or a float matrix whose elements are not aligned to their size (GGUF general.alignment
+ * 1, odd safetensors offsets), which the kernels would load through misaligned pointers. */
+typedef struct cpu_weight {
+    runtime_tensor t;   /* the original, with data pointing at `copy` */
+    void *copy;
+} cpu_weight;
+
+static const runtime_tensor *tensor_of(const backend_weight *w)
+{
+    return w->dev ? &((const cpu_weight *)w->dev)->t : w->t;
+}
+
+static const char *describe(void *vctx) { return ((cpu_ctx *)vctx)->desc; }
+
+static int reserve(void *vctx, const backend_limits *l)
+{
+    cpu_ctx *c = vctx;
+
+    free(c->mm_scratch);
+    free(c->att_scratch);
+    c->mm_scratch = malloc(cpu_matmul_scratch(l->max_rows, l->max_cols));
+    c->att_scratch = malloc(cpu_attention_scratch(l->n_ctx, cpu_pool_threads(c->pool)));
+    if (!c->mm_scratch || !c->att_scratch)
+        return ms_err(MS_ENOMEM, "out of memory for scratch (%d rows of %d columns, context %d)", l->max_rows,
+                      l->max_cols, l->n_ctx);
+    c->max_rows = l->max_rows;
+    c->max_cols = l->max_cols;
+    c->n_ctx = l->n_ctx;
+    return 0;
+}
+
+static int buf_new(void *vctx, backend_buf *buf)
+{
+    size_t elt = buf->dtype == BACKEND_F16 ? 2 : 4;
+
+    (void)vctx;
+    if (buf->n > SIZE_MAX / elt)
+        return ms_err(MS_ENOMEM, "out of memory");
+    buf->host = calloc(1, buf->n ? buf->n * elt : 1);
+    return buf->host ? 0 : ms_err(MS_ENOMEM, "out of memory");
+}
+
+static void buf_free(void *vctx, backend_buf *buf)
+{
+    (void)vctx;
+    free(buf->host);
+}
+
+static int vector_new(backend_weight *w)
+{
+    const runtime_tensor *t = w->t;
+    cpu_weight *cw;
+
+    if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
+        return ms_err(MS_EINVALID, "tensor '%s': expected a vector of F32/F16/BF16 values", t->name);
+    if (t->type == GGML_TYPE_F32 && ((uintptr_t)t->data & 3) == 0) {
+        w->vec = t->data;
+        return 0;
+    }
+    if (!(cw = calloc(1, sizeof *cw)) || !(cw->copy = malloc((size_t)t->shape[0] * sizeof(float)))) {
+        free(cw);
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    runtime_tensor row = *t;   /* a 1 x n matrix, so that the embedding-row converter reads it */
+    row.n_dims = 2;
+    row.shape[0] = 1;
+    row.shape[1] = t->shape[0];
+    cpu_tensor_row(cw->copy, &row, 0);
+    cw->t = *t;
+    cw->t.type = GGML_TYPE_F32;
+    cw->t.data = cw->copy;
+    cw->t.nbytes = t->shape[0] * sizeof(float);
+    w->vec = cw->copy;
+    w->dev = cw;
+    return 0;
+}
+
+static int weight_new(void *vctx, backend_weight *w)
+{
+    const runtime_tensor *t = w->t;
+    size_t align = t->type == GGML_TYPE_F32 ? 4 : t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16 ? 2 : 1;
+    cpu_weight *cw;
+
+    (void)vctx;
+    if (t->n_dims == 1)
+        return vector_new(w);
+    if (!cpu_type_supported(t->type))
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': type %s is not supported; supported: F32, F16, BF16, "
+                      "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MLX int2..int8, "
+                      "mxfp4, nvfp4, mxfp8", t->name, ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
+    if (((uintptr_t)t->data & (align - 1)) == 0)
+        return 0;
+    if (!(cw = calloc(1, sizeof *cw)) || !(cw->copy = malloc(t->nbytes ? t->nbytes : 1))) {
+        free(cw);
+        return ms_err(MS_ENOMEM, "tensor '%s': out of memory for an aligned copy of %llu bytes", t->name,
+                      (unsigned long long)t->nbytes);
+    }
+    memcpy(cw->copy, t->data, t->nbytes);
+    cw->t = *t;
+    cw->t.data = cw->copy;
+    w->dev = cw;
+    return 0;
+}
+
+static void weight_free(void *vctx, backend_weight *w)
+{
+    cpu_weight *cw = w->dev;
+
+    (void)vctx;
+    if (cw)
+        free(cw->copy);
+    free(cw);
+}
+
+static float *f32(backend_ref r) { return (float *)r.buf->host + r.off; }
+
+static void run_op(cpu_ctx *c, const backend_op *op)
+{
+    switch (op->kind) {
+    case BACKEND_OP_EMBED:
+        for (int t = 0; t < op->n; t++)
+            rt_ext_tensor_row(f32(op->dst) + (size_t)t * op->cols, tensor_of(op->w), (uint64_t)op->tokens[t]);
+        break;
+    case BACKEND_OP_RMS_NORM:
+        cpu_rms_norm(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps);
+        break;
+    case BACKEND_OP_MATMUL:
+        cpu_matmul(c->pool, f32(op->dst), f32(op->src), op->n, tensor_of(op->w), c->mm_scratch);
+        break;
+    case BACKEND_OP_ADD_ROW:
+        for (int t = 0; t < op->n; t++)
+            cpu_add(f32(op->dst) + (size_t)t * op->cols, op->w->vec, (size_t)op->cols);
+        break;
+    case BACKEND_OP_ROPE:
+        cpu_rope(f32(op->dst), op->n, op->heads, op->head_dim, op->n_rot, op->pos0, op->freqs, op->interleaved);
+        break;
+    case BACKEND_OP_STORE:
+        if (op->dst.buf->dtype == BACKEND_F16)
+            rt_kernels_get()->f32_to_f16((uint16_t *)op->dst.buf->host + op->dst.off, f32(op->src), op->n);
+        else
+            memcpy(f32(op->dst), f32(op->src), (size_t)op->n * sizeof(float));
+        break;
+    case BACKEND_OP_ATTENTION: {
+        int f16 = op->k.buf->dtype == BACKEND_F16;
+        size_t elt = f16 ? 2 : 4;
+        cpu_attention(c->pool, f32(op->dst), f32(op->src), (const uint8_t *)op->k.buf->host + op->k.off * elt,
+                      (const uint8_t *)op->v.buf->host + op->v.off * elt, f16, op->n, op->pos0, op->heads,
+                      op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx);
+        break;
+    }
+    case BACKEND_OP_SWIGLU:
+        cpu_swiglu(c->pool, f32(op->dst), f32(op->src), (size_t)op->n);
+        break;
+    case BACKEND_OP_ADD:
+        cpu_add(f32(op->dst), f32(op->src), (size_t)op->n);
+        break;
+    }
+}
+
+/* The limits reserve() sized the scratch for: a sequence past them is the decoder's bug, refused
+ * before any op runs. */
+static int check_op(const cpu_ctx *c, const backend_op *op)
+{
+    if (op->kind == BACKEND_OP_MATMUL && (op->n > c->max_rows || op->cols > c->max_cols))
+        return ms_err(MS_ERROR, "matmul of %d rows x %d columns: past the reserved %d x %d", op->n, op->cols,
+                      c->max_rows, c->max_cols);
+    if (op->kind == BACKEND_OP_ATTENTION && op->pos0 + op->n > c->n_ctx)
+        return ms_err(MS_ERROR, "attention to position %d: past the reserved context of %d", op->pos0 + op->n,
+                      c->n_ctx);
+    return 0;
+}
+
+static int run(void *vctx, const backend_op *ops, size_t n_ops)
+{
+    cpu_ctx *c = vctx;
+    int rc;
+
+    for (size_t i = 0; i < n_ops; i++)
+        if ((rc = check_op(c, &ops[i])) < 0)
+            return rc;
+    for (size_t i = 0; i < n_ops; i++)
+        run_op(c, &ops[i]);
+    return 0;
+}
+
+static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
+{
+    (void)vctx;
+    memcpy(dst, f32(src), n * sizeof(float));
+    return 0;
+}
+
+static void close_ctx(void *vctx)
+{
+    cpu_ctx *c = vctx;
+
+    if (!c)
+        return;
+    cpu_pool_free(c->pool);
+    free(c->mm_scratch);
+    free(c->att_scratch);
+    free(c);
+}
+
+static const backend_impl cpu_impl = {
+    .name = "cpu",
+    .describe = describe,
+    .reserve = reserve,
+    .buf_new = buf_new,
+    .buf_free = buf_free,
+    .weight_new = weight_new,
+    .weight_free = weight_free,
+    .run = run,
+    .read = read_buf,
+    .close = close_ctx,
+};
+
+int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o)
+{
+    cpu_ctx *c = calloc(1, sizeof *c);
+    int rc;
+
+    *impl_out = NULL;
+    *ctx_out = NULL;
+    if (!c)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = cpu_pool_new(&c->pool, o ? o->n_threads : 0)) < 0) {
+        free(c);
+        return rc;
+    }
+    snprintf(c->desc, sizeof c->desc, "cpu %s, %d threads", cpu_path_name(), cpu_pool_threads(c->pool));
+    *impl_out = &cpu_impl;
+    *ctx_out = c;
+    return 0;
+}

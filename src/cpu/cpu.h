@@ -1,0 +1,62 @@
+/* cpu.h: the CPU backend and its kernels; the whole surface of src/cpu.
+ *
+ * The backend (backend_impl "cpu") runs backend.h's ops on host memory with a persistent thread
+ * pool. Kernel paths are chosen at run time from the CPU's features: a portable scalar path, AVX2
+ * (FMA, F16C) and AVX-512 (F, BW, DQ, VL); $MSTORE_CPU forces one. Every path gives, for each
+ * (token, row), the arithmetic of its own row dot product in the same order, so a prefill in one
+ * batch, in chunks or token by token gives the same logits bit for bit.
+ *
+ * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts) and MLX-quantized weights (RUNTIME_TYPE_MLX).
+ * Quantized weights are used block by block; no matrix is ever dequantized whole.
+ *
+ * The op functions below are the backend's ops on host pointers, for tests and benchmarks. */
+#ifndef MSTORE_CPU_H
+#define MSTORE_CPU_H
+
+#include "backend/backend.h"
+
+/* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
+int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
+
+/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2|avx512) overrides
+ * it at first use. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name. */
+int cpu_path_select(const char *path);
+const char *cpu_path_name(void);   /* "scalar", "avx2", "avx512" */
+
+/* 1 when matmul supports weights of this type (ggml id or RUNTIME_TYPE_MLX). */
+int cpu_type_supported(int type);
+
+typedef struct cpu_pool cpu_pool;
+/* A pool of n_threads - 1 persistent workers (the caller is thread 0). n_threads <= 0: all
+ * cores. MS_ENOMEM, MS_EIO. */
+int cpu_pool_new(cpu_pool **out, int n_threads);
+int cpu_pool_threads(const cpu_pool *p);
+void cpu_pool_free(cpu_pool *p);   /* NULL is fine */
+
+/* The ops (backend.h gives their arithmetic). Shapes: row-major, n_tok rows of activations. */
+/* y[n_tok][rows] = x[n_tok][cols] . W[rows][cols]^T; `scratch` holds cpu_matmul_scratch(n_tok, cols). */
+void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
+size_t cpu_matmul_scratch(int n_tok, int cols);
+void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps);
+void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, const double *freqs,
+              int interleaved);
+/* `scratch` holds cpu_attention_scratch(n_ctx, threads) bytes; k, v are [n_ctx][n_kv*hd]. */
+void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
+                   int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx);
+size_t cpu_attention_scratch(int n_ctx, int n_threads);
+void cpu_softmax(float *x, int n);
+void cpu_swiglu(cpu_pool *p, float *gate, const float *up, size_t n);   /* gate = silu(gate) * up */
+void cpu_add(float *y, const float *x, size_t n);                         /* y += x */
+
+/* Dequantize row `row` of a 2-D tensor into out[cols] (embedding lookup). */
+void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
+/* One dot product through the current path (tests): x[cols] . W[row]. Quantized types quantize x
+ * to 16-bit blocks first, as matmul does. */
+float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
+
+/* f16 <-> f32, round to nearest even. */
+float cpu_f16_to_f32(uint16_t h);
+uint16_t cpu_f32_to_f16(float f);
+
+#endif
