@@ -94,7 +94,7 @@ typedef struct backend_op {
     const double *freqs;
     int heads, kv_heads, head_dim, n_rot, pos0, interleaved;
     /* ATTENTION: dst[t][heads * head_dim] from q = src[t][heads * head_dim] and the caches k, v
-     * ([positions][kv_heads * head_dim], f32 or f16; refs to position 0 of one layer), which hold
+     * ([positions][kv_heads * head_dim], both f32 or both f16; refs to position 0 of one layer), which hold
      * positions 0 .. pos0 + n - 1. Query head h reads kv head h / (heads / kv_heads); token t
      * sees positions 0 .. pos0 + t. scores = q.k / sqrt(head_dim), softmax, sum of p * v. */
     backend_ref k, v;

@@ -181,6 +181,8 @@ static int check_op(const cpu_ctx *c, const backend_op *op)
     if (op->kind == BACKEND_OP_MATMUL && (op->n > c->max_rows || op->cols > c->max_cols))
         return ms_err(MS_ERROR, "matmul of %d rows x %d columns: past the reserved %d x %d", op->n, op->cols,
                       c->max_rows, c->max_cols);
+    if (op->kind == BACKEND_OP_ATTENTION && op->k.buf->dtype != op->v.buf->dtype)
+        return ms_err(MS_ERROR, "attention: the k and v caches differ in element type");
     if (op->kind == BACKEND_OP_ATTENTION && op->pos0 + op->n > c->n_ctx)
         return ms_err(MS_ERROR, "attention to position %d: past the reserved context of %d", op->pos0 + op->n,
                       c->n_ctx);

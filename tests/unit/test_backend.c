@@ -1,0 +1,314 @@
+/* test_backend.c: the backend seam. Device choice by name and $MSTORE_DEVICE; every op kind run
+ * through an op sequence on the CPU backend gives bit for bit what the kernel it stands for gives
+ * when called directly; sequences, reads and weights outside their bounds are refused. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "cpu/cpu.h"
+#include "util/util.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float unif(void)   /* xorshift64: [-1, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static runtime_tensor f32_tensor(const char *name, float *data, int n_dims, uint64_t rows, uint64_t cols)
+{
+    runtime_tensor t = { .name = name, .type = GGML_TYPE_F32, .n_dims = n_dims, .data = data };
+
+    if (n_dims == 1) {
+        t.shape[0] = cols;
+    } else {
+        t.shape[0] = rows;
+        t.shape[1] = cols;
+    }
+    t.nbytes = rows * cols * sizeof(float);
+    return t;
+}
+
+/* Q8_0 weights: per 32 values an f16 scale and 32 int8 codes. */
+static uint8_t *q8_0_weights(runtime_tensor *t, int rows, int cols)
+{
+    size_t nb = (size_t)rows * (size_t)(cols / 32) * 34;
+    uint8_t *p = malloc(nb);
+
+    for (size_t b = 0; b < nb / 34; b++) {
+        uint16_t d = cpu_f32_to_f16(0.002f + 0.01f * (unif() + 1));
+        memcpy(p + b * 34, &d, 2);
+        for (int i = 0; i < 32; i++)
+            p[b * 34 + 2 + i] = (uint8_t)(int8_t)(unif() * 127);
+    }
+    *t = (runtime_tensor){ .name = "q8", .type = GGML_TYPE_Q8_0, .n_dims = 2, .data = p, .nbytes = nb };
+    t->shape[0] = (uint64_t)rows;
+    t->shape[1] = (uint64_t)cols;
+    return p;
+}
+
+START_TEST(open_refuses_unknown_device_by_name_and_env)
+{
+    backend *b = NULL;
+
+    ck_assert_int_eq(backend_open(&b, "tpu", NULL), MS_EINVALID);
+    ck_assert_ptr_null(b);
+    ck_assert_str_eq(ms_err_msg(), "device 'tpu': unknown; expected auto, cpu, vulkan or metal");
+    setenv("MSTORE_DEVICE", "abacus", 1);
+    ck_assert_int_eq(backend_open(&b, "auto", NULL), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "device 'abacus': unknown"));
+    setenv("MSTORE_DEVICE", "cpu", 1);   /* a name given by the caller wins over the environment */
+    ck_assert_int_eq(backend_open(&b, "tpu", NULL), MS_EINVALID);
+    unsetenv("MSTORE_DEVICE");
+}
+END_TEST
+
+START_TEST(open_cpu_by_name_describes_it)
+{
+    backend *b = NULL;
+    backend_opts o = { .n_threads = 2 };
+
+    ck_assert_int_eq(backend_open(&b, "CPU", &o), 0);
+    ck_assert_str_eq(backend_name(b), "cpu");
+    ck_assert_ptr_nonnull(strstr(backend_describe(b), "2 threads"));
+    backend_close(b);
+    backend_close(NULL);
+}
+END_TEST
+
+/* One sequence with every op kind, against the kernels called one by one on host copies. */
+START_TEST(sequence_equals_kernels_bit_for_bit)
+{
+    enum { N = 3, DIM = 64, ROWS = 40, HEADS = 4, KVH = 2, HD = 16, CTX = 8, VOCAB = 11, POS = 2 };
+    backend_opts o = { .n_threads = 2 };
+    backend_limits lim = { .max_rows = N, .max_cols = DIM, .n_ctx = CTX, .heads = HEADS };
+    backend *b;
+    backend_buf *x, *y, *q, *kc, *vc, *att, *g;
+    backend_op ops[16];
+    backend_seq s = { ops, 0, 16, 0 };
+    static float emb[VOCAB * DIM], mat[ROWS * DIM], nw[DIM], bias[ROWS];
+    int32_t tokens[N] = { 3, 10, 0 };
+    double freqs[HD / 2];
+    runtime_tensor te, tm, tn, tb, tq;
+    const backend_weight *we, *wm, *wn, *wb, *wq;
+    uint8_t *q8 = q8_0_weights(&tq, ROWS, DIM);
+
+    for (size_t i = 0; i < sizeof emb / sizeof emb[0]; i++)
+        emb[i] = unif();
+    for (size_t i = 0; i < sizeof mat / sizeof mat[0]; i++)
+        mat[i] = unif();
+    for (int i = 0; i < DIM; i++)
+        nw[i] = 1.0f + 0.5f * unif();
+    for (int i = 0; i < ROWS; i++)
+        bias[i] = unif();
+    for (int i = 0; i < HD / 2; i++)
+        freqs[i] = pow(10000.0, -2.0 * i / HD);
+    te = f32_tensor("emb", emb, 2, VOCAB, DIM);
+    tm = f32_tensor("mat", mat, 2, ROWS, DIM);
+    tn = f32_tensor("norm", nw, 1, 1, DIM);
+    tb = f32_tensor("bias", bias, 1, 1, ROWS);
+
+    ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_weight_import(&we, b, &te), 0);
+    ck_assert_int_eq(backend_weight_import(&wm, b, &tm), 0);
+    ck_assert_int_eq(backend_weight_import(&wn, b, &tn), 0);
+    ck_assert_int_eq(backend_weight_import(&wb, b, &tb), 0);
+    ck_assert_int_eq(backend_weight_import(&wq, b, &tq), 0);
+    ck_assert_int_eq(backend_buf_new(&x, b, N * DIM, BACKEND_F32, "x"), 0);
+    ck_assert_int_eq(backend_buf_new(&y, b, N * ROWS, BACKEND_F32, "y"), 0);
+    ck_assert_int_eq(backend_buf_new(&q, b, N * HEADS * HD, BACKEND_F32, "q"), 0);
+    ck_assert_int_eq(backend_buf_new(&kc, b, CTX * KVH * HD, BACKEND_F16, "k"), 0);
+    ck_assert_int_eq(backend_buf_new(&vc, b, CTX * KVH * HD, BACKEND_F16, "v"), 0);
+    ck_assert_int_eq(backend_buf_new(&att, b, N * HEADS * HD, BACKEND_F32, "att"), 0);
+    ck_assert_int_eq(backend_buf_new(&g, b, N * ROWS, BACKEND_F32, "g"), 0);
+    for (int i = 0; i < CTX * KVH * HD; i++) {   /* positions before POS, as earlier forwards left them */
+        ((uint16_t *)kc->host)[i] = cpu_f32_to_f16(unif());
+        ((uint16_t *)vc->host)[i] = cpu_f32_to_f16(unif());
+    }
+
+    backend_seq_embed(&s, backend_at(x, 0), we, tokens, N, DIM);
+    backend_seq_rms_norm(&s, backend_at(x, 0), backend_at(x, 0), wn, N, DIM, 1e-5f);
+    backend_seq_matmul(&s, backend_at(y, 0), backend_at(x, 0), wm, N);
+    backend_seq_add_row(&s, backend_at(y, 0), wb, N, ROWS);
+    backend_seq_matmul(&s, backend_at(g, 0), backend_at(x, 0), wq, N);
+    backend_seq_swiglu(&s, backend_at(g, 0), backend_at(y, 0), N * ROWS);
+    backend_seq_add(&s, backend_at(g, 0), backend_at(y, 0), N * ROWS);
+    backend_seq_store(&s, backend_at(q, 0), backend_at(x, 0), N * HEADS * HD);
+    backend_seq_rope(&s, backend_at(q, 0), N, HEADS, HD, HD, POS, freqs, 0);
+    backend_seq_store(&s, backend_at(kc, POS * KVH * HD), backend_at(x, 0), N * KVH * HD);
+    backend_seq_store(&s, backend_at(vc, POS * KVH * HD), backend_at(x, DIM), N * KVH * HD);
+    backend_seq_attention(&s, backend_at(att, 0), backend_at(q, 0), backend_at(kc, 0), backend_at(vc, 0), N, POS,
+                          HEADS, KVH, HD);
+    ck_assert_int_eq(s.n, 12);
+
+    /* the same by hand, before the run changes the caches */
+    static float hx[N * DIM], hy[N * ROWS], hg[N * ROWS], hq[N * HEADS * HD], hatt[N * HEADS * HD];
+    static uint16_t hk[CTX * KVH * HD], hv[CTX * KVH * HD];
+    cpu_pool *pool;
+    void *mm = malloc(cpu_matmul_scratch(N, DIM));
+    float *as = malloc(cpu_attention_scratch(CTX, 2));
+    memcpy(hk, kc->host, sizeof hk);
+    memcpy(hv, vc->host, sizeof hv);
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    for (int t = 0; t < N; t++)
+        cpu_tensor_row(hx + t * DIM, &te, (uint64_t)tokens[t]);
+    cpu_rms_norm(hx, hx, nw, N, DIM, 1e-5f);
+    cpu_matmul(pool, hy, hx, N, &tm, mm);
+    for (int t = 0; t < N; t++)
+        cpu_add(hy + t * ROWS, bias, ROWS);
+    cpu_matmul(pool, hg, hx, N, &tq, mm);
+    cpu_swiglu(pool, hg, hy, N * ROWS);
+    cpu_add(hg, hy, N * ROWS);
+    memcpy(hq, hx, sizeof hq);
+    cpu_rope(hq, N, HEADS, HD, HD, POS, freqs, 0);
+    for (int i = 0; i < N * KVH * HD; i++) {
+        hk[POS * KVH * HD + i] = cpu_f32_to_f16(hx[i]);
+        hv[POS * KVH * HD + i] = cpu_f32_to_f16(hx[DIM + i]);
+    }
+    cpu_attention(pool, hatt, hq, hk, hv, 1, N, POS, HEADS, KVH, HD, as, CTX);
+
+    ck_assert_int_eq(backend_run(b, &s), 0);
+    ck_assert_mem_eq(x->host, hx, sizeof hx);
+    ck_assert_mem_eq(y->host, hy, sizeof hy);
+    ck_assert_mem_eq(g->host, hg, sizeof hg);
+    ck_assert_mem_eq(q->host, hq, sizeof hq);
+    ck_assert_mem_eq(kc->host, hk, sizeof hk);
+    ck_assert_mem_eq(vc->host, hv, sizeof hv);
+    ck_assert_mem_eq(att->host, hatt, sizeof hatt);
+    float logits[ROWS];
+    ck_assert_int_eq(backend_read(b, logits, backend_at(y, ROWS), ROWS), 0);
+    ck_assert_mem_eq(logits, hy + ROWS, sizeof logits);
+    cpu_pool_free(pool);
+    free(mm);
+    free(as);
+    free(q8);
+    backend_close(b);
+}
+END_TEST
+
+/* A sequence that outgrew its capacity, a read past a buffer and a matmul past the reserved sizes
+ * are refused before anything runs. */
+START_TEST(out_of_bounds_sequences_and_reads_are_refused)
+{
+    backend *b;
+    backend_buf *x, *y;
+    backend_op ops[1];
+    backend_seq s = { ops, 0, 1, 0 };
+    backend_limits lim = { .max_rows = 1, .max_cols = 32, .n_ctx = 4, .heads = 1 };
+    static float mat[2 * 64];
+    runtime_tensor tm = f32_tensor("wide", mat, 2, 2, 64);
+    const backend_weight *wm;
+    float out[4];
+
+    ck_assert_int_eq(backend_open(&b, "cpu", NULL), 0);
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_buf_new(&x, b, 64, BACKEND_F32, "x"), 0);
+    ck_assert_int_eq(backend_buf_new(&y, b, 4, BACKEND_F32, "y"), 0);
+    ((float *)y->host)[0] = 7.0f;
+    backend_seq_add(&s, backend_at(y, 0), backend_at(y, 0), 1);
+    backend_seq_add(&s, backend_at(y, 0), backend_at(y, 0), 1);   /* no room: the sequence is refused */
+    ck_assert_int_eq(backend_run(b, &s), MS_ERROR);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "capacity of 1"));
+    ck_assert_float_eq(((float *)y->host)[0], 7.0f);   /* not even the op that fitted ran */
+
+    ck_assert_int_eq(backend_read(b, out, backend_at(y, 2), 3), MS_EINVALID);
+    ck_assert_str_eq(ms_err_msg(), "read of 3 elements at 2: outside the buffer of 4");
+
+    ck_assert_int_eq(backend_weight_import(&wm, b, &tm), 0);
+    s = (backend_seq){ ops, 0, 1, 0 };
+    backend_seq_matmul(&s, backend_at(y, 0), backend_at(x, 0), wm, 1);   /* 64 columns, 32 reserved */
+    ck_assert_int_eq(backend_run(b, &s), MS_ERROR);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "past the reserved 1 x 32"));
+    backend_close(b);
+}
+END_TEST
+
+START_TEST(weight_import_refuses_types_the_cpu_cannot_run)
+{
+    backend *b;
+    static uint8_t bytes[256];
+    runtime_tensor t = { .name = "blk.0.odd", .type = GGML_TYPE_IQ2_XXS, .n_dims = 2, .data = bytes,
+                         .nbytes = sizeof bytes, .shape = { 1, 256 } };
+    const backend_weight *w = (const backend_weight *)1;
+
+    ck_assert_int_eq(backend_open(&b, "cpu", NULL), 0);
+    ck_assert_int_eq(backend_weight_import(&w, b, &t), MS_EUNSUPPORTED);
+    ck_assert_ptr_null(w);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tensor 'blk.0.odd': type IQ2_XXS is not supported"));
+    backend_close(b);
+}
+END_TEST
+
+/* F32 weights at an odd address (a GGUF with general.alignment 1): the kernels would load them
+ * through misaligned float pointers (UBSan stops this test then); the backend imports an aligned
+ * copy and the results equal those of the aligned weights. */
+START_TEST(misaligned_float_weights_give_the_aligned_results)
+{
+    enum { ROWS = 5, COLS = 64 };
+    backend *b;
+    backend_buf *x, *y;
+    backend_op ops[2];
+    backend_seq s = { ops, 0, 2, 0 };
+    backend_limits lim = { .max_rows = 1, .max_cols = COLS, .n_ctx = 1, .heads = 1 };
+    static float mat[ROWS * COLS], xin[COLS];
+    uint8_t *odd = malloc(sizeof mat + 1);
+    runtime_tensor ta = f32_tensor("aligned", mat, 2, ROWS, COLS), tm = ta;
+    const backend_weight *wa, *wm;
+    float ya[ROWS], ym[ROWS];
+
+    for (int i = 0; i < ROWS * COLS; i++)
+        mat[i] = unif();
+    for (int i = 0; i < COLS; i++)
+        xin[i] = unif();
+    memcpy(odd + 1, mat, sizeof mat);
+    tm.name = "odd";
+    tm.data = odd + 1;
+    ck_assert_int_eq(backend_open(&b, "cpu", NULL), 0);
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_weight_import(&wa, b, &ta), 0);
+    ck_assert_int_eq(backend_weight_import(&wm, b, &tm), 0);
+    ck_assert_int_eq(backend_buf_new(&x, b, COLS, BACKEND_F32, "x"), 0);
+    ck_assert_int_eq(backend_buf_new(&y, b, 2 * ROWS, BACKEND_F32, "y"), 0);
+    memcpy(x->host, xin, sizeof xin);
+    backend_seq_matmul(&s, backend_at(y, 0), backend_at(x, 0), wa, 1);
+    backend_seq_matmul(&s, backend_at(y, ROWS), backend_at(x, 0), wm, 1);
+    ck_assert_int_eq(backend_run(b, &s), 0);
+    ck_assert_int_eq(backend_read(b, ya, backend_at(y, 0), ROWS), 0);
+    ck_assert_int_eq(backend_read(b, ym, backend_at(y, ROWS), ROWS), 0);
+    ck_assert_mem_eq(ya, ym, sizeof ya);
+    ck_assert_float_ne(ya[0], 0.0f);
+    backend_close(b);
+    free(odd);
+}
+END_TEST
+
+Suite *backend_suite(void)
+{
+    Suite *s = suite_create("backend");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_test(tc, open_refuses_unknown_device_by_name_and_env);
+    tcase_add_test(tc, open_cpu_by_name_describes_it);
+    tcase_add_test(tc, sequence_equals_kernels_bit_for_bit);
+    tcase_add_test(tc, out_of_bounds_sequences_and_reads_are_refused);
+    tcase_add_test(tc, weight_import_refuses_types_the_cpu_cannot_run);
+    tcase_add_test(tc, misaligned_float_weights_give_the_aligned_results);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(backend_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
