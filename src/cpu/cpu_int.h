@@ -35,7 +35,8 @@ const rt_kernels *rt_kernels_scalar(void);
 const rt_kernels *rt_kernels_avx2(void);   /* NULL when not compiled in */
 const rt_kernels *rt_kernels_get(void);    /* the selected path */
 
-/* x[n] -> blocks[n / QK]; n a multiple of QK; q = round(x / d), d = max|x| / 32767. The same code for every path, so that paths
+/* x[n] -> blocks[n / QK]; n a multiple of QK; q = round(x / d), d = max|x| / 32767. A block with a
+ * NaN or infinity gets d = s = NaN and q = 0. The same code for every path, so that paths
  * differ only in how they sum. */
 void rt_quantize_q16(rt_q16 *out, const float *x, int n);
 

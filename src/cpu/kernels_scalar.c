@@ -8,6 +8,7 @@
  *   Q8_0  f16 d | i8 qs[32]                 w = q * d
  * Activations are quantized to 16-bit rt_q16 blocks (x ~= dx * qx) and each block's integer dot product
  * is scaled once: sum_j w[j] x[j] ~= d dx sum_j q[j] qx[j] (+ m * s for the offset types). */
+#include <float.h>
 #include <math.h>
 
 #include "cpu/cpu_int.h"
@@ -53,11 +54,20 @@ void rt_quantize_q16(rt_q16 *out, const float *x, int n)
     for (int b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
         float amax = 0.0f, d, id;
-        int sum = 0;
+        int sum = 0, finite = 1;
 
         for (int j = 0; j < QK; j++) {
             float a = fabsf(xb[j]);
             amax = a > amax ? a : amax;   /* fmaxf without the call; a NaN is skipped the same way */
+            finite &= a <= FLT_MAX;       /* false for NaN and infinities */
+        }
+        if (!finite) {
+            /* Converting NaN or infinity to int is undefined. A block holding one gives NaN scales
+             * and zero codes, so every dot product it enters is NaN, as the float one would be,
+             * and the decoder reports non-finite logits instead of running on garbage. */
+            memset(out[b].q, 0, sizeof out[b].q);
+            out[b].d = out[b].s = NAN;
+            continue;
         }
         d = amax / 32767.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;

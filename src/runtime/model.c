@@ -10,6 +10,7 @@
  * at open for n_batch tokens and the KV cache for n_ctx positions, so a forward pass allocates
  * nothing. Each chunk of up to n_batch tokens is recorded as one op sequence and run at once; only
  * the logits are read back. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,10 @@ static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *
         (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0))
         return rc;
     m->n_past += n;
+    for (int i = 0; logits && i < c->vocab_size; i++)   /* a sampler fed NaN picks nonsense silently */
+        if (!isfinite(logits[i]))
+            return ms_err(MS_EINVALID, "logit %d at position %d is %s: the model's weights or activations overflow",
+                          i, m->n_past - 1, isnan(logits[i]) ? "NaN" : "infinite");
     return 0;
 }
 

@@ -827,6 +827,46 @@ START_TEST(store_model_runs_like_its_gguf_and_refuses_missing_blobs)
 }
 END_TEST
 
+
+/* A model whose output norm holds NaN (or infinity) makes non-finite logits: runtime_forward says
+ * so, naming the logit and the position, instead of handing NaN to the sampler. Before the check,
+ * the 16-bit activation quantizer converted NaN to int (undefined) and sampling went on. */
+START_TEST(forward_reports_non_finite_logits)
+{
+    char *src = model_path("stories260K/stories260K.gguf"), *dir = fixture_tmpdir();
+    char *path = ms_strdup_printf("%s/nan.gguf", dir), *bytes = NULL;
+    const float bad[] = { NAN, INFINITY };
+    const gguf_tensor *t;
+    gguf_file *g;
+    size_t len;
+
+    if (!src) {
+        printf("skipped: stories260K.gguf not found (MSTORE_TEST_MODELS)\n");
+        fixture_rmrf(dir);
+        free(path);
+        return;
+    }
+    ck_assert_int_eq(gguf_open(&g, src), 0);
+    ck_assert_ptr_nonnull(t = gguf_tensor_find(g, "blk.0.attn_norm.weight"));
+    size_t off = (size_t)(t->data - gguf_bytes(g));
+    ck_assert_int_eq(ms_file_read(&bytes, &len, src, 1u << 26), 0);
+    gguf_close(g);
+    memcpy(bytes + off, &bad[_i], sizeof bad[_i]);   /* one element of layer 0's attention norm */
+    ck_assert_int_eq(ms_file_write_atomic(path, bytes, len), 0);
+    runtime_model *m = open_model(path, 2, 0, 0);
+    int32_t toks[3] = { 1, 403, 407 };
+    float *logits = malloc(sizeof(float) * (size_t)runtime_model_config(m)->vocab_size);
+    ck_assert_int_eq(runtime_forward(m, toks, 3, logits), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "at position 2 is NaN: the model's weights or activations overflow"));
+    runtime_model_close(m);
+    free(logits);
+    free(bytes);
+    free(path);
+    free(src);
+    fixture_rmrf(dir);
+}
+END_TEST
+
 static void add_model_tests(TCase *m)
 {
     tcase_set_timeout(m, 300);
@@ -839,6 +879,7 @@ static void add_model_tests(TCase *m)
     tcase_add_test(m, forward_refuses_context_overflow_and_bad_tokens);
     tcase_add_test(m, open_refuses_an_unsupported_architecture);
     tcase_add_test(m, store_model_runs_like_its_gguf_and_refuses_missing_blobs);
+    tcase_add_loop_test(m, forward_reports_non_finite_logits, 0, 2);
 }
 
 static Suite *runtime_suite(void)
