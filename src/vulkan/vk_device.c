@@ -507,7 +507,7 @@ int vk_weight_region(vk_ctx *c, vk_region **out, const runtime_tensor *t, uint64
     *out = NULL;
     if (map && c->import_align) {
         for (size_t i = 0; i < c->n_regions; i++) {
-            if (c->regions[i]->imported && c->regions[i]->base == map) {
+            if (c->regions[i]->imported && c->regions[i]->base == map && c->regions[i]->nbytes == t->map_nbytes) {
                 *out = c->regions[i];
                 return 0;
             }
