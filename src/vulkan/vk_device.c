@@ -28,7 +28,7 @@ static void loader_open(void)
             e = dlerror();
     }
     if (!loader)
-        snprintf(loader_err, sizeof loader_err, "no Vulkan loader (%s)", e ? e : "libvulkan.so.1 not found");
+        snprintf(loader_err, sizeof loader_err, "vulkan: no loader (%s)", e ? e : "libvulkan.so.1 not found");
 }
 
 static int fns_global(vk_fns *f)
@@ -38,10 +38,10 @@ static int fns_global(vk_fns *f)
         return ms_err(MS_EUNSUPPORTED, "%s", loader_err);
     *(void **)&f->vkGetInstanceProcAddr = dlsym(loader, "vkGetInstanceProcAddr");
     if (!f->vkGetInstanceProcAddr)
-        return ms_err(MS_EUNSUPPORTED, "the Vulkan loader has no vkGetInstanceProcAddr");
+        return ms_err(MS_EUNSUPPORTED, "vulkan: the loader has no vkGetInstanceProcAddr");
     f->vkCreateInstance = (PFN_vkCreateInstance)f->vkGetInstanceProcAddr(NULL, "vkCreateInstance");
     if (!f->vkCreateInstance)
-        return ms_err(MS_EUNSUPPORTED, "the Vulkan loader has no vkCreateInstance");
+        return ms_err(MS_EUNSUPPORTED, "vulkan: the loader has no vkCreateInstance");
     return 0;
 }
 
@@ -72,14 +72,14 @@ static int instance_new(vk_fns *f, VkInstance *out)
         }
     }
     if ((r = f->vkCreateInstance(&ci, NULL, out)) != VK_SUCCESS)
-        return ms_err(MS_EUNSUPPORTED, "vkCreateInstance failed (%d): no usable Vulkan driver (ICD)", (int)r);
+        return ms_err(MS_EUNSUPPORTED, "vulkan: vkCreateInstance failed (%d): no usable driver (ICD)", (int)r);
 #define X(fn)                                                                                  \
     if (!(f->fn = (PFN_##fn)f->vkGetInstanceProcAddr(*out, #fn))) {                           \
         PFN_vkDestroyInstance d = (PFN_vkDestroyInstance)f->vkGetInstanceProcAddr(*out, "vkDestroyInstance"); \
         if (d)                                                                                 \
             d(*out, NULL);                                                                     \
         *out = VK_NULL_HANDLE;                                                                 \
-        return ms_err(MS_EUNSUPPORTED, "the Vulkan loader lacks %s (Vulkan 1.1 is needed)", #fn); \
+        return ms_err(MS_EUNSUPPORTED, "vulkan: the loader lacks %s (Vulkan 1.1 is needed)", #fn); \
     }
     VK_INSTANCE_FNS(X)
 #undef X
@@ -180,7 +180,7 @@ int vulkan_devices_list(backend_device_info **list, size_t *n, char *why, size_t
 
     if (instance_new(&f, &inst) < 0) {
         if (why && why_len)
-            snprintf(why, why_len, "vulkan: %s", ms_err_msg());
+            snprintf(why, why_len, "%s", ms_err_msg());
         ms_err_clear();
         return 0;
     }
