@@ -1,9 +1,9 @@
 #version 450
 /* matmul.comp: dst[t][rows] = src[t][cols] . W[rows][cols]^T for one weight type (TYPE, see
  * dequant.glsl), built twice:
- *   GEMM 0  decode (a few tokens): one workgroup per weight row; each invocation takes every
- *           64th 32-weight block, dequantizes it in registers and dots it with each token; the
- *           row sum is a subgroup reduction. Consecutive invocations read consecutive blocks.
+ *   GEMM 0  decode (a few tokens): 32 invocations per weight row, 4 rows per workgroup; each
+ *           invocation takes every 32nd 32-weight block, dequantizes it in registers and dots
+ *           it with each token; consecutive invocations read consecutive blocks.
  *   GEMM 1  prefill: a 64-row x 32-token output tile per workgroup, stepping along cols one
  *           block at a time through shared memory, so each weight block is dequantized once
  *           per 32 tokens and each activation read once per 64 rows. */
@@ -15,17 +15,18 @@ layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
 
 #if GEMM == 0
-layout(local_size_x = 64) in;
-shared float red[64];
+/* 4 rows per workgroup of 128: 32 invocations per row, each taking every 32nd block, summed
+ * through shared memory (a subgroup may be 8 or 64 wide, so rows cannot map to subgroups). */
+layout(local_size_x = 128) in;
+shared float red[128];
 
 void main()
 {
-    uint r = group_index(), tid = gl_LocalInvocationID.x, nb = (p.cols + 31u) / 32u;
-    if (r >= p.rows)
-        return;
+    uint tid = gl_LocalInvocationID.x, lane = tid & 31u, r = group_index() * 4u + (tid >> 5);
+    uint nb = (p.cols + 31u) / 32u;
     for (uint t = 0u; t < p.n; t++) {
         float acc = 0.0;
-        for (uint b = tid; b < nb; b += 64u) {
+        for (uint b = lane; r < p.rows && b < nb; b += 32u) {
             float v[32];
             deq32(r, b, v);
             uint xo = p.src_off + t * p.cols + b * 32u;
@@ -37,10 +38,16 @@ void main()
                     acc += v[j] * S[xo + j];
             }
         }
-        float total;
-        WG_SUM(total, acc, red)
-        if (tid == 0u)
-            D[p.dst_off + t * p.rows + r] = total;
+        red[tid] = acc;
+        barrier();
+        for (uint s = 16u; s > 0u; s >>= 1) {
+            if (lane < s)
+                red[tid] += red[tid + s];
+            barrier();
+        }
+        if (lane == 0u && r < p.rows)
+            D[p.dst_off + t * p.rows + r] = red[tid];
+        barrier();
     }
 }
 #else
