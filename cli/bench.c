@@ -8,7 +8,7 @@
 #include "runtime/runtime.h"
 
 static const char help[] =
-    "usage: mstore bench NAME [-p 64] [-n 32] [-r 3] [--threads N]\n"
+    "usage: mstore bench NAME [-p 64] [-n 32] [-r 3] [--threads N] [--device D]\n"
     "       mstore bench --gguf FILE [...]\n\n"
     "Prefill a prompt of -p tokens as one batch (ppP) and decode -n tokens one at a time (tgN),\n"
     "from an empty context, -r times each; print the median rate of each, one line per test.\n"
@@ -18,6 +18,10 @@ static const char help[] =
     "  -r N         repetitions (default 3)\n"
     "  --threads N  worker threads (default: all cores)\n"
     "  --kv-f16     keep the KV cache in f16\n"
+    "  --device D   auto, cpu, vulkan or metal (default: $MSTORE_DEVICE, else auto: a hardware\n"
+    "               GPU when there is one, else the CPU; see 'mstore devices')\n"
+    "  --verbose    say which device was chosen and why; a GPU also counts its submits and\n"
+    "               host waits (stderr)\n"
     "  --gguf FILE  bench a GGUF file instead of a model in the store\n";
 
 static double now(void)
@@ -81,6 +85,8 @@ int cmd_bench(int argc, char **argv)
             return 0;
         } else if (strcmp(f, "--kv-f16") == 0) {
             o.kv_f16 = 1;
+        } else if (strcmp(f, "--verbose") == 0) {
+            o.verbose = 1;
         } else if (f[0] == '-' && f[1] && !v) {
             return cli_usage_error("bench", "%s needs a value or is unknown", f);
         } else if (strcmp(f, "-p") == 0 || strcmp(f, "-n") == 0 || strcmp(f, "-r") == 0 || strcmp(f, "--threads") == 0) {
@@ -90,6 +96,9 @@ int cmd_bench(int argc, char **argv)
             i++;
         } else if (strcmp(f, "--gguf") == 0) {
             gguf = v;
+            i++;
+        } else if (strcmp(f, "--device") == 0) {
+            o.device = v;
             i++;
         } else if (f[0] == '-' && f[1]) {
             return cli_usage_error("bench", "unknown option '%s'", f);

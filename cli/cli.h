@@ -43,6 +43,7 @@ int cli_parse_double(double *out, const char *verb, const char *flag, const char
     X(run, "run a model on a prompt")                                                            \
     X(tokenize, "print the token ids of a text")                                                 \
     X(bench, "measure prefill and decode speed")                                                 \
+    X(devices, "list the devices models can run on")                                             \
     X(bench_import, "measure import speed of a file")
 
 #define CLI_DECLARE(verb, help) int cmd_##verb(int argc, char **argv) __attribute__((weak));

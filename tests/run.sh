@@ -5,6 +5,21 @@ set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# Packages only the tests need, installed when missing as setup.sh installs its own:
+# mesa-vulkan-drivers is lavapipe, the CPU implementation of Vulkan the GPU tests run on.
+TEST_PACKAGES="mesa-vulkan-drivers"
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+missing=
+for p in $TEST_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "tests: installing$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
 for variant in plain asan; do
     dir=build-test-$variant
     flags="-DCMAKE_BUILD_TYPE=RelWithDebInfo"

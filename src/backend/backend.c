@@ -10,6 +10,9 @@
 #include "backend/backend.h"
 #include "cpu/cpu.h"
 #include "util/util.h"
+#ifdef MSTORE_HAVE_VULKAN
+#include "vulkan/vulkan.h"
+#endif
 
 struct backend {
     const backend_impl *impl;
@@ -30,11 +33,17 @@ static int open_cpu(const backend_impl **impl, void **ctx, const backend_opts *o
     return cpu_backend_new(impl, ctx, o);
 }
 
+#ifdef MSTORE_HAVE_VULKAN
+#define OPEN_VULKAN vulkan_backend_new
+#else
+#define OPEN_VULKAN NULL
+#endif
+
 static const struct {
     const char *name;
     open_fn open;
 } devices[] = {
-    { "vulkan", NULL },
+    { "vulkan", OPEN_VULKAN },
     { "metal", NULL },
     { "cpu", open_cpu },
 };
@@ -227,10 +236,20 @@ int backend_devices(backend_device_info **out, size_t *n_out, char *why, size_t 
     snprintf(d->api, sizeof d->api, "cpu");
     d->memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     d->host_import = 1;
-    if (why && why_len)
-        snprintf(why, why_len, "no GPU backend is built into this mstore");
     *out = d;
     *n_out = 1;
+    if (why && why_len)
+        snprintf(why, why_len, "no GPU backend is built into this mstore");
+#ifdef MSTORE_HAVE_VULKAN
+    if (why && why_len)
+        *why = 0;
+    if (vulkan_devices_list(out, n_out, why, why_len) < 0) {
+        free(*out);
+        *out = NULL;
+        *n_out = 0;
+        return MS_ENOMEM;
+    }
+#endif
     return 0;
 }
 

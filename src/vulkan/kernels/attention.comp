@@ -1,0 +1,77 @@
+#version 450
+/* attention.comp: causal GQA attention, one workgroup per (token, query head), over an f32 or
+ * f16 (KV_F16) cache. Positions are taken 64 at a time with an online softmax (running max and
+ * sum, the output rescaled as the max grows: flash-attention's recurrence), so shared memory
+ * does not grow with the context. Each invocation scores one position of a tile, then owns
+ * head_dim / 64 output dims. k = binding 3, v = binding 4, both [positions][kv_heads * head_dim]
+ * from position 0 of the layer. head_dim <= 256. */
+#extension GL_GOOGLE_include_directive : enable
+#include "common.glsl"
+
+layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(local_size_x = 64) in;
+shared float qs[256];
+shared float sc[64];
+shared float red[64];
+
+#if KV_F16
+float kv_k(uint i) { return unpackHalf2x16(A[i >> 1])[i & 1u]; }
+float kv_v(uint i) { return unpackHalf2x16(B[i >> 1])[i & 1u]; }
+#else
+float kv_k(uint i) { return uintBitsToFloat(A[i]); }
+float kv_v(uint i) { return uintBitsToFloat(B[i]); }
+#endif
+
+void main()
+{
+    uint item = group_index(), tid = gl_LocalInvocationID.x, hd = p.head_dim;
+    if (item >= p.n * p.heads)
+        return;
+    uint t = item / p.heads, h = item % p.heads, group = p.heads / p.kv_heads;
+    uint kv_dim = p.kv_heads * hd, kvo = (h / group) * hd, n_pos = p.pos0 + t + 1u;
+    uint qo = p.src_off + (t * p.heads + h) * hd;
+    for (uint d = tid; d < hd; d += 64u)
+        qs[d] = S[qo + d];
+    barrier();
+    float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+    float m = -1.0 / 0.0, l = 0.0;
+    for (uint c0 = 0u; c0 < n_pos; c0 += 64u) {
+        uint pos = c0 + tid;
+        float s = -1.0 / 0.0;
+        if (pos < n_pos) {
+            uint ko = p.a_off + pos * kv_dim + kvo;
+            float dot = 0.0;
+            for (uint d = 0u; d < hd; d++)
+                dot += qs[d] * kv_k(ko + d);
+            s = p.scale * dot;
+        }
+        float cmax;
+        WG_MAX(cmax, s, red)
+        float mn = max(m, cmax);
+        float e = pos < n_pos ? exp(s - mn) : 0.0;
+        sc[tid] = e;
+        float csum;
+        WG_SUM(csum, e, red)   /* its barriers also publish sc[] */
+        float alpha = exp(m - mn);
+        l = l * alpha + csum;
+        m = mn;
+        uint np = min(64u, n_pos - c0);
+        for (uint i = 0u; i < 4u; i++) {
+            uint d = tid + 64u * i;
+            if (d >= hd)
+                break;
+            float a = acc[i] * alpha;
+            for (uint j = 0u; j < np; j++)
+                a += sc[j] * kv_v(p.b_off + (c0 + j) * kv_dim + kvo + d);
+            acc[i] = a;
+        }
+        barrier();
+    }
+    uint oo = p.dst_off + (t * p.heads + h) * hd;
+    for (uint i = 0u; i < 4u; i++) {
+        uint d = tid + 64u * i;
+        if (d < hd)
+            D[oo + d] = acc[i] / l;
+    }
+}

@@ -1,0 +1,71 @@
+#version 450
+/* elementwise.comp: the ops that touch each element once, by p.mode:
+ *   0 ADD      dst[i] += src[i]
+ *   1 SWIGLU   dst[i] = silu(dst[i]) * src[i]
+ *   2 ADD_ROW  dst[t][c] += w[c], i = t * cols + c
+ *   3 STORE    dst[i] = src[i]              (f32 dst)
+ *   4 STORE    dst[i] = f16(src[i])         (f16 dst; one invocation per u32 word, so that no two
+ *              invocations write the same word; a word half outside the range is kept)
+ * dst is bound as u32 words so that mode 4 can address halves. */
+#extension GL_GOOGLE_include_directive : enable
+#include "common.glsl"
+
+layout(std430, set = 0, binding = 0) buffer Dbuf { uint D[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(local_size_x = 256) in;
+
+/* f32 -> f16 bits, round to nearest even (packHalf2x16 leaves the rounding to the device). */
+uint f2h(float f)
+{
+    uint x = floatBitsToUint(f), sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu, m = x & 0x7fffffu;
+    if (e == 255u)
+        return sign | 0x7c00u | (m != 0u ? 0x200u | (m >> 13) : 0u);
+    int ee = int(e) - 112;
+    if (ee >= 31)
+        return sign | 0x7c00u;
+    if (ee <= 0) {
+        if (ee < -10)
+            return sign;
+        m |= 0x800000u;
+        uint shift = uint(14 - ee), hm = m >> shift, rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+        if (rem > halfway || (rem == halfway && (hm & 1u) != 0u))
+            hm++;
+        return sign | hm;
+    }
+    uint h = sign | (uint(ee) << 10) | (m >> 13), rem = m & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0u))
+        h++;
+    return h;
+}
+
+void main()
+{
+    uint idx = group_index() * 256u + gl_LocalInvocationID.x;
+    if (p.mode == 4u) {
+        /* words covering elements dst_off .. dst_off + n - 1 */
+        uint w0 = p.dst_off >> 1, w = w0 + idx, end = p.dst_off + p.n;
+        if (2u * w >= end)
+            return;
+        uint old = D[w], lo = old & 0xffffu, hi = old >> 16;
+        uint e0 = 2u * w, e1 = e0 + 1u;
+        if (e0 >= p.dst_off)
+            lo = f2h(S[p.src_off + (e0 - p.dst_off)]);
+        if (e1 < end)
+            hi = f2h(S[p.src_off + (e1 - p.dst_off)]);
+        D[w] = lo | (hi << 16);
+        return;
+    }
+    if (idx >= p.n)
+        return;
+    uint d = p.dst_off + idx;
+    if (p.mode == 0u) {
+        D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + S[p.src_off + idx]);
+    } else if (p.mode == 1u) {
+        float g = uintBitsToFloat(D[d]);
+        D[d] = floatBitsToUint(g / (1.0 + exp(-g)) * S[p.src_off + idx]);
+    } else if (p.mode == 2u) {
+        D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + vec_ld(idx % p.cols));
+    } else {
+        D[d] = floatBitsToUint(S[p.src_off + idx]);
+    }
+}

@@ -1,0 +1,28 @@
+#version 450
+/* norm.comp: RMS_NORM, one workgroup per row: dst[r] = src[r] / sqrt(mean(src[r]^2) + eps) * w.
+ * The sum of squares is a float tree (subgroup, then shared), not the CPU's double: within 1e-6
+ * relative for the widths models use. dst may be src: every read of the row happens before the
+ * barriers of the reduction, and each invocation then rewrites only what it reads. */
+#extension GL_GOOGLE_include_directive : enable
+#include "common.glsl"
+
+layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(local_size_x = 128) in;
+shared float red[128];
+
+void main()
+{
+    uint r = group_index(), tid = gl_LocalInvocationID.x;
+    if (r >= p.n)
+        return;
+    uint so = p.src_off + r * p.cols, dof = p.dst_off + r * p.cols;
+    float ss = 0.0;
+    for (uint i = tid; i < p.cols; i += 128u)
+        ss += S[so + i] * S[so + i];
+    float total;
+    WG_SUM(total, ss, red)
+    float sc = 1.0 / sqrt(total / float(p.cols) + p.eps);
+    for (uint i = tid; i < p.cols; i += 128u)
+        D[dof + i] = S[so + i] * sc * vec_ld(i);
+}

@@ -1,0 +1,922 @@
+/* test_vulkan.c: the Vulkan backend (src/vulkan) against the CPU backend, the definition of
+ * every op (backend.h invariant 2). Every op kind on random data through the seam, each
+ * weight type of the matmul and the embedding, the refusals, the device choice, and whole
+ * models: stories260K (f32, f16, mixed) in the store giving the CPU's greedy tokens, and
+ * first-step logits within 1e-4 relative (max |gpu - cpu| / max |cpu|) on a model of every
+ * weight type. Runs on any Vulkan device; CI has lavapipe (mesa-vulkan-drivers). Without the
+ * Vulkan backend built in, or without a loader or device, each test says so and skips. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "helpers/fixture.h"
+#include "backend/backend.h"
+#include "cpu/cpu.h"
+#include "cpu/kquant_int.h"
+#include "import/import.h"
+#include "quant/quant.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+
+/* The vulkan backend, or NULL after printing why it cannot run here. */
+static backend *open_vulkan(void)
+{
+    backend *b = NULL;
+    int rc = backend_open(&b, "vulkan", NULL);
+
+    if (rc == MS_EUNSUPPORTED) {
+        printf("skipped: %s\n", ms_err_msg());
+        return NULL;
+    }
+    ck_assert_msg(rc == 0, "%s", ms_err_msg());
+    return b;
+}
+
+static backend *open_cpu(void)
+{
+    backend *b = NULL;
+    backend_opts o = { .n_threads = 2 };
+
+    ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
+    return b;
+}
+
+static void reserve(backend *b, int rows, int cols, int ctx)
+{
+    backend_limits l = { .max_rows = rows, .max_cols = cols, .n_ctx = ctx, .heads = 16 };
+    ck_assert_int_eq(backend_reserve(b, &l), 0);
+}
+
+/* ---------------------------------------------------------------- tensors in page-aligned memory */
+
+/* Weights live in an anonymous mapping, as blobs do, so that the device imports them. */
+typedef struct tensor {
+    runtime_tensor t;
+    uint8_t *map;
+    size_t map_n;
+} tensor;
+
+static uint8_t *map_new(tensor *x, size_t n)
+{
+    x->map_n = (n + 4095) & ~(size_t)4095;
+    x->map = mmap(NULL, x->map_n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(x->map, MAP_FAILED);
+    x->t.map = x->map;
+    x->t.map_nbytes = x->map_n;
+    return x->map;
+}
+
+static void tensor_free(tensor *x)
+{
+    if (x->map)
+        munmap(x->map, x->map_n);
+    x->map = NULL;
+}
+
+static int is_kquant(int type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K; }
+static int is_float(int type) { return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16; }
+
+/* Random weights of a ggml type, with realistic block scales, `skew` bytes past a page start so
+ * that unaligned tensor data is covered. */
+static void make_ggml(tensor *x, int type, int rows, int cols, size_t skew)
+{
+    uint64_t row_bytes;
+    uint8_t *buf;
+
+    ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
+    buf = map_new(x, row_bytes * rows + skew) + skew;
+    x->t = (runtime_tensor){ .name = "blk.0.ffn_up.weight", .type = type, .n_dims = 2,
+                             .shape = { (uint64_t)rows, (uint64_t)cols }, .data = buf, .nbytes = row_bytes * rows,
+                             .map = x->map, .map_nbytes = x->map_n };
+    if (is_float(type)) {
+        for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
+            float f = unif();
+            uint32_t bits;
+            uint16_t h = cpu_f32_to_f16(f);
+            memcpy(&bits, &f, 4);
+            if (type == GGML_TYPE_F32)
+                memcpy(buf + 4 * i, &f, 4);
+            else if (type == GGML_TYPE_F16)
+                memcpy(buf + 2 * i, &h, 2);
+            else
+                memcpy(buf + 2 * i, (uint16_t[]){ (uint16_t)(bits >> 16) }, 2);
+        }
+        return;
+    }
+    int kq = is_kquant(type), bb = (int)(row_bytes / (uint64_t)(cols / (kq ? 256 : 32)));
+    for (uint8_t *p = buf; p < buf + row_bytes * rows; p += bb) {
+        uint16_t h = cpu_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
+        for (int j = 0; j < bb; j++)
+            p[j] = (uint8_t)rnd();
+        if (kq) {
+            h = cpu_f32_to_f16((0.01f + 0.025f * (unif() + 1.0f)) / 16);
+            memcpy(p + (type == GGML_TYPE_Q6_K ? 208 : 0), &h, 2);
+            if (type != GGML_TYPE_Q6_K) {
+                h = cpu_f32_to_f16(0.002f * (unif() + 1.0f));
+                memcpy(p + 2, &h, 2);
+            }
+            continue;
+        }
+        memcpy(p, &h, 2);
+        if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) {
+            h = cpu_f32_to_f16(0.1f * unif());
+            memcpy(p + 2, &h, 2);
+        }
+        if (type == GGML_TYPE_Q8_0)
+            for (int j = 2; j < bb; j++)
+                if (p[j] == 0x80)
+                    p[j] = 0x81;
+    }
+}
+
+/* MLX affine weights: codes, then f16 (or bf16 / f32) scales and biases, in one mapping. */
+static void make_mlx(tensor *x, int bits, int group, int rows, int cols, int sdt)
+{
+    size_t code_bytes = (size_t)rows * cols * bits / 8, ng = (size_t)rows * (cols / group);
+    size_t ssz = sdt == ST_F32 ? 4 : 2;
+    uint8_t *buf = map_new(x, code_bytes + 2 * ng * ssz + 64), *sc = buf + code_bytes + 6, *bi = sc + ng * ssz + 2;
+
+    for (size_t i = 0; i < code_bytes; i++)
+        buf[i] = (uint8_t)rnd();
+    for (size_t g = 0; g < ng; g++) {
+        float s = 0.01f * (1.5f + unif()), b = -0.05f * (1.5f + unif());
+        ck_assert_int_eq(quant_from_f32(sc + g * ssz, sdt, &s, 1), 0);
+        ck_assert_int_eq(quant_from_f32(bi + g * ssz, sdt, &b, 1), 0);
+    }
+    x->t = (runtime_tensor){ .name = "blk.0.ffn_up.weight", .type = RUNTIME_TYPE_MLX, .n_dims = 2,
+                             .shape = { (uint64_t)rows, (uint64_t)cols }, .data = buf, .nbytes = code_bytes,
+                             .quant_type = bits == 4 ? "int4" : "int8", .bits = bits, .group_size = group,
+                             .scale_dtype = sdt, .scales = sc, .biases = bi, .map = x->map, .map_nbytes = x->map_n };
+}
+
+/* A 1-D F32 / F16 / BF16 weight of random values near 1 (norm weights, biases). */
+static void make_vec(tensor *x, int type, int n)
+{
+    uint8_t *buf = map_new(x, (size_t)n * 4 + 8) + 2 * (type != GGML_TYPE_F32);
+
+    for (int i = 0; i < n; i++) {
+        float f = 1.0f + 0.5f * unif();
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        if (type == GGML_TYPE_F32)
+            memcpy(buf + 4 * i, &f, 4);
+        else if (type == GGML_TYPE_F16)
+            memcpy(buf + 2 * i, (uint16_t[]){ cpu_f32_to_f16(f) }, 2);
+        else
+            memcpy(buf + 2 * i, (uint16_t[]){ (uint16_t)(bits >> 16) }, 2);
+    }
+    x->t = (runtime_tensor){ .name = "blk.0.attn_norm.weight", .type = type, .n_dims = 1, .shape = { (uint64_t)n },
+                             .data = buf, .nbytes = (uint64_t)n * (type == GGML_TYPE_F32 ? 4 : 2), .map = x->map,
+                             .map_nbytes = x->map_n };
+}
+
+/* ---------------------------------------------------------------- running one sequence on both */
+
+/* A pair of backends and the buffers of a test, made alike on both. */
+typedef struct pair {
+    backend *be[2];   /* cpu, vulkan */
+    backend_buf *buf[2][8];
+    int n_buf;
+    tensor vals[8];   /* the weights pair_buf filled buffers from: imported, so kept until close */
+} pair;
+
+static int pair_open(pair *p, int rows, int cols, int ctx)
+{
+    memset(p, 0, sizeof *p);
+    if (!(p->be[1] = open_vulkan()))
+        return 0;
+    p->be[0] = open_cpu();
+    for (int i = 0; i < 2; i++)
+        reserve(p->be[i], rows, cols, ctx);
+    return 1;
+}
+
+static void pair_close(pair *p)
+{
+    backend_close(p->be[0]);
+    backend_close(p->be[1]);
+    for (int i = 0; i < p->n_buf; i++)
+        tensor_free(&p->vals[i]);
+}
+
+/* Buffer k on both, filled with the same random values (scale `amp`) through a STORE from a CPU
+ * staging buffer on the CPU side and a read-back comparison on the device side. */
+static int pair_buf(pair *p, size_t n, int dtype, float amp)
+{
+    int k = p->n_buf++;
+    float *vals = malloc(n * sizeof *vals);
+    backend_buf *stage[2];
+    backend_seq seq;
+    backend_op ops[1];
+
+    for (size_t i = 0; i < n; i++)
+        vals[i] = amp != 0.0f ? amp * unif() : 0.0f;   /* not -0.0 */
+    for (int b = 0; b < 2; b++) {
+        ck_assert_int_eq(backend_buf_new(&p->buf[b][k], p->be[b], n, dtype, "test"), 0);
+        ck_assert_int_eq(backend_buf_new(&stage[b], p->be[b], n, BACKEND_F32, "stage"), 0);
+    }
+    /* the CPU's host memory takes the values; the device's buffer gets them through an EMBED of
+     * an F32 "weight" holding them as one row */
+    memcpy(stage[0]->host, vals, n * sizeof *vals);
+    tensor *w = &p->vals[k];
+    uint8_t *m = map_new(w, n * 4);
+    memcpy(m, vals, n * 4);
+    w->t = (runtime_tensor){ .name = "values", .type = GGML_TYPE_F32, .n_dims = 2, .shape = { 1, n }, .data = m,
+                             .nbytes = n * 4, .map = w->map, .map_nbytes = w->map_n };
+    const backend_weight *bw;
+    ck_assert_int_eq(backend_weight_import(&bw, p->be[1], &w->t), 0);
+    int32_t tok = 0;
+    seq = (backend_seq){ .ops = ops, .cap = 1 };
+    backend_seq_embed(&seq, backend_at(stage[1], 0), bw, &tok, 1, (int)n);
+    ck_assert_int_eq(backend_run(p->be[1], &seq), 0);
+    for (int b = 0; b < 2; b++) {
+        seq.n = 0;
+        backend_seq_store(&seq, backend_at(p->buf[b][k], 0), backend_at(stage[b], 0), (int)n);
+        ck_assert_int_eq(backend_run(p->be[b], &seq), 0);
+    }
+    float *back = malloc(n * sizeof *back);
+    ck_assert_int_eq(backend_read(p->be[1], back, backend_at(stage[1], 0), n), 0);
+    ck_assert_int_eq(memcmp(back, vals, n * sizeof *vals), 0);
+    free(back);
+    free(vals);
+    for (int b = 0; b < 2; b++)
+        backend_buf_free(p->be[b], stage[b]);
+    return k;
+}
+
+/* Read n f32 elements at off of buffer k from both. */
+static void pair_read(pair *p, int k, size_t off, size_t n, float *cpu, float *gpu)
+{
+    ck_assert_int_eq(backend_read(p->be[0], cpu, backend_at(p->buf[0][k], off), n), 0);
+    ck_assert_msg(backend_read(p->be[1], gpu, backend_at(p->buf[1][k], off), n) == 0, "%s", ms_err_msg());
+}
+
+/* max |a - b| / max |b| */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs((double)b[i]));
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+static const int mm_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                GGML_TYPE_Q6_K };
+#define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
+#define N_MM_CASES (N_MM_TYPES + 3)   /* + MLX int4 (f16 scales), int8 (bf16 scales), int4 (f32, group 64) */
+
+static void make_case(tensor *w, int i, int rows, int cols)
+{
+    memset(w, 0, sizeof *w);
+    if (i < N_MM_TYPES)
+        make_ggml(w, mm_types[i], rows, cols, i % 2 ? 6 : 0);
+    else if (i == N_MM_TYPES)
+        make_mlx(w, 4, 32, rows, cols, ST_F16);
+    else if (i == N_MM_TYPES + 1)
+        make_mlx(w, 8, 64, rows, cols, ST_BF16);
+    else
+        make_mlx(w, 4, 64, rows, cols, ST_F32);
+}
+
+/* Tolerance of a matmul output: the CPU quantizes activations to 16-bit blocks for quantized
+ * weights (error <= max|x| / 65534 per element) and both sum in float in different orders, so
+ * |gpu - cpu| <= 1e-4 * sum_j |w_j| * max|x| + 1e-6 (the exact dot is within a fraction of that
+ * of either; a wrong block layout is off by the size of the weights). */
+START_TEST(matmul_matches_the_cpu_on_every_weight_type)
+{
+    /* 67 rows: not a multiple of the 64-row tile; 256 columns for the K-quants, 172 for floats
+     * (a partial 32-block); token counts of the decode kernel (1, 2) and of the tiled one,
+     * including a partial 32-token tile */
+    static const int ns[] = { 1, 2, 3, 37 };
+    int rows = 67, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256, max_n = 37;
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, max_n, cols, 16))
+        return;
+    make_case(&w, _i, rows, cols);
+    int x = pair_buf(&p, (size_t)max_n * cols, BACKEND_F32, 1.0f), y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
+    const backend_weight *bw[2];
+    for (int b = 0; b < 2; b++)
+        ck_assert_msg(backend_weight_import(&bw[b], p.be[b], &w.t) == 0, "%s", ms_err_msg());
+    float *xs = malloc(sizeof(float) * max_n * cols), *row = malloc(sizeof(float) * cols);
+    float *cpu = malloc(sizeof(float) * max_n * rows), *gpu = malloc(sizeof(float) * max_n * rows);
+    double *wabs = malloc(sizeof(double) * rows), xmax = 0;
+    ck_assert_int_eq(backend_read(p.be[0], xs, backend_at(p.buf[0][x], 0), (size_t)max_n * cols), 0);
+    for (int i = 0; i < max_n * cols; i++)
+        xmax = fmax(xmax, fabs(xs[i]));
+    for (int r = 0; r < rows; r++) {
+        rt_ext_tensor_row(row, &w.t, (uint64_t)r);
+        wabs[r] = 0;
+        for (int j = 0; j < cols; j++)
+            wabs[r] += fabs(row[j]);
+    }
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        double worst = 0;
+        for (int b = 0; b < 2; b++) {
+            seq.n = 0;
+            backend_seq_matmul(&seq, backend_at(p.buf[b][y], 0), backend_at(p.buf[b][x], 0), bw[b], ns[c]);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        pair_read(&p, y, 0, (size_t)ns[c] * rows, cpu, gpu);
+        for (int t = 0; t < ns[c]; t++) {
+            for (int r = 0; r < rows; r++) {
+                double d = fabs((double)gpu[t * rows + r] - cpu[t * rows + r]), tol = 1e-4 * wabs[r] * xmax + 1e-6;
+                ck_assert_msg(d <= tol, "case %d, n %d, token %d row %d: gpu %g cpu %g", _i, ns[c], t, r,
+                              gpu[t * rows + r], cpu[t * rows + r]);
+                worst = fmax(worst, d / tol);
+            }
+        }
+        printf("measured: matmul case %d (%s), n %d: worst |diff| / tolerance %.3g\n", _i,
+               _i < N_MM_TYPES ? ggml_type_name(mm_types[_i]) : w.t.quant_type, ns[c], worst);
+    }
+    free(xs);
+    free(row);
+    free(cpu);
+    free(gpu);
+    free(wabs);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
+/* EMBED dequantizes the same rows the CPU does: the same float operations per weight, so within
+ * 1e-6 relative (a device may fuse d * q + m into one FMA). */
+START_TEST(embedding_rows_match_the_cpu_on_every_weight_type)
+{
+    int rows = 40, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256;
+    int32_t toks[5] = { 3, 0, 39, 3, 17 };
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, 5, cols, 16))
+        return;
+    make_case(&w, _i, rows, cols);
+    int y = pair_buf(&p, 5 * (size_t)cols + 3, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 5 * cols), *gpu = malloc(sizeof(float) * 5 * cols);
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &w.t), 0);
+        backend_seq_embed(&seq, backend_at(p.buf[b][y], 3), bw, toks, 5, cols);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, y, 3, 5 * (size_t)cols, cpu, gpu);
+    for (int i = 0; i < 5 * cols; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-6 * fabs(cpu[i]) + 1e-9, "case %d, element %d: %g vs %g",
+                      _i, i, gpu[i], cpu[i]);
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
+/* RMS_NORM over F32, F16 and BF16 weights, in place and not: the device sums squares in float
+ * (a tree), the CPU in double: within 1e-5 relative. ADD_ROW (a bias of each type): the same
+ * one addition, so within 1e-6. */
+START_TEST(rms_norm_and_add_row_match_the_cpu)
+{
+    static const int vt[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    int n = 6, cols = 200;
+    pair p;
+    tensor v;
+
+    if (!pair_open(&p, n, cols, 16))
+        return;
+    memset(&v, 0, sizeof v);
+    make_vec(&v, vt[_i], cols);
+    int x = pair_buf(&p, (size_t)n * cols, BACKEND_F32, 3.0f), y = pair_buf(&p, (size_t)n * cols + 1, BACKEND_F32, 0);
+    int z = pair_buf(&p, (size_t)n * cols + 1, BACKEND_F32, 3.0f);
+    float *cpu = malloc(sizeof(float) * n * cols), *gpu = malloc(sizeof(float) * n * cols);
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        backend_op ops[3];
+        backend_seq seq = { .ops = ops, .cap = 3 };
+        ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &v.t), 0);
+        backend_seq_rms_norm(&seq, backend_at(p.buf[b][y], 1), backend_at(p.buf[b][x], 0), bw, n, cols, 1e-5f);
+        backend_seq_rms_norm(&seq, backend_at(p.buf[b][x], cols), backend_at(p.buf[b][x], cols), bw, n - 1, cols,
+                             1e-6f);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, y, 1, (size_t)n * cols, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-5, "out of place: %g", rel_diff(gpu, cpu, (size_t)n * cols));
+    pair_read(&p, x, 0, (size_t)n * cols, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-5, "in place: %g", rel_diff(gpu, cpu, (size_t)n * cols));
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &v.t), 0);
+        backend_seq_add_row(&seq, backend_at(p.buf[b][z], 1), bw, n, cols);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, z, 1, (size_t)n * cols, cpu, gpu);
+    for (int i = 0; i < n * cols; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-6 * fabs(cpu[i]) + 1e-7, "add_row %d: %g vs %g", i, gpu[i],
+                      cpu[i]);
+    pair_close(&p);
+    tensor_free(&v);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ROPE in both pair layouts, n_rot below head_dim, at position 4000: the angles come from the
+ * host in double like the CPU's, so the rotation is the same four float operations: within
+ * 1e-6 of the values' scale. */
+START_TEST(rope_matches_the_cpu_in_both_layouts)
+{
+    int n = 3, heads = 4, hd = 64, n_rot = 48;
+    double freqs[24];
+    pair p;
+
+    if (!pair_open(&p, n, 256, 16))
+        return;
+    for (int i = 0; i < n_rot / 2; i++)
+        freqs[i] = pow(10000.0, -2.0 * i / n_rot);
+    int x = pair_buf(&p, (size_t)n * heads * hd, BACKEND_F32, 2.0f);
+    float *cpu = malloc(sizeof(float) * n * heads * hd), *gpu = malloc(sizeof(float) * n * heads * hd);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = { .ops = ops, .cap = 2 };
+        backend_seq_rope(&seq, backend_at(p.buf[b][x], 0), n, heads, hd, n_rot, 4000, freqs, _i);
+        backend_seq_rope(&seq, backend_at(p.buf[b][x], 0), n, heads, hd, n_rot, 7, freqs, _i);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, x, 0, (size_t)n * heads * hd, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * heads * hd) <= 1e-6, "rope: %g", rel_diff(gpu, cpu, (size_t)n * heads * hd));
+    pair_close(&p);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* STORE to f32 is a copy (exact); to f16 it rounds to nearest even: bit for bit the CPU's, at
+ * odd offsets and lengths (the device writes f16 pairs as words), on values that round, tie,
+ * overflow to infinity, and fall into f16 subnormals. */
+START_TEST(store_converts_to_f16_bit_for_bit)
+{
+    static const float special[] = { 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e6f, 6.0e-8f, 3.0e-8f, 2.9e-8f,
+                                     1.0e-5f, -6.1e-5f, 1.00048828125f, 1.00146484375f, 0.0f, -3.0e-6f, 5.96e-8f };
+    /* (no -0.0: the read-back through attention adds it to +0) */
+    int n = 301;
+    pair p;
+
+    if (!pair_open(&p, 4, 64, 16))
+        return;
+    int src = pair_buf(&p, (size_t)n, BACKEND_F32, 100.0f);
+    /* specials through an ADD of zero-based buffers would not be exact; set them via EMBED */
+    tensor w;
+    memset(&w, 0, sizeof w);
+    float *vals = (float *)map_new(&w, sizeof special);
+    memcpy(vals, special, sizeof special);
+    w.t = (runtime_tensor){ .name = "specials", .type = GGML_TYPE_F32, .n_dims = 2, .shape = { 1, 16 }, .data = vals,
+                            .nbytes = sizeof special, .map = w.map, .map_nbytes = w.map_n };
+    int h = pair_buf(&p, (size_t)n + 8, BACKEND_F16, 0), f = pair_buf(&p, (size_t)n + 8, BACKEND_F32, 0);
+    uint16_t *hc = malloc(2 * ((size_t)n + 8)), *hg = malloc(2 * ((size_t)n + 8));
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        int32_t tok = 0;
+        backend_op ops[4];
+        backend_seq seq = { .ops = ops, .cap = 4 };
+        ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &w.t), 0);
+        backend_seq_embed(&seq, backend_at(p.buf[b][src], 40), bw, &tok, 1, 16);
+        backend_seq_store(&seq, backend_at(p.buf[b][h], 3), backend_at(p.buf[b][src], 0), n);
+        backend_seq_store(&seq, backend_at(p.buf[b][h], 0), backend_at(p.buf[b][src], 7), 2);
+        backend_seq_store(&seq, backend_at(p.buf[b][f], 5), backend_at(p.buf[b][src], 0), n);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    float *cpu = malloc(sizeof(float) * n), *gpu = malloc(sizeof(float) * n);
+    pair_read(&p, f, 5, (size_t)n, cpu, gpu);
+    ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * n), 0);
+    /* f16 buffers cannot be read through the seam: the CPU's are host memory; the device's are
+     * read back through an attention over one position, whose output is v exactly */
+    memcpy(hc, p.buf[0][h]->host, 2 * ((size_t)n + 8));
+    {
+        int q = pair_buf(&p, 2, BACKEND_F32, 1.0f), o = pair_buf(&p, (size_t)n + 8, BACKEND_F32, 0);
+        int z = pair_buf(&p, (size_t)n + 8, BACKEND_F16, 0);   /* zero keys: a score of 0, even for an inf value */
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        /* one head of head_dim 1 over a one-position cache: softmax of one score is 1, out = v */
+        for (int i = 0; i < n + 8; i++) {
+            seq.n = 0;
+            backend_seq_attention(&seq, backend_at(p.buf[1][o], (size_t)i), backend_at(p.buf[1][q], 0),
+                                  backend_at(p.buf[1][z], (size_t)i), backend_at(p.buf[1][h], (size_t)i), 1, 0, 1, 1, 1);
+            ck_assert_int_eq(backend_run(p.be[1], &seq), 0);
+        }
+        float *out = malloc(sizeof(float) * ((size_t)n + 8));
+        ck_assert_int_eq(backend_read(p.be[1], out, backend_at(p.buf[1][o], 0), (size_t)n + 8), 0);
+        for (int i = 0; i < n + 8; i++) {
+            hg[i] = cpu_f32_to_f16(out[i]);   /* exact: out is an f16 value */
+            ck_assert_msg(hg[i] == hc[i] || (isnan(out[i]) && isnan(cpu_f16_to_f32(hc[i]))),
+                          "f16 element %d: device %04x cpu %04x", i, hg[i], hc[i]);
+        }
+        free(out);
+    }
+    free(hc);
+    free(hg);
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
+/* SWIGLU (exp on the device is within a few ulp: 1e-5 relative) and ADD (one addition: exact). */
+START_TEST(swiglu_and_add_match_the_cpu)
+{
+    int n = 1000;
+    pair p;
+
+    if (!pair_open(&p, 4, 64, 16))
+        return;
+    int g = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 6.0f), u = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 2.0f);
+    int a = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 2.0f);
+    float *cpu = malloc(sizeof(float) * n), *gpu = malloc(sizeof(float) * n);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq_add(&seq, backend_at(p.buf[b][a], 1), backend_at(p.buf[b][u], 2), n);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, a, 0, (size_t)n, cpu, gpu);
+    ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * n), 0);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq_swiglu(&seq, backend_at(p.buf[b][g], 1), backend_at(p.buf[b][u], 0), n);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, g, 1, (size_t)n, cpu, gpu);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-7, "swiglu %d: %g vs %g", i, gpu[i],
+                      cpu[i]);
+    pair_close(&p);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ATTENTION over f32 and f16 caches, grouped heads (8 query heads on 2 kv heads), decode and a
+ * 5-token prefill after 130 cached positions (past two 64-position tiles of the online
+ * softmax): the device rescales partial sums, the CPU normalizes once: within 1e-5 of the
+ * output's scale. */
+START_TEST(attention_matches_the_cpu_over_f32_and_f16_caches)
+{
+    int heads = 8, kv = 2, hd = 64, pos0 = 130, ctx = 160, f16 = _i;
+    pair p;
+
+    if (!pair_open(&p, 8, 512, ctx))
+        return;
+    int q = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f), vf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f);
+    int kc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int vc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int o = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 5 * heads * hd), *gpu = malloc(sizeof(float) * 5 * heads * hd);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[4];
+        backend_seq seq = { .ops = ops, .cap = 4 };
+        /* scale the keys up so that the softmax is peaked and a wrong max would show */
+        backend_seq_add(&seq, backend_at(p.buf[b][kf], 0), backend_at(p.buf[b][kf], 0), ctx * kv * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * kv * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][vc], 0), backend_at(p.buf[b][vf], 0), ctx * kv * hd);
+        backend_seq_attention(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0), backend_at(p.buf[b][kc], 0),
+                              backend_at(p.buf[b][vc], 0), 5, pos0, heads, kv, hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, o, 0, (size_t)5 * heads * hd, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)5 * heads * hd) <= 1e-5, "prefill: %g", rel_diff(gpu, cpu, (size_t)5 * heads * hd));
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[1];
+        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq_attention(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0), backend_at(p.buf[b][kc], 0),
+                              backend_at(p.buf[b][vc], 0), 1, 0, heads, kv, hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    pair_read(&p, o, 0, (size_t)heads * hd, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)heads * hd) <= 1e-5, "first position: %g", rel_diff(gpu, cpu, (size_t)heads * hd));
+    pair_close(&p);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* Types the kernels do not run are refused at import, naming the tensor and the type. */
+START_TEST(unsupported_types_are_refused_at_import)
+{
+    backend *b = open_vulkan();
+    tensor w;
+
+    if (!b)
+        return;
+    memset(&w, 0, sizeof w);
+    make_ggml(&w, GGML_TYPE_Q8_0, 4, 64, 0);
+    w.t.type = GGML_TYPE_IQ4_NL;
+    const backend_weight *bw;
+    ck_assert_int_eq(backend_weight_import(&bw, b, &w.t), MS_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "blk.0.ffn_up.weight"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "IQ4_NL"));
+    tensor_free(&w);
+    make_mlx(&w, 4, 32, 4, 64, ST_F16);
+    w.t.quant_type = "int3";
+    w.t.bits = 3;
+    ck_assert_int_eq(backend_weight_import(&bw, b, &w.t), MS_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "int3"));
+    tensor_free(&w);
+    backend_close(b);
+}
+END_TEST
+
+/* The device list has the CPU first, then every Vulkan device; "auto" never takes a software
+ * implementation, and "vulkan" by name does. */
+START_TEST(devices_are_listed_and_auto_skips_software)
+{
+    backend_device_info *d;
+    size_t n;
+    char why[256];
+    int hardware = 0;
+    backend *b = open_vulkan();
+
+    if (!b)
+        return;
+    unsetenv("MSTORE_DEVICE");
+    ck_assert_int_eq(backend_devices(&d, &n, why, sizeof why), 0);
+    ck_assert_uint_ge(n, 2);
+    ck_assert_str_eq(d[0].api, "cpu");
+    for (size_t i = 1; i < n; i++) {
+        ck_assert_str_eq(d[i].api, "vulkan");
+        hardware |= strcmp(d[i].kind, "software") != 0;
+    }
+    free(d);
+    ck_assert_str_eq(backend_name(b), "vulkan");
+    backend_close(b);
+    ck_assert_int_eq(backend_open(&b, "auto", NULL), 0);
+    ck_assert_str_eq(backend_name(b), hardware ? "vulkan" : "cpu");
+    backend_close(b);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- whole models */
+
+static char *model_path(const char *rel)
+{
+    char *dir = fixture_models_dir(), *p;
+
+    if (!dir)
+        return NULL;
+    p = ms_strdup_printf("%s/%s", dir, rel);
+    free(dir);
+    if (!ms_is_file(p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Multi-token prompts (tok512 ids; tests/data/runtime/README.md): "I believe the meaning of
+ * life is" and the long one. */
+static const int32_t P2[] = { 1, 359, 329, 421, 417, 411, 360, 265, 284, 411, 303, 299, 373, 397, 431, 411, 410, 293 };
+static const int32_t P3[] = { 1,   410, 448, 420, 275, 411, 261, 410, 449, 414, 354, 261, 430, 408, 410, 447,
+                              442, 272, 420, 287, 261, 399, 278, 289, 428, 282, 420, 287, 427, 413, 263, 415,
+                              417, 402, 263, 290, 421, 297, 309, 329, 259, 420, 379, 429, 294, 266 };
+
+static int argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* The prompt through both models, then `steps` greedy tokens each fed back: the device picks
+ * the CPU's tokens, and its first-step logits are within `tol` (max |gpu - cpu| / max |cpu|).
+ * The prompt's ids are taken modulo the vocab (synthetic models have stories260K's 512). */
+static void compare_models(runtime_model *cpu, runtime_model *gpu, const int32_t *prompt, int n, int steps,
+                           double tol, const char *what)
+{
+    int V = runtime_model_config(cpu)->vocab_size;
+    float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
+    int32_t *ids = malloc(sizeof(int32_t) * n);
+    double rel;
+
+    for (int i = 0; i < n; i++)
+        ids[i] = prompt[i] % V;
+    runtime_model_reset(cpu);
+    runtime_model_reset(gpu);
+    ck_assert_msg(runtime_forward(cpu, ids, n, lc) == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_forward(gpu, ids, n, lg) == 0, "%s", ms_err_msg());
+    rel = rel_diff(lg, lc, (size_t)V);
+    printf("measured: %s: %d-token prompt: first-step logits rel %.3g\n", what, n, rel);
+    ck_assert_msg(rel <= tol, "%s: first-step logits rel %g > %g", what, rel, tol);
+    for (int s = 0; s < steps; s++) {
+        int32_t a = argmax(lc, V), b = argmax(lg, V);
+        ck_assert_msg(a == b, "%s: greedy step %d: device %d, cpu %d", what, s, b, a);
+        ck_assert_int_eq(runtime_forward(cpu, &a, 1, lc), 0);
+        ck_assert_int_eq(runtime_forward(gpu, &a, 1, lg), 0);
+    }
+    free(lc);
+    free(lg);
+    free(ids);
+}
+
+/* Open a GGUF on the CPU and on the device (n_batch 16, so that the long prompt takes three
+ * chunks and two runs go unread). NULL on the device side when it cannot run here. */
+static runtime_model *open_gguf(const char *path, const char *device, int kv_f16)
+{
+    runtime_opts o = { .n_threads = 2, .n_ctx = 256, .n_batch = 16, .kv_f16 = kv_f16, .device = device };
+    runtime_model *m = NULL;
+    int rc = runtime_model_open_gguf(&m, path, &o);
+
+    if (rc == MS_EUNSUPPORTED && strcmp(device, "vulkan") == 0) {
+        printf("skipped: %s\n", ms_err_msg());
+        return NULL;
+    }
+    ck_assert_msg(rc == 0, "%s: %s", path, ms_err_msg());
+    return m;
+}
+
+static void compare_gguf(const char *path, int kv_f16, int steps, const char *what)
+{
+    runtime_model *gpu = open_gguf(path, "vulkan", kv_f16), *cpu;
+
+    if (!gpu)
+        return;
+    cpu = open_gguf(path, "cpu", kv_f16);
+    compare_models(cpu, gpu, P2, (int)(sizeof P2 / sizeof P2[0]), steps, 1e-4, what);
+    compare_models(cpu, gpu, P3, (int)(sizeof P3 / sizeof P3[0]), steps, 1e-4, what);
+    runtime_model_close(cpu);
+    runtime_model_close(gpu);
+}
+
+/* stories260K, s260k-f16 (f16 KV cache too) and s260k-mixed (Q5_0, Q8_0, F16, F32), imported
+ * into a store and run from it: 24 greedy tokens after each prompt, the CPU's. */
+START_TEST(stories260k_from_the_store_gives_the_cpu_tokens)
+{
+    static const char *files[] = { "stories260K/stories260K.gguf", "stories260K/s260k-f16.gguf",
+                                   "stories260K/s260k-mixed.gguf" };
+    char *path = model_path(files[_i]), *home, digest[72];
+    store *s = NULL;
+    model_name name;
+    runtime_model *gpu = NULL, *cpu = NULL;
+    import_opts io = { .quiet = 1 };
+
+    if (!path) {
+        printf("skipped: %s not found under the test models\n", files[_i]);
+        return;
+    }
+    home = fixture_tmpdir();
+    ck_assert_int_eq(store_open(&s, home), 0);
+    ck_assert_int_eq(name_parse(&name, "stories:test"), 0);
+    ck_assert_msg(import_path(s, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+    for (int kv_f16 = 0; kv_f16 <= (_i == 1); kv_f16++) {
+        runtime_opts o = { .n_threads = 2, .n_ctx = 256, .n_batch = 16, .kv_f16 = kv_f16, .device = "vulkan" };
+        int rc = runtime_model_open_store(&gpu, s, &name, &o);
+        if (rc == MS_EUNSUPPORTED) {
+            printf("skipped: %s\n", ms_err_msg());
+            break;
+        }
+        ck_assert_msg(rc == 0, "%s", ms_err_msg());
+        o.device = "cpu";
+        ck_assert_int_eq(runtime_model_open_store(&cpu, s, &name, &o), 0);
+        compare_models(cpu, gpu, P2, (int)(sizeof P2 / sizeof P2[0]), 24, 1e-4, files[_i]);
+        compare_models(cpu, gpu, P3, (int)(sizeof P3 / sizeof P3[0]), 24, 1e-4, files[_i]);
+        runtime_model_close(cpu);
+        runtime_model_close(gpu);
+    }
+    store_close(s);
+    fixture_rmrf(home);
+    free(path);
+}
+END_TEST
+
+/* Synthetic llamas of F32, F16, Q8_0 and Q4_0 (regenerated, as test_runtime does); MLX int4 and
+ * int8 (the F32 one imported with --quantize); the committed K-quant models (llama Q4_K, Q5_K,
+ * Q6_K; qwen2 Q4_K with biases; qwen3 Q4_K, Q6_K with QK-norm). */
+static const char *const synth[] = { "f32", "f16", "q8_0", "q4_0", "int4", "int8",
+                                     "kquant/llama-q4_k.gguf", "kquant/llama-q5_k.gguf", "kquant/llama-q6_k.gguf",
+                                     "kquant/qwen2-q4_k.gguf", "kquant/qwen3-q4_k.gguf", "kquant/qwen3-q6_k.gguf" };
+#define N_SYNTH (int)(sizeof synth / sizeof synth[0])
+
+static char *make_synthetic(const char *dir, const char *dt)
+{
+    char *tool = model_path("../tools/make_synthetic_gguf.py"), *vocab = model_path("stories260K/stories260K.gguf");
+    char *out = ms_strdup_printf("%s/synthetic-%s.gguf", dir, dt), *cmd;
+    int ok;
+
+    if (!tool || !vocab || !ms_is_file("/usr/bin/python3")) {
+        printf("skipped: make_synthetic_gguf.py, stories260K or /usr/bin/python3 missing\n");
+        free(tool);
+        free(vocab);
+        free(out);
+        return NULL;
+    }
+    cmd = ms_strdup_printf("/usr/bin/python3 '%s' --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 192 --vocab '%s' "
+                           "--seed 1234 --dtype %s -o '%s' >/dev/null 2>&1", tool, vocab, dt, out);
+    ok = system(cmd) == 0;
+    if (!ok)
+        printf("skipped: %s failed (numpy missing?)\n", cmd);
+    free(cmd);
+    free(tool);
+    free(vocab);
+    if (!ok) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
+{
+    char *dir = fixture_tmpdir(), *path = NULL, msrc[4096];
+    const char *what = synth[_i];
+
+    if (strncmp(what, "kquant/", 7) == 0) {
+        snprintf(msrc, sizeof msrc, "%s/tests/data/runtime/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".", what);
+        compare_gguf(msrc, 0, 8, what);
+    } else if (strncmp(what, "int", 3) != 0) {
+        if ((path = make_synthetic(dir, what)))
+            compare_gguf(path, 0, 8, what);
+    } else if ((path = make_synthetic(dir, "f32"))) {
+        store *s = NULL;
+        model_name name;
+        char digest[72], *home = ms_strdup_printf("%s/home", dir);
+        import_opts io = { .quiet = 1, .quantize = what };
+        runtime_model *gpu = NULL, *cpu = NULL;
+        runtime_opts o = { .n_threads = 2, .n_ctx = 256, .n_batch = 16, .device = "vulkan" };
+        int rc;
+
+        ck_assert_int_eq(store_open(&s, home), 0);
+        ck_assert_int_eq(name_parse(&name, "synthetic:q"), 0);
+        ck_assert_msg(import_path(s, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        if ((rc = runtime_model_open_store(&gpu, s, &name, &o)) == MS_EUNSUPPORTED) {
+            printf("skipped: %s\n", ms_err_msg());
+        } else {
+            ck_assert_msg(rc == 0, "%s", ms_err_msg());
+            o.device = "cpu";
+            ck_assert_int_eq(runtime_model_open_store(&cpu, s, &name, &o), 0);
+            compare_models(cpu, gpu, P2, (int)(sizeof P2 / sizeof P2[0]), 8, 1e-4, what);
+            compare_models(cpu, gpu, P3, (int)(sizeof P3 / sizeof P3[0]), 8, 1e-4, what);
+            runtime_model_close(cpu);
+            runtime_model_close(gpu);
+        }
+        store_close(s);
+        free(home);
+    }
+    free(path);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("vulkan");
+    TCase *ops = tcase_create("ops"), *models = tcase_create("models");
+    SRunner *sr;
+    int failed;
+
+#ifndef MSTORE_HAVE_VULKAN
+    printf("skipped: this mstore was built without the Vulkan backend (no vulkan/vulkan.h or glslc)\n");
+#endif
+    tcase_set_timeout(ops, 600);
+    tcase_set_timeout(models, 900);
+    tcase_add_loop_test(ops, matmul_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
+    tcase_add_loop_test(ops, embedding_rows_match_the_cpu_on_every_weight_type, 0, N_MM_CASES);
+    tcase_add_loop_test(ops, rms_norm_and_add_row_match_the_cpu, 0, 3);
+    tcase_add_loop_test(ops, rope_matches_the_cpu_in_both_layouts, 0, 2);
+    tcase_add_test(ops, store_converts_to_f16_bit_for_bit);
+    tcase_add_test(ops, swiglu_and_add_match_the_cpu);
+    tcase_add_loop_test(ops, attention_matches_the_cpu_over_f32_and_f16_caches, 0, 2);
+    tcase_add_test(ops, unsupported_types_are_refused_at_import);
+    tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
+    tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);
+    tcase_add_loop_test(models, first_step_logits_match_the_cpu_on_every_weight_type, 0, N_SYNTH);
+    suite_add_tcase(s, ops);
+    suite_add_tcase(s, models);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
