@@ -39,6 +39,7 @@ struct session {
     text cache; /* the text whose tokens are in the KV cache */
     int32_t *ids; /* those tokens (for the repeat penalty of a new sampler) */
     size_t n_ids, cap_ids;
+    int exact; /* the cache was fed by SESSION_FEED_EXACT: `cache` does not describe it */
     session_stats st;
 };
 
@@ -152,6 +153,7 @@ void session_reset(session *S)
     if (S->cache.p)
         S->cache.p[0] = '\0';
     S->n_ids = 0;
+    S->exact = 0;
 }
 
 static int ids_push(session *S, const int32_t *ids, size_t n)
@@ -210,13 +212,58 @@ done:
     return rc;
 }
 
+/* SESSION_FEED_EXACT: tokenize the whole text; run only the tokens after the cached ones when
+ * those begin it. At least one token is always run: its logits start the answer. */
+static int feed_exact(session *S, const char *s, size_t len, int parse_special)
+{
+    const char *bos = S->bos_text;
+    size_t bos_len = strlen(bos), n, from = 0;
+    int add = !(parse_special && bos_len && len >= bos_len && memcmp(s, bos, bos_len) == 0);
+    int32_t *ids = NULL;
+    double t0 = now();
+    int rc;
+
+    if ((rc = tokenizer_encode_alloc(S->t, s, len, add, parse_special, &ids, &n)) < 0)
+        return rc;
+    if (n == 0) {
+        rc = ms_err(MS_EINVALID, "the prompt is empty and the vocab adds no BOS: nothing to start from");
+        goto done;
+    }
+    if (n >= (size_t)runtime_model_n_ctx(S->m)) {
+        rc = ms_err(MS_EINVALID, "prompt of %zu tokens does not fit the context of %d tokens", n,
+                    runtime_model_n_ctx(S->m));
+        goto done;
+    }
+    if (S->n_ids < n && memcmp(S->ids, ids, S->n_ids * sizeof *ids) == 0)
+        from = S->n_ids;
+    else
+        session_reset(S);
+    if ((rc = ids_push(S, ids + from, n - from)) < 0)
+        goto done;
+    if ((rc = runtime_forward(S->m, ids + from, (int)(n - from), S->logits)) < 0) {
+        session_reset(S);
+        goto done;
+    }
+    S->exact = 1; /* the text no longer describes the cache: WHOLE mode starts over */
+    S->st.n_prompt += n - from;
+    S->st.t_prompt += now() - t0;
+done:
+    if (rc < 0)
+        session_reset(S);
+    S->st.n_prompt_total = (size_t)runtime_model_n_past(S->m);
+    free(ids);
+    return rc;
+}
+
 int session_feed(session *S, const char *text, size_t len, int parse_special, int mode)
 {
     int rc;
 
+    if (mode == SESSION_FEED_EXACT)
+        return feed_exact(S, text, len, parse_special);
     if (mode == SESSION_FEED_APPEND)
         return feed_after(S, text, len, parse_special);
-    if (S->cache.n > len || (S->cache.n && memcmp(S->cache.p, text, S->cache.n) != 0))
+    if (S->exact || S->cache.n > len || (S->cache.n && memcmp(S->cache.p, text, S->cache.n) != 0))
         session_reset(S);
     rc = feed_after(S, text + S->cache.n, len - S->cache.n, parse_special);
     if (rc == MS_EINVALID && S->cache.n > 0) { /* the delta did not fit: try the whole text alone */

@@ -9,7 +9,10 @@
  * the answers generated). session_feed with SESSION_FEED_WHOLE gets the whole context each time
  * (a rendered conversation); when the cached text is a prefix of it, only the rest is tokenized
  * and run, so a second turn does not recompute the first. Otherwise (another conversation, a
- * history the template renders differently) the cache starts over. runtime_forward only appends,
+ * history the template renders differently) the cache starts over. The text delta is tokenized
+ * alone, which suits an interactive chat; SESSION_FEED_EXACT tokenizes the whole text and reuses
+ * the cache only when its tokens begin the new ones, so a reused prompt runs exactly as a fresh
+ * one (the server's choice: clients compare answers). runtime_forward only appends,
  * so a diverging prompt is re-run whole rather than truncated.
  *
  * Streaming: the text given to the emit callback is cut only at UTF-8 character boundaries
@@ -50,7 +53,9 @@ int session_sampler_set(session *S, const runtime_sampler_opts *o);
 
 enum {
     SESSION_FEED_APPEND = 0, /* the text goes after what the cache holds */
-    SESSION_FEED_WHOLE = 1, /* the text is the whole context: reuse the cached prefix */
+    SESSION_FEED_WHOLE = 1, /* the text is the whole context: reuse the cached text prefix */
+    SESSION_FEED_EXACT = 2, /* the whole context, tokenized whole: reuse the cached tokens only
+                              * when they begin its tokens (the result is exactly a fresh run's) */
 };
 /* Tokenize `text` (parse_special: control tokens written in it are matched, as in a rendered
  * template) and run it through the model. BOS goes first when the cache is empty, unless the
