@@ -129,9 +129,9 @@ static json_t * final(const gen_job *j)
         srv_time_rfc3339(when, sizeof when, time(NULL));
         o = json_pack("{s:s,s:s,s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "model", j->model, "created_at", when, "done", 1,
                       "done_reason", finish_reason(j), "total_duration", (json_int_t)(j->t_total * 1e9),
-                      "load_duration", (json_int_t)(j->t_load * 1e9), "prompt_eval_count",
-                      (json_int_t)j->n_prompt_total, "prompt_eval_duration", (json_int_t)(j->t_prompt * 1e9),
-                      "eval_count", (json_int_t)j->n_gen, "eval_duration", (json_int_t)(j->t_gen * 1e9));
+                      "load_duration", (json_int_t)(j->t_load * 1e9), "prompt_eval_count", (json_int_t)j->n_prompt,
+                      "prompt_eval_duration", (json_int_t)(j->t_prompt * 1e9), "eval_count", (json_int_t)j->n_gen,
+                      "eval_duration", (json_int_t)(j->t_gen * 1e9));
         if (j->kind == GEN_OLLAMA_GENERATE)
             json_object_set_new(o, "response", srv_json_text(text, len));
         else
