@@ -251,6 +251,8 @@ static int prompt_feed(gen_job *j, session *S)
     }
 }
 
+static const char *const kind_name[] = {"/api/generate", "/api/chat", "/v1/chat/completions", "/v1/completions"};
+
 static void run(gen_job *j)
 {
     double t0 = now(), t1;
@@ -278,6 +280,10 @@ static void run(gen_job *j)
     st = session_stats_get(S);
     j->n_prompt = st->n_prompt, j->n_prompt_total = st->n_prompt_total, j->n_gen = st->n_gen;
     j->t_prompt = st->t_prompt, j->t_gen = st->t_gen;
+    /* One line per generation for whoever runs the server; "cancelled" says the client left. */
+    fprintf(stderr, "mstore: %s %s: %zu of %zu prompt tokens run, %zu generated, %s\n", kind_name[j->kind], L->shown,
+            j->n_prompt, j->n_prompt_total, j->n_gen,
+            j->done == SESSION_DONE_CANCELLED ? "cancelled (client gone)" : session_done_name(j->done));
 done:
     j->t_total = now() - t0;
     srv_model_release(j->srv, L, j->keep_alive_s);
