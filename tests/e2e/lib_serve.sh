@@ -1,10 +1,10 @@
-# lib_serve.sh: sourced after lib.sh by the serve tests (family 6). Starts `mstore serve` on a
+# lib_serve.sh: sourced after lib.sh (and after lib_registry.sh when a test wants both) by the serve tests (family 6). Starts `mstore serve` on a
 # free 127.0.0.1 port and installs the real npm clients people use with it, ollama (ollama-js)
 # and openai (openai-node), once per build folder, for node scripts to require.
 SERVE_PIDS=""
 serve_cleanup() {
-    for p in $SERVE_PIDS; do kill "$p" 2>/dev/null || true; done
-    for p in $SERVE_PIDS; do wait "$p" 2>/dev/null || true; done
+    for p in $SERVE_PIDS ${REG_PIDS:-}; do kill "$p" 2>/dev/null || true; done
+    for p in $SERVE_PIDS ${REG_PIDS:-}; do wait "$p" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
 trap serve_cleanup EXIT
