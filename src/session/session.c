@@ -367,10 +367,6 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
         char buf[256];
         size_t len, hold, at, ready;
 
-        if (runtime_model_n_past(S->m) >= runtime_model_n_ctx(S->m)) {
-            *done = SESSION_DONE_CONTEXT;
-            break;
-        }
         tok = runtime_sampler_sample(S->smp, S->logits);
         if (tokenizer_is_eog(S->t, tok)) {
             *done = SESSION_DONE_STOP;
@@ -404,8 +400,11 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
             memmove(pend.p, pend.p + ready, pend.n - ready);
             pend.n -= ready;
         }
-        if (runtime_model_n_past(S->m) >= runtime_model_n_ctx(S->m))
-            continue; /* reported at the top, after this token is out */
+        if (runtime_model_n_past(S->m) >= runtime_model_n_ctx(S->m)) { /* this token is out; no room to run it */
+            if (g->n_predict < 0 || n < g->n_predict)
+                *done = SESSION_DONE_CONTEXT;
+            break;
+        }
         if ((rc = runtime_forward(S->m, &tok, 1, S->logits)) < 0) {
             session_reset(S);
             goto done;
