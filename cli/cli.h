@@ -41,6 +41,7 @@ int cli_parse_double(double *out, const char *verb, const char *flag, const char
     X(pull, "pull a model from an OCI registry or an OCI layout directory")                      \
     X(push, "push a model to an OCI registry or an OCI layout directory")                        \
     X(run, "run a model on a prompt")                                                            \
+    X(serve, "serve the ollama, OpenAI and OCI registry APIs over HTTP")                         \
     X(tokenize, "print the token ids of a text")                                                 \
     X(bench, "measure prefill and decode speed")                                                 \
     X(devices, "list the devices models can run on")                                             \

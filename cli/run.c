@@ -4,21 +4,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "chat/chat.h"
 #include "cli.h"
 #include "runtime/runtime.h"
+#include "session/session.h"
 
-#define RUN_STDIN_MAX (64u << 20)   /* a prompt from standard input: far past any context */
+#define RUN_STDIN_MAX (64u << 20) /* a prompt from standard input: far past any context */
 
 static const char help[] =
-    "usage: mstore run NAME [PROMPT] [options]\n"
-    "       mstore run --gguf FILE [PROMPT] [options]\n\n"
+    "usage: mstore run NAME [PROMPT...] [options] [-- PROMPT...]\n"
+    "       mstore run --gguf FILE [PROMPT...] [options]\n\n"
     "Stream the answer to PROMPT, rendered with the model's chat template (llama2, llama3, chatml,\n"
-    "gemma, phi3) when it has one. Stops at an end-of-turn token, after -n tokens, when the\n"
-    "context is full, or at Ctrl-C. An empty PROMPT (\"\") starts from BOS alone, raw.\n"
+    "gemma, phi3) when it has one. Several words make one prompt (mstore run m Once upon a time);\n"
+    "after -- every word is prompt, even one starting with '-'. Stops at an end-of-turn token,\n"
+    "after -n tokens, when the context is full (said on stderr), or at Ctrl-C. An empty PROMPT\n"
+    "(\"\") starts from BOS alone, raw.\n"
     "Without PROMPT on a terminal: an interactive chat that keeps its context between turns\n"
     "(type /? for its commands). Without PROMPT and with standard input not a terminal, the\n"
     "prompt is read from standard input.\n\n"
@@ -32,14 +36,18 @@ static const char help[] =
     "  --min-p F             drop tokens below F x the top probability; 0 = off (default 0.05)\n"
     "  --repeat-penalty F    divide logits of recent tokens by F; 1 = off (default 1.0)\n"
     "  --repeat-last-n N     how many recent tokens the penalty sees (default 64)\n"
-    "  --seed N              sampling seed; the same seed gives the same output (default: time)\n"
+    "  --seed N              sampling seed; the same seed gives the same output (default: random)\n"
     "  --threads N           worker threads (default: all cores)\n"
     "  --ctx N               context length in tokens (default: the model's, at most 4096)\n"
     "  --kv-f16              keep the KV cache in f16 (half the memory)\n"
     "  --gguf FILE           run a GGUF file instead of a model in the store\n";
 
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
 
 static double now(void)
 {
@@ -50,17 +58,51 @@ static double now(void)
 }
 
 typedef struct run_args {
-    const char *name, *prompt, *gguf, *system;
+    const char *name, *gguf, *system;
+    char *prompt; /* the words after NAME joined by spaces (malloc'd), or NULL */
     int verbose, n_predict, raw;
     runtime_opts o;
     runtime_sampler_opts so;
 } run_args;
 
-/* Returns 0, or the exit status of a usage error (2), or -1 after --help. */
-static int parse(run_args *a, int argc, char **argv)
+/* A seed nobody else gets: runs started in the same second must not repeat each other. */
+static uint64_t random_seed(void)
 {
-    int n_pos = 0, seed_set = 0;
-    const char *pos[2] = { NULL, NULL };
+    uint64_t seed = 0;
+    struct timespec ts;
+
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) == (ssize_t)sizeof seed)
+        return seed & 0x7fffffffffffffffULL;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32) &
+           0x7fffffffffffffffULL;
+}
+
+/* words[0..n) joined by single spaces, malloc'd; NULL for none. */
+static int join_words(char **out, char **words, int n)
+{
+    size_t len = 0, at = 0;
+
+    *out = NULL;
+    if (n == 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        len += strlen(words[i]) + 1;
+    if (!(*out = malloc(len)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(words[i]);
+        memcpy(*out + at, words[i], l);
+        at += l;
+        (*out)[at++] = i + 1 < n ? ' ' : '\0';
+    }
+    return 0;
+}
+
+/* Returns 0, or the exit status of a usage error (2), or -1 after --help. */
+static int parse(run_args *a, int argc, char **argv, char **pos)
+{
+    int n_pos = 0, seed_set = 0, dashdash = 0;
     long l;
     double d;
 
@@ -68,7 +110,11 @@ static int parse(run_args *a, int argc, char **argv)
     a->n_predict = 256;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(f)) {
+        if (dashdash || !(f[0] == '-' && f[1])) {
+            pos[n_pos++] = argv[i];
+        } else if (strcmp(f, "--") == 0) {
+            dashdash = 1;
+        } else if (cli_is_help(f)) {
             fputs(help, stdout);
             return -1;
         } else if (strcmp(f, "--raw") == 0) {
@@ -77,8 +123,10 @@ static int parse(run_args *a, int argc, char **argv)
             a->verbose = 1;
         } else if (strcmp(f, "--kv-f16") == 0) {
             a->o.kv_f16 = 1;
-        } else if (f[0] == '-' && f[1] && !v) {
-            return cli_usage_error("run", "%s needs a value or is unknown", f);
+        } else if (!v) {
+            return cli_usage_error("run", "%s needs a value or is unknown (a prompt starting with '-' goes after --)",
+                                   f);
+            /* clang-format off */
 #define LONG_FLAG(flag, lo, hi, dst)                                                 \
         } else if (strcmp(f, flag) == 0) {                                           \
             if (cli_parse_long(&l, "run", flag, v, lo, hi) < 0)                      \
@@ -102,6 +150,7 @@ static int parse(run_args *a, int argc, char **argv)
         DBL_FLAG("--repeat-penalty", 0.01, 100, a->so.repeat_penalty)
 #undef LONG_FLAG
 #undef DBL_FLAG
+            /* clang-format on */
         } else if (strcmp(f, "--seed") == 0) {
             if (cli_parse_long(&l, "run", "--seed", v, 0, 0x7fffffffffffffffL) < 0)
                 return 2;
@@ -112,26 +161,20 @@ static int parse(run_args *a, int argc, char **argv)
             a->gguf = argv[++i];
         } else if (strcmp(f, "--system") == 0) {
             a->system = argv[++i];
-        } else if (f[0] == '-' && f[1]) {
-            return cli_usage_error("run", "unknown option '%s'", f);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = f;
         } else {
-            return cli_usage_error("run", "unexpected argument '%s'", f);
+            return cli_usage_error("run", "unknown option '%s' (a prompt starting with '-' goes after --)", f);
         }
     }
-    if (a->gguf) {   /* with --gguf the one positional is the prompt */
-        if (n_pos > 1)
-            return cli_usage_error("run", "unexpected argument '%s'", pos[1]);
-        a->prompt = pos[0];
-    } else {
+    if (!a->gguf) { /* without --gguf the first word is the model */
         if (n_pos == 0)
             return cli_usage_error("run", "needs NAME (or --gguf FILE)");
         a->name = pos[0];
-        a->prompt = pos[1];
+        pos++, n_pos--;
     }
+    if (join_words(&a->prompt, pos, n_pos) < 0)
+        return cli_fail();
     if (!seed_set)
-        a->so.seed = (uint64_t)time(NULL);
+        a->so.seed = random_seed();
     return 0;
 }
 
@@ -157,210 +200,151 @@ static int text_put(text *b, const char *s, size_t len)
     return 0;
 }
 
-/* Everything a run needs, one-shot or chat. `cache` is the text whose tokens sit in the KV
- * cache: a new turn only prefills what its rendering adds after it. */
-typedef struct session {
+/* Everything a run needs, one-shot or chat, around the library session. */
+typedef struct run_state {
     run_args *a;
-    runtime_model *m;
-    const tokenizer *t;
-    runtime_sampler *smp;
-    chat_template *tmpl;        /* NULL: raw text */
-    float *logits;
-    const char *bos_text;       /* what BOS is in text ("<s>"), or "" */
-    char *system;               /* the system prompt, or NULL */
-    chat_msg *msgs;             /* user / assistant turns (owned strings) */
+    session *S;
+    int tmpl; /* 1: prompts are rendered with the template (plain when none) */
+    char *system; /* the system prompt, or NULL */
+    chat_msg *msgs; /* user / assistant turns (owned strings) */
     size_t n_msgs, cap_msgs;
-    text cache;
-    size_t n_prompt, n_gen;
-    double t_prompt, t_gen;
-} session;
+    text *reply; /* where the answer also goes (chat), or NULL */
+} run_state;
 
-/* Tokenize `s` and run it through the model after what the cache holds. BOS goes first when
- * the cache is empty, unless the text itself starts with the BOS text (templates that write
- * bos_token). Returns 0, 1 when it does not fit the context (nothing run), -1 on error. */
-static int feed(session *S, const char *s, size_t len, int parse_special)
+/* Print each piece as it comes; Ctrl-C stops at the next token. */
+static int emit(void *ctx, const char *s, size_t len)
 {
-    const char *bos = S->bos_text;
-    int first = runtime_model_n_past(S->m) == 0;
-    int add = first && !(parse_special && *bos && len >= strlen(bos) && memcmp(s, bos, strlen(bos)) == 0);
-    int32_t *ids = NULL;
-    size_t n;
-    double t0 = now();
-    int rc = -1;
+    run_state *R = ctx;
 
-    if (tokenizer_encode_alloc(S->t, s, len, add, parse_special, &ids, &n) < 0)
-        return -1;
-    if (n == 0) {
-        if (first)
-            ms_err(MS_EINVALID, "the prompt is empty and the vocab adds no BOS: nothing to start from");
-        else
-            rc = 0;
-        goto done;
-    }
-    if ((size_t)runtime_model_n_past(S->m) + n >= (size_t)runtime_model_n_ctx(S->m)) {
-        ms_err(MS_EINVALID, "prompt of %zu tokens does not fit the context of %d tokens (--ctx)",
-               (size_t)runtime_model_n_past(S->m) + n, runtime_model_n_ctx(S->m));
-        rc = 1;
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++)
-        runtime_sampler_accept(S->smp, ids[i]);
-    if (runtime_forward(S->m, ids, (int)n, S->logits) < 0)
-        goto done;
-    S->n_prompt += n;
-    S->t_prompt += now() - t0;
-    rc = text_put(&S->cache, s, len) < 0 ? -1 : 0;
-done:
-    free(ids);
-    return rc;
+    fwrite(s, 1, len, stdout);
+    fflush(stdout);
+    if (ferror(stdout))
+        return 1;
+    if (R->reply && text_put(R->reply, s, len) < 0)
+        return 1;
+    return interrupted;
 }
 
-/* Sample and stream up to n_predict tokens after the last feed, into `out` too. keep: every
- * emitted token also goes through the model, so that the cache holds exactly the cache text
- * (chat); otherwise the last one is not run (one-shot). lstrip: drop the first piece's
- * leading space (sentencepiece decoding right after a bare BOS). */
-static int answer(session *S, text *out, int keep, int lstrip)
+static int answer(run_state *R, int lstrip)
 {
-    double t0 = now();
-    int n = 0;
+    session_gen g = {.n_predict = R->a->n_predict};
+    session_done done;
 
-    while (n < S->a->n_predict && !interrupted) {
-        int32_t tok = runtime_sampler_sample(S->smp, S->logits);
-        char buf[256];
-        size_t len;
-
-        if (tokenizer_is_eog(S->t, tok))
-            break;
-        /* a piece longer than buf is not a real vocab entry: it is skipped */
-        if (tokenizer_decode_piece(S->t, tok, n == 0 && lstrip ? TOKENIZER_DECODE_LSTRIP : 0, buf, sizeof buf,
-                                   &len) < 0)
-            len = 0;
-        fwrite(buf, 1, len, stdout);
-        fflush(stdout);
-        if (ferror(stdout))
-            return ms_err_os("stdout");
-        if (out && text_put(out, buf, len) < 0)
-            return -1;
-        n++;
-        S->n_gen++;
-        runtime_sampler_accept(S->smp, tok);
-        if (runtime_model_n_past(S->m) >= runtime_model_n_ctx(S->m) || (!keep && n >= S->a->n_predict))
-            break;
-        if (runtime_forward(S->m, &tok, 1, S->logits) < 0)
-            return -1;
-        if (keep && text_put(&S->cache, buf, len) < 0)
-            return -1;
-    }
-    S->t_gen += now() - t0;
+    if (session_generate(R->S, &g, lstrip, emit, R, &done) < 0)
+        return -1;
+    if (ferror(stdout))
+        return ms_err_os("stdout");
+    if (done == SESSION_DONE_CONTEXT)
+        fprintf(stderr, "\nmstore: stopped: the context of %d tokens is full (--ctx for more%s)\n",
+                runtime_model_n_ctx(session_model(R->S)), R->tmpl ? ", /clear starts over" : "");
     return 0;
 }
 
 static void stats(const session *S, double t_load)
 {
+    const session_stats *st = session_stats_get(S);
+
     if (t_load > 0)
         fprintf(stderr, "load duration:        %.2fms\n", t_load * 1e3);
-    fprintf(stderr, "prompt eval count:    %zu token(s)\n", S->n_prompt);
-    fprintf(stderr, "prompt eval duration: %.2fms\n", S->t_prompt * 1e3);
-    fprintf(stderr, "prompt eval rate:     %.2f tokens/s\n", S->t_prompt > 0 ? (double)S->n_prompt / S->t_prompt : 0.0);
-    fprintf(stderr, "eval count:           %zu token(s)\n", S->n_gen);
-    fprintf(stderr, "eval duration:        %.2fms\n", S->t_gen * 1e3);
-    fprintf(stderr, "eval rate:            %.2f tokens/s\n", S->n_gen && S->t_gen > 0 ? (double)S->n_gen / S->t_gen : 0.0);
+    fprintf(stderr, "prompt eval count:    %zu token(s)\n", st->n_prompt);
+    fprintf(stderr, "prompt eval duration: %.2fms\n", st->t_prompt * 1e3);
+    fprintf(stderr, "prompt eval rate:     %.2f tokens/s\n",
+            st->t_prompt > 0 ? (double)st->n_prompt / st->t_prompt : 0.0);
+    fprintf(stderr, "eval count:           %zu token(s)\n", st->n_gen);
+    fprintf(stderr, "eval duration:        %.2fms\n", st->t_gen * 1e3);
+    fprintf(stderr, "eval rate:            %.2f tokens/s\n",
+            st->n_gen && st->t_gen > 0 ? (double)st->n_gen / st->t_gen : 0.0);
 }
 
 /* The conversation rendered with the template, system prompt first. */
-static int render(session *S, char **out, size_t *len)
+static int render(run_state *R, char **out, size_t *len)
 {
-    chat_msg *all = malloc((S->n_msgs + 1) * sizeof *all);
+    chat_msg *all = malloc((R->n_msgs + 1) * sizeof *all);
     size_t n = 0;
     int rc;
 
     if (!all)
         return ms_err(MS_ENOMEM, "out of memory");
-    if (S->system)
-        all[n++] = (chat_msg){ "system", S->system };
-    memcpy(all + n, S->msgs, S->n_msgs * sizeof *all);
-    rc = chat_render(out, len, S->tmpl, all, n + S->n_msgs, 1);
+    if (R->system)
+        all[n++] = (chat_msg){"system", R->system};
+    memcpy(all + n, R->msgs, R->n_msgs * sizeof *all);
+    rc = session_render(R->S, out, len, all, n + R->n_msgs);
     free(all);
     return rc;
 }
 
 /* One-shot: PROMPT (templated unless raw), one answer. */
-static int generate(session *S, double t_load)
+static int generate(run_state *R, double t_load)
 {
-    const char *prompt = S->a->prompt ? S->a->prompt : "";
+    const char *prompt = R->a->prompt ? R->a->prompt : "";
     char *full = NULL;
     size_t len = strlen(prompt);
-    int rc, lstrip;
+    int rc;
 
-    if (S->tmpl && *prompt) {
-        S->msgs[0] = (chat_msg){ "user", prompt };
-        S->n_msgs = 1;
-        rc = render(S, &full, &len);
-        S->n_msgs = 0;
+    if (R->tmpl && *prompt) {
+        R->msgs[0] = (chat_msg){"user", prompt};
+        R->n_msgs = 1;
+        rc = render(R, &full, &len);
+        R->n_msgs = 0;
         if (rc < 0)
             return cli_fail();
     }
-    rc = feed(S, full ? full : prompt, len, full != NULL);
+    rc = session_feed(R->S, full ? full : prompt, len, full != NULL, SESSION_FEED_WHOLE);
     free(full);
-    if (rc != 0)
+    if (rc < 0) {
+        if (rc == MS_EINVALID && strstr(ms_err_msg(), "does not fit"))
+            ms_err_ctx("--ctx");
         return cli_fail();
-    lstrip = S->n_prompt == 1 && !S->tmpl;
-    if (answer(S, NULL, 0, lstrip) < 0)
+    }
+    if (answer(R, session_stats_get(R->S)->n_prompt == 1 && !R->tmpl) < 0)
         return cli_fail();
     printf("\n");
-    if (S->a->verbose)
-        stats(S, t_load);
+    if (R->a->verbose)
+        stats(R->S, t_load);
     return interrupted ? 130 : 0;
 }
 
 /* ---------------------------------------------------------------- interactive chat */
 
-static const char chat_help[] =
-    "Available Commands:\n"
-    "  /set parameter NAME VALUE   temperature, top_k, top_p, min_p, repeat_penalty,\n"
-    "                              repeat_last_n, seed, num_predict\n"
-    "  /set system TEXT            set the system message (the context starts over)\n"
-    "  /clear                      clear the session context\n"
-    "  /bye                        exit\n"
-    "  /?, /help                   this help\n\n";
+static const char chat_help[] = "Available Commands:\n"
+                                "  /set parameter NAME VALUE   temperature, top_k, top_p, min_p, repeat_penalty,\n"
+                                "                              repeat_last_n, seed, num_predict\n"
+                                "  /set system TEXT            set the system message (the context starts over)\n"
+                                "  /clear                      clear the session context\n"
+                                "  /bye                        exit\n"
+                                "  /?, /help                   this help\n"
+                                "  \"\"\"                         begin and end a message of several lines\n\n";
 
-static int push_msg(session *S, const char *role, const char *content, size_t len)
+static int push_msg(run_state *R, const char *role, const char *content, size_t len)
 {
     char *c;
 
-    if (S->n_msgs == S->cap_msgs) {
-        size_t cap = S->cap_msgs * 2 + 8;
-        chat_msg *m = realloc(S->msgs, cap * sizeof *m);
+    if (R->n_msgs == R->cap_msgs) {
+        size_t cap = R->cap_msgs * 2 + 8;
+        chat_msg *m = realloc(R->msgs, cap * sizeof *m);
         if (!m)
             return ms_err(MS_ENOMEM, "out of memory");
-        S->msgs = m, S->cap_msgs = cap;
+        R->msgs = m, R->cap_msgs = cap;
     }
     if (!(c = malloc(len + 1)))
         return ms_err(MS_ENOMEM, "out of memory");
     memcpy(c, content, len);
     c[len] = '\0';
-    S->msgs[S->n_msgs++] = (chat_msg){ role, c };
+    R->msgs[R->n_msgs++] = (chat_msg){role, c};
     return 0;
 }
 
-static void clear_msgs(session *S)
+static void clear_msgs(run_state *R)
 {
-    for (size_t i = 0; i < S->n_msgs; i++)
-        free((char *)S->msgs[i].content);
-    S->n_msgs = 0;
-}
-
-static void forget(session *S)
-{
-    runtime_model_reset(S->m);
-    S->cache.n = 0;
+    for (size_t i = 0; i < R->n_msgs; i++)
+        free((char *)R->msgs[i].content);
+    R->n_msgs = 0;
 }
 
 /* /set parameter NAME VALUE. Returns 0, or -1 with the reason printed. */
-static int set_parameter(session *S, const char *name, const char *value)
+static int set_parameter(run_state *R, const char *name, const char *value)
 {
-    runtime_sampler_opts *o = &S->a->so;
-    runtime_sampler *smp;
+    runtime_sampler_opts *o = &R->a->so;
     char *end;
     double v;
 
@@ -384,19 +368,17 @@ static int set_parameter(session *S, const char *name, const char *value)
     else if (strcmp(name, "seed") == 0 && v >= 0 && v <= 9007199254740992.0 && v == (double)(uint64_t)v)
         o->seed = (uint64_t)v;
     else if (strcmp(name, "num_predict") == 0 && v >= 0 && v <= 1 << 24 && v == (int)v)
-        S->a->n_predict = (int)v;
+        R->a->n_predict = (int)v;
     else
         return printf("Couldn't set parameter: unknown parameter '%s' or value %s out of range\n", name, value), -1;
-    if (runtime_sampler_new(&smp, o, runtime_model_config(S->m)->vocab_size) < 0)
+    if (session_sampler_set(R->S, o) < 0)
         return printf("Couldn't set parameter: %s\n", ms_err_msg()), -1;
-    runtime_sampler_free(S->smp);
-    S->smp = smp;
     printf("Set parameter '%s' to '%s'\n", name, value);
     return 0;
 }
 
 /* A line starting with '/'. Returns 1 for /bye, else 0 (-1: out of memory). */
-static int command(session *S, char *line)
+static int command(run_state *R, char *line)
 {
     char *save = NULL, *cmd = strtok_r(line, " \t", &save), *what;
 
@@ -405,12 +387,12 @@ static int command(session *S, char *line)
     if (strcmp(cmd, "/?") == 0 || strcmp(cmd, "/help") == 0) {
         fputs(chat_help, stdout);
     } else if (strcmp(cmd, "/clear") == 0) {
-        clear_msgs(S);
-        forget(S);
+        clear_msgs(R);
+        session_reset(R->S);
         printf("Cleared session context\n");
     } else if (strcmp(cmd, "/set") == 0 && (what = strtok_r(NULL, " \t", &save)) && strcmp(what, "parameter") == 0) {
         char *name = strtok_r(NULL, " \t", &save), *value = strtok_r(NULL, " \t", &save);
-        set_parameter(S, name, value);
+        set_parameter(R, name, value);
     } else if (strcmp(cmd, "/set") == 0 && what && strcmp(what, "system") == 0) {
         char *sys = save ? save + strspn(save, " \t") : NULL, *copy;
         if (!sys || !*sys) {
@@ -419,8 +401,8 @@ static int command(session *S, char *line)
         }
         if (!(copy = ms_strdup_printf("%s", sys)))
             return -1;
-        free(S->system);
-        S->system = copy;
+        free(R->system);
+        R->system = copy;
         printf("Set system message.\n");
     } else if (strcmp(cmd, "/set") == 0) {
         printf("Usage:\n  /set parameter NAME VALUE\n  /set system TEXT\n");
@@ -430,54 +412,45 @@ static int command(session *S, char *line)
     return 0;
 }
 
-/* One user turn: render, prefill only what is new after the cache, stream the answer. */
-static int turn(session *S, const char *line, size_t len)
+/* One user turn: render the whole conversation; the session prefills only what is new after
+ * its cache (or all of it when the template renders the history differently), then streams. */
+static int turn(run_state *R, const char *line, size_t len)
 {
-    text reply = { NULL, 0, 0 };
+    text reply = {NULL, 0, 0};
     char *full = NULL;
-    const char *delta;
-    size_t full_len = len, delta_len;
+    size_t full_len = len;
     int rc;
 
-    if (!S->tmpl) {   /* raw: the context simply goes on */
-        full = NULL;
-        delta = line, delta_len = len;
+    if (!R->tmpl) { /* raw: the context simply goes on */
+        rc = session_feed(R->S, line, len, 0, SESSION_FEED_APPEND);
     } else {
-        if (push_msg(S, "user", line, len) < 0 || render(S, &full, &full_len) < 0)
+        if (push_msg(R, "user", line, len) < 0 || render(R, &full, &full_len) < 0)
             goto fail;
-        /* The cache holds an older rendering plus the answers as generated. When the template
-         * renders that history differently (it trims an answer, the system prompt changed),
-         * start over from the whole conversation. */
-        if (S->cache.n > full_len || memcmp(S->cache.p ? S->cache.p : "", full, S->cache.n) != 0)
-            forget(S);
-        delta = full + S->cache.n, delta_len = full_len - S->cache.n;
-    }
-    rc = feed(S, delta, delta_len, S->tmpl != NULL);
-    if (rc == 1 && S->cache.n > 0 && S->tmpl) {   /* full: drop the cache, try the conversation alone */
-        forget(S);
-        rc = feed(S, full, full_len, 1);
-    }
-    if (rc != 0) {
-        if (S->tmpl)
-            free((char *)S->msgs[--S->n_msgs].content);   /* the turn did not happen */
-        if (rc == 1)
-            fprintf(stderr, "mstore: %s; /clear starts over\n", ms_err_msg());
-        free(full);
-        return rc == 1 ? 0 : -1;
+        rc = session_feed(R->S, full, full_len, 1, SESSION_FEED_WHOLE);
     }
     free(full);
     full = NULL;
-    if (answer(S, &reply, 1, 0) < 0)
+    if (rc < 0) {
+        if (R->tmpl)
+            free((char *)R->msgs[--R->n_msgs].content); /* the turn did not happen */
+        if (rc != MS_EINVALID)
+            return -1;
+        fprintf(stderr, "mstore: %s; /clear starts over\n", ms_err_msg());
+        return 0;
+    }
+    R->reply = &reply;
+    rc = answer(R, 0);
+    R->reply = NULL;
+    if (rc < 0)
         goto fail;
-    if (S->tmpl && push_msg(S, "assistant", reply.p ? reply.p : "", reply.n) < 0)
+    if (R->tmpl && push_msg(R, "assistant", reply.p ? reply.p : "", reply.n) < 0)
         goto fail;
     free(reply.p);
     printf("\n\n");
     fflush(stdout);
-    if (S->a->verbose) {   /* per answer, as ollama does: shows what was prefilled this turn */
-        stats(S, 0);
-        S->n_prompt = S->n_gen = 0;
-        S->t_prompt = S->t_gen = 0;
+    if (R->a->verbose) { /* per answer, as ollama does: shows what was prefilled this turn */
+        stats(R->S, 0);
+        session_stats_clear(R->S);
     }
     return 0;
 fail:
@@ -486,47 +459,113 @@ fail:
     return -1;
 }
 
-static int chat(session *S, double t_load)
+/* One line without its newline, malloc'd. MS_ENOTFOUND at end of input, MS_EINTR at Ctrl-C. */
+static int read_line(char **out, size_t *len_out, const char *prompt)
 {
     char *line = NULL;
     size_t cap = 0;
+    ssize_t len;
+
+    *out = NULL;
+    printf("%s", prompt);
+    fflush(stdout);
+    errno = 0;
+    len = getline(&line, &cap, stdin);
+    if (len < 0) {
+        free(line);
+        if (interrupted && !feof(stdin)) {
+            clearerr(stdin);
+            return MS_EINTR;
+        }
+        return MS_ENOTFOUND;
+    }
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    *out = line;
+    *len_out = (size_t)len;
+    return 0;
+}
+
+/* Read one message: a line, or, for a line starting with """, every line up to one ending with
+ * """ (as ollama does), joined by newlines without the quotes. *out malloc'd; MS_ENOTFOUND at
+ * end of input, MS_EINTR at Ctrl-C. */
+static int read_message(char **out, size_t *len_out, const char *prompt)
+{
+    text msg = {NULL, 0, 0};
+    char *line;
+    size_t len;
+    int rc;
+
+    if ((rc = read_line(&line, &len, prompt)) < 0 || len < 3 || memcmp(line, "\"\"\"", 3) != 0) {
+        *out = line, *len_out = len;
+        return rc;
+    }
+    rc = text_put(&msg, line + 3, len - 3);
+    for (;;) {
+        int closed = msg.n >= 3 && memcmp(msg.p + msg.n - 3, "\"\"\"", 3) == 0 && (msg.n > 3 || len > 6);
+        free(line);
+        line = NULL;
+        if (rc < 0)
+            break;
+        if (closed) {
+            msg.n -= 3;
+            msg.p[msg.n] = '\0';
+            break;
+        }
+        if ((rc = read_line(&line, &len, "... ")) < 0)
+            break;
+        if ((rc = text_put(&msg, "\n", 1)) == 0)
+            rc = text_put(&msg, line, len);
+    }
+    if (rc < 0) {
+        free(msg.p);
+        return rc;
+    }
+    *out = msg.p ? msg.p : ms_strdup_printf("%s", "");
+    *len_out = msg.n;
+    return *out ? 0 : ms_err(MS_ENOMEM, "out of memory");
+}
+
+static int chat(run_state *R, double t_load)
+{
+    const chat_template *ct = session_template(R->S);
     int rc = 0;
 
-    if (S->tmpl && chat_template_warning(S->tmpl))
-        fprintf(stderr, "mstore: warning: %s\n", chat_template_warning(S->tmpl));
-    if (S->a->verbose)
+    if (R->tmpl && chat_template_warning(ct))
+        fprintf(stderr, "mstore: warning: %s\n", chat_template_warning(ct));
+    if (R->a->verbose)
         fprintf(stderr, "load duration:        %.2fms\n", t_load * 1e3);
     for (;;) {
-        ssize_t len;
+        char *line = NULL;
+        size_t len = 0;
 
-        printf(">>> ");
-        fflush(stdout);
-        errno = 0;
-        len = getline(&line, &cap, stdin);
-        if (len < 0) {
-            if (interrupted && !feof(stdin)) {   /* Ctrl-C at the prompt */
-                interrupted = 0;
-                clearerr(stdin);
-                printf("\nUse Ctrl + d or /bye to exit.\n");
-                continue;
-            }
+        rc = read_message(&line, &len, ">>> ");
+        if (rc == MS_EINTR) { /* Ctrl-C at the prompt */
+            interrupted = 0;
+            printf("\nUse Ctrl + d or /bye to exit.\n");
+            rc = 0;
+            continue;
+        }
+        if (rc == MS_ENOTFOUND) {
             printf("\n");
+            rc = 0;
             break;
         }
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = '\0';
-        if (len == 0)
-            continue;
-        if (line[0] == '/') {
-            if ((rc = command(S, line)) != 0)
-                break;
+        if (rc < 0)
+            break;
+        if (len == 0) {
+            free(line);
             continue;
         }
-        if ((rc = turn(S, line, (size_t)len)) < 0)
+        if (line[0] == '/')
+            rc = command(R, line);
+        else
+            rc = turn(R, line, len);
+        free(line);
+        if (rc != 0)
             break;
-        interrupted = 0;   /* Ctrl-C ends an answer, not the chat */
+        interrupted = 0; /* Ctrl-C ends an answer, not the chat */
     }
-    free(line);
     if (rc < 0)
         return cli_fail();
     return 0;
@@ -549,80 +588,65 @@ static int template_text(char **out, size_t *len, const run_args *a, store *s, c
     return rc == MS_ENOTFOUND ? 0 : rc;
 }
 
-/* Template, sampler and buffers around an open model; then one-shot or chat. */
-static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store *s, const model_name *name,
-                     double t0)
+/* Template, sampler and session around an open model; then one-shot or chat. */
+static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store *s, const model_name *name, double t0)
 {
-    session S = { .a = a, .m = m, .t = t, .bos_text = "" };
+    run_state R = {.a = a};
     int interactive = !a->prompt && isatty(STDIN_FILENO);
     char *tmpl_text = NULL;
-    size_t tmpl_len = 0, len;
-    const char *eos;
+    size_t tmpl_len = 0;
     int rc = 1;
 
-    if (!(S.logits = malloc(sizeof(float) * (size_t)runtime_model_config(m)->vocab_size)) ||
-        !(S.msgs = calloc(1, sizeof *S.msgs))) {
+    if (!a->raw && template_text(&tmpl_text, &tmpl_len, a, s, name) < 0)
+        goto fail;
+    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->so) < 0)
+        goto fail;
+    if (!(R.msgs = calloc(1, sizeof *R.msgs))) {
         ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
-    S.cap_msgs = 1;
-    if (tokenizer_bos(t) >= 0 && tokenizer_token_text(t, tokenizer_bos(t), &len) &&
-        !(S.bos_text = ms_strdup_printf("%.*s", (int)len, tokenizer_token_text(t, tokenizer_bos(t), &len))))
-        goto nomem;
-    if (runtime_sampler_new(&S.smp, &a->so, runtime_model_config(m)->vocab_size) < 0)
-        goto fail;
+    R.cap_msgs = 1;
     /* The template applies unless --raw, or in one-shot mode when the model has none; a chat
      * without one renders plainly ("user: ..."). */
-    if (!a->raw) {
-        if (template_text(&tmpl_text, &tmpl_len, a, s, name) < 0)
-            goto fail;
-        if (tmpl_text || interactive) {
-            eos = tokenizer_eos(t) >= 0 ? tokenizer_token_text(t, tokenizer_eos(t), &len) : NULL;
-            char *eos_text = eos ? ms_strdup_printf("%.*s", (int)len, eos) : NULL;
-            rc = chat_template_new(&S.tmpl, tmpl_text, tmpl_len, S.bos_text, eos_text);
-            free(eos_text);
-            if (rc < 0)
-                goto fail;
-            rc = 1;
-            if (a->verbose)
-                fprintf(stderr, "chat template:        %s\n", chat_family_name(chat_template_family(S.tmpl)));
-            if (!interactive && chat_template_warning(S.tmpl))
-                fprintf(stderr, "mstore: warning: %s\n", chat_template_warning(S.tmpl));
-        }
+    R.tmpl = !a->raw && (tmpl_text || interactive);
+    if (R.tmpl) {
+        const chat_template *ct = session_template(R.S);
+        if (a->verbose)
+            fprintf(stderr, "chat template:        %s\n", chat_family_name(chat_template_family(ct)));
+        if (!interactive && chat_template_warning(ct))
+            fprintf(stderr, "mstore: warning: %s\n", chat_template_warning(ct));
     }
-    if (a->system && !(S.system = ms_strdup_printf("%s", a->system)))
-        goto nomem;
+    if (a->system && !R.tmpl)
+        fprintf(stderr, "mstore: warning: --system is ignored: %s\n",
+                a->raw ? "--raw sends the prompt as is" : "the model has no chat template to put it in");
+    if (a->system && !(R.system = ms_strdup_printf("%s", a->system))) {
+        ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
+    }
     {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigint;   /* no SA_RESTART: Ctrl-C also interrupts reading a line */
+        sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C also interrupts reading a line */
         sigaction(SIGINT, &sa, NULL);
-        rc = interactive ? chat(&S, now() - t0) : generate(&S, now() - t0);
+        rc = interactive ? chat(&R, now() - t0) : generate(&R, now() - t0);
         signal(SIGINT, SIG_DFL);
     }
     goto done;
-nomem:
-    ms_err(MS_ENOMEM, "out of memory");
 fail:
     rc = cli_fail();
 done:
-    clear_msgs(&S);
-    free(S.msgs);
-    free(S.system);
-    free(S.cache.p);
-    free(S.logits);
+    clear_msgs(&R);
+    free(R.msgs);
+    free(R.system);
     free(tmpl_text);
-    if (*S.bos_text)
-        free((char *)S.bos_text);
-    chat_template_free(S.tmpl);
-    runtime_sampler_free(S.smp);
+    session_free(R.S);
     return rc;
 }
 
 int cmd_run(int argc, char **argv)
 {
-    char *stdin_prompt = NULL;
-    run_args a = { 0 };
+    char *stdin_prompt = NULL, **pos = calloc((size_t)argc + 1, sizeof *pos);
+    run_args a = {0};
     runtime_model *m = NULL;
     const tokenizer *t;
     store *s = NULL;
@@ -630,40 +654,54 @@ int cmd_run(int argc, char **argv)
     double t0;
     int rc;
 
-    if ((rc = parse(&a, argc, argv)) != 0)
+    if (!pos)
+        return ms_err(MS_ENOMEM, "out of memory"), cli_fail();
+    rc = parse(&a, argc, argv, pos);
+    free(pos);
+    if (rc != 0)
         return rc < 0 ? 0 : rc;
-    if (a.name && cli_name_parse(&name, a.name) < 0)
-        return 1;
+    if (a.name && cli_name_parse(&name, a.name) < 0) {
+        rc = 1;
+        goto done;
+    }
     /* As ollama does: with no PROMPT and standard input not a terminal, the prompt is what
      * arrives there (`echo "Why?" | mstore run NAME`), less one final newline. */
     if (!a.prompt && !isatty(STDIN_FILENO)) {
         size_t len = 0;
         if (ms_fd_read_all(&stdin_prompt, &len, STDIN_FILENO, RUN_STDIN_MAX) < 0) {
             ms_err_ctx("standard input");
-            return cli_fail();
+            rc = cli_fail();
+            goto done;
         }
         if (len && stdin_prompt[len - 1] == '\n')
             stdin_prompt[--len] = '\0';
         a.prompt = stdin_prompt;
+        stdin_prompt = NULL;
     }
     t0 = now();
     if (a.gguf) {
-        if (runtime_model_open_gguf(&m, a.gguf, &a.o) < 0)
-            return cli_fail();
+        if (runtime_model_open_gguf(&m, a.gguf, &a.o) < 0) {
+            rc = cli_fail();
+            goto done;
+        }
     } else {
-        if (!(s = cli_store_open()))
-            return 1;
+        if (!(s = cli_store_open())) {
+            rc = 1;
+            goto done;
+        }
         if (runtime_model_open_store(&m, s, &name, &a.o) < 0) {
-            store_close(s);
-            return cli_fail();
+            rc = cli_fail();
+            goto done;
         }
     }
     if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)
         rc = cli_fail();
     else
         rc = run_model(&a, m, t, s, a.gguf ? NULL : &name, t0);
+done:
     runtime_model_close(m);
     store_close(s);
+    free(a.prompt);
     free(stdin_prompt);
     return rc;
 }

@@ -634,13 +634,18 @@ int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const re
         struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
         ms_progress_update(prog, __atomic_load_n(&j.done_bytes, __ATOMIC_RELAXED));
+        if (o->progress)
+            o->progress(o->progress_ctx, __atomic_load_n(&j.done_bytes, __ATOMIC_RELAXED), total);
     }
     for (size_t t = 0; t < n_threads; t++)
         pthread_join(threads[t], NULL);
-    if (j.failed)
+    if (j.failed) {
         rc = ms_err(j.err_code, "%s", j.err_msg);
-    else
-        rmdir(dir);   /* only when empty: another pull's downloads keep it */
+    } else {
+        if (o->progress)
+            o->progress(o->progress_ctx, total, total);
+        rmdir(dir);
+    }   /* only when empty: another pull's downloads keep it */
 done:
     ms_progress_free(prog);
     blobs_free(&j);

@@ -38,6 +38,11 @@ typedef struct registry_opts {
     int quiet;           /* no progress display */
     int docker_format;   /* push: write the Docker v2 manifest form */
     const char *auth;    /* "user:password" or NULL (then the environment / credentials file) */
+    /* pull: called from the pulling thread about every 100 ms while blobs download, and once
+     * when they are all in, with the bytes of missing blobs received and their total (the
+     * server streams it as ollama's progress objects). NULL: none. */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } registry_opts;
 
 void registry_opts_init(registry_opts *o);

@@ -1,0 +1,400 @@
+/* gen.c: one generation request, the same for ollama's and OpenAI's APIs: the model from the
+ * shared pool, the prompt rendered, the answer streamed in the API's framing or returned whole. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "server/server_int.h"
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+gen_job *gen_job_new(server *srv, gen_kind kind)
+{
+    gen_job *j = calloc(1, sizeof *j);
+    uint64_t rnd = 0;
+
+    if (!j)
+        return NULL;
+    j->srv = srv, j->kind = kind, j->fd = -1;
+    runtime_sampler_defaults(&j->so);
+    if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
+        rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)j;
+    j->so.seed = rnd & 0x7fffffffffffffffULL;
+    j->g.n_predict = -1;
+    j->keep_alive_s = srv->o.keep_alive_s;
+    j->created = time(NULL);
+    snprintf(j->id, sizeof j->id, "%s-%016llx", kind == GEN_OPENAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)(rnd >> 1));
+    return j;
+}
+
+void gen_job_free(gen_job *j)
+{
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->n_msgs; i++) {
+        free((char *)j->msgs[i].role);
+        free((char *)j->msgs[i].content);
+    }
+    free(j->msgs);
+    for (size_t i = 0; i < j->g.n_stops; i++)
+        free(j->stops[i]);
+    free(j->prompt);
+    free(j->system);
+    free(j->out);
+    if (j->fd >= 0)
+        close(j->fd);
+    free(j);
+}
+
+int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len)
+{
+    if (!*s)
+        return 0;
+    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN) {
+        snprintf(msg, msg_len, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
+                 SESSION_MAX_STOP_LEN);
+        return -1;
+    }
+    if (!(j->stops[j->g.n_stops] = strdup(s))) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    j->g.stops[j->g.n_stops] = j->stops[j->g.n_stops];
+    j->g.n_stops++;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- framing */
+
+static const char *finish_reason(const gen_job *j)
+{
+    if (j->kind == GEN_OLLAMA_GENERATE || j->kind == GEN_OLLAMA_CHAT)
+        return j->done == SESSION_DONE_STOP ? "stop" : "length";
+    return j->done == SESSION_DONE_STOP ? "stop" : "length";
+}
+
+static json_t *chunk(const gen_job *j, const char *text, size_t len)
+{
+    char when[64];
+    json_t *t = srv_json_text(text, len);
+
+    switch (j->kind) {
+    case GEN_OLLAMA_GENERATE:
+        srv_time_rfc3339(when, sizeof when, time(NULL));
+        return json_pack("{s:s,s:s,s:o,s:b}", "model", j->model, "created_at", when, "response", t, "done", 0);
+    case GEN_OLLAMA_CHAT:
+        srv_time_rfc3339(when, sizeof when, time(NULL));
+        return json_pack("{s:s,s:s,s:{s:s,s:o},s:b}", "model", j->model, "created_at", when, "message", "role",
+                         "assistant", "content", t, "done", 0);
+    case GEN_OPENAI_CHAT:
+        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{s:s,s:o},s:n}]}", "id", j->id, "object",
+                         "chat.completion.chunk", "created", (json_int_t)j->created, "model", j->model,
+                         "system_fingerprint", "fp_mstore", "choices", "index", 0, "delta", "role", "assistant",
+                         "content", t, "finish_reason");
+    case GEN_OPENAI_COMPLETION:
+        return json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:n}]}", "id", j->id, "object", "text_completion", "created",
+                         (json_int_t)j->created, "model", j->model, "choices", "text", t, "index", 0, "logprobs",
+                         "finish_reason");
+    }
+    json_decref(t);
+    return NULL;
+}
+
+static json_t *usage(const gen_job *j)
+{
+    return json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)j->n_prompt_total, "completion_tokens",
+                     (json_int_t)j->n_gen, "total_tokens", (json_int_t)(j->n_prompt_total + j->n_gen));
+}
+
+/* The last object: the whole text when not streamed, counts and reasons. */
+static json_t * final(const gen_job *j)
+{
+    const char *text = j->stream ? "" : j->out ? j->out : "";
+    size_t len = j->stream ? 0 : j->out_n;
+    char when[64];
+    json_t *o;
+
+    switch (j->kind) {
+    case GEN_OLLAMA_GENERATE:
+    case GEN_OLLAMA_CHAT:
+        srv_time_rfc3339(when, sizeof when, time(NULL));
+        o = json_pack("{s:s,s:s,s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "model", j->model, "created_at", when, "done", 1,
+                      "done_reason", finish_reason(j), "total_duration", (json_int_t)(j->t_total * 1e9),
+                      "load_duration", (json_int_t)(j->t_load * 1e9), "prompt_eval_count", (json_int_t)j->n_prompt,
+                      "prompt_eval_duration", (json_int_t)(j->t_prompt * 1e9), "eval_count", (json_int_t)j->n_gen,
+                      "eval_duration", (json_int_t)(j->t_gen * 1e9));
+        if (j->kind == GEN_OLLAMA_GENERATE)
+            json_object_set_new(o, "response", srv_json_text(text, len));
+        else
+            json_object_set_new(o, "message",
+                                json_pack("{s:s,s:o}", "role", "assistant", "content", srv_json_text(text, len)));
+        return o;
+    case GEN_OPENAI_CHAT:
+        if (j->stream)
+            return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{},s:s}]}", "id", j->id, "object", "chat.completion.chunk",
+                             "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore",
+                             "choices", "index", 0, "delta", "finish_reason", finish_reason(j));
+        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{s:s,s:o},s:n,s:s}],s:o}", "id", j->id, "object",
+                         "chat.completion", "created", (json_int_t)j->created, "model", j->model, "system_fingerprint",
+                         "fp_mstore", "choices", "index", 0, "message", "role", "assistant", "content",
+                         srv_json_text(text, len), "logprobs", "finish_reason", finish_reason(j), "usage", usage(j));
+    case GEN_OPENAI_COMPLETION:
+        o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:s}]}", "id", j->id, "object", "text_completion", "created",
+                      (json_int_t)j->created, "model", j->model, "choices", "text", srv_json_text(text, len), "index",
+                      0, "logprobs", "finish_reason", finish_reason(j));
+        if (!j->stream)
+            json_object_set_new(o, "usage", usage(j));
+        return o;
+    }
+    return NULL;
+}
+
+/* One object onto the stream in the API's framing: NDJSON lines, or server-sent events. */
+static int send_obj(gen_job *j, json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION, rc;
+
+    json_decref(o);
+    if (!s)
+        return -1;
+    rc = (openai ? srv_write_all(j->fd, "data: ", 6) : 0) || srv_write_all(j->fd, s, strlen(s)) ||
+                 srv_write_all(j->fd, openai ? "\n\n" : "\n", openai ? 2 : 1)
+             ? -1
+             : 0;
+    free(s);
+    return rc;
+}
+
+static int emit(void *ctx, const char *text, size_t len)
+{
+    gen_job *j = ctx;
+
+    if (j->fd >= 0)
+        return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
+    if (j->out_n + len + 1 > j->out_cap) {
+        size_t cap = (j->out_n + len + 1) * 2;
+        char *p = realloc(j->out, cap);
+        if (!p)
+            return 1;
+        j->out = p, j->out_cap = cap;
+    }
+    memcpy(j->out + j->out_n, text, len);
+    j->out_n += len;
+    j->out[j->out_n] = '\0';
+    return 0;
+}
+
+/* ---------------------------------------------------------------- running */
+
+static int fail(gen_job *j, int status, const char *msg)
+{
+    j->status = status;
+    snprintf(j->err, sizeof j->err, "%s", msg);
+    return -1;
+}
+
+/* The prompt's text: rendered with the template, or the raw prompt. Chat conversations longer
+ * than the context lose their oldest turns (system messages and the last turn stay), as ollama
+ * does; what still does not fit is refused. */
+static int prompt_feed(gen_job *j, session *S)
+{
+    int chat = j->kind == GEN_OLLAMA_CHAT || j->kind == GEN_OPENAI_CHAT;
+    size_t first = 0;
+    int rc;
+
+    if (!chat) {
+        chat_msg m[2];
+        size_t n = 0, len;
+        char *text = NULL;
+        if (j->raw || !session_has_template(S))
+            return session_feed(S, j->prompt, strlen(j->prompt), 0, SESSION_FEED_EXACT);
+        if (j->system)
+            m[n++] = (chat_msg){"system", j->system};
+        m[n++] = (chat_msg){"user", j->prompt};
+        if ((rc = session_render(S, &text, &len, m, n)) == 0)
+            rc = session_feed(S, text, len, 1, SESSION_FEED_EXACT);
+        free(text);
+        return rc;
+    }
+    for (;;) {
+        chat_msg *m = malloc((j->n_msgs + 1) * sizeof *m);
+        size_t n = 0, len, dropped = 0;
+        char *text = NULL;
+        if (!m)
+            return ms_err(MS_ENOMEM, "out of memory");
+        for (size_t i = 0; i < j->n_msgs; i++) {
+            int sys = strcmp(j->msgs[i].role, "system") == 0;
+            if (!sys && dropped < first && i + 1 < j->n_msgs) {
+                dropped++;
+                continue;
+            }
+            m[n++] = j->msgs[i];
+        }
+        rc = session_render(S, &text, &len, m, n);
+        free(m);
+        if (rc == 0)
+            rc = session_feed(S, text, len, 1, SESSION_FEED_EXACT);
+        free(text);
+        if (rc != MS_EINVALID || !strstr(ms_err_msg(), "does not fit") || dropped < first)
+            return rc;
+        first++; /* drop one more of the oldest turns */
+    }
+}
+
+static const char *const kind_name[] = {"/api/generate", "/api/chat", "/v1/chat/completions", "/v1/completions"};
+
+static void run(gen_job *j)
+{
+    double t0 = now(), t1;
+    loaded *L = NULL;
+    session *S;
+    const session_stats *st;
+    int rc;
+
+    if ((rc = srv_model_acquire(j->srv, &j->name, j->num_ctx, &L)) < 0) {
+        fail(j, rc == MS_ENOTFOUND ? 404 : 500, ms_err_msg());
+        return;
+    }
+    t1 = now();
+    j->t_load = t1 - t0;
+    S = L->S;
+    session_stats_clear(S);
+    if ((rc = prompt_feed(j, S)) < 0) {
+        fail(j, rc == MS_EINVALID ? 400 : 500, ms_err_msg());
+        goto done;
+    }
+    if ((rc = session_sampler_set(S, &j->so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
+        fail(j, 500, ms_err_msg());
+        goto done;
+    }
+    st = session_stats_get(S);
+    j->n_prompt = st->n_prompt, j->n_prompt_total = st->n_prompt_total, j->n_gen = st->n_gen;
+    j->t_prompt = st->t_prompt, j->t_gen = st->t_gen;
+    /* One line per generation for whoever runs the server; "cancelled" says the client left. */
+    fprintf(stderr, "mstore: %s %s: %zu of %zu prompt tokens run, %zu generated, %s\n", kind_name[j->kind], L->shown,
+            j->n_prompt, j->n_prompt_total, j->n_gen,
+            j->done == SESSION_DONE_CANCELLED ? "cancelled (client gone)" : session_done_name(j->done));
+done:
+    j->t_total = now() - t0;
+    srv_model_release(j->srv, L, j->keep_alive_s);
+}
+
+/* The end of a stream: the final object (or the error, in the API's shape), [DONE] for SSE. */
+static void stream_end(gen_job *j)
+{
+    int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION;
+
+    if (j->done == SESSION_DONE_CANCELLED)
+        return;
+    if (j->status) {
+        json_t *m = srv_json_text(j->err, strlen(j->err));
+        send_obj(j, openai ? json_pack("{s:{s:o,s:s,s:n,s:n}}", "error", "message", m, "type",
+                                       j->status == 400 ? "invalid_request_error" : "server_error", "param", "code")
+                           : json_pack("{s:o}", "error", m));
+    } else {
+        send_obj(j, final(j));
+        if (j->kind == GEN_OPENAI_CHAT && j->include_usage)
+            send_obj(j, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object", "chat.completion.chunk",
+                                  "created", (json_int_t)j->created, "model", j->model, "choices", "usage", usage(j)));
+    }
+    if (openai)
+        srv_write_all(j->fd, "data: [DONE]\n\n", 14);
+}
+
+static void *stream_thread(void *arg)
+{
+    gen_job *j = arg;
+    server *srv = j->srv;
+
+    run(j);
+    stream_end(j);
+    gen_job_free(j); /* closes the pipe: the response ends */
+    pthread_mutex_lock(&srv->mu);
+    srv->n_jobs--;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+enum MHD_Result gen_start(req *r, gen_job *j)
+{
+    int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION;
+    enum MHD_Result ret;
+    pthread_attr_t attr;
+    pthread_t t;
+
+    if (!j->stream) {
+        run(j);
+        if (j->status)
+            ret = openai ? srv_err_openai(r, (unsigned)j->status,
+                                          j->status == 400 ? "invalid_request_error" : "server_error", "%s", j->err)
+                         : srv_err_ollama(r, (unsigned)j->status, "%s", j->err);
+        else
+            ret = srv_json(r, 200, final(j));
+        gen_job_free(j);
+        return ret;
+    }
+    if (srv_stream_open(r, openai ? "text/event-stream" : "application/x-ndjson", &j->fd) < 0) {
+        gen_job_free(j);
+        return MHD_NO;
+    }
+    pthread_mutex_lock(&r->srv->mu);
+    r->srv->n_jobs++;
+    pthread_mutex_unlock(&r->srv->mu);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, stream_thread, j) != 0) {
+        pthread_mutex_lock(&r->srv->mu);
+        r->srv->n_jobs--;
+        pthread_mutex_unlock(&r->srv->mu);
+        gen_job_free(j); /* the stream ends empty */
+    }
+    pthread_attr_destroy(&attr);
+    return MHD_YES;
+}
+
+int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len)
+{
+    const char *s;
+    char *end;
+    double d, unit = 1;
+
+    if (json_is_integer(v) || json_is_real(v)) {
+        d = json_number_value(v);
+    } else if (json_is_string(v)) {
+        s = json_string_value(v);
+        d = strtod(s, &end);
+        if (end == s)
+            goto bad;
+        if (strcmp(end, "ms") == 0)
+            unit = 1e-3;
+        else if (strcmp(end, "s") == 0 || !*end)
+            unit = 1;
+        else if (strcmp(end, "m") == 0)
+            unit = 60;
+        else if (strcmp(end, "h") == 0)
+            unit = 3600;
+        else
+            goto bad;
+        d *= unit;
+    } else {
+        goto bad;
+    }
+    if (d != d)
+        goto bad;
+    *out = d < 0 ? -1 : d > 1e9 ? 1000000000 : (int)d;
+    return 0;
+bad:
+    snprintf(msg, msg_len, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
+    return -1;
+}

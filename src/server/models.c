@@ -1,0 +1,191 @@
+/* models.c: models stay loaded between requests; one load shared by all; keep_alive expiry. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+#include "server/server_int.h"
+
+static void unload(loaded *L)
+{
+    if (!L)
+        return;
+    session_free(L->S);
+    runtime_model_close(L->m);
+    store_close(L->s);
+    pthread_mutex_destroy(&L->run);
+    free(L);
+}
+
+static int load(loaded **out, server *srv, const model_name *name, const char *shown, int num_ctx)
+{
+    loaded *L = calloc(1, sizeof *L);
+    runtime_opts ro = srv->o.ro;
+    char *tmpl = NULL;
+    size_t tmpl_len = 0;
+    int rc;
+
+    *out = NULL;
+    if (!L)
+        return ms_err(MS_ENOMEM, "out of memory");
+    pthread_mutex_init(&L->run, NULL);
+    snprintf(L->name, sizeof L->name, "%s", shown);
+    name_display(L->shown, sizeof L->shown, name);
+    L->n_ctx_asked = num_ctx;
+    if (num_ctx > 0)
+        ro.n_ctx = num_ctx;
+    /* The store stays open with the model: the weights' mappings came through it. */
+    if ((rc = store_open(&L->s, srv->home)) < 0 || (rc = store_name_resolve(L->s, name, L->digest)) < 0 ||
+        (rc = runtime_model_open_store(&L->m, L->s, name, &ro)) < 0 ||
+        (rc = runtime_weights_tokenizer(&L->t, runtime_model_weights(L->m))) < 0)
+        goto fail;
+    rc = chat_template_text_store(&tmpl, &tmpl_len, L->s, name);
+    if (rc < 0 && rc != MS_ENOTFOUND)
+        goto fail;
+    if ((rc = session_new(&L->S, L->m, L->t, tmpl, tmpl_len)) < 0)
+        goto fail;
+    L->nbytes = runtime_weights_nbytes(runtime_model_weights(L->m)) + runtime_model_kv_nbytes(L->m);
+    free(tmpl);
+    *out = L;
+    return 0;
+fail:
+    free(tmpl);
+    unload(L);
+    return rc;
+}
+
+int srv_model_acquire(server *srv, const model_name *name, int num_ctx, loaded **out)
+{
+    char shown[400];
+    loaded *L, **pp;
+    int rc = 0;
+
+    *out = NULL;
+    name_format(shown, sizeof shown, name);
+    pthread_mutex_lock(&srv->mu);
+    for (pp = &srv->models; (L = *pp); pp = &L->next)
+        if (strcmp(L->name, shown) == 0)
+            break;
+    /* Another context asked for: reload, as ollama does, when no one is using this one. */
+    if (L && num_ctx > 0 && num_ctx != L->n_ctx_asked && L->refs == 0) {
+        *pp = L->next;
+        unload(L);
+        L = NULL;
+    }
+    if (!L) {
+        /* Loading holds the list lock: two clients asking for one model at once load it once. */
+        if ((rc = load(&L, srv, name, shown, num_ctx)) == 0) {
+            L->next = srv->models;
+            srv->models = L;
+        }
+    }
+    if (L) {
+        L->refs++;
+        L->expires = 0;
+    }
+    pthread_mutex_unlock(&srv->mu);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&L->run);
+    *out = L;
+    return 0;
+}
+
+void srv_model_release(server *srv, loaded *L, int keep_alive_s)
+{
+    pthread_mutex_unlock(&L->run);
+    pthread_mutex_lock(&srv->mu);
+    L->refs--;
+    L->expires = keep_alive_s < 0 ? 0 : time(NULL) + keep_alive_s;
+    L->unload_asap = keep_alive_s == 0;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+void srv_model_unload(server *srv, const model_name *name)
+{
+    char shown[400];
+
+    name_format(shown, sizeof shown, name);
+    pthread_mutex_lock(&srv->mu);
+    for (loaded *L = srv->models; L; L = L->next)
+        if (strcmp(L->name, shown) == 0)
+            L->unload_asap = 1;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* Unload what expired; with all, everything not in use. Called with srv->mu held. */
+static void sweep(server *srv, int all)
+{
+    time_t now = time(NULL);
+    loaded **pp = &srv->models, *L;
+
+    while ((L = *pp)) {
+        if (L->refs == 0 && (all || L->unload_asap || (L->expires && L->expires <= now))) {
+            *pp = L->next;
+            unload(L);
+        } else {
+            pp = &L->next;
+        }
+    }
+}
+
+static void *reaper(void *arg)
+{
+    server *srv = arg;
+
+    pthread_mutex_lock(&srv->mu);
+    while (!srv->stopping) {
+        struct timespec ts;
+        sweep(srv, 0);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&srv->cv, &srv->mu, &ts);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+json_t *srv_models_ps(server *srv)
+{
+    json_t *arr = json_array();
+    char when[64];
+
+    pthread_mutex_lock(&srv->mu);
+    for (loaded *L = srv->models; L; L = L->next) {
+        const runtime_config *c = runtime_model_config(L->m);
+        time_t exp = L->expires ? L->expires : (time_t)253402300799; /* 9999-12-31: forever */
+        srv_time_rfc3339(when, sizeof when, L->refs ? time(NULL) + srv->o.keep_alive_s : exp);
+        json_array_append_new(arr,
+                              json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:[s],s:s,s:s},s:s,s:I,s:i}", "name", L->shown,
+                                        "model", L->shown, "size", (json_int_t)L->nbytes, "digest", L->digest + 7,
+                                        "details", "format", "mstore", "family", c->architecture, "families",
+                                        c->architecture, "parameter_size", "", "quantization_level", "", "expires_at",
+                                        when, "size_vram", (json_int_t)0, "context_length", runtime_model_n_ctx(L->m)));
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return json_pack("{s:o}", "models", arr);
+}
+
+int srv_models_start(server *srv)
+{
+    if (pthread_create(&srv->reaper, NULL, reaper, srv) != 0)
+        return ms_err(MS_ENOMEM, "cannot start the model reaper thread");
+    srv->reaper_started = 1;
+    return 0;
+}
+
+void srv_models_stop(server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = 1;
+    pthread_cond_broadcast(&srv->cv);
+    while (srv->n_jobs > 0) /* streams see their pipe closed and end at their next token */
+        pthread_cond_wait(&srv->cv, &srv->mu);
+    pthread_mutex_unlock(&srv->mu);
+    if (srv->reaper_started)
+        pthread_join(srv->reaper, NULL);
+    pthread_mutex_lock(&srv->mu);
+    sweep(srv, 1);
+    pthread_mutex_unlock(&srv->mu);
+}

@@ -1,0 +1,676 @@
+/* ollama.c: ollama's /api: generate, chat, tags, show, ps, version, copy, delete, pull, push, blobs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chat/chat.h"
+#include "registry/registry.h"
+#include "server/server_int.h"
+
+#define MSG 1024
+
+/* ---------------------------------------------------------------- fields */
+
+int srv_field_num(json_t *o, const char *key, const char *shown, double lo, double hi, int integer, double *out,
+                  int *set, char *msg, size_t msg_len)
+{
+    json_t *v = o ? json_object_get(o, key) : NULL;
+    double d;
+
+    *set = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        goto bad;
+    d = json_number_value(v);
+    if (d != d || d < lo || d > hi || (integer && d != (double)(long long)d))
+        goto bad;
+    *out = d;
+    *set = 1;
+    return 0;
+bad:
+    snprintf(msg, msg_len, "%s: expected %s from %g to %g", shown, integer ? "an integer" : "a number", lo, hi);
+    return -1;
+}
+
+int srv_field_str(json_t *o, const char *key, const char *shown, const char **out, char *msg, size_t msg_len)
+{
+    json_t *v = json_object_get(o, key);
+
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        snprintf(msg, msg_len, "%s: expected a string", shown);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+int srv_field_bool(json_t *o, const char *key, const char *shown, int *out, char *msg, size_t msg_len)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v)) {
+        snprintf(msg, msg_len, "%s: expected true or false", shown);
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+int srv_model_check(server *srv, const char *model, model_name *out, char *msg, size_t msg_len)
+{
+    char digest[72];
+    store *s = NULL;
+    int rc;
+
+    if (!model || !*model) {
+        snprintf(msg, msg_len, "model: required");
+        return -1;
+    }
+    if (name_parse(out, model) < 0) {
+        snprintf(msg, msg_len, "model: %s", ms_err_msg());
+        return -1;
+    }
+    if ((rc = store_open(&s, srv->home)) == 0)
+        rc = store_name_resolve(s, out, digest);
+    store_close(s);
+    if (rc == MS_ENOTFOUND) {
+        snprintf(msg, msg_len, "model '%s' not found, try pulling it first", model);
+        return -2;
+    }
+    if (rc < 0) {
+        snprintf(msg, msg_len, "%s", ms_err_msg());
+        return -1;
+    }
+    return 0;
+}
+
+/* The model a request body names ("model", or the older "name"). */
+static const char *body_model(json_t *b)
+{
+    json_t *v = json_object_get(b, "model");
+
+    if (!json_is_string(v))
+        v = json_object_get(b, "name");
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Fields that would change what an answer means and are not built: refused by name. */
+static int refuse_unbuilt(json_t *b, const char *const *keys, char *msg, size_t msg_len)
+{
+    for (; *keys; keys++) {
+        json_t *v = json_object_get(b, *keys);
+        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0) &&
+            !(json_is_string(v) && !*json_string_value(v)) && !(json_is_false(v))) {
+            snprintf(msg, msg_len, "%s: not supported by mstore yet", *keys);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ollama's "options" and the request's own fields shared by generate and chat. */
+static int job_options(gen_job *j, json_t *b, char *msg, size_t msg_len)
+{
+    json_t *o = json_object_get(b, "options"), *stop, *ka;
+    double d;
+    int set;
+
+    if (o && !json_is_null(o) && !json_is_object(o)) {
+        snprintf(msg, msg_len, "options: expected an object");
+        return -1;
+    }
+#define NUM(key, lo, hi, integer, dst)                                                      \
+    if (srv_field_num(o, key, "options." key, lo, hi, integer, &d, &set, msg, msg_len) < 0) \
+        return -1;                                                                          \
+    if (set)                                                                                \
+        dst;
+    NUM("temperature", 0, 100, 0, j->so.temp = (float)d)
+    NUM("top_k", 0, 1 << 24, 1, j->so.top_k = (int)d)
+    NUM("top_p", 0, 1, 0, j->so.top_p = (float)d)
+    NUM("min_p", 0, 1, 0, j->so.min_p = (float)d)
+    NUM("repeat_penalty", 0.01, 100, 0, j->so.repeat_penalty = (float)d)
+    NUM("repeat_last_n", 0, 1 << 20, 1, j->so.repeat_last_n = (int)d)
+    NUM("seed", -1, 9007199254740992.0, 1, j->so.seed = d < 0 ? j->so.seed : (uint64_t)d)
+    NUM("num_predict", -2, 1 << 24, 1, j->g.n_predict = d < 0 ? -1 : (int)d)
+    NUM("num_ctx", 0, 1 << 22, 1, j->num_ctx = (int)d)
+#undef NUM
+    if (o && (stop = json_object_get(o, "stop")) && !json_is_null(stop)) {
+        size_t i;
+        json_t *s;
+        if (!json_is_array(stop)) {
+            snprintf(msg, msg_len, "options.stop: expected an array of strings");
+            return -1;
+        }
+        json_array_foreach(stop, i, s)
+        {
+            if (!json_is_string(s)) {
+                snprintf(msg, msg_len, "options.stop[%zu]: expected a string", i);
+                return -1;
+            }
+            if (gen_job_stop_add(j, json_string_value(s), msg, msg_len) < 0)
+                return -1;
+        }
+    }
+    if ((ka = json_object_get(b, "keep_alive")) && !json_is_null(ka) &&
+        srv_duration_s(ka, &j->keep_alive_s, msg, msg_len) < 0)
+        return -1;
+    j->stream = 1;
+    return srv_field_bool(b, "stream", "stream", &j->stream, msg, msg_len);
+}
+
+static char *dup_str(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* ---------------------------------------------------------------- generate and chat */
+
+static enum MHD_Result load_only(req *r, gen_job *j)
+{
+    char when[64];
+    loaded *L;
+    int unload = j->keep_alive_s == 0;
+
+    if (unload) {
+        srv_model_unload(r->srv, &j->name);
+    } else if (srv_model_acquire(r->srv, &j->name, j->num_ctx, &L) < 0) {
+        gen_job_free(j);
+        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+    } else {
+        srv_model_release(r->srv, L, j->keep_alive_s);
+    }
+    srv_time_rfc3339(when, sizeof when, time(NULL));
+    json_t *o = json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", j->model, "created_at", when, "response", "", "done", 1,
+                          "done_reason", unload ? "unload" : "load");
+    if (j->kind == GEN_OLLAMA_CHAT) {
+        json_object_del(o, "response");
+        json_object_set_new(o, "message", json_pack("{s:s,s:s}", "role", "assistant", "content", ""));
+    }
+    gen_job_free(j);
+    return srv_json(r, 200, o);
+}
+
+static int chat_messages(gen_job *j, json_t *msgs, char *msg, size_t msg_len)
+{
+    static const char *const unbuilt[] = {"images", "tool_calls", NULL};
+    size_t i;
+    json_t *m;
+
+    if (!json_is_array(msgs)) {
+        snprintf(msg, msg_len, "messages: expected an array");
+        return -1;
+    }
+    if (!(j->msgs = calloc(json_array_size(msgs) + 1, sizeof *j->msgs))) {
+        snprintf(msg, msg_len, "out of memory");
+        return -1;
+    }
+    json_array_foreach(msgs, i, m)
+    {
+        const char *role, *content;
+        char field[64];
+        if (!json_is_object(m)) {
+            snprintf(msg, msg_len, "messages[%zu]: expected an object", i);
+            return -1;
+        }
+        snprintf(field, sizeof field, "messages[%zu].role", i);
+        if (srv_field_str(m, "role", field, &role, msg, msg_len) < 0)
+            return -1;
+        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
+            snprintf(msg, msg_len, "messages[%zu].role: expected \"system\", \"user\" or \"assistant\"", i);
+            return -1;
+        }
+        snprintf(field, sizeof field, "messages[%zu].content", i);
+        if (srv_field_str(m, "content", field, &content, msg, msg_len) < 0)
+            return -1;
+        if (refuse_unbuilt(m, unbuilt, msg, msg_len) < 0) {
+            char tmp[64];
+            size_t tl = (size_t)snprintf(tmp, sizeof tmp, "messages[%zu].", i), ml = strlen(msg);
+            if (tl + ml + 1 <= msg_len) { /* prefix the field's path */
+                memmove(msg + tl, msg, ml + 1);
+                memcpy(msg, tmp, tl);
+            }
+            return -1;
+        }
+        if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : ""))) {
+            j->n_msgs = i + 1;
+            snprintf(msg, msg_len, "out of memory");
+            return -1;
+        }
+        j->n_msgs = i + 1;
+    }
+    return 0;
+}
+
+static enum MHD_Result generate(req *r, int chat)
+{
+    static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
+    static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
+    char msg[MSG];
+    json_t *b = srv_body_json(r, msg, sizeof msg);
+    gen_job *j = NULL;
+    const char *prompt = NULL, *system = NULL;
+    enum MHD_Result ret;
+    int rc;
+
+    if (!b)
+        return srv_err_ollama(r, 400, "%s", msg);
+    if (!(j = gen_job_new(r->srv, chat ? GEN_OLLAMA_CHAT : GEN_OLLAMA_GENERATE))) {
+        json_decref(b);
+        return srv_err_ollama(r, 500, "out of memory");
+    }
+    if (refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, msg, sizeof msg) < 0 ||
+        job_options(j, b, msg, sizeof msg) < 0 || srv_field_bool(b, "raw", "raw", &j->raw, msg, sizeof msg) < 0 ||
+        (!chat && (srv_field_str(b, "prompt", "prompt", &prompt, msg, sizeof msg) < 0 ||
+                   srv_field_str(b, "system", "system", &system, msg, sizeof msg) < 0)) ||
+        (chat && json_object_get(b, "messages") && !json_is_null(json_object_get(b, "messages")) &&
+         chat_messages(j, json_object_get(b, "messages"), msg, sizeof msg) < 0))
+        goto bad;
+    if ((rc = srv_model_check(r->srv, body_model(b), &j->name, msg, sizeof msg)) < 0) {
+        json_decref(b);
+        gen_job_free(j);
+        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
+    }
+    snprintf(j->model, sizeof j->model, "%s", body_model(b));
+    if ((chat && j->n_msgs == 0) || (!chat && (!prompt || !*prompt))) {
+        json_decref(b);
+        return load_only(r, j); /* as ollama: no prompt loads (or with keep_alive 0 unloads) */
+    }
+    if (!chat && (!(j->prompt = dup_str(prompt)) || (system && !(j->system = dup_str(system))))) {
+        json_decref(b);
+        gen_job_free(j);
+        return srv_err_ollama(r, 500, "out of memory");
+    }
+    json_decref(b);
+    return gen_start(r, j);
+bad:
+    json_decref(b);
+    gen_job_free(j);
+    ret = srv_err_ollama(r, 400, "%s", msg);
+    return ret;
+}
+
+/* ---------------------------------------------------------------- the store */
+
+/* The config blob of a stored model as JSON (NULL when unreadable). */
+static json_t *model_config(store *s, const char *digest)
+{
+    manifest *m = NULL;
+    blob_view v = {0};
+    json_t *j = NULL;
+
+    if (store_manifest_load(s, digest, &m) < 0)
+        return NULL;
+    if (blob_open(&v, store_home(s), m->config.digest) == 0 && v.size < (1u << 20))
+        j = json_loadb((const char *)v.data, v.size, 0, NULL);
+    blob_close(&v);
+    manifest_free(m);
+    return j;
+}
+
+static json_t *details(json_t *cfg)
+{
+    const char *arch = json_string_value(json_object_get(cfg, "architecture"));
+    const char *fmt = json_string_value(json_object_get(json_object_get(cfg, "source"), "format"));
+    json_t *q = json_object_get(cfg, "quantization"), *v;
+    const char *k, *best = "";
+    json_int_t most = -1;
+
+    json_object_foreach(q, k, v) if (json_integer_value(v) > most) most = json_integer_value(v), best = k;
+    return json_pack("{s:s,s:s,s:s,s:[s],s:s,s:s}", "parent_model", "", "format", fmt ? fmt : "safetensors", "family",
+                     arch ? arch : "", "families", arch ? arch : "", "parameter_size", "", "quantization_level", best);
+}
+
+static enum MHD_Result tags(req *r)
+{
+    store *s = NULL;
+    store_model *ms = NULL;
+    size_t n = 0;
+    json_t *arr;
+    char name[400], when[64];
+
+    if (store_open(&s, r->srv->home) < 0 || store_model_list(s, &ms, &n) < 0) {
+        store_close(s);
+        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+    }
+    arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *cfg = model_config(s, ms[i].digest);
+        name_display(name, sizeof name, &ms[i].name);
+        srv_time_rfc3339(when, sizeof when, (time_t)ms[i].modified_at);
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:o}", "name", name, "model", name, "modified_at",
+                                             when, "size", (json_int_t)ms[i].size, "digest", ms[i].digest + 7,
+                                             "details", details(cfg)));
+        json_decref(cfg);
+    }
+    free(ms);
+    store_close(s);
+    return srv_json(r, 200, json_pack("{s:o}", "models", arr));
+}
+
+static enum MHD_Result show(req *r)
+{
+    char msg[MSG], digest[72], name[400];
+    json_t *b = srv_body_json(r, msg, sizeof msg), *cfg = NULL, *info;
+    model_name mn;
+    store *s = NULL;
+    char *tmpl = NULL;
+    size_t tmpl_len = 0;
+    int rc;
+
+    if (!b)
+        return srv_err_ollama(r, 400, "%s", msg);
+    rc = srv_model_check(r->srv, body_model(b), &mn, msg, sizeof msg);
+    json_decref(b);
+    if (rc < 0)
+        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
+    if (store_open(&s, r->srv->home) < 0 || store_name_resolve(s, &mn, digest) < 0) {
+        store_close(s);
+        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+    }
+    cfg = model_config(s, digest);
+    if (chat_template_text_store(&tmpl, &tmpl_len, s, &mn) < 0)
+        tmpl = NULL;
+    store_close(s);
+    name_display(name, sizeof name, &mn);
+    {
+        const char *arch = json_string_value(json_object_get(cfg, "architecture"));
+        char key[96];
+        static const struct {
+            const char *cfg, *gguf;
+        } keys[] = {
+            {"max_position_embeddings", "context_length"},
+            {"hidden_size", "embedding_length"},
+            {"num_hidden_layers", "block_count"},
+            {"num_attention_heads", "attention.head_count"},
+            {"num_key_value_heads", "attention.head_count_kv"},
+            {"intermediate_size", "feed_forward_length"},
+            {"vocab_size", "vocab_size"},
+            {"rope_theta", "rope.freq_base"},
+        };
+        info = json_pack("{s:s}", "general.architecture", arch ? arch : "");
+        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+            json_t *v = json_object_get(cfg, keys[i].cfg);
+            snprintf(key, sizeof key, "%s.%s", arch ? arch : "model", keys[i].gguf);
+            if (v && !json_is_null(v))
+                json_object_set(info, key, v);
+        }
+    }
+    json_t *o = json_pack("{s:s+,s:s,s:s#,s:o,s:o,s:o}", "modelfile", "# Modelfile generated by mstore\nFROM ", name,
+                          "parameters", "", "template", tmpl ? tmpl : "", (int)tmpl_len, "details", details(cfg),
+                          "model_info", info, "config", cfg ? json_incref(cfg) : json_object());
+    free(tmpl);
+    json_decref(cfg);
+    return srv_json(r, 200, o);
+}
+
+static enum MHD_Result copy_or_delete(req *r, int del)
+{
+    char msg[MSG];
+    json_t *b = srv_body_json(r, msg, sizeof msg);
+    const char *src = NULL, *dst = NULL;
+    model_name a, d;
+    store *s = NULL;
+    int rc;
+
+    if (!b)
+        return srv_err_ollama(r, 400, "%s", msg);
+    if (del)
+        src = body_model(b);
+    else if (srv_field_str(b, "source", "source", &src, msg, sizeof msg) < 0 ||
+             srv_field_str(b, "destination", "destination", &dst, msg, sizeof msg) < 0)
+        goto bad;
+    if ((rc = srv_model_check(r->srv, src, &a, msg, sizeof msg)) < 0) {
+        json_decref(b);
+        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
+    }
+    if (!del && (!dst || name_parse(&d, dst) < 0)) {
+        snprintf(msg, sizeof msg, "destination: %s", dst ? ms_err_msg() : "required");
+        goto bad;
+    }
+    json_decref(b);
+    if ((rc = store_open(&s, r->srv->home)) == 0)
+        rc = del ? store_name_remove(s, &a) : store_name_copy(s, &a, &d);
+    store_close(s);
+    if (rc < 0)
+        return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", ms_err_msg());
+    if (del)
+        srv_model_unload(r->srv, &a);
+    return srv_respond(r, 200, NULL, "", 0);
+bad:
+    json_decref(b);
+    return srv_err_ollama(r, 400, "%s", msg);
+}
+
+/* ---------------------------------------------------------------- pull and push */
+
+typedef struct xfer {
+    server *srv;
+    model_name name;
+    int push, insecure, stream, fd, failed;
+    uint64_t last;
+    char err[MSG];
+} xfer;
+
+static void xfer_send(xfer *x, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+
+    json_decref(o);
+    if (s && x->fd >= 0 && !x->failed && (srv_write_all(x->fd, s, strlen(s)) < 0 || srv_write_all(x->fd, "\n", 1) < 0))
+        x->failed = 1; /* the client left: the transfer goes on, unseen */
+    free(s);
+}
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    xfer *x = ctx;
+
+    if (done == x->last && done != total)
+        return;
+    x->last = done;
+    xfer_send(x, json_pack("{s:s,s:I,s:I}", "status", "downloading", "total", (json_int_t)total, "completed",
+                           (json_int_t)done));
+}
+
+static int xfer_run(xfer *x)
+{
+    registry_opts o;
+    store *s = NULL;
+    char digest[72];
+    int rc;
+
+    registry_opts_init(&o);
+    o.quiet = 1;
+    o.insecure = x->insecure;
+    if (x->fd >= 0 && !x->push) {
+        o.progress = on_progress;
+        o.progress_ctx = x;
+    }
+    if (x->fd >= 0)
+        xfer_send(x, json_pack("{s:s}", "status", x->push ? "retrieving manifest" : "pulling manifest"));
+    if ((rc = store_open(&s, x->srv->home)) == 0)
+        rc = x->push ? registry_push(s, &x->name, NULL, &o, digest) : registry_pull(s, &x->name, &o, digest);
+    store_close(s);
+    if (rc < 0) {
+        snprintf(x->err, sizeof x->err, "%s", ms_err_msg());
+        return rc;
+    }
+    if (x->fd >= 0) {
+        if (!x->push)
+            xfer_send(x, json_pack("{s:s,s:s}", "status", "verifying sha256 digest", "digest", digest));
+        xfer_send(
+            x, json_pack("{s:s,s:s}", "status", x->push ? "pushing manifest" : "writing manifest", "digest", digest));
+        xfer_send(x, json_pack("{s:s}", "status", "success"));
+    }
+    return 0;
+}
+
+static void *xfer_thread(void *arg)
+{
+    xfer *x = arg;
+    server *srv = x->srv;
+
+    if (xfer_run(x) < 0)
+        xfer_send(x, json_pack("{s:s}", "error", x->err));
+    close(x->fd);
+    free(x);
+    pthread_mutex_lock(&srv->mu);
+    srv->n_jobs--;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+static enum MHD_Result pull_push(req *r, int push)
+{
+    char msg[MSG];
+    json_t *b = srv_body_json(r, msg, sizeof msg);
+    xfer *x = calloc(1, sizeof *x);
+    const char *model;
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc = 0;
+
+    if (!b || !x) {
+        free(x);
+        json_decref(b);
+        return srv_err_ollama(r, 400, "%s", b ? "out of memory" : msg);
+    }
+    x->srv = r->srv, x->push = push, x->stream = 1, x->fd = -1;
+    model = body_model(b);
+    if (srv_field_bool(b, "insecure", "insecure", &x->insecure, msg, sizeof msg) < 0 ||
+        srv_field_bool(b, "stream", "stream", &x->stream, msg, sizeof msg) < 0)
+        rc = -1;
+    else if (!model || name_parse(&x->name, model) < 0)
+        rc = -1, snprintf(msg, sizeof msg, "model: %s", model ? ms_err_msg() : "required");
+    else if (push)
+        rc = srv_model_check(r->srv, model, &x->name, msg, sizeof msg);
+    json_decref(b);
+    if (rc < 0) {
+        free(x);
+        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
+    }
+    if (!x->stream) {
+        rc = xfer_run(x);
+        snprintf(msg, sizeof msg, "%s", x->err);
+        free(x);
+        if (rc < 0)
+            return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", msg);
+        return srv_json(r, 200, json_pack("{s:s}", "status", "success"));
+    }
+    if (srv_stream_open(r, "application/x-ndjson", &x->fd) < 0) {
+        free(x);
+        return MHD_NO;
+    }
+    pthread_mutex_lock(&r->srv->mu);
+    r->srv->n_jobs++;
+    pthread_mutex_unlock(&r->srv->mu);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, xfer_thread, x) != 0) {
+        close(x->fd);
+        free(x);
+        pthread_mutex_lock(&r->srv->mu);
+        r->srv->n_jobs--;
+        pthread_mutex_unlock(&r->srv->mu);
+    }
+    pthread_attr_destroy(&attr);
+    return MHD_YES;
+}
+
+/* ---------------------------------------------------------------- blobs */
+
+void ollama_blob_upload(req *r, const char *data, size_t len)
+{
+    const char *digest = r->url + strlen("/api/blobs/");
+
+    if (r->upload_failed)
+        return;
+    if (!r->bw) {
+        if (!blob_digest_valid(digest)) {
+            r->upload_failed = 400;
+            snprintf(r->upload_msg, sizeof r->upload_msg, "digest '%.100s': expected sha256:<64 hex>", digest);
+            return;
+        }
+        if (blob_writer_open(&r->bw, r->srv->home) < 0)
+            goto fail;
+    }
+    if (r->upload_n + len > SERVER_MAX_BLOB_BODY) {
+        r->upload_failed = 413;
+        snprintf(r->upload_msg, sizeof r->upload_msg, "blob over the limit of %llu bytes",
+                 (unsigned long long)SERVER_MAX_BLOB_BODY);
+        return;
+    }
+    r->upload_n += len;
+    if (blob_writer_write(r->bw, data, len) == 0)
+        return;
+fail:
+    r->upload_failed = 500;
+    snprintf(r->upload_msg, sizeof r->upload_msg, "%s", ms_err_msg());
+}
+
+static enum MHD_Result blobs(req *r)
+{
+    const char *digest = r->url + strlen("/api/blobs/");
+    char got[BLOB_DIGEST_LEN + 1];
+    int rc;
+
+    if (!blob_digest_valid(digest))
+        return srv_err_ollama(r, 400, "digest '%.100s': expected sha256:<64 hex>", digest);
+    if (strcmp(r->method, "HEAD") == 0)
+        return srv_respond(r, blob_exists(r->srv->home, digest, NULL) ? 200 : 404, NULL, "", 0);
+    if (strcmp(r->method, "POST") != 0)
+        return srv_err_ollama(r, 405, "method %s not allowed on /api/blobs", r->method);
+    if (r->upload_failed)
+        return srv_err_ollama(r, (unsigned)r->upload_failed, "%s", r->upload_msg);
+    if (!r->bw && blob_writer_open(&r->bw, r->srv->home) < 0) /* an empty body is a blob too */
+        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+    rc = blob_writer_commit(got, r->bw, digest);
+    r->bw = NULL;
+    if (rc == MS_EMISMATCH)
+        return srv_err_ollama(r, 400, "digest mismatch: the body hashes to %s, not %s", got, digest);
+    if (rc < 0)
+        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+    return srv_respond(r, 201, NULL, "", 0);
+}
+
+/* ---------------------------------------------------------------- routing */
+
+enum MHD_Result ollama_route(req *r)
+{
+    const char *u = r->url, *m = r->method;
+    int get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0, post = strcmp(m, "POST") == 0;
+
+    if (strncmp(u, "/api/blobs/", 11) == 0)
+        return blobs(r);
+    if (strcmp(u, "/api/generate") == 0 && post)
+        return generate(r, 0);
+    if (strcmp(u, "/api/chat") == 0 && post)
+        return generate(r, 1);
+    if (strcmp(u, "/api/tags") == 0 && get)
+        return tags(r);
+    if (strcmp(u, "/api/show") == 0 && post)
+        return show(r);
+    if (strcmp(u, "/api/ps") == 0 && get)
+        return srv_json(r, 200, srv_models_ps(r->srv));
+    if (strcmp(u, "/api/version") == 0 && get)
+        return srv_json(r, 200, json_pack("{s:s}", "version", SERVER_VERSION));
+    if (strcmp(u, "/api/copy") == 0 && post)
+        return copy_or_delete(r, 0);
+    if (strcmp(u, "/api/delete") == 0 && strcmp(m, "DELETE") == 0)
+        return copy_or_delete(r, 1);
+    if (strcmp(u, "/api/pull") == 0 && post)
+        return pull_push(r, 0);
+    if (strcmp(u, "/api/push") == 0 && post)
+        return pull_push(r, 1);
+    if (!strcmp(u, "/api/embed") || !strcmp(u, "/api/embeddings") || !strcmp(u, "/api/create"))
+        return srv_err_ollama(r, 501, "%s is not implemented by mstore yet", u);
+    return srv_err_ollama(r, 404, "no such endpoint: %s %s", m, u);
+}

@@ -1,0 +1,148 @@
+/* server_int.h: what the files of src/server share; nothing outside src/server includes it. */
+#ifndef MSTORE_SERVER_INT_H
+#define MSTORE_SERVER_INT_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "blob/blob.h"
+#include "server/server.h"
+#include "session/session.h"
+#include "store/store.h"
+
+typedef struct loaded loaded;
+
+struct server {
+    struct MHD_Daemon *d;
+    server_opts o;
+    char *home, *api_key;
+    char addr[300];
+    int listen_fd;
+    pthread_mutex_t mu; /* guards `models` and each entry's refs / expiry */
+    pthread_cond_t cv; /* wakes the reaper: a release, or stop */
+    loaded *models;
+    pthread_t reaper;
+    int reaper_started, stopping;
+    int n_jobs; /* streaming generations running in their own threads */
+};
+
+/* One HTTP request, from its first byte to its response. */
+typedef struct req {
+    server *srv;
+    struct MHD_Connection *c;
+    const char *method, *url; /* borrowed from libmicrohttpd for the request's life */
+    char *body; /* JSON bodies, NUL-terminated */
+    size_t n, cap;
+    int too_big; /* the body passed the limit: discarded, answered 413 */
+    int responded; /* a response was queued before the body ended */
+    blob_writer *bw; /* POST /api/blobs/:digest streams here */
+    int upload_failed;
+    char upload_msg[512];
+    uint64_t upload_n;
+} req;
+
+/* ---- http.c: responses */
+enum MHD_Result srv_respond(req *r, unsigned status, const char *type, const char *body, size_t len);
+enum MHD_Result srv_json(req *r, unsigned status, json_t *j); /* takes j */
+enum MHD_Result srv_err_ollama(req *r, unsigned status, const char *fmt, ...) MS_PRINTF(3, 4);
+enum MHD_Result srv_err_openai(req *r, unsigned status, const char *type, const char *fmt, ...) MS_PRINTF(4, 5);
+enum MHD_Result srv_err_oci(req *r, unsigned status, const char *code, const char *fmt, ...) MS_PRINTF(4, 5);
+/* Queue a 200 whose body is what is written to *fd_out (chunked, until it is closed). */
+int srv_stream_open(req *r, const char *type, int *fd_out);
+/* Write all of s; -1 when the reader (the client) is gone. */
+int srv_write_all(int fd, const char *s, size_t n);
+/* The request body as JSON (an object), or NULL with the reason in msg. */
+json_t *srv_body_json(req *r, char *msg, size_t msg_len);
+/* RFC 3339 time, UTC, with nanoseconds as ollama writes it. */
+void srv_time_rfc3339(char *buf, size_t len, time_t t);
+/* A copy of text with invalid UTF-8 bytes replaced by U+FFFD (JSON needs valid UTF-8). */
+json_t *srv_json_text(const char *s, size_t len);
+
+/* ---- routes */
+enum MHD_Result ollama_route(req *r); /* /api/... */
+enum MHD_Result openai_route(req *r); /* /v1/... */
+enum MHD_Result oci_route(req *r); /* /v2/... */
+/* POST /api/blobs/:digest body chunks (http.c calls it as data arrives). */
+void ollama_blob_upload(req *r, const char *data, size_t len);
+
+/* ---- models.c: loaded models */
+struct loaded {
+    struct loaded *next;
+    char name[400]; /* canonical "host/namespace/model:tag" as name_format writes it */
+    char shown[400]; /* as name_display writes it ("stories:260k"), for /api/ps */
+    char digest[72]; /* manifest digest when loaded */
+    int n_ctx_asked; /* num_ctx it was loaded for (0: default) */
+    store *s;
+    runtime_model *m;
+    const tokenizer *t;
+    session *S;
+    uint64_t nbytes; /* weights + KV cache */
+    pthread_mutex_t run; /* one request at a time */
+    int refs; /* requests holding or waiting for `run` */
+    time_t expires; /* 0: never; unloaded by the reaper after it when refs == 0 */
+    int unload_asap;
+};
+/* Find or load `name`, then take its run lock (waits for requests before it). num_ctx > 0 asks
+ * for that context (a model loaded with another is reloaded when no one uses it).
+ * MS_ENOTFOUND and load errors with their message. */
+int srv_model_acquire(server *srv, const model_name *name, int num_ctx, loaded **out);
+/* Give the run lock back; the model stays loaded keep_alive_s seconds (< 0 forever, 0: unload
+ * now when no one else waits for it). */
+void srv_model_release(server *srv, loaded *L, int keep_alive_s);
+/* Unload `name` when no request uses it (keep_alive 0 with no prompt). */
+void srv_model_unload(server *srv, const model_name *name);
+json_t *srv_models_ps(server *srv);
+int srv_models_start(server *srv);
+void srv_models_stop(server *srv);
+
+/* ---- gen.c: one generation, for both APIs */
+typedef enum gen_kind { GEN_OLLAMA_GENERATE, GEN_OLLAMA_CHAT, GEN_OPENAI_CHAT, GEN_OPENAI_COMPLETION } gen_kind;
+
+typedef struct gen_job {
+    server *srv;
+    gen_kind kind;
+    model_name name;
+    char model[400]; /* the model as the client named it, echoed back */
+    chat_msg *msgs; /* chat kinds: owned role and content strings */
+    size_t n_msgs;
+    char *prompt, *system; /* generate kinds */
+    int raw;
+    runtime_sampler_opts so;
+    session_gen g;
+    char *stops[SESSION_MAX_STOPS];
+    int num_ctx, keep_alive_s, stream, include_usage;
+    int fd; /* the stream's write end; -1 when not streaming */
+    /* results */
+    char *out;
+    size_t out_n, out_cap;
+    session_done done;
+    int status; /* 0, or the HTTP status of the failure (message in err) */
+    char err[1024];
+    size_t n_prompt, n_prompt_total, n_gen;
+    double t_load, t_prompt, t_gen, t_total;
+    char id[48];
+    time_t created;
+} gen_job;
+
+gen_job *gen_job_new(server *srv, gen_kind kind);
+void gen_job_free(gen_job *j);
+int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len);
+/* Run the job: streamed (a thread writes the stream; the job is its) or answered in this thread.
+ * Takes the job in every case. */
+enum MHD_Result gen_start(req *r, gen_job *j);
+
+/* Typed fields of a request object: 0 when absent (*set = 0) or valid; -1 with msg naming the
+ * field ("options.temperature: expected a number from 0 to 100"). */
+int srv_field_num(json_t *o, const char *key, const char *shown, double lo, double hi, int integer, double *out,
+                  int *set, char *msg, size_t msg_len);
+int srv_field_str(json_t *o, const char *key, const char *shown, const char **out, char *msg, size_t msg_len);
+int srv_field_bool(json_t *o, const char *key, const char *shown, int *out, char *msg, size_t msg_len);
+/* The model a request names: 0; 400-worthy -1 (bad name, msg); 404-worthy -2 (not in the store). */
+int srv_model_check(server *srv, const char *model, model_name *out, char *msg, size_t msg_len);
+
+/* Options shared by ollama's "options" and OpenAI's fields; 0 or -1 with msg. */
+int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len);
+
+#endif

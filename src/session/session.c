@@ -1,0 +1,421 @@
+/* session.c: prompt to tokens, KV reuse by cached text, sampling and streaming with stop strings. */
+#include "session/session.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A growable byte string. */
+typedef struct text {
+    char *p;
+    size_t n, cap;
+} text;
+
+static int text_put(text *b, const char *s, size_t len)
+{
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = (b->n + len + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return ms_err(MS_ENOMEM, "out of memory");
+        b->p = p, b->cap = cap;
+    }
+    if (len)
+        memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+    return 0;
+}
+
+struct session {
+    runtime_model *m;
+    const tokenizer *t;
+    runtime_sampler *smp;
+    runtime_sampler_opts so;
+    chat_template *tmpl;
+    int has_template;
+    float *logits;
+    char *bos_text; /* what BOS is in text ("<s>"), or "" */
+    text cache; /* the text whose tokens are in the KV cache */
+    int32_t *ids; /* those tokens (for the repeat penalty of a new sampler) */
+    size_t n_ids, cap_ids;
+    int exact; /* the cache was fed by SESSION_FEED_EXACT: `cache` does not describe it */
+    session_stats st;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static char *token_dup(const tokenizer *t, int32_t id)
+{
+    size_t len = 0;
+    const char *s = id >= 0 ? tokenizer_token_text(t, id, &len) : NULL;
+
+    return ms_strdup_printf("%.*s", s ? (int)len : 0, s ? s : "");
+}
+
+int session_new(session **out, runtime_model *m, const tokenizer *t, const char *tmpl_text, size_t tmpl_len)
+{
+    session *S = calloc(1, sizeof *S);
+    char *eos = NULL;
+    int rc = MS_ENOMEM;
+
+    *out = NULL;
+    if (!S)
+        return ms_err(MS_ENOMEM, "out of memory");
+    S->m = m, S->t = t;
+    S->has_template = tmpl_text && tmpl_len > 0;
+    if (!(S->logits = malloc(sizeof(float) * (size_t)runtime_model_config(m)->vocab_size)) ||
+        !(S->bos_text = token_dup(t, tokenizer_bos(t))) || !(eos = token_dup(t, tokenizer_eos(t)))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = chat_template_new(&S->tmpl, tmpl_text, tmpl_len, S->bos_text, eos)) < 0)
+        goto fail;
+    runtime_sampler_defaults(&S->so);
+    if ((rc = session_sampler_set(S, &S->so)) < 0)
+        goto fail;
+    free(eos);
+    *out = S;
+    return 0;
+fail:
+    free(eos);
+    session_free(S);
+    return rc;
+}
+
+void session_free(session *S)
+{
+    if (!S)
+        return;
+    runtime_sampler_free(S->smp);
+    chat_template_free(S->tmpl);
+    free(S->logits);
+    free(S->bos_text);
+    free(S->cache.p);
+    free(S->ids);
+    free(S);
+}
+
+runtime_model *session_model(const session *S)
+{
+    return S->m;
+}
+int session_has_template(const session *S)
+{
+    return S->has_template;
+}
+const chat_template *session_template(const session *S)
+{
+    return S->tmpl;
+}
+const session_stats *session_stats_get(const session *S)
+{
+    return &S->st;
+}
+void session_stats_clear(session *S)
+{
+    memset(&S->st, 0, sizeof S->st);
+}
+
+int session_render(session *S, char **out, size_t *len_out, const chat_msg *msgs, size_t n)
+{
+    return chat_render(out, len_out, S->tmpl, msgs, n, 1);
+}
+
+int session_sampler_set(session *S, const runtime_sampler_opts *o)
+{
+    runtime_sampler *smp;
+    size_t from;
+    int rc;
+
+    if ((rc = runtime_sampler_new(&smp, o, runtime_model_config(S->m)->vocab_size)) < 0)
+        return rc;
+    /* only the penalty window matters; feeding more would be wasted work */
+    from = o->repeat_last_n > 0 && S->n_ids > (size_t)o->repeat_last_n ? S->n_ids - (size_t)o->repeat_last_n : 0;
+    for (size_t i = from; i < S->n_ids; i++)
+        runtime_sampler_accept(smp, S->ids[i]);
+    runtime_sampler_free(S->smp);
+    S->smp = smp;
+    S->so = *o;
+    return 0;
+}
+
+void session_reset(session *S)
+{
+    runtime_model_reset(S->m);
+    S->cache.n = 0;
+    if (S->cache.p)
+        S->cache.p[0] = '\0';
+    S->n_ids = 0;
+    S->exact = 0;
+}
+
+static int ids_push(session *S, const int32_t *ids, size_t n)
+{
+    if (S->n_ids + n > S->cap_ids) {
+        size_t cap = (S->n_ids + n) * 2 + 64;
+        int32_t *p = realloc(S->ids, cap * sizeof *p);
+        if (!p)
+            return ms_err(MS_ENOMEM, "out of memory");
+        S->ids = p, S->cap_ids = cap;
+    }
+    memcpy(S->ids + S->n_ids, ids, n * sizeof *ids);
+    S->n_ids += n;
+    return 0;
+}
+
+/* Tokenize and run `s` after what the cache holds. Returns 0, or MS_EINVALID with nothing run
+ * when it does not fit. */
+static int feed_after(session *S, const char *s, size_t len, int parse_special)
+{
+    const char *bos = S->bos_text;
+    size_t bos_len = strlen(bos);
+    int first = runtime_model_n_past(S->m) == 0;
+    int add = first && !(parse_special && bos_len && len >= bos_len && memcmp(s, bos, bos_len) == 0);
+    int32_t *ids = NULL;
+    size_t n, n_past = (size_t)runtime_model_n_past(S->m);
+    double t0 = now();
+    int rc;
+
+    if ((rc = tokenizer_encode_alloc(S->t, s, len, add, parse_special, &ids, &n)) < 0)
+        return rc;
+    if (n == 0) {
+        rc = first ? ms_err(MS_EINVALID, "the prompt is empty and the vocab adds no BOS: nothing to start from") : 0;
+        goto done;
+    }
+    /* ">=": one position must stay free for the first generated token */
+    if (n_past + n >= (size_t)runtime_model_n_ctx(S->m)) {
+        rc = ms_err(MS_EINVALID, "prompt of %zu tokens does not fit the context of %d tokens", n_past + n,
+                    runtime_model_n_ctx(S->m));
+        goto done;
+    }
+    if ((rc = ids_push(S, ids, n)) < 0)
+        goto done;
+    for (size_t i = 0; i < n; i++)
+        runtime_sampler_accept(S->smp, ids[i]);
+    if ((rc = runtime_forward(S->m, ids, (int)n, S->logits)) < 0) {
+        session_reset(S); /* the cache no longer matches any text */
+        goto done;
+    }
+    S->st.n_prompt += n;
+    S->st.t_prompt += now() - t0;
+    rc = text_put(&S->cache, s, len);
+done:
+    S->st.n_prompt_total = (size_t)runtime_model_n_past(S->m);
+    free(ids);
+    return rc;
+}
+
+/* SESSION_FEED_EXACT: tokenize the whole text; run only the tokens after the cached ones when
+ * those begin it. At least one token is always run: its logits start the answer. */
+static int feed_exact(session *S, const char *s, size_t len, int parse_special)
+{
+    const char *bos = S->bos_text;
+    size_t bos_len = strlen(bos), n, from = 0;
+    int add = !(parse_special && bos_len && len >= bos_len && memcmp(s, bos, bos_len) == 0);
+    int32_t *ids = NULL;
+    double t0 = now();
+    int rc;
+
+    if ((rc = tokenizer_encode_alloc(S->t, s, len, add, parse_special, &ids, &n)) < 0)
+        return rc;
+    if (n == 0) {
+        rc = ms_err(MS_EINVALID, "the prompt is empty and the vocab adds no BOS: nothing to start from");
+        goto done;
+    }
+    if (n >= (size_t)runtime_model_n_ctx(S->m)) {
+        rc = ms_err(MS_EINVALID, "prompt of %zu tokens does not fit the context of %d tokens", n,
+                    runtime_model_n_ctx(S->m));
+        goto done;
+    }
+    if (S->n_ids < n && memcmp(S->ids, ids, S->n_ids * sizeof *ids) == 0)
+        from = S->n_ids;
+    else
+        session_reset(S);
+    if ((rc = ids_push(S, ids + from, n - from)) < 0)
+        goto done;
+    if ((rc = runtime_forward(S->m, ids + from, (int)(n - from), S->logits)) < 0) {
+        session_reset(S);
+        goto done;
+    }
+    S->exact = 1; /* the text no longer describes the cache: WHOLE mode starts over */
+    S->st.n_prompt += n - from;
+    S->st.t_prompt += now() - t0;
+done:
+    if (rc < 0)
+        session_reset(S);
+    S->st.n_prompt_total = (size_t)runtime_model_n_past(S->m);
+    free(ids);
+    return rc;
+}
+
+int session_feed(session *S, const char *text, size_t len, int parse_special, int mode)
+{
+    int rc;
+
+    if (mode == SESSION_FEED_EXACT)
+        return feed_exact(S, text, len, parse_special);
+    if (mode == SESSION_FEED_APPEND)
+        return feed_after(S, text, len, parse_special);
+    if (S->exact || S->cache.n > len || (S->cache.n && memcmp(S->cache.p, text, S->cache.n) != 0))
+        session_reset(S);
+    rc = feed_after(S, text + S->cache.n, len - S->cache.n, parse_special);
+    if (rc == MS_EINVALID && S->cache.n > 0) { /* the delta did not fit: try the whole text alone */
+        session_reset(S);
+        rc = feed_after(S, text, len, parse_special);
+    }
+    if (rc < 0)
+        session_reset(S);
+    return rc;
+}
+
+const char *session_done_name(session_done d)
+{
+    static const char *const names[] = {"stop", "length", "context", "cancelled"};
+
+    return (unsigned)d < sizeof names / sizeof *names ? names[d] : "?";
+}
+
+/* Length of the complete UTF-8 characters at the start of s[0..len): a last character cut short
+ * is left out; invalid bytes count as complete (they are passed on as they are). */
+static size_t utf8_complete(const char *s, size_t len)
+{
+    size_t i = len, back = 0;
+
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
+        i--, back++;
+    if (i == 0)
+        return len;
+    {
+        unsigned char c = (unsigned char)s[i - 1];
+        size_t need = c >= 0xf0 && c < 0xf8 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        if (c >= 0xf8 || c < 0xc0)
+            return len;
+        return back + 1 < need ? i - 1 : len;
+    }
+}
+
+int session_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned c = p[i];
+        size_t need;
+
+        if (c < 0x80)
+            need = 0;
+        else if (c >= 0xc2 && c < 0xe0)
+            need = 1;
+        else if (c >= 0xe0 && c < 0xf0)
+            need = 2;
+        else if (c >= 0xf0 && c < 0xf5)
+            need = 3;
+        else
+            return 0;
+        if (need > len - i - 1)
+            return 0;
+        for (size_t k = 1; k <= need; k++)
+            if ((p[i + k] & 0xc0) != 0x80)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* Where in pend[0..n) the earliest stop string begins (n when none), and how much of its tail
+ * could still begin one (*hold). */
+static size_t stop_scan(const session_gen *g, const char *pend, size_t n, size_t *hold)
+{
+    size_t at = n;
+
+    *hold = 0;
+    for (size_t k = 0; k < g->n_stops; k++) {
+        size_t sl = strlen(g->stops[k]);
+        if (!sl)
+            continue;
+        for (size_t i = 0; i + sl <= n && i < at; i++)
+            if (memcmp(pend + i, g->stops[k], sl) == 0) {
+                at = i;
+                break;
+            }
+        for (size_t h = sl - 1 < n ? sl - 1 : n; h > *hold; h--)
+            if (memcmp(pend + n - h, g->stops[k], h) == 0) {
+                *hold = h;
+                break;
+            }
+    }
+    return at;
+}
+
+int session_generate(session *S, const session_gen *g, int lstrip, session_emit_fn emit, void *ctx, session_done *done)
+{
+    text pend = {NULL, 0, 0}; /* generated text not yet emitted */
+    double t0 = now();
+    int n = 0, rc = 0;
+
+    *done = SESSION_DONE_LENGTH;
+    while (g->n_predict < 0 || n < g->n_predict) {
+        int32_t tok;
+        char buf[256];
+        size_t len, hold, at, ready;
+
+        tok = runtime_sampler_sample(S->smp, S->logits);
+        if (tokenizer_is_eog(S->t, tok)) {
+            *done = SESSION_DONE_STOP;
+            break;
+        }
+        /* a piece longer than buf is not a real vocab entry: it is skipped */
+        if (tokenizer_decode_piece(S->t, tok, n == 0 && lstrip ? TOKENIZER_DECODE_LSTRIP : 0, buf, sizeof buf, &len) <
+            0)
+            len = 0;
+        n++;
+        S->st.n_gen++;
+        runtime_sampler_accept(S->smp, tok);
+        if ((rc = text_put(&pend, buf, len)) < 0)
+            goto done;
+        at = stop_scan(g, pend.p, pend.n, &hold);
+        if (at < pend.n) { /* a stop string: emit what precedes it, and end */
+            if (at && emit(ctx, pend.p, at) != 0)
+                *done = SESSION_DONE_CANCELLED;
+            else
+                *done = SESSION_DONE_STOP;
+            pend.n = 0;
+            break;
+        }
+        ready = utf8_complete(pend.p, pend.n - hold);
+        if (ready) {
+            if (emit(ctx, pend.p, ready) != 0) {
+                *done = SESSION_DONE_CANCELLED;
+                pend.n = 0;
+                break;
+            }
+            memmove(pend.p, pend.p + ready, pend.n - ready);
+            pend.n -= ready;
+        }
+        if (runtime_model_n_past(S->m) >= runtime_model_n_ctx(S->m)) { /* this token is out; no room to run it */
+            if (g->n_predict < 0 || n < g->n_predict)
+                *done = SESSION_DONE_CONTEXT;
+            break;
+        }
+        if ((rc = runtime_forward(S->m, &tok, 1, S->logits)) < 0) {
+            session_reset(S);
+            goto done;
+        }
+        if ((rc = ids_push(S, &tok, 1)) < 0 || (rc = text_put(&S->cache, buf, len)) < 0)
+            goto done;
+    }
+    if (pend.n && emit(ctx, pend.p, pend.n) != 0)
+        *done = SESSION_DONE_CANCELLED;
+done:
+    S->st.t_gen += now() - t0;
+    free(pend.p);
+    return rc;
+}

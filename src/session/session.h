@@ -1,0 +1,110 @@
+/* session.h: one conversation with a loaded model; the whole surface of src/session.
+ *
+ * What `mstore run` and `mstore serve` share between the runtime and their users: the chat
+ * template, the prompt as tokens in the KV cache, sampling, stop strings, detokenized streaming
+ * and the context accounting. A session is not thread-safe: the server gives each loaded model
+ * one session and lets one request at a time use it.
+ *
+ * KV reuse: the session remembers the text whose tokens sit in the KV cache (the prompts fed and
+ * the answers generated). session_feed with SESSION_FEED_WHOLE gets the whole context each time
+ * (a rendered conversation); when the cached text is a prefix of it, only the rest is tokenized
+ * and run, so a second turn does not recompute the first. Otherwise (another conversation, a
+ * history the template renders differently) the cache starts over. The text delta is tokenized
+ * alone, which suits an interactive chat; SESSION_FEED_EXACT tokenizes the whole text and reuses
+ * the cache only when its tokens begin the new ones, so a reused prompt runs exactly as a fresh
+ * one (the server's choice: clients compare answers). runtime_forward only appends,
+ * so a diverging prompt is re-run whole rather than truncated.
+ *
+ * Streaming: the text given to the emit callback is cut only at UTF-8 character boundaries
+ * (a piece that ends inside a character waits for the next one), and never shows any part of a
+ * stop string: a tail that could begin one is held back until it cannot. */
+#ifndef MSTORE_SESSION_H
+#define MSTORE_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat/chat.h"
+#include "runtime/runtime.h"
+
+#define SESSION_MAX_STOPS    16
+#define SESSION_MAX_STOP_LEN 256
+
+typedef struct session session;
+
+/* A session over an open model and its tokenizer (both borrowed; they must outlive it).
+ * tmpl_text: the model's chat template (NULL or empty: none; renders then plainly, "user: ...").
+ * The sampler starts with runtime_sampler_defaults. MS_ENOMEM, MS_EINVALID. */
+int session_new(session **out, runtime_model *m, const tokenizer *t, const char *tmpl_text, size_t tmpl_len);
+void session_free(session *S); /* NULL is fine */
+
+runtime_model *session_model(const session *S);
+/* 1 when the model ships a chat template; 0 when it has none (the template then renders plainly). */
+int session_has_template(const session *S);
+const chat_template *session_template(const session *S);
+
+/* Render msgs[0..n) with the template, ending with the assistant's turn opening: malloc'd *out.
+ * MS_EINVALID (roles the template refuses), MS_ENOMEM. */
+int session_render(session *S, char **out, size_t *len_out, const chat_msg *msgs, size_t n);
+
+/* Replace the sampler (options as runtime_sampler_new). The repeat penalty sees the tokens
+ * already in the cache. */
+int session_sampler_set(session *S, const runtime_sampler_opts *o);
+
+enum {
+    SESSION_FEED_APPEND = 0, /* the text goes after what the cache holds */
+    SESSION_FEED_WHOLE = 1, /* the text is the whole context: reuse the cached text prefix */
+    SESSION_FEED_EXACT = 2, /* the whole context, tokenized whole: reuse the cached tokens only
+                              * when they begin its tokens (the result is exactly a fresh run's) */
+};
+/* Tokenize `text` (parse_special: control tokens written in it are matched, as in a rendered
+ * template) and run it through the model. BOS goes first when the cache is empty, unless the
+ * text starts with the BOS text itself. With SESSION_FEED_WHOLE, a text that does not extend the
+ * cache, or does not fit after it, is run from an empty cache. Returns 0; MS_EINVALID when it
+ * does not fit the context ("prompt of N tokens does not fit the context of M tokens"; nothing
+ * is run and, with SESSION_FEED_WHOLE, the cache is empty) or when there is nothing to start
+ * from; MS_ENOMEM, runtime errors. */
+int session_feed(session *S, const char *text, size_t len, int parse_special, int mode);
+
+/* Forget the KV cache and its text. */
+void session_reset(session *S);
+
+/* Why a generation ended. */
+typedef enum session_done {
+    SESSION_DONE_STOP = 0, /* end-of-generation token or a stop string */
+    SESSION_DONE_LENGTH, /* n_predict tokens */
+    SESSION_DONE_CONTEXT, /* the context is full */
+    SESSION_DONE_CANCELLED, /* the emit callback asked to stop */
+} session_done;
+const char *session_done_name(session_done d); /* "stop", "length", "context", "cancelled" */
+
+typedef struct session_gen {
+    int n_predict; /* < 0: until the context is full */
+    const char *stops[SESSION_MAX_STOPS]; /* stop strings (not shown, end generation) */
+    size_t n_stops;
+} session_gen;
+
+/* Receives the answer's text as it is generated. Non-zero: stop (SESSION_DONE_CANCELLED). */
+typedef int (*session_emit_fn)(void *ctx, const char *text, size_t len);
+
+typedef struct session_stats {
+    size_t n_prompt; /* tokens run by session_feed (only the part not reused) */
+    size_t n_prompt_total; /* tokens of the whole prompt in the cache at the last feed */
+    size_t n_gen; /* tokens generated */
+    double t_prompt, t_gen; /* seconds */
+} session_stats;
+
+/* Sample and stream up to g->n_predict tokens after the last feed. Every token emitted also goes
+ * through the model, so the cache holds exactly its text (the next feed can reuse it). lstrip:
+ * drop the first piece's leading space (sentencepiece right after a bare BOS). Returns 0 with
+ * *done set, or an error (runtime, MS_ENOMEM). */
+int session_generate(session *S, const session_gen *g, int lstrip, session_emit_fn emit, void *ctx, session_done *done);
+
+/* Counters since the last session_stats_clear. */
+const session_stats *session_stats_get(const session *S);
+void session_stats_clear(session *S);
+
+/* 1 when `text` (len bytes) is valid UTF-8. Used to sanitize text before JSON. */
+int session_utf8_valid(const char *text, size_t len);
+
+#endif

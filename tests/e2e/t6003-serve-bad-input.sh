@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# mstore serve refuses bad input clearly, in the shape of the API it came to, and keeps serving
+# after each: malformed JSON, wrong field types, a body over the limit, an unknown model (404
+# with ollama's {"error": ...}), unbuilt features named, a missing or wrong token, a client gone
+# mid-stream (its generation stops), writes to the read-only registry, a blob that lies.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib_serve.sh"
+S260K=$MODELS/stories260K/stories260K.gguf
+[ -f "$S260K" ] || skip "stories260K not found under $MODELS"
+command -v curl >/dev/null || skip "no curl"
+expect_ok mstore import "$S260K" --name stories:260k --quiet
+before=$(store_state)
+serve_start --max-body 4096
+
+# req METHOD PATH [BODY] [curl args]: sets $code and $body.
+req() {
+    local m=$1 p=$2 d=${3-}
+    shift 2
+    [ $# -gt 0 ] && shift
+    code=$(curl -s -o "$WORK/body" -w '%{http_code}' --max-time 60 -X "$m" ${d:+--data-binary "$d"} "$@" "$SERVE$p")
+    body=$(cat "$WORK/body")
+}
+# bad STATUS SUBSTRING METHOD PATH [BODY] [curl args]: the answer, then the server still serves.
+bad() {
+    local want=$1 msg=$2
+    shift 2
+    req "$@"
+    [ "$code" = "$want" ] || fail "$1 $2 ${3:-}: HTTP $code, want $want: $body"
+    contains "$body" "$msg"
+    serve_alive
+}
+G=/api/generate
+bad 400 '{"error":"invalid JSON' POST $G '{"model": "stories:260k", "prompt": '
+bad 400 '"error":"the request body must be a JSON object"' POST $G '[1, 2]'
+bad 400 '"error":"missing request body"' POST $G ''
+bad 400 '"error":"prompt: expected a string"' POST $G '{"model": "stories:260k", "prompt": 5}'
+bad 400 '"error":"options.temperature: expected a number' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"temperature": "hot"}}'
+bad 400 '"error":"options.top_k: expected an integer' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"top_k": 1.5}}'
+bad 400 '"error":"options.stop[0]: expected a string' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"stop": [1]}}'
+bad 400 '"error":"stream: expected true or false' POST $G '{"model": "stories:260k", "prompt": "hi", "stream": "yes"}'
+bad 400 '"error":"keep_alive' POST $G '{"model": "stories:260k", "prompt": "hi", "keep_alive": "soon"}'
+bad 400 '"error":"messages: expected an array' POST /api/chat '{"model": "stories:260k", "messages": "hi"}'
+bad 400 '"error":"messages[0].role' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "robot", "content": "hi"}]}'
+bad 400 '"error":"model: ' POST $G '{"model": "../../etc/passwd", "prompt": "hi"}'
+bad 400 '"error":"model: required' POST $G '{"prompt": "hi"}'
+# unbuilt features that change an answer's meaning are named
+bad 400 '"error":"images: not supported' POST $G '{"model": "stories:260k", "prompt": "hi", "images": ["aGk="]}'
+bad 400 '"error":"format: not supported' POST $G '{"model": "stories:260k", "prompt": "hi", "format": "json"}'
+bad 400 '"error":"tools: not supported' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}'
+bad 400 '"error":"messages[0].images: not supported' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}'
+# unknown model: 404, ollama's shape; OpenAI's shape on /v1
+bad 404 '{"error":"model '"'"'nosuch'"'"' not found' POST $G '{"model": "nosuch", "prompt": "hi"}'
+bad 404 '"code":"model_not_found"' POST /v1/chat/completions '{"model": "nosuch", "messages": [{"role": "user", "content": "hi"}]}'
+bad 400 '"error":{"message":"invalid JSON' POST /v1/chat/completions '{'
+bad 404 '"error":"no such endpoint: GET /api/nothing' GET /api/nothing
+# bodies over the limit (4096 here): declared, and chunked without a length
+big=$("$PY" -c 'print("{\"model\": \"stories:260k\", \"prompt\": \"" + "a" * 10000 + "\"}")')
+bad 413 '"error":"request body over the limit of 4096 bytes' POST $G "$big"
+bad 413 '"error":"request body over the limit of 4096 bytes' POST $G "$big" -H "Transfer-Encoding: chunked"
+bad 413 '"message":"request body over the limit' POST /v1/completions "$big"
+# the read-only registry refuses writes in the distribution spec's shape
+bad 405 '{"errors":[{"code":"UNSUPPORTED"' PUT /v2/library/stories/manifests/evil '{}'
+bad 405 '"code":"UNSUPPORTED"' POST /v2/library/stories/blobs/uploads/ ''
+bad 404 '"code":"MANIFEST_UNKNOWN"' GET /v2/library/stories/manifests/nosuch
+bad 404 '"code":"BLOB_UNKNOWN"' GET "/v2/library/stories/blobs/sha256:$(printf '0%.0s' $(seq 64))"
+bad 400 '"code":"DIGEST_INVALID"' GET /v2/library/stories/blobs/sha256:xyz
+# a blob whose bytes do not hash to its name is refused and leaves nothing
+bad 400 '"error":"digest mismatch' POST "/api/blobs/sha256:$(printf '0%.0s' $(seq 64))" 'not those bytes'
+bad 400 '"error":"digest' POST /api/blobs/sha256:short 'x'
+[ "$(store_state)" = "$before" ] || fail "a refused request changed the store"
+# a real blob upload, then HEAD finds it
+d=sha256:$(printf 'hello blob' | sha256sum | cut -d' ' -f1)
+req POST "/api/blobs/$d" 'hello blob'
+[ "$code" = 201 ] || fail "blob upload: HTTP $code $body"
+req HEAD "/api/blobs/$d" '' -I
+[ "$code" = 200 ] || fail "HEAD blob: $code"
+
+# A client gone mid-stream: its generation stops at the next token (the log says so), the model
+# is free for the next request, and the server serves on.
+"$PY" - "$SERVE_PORT" <<'PYEOF' || fail "mid-stream client"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+body = b'{"model": "stories:260k", "prompt": "Once upon a time", "options": {"num_predict": 100000, "num_ctx": 2048}}'
+s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+got = b""
+while got.count(b"\n") < 12:   # the headers and the first objects
+    got += s.recv(4096)
+assert b'"done":false' in got, got
+s.close()
+PYEOF
+req POST $G '{"model": "stories:260k", "prompt": "Once upon a time", "stream": false, "options": {"num_predict": 4, "num_ctx": 2048}}'
+[ "$code" = 200 ] || fail "after a client left: HTTP $code $body"
+contains "$body" '"done":true'
+contains "$(cat "$SERVE_LOG")" "cancelled (client gone)"
+case "$(cat "$SERVE_LOG")" in *"generated, context"*) fail "the abandoned generation ran to the full context" ;; esac
+serve_alive
+
+# With a token, every API wants it; the wrong one is refused the same way.
+kill "$SERVE_PID"
+MSTORE_API_KEY=s3cret serve_start
+SERVE_AUTH=s3cret   # serve_alive's own check sends it
+bad 401 '"error":"unauthorized' GET /api/tags
+bad 401 '"error":"unauthorized' GET /api/tags '' -H "Authorization: Bearer wrong"
+bad 401 '"code":"invalid_api_key"' GET /v1/models
+bad 401 '"code":"UNAUTHORIZED"' GET /v2/
+bad 401 '"code":"UNAUTHORIZED"' GET /v2/library/stories/manifests/260k
+req GET /api/tags '' -H "Authorization: Bearer s3cret"
+[ "$code" = 200 ] || fail "right token: HTTP $code"
+contains "$body" '"name":"stories:260k"'
+req GET /v2/library/stories/tags/list '' -H "Authorization: Bearer s3cret"
+[ "$code" = 200 ] || fail "right token on /v2: HTTP $code"
+serve_alive
+
+# A port in use is a clear error that says what to do.
+expect_fail 1 "already in use" mstore serve --listen "127.0.0.1:$SERVE_PORT"
+contains "$err" "--listen"
+MSTORE_HOST=127.0.0.1:$SERVE_PORT expect_fail 1 "already in use" mstore serve
+expect_fail 1 "port 'x' is not a number" mstore serve --listen 127.0.0.1:x
+echo "ok $TEST_NAME"

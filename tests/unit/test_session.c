@@ -1,0 +1,189 @@
+/* test_session.c: the generation session (src/session) on stories260K: prompts fed whole reuse
+ * the KV cache exactly when their tokens extend it and give what a fresh session gives; stop
+ * strings are cut and never shown in part; the context filling and a cancelling caller end a
+ * generation with their reason; a prompt over the context is refused with nothing left cached. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers/fixture.h"
+#include "session/session.h"
+
+typedef struct fx {
+    runtime_model *m;
+    const tokenizer *t;
+    session *S;
+} fx;
+
+static int open_fx(fx *f, int n_ctx)
+{
+    char *models = fixture_models_dir(), *path;
+    runtime_opts o = {.n_threads = 1, .n_ctx = n_ctx};
+
+    memset(f, 0, sizeof *f);
+    if (!models)
+        return -1;
+    path = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
+    free(models);
+    ck_assert_msg(runtime_model_open_gguf(&f->m, path, &o) == 0, "%s", ms_err_msg());
+    free(path);
+    ck_assert_int_eq(runtime_weights_tokenizer(&f->t, runtime_model_weights(f->m)), 0);
+    ck_assert_msg(session_new(&f->S, f->m, f->t, NULL, 0) == 0, "%s", ms_err_msg());
+    runtime_sampler_opts so;
+    runtime_sampler_defaults(&so);
+    so.temp = 0;
+    ck_assert_int_eq(session_sampler_set(f->S, &so), 0);
+    return 0;
+}
+
+static void close_fx(fx *f)
+{
+    session_free(f->S);
+    runtime_model_close(f->m);
+}
+
+typedef struct sink {
+    char text[4096];
+    size_t n, calls, cancel_after;
+} sink;
+
+static int collect(void *ctx, const char *s, size_t len)
+{
+    sink *k = ctx;
+
+    ck_assert_uint_lt(k->n + len, sizeof k->text);
+    memcpy(k->text + k->n, s, len);
+    k->n += len;
+    k->text[k->n] = '\0';
+    return ++k->calls == k->cancel_after;
+}
+
+static session_done gen(fx *f, int n, const char *stop, sink *k)
+{
+    session_gen g = {.n_predict = n};
+    session_done done;
+
+    if (stop)
+        g.stops[g.n_stops++] = stop;
+    ck_assert_msg(session_generate(f->S, &g, 0, collect, k, &done) == 0, "%s", ms_err_msg());
+    return done;
+}
+
+#define SKIP_WITHOUT_MODEL(f, ctx) \
+    if (open_fx(f, ctx) < 0)       \
+    return
+
+START_TEST(session_exact_reuses_an_extended_prompt_and_answers_as_fresh)
+{
+    const char *a = "Once upon a time", *b = "Once upon a time, there was a cat";
+    sink warm = {0}, cold = {0};
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 256);
+    ck_assert_int_eq(session_feed(f.S, a, strlen(a), 0, SESSION_FEED_EXACT), 0);
+    ck_assert_uint_eq(session_stats_get(f.S)->n_prompt, 5); /* BOS + 4 */
+    session_stats_clear(f.S);
+    ck_assert_int_eq(session_feed(f.S, b, strlen(b), 0, SESSION_FEED_EXACT), 0);
+    ck_assert_uint_eq(session_stats_get(f.S)->n_prompt, 6); /* only what b adds */
+    ck_assert_uint_eq(session_stats_get(f.S)->n_prompt_total, 11);
+    ck_assert_int_eq(gen(&f, 16, NULL, &warm), SESSION_DONE_LENGTH);
+    /* another prompt does not extend the cache: all of b again, the same answer */
+    ck_assert_int_eq(session_feed(f.S, "The dog", 7, 0, SESSION_FEED_EXACT), 0);
+    session_stats_clear(f.S);
+    ck_assert_int_eq(session_feed(f.S, b, strlen(b), 0, SESSION_FEED_EXACT), 0);
+    ck_assert_uint_eq(session_stats_get(f.S)->n_prompt, 11);
+    ck_assert_int_eq(gen(&f, 16, NULL, &cold), SESSION_DONE_LENGTH);
+    ck_assert_str_eq(warm.text, cold.text);
+    ck_assert_uint_gt(strlen(warm.text), 10);
+    close_fx(&f);
+}
+END_TEST
+
+START_TEST(session_whole_feeds_only_the_text_after_the_cache)
+{
+    const char *a = "Once upon a time", *b = "Once upon a time there was";
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 256);
+    ck_assert_int_eq(session_feed(f.S, a, strlen(a), 0, SESSION_FEED_WHOLE), 0);
+    session_stats_clear(f.S);
+    ck_assert_int_eq(session_feed(f.S, b, strlen(b), 0, SESSION_FEED_WHOLE), 0);
+    ck_assert_uint_lt(session_stats_get(f.S)->n_prompt, 5);
+    ck_assert_int_eq(runtime_model_n_past(f.m), (int)session_stats_get(f.S)->n_prompt_total);
+    close_fx(&f);
+}
+END_TEST
+
+START_TEST(session_stop_string_is_cut_and_never_shown)
+{
+    sink all = {0}, cut = {0};
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 256);
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_EXACT), 0);
+    ck_assert_int_eq(gen(&f, 24, NULL, &all), SESSION_DONE_LENGTH);
+    ck_assert_ptr_nonnull(strstr(all.text, "Lily"));
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_EXACT), 0);
+    ck_assert_int_eq(gen(&f, 24, "Lily", &cut), SESSION_DONE_STOP);
+    ck_assert_uint_eq(cut.n, (size_t)(strstr(all.text, "Lily") - all.text));
+    ck_assert_int_eq(strncmp(cut.text, all.text, cut.n), 0);
+    ck_assert_ptr_null(strstr(cut.text, "L")); /* not even the start of the stop string */
+    close_fx(&f);
+}
+END_TEST
+
+START_TEST(session_context_full_and_cancel_say_why)
+{
+    sink k = {0}, c = {.cancel_after = 3};
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 16);
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_EXACT), 0);
+    ck_assert_int_eq(gen(&f, -1, NULL, &k), SESSION_DONE_CONTEXT);
+    ck_assert_int_eq(runtime_model_n_past(f.m), 16);
+    ck_assert_uint_eq(session_stats_get(f.S)->n_gen, 11 + 1); /* the last one fits no more */
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_EXACT), 0);
+    ck_assert_int_eq(gen(&f, -1, NULL, &c), SESSION_DONE_CANCELLED);
+    ck_assert_uint_eq(c.calls, 3);
+    /* a prompt over the context: refused, nothing cached */
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time there was a little girl named Lily who loved to play", 70, 0,
+                                  SESSION_FEED_EXACT),
+                     MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "does not fit the context of 16 tokens"));
+    ck_assert_int_eq(runtime_model_n_past(f.m), 0);
+    close_fx(&f);
+}
+END_TEST
+
+START_TEST(session_utf8_validity)
+{
+    ck_assert_int_eq(session_utf8_valid("abc", 3), 1);
+    ck_assert_int_eq(session_utf8_valid("\xc3\xa9", 2), 1);
+    ck_assert_int_eq(session_utf8_valid("\xc3", 1), 0); /* cut short */
+    ck_assert_int_eq(session_utf8_valid("\xe2\x82\xac", 3), 1); /* euro sign */
+    ck_assert_int_eq(session_utf8_valid("\xe2\x82", 2), 0);
+    ck_assert_int_eq(session_utf8_valid("\xff", 1), 0);
+    ck_assert_int_eq(session_utf8_valid("\xc0\xaf", 2), 0); /* overlong */
+    ck_assert_int_eq(session_utf8_valid("\xf0\x9f\x98\x80", 4), 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("session");
+    TCase *tc = tcase_create("session");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, session_exact_reuses_an_extended_prompt_and_answers_as_fresh);
+    tcase_add_test(tc, session_whole_feeds_only_the_text_after_the_cache);
+    tcase_add_test(tc, session_stop_string_is_cut_and_never_shown);
+    tcase_add_test(tc, session_context_full_and_cancel_say_why);
+    tcase_add_test(tc, session_utf8_validity);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
