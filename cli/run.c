@@ -40,6 +40,8 @@ static const char help[] =
     "  --threads N           worker threads (default: all cores)\n"
     "  --ctx N               context length in tokens (default: the model's, at most 4096)\n"
     "  --kv-f16              keep the KV cache in f16 (half the memory)\n"
+    "  --device D            auto, cpu, vulkan or metal (default: $MSTORE_DEVICE, else auto: a\n"
+    "                        hardware GPU when there is one, else the CPU; see 'mstore devices')\n"
     "  --gguf FILE           run a GGUF file instead of a model in the store\n";
 
 static volatile sig_atomic_t interrupted;
@@ -121,6 +123,7 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
             a->raw = 1;
         } else if (strcmp(f, "--verbose") == 0) {
             a->verbose = 1;
+            a->o.verbose = 1;
         } else if (strcmp(f, "--kv-f16") == 0) {
             a->o.kv_f16 = 1;
         } else if (!v) {
@@ -161,6 +164,8 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
             a->gguf = argv[++i];
         } else if (strcmp(f, "--system") == 0) {
             a->system = argv[++i];
+        } else if (strcmp(f, "--device") == 0) {
+            a->o.device = argv[++i];
         } else {
             return cli_usage_error("run", "unknown option '%s' (a prompt starting with '-' goes after --)", f);
         }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Vulkan backend from the command line, on whatever Vulkan device there is (CI: lavapipe):
-# mstore devices lists it; run (through $MSTORE_DEVICE) gives the CPU's greedy text on the
+# mstore devices lists it; run --device vulkan gives the CPU's greedy text on the
 # stories260K models from the store; bench --device vulkan works with one submit per forward;
 # auto never takes a software device; a missing driver is a clear error for --device vulkan
 # and the CPU for auto.
@@ -24,7 +24,7 @@ for f in stories260K s260k-f16 s260k-mixed; do
         run env MSTORE_DEVICE=cpu "$MSTORE_BIN" run "s:$f" "$prompt" --temp 0 -n 24
         [ "$rc" -eq 0 ] || fail "cpu run of $f: $err"
         want=$out
-        run env MSTORE_DEVICE=vulkan "$MSTORE_BIN" run "s:$f" "$prompt" --temp 0 -n 24
+        run "$MSTORE_BIN" run "s:$f" "$prompt" --temp 0 -n 24 --device vulkan
         [ "$rc" -eq 0 ] || fail "vulkan run of $f: $err"
         [ "$out" = "$want" ] || fail "$f, '$prompt': vulkan text differs:
 vulkan: $out
@@ -56,6 +56,8 @@ expect_fail 1 "vulkan" mstore bench s:stories260K --device vulkan -p 4 -n 2 -r 1
 expect_ok mstore bench s:stories260K --device auto --verbose -p 4 -n 2 -r 1
 contains "$out" "device cpu"
 contains "$err" "device vulkan:"
+expect_fail 1 "vulkan" mstore run s:stories260K "Once" -n 2 --device vulkan
 unset VK_ICD_FILENAMES VK_DRIVER_FILES
+expect_fail 1 "device 'tpu': unknown; expected auto, cpu, vulkan or metal" mstore run s:stories260K "Once" --device tpu
 expect_fail 1 "unknown" env MSTORE_DEVICE=bogus "$MSTORE_BIN" bench s:stories260K -p 4 -n 2 -r 1
 echo "ok $TEST_NAME"
