@@ -7,7 +7,7 @@ cd "$(dirname "$0")"
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 PACKAGES="build-essential cmake pkg-config libjansson-dev libssl-dev libsqlite3-dev check
-libcurl4-openssl-dev libpcre2-dev python3 python3-numpy docker-registry curl ca-certificates procps
+libcurl4-openssl-dev libpcre2-dev libmicrohttpd-dev libedit-dev python3 python3-numpy docker-registry curl ca-certificates procps
 libvulkan-dev glslc"
 missing=
 for p in $PACKAGES; do

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <editline/readline.h>
+
 #include "chat/chat.h"
 #include "cli.h"
 #include "runtime/runtime.h"
@@ -464,14 +466,46 @@ fail:
     return -1;
 }
 
+/* Line editing and history (libedit) when both ends are a terminal: arrows, Ctrl-R, the
+ * history of this chat. Pipes and files are read plainly. */
+static int edit_on;
+
+static void edit_begin(void)
+{
+    const char *term = getenv("TERM");
+
+    edit_on = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO) && !(term && strcmp(term, "dumb") == 0) &&
+              !getenv("MSTORE_NO_EDIT");
+    if (edit_on) {
+        rl_readline_name = "mstore";
+        using_history();
+        stifle_history(1000);
+    }
+}
+
 /* One line without its newline, malloc'd. MS_ENOTFOUND at end of input, MS_EINTR at Ctrl-C. */
-static int read_line(char **out, size_t *len_out, const char *prompt)
+static int read_line(char **out, size_t *len_out, const char *prompt, int remember)
 {
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
 
     *out = NULL;
+    if (edit_on) {
+        fflush(stdout);
+        line = readline(prompt);
+        if (!line)
+            return interrupted ? MS_EINTR : MS_ENOTFOUND;
+        if (interrupted) { /* Ctrl-C while editing: the line is dropped, as a shell does */
+            free(line);
+            return MS_EINTR;
+        }
+        if (remember && *line)
+            add_history(line);
+        *out = line;
+        *len_out = strlen(line);
+        return 0;
+    }
     printf("%s", prompt);
     fflush(stdout);
     errno = 0;
@@ -501,7 +535,7 @@ static int read_message(char **out, size_t *len_out, const char *prompt)
     size_t len;
     int rc;
 
-    if ((rc = read_line(&line, &len, prompt)) < 0 || len < 3 || memcmp(line, "\"\"\"", 3) != 0) {
+    if ((rc = read_line(&line, &len, prompt, 1)) < 0 || len < 3 || memcmp(line, "\"\"\"", 3) != 0) {
         *out = line, *len_out = len;
         return rc;
     }
@@ -517,7 +551,7 @@ static int read_message(char **out, size_t *len_out, const char *prompt)
             msg.p[msg.n] = '\0';
             break;
         }
-        if ((rc = read_line(&line, &len, "... ")) < 0)
+        if ((rc = read_line(&line, &len, "... ", 1)) < 0)
             break;
         if ((rc = text_put(&msg, "\n", 1)) == 0)
             rc = text_put(&msg, line, len);
@@ -540,6 +574,7 @@ static int chat(run_state *R, double t_load)
         fprintf(stderr, "mstore: warning: %s\n", chat_template_warning(ct));
     if (R->a->verbose)
         fprintf(stderr, "load duration:        %.2fms\n", t_load * 1e3);
+    edit_begin();
     for (;;) {
         char *line = NULL;
         size_t len = 0;

@@ -5,16 +5,21 @@ set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
-# Packages only the tests need, installed when missing as setup.sh installs its own:
-# mesa-vulkan-drivers is lavapipe, the CPU implementation of Vulkan the GPU tests run on.
-TEST_PACKAGES="mesa-vulkan-drivers"
-SUDO=
-[ "$(id -u)" -eq 0 ] || SUDO=sudo
+# What only the tests need, installed when missing (as setup.sh does for mstore's own needs):
+# mesa-vulkan-drivers is lavapipe, the CPU implementation of Vulkan the GPU tests run on; skopeo
+# and curl for the serve and registry tests, node and npm for the real ollama and openai client
+# libraries the serve tests install from npm. node may come from elsewhere (nodesource ships npm
+# inside its nodejs): only a missing command asks apt.
+TEST_PACKAGES="mesa-vulkan-drivers curl skopeo"
+command -v node >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES nodejs"
+command -v npm >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES npm"
 missing=
 for p in $TEST_PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
+if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
+    SUDO=
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
     echo "tests: installing$missing"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

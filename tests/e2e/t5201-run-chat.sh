@@ -12,6 +12,9 @@ MKGGUF=${MSTORE_BUILD:-$(dirname "$MSTORE_BIN")}/test_chat
 [ -x "$MKGGUF" ] || skip "test_chat (the fixture writer) not built"
 "$PY" -c 'import pty; pty.openpty()' 2>/dev/null ||
     skip "this machine has no pseudo-terminals (is devpts mounted?): the interactive chat needs one"
+# ptychat types a line once it sees the prompt; libedit may still be switching the terminal to
+# raw mode then (a doubled echo): these turns read lines plainly. t5202 drives the line editor.
+export MSTORE_NO_EDIT=1
 chat() {   # chat OUT.json ARGS... < lines
     local o=$1
     shift
