@@ -626,7 +626,8 @@ static int objects_new(vk_ctx *c)
     int rc;
 
     for (uint32_t i = 0; i < 5; i++)
-        b[i] = (VkDescriptorSetLayoutBinding){ i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL };
+        b[i] = (VkDescriptorSetLayoutBinding){ i + 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
+                                               NULL };   /* from 1: common.glsl says why */
     if (c->f.vkCreateDescriptorSetLayout(c->dev, &li, NULL, &c->dsl) != VK_SUCCESS ||
         c->f.vkCreatePipelineLayout(c->dev, &pli, NULL, &c->layout) != VK_SUCCESS ||
         c->f.vkCreateCommandPool(c->dev, &ci, NULL, &c->cpool) != VK_SUCCESS)

@@ -340,7 +340,8 @@ typedef struct rec {
     size_t rope_off;    /* its table */
 } rec;
 
-/* Dispatch kernel k with bindings b[5] (zero buffer: the dummy). */
+/* Dispatch kernel k with bindings b[5] (dst, src, W, A, B: common.glsl's 1..5; no buffer:
+ * the dummy). */
 static int dispatch(rec *r, vk_kernel k, binding *b, vk_push *pc, uint32_t gx, uint32_t gy, VkBuffer wr,
                     const VkBuffer *rd, int n_rd)
 {
@@ -360,7 +361,7 @@ static int dispatch(rec *r, vk_kernel k, binding *b, vk_push *pc, uint32_t gx, u
     for (uint32_t i = 0; i < 5; i++) {
         if (!b[i].info.buffer)
             b[i].info = (VkDescriptorBufferInfo){ c->dummy.buf, 0, VK_WHOLE_SIZE };
-        ws[i] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = i,
+        ws[i] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = i + 1,
                                         .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                         .pBufferInfo = &b[i].info };
     }

@@ -11,8 +11,8 @@
 #include "common.glsl"
 #include "dequant.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 
 #if GEMM == 0
 /* 4 rows per workgroup of 128: 32 invocations per row, each taking every 32nd block, summed
