@@ -275,7 +275,11 @@ static int device_open(vk_ctx *c)
     const char *ext = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
-    int import = has_ext(&c->f, c->phys, ext) && !getenv("MSTORE_VULKAN_NO_IMPORT");
+    const char *discrete = getenv("MSTORE_VULKAN_DISCRETE");
+    int import;
+
+    c->discrete = discrete && strcmp(discrete, "1") == 0;
+    import = has_ext(&c->f, c->phys, ext) && !c->discrete;
     VkResult r;
 
     if (import) {
@@ -304,8 +308,9 @@ static int device_open(vk_ctx *c)
             c->import_align = hp.minImportedHostPointerAlignment ? hp.minImportedHostPointerAlignment : 4096;
     }
     c->f.vkGetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
-    snprintf(c->desc, sizeof c->desc, "vulkan: %.120s (%s%s)", c->props.deviceName, kind_name(c->props.deviceType),
-             c->import_align ? ", weights imported in place" : ", weights uploaded");
+    snprintf(c->desc, sizeof c->desc, "vulkan: %.120s (%s%s%s)", c->props.deviceName, kind_name(c->props.deviceType),
+             c->import_align ? ", weights imported in place" : ", weights uploaded",
+             c->discrete ? ", as a discrete GPU" : "");
     return 0;
 }
 
@@ -358,7 +363,7 @@ int vk_mem_new(vk_ctx *c, vk_mem *m, VkDeviceSize size, int host_visible, const 
     c->f.vkBindBufferMemory(c->dev, m->buf, m->mem, 0);
     m->size = bi.size;
     /* host-visible device memory (integrated GPUs, lavapipe): read and zeroed through the mapping */
-    if ((c->memp.memoryTypes[t].propertyFlags & HOST_MEM) == HOST_MEM &&
+    if ((c->memp.memoryTypes[t].propertyFlags & HOST_MEM) == HOST_MEM && (host_visible || !c->discrete) &&
         c->f.vkMapMemory(c->dev, m->mem, 0, VK_WHOLE_SIZE, 0, &m->host) != VK_SUCCESS)
         m->host = NULL;
     if (host_visible && !m->host) {
@@ -403,9 +408,7 @@ int vk_oneshot_end(vk_ctx *c, VkCommandBuffer cmd)
     if (c->f.vkEndCommandBuffer(cmd) != VK_SUCCESS || c->f.vkCreateFence(c->dev, &fi, NULL, &fence) != VK_SUCCESS ||
         c->f.vkQueueSubmit(c->queue, 1, &si, fence) != VK_SUCCESS ||
         c->f.vkWaitForFences(c->dev, 1, &fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
-        rc = ms_err(MS_EIO, "vulkan: a set-up submission failed");
-    c->submits++;
-    c->waits++;
+        rc = ms_err(MS_EIO, "vulkan: a one-shot submission failed");
     if (fence)
         c->f.vkDestroyFence(c->dev, fence, NULL);
     c->f.vkFreeCommandBuffers(c->dev, c->cpool, 1, &cmd);
@@ -502,6 +505,7 @@ static int region_upload(vk_ctx *c, vk_region *r)
                 break;
             c->f.vkCmdCopyBuffer(cmd, staging.buf, r->m.buf, 1, &cp);
             rc = vk_oneshot_end(c, cmd);
+            c->setup++;
         }
         vk_mem_free(c, &staging);
         if (rc < 0)
@@ -627,7 +631,8 @@ void vk_ctx_close(void *vctx)
     vk_ctx *c = vctx;
 
     if (c && c->verbose && c->runs)
-        fprintf(stderr, "mstore: vulkan: %lu runs, %lu submits, %lu host waits\n", c->runs, c->submits, c->waits);
+        fprintf(stderr, "mstore: vulkan: %lu runs, %lu submits, %lu host waits (and %lu set-up submits at open)\n",
+                c->runs, c->submits, c->waits, c->setup);
     ctx_close(c);
 }
 

@@ -50,6 +50,7 @@ static int buf_new(void *vctx, backend_buf *buf)
             return rc;
         }
         c->f.vkCmdFillBuffer(cmd, m->buf, 0, VK_WHOLE_SIZE, 0);
+        c->setup++;
         if ((rc = vk_oneshot_end(c, cmd)) < 0) {
             vk_mem_free(c, m);
             free(m);
@@ -640,6 +641,8 @@ static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
     c->f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
                               NULL, 0, NULL);
     c->f.vkCmdCopyBuffer(cmd, m->buf, stage.buf, 1, &cp);
+    c->submits++;
+    c->waits++;
     if ((rc = vk_oneshot_end(c, cmd)) == 0)
         memcpy(dst, stage.host, n * sizeof(float));
 done:

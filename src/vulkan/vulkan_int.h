@@ -156,7 +156,12 @@ typedef struct vk_ctx {
     size_t n_regions, cap_regions;
     int max_rows, max_cols, n_ctx, heads;
     int verbose;
-    unsigned long runs, submits, waits;
+    /* $MSTORE_VULKAN_DISCRETE=1 (tests): no host import and no mapping of device memory, so that
+     * an integrated or software device takes a discrete GPU's paths (staging uploads, zeroing by
+     * the device, read-back by copy) */
+    int discrete;
+    unsigned long runs, submits, waits;   /* forward passes, and their submits and host waits */
+    unsigned long setup;                  /* submits (each waited for) of uploads and zeroing */
     char desc[192];
 } vk_ctx;
 

@@ -949,6 +949,32 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
 }
 END_TEST
 
+/* A discrete GPU's paths (weights uploaded through a staging buffer, buffers zeroed by the
+ * device, logits read back by a copy), taken on this device through $MSTORE_VULKAN_DISCRETE:
+ * the same tokens and logits. (Check runs each test in its own process, so the variable stays
+ * here.) */
+START_TEST(discrete_gpu_paths_give_the_cpu_tokens)
+{
+    char *path = model_path("stories260K/s260k-mixed.gguf");
+
+    if (!path) {
+        printf("skipped: stories260K/s260k-mixed.gguf not found under the test models\n");
+        return;
+    }
+    setenv("MSTORE_VULKAN_DISCRETE", "1", 1);
+    runtime_model *gpu = open_gguf(path, "vulkan", 0), *cpu;
+    if (gpu) {
+        ck_assert_ptr_nonnull(strstr(runtime_model_device(gpu), "weights uploaded, as a discrete GPU"));
+        cpu = open_gguf(path, "cpu", 0);
+        compare_models(cpu, gpu, P3, (int)(sizeof P3 / sizeof P3[0]), 16, 1e-4, "s260k-mixed, discrete paths");
+        runtime_model_close(cpu);
+        runtime_model_close(gpu);
+    }
+    unsetenv("MSTORE_VULKAN_DISCRETE");
+    free(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vulkan");
@@ -972,6 +998,7 @@ int main(void)
     tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
     tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);
     tcase_add_loop_test(models, first_step_logits_match_the_cpu_on_every_weight_type, 0, N_SYNTH);
+    tcase_add_test(models, discrete_gpu_paths_give_the_cpu_tokens);
     suite_add_tcase(s, ops);
     suite_add_tcase(s, models);
     sr = srunner_create(s);

@@ -14,6 +14,7 @@
  * and 8/16-bit storage is an optional device feature. */
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_EXT_control_flow_attributes : enable
 
 layout(push_constant) uniform PC {
     uint n, rows, cols, dst_off;

@@ -31,7 +31,7 @@ void main()
             deq32(r, b, v);
             uint xo = p.src_off + t * p.cols + b * 32u;
             if (b * 32u + 32u <= p.cols) {
-                for (uint j = 0u; j < 32u; j++)
+                [[unroll]] for (uint j = 0u; j < 32u; j++)
                     acc += v[j] * S[xo + j];
             } else {
                 for (uint j = 0u; b * 32u + j < p.cols; j++)
@@ -71,7 +71,7 @@ void main()
             else
                 for (uint j = 0u; j < 32u; j++)
                     v[j] = 0.0;
-            for (uint j = 0u; j < 32u; j++)
+            [[unroll]] for (uint j = 0u; j < 32u; j++)
                 Ws[tid][j] = v[j];
         }
         for (uint i = tid; i < 1024u; i += 256u) {
