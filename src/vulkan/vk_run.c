@@ -489,7 +489,7 @@ static int record_op(rec *r, const backend_op *op)
         pc.src_off = b[1].rem;
         rd[0] = vb(op->src);
         if (op->n <= 2) /* decode: the weight is read once per token either way; no tile to fill */
-            return dispatch_groups(r, VK_K_MV + w->vt, b, &pc, ((uint64_t)op->rows + 3) / 4, vb(op->dst), rd, 1);
+            return dispatch_groups(r, VK_K_MV + w->vt, b, &pc, ((uint64_t)op->rows + 7) / 8, vb(op->dst), rd, 1);
         return dispatch(r, VK_K_MM + w->vt, b, &pc, (uint32_t)((op->rows + 63) / 64), (uint32_t)((op->n + 31) / 32),
                         vb(op->dst), rd, 1);
     case BACKEND_OP_ADD_ROW:
