@@ -8,7 +8,7 @@ SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 PACKAGES="build-essential cmake pkg-config libjansson-dev libssl-dev libsqlite3-dev check
 libcurl4-openssl-dev libpcre2-dev libmicrohttpd-dev libedit-dev python3 python3-numpy docker-registry curl ca-certificates procps
-libvulkan-dev glslc"
+libvulkan-dev glslc spirv-cross"
 missing=
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

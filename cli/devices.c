@@ -3,18 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "backend/backend.h"
+#include "cli.h"
 
-static const char help[] =
-    "usage: mstore devices\n\n"
-    "List the devices this mstore can run models on: the CPU, then every Vulkan device the\n"
-    "loader finds (a software one, such as lavapipe, included). Columns: the device, its kind\n"
-    "(cpu, discrete, integrated, virtual, software), its API, its memory (device-local; the\n"
-    "CPU's: physical memory), and whether it can use the store's mmapped weights in place\n"
-    "(host import) instead of copying them. Choose one with --device on run and bench, or\n"
-    "$MSTORE_DEVICE; 'auto' takes a hardware GPU when there is one, else the CPU, and never\n"
-    "a software implementation unless it is named.\n";
+static const char help[] = "usage: mstore devices\n\n"
+                           "List the devices this mstore can run models on: the CPU, then every Vulkan device the\n"
+                           "loader finds (a software one, such as lavapipe, included). Columns: the device, its kind\n"
+                           "(cpu, discrete, integrated, virtual, software), its API, its memory (device-local; the\n"
+                           "CPU's: physical memory), and whether it can use the store's mmapped weights in place\n"
+                           "(host import) instead of copying them. Choose one with --device on run and bench, or\n"
+                           "$MSTORE_DEVICE; 'auto' takes a hardware GPU when there is one, else the CPU, and never\n"
+                           "a software implementation unless it is named.\n";
 
 int cmd_devices(int argc, char **argv)
 {

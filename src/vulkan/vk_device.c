@@ -19,7 +19,7 @@ static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
  * that must not outlive their code. */
 static void loader_open(void)
 {
-    static const char *const names[] = { "libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib", "libMoltenVK.dylib" };
+    static const char *const names[] = {"libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib", "libMoltenVK.dylib"};
     const char *e = NULL;
 
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !loader; i++) {
@@ -48,9 +48,9 @@ static int fns_global(vk_fns *f)
 static int instance_new(vk_fns *f, VkInstance *out)
 {
     PFN_vkEnumerateInstanceExtensionProperties enum_ext;
-    VkApplicationInfo app = { .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "mstore",
-                              .apiVersion = VK_API_VERSION_1_1 };
-    VkInstanceCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app };
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "mstore", .apiVersion = VK_API_VERSION_1_1};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app};
     const char *portability = "VK_KHR_portability_enumeration";
     VkExtensionProperties ext[64];
     uint32_t n_ext = 64;
@@ -73,13 +73,13 @@ static int instance_new(vk_fns *f, VkInstance *out)
     }
     if ((r = f->vkCreateInstance(&ci, NULL, out)) != VK_SUCCESS)
         return ms_err(MS_EUNSUPPORTED, "vulkan: vkCreateInstance failed (%d): no usable driver (ICD)", (int)r);
-#define X(fn)                                                                                  \
-    if (!(f->fn = (PFN_##fn)f->vkGetInstanceProcAddr(*out, #fn))) {                           \
+#define X(fn)                                                                                                 \
+    if (!(f->fn = (PFN_##fn)f->vkGetInstanceProcAddr(*out, #fn))) {                                           \
         PFN_vkDestroyInstance d = (PFN_vkDestroyInstance)f->vkGetInstanceProcAddr(*out, "vkDestroyInstance"); \
-        if (d)                                                                                 \
-            d(*out, NULL);                                                                     \
-        *out = VK_NULL_HANDLE;                                                                 \
-        return ms_err(MS_EUNSUPPORTED, "vulkan: the loader lacks %s (Vulkan 1.1 is needed)", #fn); \
+        if (d)                                                                                                \
+            d(*out, NULL);                                                                                    \
+        *out = VK_NULL_HANDLE;                                                                                \
+        return ms_err(MS_EUNSUPPORTED, "vulkan: the loader lacks %s (Vulkan 1.1 is needed)", #fn);            \
     }
     VK_INSTANCE_FNS(X)
 #undef X
@@ -91,11 +91,16 @@ static int instance_new(vk_fns *f, VkInstance *out)
 static const char *kind_name(VkPhysicalDeviceType t)
 {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "software";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return "software";
+    default:
+        return "other";
     }
 }
 
@@ -103,11 +108,16 @@ static const char *kind_name(VkPhysicalDeviceType t)
 static int kind_rank(VkPhysicalDeviceType t)
 {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 4;
-    default: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return 4;
+    default:
+        return 3;
     }
 }
 
@@ -144,8 +154,8 @@ static uint64_t device_memory(vk_fns *f, VkPhysicalDevice pd)
  * workgroup size and shared memory the kernels take. */
 static const char *unusable(vk_fns *f, VkPhysicalDevice pd, uint32_t *qfam)
 {
-    VkPhysicalDeviceSubgroupProperties sg = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES };
-    VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg };
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &sg};
     VkQueueFamilyProperties qf[16];
     uint32_t nq = 16;
 
@@ -171,7 +181,7 @@ static const char *unusable(vk_fns *f, VkPhysicalDevice pd, uint32_t *qfam)
 
 int vulkan_devices_list(backend_device_info **list, size_t *n, char *why, size_t why_len)
 {
-    vk_fns f = { 0 };
+    vk_fns f = {0};
     VkInstance inst;
     VkPhysicalDevice pds[16];
     uint32_t np = 16;
@@ -255,15 +265,21 @@ static int pick_device(vk_ctx *c, int by_name)
 static int device_open(vk_ctx *c)
 {
     VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT };
-    VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2 };
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     float prio = 1.0f;
-    VkDeviceQueueCreateInfo qci = { .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = c->qfam,
-                                    .queueCount = 1, .pQueuePriorities = &prio };
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = c->qfam,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
     const char *ext = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
-    VkDeviceCreateInfo dci = { .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1,
-                               .pQueueCreateInfos = &qci };
-    int import = has_ext(&c->f, c->phys, ext) && !getenv("MSTORE_VULKAN_NO_IMPORT");
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    const char *discrete = getenv("MSTORE_VULKAN_DISCRETE");
+    int import;
+
+    c->discrete = discrete && strcmp(discrete, "1") == 0;
+    import = has_ext(&c->f, c->phys, ext) && !c->discrete;
     VkResult r;
 
     if (import) {
@@ -280,20 +296,21 @@ static int device_open(vk_ctx *c)
     c->max_range = c->props.limits.maxStorageBufferRange;
     if ((r = c->f.vkCreateDevice(c->phys, &dci, NULL, &c->dev)) != VK_SUCCESS)
         return ms_err(MS_EUNSUPPORTED, "vulkan: %s: vkCreateDevice failed (%d)", c->props.deviceName, (int)r);
-#define X(fn)                                                                                  \
-    if (!(c->f.fn = (PFN_##fn)c->f.vkGetDeviceProcAddr(c->dev, #fn)))                         \
+#define X(fn)                                                         \
+    if (!(c->f.fn = (PFN_##fn)c->f.vkGetDeviceProcAddr(c->dev, #fn))) \
         return ms_err(MS_EUNSUPPORTED, "vulkan: %s: no %s", c->props.deviceName, #fn);
     VK_DEVICE_FNS(X)
 #undef X
     if (import) {
-        c->f.vkGetMemoryHostPointerPropertiesEXT =
-            (PFN_vkGetMemoryHostPointerPropertiesEXT)c->f.vkGetDeviceProcAddr(c->dev, "vkGetMemoryHostPointerPropertiesEXT");
+        c->f.vkGetMemoryHostPointerPropertiesEXT = (PFN_vkGetMemoryHostPointerPropertiesEXT)c->f.vkGetDeviceProcAddr(
+            c->dev, "vkGetMemoryHostPointerPropertiesEXT");
         if (c->f.vkGetMemoryHostPointerPropertiesEXT)
             c->import_align = hp.minImportedHostPointerAlignment ? hp.minImportedHostPointerAlignment : 4096;
     }
     c->f.vkGetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
-    snprintf(c->desc, sizeof c->desc, "vulkan: %.120s (%s%s)", c->props.deviceName, kind_name(c->props.deviceType),
-             c->import_align ? ", weights imported in place" : ", weights uploaded");
+    snprintf(c->desc, sizeof c->desc, "vulkan: %.120s (%s%s%s)", c->props.deviceName, kind_name(c->props.deviceType),
+             c->import_align ? ", weights imported in place" : ", weights uploaded",
+             c->discrete ? ", as a discrete GPU" : "");
     return 0;
 }
 
@@ -319,12 +336,13 @@ static int mem_type(const vk_ctx *c, uint32_t bits, VkMemoryPropertyFlags want, 
 
 int vk_mem_new(vk_ctx *c, vk_mem *m, VkDeviceSize size, int host_visible, const char *what)
 {
-    VkBufferCreateInfo bi = { .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .size = size ? size : 4,
-                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE };
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = size ? size : 4,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     VkMemoryRequirements req;
-    VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO };
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     int t;
 
     memset(m, 0, sizeof *m);
@@ -345,7 +363,7 @@ int vk_mem_new(vk_ctx *c, vk_mem *m, VkDeviceSize size, int host_visible, const 
     c->f.vkBindBufferMemory(c->dev, m->buf, m->mem, 0);
     m->size = bi.size;
     /* host-visible device memory (integrated GPUs, lavapipe): read and zeroed through the mapping */
-    if ((c->memp.memoryTypes[t].propertyFlags & HOST_MEM) == HOST_MEM &&
+    if ((c->memp.memoryTypes[t].propertyFlags & HOST_MEM) == HOST_MEM && (host_visible || !c->discrete) &&
         c->f.vkMapMemory(c->dev, m->mem, 0, VK_WHOLE_SIZE, 0, &m->host) != VK_SUCCESS)
         m->host = NULL;
     if (host_visible && !m->host) {
@@ -360,36 +378,37 @@ void vk_mem_free(vk_ctx *c, vk_mem *m)
     if (m->buf)
         c->f.vkDestroyBuffer(c->dev, m->buf, NULL);
     if (m->mem)
-        c->f.vkFreeMemory(c->dev, m->mem, NULL);   /* unmaps it too */
+        c->f.vkFreeMemory(c->dev, m->mem, NULL); /* unmaps it too */
     memset(m, 0, sizeof *m);
 }
 
 /* One-shot command buffers for set-up work (uploads, zeroing), waited for at once. */
 int vk_oneshot_begin(vk_ctx *c, VkCommandBuffer *cmd)
 {
-    VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, .commandPool = c->cpool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY, .commandBufferCount = 1 };
-    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = c->cpool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
 
-    if (c->f.vkAllocateCommandBuffers(c->dev, &ai, cmd) != VK_SUCCESS || c->f.vkBeginCommandBuffer(*cmd, &bi) != VK_SUCCESS)
+    if (c->f.vkAllocateCommandBuffers(c->dev, &ai, cmd) != VK_SUCCESS ||
+        c->f.vkBeginCommandBuffer(*cmd, &bi) != VK_SUCCESS)
         return ms_err(MS_EIO, "vulkan: cannot begin a command buffer");
     return 0;
 }
 
 int vk_oneshot_end(vk_ctx *c, VkCommandBuffer cmd)
 {
-    VkFenceCreateInfo fi = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
-    VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd };
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cmd};
     VkFence fence = VK_NULL_HANDLE;
     int rc = 0;
 
     if (c->f.vkEndCommandBuffer(cmd) != VK_SUCCESS || c->f.vkCreateFence(c->dev, &fi, NULL, &fence) != VK_SUCCESS ||
         c->f.vkQueueSubmit(c->queue, 1, &si, fence) != VK_SUCCESS ||
         c->f.vkWaitForFences(c->dev, 1, &fence, VK_TRUE, UINT64_MAX) != VK_SUCCESS)
-        rc = ms_err(MS_EIO, "vulkan: a set-up submission failed");
-    c->submits++;
-    c->waits++;
+        rc = ms_err(MS_EIO, "vulkan: a one-shot submission failed");
     if (fence)
         c->f.vkDestroyFence(c->dev, fence, NULL);
     c->f.vkFreeCommandBuffers(c->dev, c->cpool, 1, &cmd);
@@ -416,15 +435,16 @@ static int region_add(vk_ctx *c, vk_region *r)
  * when the device refuses (the caller uploads instead). */
 static int region_import(vk_ctx *c, vk_region *r)
 {
-    VkMemoryHostPointerPropertiesEXT hp = { .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT };
-    VkExternalMemoryBufferCreateInfo eb = { .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
-                                            .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT };
-    VkBufferCreateInfo bi = { .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &eb,
-                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
-                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE };
-    VkImportMemoryHostPointerInfoEXT ii = { .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
-                                            .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT };
-    VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &ii };
+    VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    VkExternalMemoryBufferCreateInfo eb = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                           .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .pNext = &eb,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkImportMemoryHostPointerInfoEXT ii = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+                                           .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &ii};
     VkMemoryRequirements req;
     VkDeviceSize size = (r->nbytes + c->import_align - 1) / c->import_align * c->import_align;
     int t;
@@ -457,9 +477,9 @@ static int region_import(vk_ctx *c, vk_region *r)
  * sees progress once a model's uploads pass 256 MiB. */
 static int region_upload(vk_ctx *c, vk_region *r)
 {
-    static uint64_t total;   /* this process's uploads, for the progress line */
+    static uint64_t total; /* this process's uploads, for the progress line */
     VkDeviceSize size = (r->nbytes + 7) & ~(VkDeviceSize)3, chunk = 64u << 20;
-    vk_mem staging = { 0 };
+    vk_mem staging = {0};
     int rc;
 
     if ((rc = vk_mem_new(c, &r->m, size, 0, "a weight")) < 0)
@@ -475,7 +495,7 @@ static int region_upload(vk_ctx *c, vk_region *r)
         for (VkDeviceSize done = 0; done < size && rc == 0; done += chunk) {
             VkDeviceSize len = size - done < chunk ? size - done : chunk, have = 0;
             VkCommandBuffer cmd;
-            VkBufferCopy cp = { 0, done, len };
+            VkBufferCopy cp = {0, done, len};
 
             memset(staging.host, 0, len);
             if (done < r->nbytes)
@@ -485,6 +505,7 @@ static int region_upload(vk_ctx *c, vk_region *r)
                 break;
             c->f.vkCmdCopyBuffer(cmd, staging.buf, r->m.buf, 1, &cp);
             rc = vk_oneshot_end(c, cmd);
+            c->setup++;
         }
         vk_mem_free(c, &staging);
         if (rc < 0)
@@ -543,12 +564,14 @@ done:
  * driver compile. */
 int vk_pipeline_get(vk_ctx *c, VkPipeline *out, vk_kernel k)
 {
-    VkShaderModuleCreateInfo mi = { .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                    .codeSize = vk_spirv_table[k].nbytes, .pCode = vk_spirv_table[k].code };
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = vk_spirv_table[k].nbytes,
+                                   .pCode = vk_spirv_table[k].code};
     VkComputePipelineCreateInfo pi = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-        .stage = { .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO, .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                   .pName = "main" },
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .pName = "main"},
         .layout = c->layout,
     };
 
@@ -608,33 +631,40 @@ void vk_ctx_close(void *vctx)
     vk_ctx *c = vctx;
 
     if (c && c->verbose && c->runs)
-        fprintf(stderr, "mstore: vulkan: %lu runs, %lu submits, %lu host waits\n", c->runs, c->submits, c->waits);
+        fprintf(stderr, "mstore: vulkan: %lu runs, %lu submits, %lu host waits (and %lu set-up submits at open)\n",
+                c->runs, c->submits, c->waits, c->setup);
     ctx_close(c);
 }
 
 static int objects_new(vk_ctx *c)
 {
     VkDescriptorSetLayoutBinding b[5];
-    VkDescriptorSetLayoutCreateInfo li = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                           .bindingCount = 5, .pBindings = b };
-    VkPushConstantRange pr = { VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(vk_push) };
-    VkPipelineLayoutCreateInfo pli = { .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
-                                       .pSetLayouts = &c->dsl, .pushConstantRangeCount = 1, .pPushConstantRanges = &pr };
-    VkCommandPoolCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT, .queueFamilyIndex = c->qfam };
-    VkFenceCreateInfo fi = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+    VkDescriptorSetLayoutCreateInfo li = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 5, .pBindings = b};
+    VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(vk_push)};
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                      .setLayoutCount = 1,
+                                      .pSetLayouts = &c->dsl,
+                                      .pushConstantRangeCount = 1,
+                                      .pPushConstantRanges = &pr};
+    VkCommandPoolCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = c->qfam};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     int rc;
 
     for (uint32_t i = 0; i < 5; i++)
-        b[i] = (VkDescriptorSetLayoutBinding){ i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, NULL };
+        b[i] = (VkDescriptorSetLayoutBinding){i + 1, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT,
+                                              NULL}; /* from 1: common.glsl says why */
     if (c->f.vkCreateDescriptorSetLayout(c->dev, &li, NULL, &c->dsl) != VK_SUCCESS ||
         c->f.vkCreatePipelineLayout(c->dev, &pli, NULL, &c->layout) != VK_SUCCESS ||
         c->f.vkCreateCommandPool(c->dev, &ci, NULL, &c->cpool) != VK_SUCCESS)
         return ms_err(MS_EIO, "vulkan: cannot create the pipeline layout or command pool");
     for (int i = 0; i < VK_FRAMES; i++) {
-        VkCommandBufferAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                           .commandPool = c->cpool, .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                           .commandBufferCount = 1 };
+        VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                          .commandPool = c->cpool,
+                                          .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                          .commandBufferCount = 1};
         if (c->f.vkAllocateCommandBuffers(c->dev, &ai, &c->frames[i].cmd) != VK_SUCCESS ||
             c->f.vkCreateFence(c->dev, &fi, NULL, &c->frames[i].fence) != VK_SUCCESS)
             return ms_err(MS_EIO, "vulkan: cannot create command buffers");
@@ -655,8 +685,8 @@ int vulkan_backend_new(const backend_impl **impl_out, void **ctx_out, const back
     if (!c)
         return ms_err(MS_ENOMEM, "out of memory");
     c->verbose = o ? o->verbose : 0;
-    if ((rc = instance_new(&c->f, &c->inst)) < 0 || (rc = pick_device(c, by_name)) < 0 ||
-        (rc = device_open(c)) < 0 || (rc = objects_new(c)) < 0) {
+    if ((rc = instance_new(&c->f, &c->inst)) < 0 || (rc = pick_device(c, by_name)) < 0 || (rc = device_open(c)) < 0 ||
+        (rc = objects_new(c)) < 0) {
         ctx_close(c);
         return rc;
     }

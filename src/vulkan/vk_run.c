@@ -7,7 +7,10 @@
 
 #include "vulkan/vulkan_int.h"
 
-static const char *describe(void *vctx) { return ((vk_ctx *)vctx)->desc; }
+static const char *describe(void *vctx)
+{
+    return ((vk_ctx *)vctx)->desc;
+}
 
 static int reserve(void *vctx, const backend_limits *l)
 {
@@ -47,6 +50,7 @@ static int buf_new(void *vctx, backend_buf *buf)
             return rc;
         }
         c->f.vkCmdFillBuffer(cmd, m->buf, 0, VK_WHOLE_SIZE, 0);
+        c->setup++;
         if ((rc = vk_oneshot_end(c, cmd)) < 0) {
             vk_mem_free(c, m);
             free(m);
@@ -82,18 +86,30 @@ static int vt_of(const runtime_tensor *t)
         return strcmp(t->quant_type, "int4") == 0 ? VK_T_MLX4 : strcmp(t->quant_type, "int8") == 0 ? VK_T_MLX8 : -1;
     }
     switch (t->type) {
-    case GGML_TYPE_F32: return VK_T_F32;
-    case GGML_TYPE_F16: return VK_T_F16;
-    case GGML_TYPE_BF16: return VK_T_BF16;
-    case GGML_TYPE_Q8_0: return VK_T_Q8_0;
-    case GGML_TYPE_Q4_0: return VK_T_Q4_0;
-    case GGML_TYPE_Q4_1: return VK_T_Q4_1;
-    case GGML_TYPE_Q5_0: return VK_T_Q5_0;
-    case GGML_TYPE_Q5_1: return VK_T_Q5_1;
-    case GGML_TYPE_Q4_K: return VK_T_Q4_K;
-    case GGML_TYPE_Q5_K: return VK_T_Q5_K;
-    case GGML_TYPE_Q6_K: return VK_T_Q6_K;
-    default: return -1;
+    case GGML_TYPE_F32:
+        return VK_T_F32;
+    case GGML_TYPE_F16:
+        return VK_T_F16;
+    case GGML_TYPE_BF16:
+        return VK_T_BF16;
+    case GGML_TYPE_Q8_0:
+        return VK_T_Q8_0;
+    case GGML_TYPE_Q4_0:
+        return VK_T_Q4_0;
+    case GGML_TYPE_Q4_1:
+        return VK_T_Q4_1;
+    case GGML_TYPE_Q5_0:
+        return VK_T_Q5_0;
+    case GGML_TYPE_Q5_1:
+        return VK_T_Q5_1;
+    case GGML_TYPE_Q4_K:
+        return VK_T_Q4_K;
+    case GGML_TYPE_Q5_K:
+        return VK_T_Q5_K;
+    case GGML_TYPE_Q6_K:
+        return VK_T_Q6_K;
+    default:
+        return -1;
     }
 }
 
@@ -109,8 +125,10 @@ static int weight_new(void *vctx, backend_weight *w)
         return ms_err(MS_EINVALID, "tensor '%s': expected a vector of F32/F16/BF16 values", t->name);
     if (vt < 0) {
         const char *tn = t->type == RUNTIME_TYPE_MLX ? (t->quant_type ? t->quant_type : "mlx ?")
-                                                     : ggml_type_name(t->type) ? ggml_type_name(t->type) : "?";
-        return ms_err(MS_EUNSUPPORTED, "tensor '%s': type %s is not supported by the vulkan backend; supported: "
+                         : ggml_type_name(t->type)   ? ggml_type_name(t->type)
+                                                     : "?";
+        return ms_err(MS_EUNSUPPORTED,
+                      "tensor '%s': type %s is not supported by the vulkan backend; supported: "
                       "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX int4 and int8 (affine)",
                       t->name, tn);
     }
@@ -160,7 +178,7 @@ fail:
 static void weight_free(void *vctx, backend_weight *w)
 {
     (void)vctx;
-    free(w->dev);   /* its region belongs to the context */
+    free(w->dev); /* its region belongs to the context */
 }
 
 /* ---------------------------------------------------------------- recording */
@@ -221,9 +239,9 @@ static int in(const VkBuffer *set, int n, VkBuffer b)
 
 static void barrier(vk_ctx *c, VkCommandBuffer cmd, hazards *h)
 {
-    VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT };
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
 
     c->f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
@@ -268,7 +286,10 @@ int vk_frame_wait(vk_ctx *c, int i)
     return r == VK_SUCCESS ? 0 : ms_err(MS_EIO, "vulkan: the device failed (%d)", (int)r);
 }
 
-static size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+static size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
 
 /* Bytes of host-written parameters the ops need: token ids and rope tables. */
 static size_t params_size(const vk_ctx *c, const backend_op *ops, size_t n_ops)
@@ -295,9 +316,11 @@ static int frame_prepare(vk_ctx *c, vk_frame *fr, size_t n_ops, size_t params)
     }
     if (n_ops > fr->pool_sets || !fr->pool) {
         uint32_t sets = (uint32_t)align_up(n_ops, 256);
-        VkDescriptorPoolSize ps = { VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * 5 };
-        VkDescriptorPoolCreateInfo pi = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = sets,
-                                          .poolSizeCount = 1, .pPoolSizes = &ps };
+        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * 5};
+        VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                         .maxSets = sets,
+                                         .poolSizeCount = 1,
+                                         .pPoolSizes = &ps};
         if (fr->pool)
             c->f.vkDestroyDescriptorPool(c->dev, fr->pool, NULL);
         fr->pool = VK_NULL_HANDLE;
@@ -317,8 +340,8 @@ static int check_op(const vk_ctx *c, const backend_op *op)
     if (op->kind == BACKEND_OP_MATMUL && (op->n > c->max_rows || op->cols > c->max_cols))
         return ms_err(MS_ERROR, "matmul of %d rows x %d columns: past the reserved %d x %d", op->n, op->cols,
                       c->max_rows, c->max_cols);
-    if (op->kind == BACKEND_OP_ATTENTION && (op->pos0 + op->n > c->n_ctx || op->head_dim > 256 ||
-                                             op->kv_heads <= 0 || op->heads % op->kv_heads))
+    if (op->kind == BACKEND_OP_ATTENTION &&
+        (op->pos0 + op->n > c->n_ctx || op->head_dim > 256 || op->kv_heads <= 0 || op->heads % op->kv_heads))
         return ms_err(MS_ERROR, "attention to position %d (context %d), head_dim %d (at most 256), %d/%d heads",
                       op->pos0 + op->n, c->n_ctx, op->head_dim, op->heads, op->kv_heads);
     if (op->kind == BACKEND_OP_ROPE && (op->n_rot > 1024 || op->n_rot > op->head_dim))
@@ -335,19 +358,22 @@ typedef struct rec {
     vk_ctx *c;
     vk_frame *fr;
     hazards h;
-    size_t p_off;       /* next free byte of the params */
+    size_t p_off; /* next free byte of the params */
     const backend_op *rope_prev;
-    size_t rope_off;    /* its table */
+    size_t rope_off; /* its table */
 } rec;
 
-/* Dispatch kernel k with bindings b[5] (zero buffer: the dummy). */
+/* Dispatch kernel k with bindings b[5] (dst, src, W, A, B: common.glsl's 1..5; no buffer:
+ * the dummy). */
 static int dispatch(rec *r, vk_kernel k, binding *b, vk_push *pc, uint32_t gx, uint32_t gy, VkBuffer wr,
                     const VkBuffer *rd, int n_rd)
 {
     vk_ctx *c = r->c;
     VkCommandBuffer cmd = r->fr->cmd;
-    VkDescriptorSetAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                       .descriptorPool = r->fr->pool, .descriptorSetCount = 1, .pSetLayouts = &c->dsl };
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                      .descriptorPool = r->fr->pool,
+                                      .descriptorSetCount = 1,
+                                      .pSetLayouts = &c->dsl};
     VkWriteDescriptorSet ws[5];
     VkDescriptorSet set;
     VkPipeline pipe;
@@ -359,10 +385,13 @@ static int dispatch(rec *r, vk_kernel k, binding *b, vk_push *pc, uint32_t gx, u
         return ms_err(MS_EIO, "vulkan: out of descriptor sets");
     for (uint32_t i = 0; i < 5; i++) {
         if (!b[i].info.buffer)
-            b[i].info = (VkDescriptorBufferInfo){ c->dummy.buf, 0, VK_WHOLE_SIZE };
-        ws[i] = (VkWriteDescriptorSet){ .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = i,
-                                        .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                        .pBufferInfo = &b[i].info };
+            b[i].info = (VkDescriptorBufferInfo){c->dummy.buf, 0, VK_WHOLE_SIZE};
+        ws[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                       .dstSet = set,
+                                       .dstBinding = i + 1,
+                                       .descriptorCount = 1,
+                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                       .pBufferInfo = &b[i].info};
     }
     c->f.vkUpdateDescriptorSets(c->dev, 5, ws, 0, NULL);
     order(c, cmd, &r->h, wr, rd, n_rd);
@@ -407,7 +436,10 @@ static int bind_matrix(const vk_ctx *c, binding *b, vk_push *pc, const vk_weight
     return 0;
 }
 
-static VkBuffer vb(backend_ref r) { return ((vk_mem *)r.buf->dev)->buf; }
+static VkBuffer vb(backend_ref r)
+{
+    return ((vk_mem *)r.buf->dev)->buf;
+}
 
 static int record_op(rec *r, const backend_op *op)
 {
@@ -426,7 +458,7 @@ static int record_op(rec *r, const backend_op *op)
     case BACKEND_OP_EMBED: {
         uint32_t nb = (uint32_t)((op->cols + 31) / 32);
         memcpy(params + r->p_off, op->tokens, (size_t)op->n * 4);
-        b[1].info = (VkDescriptorBufferInfo){ r->fr->params.buf, r->p_off, align_up((size_t)op->n * 4, 4) };
+        b[1].info = (VkDescriptorBufferInfo){r->fr->params.buf, r->p_off, align_up((size_t)op->n * 4, 4)};
         r->p_off += align_up((size_t)op->n * 4, c->align);
         if ((rc = bind_ref(c, &b[0], op->dst, (uint64_t)op->n * op->cols)) < 0 || (rc = bind_matrix(c, b, &pc, w)) < 0)
             return rc;
@@ -456,8 +488,8 @@ static int record_op(rec *r, const backend_op *op)
         pc.dst_off = b[0].rem;
         pc.src_off = b[1].rem;
         rd[0] = vb(op->src);
-        if (op->n <= 2)   /* decode: the weight is read once per token either way; no tile to fill */
-            return dispatch_groups(r, VK_K_MV + w->vt, b, &pc, ((uint64_t)op->rows + 3) / 4, vb(op->dst), rd, 1);
+        if (op->n <= 2) /* decode: the weight is read once per token either way; no tile to fill */
+            return dispatch_groups(r, VK_K_MV + w->vt, b, &pc, ((uint64_t)op->rows + 7) / 8, vb(op->dst), rd, 1);
         return dispatch(r, VK_K_MM + w->vt, b, &pc, (uint32_t)((op->rows + 63) / 64), (uint32_t)((op->n + 31) / 32),
                         vb(op->dst), rd, 1);
     case BACKEND_OP_ADD_ROW:
@@ -490,7 +522,7 @@ static int record_op(rec *r, const backend_op *op)
         }
         if ((rc = bind_ref(c, &b[0], op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0)
             return rc;
-        b[3].info = (VkDescriptorBufferInfo){ r->fr->params.buf, r->rope_off, (size_t)op->n * (size_t)half * 8 + 4 };
+        b[3].info = (VkDescriptorBufferInfo){r->fr->params.buf, r->rope_off, (size_t)op->n * (size_t)half * 8 + 4};
         pc.dst_off = b[0].rem;
         pc.heads = (uint32_t)op->heads;
         pc.head_dim = (uint32_t)op->head_dim;
@@ -498,8 +530,8 @@ static int record_op(rec *r, const backend_op *op)
         pc.interleaved = (uint32_t)op->interleaved;
         if (half == 0)
             return 0;
-        return dispatch_groups(r, VK_K_ROPE, b, &pc, ((uint64_t)op->n * op->heads * half + 63) / 64, vb(op->dst),
-                               rd, 0);
+        return dispatch_groups(r, VK_K_ROPE, b, &pc, ((uint64_t)op->n * op->heads * half + 63) / 64, vb(op->dst), rd,
+                               0);
     }
     case BACKEND_OP_STORE:
         if ((rc = bind_ref(c, &b[0], op->dst, (uint64_t)op->n)) < 0 ||
@@ -553,10 +585,10 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
 {
     vk_ctx *c = vctx;
     vk_frame *fr = &c->frames[c->cur];
-    VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT };
-    VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &fr->cmd };
-    rec r = { .c = c, .fr = fr };
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &fr->cmd};
+    rec r = {.c = c, .fr = fr};
     int rc;
 
     for (size_t i = 0; i < n_ops; i++)
@@ -569,7 +601,7 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
         return rc;
     if (c->f.vkBeginCommandBuffer(fr->cmd, &bi) != VK_SUCCESS)
         return ms_err(MS_EIO, "vulkan: cannot begin a command buffer");
-    barrier(c, fr->cmd, &r.h);   /* after the previous run (and set-up work) */
+    barrier(c, fr->cmd, &r.h); /* after the previous run (and set-up work) */
     for (size_t i = 0; i < n_ops; i++) {
         if ((rc = record_op(&r, &ops[i])) < 0) {
             c->f.vkEndCommandBuffer(fr->cmd);
@@ -589,25 +621,28 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
 static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
 {
     vk_ctx *c = vctx;
-    vk_mem *m = src.buf->dev, stage = { 0 };
+    vk_mem *m = src.buf->dev, stage = {0};
     VkCommandBuffer cmd;
     int rc;
 
     for (int i = 0; i < VK_FRAMES; i++)
         if ((rc = vk_frame_wait(c, i)) < 0)
             return rc;
-    if (m->host) {   /* host-visible device memory: the wait above was the only one */
+    if (m->host) { /* host-visible device memory: the wait above was the only one */
         memcpy(dst, (const float *)m->host + src.off, n * sizeof(float));
         return 0;
     }
     if ((rc = vk_mem_new(c, &stage, n * sizeof(float), 1, "a read-back")) < 0 || (rc = vk_oneshot_begin(c, &cmd)) < 0)
         goto done;
-    VkMemoryBarrier mb = { .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                           .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT };
-    VkBufferCopy cp = { src.off * sizeof(float), 0, n * sizeof(float) };
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+    VkBufferCopy cp = {src.off * sizeof(float), 0, n * sizeof(float)};
     c->f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
                               NULL, 0, NULL);
     c->f.vkCmdCopyBuffer(cmd, m->buf, stage.buf, 1, &cp);
+    c->submits++;
+    c->waits++;
     if ((rc = vk_oneshot_end(c, cmd)) == 0)
         memcpy(dst, stage.host, n * sizeof(float));
 done:

@@ -13,6 +13,7 @@
 #include "vulkan/vulkan.h"
 
 /* Entry points, loaded through vkGetInstanceProcAddr / vkGetDeviceProcAddr. */
+/* clang-format off */
 #define VK_INSTANCE_FNS(X)                                                                                   \
     X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                      \
     X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceMemoryProperties)                                 \
@@ -30,6 +31,7 @@
     X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets)    \
     X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer)     \
     X(vkDeviceWaitIdle)
+/* clang-format on */
 
 typedef struct vk_fns {
     PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -38,7 +40,7 @@ typedef struct vk_fns {
     VK_INSTANCE_FNS(X)
     VK_DEVICE_FNS(X)
 #undef X
-    PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT;   /* NULL: no import */
+    PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT; /* NULL: no import */
 } vk_fns;
 
 /* The kernels' push constants: common.glsl's PC, member for member. */
@@ -54,14 +56,26 @@ typedef struct vk_push {
 
 /* Weight types the kernels run, in the order of the generated variants (CMakeLists.txt). */
 enum {
-    VK_T_F32, VK_T_F16, VK_T_BF16, VK_T_Q8_0, VK_T_Q4_0, VK_T_Q4_1, VK_T_Q5_0, VK_T_Q5_1, VK_T_Q4_K,
-    VK_T_Q5_K, VK_T_Q6_K, VK_T_MLX4, VK_T_MLX8, VK_T_COUNT
+    VK_T_F32,
+    VK_T_F16,
+    VK_T_BF16,
+    VK_T_Q8_0,
+    VK_T_Q4_0,
+    VK_T_Q4_1,
+    VK_T_Q5_0,
+    VK_T_Q5_1,
+    VK_T_Q4_K,
+    VK_T_Q5_K,
+    VK_T_Q6_K,
+    VK_T_MLX4,
+    VK_T_MLX8,
+    VK_T_COUNT
 };
 /* Kernel variants, in the order of vk_spirv_table. */
 typedef enum vk_kernel {
-    VK_K_MV = 0,                        /* + VK_T_*: decode matvec */
-    VK_K_MM = VK_K_MV + VK_T_COUNT,     /* + VK_T_*: prefill GEMM */
-    VK_K_EMBED = VK_K_MM + VK_T_COUNT,  /* + VK_T_*: embedding rows */
+    VK_K_MV = 0, /* + VK_T_*: decode matvec */
+    VK_K_MM = VK_K_MV + VK_T_COUNT, /* + VK_T_*: prefill GEMM */
+    VK_K_EMBED = VK_K_MM + VK_T_COUNT, /* + VK_T_*: embedding rows */
     VK_K_NORM = VK_K_EMBED + VK_T_COUNT,
     VK_K_ROPE,
     VK_K_ELEM,
@@ -97,9 +111,9 @@ typedef struct vk_region {
 /* A weight as the kernels take it: the region and byte offsets into it. */
 typedef struct vk_weight {
     vk_region *reg;
-    uint64_t data_off, scales_off, biases_off;   /* bytes from reg->base */
+    uint64_t data_off, scales_off, biases_off; /* bytes from reg->base */
     uint64_t data_end, scales_end, biases_end;
-    int vt;                                      /* VK_T_* */
+    int vt; /* VK_T_* */
     uint32_t row_bytes, s_row_bytes, gs, stype;
 } vk_weight;
 
@@ -126,23 +140,28 @@ typedef struct vk_ctx {
     uint32_t qfam;
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties memp;
-    VkDeviceSize align;       /* minStorageBufferOffsetAlignment */
-    VkDeviceSize max_range;   /* maxStorageBufferRange */
-    VkDeviceSize import_align;   /* 0: no host import */
+    VkDeviceSize align; /* minStorageBufferOffsetAlignment */
+    VkDeviceSize max_range; /* maxStorageBufferRange */
+    VkDeviceSize import_align; /* 0: no host import */
     VkCommandPool cpool;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkShaderModule modules[VK_K_COUNT];
     VkPipeline pipes[VK_K_COUNT];
     vk_frame frames[VK_FRAMES];
-    int cur;                  /* the frame the next run records into */
-    int last;                 /* the frame of the last run, -1 none */
-    vk_mem dummy;             /* bound where a kernel has no use for a binding */
+    int cur; /* the frame the next run records into */
+    int last; /* the frame of the last run, -1 none */
+    vk_mem dummy; /* bound where a kernel has no use for a binding */
     vk_region **regions;
     size_t n_regions, cap_regions;
     int max_rows, max_cols, n_ctx, heads;
     int verbose;
-    unsigned long runs, submits, waits;
+    /* $MSTORE_VULKAN_DISCRETE=1 (tests): no host import and no mapping of device memory, so that
+     * an integrated or software device takes a discrete GPU's paths (staging uploads, zeroing by
+     * the device, read-back by copy) */
+    int discrete;
+    unsigned long runs, submits, waits;   /* forward passes, and their submits and host waits */
+    unsigned long setup;                  /* submits (each waited for) of uploads and zeroing */
     char desc[192];
 } vk_ctx;
 

@@ -12,10 +12,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "helpers/fixture.h"
 #include "backend/backend.h"
 #include "cpu/cpu.h"
 #include "cpu/kquant_int.h"
+#include "helpers/fixture.h"
 #include "import/import.h"
 #include "quant/quant.h"
 
@@ -27,7 +27,10 @@ static uint32_t rnd(void)
     rng ^= rng << 17;
     return (uint32_t)(rng >> 32);
 }
-static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+static float unif(void)
+{
+    return (float)rnd() / 4294967296.0f * 2.0f - 1.0f;
+}
 
 /* The vulkan backend, or NULL after printing why it cannot run here. */
 static backend *open_vulkan(void)
@@ -46,7 +49,7 @@ static backend *open_vulkan(void)
 static backend *open_cpu(void)
 {
     backend *b = NULL;
-    backend_opts o = { .n_threads = 2 };
+    backend_opts o = {.n_threads = 2};
 
     ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
     return b;
@@ -54,7 +57,7 @@ static backend *open_cpu(void)
 
 static void reserve(backend *b, int rows, int cols, int ctx)
 {
-    backend_limits l = { .max_rows = rows, .max_cols = cols, .n_ctx = ctx, .heads = 16 };
+    backend_limits l = {.max_rows = rows, .max_cols = cols, .n_ctx = ctx, .heads = 16};
     ck_assert_int_eq(backend_reserve(b, &l), 0);
 }
 
@@ -84,8 +87,14 @@ static void tensor_free(tensor *x)
     x->map = NULL;
 }
 
-static int is_kquant(int type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K; }
-static int is_float(int type) { return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16; }
+static int is_kquant(int type)
+{
+    return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K;
+}
+static int is_float(int type)
+{
+    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16;
+}
 
 /* Random weights of a ggml type, with realistic block scales, `skew` bytes past a page start so
  * that unaligned tensor data is covered. */
@@ -96,9 +105,14 @@ static void make_ggml(tensor *x, int type, int rows, int cols, size_t skew)
 
     ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
     buf = map_new(x, row_bytes * rows + skew) + skew;
-    x->t = (runtime_tensor){ .name = "blk.0.ffn_up.weight", .type = type, .n_dims = 2,
-                             .shape = { (uint64_t)rows, (uint64_t)cols }, .data = buf, .nbytes = row_bytes * rows,
-                             .map = x->map, .map_nbytes = x->map_n };
+    x->t = (runtime_tensor){.name = "blk.0.ffn_up.weight",
+                            .type = type,
+                            .n_dims = 2,
+                            .shape = {(uint64_t)rows, (uint64_t)cols},
+                            .data = buf,
+                            .nbytes = row_bytes * rows,
+                            .map = x->map,
+                            .map_nbytes = x->map_n};
     if (is_float(type)) {
         for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
             float f = unif();
@@ -110,7 +124,7 @@ static void make_ggml(tensor *x, int type, int rows, int cols, size_t skew)
             else if (type == GGML_TYPE_F16)
                 memcpy(buf + 2 * i, &h, 2);
             else
-                memcpy(buf + 2 * i, (uint16_t[]){ (uint16_t)(bits >> 16) }, 2);
+                memcpy(buf + 2 * i, (uint16_t[]){(uint16_t)(bits >> 16)}, 2);
         }
         return;
     }
@@ -154,10 +168,20 @@ static void make_mlx(tensor *x, int bits, int group, int rows, int cols, int sdt
         ck_assert_int_eq(quant_from_f32(sc + g * ssz, sdt, &s, 1), 0);
         ck_assert_int_eq(quant_from_f32(bi + g * ssz, sdt, &b, 1), 0);
     }
-    x->t = (runtime_tensor){ .name = "blk.0.ffn_up.weight", .type = RUNTIME_TYPE_MLX, .n_dims = 2,
-                             .shape = { (uint64_t)rows, (uint64_t)cols }, .data = buf, .nbytes = code_bytes,
-                             .quant_type = bits == 4 ? "int4" : "int8", .bits = bits, .group_size = group,
-                             .scale_dtype = sdt, .scales = sc, .biases = bi, .map = x->map, .map_nbytes = x->map_n };
+    x->t = (runtime_tensor){.name = "blk.0.ffn_up.weight",
+                            .type = RUNTIME_TYPE_MLX,
+                            .n_dims = 2,
+                            .shape = {(uint64_t)rows, (uint64_t)cols},
+                            .data = buf,
+                            .nbytes = code_bytes,
+                            .quant_type = bits == 4 ? "int4" : "int8",
+                            .bits = bits,
+                            .group_size = group,
+                            .scale_dtype = sdt,
+                            .scales = sc,
+                            .biases = bi,
+                            .map = x->map,
+                            .map_nbytes = x->map_n};
 }
 
 /* A 1-D F32 / F16 / BF16 weight of random values near 1 (norm weights, biases). */
@@ -172,23 +196,28 @@ static void make_vec(tensor *x, int type, int n)
         if (type == GGML_TYPE_F32)
             memcpy(buf + 4 * i, &f, 4);
         else if (type == GGML_TYPE_F16)
-            memcpy(buf + 2 * i, (uint16_t[]){ cpu_f32_to_f16(f) }, 2);
+            memcpy(buf + 2 * i, (uint16_t[]){cpu_f32_to_f16(f)}, 2);
         else
-            memcpy(buf + 2 * i, (uint16_t[]){ (uint16_t)(bits >> 16) }, 2);
+            memcpy(buf + 2 * i, (uint16_t[]){(uint16_t)(bits >> 16)}, 2);
     }
-    x->t = (runtime_tensor){ .name = "blk.0.attn_norm.weight", .type = type, .n_dims = 1, .shape = { (uint64_t)n },
-                             .data = buf, .nbytes = (uint64_t)n * (type == GGML_TYPE_F32 ? 4 : 2), .map = x->map,
-                             .map_nbytes = x->map_n };
+    x->t = (runtime_tensor){.name = "blk.0.attn_norm.weight",
+                            .type = type,
+                            .n_dims = 1,
+                            .shape = {(uint64_t)n},
+                            .data = buf,
+                            .nbytes = (uint64_t)n * (type == GGML_TYPE_F32 ? 4 : 2),
+                            .map = x->map,
+                            .map_nbytes = x->map_n};
 }
 
 /* ---------------------------------------------------------------- running one sequence on both */
 
 /* A pair of backends and the buffers of a test, made alike on both. */
 typedef struct pair {
-    backend *be[2];   /* cpu, vulkan */
+    backend *be[2]; /* cpu, vulkan */
     backend_buf *buf[2][8];
     int n_buf;
-    tensor vals[8];   /* the weights pair_buf filled buffers from: imported, so kept until close */
+    tensor vals[8]; /* the weights pair_buf filled buffers from: imported, so kept until close */
 } pair;
 
 static int pair_open(pair *p, int rows, int cols, int ctx)
@@ -221,7 +250,7 @@ static int pair_buf(pair *p, size_t n, int dtype, float amp)
     backend_op ops[1];
 
     for (size_t i = 0; i < n; i++)
-        vals[i] = amp != 0.0f ? amp * unif() : 0.0f;   /* not -0.0 */
+        vals[i] = amp != 0.0f ? amp * unif() : 0.0f; /* not -0.0 */
     for (int b = 0; b < 2; b++) {
         ck_assert_int_eq(backend_buf_new(&p->buf[b][k], p->be[b], n, dtype, "test"), 0);
         ck_assert_int_eq(backend_buf_new(&stage[b], p->be[b], n, BACKEND_F32, "stage"), 0);
@@ -232,12 +261,18 @@ static int pair_buf(pair *p, size_t n, int dtype, float amp)
     tensor *w = &p->vals[k];
     uint8_t *m = map_new(w, n * 4);
     memcpy(m, vals, n * 4);
-    w->t = (runtime_tensor){ .name = "values", .type = GGML_TYPE_F32, .n_dims = 2, .shape = { 1, n }, .data = m,
-                             .nbytes = n * 4, .map = w->map, .map_nbytes = w->map_n };
+    w->t = (runtime_tensor){.name = "values",
+                            .type = GGML_TYPE_F32,
+                            .n_dims = 2,
+                            .shape = {1, n},
+                            .data = m,
+                            .nbytes = n * 4,
+                            .map = w->map,
+                            .map_nbytes = w->map_n};
     const backend_weight *bw;
     ck_assert_int_eq(backend_weight_import(&bw, p->be[1], &w->t), 0);
     int32_t tok = 0;
-    seq = (backend_seq){ .ops = ops, .cap = 1 };
+    seq = (backend_seq){.ops = ops, .cap = 1};
     backend_seq_embed(&seq, backend_at(stage[1], 0), bw, &tok, 1, (int)n);
     ck_assert_int_eq(backend_run(p->be[1], &seq), 0);
     for (int b = 0; b < 2; b++) {
@@ -275,11 +310,11 @@ static double rel_diff(const float *a, const float *b, size_t n)
 
 /* ---------------------------------------------------------------- ops */
 
-static const int mm_types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                                GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                                GGML_TYPE_Q6_K };
+static const int mm_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
+                               GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                               GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
 #define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
-#define N_MM_CASES (N_MM_TYPES + 3)   /* + MLX int4 (f16 scales), int8 (bf16 scales), int4 (f32, group 64) */
+#define N_MM_CASES (N_MM_TYPES + 3) /* + MLX int4 (f16 scales), int8 (bf16 scales), int4 (f32, group 64) */
 
 static void make_case(tensor *w, int i, int rows, int cols)
 {
@@ -303,7 +338,7 @@ START_TEST(matmul_matches_the_cpu_on_every_weight_type)
     /* 67 rows: not a multiple of the 64-row tile; 256 columns for the K-quants, 172 for floats
      * (a partial 32-block); token counts of the decode kernel (1, 2) and of the tiled one,
      * including a partial 32-token tile */
-    static const int ns[] = { 1, 2, 3, 37 };
+    static const int ns[] = {1, 2, 3, 37};
     int rows = 67, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256, max_n = 37;
     pair p;
     tensor w;
@@ -311,7 +346,8 @@ START_TEST(matmul_matches_the_cpu_on_every_weight_type)
     if (!pair_open(&p, max_n, cols, 16))
         return;
     make_case(&w, _i, rows, cols);
-    int x = pair_buf(&p, (size_t)max_n * cols, BACKEND_F32, 1.0f), y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
+    int x = pair_buf(&p, (size_t)max_n * cols, BACKEND_F32, 1.0f),
+        y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
     const backend_weight *bw[2];
     for (int b = 0; b < 2; b++)
         ck_assert_msg(backend_weight_import(&bw[b], p.be[b], &w.t) == 0, "%s", ms_err_msg());
@@ -329,7 +365,7 @@ START_TEST(matmul_matches_the_cpu_on_every_weight_type)
     }
     for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         double worst = 0;
         for (int b = 0; b < 2; b++) {
             seq.n = 0;
@@ -363,7 +399,7 @@ END_TEST
 START_TEST(embedding_rows_match_the_cpu_on_every_weight_type)
 {
     int rows = 40, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256;
-    int32_t toks[5] = { 3, 0, 39, 3, 17 };
+    int32_t toks[5] = {3, 0, 39, 3, 17};
     pair p;
     tensor w;
 
@@ -375,15 +411,15 @@ START_TEST(embedding_rows_match_the_cpu_on_every_weight_type)
     for (int b = 0; b < 2; b++) {
         const backend_weight *bw;
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &w.t), 0);
         backend_seq_embed(&seq, backend_at(p.buf[b][y], 3), bw, toks, 5, cols);
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
     pair_read(&p, y, 3, 5 * (size_t)cols, cpu, gpu);
     for (int i = 0; i < 5 * cols; i++)
-        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-6 * fabs(cpu[i]) + 1e-9, "case %d, element %d: %g vs %g",
-                      _i, i, gpu[i], cpu[i]);
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-6 * fabs(cpu[i]) + 1e-9, "case %d, element %d: %g vs %g", _i,
+                      i, gpu[i], cpu[i]);
     free(cpu);
     free(gpu);
     pair_close(&p);
@@ -396,7 +432,7 @@ END_TEST
  * one addition, so within 1e-6. */
 START_TEST(rms_norm_and_add_row_match_the_cpu)
 {
-    static const int vt[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16 };
+    static const int vt[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
     int n = 6, cols = 200;
     pair p;
     tensor v;
@@ -411,7 +447,7 @@ START_TEST(rms_norm_and_add_row_match_the_cpu)
     for (int b = 0; b < 2; b++) {
         const backend_weight *bw;
         backend_op ops[3];
-        backend_seq seq = { .ops = ops, .cap = 3 };
+        backend_seq seq = {.ops = ops, .cap = 3};
         ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &v.t), 0);
         backend_seq_rms_norm(&seq, backend_at(p.buf[b][y], 1), backend_at(p.buf[b][x], 0), bw, n, cols, 1e-5f);
         backend_seq_rms_norm(&seq, backend_at(p.buf[b][x], cols), backend_at(p.buf[b][x], cols), bw, n - 1, cols,
@@ -419,13 +455,14 @@ START_TEST(rms_norm_and_add_row_match_the_cpu)
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
     pair_read(&p, y, 1, (size_t)n * cols, cpu, gpu);
-    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-5, "out of place: %g", rel_diff(gpu, cpu, (size_t)n * cols));
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-5, "out of place: %g",
+                  rel_diff(gpu, cpu, (size_t)n * cols));
     pair_read(&p, x, 0, (size_t)n * cols, cpu, gpu);
     ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-5, "in place: %g", rel_diff(gpu, cpu, (size_t)n * cols));
     for (int b = 0; b < 2; b++) {
         const backend_weight *bw;
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &v.t), 0);
         backend_seq_add_row(&seq, backend_at(p.buf[b][z], 1), bw, n, cols);
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
@@ -458,13 +495,14 @@ START_TEST(rope_matches_the_cpu_in_both_layouts)
     float *cpu = malloc(sizeof(float) * n * heads * hd), *gpu = malloc(sizeof(float) * n * heads * hd);
     for (int b = 0; b < 2; b++) {
         backend_op ops[2];
-        backend_seq seq = { .ops = ops, .cap = 2 };
+        backend_seq seq = {.ops = ops, .cap = 2};
         backend_seq_rope(&seq, backend_at(p.buf[b][x], 0), n, heads, hd, n_rot, 4000, freqs, _i);
         backend_seq_rope(&seq, backend_at(p.buf[b][x], 0), n, heads, hd, n_rot, 7, freqs, _i);
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
     pair_read(&p, x, 0, (size_t)n * heads * hd, cpu, gpu);
-    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * heads * hd) <= 1e-6, "rope: %g", rel_diff(gpu, cpu, (size_t)n * heads * hd));
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * heads * hd) <= 1e-6, "rope: %g",
+                  rel_diff(gpu, cpu, (size_t)n * heads * hd));
     pair_close(&p);
     free(cpu);
     free(gpu);
@@ -476,8 +514,9 @@ END_TEST
  * overflow to infinity, and fall into f16 subnormals. */
 START_TEST(store_converts_to_f16_bit_for_bit)
 {
-    static const float special[] = { 1.0f, -2.5f, 65504.0f, 65520.0f, 1e6f, -1e6f, 6.0e-8f, 3.0e-8f, 2.9e-8f,
-                                     1.0e-5f, -6.1e-5f, 1.00048828125f, 1.00146484375f, 0.0f, -3.0e-6f, 5.96e-8f };
+    static const float special[] = {1.0f,           -2.5f,   65504.0f, 65520.0f, 1e6f,     -1e6f,
+                                    6.0e-8f,        3.0e-8f, 2.9e-8f,  1.0e-5f,  -6.1e-5f, 1.00048828125f,
+                                    1.00146484375f, 0.0f,    -3.0e-6f, 5.96e-8f};
     /* (no -0.0: the read-back through attention adds it to +0) */
     int n = 301;
     pair p;
@@ -490,15 +529,21 @@ START_TEST(store_converts_to_f16_bit_for_bit)
     memset(&w, 0, sizeof w);
     float *vals = (float *)map_new(&w, sizeof special);
     memcpy(vals, special, sizeof special);
-    w.t = (runtime_tensor){ .name = "specials", .type = GGML_TYPE_F32, .n_dims = 2, .shape = { 1, 16 }, .data = vals,
-                            .nbytes = sizeof special, .map = w.map, .map_nbytes = w.map_n };
+    w.t = (runtime_tensor){.name = "specials",
+                           .type = GGML_TYPE_F32,
+                           .n_dims = 2,
+                           .shape = {1, 16},
+                           .data = vals,
+                           .nbytes = sizeof special,
+                           .map = w.map,
+                           .map_nbytes = w.map_n};
     int h = pair_buf(&p, (size_t)n + 8, BACKEND_F16, 0), f = pair_buf(&p, (size_t)n + 8, BACKEND_F32, 0);
     uint16_t *hc = malloc(2 * ((size_t)n + 8)), *hg = malloc(2 * ((size_t)n + 8));
     for (int b = 0; b < 2; b++) {
         const backend_weight *bw;
         int32_t tok = 0;
         backend_op ops[4];
-        backend_seq seq = { .ops = ops, .cap = 4 };
+        backend_seq seq = {.ops = ops, .cap = 4};
         ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &w.t), 0);
         backend_seq_embed(&seq, backend_at(p.buf[b][src], 40), bw, &tok, 1, 16);
         backend_seq_store(&seq, backend_at(p.buf[b][h], 3), backend_at(p.buf[b][src], 0), n);
@@ -514,20 +559,21 @@ START_TEST(store_converts_to_f16_bit_for_bit)
     memcpy(hc, p.buf[0][h]->host, 2 * ((size_t)n + 8));
     {
         int q = pair_buf(&p, 2, BACKEND_F32, 1.0f), o = pair_buf(&p, (size_t)n + 8, BACKEND_F32, 0);
-        int z = pair_buf(&p, (size_t)n + 8, BACKEND_F16, 0);   /* zero keys: a score of 0, even for an inf value */
+        int z = pair_buf(&p, (size_t)n + 8, BACKEND_F16, 0); /* zero keys: a score of 0, even for an inf value */
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         /* one head of head_dim 1 over a one-position cache: softmax of one score is 1, out = v */
         for (int i = 0; i < n + 8; i++) {
             seq.n = 0;
             backend_seq_attention(&seq, backend_at(p.buf[1][o], (size_t)i), backend_at(p.buf[1][q], 0),
-                                  backend_at(p.buf[1][z], (size_t)i), backend_at(p.buf[1][h], (size_t)i), 1, 0, 1, 1, 1);
+                                  backend_at(p.buf[1][z], (size_t)i), backend_at(p.buf[1][h], (size_t)i), 1, 0, 1, 1,
+                                  1);
             ck_assert_int_eq(backend_run(p.be[1], &seq), 0);
         }
         float *out = malloc(sizeof(float) * ((size_t)n + 8));
         ck_assert_int_eq(backend_read(p.be[1], out, backend_at(p.buf[1][o], 0), (size_t)n + 8), 0);
         for (int i = 0; i < n + 8; i++) {
-            hg[i] = cpu_f32_to_f16(out[i]);   /* exact: out is an f16 value */
+            hg[i] = cpu_f32_to_f16(out[i]); /* exact: out is an f16 value */
             ck_assert_msg(hg[i] == hc[i] || (isnan(out[i]) && isnan(cpu_f16_to_f32(hc[i]))),
                           "f16 element %d: device %04x cpu %04x", i, hg[i], hc[i]);
         }
@@ -555,7 +601,7 @@ START_TEST(swiglu_and_add_match_the_cpu)
     float *cpu = malloc(sizeof(float) * n), *gpu = malloc(sizeof(float) * n);
     for (int b = 0; b < 2; b++) {
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         backend_seq_add(&seq, backend_at(p.buf[b][a], 1), backend_at(p.buf[b][u], 2), n);
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
@@ -563,7 +609,7 @@ START_TEST(swiglu_and_add_match_the_cpu)
     ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * n), 0);
     for (int b = 0; b < 2; b++) {
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         backend_seq_swiglu(&seq, backend_at(p.buf[b][g], 1), backend_at(p.buf[b][u], 0), n);
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
@@ -589,14 +635,15 @@ START_TEST(attention_matches_the_cpu_over_f32_and_f16_caches)
     if (!pair_open(&p, 8, 512, ctx))
         return;
     int q = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 1.0f);
-    int kf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f), vf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f),
+        vf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f);
     int kc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
     int vc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
     int o = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 0);
     float *cpu = malloc(sizeof(float) * 5 * heads * hd), *gpu = malloc(sizeof(float) * 5 * heads * hd);
     for (int b = 0; b < 2; b++) {
         backend_op ops[4];
-        backend_seq seq = { .ops = ops, .cap = 4 };
+        backend_seq seq = {.ops = ops, .cap = 4};
         /* scale the keys up so that the softmax is peaked and a wrong max would show */
         backend_seq_add(&seq, backend_at(p.buf[b][kf], 0), backend_at(p.buf[b][kf], 0), ctx * kv * hd);
         backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * kv * hd);
@@ -606,16 +653,18 @@ START_TEST(attention_matches_the_cpu_over_f32_and_f16_caches)
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
     pair_read(&p, o, 0, (size_t)5 * heads * hd, cpu, gpu);
-    ck_assert_msg(rel_diff(gpu, cpu, (size_t)5 * heads * hd) <= 1e-5, "prefill: %g", rel_diff(gpu, cpu, (size_t)5 * heads * hd));
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)5 * heads * hd) <= 1e-5, "prefill: %g",
+                  rel_diff(gpu, cpu, (size_t)5 * heads * hd));
     for (int b = 0; b < 2; b++) {
         backend_op ops[1];
-        backend_seq seq = { .ops = ops, .cap = 1 };
+        backend_seq seq = {.ops = ops, .cap = 1};
         backend_seq_attention(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0), backend_at(p.buf[b][kc], 0),
                               backend_at(p.buf[b][vc], 0), 1, 0, heads, kv, hd);
         ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
     }
     pair_read(&p, o, 0, (size_t)heads * hd, cpu, gpu);
-    ck_assert_msg(rel_diff(gpu, cpu, (size_t)heads * hd) <= 1e-5, "first position: %g", rel_diff(gpu, cpu, (size_t)heads * hd));
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)heads * hd) <= 1e-5, "first position: %g",
+                  rel_diff(gpu, cpu, (size_t)heads * hd));
     pair_close(&p);
     free(cpu);
     free(gpu);
@@ -696,10 +745,10 @@ static char *model_path(const char *rel)
 
 /* Multi-token prompts (tok512 ids; tests/data/runtime/README.md): "I believe the meaning of
  * life is" and the long one. */
-static const int32_t P2[] = { 1, 359, 329, 421, 417, 411, 360, 265, 284, 411, 303, 299, 373, 397, 431, 411, 410, 293 };
-static const int32_t P3[] = { 1,   410, 448, 420, 275, 411, 261, 410, 449, 414, 354, 261, 430, 408, 410, 447,
-                              442, 272, 420, 287, 261, 399, 278, 289, 428, 282, 420, 287, 427, 413, 263, 415,
-                              417, 402, 263, 290, 421, 297, 309, 329, 259, 420, 379, 429, 294, 266 };
+static const int32_t P2[] = {1, 359, 329, 421, 417, 411, 360, 265, 284, 411, 303, 299, 373, 397, 431, 411, 410, 293};
+static const int32_t P3[] = {1,   410, 448, 420, 275, 411, 261, 410, 449, 414, 354, 261, 430, 408, 410, 447,
+                             442, 272, 420, 287, 261, 399, 278, 289, 428, 282, 420, 287, 427, 413, 263, 415,
+                             417, 402, 263, 290, 421, 297, 309, 329, 259, 420, 379, 429, 294, 266};
 
 static int argmax(const float *x, int n)
 {
@@ -713,8 +762,8 @@ static int argmax(const float *x, int n)
 /* The prompt through both models, then `steps` greedy tokens each fed back: the device picks
  * the CPU's tokens, and its first-step logits are within `tol` (max |gpu - cpu| / max |cpu|).
  * The prompt's ids are taken modulo the vocab (synthetic models have stories260K's 512). */
-static void compare_models(runtime_model *cpu, runtime_model *gpu, const int32_t *prompt, int n, int steps,
-                           double tol, const char *what)
+static void compare_models(runtime_model *cpu, runtime_model *gpu, const int32_t *prompt, int n, int steps, double tol,
+                           const char *what)
 {
     int V = runtime_model_config(cpu)->vocab_size;
     float *lc = malloc(sizeof(float) * V), *lg = malloc(sizeof(float) * V);
@@ -745,7 +794,7 @@ static void compare_models(runtime_model *cpu, runtime_model *gpu, const int32_t
  * chunks and two runs go unread). NULL on the device side when it cannot run here. */
 static runtime_model *open_gguf(const char *path, const char *device, int kv_f16)
 {
-    runtime_opts o = { .n_threads = 2, .n_ctx = 256, .n_batch = 16, .kv_f16 = kv_f16, .device = device };
+    runtime_opts o = {.n_threads = 2, .n_ctx = 256, .n_batch = 16, .kv_f16 = kv_f16, .device = device};
     runtime_model *m = NULL;
     int rc = runtime_model_open_gguf(&m, path, &o);
 
@@ -774,13 +823,13 @@ static void compare_gguf(const char *path, int kv_f16, int steps, const char *wh
  * into a store and run from it: 24 greedy tokens after each prompt, the CPU's. */
 START_TEST(stories260k_from_the_store_gives_the_cpu_tokens)
 {
-    static const char *files[] = { "stories260K/stories260K.gguf", "stories260K/s260k-f16.gguf",
-                                   "stories260K/s260k-mixed.gguf" };
+    static const char *files[] = {"stories260K/stories260K.gguf", "stories260K/s260k-f16.gguf",
+                                  "stories260K/s260k-mixed.gguf"};
     char *path = model_path(files[_i]), *home, digest[72];
     store *s = NULL;
     model_name name;
     runtime_model *gpu = NULL, *cpu = NULL;
-    import_opts io = { .quiet = 1 };
+    import_opts io = {.quiet = 1};
 
     if (!path) {
         printf("skipped: %s not found under the test models\n", files[_i]);
@@ -791,7 +840,7 @@ START_TEST(stories260k_from_the_store_gives_the_cpu_tokens)
     ck_assert_int_eq(name_parse(&name, "stories:test"), 0);
     ck_assert_msg(import_path(s, path, &name, &io, digest) == 0, "%s", ms_err_msg());
     for (int kv_f16 = 0; kv_f16 <= (_i == 1); kv_f16++) {
-        runtime_opts o = { .n_threads = 2, .n_ctx = 256, .n_batch = 16, .kv_f16 = kv_f16, .device = "vulkan" };
+        runtime_opts o = {.n_threads = 2, .n_ctx = 256, .n_batch = 16, .kv_f16 = kv_f16, .device = "vulkan"};
         int rc = runtime_model_open_store(&gpu, s, &name, &o);
         if (rc == MS_EUNSUPPORTED) {
             printf("skipped: %s\n", ms_err_msg());
@@ -814,9 +863,18 @@ END_TEST
 /* Synthetic llamas of F32, F16, Q8_0 and Q4_0 (regenerated, as test_runtime does); MLX int4 and
  * int8 (the F32 one imported with --quantize); the committed K-quant models (llama Q4_K, Q5_K,
  * Q6_K; qwen2 Q4_K with biases; qwen3 Q4_K, Q6_K with QK-norm). */
-static const char *const synth[] = { "f32", "f16", "q8_0", "q4_0", "int4", "int8",
-                                     "kquant/llama-q4_k.gguf", "kquant/llama-q5_k.gguf", "kquant/llama-q6_k.gguf",
-                                     "kquant/qwen2-q4_k.gguf", "kquant/qwen3-q4_k.gguf", "kquant/qwen3-q6_k.gguf" };
+static const char *const synth[] = {"f32",
+                                    "f16",
+                                    "q8_0",
+                                    "q4_0",
+                                    "int4",
+                                    "int8",
+                                    "kquant/llama-q4_k.gguf",
+                                    "kquant/llama-q5_k.gguf",
+                                    "kquant/llama-q6_k.gguf",
+                                    "kquant/qwen2-q4_k.gguf",
+                                    "kquant/qwen3-q4_k.gguf",
+                                    "kquant/qwen3-q6_k.gguf"};
 #define N_SYNTH (int)(sizeof synth / sizeof synth[0])
 
 static char *make_synthetic(const char *dir, const char *dt)
@@ -833,7 +891,8 @@ static char *make_synthetic(const char *dir, const char *dt)
         return NULL;
     }
     cmd = ms_strdup_printf("/usr/bin/python3 '%s' --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 192 --vocab '%s' "
-                           "--seed 1234 --dtype %s -o '%s' >/dev/null 2>&1", tool, vocab, dt, out);
+                           "--seed 1234 --dtype %s -o '%s' >/dev/null 2>&1",
+                           tool, vocab, dt, out);
     ok = system(cmd) == 0;
     if (!ok)
         printf("skipped: %s failed (numpy missing?)\n", cmd);
@@ -853,7 +912,8 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
     const char *what = synth[_i];
 
     if (strncmp(what, "kquant/", 7) == 0) {
-        snprintf(msrc, sizeof msrc, "%s/tests/data/runtime/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".", what);
+        snprintf(msrc, sizeof msrc, "%s/tests/data/runtime/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".",
+                 what);
         compare_gguf(msrc, 0, 8, what);
     } else if (strncmp(what, "int", 3) != 0) {
         if ((path = make_synthetic(dir, what)))
@@ -862,9 +922,9 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
         store *s = NULL;
         model_name name;
         char digest[72], *home = ms_strdup_printf("%s/home", dir);
-        import_opts io = { .quiet = 1, .quantize = what };
+        import_opts io = {.quiet = 1, .quantize = what};
         runtime_model *gpu = NULL, *cpu = NULL;
-        runtime_opts o = { .n_threads = 2, .n_ctx = 256, .n_batch = 16, .device = "vulkan" };
+        runtime_opts o = {.n_threads = 2, .n_ctx = 256, .n_batch = 16, .device = "vulkan"};
         int rc;
 
         ck_assert_int_eq(store_open(&s, home), 0);
@@ -886,6 +946,32 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
     }
     free(path);
     fixture_rmrf(dir);
+}
+END_TEST
+
+/* A discrete GPU's paths (weights uploaded through a staging buffer, buffers zeroed by the
+ * device, logits read back by a copy), taken on this device through $MSTORE_VULKAN_DISCRETE:
+ * the same tokens and logits. (Check runs each test in its own process, so the variable stays
+ * here.) */
+START_TEST(discrete_gpu_paths_give_the_cpu_tokens)
+{
+    char *path = model_path("stories260K/s260k-mixed.gguf");
+
+    if (!path) {
+        printf("skipped: stories260K/s260k-mixed.gguf not found under the test models\n");
+        return;
+    }
+    setenv("MSTORE_VULKAN_DISCRETE", "1", 1);
+    runtime_model *gpu = open_gguf(path, "vulkan", 0), *cpu;
+    if (gpu) {
+        ck_assert_ptr_nonnull(strstr(runtime_model_device(gpu), "weights uploaded, as a discrete GPU"));
+        cpu = open_gguf(path, "cpu", 0);
+        compare_models(cpu, gpu, P3, (int)(sizeof P3 / sizeof P3[0]), 16, 1e-4, "s260k-mixed, discrete paths");
+        runtime_model_close(cpu);
+        runtime_model_close(gpu);
+    }
+    unsetenv("MSTORE_VULKAN_DISCRETE");
+    free(path);
 }
 END_TEST
 
@@ -912,6 +998,7 @@ int main(void)
     tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
     tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);
     tcase_add_loop_test(models, first_step_logits_match_the_cpu_on_every_weight_type, 0, N_SYNTH);
+    tcase_add_test(models, discrete_gpu_paths_give_the_cpu_tokens);
     suite_add_tcase(s, ops);
     suite_add_tcase(s, models);
     sr = srunner_create(s);

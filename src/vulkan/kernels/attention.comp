@@ -3,13 +3,13 @@
  * f16 (KV_F16) cache. Positions are taken 64 at a time with an online softmax (running max and
  * sum, the output rescaled as the max grows: flash-attention's recurrence), so shared memory
  * does not grow with the context. Each invocation scores one position of a tile, then owns
- * head_dim / 64 output dims. k = binding 3, v = binding 4, both [positions][kv_heads * head_dim]
+ * head_dim / 64 output dims. k = binding 4 (A), v = binding 5 (B), both [positions][kv_heads * head_dim]
  * from position 0 of the layer. head_dim <= 256. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 layout(local_size_x = 64) in;
 shared float qs[256];
 shared float sc[64];

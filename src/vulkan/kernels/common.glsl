@@ -1,18 +1,20 @@
 /* common.glsl: what every kernel shares: the push constants (vk_push in vulkan_int.h is the same
  * struct), the read-only bindings and byte-level reads of weights. Included, not a kernel.
  *
- * Bindings (one descriptor set layout for every pipeline):
- *   0 dst   f32 elements (u32 words for f16 stores)       written
- *   1 src   f32 elements (u32 token ids for the embedding) read
- *   2 W     a weight's bytes, as u32 words                 read
- *   3 A     MLX scales / rope cos,sin table / k cache      read
- *   4 B     MLX biases / v cache                           read
+ * Bindings (one descriptor set layout for every pipeline), numbered from 1 so that MSL made
+ * by spirv-cross --msl-decoration-binding has them at buffer(1..5), the push constants at 0:
+ *   1 dst   f32 elements (u32 words for f16 stores)       written
+ *   2 src   f32 elements (u32 token ids for the embedding) read
+ *   3 W     a weight's bytes, as u32 words                 read
+ *   4 A     MLX scales / rope cos,sin table / k cache      read
+ *   5 B     MLX biases / v cache                           read
  * Each binding starts at an offset the device aligns; the push constants carry what remains (in
- * elements for 0, 1, 3, 4 as f32 or f16 elements, in bytes for W and the MLX scales). Weights are
+ * elements for dst, src, A, B as f32 or f16 elements, in bytes for W and the MLX scales). Weights are
  * read through u32 words and shifts because ggml blocks (18, 22, 34 bytes) are not word aligned
  * and 8/16-bit storage is an optional device feature. */
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_EXT_control_flow_attributes : enable
 
 layout(push_constant) uniform PC {
     uint n, rows, cols, dst_off;
@@ -24,9 +26,9 @@ layout(push_constant) uniform PC {
     uint n_ctx, wg_x;   /* wg_x: workgroups along x in a 2-D grid (rows past 65535) */
 } p;
 
-layout(std430, set = 0, binding = 2) readonly buffer Wbuf { uint W[]; };
-layout(std430, set = 0, binding = 3) readonly buffer Abuf { uint A[]; };
-layout(std430, set = 0, binding = 4) readonly buffer Bbuf { uint B[]; };
+layout(std430, set = 0, binding = 3) readonly buffer Wbuf { uint W[]; };
+layout(std430, set = 0, binding = 4) readonly buffer Abuf { uint A[]; };
+layout(std430, set = 0, binding = 5) readonly buffer Bbuf { uint B[]; };
 
 /* The workgroup's index in a grid laid out as rows of wg_x groups. */
 uint group_index() { return gl_WorkGroupID.y * p.wg_x + gl_WorkGroupID.x; }

@@ -10,7 +10,7 @@ float f32_at(uint o) { return uintBitsToFloat(w32(o)); }
 void deq32(uint r, uint b, out float v[32])
 {
     uint rb = p.w_off + r * p.row_bytes;
-    for (uint j = 0u; j < 32u; j++) {
+    [[unroll]] for (uint j = 0u; j < 32u; j++) {
         uint k = b * 32u + j;
 #if TYPE == 0
         v[j] = k < p.cols ? f32_at(rb + 4u * k) : 0.0;
@@ -26,9 +26,9 @@ void deq32(uint r, uint b, out float v[32])
 {
     uint o = p.w_off + r * p.row_bytes + b * 34u;
     float d = h2f(w16(o));
-    for (uint i = 0u; i < 8u; i++) {
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
         int q = int(w32(o + 2u + 4u * i));
-        for (uint e = 0u; e < 4u; e++)
+        [[unroll]] for (uint e = 0u; e < 4u; e++)
             v[4u * i + e] = d * float(bitfieldExtract(q, int(8u * e), 8));
     }
 }
@@ -42,9 +42,9 @@ void deq32(uint r, uint b, out float v[32])
     float m = h2f(w16(o + 2u));
 #endif
     float d = h2f(w16(o));
-    for (uint i = 0u; i < 4u; i++) {
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
         uint q = w32(qo + 4u * i);
-        for (uint e = 0u; e < 4u; e++) {
+        [[unroll]] for (uint e = 0u; e < 4u; e++) {
             uint x = (q >> (8u * e)) & 0xffu;
 #if TYPE == 2
             v[4u * i + e] = d * float(int(x & 15u) - 8);
@@ -67,9 +67,9 @@ void deq32(uint r, uint b, out float v[32])
 #endif
     float d = h2f(w16(o));
     uint qh = w32(ho);
-    for (uint i = 0u; i < 4u; i++) {
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
         uint q = w32(ho + 4u + 4u * i);
-        for (uint e = 0u; e < 4u; e++) {
+        [[unroll]] for (uint e = 0u; e < 4u; e++) {
             uint j = 4u * i + e, x = (q >> (8u * e)) & 0xffu;
             uint x0 = (x & 15u) | (((qh >> j) & 1u) << 4), x1 = (x >> 4) | (((qh >> (j + 16u)) & 1u) << 4);
 #if TYPE == 6
@@ -103,12 +103,12 @@ void deq32(uint r, uint b, out float v[32])
     float d1 = d * float(sc), m1 = dmin * float(mn);
     uint shift = (sub & 1u) * 4u;
     qo += (sub >> 1) * 32u;
-    for (uint i = 0u; i < 8u; i++) {
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
         uint q = w32(qo + 4u * i);
 #if TYPE == 13
         uint h = w32(ho + 4u * i);
 #endif
-        for (uint e = 0u; e < 4u; e++) {
+        [[unroll]] for (uint e = 0u; e < 4u; e++) {
             uint x = (q >> (8u * e + shift)) & 15u;
 #if TYPE == 13
             x += ((h >> (8u * e + sub)) & 1u) << 4;
@@ -126,9 +126,9 @@ void deq32(uint r, uint b, out float v[32])
     uint lshift = qq < 2u ? 0u : 4u, hshift = 2u * qq;
     int s0 = bitfieldExtract(int(w8(o + 192u + 8u * half_ + 2u * qq)), 0, 8);
     int s1 = bitfieldExtract(int(w8(o + 192u + 8u * half_ + 2u * qq + 1u)), 0, 8);
-    for (uint i = 0u; i < 8u; i++) {
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
         uint ql = w32(qlo + 4u * i), qh = w32(qho + 4u * i);
-        for (uint e = 0u; e < 4u; e++) {
+        [[unroll]] for (uint e = 0u; e < 4u; e++) {
             uint l = 4u * i + e;
             int q = int(((ql >> (8u * e + lshift)) & 15u) | (((qh >> (8u * e + hshift)) & 3u) << 4)) - 32;
             v[l] = d * float(l < 16u ? s0 : s1) * float(q);
@@ -150,9 +150,9 @@ void deq32(uint r, uint b, out float v[32])
     uint o = p.w_off + r * p.row_bytes + b * 4u * bits;
     uint ssz = p.stype == 0u ? 4u : 2u, g = (b * 32u) / p.gs;
     float s = scale_at(p.a_off + r * p.s_row_bytes + g * ssz), bias = bias_at(p.b_off + r * p.s_row_bytes + g * ssz);
-    for (uint i = 0u; i < bits; i++) {
+    [[unroll]] for (uint i = 0u; i < bits; i++) {
         uint q = w32(o + 4u * i);
-        for (uint e = 0u; e < 32u / bits; e++)
+        [[unroll]] for (uint e = 0u; e < 32u / bits; e++)
             v[i * (32u / bits) + e] = s * float((q >> (bits * e)) & ((1u << bits) - 1u)) + bias;
     }
 }

@@ -10,8 +10,8 @@
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { uint D[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { uint D[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 layout(local_size_x = 256) in;
 
 /* f32 -> f16 bits, round to nearest even (packHalf2x16 leaves the rounding to the device). */

@@ -1,12 +1,12 @@
 #version 450
 /* embed.comp: dst[t][cols] = row tokens[t] of W, one 32-weight block per invocation, for one
- * weight type (TYPE, see dequant.glsl). The token ids come in binding 1. */
+ * weight type (TYPE, see dequant.glsl). The token ids come in binding 2 (src). */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 #include "dequant.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Sbuf { uint TOK[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Sbuf { uint TOK[]; };
 layout(local_size_x = 64) in;
 
 void main()

@@ -1,9 +1,10 @@
 #version 450
 /* matmul.comp: dst[t][rows] = src[t][cols] . W[rows][cols]^T for one weight type (TYPE, see
  * dequant.glsl), built twice:
- *   GEMM 0  decode (a few tokens): 32 invocations per weight row, 4 rows per workgroup; each
- *           invocation takes every 32nd 32-weight block, dequantizes it in registers and dots
- *           it with each token; consecutive invocations read consecutive blocks.
+ *   GEMM 0  decode (a few tokens): a subgroup per weight row, 8 rows per workgroup; each
+ *           invocation takes every gl_SubgroupSize-th 32-weight block, dequantizes it in
+ *           registers and dots it with each token; consecutive invocations read consecutive
+ *           blocks, and a subgroupAdd makes the row's sum.
  *   GEMM 1  prefill: a 64-row x 32-token output tile per workgroup, stepping along cols one
  *           block at a time through shared memory, so each weight block is dequantized once
  *           per 32 tokens and each activation read once per 64 rows. */
@@ -11,43 +12,40 @@
 #include "common.glsl"
 #include "dequant.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 
 #if GEMM == 0
-/* 4 rows per workgroup of 128: 32 invocations per row, each taking every 32nd block, summed
- * through shared memory (a subgroup may be 8 or 64 wide, so rows cannot map to subgroups). */
+/* 8 rows per workgroup of 128, a row per subgroup at a time: the subgroup's invocations take
+ * every gl_SubgroupSize-th block and subgroupAdd sums them, so there is no shared memory and no
+ * barrier (whatever the subgroup width: 8 on lavapipe, 32, 64 on AMD). */
 layout(local_size_x = 128) in;
-shared float red[128];
 
 void main()
 {
-    uint tid = gl_LocalInvocationID.x, lane = tid & 31u, r = group_index() * 4u + (tid >> 5);
-    uint nb = (p.cols + 31u) / 32u;
-    for (uint t = 0u; t < p.n; t++) {
-        float acc = 0.0;
-        for (uint b = lane; r < p.rows && b < nb; b += 32u) {
-            float v[32];
-            deq32(r, b, v);
-            uint xo = p.src_off + t * p.cols + b * 32u;
-            if (b * 32u + 32u <= p.cols) {
-                for (uint j = 0u; j < 32u; j++)
-                    acc += v[j] * S[xo + j];
-            } else {
-                for (uint j = 0u; b * 32u + j < p.cols; j++)
-                    acc += v[j] * S[xo + j];
+    uint nb = (p.cols + 31u) / 32u, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;
+    for (uint rr = gl_SubgroupID; rr < 8u; rr += gl_NumSubgroups) {
+        uint r = group_index() * 8u + rr;
+        if (r >= p.rows)
+            break;
+        for (uint t = 0u; t < p.n; t++) {
+            float acc = 0.0;
+            for (uint b = lane; b < nb; b += width) {
+                float v[32];
+                deq32(r, b, v);
+                uint xo = p.src_off + t * p.cols + b * 32u;
+                if (b * 32u + 32u <= p.cols) {
+                    [[unroll]] for (uint j = 0u; j < 32u; j++)
+                        acc += v[j] * S[xo + j];
+                } else {
+                    for (uint j = 0u; b * 32u + j < p.cols; j++)
+                        acc += v[j] * S[xo + j];
+                }
             }
+            acc = subgroupAdd(acc);
+            if (subgroupElect())
+                D[p.dst_off + t * p.rows + r] = acc;
         }
-        red[tid] = acc;
-        barrier();
-        for (uint s = 16u; s > 0u; s >>= 1) {
-            if (lane < s)
-                red[tid] += red[tid + s];
-            barrier();
-        }
-        if (lane == 0u && r < p.rows)
-            D[p.dst_off + t * p.rows + r] = red[tid];
-        barrier();
     }
 }
 #else
@@ -71,7 +69,7 @@ void main()
             else
                 for (uint j = 0u; j < 32u; j++)
                     v[j] = 0.0;
-            for (uint j = 0u; j < 32u; j++)
+            [[unroll]] for (uint j = 0u; j < 32u; j++)
                 Ws[tid][j] = v[j];
         }
         for (uint i = tid; i < 1024u; i += 256u) {

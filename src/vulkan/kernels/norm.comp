@@ -6,8 +6,8 @@
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
-layout(std430, set = 0, binding = 1) readonly buffer Sbuf { float S[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 layout(local_size_x = 128) in;
 shared float red[128];
 

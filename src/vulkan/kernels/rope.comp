@@ -1,11 +1,11 @@
 #version 450
 /* rope.comp: rotate pairs of dst[t][heads][head_dim] in place. cos and sin of (pos0 + t) *
- * freq[i] come from the host (computed in double, as the CPU does) in binding 3 as
+ * freq[i] come from the host (computed in double, as the CPU does) in binding 4 (A) as
  * [t][n_rot/2][cos, sin] floats. interleaved: pairs (2i, 2i+1); else (i, i + n_rot/2). */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
-layout(std430, set = 0, binding = 0) buffer Dbuf { float D[]; };
+layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
 layout(local_size_x = 64) in;
 
 void main()
