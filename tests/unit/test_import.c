@@ -217,6 +217,45 @@ START_TEST(gguf_nonzero_gaps_round_trip)
 }
 END_TEST
 
+/* An empty tensor may sit anywhere, even inside another tensor; with non-zero bytes after the
+ * last tensor that once made the gap copy run backwards (memcpy of (uint64)-32 bytes). The gaps
+ * are the bytes no tensor covers, and the file still comes back byte for byte. */
+START_TEST(gguf_empty_tensor_inside_another_round_trips)
+{
+    char *p = ms_path_join(dir, "empty.gguf");
+    uint64_t ne_a[1] = { 64 }, ne_z[1] = { 0 }, at;
+    gguf_writer *w;
+    gguf_file *g;
+    ms_map m;
+    FILE *f;
+
+    pattern_fill();
+    ck_assert_int_eq(gguf_writer_new(&w, 3, 32), 0);
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "llama", 5), 0);
+    ck_assert_int_eq(gguf_writer_add_tensor(w, "blk.0.attn_q.weight", GGML_TYPE_F32, 1, ne_a, pattern, 256), 0);
+    ck_assert_int_eq(gguf_writer_add_tensor(w, "blk.0.attn_k.weight", GGML_TYPE_F32, 1, ne_z, pattern, 0), 0);
+    ck_assert_int_eq(gguf_writer_write_file(w, p), 0);
+    gguf_writer_free(w);
+    /* Move the empty tensor's offset (the u64 after its name, n_dims, ne and type) to 32. */
+    ck_assert_int_eq(ms_map_open(&m, p), 0);
+    at = (uint64_t)((const uint8_t *)memmem(m.data, m.size, "blk.0.attn_k.weight", 19) - (const uint8_t *)m.data);
+    ms_map_close(&m);
+    at += 19 + 4 + 8 + 4;
+    f = fopen(p, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, (long)at, SEEK_SET);
+    ck_assert_int_eq(fwrite("\x20\0\0\0\0\0\0\0", 1, 8, f), 8);   /* u64 LE 32 */
+    fseek(f, 0, SEEK_END);
+    fputc(0x7f, f);   /* a non-zero byte after the last tensor */
+    fclose(f);
+    ck_assert_int_eq(gguf_open(&g, p), 0);
+    ck_assert_uint_eq(gguf_tensor_find(g, "blk.0.attn_k.weight")->offset, 32);
+    gguf_close(g);
+    roundtrip(p, "empty");
+    free(p);
+}
+END_TEST
+
 START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
 {
     static const char *const in[] = { "token_embd.weight", "output_norm.weight", "output.weight",
@@ -480,6 +519,7 @@ int main(void)
     tcase_add_test(tc, gguf_tensor_blobs_hold_the_source_bytes);
     tcase_add_test(tc, gguf_reimport_writes_no_blob);
     tcase_add_test(tc, gguf_nonzero_gaps_round_trip);
+    tcase_add_test(tc, gguf_empty_tensor_inside_another_round_trips);
     tcase_add_test(tc, gguf_names_map_to_hugging_face_and_pack_experts);
     tcase_add_test(tc, gguf_corrupt_file_leaves_the_store_unchanged);
     tcase_add_test(tc, shared_models_round_trip);
