@@ -193,8 +193,8 @@ static int blob_import(const char *home, const char *dir, const char *digest, ui
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((fd = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
-        rc = ms_err_os("%s: open", src);
+    if ((fd = ms_open_regular(src)) < 0) {
+        rc = fd;
         goto done;
     }
     if ((rc = blob_writer_open(&w, home)) < 0)

@@ -56,6 +56,9 @@ typedef struct ms_map {
     size_t size;
 } ms_map;
 int ms_map_open(ms_map *out, const char *path);   /* MS_ENOTFOUND, MS_EIO */
+/* open(path, O_RDONLY) of a regular file only; a FIFO, device or directory is MS_EINVALID
+ * ("not a regular file") before any read could block on it. Returns the fd, or a negative code. */
+int ms_open_regular(const char *path);
 void ms_map_close(ms_map *m);                     /* zeroes *m; fine on a zeroed map */
 
 /* Read a whole file into a NUL-terminated malloc'd buffer, refusing files over `max` bytes. */
