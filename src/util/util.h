@@ -78,6 +78,11 @@ char *ms_strdup_printf(const char *fmt, ...) MS_PRINTF(1, 2);
 int ms_is_dir(const char *path);
 int ms_is_file(const char *path);
 
+/* `s` made safe to print on a terminal: control characters (C0, DEL, C1) and bytes that are
+ * not well-formed UTF-8 become "\xNN"; cut (whole characters) to fit `len`. Returns `buf`. For
+ * every string that comes from a file, a blob or the network. */
+const char *ms_str_safe(char *buf, size_t len, const char *s);
+
 /* Human-readable byte count into buf ("1.2 GB"). */
 const char *ms_fmt_bytes(char *buf, size_t len, uint64_t n);
 
