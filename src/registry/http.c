@@ -322,6 +322,45 @@ static int transient_code(CURLcode e)
            e == CURLE_COULDNT_RESOLVE_HOST;
 }
 
+/* "scheme://host:port" of `url`, lower case, the default port spelled out; "" when the URL has
+ * no scheme. Two URLs are the same origin when these are equal (RFC 6454). */
+static void url_origin(char *out, size_t len, const char *url)
+{
+    const char *p = strstr(url, "://"), *h, *e;
+    size_t n = 0;
+    int https;
+
+    out[0] = '\0';
+    if (!p)
+        return;
+    https = (size_t)(p - url) == 5 && !strncasecmp(url, "https", 5);
+    h = p + 3;
+    e = h + strcspn(h, "/?#");
+    if (memchr(h, '@', (size_t)(e - h)))   /* userinfo: never ours; an origin nothing equals */
+        return;
+    for (const char *q = url; q < e && n + 1 < len; q++)
+        out[n++] = (char)tolower((unsigned char)*q);
+    out[n] = '\0';
+    /* no port after the host (after the "]" of an IPv6 literal): the scheme's default */
+    if (!(p = memchr(h, ']', (size_t)(e - h))))
+        p = h;
+    if (!memchr(p, ':', (size_t)(e - p)) && n + 6 < len)
+        snprintf(out + n, len - n, ":%s", https ? "443" : "80");
+}
+
+/* Credentials go only to the origin they were given for: the registry's own. An upload
+ * Location, a token realm or a redirect may name any host, and the registry that names it is
+ * not trusted with someone else's password (token requests carry Basic by the registry's own
+ * challenge, and are sent by for_token, not here). */
+static int same_origin(const reg_client *c, const char *url)
+{
+    char a[NAME_HOST_MAX + 32], b[NAME_HOST_MAX + 32];
+
+    url_origin(a, sizeof a, c->base);
+    url_origin(b, sizeof b, url);
+    return a[0] && strcmp(a, b) == 0;
+}
+
 /* `for_token`: a token request, which carries the Basic credentials (if any), never a token. */
 static int perform(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
                    const reg_body *body, reg_resp *r, int *transient_out, int for_token)
@@ -329,7 +368,7 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     struct curl_slist *hl = NULL, *t;
     char full[8192], auth[4096] = "", errbuf[CURL_ERROR_SIZE] = "";
     reg_body b = body ? *body : (reg_body){ NULL, 0, 0 };
-    int rc = 0, use_basic;
+    int rc = 0, use_basic, mine;
     CURLcode e;
 
     *transient_out = 0;
@@ -337,10 +376,11 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
         snprintf(full, sizeof full, "%s%s", c->base, url);
     else
         snprintf(full, sizeof full, "%s", url);
+    mine = for_token || same_origin(c, full);
     pthread_mutex_lock(&c->mu);
-    if (c->token && !for_token)
+    if (c->token && !for_token && mine)
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
-    use_basic = c->basic && (for_token || (c->use_basic && !c->token));
+    use_basic = mine && c->basic && (for_token || (c->use_basic && !c->token));
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; headers && headers[i]; i++)
         if ((t = curl_slist_append(hl, headers[i])))

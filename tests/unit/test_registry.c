@@ -37,6 +37,7 @@ static struct mock {
     int corrupt_layer;       /* serve a byte of the layer wrong */
     const char *digest_hdr;  /* Docker-Content-Digest to send instead of the true one */
     int n_token, n_blob_get, n_ranged;
+    int n_echo, echo_auth;   /* requests to /echo, and how many of them carried Authorization */
     char last_scope[256];
 } mk;
 
@@ -71,6 +72,11 @@ static void handle(int c)
     auth = strcasestr(req, "\r\nAuthorization: ");
     accept = strcasestr(req, "\r\nAccept: ");
     range = strcasestr(req, "\r\nRange: bytes=");
+    if (!strcmp(path, "/echo")) {
+        mk.n_echo++;
+        mk.echo_auth += auth != NULL;
+        return respond(c, 200, NULL, NULL, 0, 0);
+    }
     if (!strncmp(path, "/token?", 7)) {
         /* user:pass in Basic, as MSTORE_REGISTRY_AUTH gives it */
         const char *scope = strstr(path, "scope=");
@@ -300,6 +306,51 @@ END_TEST
 
 /* ---------------------------------------------------------------- parsers */
 
+/* A registry that hands out an upload Location on another origin (another host name, scheme
+ * or port) gets no credentials there: neither the Bearer token nor the Basic password. */
+START_TEST(credentials_go_only_to_the_registry_origin)
+{
+    static const struct { const char *fmt; int auth; } urls[] = {
+        { "/echo", 1 },                          /* relative: the registry itself */
+        { "http://127.0.0.1:%d/echo", 1 },       /* the same origin spelled out */
+        { "HTTP://127.0.0.1:%d/echo", 1 },       /* scheme case does not matter */
+        { "http://localhost:%d/echo", 0 },       /* another host name */
+    };
+    registry_opts o;
+    model_name n;
+    reg_client c;
+    reg_resp r = { 0 };
+    char host[64], url[128];
+    CURL *h = reg_easy_new();
+    int transient;
+
+    registry_opts_init(&o);
+    o.insecure = 1;
+    snprintf(host, sizeof host, "127.0.0.1:%d", mk.port);
+    ck_assert_int_eq(name_parse(&n, "ns/m"), 0);
+    ck_assert_int_eq(reg_client_init(&c, home, host, &n, &o, 1), 0);
+    ck_assert_ptr_nonnull(c.basic);
+    for (int basic = 0; basic < 2; basic++) {
+        c.use_basic = basic;
+        c.token = basic ? NULL : strdup("tok123");
+        for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+            int before = mk.echo_auth, seen = mk.n_echo;
+            snprintf(url, sizeof url, urls[i].fmt, mk.port);
+            ck_assert_msg(reg_request(&c, h, "PATCH", url, NULL, NULL, &r, &transient) == 0, "%s: %s", url, ms_err_msg());
+            ck_assert_int_eq(r.status, 200);
+            ck_assert_int_eq(mk.n_echo, seen + 1);
+            ck_assert_msg(mk.echo_auth - before == urls[i].auth, "%s (%s): auth sent %d, want %d", url,
+                          basic ? "basic" : "bearer", mk.echo_auth - before, urls[i].auth);
+        }
+        free(c.token);
+        c.token = NULL;
+    }
+    reg_resp_reset(&r);
+    curl_easy_cleanup(h);
+    reg_client_fini(&c);
+}
+END_TEST
+
 START_TEST(challenge_parses_bearer_and_basic)
 {
     reg_challenge c;
@@ -488,6 +539,7 @@ int main(void)
     tcase_add_test(tc, pull_refuses_corrupt_blob_and_stores_nothing);
     tcase_add_test(tc, pull_refuses_manifest_whose_digest_header_disagrees);
     tcase_add_test(tc, bad_credentials_fail_without_showing_them);
+    tcase_add_test(tc, credentials_go_only_to_the_registry_origin);
     tcase_add_test(tc, challenge_parses_bearer_and_basic);
     tcase_add_loop_test(tc, challenge_refuses_malformed, 0, sizeof bad_challenge / sizeof bad_challenge[0]);
     tcase_add_test(tc, credentials_from_env_then_file);
