@@ -39,6 +39,19 @@ int registry_host(char host_out[NAME_HOST_MAX], const model_name *name)
     return 0;
 }
 
+long reg_env_long(const char *var, long dflt, long min, long max)
+{
+    const char *v = getenv(var);
+    char *end;
+    long n;
+
+    if (!v || !*v)
+        return dflt;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    return errno || *end || n < min || n > max ? dflt : n;
+}
+
 static void global_init(void) { curl_global_init(CURL_GLOBAL_ALL); }
 
 CURL *reg_easy_new(void)
@@ -396,10 +409,12 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
-    /* A connection that stalls (a dropped peer that never sends FIN) is given up after 30 s of
-     * less than 1 byte/s, then retried, instead of hanging the pull forever. */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    /* A connection that stalls (a dropped peer that never sends FIN) or trickles (a hostile
+     * registry at 2 bytes/s) is given up after REG_STALL_SECONDS below REG_MIN_RATE, then
+     * retried; the retries only reset on real progress (download.c), so a trickle ends in a
+     * clear error within minutes instead of hours. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, reg_env_long("MSTORE_REGISTRY_MIN_RATE", REG_MIN_RATE, 1, 1L << 30));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, reg_env_long("MSTORE_REGISTRY_STALL_SECONDS", REG_STALL_SECONDS, 1, 3600));
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, r);

@@ -35,6 +35,7 @@ static struct mock {
     int fail_5xx;            /* answer this many blob GETs with 503 first */
     int max_body;            /* cut each blob response after this many bytes (0: no cut) */
     int corrupt_layer;       /* serve a byte of the layer wrong */
+    int trickle;             /* send one byte of each layer response, then stall until the client hangs up */
     const char *digest_hdr;  /* Docker-Content-Digest to send instead of the true one */
     int n_token, n_blob_get, n_ranged;
     int n_echo, echo_auth;   /* requests to /echo, and how many of them carried Authorization */
@@ -122,6 +123,14 @@ static void handle(int c)
             memcpy(copy, body, len);
             copy[len / 2] ^= 1;
             body = copy;
+        }
+        if (mk.trickle && body == mk.layer) {
+            struct pollfd p = { c, POLLIN, 0 };
+            char sink[256];
+            respond(c, range ? 206 : 200, NULL, body, len, 1);
+            while (poll(&p, 1, 20000) > 0 && read(c, sink, sizeof sink) > 0)
+                ;   /* until the client gives up on us (or 20 s pass) */
+            return;
         }
         if (range) {
             mk.n_ranged++;
@@ -264,6 +273,26 @@ START_TEST(pull_retries_5xx_and_resumes_cut_bodies_with_range)
     ck_assert_msg(pull(d) == 0, "%s", ms_err_msg());
     ck_assert_int_ge(mk.n_ranged, 4);
     ck_assert_int_eq(blob_verify(home, mk.layer_digest), 0);
+}
+END_TEST
+
+/* A registry that sends a byte and stalls, again and again, used to keep the pull busy for ever:
+ * each byte reset the retry count. Below the throughput floor the transfer is cut, and attempts
+ * that move less than REG_PROGRESS_BYTES run out: a clear error, nothing stored. */
+START_TEST(pull_gives_up_on_a_trickling_registry)
+{
+    char d[72];
+    int rc;
+
+    setenv("MSTORE_REGISTRY_STALL_SECONDS", "1", 1);
+    mk.trickle = 1;
+    rc = pull(d);
+    unsetenv("MSTORE_REGISTRY_STALL_SECONDS");
+    ck_assert_int_eq(rc, MS_EIO);
+    ck_assert_msg(strstr(ms_err_msg(), "giving up after 10 attempts"), "%s", ms_err_msg());
+    ck_assert_msg(strstr(ms_err_msg(), "too slow"), "%s", ms_err_msg());
+    ck_assert_int_eq(blob_exists(home, mk.layer_digest, NULL), 0);
+    ck_assert_int_eq(stored_names(), 0);
 }
 END_TEST
 
@@ -537,6 +566,7 @@ int main(void)
     tcase_add_test(tc, pull_with_token_auth_stores_model_and_blobs);
     tcase_add_test(tc, pull_retries_5xx_and_resumes_cut_bodies_with_range);
     tcase_add_test(tc, pull_refuses_corrupt_blob_and_stores_nothing);
+    tcase_add_test(tc, pull_gives_up_on_a_trickling_registry);
     tcase_add_test(tc, pull_refuses_manifest_whose_digest_header_disagrees);
     tcase_add_test(tc, bad_credentials_fail_without_showing_them);
     tcase_add_test(tc, credentials_go_only_to_the_registry_origin);
