@@ -456,6 +456,11 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
         else if (r->overflow)
             rc = ms_err(MS_EINVALID, "%s: response body larger than %zu bytes", full,
                         r->body_max ? r->body_max : (size_t)DEFAULT_BODY_MAX);
+        else if (e == CURLE_SSL_CONNECT_ERROR && strstr(errbuf, "wrong version number"))
+            /* OpenSSL read "HTTP/1.1 400" where a TLS record should be: the server answered
+             * our ClientHello in plain HTTP. Say so, and how to allow it, not OpenSSL's words. */
+            rc = ms_err(MS_EIO, "%s %s: the registry speaks plain HTTP, not HTTPS (--insecure allows plain HTTP)",
+                        method, full);
         else {
             *transient_out = transient_code(e);
             rc = ms_err(MS_EIO, "%s %s: %s", method, full, errbuf[0] ? errbuf : curl_easy_strerror(e));
