@@ -159,6 +159,14 @@ static int body_write(exporter *e, uint64_t file_size)
         if ((rc = out_gap(e, base + by[k]->offset)) == 0)
             rc = out_write(e, t->data, t->nbytes);
     }
+    /* source.size comes from the config blob, which a pulled model writes as it likes: zeros
+     * past the last tensor are padding to the alignment at most (import keeps a longer zero
+     * tail in the gaps layer), so a larger size is refused, not written until the disk fills. */
+    if (rc == 0 && !e->gaps && file_size > e->written && file_size - e->written >= gguf_alignment(e->header))
+        rc = ms_err(MS_EINVALID,
+                    "config source.size %llu: %llu bytes past the last tensor (at %llu), the alignment %u allows less",
+                    (unsigned long long)file_size, (unsigned long long)(file_size - e->written),
+                    (unsigned long long)e->written, gguf_alignment(e->header));
     if (rc == 0)
         rc = out_gap(e, file_size > e->written ? file_size : e->written);
 done:

@@ -186,7 +186,7 @@ done:
  * `pos` only grows: the reader lets an empty tensor sit anywhere, even inside another one,
  * and export (out_gap) skips backwards offsets the same way, so the bytes kept match. */
 static int gaps_scan(blob_writer *w, const gguf_tensor **by, size_t n, const uint8_t *base, uint64_t end,
-                     uint64_t *len_out, int *nonzero_out)
+                     uint32_t alignment, uint64_t *len_out, int *nonzero_out)
 {
     uint64_t pos = 0;
 
@@ -202,6 +202,10 @@ static int gaps_scan(blob_writer *w, const gguf_tensor **by, size_t n, const uin
             } else {
                 for (uint64_t b = pos; b < next && !*nonzero_out; b++)
                     *nonzero_out = base[b] != 0;
+                /* Export pads with zeros past the last tensor only up to the alignment (a
+                 * config's source.size is not trusted further): a longer zero tail is kept. */
+                if (k == n && next - pos >= alignment)
+                    *nonzero_out = 1;
             }
             *len_out += next - pos;
             pos = next;
@@ -232,9 +236,9 @@ static int gaps_import(store *s, gguf_file *g, manifest *m, int *has_gaps)
     for (size_t k = 0; k < n; k++)
         by[k] = gguf_tensor_at(g, k);
     qsort(by, n, sizeof *by, cmp_offset);
-    if ((rc = gaps_scan(NULL, by, n, base, end, &gl, &nonzero)) < 0 || !nonzero || !gl)
+    if ((rc = gaps_scan(NULL, by, n, base, end, gguf_alignment(g), &gl, &nonzero)) < 0 || !nonzero || !gl)
         goto done;
-    if ((rc = blob_writer_open(&w, store_home(s))) < 0 || (rc = gaps_scan(w, by, n, base, end, &gl, &nonzero)) < 0)
+    if ((rc = blob_writer_open(&w, store_home(s))) < 0 || (rc = gaps_scan(w, by, n, base, end, gguf_alignment(g), &gl, &nonzero)) < 0)
         goto done;
     rc = blob_writer_commit(digest, w, NULL);
     w = NULL;
