@@ -636,6 +636,26 @@ START_TEST(gc_removes_unreferenced_blobs_and_keeps_referenced_ones)
 }
 END_TEST
 
+/* A stray directory in blobs/ under a blob's name is not a blob: gc used to stop at it (unlink
+ * fails with EISDIR) and leave every later unreferenced blob behind, on every run. */
+START_TEST(gc_passes_over_a_stray_directory_in_blobs)
+{
+    blob_ref orphan = put_bytes("orphan", 6), other = put_bytes("another orphan", 14);
+    char *stray = ms_strdup_printf("%s/blobs/sha256-%064d", home, 0);
+    size_t n = 0;
+    uint64_t bytes = 0;
+
+    ck_assert_int_eq(mkdir(stray, 0755), 0);
+    ck_assert_msg(store_gc(st, 0, NULL, NULL, &n, &bytes) == 0, "%s", ms_err_msg());
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(bytes, orphan.size + other.size);
+    ck_assert(!has_blob(&orphan) && !has_blob(&other));
+    ck_assert_int_eq(access(stray, F_OK), 0);   /* not ours: left where it is */
+    rmdir(stray);
+    free(stray);
+}
+END_TEST
+
 START_TEST(gc_refuses_while_the_same_handle_writes)
 {
     ck_assert_int_eq(store_write_begin(st), 0);
@@ -856,6 +876,7 @@ int main(void)
                         (int)(sizeof bad_tensor_blob / sizeof bad_tensor_blob[0]));
     tcase_add_test(tc, verify_catches_a_corrupt_blob_and_a_missing_one);
     tcase_add_test(tc, gc_removes_unreferenced_blobs_and_keeps_referenced_ones);
+    tcase_add_test(tc, gc_passes_over_a_stray_directory_in_blobs);
     tcase_add_test(tc, gc_refuses_while_the_same_handle_writes);
     tcase_add_test(tc, gc_waits_for_a_writer);
     tcase_add_test(tc, a_second_handle_sees_the_first_ones_commit);
