@@ -3,7 +3,10 @@
  * A model imported from GGUF keeps the file's header verbatim (MT_GGUF_META), each tensor's
  * bytes unchanged with its GGUF name, and any non-zero bytes between tensors (MT_GGUF_GAPS):
  * the export lays them out at the header's offsets and so gives the same file back. */
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +193,39 @@ static void exporter_free(exporter *e)
     manifest_free(e->m);
 }
 
+/* A killed export leaves <out>.partial.<pid> beside its output (the rename never came): remove
+ * those of `out_path` whose process is gone before writing a new one. A pid still running is
+ * another export of the same path, at work. */
+static void partials_clean(const char *out_path)
+{
+    const char *slash = strrchr(out_path, '/');
+    char *dir = slash ? strndup(out_path, (size_t)(slash - out_path + 1)) : strdup("./");
+    const char *base = slash ? slash + 1 : out_path;
+    size_t bl = strlen(base);
+    struct dirent *e;
+    DIR *d;
+
+    if (!dir || !(d = opendir(dir))) {
+        free(dir);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char *end, *path;
+        long pid;
+
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".partial.", 9) != 0)
+            continue;
+        pid = strtol(e->d_name + bl + 9, &end, 10);
+        if (*end || end == e->d_name + bl + 9 || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            continue;
+        if ((path = ms_strdup_printf("%s%s", dir, e->d_name)))
+            unlink(path);
+        free(path);
+    }
+    closedir(d);
+    free(dir);
+}
+
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res)
 {
     exporter e = { .s = s, .fd = -1 };
@@ -224,6 +260,7 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
     file_size = (uint64_t)json_integer_value(json_object_get(src, "size"));
     if ((rc = layers_open(&e)) < 0)
         goto done;
+    partials_clean(out_path);
     if (!(tmp = ms_strdup_printf("%s.partial.%ld", out_path, (long)getpid())) || !(e.hash = blob_hash_new())) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
