@@ -151,6 +151,20 @@ done:
  * holds a flock on each file it uses: a file we cannot lock is in use, whatever its age. We hold
  * the lock while unlinking, so a pull that opened the name just before waits, then finds that
  * the name no longer refers to the file it locked and starts a new one. */
+/* A file of a download whose blob is stored: a pull killed between adopting <hex>.partial and
+ * unlinking <hex>.ranges left the sidecar, which no later pull touches (the blob is stored, so
+ * never fetched again). It goes at once, whatever its age. */
+static int done_download(const char *home, const char *file)
+{
+    const char *dot = strchr(file, '.');
+    char digest[72];
+
+    if (!dot || dot - file != 64)
+        return 0;
+    snprintf(digest, sizeof digest, "sha256:%.64s", file);
+    return blob_digest_valid(digest) && blob_exists(home, digest, NULL);
+}
+
 static int partials_clean(const char *home)
 {
     char *dir = ms_strdup_printf("%s/tmp/pull", home), *path = NULL;
@@ -176,7 +190,8 @@ static int partials_clean(const char *home)
             break;
         if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
             continue;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > STORE_GC_PARTIAL_AGE_S &&
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (now - st.st_mtime > STORE_GC_PARTIAL_AGE_S || done_download(home, e->d_name)) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0)
             unlink(path);
         close(fd);   /* drops the lock */
