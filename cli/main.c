@@ -41,7 +41,10 @@ static void usage(FILE *f)
 
 int cli_fail(void)
 {
-    fprintf(stderr, "mstore: %s\n", ms_err_msg());
+    char safe[8192];
+
+    /* Messages quote names and strings from the files they refuse: escaped like any output. */
+    fprintf(stderr, "mstore: %s\n", ms_str_safe(safe, sizeof safe, ms_err_msg()));
     return 1;
 }
 

@@ -1,5 +1,6 @@
 /* rm.c: mstore rm NAME... */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 
@@ -11,6 +12,7 @@ int cmd_rm(int argc, char **argv)
 {
     size_t n = 0;
     uint64_t bytes = 0;
+    model_name *names = NULL;
     store *s;
     int rc = 0;
 
@@ -23,19 +25,22 @@ int cmd_rm(int argc, char **argv)
         }
     if (argc < 2)
         return cli_usage_error("rm", "needs a NAME");
-    for (int i = 1; i < argc; i++) {
-        model_name name;
-        if (cli_name_parse(&name, argv[i]) < 0)
+    if (!(names = calloc((size_t)argc, sizeof *names)))
+        return ms_err(MS_ENOMEM, "out of memory"), cli_fail();
+    for (int i = 1; i < argc; i++)
+        if (cli_name_parse(&names[i - 1], argv[i]) < 0) {
+            free(names);
             return 1;
-    }
-    if (!(s = cli_store_open()))
+        }
+    if (!(s = cli_store_open())) {
+        free(names);
         return 1;
-    for (int i = 1; i < argc && rc == 0; i++) {
-        model_name name;
-        name_parse(&name, argv[i]);
-        if ((rc = store_name_remove(s, &name)) == 0)
-            printf("deleted '%s'\n", argv[i]);
     }
+    /* Every name or none: a typo among them removes nothing. */
+    if ((rc = store_names_remove(s, names, (size_t)argc - 1)) == 0)
+        for (int i = 1; i < argc; i++)
+            printf("deleted '%s'\n", argv[i]);
+    free(names);
     /* As ollama does, rm frees the space; gc waits for imports and pulls in progress. */
     if (rc == 0)
         rc = store_gc(s, 0, NULL, NULL, &n, &bytes);

@@ -33,15 +33,15 @@ static json_t *config_load(store *s, const manifest *m)
 static void print_field(json_t *c, const char *label, const char *key)
 {
     json_t *v = json_object_get(c, key);
-    char *t;
+    char *t, safe[4096];
 
     if (!v || json_is_null(v))
         return;
     t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     if (t && json_is_string(v))
-        printf("  %-22s %s\n", label, json_string_value(v));
+        printf("  %-22s %s\n", label, ms_str_safe(safe, sizeof safe, json_string_value(v)));
     else if (t)
-        printf("  %-22s %s\n", label, t);
+        printf("  %-22s %s\n", label, ms_str_safe(safe, sizeof safe, t));
     free(t);
 }
 
@@ -79,16 +79,18 @@ static void print_quant(json_t *c)
     q = json_object_get(hf, "quantization");
     if (!q)
         q = json_object_get(hf, "quantization_config");
+    char safe[256];
+
     if (json_is_object(q)) {
         json_t *g = json_object_get(q, "group_size"), *b = json_object_get(q, "bits"), *m = json_object_get(q, "mode");
         size_t overrides = json_object_size(q) - (g != NULL) - (b != NULL) - (m != NULL);
         printf("  %-22s %s, %lld bits, group size %lld, %zu per-module overrides\n", "source quantization",
-               json_is_string(m) ? json_string_value(m) : "affine", (long long)json_integer_value(b),
+               ms_str_safe(safe, sizeof safe, json_is_string(m) ? json_string_value(m) : "affine"), (long long)json_integer_value(b),
                (long long)json_integer_value(g), overrides);
     }
     if (json_is_object(e))
         printf("  %-22s %s group %lld over %lld tensors: max abs %.6g, rms relative %.6g\n", "quantization error",
-               json_string_value(json_object_get(e, "quant_type")), (long long)json_integer_value(json_object_get(e, "group_size")),
+               ms_str_safe(safe, sizeof safe, json_string_value(json_object_get(e, "quant_type"))), (long long)json_integer_value(json_object_get(e, "group_size")),
                (long long)json_integer_value(json_object_get(e, "n_tensors")), json_number_value(json_object_get(e, "max_abs")),
                json_number_value(json_object_get(e, "rms_rel")));
     else if (!json_is_object(q))
@@ -148,20 +150,24 @@ int cmd_show(int argc, char **argv)
                 json_array_append_new(arr, tensor_json(&t[i]));
             json_object_set_new(o, "tensors", arr);
         }
-        text = json_dumps(o, JSON_INDENT(2));
+        /* ENSURE_ASCII: every byte of the model's strings beyond ASCII, control characters
+         * included, comes out as a \u escape, never raw on the terminal. */
+        text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
         printf("%s\n", text ? text : "{}");
         free(text);
         json_decref(o);
     } else {
-        printf("Model %s\n", arg);
+        char s1[2048], s2[64], s3[256], s4[64];
+        printf("Model %s\n", ms_str_safe(s1, sizeof s1, arg));
         print_text(digest, config, m);
         if (verbose)
             print_quant(config);
         if (want_tensors) {
             printf("\nTensors\n");
             for (size_t i = 0; i < n; i++)
-                printf("  %-50s %-5s %-18s %-6s %s\n", t[i].name, t[i].dtype, t[i].shape,
-                       t[i].quant_type ? t[i].quant_type : "-", t[i].blob_digest);
+                printf("  %-50s %-5s %-18s %-6s %s\n", ms_str_safe(s1, sizeof s1, t[i].name),
+                       ms_str_safe(s2, sizeof s2, t[i].dtype), ms_str_safe(s3, sizeof s3, t[i].shape),
+                       ms_str_safe(s4, sizeof s4, t[i].quant_type ? t[i].quant_type : "-"), t[i].blob_digest);
         }
     }
     rc = 0;

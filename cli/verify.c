@@ -10,8 +10,10 @@ static const char help[] =
 
 static void bad(void *ctx, const char *digest, const char *message)
 {
+    char safe[8192];
+
     (void)ctx;
-    fprintf(stderr, "mstore: verify: %s: %s\n", digest, message);
+    fprintf(stderr, "mstore: verify: %s: %s\n", digest, ms_str_safe(safe, sizeof safe, message));
 }
 
 int cmd_verify(int argc, char **argv)

@@ -188,8 +188,8 @@ int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const 
     blob_writer *w = NULL;
     int fd, rc;
 
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return ms_err_os("%s: open", path);
+    if ((fd = ms_open_regular(path)) < 0)
+        return fd;
     if ((rc = blob_writer_open(&w, home)) == 0 && (rc = blob_writer_write_fd(w, fd, path, UINT64_MAX)) == 0) {
         close(fd);
         return blob_writer_commit(digest_out, w, NULL);

@@ -3,7 +3,10 @@
  * A model imported from GGUF keeps the file's header verbatim (MT_GGUF_META), each tensor's
  * bytes unchanged with its GGUF name, and any non-zero bytes between tensors (MT_GGUF_GAPS):
  * the export lays them out at the header's offsets and so gives the same file back. */
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +162,14 @@ static int body_write(exporter *e, uint64_t file_size)
         if ((rc = out_gap(e, base + by[k]->offset)) == 0)
             rc = out_write(e, t->data, t->nbytes);
     }
+    /* source.size comes from the config blob, which a pulled model writes as it likes: zeros
+     * past the last tensor are padding to the alignment at most (import keeps a longer zero
+     * tail in the gaps layer), so a larger size is refused, not written until the disk fills. */
+    if (rc == 0 && !e->gaps && file_size > e->written && file_size - e->written >= gguf_alignment(e->header))
+        rc = ms_err(MS_EINVALID,
+                    "config source.size %llu: %llu bytes past the last tensor (at %llu), the alignment %u allows less",
+                    (unsigned long long)file_size, (unsigned long long)(file_size - e->written),
+                    (unsigned long long)e->written, gguf_alignment(e->header));
     if (rc == 0)
         rc = out_gap(e, file_size > e->written ? file_size : e->written);
 done:
@@ -180,6 +191,39 @@ static void exporter_free(exporter *e)
     gguf_close(e->header);
     blob_hash_free(e->hash);
     manifest_free(e->m);
+}
+
+/* A killed export leaves <out>.partial.<pid> beside its output (the rename never came): remove
+ * those of `out_path` whose process is gone before writing a new one. A pid still running is
+ * another export of the same path, at work. */
+static void partials_clean(const char *out_path)
+{
+    const char *slash = strrchr(out_path, '/');
+    char *dir = slash ? strndup(out_path, (size_t)(slash - out_path + 1)) : strdup("./");
+    const char *base = slash ? slash + 1 : out_path;
+    size_t bl = strlen(base);
+    struct dirent *e;
+    DIR *d;
+
+    if (!dir || !(d = opendir(dir))) {
+        free(dir);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char *end, *path;
+        long pid;
+
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".partial.", 9) != 0)
+            continue;
+        pid = strtol(e->d_name + bl + 9, &end, 10);
+        if (*end || end == e->d_name + bl + 9 || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            continue;
+        if ((path = ms_strdup_printf("%s%s", dir, e->d_name)))
+            unlink(path);
+        free(path);
+    }
+    closedir(d);
+    free(dir);
 }
 
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res)
@@ -216,6 +260,7 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
     file_size = (uint64_t)json_integer_value(json_object_get(src, "size"));
     if ((rc = layers_open(&e)) < 0)
         goto done;
+    partials_clean(out_path);
     if (!(tmp = ms_strdup_printf("%s.partial.%ld", out_path, (long)getpid())) || !(e.hash = blob_hash_new())) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;

@@ -181,15 +181,50 @@ done:
 
 /* Bytes of the data section that no tensor covers. They are zero in files llama.cpp writes;
  * when they are not, they are kept (in offset order, trailing bytes last) as a layer so that
- * export still gives the same file back. */
+ * export still gives the same file back. Two passes over the gaps, the second only when a
+ * byte is non-zero, and both stream: a huge file with one non-zero byte costs no huge buffer.
+ * `pos` only grows: the reader lets an empty tensor sit anywhere, even inside another one,
+ * and export (out_gap) skips backwards offsets the same way, so the bytes kept match. */
+static int gaps_scan(blob_writer *w, const gguf_tensor **by, size_t n, const uint8_t *base, uint64_t end,
+                     uint32_t alignment, uint64_t *len_out, int *nonzero_out)
+{
+    uint64_t pos = 0;
+
+    *len_out = 0;
+    for (size_t k = 0; k <= n; k++) {
+        uint64_t next = k < n ? by[k]->offset : end;
+        if (next > end)
+            next = end;
+        if (next > pos) {
+            if (w) {
+                if (blob_writer_write(w, base + pos, (size_t)(next - pos)) < 0)
+                    return MS_EIO;
+            } else {
+                for (uint64_t b = pos; b < next && !*nonzero_out; b++)
+                    *nonzero_out = base[b] != 0;
+                /* Export pads with zeros past the last tensor only up to the alignment (a
+                 * config's source.size is not trusted further): a longer zero tail is kept. */
+                if (k == n && next - pos >= alignment)
+                    *nonzero_out = 1;
+            }
+            *len_out += next - pos;
+            pos = next;
+        }
+        if (k < n && by[k]->offset + by[k]->nbytes > pos)
+            pos = by[k]->offset + by[k]->nbytes;
+    }
+    return 0;
+}
+
 static int gaps_import(store *s, gguf_file *g, manifest *m, int *has_gaps)
 {
-    size_t n = gguf_tensor_count(g), gl = 0;
+    size_t n = gguf_tensor_count(g);
     const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
     const uint8_t *base = gguf_bytes(g) + gguf_data_offset(g);
-    uint64_t pos = 0, end;
-    uint8_t *gap = NULL;
+    blob_writer *w = NULL;
+    uint64_t end, gl = 0;
     int nonzero = 0, rc = 0;
+    char digest[72];
 
     *has_gaps = 0;
     if (!by)
@@ -201,35 +236,17 @@ static int gaps_import(store *s, gguf_file *g, manifest *m, int *has_gaps)
     for (size_t k = 0; k < n; k++)
         by[k] = gguf_tensor_at(g, k);
     qsort(by, n, sizeof *by, cmp_offset);
-    for (size_t k = 0; k <= n; k++) {
-        uint64_t next = k < n ? by[k]->offset : end;
-        for (uint64_t b = pos; b < next && !nonzero; b++)
-            nonzero = base[b] != 0;
-        gl += (size_t)(next - pos);
-        if (k < n)
-            pos = by[k]->offset + by[k]->nbytes;
-    }
-    if (nonzero && gl) {
-        char digest[72];
-        size_t at = 0;
-        if (!(gap = malloc(gl))) {
-            rc = ms_err(MS_ENOMEM, "out of memory");
-            goto done;
-        }
-        pos = 0;
-        for (size_t k = 0; k <= n; k++) {
-            uint64_t next = k < n ? by[k]->offset : end;
-            memcpy(gap + at, base + pos, (size_t)(next - pos));
-            at += (size_t)(next - pos);
-            if (k < n)
-                pos = by[k]->offset + by[k]->nbytes;
-        }
-        if ((rc = blob_put_buf(digest, store_home(s), gap, gl)) == 0)
-            rc = manifest_layer_add(m, MT_GGUF_GAPS, digest, gl, NULL);
-        *has_gaps = 1;
-    }
+    if ((rc = gaps_scan(NULL, by, n, base, end, gguf_alignment(g), &gl, &nonzero)) < 0 || !nonzero || !gl)
+        goto done;
+    if ((rc = blob_writer_open(&w, store_home(s))) < 0 || (rc = gaps_scan(w, by, n, base, end, gguf_alignment(g), &gl, &nonzero)) < 0)
+        goto done;
+    rc = blob_writer_commit(digest, w, NULL);
+    w = NULL;
+    if (rc == 0)
+        rc = manifest_layer_add(m, MT_GGUF_GAPS, digest, gl, NULL);
+    *has_gaps = rc == 0;
 done:
-    free(gap);
+    blob_writer_abort(w);
     free(by);
     return rc;
 }

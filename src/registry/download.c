@@ -420,9 +420,11 @@ static int part_fetch(dl_job *j, CURL *h, dl_blob *b, int k)
         }
         if (rc < 0 && !transient)
             goto done;   /* disk error, stop requested, or a failure that retrying cannot fix */
-        /* Transport error, 5xx, or a body that ended early: retry from where the bytes stop.
-         * Progress resets the count, so a slow but moving download is never given up. */
-        if (p->done > before)
+        /* Transport error, 5xx, a body that ended early or fell below the throughput floor:
+         * retry from where the bytes stop. Real progress (a MiB, or the part's end) resets the
+         * count, so a slow but moving download goes on; a byte now and then does not, or a
+         * registry that trickles would keep the pull busy for weeks. */
+        if (p->done - before >= REG_PROGRESS_BYTES)
             attempt = 0;
         if (++attempt >= REG_MAX_ATTEMPTS) {
             if (rc == 0)

@@ -39,6 +39,19 @@ int registry_host(char host_out[NAME_HOST_MAX], const model_name *name)
     return 0;
 }
 
+long reg_env_long(const char *var, long dflt, long min, long max)
+{
+    const char *v = getenv(var);
+    char *end;
+    long n;
+
+    if (!v || !*v)
+        return dflt;
+    errno = 0;
+    n = strtol(v, &end, 10);
+    return errno || *end || n < min || n > max ? dflt : n;
+}
+
 static void global_init(void) { curl_global_init(CURL_GLOBAL_ALL); }
 
 CURL *reg_easy_new(void)
@@ -322,6 +335,45 @@ static int transient_code(CURLcode e)
            e == CURLE_COULDNT_RESOLVE_HOST;
 }
 
+/* "scheme://host:port" of `url`, lower case, the default port spelled out; "" when the URL has
+ * no scheme. Two URLs are the same origin when these are equal (RFC 6454). */
+static void url_origin(char *out, size_t len, const char *url)
+{
+    const char *p = strstr(url, "://"), *h, *e;
+    size_t n = 0;
+    int https;
+
+    out[0] = '\0';
+    if (!p)
+        return;
+    https = (size_t)(p - url) == 5 && !strncasecmp(url, "https", 5);
+    h = p + 3;
+    e = h + strcspn(h, "/?#");
+    if (memchr(h, '@', (size_t)(e - h)))   /* userinfo: never ours; an origin nothing equals */
+        return;
+    for (const char *q = url; q < e && n + 1 < len; q++)
+        out[n++] = (char)tolower((unsigned char)*q);
+    out[n] = '\0';
+    /* no port after the host (after the "]" of an IPv6 literal): the scheme's default */
+    if (!(p = memchr(h, ']', (size_t)(e - h))))
+        p = h;
+    if (!memchr(p, ':', (size_t)(e - p)) && n + 6 < len)
+        snprintf(out + n, len - n, ":%s", https ? "443" : "80");
+}
+
+/* Credentials go only to the origin they were given for: the registry's own. An upload
+ * Location, a token realm or a redirect may name any host, and the registry that names it is
+ * not trusted with someone else's password (token requests carry Basic by the registry's own
+ * challenge, and are sent by for_token, not here). */
+static int same_origin(const reg_client *c, const char *url)
+{
+    char a[NAME_HOST_MAX + 32], b[NAME_HOST_MAX + 32];
+
+    url_origin(a, sizeof a, c->base);
+    url_origin(b, sizeof b, url);
+    return a[0] && strcmp(a, b) == 0;
+}
+
 /* `for_token`: a token request, which carries the Basic credentials (if any), never a token. */
 static int perform(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
                    const reg_body *body, reg_resp *r, int *transient_out, int for_token)
@@ -329,7 +381,7 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     struct curl_slist *hl = NULL, *t;
     char full[8192], auth[4096] = "", errbuf[CURL_ERROR_SIZE] = "";
     reg_body b = body ? *body : (reg_body){ NULL, 0, 0 };
-    int rc = 0, use_basic;
+    int rc = 0, use_basic, mine;
     CURLcode e;
 
     *transient_out = 0;
@@ -337,10 +389,11 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
         snprintf(full, sizeof full, "%s%s", c->base, url);
     else
         snprintf(full, sizeof full, "%s", url);
+    mine = for_token || same_origin(c, full);
     pthread_mutex_lock(&c->mu);
-    if (c->token && !for_token)
+    if (c->token && !for_token && mine)
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
-    use_basic = c->basic && (for_token || (c->use_basic && !c->token));
+    use_basic = mine && c->basic && (for_token || (c->use_basic && !c->token));
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; headers && headers[i]; i++)
         if ((t = curl_slist_append(hl, headers[i])))
@@ -356,10 +409,12 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 15L);
-    /* A connection that stalls (a dropped peer that never sends FIN) is given up after 30 s of
-     * less than 1 byte/s, then retried, instead of hanging the pull forever. */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+    /* A connection that stalls (a dropped peer that never sends FIN) or trickles (a hostile
+     * registry at 2 bytes/s) is given up after REG_STALL_SECONDS below REG_MIN_RATE, then
+     * retried; the retries only reset on real progress (download.c), so a trickle ends in a
+     * clear error within minutes instead of hours. */
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, reg_env_long("MSTORE_REGISTRY_MIN_RATE", REG_MIN_RATE, 1, 1L << 30));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, reg_env_long("MSTORE_REGISTRY_STALL_SECONDS", REG_STALL_SECONDS, 1, 3600));
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
@@ -401,6 +456,11 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
         else if (r->overflow)
             rc = ms_err(MS_EINVALID, "%s: response body larger than %zu bytes", full,
                         r->body_max ? r->body_max : (size_t)DEFAULT_BODY_MAX);
+        else if (e == CURLE_SSL_CONNECT_ERROR && strstr(errbuf, "wrong version number"))
+            /* OpenSSL read "HTTP/1.1 400" where a TLS record should be: the server answered
+             * our ClientHello in plain HTTP. Say so, and how to allow it, not OpenSSL's words. */
+            rc = ms_err(MS_EIO, "%s %s: the registry speaks plain HTTP, not HTTPS (--insecure allows plain HTTP)",
+                        method, full);
         else {
             *transient_out = transient_code(e);
             rc = ms_err(MS_EIO, "%s %s: %s", method, full, errbuf[0] ? errbuf : curl_easy_strerror(e));

@@ -4,12 +4,16 @@
  *   <dir>/blobs/sha256/<hex>  content, named by its sha256
  * A pull from a directory verifies every byte like a registry pull: the directory may have been
  * carried on a USB stick or edited by anyone. */
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +26,69 @@
 static char *layout_blob_path(const char *dir, const char *digest)
 {
     return ms_strdup_printf("%s/blobs/sha256/%s", dir, digest + 7);
+}
+
+
+/* ------------------------------------------------------------------ lock, leftovers, names */
+
+/* Pushes of different names into one directory each read index.json, add their entry and
+ * rename a new index.json over it: without a lock the last rename wins and the other names
+ * vanish. An exclusive flock on the directory itself (no lock file left in the layout) makes
+ * the read-modify-write one at a time. Returns the fd holding the lock, or a negative code. */
+static int layout_lock(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd < 0)
+        return ms_err_os("%s: open", dir);
+    while (flock(fd, LOCK_EX) < 0)
+        if (errno != EINTR) {
+            int rc = ms_err_os("%s: lock", dir);
+            close(fd);
+            return rc;
+        }
+    return fd;
+}
+
+/* A killed push leaves <hex>.<pid>.tmp in blobs/sha256 (blob_export's temp name). Under the
+ * layout lock no push of ours is writing one; a file whose pid still runs is spared anyway (a
+ * push from before the lock existed). */
+static void layout_tmp_clean(const char *sub)
+{
+    DIR *d = opendir(sub);
+    struct dirent *e;
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        const char *dot = strchr(e->d_name, '.');   /* <64 hex>.<pid>.tmp */
+        char *end, *path;
+        long pid;
+
+        if (!dot || dot - e->d_name != 64 || n < 4 || strcmp(e->d_name + n - 4, ".tmp") != 0)
+            continue;
+        pid = strtol(dot + 1, &end, 10);
+        if (end != e->d_name + n - 4 || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            continue;
+        if ((path = ms_path_join(sub, e->d_name)))
+            unlink(path);
+        free(path);
+    }
+    closedir(d);
+}
+
+/* Whether a ref.name denotes `name`. Entries are keyed by the full name (ref.name as
+ * name_display writes it, "tiny:latest", "team/tiny:v1"); any spelling that parses to the
+ * same name matches. A bare tag ("latest", as skopeo and older mstore write) is not a name. */
+static int ref_is_name(const char *rn, const model_name *name)
+{
+    model_name r;
+
+    if (!rn || !strchr(rn, ':') || name_parse(&r, rn) < 0)
+        return 0;
+    return !strcmp(r.host, name->host) && !strcmp(r.namespace_, name->namespace_) && !strcmp(r.model, name->model) &&
+           !strcmp(r.tag, name->tag);
 }
 
 /* ------------------------------------------------------------------ push */
@@ -121,7 +188,7 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
     json_t *index = NULL, *ms, *desc;
     manifest *m = NULL;
     size_t len = 0;
-    int rc;
+    int rc, lock_fd = -1;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, name);
@@ -132,8 +199,10 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((rc = ms_mkdir_p(sub, 0755)) < 0 || (rc = index_load(&index, dir, 0)) < 0)
+    if ((rc = ms_mkdir_p(sub, 0755)) < 0 || (rc = lock_fd = layout_lock(dir)) < 0 ||
+        (rc = index_load(&index, dir, 0)) < 0)
         goto done;
+    layout_tmp_clean(sub);
     for (size_t i = 0; i <= m->n_layers; i++)
         if ((rc = blob_export(home, dir, i == 0 ? m->config.digest : m->layers[i - 1].digest, NULL, 0)) < 0)
             goto done;
@@ -146,15 +215,14 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
     }
     if (!ms_is_file(path) && (rc = ms_file_write_atomic(path, "{\"imageLayoutVersion\":\"1.0.0\"}", 30)) < 0)
         goto done;
-    /* One entry per tag: pushing a tag again replaces its entry. */
+    /* One entry per name: pushing a name again replaces its entry, and only its entry; keyed
+     * by tag alone, "b:latest" replaced "a:latest" and a pull of a then gave b. */
     ms = json_object_get(index, "manifests");
-    for (size_t i = json_array_size(ms); i-- > 0;) {
-        const char *rn = ref_name(json_array_get(ms, i));
-        if (rn && !strcmp(rn, name->tag))
+    for (size_t i = json_array_size(ms); i-- > 0;)
+        if (ref_is_name(ref_name(json_array_get(ms, i)), name))
             json_array_remove(ms, i);
-    }
     desc = json_pack("{s:s, s:s, s:I, s:{s:s}}", "mediaType", m->media_type, "digest", digest_out, "size",
-                     (json_int_t)len, "annotations", REF_NAME, name->tag);
+                     (json_int_t)len, "annotations", REF_NAME, label);
     if (!desc || json_array_append_new(ms, desc) < 0 || !(text = json_dumps(index, JSON_COMPACT))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
@@ -171,6 +239,8 @@ done:
         digest_out[0] = '\0';
         ms_err_ctx("push %s to %s", label, dir);
     }
+    if (lock_fd >= 0)
+        close(lock_fd);   /* after index.json is in place: drops the lock */
     json_decref(index);
     manifest_free(m);
     free(text);
@@ -193,8 +263,8 @@ static int blob_import(const char *home, const char *dir, const char *digest, ui
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((fd = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
-        rc = ms_err_os("%s: open", src);
+    if ((fd = ms_open_regular(src)) < 0) {
+        rc = fd;
         goto done;
     }
     if ((rc = blob_writer_open(&w, home)) < 0)
@@ -225,16 +295,23 @@ static int index_find(char digest_out[72], uint64_t *size_out, json_t *index, co
                       const char *dir)
 {
     json_t *ms = json_object_get(index, "manifests");
-    char full[600];
+    size_t i = json_array_size(ms);
 
-    name_format(full, sizeof full, name);
-    for (size_t i = 0; i < json_array_size(ms); i++) {
+    /* The entry of the full name; failing that, one keyed by the bare tag (skopeo's and older
+     * layouts), so a name never resolves to another name's entry when its own is there. */
+    for (size_t k = 0; k < json_array_size(ms) && i == json_array_size(ms); k++)
+        if (ref_is_name(ref_name(json_array_get(ms, k)), name))
+            i = k;
+    for (size_t k = 0; k < json_array_size(ms) && i == json_array_size(ms); k++) {
+        const char *rn = ref_name(json_array_get(ms, k));
+        if (rn && !strcmp(rn, name->tag))
+            i = k;
+    }
+    if (i < json_array_size(ms)) {
         json_t *d = json_array_get(ms, i);
-        const char *rn = ref_name(d), *dg = json_string_value(json_object_get(d, "digest"));
+        const char *dg = json_string_value(json_object_get(d, "digest"));
         json_t *sz = json_object_get(d, "size");
 
-        if (!rn || (strcmp(rn, name->tag) != 0 && strcmp(rn, full) != 0))
-            continue;
         if (!dg || !blob_digest_valid(dg))
             return ms_err(MS_EINVALID, "%s/index.json: manifests[%zu]: digest '%.80s' is not sha256:<64 hex>", dir, i,
                           dg ? dg : "");
@@ -245,7 +322,12 @@ static int index_find(char digest_out[72], uint64_t *size_out, json_t *index, co
         *size_out = (uint64_t)json_integer_value(sz);
         return 0;
     }
-    return ms_err(MS_ENOTFOUND, "%s/index.json: no manifest with %s '%s'", dir, REF_NAME, name->tag);
+    {
+        char shown[600];
+        name_display(shown, sizeof shown, name);
+        return ms_err(MS_ENOTFOUND, "%s/index.json: no manifest with %s '%s' or '%s'", dir, REF_NAME, shown,
+                      name->tag);
+    }
 }
 
 int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,

@@ -10,6 +10,14 @@
 
 #define REG_ACCEPT_MANIFEST "Accept: " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST
 #define REG_MAX_ATTEMPTS 10
+/* The throughput floor: a transfer slower than REG_MIN_RATE bytes/s for REG_STALL_SECONDS is cut
+ * and retried ($MSTORE_REGISTRY_MIN_RATE, $MSTORE_REGISTRY_STALL_SECONDS override them). An
+ * attempt that moved less than REG_PROGRESS_BYTES does not reset the retry count. */
+#define REG_MIN_RATE 1024L
+#define REG_STALL_SECONDS 30L
+#define REG_PROGRESS_BYTES ((uint64_t)1 << 20)
+/* getenv(var) as a number in [min, max]; `dflt` when unset or anything else. */
+long reg_env_long(const char *var, long dflt, long min, long max);
 
 /* One registry + repository. Shared by the download threads; the token is guarded by `mu`. */
 typedef struct reg_client {

@@ -98,10 +98,10 @@ static int index_prune(store *s, int dry_run, char (**live)[72], size_t *n_live)
 static int files_remove(store *s, int dry_run, char (*live)[72], size_t n_live, store_gc_cb each,
                         void *ctx, size_t *n_out, uint64_t *bytes_out)
 {
-    char(*files)[72] = NULL;
+    char(*files)[72] = NULL, first_msg[1024] = "";
     size_t n_files = 0;
     char *path = NULL;
-    int rc;
+    int rc, first_rc = 0;
 
     if ((rc = store__blobs_scan(s, &files, &n_files)) < 0)
         return rc;
@@ -120,15 +120,26 @@ static int files_remove(store *s, int dry_run, char (*live)[72], size_t n_live, 
             rc = ms_err_os("%s: stat", path);
             goto done;
         }
+        /* Not a file gc wrote (a stray directory, a FIFO someone made): not a blob, so not
+         * ours to remove; stopping here would leave every later blob behind for good. */
+        if (!S_ISREG(st.st_mode))
+            continue;
+        /* One blob that cannot go (permissions, I/O) must not keep the others: go on, report
+         * the first failure at the end. */
         if (!dry_run && unlink(path) < 0 && errno != ENOENT) {
-            rc = ms_err_os("%s: remove", path);
-            goto done;
+            if (!first_rc) {
+                first_rc = ms_err_os("%s: remove", path);
+                snprintf(first_msg, sizeof first_msg, "%s", ms_err_msg());
+            }
+            continue;
         }
         if (each)
             each(ctx, files[i], (uint64_t)st.st_size);
         (*n_out)++;
         *bytes_out += (uint64_t)st.st_size;
     }
+    if (first_rc)
+        rc = ms_err(first_rc, "%s", first_msg);
 done:
     free(path);
     free(files);
@@ -140,6 +151,20 @@ done:
  * holds a flock on each file it uses: a file we cannot lock is in use, whatever its age. We hold
  * the lock while unlinking, so a pull that opened the name just before waits, then finds that
  * the name no longer refers to the file it locked and starts a new one. */
+/* A file of a download whose blob is stored: a pull killed between adopting <hex>.partial and
+ * unlinking <hex>.ranges left the sidecar, which no later pull touches (the blob is stored, so
+ * never fetched again). It goes at once, whatever its age. */
+static int done_download(const char *home, const char *file)
+{
+    const char *dot = strchr(file, '.');
+    char digest[72];
+
+    if (!dot || dot - file != 64)
+        return 0;
+    snprintf(digest, sizeof digest, "sha256:%.64s", file);
+    return blob_digest_valid(digest) && blob_exists(home, digest, NULL);
+}
+
 static int partials_clean(const char *home)
 {
     char *dir = ms_strdup_printf("%s/tmp/pull", home), *path = NULL;
@@ -165,7 +190,8 @@ static int partials_clean(const char *home)
             break;
         if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
             continue;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > STORE_GC_PARTIAL_AGE_S &&
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            (now - st.st_mtime > STORE_GC_PARTIAL_AGE_S || done_download(home, e->d_name)) &&
             flock(fd, LOCK_EX | LOCK_NB) == 0)
             unlink(path);
         close(fd);   /* drops the lock */

@@ -477,3 +477,19 @@ int store_name_remove(store *s, const model_name *name)
     sqlite3_finalize(st);
     return rc;
 }
+
+int store_names_remove(store *s, const model_name *names, size_t n)
+{
+    int rc;
+
+    /* One transaction: `rm a nosuch b` used to delete a, fail, and keep b. */
+    if ((rc = store__begin(s, 1)) < 0)
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = store_name_remove(s, &names[i]);
+    if (rc == 0)
+        rc = store__commit(s);
+    if (rc < 0)
+        store__rollback(s);
+    return rc;
+}

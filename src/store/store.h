@@ -71,6 +71,9 @@ void store_tensors_free(store_tensor *t, size_t n);
 
 int store_name_copy(store *s, const model_name *src, const model_name *dst);   /* MS_ENOTFOUND */
 int store_name_remove(store *s, const model_name *name);                        /* MS_ENOTFOUND */
+/* Remove `n` names in one transaction: all of them, or (one is not found, or any error) none.
+ * MS_ENOTFOUND names the first missing one. */
+int store_names_remove(store *s, const model_name *names, size_t n);
 
 /* Re-hash blobs: those of one model (name != NULL: manifest, config, layers) or every file in
  * blobs/ (then also every live blob that has no file). `bad` is called for each blob that fails,

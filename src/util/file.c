@@ -10,15 +10,14 @@
 
 #include "util/util.h"
 
-int ms_map_open(ms_map *out, const char *path)
+/* O_NONBLOCK because open(2) of a FIFO blocks until a writer appears: a planted FIFO where a
+ * model file should be would hang the command forever before fstat could refuse it. Regular
+ * files ignore the flag; it is cleared anyway so later reads behave as ever. */
+int ms_open_regular(const char *path)
 {
     struct stat st;
-    void *p;
-    int fd;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 
-    out->data = NULL;
-    out->size = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ms_err_os("%s: open", path);
     if (fstat(fd, &st) < 0) {
@@ -28,6 +27,27 @@ int ms_map_open(ms_map *out, const char *path)
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return ms_err(MS_EINVALID, "%s: not a regular file", path);
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+        close(fd);
+        return ms_err_os("%s: fcntl", path);
+    }
+    return fd;
+}
+
+int ms_map_open(ms_map *out, const char *path)
+{
+    struct stat st;
+    void *p;
+    int fd;
+
+    out->data = NULL;
+    out->size = 0;
+    if ((fd = ms_open_regular(path)) < 0)
+        return fd;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return ms_err_os("%s: stat", path);
     }
     if (st.st_size == 0) {
         close(fd);
@@ -60,16 +80,11 @@ int ms_file_read(char **out, size_t *size_out, const char *path, size_t max)
     int fd;
 
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ms_err_os("%s: open", path);
+    if ((fd = ms_open_regular(path)) < 0)
+        return fd;
     if (fstat(fd, &st) < 0) {
         close(fd);
         return ms_err_os("%s: stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ms_err(MS_EINVALID, "%s: not a regular file", path);
     }
     if ((uint64_t)st.st_size > max) {
         close(fd);

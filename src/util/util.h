@@ -56,6 +56,9 @@ typedef struct ms_map {
     size_t size;
 } ms_map;
 int ms_map_open(ms_map *out, const char *path);   /* MS_ENOTFOUND, MS_EIO */
+/* open(path, O_RDONLY) of a regular file only; a FIFO, device or directory is MS_EINVALID
+ * ("not a regular file") before any read could block on it. Returns the fd, or a negative code. */
+int ms_open_regular(const char *path);
 void ms_map_close(ms_map *m);                     /* zeroes *m; fine on a zeroed map */
 
 /* Read a whole file into a NUL-terminated malloc'd buffer, refusing files over `max` bytes. */
@@ -74,6 +77,11 @@ char *ms_path_join(const char *a, const char *b);
 char *ms_strdup_printf(const char *fmt, ...) MS_PRINTF(1, 2);
 int ms_is_dir(const char *path);
 int ms_is_file(const char *path);
+
+/* `s` made safe to print on a terminal: control characters (C0, DEL, C1) and bytes that are
+ * not well-formed UTF-8 become "\xNN"; cut (whole characters) to fit `len`. Returns `buf`. For
+ * every string that comes from a file, a blob or the network. */
+const char *ms_str_safe(char *buf, size_t len, const char *s);
 
 /* Human-readable byte count into buf ("1.2 GB"). */
 const char *ms_fmt_bytes(char *buf, size_t len, uint64_t n);

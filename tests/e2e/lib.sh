@@ -42,7 +42,9 @@ store_state() {
     {
         ls "$MSTORE_HOME/blobs" 2>/dev/null || true
         ls "$MSTORE_HOME/tmp" 2>/dev/null || true
-        "$MSTORE_BIN" list 2>/dev/null | sed 's/  *[0-9a-z ]* ago$//' || true
+        # The MODIFIED column says "just now", then "N minutes ago": a slow run crosses that
+        # line between two fingerprints, so every form of it is cut.
+        "$MSTORE_BIN" list 2>/dev/null | sed -E 's/ +(just now|[0-9]+ (minute|hour|day)s? ago)$//' || true
     } | sha256sum
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# push --to DIR writes an OCI image layout (oci-layout, index.json with ref.name = tag,
+# push --to DIR writes an OCI image layout (oci-layout, index.json with ref.name = the name,
 # blobs/sha256/<hex>); pull --from DIR reads it back, verifying every blob; a damaged blob
 # is refused and nothing is stored.
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +18,7 @@ assert json.load(open(d + "/oci-layout")) == {"imageLayoutVersion": "1.0.0"}
 idx = json.load(open(d + "/index.json"))
 assert len(idx["manifests"]) == 1, idx
 m = idx["manifests"][0]
-assert m["digest"] == digest and m["annotations"]["org.opencontainers.image.ref.name"] == "latest", m
+assert m["digest"] == digest and m["annotations"]["org.opencontainers.image.ref.name"] == "tiny:latest", m
 for f in os.listdir(d + "/blobs/sha256"):
     assert hashlib.sha256(open(d + "/blobs/sha256/" + f, "rb").read()).hexdigest() == f, f
 PYEOF

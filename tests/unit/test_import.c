@@ -4,11 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 #include "format/format.h"
 #include "helpers/fixture.h"
 #include "import/import.h"
+#include "import/import_int.h"
 #include "runtime/runtime.h"
 #include "store/store.h"
 
@@ -213,6 +215,87 @@ START_TEST(gguf_nonzero_gaps_round_trip)
     fputc(0x7f, f);   /* trailing byte after the last tensor */
     fclose(f);
     roundtrip(p, "gaps");
+    free(p);
+}
+END_TEST
+
+/* An empty tensor may sit anywhere, even inside another tensor; with non-zero bytes after the
+ * last tensor that once made the gap copy run backwards (memcpy of (uint64)-32 bytes). The gaps
+ * are the bytes no tensor covers, and the file still comes back byte for byte. */
+START_TEST(gguf_empty_tensor_inside_another_round_trips)
+{
+    char *p = ms_path_join(dir, "empty.gguf");
+    uint64_t ne_a[1] = { 64 }, ne_z[1] = { 0 }, at;
+    gguf_writer *w;
+    gguf_file *g;
+    ms_map m;
+    FILE *f;
+
+    pattern_fill();
+    ck_assert_int_eq(gguf_writer_new(&w, 3, 32), 0);
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "llama", 5), 0);
+    ck_assert_int_eq(gguf_writer_add_tensor(w, "blk.0.attn_q.weight", GGML_TYPE_F32, 1, ne_a, pattern, 256), 0);
+    ck_assert_int_eq(gguf_writer_add_tensor(w, "blk.0.attn_k.weight", GGML_TYPE_F32, 1, ne_z, pattern, 0), 0);
+    ck_assert_int_eq(gguf_writer_write_file(w, p), 0);
+    gguf_writer_free(w);
+    /* Move the empty tensor's offset (the u64 after its name, n_dims, ne and type) to 32. */
+    ck_assert_int_eq(ms_map_open(&m, p), 0);
+    at = (uint64_t)((const uint8_t *)memmem(m.data, m.size, "blk.0.attn_k.weight", 19) - (const uint8_t *)m.data);
+    ms_map_close(&m);
+    at += 19 + 4 + 8 + 4;
+    f = fopen(p, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, (long)at, SEEK_SET);
+    ck_assert_int_eq(fwrite("\x20\0\0\0\0\0\0\0", 1, 8, f), 8);   /* u64 LE 32 */
+    fseek(f, 0, SEEK_END);
+    fputc(0x7f, f);   /* a non-zero byte after the last tensor */
+    fclose(f);
+    ck_assert_int_eq(gguf_open(&g, p), 0);
+    ck_assert_uint_eq(gguf_tensor_find(g, "blk.0.attn_k.weight")->offset, 32);
+    gguf_close(g);
+    roundtrip(p, "empty");
+    free(p);
+}
+END_TEST
+
+/* export pads past the last tensor up to config.source.size; a pulled model's config can say
+ * anything, so a size beyond the alignment's padding is refused and no file is left. A real
+ * zero tail longer than the alignment still round-trips (import keeps it as a gaps layer). */
+START_TEST(export_refuses_a_source_size_past_the_padding)
+{
+    char *p = write_all_types("size.gguf", 32, "llama"), *out = ms_path_join(dir, "size.out"), d[72], text[72];
+    export_result res;
+    manifest *m = NULL;
+    blob_view v;
+    json_t *c;
+    model_name a, big;
+    FILE *f;
+
+    ck_assert_int_eq(name_parse(&a, "a"), 0);
+    ck_assert_int_eq(name_parse(&big, "big"), 0);
+    ck_assert_int_eq(import_path(s, p, &a, NULL, d), 0);
+    ck_assert_int_eq(store_manifest_load(s, d, &m), 0);
+    ck_assert_int_eq(blob_open(&v, home, m->config.digest), 0);
+    c = json_loadb((const char *)v.data, v.size, 0, NULL);
+    blob_close(&v);
+    ck_assert_ptr_nonnull(c);
+    json_object_set_new(json_object_get(c, "source"), "size",
+                        json_integer(json_integer_value(json_object_get(json_object_get(c, "source"), "size")) + (64 << 20)));
+    ck_assert_int_eq(import_config_store(s, m, c), 0);
+    ck_assert_int_eq(import_manifest_commit(s, m, &big, text), 0);
+    json_decref(c);
+    manifest_free(m);
+    ck_assert_int_eq(export_gguf(s, &big, out, &res), MS_EINVALID);
+    ck_assert_msg(strstr(ms_err_msg(), "source.size"), "%s", ms_err_msg());
+    ck_assert_int_eq(access(out, F_OK), -1);
+
+    f = fopen(p, "ab");   /* 100 zero bytes after the last tensor: more than the alignment */
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 100; i++)
+        fputc(0, f);
+    fclose(f);
+    roundtrip(p, "zero-tail");
+    free(out);
     free(p);
 }
 END_TEST
@@ -480,6 +563,8 @@ int main(void)
     tcase_add_test(tc, gguf_tensor_blobs_hold_the_source_bytes);
     tcase_add_test(tc, gguf_reimport_writes_no_blob);
     tcase_add_test(tc, gguf_nonzero_gaps_round_trip);
+    tcase_add_test(tc, gguf_empty_tensor_inside_another_round_trips);
+    tcase_add_test(tc, export_refuses_a_source_size_past_the_padding);
     tcase_add_test(tc, gguf_names_map_to_hugging_face_and_pack_experts);
     tcase_add_test(tc, gguf_corrupt_file_leaves_the_store_unchanged);
     tcase_add_test(tc, shared_models_round_trip);

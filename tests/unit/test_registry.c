@@ -35,8 +35,10 @@ static struct mock {
     int fail_5xx;            /* answer this many blob GETs with 503 first */
     int max_body;            /* cut each blob response after this many bytes (0: no cut) */
     int corrupt_layer;       /* serve a byte of the layer wrong */
+    int trickle;             /* send one byte of each layer response, then stall until the client hangs up */
     const char *digest_hdr;  /* Docker-Content-Digest to send instead of the true one */
     int n_token, n_blob_get, n_ranged;
+    int n_echo, echo_auth;   /* requests to /echo, and how many of them carried Authorization */
     char last_scope[256];
 } mk;
 
@@ -71,6 +73,11 @@ static void handle(int c)
     auth = strcasestr(req, "\r\nAuthorization: ");
     accept = strcasestr(req, "\r\nAccept: ");
     range = strcasestr(req, "\r\nRange: bytes=");
+    if (!strcmp(path, "/echo")) {
+        mk.n_echo++;
+        mk.echo_auth += auth != NULL;
+        return respond(c, 200, NULL, NULL, 0, 0);
+    }
     if (!strncmp(path, "/token?", 7)) {
         /* user:pass in Basic, as MSTORE_REGISTRY_AUTH gives it */
         const char *scope = strstr(path, "scope=");
@@ -116,6 +123,14 @@ static void handle(int c)
             memcpy(copy, body, len);
             copy[len / 2] ^= 1;
             body = copy;
+        }
+        if (mk.trickle && body == mk.layer) {
+            struct pollfd p = { c, POLLIN, 0 };
+            char sink[256];
+            respond(c, range ? 206 : 200, NULL, body, len, 1);
+            while (poll(&p, 1, 20000) > 0 && read(c, sink, sizeof sink) > 0)
+                ;   /* until the client gives up on us (or 20 s pass) */
+            return;
         }
         if (range) {
             mk.n_ranged++;
@@ -261,6 +276,26 @@ START_TEST(pull_retries_5xx_and_resumes_cut_bodies_with_range)
 }
 END_TEST
 
+/* A registry that sends a byte and stalls, again and again, used to keep the pull busy for ever:
+ * each byte reset the retry count. Below the throughput floor the transfer is cut, and attempts
+ * that move less than REG_PROGRESS_BYTES run out: a clear error, nothing stored. */
+START_TEST(pull_gives_up_on_a_trickling_registry)
+{
+    char d[72];
+    int rc;
+
+    setenv("MSTORE_REGISTRY_STALL_SECONDS", "1", 1);
+    mk.trickle = 1;
+    rc = pull(d);
+    unsetenv("MSTORE_REGISTRY_STALL_SECONDS");
+    ck_assert_int_eq(rc, MS_EIO);
+    ck_assert_msg(strstr(ms_err_msg(), "giving up after 10 attempts"), "%s", ms_err_msg());
+    ck_assert_msg(strstr(ms_err_msg(), "too slow"), "%s", ms_err_msg());
+    ck_assert_int_eq(blob_exists(home, mk.layer_digest, NULL), 0);
+    ck_assert_int_eq(stored_names(), 0);
+}
+END_TEST
+
 START_TEST(pull_refuses_corrupt_blob_and_stores_nothing)
 {
     char d[72];
@@ -299,6 +334,51 @@ START_TEST(bad_credentials_fail_without_showing_them)
 END_TEST
 
 /* ---------------------------------------------------------------- parsers */
+
+/* A registry that hands out an upload Location on another origin (another host name, scheme
+ * or port) gets no credentials there: neither the Bearer token nor the Basic password. */
+START_TEST(credentials_go_only_to_the_registry_origin)
+{
+    static const struct { const char *fmt; int auth; } urls[] = {
+        { "/echo", 1 },                          /* relative: the registry itself */
+        { "http://127.0.0.1:%d/echo", 1 },       /* the same origin spelled out */
+        { "HTTP://127.0.0.1:%d/echo", 1 },       /* scheme case does not matter */
+        { "http://localhost:%d/echo", 0 },       /* another host name */
+    };
+    registry_opts o;
+    model_name n;
+    reg_client c;
+    reg_resp r = { 0 };
+    char host[64], url[128];
+    CURL *h = reg_easy_new();
+    int transient;
+
+    registry_opts_init(&o);
+    o.insecure = 1;
+    snprintf(host, sizeof host, "127.0.0.1:%d", mk.port);
+    ck_assert_int_eq(name_parse(&n, "ns/m"), 0);
+    ck_assert_int_eq(reg_client_init(&c, home, host, &n, &o, 1), 0);
+    ck_assert_ptr_nonnull(c.basic);
+    for (int basic = 0; basic < 2; basic++) {
+        c.use_basic = basic;
+        c.token = basic ? NULL : strdup("tok123");
+        for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++) {
+            int before = mk.echo_auth, seen = mk.n_echo;
+            snprintf(url, sizeof url, urls[i].fmt, mk.port);
+            ck_assert_msg(reg_request(&c, h, "PATCH", url, NULL, NULL, &r, &transient) == 0, "%s: %s", url, ms_err_msg());
+            ck_assert_int_eq(r.status, 200);
+            ck_assert_int_eq(mk.n_echo, seen + 1);
+            ck_assert_msg(mk.echo_auth - before == urls[i].auth, "%s (%s): auth sent %d, want %d", url,
+                          basic ? "basic" : "bearer", mk.echo_auth - before, urls[i].auth);
+        }
+        free(c.token);
+        c.token = NULL;
+    }
+    reg_resp_reset(&r);
+    curl_easy_cleanup(h);
+    reg_client_fini(&c);
+}
+END_TEST
 
 START_TEST(challenge_parses_bearer_and_basic)
 {
@@ -486,8 +566,10 @@ int main(void)
     tcase_add_test(tc, pull_with_token_auth_stores_model_and_blobs);
     tcase_add_test(tc, pull_retries_5xx_and_resumes_cut_bodies_with_range);
     tcase_add_test(tc, pull_refuses_corrupt_blob_and_stores_nothing);
+    tcase_add_test(tc, pull_gives_up_on_a_trickling_registry);
     tcase_add_test(tc, pull_refuses_manifest_whose_digest_header_disagrees);
     tcase_add_test(tc, bad_credentials_fail_without_showing_them);
+    tcase_add_test(tc, credentials_go_only_to_the_registry_origin);
     tcase_add_test(tc, challenge_parses_bearer_and_basic);
     tcase_add_loop_test(tc, challenge_refuses_malformed, 0, sizeof bad_challenge / sizeof bad_challenge[0]);
     tcase_add_test(tc, credentials_from_env_then_file);

@@ -636,6 +636,26 @@ START_TEST(gc_removes_unreferenced_blobs_and_keeps_referenced_ones)
 }
 END_TEST
 
+/* A stray directory in blobs/ under a blob's name is not a blob: gc used to stop at it (unlink
+ * fails with EISDIR) and leave every later unreferenced blob behind, on every run. */
+START_TEST(gc_passes_over_a_stray_directory_in_blobs)
+{
+    blob_ref orphan = put_bytes("orphan", 6), other = put_bytes("another orphan", 14);
+    char *stray = ms_strdup_printf("%s/blobs/sha256-%064d", home, 0);
+    size_t n = 0;
+    uint64_t bytes = 0;
+
+    ck_assert_int_eq(mkdir(stray, 0755), 0);
+    ck_assert_msg(store_gc(st, 0, NULL, NULL, &n, &bytes) == 0, "%s", ms_err_msg());
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(bytes, orphan.size + other.size);
+    ck_assert(!has_blob(&orphan) && !has_blob(&other));
+    ck_assert_int_eq(access(stray, F_OK), 0);   /* not ours: left where it is */
+    rmdir(stray);
+    free(stray);
+}
+END_TEST
+
 START_TEST(gc_refuses_while_the_same_handle_writes)
 {
     ck_assert_int_eq(store_write_begin(st), 0);
@@ -836,6 +856,30 @@ START_TEST(gc_removes_week_old_unlocked_partials_only)
 }
 END_TEST
 
+/* A pull killed after adopting a blob but before unlinking its <hex>.ranges left the sidecar
+ * for good (a stored blob is never fetched again). gc removes a download's files once their
+ * blob is stored, whatever their age; a fresh one for a blob not stored stays for a resume. */
+START_TEST(gc_removes_the_sidecar_of_a_stored_blob)
+{
+    char *dir = ms_path_join(home, "tmp/pull"), name[400], *done_path, *open_path;
+    model_fixture a = model_make(1);
+
+    commit_ok(&a, "a");   /* gc keeps a's blobs: the embedding's stands for the pulled blob */
+    ck_assert_int_eq(ms_mkdir_p(dir, 0755), 0);
+    snprintf(name, sizeof name, "%s.ranges", a.embed.digest + 7);
+    done_path = fixture_write(dir, name, "MSPULL1\n", 8);
+    snprintf(name, sizeof name, "%064d.ranges", 7);
+    open_path = fixture_write(dir, name, "MSPULL1\n", 8);
+    ck_assert_int_eq(store_gc(st, 0, NULL, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(access(done_path, F_OK), -1);
+    ck_assert_int_eq(access(open_path, F_OK), 0);
+    free(done_path);
+    free(open_path);
+    free(dir);
+    free(a.json);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("store");
@@ -856,6 +900,8 @@ int main(void)
                         (int)(sizeof bad_tensor_blob / sizeof bad_tensor_blob[0]));
     tcase_add_test(tc, verify_catches_a_corrupt_blob_and_a_missing_one);
     tcase_add_test(tc, gc_removes_unreferenced_blobs_and_keeps_referenced_ones);
+    tcase_add_test(tc, gc_passes_over_a_stray_directory_in_blobs);
+    tcase_add_test(tc, gc_removes_the_sidecar_of_a_stored_blob);
     tcase_add_test(tc, gc_refuses_while_the_same_handle_writes);
     tcase_add_test(tc, gc_waits_for_a_writer);
     tcase_add_test(tc, a_second_handle_sees_the_first_ones_commit);
