@@ -9,6 +9,7 @@
 
 #include "chat/chat.h"
 #include "cli.h"
+#include "modelfile/modelfile.h"
 #include "runtime/runtime.h"
 
 #define RUN_STDIN_MAX (64u << 20)   /* a prompt from standard input: far past any context */
@@ -54,6 +55,7 @@ typedef struct run_args {
     int verbose, n_predict, raw;
     runtime_opts o;
     runtime_sampler_opts so;
+    model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
 } run_args;
 
 /* Returns 0, or the exit status of a usage error (2), or -1 after --help. */
@@ -66,6 +68,10 @@ static int parse(run_args *a, int argc, char **argv)
 
     runtime_sampler_defaults(&a->so);
     a->n_predict = 256;
+    /* The model's params come first so that a flag still wins. */
+    model_params_apply(a->mp, &a->so, &a->n_predict, &a->o.n_ctx);
+    a->system = a->mp ? a->mp->system : NULL;
+    seed_set = a->mp && a->mp->has_seed && a->mp->seed >= 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(f)) {
@@ -222,9 +228,11 @@ done:
 static int answer(session *S, text *out, int keep, int lstrip)
 {
     double t0 = now();
-    int n = 0;
+    int n = 0, stopped = 0;
+    text hold = { 0 };   /* generated text held back while it may be the start of a stop string */
+    size_t show;
 
-    while (n < S->a->n_predict && !interrupted) {
+    while (n < S->a->n_predict && !interrupted && !stopped) {
         int32_t tok = runtime_sampler_sample(S->smp, S->logits);
         char buf[256];
         size_t len;
@@ -235,7 +243,11 @@ static int answer(session *S, text *out, int keep, int lstrip)
         if (tokenizer_decode_piece(S->t, tok, n == 0 && lstrip ? TOKENIZER_DECODE_LSTRIP : 0, buf, sizeof buf,
                                    &len) < 0)
             len = 0;
-        fwrite(buf, 1, len, stdout);
+        if (text_put(&hold, buf, len) < 0)
+            return -1;
+        stopped = model_params_stop_scan(S->a->mp, hold.p, hold.n, &show);
+        fwrite(hold.p, 1, show, stdout);
+        memmove(hold.p, hold.p + show, hold.n -= stopped ? hold.n : show);
         fflush(stdout);
         if (ferror(stdout))
             return ms_err_os("stdout");
@@ -251,6 +263,8 @@ static int answer(session *S, text *out, int keep, int lstrip)
         if (keep && text_put(&S->cache, buf, len) < 0)
             return -1;
     }
+    fwrite(hold.p, 1, hold.n, stdout);   /* what was held back and turned out not to be a stop */
+    free(hold.p);
     S->t_gen += now() - t0;
     return 0;
 }
@@ -634,36 +648,35 @@ int cmd_run(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (a.name && cli_name_parse(&name, a.name) < 0)
         return 1;
+    if (!a.gguf && (!(s = cli_store_open()) || model_params_load(&a.mp, s, &name) < 0 ||
+                    (a.mp && (rc = parse(&a, argc, argv)) != 0))) {
+        rc = s ? cli_fail() : 1;
+        goto done;
+    }
     /* As ollama does: with no PROMPT and standard input not a terminal, the prompt is what
      * arrives there (`echo "Why?" | mstore run NAME`), less one final newline. */
     if (!a.prompt && !isatty(STDIN_FILENO)) {
         size_t len = 0;
         if (ms_fd_read_all(&stdin_prompt, &len, STDIN_FILENO, RUN_STDIN_MAX) < 0) {
             ms_err_ctx("standard input");
-            return cli_fail();
+            rc = cli_fail();
+            goto done;
         }
         if (len && stdin_prompt[len - 1] == '\n')
             stdin_prompt[--len] = '\0';
         a.prompt = stdin_prompt;
     }
     t0 = now();
-    if (a.gguf) {
-        if (runtime_model_open_gguf(&m, a.gguf, &a.o) < 0)
-            return cli_fail();
-    } else {
-        if (!(s = cli_store_open()))
-            return 1;
-        if (runtime_model_open_store(&m, s, &name, &a.o) < 0) {
-            store_close(s);
-            return cli_fail();
-        }
-    }
-    if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)
+    if (a.gguf ? runtime_model_open_gguf(&m, a.gguf, &a.o) < 0 : runtime_model_open_store(&m, s, &name, &a.o) < 0)
+        rc = cli_fail();
+    else if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)
         rc = cli_fail();
     else
         rc = run_model(&a, m, t, s, a.gguf ? NULL : &name, t0);
+done:
     runtime_model_close(m);
     store_close(s);
+    model_params_free(a.mp);
     free(stdin_prompt);
     return rc;
 }

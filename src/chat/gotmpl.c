@@ -28,9 +28,9 @@
 #include "chat/chat.h"
 
 #define MAX_DEPTH 64
-#define MAX_VARS 256
-#define MAX_ARGS 16
-#define MAX_OUT ((size_t)16 << 20)
+#define MAX_VARS  256
+#define MAX_ARGS  16
+#define MAX_OUT   ((size_t)16 << 20)
 
 /* ------------------------------------------------------------------ AST */
 
@@ -38,12 +38,12 @@ typedef enum { E_FIELD, E_VAR, E_STR, E_INT, E_BOOL, E_CALL, E_DOT } expr_kind;
 
 typedef struct expr {
     expr_kind kind;
-    char *name;              /* variable name ("$", "$x"), function name, or string literal */
+    char *name; /* variable name ("$", "$x"), function name, or string literal */
     size_t name_len;
-    char **fields;           /* field chain: .A.B */
+    char **fields; /* field chain: .A.B */
     size_t n_fields;
     long long ival;
-    struct expr **args;      /* E_CALL operands */
+    struct expr **args; /* E_CALL operands */
     size_t n_args;
 } expr;
 
@@ -52,10 +52,10 @@ typedef enum { N_TEXT, N_PRINT, N_IF, N_RANGE, N_DECL, N_ASSIGN, N_BREAK, N_CONT
 typedef struct node {
     node_kind kind;
     int line;
-    const char *text;        /* N_TEXT: into the template's copy */
+    const char *text; /* N_TEXT: into the template's copy */
     size_t text_len;
-    expr *e;                 /* the pipeline */
-    char *var, *var2;        /* N_DECL / N_ASSIGN: var; N_RANGE: [$i (var2),] $x (var) */
+    expr *e; /* the pipeline */
+    char *var, *var2; /* N_DECL / N_ASSIGN: var; N_RANGE: [$i (var2),] $x (var) */
     struct node **body, **alt;
     size_t n_body, n_alt;
 } node;
@@ -136,7 +136,10 @@ static void skip_space(lexer *lx)
         lx->p++;
 }
 
-static int is_ident(int c) { return isalnum(c) || c == '_'; }
+static int is_ident(int c)
+{
+    return isalnum(c) || c == '_';
+}
 
 static char *dupn(const char *s, size_t n)
 {
@@ -219,8 +222,8 @@ static int parse_string(lexer *lx, expr *e)
     return 0;
 }
 
-static const char *const funcs[] = { "eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or",
-                                     "len", "index", "slice", "printf" };
+static const char *const funcs[] = {"eq",  "ne", "lt",  "le",    "gt",    "ge",    "not",
+                                    "and", "or", "len", "index", "slice", "printf"};
 
 static int parse_command(lexer *lx, expr **out, int depth);
 
@@ -279,7 +282,8 @@ static int parse_operand(lexer *lx, expr **out, int depth)
         }
     } else if (*lx->p == '"' || *lx->p == '`') {
         rc = parse_string(lx, e);
-    } else if (isdigit((unsigned char)*lx->p) || (*lx->p == '-' && lx->p + 1 < lx->end && isdigit((unsigned char)lx->p[1]))) {
+    } else if (isdigit((unsigned char)*lx->p) ||
+               (*lx->p == '-' && lx->p + 1 < lx->end && isdigit((unsigned char)lx->p[1]))) {
         char *endp;
         e->kind = E_INT;
         e->ival = strtoll(lx->p, &endp, 10);
@@ -354,7 +358,7 @@ typedef struct parser {
     chat_gotmpl *t;
     const char *p, *end;
     int line;
-    int trim_next;   /* the previous action ended with -}} */
+    int trim_next; /* the previous action ended with -}} */
 } parser;
 
 typedef enum { A_NONE, A_END, A_ELSE, A_ELSE_IF } stop_kind;
@@ -420,16 +424,16 @@ static int parse_decl(lexer *lx, char **v1, char **v2, int *assign)
     }
     if (lx->end - lx->p >= 2 && lx->p[0] == ':' && lx->p[1] == '=') {
         lx->p += 2;
-    } else if (!b && lx->p < lx->end && *lx->p == '=' ) {
+    } else if (!b && lx->p < lx->end && *lx->p == '=') {
         lx->p++;
         *assign = 1;
     } else {
         free(a);
         free(b);
-        lx->p = save;   /* a variable used as an operand */
+        lx->p = save; /* a variable used as an operand */
         return 0;
     }
-    if (b) {   /* range $i, $x := : the second is the element */
+    if (b) { /* range $i, $x := : the second is the element */
         *v1 = b;
         *v2 = a;
     } else {
@@ -481,7 +485,7 @@ static int parse_action(parser *ps, lexer *lx, node **out, stop_kind *stop, int 
             return perr(MS_EUNSUPPORTED, lx, "only 'else if' may follow 'else'");
         lx->p += 2;
         *stop = A_ELSE_IF;
-        return 0;   /* the caller parses the condition from lx */
+        return 0; /* the caller parses the condition from lx */
     }
     if (word_is(lx, "if") || word_is(lx, "range")) {
         int is_if = word_is(lx, "if");
@@ -634,7 +638,7 @@ static int parse_list(parser *ps, node ***out, size_t *n_out, stop_kind *stop, l
         a = open + 2 + (trim_left ? 2 : 0);
         close = NULL;
         for (const char *q = a; q + 1 < ps->end; q++) {
-            if (*q == '"' || *q == '`') {   /* "}}" inside a string literal does not close */
+            if (*q == '"' || *q == '`') { /* "}}" inside a string literal does not close */
                 char c = *q;
                 for (q++; q < ps->end && *q != c; q++)
                     if (c == '"' && *q == '\\')
@@ -647,14 +651,14 @@ static int parse_list(parser *ps, node ***out, size_t *n_out, stop_kind *stop, l
             }
         }
         if (!close) {
-            lexer e = { open, ps->end, ps->line, ps->t };
+            lexer e = {open, ps->end, ps->line, ps->t};
             return perr(MS_EINVALID, &e, "'{{' without '}}'");
         }
         trim_right = close - a >= 2 && close[-1] == '-' && isspace((unsigned char)close[-2]);
         b = trim_right ? close - 2 : close;
         ps->p = close + 2;
         ps->trim_next = trim_right;
-        lx = (lexer){ a, b, ps->line, ps->t };
+        lx = (lexer){a, b, ps->line, ps->t};
         ps->line += count_lines(open, close);
         skip_space(&lx);
         if (lx.end - lx.p >= 2 && lx.p[0] == '/' && lx.p[1] == '*') {
@@ -682,7 +686,7 @@ int chat_gotmpl_parse(chat_gotmpl **out, const char *text, size_t len)
     chat_gotmpl *t = calloc(1, sizeof *t);
     parser ps;
     stop_kind st;
-    lexer sl = { 0 };
+    lexer sl = {0};
     int rc;
 
     *out = NULL;
@@ -696,7 +700,7 @@ int chat_gotmpl_parse(chat_gotmpl **out, const char *text, size_t len)
         free(t);
         return ms_err(MS_ENOMEM, "out of memory");
     }
-    ps = (parser){ t, t->src, t->src + len, 1, 0 };
+    ps = (parser){t, t->src, t->src + len, 1, 0};
     if ((rc = parse_list(&ps, &t->root, &t->n_root, &st, &sl, 0)) == 0 && st != A_NONE)
         rc = perr(MS_EINVALID, &sl, "'%s' without 'if' or 'range'", st == A_END ? "end" : "else");
     if (rc < 0) {
@@ -716,7 +720,7 @@ typedef struct value {
     long long i;
     const char *s;
     size_t len;
-    const chat_msg *msgs;   /* V_MSGS: msgs[0..len); V_MSG: one */
+    const chat_msg *msgs; /* V_MSGS: msgs[0..len); V_MSG: one */
 } value;
 
 typedef struct scope_var {
@@ -732,11 +736,11 @@ typedef struct rctx {
     const char *system, *prompt, *response;
     const chat_msg *msgs;
     size_t n_msgs;
-    int cut;        /* legacy last round: stop right after the first .Response */
+    int cut; /* legacy last round: stop right after the first .Response */
     int saw_response;
     scope_var vars[MAX_VARS];
     size_t n_vars;
-    char **owned;   /* strings made while rendering (printf, merged messages) */
+    char **owned; /* strings made while rendering (printf, merged messages) */
     size_t n_owned;
 } rctx;
 
@@ -783,17 +787,24 @@ static const char *own(rctx *r, char *s)
     return s;
 }
 
-static value vstr(const char *s) { return (value){ .k = V_STR, .s = s ? s : "", .len = s ? strlen(s) : 0 }; }
+static value vstr(const char *s)
+{
+    return (value){.k = V_STR, .s = s ? s : "", .len = s ? strlen(s) : 0};
+}
 
 static int truth(const value *v)
 {
     switch (v->k) {
-    case V_NIL: return 0;
+    case V_NIL:
+        return 0;
     case V_BOOL:
-    case V_INT: return v->i != 0;
+    case V_INT:
+        return v->i != 0;
     case V_STR:
-    case V_MSGS: return v->len != 0;
-    default: return 1;
+    case V_MSGS:
+        return v->len != 0;
+    default:
+        return 1;
     }
 }
 
@@ -808,13 +819,13 @@ static int field_of(rctx *r, value *v, const char *f, int line)
             *v = vstr(r->response);
             r->saw_response = 1;
         } else if (!strcmp(f, "Messages"))
-            *v = (value){ .k = V_MSGS, .msgs = r->msgs, .len = r->n_msgs };
+            *v = (value){.k = V_MSGS, .msgs = r->msgs, .len = r->n_msgs};
         else if (!strcmp(f, "Suffix") || !strcmp(f, "ThinkLevel"))
             *v = vstr("");
         else if (!strcmp(f, "Think") || !strcmp(f, "IsThinkSet"))
-            *v = (value){ .k = V_BOOL };
+            *v = (value){.k = V_BOOL};
         else if (!strcmp(f, "Tools"))
-            *v = (value){ .k = V_MSGS };
+            *v = (value){.k = V_MSGS};
         else
             return rerr(line, "field .%s is not supported", f);
         return 0;
@@ -828,7 +839,7 @@ static int field_of(rctx *r, value *v, const char *f, int line)
         else if (!strcmp(f, "Thinking") || !strcmp(f, "ToolName") || !strcmp(f, "ToolCallID"))
             *v = vstr("");
         else if (!strcmp(f, "ToolCalls") || !strcmp(f, "Images"))
-            *v = (value){ .k = V_MSGS };
+            *v = (value){.k = V_MSGS};
         else
             return rerr(line, "field .%s of a message is not supported", f);
         return 0;
@@ -848,7 +859,7 @@ static int var_push(rctx *r, const char *name, value v, int line)
 {
     if (r->n_vars == MAX_VARS)
         return rerr(line, "more than %d variables", MAX_VARS);
-    r->vars[r->n_vars++] = (scope_var){ name, v };
+    r->vars[r->n_vars++] = (scope_var){name, v};
     return 0;
 }
 
@@ -918,7 +929,7 @@ static int call_printf(rctx *r, value *args, size_t n, value *out, int line)
     }
     if (!own(r, buf))
         return ms_err(MS_ENOMEM, "out of memory");
-    *out = (value){ .k = V_STR, .s = buf, .len = len };
+    *out = (value){.k = V_STR, .s = buf, .len = len};
     return 0;
 }
 
@@ -947,11 +958,11 @@ static int call(rctx *r, const expr *e, const value *dot, value *out, int line)
     if (!strcmp(f, "not")) {
         if (e->n_args != 1)
             return rerr(line, "not needs one operand");
-        *out = (value){ .k = V_BOOL, .i = !truth(&a[0]) };
+        *out = (value){.k = V_BOOL, .i = !truth(&a[0])};
     } else if (!strcmp(f, "eq")) {
         if (e->n_args < 2)
             return rerr(line, "eq needs two operands");
-        *out = (value){ .k = V_BOOL };
+        *out = (value){.k = V_BOOL};
         for (size_t i = 1; i < e->n_args && !out->i; i++) {
             if ((rc = compare(&a[0], &a[i], &c, line)) < 0)
                 return rc;
@@ -962,18 +973,22 @@ static int call(rctx *r, const expr *e, const value *dot, value *out, int line)
             return rerr(line, "%s needs two operands", f);
         if ((rc = compare(&a[0], &a[1], &c, line)) < 0)
             return rc;
-        *out = (value){ .k = V_BOOL, .i = !strcmp(f, "ne") ? c != 0 : !strcmp(f, "lt") ? c < 0 : !strcmp(f, "le") ? c <= 0
-                                                        : !strcmp(f, "gt") ? c > 0 : c >= 0 };
+        *out = (value){.k = V_BOOL,
+                       .i = !strcmp(f, "ne")   ? c != 0
+                            : !strcmp(f, "lt") ? c < 0
+                            : !strcmp(f, "le") ? c <= 0
+                            : !strcmp(f, "gt") ? c > 0
+                                               : c >= 0};
     } else if (!strcmp(f, "len")) {
         if (e->n_args != 1 || (a[0].k != V_STR && a[0].k != V_MSGS))
             return rerr(line, "len needs one string or list");
-        *out = (value){ .k = V_INT, .i = (long long)a[0].len };
+        *out = (value){.k = V_INT, .i = (long long)a[0].len};
     } else if (!strcmp(f, "index")) {
         if (e->n_args != 2 || a[0].k != V_MSGS || a[1].k != V_INT)
             return rerr(line, "index needs a list and an integer");
         if (a[1].i < 0 || (size_t)a[1].i >= a[0].len)
             return rerr(line, "index %lld out of range (%zu)", a[1].i, a[0].len);
-        *out = (value){ .k = V_MSG, .msgs = a[0].msgs + a[1].i };
+        *out = (value){.k = V_MSG, .msgs = a[0].msgs + a[1].i};
     } else if (!strcmp(f, "slice")) {
         long long lo = e->n_args > 1 && a[1].k == V_INT ? a[1].i : 0;
         long long hi = e->n_args > 2 && a[2].k == V_INT ? a[2].i : (long long)a[0].len;
@@ -999,16 +1014,27 @@ static int eval(rctx *r, const expr *e, const value *dot, value *out, int line)
     int rc;
 
     switch (e->kind) {
-    case E_DOT: *out = *dot; return 0;
-    case E_STR: *out = (value){ .k = V_STR, .s = e->name, .len = e->name_len }; return 0;
-    case E_INT: *out = (value){ .k = V_INT, .i = e->ival }; return 0;
-    case E_BOOL: *out = (value){ .k = V_BOOL, .i = e->ival }; return 0;
-    case E_CALL: return call(r, e, dot, out, line);
-    case E_FIELD: *out = *dot; break;
+    case E_DOT:
+        *out = *dot;
+        return 0;
+    case E_STR:
+        *out = (value){.k = V_STR, .s = e->name, .len = e->name_len};
+        return 0;
+    case E_INT:
+        *out = (value){.k = V_INT, .i = e->ival};
+        return 0;
+    case E_BOOL:
+        *out = (value){.k = V_BOOL, .i = e->ival};
+        return 0;
+    case E_CALL:
+        return call(r, e, dot, out, line);
+    case E_FIELD:
+        *out = *dot;
+        break;
     case E_VAR: {
         value *v = !strcmp(e->name, "$") ? NULL : var_find(r, e->name);
         if (!strcmp(e->name, "$"))
-            *out = (value){ .k = V_ROOT };
+            *out = (value){.k = V_ROOT};
         else if (!v)
             return rerr(line, "undefined variable %s", e->name);
         else
@@ -1027,11 +1053,17 @@ static int print_value(rctx *r, const value *v, int line)
     char num[32];
 
     switch (v->k) {
-    case V_STR: return emit(r, v->s, v->len);
-    case V_INT: snprintf(num, sizeof num, "%lld", v->i); return emit(r, num, strlen(num));
-    case V_BOOL: return emit(r, v->i ? "true" : "false", v->i ? 4 : 5);
-    case V_NIL: return emit(r, "<no value>", 10);
-    default: return rerr(line, "printing a list or a message is not supported");
+    case V_STR:
+        return emit(r, v->s, v->len);
+    case V_INT:
+        snprintf(num, sizeof num, "%lld", v->i);
+        return emit(r, num, strlen(num));
+    case V_BOOL:
+        return emit(r, v->i ? "true" : "false", v->i ? 4 : 5);
+    case V_NIL:
+        return emit(r, "<no value>", 10);
+    default:
+        return rerr(line, "printing a list or a message is not supported");
     }
 }
 
@@ -1044,9 +1076,12 @@ static int exec_node(rctx *r, const node *x, const value *dot)
     int rc;
 
     switch (x->kind) {
-    case N_TEXT: return emit(r, x->text, x->text_len);
-    case N_BREAK: return X_BREAK;
-    case N_CONTINUE: return X_CONTINUE;
+    case N_TEXT:
+        return emit(r, x->text, x->text_len);
+    case N_BREAK:
+        return X_BREAK;
+    case N_CONTINUE:
+        return X_CONTINUE;
     case N_PRINT:
         if ((rc = eval(r, x->e, dot, &v, x->line)) < 0 || (rc = print_value(r, &v, x->line)) < 0)
             return rc;
@@ -1084,9 +1119,9 @@ static int exec_node(rctx *r, const node *x, const value *dot)
             return rc;
         }
         for (size_t i = 0; i < v.len; i++) {
-            value el = { .k = V_MSG, .msgs = v.msgs + i };
+            value el = {.k = V_MSG, .msgs = v.msgs + i};
             r->n_vars = mark;
-            if (x->var2 && (rc = var_push(r, x->var2, (value){ .k = V_INT, .i = (long long)i }, x->line)) < 0)
+            if (x->var2 && (rc = var_push(r, x->var2, (value){.k = V_INT, .i = (long long)i}, x->line)) < 0)
                 return rc;
             if (x->var && (rc = var_push(r, x->var, el, x->line)) < 0)
                 return rc;
@@ -1114,7 +1149,7 @@ static int exec_list(rctx *r, node *const *v, size_t n, const value *dot)
 /* One execution over the current data; the variables start empty ($ is the root). */
 static int execute(rctx *r)
 {
-    value root = { .k = V_ROOT };
+    value root = {.k = V_ROOT};
     int rc;
 
     r->n_vars = 0;
@@ -1132,7 +1167,7 @@ static char *join2(const char *a, const char *b)
 
 int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n)
 {
-    rctx r = { .t = t };
+    rctx r = {.t = t};
     chat_msg *col = calloc(n ? n : 1, sizeof *col);
     const char *sys = NULL;
     size_t nc = 0;
@@ -1151,7 +1186,7 @@ int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const 
         if (nc && !strcmp(col[nc - 1].role, role) && strcmp(role, "tool") != 0)
             col[nc - 1].content = own(&r, join2(col[nc - 1].content, content));
         else
-            col[nc++] = (chat_msg){ role, content };
+            col[nc++] = (chat_msg){role, content};
         if ((!strcmp(role, "system") && !sys) || (nc && !col[nc - 1].content))
             rc = ms_err(MS_ENOMEM, "out of memory");
     }

@@ -17,13 +17,13 @@ registry_start
 printf '%s' '{{ if .System }}SYS {{ .System }}
 {{ end }}Q: {{ .Prompt }}
 A:{{ .Response }}' >"$WORK/tmpl"
-ollama_model "$WORK/ol" "$S260K" "$WORK/tmpl" '{"temperature":0,"num_predict":12}'
+ollama_model "$WORK/ol" "$S260K" "$WORK/tmpl" '{"temperature":0,"num_predict":12}' "Be brief."
 mdigest=$(curl_push "$WORK/ol" library/s260k latest)
 
 MSTORE_REGISTRY=$REG_HOST expect_ok mstore pull --insecure s260k
 contains "$out" "pulled s260k:latest $mdigest"
 contains "$out" "split the GGUF into"
-contains "$out" "downloaded 4 blobs"
+contains "$out" "downloaded 5 blobs"
 [ ! -e "$MSTORE_HOME/blobs/sha256-${GGUF_DIGEST#sha256:}" ] || fail "the whole GGUF blob is still stored"
 expect_ok mstore verify
 expect_ok mstore show s260k
@@ -47,6 +47,29 @@ expect_ok mstore run plain --raw "Once upon a time" --temp 0 -n 8
 plain_out=$out
 expect_ok mstore run s260k --raw "Once upon a time" --temp 0 -n 8
 [ "$out" = "$plain_out" ] || fail "pulled model answers '$out', the imported file '$plain_out'"
+
+# Its template, params and system prompt: the answer is the file's answer to the rendering
+# ollama would send, greedy (temperature 0) and 12 tokens long (num_predict); a flag still wins.
+expect_ok mstore run plain --raw $'SYS Be brief.\nQ: Once upon a time\nA:' --temp 0 -n 12
+want=$out
+expect_ok mstore run s260k "Once upon a time" --verbose
+[ "$out" = "$want" ] || fail "templated run '$out' != raw rendering '$want'"
+contains "$err" "chat template:        ollama"
+contains "$err" "eval count:           12 token(s)"
+expect_ok mstore run s260k "Once upon a time" -n 3 --verbose
+contains "$err" "eval count:           3 token(s)"
+expect_ok mstore run plain --raw $'SYS Be nice.\nQ: Once upon a time\nA:' --temp 0 -n 12
+want=$out
+expect_ok mstore run s260k "Once upon a time" --system "Be nice."
+[ "$out" = "$want" ] || fail "--system run '$out' != raw rendering '$want'"
+expect_ok mstore show s260k --parameters
+contains "$out" "num_predict"
+expect_ok mstore show s260k --system
+[ "$out" = "Be brief." ] || fail "show --system: '$out'"
+expect_ok mstore show s260k --template
+contains "$out" "Q: {{ .Prompt }}"
+expect_ok mstore show s260k
+contains "$out" "pulled manifest        $mdigest"
 
 # Push back: the manifest as received, same digest; the registry gets the GGUF blob again.
 expect_ok mstore push --insecure s260k "$REG_HOST/other/s260k:v1"

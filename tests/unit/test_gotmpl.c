@@ -8,7 +8,10 @@
 #include "chat/chat.h"
 #include "helpers/fixture.h"
 
-static const char *src_dir(void) { return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : "."; }
+static const char *src_dir(void)
+{
+    return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".";
+}
 
 static char *load(const char *name, const char *file, size_t *len)
 {
@@ -20,25 +23,47 @@ static char *load(const char *name, const char *file, size_t *len)
 }
 
 static const chat_msg convo[] = {
-    { "system", "You are a helpful assistant." },
-    { "user", "Hello, how are you?" },
-    { "assistant", "I'm doing great. How can I help you today?" },
-    { "user", "I'd like to show off how chat templating works!" },
+    {"system", "You are a helpful assistant."},
+    {"user", "Hello, how are you?"},
+    {"assistant", "I'm doing great. How can I help you today?"},
+    {"user", "I'd like to show off how chat templating works!"},
 };
-static const struct { const char *file; size_t from, n; } cases[] = {
-    { "user", 1, 1 }, { "user-assistant-user", 1, 3 }, { "system-user-assistant-user", 0, 4 },
+static const struct {
+    const char *file;
+    size_t from, n;
+} cases[] = {
+    {"user", 1, 1},
+    {"user-assistant-user", 1, 3},
+    {"system-user-assistant-user", 0, 4},
 };
 
 /* Every library template ollama tests, each message set, byte for byte. */
 static const char *const library[] = {
-    "alfred", "alpaca", "chatml", "chatqa", "codellama-70b-instruct", "command-r", "falcon-instruct",
-    "gemma-instruct", "gemma3-instruct", "granite-instruct", "llama2-chat", "llama3-instruct", "magicoder",
-    "mistral-instruct", "openchat", "phi-3", "solar-instruct", "starcoder2-instruct", "vicuna", "zephyr",
+    "alfred",
+    "alpaca",
+    "chatml",
+    "chatqa",
+    "codellama-70b-instruct",
+    "command-r",
+    "falcon-instruct",
+    "gemma-instruct",
+    "gemma3-instruct",
+    "granite-instruct",
+    "llama2-chat",
+    "llama3-instruct",
+    "magicoder",
+    "mistral-instruct",
+    "openchat",
+    "phi-3",
+    "solar-instruct",
+    "starcoder2-instruct",
+    "vicuna",
+    "zephyr",
 };
 /* ollama's TestTemplate drops one trailing space of these renderings before comparing. */
 static int trims_space(const char *name)
 {
-    static const char *const t[] = { "chatqa", "llama2-chat", "mistral-instruct", "openchat", "vicuna" };
+    static const char *const t[] = {"chatqa", "llama2-chat", "mistral-instruct", "openchat", "vicuna"};
     for (size_t i = 0; i < sizeof t / sizeof *t; i++)
         if (!strcmp(t[i], name))
             return 1;
@@ -84,28 +109,30 @@ static char *render(const char *tmpl, const chat_msg *m, size_t n)
 }
 
 /* Texts from ollama's docs/template.md and template_test.go, with the messages given there. */
-static const struct { const char *tmpl; const char *want; } edges[] = {
+static const struct {
+    const char *tmpl;
+    const char *want;
+} edges[] = {
     /* docs/template.md: the example range over messages */
-    { "{{- range .Messages }}\n{{ .Role }}: {{ .Content }}\n{{- end }}",
-      "\nsystem: You are a helpful assistant.\nuser: Hello, how are you?\nassistant: I'm doing great. How can I help "
-      "you today?\nuser: I'd like to show off how chat templating works!" },
+    {"{{- range .Messages }}\n{{ .Role }}: {{ .Content }}\n{{- end }}",
+     "\nsystem: You are a helpful assistant.\nuser: Hello, how are you?\nassistant: I'm doing great. How can I help "
+     "you today?\nuser: I'd like to show off how chat templating works!"},
     /* template_test.go MessagesRange style, $.-access inside range and eq with several operands */
-    { "{{ range .Messages }}{{ if eq .Role \"user\" \"system\" }}[{{ $.System }}]{{ end }}{{ end }}",
-      "[You are a helpful assistant.][You are a helpful assistant.][You are a helpful assistant.]" },
+    {"{{ range .Messages }}{{ if eq .Role \"user\" \"system\" }}[{{ $.System }}]{{ end }}{{ end }}",
+     "[You are a helpful assistant.][You are a helpful assistant.][You are a helpful assistant.]"},
     /* range with index, len and slice: the last message */
-    { "{{ range $i, $m := .Messages }}{{ if eq (len (slice $.Messages $i)) 1 }}{{ $m.Content }}{{ end }}{{ end }}",
-      "I'd like to show off how chat templating works!" },
+    {"{{ range $i, $m := .Messages }}{{ if eq (len (slice $.Messages $i)) 1 }}{{ $m.Content }}{{ end }}{{ end }}",
+     "I'd like to show off how chat templating works!"},
     /* legacy .Prompt / .Response templates: one round per exchange, the last cut after .Response */
-    { "{{ if .System }}S:{{ .System }}\n{{ end }}U:{{ .Prompt }}\nA:{{ .Response }}</s>\n",
-      "S:You are a helpful assistant.\nU:Hello, how are you?\nA:I'm doing great. How can I help you today?</s>\n"
-      "U:I'd like to show off how chat templating works!\nA:" },
+    {"{{ if .System }}S:{{ .System }}\n{{ end }}U:{{ .Prompt }}\nA:{{ .Response }}</s>\n",
+     "S:You are a helpful assistant.\nU:Hello, how are you?\nA:I'm doing great. How can I help you today?</s>\n"
+     "U:I'd like to show off how chat templating works!\nA:"},
     /* and/or give the deciding operand, not and ne, break and continue, comments */
-    { "{{/* c */}}{{ or .Prompt \"none\" }}|{{ and .System \"x\" }}|{{ not .Response }}|{{ range .Messages }}"
-      "{{ if ne .Role \"assistant\" }}{{ continue }}{{ end }}{{ .Role }}{{ break }}{{ end }}",
-      "none|x|true|assistant" },
+    {"{{/* c */}}{{ or .Prompt \"none\" }}|{{ and .System \"x\" }}|{{ not .Response }}|{{ range .Messages }}"
+     "{{ if ne .Role \"assistant\" }}{{ continue }}{{ end }}{{ .Role }}{{ break }}{{ end }}",
+     "none|x|true|assistant"},
     /* printf, variables assigned in a range, whitespace trimming both ways */
-    { "{{- $n := 0 }}{{ range .Messages }}{{ $n = printf \"%s+%s\" .Role \"x\" }}{{ end }}  {{- $n -}}  \n!",
-      "user+x!" },
+    {"{{- $n := 0 }}{{ range .Messages }}{{ $n = printf \"%s+%s\" .Role \"x\" }}{{ end }}  {{- $n -}}  \n!", "user+x!"},
 };
 
 START_TEST(subset_edges_render)
@@ -117,17 +144,21 @@ START_TEST(subset_edges_render)
 }
 END_TEST
 
-static const struct { const char *tmpl; int code; const char *expect; } bad[] = {
-    { "{{ if .System }}x", MS_EINVALID, "line 1: 'if' has no 'end'" },
-    { "a\nb\n{{ end }}", MS_EINVALID, "line 3: 'end' without" },
-    { "{{ .System", MS_EINVALID, "'{{' without '}}'" },
-    { "x\n{{ \"abc }}", MS_EINVALID, "line 2: '{{' without '}}'" },
-    { "x\n\n{{ if eq .Role \"a\" }}{{ \"a\nb\" }}{{ end }}", MS_EINVALID, "line 3: newline in a string" },
-    { "{{ .Prompt | upper }}", MS_EUNSUPPORTED, "pipes" },
-    { "{{ json .Tools }}", MS_EUNSUPPORTED, "function 'json'" },
-    { "{{ with .System }}{{ . }}{{ end }}", MS_EUNSUPPORTED, "'with'" },
-    { "{{ template \"x\" }}", MS_EUNSUPPORTED, "'template'" },
-    { "{{ if .A }}{{ else }}{{ else }}{{ end }}", MS_EINVALID, "after 'else'" },
+static const struct {
+    const char *tmpl;
+    int code;
+    const char *expect;
+} bad[] = {
+    {"{{ if .System }}x", MS_EINVALID, "line 1: 'if' has no 'end'"},
+    {"a\nb\n{{ end }}", MS_EINVALID, "line 3: 'end' without"},
+    {"{{ .System", MS_EINVALID, "'{{' without '}}'"},
+    {"x\n{{ \"abc }}", MS_EINVALID, "line 2: '{{' without '}}'"},
+    {"x\n\n{{ if eq .Role \"a\" }}{{ \"a\nb\" }}{{ end }}", MS_EINVALID, "line 3: newline in a string"},
+    {"{{ .Prompt | upper }}", MS_EUNSUPPORTED, "pipes"},
+    {"{{ json .Tools }}", MS_EUNSUPPORTED, "function 'json'"},
+    {"{{ with .System }}{{ . }}{{ end }}", MS_EUNSUPPORTED, "'with'"},
+    {"{{ template \"x\" }}", MS_EUNSUPPORTED, "'template'"},
+    {"{{ if .A }}{{ else }}{{ else }}{{ end }}", MS_EINVALID, "after 'else'"},
 };
 
 START_TEST(refusals_name_the_line)
