@@ -1,6 +1,7 @@
 /* parse.c: the Modelfile syntax (modelfile.h). One pass over the lines; every refusal names
  * the file and the line. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -159,8 +160,11 @@ static int check_template(const modelfile *mf, const cursor *c)
 
     chat_gotmpl_free(t);
     /* Valid Go outside the subset is kept: run falls back to the family, with a warning. */
-    if (rc == MS_EINVALID)
-        return ms_err(MS_EINVALID, "%s:%d: TEMPLATE does not parse: %s", c->path, mf->template_line, ms_err_msg());
+    if (rc == MS_EINVALID) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ms_err_msg());   /* ms_err overwrites the message it reads */
+        return ms_err(MS_EINVALID, "%s:%d: TEMPLATE does not parse: %s", c->path, mf->template_line, why);
+    }
     return rc == MS_EUNSUPPORTED ? 0 : rc;
 }
 
