@@ -30,6 +30,7 @@ int cli_parse_double(double *out, const char *verb, const char *flag, const char
 
 #define CLI_VERBS(X)                                                                              \
     X(import, "import a GGUF file or a safetensors / MLX directory")                             \
+    X(create, "create a model from an ollama Modelfile")                                         \
     X(list, "list the models in the store")                                                      \
     X(show, "show a model's configuration and tensors")                                          \
     X(cp, "copy a model to a new name")                                                          \

@@ -1,5 +1,6 @@
 /* pull.c: mstore pull [options] NAME, mstore pull --from DIR NAME */
 #include <signal.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ static const char help[] =
 int cmd_pull(int argc, char **argv)
 {
     registry_opts o;
+    registry_pull_report rep;
     model_name name;
     const char *arg = NULL, *from = NULL;
     char digest[72], shown[600];
@@ -32,6 +34,7 @@ int cmd_pull(int argc, char **argv)
     int rc;
 
     registry_opts_init(&o);
+    o.report = &rep;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             fputs(help, stdout);
@@ -69,6 +72,16 @@ int cmd_pull(int argc, char **argv)
     if (rc < 0)
         return cli_fail();
     name_display(shown, sizeof shown, &name);
+    if (!from) {
+        printf("downloaded %zu blobs, %" PRIu64 " bytes\n", rep.blobs_downloaded, rep.bytes_downloaded);
+        if (rep.split_reused)
+            printf("the GGUF was split by an earlier pull: its %zu tensor blobs are stored, not downloaded again\n",
+                   rep.tensor_blobs);
+        else if (rep.split)
+            printf("split the GGUF into %zu tensor blobs: %zu new (%" PRIu64 " bytes), %zu already stored\n",
+                   rep.tensor_blobs, rep.tensor_blobs - rep.tensor_blobs_shared, rep.tensor_bytes_new,
+                   rep.tensor_blobs_shared);
+    }
     printf("pulled %s %s\n", shown, digest);
     return 0;
 }

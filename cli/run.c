@@ -12,6 +12,7 @@
 
 #include "chat/chat.h"
 #include "cli.h"
+#include "modelfile/modelfile.h"
 #include "runtime/runtime.h"
 #include "session/session.h"
 
@@ -67,6 +68,7 @@ typedef struct run_args {
     int verbose, n_predict, raw;
     runtime_opts o;
     runtime_sampler_opts so;
+    model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
 } run_args;
 
 /* A seed nobody else gets: runs started in the same second must not repeat each other. */
@@ -112,6 +114,10 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
 
     runtime_sampler_defaults(&a->so);
     a->n_predict = 256;
+    /* The model's params come first so that a flag still wins. */
+    model_params_apply(a->mp, &a->so, &a->n_predict, &a->o.n_ctx);
+    a->system = a->mp ? a->mp->system : NULL;
+    seed_set = a->mp && a->mp->has_seed && a->mp->seed >= 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (dashdash || !(f[0] == '-' && f[1])) {
@@ -236,6 +242,9 @@ static int answer(run_state *R, int lstrip)
 {
     session_gen g = {.n_predict = R->a->n_predict};
     session_done done;
+
+    for (size_t i = 0; R->a->mp && i < R->a->mp->n_stop && g.n_stops < SESSION_MAX_STOPS; i++)
+        g.stops[g.n_stops++] = R->a->mp->stop[i];   /* the model's own stop words */
 
     if (session_generate(R->S, &g, lstrip, emit, R, &done) < 0)
         return -1;
@@ -697,12 +706,33 @@ int cmd_run(int argc, char **argv)
     if (!pos)
         return ms_err(MS_ENOMEM, "out of memory"), cli_fail();
     rc = parse(&a, argc, argv, pos);
-    free(pos);
-    if (rc != 0)
+    if (rc != 0) {
+        free(pos);
         return rc < 0 ? 0 : rc;
+    }
     if (a.name && cli_name_parse(&name, a.name) < 0) {
         rc = 1;
         goto done;
+    }
+    /* The model's own defaults (its params and system layers) go under the flags: the arguments
+     * are read again over them, so that a flag still wins. */
+    if (!a.gguf) {
+        if (!(s = cli_store_open())) {
+            rc = 1;
+            goto done;
+        }
+        if (model_params_load(&a.mp, s, &name) < 0) {
+            rc = cli_fail();
+            goto done;
+        }
+        if (a.mp) {
+            free(a.prompt);
+            a.prompt = NULL;
+            if ((rc = parse(&a, argc, argv, pos)) != 0) {
+                rc = rc < 0 ? 0 : rc;
+                goto done;
+            }
+        }
     }
     /* As ollama does: with no PROMPT and standard input not a terminal, the prompt is what
      * arrives there (`echo "Why?" | mstore run NAME`), less one final newline. */
@@ -719,22 +749,9 @@ int cmd_run(int argc, char **argv)
         stdin_prompt = NULL;
     }
     t0 = now();
-    if (a.gguf) {
-        if (runtime_model_open_gguf(&m, a.gguf, &a.o) < 0) {
-            rc = cli_fail();
-            goto done;
-        }
-    } else {
-        if (!(s = cli_store_open())) {
-            rc = 1;
-            goto done;
-        }
-        if (runtime_model_open_store(&m, s, &name, &a.o) < 0) {
-            rc = cli_fail();
-            goto done;
-        }
-    }
-    if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)
+    if (a.gguf ? runtime_model_open_gguf(&m, a.gguf, &a.o) < 0 : runtime_model_open_store(&m, s, &name, &a.o) < 0)
+        rc = cli_fail();
+    else if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)
         rc = cli_fail();
     else
         rc = run_model(&a, m, t, s, a.gguf ? NULL : &name, t0);
@@ -742,6 +759,8 @@ done:
     runtime_model_close(m);
     store_close(s);
     free(a.prompt);
+    model_params_free(a.mp);
+    free(pos);
     free(stdin_prompt);
     return rc;
 }

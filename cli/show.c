@@ -6,14 +6,49 @@
 
 #include "blob/blob.h"
 #include "cli.h"
+#include "modelfile/modelfile.h"
 
 static const char help[] =
-    "usage: mstore show NAME [--tensors] [--json] [--verbose]\n\n"
+    "usage: mstore show NAME [--tensors] [--json] [--verbose]\n"
+    "       mstore show NAME --modelfile|--parameters|--template|--system|--license\n\n"
     "Show a model's configuration summary and layers.\n\n"
     "  --tensors   one line per tensor: name, dtype, shape, quant type, blob digest\n"
     "  --json      print everything as one JSON object\n"
     "  --verbose   also the quantization details: the source's quantization config and,\n"
-    "              for models quantized on import, the error against the float weights\n";
+    "              for models quantized on import, the error against the float weights\n"
+    "  --modelfile, --parameters, --template, --system, --license\n"
+    "              print that part of the model as ollama's show does (nothing when it has none)\n";
+
+/* Text from a model's layers, control bytes other than newline and tab escaped. */
+static void print_escaped(const char *t)
+{
+    for (; t && *t; t++) {
+        unsigned char c = (unsigned char)*t;
+        if (c < 0x20 && c != '\n' && c != '\t')
+            printf("\\x%02x", c);
+        else
+            putchar(c);
+    }
+}
+
+static int show_part(store *s, const model_name *name, const char *part)
+{
+    model_info i;
+    const char *t;
+
+    if (model_info_load(&i, s, name) < 0)
+        return cli_fail();
+    t = !strcmp(part, "--modelfile")    ? i.modelfile
+        : !strcmp(part, "--parameters") ? i.parameters
+        : !strcmp(part, "--template")   ? i.template_
+        : !strcmp(part, "--system")     ? i.system
+                                        : i.license;
+    print_escaped(t);
+    if (t && *t && t[strlen(t) - 1] != '\n')
+        putchar('\n');
+    model_info_fini(&i);
+    return 0;
+}
 
 static json_t *config_load(store *s, const manifest *m)
 {
@@ -68,6 +103,8 @@ static void print_text(const char *digest, json_t *c, const manifest *m)
     print_field(c, "quantization", "quantization");
     print_field(c, "source", "source");
     printf("  %-22s %zu\n", "layers in manifest", m->n_layers);
+    if (manifest_layer_find(m, MT_SOURCE_MANIFEST, NULL))   /* pulled: the registry's own manifest */
+        printf("  %-22s %s\n", "pulled manifest", manifest_layer_find(m, MT_SOURCE_MANIFEST, NULL)->digest);
 }
 
 /* --verbose: how the weights were quantized and, when mstore quantized them, how far they are
@@ -106,7 +143,7 @@ static json_t *tensor_json(const store_tensor *t)
 int cmd_show(int argc, char **argv)
 {
     int want_tensors = 0, want_json = 0, verbose = 0, rc = 1;
-    const char *arg = NULL;
+    const char *arg = NULL, *part = NULL;
     store_tensor *t = NULL;
     manifest *m = NULL;
     json_t *config = NULL;
@@ -125,6 +162,9 @@ int cmd_show(int argc, char **argv)
             want_json = 1;
         } else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
             verbose = 1;
+        } else if (!strcmp(argv[i], "--modelfile") || !strcmp(argv[i], "--parameters") ||
+                   !strcmp(argv[i], "--template") || !strcmp(argv[i], "--system") || !strcmp(argv[i], "--license")) {
+            part = argv[i];
         } else if (argv[i][0] == '-') {
             return cli_usage_error("show", "unknown option '%s'", argv[i]);
         } else if (!arg) {
@@ -137,6 +177,11 @@ int cmd_show(int argc, char **argv)
         return cli_usage_error("show", "needs a NAME");
     if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
         return 1;
+    if (part) {
+        rc = show_part(s, &name, part);
+        store_close(s);
+        return rc;
+    }
     if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0 ||
         !(config = config_load(s, m)) || (want_tensors && store_tensors_list(s, digest, &t, &n) < 0)) {
         cli_fail();

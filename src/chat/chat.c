@@ -20,11 +20,12 @@ struct chat_template {
     char *bos, *eos;
     char *default_system;  /* chatml: the system turn written when the conversation has none */
     char *warning;
+    chat_gotmpl *go;       /* CHAT_OLLAMA: the parsed Go template */
 };
 
 const char *chat_family_name(chat_family f)
 {
-    static const char *const names[] = { "plain", "llama2", "llama3", "chatml", "gemma", "phi3" };
+    static const char *const names[] = { "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" };
     return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
 }
 
@@ -39,6 +40,7 @@ void chat_template_free(chat_template *t)
     free(t->eos);
     free(t->default_system);
     free(t->warning);
+    chat_gotmpl_free(t->go);
     free(t);
 }
 
@@ -124,6 +126,37 @@ static int detect(chat_template *t, const char *s)
                           "phi3): rendering plainly");
 }
 
+/* An ollama Go template: rendered by gotmpl.c when it is inside the subset and renders a trial
+ * conversation; otherwise the family by markers (detect) with a warning that says why. */
+static int go_template(chat_template *t, const char *s, size_t len)
+{
+    static const chat_msg trial[] = { { "system", "s" }, { "user", "u" }, { "assistant", "a" }, { "user", "u" } };
+    char *out = NULL, *why;
+    size_t olen;
+    int rc;
+
+    if ((rc = chat_gotmpl_parse(&t->go, s, len)) == 0 && (rc = chat_gotmpl_render(&out, &olen, t->go, trial, 4)) == 0) {
+        free(out);
+        t->family = CHAT_OLLAMA;
+        return 0;
+    }
+    if (rc == MS_ENOMEM)
+        return rc;
+    chat_gotmpl_free(t->go);
+    t->go = NULL;
+    if (!(why = ms_strdup_printf("%s", ms_err_msg())))
+        return ms_err(MS_ENOMEM, "chat: out of memory");
+    if ((rc = detect(t, s)) == 0) {
+        char *w = ms_strdup_printf("the Go template is outside the subset mstore renders (%s): rendering as %s%s%s", why,
+                                   chat_family_name(t->family), t->warning ? "; " : "", t->warning ? t->warning : "");
+        free(t->warning);
+        t->warning = w;
+        rc = w ? 0 : ms_err(MS_ENOMEM, "chat: out of memory");
+    }
+    free(why);
+    return rc;
+}
+
 int chat_template_new(chat_template **out, const char *text, size_t len, const char *bos, const char *eos)
 {
     chat_template *t = calloc(1, sizeof *t);
@@ -151,6 +184,15 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     }
     memcpy(s, text, len);
     s[len] = '\0';
+    if (chat_gotmpl_looks(s, len)) {
+        if ((rc = go_template(t, s, len)) < 0)
+            goto fail;
+        if (t->family == CHAT_OLLAMA) {
+            free(s);
+            *out = t;
+            return 0;
+        }
+    }
     if ((rc = detect(t, s)) < 0)
         goto fail;
     free(s);
@@ -399,6 +441,8 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
 
     *out = NULL;
     *len_out = 0;
+    if (t->family == CHAT_OLLAMA)   /* ollama's templates always end ready for the answer */
+        return chat_gotmpl_render(out, len_out, t->go, msgs, n);
     switch (t->family) {
     case CHAT_LLAMA2: rc = render_llama2(&b, t, msgs, n); break;
     case CHAT_LLAMA3: render_llama3(&b, t, msgs, n, add_generation_prompt); break;

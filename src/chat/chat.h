@@ -32,9 +32,10 @@ typedef enum chat_family {
     CHAT_CHATML,
     CHAT_GEMMA,
     CHAT_PHI3,
+    CHAT_OLLAMA,      /* an ollama Go template inside the subset gotmpl.c renders */
 } chat_family;
 
-const char *chat_family_name(chat_family f);   /* "plain", "llama2", "llama3", "chatml", "gemma", "phi3" */
+const char *chat_family_name(chat_family f);   /* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" */
 
 /* One message. role: "system", "user" or "assistant" (others render where the template would,
  * as their own role; renderers that know only these drop or refuse them as the template does). */
@@ -68,5 +69,18 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
  * MS_EINVALID, MS_EIO, MS_ENOMEM. */
 int chat_template_text_gguf(char **out, size_t *len_out, const gguf_file *g);
 int chat_template_text_store(char **out, size_t *len_out, store *s, const model_name *name);
+
+/* ollama's Go templates (gotmpl.c): the subset its model library uses, rendered as ollama's
+ * template.Execute renders them (see gotmpl.c for the subset and the data). Parse refuses
+ * with the line: MS_EINVALID for a template Go would refuse too, MS_EUNSUPPORTED for valid Go
+ * outside the subset. Render: MS_EUNSUPPORTED when execution needs what the subset lacks (an
+ * unknown field), MS_EINVALID past the output bound. */
+#define CHAT_GOTMPL_MAX_TEXT (1u << 20)
+typedef struct chat_gotmpl chat_gotmpl;
+int chat_gotmpl_parse(chat_gotmpl **out, const char *text, size_t len);
+void chat_gotmpl_free(chat_gotmpl *t);   /* NULL is fine */
+int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n);
+/* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
+int chat_gotmpl_looks(const char *text, size_t len);
 
 #endif

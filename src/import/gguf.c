@@ -352,7 +352,9 @@ static json_t *config_build(gguf_file *g, const char *arch, json_t *qsum, const 
     return c;
 }
 
-int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+/* Everything a GGUF import writes except the name: the blobs are committed, the manifest is
+ * returned for the caller to extend (pull adds ollama's layers) and commit. */
+int import_gguf_manifest(manifest **out, store *s, const char *path, const char *label, const import_opts *o)
 {
     gguf_file *g = NULL;
     manifest *m = NULL;
@@ -366,6 +368,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     import_quant q;
     blob_batch *batch = NULL;
 
+    *out = NULL;
     if (!qsum)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = import_quant_init(&q, o)) < 0) {
@@ -405,7 +408,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
         pthread_join(th, NULL);
         hashing = 0;
     }
-    if (!(config = config_build(g, arch, qsum, path, fh.digest, has_gaps))) {
+    if (!(config = config_build(g, arch, qsum, label ? label : path, fh.digest, has_gaps))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
@@ -415,19 +418,35 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     }
     if ((rc = import_config_store(s, m, config)) < 0 || (rc = blob_batch_commit(batch)) < 0)
         goto done;
-    rc = import_manifest_commit(s, m, name, digest_out);
+    *out = m;
+    m = NULL;
 done:
     if (hashing)
         pthread_join(th, NULL);
     if (locked)
         store_write_end(s);
     if (rc < 0 && g)
-        ms_err_ctx("%s", path);
+        ms_err_ctx("%s", label ? label : path);
     import_quant_release(&q);
     blob_batch_free(batch);
     json_decref(config);
     json_decref(qsum);
     manifest_free(m);
     gguf_close(g);
+    return rc;
+}
+
+int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+{
+    manifest *m = NULL;
+    int rc;
+
+    /* The write lock spans the blobs and the name, so gc cannot take the blobs in between. */
+    if ((rc = store_write_begin(s)) < 0)
+        return rc;
+    if ((rc = import_gguf_manifest(&m, s, path, NULL, o)) == 0)
+        rc = import_manifest_commit(s, m, name, digest_out);
+    store_write_end(s);
+    manifest_free(m);
     return rc;
 }

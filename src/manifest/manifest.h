@@ -31,6 +31,16 @@
 #define MT_GGUF_META "application/vnd.mstore.gguf.metadata"   /* a GGUF file's header, verbatim */
 #define MT_GGUF_GAPS "application/vnd.mstore.gguf.gaps"       /* non-zero bytes between GGUF tensors */
 #define MT_GENERATION_CONFIG "application/vnd.mstore.generation.config+json"
+/* ollama's layers (its server/images.go names): a whole GGUF file, JSON run options, the
+ * default system prompt, the license text, and the conversation a Modelfile seeds with MESSAGE. */
+#define MT_OLLAMA_MODEL "application/vnd.ollama.image.model"
+#define MT_OLLAMA_PARAMS "application/vnd.ollama.image.params"
+#define MT_OLLAMA_SYSTEM "application/vnd.ollama.image.system"
+#define MT_OLLAMA_LICENSE "application/vnd.ollama.image.license"
+#define MT_OLLAMA_MESSAGES "application/vnd.ollama.image.messages"
+/* The manifest as a registry sent it, when the store keeps a model in another form (an
+ * ollama whole-GGUF model split into tensor blobs): push sends these bytes back unchanged. */
+#define MT_SOURCE_MANIFEST "application/vnd.mstore.source.manifest"
 
 #define MANIFEST_MAX_BYTES (64u << 20)   /* refuse larger manifests before parsing */
 #define MANIFEST_MAX_LAYERS 1000000

@@ -45,17 +45,31 @@ done:
     return rc;
 }
 
+/* The blobs this pull is about to download, for the report. */
+static void count_missing(const char *home, const manifest *m, registry_pull_report *rep)
+{
+    for (size_t i = 0; rep && i <= m->n_layers; i++) {
+        const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
+        if (!blob_exists(home, l->digest, NULL)) {
+            rep->blobs_downloaded++;
+            rep->bytes_downloaded += l->size;
+        }
+    }
+}
+
 int registry_pull(store *s, const model_name *name, const registry_opts *o, char digest_out[72])
 {
-    char host[NAME_HOST_MAX], label[600], *bytes = NULL;
+    char host[NAME_HOST_MAX], label[600], *bytes = NULL, *derived = NULL, stored[72];
     const char *home = store_home(s);
     reg_client c;
     CURL *h = NULL;
-    manifest *m = NULL;
-    size_t len = 0;
+    manifest *m = NULL, *fetch = NULL;
+    size_t len = 0, dlen = 0;
     int rc, inited = 0, locked = 0;
 
     digest_out[0] = '\0';
+    if (o->report)
+        memset(o->report, 0, sizeof *o->report);
     name_display(label, sizeof label, name);
     if ((rc = registry_host(host, name)) < 0)
         goto done;
@@ -79,10 +93,20 @@ int registry_pull(store *s, const model_name *name, const registry_opts *o, char
     if ((rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
-    if ((rc = reg_blobs_fetch(&c, home, m, o, label)) < 0)
+    if ((rc = reg_ollama_plan(&fetch, s, m)) < 0)
         goto done;
-    if ((rc = store_model_commit(s, name, bytes, len, digest_out)) < 0)
+    count_missing(home, fetch ? fetch : m, o->report);
+    if ((rc = reg_blobs_fetch(&c, home, fetch ? fetch : m, o, label)) < 0)
         goto done;
+    if ((rc = reg_ollama_derive(&derived, &dlen, s, m, bytes, len, o, o->report)) < 0)
+        goto done;
+    if ((rc = store_model_commit(s, name, derived ? derived : bytes, derived ? dlen : len, stored)) < 0)
+        goto done;
+    blob_digest_buf(digest_out, bytes, len);
+    if (o->report)
+        snprintf(o->report->version, sizeof o->report->version, "%s", digest_out);
+    if (derived)
+        reg_ollama_release(s, m);
     reg_seen_record(s, host, c.repo, m->config.digest);
     for (size_t i = 0; i < m->n_layers; i++)
         reg_seen_record(s, host, c.repo, m->layers[i].digest);
@@ -96,6 +120,8 @@ done:
     if (inited)
         reg_client_fini(&c);
     manifest_free(m);
+    manifest_free(fetch);
+    free(derived);
     free(bytes);
     return rc;
 }

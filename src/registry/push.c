@@ -80,9 +80,9 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
     *bytes_out = NULL;
     *m_out = NULL;
     if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_bytes(s, digest, &bytes, &len)) < 0 ||
-        (rc = manifest_parse(&m, bytes, len, digest)) < 0)
+        (rc = manifest_parse(&m, bytes, len, digest)) < 0 || (rc = reg_source_swap(&bytes, &len, &m, s)) < 0)
         goto fail;
-    if (docker) {
+    if (docker && strcmp(m->media_type, MT_DOCKER_MANIFEST) != 0) {
         if ((rc = reg_manifest_docker(&conv, &clen, m)) < 0)
             goto fail;
         free(bytes);
@@ -218,7 +218,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     size_t len = 0;
     push_progress prog = { 0 };
     uint64_t total = 0;
-    int rc, inited = 0;
+    int rc, inited = 0, made = 0;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, dst);
@@ -235,6 +235,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     }
     for (size_t i = 0; i <= m->n_layers; i++)
         total += i == 0 ? m->config.size : m->layers[i - 1].size;
+    if ((rc = reg_source_materialize(s, name, m, &made)) < 0)
+        goto done;
     prog.bar = o->quiet ? NULL : ms_progress_new(label, total, 0);
     for (size_t i = 0; i <= m->n_layers; i++) {
         const char *d = i == 0 ? m->config.digest : m->layers[i - 1].digest;
@@ -260,6 +262,8 @@ done:
     if (rc < 0)
         ms_err_ctx("push %s to %s", label, host[0] ? host : "?");
     ms_progress_free(prog.bar);
+    if (made)
+        reg_ollama_release(s, m);
     reg_resp_reset(&r);
     if (h)
         curl_easy_cleanup(h);

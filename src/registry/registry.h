@@ -32,6 +32,17 @@
 #include "store/store.h"
 #include "util/util.h"
 
+/* What a pull did, for the CLI to tell (registry_opts.report; may be NULL). */
+typedef struct registry_pull_report {
+    char version[72];             /* the manifest digest as the registry sent it */
+    size_t blobs_downloaded;      /* blobs that were not stored yet, and their bytes */
+    uint64_t bytes_downloaded;
+    int split;                    /* 1: a whole-GGUF layer was split into tensor blobs */
+    int split_reused;             /* 1: ... by an earlier pull of the same file: not downloaded again */
+    size_t tensor_blobs, tensor_blobs_shared;   /* of the stored model; shared: already in the store */
+    uint64_t tensor_bytes_new;
+} registry_pull_report;
+
 typedef struct registry_opts {
     int insecure;        /* plain http:// (loopback tests); default https:// */
     int parallel;        /* downloads at once; default 4, at most 64 */
@@ -43,6 +54,7 @@ typedef struct registry_opts {
      * server streams it as ollama's progress objects). NULL: none. */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    registry_pull_report *report;   /* pull: filled when not NULL */
 } registry_opts;
 
 void registry_opts_init(registry_opts *o);
@@ -50,7 +62,11 @@ void registry_opts_init(registry_opts *o);
 /* The registry host for `name`: its own host, else $MSTORE_REGISTRY. MS_EINVALID when neither. */
 int registry_host(char host_out[NAME_HOST_MAX], const model_name *name);
 
-/* Pull `name` from its registry into the store, under `name` as given. Returns 0, MS_ENOTFOUND
+/* Pull `name` from its registry into the store, under `name` as given. A manifest the runtime
+ * cannot use as received (ollama's whole-GGUF layer, a Docker config) is stored in the store's
+ * own form, derived at pull time (ollama.c); the received bytes are kept beside it and push
+ * sends them back unchanged. digest_out: the digest of the manifest as received (the version).
+ * Returns 0, MS_ENOTFOUND
  * (no such manifest), MS_EMISMATCH (a blob or the manifest did not hash to its digest; the
  * message names it), MS_EIO (network, disk), MS_EINVALID (bad manifest, no host). */
 int registry_pull(store *s, const model_name *name, const registry_opts *o, char digest_out[72]);

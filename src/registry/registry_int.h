@@ -128,4 +128,22 @@ int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);
 int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
                       int docker);
 
+/* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
+ * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are written (the
+ * GGUF split is committed, the name is not). Call between store_write_begin and _end.
+ * MS_EMISMATCH (the GGUF split hashed to another digest), MS_EUNSUPPORTED, MS_EINVALID. */
+int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, const char *bytes, size_t len,
+                      const registry_opts *o, registry_pull_report *rep);
+/* *fetch_out: `m` without its whole-GGUF layer when an earlier pull split the same file and its
+ * blobs are all stored (the download is then skipped and the split reused), else NULL. */
+int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m);
+/* Remove the whole-GGUF blob of received manifest `m` when no stored manifest references it. */
+void reg_ollama_release(store *s, const manifest *m);
+/* When stored manifest *m has a MT_SOURCE_MANIFEST layer, replace *bytes, *len, *m by the
+ * received manifest. 0 when there is none. */
+int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s);
+/* Rebuild the whole-GGUF blob of received manifest `m` from model `name` (export_gguf) when it
+ * is not stored; *made_out 1 when it was. MS_EMISMATCH when the export is not that file. */
+int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out);
+
 #endif

@@ -101,3 +101,57 @@ PYEOF
 
 # blob_digests: every blob file name in the store, as sha256:<hex>, one a line, sorted.
 blob_digests() { ls "$MSTORE_HOME/blobs" | sed 's/^sha256-/sha256:/' | sort; }
+
+# ollama_model DIR GGUF [TEMPLATE_FILE] [PARAMS_JSON] [SYSTEM_TEXT]: the blobs and the manifest
+# of a model as ollama's registry serves it (Docker v2 manifest, ollama's ConfigV2, one whole
+# GGUF layer, then template / params / system layers when given) in DIR: blobs as DIR/<hex>,
+# DIR/manifest.json, and DIR/blobs.txt with one "digest" per blob line.
+ollama_model() {
+    "$PY" - "$@" <<'PYEOF'
+import hashlib, json, os, sys
+d, gguf = sys.argv[1], sys.argv[2]
+tmpl = sys.argv[3] if len(sys.argv) > 3 else ""
+params = sys.argv[4] if len(sys.argv) > 4 else ""
+system = sys.argv[5] if len(sys.argv) > 5 else ""
+os.makedirs(d, exist_ok=True)
+digests = []
+def put(b, mt):
+    h = hashlib.sha256(b).hexdigest()
+    open("%s/%s" % (d, h), "wb").write(b)
+    digests.append("sha256:" + h)
+    return {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
+layers = [put(open(gguf, "rb").read(), "application/vnd.ollama.image.model")]
+if tmpl:
+    layers.append(put(open(tmpl, "rb").read(), "application/vnd.ollama.image.template"))
+if params:
+    layers.append(put(params.encode(), "application/vnd.ollama.image.params"))
+if system:
+    layers.append(put(system.encode(), "application/vnd.ollama.image.system"))
+cfg = {"model_format": "gguf", "model_family": "llama", "model_families": ["llama"], "model_type": "260K",
+       "file_type": "F32", "architecture": "amd64", "os": "linux",
+       "rootfs": {"type": "layers", "diff_ids": [l["digest"] for l in layers]}}
+config = put(json.dumps(cfg).encode(), "application/vnd.docker.container.image.v1+json")
+m = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+     "config": config, "layers": layers}
+open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
+open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+PYEOF
+}
+
+# curl_push DIR REPO TAG: upload what ollama_model wrote to the loopback registry with curl
+# (POST an upload, PUT the bytes with ?digest=), then PUT the manifest. Prints its digest.
+curl_push() {
+    local dir=$1 repo=$2 tag=$3 d loc
+    while read -r d; do
+        loc=$(curl -sS -o /dev/null -D - -X POST "http://$REG_HOST/v2/$repo/blobs/uploads/" |
+            tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
+        [ -n "$loc" ] || fail "no upload location for $d"
+        case "$loc" in http*) ;; *) loc="http://$REG_HOST$loc" ;; esac
+        case "$loc" in *\?*) loc="$loc&digest=$d" ;; *) loc="$loc?digest=$d" ;; esac
+        curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' \
+            --data-binary "@$dir/${d#sha256:}" "$loc" || fail "upload of $d failed"
+    done <"$dir/blobs.txt"
+    curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/vnd.docker.distribution.manifest.v2+json' \
+        --data-binary "@$dir/manifest.json" "http://$REG_HOST/v2/$repo/manifests/$tag" || fail "manifest PUT failed"
+    echo "sha256:$(sha256sum "$dir/manifest.json" | cut -d' ' -f1)"
+}

@@ -1,0 +1,356 @@
+/* create.c: a model from a Modelfile, and what `show` prints of ollama's layers.
+ *
+ * The new manifest is the base's config and layers with the Modelfile's layers in place of the
+ * base's own: every tensor blob is shared, and only the new text layers are written. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob/blob.h"
+#include "import/import.h"
+#include "modelfile/modelfile_int.h"
+
+/* FROM as a path: absolute, or relative to the Modelfile's folder. malloc'd. */
+static char *from_path(const char *modelfile_path, const char *from)
+{
+    const char *slash = strrchr(modelfile_path, '/');
+
+    if (from[0] == '/')
+        return strdup(from);
+    if (from[0] == '~' && from[1] == '/' && getenv("HOME"))
+        return ms_strdup_printf("%s%s", getenv("HOME"), from + 1);
+    if (!slash)
+        return strdup(from);
+    return ms_strdup_printf("%.*s/%s", (int)(slash - modelfile_path), modelfile_path, from);
+}
+
+/* The base manifest: a file or folder imported first, else a model of the store. */
+static int base_load(manifest **out, store *s, const modelfile *mf, const char *mpath, const model_name *name,
+                     int quiet)
+{
+    import_opts io = {.quiet = quiet};
+    char *path = from_path(mpath, mf->from), digest[72];
+    model_name base;
+    int rc;
+
+    *out = NULL;
+    if (!path)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (ms_is_dir(path)) {
+        /* import_hf_dir names what it imports: under the new name, replaced at the commit. */
+        if ((rc = import_hf_dir(s, path, name, &io, digest)) == 0)
+            rc = store_manifest_load(s, digest, out);
+    } else if (ms_is_file(path)) {
+        rc = import_gguf_manifest(out, s, path, NULL, &io);
+    } else if (name_parse(&base, mf->from) < 0) {
+        rc = ms_err(MS_ENOTFOUND, "%s:%d: FROM '%s': no such file or directory (%s), nor a model name", mpath,
+                    mf->from_line, mf->from, path);
+    } else if ((rc = mf_manifest_load(out, s, &base)) == MS_ENOTFOUND) {
+        rc = ms_err(MS_ENOTFOUND, "%s:%d: FROM '%s': no such file or directory (%s), and no such model in the store",
+                    mpath, mf->from_line, mf->from, path);
+    }
+    free(path);
+    return rc;
+}
+
+static int text_layer(manifest *m, store *s, const char *media_type, const char *text, size_t len)
+{
+    char digest[72];
+    int rc = blob_put_buf(digest, store_home(s), text, len);
+    return rc < 0 ? rc : manifest_layer_add(m, media_type, digest, len, NULL);
+}
+
+static int json_layer(manifest *m, store *s, const char *media_type, const json_t *j)
+{
+    char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+    int rc;
+
+    if (!text)
+        return ms_err(MS_ENOMEM, "out of memory");
+    rc = text_layer(m, s, media_type, text, strlen(text));
+    free(text);
+    return rc;
+}
+
+/* Base params overridden by the Modelfile's (ollama merges them the same way). */
+static int params_merged(json_t **out, store *s, const manifest *base, const json_t *mine)
+{
+    const manifest_layer *l = manifest_layer_find(base, MT_OLLAMA_PARAMS, NULL);
+    char *text = NULL;
+    json_error_t e;
+    size_t len;
+    int rc;
+
+    *out = NULL;
+    if (l) {
+        if ((rc = mf_blob_text(&text, &len, s, l->digest)) < 0)
+            return rc;
+        *out = json_loadb(text, len, 0, &e);
+        free(text);
+        if (!json_is_object(*out)) {
+            json_decref(*out);
+            *out = NULL;
+            return ms_err(MS_EINVALID, "base model's params layer %s: not a JSON object", l->digest);
+        }
+    } else if (!(*out = json_object())) {
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    json_object_update(*out, (json_t *)mine);
+    return 0;
+}
+
+static int build(manifest **out, store *s, const manifest *base, const modelfile *mf)
+{
+    manifest *m = NULL;
+    json_t *params = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = manifest_new(&m)) < 0 ||
+        (rc = manifest_config_set(m, base->config.media_type, base->config.digest, base->config.size)) < 0)
+        goto done;
+    for (size_t i = 0; i < base->n_layers; i++) {
+        const manifest_layer *l = &base->layers[i];
+        const char *mt = l->media_type;
+        /* The received manifest and config of a pulled model describe the base, not this one. */
+        if (!strcmp(mt, MT_SOURCE_MANIFEST) || !strcmp(mt, MT_DOCKER_CONFIG) || !strcmp(mt, MT_OLLAMA_PARAMS) ||
+            (mf->template_ && !strcmp(mt, MT_TEMPLATE)) || (mf->system && !strcmp(mt, MT_OLLAMA_SYSTEM)) ||
+            (json_array_size(mf->messages) && !strcmp(mt, MT_OLLAMA_MESSAGES)))
+            continue;
+        if ((rc = manifest_layer_add(m, mt, l->digest, l->size, l->name)) < 0)
+            goto done;
+    }
+    if (mf->template_ && (rc = text_layer(m, s, MT_TEMPLATE, mf->template_, strlen(mf->template_))) < 0)
+        goto done;
+    if (mf->system && (rc = text_layer(m, s, MT_OLLAMA_SYSTEM, mf->system, strlen(mf->system))) < 0)
+        goto done;
+    if ((rc = params_merged(&params, s, base, mf->params)) < 0)
+        goto done;
+    if (json_object_size(params) && (rc = json_layer(m, s, MT_OLLAMA_PARAMS, params)) < 0)
+        goto done;
+    for (size_t i = 0; i < mf->n_licenses; i++)
+        if ((rc = text_layer(m, s, MT_OLLAMA_LICENSE, mf->licenses[i], strlen(mf->licenses[i]))) < 0)
+            goto done;
+    if (json_array_size(mf->messages) && (rc = json_layer(m, s, MT_OLLAMA_MESSAGES, mf->messages)) < 0)
+        goto done;
+    *out = m;
+    m = NULL;
+done:
+    json_decref(params);
+    manifest_free(m);
+    return rc;
+}
+
+int modelfile_create(store *s, const model_name *name, const char *path, int quiet, char digest_out[72])
+{
+    modelfile *mf = NULL;
+    manifest *base = NULL, *m = NULL;
+    char *text = NULL, *bytes = NULL;
+    size_t len = 0;
+    int rc, locked = 0;
+
+    digest_out[0] = '\0';
+    if ((rc = ms_file_read(&text, &len, path, MODELFILE_MAX_BYTES)) < 0 ||
+        (rc = modelfile_parse(&mf, text, len, path)) < 0)
+        goto done;
+    /* Everything the Modelfile can get wrong is refused above, before any blob is written. */
+    if ((rc = store_write_begin(s)) < 0)
+        goto done;
+    locked = 1;
+    if ((rc = base_load(&base, s, mf, path, name, quiet)) < 0 || (rc = build(&m, s, base, mf)) < 0 ||
+        (rc = manifest_serialize(&bytes, &len, m)) < 0)
+        goto done;
+    rc = store_model_commit(s, name, bytes, len, digest_out);
+done:
+    if (locked)
+        store_write_end(s);
+    free(bytes);
+    manifest_free(m);
+    manifest_free(base);
+    modelfile_free(mf);
+    free(text);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- show */
+
+/* A growable string on open_memstream. */
+static int layer_text(char **out, store *s, const manifest *m, const char *media_type)
+{
+    const manifest_layer *l = manifest_layer_find(m, media_type, NULL);
+    *out = NULL;
+    return l ? mf_blob_text(out, NULL, s, l->digest) : 0;
+}
+
+static void put_quoted(FILE *f, const char *s)
+{
+    fputs(strchr(s, '\n') || strchr(s, '"') ? "\"\"\"" : "\"", f);
+    fputs(s, f);
+    fputs(strchr(s, '\n') || strchr(s, '"') ? "\"\"\"" : "\"", f);
+}
+
+static int params_lines(char **out, store *s, const manifest *m, const char *prefix)
+{
+    const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_PARAMS, NULL);
+    char *text = NULL, *buf = NULL;
+    size_t len, blen;
+    json_t *o, *v;
+    json_error_t e;
+    const char *key;
+    FILE *f;
+    int rc;
+
+    *out = NULL;
+    if (!l)
+        return 0;
+    if ((rc = mf_blob_text(&text, &len, s, l->digest)) < 0)
+        return rc;
+    o = json_loadb(text, len, 0, &e);
+    free(text);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return ms_err(MS_EINVALID, "params layer %s: not a JSON object", l->digest);
+    }
+    if (!(f = open_memstream(&buf, &blen))) {
+        json_decref(o);
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    json_object_foreach(o, key, v)
+    {
+        json_t *items = json_is_array(v) ? v : NULL;
+        size_t n = items ? json_array_size(items) : 1;
+        for (size_t i = 0; i < n; i++) {
+            json_t *x = items ? json_array_get(items, i) : v;
+            char *val =
+                json_is_string(x) ? NULL : json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(15));
+            fprintf(f, "%s%-30s ", prefix, key);
+            if (json_is_string(x))
+                put_quoted(f, json_string_value(x));
+            else
+                fputs(val ? val : "?", f);
+            fputc('\n', f);
+            free(val);
+        }
+    }
+    fclose(f);
+    json_decref(o);
+    *out = buf;
+    return 0;
+}
+
+static int licenses(char **out, store *s, const manifest *m)
+{
+    char *buf = NULL, *t;
+    size_t blen;
+    FILE *f;
+    int rc = 0, n = 0;
+
+    *out = NULL;
+    if (!manifest_layer_find(m, MT_OLLAMA_LICENSE, NULL))
+        return 0;
+    if (!(f = open_memstream(&buf, &blen)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < m->n_layers && rc == 0; i++) {
+        if (strcmp(m->layers[i].media_type, MT_OLLAMA_LICENSE) != 0)
+            continue;
+        if ((rc = mf_blob_text(&t, NULL, s, m->layers[i].digest)) == 0) {
+            fprintf(f, "%s%s", n++ ? "\n\n" : "", t);
+            free(t);
+        }
+    }
+    fclose(f);
+    if (rc < 0)
+        free(buf);
+    else
+        *out = buf;
+    return rc;
+}
+
+static int modelfile_text(char **out, store *s, const manifest *m, const model_name *name, const model_info *i)
+{
+    char shown[600], *buf = NULL, *msgs = NULL, *params = NULL;
+    size_t blen;
+    json_t *a = NULL, *v;
+    json_error_t e;
+    FILE *f;
+    int rc;
+
+    *out = NULL;
+    if ((rc = layer_text(&msgs, s, m, MT_OLLAMA_MESSAGES)) < 0 || (rc = params_lines(&params, s, m, "PARAMETER ")) < 0)
+        goto done;
+    if (msgs && !json_is_array(a = json_loads(msgs, 0, &e))) {
+        rc = ms_err(MS_EINVALID, "messages layer: not a JSON array");
+        goto done;
+    }
+    if (!(f = open_memstream(&buf, &blen))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    name_display(shown, sizeof shown, name);
+    fprintf(f, "# Modelfile generated by \"mstore show\"\nFROM %s\n", shown);
+    if (i->template_) {
+        fputs("TEMPLATE ", f);
+        put_quoted(f, i->template_);
+        fputc('\n', f);
+    }
+    if (i->system) {
+        fputs("SYSTEM ", f);
+        put_quoted(f, i->system);
+        fputc('\n', f);
+    }
+    if (params)
+        fputs(params, f);
+    for (size_t k = 0; k < m->n_layers; k++) {
+        char *t = NULL;
+        if (strcmp(m->layers[k].media_type, MT_OLLAMA_LICENSE) != 0 ||
+            mf_blob_text(&t, NULL, s, m->layers[k].digest) < 0)
+            continue;
+        fputs("LICENSE ", f);
+        put_quoted(f, t);
+        fputc('\n', f);
+        free(t);
+    }
+    for (size_t k = 0; a && k < json_array_size(a); k++) {
+        v = json_array_get(a, k);
+        fprintf(f, "MESSAGE %s ",
+                json_string_value(json_object_get(v, "role")) ? json_string_value(json_object_get(v, "role")) : "user");
+        put_quoted(f, json_string_value(json_object_get(v, "content"))
+                          ? json_string_value(json_object_get(v, "content"))
+                          : "");
+        fputc('\n', f);
+    }
+    fclose(f);
+    *out = buf;
+done:
+    json_decref(a);
+    free(msgs);
+    free(params);
+    return rc;
+}
+
+void model_info_fini(model_info *i)
+{
+    free(i->parameters);
+    free(i->template_);
+    free(i->system);
+    free(i->license);
+    free(i->modelfile);
+    memset(i, 0, sizeof *i);
+}
+
+int model_info_load(model_info *out, store *s, const model_name *name)
+{
+    manifest *m = NULL;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if ((rc = mf_manifest_load(&m, s, name)) < 0)
+        return rc;
+    if ((rc = params_lines(&out->parameters, s, m, "")) < 0 ||
+        (rc = layer_text(&out->template_, s, m, MT_TEMPLATE)) < 0 ||
+        (rc = layer_text(&out->system, s, m, MT_OLLAMA_SYSTEM)) < 0 || (rc = licenses(&out->license, s, m)) < 0 ||
+        (rc = modelfile_text(&out->modelfile, s, m, name, out)) < 0)
+        model_info_fini(out);
+    manifest_free(m);
+    return rc;
+}

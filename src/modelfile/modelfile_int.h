@@ -1,0 +1,30 @@
+/* modelfile_int.h: helpers shared by the files of src/modelfile only (tests may use them). */
+#ifndef MSTORE_MODELFILE_INT_H
+#define MSTORE_MODELFILE_INT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "modelfile/modelfile.h"
+
+/* A blob's bytes as text (bounded by MODELFILE_MAX_BYTES), malloc'd and NUL-terminated. */
+int mf_blob_text(char **out, size_t *len_out, store *s, const char *digest);
+int mf_manifest_load(manifest **out, store *s, const model_name *name);
+/* Fill `p` from a params object; `what` names it in messages. */
+int mf_params_from_json(model_params *p, json_t *o, const char *what);
+/* 1 when `key` is an option this runtime applies; *is_int_out 1 / 0 for numbers, -1 for "stop". */
+int mf_params_known(const char *key, int *is_int_out);
+
+/* A parsed Modelfile. */
+struct modelfile {
+    char *from;
+    int from_line;
+    json_t *params; /* object, built from PARAMETER lines */
+    char *template_, *system;
+    int template_line;
+    char **licenses;
+    size_t n_licenses;
+    json_t *messages; /* array of {"role", "content"} */
+};
+
+#endif

@@ -1,0 +1,358 @@
+/* ollama.c: models from ollama-style registries, kept in the store's own form.
+ *
+ * ollama pushes a Docker v2 manifest whose config is its ConfigV2 (model_format, model_family,
+ * file_type, ...) and whose weights are one whole GGUF file (MT_OLLAMA_MODEL), beside template,
+ * params, system and license layers. mstore itself pushes `--format docker` manifests whose
+ * config blob is an mstore config under the Docker media type. Neither runs as received, so a
+ * pull derives the store's form of the model and names that:
+ *   1. A whole-GGUF layer, once downloaded and verified over its bytes (download.c), is split
+ *      by the GGUF importer (import_gguf_manifest), exactly as `mstore import` splits a file:
+ *      one blob per tensor, the header layer, the config from the GGUF header. The importer
+ *      hashes the file again as it reads it; a digest other than the layer's refuses the split.
+ *   2. An mstore config under the Docker media type is named again as MT_CONFIG.
+ *   3. The derived manifest keeps every other received layer (template, params, system,
+ *      license, messages), the received config blob, and the received manifest's bytes as a
+ *      MT_SOURCE_MANIFEST layer: that is the record of how the received layers map to the
+ *      store's blobs (the GGUF layer's digest is the config's source.digest), and push sends
+ *      those bytes back unchanged, rebuilding the GGUF blob by export when it is no longer
+ *      stored.
+ *   4. The whole GGUF blob is removed once the split is committed, unless a manifest in the
+ *      index still references it: its tensors are stored once, in the blobs they share with
+ *      every other model. */
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "import/import.h"
+#include "registry/registry_int.h"
+
+#define CONFIG_MAX_BYTES   (16u << 20)
+#define GGUF_TEMPLATE_NAME "tokenizer.chat_template" /* the GGUF's own template, as a layer name */
+
+static int blob_json(json_t **out, const char *home, const char *digest)
+{
+    blob_view v = {0};
+    json_error_t e;
+    int rc;
+
+    *out = NULL;
+    if ((rc = blob_open(&v, home, digest)) < 0)
+        return rc;
+    if (v.size > CONFIG_MAX_BYTES)
+        rc = ms_err(MS_EINVALID, "blob %s: %zu bytes, more than a config may have (%u)", digest, v.size,
+                    CONFIG_MAX_BYTES);
+    else if (!(*out = json_loadb((const char *)v.data, v.size, 0, &e)) || !json_is_object(*out))
+        rc = ms_err(MS_EINVALID, "blob %s: not a JSON object (%s)", digest, e.text);
+    if (rc < 0) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    blob_close(&v);
+    return rc;
+}
+
+/* 1 when some stored manifest references `digest` as a layer or a config. */
+static int digest_referenced(store *s, const char *digest)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+
+    if (sqlite3_prepare_v2(store_db(s),
+                           "SELECT 1 FROM layers WHERE digest = ?1 UNION ALL "
+                           "SELECT 1 FROM manifests WHERE config_digest = ?1 LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 1; /* when in doubt, keep the blob: gc removes it later if it is unused */
+    sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* A model already split from the GGUF of digest `gguf` (its header layer is named by that
+ * digest, see reg_ollama_derive): *out a manifest with its config and import layers only, or
+ * NULL when the store has none whose blobs are all present. */
+static int prior_split(manifest **out, store *s, const char *gguf)
+{
+    sqlite3_stmt *st = NULL;
+    manifest *p = NULL, *k = NULL;
+    char digest[BLOB_DIGEST_LEN + 1] = "";
+    int rc = 0;
+
+    *out = NULL;
+    if (sqlite3_prepare_v2(store_db(s),
+                           "SELECT manifest_digest FROM layers WHERE media_type = ?1 AND name = ?2 LIMIT 1", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0; /* no reuse: the GGUF is downloaded and split again */
+    sqlite3_bind_text(st, 1, MT_GGUF_META, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, gguf, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(digest, sizeof digest, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (!digest[0] || store_manifest_load(s, digest, &p) < 0)
+        return 0;
+    if ((rc = manifest_new(&k)) < 0 ||
+        (rc = manifest_config_set(k, p->config.media_type, p->config.digest, p->config.size)) < 0)
+        goto done;
+    if (!blob_exists(store_home(s), p->config.digest, NULL))
+        goto done;
+    for (size_t i = 0; i < p->n_layers; i++) {
+        const manifest_layer *l = &p->layers[i];
+        int from_import = !strcmp(l->media_type, MT_TENSOR) || !strcmp(l->media_type, MT_GGUF_META) ||
+                          !strcmp(l->media_type, MT_GGUF_GAPS) ||
+                          (!strcmp(l->media_type, MT_TEMPLATE) && l->name && !strcmp(l->name, GGUF_TEMPLATE_NAME));
+        if (!from_import)
+            continue;
+        if (!blob_exists(store_home(s), l->digest, NULL))
+            goto done; /* gc raced us, or the store is damaged: split again */
+        if ((rc = manifest_layer_add(k, l->media_type, l->digest, l->size, l->name)) < 0)
+            goto done;
+    }
+    *out = k;
+    k = NULL;
+done:
+    manifest_free(k);
+    manifest_free(p);
+    return rc;
+}
+
+/* Split the GGUF layer `l` into `*d` (import_gguf_manifest), checking the digest it read, or
+ * take the split of an earlier pull of the same file. */
+static int split_gguf(manifest **d, store *s, const manifest_layer *l, const registry_opts *o, int *reused_out)
+{
+    const char *home = store_home(s);
+    import_opts io = {.quiet = o->quiet};
+    char *path = NULL;
+    json_t *cfg = NULL;
+    const char *src;
+    int rc;
+
+    *reused_out = 0;
+    if ((rc = prior_split(d, s, l->digest)) < 0 || *d) {
+        *reused_out = *d != NULL;
+        return rc;
+    }
+    if ((rc = blob_path(&path, home, l->digest)) < 0)
+        return rc;
+    if ((rc = import_gguf_manifest(d, s, path, "model.gguf", &io)) < 0)
+        goto done;
+    if ((rc = blob_json(&cfg, home, (*d)->config.digest)) < 0)
+        goto done;
+    src = json_string_value(json_object_get(json_object_get(cfg, "source"), "digest"));
+    if (!src || strcmp(src, l->digest) != 0)
+        rc = ms_err(MS_EMISMATCH, "layer %s (%s): the bytes split hash to %s", l->digest, MT_OLLAMA_MODEL,
+                    src ? src : "?");
+done:
+    if (rc < 0) {
+        manifest_free(*d);
+        *d = NULL;
+    }
+    json_decref(cfg);
+    free(path);
+    return rc;
+}
+
+int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m)
+{
+    const manifest_layer *g = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
+    manifest *prior = NULL, *f = NULL;
+    int rc;
+
+    *fetch_out = NULL;
+    if (!g || blob_exists(store_home(s), g->digest, NULL))
+        return 0;
+    if ((rc = prior_split(&prior, s, g->digest)) < 0 || !prior)
+        return rc;
+    manifest_free(prior);
+    if ((rc = manifest_new(&f)) < 0 ||
+        (rc = manifest_config_set(f, m->config.media_type, m->config.digest, m->config.size)) < 0)
+        goto fail;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (&m->layers[i] != g && (rc = manifest_layer_add(f, m->layers[i].media_type, m->layers[i].digest,
+                                                           m->layers[i].size, m->layers[i].name)) < 0)
+            goto fail;
+    *fetch_out = f;
+    return 0;
+fail:
+    manifest_free(f);
+    return rc;
+}
+
+/* An mstore config pushed under the Docker media type: it names the architecture and its
+ * dimensions, which ollama's ConfigV2 never does. */
+static int is_mstore_config(const char *home, const manifest_layer *config)
+{
+    json_t *c = NULL;
+    int yes;
+
+    if (blob_json(&c, home, config->digest) < 0)
+        return 0;
+    yes = json_is_string(json_object_get(c, "architecture")) && json_object_get(c, "hidden_size") &&
+          json_object_get(c, "num_hidden_layers");
+    json_decref(c);
+    return yes;
+}
+
+static void count_tensors(store *s, const manifest *d, registry_pull_report *rep)
+{
+    for (size_t i = 0; rep && i < d->n_layers; i++) {
+        if (strcmp(d->layers[i].media_type, MT_TENSOR) != 0)
+            continue;
+        rep->tensor_blobs++;
+        if (digest_referenced(s, d->layers[i].digest))
+            rep->tensor_blobs_shared++;
+        else
+            rep->tensor_bytes_new += d->layers[i].size;
+    }
+}
+
+int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, const char *bytes, size_t len,
+                      const registry_opts *o, registry_pull_report *rep)
+{
+    const char *home = store_home(s);
+    const manifest_layer *gguf = NULL, *tmpl;
+    manifest *d = NULL;
+    char src[BLOB_DIGEST_LEN + 1];
+    int rc = 0;
+
+    *out = NULL;
+    for (size_t i = 0; i < m->n_layers; i++) {
+        if (strcmp(m->layers[i].media_type, MT_OLLAMA_MODEL) != 0)
+            continue;
+        if (gguf)
+            return ms_err(MS_EUNSUPPORTED,
+                          "manifest: %s layers %s and %s: models of several GGUF files "
+                          "(vision projectors, adapters) are not supported yet",
+                          MT_OLLAMA_MODEL, gguf->digest, m->layers[i].digest);
+        gguf = &m->layers[i];
+    }
+    if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
+        return 0; /* the store's own form already */
+    if (gguf) {
+        manifest *k = NULL;
+        int reused = 0;
+        if ((rc = split_gguf(&k, s, gguf, o, &reused)) < 0)
+            goto done;
+        if (rep)
+            rep->split = 1, rep->split_reused = reused;
+        /* The import's layers, named so that a later pull of the same file finds them
+         * (prior_split): the header by the GGUF's digest, the file's own chat template by
+         * GGUF_TEMPLATE_NAME. A template layer from the registry replaces the file's (ollama
+         * renders its Go template, never the GGUF's). */
+        tmpl = manifest_layer_find(m, MT_TEMPLATE, NULL);
+        if ((rc = manifest_new(&d)) < 0 ||
+            (rc = manifest_config_set(d, k->config.media_type, k->config.digest, k->config.size)) < 0) {
+            manifest_free(k);
+            goto done;
+        }
+        for (size_t i = 0; rc == 0 && i < k->n_layers; i++) {
+            const manifest_layer *l = &k->layers[i];
+            int is_tmpl = !strcmp(l->media_type, MT_TEMPLATE);
+            if (is_tmpl && tmpl)
+                continue;
+            rc = manifest_layer_add(d, l->media_type, l->digest, l->size,
+                                    !strcmp(l->media_type, MT_GGUF_META) ? gguf->digest
+                                    : is_tmpl                            ? GGUF_TEMPLATE_NAME
+                                                                         : l->name);
+        }
+        manifest_free(k);
+        if (rc < 0)
+            goto done;
+    } else if (!strcmp(m->config.media_type, MT_DOCKER_CONFIG) && is_mstore_config(home, &m->config)) {
+        if ((rc = manifest_new(&d)) < 0 ||
+            (rc = manifest_config_set(d, MT_CONFIG, m->config.digest, m->config.size)) < 0)
+            goto done;
+    } else {
+        return 0; /* nothing the store knows how to derive: kept as received */
+    }
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const manifest_layer *l = &m->layers[i];
+        if (l != gguf && (rc = manifest_layer_add(d, l->media_type, l->digest, l->size, l->name)) < 0)
+            goto done;
+    }
+    if (strcmp(d->config.digest, m->config.digest) != 0 &&
+        (rc = manifest_layer_add(d, m->config.media_type, m->config.digest, m->config.size, NULL)) < 0)
+        goto done;
+    if ((rc = blob_put_buf(src, home, bytes, len)) < 0 ||
+        (rc = manifest_layer_add(d, MT_SOURCE_MANIFEST, src, len, NULL)) < 0)
+        goto done;
+    count_tensors(s, d, rep);
+    rc = manifest_serialize(out, len_out, d);
+done:
+    if (rc < 0)
+        ms_err_ctx("deriving the store's form of the model");
+    manifest_free(d);
+    return rc;
+}
+
+void reg_ollama_release(store *s, const manifest *m)
+{
+    const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
+    char *path = NULL;
+
+    if (!l || digest_referenced(s, l->digest) || blob_path(&path, store_home(s), l->digest) < 0)
+        return;
+    /* A concurrent pull of the same GGUF that found this blob stored before we remove it fails
+     * its split with "no such file" and succeeds when run again. */
+    unlink(path);
+    free(path);
+}
+
+int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s)
+{
+    const manifest_layer *l = manifest_layer_find(*m, MT_SOURCE_MANIFEST, NULL);
+    manifest *sm = NULL;
+    char *sb = NULL;
+    blob_view v = {0};
+    int rc;
+
+    if (!l)
+        return 0;
+    if ((rc = blob_open(&v, store_home(s), l->digest)) < 0)
+        return ms_err_ctx("source manifest");
+    if (v.size > MANIFEST_MAX_BYTES || !(sb = malloc(v.size + 1))) {
+        blob_close(&v);
+        return ms_err(MS_EINVALID, "source manifest %s: %zu bytes", l->digest, v.size);
+    }
+    memcpy(sb, v.data, v.size);
+    sb[v.size] = '\0';
+    if ((rc = manifest_parse(&sm, sb, v.size, "source manifest")) < 0) {
+        free(sb);
+        blob_close(&v);
+        return rc;
+    }
+    *len = v.size;
+    blob_close(&v);
+    free(*bytes);
+    manifest_free(*m);
+    *bytes = sb;
+    *m = sm;
+    return 0;
+}
+
+int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out)
+{
+    const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
+    const char *home = store_home(s);
+    char path[4200], digest[BLOB_DIGEST_LEN + 1];
+    export_result res;
+    int rc;
+
+    *made_out = 0;
+    if (!l || blob_exists(home, l->digest, NULL))
+        return 0;
+    /* export_gguf writes atomically under its own temp name next to `path`; adopting it from
+     * tmp/ re-hashes it, so the blob appears only if it is the very file the manifest names. */
+    snprintf(path, sizeof path, "%s/tmp/source-%d-%s.gguf", home, (int)getpid(), l->digest + 7);
+    if ((rc = export_gguf(s, name, path, &res)) < 0)
+        return ms_err_ctx("rebuilding layer %s", l->digest);
+    if ((rc = blob_adopt(digest, home, path, l->digest)) < 0) {
+        unlink(path);
+        return ms_err_ctx("rebuilding layer %s", l->digest);
+    }
+    *made_out = 1;
+    return 0;
+}
