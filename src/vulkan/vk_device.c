@@ -694,12 +694,3 @@ int vulkan_backend_new(const backend_impl **impl_out, void **ctx_out, const back
     *ctx_out = c;
     return 0;
 }
-
-void vulkan_backend_counts(void *ctx, unsigned long *runs, unsigned long *submits, unsigned long *waits)
-{
-    const vk_ctx *c = ctx;
-
-    *runs = c->runs;
-    *submits = c->submits;
-    *waits = c->waits;
-}

@@ -27,7 +27,4 @@ int vulkan_backend_new(const backend_impl **impl_out, void **ctx_out, const back
  * `why` saying so and the list unchanged. MS_ENOMEM. */
 int vulkan_devices_list(backend_device_info **list, size_t *n, char *why, size_t why_len);
 
-/* Submits and host waits since the backend opened, for benchmarks ("per forward"). */
-void vulkan_backend_counts(void *ctx, unsigned long *runs, unsigned long *submits, unsigned long *waits);
-
 #endif

@@ -861,20 +861,16 @@ START_TEST(stories260k_from_the_store_gives_the_cpu_tokens)
 END_TEST
 
 /* Synthetic llamas of F32, F16, Q8_0 and Q4_0 (regenerated, as test_runtime does); MLX int4 and
- * int8 (the F32 one imported with --quantize); the committed K-quant models (llama Q4_K, Q5_K,
+ * int8 (the F32 one imported with --quantize); BF16, Q4_1 and Q5_1 (the F32 one's matrices
+ * converted here); the committed K-quant models (llama Q4_K, Q5_K,
  * Q6_K; qwen2 Q4_K with biases; qwen3 Q4_K, Q6_K with QK-norm). */
-static const char *const synth[] = {"f32",
-                                    "f16",
-                                    "q8_0",
-                                    "q4_0",
-                                    "int4",
-                                    "int8",
-                                    "kquant/llama-q4_k.gguf",
-                                    "kquant/llama-q5_k.gguf",
-                                    "kquant/llama-q6_k.gguf",
-                                    "kquant/qwen2-q4_k.gguf",
-                                    "kquant/qwen3-q4_k.gguf",
-                                    "kquant/qwen3-q6_k.gguf"};
+/* clang-format off */
+static const char *const synth[] = {
+    "f32", "f16", "q8_0", "q4_0", "int4", "int8", "bf16", "q4_1", "q5_1",
+    "kquant/llama-q4_k.gguf", "kquant/llama-q5_k.gguf", "kquant/llama-q6_k.gguf",
+    "kquant/qwen2-q4_k.gguf", "kquant/qwen3-q4_k.gguf", "kquant/qwen3-q6_k.gguf",
+};
+/* clang-format on */
 #define N_SYNTH (int)(sizeof synth / sizeof synth[0])
 
 static char *make_synthetic(const char *dir, const char *dt)
@@ -906,6 +902,101 @@ static char *make_synthetic(const char *dir, const char *dt)
     return out;
 }
 
+/* ---------------------------------------------------------------- BF16, Q4_1, Q5_1 models */
+
+/* f32 -> bf16, round to nearest even */
+static uint16_t to_bf16(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+}
+
+/* One 32-weight block of Q4_1 (bits 4) or Q5_1 (bits 5): d = (max - min) / (2^bits - 1), m =
+ * min, both f16; codes rounded, clamped (ggml's reference layout). */
+static void quantize_block(uint8_t *out, const float *x, int bits)
+{
+    float lo = x[0], hi = x[0], d, id;
+    int qmax = (1 << bits) - 1;
+    uint32_t qh = 0;
+
+    for (int j = 1; j < 32; j++) {
+        lo = fminf(lo, x[j]);
+        hi = fmaxf(hi, x[j]);
+    }
+    d = (hi - lo) / (float)qmax;
+    id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t hd = cpu_f32_to_f16(d), hm = cpu_f32_to_f16(lo);
+    memcpy(out, &hd, 2);
+    memcpy(out + 2, &hm, 2);
+    uint8_t *qs = out + (bits == 5 ? 8 : 4);
+    for (int j = 0; j < 16; j++) {
+        int q0 = (int)lrintf((x[j] - lo) * id), q1 = (int)lrintf((x[j + 16] - lo) * id);
+        q0 = q0 < 0 ? 0 : q0 > qmax ? qmax : q0;
+        q1 = q1 < 0 ? 0 : q1 > qmax ? qmax : q1;
+        qs[j] = (uint8_t)((q0 & 15) | ((q1 & 15) << 4));
+        qh |= (uint32_t)((q0 >> 4) & 1) << j;
+        qh |= (uint32_t)((q1 >> 4) & 1) << (j + 16);
+    }
+    if (bits == 5)
+        memcpy(out + 4, &qh, 4);
+}
+
+/* The F32 GGUF at src with its 2-D matrices turned into `type` (BF16, Q4_1, Q5_1); metadata and
+ * 1-D tensors as they are. */
+static void retype_gguf(const char *src, const char *dst, int type)
+{
+    gguf_file *g;
+    gguf_writer *w;
+    void **bufs;
+    size_t nt;
+
+    ck_assert_msg(gguf_open(&g, src) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(gguf_writer_new(&w, 3, 32), 0);
+    for (size_t i = 0; i < gguf_kv_count(g); i++) {
+        const uint8_t *val;
+        size_t len;
+        const char *key = gguf_kv_key(g, i);
+        if (strcmp(key, "general.alignment") == 0)
+            continue;
+        gguf_kv_value(g, i, &val, &len);
+        ck_assert_int_eq(gguf_writer_set_raw(w, key, gguf_kv_type(g, i), val, len), 0);
+    }
+    nt = gguf_tensor_count(g);
+    bufs = calloc(nt, sizeof *bufs);
+    for (size_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        uint64_t n = t->ne[0] * (t->n_dims > 1 ? t->ne[1] : 1), nbytes;
+        if (t->n_dims != 2 || t->type != GGML_TYPE_F32) {
+            ck_assert_int_eq(gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes), 0);
+            continue;
+        }
+        ck_assert_int_eq(ggml_row_nbytes(&nbytes, type, t->ne[0]), 0);
+        nbytes *= t->ne[1];
+        uint8_t *out = bufs[i] = calloc(1, nbytes);
+        float *x = malloc(n * sizeof *x);
+        memcpy(x, t->data, n * sizeof *x);
+        if (type == GGML_TYPE_BF16) {
+            for (uint64_t k = 0; k < n; k++) {
+                uint16_t h = to_bf16(x[k]);
+                memcpy(out + 2 * k, &h, 2);
+            }
+        } else {
+            int bits = type == GGML_TYPE_Q5_1 ? 5 : 4, bb = bits == 5 ? 24 : 20;
+            for (uint64_t b = 0; b < n / 32; b++)
+                quantize_block(out + b * bb, x + b * 32, bits);
+        }
+        free(x);
+        ck_assert_int_eq(gguf_writer_add_tensor(w, t->name, type, 2, t->ne, out, nbytes), 0);
+    }
+    ck_assert_msg(gguf_writer_write_file(w, dst) == 0, "%s", ms_err_msg());
+    gguf_writer_free(w);
+    for (size_t i = 0; i < nt; i++)
+        free(bufs[i]);
+    free(bufs);
+    gguf_close(g);
+}
+
 START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
 {
     char *dir = fixture_tmpdir(), *path = NULL, msrc[4096];
@@ -915,6 +1006,13 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
         snprintf(msrc, sizeof msrc, "%s/tests/data/runtime/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".",
                  what);
         compare_gguf(msrc, 0, 8, what);
+    } else if (strcmp(what, "bf16") == 0 || strcmp(what, "q4_1") == 0 || strcmp(what, "q5_1") == 0) {
+        if ((path = make_synthetic(dir, "f32"))) {
+            char *out = ms_strdup_printf("%s/synthetic-%s.gguf", dir, what);
+            retype_gguf(path, out, what[0] == 'b' ? GGML_TYPE_BF16 : what[1] == '4' ? GGML_TYPE_Q4_1 : GGML_TYPE_Q5_1);
+            compare_gguf(out, 0, 8, what);
+            free(out);
+        }
     } else if (strncmp(what, "int", 3) != 0) {
         if ((path = make_synthetic(dir, what)))
             compare_gguf(path, 0, 8, what);
