@@ -83,8 +83,11 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 body = b'{"model": "stories:260k", "prompt": "Once upon a time", "options": {"num_predict": 100000, "num_ctx": 2048}}'
 s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
 got = b""
+s.settimeout(60)
 while got.count(b"\n") < 12:   # the headers and the first objects
-    got += s.recv(4096)
+    chunk = s.recv(4096)
+    assert chunk, got         # the server closed the stream early
+    got += chunk
 assert b'"done":false' in got, got
 s.close()
 PYEOF
