@@ -118,5 +118,6 @@ serve_alive
 expect_fail 1 "already in use" mstore serve --listen "127.0.0.1:$SERVE_PORT"
 contains "$err" "--listen"
 MSTORE_HOST=127.0.0.1:$SERVE_PORT expect_fail 1 "already in use" mstore serve
+MSTORE_HOST=http://127.0.0.1:$SERVE_PORT expect_fail 1 "127.0.0.1:$SERVE_PORT is already in use" mstore serve   # as OLLAMA_HOST
 expect_fail 1 "port 'x' is not a number" mstore serve --listen 127.0.0.1:x
 echo "ok $TEST_NAME"
