@@ -75,10 +75,10 @@ int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len)
 
 /* ---------------------------------------------------------------- framing */
 
+/* ollama's done_reason and OpenAI's finish_reason: "stop" at an end token or a stop string,
+ * "length" at num_predict / max_tokens or a full context (both APIs have no other word for it). */
 static const char *finish_reason(const gen_job *j)
 {
-    if (j->kind == GEN_OLLAMA_GENERATE || j->kind == GEN_OLLAMA_CHAT)
-        return j->done == SESSION_DONE_STOP ? "stop" : "length";
     return j->done == SESSION_DONE_STOP ? "stop" : "length";
 }
 

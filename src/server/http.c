@@ -335,28 +335,34 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---------------------------------------------------------------- listening */
 
-/* Split "HOST:PORT" / "[V6]:PORT" / ":PORT" / "PORT". */
+/* Split "HOST:PORT" / "[V6]:PORT" / ":PORT" / "PORT" / "HOST" (port 11434), with an optional
+ * "http://" in front, as OLLAMA_HOST accepts them. */
 static int parse_listen(const char *s, char *host, size_t host_len, char *port, size_t port_len)
 {
-    const char *colon;
+    const char *colon, *spec = s;
 
+    if (strncmp(s, "http://", 7) == 0)
+        s += 7;
     if (s[0] == '[') {
         const char *end = strchr(s, ']');
-        if (!end || end[1] != ':')
-            return ms_err(MS_EINVALID, "listen address '%s': expected [IPV6]:PORT", s);
+        if (!end || (end[1] && end[1] != ':'))
+            return ms_err(MS_EINVALID, "listen address '%s': expected [IPV6]:PORT", spec);
         snprintf(host, host_len, "%.*s", (int)(end - s - 1), s + 1);
-        colon = end + 1;
+        snprintf(port, port_len, "%s", end[1] ? end + 2 : "11434");
     } else if ((colon = strrchr(s, ':'))) {
         snprintf(host, host_len, "%.*s", (int)(colon - s), s);
-    } else {
+        snprintf(port, port_len, "%s", colon + 1);
+    } else if (*s && strspn(s, "0123456789") == strlen(s)) {
         snprintf(host, host_len, "127.0.0.1");
-        colon = s - 1;
+        snprintf(port, port_len, "%s", s);
+    } else {
+        snprintf(host, host_len, "%s", s);
+        snprintf(port, port_len, "11434");
     }
     if (!*host)
         snprintf(host, host_len, "127.0.0.1");
-    snprintf(port, port_len, "%s", colon + 1);
     if (!*port || strspn(port, "0123456789") != strlen(port) || atol(port) > 65535)
-        return ms_err(MS_EINVALID, "listen address '%s': port '%s' is not a number from 0 to 65535", s, port);
+        return ms_err(MS_EINVALID, "listen address '%s': port '%s' is not a number from 0 to 65535", spec, port);
     return 0;
 }
 

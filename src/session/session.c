@@ -234,7 +234,7 @@ static int feed_exact(session *S, const char *s, size_t len, int parse_special)
                     runtime_model_n_ctx(S->m));
         goto done;
     }
-    if (S->n_ids < n && memcmp(S->ids, ids, S->n_ids * sizeof *ids) == 0)
+    if (S->n_ids > 0 && S->n_ids < n && memcmp(S->ids, ids, S->n_ids * sizeof *ids) == 0)
         from = S->n_ids;
     else
         session_reset(S);

@@ -3,6 +3,9 @@
 # and openai (openai-node), once per build folder, for node scripts to require.
 SERVE_PIDS=""
 serve_cleanup() {
+    local st=$?
+    # a failure shows what the server said (a sanitizer report, a refusal)
+    [ "$st" -eq 0 ] || [ "$st" -eq 77 ] || tail -n 20 "$WORK"/serve-*.log >&2 2>/dev/null || true
     for p in $SERVE_PIDS ${REG_PIDS:-}; do kill "$p" 2>/dev/null || true; done
     for p in $SERVE_PIDS ${REG_PIDS:-}; do wait "$p" 2>/dev/null || true; done
     rm -rf "$WORK"

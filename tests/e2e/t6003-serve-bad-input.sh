@@ -83,8 +83,11 @@ s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 body = b'{"model": "stories:260k", "prompt": "Once upon a time", "options": {"num_predict": 100000, "num_ctx": 2048}}'
 s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
 got = b""
+s.settimeout(60)
 while got.count(b"\n") < 12:   # the headers and the first objects
-    got += s.recv(4096)
+    chunk = s.recv(4096)
+    assert chunk, got         # the server closed the stream early
+    got += chunk
 assert b'"done":false' in got, got
 s.close()
 PYEOF
@@ -115,5 +118,6 @@ serve_alive
 expect_fail 1 "already in use" mstore serve --listen "127.0.0.1:$SERVE_PORT"
 contains "$err" "--listen"
 MSTORE_HOST=127.0.0.1:$SERVE_PORT expect_fail 1 "already in use" mstore serve
+MSTORE_HOST=http://127.0.0.1:$SERVE_PORT expect_fail 1 "127.0.0.1:$SERVE_PORT is already in use" mstore serve   # as OLLAMA_HOST
 expect_fail 1 "port 'x' is not a number" mstore serve --listen 127.0.0.1:x
 echo "ok $TEST_NAME"
