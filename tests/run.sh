@@ -5,6 +5,35 @@ set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# Packages only the tests need (setup.sh installs what mstore itself needs): the Distribution
+# registry the pull/push tests start on 127.0.0.1, numpy for the reference scripts, curl and
+# procps for the end-to-end scripts. Installed when missing, as setup.sh does. Debian's
+# docker-registry package would start its service on port 5000 on every interface: a
+# policy-rc.d keeps any service from starting during this install, and the service is
+# disabled at boot; the tests start their own on loopback.
+TEST_PACKAGES="python3 python3-numpy docker-registry curl procps"
+missing=
+for p in $TEST_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    SUDO=
+    [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    echo "tests: installing$missing"
+    rc_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+        $SUDO chmod 755 /usr/sbin/policy-rc.d
+        rc_policy=1
+    fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    [ -z "$rc_policy" ] || $SUDO rm -f /usr/sbin/policy-rc.d
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
+    fi
+fi
+
 for variant in plain asan; do
     dir=build-test-$variant
     flags="-DCMAKE_BUILD_TYPE=RelWithDebInfo"
