@@ -13,6 +13,8 @@ typedef int (*cli_verb_fn)(int argc, char **argv);
 
 /* Set by main from --home / $MSTORE_HOME / ~/.mstore. */
 extern const char *cli_home;
+/* The verb being run ("list", "import"...), set by main. */
+extern const char *cli_verb;
 
 /* Print "mstore: <ms_err_msg()>" to stderr and return 1. */
 int cli_fail(void);

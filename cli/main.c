@@ -8,6 +8,7 @@
 #include "manifest/manifest.h"
 
 const char *cli_home;
+const char *cli_verb;
 
 static const struct verb {
     const char *name;
@@ -64,11 +65,21 @@ int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, 
 
 store *cli_store_open(void)
 {
+    char *db = ms_path_join(cli_home, "index.db");
+    int existed = db && ms_is_file(db);
     store *s;
 
+    free(db);
     if (store_open(&s, cli_home) < 0) {
         cli_fail();
         return NULL;
+    }
+    /* A mistyped --home or $MSTORE_HOME silently made a new empty store, and the models seemed
+     * gone. Import and pull are expected to make one; any other verb says so. */
+    if (!existed && cli_verb && strcmp(cli_verb, "import") != 0 && strcmp(cli_verb, "pull") != 0) {
+        char safe[4096];
+        fprintf(stderr, "mstore: note: there was no store at %s; created an empty one (check --home and $MSTORE_HOME)\n",
+                ms_str_safe(safe, sizeof safe, cli_home));
     }
     return s;
 }
@@ -153,6 +164,7 @@ int main(int argc, char **argv)
             return 1;
         }
         cli_home = home;
+        cli_verb = argv[i];
         rc = verbs[v].fn(argc - i, argv + i);
         free(home);
         return rc;

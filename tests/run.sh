@@ -5,12 +5,16 @@ set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
-# What only the tests need, installed when missing (as setup.sh does for mstore's own needs):
-# mesa-vulkan-drivers is lavapipe, the CPU implementation of Vulkan the GPU tests run on; skopeo
-# and curl for the serve and registry tests, node and npm for the real ollama and openai client
-# libraries the serve tests install from npm. node may come from elsewhere (nodesource ships npm
-# inside its nodejs): only a missing command asks apt.
-TEST_PACKAGES="mesa-vulkan-drivers curl skopeo"
+# Packages only the tests need (setup.sh installs what mstore itself needs): the Distribution
+# registry the pull/push tests start on 127.0.0.1, numpy for the reference scripts, curl and
+# procps for the end-to-end scripts; mesa-vulkan-drivers is lavapipe, the CPU implementation of
+# Vulkan the GPU tests run on; skopeo for OCI interop, node and npm for the real ollama and
+# openai client libraries the serve tests install from npm. node may come from elsewhere
+# (nodesource ships npm inside its nodejs): only a missing command asks apt. Installed when
+# missing, as setup.sh does. Debian's docker-registry package would start its service on port
+# 5000 on every interface: a policy-rc.d keeps any service from starting during this install,
+# and the service is disabled at boot; the tests start their own on loopback.
+TEST_PACKAGES="python3 python3-numpy docker-registry curl procps mesa-vulkan-drivers skopeo"
 command -v node >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES nodejs"
 command -v npm >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES npm"
 missing=
@@ -21,8 +25,18 @@ if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
     SUDO=
     [ "$(id -u)" -eq 0 ] || SUDO=sudo
     echo "tests: installing$missing"
+    rc_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+        $SUDO chmod 755 /usr/sbin/policy-rc.d
+        rc_policy=1
+    fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    [ -z "$rc_policy" ] || $SUDO rm -f /usr/sbin/policy-rc.d
+    if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+        $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
+    fi
 fi
 
 for variant in plain asan; do

@@ -29,7 +29,7 @@ typedef struct dl_part {
 
 typedef struct dl_blob {
     const char *digest;
-    uint64_t size;
+    uint64_t size, part_bytes;
     dl_part *parts;
     int n_parts;
     int next_part, active;   /* under the job's mutex: first part not taken; threads on it */
@@ -142,11 +142,11 @@ static int ranges_load(dl_blob *b, uint64_t file_size)
     }
     if (fstat(b->rfd, &st) == 0 && (uint64_t)st.st_size == len)
         n = pread(b->rfd, buf, len, 0);
-    if (n != (ssize_t)len || reg_ranges_parse(done, buf, len, b->size, REG_PART_BYTES, (size_t)b->n_parts) < 0) {
+    if (n != (ssize_t)len || reg_ranges_parse(done, buf, len, b->size, b->part_bytes, (size_t)b->n_parts) < 0) {
         memset(done, 0, (size_t)b->n_parts * sizeof *done);
         memcpy(buf, REG_RANGES_MAGIC, 8);
         put_le64(buf + 8, b->size);
-        put_le64(buf + 16, REG_PART_BYTES);
+        put_le64(buf + 16, b->part_bytes);
         put_le64(buf + 24, (uint64_t)b->n_parts);
         memset(buf + REG_RANGES_HEADER, 0, len - REG_RANGES_HEADER);
         if (ftruncate(b->rfd, 0) < 0 || pwrite(b->rfd, buf, len, 0) != (ssize_t)len) {
@@ -290,7 +290,7 @@ static int hash_advance(dl_blob *b, const uint8_t *mem, uint64_t mem_off, size_t
     else if (pthread_mutex_trylock(&b->hash_mu) != 0)
         return 0;
     while (b->hashed < b->size) {
-        dl_part *p = &b->parts[b->hashed / REG_PART_BYTES];
+        dl_part *p = &b->parts[b->hashed / b->part_bytes];
         uint64_t end = p->off + __atomic_load_n(&p->done, __ATOMIC_ACQUIRE), n;
 
         if (end <= b->hashed)
@@ -560,7 +560,14 @@ static int blobs_plan(dl_job *j, const manifest *m)
         b->digest = l->digest;
         b->size = l->size;
         b->fd = b->rfd = -1;
-        b->n_parts = l->size ? (int)((l->size + REG_PART_BYTES - 1) / REG_PART_BYTES) : 1;
+        /* The size is the manifest's claim, not bytes that arrived: the bookkeeping it buys
+         * (parts here, 8 bytes each in the sidecar) is capped at REG_MAX_PARTS per blob by
+         * growing the part instead, so a 2 KB manifest declaring 2^48-byte layers costs
+         * kilobytes, not gigabytes. Blobs up to REG_MAX_PARTS * 64 MiB keep 64 MiB parts. */
+        b->part_bytes = REG_PART_BYTES;
+        if (l->size / REG_PART_BYTES >= REG_MAX_PARTS)
+            b->part_bytes = (l->size / REG_MAX_PARTS / REG_PART_BYTES + 1) * REG_PART_BYTES;
+        b->n_parts = l->size ? (int)((l->size + b->part_bytes - 1) / b->part_bytes) : 1;
         b->parts_left = b->n_parts;
         pthread_mutex_init(&b->mu, NULL);
         pthread_mutex_init(&b->hash_mu, NULL);
@@ -570,8 +577,8 @@ static int blobs_plan(dl_job *j, const manifest *m)
             (b->n_parts > 1 && !(b->rpath = ms_strdup_printf("%s/tmp/pull/%s.ranges", j->home, l->digest + 7))))
             return ms_err(MS_ENOMEM, "out of memory");
         for (int k = 0; k < b->n_parts; k++) {
-            b->parts[k].off = (uint64_t)k * REG_PART_BYTES;
-            b->parts[k].len = l->size - b->parts[k].off < REG_PART_BYTES ? l->size - b->parts[k].off : REG_PART_BYTES;
+            b->parts[k].off = (uint64_t)k * b->part_bytes;
+            b->parts[k].len = l->size - b->parts[k].off < b->part_bytes ? l->size - b->parts[k].off : b->part_bytes;
         }
     }
     return 0;

@@ -73,6 +73,10 @@ int reg_client_init(reg_client *c, const char *home, const char *host, const mod
     snprintf(c->host, sizeof c->host, "%s", host);
     snprintf(c->base, sizeof c->base, "%s://%s", o->insecure ? "http" : "https", host);
     snprintf(c->repo, sizeof c->repo, "%s/%s", name->namespace_, name->model);
+    /* Registries refuse upper case in repository names (the distribution spec's grammar is
+     * lower case); local names match whatever their case, so the wire gets them lowered. */
+    for (char *p = c->repo; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
     snprintf(c->scope_actions, sizeof c->scope_actions, "%s", push ? "pull,push" : "pull");
     if ((rc = reg_credentials_find(&c->basic, home, host, o->auth)) < 0)
         return rc;

@@ -7,9 +7,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +27,6 @@ static char *layout_blob_path(const char *dir, const char *digest)
 {
     return ms_strdup_printf("%s/blobs/sha256/%s", dir, digest + 7);
 }
-
 
 /* ------------------------------------------------------------------ lock, leftovers, names */
 

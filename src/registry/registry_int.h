@@ -106,12 +106,15 @@ void reg_seen_other(store *s, const char *host, const char *repo, const char *di
  *   3. Progress: a blob of one part is written in order from byte 0, so the file's length is
  *      its progress. A blob of several parts has the sidecar <hex>.ranges:
  *        "MSPULL1\n", u64 blob size, u64 part size, u64 n_parts, then n_parts u64 bytes done
+ *      (the part size is 64 MiB, larger for blobs over REG_MAX_PARTS of those: at most
+ *      REG_MAX_PARTS parts, so the sidecar stays under 8 KiB whatever the manifest claims)
  *      (all little-endian), each part's count written after its bytes (every 256 KB at most),
  *      so a pull killed at any point resumes from the bytes on disk. A sidecar that does not
  *      match the blob, or claims bytes past the file's end, counts as nothing done.
  *   4. A digest mismatch removes both files; I/O errors and kills keep them for a rerun.
  *   5. store_gc removes files in tmp/pull/ older than 7 days that no pull has locked. */
 #define REG_PART_BYTES ((uint64_t)64 << 20)
+#define REG_MAX_PARTS ((uint64_t)1024)   /* per blob; larger blobs get larger parts */
 #define REG_BLOB_MAX ((uint64_t)1 << 48)
 #define REG_RANGES_MAGIC "MSPULL1\n"
 #define REG_RANGES_HEADER ((size_t)32)

@@ -393,14 +393,18 @@ void store_write_end(store *s)
 
 /* ---------------------------------------------------------------- names */
 
+/* Names match whatever their case, as ollama and Docker (which refuses upper case) treat them:
+ * "Tiny" and "tiny" are one model. Names are ASCII (name_parse), which NOCASE folds. */
+#define NAME_MATCH \
+    "host = ?1 COLLATE NOCASE AND namespace = ?2 COLLATE NOCASE AND model = ?3 COLLATE NOCASE AND tag = ?4 COLLATE NOCASE"
+
 int store_name_resolve(store *s, const model_name *name, char digest_out[72])
 {
     sqlite3_stmt *st = NULL;
     int rc, step;
 
     digest_out[0] = '\0';
-    rc = store__prepare(s, &st, "SELECT manifest_digest FROM names "
-                                "WHERE host = ?1 AND namespace = ?2 AND model = ?3 AND tag = ?4");
+    rc = store__prepare(s, &st, "SELECT manifest_digest FROM names WHERE " NAME_MATCH);
     if (rc < 0)
         return rc;
     store__name_bind(st, 1, name);
@@ -425,7 +429,19 @@ int store_name_resolve(store *s, const model_name *name, char digest_out[72])
 int store__name_set(store *s, const model_name *name, const char *digest)
 {
     sqlite3_stmt *st = NULL;
-    int rc = store__prepare(s, &st,
+    int rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH);
+
+    /* The caller's transaction makes the two statements one change: the name's row under any
+     * spelling goes, the new spelling comes (Tiny, then tiny: one model, named as last given). */
+    if (rc < 0)
+        return rc;
+    store__name_bind(st, 1, name);
+    rc = sqlite3_step(st) == SQLITE_DONE ? 0 : store__db_err(s, "write name");
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc < 0)
+        return rc;
+    rc = store__prepare(s, &st,
         "INSERT INTO names(host, namespace, model, tag, manifest_digest, modified_at) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(host, namespace, model, tag) DO UPDATE SET "
         "manifest_digest = excluded.manifest_digest, modified_at = excluded.modified_at");
@@ -461,8 +477,7 @@ int store_name_copy(store *s, const model_name *src, const model_name *dst)
 int store_name_remove(store *s, const model_name *name)
 {
     sqlite3_stmt *st = NULL;
-    int rc = store__prepare(s, &st, "DELETE FROM names "
-                                    "WHERE host = ?1 AND namespace = ?2 AND model = ?3 AND tag = ?4");
+    int rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH);
 
     if (rc < 0)
         return rc;

@@ -5,11 +5,13 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "blob/blob.h"
@@ -41,6 +43,8 @@ static struct mock {
     int n_echo, echo_auth;   /* requests to /echo, and how many of them carried Authorization */
     char last_scope[256];
 } mk;
+
+static uint64_t mk_declared;   /* the layer size the manifest claims (0: the true one) */
 
 static void send_str(int c, const char *s) { (void)!write(c, s, strlen(s)); }
 
@@ -135,6 +139,11 @@ static void handle(int c)
         if (range) {
             mk.n_ranged++;
             from = strtoul(range + 15, NULL, 10);
+            if (from >= len) {   /* past what the blob has, as a real registry answers */
+                snprintf(extra, sizeof extra, "Content-Range: bytes */%zu\r\n", len);
+                free(copy);
+                return respond(c, 416, extra, NULL, 0, 0);
+            }
             snprintf(extra, sizeof extra, "Content-Range: bytes %zu-%zu/%zu\r\n", from, len - 1, len);
             respond(c, 206, extra, body + from, len - from,
                     mk.max_body && len - from > (size_t)mk.max_body ? (size_t)mk.max_body : len - from);
@@ -178,7 +187,8 @@ static void mock_start(void)
     blob_digest_buf(mk.layer_digest, mk.layer, BLOB_BYTES);
     ck_assert_int_eq(manifest_new(&m), 0);
     ck_assert_int_eq(manifest_config_set(m, MT_CONFIG, mk.config_digest, strlen(mk.config)), 0);
-    ck_assert_int_eq(manifest_layer_add(m, "application/vnd.mstore.test.data", mk.layer_digest, BLOB_BYTES, "x"), 0);
+    ck_assert_int_eq(manifest_layer_add(m, "application/vnd.mstore.test.data", mk.layer_digest,
+                                        mk_declared ? mk_declared : BLOB_BYTES, "x"), 0);
     ck_assert_int_eq(manifest_serialize(&mk.manifest, &mk.manifest_len, m), 0);
     manifest_free(m);
     blob_digest_buf(mk.manifest_digest, mk.manifest, mk.manifest_len);
@@ -208,6 +218,7 @@ static void setup(void)
     ck_assert_msg(store_open(&st, home) == 0, "%s", ms_err_msg());
     unsetenv("MSTORE_REGISTRY");
     setenv("MSTORE_REGISTRY_AUTH", "user:pass", 1);
+    signal(SIGPIPE, SIG_IGN);   /* the mock writes to clients that gave up on it (trickle) */
     mock_start();
 }
 
@@ -293,6 +304,28 @@ START_TEST(pull_gives_up_on_a_trickling_registry)
     ck_assert_msg(strstr(ms_err_msg(), "too slow"), "%s", ms_err_msg());
     ck_assert_int_eq(blob_exists(home, mk.layer_digest, NULL), 0);
     ck_assert_int_eq(stored_names(), 0);
+}
+END_TEST
+
+/* The manifest's sizes are claims: a layer declaring 2^47 bytes used to buy 2M parts of
+ * bookkeeping (64 MB) and a 16 MiB sidecar before a byte arrived. Parts are capped per blob,
+ * so the sidecar stays under 8 KiB; the pull fails naming the short blob. */
+START_TEST(pull_bookkeeping_is_bounded_whatever_the_manifest_claims)
+{
+    char d[72], *sidecar;
+    struct stat st;
+
+    mock_stop();
+    mk_declared = (uint64_t)1 << 47;
+    mock_start();
+    mk_declared = 0;
+    ck_assert_int_lt(pull(d), 0);
+    ck_assert_msg(strstr(ms_err_msg(), "fewer bytes than the manifest"), "%s", ms_err_msg());
+    sidecar = ms_strdup_printf("%s/tmp/pull/%s.ranges", home, mk.layer_digest + 7);
+    ck_assert_int_eq(stat(sidecar, &st), 0);
+    ck_assert_int_le(st.st_size, REG_RANGES_HEADER + 8 * REG_MAX_PARTS);
+    ck_assert_int_eq(stored_names(), 0);
+    free(sidecar);
 }
 END_TEST
 
@@ -567,6 +600,7 @@ int main(void)
     tcase_add_test(tc, pull_retries_5xx_and_resumes_cut_bodies_with_range);
     tcase_add_test(tc, pull_refuses_corrupt_blob_and_stores_nothing);
     tcase_add_test(tc, pull_gives_up_on_a_trickling_registry);
+    tcase_add_test(tc, pull_bookkeeping_is_bounded_whatever_the_manifest_claims);
     tcase_add_test(tc, pull_refuses_manifest_whose_digest_header_disagrees);
     tcase_add_test(tc, bad_credentials_fail_without_showing_them);
     tcase_add_test(tc, credentials_go_only_to_the_registry_origin);
