@@ -37,7 +37,10 @@ static const char help[] =
     "  --threads N           worker threads (default: all cores)\n"
     "  --ctx N               context length in tokens (default: the model's, at most 4096)\n"
     "  --kv-f16              keep the KV cache in f16 (half the memory)\n"
-    "  --gguf FILE           run a GGUF file instead of a model in the store\n";
+    "  --gguf FILE           run a GGUF file instead of a model in the store\n"
+    "  --insecure            a model not in the store is pulled (when you agree) over plain http\n\n"
+    "The model's params and system layers (ollama's, or a Modelfile's) are the defaults; a flag\n"
+    "wins. A model not in the store: on a terminal, mstore offers to pull it.\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
@@ -52,7 +55,7 @@ static double now(void)
 
 typedef struct run_args {
     const char *name, *prompt, *gguf, *system;
-    int verbose, n_predict, raw;
+    int verbose, n_predict, raw, insecure;
     runtime_opts o;
     runtime_sampler_opts so;
     model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
@@ -81,6 +84,8 @@ static int parse(run_args *a, int argc, char **argv)
             a->raw = 1;
         } else if (strcmp(f, "--verbose") == 0) {
             a->verbose = 1;
+        } else if (strcmp(f, "--insecure") == 0) {
+            a->insecure = 1;
         } else if (strcmp(f, "--kv-f16") == 0) {
             a->o.kv_f16 = 1;
         } else if (f[0] == '-' && f[1] && !v) {
@@ -648,10 +653,15 @@ int cmd_run(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (a.name && cli_name_parse(&name, a.name) < 0)
         return 1;
-    if (!a.gguf && (!(s = cli_store_open()) || model_params_load(&a.mp, s, &name) < 0 ||
-                    (a.mp && (rc = parse(&a, argc, argv)) != 0))) {
-        rc = s ? cli_fail() : 1;
-        goto done;
+    if (!a.gguf) {
+        if (!(s = cli_store_open()))
+            return 1;
+        if ((rc = model_params_load(&a.mp, s, &name)) == MS_ENOTFOUND && (rc = cli_pull_offer(s, &name, a.insecure)) == 0)
+            rc = model_params_load(&a.mp, s, &name);
+        if (rc < 0 || (a.mp && (rc = parse(&a, argc, argv)) != 0)) {
+            rc = rc < 0 ? cli_fail() : rc;
+            goto done;
+        }
     }
     /* As ollama does: with no PROMPT and standard input not a terminal, the prompt is what
      * arrives there (`echo "Why?" | mstore run NAME`), less one final newline. */
