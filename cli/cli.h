@@ -30,6 +30,10 @@ int cli_name_parse(model_name *out, const char *arg);
 int cli_parse_long(long *out, const char *verb, const char *flag, const char *value, long min, long max);
 int cli_parse_double(double *out, const char *verb, const char *flag, const char *value, double min, double max);
 
+/* `run` of a model not in the store: on a terminal, ask and pull it (0 when pulled); otherwise
+ * MS_ENOTFOUND saying how to pull it. insecure: plain http (loopback registries). */
+int cli_pull_offer(store *s, const model_name *name, int insecure);
+
 #define CLI_VERBS(X)                                                                              \
     X(import, "import a GGUF file or a safetensors / MLX directory")                             \
     X(create, "create a model from an ollama Modelfile")                                         \

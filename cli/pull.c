@@ -1,5 +1,6 @@
 /* pull.c: mstore pull [options] NAME, mstore pull --from DIR NAME */
 #include <signal.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,4 +85,24 @@ int cmd_pull(int argc, char **argv)
     }
     printf("pulled %s %s\n", shown, digest);
     return 0;
+}
+
+int cli_pull_offer(store *s, const model_name *name, int insecure)
+{
+    char shown[600], host[NAME_HOST_MAX], digest[72], answer[16] = "";
+    registry_opts o;
+
+    name_display(shown, sizeof shown, name);
+    if (registry_host(host, name) < 0)
+        return ms_err(MS_ENOTFOUND, "model '%s' not found", shown);
+    if (!isatty(STDIN_FILENO) || !isatty(STDERR_FILENO))
+        return ms_err(MS_ENOTFOUND, "model '%s' not found; pull it from %s with: mstore pull %s", shown, host, shown);
+    fprintf(stderr, "model '%s' is not in the store. Pull it from %s? [y/N] ", shown, host);
+    fflush(stderr);
+    if (!fgets(answer, sizeof answer, stdin) || (answer[0] != 'y' && answer[0] != 'Y'))
+        return ms_err(MS_ENOTFOUND, "model '%s' not found (not pulled)", shown);
+    registry_opts_init(&o);
+    o.insecure = insecure;
+    signal(SIGPIPE, SIG_IGN);
+    return registry_pull(s, name, &o, digest);
 }

@@ -45,7 +45,10 @@ static const char help[] =
     "  --kv-f16              keep the KV cache in f16 (half the memory)\n"
     "  --device D            auto, cpu, vulkan or metal (default: $MSTORE_DEVICE, else auto: a\n"
     "                        hardware GPU when there is one, else the CPU; see 'mstore devices')\n"
-    "  --gguf FILE           run a GGUF file instead of a model in the store\n";
+    "  --gguf FILE           run a GGUF file instead of a model in the store\n"
+    "  --insecure            a model not in the store is pulled (when you agree) over plain http\n\n"
+    "The model's params and system layers (ollama's, or a Modelfile's) are the defaults; a flag\n"
+    "wins. A model not in the store: on a terminal, mstore offers to pull it.\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig)
@@ -65,7 +68,7 @@ static double now(void)
 typedef struct run_args {
     const char *name, *gguf, *system;
     char *prompt; /* the words after NAME joined by spaces (malloc'd), or NULL */
-    int verbose, n_predict, raw;
+    int verbose, n_predict, raw, insecure;
     runtime_opts o;
     runtime_sampler_opts so;
     model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
@@ -132,6 +135,8 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
         } else if (strcmp(f, "--verbose") == 0) {
             a->verbose = 1;
             a->o.verbose = 1;
+        } else if (strcmp(f, "--insecure") == 0) {
+            a->insecure = 1;
         } else if (strcmp(f, "--kv-f16") == 0) {
             a->o.kv_f16 = 1;
         } else if (!v) {
@@ -715,13 +720,16 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     /* The model's own defaults (its params and system layers) go under the flags: the arguments
-     * are read again over them, so that a flag still wins. */
+     * are read again over them, so that a flag still wins. A model not in the store: offered for
+     * pulling on a terminal, else how to get it is said. */
     if (!a.gguf) {
         if (!(s = cli_store_open())) {
             rc = 1;
             goto done;
         }
-        if (model_params_load(&a.mp, s, &name) < 0) {
+        if ((rc = model_params_load(&a.mp, s, &name)) == MS_ENOTFOUND && (rc = cli_pull_offer(s, &name, a.insecure)) == 0)
+            rc = model_params_load(&a.mp, s, &name);
+        if (rc < 0) {
             rc = cli_fail();
             goto done;
         }

@@ -23,12 +23,10 @@ void registry_opts_init(registry_opts *o)
 int registry_host(char host_out[NAME_HOST_MAX], const model_name *name)
 {
     const char *env = getenv("MSTORE_REGISTRY");
-    const char *h = name->host[0] ? name->host : env;
+    /* As ollama: a name without a host comes from ollama's registry unless told otherwise. */
+    const char *h = name->host[0] ? name->host : env && *env ? env : REGISTRY_DEFAULT_HOST;
 
     host_out[0] = '\0';
-    if (!h || !*h)
-        return ms_err(MS_EINVALID, "model '%s/%s:%s' names no registry host and $MSTORE_REGISTRY is not set",
-                      name->namespace_, name->model, name->tag);
     /* The host goes into a URL: refuse anything that could change the URL's shape. */
     for (const char *p = h; *p; p++)
         if (!(isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == ':' || *p == '_' || *p == '[' || *p == ']'))

@@ -59,7 +59,10 @@ typedef struct registry_opts {
 
 void registry_opts_init(registry_opts *o);
 
-/* The registry host for `name`: its own host, else $MSTORE_REGISTRY. MS_EINVALID when neither. */
+/* The registry host for `name`: its own host, else $MSTORE_REGISTRY, else ollama's public
+ * registry (https, anonymous Bearer tokens, as ollama pulls). MS_EINVALID for a host with
+ * characters a URL host cannot have. */
+#define REGISTRY_DEFAULT_HOST "registry.ollama.ai"
 int registry_host(char host_out[NAME_HOST_MAX], const model_name *name);
 
 /* Pull `name` from its registry into the store, under `name` as given. A manifest the runtime

@@ -51,7 +51,8 @@ MSTORE_REGISTRY=$REG_HOST expect_ok mstore pull --insecure team/tiny:v1
 expect_ok mstore list
 contains "$out" "team/tiny:v1"
 unset MSTORE_REGISTRY
-expect_fail 1 "no registry host" mstore pull --insecure team/tiny:v1
+# (Unset, the default is registry.ollama.ai: no test contacts it.) A host that cannot be one:
+MSTORE_REGISTRY='bad/host' expect_fail 1 "character '/' is not allowed" mstore pull --insecure team/tiny:v1
 
 # Docker v2 form: other media types, another digest, same blobs; pulls back and verifies.
 export MSTORE_HOME=$WORK/home

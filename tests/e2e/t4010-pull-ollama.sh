@@ -52,6 +52,7 @@ expect_ok mstore run s260k --raw "Once upon a time" --temp 0 -n 8
 # ollama would send, greedy (temperature 0) and 12 tokens long (num_predict); a flag still wins.
 expect_ok mstore run plain --raw $'SYS Be brief.\nQ: Once upon a time\nA:' --temp 0 -n 12
 want=$out
+want_brief=$out
 expect_ok mstore run s260k "Once upon a time" --verbose
 [ "$out" = "$want" ] || fail "templated run '$out' != raw rendering '$want'"
 contains "$err" "chat template:        ollama"
@@ -70,6 +71,42 @@ expect_ok mstore show s260k --template
 contains "$out" "Q: {{ .Prompt }}"
 expect_ok mstore show s260k
 contains "$out" "pulled manifest        $mdigest"
+
+# run of a model not in the store: without a terminal it says how to pull it; on one it
+# asks, and pulls from $MSTORE_REGISTRY when told yes, then runs.
+HOME1=$MSTORE_HOME
+export MSTORE_HOME=$WORK/home-run
+MSTORE_REGISTRY=$REG_HOST expect_fail 1 "pull it from $REG_HOST with: mstore pull s260k" mstore run s260k "Hi" </dev/null
+expect_ok mstore list
+[ -z "$(printf '%s' "$out" | grep s260k || true)" ] || fail "run without a terminal pulled"
+MSTORE_REGISTRY=$REG_HOST "$PY" - "$MSTORE_BIN" >"$WORK/pty.out" <<'PYEOF' || fail "pty run failed: $(cat "$WORK/pty.out")"
+import os, pty, select, sys, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], [sys.argv[1], "run", "--insecure", "s260k", "Once upon a time"])
+buf, answered, end = b"", False, time.time() + 120
+while time.time() < end:
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if r:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    if not answered and b"[y/N]" in buf:
+        os.write(fd, b"y\n")
+        answered = True
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(buf.decode("utf-8", "replace"))
+sys.exit(0 if answered and os.WEXITSTATUS(status) == 0 else 1)
+PYEOF
+contains "$(cat "$WORK/pty.out")" "Pull it from $REG_HOST? [y/N]"
+contains "$(tr -d '\r' <"$WORK/pty.out")" "$want_brief"
+expect_ok mstore list
+contains "$out" "s260k:latest"
+export MSTORE_HOME=$HOME1
 
 # Push back: the manifest as received, same digest; the registry gets the GGUF blob again.
 expect_ok mstore push --insecure s260k "$REG_HOST/other/s260k:v1"

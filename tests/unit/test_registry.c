@@ -491,8 +491,13 @@ START_TEST(host_from_name_then_environment)
     ck_assert_int_eq(registry_host(host, &n), 0);
     ck_assert_str_eq(host, "reg.example:5000");
     ck_assert_int_eq(name_parse(&n, "ns/m:t"), 0);
-    ck_assert_int_eq(registry_host(host, &n), MS_EINVALID);
-    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "MSTORE_REGISTRY"));
+    /* no host, no $MSTORE_REGISTRY (or an empty one): ollama's registry, as ollama pulls */
+    unsetenv("MSTORE_REGISTRY");
+    ck_assert_int_eq(registry_host(host, &n), 0);
+    ck_assert_str_eq(host, "registry.ollama.ai");
+    setenv("MSTORE_REGISTRY", "", 1);
+    ck_assert_int_eq(registry_host(host, &n), 0);
+    ck_assert_str_eq(host, "registry.ollama.ai");
     setenv("MSTORE_REGISTRY", "127.0.0.1:1234", 1);
     ck_assert_int_eq(registry_host(host, &n), 0);
     ck_assert_str_eq(host, "127.0.0.1:1234");
