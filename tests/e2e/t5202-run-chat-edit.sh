@@ -34,18 +34,18 @@ def until(pred, what, limit=120):
     raise SystemExit("timed out waiting for %s; got %r" % (what, buf[-300:]))
 def raw():   # the editor reads keys one by one: canonical mode is off
     return not (termios.tcgetattr(master)[3] & termios.ICANON)
+last = 0   # where the output stood when keys were last typed: a prompt counts only after it
 def typed(keys, prompt=b">>> "):
-    global buf
-    until(lambda: buf.endswith(prompt) and raw(), "the prompt in raw mode")
-    start = len(buf)
+    global buf, last
+    until(lambda: buf.endswith(prompt) and len(buf) - len(prompt) >= last and raw(), "the prompt in raw mode")
+    last = len(buf)
     os.write(master, keys)
-    return start
 typed(b"Once upon a time\r")
 typed(b"\x1b[A\r")                   # up arrow: the message before, again
 typed(b"/clear\r")
 typed(b'"""One\r')                   # several lines, one message
 typed(b'Two"""\r', prompt=b"... ")
-until(lambda: buf.endswith(b">>> ") and raw(), "the last answer")
+until(lambda: buf.endswith(b">>> ") and len(buf) - 4 >= last and raw(), "the last answer")
 os.write(master, b"/bye\r")
 st = p.wait(timeout=60)
 print(json.dumps({"out": buf.decode("utf-8", "replace").replace("\r\n", "\n"), "status": st,
