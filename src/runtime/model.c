@@ -290,6 +290,16 @@ void runtime_model_close(runtime_model *m)
 }
 
 void runtime_model_reset(runtime_model *m) { m->n_past = 0; }
+
+/* Positions past n need no clearing: attention reads only 0 .. n_past + t, and the next forward
+ * overwrites from n. */
+int runtime_model_truncate(runtime_model *m, int n)
+{
+    if (n < 0 || n > m->n_past)
+        return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, m->n_past);
+    m->n_past = n;
+    return 0;
+}
 int runtime_model_n_past(const runtime_model *m) { return m->n_past; }
 int runtime_model_n_ctx(const runtime_model *m) { return m->n_ctx; }
 const runtime_config *runtime_model_config(const runtime_model *m) { return &m->c; }

@@ -122,6 +122,9 @@ int runtime_model_open_store(runtime_model **out, store *s, const model_name *na
  * range or when n_past + n exceeds the context ("... exceeds the context of N tokens"). */
 int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logits_out_last);
 void runtime_model_reset(runtime_model *m);    /* forget the KV cache */
+/* Keep the first n positions of the KV cache and forget the rest: the next forward writes from
+ * position n (prefix reuse). MS_EINVALID when n is negative or past what the cache holds. */
+int runtime_model_truncate(runtime_model *m, int n);
 int runtime_model_n_past(const runtime_model *m);
 int runtime_model_n_ctx(const runtime_model *m);
 const runtime_config *runtime_model_config(const runtime_model *m);

@@ -212,8 +212,8 @@ done:
     return rc;
 }
 
-/* SESSION_FEED_EXACT: tokenize the whole text; run only the tokens after the cached ones when
- * those begin it. At least one token is always run: its logits start the answer. */
+/* SESSION_FEED_EXACT: tokenize the whole text; run only the tokens after the longest prefix it
+ * shares with the cached ones. At least one token is always run: its logits start the answer. */
 static int feed_exact(session *S, const char *s, size_t len, int parse_special)
 {
     const char *bos = S->bos_text;
@@ -234,10 +234,15 @@ static int feed_exact(session *S, const char *s, size_t len, int parse_special)
                     runtime_model_n_ctx(S->m));
         goto done;
     }
-    if (S->n_ids > 0 && S->n_ids < n && memcmp(S->ids, ids, S->n_ids * sizeof *ids) == 0)
-        from = S->n_ids;
+    /* Keep the longest common prefix of the cached tokens and the new ones: a chat's next turn
+     * shares everything up to where the answer's own tokens and a fresh tokenization of its text
+     * part. One token at least is run, for the logits that start the answer. */
+    while (from < S->n_ids && from + 1 < n && S->ids[from] == ids[from])
+        from++;
+    if (from == 0 || runtime_model_truncate(S->m, (int)from) < 0)
+        session_reset(S), from = 0;
     else
-        session_reset(S);
+        S->n_ids = from;
     if ((rc = ids_push(S, ids + from, n - from)) < 0)
         goto done;
     if ((rc = runtime_forward(S->m, ids + from, (int)(n - from), S->logits)) < 0) {

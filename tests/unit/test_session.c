@@ -87,14 +87,39 @@ START_TEST(session_exact_reuses_an_extended_prompt_and_answers_as_fresh)
     ck_assert_uint_eq(session_stats_get(f.S)->n_prompt, 6); /* only what b adds */
     ck_assert_uint_eq(session_stats_get(f.S)->n_prompt_total, 11);
     ck_assert_int_eq(gen(&f, 16, NULL, &warm), SESSION_DONE_LENGTH);
-    /* another prompt does not extend the cache: all of b again, the same answer */
+    /* another prompt shares only BOS with the cache: the rest of b again, the same answer */
     ck_assert_int_eq(session_feed(f.S, "The dog", 7, 0, SESSION_FEED_EXACT), 0);
     session_stats_clear(f.S);
     ck_assert_int_eq(session_feed(f.S, b, strlen(b), 0, SESSION_FEED_EXACT), 0);
-    ck_assert_uint_eq(session_stats_get(f.S)->n_prompt, 11);
+    ck_assert_uint_eq(session_stats_get(f.S)->n_prompt, 10);
     ck_assert_int_eq(gen(&f, 16, NULL, &cold), SESSION_DONE_LENGTH);
     ck_assert_str_eq(warm.text, cold.text);
     ck_assert_uint_gt(strlen(warm.text), 10);
+    close_fx(&f);
+}
+END_TEST
+
+/* A prompt that parts from the cached one midway runs only what follows the shared tokens, and
+ * answers exactly as from a cold cache: the kept positions hold the same keys and values. */
+START_TEST(session_exact_keeps_the_longest_common_prefix)
+{
+    const char *a = "Once upon a time, there was a cat", *b = "Once upon a time, there was a dog named Max";
+    sink warm = {0}, cold = {0};
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 256);
+    ck_assert_int_eq(session_feed(f.S, a, strlen(a), 0, SESSION_FEED_EXACT), 0);
+    ck_assert_int_eq(gen(&f, 8, NULL, &warm), SESSION_DONE_LENGTH);
+    warm = (sink){0};
+    session_stats_clear(f.S);
+    ck_assert_int_eq(session_feed(f.S, b, strlen(b), 0, SESSION_FEED_EXACT), 0);
+    size_t reused = session_stats_get(f.S)->n_prompt_total - session_stats_get(f.S)->n_prompt;
+    ck_assert_uint_ge(reused, 9);   /* BOS and "Once upon a time, there was a" */
+    ck_assert_int_eq(gen(&f, 16, NULL, &warm), SESSION_DONE_LENGTH);
+    session_reset(f.S);
+    ck_assert_int_eq(session_feed(f.S, b, strlen(b), 0, SESSION_FEED_EXACT), 0);
+    ck_assert_int_eq(gen(&f, 16, NULL, &cold), SESSION_DONE_LENGTH);
+    ck_assert_str_eq(warm.text, cold.text);
     close_fx(&f);
 }
 END_TEST
@@ -176,6 +201,7 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, session_exact_reuses_an_extended_prompt_and_answers_as_fresh);
+    tcase_add_test(tc, session_exact_keeps_the_longest_common_prefix);
     tcase_add_test(tc, session_whole_feeds_only_the_text_after_the_cache);
     tcase_add_test(tc, session_stop_string_is_cut_and_never_shown);
     tcase_add_test(tc, session_context_full_and_cancel_say_why);
