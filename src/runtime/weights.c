@@ -35,6 +35,13 @@ static const struct { const char *gguf, *hf; } blk_names[] = {
     { "ffn_gate", "mlp.gate_proj" },         { "ffn_up", "mlp.up_proj" },
     { "ffn_down", "mlp.down_proj" },         { "attn_q_norm", "self_attn.q_norm" },
     { "attn_k_norm", "self_attn.k_norm" },
+    /* MoE (import/names.c spells the same): the router, the expert packs [n_expert][rows][cols],
+     * qwen2moe's shared expert and its gate. "ffn_gate" does not catch "ffn_gate_inp": the match
+     * needs the '.' after the kind. */
+    { "ffn_gate_inp_shexp", "mlp.shared_expert_gate" }, { "ffn_gate_inp", "mlp.gate" },
+    { "ffn_gate_exps", "mlp.experts.gate_proj" },       { "ffn_up_exps", "mlp.experts.up_proj" },
+    { "ffn_down_exps", "mlp.experts.down_proj" },       { "ffn_gate_shexp", "mlp.shared_experts.gate_proj" },
+    { "ffn_up_shexp", "mlp.shared_experts.up_proj" },   { "ffn_down_shexp", "mlp.shared_experts.down_proj" },
 };
 
 int runtime_gguf_name_map(char *buf, size_t len, const char *gn)
@@ -189,9 +196,21 @@ static int parse_shape(runtime_tensor *t, const char *s)
 }
 
 /* The runtime view of one safetensors tensor in a blob. */
+/* Metadata `key` of tensor `name`: its own ("key:<name>", as an expert pack records each
+ * tensor's), else the blob's. */
+static const char *tensor_meta(const st_file *f, const char *key, const char *name)
+{
+    char k[600];
+    const char *v;
+
+    snprintf(k, sizeof k, "%s:%s", key, name);
+    v = st_meta(f, k);
+    return v ? v : st_meta(f, key);
+}
+
 static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *s)
 {
-    const char *qt = st_meta(f, "quant_type"), *ls = st_meta(f, "logical_shape");
+    const char *qt = tensor_meta(f, "quant_type", s->name), *ls = tensor_meta(f, "logical_shape", s->name);
     uint64_t row_bytes, rows = 1;
     int rc;
 

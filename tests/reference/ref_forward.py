@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """ref_forward.py: a float64 reference forward of a llama / qwen2 / qwen3 GGUF model, to judge
-the C runtime.
+the C runtime; also their mixtures of experts (Mixtral as llama with experts, qwen2moe, qwen3moe).
 
 Everything here is written from the published formats, independent of src/runtime:
   - a GGUF v2/v3 reader (metadata, tensor infos, data section at the aligned header end);
@@ -216,7 +216,7 @@ class Model:
     def __init__(self, g):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
-        if arch not in ('llama', 'qwen2', 'qwen3'):
+        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe'):
             raise SystemExit("architecture '%s' is not supported" % arch)
         a = arch + '.'
         self.dim = kv[a + 'embedding_length']
@@ -227,6 +227,12 @@ class Model:
         self.n_rot = kv.get(a + 'rope.dimension_count', self.hd)
         self.eps = kv.get(a + 'attention.layer_norm_rms_epsilon', 1e-5)
         self.neox = arch != 'llama'
+        # MoE (HF MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock): softmax
+        # over the router logits, the top k, renormalized (Mixtral, and Qwen3-MoE as llama.cpp runs
+        # it: norm_topk_prob) or not (Qwen2-MoE); qwen2moe adds sigmoid(gate . x) * shared(x)
+        self.n_exp = kv.get(a + 'expert_count', 0)
+        self.n_used = kv.get(a + 'expert_used_count', 0)
+        self.moe_norm = bool(kv.get(a + 'expert_weights_norm', arch != 'qwen2moe'))
         theta = kv.get(a + 'rope.freq_base', 10000.0)
         self.freqs = theta ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
         st = kv.get(a + 'rope.scaling.type', b'none').decode()
@@ -242,9 +248,13 @@ class Model:
         opt = ('attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_q_norm.weight', 'attn_k_norm.weight')
         for i in range(self.n_layers):
             p = 'blk.%d.' % i
+            ffn = ('ffn_gate_inp', 'ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps') if self.n_exp else (
+                'ffn_gate', 'ffn_up', 'ffn_down')
             L = {k: t(p + k + '.weight') for k in (
-                'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm', 'ffn_gate', 'ffn_up', 'ffn_down')}
+                'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm') + ffn}
             L.update({k: t(p + k) for k in opt if p + k in g.tensors})
+            L.update({k: t(p + k + '.weight') for k in ('ffn_gate_inp_shexp', 'ffn_gate_shexp', 'ffn_up_shexp',
+                                                         'ffn_down_shexp') if p + k + '.weight' in g.tensors})
             self.layers.append(L)
         self.reset()
 
@@ -270,6 +280,24 @@ class Model:
         v[:, i1] = x0 * s + x1 * c
         return v
 
+    @staticmethod
+    def swiglu(wg, wu, wd, h):
+        gt = wg @ h
+        return wd @ (gt / (1.0 + np.exp(-gt)) * (wu @ h))
+
+    def moe(self, L, h):
+        r = L['ffn_gate_inp'] @ h
+        p = np.exp(r - r.max())
+        p /= p.sum()
+        top = np.argsort(-p, kind='stable')[:self.n_used]
+        w = p[top] / p[top].sum() if self.moe_norm else p[top]
+        out = sum(wi * self.swiglu(L['ffn_gate_exps'][e], L['ffn_up_exps'][e], L['ffn_down_exps'][e], h)
+                  for wi, e in zip(w, top))
+        if 'ffn_gate_shexp' in L:
+            g = float(L['ffn_gate_inp_shexp'].reshape(-1) @ h)
+            out = out + self.swiglu(L['ffn_gate_shexp'], L['ffn_up_shexp'], L['ffn_down_shexp'], h) / (1.0 + np.exp(-g))
+        return out
+
     def step(self, tok):
         x = self.embed[tok].copy()
         group = self.n_heads // self.n_kv
@@ -292,8 +320,7 @@ class Model:
                 out[hh] = sc @ V[:, hh // group, :]
             x = x + L['attn_output'] @ out.reshape(-1)
             h = self.norm(x, L['ffn_norm'])
-            gt = L['ffn_gate'] @ h
-            x = x + L['ffn_down'] @ (gt / (1.0 + np.exp(-gt)) * (L['ffn_up'] @ h))
+            x = x + (self.moe(L, h) if self.n_exp else self.swiglu(L['ffn_gate'], L['ffn_up'], L['ffn_down'], h))
         self.pos += 1
         return self.head @ self.norm(x, self.out_norm)
 
