@@ -20,6 +20,7 @@ static const struct { const char *name, *arch; } arch_names[] = {
     { "llama", "llama" },       { "mistral", "llama" },       { "mixtral", "llama" },
     { "qwen2", "qwen2" },       { "qwen3", "qwen3" },         { "qwen2moe", "qwen2moe" },
     { "qwen2_moe", "qwen2moe" }, { "qwen3moe", "qwen3moe" },  { "qwen3_moe", "qwen3moe" },
+    { "gemma3", "gemma3" },     { "gemma3_text", "gemma3" },
 };
 
 static int unsupported(const char *arch)
@@ -193,6 +194,17 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
         (rc = g_int(g, K("attention.sliding_window"), 0, 0, LIMIT_CTX, &c->sliding_window)) < 0)
         return rc;
     snprintf(c->architecture, sizeof c->architecture, "%s", arch_canonical(name));
+    if (strcmp(c->architecture, "gemma3") == 0) {
+        /* llama.cpp's Gemma 3: every 6th layer global, the others in the window with base 10000;
+         * scores scaled by 1/sqrt(head_dim) but for the 27B (62 layers), 1/sqrt(dim / heads) */
+        c->gemma = 1;
+        c->swa_pattern = 6;
+        c->rope_local_theta = 10000.0;
+        if (c->n_layers == 62)
+            c->attn_scale = 1.0 / sqrt((double)c->dim / c->n_heads);
+        if ((rc = g_float(g, K("final_logit_softcapping"), &c->final_softcap)) < 0)
+            return rc;
+    }
     /* llama.cpp's routing: Mixtral (llama) and Qwen3-MoE renormalize the top-k weights, Qwen2-MoE
      * does not; <arch>.expert_weights_norm overrides */
     c->moe_norm = strcmp(c->architecture, "qwen2moe") != 0;
@@ -294,6 +306,38 @@ static int json_fill_moe(runtime_config *c, json_t *o)
     return rc;
 }
 
+/* Gemma 3 from config.json (hf_config): the window pattern, the local rope base, the score
+ * scale, soft-capping; its norms are (1 + w) unless the weights came from a GGUF file. */
+static int json_fill_gemma(runtime_config *c, json_t *o)
+{
+    json_t *hf = json_object_get(o, "hf_config"), *src = json_object_get(o, "source");
+    const char *fmt = json_string_value(json_object_get(src, "format"));
+    double qpas = 0;
+    int rc;
+
+    c->gemma = 1;
+    c->swa_pattern = 6;
+    c->rope_local_theta = 10000.0;
+    c->norm_offset = fmt && strcmp(fmt, "gguf") == 0 ? 0.0 : 1.0;
+    if (c->n_layers == 62)   /* as for a GGUF file: the 27B scales by 1/sqrt(dim / heads) */
+        c->attn_scale = 1.0 / sqrt((double)c->dim / c->n_heads);
+    if ((rc = j_num(o, "final_logit_softcapping", &c->final_softcap)) < 0)
+        return rc;
+    if (!json_is_object(hf))
+        return 0;
+    if ((rc = j_int(hf, "sliding_window_pattern", 0, 1, LIMIT_LAYERS, &c->swa_pattern)) < 0 ||
+        (rc = j_num(hf, "rope_local_base_freq", &c->rope_local_theta)) < 0 ||
+        (rc = j_num(hf, "query_pre_attn_scalar", &qpas)) < 0 ||
+        (rc = j_num(hf, "final_logit_softcapping", &c->final_softcap)) < 0)
+        return rc;
+    if (qpas < 0 || c->final_softcap < 0)
+        return ms_err(MS_EINVALID, "query_pre_attn_scalar %g / final_logit_softcapping %g: expected >= 0", qpas,
+                      c->final_softcap);
+    if (qpas > 0)
+        c->attn_scale = 1.0 / sqrt(qpas);
+    return 0;
+}
+
 static int json_fill(runtime_config *c, json_t *o)
 {
     json_t *arch = json_object_get(o, "architecture"), *rs = json_object_get(o, "rope_scaling");
@@ -320,7 +364,7 @@ static int json_fill(runtime_config *c, json_t *o)
     if (inter && !json_is_boolean(inter))
         return ms_err(MS_EINVALID, "rope_interleaved: expected true or false");
     c->rope_interleaved = json_is_true(inter);
-    if ((rc = json_fill_moe(c, o)) < 0)
+    if ((rc = json_fill_moe(c, o)) < 0 || (strcmp(c->architecture, "gemma3") == 0 && (rc = json_fill_gemma(c, o)) < 0))
         return rc;
     if (rs && !json_is_null(rs)) {
         json_t *t = json_object_get(rs, "rope_type");

@@ -22,6 +22,7 @@
 typedef struct layer {
     const backend_weight *wq, *wk, *wv, *wo, *w1, *w2, *w3;
     const backend_weight *attn_norm, *ffn_norm;
+    const backend_weight *post_attn_norm, *post_ffn_norm;   /* [gemma] after attention and FFN */
     const backend_weight *bq, *bk, *bv;      /* NULL when the model has no q/k/v biases */
     const backend_weight *q_norm, *k_norm;   /* [head_dim]; NULL without QK-norm */
     /* MoE (w1, w2, w3 NULL): the router [n_experts][dim], the packs [n_experts][rows][cols], and
@@ -43,6 +44,7 @@ struct runtime_model {
     backend_buf *r_logits, *r_wts, *r_ids, *eh, *eh2, *eo, *sh, *sh_g;   /* MoE: NULL for a dense model */
     backend_seq seq;
     double *freqs;
+    double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
 };
 
 /* Ops recorded per layer at most, and around the layers (embedding, final norm, head). */
@@ -112,7 +114,7 @@ static int bind_qwen(runtime_model *m, layer *L, int l)
     if ((rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->bk, m, l, "k_proj.bias", kv_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->bv, m, l, "v_proj.bias", kv_dim, qwen2)) < 0 ||
-        (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, qwen3)) < 0 ||
+        (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, qwen3 || c->gemma)) < 0 ||
         (rc = layer_vec(&L->k_norm, m, l, "k_norm.weight", c->head_dim, qwen3)) < 0)
         return rc;
     if (!L->q_norm != !L->k_norm)
@@ -196,11 +198,19 @@ static int bind_moe(runtime_model *m, layer *L, int l)
 static int check_ops(runtime_model *m)
 {
     const runtime_config *c = &m->c;
-    backend_op_kind need[8];
+    backend_op_kind need[12];
     size_t n = 0;
 
     if (c->sliding_window || c->attn_scale != 0)
         need[n++] = BACKEND_OP_ATTENTION_WINDOW;
+    if (c->norm_offset != 0)
+        need[n++] = BACKEND_OP_RMS_NORM_OFFSET;
+    if (c->gemma) {
+        need[n++] = BACKEND_OP_GEGLU;
+        need[n++] = BACKEND_OP_SCALE;
+    }
+    if (c->final_softcap != 0)
+        need[n++] = BACKEND_OP_SOFTCAP;
     if (c->n_experts) {
         need[n++] = BACKEND_OP_MOE_ROUTE;
         need[n++] = BACKEND_OP_MATMUL_ID;
@@ -253,8 +263,16 @@ static int bind_tensors(runtime_model *m)
         if ((rc = expect_norm(&L->attn_norm, m, name, c->dim)) < 0)
             return rc;
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
-        if ((rc = expect_norm(&L->ffn_norm, m, name, c->dim)) < 0)
+        if ((rc = expect_norm(c->gemma ? &L->post_attn_norm : &L->ffn_norm, m, name, c->dim)) < 0)
             return rc;
+        if (c->gemma) {   /* post_attention_layernorm is gemma's norm after attention, not before the FFN */
+            snprintf(name, sizeof name, "model.layers.%d.pre_feedforward_layernorm.weight", l);
+            if ((rc = expect_norm(&L->ffn_norm, m, name, c->dim)) < 0)
+                return rc;
+            snprintf(name, sizeof name, "model.layers.%d.post_feedforward_layernorm.weight", l);
+            if ((rc = expect_norm(&L->post_ffn_norm, m, name, c->dim)) < 0)
+                return rc;
+        }
         if ((rc = bind_qwen(m, L, l)) < 0)
             return rc;
     }
@@ -349,12 +367,20 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     m->seq.ops = calloc(m->seq.cap, sizeof *m->seq.ops);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     m->freqs = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs);
-    if (!m->seq.ops || !m->layers || !m->freqs)
+    m->freqs_local = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs_local);
+    if (!m->seq.ops || !m->layers || !m->freqs || !m->freqs_local)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = check_ops(m)) < 0 || (rc = backend_reserve(m->be, &lim)) < 0 || (rc = alloc_buffers(m)) < 0 ||
         (rc = bind_tensors(m)) < 0)
         return rc;
     runtime_rope_freqs(m->freqs, c);
+    {   /* Gemma 3's window layers: their own base, no scaling (HF: rope_local_base_freq) */
+        runtime_config lc = *c;
+        lc.rope_theta = c->rope_local_theta;
+        if (c->swa_pattern > 0)
+            lc.rope_scaling = RUNTIME_ROPE_NONE;
+        runtime_rope_freqs(m->freqs_local, &lc);
+    }
     return apply_rope_freqs(m);
 }
 
@@ -416,6 +442,7 @@ void runtime_model_close(runtime_model *m)
     free(m->layers);
     free(m->seq.ops);
     free(m->freqs);
+    free(m->freqs_local);
     free(m);
 }
 
@@ -481,8 +508,11 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
     backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
+    float off = (float)c->norm_offset;
+    int window = layer_window(c, l);
+    const double *freqs = window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
 
-    backend_seq_rms_norm(s, xb, x, L->attn_norm, n, dim, eps);
+    backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
     backend_seq_matmul(s, q, xb, L->wq, n);
     backend_seq_matmul(s, k, xb, L->wk, n);
     backend_seq_matmul(s, v, xb, L->wv, n);
@@ -492,28 +522,35 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
         backend_seq_add_row(s, k, L->bk, n, kv_dim);
     if (L->bv)
         backend_seq_add_row(s, v, L->bv, n, kv_dim);
-    if (L->q_norm) {   /* [qwen3] each head's q and k are rows of head_dim */
-        backend_seq_rms_norm(s, q, q, L->q_norm, n * c->n_heads, hd, eps);
-        backend_seq_rms_norm(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps);
+    if (L->q_norm) {   /* [qwen3, gemma] each head's q and k are rows of head_dim */
+        backend_seq_rms_norm_ex(s, q, q, L->q_norm, n * c->n_heads, hd, eps, off);
+        backend_seq_rms_norm_ex(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps, off);
     }
-    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, m->freqs, c->rope_interleaved);
-    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, m->freqs, c->rope_interleaved);
+    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
+    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
     backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)pos * kv_dim), k, n * kv_dim);
     backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)pos * kv_dim), v, n * kv_dim);
     backend_seq_attention_ex(s, att, q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n, pos, c->n_heads,
-                             c->n_kv_heads, hd, layer_window(c, l), (float)c->attn_scale);
+                             c->n_kv_heads, hd, window, (float)c->attn_scale);
     backend_seq_matmul(s, xb, att, L->wo, n);
+    if (L->post_attn_norm)   /* [gemma] */
+        backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
     backend_seq_add(s, x, xb, n * dim);
 
-    backend_seq_rms_norm(s, xb, x, L->ffn_norm, n, dim, eps);
+    backend_seq_rms_norm_ex(s, xb, x, L->ffn_norm, n, dim, eps, off);
     if (c->n_experts) {
         record_moe(m, L, n);
         return;
     }
     backend_seq_matmul(s, hb, xb, L->w1, n);
     backend_seq_matmul(s, hb2, xb, L->w3, n);
-    backend_seq_swiglu(s, hb, hb2, n * c->ffn_dim);
+    if (c->gemma)
+        backend_seq_geglu(s, hb, hb2, n * c->ffn_dim);
+    else
+        backend_seq_swiglu(s, hb, hb2, n * c->ffn_dim);
     backend_seq_matmul(s, xb, hb, L->w2, n);
+    if (L->post_ffn_norm)   /* [gemma] */
+        backend_seq_rms_norm_ex(s, xb, xb, L->post_ffn_norm, n, dim, eps, off);
     backend_seq_add(s, x, xb, n * dim);
 }
 
@@ -526,12 +563,16 @@ static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *
 
     m->seq.n = 0;
     backend_seq_embed(&m->seq, backend_at(m->x, 0), m->embed, tokens, n, c->dim);
+    if (c->gemma)   /* [gemma] embeddings times sqrt(dim), in float as llama.cpp and HF (f32) do */
+        backend_seq_scale(&m->seq, backend_at(m->x, 0), n * c->dim, sqrtf((float)c->dim));
     for (int l = 0; l < c->n_layers; l++)
         record_layer(m, l, n, m->n_past);
     if (logits) {
-        backend_seq_rms_norm(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)(n - 1) * c->dim), m->out_norm, 1,
-                             c->dim, (float)c->rms_eps);
+        backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)(n - 1) * c->dim),
+                                m->out_norm, 1, c->dim, (float)c->rms_eps, (float)c->norm_offset);
         backend_seq_matmul(&m->seq, backend_at(m->logits, 0), backend_at(m->xb, 0), m->lm_head, 1);
+        if (c->final_softcap != 0)
+            backend_seq_softcap(&m->seq, backend_at(m->logits, 0), c->vocab_size, (float)c->final_softcap);
     }
     if ((rc = backend_run(m->be, &m->seq)) < 0 ||
         (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0))

@@ -53,8 +53,9 @@ typedef struct runtime_tensor {
 #define RUNTIME_TYPE_MLX 64
 
 /* The architectures the decoder runs (GGUF names; Hugging Face model_type names map onto them:
- * mixtral -> llama with experts, qwen3_moe -> qwen3moe, qwen2_moe -> qwen2moe, mistral -> llama). */
-#define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe"
+ * mixtral -> llama with experts, qwen3_moe -> qwen3moe, qwen2_moe -> qwen2moe, mistral -> llama,
+ * gemma3_text -> gemma3). */
+#define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3"
 
 /* Rope scaling kinds. */
 enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2 };
@@ -80,6 +81,11 @@ typedef struct runtime_config {
     double rope_local_theta;
     double attn_scale;          /* 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5) */
     double final_softcap;       /* 0: none */
+    /* Gemma 3: embeddings times sqrt(dim), norms before and after attention and FFN, GeGLU (tanh
+     * gelu). norm_offset 1: norms multiply by (1 + w) (Hugging Face weights); 0 for GGUF files,
+     * whose converter stored 1 + w. */
+    int gemma;
+    double norm_offset;
 } runtime_config;
 
 typedef struct runtime_weights runtime_weights;

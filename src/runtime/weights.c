@@ -44,6 +44,30 @@ static const struct { const char *gguf, *hf; } blk_names[] = {
     { "ffn_up_shexp", "mlp.shared_experts.up_proj" },   { "ffn_down_shexp", "mlp.shared_experts.down_proj" },
 };
 
+/* Gemma 3 puts four norms around each block; its "ffn_norm" is the one before the FFN. */
+static const struct { const char *gguf, *hf; } gemma_names[] = {
+    { "post_attention_norm", "post_attention_layernorm" },
+    { "ffn_norm", "pre_feedforward_layernorm" },
+    { "post_ffw_norm", "post_feedforward_layernorm" },
+};
+
+/* runtime_gguf_name_map for architecture `arch`: its own rows first. */
+static int name_map_arch(char *buf, size_t len, const char *gn, const char *arch)
+{
+    unsigned layer;
+    int used = 0;
+
+    if (strcmp(arch, "gemma3") == 0 && sscanf(gn, "blk.%u.%n", &layer, &used) == 1 && used > 0) {
+        for (size_t i = 0; i < sizeof gemma_names / sizeof gemma_names[0]; i++) {
+            size_t kl = strlen(gemma_names[i].gguf);
+            if (strncmp(gn + used, gemma_names[i].gguf, kl) == 0 && gn[used + kl] == '.')
+                return snprintf(buf, len, "model.layers.%u.%s%s", layer, gemma_names[i].hf, gn + used + kl) < (int)len
+                           ? 0 : MS_EINVALID;
+        }
+    }
+    return runtime_gguf_name_map(buf, len, gn);
+}
+
 int runtime_gguf_name_map(char *buf, size_t len, const char *gn)
 {
     unsigned layer;
@@ -134,7 +158,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     w->n = gguf_tensor_count(w->g);
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
-        if (runtime_gguf_name_map(name, sizeof name, gt->name) < 0)
+        if (name_map_arch(name, sizeof name, gt->name, w->cfg.architecture) < 0)
             snprintf(name, sizeof name, "%s", gt->name);   /* kept under its GGUF name */
         names_len += strlen(name) + 1;
     }
@@ -147,7 +171,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
         runtime_tensor *t = &w->t[i];
-        if (runtime_gguf_name_map(name, sizeof name, gt->name) < 0)
+        if (name_map_arch(name, sizeof name, gt->name, w->cfg.architecture) < 0)
             snprintf(name, sizeof name, "%s", gt->name);
         t->name = strcpy(w->names + pos, name);
         pos += strlen(name) + 1;

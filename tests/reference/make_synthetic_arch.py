@@ -10,9 +10,10 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
   qwen2moe  qwen2's q/k/v biases, the packs, and a shared expert: ffn_{gate,up,down}_shexp of
             qwen2moe.expert_shared_feed_forward_length and its gate ffn_gate_inp_shexp [dim]
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
-            QK-norm, gemma3.attention.sliding_window; no output.weight (tied)
-Weights: numpy default_rng(seed) normal, std 1/sqrt(cols) for matrices, 1 for the embedding,
-1 + 0.1 N for norms (gemma3: 0.1 N, as its norms are (1 + w)), 0.1 N for biases; the router's
+            QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
+            more for a global layer (llama.cpp: every 6th)
+Weights: numpy default_rng(seed) normal, std 1/sqrt(cols) for matrices, 1 for the embedding (gemma3: 1/sqrt(dim)),
+1 + 0.1 N for norms (gemma3's GGUF holds 1 + w, as convert_hf_to_gguf writes it), 0.1 N for biases; the router's
 rows are scaled by 3 so that routing is decisive (a near tie between two experts would make the
 choice depend on rounding). --dtype q8_0 stores every 2-D and 3-D .weight but the router as Q8_0
 (ggml's block: f16 d = max|x| / 127, 32 int8 round(x / d)). Tokenizer keys are copied from --vocab.
@@ -59,6 +60,7 @@ def main():
     ap.add_argument('--used', type=int, default=2)
     ap.add_argument('--window', type=int, default=8, help='gemma3 sliding window')
     ap.add_argument('--ctx', type=int, default=256)
+    ap.add_argument('--softcap', type=float, default=0, help='gemma3 final_logit_softcapping (0: none)')
     ap.add_argument('--dtype', choices=('f32', 'q8_0'), default='f32')
     ap.add_argument('--seed', type=int, default=11)
     ap.add_argument('--vocab', required=True)
@@ -88,11 +90,13 @@ def main():
             hp.append(('expert_shared_feed_forward_length', U32, a.shared_ffn))
     if arch == 'gemma3':
         hp.append(('attention.sliding_window', U32, a.window))
+        if a.softcap:
+            hp.append(('final_logit_softcapping', F32, a.softcap))
     for k, t, v in hp:
         kv.append(('%s.%s' % (arch, k), t, struct.pack('<I' if t == U32 else '<f', v)))
     kv += tok
     # (name, numpy shape, kind): m matrix, r router, e embedding, n norm, b bias
-    nk = 'g' if arch == 'gemma3' else 'n'
+    nk = 'n'   # gemma3 too: llama.cpp's converter stores its (1 + w) norms as 1 + w
     ts = [('token_embd.weight', (n_vocab, dim), 'e')]
     for i in range(a.layers):
         p = 'blk.%d.' % i
@@ -127,8 +131,8 @@ def main():
             x = rng.standard_normal(shape) / np.sqrt(shape[-1])
         elif kind == 'r':
             x = 3 * rng.standard_normal(shape) / np.sqrt(shape[-1])
-        elif kind == 'e':
-            x = rng.standard_normal(shape)
+        elif kind == 'e':   # gemma3 scales it by sqrt(dim): small, so the last token does not drown the rest
+            x = rng.standard_normal(shape) / (np.sqrt(dim) if arch == 'gemma3' else 1)
         elif kind == 'n':
             x = 1.0 + 0.1 * rng.standard_normal(shape)
         else:

@@ -216,7 +216,7 @@ class Model:
     def __init__(self, g):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
-        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe'):
+        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3'):
             raise SystemExit("architecture '%s' is not supported" % arch)
         a = arch + '.'
         self.dim = kv[a + 'embedding_length']
@@ -235,6 +235,14 @@ class Model:
         self.moe_norm = bool(kv.get(a + 'expert_weights_norm', arch != 'qwen2moe'))
         theta = kv.get(a + 'rope.freq_base', 10000.0)
         self.freqs = theta ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
+        # Gemma 3 (HF Gemma3TextModel, as llama.cpp runs its GGUF, whose norms already hold 1 + w):
+        # embeddings times sqrt(dim); layers l with (l + 1) % 6 != 0 attend within the last
+        # `sliding_window` positions with rope base 10000 (unscaled), the others globally with
+        # freq_base; a norm after attention and after the FFN; GeGLU with tanh gelu; QK-norm
+        self.gemma = arch == 'gemma3'
+        self.window = kv.get(a + 'attention.sliding_window', 0) if self.gemma else 0
+        self.freqs_local = 10000.0 ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
+        self.softcap = kv.get(a + 'final_logit_softcapping', 0.0)
         st = kv.get(a + 'rope.scaling.type', b'none').decode()
         if st == 'linear':
             self.freqs /= kv[a + 'rope.scaling.factor']
@@ -253,6 +261,8 @@ class Model:
             L = {k: t(p + k + '.weight') for k in (
                 'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm') + ffn}
             L.update({k: t(p + k) for k in opt if p + k in g.tensors})
+            L.update({k: t(p + k + '.weight') for k in ('post_attention_norm', 'post_ffw_norm')
+                      if p + k + '.weight' in g.tensors})
             L.update({k: t(p + k + '.weight') for k in ('ffn_gate_inp_shexp', 'ffn_gate_shexp', 'ffn_up_shexp',
                                                          'ffn_down_shexp') if p + k + '.weight' in g.tensors})
             self.layers.append(L)
@@ -266,11 +276,11 @@ class Model:
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x) + self.eps) * w
 
-    def rope(self, v, n_heads, norm=None):
+    def rope(self, v, n_heads, norm=None, freqs=None):
         v = v.reshape(n_heads, self.hd).copy()
         if norm is not None:   # qwen3: each head normalized over head_dim
             v = v / np.sqrt(np.mean(v * v, axis=1, keepdims=True) + self.eps) * norm
-        a = self.pos * self.freqs
+        a = self.pos * (self.freqs if freqs is None else freqs)
         c, s = np.cos(a), np.sin(a)
         half = self.n_rot // 2
         i0 = np.arange(half) if self.neox else np.arange(0, self.n_rot, 2)
@@ -300,29 +310,42 @@ class Model:
 
     def step(self, tok):
         x = self.embed[tok].copy()
+        if self.gemma:
+            x *= np.sqrt(self.dim)
         group = self.n_heads // self.n_kv
         for i, L in enumerate(self.layers):
+            local = self.window > 0 and (i + 1) % 6 != 0
+            fr = self.freqs_local if local else None
             h = self.norm(x, L['attn_norm'])
             q, k, v = L['attn_q'] @ h, L['attn_k'] @ h, L['attn_v'] @ h
             if 'attn_q.bias' in L:
                 q, k, v = q + L['attn_q.bias'], k + L['attn_k.bias'], v + L['attn_v.bias']
-            q = self.rope(q, self.n_heads, L.get('attn_q_norm.weight'))
-            k = self.rope(k, self.n_kv, L.get('attn_k_norm.weight'))
+            q = self.rope(q, self.n_heads, L.get('attn_q_norm.weight'), fr)
+            k = self.rope(k, self.n_kv, L.get('attn_k_norm.weight'), fr)
             v = v.reshape(self.n_kv, self.hd)
             self.kc[i].append(k)
             self.vc[i].append(v)
             K, V = np.stack(self.kc[i]), np.stack(self.vc[i])  # [pos, kv, hd]
+            if local:   # the last `window` positions, this one included
+                K, V = K[-self.window:], V[-self.window:]
             out = np.empty((self.n_heads, self.hd))
             for hh in range(self.n_heads):
                 sc = K[:, hh // group, :] @ q[hh] / np.sqrt(self.hd)
                 sc = np.exp(sc - sc.max())
                 sc /= sc.sum()
                 out[hh] = sc @ V[:, hh // group, :]
-            x = x + L['attn_output'] @ out.reshape(-1)
+            o = L['attn_output'] @ out.reshape(-1)
+            x = x + (self.norm(o, L['post_attention_norm']) if self.gemma else o)
             h = self.norm(x, L['ffn_norm'])
-            x = x + (self.moe(L, h) if self.n_exp else self.swiglu(L['ffn_gate'], L['ffn_up'], L['ffn_down'], h))
+            if self.gemma:
+                gt, u = L['ffn_gate'] @ h, L['ffn_up'] @ h
+                gl = 0.5 * gt * (1 + np.tanh(np.sqrt(2 / np.pi) * (gt + 0.044715 * gt ** 3)))
+                x = x + self.norm(L['ffn_down'] @ (gl * u), L['post_ffw_norm'])
+            else:
+                x = x + (self.moe(L, h) if self.n_exp else self.swiglu(L['ffn_gate'], L['ffn_up'], L['ffn_down'], h))
         self.pos += 1
-        return self.head @ self.norm(x, self.out_norm)
+        logits = self.head @ self.norm(x, self.out_norm)
+        return self.softcap * np.tanh(logits / self.softcap) if self.softcap else logits
 
 
 def main():

@@ -122,7 +122,7 @@ static void check_model(runtime_model *m, json_t *ref, const char *what, double 
     free(lg);
 }
 
-/* ---------------------------------------------------------------- MoE decoders */
+/* ---------------------------------------------------------------- decoders */
 
 static const struct {
     const char *arch, *dtype, *flags;
@@ -131,9 +131,13 @@ static const struct {
 } moe[] = {
     {"mixtral", "f32", "", 1e-4, 0},  {"qwen3moe", "f32", "", 1e-4, 0},  {"qwen2moe", "f32", "", 1e-4, 0},
     {"mixtral", "q8_0", "", 1e-2, 8}, {"qwen3moe", "q8_0", "", 1e-2, 8}, {"qwen2moe", "q8_0", "", 1e-2, 8},
+    /* 6 layers: 0-4 in the window of 8 (base 10000), layer 5 global, as llama.cpp runs Gemma 3 */
+    {"gemma3", "f32", "--layers 6", 1e-4, 0},
+    {"gemma3", "q8_0", "--layers 6", 1e-2, 8},
+    {"gemma3", "f32", "--layers 6 --softcap 3", 1e-4, 0},
 };
 
-START_TEST(moe_models_match_the_float64_reference)
+START_TEST(models_match_the_float64_reference)
 {
     char *dir = fixture_tmpdir(), *path, *what = ms_strdup_printf("%s %s", moe[_i].arch, moe[_i].dtype);
     json_t *ref = make_model(dir, moe[_i].arch, moe[_i].dtype, moe[_i].flags, &path);
@@ -145,8 +149,8 @@ START_TEST(moe_models_match_the_float64_reference)
 
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
-        ck_assert_int_eq(runtime_model_config(m)->n_experts, 8);
-        ck_assert_int_eq(runtime_model_config(m)->n_experts_used, 2);
+        ck_assert_int_eq(runtime_model_config(m)->n_experts, strcmp(moe[_i].arch, "gemma3") ? 8 : 0);
+        ck_assert_int_eq(runtime_model_config(m)->sliding_window, strcmp(moe[_i].arch, "gemma3") ? 0 : 8);
         check_model(m, ref, what, moe[_i].tol, moe[_i].need);
         runtime_model_close(m);
 
@@ -157,8 +161,10 @@ START_TEST(moe_models_match_the_float64_reference)
         ck_assert_int_eq(name_parse(&name, "moe:test"), 0);
         ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
         ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
-        ck_assert_ptr_nonnull(
-            runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.up_proj.weight"));
+        ck_assert_ptr_nonnull(runtime_weights_find(runtime_model_weights(m),
+                                                   strcmp(moe[_i].arch, "gemma3")
+                                                       ? "model.layers.1.mlp.experts.up_proj.weight"
+                                                       : "model.layers.1.post_feedforward_layernorm.weight"));
         free(what);
         what = ms_strdup_printf("%s %s (store)", moe[_i].arch, moe[_i].dtype);
         check_model(m, ref, what, moe[_i].tol, moe[_i].need);
@@ -260,7 +266,7 @@ Suite *archs_suite(void)
     tcase_add_test(o, moe_ops_read_only_the_selected_experts);
     suite_add_tcase(s, o);
     tcase_set_timeout(m, 600);
-    tcase_add_loop_test(m, moe_models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
+    tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
     suite_add_tcase(s, m);
     return s;
 }
