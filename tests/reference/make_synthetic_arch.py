@@ -9,6 +9,8 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
   qwen3moe  the same packs with qwen3moe.expert_feed_forward_length, plus qwen3's QK-norm
   qwen2moe  qwen2's q/k/v biases, the packs, and a shared expert: ffn_{gate,up,down}_shexp of
             qwen2moe.expert_shared_feed_forward_length and its gate ffn_gate_inp_shexp [dim]
+  mistral   llama with llama.attention.sliding_window (every layer in the window, as HF's Mistral
+            with sliding_window set; llama.cpp ignores the key)
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -48,7 +50,7 @@ def q8_0(x):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3'), required=True)
+    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral'), required=True)
     ap.add_argument('--dim', type=int, default=128)
     ap.add_argument('--layers', type=int, default=2)
     ap.add_argument('--heads', type=int, default=4)
@@ -66,8 +68,8 @@ def main():
     ap.add_argument('--vocab', required=True)
     ap.add_argument('-o', '--out', required=True)
     a = ap.parse_args()
-    arch = 'llama' if a.arch == 'mixtral' else a.arch
-    dim, hd, moe = a.dim, a.head_dim, a.arch != 'gemma3'
+    arch = 'llama' if a.arch in ('mixtral', 'mistral') else a.arch
+    dim, hd, moe = a.dim, a.head_dim, a.arch not in ('gemma3', 'mistral')
     if arch == 'llama' and hd * a.heads != dim:
         sys.exit('mixtral: --head-dim must be dim / heads')
     tok = read_tokenizer_kv(a.vocab)
@@ -88,7 +90,7 @@ def main():
             hp.append(('expert_feed_forward_length', U32, a.ffn))
         if arch == 'qwen2moe':
             hp.append(('expert_shared_feed_forward_length', U32, a.shared_ffn))
-    if arch == 'gemma3':
+    if a.arch in ('gemma3', 'mistral'):
         hp.append(('attention.sliding_window', U32, a.window))
         if a.softcap:
             hp.append(('final_logit_softcapping', F32, a.softcap))
@@ -111,6 +113,10 @@ def main():
         if arch == 'gemma3':
             ts += [(p + 'post_attention_norm.weight', (dim,), nk), (p + 'post_ffw_norm.weight', (dim,), nk),
                    (p + 'ffn_gate.weight', (a.ffn, dim), 'm'), (p + 'ffn_down.weight', (dim, a.ffn), 'm'),
+                   (p + 'ffn_up.weight', (a.ffn, dim), 'm')]
+            continue
+        if not moe:
+            ts += [(p + 'ffn_gate.weight', (a.ffn, dim), 'm'), (p + 'ffn_down.weight', (dim, a.ffn), 'm'),
                    (p + 'ffn_up.weight', (a.ffn, dim), 'm')]
             continue
         E = a.experts

@@ -240,7 +240,8 @@ class Model:
         # `sliding_window` positions with rope base 10000 (unscaled), the others globally with
         # freq_base; a norm after attention and after the FFN; GeGLU with tanh gelu; QK-norm
         self.gemma = arch == 'gemma3'
-        self.window = kv.get(a + 'attention.sliding_window', 0) if self.gemma else 0
+        # Mistral (HF MistralModel with sliding_window): every layer within the window
+        self.window = kv.get(a + 'attention.sliding_window', 0)
         self.freqs_local = 10000.0 ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
         self.softcap = kv.get(a + 'final_logit_softcapping', 0.0)
         st = kv.get(a + 'rope.scaling.type', b'none').decode()
@@ -314,8 +315,8 @@ class Model:
             x *= np.sqrt(self.dim)
         group = self.n_heads // self.n_kv
         for i, L in enumerate(self.layers):
-            local = self.window > 0 and (i + 1) % 6 != 0
-            fr = self.freqs_local if local else None
+            local = self.window > 0 and (not self.gemma or (i + 1) % 6 != 0)
+            fr = self.freqs_local if local and self.gemma else None
             h = self.norm(x, L['attn_norm'])
             q, k, v = L['attn_q'] @ h, L['attn_k'] @ h, L['attn_v'] @ h
             if 'attn_q.bias' in L:
