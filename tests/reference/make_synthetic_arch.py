@@ -67,6 +67,8 @@ def main():
     ap.add_argument('--seed', type=int, default=11)
     ap.add_argument('--vocab', required=True)
     ap.add_argument('-o', '--out', required=True)
+    ap.add_argument('--hf', help='gemma3: also write the same model as a Hugging Face directory (config.json, '
+                    'model.safetensors with HF names; norms hold w, not 1 + w)')
     a = ap.parse_args()
     arch = 'llama' if a.arch in ('mixtral', 'mistral') else a.arch
     dim, hd, moe = a.dim, a.head_dim, a.arch not in ('gemma3', 'mistral')
@@ -131,7 +133,7 @@ def main():
     if arch != 'gemma3':
         ts.append(('output.weight', (n_vocab, dim), 'm'))
     rng = np.random.default_rng(a.seed)
-    data, infos, off = [], [], 0
+    data, infos, off, hf = [], [], 0, {}
     for name, shape, kind in ts:
         if kind == 'm':
             x = rng.standard_normal(shape) / np.sqrt(shape[-1])
@@ -143,6 +145,7 @@ def main():
             x = 1.0 + 0.1 * rng.standard_normal(shape)
         else:
             x = 0.1 * rng.standard_normal(shape)
+        hf[name] = x
         if a.dtype == 'q8_0' and kind in ('m', 'e'):
             raw, ty = q8_0(x), 8
         else:
@@ -157,6 +160,53 @@ def main():
     head += b'\0' * ((32 - len(head) % 32) % 32)
     with open(a.out, 'wb') as f:
         f.write(head + b''.join(data))
+    if a.hf:
+        write_hf(a, hf, n_vocab)
+
+
+HF_NAMES = {'attn_norm': 'input_layernorm', 'post_attention_norm': 'post_attention_layernorm',
+            'ffn_norm': 'pre_feedforward_layernorm', 'post_ffw_norm': 'post_feedforward_layernorm',
+            'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj', 'attn_v': 'self_attn.v_proj',
+            'attn_output': 'self_attn.o_proj', 'attn_q_norm': 'self_attn.q_norm', 'attn_k_norm': 'self_attn.k_norm',
+            'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
+
+
+def write_hf(a, tensors, n_vocab):
+    """Gemma 3 as Hugging Face ships it: norm weights w with the model computing (1 + w), so each
+    is the GGUF's value minus 1; Q/K rows as they are (gemma rotates halves in both)."""
+    import json
+    if a.arch != 'gemma3':
+        sys.exit('--hf: gemma3 only')
+    os.makedirs(a.hf, exist_ok=True)
+    out = {}
+    for name, x in tensors.items():
+        if name == 'token_embd.weight':
+            out['model.embed_tokens.weight'] = x
+        elif name == 'output_norm.weight':
+            out['model.norm.weight'] = x - 1
+        else:
+            _, i, kind, _ = name.split('.')
+            out['model.layers.%s.%s.weight' % (i, HF_NAMES[kind])] = x - 1 if kind.endswith('norm') else x
+    hdr, blobs, off = {}, [], 0
+    for name in sorted(out):
+        raw = out[name].astype('<f4').tobytes()
+        hdr[name] = {'dtype': 'F32', 'shape': list(out[name].shape), 'data_offsets': [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(hdr).encode()
+    h += b' ' * ((8 - len(h) % 8) % 8)
+    with open(os.path.join(a.hf, 'model.safetensors'), 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+    cfg = {'architectures': ['Gemma3ForCausalLM'], 'model_type': 'gemma3_text', 'hidden_size': a.dim,
+           'num_hidden_layers': a.layers, 'num_attention_heads': a.heads, 'num_key_value_heads': a.kv_heads,
+           'head_dim': a.head_dim, 'intermediate_size': a.ffn, 'vocab_size': n_vocab,
+           'max_position_embeddings': a.ctx, 'rms_norm_eps': 1e-6, 'rope_theta': 1000000.0,
+           'rope_local_base_freq': 10000.0, 'sliding_window': a.window, 'sliding_window_pattern': 6,
+           'query_pre_attn_scalar': a.head_dim, 'hidden_activation': 'gelu_pytorch_tanh',
+           'final_logit_softcapping': a.softcap or None, 'tie_word_embeddings': True, 'rope_scaling': None,
+           'bos_token_id': 1, 'eos_token_id': 2}
+    with open(os.path.join(a.hf, 'config.json'), 'w') as f:
+        json.dump(cfg, f, indent=1)
 
 
 if __name__ == '__main__':
