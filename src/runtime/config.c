@@ -20,7 +20,7 @@ static const struct { const char *name, *arch; } arch_names[] = {
     { "llama", "llama" },       { "mistral", "llama" },       { "mixtral", "llama" },
     { "qwen2", "qwen2" },       { "qwen3", "qwen3" },         { "qwen2moe", "qwen2moe" },
     { "qwen2_moe", "qwen2moe" }, { "qwen3moe", "qwen3moe" },  { "qwen3_moe", "qwen3moe" },
-    { "gemma3", "gemma3" },     { "gemma3_text", "gemma3" },
+    { "gemma3", "gemma3" },     { "gemma3_text", "gemma3" },  { "phi3", "phi3" },
 };
 
 static int unsupported(const char *arch)
@@ -368,6 +368,8 @@ static int json_fill(runtime_config *c, json_t *o)
         return rc;
     if (rs && !json_is_null(rs)) {
         json_t *t = json_object_get(rs, "rope_type");
+        if (json_is_object(rs) && !t)   /* Phi-3 says "type" ("longrope", "su") */
+            t = json_object_get(rs, "type");
         if (!json_is_object(rs) || !json_is_string(t))
             return ms_err(MS_EINVALID, "rope_scaling: expected an object with a string rope_type");
         if ((rc = scaling_kind(c, json_string_value(t))) < 0 || (rc = j_num(rs, "factor", &c->rope_factor)) < 0 ||

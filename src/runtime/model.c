@@ -30,6 +30,7 @@ typedef struct layer {
     const backend_weight *router, *ex_gate, *ex_up, *ex_down;
     const backend_weight *sh_gate, *sh_up, *sh_down, *sh_gate_inp;
     runtime_tensor sh_gate_row;   /* a 1-D shared_expert_gate seen as a [1][dim] matrix (a view) */
+    runtime_tensor fused[5];      /* [phi3] q, k, v rows of qkv_proj; gate, up rows of gate_up_proj (views) */
 } layer;
 
 struct runtime_model {
@@ -225,9 +226,65 @@ static int check_ops(runtime_model *m)
     return 0;
 }
 
+/* Rows r0 .. r0 + rows of matrix t as a matrix of its own: a view into the same bytes. */
+static runtime_tensor row_view(const runtime_tensor *t, uint64_t r0, uint64_t rows)
+{
+    runtime_tensor v = *t;
+    uint64_t cols = t->shape[1], row_bytes = 0;
+
+    v.shape[0] = rows;
+    if (t->type == RUNTIME_TYPE_MLX) {
+        uint64_t g = (cols / (uint64_t)t->group_size) * st_dtype_size(t->scale_dtype), code = cols * t->bits / 8;
+        v.data = (const uint8_t *)t->data + r0 * code;
+        v.scales = (const uint8_t *)t->scales + r0 * g;
+        if (t->biases)
+            v.biases = (const uint8_t *)t->biases + r0 * g;
+        v.nbytes = rows * (code + g * (t->biases ? 2 : 1));
+        return v;
+    }
+    ggml_row_nbytes(&row_bytes, t->type, cols);
+    v.data = (const uint8_t *)t->data + r0 * row_bytes;
+    v.nbytes = rows * row_bytes;
+    return v;
+}
+
+/* Phi-3's fused qkv_proj [q + 2 kv][dim] and gate_up_proj [2 ffn][dim], split into views (no copy). */
+static int bind_phi3(runtime_model *m, layer *L, int l)
+{
+    const runtime_config *c = &m->c;
+    uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, kv_dim = (uint64_t)c->n_kv_heads * c->head_dim;
+    uint64_t ff = (uint64_t)c->ffn_dim;
+    const backend_weight *fw;
+    const runtime_tensor *t;
+    char name[128];
+    int rc;
+
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.qkv_proj.weight", l);
+    if ((rc = expect_matrix(&fw, m, name, q_dim + 2 * kv_dim, (uint64_t)c->dim)) < 0)
+        return rc;
+    t = fw->t;
+    L->fused[0] = row_view(t, 0, q_dim);
+    L->fused[1] = row_view(t, q_dim, kv_dim);
+    L->fused[2] = row_view(t, q_dim + kv_dim, kv_dim);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate_up_proj.weight", l);
+    if ((rc = expect_matrix(&fw, m, name, 2 * ff, (uint64_t)c->dim)) < 0)
+        return rc;
+    t = fw->t;
+    L->fused[3] = row_view(t, 0, ff);
+    L->fused[4] = row_view(t, ff, ff);
+    if ((rc = backend_weight_import(&L->wq, m->be, &L->fused[0])) < 0 ||
+        (rc = backend_weight_import(&L->wk, m->be, &L->fused[1])) < 0 ||
+        (rc = backend_weight_import(&L->wv, m->be, &L->fused[2])) < 0 ||
+        (rc = backend_weight_import(&L->w1, m->be, &L->fused[3])) < 0 ||
+        (rc = backend_weight_import(&L->w3, m->be, &L->fused[4])) < 0)
+        return rc;
+    return 0;
+}
+
 static int bind_tensors(runtime_model *m)
 {
     const runtime_config *c = &m->c;
+    int phi3 = strcmp(c->architecture, "phi3") == 0;
     uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, kv_dim = (uint64_t)c->n_kv_heads * c->head_dim;
     char name[128];
     int rc;
@@ -240,23 +297,34 @@ static int bind_tensors(runtime_model *m)
         return rc;
     if ((rc = expect_norm(&m->out_norm, m, "model.norm.weight", c->dim)) < 0)
         return rc;
+    if (phi3 && (runtime_weights_find(m->w, "rope_factors_long.weight") ||
+                 runtime_weights_find(m->w, "rope_factors_short.weight")))
+        return ms_err(MS_EUNSUPPORTED, "phi3 with longrope scaling (rope_factors_long/short, the 128k variants) "
+                      "is not supported");
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &m->layers[l];
 #define MAT(field, kind, rows, cols)                                                    \
         snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, kind);             \
         if ((rc = expect_matrix(&L->field, m, name, rows, cols)) < 0)                  \
             return rc;
-        MAT(wq, "self_attn.q_proj", q_dim, c->dim)
-        MAT(wk, "self_attn.k_proj", kv_dim, c->dim)
-        MAT(wv, "self_attn.v_proj", kv_dim, c->dim)
+        if (phi3) {
+            if ((rc = bind_phi3(m, L, l)) < 0)
+                return rc;
+        } else {
+            MAT(wq, "self_attn.q_proj", q_dim, c->dim)
+            MAT(wk, "self_attn.k_proj", kv_dim, c->dim)
+            MAT(wv, "self_attn.v_proj", kv_dim, c->dim)
+        }
         MAT(wo, "self_attn.o_proj", c->dim, q_dim)
         if (c->n_experts) {
             if ((rc = bind_moe(m, L, l)) < 0)
                 return rc;
         } else {
-            MAT(w1, "mlp.gate_proj", c->ffn_dim, c->dim)
+            if (!phi3) {
+                MAT(w1, "mlp.gate_proj", c->ffn_dim, c->dim)
+                MAT(w3, "mlp.up_proj", c->ffn_dim, c->dim)
+            }
             MAT(w2, "mlp.down_proj", c->dim, c->ffn_dim)
-            MAT(w3, "mlp.up_proj", c->ffn_dim, c->dim)
         }
 #undef MAT
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);

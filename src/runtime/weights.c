@@ -65,6 +65,15 @@ static int name_map_arch(char *buf, size_t len, const char *gn, const char *arch
                            ? 0 : MS_EINVALID;
         }
     }
+    if (strcmp(arch, "phi3") == 0 && sscanf(gn, "blk.%u.%n", &layer, &used) == 1 && used > 0) {
+        /* phi3 fuses: attn_qkv is qkv_proj, its ffn_up is gate_up_proj (gate rows first) */
+        if (strncmp(gn + used, "attn_qkv.", 9) == 0)
+            return snprintf(buf, len, "model.layers.%u.self_attn.qkv_proj%s", layer, gn + used + 8) < (int)len
+                       ? 0 : MS_EINVALID;
+        if (strncmp(gn + used, "ffn_up.", 7) == 0)
+            return snprintf(buf, len, "model.layers.%u.mlp.gate_up_proj%s", layer, gn + used + 6) < (int)len
+                       ? 0 : MS_EINVALID;
+    }
     return runtime_gguf_name_map(buf, len, gn);
 }
 

@@ -11,6 +11,8 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             qwen2moe.expert_shared_feed_forward_length and its gate ffn_gate_inp_shexp [dim]
   mistral   llama with llama.attention.sliding_window (every layer in the window, as HF's Mistral
             with sliding_window set; llama.cpp ignores the key)
+  phi3      fused attn_qkv [q + 2 kv][dim] and ffn_up [2 ff][dim] (gate rows, then up rows), NEOX
+            rope, phi3.attention.sliding_window (HF and llama.cpp window every layer)
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -50,7 +52,7 @@ def q8_0(x):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral'), required=True)
+    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral', 'phi3'), required=True)
     ap.add_argument('--dim', type=int, default=128)
     ap.add_argument('--layers', type=int, default=2)
     ap.add_argument('--heads', type=int, default=4)
@@ -71,7 +73,7 @@ def main():
                     'model.safetensors with HF names; norms hold w, not 1 + w)')
     a = ap.parse_args()
     arch = 'llama' if a.arch in ('mixtral', 'mistral') else a.arch
-    dim, hd, moe = a.dim, a.head_dim, a.arch not in ('gemma3', 'mistral')
+    dim, hd, moe = a.dim, a.head_dim, a.arch not in ('gemma3', 'mistral', 'phi3')
     if arch == 'llama' and hd * a.heads != dim:
         sys.exit('mixtral: --head-dim must be dim / heads')
     tok = read_tokenizer_kv(a.vocab)
@@ -92,7 +94,7 @@ def main():
             hp.append(('expert_feed_forward_length', U32, a.ffn))
         if arch == 'qwen2moe':
             hp.append(('expert_shared_feed_forward_length', U32, a.shared_ffn))
-    if a.arch in ('gemma3', 'mistral'):
+    if a.arch in ('gemma3', 'mistral', 'phi3'):
         hp.append(('attention.sliding_window', U32, a.window))
         if a.softcap:
             hp.append(('final_logit_softcapping', F32, a.softcap))
@@ -104,6 +106,11 @@ def main():
     ts = [('token_embd.weight', (n_vocab, dim), 'e')]
     for i in range(a.layers):
         p = 'blk.%d.' % i
+        if arch == 'phi3':   # fused: qkv rows q | k | v; ffn_up rows gate | up
+            ts += [(p + 'attn_norm.weight', (dim,), 'n'), (p + 'attn_qkv.weight', (q_dim + 2 * kv_dim, dim), 'm'),
+                   (p + 'attn_output.weight', (dim, q_dim), 'm'), (p + 'ffn_norm.weight', (dim,), 'n'),
+                   (p + 'ffn_up.weight', (2 * a.ffn, dim), 'm'), (p + 'ffn_down.weight', (dim, a.ffn), 'm')]
+            continue
         ts += [(p + 'attn_norm.weight', (dim,), nk), (p + 'attn_q.weight', (q_dim, dim), 'm'),
                (p + 'attn_k.weight', (kv_dim, dim), 'm'), (p + 'attn_v.weight', (kv_dim, dim), 'm')]
         if arch == 'qwen2moe':

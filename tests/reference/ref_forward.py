@@ -216,7 +216,7 @@ class Model:
     def __init__(self, g):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
-        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3'):
+        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3'):
             raise SystemExit("architecture '%s' is not supported" % arch)
         a = arch + '.'
         self.dim = kv[a + 'embedding_length']
@@ -257,6 +257,14 @@ class Model:
         opt = ('attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_q_norm.weight', 'attn_k_norm.weight')
         for i in range(self.n_layers):
             p = 'blk.%d.' % i
+            if arch == 'phi3':   # HF Phi3: qkv_proj rows q | k | v, gate_up_proj rows gate | up
+                qkv, gu = t(p + 'attn_qkv.weight'), t(p + 'ffn_up.weight')
+                qd, kd, ff = self.n_heads * self.hd, self.n_kv * self.hd, gu.shape[0] // 2
+                self.layers.append({'attn_norm': t(p + 'attn_norm.weight'), 'attn_q': qkv[:qd],
+                                    'attn_k': qkv[qd:qd + kd], 'attn_v': qkv[qd + kd:],
+                                    'attn_output': t(p + 'attn_output.weight'), 'ffn_norm': t(p + 'ffn_norm.weight'),
+                                    'ffn_gate': gu[:ff], 'ffn_up': gu[ff:], 'ffn_down': t(p + 'ffn_down.weight')})
+                continue
             ffn = ('ffn_gate_inp', 'ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps') if self.n_exp else (
                 'ffn_gate', 'ffn_up', 'ffn_down')
             L = {k: t(p + k + '.weight') for k in (

@@ -138,6 +138,9 @@ static const struct {
     {"gemma3", "f32", "--layers 6 --softcap 3", 1e-4, 0},
     /* every layer in a window of 8 */
     {"mistral", "f32", "", 1e-4, 0},
+    /* fused qkv and gate_up split as views; window of 8 on every layer */
+    {"phi3", "f32", "", 1e-4, 0},
+    {"phi3", "q8_0", "", 1e-2, 8},
 };
 
 START_TEST(models_match_the_float64_reference)
@@ -152,8 +155,8 @@ START_TEST(models_match_the_float64_reference)
 
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
-        ck_assert_int_eq(runtime_model_config(m)->n_experts, strstr("gemma3 mistral", moe[_i].arch) ? 0 : 8);
-        ck_assert_int_eq(runtime_model_config(m)->sliding_window, strstr("gemma3 mistral", moe[_i].arch) ? 8 : 0);
+        ck_assert_int_eq(runtime_model_config(m)->n_experts, strstr("gemma3 mistral phi3", moe[_i].arch) ? 0 : 8);
+        ck_assert_int_eq(runtime_model_config(m)->sliding_window, strstr("gemma3 mistral phi3", moe[_i].arch) ? 8 : 0);
         check_model(m, ref, what, moe[_i].tol, moe[_i].need);
         runtime_model_close(m);
 
@@ -167,6 +170,7 @@ START_TEST(models_match_the_float64_reference)
         ck_assert_ptr_nonnull(runtime_weights_find(runtime_model_weights(m),
                                                    !strcmp(moe[_i].arch, "gemma3")    ? "model.layers.1.post_feedforward_layernorm.weight"
                                                    : !strcmp(moe[_i].arch, "mistral") ? "model.layers.1.mlp.up_proj.weight"
+                                                   : !strcmp(moe[_i].arch, "phi3")    ? "model.layers.1.mlp.gate_up_proj.weight"
                                                                                       : "model.layers.1.mlp.experts.up_proj.weight"));
         free(what);
         what = ms_strdup_printf("%s %s (store)", moe[_i].arch, moe[_i].dtype);
