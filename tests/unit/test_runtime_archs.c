@@ -130,8 +130,12 @@ static const struct {
     double tol;
     int need; /* greedy tokens that must agree; 0: all 32 */
 } moe[] = {
-    {"mixtral", "f32", "", 1e-4, 0},  {"qwen3moe", "f32", "", 1e-4, 0},  {"qwen2moe", "f32", "", 1e-4, 0},
-    {"mixtral", "q8_0", "", 1e-2, 8}, {"qwen3moe", "q8_0", "", 1e-2, 8}, {"qwen2moe", "q8_0", "", 1e-2, 8},
+    {"mixtral", "f32", "", 1e-4, 0},
+    {"qwen3moe", "f32", "", 1e-4, 0},
+    {"qwen2moe", "f32", "", 1e-4, 0},
+    {"mixtral", "q8_0", "", 1e-2, 8},
+    {"qwen3moe", "q8_0", "", 1e-2, 8},
+    {"qwen2moe", "q8_0", "", 1e-2, 8},
     /* 6 layers: 0-4 in the window of 8 (base 10000), layer 5 global, as llama.cpp runs Gemma 3 */
     {"gemma3", "f32", "--layers 6", 1e-4, 0},
     {"gemma3", "q8_0", "--layers 6", 1e-2, 8},
@@ -167,11 +171,12 @@ START_TEST(models_match_the_float64_reference)
         ck_assert_int_eq(name_parse(&name, "moe:test"), 0);
         ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
         ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
-        ck_assert_ptr_nonnull(runtime_weights_find(runtime_model_weights(m),
-                                                   !strcmp(moe[_i].arch, "gemma3")    ? "model.layers.1.post_feedforward_layernorm.weight"
-                                                   : !strcmp(moe[_i].arch, "mistral") ? "model.layers.1.mlp.up_proj.weight"
-                                                   : !strcmp(moe[_i].arch, "phi3")    ? "model.layers.1.mlp.gate_up_proj.weight"
-                                                                                      : "model.layers.1.mlp.experts.up_proj.weight"));
+        ck_assert_ptr_nonnull(
+            runtime_weights_find(runtime_model_weights(m),
+                                 !strcmp(moe[_i].arch, "gemma3")    ? "model.layers.1.post_feedforward_layernorm.weight"
+                                 : !strcmp(moe[_i].arch, "mistral") ? "model.layers.1.mlp.up_proj.weight"
+                                 : !strcmp(moe[_i].arch, "phi3")    ? "model.layers.1.mlp.gate_up_proj.weight"
+                                                                    : "model.layers.1.mlp.experts.up_proj.weight"));
         free(what);
         what = ms_strdup_printf("%s %s (store)", moe[_i].arch, moe[_i].dtype);
         check_model(m, ref, what, moe[_i].tol, moe[_i].need);
@@ -192,11 +197,11 @@ END_TEST
  * tolerance of quantized types. */
 START_TEST(gemma3_from_hugging_face_matches_its_gguf_twin)
 {
-    static const char *quant[] = { NULL, "int4" };
+    static const char *quant[] = {NULL, "int4"};
     char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/hf", dir);
     char *flags = ms_strdup_printf("--layers 6 --hf '%s'", hf), *home = ms_strdup_printf("%s/home", dir);
     json_t *ref = make_model(dir, "gemma3", "f32", flags, &path);
-    runtime_opts o = { .n_threads = 2, .n_batch = 16 };
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
     runtime_model *m;
     model_name name;
     store *st;
@@ -205,7 +210,7 @@ START_TEST(gemma3_from_hugging_face_matches_its_gguf_twin)
     if (ref) {
         ck_assert_int_eq(store_open(&st, home), 0);
         for (int q = 0; q < 2; q++) {
-            import_opts io = { .quiet = 1, .quantize = quant[q] };
+            import_opts io = {.quiet = 1, .quantize = quant[q]};
             ck_assert_int_eq(name_parse(&name, q ? "gemma3:int4" : "gemma3:hf"), 0);
             ck_assert_msg(import_path(st, hf, &name, &io, digest) == 0, "%s", ms_err_msg());
             ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
