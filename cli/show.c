@@ -98,6 +98,11 @@ static void print_text(const char *digest, json_t *c, const manifest *m)
     print_field(c, "feed forward length", "intermediate_size");
     print_field(c, "vocab size", "vocab_size");
     print_field(c, "context length", "max_position_embeddings");
+    print_field(c, "experts", "num_experts");
+    print_field(c, "experts per token", "num_experts_per_tok");
+    print_field(c, "expert ffn length", "moe_intermediate_size");
+    print_field(c, "shared expert length", "shared_expert_intermediate_size");
+    print_field(c, "sliding window", "sliding_window");
     print_field(c, "rope theta", "rope_theta");
     print_field(c, "rms norm eps", "rms_norm_eps");
     print_field(c, "quantization", "quantization");

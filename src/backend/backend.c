@@ -211,6 +211,15 @@ int backend_run(backend *b, const backend_seq *s)
 {
     if (s->overflow)
         return ms_err(MS_ERROR, "internal error: more ops than the sequence's capacity of %zu", s->cap);
+    for (size_t i = 0; i < s->n; i++) {   /* the decoder asked at open; this keeps a slip from running wrong */
+        const backend_op *op = &s->ops[i];
+        backend_op_kind k = op->kind == BACKEND_OP_ATTENTION && (op->window || op->scale != 0) ? BACKEND_OP_ATTENTION_WINDOW
+                          : op->kind == BACKEND_OP_RMS_NORM && op->w_offset != 0 ? BACKEND_OP_RMS_NORM_OFFSET
+                                                                                 : op->kind;
+        if (!backend_supports(b, k))
+            return ms_err(MS_EUNSUPPORTED, "op %s is not supported by device %s", backend_op_name(k),
+                          b->impl->describe(b->ctx));
+    }
     return b->impl->run(b->ctx, s->ops, s->n);
 }
 
@@ -365,4 +374,119 @@ void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n)
     op->dst = dst;
     op->src = src;
     op->n = n;
+}
+
+void backend_seq_attention_ex(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                              int pos0, int heads, int kv_heads, int head_dim, int window, float scale)
+{
+    backend_seq_attention(s, dst, q, k, v, n, pos0, heads, kv_heads, head_dim);
+    if (!s->overflow) {
+        s->ops[s->n - 1].window = window;
+        s->ops[s->n - 1].scale = scale;
+    }
+}
+
+void backend_seq_rms_norm_ex(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n, int cols,
+                             float eps, float w_offset)
+{
+    backend_seq_rms_norm(s, dst, src, w, n, cols, eps);
+    if (!s->overflow)
+        s->ops[s->n - 1].w_offset = w_offset;
+}
+
+void backend_seq_moe_route(backend_seq *s, backend_ref wts_dst, backend_ref ids, backend_ref logits, int n,
+                           int n_expert, int n_used, int route)
+{
+    backend_op *op = push(s, BACKEND_OP_MOE_ROUTE);
+    op->dst = wts_dst;
+    op->ids = ids;
+    op->src = logits;
+    op->n = n;
+    op->n_expert = n_expert;
+    op->n_used = n_used;
+    op->route = route;
+}
+
+void backend_seq_matmul_id(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, backend_ref ids,
+                           int n, int n_used, int src_bcast)
+{
+    backend_op *op = push(s, BACKEND_OP_MATMUL_ID);
+    op->dst = dst;
+    op->src = src;
+    op->w = w;
+    op->ids = ids;
+    op->n = n;
+    op->n_used = n_used;
+    op->src_bcast = src_bcast;
+    op->n_expert = (int)w->t->shape[0];
+    op->rows = (int)w->t->shape[1];
+    op->cols = (int)w->t->shape[2];
+}
+
+void backend_seq_moe_sum(backend_seq *s, backend_ref dst, backend_ref src, backend_ref wts, int n, int n_used,
+                         int cols)
+{
+    backend_op *op = push(s, BACKEND_OP_MOE_SUM);
+    op->dst = dst;
+    op->src = src;
+    op->wts = wts;
+    op->n = n;
+    op->n_used = n_used;
+    op->cols = cols;
+}
+
+void backend_seq_gated_add(backend_seq *s, backend_ref dst, backend_ref src, backend_ref gate, int n, int cols)
+{
+    backend_op *op = push(s, BACKEND_OP_GATED_ADD);
+    op->dst = dst;
+    op->src = src;
+    op->wts = gate;
+    op->n = n;
+    op->cols = cols;
+}
+
+void backend_seq_geglu(backend_seq *s, backend_ref dst, backend_ref src, int n)
+{
+    backend_op *op = push(s, BACKEND_OP_GEGLU);
+    op->dst = dst;
+    op->src = src;
+    op->n = n;
+}
+
+void backend_seq_scale(backend_seq *s, backend_ref dst, int n, float scale)
+{
+    backend_op *op = push(s, BACKEND_OP_SCALE);
+    op->dst = dst;
+    op->n = n;
+    op->scale = scale;
+}
+
+void backend_seq_softcap(backend_seq *s, backend_ref dst, int n, float cap)
+{
+    backend_op *op = push(s, BACKEND_OP_SOFTCAP);
+    op->dst = dst;
+    op->n = n;
+    op->scale = cap;
+}
+
+/* ---------------------------------------------------------------- capabilities */
+
+static const char *const op_names[BACKEND_OP_COUNT] = {
+    "embed", "rms_norm", "matmul", "add_row", "rope", "store", "attention", "swiglu", "add",
+    "moe_route", "matmul_id", "moe_sum", "gated_add", "geglu", "scale", "softcap", "attention with a window",
+    "rms_norm with a weight offset",
+};
+
+const char *backend_op_name(backend_op_kind kind)
+{
+    return (unsigned)kind < BACKEND_OP_COUNT ? op_names[kind] : "?";
+}
+
+int backend_supports(backend *b, backend_op_kind kind)
+{
+    if ((unsigned)kind >= BACKEND_OP_COUNT)
+        return 0;
+    if (kind <= BACKEND_OP_ADD)
+        return 1;
+    return b->impl->supports ? b->impl->supports(b->ctx, kind) : 0;
 }

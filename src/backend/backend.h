@@ -21,6 +21,8 @@
  *      backend meets it within the tolerance its tests state.
  *   3. A weight type a backend cannot run is refused at backend_weight_import, with a message
  *      naming the tensor and its type, never at run time and never with wrong output.
+ *   4. Fields of backend_op past those of the nine original kinds (window, scale, w_offset, ids,
+ *      wts, n_expert, ...) are zero unless set, and zero keeps the original arithmetic.
  *
  * Implementations: src/cpu (always present), src/vulkan, src/metal; backend_open picks one by
  * name. New decoders use only this header; new devices implement backend_impl below. */
@@ -34,8 +36,8 @@
 
 typedef struct backend backend;
 
-/* Element types of buffers. */
-enum { BACKEND_F32 = 0, BACKEND_F16 = 1 };
+/* Element types of buffers. I32 holds expert ids (MOE_ROUTE's output, MATMUL_ID's input). */
+enum { BACKEND_F32 = 0, BACKEND_F16 = 1, BACKEND_I32 = 2 };
 
 /* A buffer the backend owns. `host` is set by backends whose memory the host can address (the
  * CPU): decoders must not use it; it is there for the backend's own ops and for tests. */
@@ -79,7 +81,33 @@ typedef enum backend_op_kind {
     BACKEND_OP_ATTENTION,  /* causal GQA attention, below */
     BACKEND_OP_SWIGLU,     /* dst[i] = silu(dst[i]) * src[i], i < n */
     BACKEND_OP_ADD,        /* dst[i] += src[i], i < n */
+    /* ---- past the nine above: a backend runs them only where backend_supports says so */
+    BACKEND_OP_MOE_ROUTE,  /* router logits to expert ids and weights, below */
+    BACKEND_OP_MATMUL_ID,  /* a matmul through the experts `ids` selects, below */
+    BACKEND_OP_MOE_SUM,    /* dst[t][cols] += sum_s wts[t][s] * src[t][s][cols], t < n, s < n_used; the sum over
+                              s in order, in float */
+    BACKEND_OP_GATED_ADD,  /* dst[t][cols] += sigmoid(gate[t]) * src[t][cols], t < n (gate: n floats at `wts`);
+                              sigmoid(g) = 1 / (1 + expf(-g)) */
+    BACKEND_OP_GEGLU,      /* dst[i] = gelu_tanh(dst[i]) * src[i], i < n; gelu_tanh(x) = 0.5 x (1 + tanhf(
+                              0.7978845608 (x + 0.044715 x^3))), in float */
+    BACKEND_OP_SCALE,      /* dst[i] *= scale, i < n */
+    BACKEND_OP_SOFTCAP,    /* dst[i] = scale * tanhf(dst[i] / scale), i < n (logit soft-capping) */
+    /* Never in a sequence: parameters of the original kinds, asked for with backend_supports. */
+    BACKEND_OP_ATTENTION_WINDOW,   /* ATTENTION with window or scale set */
+    BACKEND_OP_RMS_NORM_OFFSET,    /* RMS_NORM with w_offset set */
+    BACKEND_OP_COUNT
 } backend_op_kind;
+
+/* MOE_ROUTE's normalizations (backend_op.route). */
+enum {
+    /* p = softmax(src[t][0..n_expert)) (in float, max subtracted, summed in double); the n_used
+     * experts of largest p in descending order, ties to the lower id: ids[t][s]; dst[t][s] = p of
+     * that expert. Mixtral's and Qwen-MoE's routing (HF: softmax, then top-k). */
+    BACKEND_ROUTE_SOFTMAX_TOPK = 0,
+    /* as above, then dst[t][s] /= sum over s of dst[t][s]: Mixtral (top-k then softmax is the
+     * same up to rounding) and Qwen3-MoE with norm_topk_prob. */
+    BACKEND_ROUTE_SOFTMAX_TOPK_NORM = 1,
+};
 
 typedef struct backend_op {
     backend_op_kind kind;
@@ -96,8 +124,26 @@ typedef struct backend_op {
     /* ATTENTION: dst[t][heads * head_dim] from q = src[t][heads * head_dim] and the caches k, v
      * ([positions][kv_heads * head_dim], both f32 or both f16; refs to position 0 of one layer), which hold
      * positions 0 .. pos0 + n - 1. Query head h reads kv head h / (heads / kv_heads); token t
-     * sees positions 0 .. pos0 + t. scores = q.k / sqrt(head_dim), softmax, sum of p * v. */
+     * sees positions 0 .. pos0 + t. scores = q.k / sqrt(head_dim), softmax, sum of p * v.
+     * window > 0 (sliding-window attention): token t sees only positions max(0, pos0 + t -
+     * window + 1) .. pos0 + t, the last `window` (HF's and llama.cpp's convention). scale != 0:
+     * scores = q.k * scale instead of / sqrt(head_dim) (Gemma's query_pre_attn_scalar). */
     backend_ref k, v;
+    int window;
+    float scale;   /* ATTENTION (above), SCALE, SOFTCAP */
+    /* RMS_NORM: w_offset is added to each weight: dst = src / rms * (w[c] + w_offset); Gemma's
+     * (1 + w) norms use 1, every other model 0. The sum w[c] + w_offset is in float. */
+    float w_offset;
+    /* MoE. MOE_ROUTE: src = router logits [n][n_expert]; writes ids [n][n_used] (I32) and
+     * dst = weights [n][n_used] (f32), normalized as `route` says.
+     * MATMUL_ID: w is an expert pack [n_expert][rows][cols] (a 3-D tensor, any weight type, rows
+     * of one expert contiguous); for t < n, s < n_used: dst[t][s][rows] = x . w[ids[t][s]]^T with
+     * x = src[t][s][cols], or x = src[t][cols] when src_bcast is 1 (the same input for every
+     * slot: gate and up). Each product's arithmetic is MATMUL's on the expert's rows; only the
+     * selected experts' rows are read.
+     * MOE_SUM: src [n][n_used][cols], wts [n][n_used]. GATED_ADD: wts [n]. */
+    backend_ref ids, wts;
+    int n_expert, n_used, route, src_bcast;
 } backend_op;
 
 /* A sequence of ops, filled by the decoder into storage it sized (cap) at open. */
@@ -121,6 +167,22 @@ void backend_seq_attention(backend_seq *s, backend_ref dst, backend_ref q, backe
                            int pos0, int heads, int kv_heads, int head_dim);
 void backend_seq_swiglu(backend_seq *s, backend_ref dst, backend_ref src, int n);
 void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n);
+/* Attention with a window (0: none) and a score scale (0: 1 / sqrt(head_dim)). */
+void backend_seq_attention_ex(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                              int pos0, int heads, int kv_heads, int head_dim, int window, float scale);
+void backend_seq_rms_norm_ex(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n, int cols,
+                             float eps, float w_offset);
+void backend_seq_moe_route(backend_seq *s, backend_ref wts_dst, backend_ref ids, backend_ref logits, int n,
+                           int n_expert, int n_used, int route);
+/* `w` is the expert pack; rows and cols are one expert's (shape[1], shape[2]). */
+void backend_seq_matmul_id(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, backend_ref ids,
+                           int n, int n_used, int src_bcast);
+void backend_seq_moe_sum(backend_seq *s, backend_ref dst, backend_ref src, backend_ref wts, int n, int n_used,
+                         int cols);
+void backend_seq_gated_add(backend_seq *s, backend_ref dst, backend_ref src, backend_ref gate, int n, int cols);
+void backend_seq_geglu(backend_seq *s, backend_ref dst, backend_ref src, int n);
+void backend_seq_scale(backend_seq *s, backend_ref dst, int n, float scale);
+void backend_seq_softcap(backend_seq *s, backend_ref dst, int n, float cap);
 
 /* ---------------------------------------------------------------- using a backend */
 
@@ -157,6 +219,12 @@ void backend_buf_free(backend *b, backend_buf *buf);   /* NULL is fine */
  * run it; MS_EINVALID for a shape it cannot hold; MS_ENOMEM. Freed by backend_close. */
 int backend_weight_import(const backend_weight **out, backend *b, const runtime_tensor *t);
 
+/* 1 when this backend runs ops of `kind`. The nine original kinds (EMBED .. ADD) always; the
+ * others only where the device's `supports` says so. A decoder asks at open for every kind it
+ * will record, so that a model is refused with a message naming op and device, never mid-run. */
+int backend_supports(backend *b, backend_op_kind kind);
+const char *backend_op_name(backend_op_kind kind);   /* "matmul_id", ... */
+
 /* Run the ops of `s` in order (invariant 1). MS_EIO when the device fails. */
 int backend_run(backend *b, const backend_seq *s);
 /* Wait for every op run so far, then copy n f32 elements at `src` into dst. MS_EIO. */
@@ -191,6 +259,7 @@ typedef struct backend_impl {
     int (*run)(void *ctx, const backend_op *ops, size_t n_ops);
     int (*read)(void *ctx, float *dst, backend_ref src, size_t n);
     void (*close)(void *ctx);
+    int (*supports)(void *ctx, backend_op_kind kind);   /* NULL: only EMBED .. ADD */
 } backend_impl;
 
 #endif

@@ -1,6 +1,7 @@
 /* backend_cpu.c: the CPU behind backend.h: buffers are host memory, weights are the mmapped
  * tensors themselves, and each op calls the kernel function of cpu.c that the decoder called
  * before the seam existed, with the same arguments, so results are the same bit for bit. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -10,6 +11,8 @@ typedef struct cpu_ctx {
     cpu_pool *pool;
     void *mm_scratch;
     float *att_scratch;
+    float *id_in, *id_out;   /* MATMUL_ID: the rows routed to one expert, gathered, and its results */
+    int *id_rows;            /* which (token, slot) each gathered row is */
     int max_rows, max_cols, n_ctx;
     char desc[96];
 } cpu_ctx;
@@ -35,9 +38,16 @@ static int reserve(void *vctx, const backend_limits *l)
 
     free(c->mm_scratch);
     free(c->att_scratch);
+    free(c->id_in);
+    free(c->id_out);
+    free(c->id_rows);
     c->mm_scratch = malloc(cpu_matmul_scratch(l->max_rows, l->max_cols));
     c->att_scratch = malloc(cpu_attention_scratch(l->n_ctx, cpu_pool_threads(c->pool)));
-    if (!c->mm_scratch || !c->att_scratch)
+    /* a token selects an expert at most once, so one expert gets at most max_rows rows */
+    c->id_in = malloc((size_t)l->max_rows * (size_t)l->max_cols * sizeof(float));
+    c->id_out = malloc((size_t)l->max_rows * (size_t)l->max_cols * sizeof(float));
+    c->id_rows = malloc((size_t)l->max_rows * sizeof(int));
+    if (!c->mm_scratch || !c->att_scratch || !c->id_in || !c->id_out || !c->id_rows)
         return ms_err(MS_ENOMEM, "out of memory for scratch (%d rows of %d columns, context %d)", l->max_rows,
                       l->max_cols, l->n_ctx);
     c->max_rows = l->max_rows;
@@ -130,6 +140,157 @@ static void weight_free(void *vctx, backend_weight *w)
 }
 
 static float *f32(backend_ref r) { return (float *)r.buf->host + r.off; }
+static int32_t *i32(backend_ref r) { return (int32_t *)r.buf->host + r.off; }
+
+/* Expert e of a pack [n_expert][rows][cols] as a 2-D tensor: a view of its rows, no copy. */
+static runtime_tensor expert_view(const runtime_tensor *pack, int e)
+{
+    runtime_tensor v = *pack;
+    uint64_t rows = pack->shape[1], cols = pack->shape[2], row_bytes = 0;
+
+    v.n_dims = 2;
+    v.shape[0] = rows;
+    v.shape[1] = cols;
+    v.shape[2] = 0;
+    if (pack->type == RUNTIME_TYPE_MLX) {
+        uint64_t groups = rows * (cols / (uint64_t)pack->group_size), ssz = st_dtype_size(pack->scale_dtype);
+        uint64_t codes = rows * cols * (uint64_t)pack->bits / 8;
+        v.data = (const uint8_t *)pack->data + (uint64_t)e * codes;
+        v.scales = (const uint8_t *)pack->scales + (uint64_t)e * groups * ssz;
+        if (pack->biases)
+            v.biases = (const uint8_t *)pack->biases + (uint64_t)e * groups * ssz;
+        v.nbytes = codes + groups * ssz * (pack->biases ? 2 : 1);
+        return v;
+    }
+    ggml_row_nbytes(&row_bytes, pack->type, cols);
+    v.data = (const uint8_t *)pack->data + (uint64_t)e * rows * row_bytes;
+    v.nbytes = rows * row_bytes;
+    return v;
+}
+
+/* For each expert that some (token, slot) selected: gather those rows, one matmul on a view of
+ * the expert's rows, scatter the results. Experts nobody selected are never touched. */
+static void matmul_id(cpu_ctx *c, const backend_op *op)
+{
+    const runtime_tensor *pack = tensor_of(op->w);
+    const int32_t *ids = i32(op->ids);
+    const float *src = f32(op->src);
+    float *dst = f32(op->dst);
+    size_t cols = (size_t)op->cols, rows = (size_t)op->rows;
+
+    for (int e = 0; e < op->n_expert; e++) {
+        int cnt = 0;
+        for (int t = 0; t < op->n; t++)
+            for (int s = 0; s < op->n_used; s++)
+                if (ids[(size_t)t * op->n_used + s] == e) {
+                    int r = t * op->n_used + s;
+                    memcpy(c->id_in + (size_t)cnt * cols, src + (op->src_bcast ? (size_t)t : (size_t)r) * cols,
+                           cols * sizeof(float));
+                    c->id_rows[cnt++] = r;
+                }
+        if (!cnt)
+            continue;
+        runtime_tensor v = expert_view(pack, e);
+        cpu_matmul(c->pool, c->id_out, c->id_in, cnt, &v, c->mm_scratch);
+        for (int i = 0; i < cnt; i++)
+            memcpy(dst + (size_t)c->id_rows[i] * rows, c->id_out + (size_t)i * rows, rows * sizeof(float));
+    }
+}
+
+/* MOE_ROUTE for one token: softmax over the router logits, the n_used largest, optionally
+ * renormalized (backend.h). */
+static void moe_route_row(float *wts, int32_t *ids, const float *logits, int n_expert, int n_used, int route,
+                          float *p)
+{
+    float mx = -INFINITY;
+    double sum = 0, sel = 0;
+
+    for (int e = 0; e < n_expert; e++)
+        mx = fmaxf(mx, logits[e]);
+    for (int e = 0; e < n_expert; e++)
+        sum += (p[e] = expf(logits[e] - mx));
+    for (int e = 0; e < n_expert; e++)
+        p[e] = (float)(p[e] / sum);
+    for (int s = 0; s < n_used; s++) {
+        int best = -1;
+        for (int e = 0; e < n_expert; e++)
+            if (p[e] >= 0 && (best < 0 || p[e] > p[best]))
+                best = e;
+        ids[s] = best;
+        wts[s] = p[best];
+        sel += p[best];
+        p[best] = -1;   /* taken */
+    }
+    if (route == BACKEND_ROUTE_SOFTMAX_TOPK_NORM)
+        for (int s = 0; s < n_used; s++)
+            wts[s] = (float)(wts[s] / sel);
+}
+
+static void rms_norm_offset(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float off)
+{
+    for (int t = 0; t < n_tok; t++) {
+        const float *xt = x + (size_t)t * dim;
+        float *yt = y + (size_t)t * dim;
+        double ss = 0.0;
+        float sc;
+
+        for (int i = 0; i < dim; i++)
+            ss += (double)xt[i] * xt[i];
+        sc = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int i = 0; i < dim; i++)
+            yt[i] = xt[i] * sc * (w[i] + off);
+    }
+}
+
+static void run_moe_op(cpu_ctx *c, const backend_op *op)
+{
+    float *d = f32(op->dst);
+
+    switch (op->kind) {
+    case BACKEND_OP_MOE_ROUTE:
+        for (int t = 0; t < op->n; t++)
+            moe_route_row(d + (size_t)t * op->n_used, i32(op->ids) + (size_t)t * op->n_used,
+                          f32(op->src) + (size_t)t * op->n_expert, op->n_expert, op->n_used, op->route, c->id_out);
+        break;
+    case BACKEND_OP_MATMUL_ID:
+        matmul_id(c, op);
+        break;
+    case BACKEND_OP_MOE_SUM:
+        for (int t = 0; t < op->n; t++) {
+            const float *w = f32(op->wts) + (size_t)t * op->n_used, *src = f32(op->src);
+            for (int i = 0; i < op->cols; i++) {
+                float acc = 0;
+                for (int s = 0; s < op->n_used; s++)
+                    acc += w[s] * src[((size_t)t * op->n_used + s) * op->cols + i];
+                d[(size_t)t * op->cols + i] += acc;
+            }
+        }
+        break;
+    case BACKEND_OP_GATED_ADD:
+        for (int t = 0; t < op->n; t++) {
+            float g = 1.0f / (1.0f + expf(-f32(op->wts)[t]));
+            for (int i = 0; i < op->cols; i++)
+                d[(size_t)t * op->cols + i] += g * f32(op->src)[(size_t)t * op->cols + i];
+        }
+        break;
+    case BACKEND_OP_GEGLU:
+        for (int i = 0; i < op->n; i++) {
+            float x = d[i];
+            d[i] = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x))) * f32(op->src)[i];
+        }
+        break;
+    case BACKEND_OP_SCALE:
+        for (int i = 0; i < op->n; i++)
+            d[i] *= op->scale;
+        break;
+    case BACKEND_OP_SOFTCAP:
+        for (int i = 0; i < op->n; i++)
+            d[i] = op->scale * tanhf(d[i] / op->scale);
+        break;
+    default:
+        break;
+    }
+}
 
 static void run_op(cpu_ctx *c, const backend_op *op)
 {
@@ -139,7 +300,10 @@ static void run_op(cpu_ctx *c, const backend_op *op)
             rt_ext_tensor_row(f32(op->dst) + (size_t)t * op->cols, tensor_of(op->w), (uint64_t)op->tokens[t]);
         break;
     case BACKEND_OP_RMS_NORM:
-        cpu_rms_norm(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps);
+        if (op->w_offset != 0)
+            rms_norm_offset(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps, op->w_offset);
+        else
+            cpu_rms_norm(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps);
         break;
     case BACKEND_OP_MATMUL:
         cpu_matmul(c->pool, f32(op->dst), f32(op->src), op->n, tensor_of(op->w), c->mm_scratch);
@@ -160,11 +324,14 @@ static void run_op(cpu_ctx *c, const backend_op *op)
     case BACKEND_OP_ATTENTION: {
         int f16 = op->k.buf->dtype == BACKEND_F16;
         size_t elt = f16 ? 2 : 4;
-        cpu_attention(c->pool, f32(op->dst), f32(op->src), (const uint8_t *)op->k.buf->host + op->k.off * elt,
-                      (const uint8_t *)op->v.buf->host + op->v.off * elt, f16, op->n, op->pos0, op->heads,
-                      op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx);
+        cpu_attention_window(c->pool, f32(op->dst), f32(op->src), (const uint8_t *)op->k.buf->host + op->k.off * elt,
+                             (const uint8_t *)op->v.buf->host + op->v.off * elt, f16, op->n, op->pos0, op->heads,
+                             op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale);
         break;
     }
+    default:
+        run_moe_op(c, op);
+        break;
     case BACKEND_OP_SWIGLU:
         cpu_swiglu(c->pool, f32(op->dst), f32(op->src), (size_t)op->n);
         break;
@@ -183,6 +350,12 @@ static int check_op(const cpu_ctx *c, const backend_op *op)
                       c->max_rows, c->max_cols);
     if (op->kind == BACKEND_OP_ATTENTION && op->k.buf->dtype != op->v.buf->dtype)
         return ms_err(MS_ERROR, "attention: the k and v caches differ in element type");
+    if (op->kind == BACKEND_OP_MATMUL_ID && (op->n > c->max_rows || op->cols > c->max_cols || op->rows > c->max_cols))
+        return ms_err(MS_ERROR, "matmul_id of %d rows x %d columns into %d: past the reserved %d x %d", op->n, op->cols,
+                      op->rows, c->max_rows, c->max_cols);
+    if (op->kind == BACKEND_OP_MOE_ROUTE && (op->n_expert > c->max_cols || op->n_used > op->n_expert))
+        return ms_err(MS_ERROR, "moe_route of %d of %d experts: past the reserved %d", op->n_used, op->n_expert,
+                      c->max_cols);
     if (op->kind == BACKEND_OP_ATTENTION && op->pos0 + op->n > c->n_ctx)
         return ms_err(MS_ERROR, "attention to position %d: past the reserved context of %d", op->pos0 + op->n,
                       c->n_ctx);
@@ -218,7 +391,17 @@ static void close_ctx(void *vctx)
     cpu_pool_free(c->pool);
     free(c->mm_scratch);
     free(c->att_scratch);
+    free(c->id_in);
+    free(c->id_out);
+    free(c->id_rows);
     free(c);
+}
+
+/* Every kind backend.h defines. */
+static int supports(void *vctx, backend_op_kind kind)
+{
+    (void)vctx;
+    return (unsigned)kind < BACKEND_OP_COUNT;
 }
 
 static const backend_impl cpu_impl = {
@@ -232,6 +415,7 @@ static const backend_impl cpu_impl = {
     .run = run,
     .read = read_buf,
     .close = close_ctx,
+    .supports = supports,
 };
 
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o)

@@ -334,6 +334,8 @@ typedef struct att_job {
     const void *k, *v;
     int kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx;
     float *scratch;
+    int window;
+    float scale;
 } att_job;
 
 static void att_task(void *ctx, int ith, int nth)
@@ -343,26 +345,27 @@ static void att_task(void *ctx, int ith, int nth)
     int n_items = j->n_tok * j->n_heads, chunk = (n_items + nth - 1) / nth;
     int i0 = ith * chunk, i1 = i0 + chunk < n_items ? i0 + chunk : n_items;
     int hd = j->head_dim, kv_dim = j->n_kv_heads * hd, group = j->n_heads / j->n_kv_heads;
-    float *sc = j->scratch + (size_t)ith * j->n_ctx, scale = 1.0f / sqrtf((float)hd);
+    float *sc = j->scratch + (size_t)ith * j->n_ctx, scale = j->scale != 0 ? j->scale : 1.0f / sqrtf((float)hd);
 
     for (int it = i0; it < i1; it++) {
         int t = it / j->n_heads, h = it % j->n_heads, kvo = (h / group) * hd, n_pos = j->pos0 + t + 1;
+        int p0 = j->window > 0 && n_pos > j->window ? n_pos - j->window : 0;   /* the window's first position */
         const float *q = j->q + (size_t)t * j->n_heads * hd + (size_t)h * hd;
         float *o = j->out + (size_t)t * j->n_heads * hd + (size_t)h * hd;
 
-        for (int p = 0; p < n_pos; p++) {
+        for (int p = p0; p < n_pos; p++) {
             size_t off = (size_t)p * kv_dim + kvo;
-            sc[p] = scale * (j->kv_f16 ? k->dot_f32_f16(q, (const uint16_t *)j->k + off, hd)
-                                       : k->dot_f32(q, (const float *)j->k + off, hd));
+            sc[p - p0] = scale * (j->kv_f16 ? k->dot_f32_f16(q, (const uint16_t *)j->k + off, hd)
+                                            : k->dot_f32(q, (const float *)j->k + off, hd));
         }
-        cpu_softmax(sc, n_pos);
+        cpu_softmax(sc, n_pos - p0);
         memset(o, 0, (size_t)hd * sizeof *o);
-        for (int p = 0; p < n_pos; p++) {
+        for (int p = p0; p < n_pos; p++) {
             size_t off = (size_t)p * kv_dim + kvo;
             if (j->kv_f16)
-                k->axpy_f16(o, sc[p], (const uint16_t *)j->v + off, hd);
+                k->axpy_f16(o, sc[p - p0], (const uint16_t *)j->v + off, hd);
             else
-                k->axpy_f32(o, sc[p], (const float *)j->v + off, hd);
+                k->axpy_f32(o, sc[p - p0], (const float *)j->v + off, hd);
         }
     }
 }
@@ -371,7 +374,14 @@ void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const
                           int kv_f16, int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim,
                           float *scratch, int n_ctx)
 {
-    att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch };
+    cpu_attention_window(p, out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, scratch, n_ctx, 0, 0);
+}
+
+void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16,
+                          int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
+                          int window, float scale)
+{
+    att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, scale };
 
     rt_pool_run(p, att_task, &j);
 }

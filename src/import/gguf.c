@@ -299,6 +299,14 @@ static json_t *config_build(gguf_file *g, const char *arch, json_t *qsum, const 
     put_uint(c, "sliding_window", g, arch, "attention.sliding_window");
     put_uint(c, "num_experts", g, arch, "expert_count");
     put_uint(c, "num_experts_per_tok", g, arch, "expert_used_count");
+    put_uint(c, "moe_intermediate_size", g, arch, "expert_feed_forward_length");
+    put_uint(c, "shared_expert_intermediate_size", g, arch, "expert_shared_feed_forward_length");
+    snprintf(k, sizeof k, "%s.final_logit_softcapping", arch);   /* gemma: only when the file sets it */
+    {
+        double cap;
+        if (gguf_get_float(g, k, &cap) == 0)
+            json_object_set_new(c, "final_logit_softcapping", json_real(cap));
+    }
     put_uint(c, "rope_dimension_count", g, arch, "rope.dimension_count");
     /* Defaults as llama.cpp applies them: kv heads = heads, head_dim = hidden / heads. */
     heads = (uint64_t)json_integer_value(json_object_get(c, "num_attention_heads"));

@@ -9,7 +9,7 @@
 
 #include "import/import_int.h"
 
-static const char *const known[] = { "llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3moe", NULL };
+static const char *const known[] = { "llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3moe", "qwen2moe", NULL };
 
 static const struct row {
     const char *arch;   /* NULL: any known architecture */

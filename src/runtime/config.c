@@ -15,20 +15,29 @@
 #define LIMIT_VOCAB (1 << 22)
 #define LIMIT_CTX (1 << 22)
 
-static const char *const supported[] = { "llama", "qwen2", "qwen3" };
+/* Architecture names as files spell them -> the decoder's name. */
+static const struct { const char *name, *arch; } arch_names[] = {
+    { "llama", "llama" },       { "mistral", "llama" },       { "mixtral", "llama" },
+    { "qwen2", "qwen2" },       { "qwen3", "qwen3" },         { "qwen2moe", "qwen2moe" },
+    { "qwen2_moe", "qwen2moe" }, { "qwen3moe", "qwen3moe" },  { "qwen3_moe", "qwen3moe" },
+    { "gemma3", "gemma3" },     { "gemma3_text", "gemma3" },  { "phi3", "phi3" },
+};
 
 static int unsupported(const char *arch)
 {
-    return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: llama, qwen2, qwen3", arch);
+    return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: " RUNTIME_ARCHS, arch);
 }
 
-static int arch_supported(const char *arch)
+/* The decoder's name for `arch`, or NULL. */
+static const char *arch_canonical(const char *arch)
 {
-    for (size_t i = 0; i < sizeof supported / sizeof supported[0]; i++)
-        if (strcmp(arch, supported[i]) == 0)
-            return 1;
-    return 0;
+    for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++)
+        if (strcmp(arch, arch_names[i].name) == 0)
+            return arch_names[i].arch;
+    return NULL;
 }
+
+static int arch_supported(const char *arch) { return arch_canonical(arch) != NULL; }
 
 static int check_int(const char *key, long long v, long long lo, long long hi, int *out)
 {
@@ -56,6 +65,16 @@ static int finish(runtime_config *c)
     if (c->n_rot <= 0 || c->n_rot > c->head_dim || c->n_rot % 2)
         return ms_err(MS_EINVALID, "rope dimension count %d: expected an even number in [2, %d]", c->n_rot,
                       c->head_dim);
+    if (c->n_experts < 0 || c->n_experts > 1024 || c->n_experts_used < 0 || c->n_experts_used > c->n_experts ||
+        (c->n_experts > 0 && c->n_experts_used == 0))
+        return ms_err(MS_EINVALID, "experts: %d used of %d, expected 1 <= used <= experts <= 1024", c->n_experts_used,
+                      c->n_experts);
+    if (c->n_experts > 0 && c->expert_ffn_dim == 0)
+        c->expert_ffn_dim = c->ffn_dim;
+    if (c->sliding_window < 0 || c->swa_pattern < 0)
+        return ms_err(MS_EINVALID, "sliding window %d / pattern %d: expected >= 0", c->sliding_window, c->swa_pattern);
+    if (c->rope_local_theta == 0)
+        c->rope_local_theta = c->rope_theta;
     if (!(c->rms_eps > 0 && c->rms_eps < 1))
         return ms_err(MS_EINVALID, "rms norm epsilon %g out of range (0, 1)", c->rms_eps);
     if (!(c->rope_theta > 1))
@@ -112,10 +131,19 @@ static int g_float(const gguf_file *g, const char *key, double *out)
     return rc == MS_ENOTFOUND ? 0 : rc;
 }
 
-/* "<arch>.<suffix>" into buf: GGUF names every hyper-parameter after the architecture. */
-static const char *akey(char *buf, size_t len, const runtime_config *c, const char *suffix)
+/* A bool key into *out (0 / 1); left as it was when absent or of another type. */
+static void bool_key(const gguf_file *g, const char *key, int *out)
 {
-    snprintf(buf, len, "%s.%s", c->architecture, suffix);
+    int v;
+
+    if (gguf_get_bool(g, key, &v) == 0)
+        *out = v != 0;
+}
+
+/* "<arch>.<suffix>" into buf: GGUF names every hyper-parameter after the architecture. */
+static const char *akey(char *buf, size_t len, const char *arch, const char *suffix)
+{
+    snprintf(buf, len, "%s.%s", arch, suffix);
     return buf;
 }
 
@@ -125,7 +153,7 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
     size_t len;
     uint32_t et;
     uint64_t n_vocab = 0;
-    char type[32] = "", k[96];
+    char type[32] = "", k[96], name[32];
     int rc;
 
     memset(c, 0, sizeof *c);
@@ -140,9 +168,11 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
     c->architecture[len] = '\0';
     if (!arch_supported(c->architecture))
         return unsupported(c->architecture);
+    /* keys are "<arch>.*" under the file's own name; the decoder knows the canonical one */
+    snprintf(name, sizeof name, "%s", c->architecture);
     /* GGUF's llama Q/K rows are permuted for adjacent-pair rope; qwen's are not (NEOX) */
-    c->rope_interleaved = strcmp(c->architecture, "llama") == 0;
-#define K(suffix) akey(k, sizeof k, c, suffix)
+    c->rope_interleaved = strcmp(arch_canonical(c->architecture), "llama") == 0;
+#define K(suffix) akey(k, sizeof k, name, suffix)
     if ((rc = g_int(g, K("embedding_length"), 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
         (rc = g_int(g, K("block_count"), 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
         (rc = g_int(g, K("attention.head_count"), 1, 1, 4096, &c->n_heads)) < 0 ||
@@ -156,8 +186,34 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
         (rc = g_int(g, "tokenizer.ggml.eos_token_id", 0, 0, LIMIT_VOCAB, &c->eos_id)) < 0 ||
         (rc = g_float(g, K("attention.layer_norm_rms_epsilon"), &c->rms_eps)) < 0 ||
         (rc = g_float(g, K("rope.freq_base"), &c->rope_theta)) < 0 ||
-        (rc = g_float(g, K("rope.scaling.factor"), &c->rope_factor)) < 0)
+        (rc = g_float(g, K("rope.scaling.factor"), &c->rope_factor)) < 0 ||
+        (rc = g_int(g, K("expert_count"), 0, 0, 1024, &c->n_experts)) < 0 ||
+        (rc = g_int(g, K("expert_used_count"), 0, 0, 1024, &c->n_experts_used)) < 0 ||
+        (rc = g_int(g, K("expert_feed_forward_length"), 0, 1, LIMIT_DIM * 8, &c->expert_ffn_dim)) < 0 ||
+        (rc = g_int(g, K("expert_shared_feed_forward_length"), 0, 1, LIMIT_DIM * 8, &c->shared_ffn_dim)) < 0 ||
+        (rc = g_int(g, K("attention.sliding_window"), 0, 0, LIMIT_CTX, &c->sliding_window)) < 0)
         return rc;
+    snprintf(c->architecture, sizeof c->architecture, "%s", arch_canonical(name));
+    if (strcmp(c->architecture, "gemma3") == 0) {
+        /* llama.cpp's Gemma 3: every 6th layer global, the others in the window with base 10000;
+         * scores scaled by 1/sqrt(head_dim) but for the 27B (62 layers), 1/sqrt(dim / heads) */
+        c->gemma = 1;
+        c->swa_pattern = 6;
+        c->rope_local_theta = 10000.0;
+        if (c->n_layers == 62)
+            c->attn_scale = 1.0 / sqrt((double)c->dim / c->n_heads);
+        if ((rc = g_float(g, K("final_logit_softcapping"), &c->final_softcap)) < 0)
+            return rc;
+    }
+    /* llama.cpp's routing: Mixtral (llama) and Qwen3-MoE renormalize the top-k weights, Qwen2-MoE
+     * does not; <arch>.expert_weights_norm overrides */
+    c->moe_norm = strcmp(c->architecture, "qwen2moe") != 0;
+    {
+        int norm = -1;
+        bool_key(g, K("expert_weights_norm"), &norm);
+        if (norm >= 0)
+            c->moe_norm = norm;
+    }
     rc = gguf_get_str(g, K("rope.scaling.type"), &s, &len);
     if (rc == 0) {
         snprintf(type, sizeof type, "%.*s", (int)(len < 31 ? len : 31), s);
@@ -211,6 +267,77 @@ static int j_num(json_t *o, const char *key, double *out)
     return 0;
 }
 
+/* The MoE and window fields: the import's own keys, else what config.json said (hf_config). */
+static int json_fill_moe(runtime_config *c, json_t *o)
+{
+    json_t *hf = json_object_get(o, "hf_config"), *m = json_object(), *norm;
+    static const char *const keys[] = { "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                        "shared_expert_intermediate_size", "sliding_window", "norm_topk_prob" };
+    int rc;
+
+    if (!m)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(o, keys[i]);
+        if ((!v || json_is_null(v)) && json_is_object(hf))
+            v = json_object_get(hf, keys[i]);
+        if (v && !json_is_null(v))
+            json_object_set(m, keys[i], v);
+    }
+    if (!json_object_get(m, "num_experts") && json_is_object(hf) && json_object_get(hf, "num_local_experts"))
+        json_object_set(m, "num_experts", json_object_get(hf, "num_local_experts"));
+    rc = j_int(m, "num_experts", 0, 0, 1024, &c->n_experts);
+    if (rc == 0 && c->n_experts > 0)
+        rc = j_int(m, "num_experts_per_tok", 0, 0, 1024, &c->n_experts_used);
+    if (rc == 0)
+        rc = j_int(m, "moe_intermediate_size", 0, 1, LIMIT_DIM * 8, &c->expert_ffn_dim);
+    if (rc == 0)
+        rc = j_int(m, "shared_expert_intermediate_size", 0, 0, LIMIT_DIM * 8, &c->shared_ffn_dim);
+    if (rc == 0)
+        rc = j_int(m, "sliding_window", 0, 0, LIMIT_CTX, &c->sliding_window);
+    /* Qwen 2 configs carry a sliding_window that use_sliding_window false switches off */
+    if (rc == 0 && json_is_object(hf) && json_is_false(json_object_get(hf, "use_sliding_window")))
+        c->sliding_window = 0;
+    norm = json_object_get(m, "norm_topk_prob");
+    /* Mixtral always renormalizes; Qwen-MoE as norm_topk_prob says. A GGUF import has no such key:
+     * then llama.cpp's choice, as runtime_config_from_gguf makes it (all but qwen2moe) */
+    c->moe_norm = norm ? json_is_true(norm) : strcmp(c->architecture, "qwen2moe") != 0;
+    json_decref(m);
+    return rc;
+}
+
+/* Gemma 3 from config.json (hf_config): the window pattern, the local rope base, the score
+ * scale, soft-capping; its norms are (1 + w) unless the weights came from a GGUF file. */
+static int json_fill_gemma(runtime_config *c, json_t *o)
+{
+    json_t *hf = json_object_get(o, "hf_config"), *src = json_object_get(o, "source");
+    const char *fmt = json_string_value(json_object_get(src, "format"));
+    double qpas = 0;
+    int rc;
+
+    c->gemma = 1;
+    c->swa_pattern = 6;
+    c->rope_local_theta = 10000.0;
+    c->norm_offset = fmt && strcmp(fmt, "gguf") == 0 ? 0.0 : 1.0;
+    if (c->n_layers == 62)   /* as for a GGUF file: the 27B scales by 1/sqrt(dim / heads) */
+        c->attn_scale = 1.0 / sqrt((double)c->dim / c->n_heads);
+    if ((rc = j_num(o, "final_logit_softcapping", &c->final_softcap)) < 0)
+        return rc;
+    if (!json_is_object(hf))
+        return 0;
+    if ((rc = j_int(hf, "sliding_window_pattern", 0, 1, LIMIT_LAYERS, &c->swa_pattern)) < 0 ||
+        (rc = j_num(hf, "rope_local_base_freq", &c->rope_local_theta)) < 0 ||
+        (rc = j_num(hf, "query_pre_attn_scalar", &qpas)) < 0 ||
+        (rc = j_num(hf, "final_logit_softcapping", &c->final_softcap)) < 0)
+        return rc;
+    if (qpas < 0 || c->final_softcap < 0)
+        return ms_err(MS_EINVALID, "query_pre_attn_scalar %g / final_logit_softcapping %g: expected >= 0", qpas,
+                      c->final_softcap);
+    if (qpas > 0)
+        c->attn_scale = 1.0 / sqrt(qpas);
+    return 0;
+}
+
 static int json_fill(runtime_config *c, json_t *o)
 {
     json_t *arch = json_object_get(o, "architecture"), *rs = json_object_get(o, "rope_scaling");
@@ -219,9 +346,9 @@ static int json_fill(runtime_config *c, json_t *o)
 
     if (!json_is_string(arch))
         return ms_err(MS_EINVALID, "architecture: missing or not a string");
-    snprintf(c->architecture, sizeof c->architecture, "%s", json_string_value(arch));
     if (!arch_supported(json_string_value(arch)))
         return unsupported(json_string_value(arch));
+    snprintf(c->architecture, sizeof c->architecture, "%s", arch_canonical(json_string_value(arch)));
     if ((rc = j_int(o, "hidden_size", 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
         (rc = j_int(o, "num_hidden_layers", 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
         (rc = j_int(o, "num_attention_heads", 1, 1, 4096, &c->n_heads)) < 0 ||
@@ -237,8 +364,12 @@ static int json_fill(runtime_config *c, json_t *o)
     if (inter && !json_is_boolean(inter))
         return ms_err(MS_EINVALID, "rope_interleaved: expected true or false");
     c->rope_interleaved = json_is_true(inter);
+    if ((rc = json_fill_moe(c, o)) < 0 || (strcmp(c->architecture, "gemma3") == 0 && (rc = json_fill_gemma(c, o)) < 0))
+        return rc;
     if (rs && !json_is_null(rs)) {
         json_t *t = json_object_get(rs, "rope_type");
+        if (json_is_object(rs) && !t)   /* Phi-3 says "type" ("longrope", "su") */
+            t = json_object_get(rs, "type");
         if (!json_is_object(rs) || !json_is_string(t))
             return ms_err(MS_EINVALID, "rope_scaling: expected an object with a string rope_type");
         if ((rc = scaling_kind(c, json_string_value(t))) < 0 || (rc = j_num(rs, "factor", &c->rope_factor)) < 0 ||

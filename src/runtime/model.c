@@ -1,10 +1,12 @@
 /* model.c: the llama-family decoder: Llama 2/3, TinyLlama, Mistral, llama2.c story models, and
- * Qwen 2 / Qwen 3, which differ only where marked [qwen2] / [qwen3].
+ * Qwen 2 / Qwen 3, which differ only where marked [qwen2] / [qwen3]; their mixtures of experts
+ * (Mixtral, Qwen2-MoE, Qwen3-MoE), whose FFN is record_moe's.
  *   x = embed[tokens]
  *   per layer: q = Wq . n(x) + bq, k = Wk . n(x) + bk, v = Wv . n(x) + bv    biases: [qwen2]
  *              q = n_head(q), k = n_head(k)   per-head RMSNorm over head_dim     QK-norm: [qwen3]
  *              x += Wo . attn(rope(q), rope(k), v)                          n = RMSNorm
- *              x += W2 . (silu(W1 . n(x)) * (W3 . n(x)))
+ *              x += W2 . (silu(W1 . n(x)) * (W3 . n(x)))      MoE: the top-k experts' sum
+ *   attention of a layer with a sliding window sees only the last `window` positions (Mistral)
  *   logits = lm_head . n(x_last)            (lm_head absent: tied to embed_tokens)
  * Written once, against the backend seam (backend/backend.h): every buffer is the backend's, sized
  * at open for n_batch tokens and the KV cache for n_ctx positions, so a forward pass allocates
@@ -20,8 +22,15 @@
 typedef struct layer {
     const backend_weight *wq, *wk, *wv, *wo, *w1, *w2, *w3;
     const backend_weight *attn_norm, *ffn_norm;
+    const backend_weight *post_attn_norm, *post_ffn_norm;   /* [gemma] after attention and FFN */
     const backend_weight *bq, *bk, *bv;      /* NULL when the model has no q/k/v biases */
     const backend_weight *q_norm, *k_norm;   /* [head_dim]; NULL without QK-norm */
+    /* MoE (w1, w2, w3 NULL): the router [n_experts][dim], the packs [n_experts][rows][cols], and
+     * qwen2moe's shared expert with its gate (NULL when absent) */
+    const backend_weight *router, *ex_gate, *ex_up, *ex_down;
+    const backend_weight *sh_gate, *sh_up, *sh_down, *sh_gate_inp;
+    runtime_tensor sh_gate_row;   /* a 1-D shared_expert_gate seen as a [1][dim] matrix (a view) */
+    runtime_tensor fused[5];      /* [phi3] q, k, v rows of qkv_proj; gate, up rows of gate_up_proj (views) */
 } layer;
 
 struct runtime_model {
@@ -33,12 +42,14 @@ struct runtime_model {
     const backend_weight *embed, *lm_head, *out_norm;
     backend_buf *kc, *vc;        /* [n_layers][n_ctx][kv_dim], f32 or f16 */
     backend_buf *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
+    backend_buf *r_logits, *r_wts, *r_ids, *eh, *eh2, *eo, *sh, *sh_g;   /* MoE: NULL for a dense model */
     backend_seq seq;
     double *freqs;
+    double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
 };
 
 /* Ops recorded per layer at most, and around the layers (embedding, final norm, head). */
-#define OPS_PER_LAYER 24
+#define OPS_PER_LAYER 40
 #define OPS_OUTSIDE 8
 
 static int expect_matrix(const backend_weight **out, runtime_model *m, const char *name, uint64_t rows, uint64_t cols)
@@ -99,12 +110,12 @@ static int bind_qwen(runtime_model *m, layer *L, int l)
 {
     const runtime_config *c = &m->c;
     int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim, rc;
-    int qwen2 = strcmp(c->architecture, "qwen2") == 0, qwen3 = strcmp(c->architecture, "qwen3") == 0;
+    int qwen2 = strncmp(c->architecture, "qwen2", 5) == 0, qwen3 = strncmp(c->architecture, "qwen3", 5) == 0;
 
     if ((rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->bk, m, l, "k_proj.bias", kv_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->bv, m, l, "v_proj.bias", kv_dim, qwen2)) < 0 ||
-        (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, qwen3)) < 0 ||
+        (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, qwen3 || c->gemma)) < 0 ||
         (rc = layer_vec(&L->k_norm, m, l, "k_norm.weight", c->head_dim, qwen3)) < 0)
         return rc;
     if (!L->q_norm != !L->k_norm)
@@ -112,9 +123,168 @@ static int bind_qwen(runtime_model *m, layer *L, int l)
     return 0;
 }
 
+/* An expert pack [n_experts][rows][cols] of layer l (model.layers.L.<kind>.weight). */
+static int expect_pack(const backend_weight **out, runtime_model *m, int l, const char *kind, uint64_t rows,
+                       uint64_t cols)
+{
+    const runtime_tensor *t;
+    uint64_t n_exp = (uint64_t)m->c.n_experts, row_bytes;
+    char name[128];
+    int rc;
+
+    *out = NULL;
+    snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, kind);
+    if (!(t = runtime_weights_find(m->w, name)))
+        return ms_err(MS_ENOTFOUND, "tensor '%s' not found (an MoE model needs its expert packs)", name);
+    if (t->n_dims != 3 || t->shape[0] != n_exp || t->shape[1] != rows || t->shape[2] != cols)
+        return ms_err(MS_EINVALID, "tensor '%s': shape [%llu, %llu, %llu] (%d dims), expected [%llu, %llu, %llu]", name,
+                      (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
+                      (unsigned long long)t->shape[2], t->n_dims, (unsigned long long)n_exp,
+                      (unsigned long long)rows, (unsigned long long)cols);
+    if ((rc = backend_weight_import(out, m->be, t)) < 0)
+        return rc;
+    if (t->type != RUNTIME_TYPE_MLX &&
+        (ggml_row_nbytes(&row_bytes, t->type, cols) < 0 || row_bytes * rows * n_exp != t->nbytes))
+        return ms_err(MS_EINVALID, "tensor '%s': %llu bytes, expected %llu experts of %llu rows of %llu", name,
+                      (unsigned long long)t->nbytes, (unsigned long long)n_exp, (unsigned long long)rows,
+                      (unsigned long long)row_bytes);
+    return 0;
+}
+
+/* The router, the three expert packs and, when the file has one, the shared expert and its gate. */
+static int bind_moe(runtime_model *m, layer *L, int l)
+{
+    const runtime_config *c = &m->c;
+    const runtime_tensor *g;
+    uint64_t eff = (uint64_t)c->expert_ffn_dim, dim = (uint64_t)c->dim, sff = (uint64_t)c->shared_ffn_dim;
+    char name[128];
+    int rc;
+
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", l);
+    if ((rc = expect_matrix(&L->router, m, name, (uint64_t)c->n_experts, dim)) < 0 ||
+        (rc = expect_pack(&L->ex_gate, m, l, "mlp.experts.gate_proj", eff, dim)) < 0 ||
+        (rc = expect_pack(&L->ex_up, m, l, "mlp.experts.up_proj", eff, dim)) < 0 ||
+        (rc = expect_pack(&L->ex_down, m, l, "mlp.experts.down_proj", dim, eff)) < 0)
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_experts.gate_proj.weight", l);
+    if (!runtime_weights_find(m->w, name)) {
+        if (strcmp(c->architecture, "qwen2moe") == 0)
+            return ms_err(MS_ENOTFOUND, "tensor '%s' not found (qwen2moe has a shared expert)", name);
+        return 0;
+    }
+    if (!sff)
+        return ms_err(MS_EINVALID, "layer %d has a shared expert but the config gives no shared expert size", l);
+    if ((rc = expect_matrix(&L->sh_gate, m, name, sff, dim)) < 0)
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_experts.up_proj.weight", l);
+    if ((rc = expect_matrix(&L->sh_up, m, name, sff, dim)) < 0)
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_experts.down_proj.weight", l);
+    if ((rc = expect_matrix(&L->sh_down, m, name, dim, sff)) < 0)
+        return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", l);
+    if (!(g = runtime_weights_find(m->w, name)))
+        return ms_err(MS_ENOTFOUND, "tensor '%s' not found (the shared expert's gate)", name);
+    if (g->n_dims == 1 && g->shape[0] == dim) {   /* GGUF keeps it as a vector: the same bytes as [1][dim] */
+        L->sh_gate_row = *g;
+        L->sh_gate_row.n_dims = 2;
+        L->sh_gate_row.shape[0] = 1;
+        L->sh_gate_row.shape[1] = dim;
+        return backend_weight_import(&L->sh_gate_inp, m->be, &L->sh_gate_row);
+    }
+    return expect_matrix(&L->sh_gate_inp, m, name, 1, dim);
+}
+
+/* Every op kind this model will record, asked of the backend at open (backend_supports). */
+static int check_ops(runtime_model *m)
+{
+    const runtime_config *c = &m->c;
+    backend_op_kind need[12];
+    size_t n = 0;
+
+    if (c->sliding_window || c->attn_scale != 0)
+        need[n++] = BACKEND_OP_ATTENTION_WINDOW;
+    if (c->norm_offset != 0)
+        need[n++] = BACKEND_OP_RMS_NORM_OFFSET;
+    if (c->gemma) {
+        need[n++] = BACKEND_OP_GEGLU;
+        need[n++] = BACKEND_OP_SCALE;
+    }
+    if (c->final_softcap != 0)
+        need[n++] = BACKEND_OP_SOFTCAP;
+    if (c->n_experts) {
+        need[n++] = BACKEND_OP_MOE_ROUTE;
+        need[n++] = BACKEND_OP_MATMUL_ID;
+        need[n++] = BACKEND_OP_MOE_SUM;
+        if (c->shared_ffn_dim)
+            need[n++] = BACKEND_OP_GATED_ADD;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!backend_supports(m->be, need[i]))
+            return ms_err(MS_EUNSUPPORTED, "architecture %s needs op %s, which device %s does not run",
+                          c->architecture, backend_op_name(need[i]), backend_describe(m->be));
+    return 0;
+}
+
+/* Rows r0 .. r0 + rows of matrix t as a matrix of its own: a view into the same bytes. */
+static runtime_tensor row_view(const runtime_tensor *t, uint64_t r0, uint64_t rows)
+{
+    runtime_tensor v = *t;
+    uint64_t cols = t->shape[1], row_bytes = 0;
+
+    v.shape[0] = rows;
+    if (t->type == RUNTIME_TYPE_MLX) {
+        uint64_t g = (cols / (uint64_t)t->group_size) * st_dtype_size(t->scale_dtype), code = cols * t->bits / 8;
+        v.data = (const uint8_t *)t->data + r0 * code;
+        v.scales = (const uint8_t *)t->scales + r0 * g;
+        if (t->biases)
+            v.biases = (const uint8_t *)t->biases + r0 * g;
+        v.nbytes = rows * (code + g * (t->biases ? 2 : 1));
+        return v;
+    }
+    ggml_row_nbytes(&row_bytes, t->type, cols);
+    v.data = (const uint8_t *)t->data + r0 * row_bytes;
+    v.nbytes = rows * row_bytes;
+    return v;
+}
+
+/* Phi-3's fused qkv_proj [q + 2 kv][dim] and gate_up_proj [2 ffn][dim], split into views (no copy). */
+static int bind_phi3(runtime_model *m, layer *L, int l)
+{
+    const runtime_config *c = &m->c;
+    uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, kv_dim = (uint64_t)c->n_kv_heads * c->head_dim;
+    uint64_t ff = (uint64_t)c->ffn_dim;
+    const backend_weight *fw;
+    const runtime_tensor *t;
+    char name[128];
+    int rc;
+
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.qkv_proj.weight", l);
+    if ((rc = expect_matrix(&fw, m, name, q_dim + 2 * kv_dim, (uint64_t)c->dim)) < 0)
+        return rc;
+    t = fw->t;
+    L->fused[0] = row_view(t, 0, q_dim);
+    L->fused[1] = row_view(t, q_dim, kv_dim);
+    L->fused[2] = row_view(t, q_dim + kv_dim, kv_dim);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate_up_proj.weight", l);
+    if ((rc = expect_matrix(&fw, m, name, 2 * ff, (uint64_t)c->dim)) < 0)
+        return rc;
+    t = fw->t;
+    L->fused[3] = row_view(t, 0, ff);
+    L->fused[4] = row_view(t, ff, ff);
+    if ((rc = backend_weight_import(&L->wq, m->be, &L->fused[0])) < 0 ||
+        (rc = backend_weight_import(&L->wk, m->be, &L->fused[1])) < 0 ||
+        (rc = backend_weight_import(&L->wv, m->be, &L->fused[2])) < 0 ||
+        (rc = backend_weight_import(&L->w1, m->be, &L->fused[3])) < 0 ||
+        (rc = backend_weight_import(&L->w3, m->be, &L->fused[4])) < 0)
+        return rc;
+    return 0;
+}
+
 static int bind_tensors(runtime_model *m)
 {
     const runtime_config *c = &m->c;
+    int phi3 = strcmp(c->architecture, "phi3") == 0;
     uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, kv_dim = (uint64_t)c->n_kv_heads * c->head_dim;
     char name[128];
     int rc;
@@ -127,26 +297,50 @@ static int bind_tensors(runtime_model *m)
         return rc;
     if ((rc = expect_norm(&m->out_norm, m, "model.norm.weight", c->dim)) < 0)
         return rc;
+    if (phi3 && (runtime_weights_find(m->w, "rope_factors_long.weight") ||
+                 runtime_weights_find(m->w, "rope_factors_short.weight")))
+        return ms_err(MS_EUNSUPPORTED, "phi3 with longrope scaling (rope_factors_long/short, the 128k variants) "
+                      "is not supported");
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &m->layers[l];
 #define MAT(field, kind, rows, cols)                                                    \
         snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, kind);             \
         if ((rc = expect_matrix(&L->field, m, name, rows, cols)) < 0)                  \
             return rc;
-        MAT(wq, "self_attn.q_proj", q_dim, c->dim)
-        MAT(wk, "self_attn.k_proj", kv_dim, c->dim)
-        MAT(wv, "self_attn.v_proj", kv_dim, c->dim)
+        if (phi3) {
+            if ((rc = bind_phi3(m, L, l)) < 0)
+                return rc;
+        } else {
+            MAT(wq, "self_attn.q_proj", q_dim, c->dim)
+            MAT(wk, "self_attn.k_proj", kv_dim, c->dim)
+            MAT(wv, "self_attn.v_proj", kv_dim, c->dim)
+        }
         MAT(wo, "self_attn.o_proj", c->dim, q_dim)
-        MAT(w1, "mlp.gate_proj", c->ffn_dim, c->dim)
-        MAT(w2, "mlp.down_proj", c->dim, c->ffn_dim)
-        MAT(w3, "mlp.up_proj", c->ffn_dim, c->dim)
+        if (c->n_experts) {
+            if ((rc = bind_moe(m, L, l)) < 0)
+                return rc;
+        } else {
+            if (!phi3) {
+                MAT(w1, "mlp.gate_proj", c->ffn_dim, c->dim)
+                MAT(w3, "mlp.up_proj", c->ffn_dim, c->dim)
+            }
+            MAT(w2, "mlp.down_proj", c->dim, c->ffn_dim)
+        }
 #undef MAT
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
         if ((rc = expect_norm(&L->attn_norm, m, name, c->dim)) < 0)
             return rc;
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
-        if ((rc = expect_norm(&L->ffn_norm, m, name, c->dim)) < 0)
+        if ((rc = expect_norm(c->gemma ? &L->post_attn_norm : &L->ffn_norm, m, name, c->dim)) < 0)
             return rc;
+        if (c->gemma) {   /* post_attention_layernorm is gemma's norm after attention, not before the FFN */
+            snprintf(name, sizeof name, "model.layers.%d.pre_feedforward_layernorm.weight", l);
+            if ((rc = expect_norm(&L->ffn_norm, m, name, c->dim)) < 0)
+                return rc;
+            snprintf(name, sizeof name, "model.layers.%d.post_feedforward_layernorm.weight", l);
+            if ((rc = expect_norm(&L->post_ffn_norm, m, name, c->dim)) < 0)
+                return rc;
+        }
         if ((rc = bind_qwen(m, L, l)) < 0)
             return rc;
     }
@@ -179,6 +373,7 @@ static int alloc_buffers(runtime_model *m)
     const runtime_config *c = &m->c;
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
     size_t nb = (size_t)m->n_batch, kv_n = (size_t)c->n_layers * (size_t)m->n_ctx * kv_dim;
+    size_t ffn = (size_t)(c->shared_ffn_dim > c->ffn_dim ? c->shared_ffn_dim : c->ffn_dim);
     int kv_type = m->kv_f16 ? BACKEND_F16 : BACKEND_F32, rc;
     backend *be = m->be;
 
@@ -190,10 +385,22 @@ static int alloc_buffers(runtime_model *m)
         (rc = backend_buf_new(&m->att, be, nb * q_dim, BACKEND_F32, "attention")) < 0 ||
         (rc = backend_buf_new(&m->k, be, nb * kv_dim, BACKEND_F32, "k")) < 0 ||
         (rc = backend_buf_new(&m->v, be, nb * kv_dim, BACKEND_F32, "v")) < 0 ||
-        (rc = backend_buf_new(&m->hb, be, nb * c->ffn_dim, BACKEND_F32, "ffn gate")) < 0 ||
-        (rc = backend_buf_new(&m->hb2, be, nb * c->ffn_dim, BACKEND_F32, "ffn up")) < 0 ||
+        (rc = backend_buf_new(&m->hb, be, nb * ffn, BACKEND_F32, "ffn gate")) < 0 ||
+        (rc = backend_buf_new(&m->hb2, be, nb * ffn, BACKEND_F32, "ffn up")) < 0 ||
         (rc = backend_buf_new(&m->logits, be, (size_t)c->vocab_size, BACKEND_F32, "logits")) < 0)
         return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
+    if (c->n_experts) {
+        size_t nk = nb * (size_t)c->n_experts_used;
+        if ((rc = backend_buf_new(&m->r_logits, be, nb * c->n_experts, BACKEND_F32, "router logits")) < 0 ||
+            (rc = backend_buf_new(&m->r_wts, be, nk, BACKEND_F32, "expert weights")) < 0 ||
+            (rc = backend_buf_new(&m->r_ids, be, nk, BACKEND_I32, "expert ids")) < 0 ||
+            (rc = backend_buf_new(&m->eh, be, nk * c->expert_ffn_dim, BACKEND_F32, "expert gate")) < 0 ||
+            (rc = backend_buf_new(&m->eh2, be, nk * c->expert_ffn_dim, BACKEND_F32, "expert up")) < 0 ||
+            (rc = backend_buf_new(&m->eo, be, nk * c->dim, BACKEND_F32, "expert out")) < 0 ||
+            (rc = backend_buf_new(&m->sh, be, nb * c->dim, BACKEND_F32, "shared expert out")) < 0 ||
+            (rc = backend_buf_new(&m->sh_g, be, nb, BACKEND_F32, "shared expert gate")) < 0)
+            return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
+    }
     return 0;
 }
 
@@ -215,16 +422,33 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     max_cols = c->dim > q_dim ? c->dim : q_dim;
     if (c->ffn_dim > max_cols)
         max_cols = c->ffn_dim;
+    if (c->n_experts) {   /* an expert's rows and columns, and the router's width, go through the same scratch */
+        if (c->expert_ffn_dim > max_cols)
+            max_cols = c->expert_ffn_dim;
+        if (c->shared_ffn_dim > max_cols)
+            max_cols = c->shared_ffn_dim;
+        if (c->n_experts > max_cols)
+            max_cols = c->n_experts;
+    }
     backend_limits lim = { .max_rows = m->n_batch, .max_cols = max_cols, .n_ctx = m->n_ctx, .heads = c->n_heads };
     m->seq.cap = (size_t)c->n_layers * OPS_PER_LAYER + OPS_OUTSIDE;
     m->seq.ops = calloc(m->seq.cap, sizeof *m->seq.ops);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     m->freqs = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs);
-    if (!m->seq.ops || !m->layers || !m->freqs)
+    m->freqs_local = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs_local);
+    if (!m->seq.ops || !m->layers || !m->freqs || !m->freqs_local)
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = backend_reserve(m->be, &lim)) < 0 || (rc = alloc_buffers(m)) < 0 || (rc = bind_tensors(m)) < 0)
+    if ((rc = check_ops(m)) < 0 || (rc = backend_reserve(m->be, &lim)) < 0 || (rc = alloc_buffers(m)) < 0 ||
+        (rc = bind_tensors(m)) < 0)
         return rc;
     runtime_rope_freqs(m->freqs, c);
+    {   /* Gemma 3's window layers: their own base, no scaling (HF: rope_local_base_freq) */
+        runtime_config lc = *c;
+        lc.rope_theta = c->rope_local_theta;
+        if (c->swa_pattern > 0)
+            lc.rope_scaling = RUNTIME_ROPE_NONE;
+        runtime_rope_freqs(m->freqs_local, &lc);
+    }
     return apply_rope_freqs(m);
 }
 
@@ -286,6 +510,7 @@ void runtime_model_close(runtime_model *m)
     free(m->layers);
     free(m->seq.ops);
     free(m->freqs);
+    free(m->freqs_local);
     free(m);
 }
 
@@ -311,6 +536,44 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
            (m->kv_f16 ? 2 : 4);
 }
 
+/* The window layer l attends within (0: all positions): every layer's (Mistral), or Gemma 3's
+ * local layers, all but each swa_pattern-th. */
+static int layer_window(const runtime_config *c, int l)
+{
+    if (!c->sliding_window || (c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0))
+        return 0;
+    return c->sliding_window;
+}
+
+/* x += sum over the k experts the router picks of w_e * W2_e . (silu(W1_e . xb) * (W3_e . xb)),
+ * plus sigmoid(g . xb) * shared(xb) where there is a shared expert. xb = n(x), already there. */
+static void record_moe(runtime_model *m, const layer *L, int n)
+{
+    const runtime_config *c = &m->c;
+    backend_seq *s = &m->seq;
+    int k = c->n_experts_used;
+    backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), ids = backend_at(m->r_ids, 0);
+    backend_ref eh = backend_at(m->eh, 0), eh2 = backend_at(m->eh2, 0), eo = backend_at(m->eo, 0);
+
+    backend_seq_matmul(s, backend_at(m->r_logits, 0), xb, L->router, n);
+    backend_seq_moe_route(s, backend_at(m->r_wts, 0), ids, backend_at(m->r_logits, 0), n, c->n_experts, k,
+                          c->moe_norm ? BACKEND_ROUTE_SOFTMAX_TOPK_NORM : BACKEND_ROUTE_SOFTMAX_TOPK);
+    backend_seq_matmul_id(s, eh, xb, L->ex_gate, ids, n, k, 1);
+    backend_seq_matmul_id(s, eh2, xb, L->ex_up, ids, n, k, 1);
+    backend_seq_swiglu(s, eh, eh2, n * k * c->expert_ffn_dim);
+    backend_seq_matmul_id(s, eo, eh, L->ex_down, ids, n, k, 0);
+    if (L->sh_gate) {   /* [qwen2moe] from xb, before x changes */
+        backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0), sh = backend_at(m->sh, 0);
+        backend_seq_matmul(s, hb, xb, L->sh_gate, n);
+        backend_seq_matmul(s, hb2, xb, L->sh_up, n);
+        backend_seq_swiglu(s, hb, hb2, n * c->shared_ffn_dim);
+        backend_seq_matmul(s, sh, hb, L->sh_down, n);
+        backend_seq_matmul(s, backend_at(m->sh_g, 0), xb, L->sh_gate_inp, n);
+        backend_seq_gated_add(s, x, sh, backend_at(m->sh_g, 0), n, c->dim);
+    }
+    backend_seq_moe_sum(s, x, eo, backend_at(m->r_wts, 0), n, k, c->dim);
+}
+
 /* One layer of n tokens at positions pos.. : x += attn(n(x)); x += ffn(n(x)). */
 static void record_layer(runtime_model *m, int l, int n, int pos)
 {
@@ -323,8 +586,11 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
     backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
+    float off = (float)c->norm_offset;
+    int window = layer_window(c, l);
+    const double *freqs = window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
 
-    backend_seq_rms_norm(s, xb, x, L->attn_norm, n, dim, eps);
+    backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
     backend_seq_matmul(s, q, xb, L->wq, n);
     backend_seq_matmul(s, k, xb, L->wk, n);
     backend_seq_matmul(s, v, xb, L->wv, n);
@@ -334,24 +600,35 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
         backend_seq_add_row(s, k, L->bk, n, kv_dim);
     if (L->bv)
         backend_seq_add_row(s, v, L->bv, n, kv_dim);
-    if (L->q_norm) {   /* [qwen3] each head's q and k are rows of head_dim */
-        backend_seq_rms_norm(s, q, q, L->q_norm, n * c->n_heads, hd, eps);
-        backend_seq_rms_norm(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps);
+    if (L->q_norm) {   /* [qwen3, gemma] each head's q and k are rows of head_dim */
+        backend_seq_rms_norm_ex(s, q, q, L->q_norm, n * c->n_heads, hd, eps, off);
+        backend_seq_rms_norm_ex(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps, off);
     }
-    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, m->freqs, c->rope_interleaved);
-    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, m->freqs, c->rope_interleaved);
+    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
+    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
     backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)pos * kv_dim), k, n * kv_dim);
     backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)pos * kv_dim), v, n * kv_dim);
-    backend_seq_attention(s, att, q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n, pos, c->n_heads,
-                          c->n_kv_heads, hd);
+    backend_seq_attention_ex(s, att, q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n, pos, c->n_heads,
+                             c->n_kv_heads, hd, window, (float)c->attn_scale);
     backend_seq_matmul(s, xb, att, L->wo, n);
+    if (L->post_attn_norm)   /* [gemma] */
+        backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
     backend_seq_add(s, x, xb, n * dim);
 
-    backend_seq_rms_norm(s, xb, x, L->ffn_norm, n, dim, eps);
+    backend_seq_rms_norm_ex(s, xb, x, L->ffn_norm, n, dim, eps, off);
+    if (c->n_experts) {
+        record_moe(m, L, n);
+        return;
+    }
     backend_seq_matmul(s, hb, xb, L->w1, n);
     backend_seq_matmul(s, hb2, xb, L->w3, n);
-    backend_seq_swiglu(s, hb, hb2, n * c->ffn_dim);
+    if (c->gemma)
+        backend_seq_geglu(s, hb, hb2, n * c->ffn_dim);
+    else
+        backend_seq_swiglu(s, hb, hb2, n * c->ffn_dim);
     backend_seq_matmul(s, xb, hb, L->w2, n);
+    if (L->post_ffn_norm)   /* [gemma] */
+        backend_seq_rms_norm_ex(s, xb, xb, L->post_ffn_norm, n, dim, eps, off);
     backend_seq_add(s, x, xb, n * dim);
 }
 
@@ -364,12 +641,16 @@ static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *
 
     m->seq.n = 0;
     backend_seq_embed(&m->seq, backend_at(m->x, 0), m->embed, tokens, n, c->dim);
+    if (c->gemma)   /* [gemma] embeddings times sqrt(dim), in float as llama.cpp and HF (f32) do */
+        backend_seq_scale(&m->seq, backend_at(m->x, 0), n * c->dim, sqrtf((float)c->dim));
     for (int l = 0; l < c->n_layers; l++)
         record_layer(m, l, n, m->n_past);
     if (logits) {
-        backend_seq_rms_norm(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)(n - 1) * c->dim), m->out_norm, 1,
-                             c->dim, (float)c->rms_eps);
+        backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)(n - 1) * c->dim),
+                                m->out_norm, 1, c->dim, (float)c->rms_eps, (float)c->norm_offset);
         backend_seq_matmul(&m->seq, backend_at(m->logits, 0), backend_at(m->xb, 0), m->lm_head, 1);
+        if (c->final_softcap != 0)
+            backend_seq_softcap(&m->seq, backend_at(m->logits, 0), c->vocab_size, (float)c->final_softcap);
     }
     if ((rc = backend_run(m->be, &m->seq)) < 0 ||
         (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0))

@@ -52,6 +52,11 @@ typedef struct runtime_tensor {
 /* The type id of MLX-quantized tensors: past every ggml type id. */
 #define RUNTIME_TYPE_MLX 64
 
+/* The architectures the decoder runs (GGUF names; Hugging Face model_type names map onto them:
+ * mixtral -> llama with experts, qwen3_moe -> qwen3moe, qwen2_moe -> qwen2moe, mistral -> llama,
+ * gemma3_text -> gemma3). */
+#define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3"
+
 /* Rope scaling kinds. */
 enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2 };
 
@@ -65,13 +70,29 @@ typedef struct runtime_config {
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_orig_ctx;          /* original_max_position_embeddings (llama3) */
     int bos_id, eos_id;         /* -1 when unknown */
+    /* Mixture of experts (0 experts: a dense FFN). Each token's FFN is the sum over the n_experts_used
+     * experts its router picks, weighted (moe_norm: the weights renormalized to sum to 1), plus a
+     * shared expert of shared_ffn_dim (qwen2moe) scaled by sigmoid(its gate). */
+    int n_experts, n_experts_used, expert_ffn_dim, shared_ffn_dim, moe_norm;
+    /* Sliding-window attention (0: none). swa_pattern p > 0: layers l with (l + 1) % p != 0 use the
+     * window and rope_local_theta, the others attend globally (Gemma 3: p = 6); p = 0: every layer
+     * uses the window (Mistral). */
+    int sliding_window, swa_pattern;
+    double rope_local_theta;
+    double attn_scale;          /* 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5) */
+    double final_softcap;       /* 0: none */
+    /* Gemma 3: embeddings times sqrt(dim), norms before and after attention and FFN, GeGLU (tanh
+     * gelu). norm_offset 1: norms multiply by (1 + w) (Hugging Face weights); 0 for GGUF files,
+     * whose converter stored 1 + w. */
+    int gemma;
+    double norm_offset;
 } runtime_config;
 
 typedef struct runtime_weights runtime_weights;
 /* Map a GGUF file and expose its tensors under canonical names (blk.N.attn_q.weight ->
  * model.layers.N.self_attn.q_proj.weight, ...) and its llama.* metadata as the config.
- * An architecture other than llama, qwen2, qwen3: MS_EUNSUPPORTED "architecture 'x' is not
- * supported; supported: llama, qwen2, qwen3". MS_EINVALID, MS_ENOTFOUND, MS_EIO, MS_ENOMEM. */
+ * An architecture outside RUNTIME_ARCHS: MS_EUNSUPPORTED "architecture 'x' is not
+ * supported; supported: ...". MS_EINVALID, MS_ENOTFOUND, MS_EIO, MS_ENOMEM. */
 int runtime_weights_open_gguf(runtime_weights **out, const char *path);
 /* Resolve `name` in the store, mmap every tensor blob once and parse its header (import.h's
  * contract: floats keep their dtype; GGUF block types are U8 with quant_type/logical_shape),

@@ -35,7 +35,47 @@ static const struct { const char *gguf, *hf; } blk_names[] = {
     { "ffn_gate", "mlp.gate_proj" },         { "ffn_up", "mlp.up_proj" },
     { "ffn_down", "mlp.down_proj" },         { "attn_q_norm", "self_attn.q_norm" },
     { "attn_k_norm", "self_attn.k_norm" },
+    /* MoE (import/names.c spells the same): the router, the expert packs [n_expert][rows][cols],
+     * qwen2moe's shared expert and its gate. "ffn_gate" does not catch "ffn_gate_inp": the match
+     * needs the '.' after the kind. */
+    { "ffn_gate_inp_shexp", "mlp.shared_expert_gate" }, { "ffn_gate_inp", "mlp.gate" },
+    { "ffn_gate_exps", "mlp.experts.gate_proj" },       { "ffn_up_exps", "mlp.experts.up_proj" },
+    { "ffn_down_exps", "mlp.experts.down_proj" },       { "ffn_gate_shexp", "mlp.shared_experts.gate_proj" },
+    { "ffn_up_shexp", "mlp.shared_experts.up_proj" },   { "ffn_down_shexp", "mlp.shared_experts.down_proj" },
 };
+
+/* Gemma 3 puts four norms around each block; its "ffn_norm" is the one before the FFN. */
+static const struct { const char *gguf, *hf; } gemma_names[] = {
+    { "post_attention_norm", "post_attention_layernorm" },
+    { "ffn_norm", "pre_feedforward_layernorm" },
+    { "post_ffw_norm", "post_feedforward_layernorm" },
+};
+
+/* runtime_gguf_name_map for architecture `arch`: its own rows first. */
+static int name_map_arch(char *buf, size_t len, const char *gn, const char *arch)
+{
+    unsigned layer;
+    int used = 0;
+
+    if (strcmp(arch, "gemma3") == 0 && sscanf(gn, "blk.%u.%n", &layer, &used) == 1 && used > 0) {
+        for (size_t i = 0; i < sizeof gemma_names / sizeof gemma_names[0]; i++) {
+            size_t kl = strlen(gemma_names[i].gguf);
+            if (strncmp(gn + used, gemma_names[i].gguf, kl) == 0 && gn[used + kl] == '.')
+                return snprintf(buf, len, "model.layers.%u.%s%s", layer, gemma_names[i].hf, gn + used + kl) < (int)len
+                           ? 0 : MS_EINVALID;
+        }
+    }
+    if (strcmp(arch, "phi3") == 0 && sscanf(gn, "blk.%u.%n", &layer, &used) == 1 && used > 0) {
+        /* phi3 fuses: attn_qkv is qkv_proj, its ffn_up is gate_up_proj (gate rows first) */
+        if (strncmp(gn + used, "attn_qkv.", 9) == 0)
+            return snprintf(buf, len, "model.layers.%u.self_attn.qkv_proj%s", layer, gn + used + 8) < (int)len
+                       ? 0 : MS_EINVALID;
+        if (strncmp(gn + used, "ffn_up.", 7) == 0)
+            return snprintf(buf, len, "model.layers.%u.mlp.gate_up_proj%s", layer, gn + used + 6) < (int)len
+                       ? 0 : MS_EINVALID;
+    }
+    return runtime_gguf_name_map(buf, len, gn);
+}
 
 int runtime_gguf_name_map(char *buf, size_t len, const char *gn)
 {
@@ -127,7 +167,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     w->n = gguf_tensor_count(w->g);
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
-        if (runtime_gguf_name_map(name, sizeof name, gt->name) < 0)
+        if (name_map_arch(name, sizeof name, gt->name, w->cfg.architecture) < 0)
             snprintf(name, sizeof name, "%s", gt->name);   /* kept under its GGUF name */
         names_len += strlen(name) + 1;
     }
@@ -140,7 +180,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
         runtime_tensor *t = &w->t[i];
-        if (runtime_gguf_name_map(name, sizeof name, gt->name) < 0)
+        if (name_map_arch(name, sizeof name, gt->name, w->cfg.architecture) < 0)
             snprintf(name, sizeof name, "%s", gt->name);
         t->name = strcpy(w->names + pos, name);
         pos += strlen(name) + 1;
@@ -189,9 +229,21 @@ static int parse_shape(runtime_tensor *t, const char *s)
 }
 
 /* The runtime view of one safetensors tensor in a blob. */
+/* Metadata `key` of tensor `name`: its own ("key:<name>", as an expert pack records each
+ * tensor's), else the blob's. */
+static const char *tensor_meta(const st_file *f, const char *key, const char *name)
+{
+    char k[600];
+    const char *v;
+
+    snprintf(k, sizeof k, "%s:%s", key, name);
+    v = st_meta(f, k);
+    return v ? v : st_meta(f, key);
+}
+
 static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *s)
 {
-    const char *qt = st_meta(f, "quant_type"), *ls = st_meta(f, "logical_shape");
+    const char *qt = tensor_meta(f, "quant_type", s->name), *ls = tensor_meta(f, "logical_shape", s->name);
     uint64_t row_bytes, rows = 1;
     int rc;
 

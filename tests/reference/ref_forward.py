@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """ref_forward.py: a float64 reference forward of a llama / qwen2 / qwen3 GGUF model, to judge
-the C runtime.
+the C runtime; also their mixtures of experts (Mixtral as llama with experts, qwen2moe, qwen3moe).
 
 Everything here is written from the published formats, independent of src/runtime:
   - a GGUF v2/v3 reader (metadata, tensor infos, data section at the aligned header end);
@@ -216,7 +216,7 @@ class Model:
     def __init__(self, g):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
-        if arch not in ('llama', 'qwen2', 'qwen3'):
+        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3'):
             raise SystemExit("architecture '%s' is not supported" % arch)
         a = arch + '.'
         self.dim = kv[a + 'embedding_length']
@@ -227,8 +227,23 @@ class Model:
         self.n_rot = kv.get(a + 'rope.dimension_count', self.hd)
         self.eps = kv.get(a + 'attention.layer_norm_rms_epsilon', 1e-5)
         self.neox = arch != 'llama'
+        # MoE (HF MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock): softmax
+        # over the router logits, the top k, renormalized (Mixtral, and Qwen3-MoE as llama.cpp runs
+        # it: norm_topk_prob) or not (Qwen2-MoE); qwen2moe adds sigmoid(gate . x) * shared(x)
+        self.n_exp = kv.get(a + 'expert_count', 0)
+        self.n_used = kv.get(a + 'expert_used_count', 0)
+        self.moe_norm = bool(kv.get(a + 'expert_weights_norm', arch != 'qwen2moe'))
         theta = kv.get(a + 'rope.freq_base', 10000.0)
         self.freqs = theta ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
+        # Gemma 3 (HF Gemma3TextModel, as llama.cpp runs its GGUF, whose norms already hold 1 + w):
+        # embeddings times sqrt(dim); layers l with (l + 1) % 6 != 0 attend within the last
+        # `sliding_window` positions with rope base 10000 (unscaled), the others globally with
+        # freq_base; a norm after attention and after the FFN; GeGLU with tanh gelu; QK-norm
+        self.gemma = arch == 'gemma3'
+        # Mistral (HF MistralModel with sliding_window): every layer within the window
+        self.window = kv.get(a + 'attention.sliding_window', 0)
+        self.freqs_local = 10000.0 ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
+        self.softcap = kv.get(a + 'final_logit_softcapping', 0.0)
         st = kv.get(a + 'rope.scaling.type', b'none').decode()
         if st == 'linear':
             self.freqs /= kv[a + 'rope.scaling.factor']
@@ -242,9 +257,23 @@ class Model:
         opt = ('attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_q_norm.weight', 'attn_k_norm.weight')
         for i in range(self.n_layers):
             p = 'blk.%d.' % i
+            if arch == 'phi3':   # HF Phi3: qkv_proj rows q | k | v, gate_up_proj rows gate | up
+                qkv, gu = t(p + 'attn_qkv.weight'), t(p + 'ffn_up.weight')
+                qd, kd, ff = self.n_heads * self.hd, self.n_kv * self.hd, gu.shape[0] // 2
+                self.layers.append({'attn_norm': t(p + 'attn_norm.weight'), 'attn_q': qkv[:qd],
+                                    'attn_k': qkv[qd:qd + kd], 'attn_v': qkv[qd + kd:],
+                                    'attn_output': t(p + 'attn_output.weight'), 'ffn_norm': t(p + 'ffn_norm.weight'),
+                                    'ffn_gate': gu[:ff], 'ffn_up': gu[ff:], 'ffn_down': t(p + 'ffn_down.weight')})
+                continue
+            ffn = ('ffn_gate_inp', 'ffn_gate_exps', 'ffn_up_exps', 'ffn_down_exps') if self.n_exp else (
+                'ffn_gate', 'ffn_up', 'ffn_down')
             L = {k: t(p + k + '.weight') for k in (
-                'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm', 'ffn_gate', 'ffn_up', 'ffn_down')}
+                'attn_norm', 'attn_q', 'attn_k', 'attn_v', 'attn_output', 'ffn_norm') + ffn}
             L.update({k: t(p + k) for k in opt if p + k in g.tensors})
+            L.update({k: t(p + k + '.weight') for k in ('post_attention_norm', 'post_ffw_norm')
+                      if p + k + '.weight' in g.tensors})
+            L.update({k: t(p + k + '.weight') for k in ('ffn_gate_inp_shexp', 'ffn_gate_shexp', 'ffn_up_shexp',
+                                                         'ffn_down_shexp') if p + k + '.weight' in g.tensors})
             self.layers.append(L)
         self.reset()
 
@@ -256,11 +285,11 @@ class Model:
     def norm(self, x, w):
         return x / np.sqrt(np.mean(x * x) + self.eps) * w
 
-    def rope(self, v, n_heads, norm=None):
+    def rope(self, v, n_heads, norm=None, freqs=None):
         v = v.reshape(n_heads, self.hd).copy()
         if norm is not None:   # qwen3: each head normalized over head_dim
             v = v / np.sqrt(np.mean(v * v, axis=1, keepdims=True) + self.eps) * norm
-        a = self.pos * self.freqs
+        a = self.pos * (self.freqs if freqs is None else freqs)
         c, s = np.cos(a), np.sin(a)
         half = self.n_rot // 2
         i0 = np.arange(half) if self.neox else np.arange(0, self.n_rot, 2)
@@ -270,32 +299,62 @@ class Model:
         v[:, i1] = x0 * s + x1 * c
         return v
 
+    @staticmethod
+    def swiglu(wg, wu, wd, h):
+        gt = wg @ h
+        return wd @ (gt / (1.0 + np.exp(-gt)) * (wu @ h))
+
+    def moe(self, L, h):
+        r = L['ffn_gate_inp'] @ h
+        p = np.exp(r - r.max())
+        p /= p.sum()
+        top = np.argsort(-p, kind='stable')[:self.n_used]
+        w = p[top] / p[top].sum() if self.moe_norm else p[top]
+        out = sum(wi * self.swiglu(L['ffn_gate_exps'][e], L['ffn_up_exps'][e], L['ffn_down_exps'][e], h)
+                  for wi, e in zip(w, top))
+        if 'ffn_gate_shexp' in L:
+            g = float(L['ffn_gate_inp_shexp'].reshape(-1) @ h)
+            out = out + self.swiglu(L['ffn_gate_shexp'], L['ffn_up_shexp'], L['ffn_down_shexp'], h) / (1.0 + np.exp(-g))
+        return out
+
     def step(self, tok):
         x = self.embed[tok].copy()
+        if self.gemma:
+            x *= np.sqrt(self.dim)
         group = self.n_heads // self.n_kv
         for i, L in enumerate(self.layers):
+            local = self.window > 0 and (not self.gemma or (i + 1) % 6 != 0)
+            fr = self.freqs_local if local and self.gemma else None
             h = self.norm(x, L['attn_norm'])
             q, k, v = L['attn_q'] @ h, L['attn_k'] @ h, L['attn_v'] @ h
             if 'attn_q.bias' in L:
                 q, k, v = q + L['attn_q.bias'], k + L['attn_k.bias'], v + L['attn_v.bias']
-            q = self.rope(q, self.n_heads, L.get('attn_q_norm.weight'))
-            k = self.rope(k, self.n_kv, L.get('attn_k_norm.weight'))
+            q = self.rope(q, self.n_heads, L.get('attn_q_norm.weight'), fr)
+            k = self.rope(k, self.n_kv, L.get('attn_k_norm.weight'), fr)
             v = v.reshape(self.n_kv, self.hd)
             self.kc[i].append(k)
             self.vc[i].append(v)
             K, V = np.stack(self.kc[i]), np.stack(self.vc[i])  # [pos, kv, hd]
+            if local:   # the last `window` positions, this one included
+                K, V = K[-self.window:], V[-self.window:]
             out = np.empty((self.n_heads, self.hd))
             for hh in range(self.n_heads):
                 sc = K[:, hh // group, :] @ q[hh] / np.sqrt(self.hd)
                 sc = np.exp(sc - sc.max())
                 sc /= sc.sum()
                 out[hh] = sc @ V[:, hh // group, :]
-            x = x + L['attn_output'] @ out.reshape(-1)
+            o = L['attn_output'] @ out.reshape(-1)
+            x = x + (self.norm(o, L['post_attention_norm']) if self.gemma else o)
             h = self.norm(x, L['ffn_norm'])
-            gt = L['ffn_gate'] @ h
-            x = x + L['ffn_down'] @ (gt / (1.0 + np.exp(-gt)) * (L['ffn_up'] @ h))
+            if self.gemma:
+                gt, u = L['ffn_gate'] @ h, L['ffn_up'] @ h
+                gl = 0.5 * gt * (1 + np.tanh(np.sqrt(2 / np.pi) * (gt + 0.044715 * gt ** 3)))
+                x = x + self.norm(L['ffn_down'] @ (gl * u), L['post_ffw_norm'])
+            else:
+                x = x + (self.moe(L, h) if self.n_exp else self.swiglu(L['ffn_gate'], L['ffn_up'], L['ffn_down'], h))
         self.pos += 1
-        return self.head @ self.norm(x, self.out_norm)
+        logits = self.head @ self.norm(x, self.out_norm)
+        return self.softcap * np.tanh(logits / self.softcap) if self.softcap else logits
 
 
 def main():

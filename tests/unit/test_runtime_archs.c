@@ -1,0 +1,338 @@
+/* test_runtime_archs.c: the decoders past llama / qwen: mixtures of experts (Mixtral, Qwen3-MoE,
+ * Qwen2-MoE with its shared expert) and their backend ops.
+ *
+ * Each model is a tiny synthetic GGUF written by tests/reference/make_synthetic_arch.py (random
+ * weights, 8 experts with top-2) and judged against tests/reference/ref_forward.py, the float64
+ * forward written from each model's published definition, run here on the same file: first-step
+ * logits within 1e-4 relative (F32; 1e-2 for Q8_0, the runtime's tolerance for quantized types)
+ * and 32 greedy tokens, on prompts of 18 and 45 tokens; from the GGUF file and from the store
+ * after a GGUF import (expert packs, one blob per layer). */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "cpu/cpu.h"
+#include "helpers/fixture.h"
+#include "import/import.h"
+
+static const char *src_dir(void)
+{
+    return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".";
+}
+
+#define P2 "1,359,329,421,417,411,360,265,284,411,303,299,373,397,431,411,410,293"
+#define P3                                                                                                           \
+    "1,410,448,420,275,411,261,410,449,414,354,261,430,408,410,447,442,272,420,287,261,399,278,289,428,282,420,287," \
+    "427,413,263,415,417,402,263,290,421,297,309,329,259,420,379,429,294,266"
+
+/* max_i |got[i] - ref[i]| / max_i |ref[i]| */
+static double rel_err(const float *got, json_t *ref)
+{
+    double num = 0, den = 0;
+
+    for (size_t i = 0; i < json_array_size(ref); i++) {
+        double r = json_number_value(json_array_get(ref, i));
+        num = fmax(num, fabs(got[i] - r));
+        den = fmax(den, fabs(r));
+    }
+    return num / den;
+}
+
+static int argmax(const float *l, int n)
+{
+    int b = 0;
+
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b])
+            b = i;
+    return b;
+}
+
+/* Write the synthetic model and its float64 reference into dir; the reference JSON, or NULL
+ * with a skip message when python3 + numpy or the shared vocab are missing. */
+static json_t *make_model(const char *dir, const char *arch, const char *dtype, const char *flags, char **path_out)
+{
+    char *models = fixture_models_dir(), *out = ms_strdup_printf("%s/%s-%s.gguf", dir, arch, dtype);
+    char *ref = ms_strdup_printf("%s/%s-%s.json", dir, arch, dtype), *cmd;
+    json_error_t e;
+    json_t *j = NULL;
+
+    *path_out = NULL;
+    if (!models) {
+        printf("skipped: shared models folder not found (the vocab comes from stories260K.gguf)\n");
+        goto done;
+    }
+    cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/reference/make_synthetic_arch.py' --arch %s --dtype %s %s "
+                           "--vocab '%s/stories260K/stories260K.gguf' -o '%s' && /usr/bin/python3 "
+                           "'%s/tests/reference/ref_forward.py' '%s' --prompt " P2 " --prompt " P3
+                           " --steps 32 --logits > '%s'",
+                           src_dir(), arch, dtype, flags, models, out, src_dir(), out, ref);
+    if (system(cmd) != 0) {
+        printf("skipped: %s failed (numpy missing?)\n", cmd);
+        free(cmd);
+        goto done;
+    }
+    free(cmd);
+    j = json_load_file(ref, 0, &e);
+    ck_assert_msg(j != NULL, "%s: %s", ref, e.text);
+    *path_out = out;
+    out = NULL;
+done:
+    free(models);
+    free(out);
+    free(ref);
+    return j;
+}
+
+/* Every prompt of `ref`: first-step logits within tol, then `need` greedy tokens equal (0: all,
+ * -1: none asked). */
+static void check_model(runtime_model *m, json_t *ref, const char *what, double tol, int need)
+{
+    json_t *ps = json_object_get(ref, "prompts");
+    int V = runtime_model_config(m)->vocab_size;
+    float *lg = malloc(sizeof *lg * V);
+
+    for (size_t i = 0; i < json_array_size(ps); i++) {
+        json_t *p = json_array_get(ps, i), *toks = json_object_get(p, "tokens"), *greedy = json_object_get(p, "greedy");
+        int n = (int)json_array_size(toks), agree = 0;
+        int32_t *ids = malloc(sizeof *ids * n), next;
+        double rel;
+
+        for (int t = 0; t < n; t++)
+            ids[t] = (int32_t)json_integer_value(json_array_get(toks, t));
+        runtime_model_reset(m);
+        ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
+        rel = rel_err(lg, json_object_get(p, "logits"));
+        for (size_t s = 0; s < json_array_size(greedy); s++) {
+            next = argmax(lg, V);
+            if (next != json_integer_value(json_array_get(greedy, s)))
+                break;
+            agree++;
+            ck_assert_int_eq(runtime_forward(m, &next, 1, lg), 0);
+        }
+        printf("measured: %s (%s): prompt of %d tokens: first-step logits rel %.3g, %d/%zu greedy\n", what,
+               cpu_path_name(), n, rel, agree, json_array_size(greedy));
+        ck_assert_msg(rel <= tol, "%s prompt %zu: logits rel %g > %g", what, i, rel, tol);
+        ck_assert_int_ge(agree, need ? need : (int)json_array_size(greedy));
+        free(ids);
+    }
+    free(lg);
+}
+
+/* ---------------------------------------------------------------- decoders */
+
+static const struct {
+    const char *arch, *dtype, *flags;
+    double tol;
+    int need; /* greedy tokens that must agree; 0: all 32 */
+} moe[] = {
+    {"mixtral", "f32", "", 1e-4, 0},
+    {"qwen3moe", "f32", "", 1e-4, 0},
+    {"qwen2moe", "f32", "", 1e-4, 0},
+    {"mixtral", "q8_0", "", 1e-2, 8},
+    {"qwen3moe", "q8_0", "", 1e-2, 8},
+    {"qwen2moe", "q8_0", "", 1e-2, 8},
+    /* 6 layers: 0-4 in the window of 8 (base 10000), layer 5 global, as llama.cpp runs Gemma 3 */
+    {"gemma3", "f32", "--layers 6", 1e-4, 0},
+    {"gemma3", "q8_0", "--layers 6", 1e-2, 8},
+    {"gemma3", "f32", "--layers 6 --softcap 3", 1e-4, 0},
+    /* every layer in a window of 8 */
+    {"mistral", "f32", "", 1e-4, 0},
+    /* fused qkv and gate_up split as views; window of 8 on every layer */
+    {"phi3", "f32", "", 1e-4, 0},
+    {"phi3", "q8_0", "", 1e-2, 8},
+};
+
+START_TEST(models_match_the_float64_reference)
+{
+    char *dir = fixture_tmpdir(), *path, *what = ms_strdup_printf("%s %s", moe[_i].arch, moe[_i].dtype);
+    json_t *ref = make_model(dir, moe[_i].arch, moe[_i].dtype, moe[_i].flags, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16}; /* prompts of 18 and 45: several chunks */
+    runtime_model *m;
+    model_name name;
+    store *st;
+    char digest[72], *home;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_model_config(m)->n_experts, strstr("gemma3 mistral phi3", moe[_i].arch) ? 0 : 8);
+        ck_assert_int_eq(runtime_model_config(m)->sliding_window, strstr("gemma3 mistral phi3", moe[_i].arch) ? 8 : 0);
+        check_model(m, ref, what, moe[_i].tol, moe[_i].need);
+        runtime_model_close(m);
+
+        /* the same model in the store: its experts packed one blob per layer */
+        home = ms_strdup_printf("%s/home", dir);
+        import_opts io = {.quiet = 1};
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "moe:test"), 0);
+        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        ck_assert_ptr_nonnull(
+            runtime_weights_find(runtime_model_weights(m),
+                                 !strcmp(moe[_i].arch, "gemma3")    ? "model.layers.1.post_feedforward_layernorm.weight"
+                                 : !strcmp(moe[_i].arch, "mistral") ? "model.layers.1.mlp.up_proj.weight"
+                                 : !strcmp(moe[_i].arch, "phi3")    ? "model.layers.1.mlp.gate_up_proj.weight"
+                                                                    : "model.layers.1.mlp.experts.up_proj.weight"));
+        free(what);
+        what = ms_strdup_printf("%s %s (store)", moe[_i].arch, moe[_i].dtype);
+        check_model(m, ref, what, moe[_i].tol, moe[_i].need);
+        runtime_model_close(m);
+        store_close(st);
+        free(home);
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* Gemma 3 from a Hugging Face directory: the same weights with norms holding w rather than 1 + w
+ * (RMS_NORM's weight offset), config.json's pattern, local base and query_pre_attn_scalar; the
+ * float64 reference of the GGUF twin judges it. Quantized to MLX int4 on import, within the
+ * tolerance of quantized types. */
+START_TEST(gemma3_from_hugging_face_matches_its_gguf_twin)
+{
+    static const char *quant[] = {NULL, "int4"};
+    char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/hf", dir);
+    char *flags = ms_strdup_printf("--layers 6 --hf '%s'", hf), *home = ms_strdup_printf("%s/home", dir);
+    json_t *ref = make_model(dir, "gemma3", "f32", flags, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    runtime_model *m;
+    model_name name;
+    store *st;
+    char digest[72];
+
+    if (ref) {
+        ck_assert_int_eq(store_open(&st, home), 0);
+        for (int q = 0; q < 2; q++) {
+            import_opts io = {.quiet = 1, .quantize = quant[q]};
+            ck_assert_int_eq(name_parse(&name, q ? "gemma3:int4" : "gemma3:hf"), 0);
+            ck_assert_msg(import_path(st, hf, &name, &io, digest) == 0, "%s", ms_err_msg());
+            ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+            ck_assert(runtime_model_config(m)->norm_offset == 1.0);
+            ck_assert_int_eq(runtime_model_config(m)->swa_pattern, 6);
+            /* int4 (group 32) of these random weights moves the logits by 0.25 relative in exact
+             * arithmetic (ref_forward.py on the weights rounded to 4 bits): the bound is that, not
+             * 1e-2, and no greedy agreement is asked of it */
+            check_model(m, ref, q ? "gemma3 hf int4 (store)" : "gemma3 hf f32 (store)", q ? 0.35 : 1e-4, q ? -1 : 0);
+            runtime_model_close(m);
+        }
+        store_close(st);
+        json_decref(ref);
+        free(path);
+    }
+    free(flags);
+    free(home);
+    free(hf);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- ops */
+
+/* The MoE ops on the CPU backend against a direct double computation, with the experts that no
+ * token selects filled with NaN: if MATMUL_ID read a single row of them, the result would be NaN. */
+START_TEST(moe_ops_read_only_the_selected_experts)
+{
+    enum { E = 6, ROWS = 5, COLS = 32, N = 3, K = 2 };
+    static float pack[E][ROWS][COLS], x[N][COLS], logits[N][E];
+    static const int chosen[N][K] = {{4, 0}, {0, 2}, {2, 4}}; /* experts 1, 3, 5 never */
+    runtime_tensor t = {.name = "pack",
+                        .type = GGML_TYPE_F32,
+                        .n_dims = 3,
+                        .data = pack,
+                        .nbytes = sizeof pack,
+                        .shape = {E, ROWS, COLS}};
+    backend_opts bo = {.n_threads = 2};
+    backend_limits lim = {.max_rows = N, .max_cols = COLS, .n_ctx = 8, .heads = 1};
+    backend_buf *bx, *bl, *bw, *bi, *bh, *bo_;
+    const backend_weight *w;
+    backend_op ops[4];
+    backend_seq seq = {.ops = ops, .cap = 4};
+    float wts[N * K], out[N * ROWS];
+    backend *b;
+
+    for (int e = 0; e < E; e++)
+        for (int r = 0; r < ROWS; r++)
+            for (int c = 0; c < COLS; c++)
+                pack[e][r][c] = e % 2 ? NAN : (float)sin(1.0 + e * 7 + r * 3 + c * 0.37);
+    for (int t2 = 0; t2 < N; t2++) {
+        for (int c = 0; c < COLS; c++)
+            x[t2][c] = (float)cos(t2 * 5 + c * 0.21);
+        for (int e = 0; e < E; e++)
+            logits[t2][e] = -4.0f - e * 0.01f;
+        logits[t2][chosen[t2][0]] = 2.0f; /* the larger first: ids come out in descending weight */
+        logits[t2][chosen[t2][1]] = 1.0f;
+    }
+    ck_assert_int_eq(backend_open(&b, "cpu", &bo), 0);
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    for (int k = BACKEND_OP_EMBED; k < BACKEND_OP_COUNT; k++)
+        ck_assert_msg(backend_supports(b, (backend_op_kind)k), "cpu: %s", backend_op_name((backend_op_kind)k));
+    ck_assert(!backend_supports(b, BACKEND_OP_COUNT));
+    ck_assert_int_eq(backend_weight_import(&w, b, &t), 0);
+    ck_assert_int_eq(backend_buf_new(&bx, b, N * COLS, BACKEND_F32, "x"), 0);
+    ck_assert_int_eq(backend_buf_new(&bl, b, N * E, BACKEND_F32, "logits"), 0);
+    ck_assert_int_eq(backend_buf_new(&bw, b, N * K, BACKEND_F32, "wts"), 0);
+    ck_assert_int_eq(backend_buf_new(&bi, b, N * K, BACKEND_I32, "ids"), 0);
+    ck_assert_int_eq(backend_buf_new(&bh, b, N * K * ROWS, BACKEND_F32, "h"), 0);
+    ck_assert_int_eq(backend_buf_new(&bo_, b, N * ROWS, BACKEND_F32, "out"), 0);
+    memcpy(bx->host, x, sizeof x); /* the CPU backend's host memory: tests may fill it */
+    memcpy(bl->host, logits, sizeof logits);
+    backend_seq_moe_route(&seq, backend_at(bw, 0), backend_at(bi, 0), backend_at(bl, 0), N, E, K,
+                          BACKEND_ROUTE_SOFTMAX_TOPK_NORM);
+    backend_seq_matmul_id(&seq, backend_at(bh, 0), backend_at(bx, 0), w, backend_at(bi, 0), N, K, 1);
+    backend_seq_moe_sum(&seq, backend_at(bo_, 0), backend_at(bh, 0), backend_at(bw, 0), N, K, ROWS);
+    ck_assert_int_eq(backend_run(b, &seq), 0);
+    ck_assert_int_eq(backend_read(b, wts, backend_at(bw, 0), N * K), 0);
+    ck_assert_int_eq(backend_read(b, out, backend_at(bo_, 0), N * ROWS), 0);
+    for (int t2 = 0; t2 < N; t2++) {
+        double e1 = exp(1.0 - 2.0), w0 = 1 / (1 + e1), w1 = e1 / (1 + e1); /* softmax of the two, renormalized */
+        ck_assert_int_eq(((int32_t *)bi->host)[t2 * K], chosen[t2][0]);
+        ck_assert_int_eq(((int32_t *)bi->host)[t2 * K + 1], chosen[t2][1]);
+        ck_assert_msg(fabs(wts[t2 * K] - w0) < 1e-6 && fabs(wts[t2 * K + 1] - w1) < 1e-6, "weights %g %g", wts[t2 * K],
+                      wts[t2 * K + 1]);
+        for (int r = 0; r < ROWS; r++) {
+            double want = 0;
+            for (int s = 0; s < K; s++) {
+                double dot = 0;
+                for (int c = 0; c < COLS; c++)
+                    dot += (double)pack[chosen[t2][s]][r][c] * x[t2][c];
+                want += (s ? w1 : w0) * dot;
+            }
+            ck_assert_msg(isfinite(out[t2 * ROWS + r]) && fabs(out[t2 * ROWS + r] - want) < 1e-4,
+                          "token %d row %d: %g, expected %g", t2, r, out[t2 * ROWS + r], want);
+        }
+    }
+    backend_close(b);
+}
+END_TEST
+
+Suite *archs_suite(void)
+{
+    Suite *s = suite_create("runtime_archs");
+    TCase *m = tcase_create("moe"), *o = tcase_create("ops");
+
+    tcase_add_test(o, moe_ops_read_only_the_selected_experts);
+    suite_add_tcase(s, o);
+    tcase_set_timeout(m, 600);
+    tcase_add_test(m, gemma3_from_hugging_face_matches_its_gguf_twin);
+    tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
+    suite_add_tcase(s, m);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(archs_suite());
+    int failed;
+
+    srunner_run_all(r, CK_NORMAL);
+    failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
