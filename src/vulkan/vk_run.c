@@ -577,6 +577,8 @@ static int record_op(rec *r, const backend_op *op)
         pc.mode = op->kind == BACKEND_OP_SWIGLU ? 1 : 0;
         rd[0] = vb(op->src);
         return dispatch_groups(r, VK_K_ELEM, b, &pc, (pc.n + 255u) / 256u, vb(op->dst), rd, 1);
+    default: /* the MoE, window, GeGLU, scale and soft-cap kinds: backend_run refuses them first */
+        break;
     }
     return ms_err(MS_ERROR, "vulkan: op kind %d is unknown", (int)op->kind);
 }
