@@ -74,6 +74,19 @@ static int out_gap(exporter *e, uint64_t upto)
     return 0;
 }
 
+/* Export reads every byte of every blob anyway: hash them against their names first, so a
+ * damaged blob fails the export (naming it) instead of going out as a file that exits 0. */
+static int view_check(const blob_view *v, const char *digest)
+{
+    char got[BLOB_DIGEST_LEN + 1];
+
+    blob_digest_buf(got, v->data, v->size);
+    if (strcmp(got, digest) != 0)
+        return ms_err(MS_EMISMATCH, "blob %s is damaged: its bytes hash to %s (mstore verify lists the damage)",
+                      digest, got);
+    return 0;
+}
+
 static int layers_open(exporter *e)
 {
     const char *home = store_home(e->s);
@@ -89,7 +102,7 @@ static int layers_open(exporter *e)
         if (strcmp(l->media_type, MT_TENSOR) != 0 && strcmp(l->media_type, MT_GGUF_META) != 0 &&
             strcmp(l->media_type, MT_GGUF_GAPS) != 0)
             continue;
-        if ((rc = blob_open(&e->views[i], home, l->digest)) < 0)
+        if ((rc = blob_open(&e->views[i], home, l->digest)) < 0 || (rc = view_check(&e->views[i], l->digest)) < 0)
             return rc;
         if (strcmp(l->media_type, MT_GGUF_META) == 0) {
             if ((rc = gguf_open_buf(&e->header, e->views[i].data, e->views[i].size, GGUF_HEADER_ONLY, l->digest)) < 0)
