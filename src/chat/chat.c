@@ -184,16 +184,8 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     }
     memcpy(s, text, len);
     s[len] = '\0';
-    if (chat_gotmpl_looks(s, len)) {
-        if ((rc = go_template(t, s, len)) < 0)
-            goto fail;
-        if (t->family == CHAT_OLLAMA) {
-            free(s);
-            *out = t;
-            return 0;
-        }
-    }
-    if ((rc = detect(t, s)) < 0)
+    /* go_template falls back to detect itself, with a warning that says why */
+    if ((rc = chat_gotmpl_looks(s, len) ? go_template(t, s, len) : detect(t, s)) < 0)
         goto fail;
     free(s);
     *out = t;

@@ -278,7 +278,9 @@ static int modelfile_text(char **out, store *s, const manifest *m, const model_n
     *out = NULL;
     if ((rc = layer_text(&msgs, s, m, MT_OLLAMA_MESSAGES)) < 0 || (rc = params_lines(&params, s, m, "PARAMETER ")) < 0)
         goto done;
-    if (msgs && !json_is_array(a = json_loads(msgs, 0, &e))) {
+    if (msgs)   /* not inside json_is_array: that macro evaluates its argument twice */
+        a = json_loads(msgs, 0, &e);
+    if (msgs && !json_is_array(a)) {
         rc = ms_err(MS_EINVALID, "messages layer: not a JSON array");
         goto done;
     }

@@ -72,8 +72,11 @@ static int read_value(cursor *c, char **out, int line)
         *out = o;
         c->p = e + 1;
         skip_blank(c);
-        if (c->p < c->end && *c->p != '\n' && *c->p != '\r')
+        if (c->p < c->end && *c->p != '\n' && *c->p != '\r') {
+            free(o);
+            *out = NULL;
             return lerr(MS_EINVALID, c, line, "text after the closing quote", NULL, NULL);
+        }
         return 0;
     } else {
         s = c->p;
