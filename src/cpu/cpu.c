@@ -64,19 +64,21 @@ static int cpu_has_avxvnni(void)
 static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
 
 /* The paths, best first; `has` says whether this CPU and build can run it. "auto" takes the first
- * it can run, so the paths after "scalar" (the exact emulation of VNNI, for tests) are only ever
- * taken by name. */
+ * it can run, so the paths after "scalar" are only ever taken by name: the VNNI ones are exact and
+ * tested but not yet faster where it counts (BENCHMARKS.md, issue 15: avx512vnni decodes slower
+ * than avx512; avxvnni's 512-bit vectors split over 256-bit registers spill in prefill), and
+ * vnni-emul exists for tests. */
 static const struct {
     const char *name;
     int (*has)(void);
     const rt_kernels *(*kernels)(void);
     const rt_fast *(*fast)(void);
 } paths[] = {
-    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
     { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
-    { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
     { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
     { "scalar", NULL, rt_kernels_scalar, NULL },
+    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
+    { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
     { "vnni-emul", cpu_has_vnni_emul, rt_kernels_vnni_emul, rt_fast_vnni_emul },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
@@ -318,10 +320,14 @@ float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
     wr = (const uint8_t *)w->data + row * row_bytes;
     if (!(is_block_type(w->type) || rt_ext_type(w->type)) || rt_fast_get()->f32_act[w->type])
         return k->dot[w->type](x, wr, cols);
-    rt_q16 *xq = malloc((size_t)(cols / QK) * sizeof *xq);   /* tests only */
+    const rt_fast *f = rt_fast_get();   /* the path's own layout of one token, or rt_q16 blocks */
+    void *xq = malloc(f->act_bytes ? f->act_bytes(1, cols) : (size_t)(cols / QK) * sizeof(rt_q16));   /* tests only */
     if (!xq)
         return NAN;
-    rt_quantize_q16(xq, x, cols);
+    if (f->act_quantize)
+        f->act_quantize(xq, x, 1, cols);
+    else
+        rt_quantize_q16(xq, x, cols);
     r = k->dot[w->type](xq, wr, cols);
     free(xq);
     return r;

@@ -19,9 +19,9 @@
 /* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
 
-/* Kernel paths: avx512vnni, avx512, avxvnni, avx2, scalar, and vnni-emul (the VNNI kernels with
- * the instruction emulated exactly in C: any CPU, only by name). "auto" picks the best the CPU
- * supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
+/* Kernel paths: avx512, avx2, scalar, and by name only avx512vnni, avxvnni and vnni-emul (the VNNI
+ * kernels with the instruction emulated exactly in C: any CPU). "auto" picks the best of the first
+ * three the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
  * for a bad name (the message lists the valid ones); a bad $MSTORE_CPU is the same error. */
 int cpu_path_select(const char *path);
 const char *cpu_path_name(void);   /* the selected path's name */

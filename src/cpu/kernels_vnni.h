@@ -26,9 +26,10 @@
  * bit and against the float64 definition within rounding.
  *
  * Two kernels meet it:
- *   decode (one token; also the row dot): per block the codes are widened to 16 bits in element
- *     order and meet the activation block with one vpdpwssd; 16 such vectors are reduced to one
- *     of 16 block sums by a transposing add tree;
+ *   decode (one token; also the row dot): act_quantize lays the codes of blocks 2m, 2m + 1 side by
+ *     side (0-15 of both, then 16-31), the weights of the pair are widened the same way, and two
+ *     vpdpwssd leave block 2m's partial sums in lanes 0-7 and 2m + 1's in 8-15; three levels of a
+ *     transposing add tree give the 16 block sums of a group;
  *   prefill: the activations of each token are laid out by act_quantize as, per group, 16 steps of
  *     16 lanes of 32-bit pairs (lane i = block i's elements 2k, 2k + 1), and a panel of 8 rows
  *     holds the weight codes the same way, so 16 vpdpwssd per (row, token, group) leave the 16
@@ -142,29 +143,44 @@ AI float f16(const uint8_t *p)
 #endif
 }
 
-/* v[i] (16 vectors of 16 lanes) -> one vector whose lane i is the sum of v[i]'s lanes: each level
- * adds the halves of pairs side by side, so after four levels lane i holds all of v[i]. */
-AI v16s32 sum_lanes16(v16s32 v[16])
-{
-    v16s32 a[8], b[4], c[2];
+typedef uint16_t v32u16 __attribute__((vector_size(64)));
+typedef uint16_t v16u16 __attribute__((vector_size(32)));
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
 
-    for (int i = 0; i < 8; i++)
-        a[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-               __builtin_shufflevector(v[2 * i], v[2 * i + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
-                                       31);
-    /* a[i]: lanes 0-7 partial sums of v[2i], 8-15 of v[2i + 1] */
-    for (int i = 0; i < 4; i++)
-        b[i] =
-            __builtin_shufflevector(a[2 * i], a[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-            __builtin_shufflevector(a[2 * i], a[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-    /* b[i]: four lanes each of v[4i .. 4i + 3] */
-    for (int i = 0; i < 2; i++)
-        c[i] =
-            __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-            __builtin_shufflevector(b[2 * i], b[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    /* c[i]: two lanes each of v[8i .. 8i + 7] */
-    return __builtin_shufflevector(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-           __builtin_shufflevector(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+/* 16 f16 values as f32 (exact). */
+AI v16f f16x16(v16u16 h)
+{
+#if defined(__AVX512F__)
+    return (v16f)_mm512_cvtph_ps((__m256i)h);
+#elif defined(__F16C__)
+    v8f lo = (v8f)_mm256_cvtph_ps((__m128i)__builtin_shufflevector(h, h, 0, 1, 2, 3, 4, 5, 6, 7));
+    v8f hi = (v8f)_mm256_cvtph_ps((__m128i)__builtin_shufflevector(h, h, 8, 9, 10, 11, 12, 13, 14, 15));
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    v16f r;
+    for (int i = 0; i < 16; i++)
+        r[i] = rt_f16(h[i]);
+    return r;
+#endif
+}
+
+/* bytes widened to 16 bits: zero- or sign-extended (one vpmovzxbw / vpmovsxbw where AVX512BW) */
+AI v32s16 zx8(v32u8 c)
+{
+#if defined(__AVX512BW__)
+    return (v32s16)_mm512_cvtepu8_epi16((__m256i)c);
+#else
+    return __builtin_convertvector(c, v32s16);
+#endif
+}
+
+AI v32s16 sx8(v32s8 c)
+{
+#if defined(__AVX512BW__)
+    return (v32s16)_mm512_cvtepi8_epi16((__m256i)c);
+#else
+    return __builtin_convertvector(c, v32s16);
+#endif
 }
 
 /* ---------------------------------------------------------------- the weight blocks */
@@ -254,67 +270,33 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
     }
 }
 
-/* ---------------------------------------------------------------- decode and the row dot */
+/* ---------------------------------------------------------------- activations */
 
-/* One row against one token's rt_q16 blocks x[nb]. */
-AI float row_dot(const int kind, const rt_q16 *x, const uint8_t *row, int nb)
-{
-    const v32s16 lo_half = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-    v16f acc = {0};
-
-    for (int g0 = 0; g0 < nb; g0 += 16) {
-        int n = nb - g0 < 16 ? nb - g0 : 16;
-        v16s32 p[16], p2[16];
-        v16f a = {0}, b = {0}, a2 = {0}, dx = {0}, s = {0};
-
-        for (int i = 0; i < n; i++) {
-            const rt_q16 *xb = &x[g0 + i];
-            v32s16 w = unpack(kind, row, g0 + i, &a[i], &b[i], &a2[i]), xq = ld_s16(xb->q);
-            dx[i] = xb->d;
-            s[i] = xb->s;
-            if (kind == V_Q6_K) {
-                p[i] = dpwssd((v16s32){0}, w & lo_half, xq);
-                p2[i] = dpwssd((v16s32){0}, w & ~lo_half, xq);
-            } else {
-                p[i] = dpwssd((v16s32){0}, w, xq);
-            }
-        }
-        for (int i = n; i < 16; i++)
-            p[i] = p2[i] = (v16s32){0};
-        acc = fmav(__builtin_convertvector(sum_lanes16(p), v16f), a * dx, acc);
-        if (kind == V_Q6_K)
-            acc = fmav(__builtin_convertvector(sum_lanes16(p2), v16f), a2 * dx, acc);
-        if (has_offset(kind))
-            acc = fmav(b, s, acc);
-    }
-    return hsum(acc);
-}
-
-/* ---------------------------------------------------------------- prefill */
-
-/* A token's activations for prefill, per group of 16 blocks (zero past the last block): */
+/* A token's activations, per group of 16 blocks (zero past the last block), in one of two
+ * layouts of the same size as 16 rt_q16 blocks:
+ *   decode (a matmul of one token, and the row dot): pair m of blocks 2m, 2m + 1 as
+ *     xp[m][0] = codes 0-15 of both, xp[m][1] = codes 16-31 of both (see decode below);
+ *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair), so that lane i of a
+ *     vpdpwssd meets block i only. */
 typedef struct vnni_group {
-    int32_t xt[16][16]; /* [k][i]: block i's codes 2k, 2k + 1 */
+    union {
+        int16_t xp[8][2][32];
+        int32_t xt[16][16];
+    };
     float dx[16], s[16];
 } vnni_group;
 
 static size_t act_bytes(int n_tok, int cols)
 {
-    int nb = cols / QK;
-
-    return n_tok == 1 ? (size_t)nb * sizeof(rt_q16) : (size_t)((nb + 15) / 16) * sizeof(vnni_group);
+    (void)n_tok;
+    return (size_t)(cols / QK + 15) / 16 * sizeof(vnni_group);
 }
 
-/* One token: rt_q16 blocks for decode (n_tok 1), the group layout for prefill; the codes are
- * rt_quantize_q16's either way. */
+/* One token (layout by n_tok: decode for 1, prefill for more); the codes are rt_quantize_q16's. */
 static void act_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
 {
     int nb = cols / QK;
 
-    if (n_tok == 1) {
-        rt_quantize_q16((rt_q16 *)(void *)dst, x, cols);
-        return;
-    }
     for (int g0 = 0; g0 < nb; g0 += 16) {
         vnni_group *g = (vnni_group *)(void *)dst + g0 / 16;
         rt_q16 tmp[16];
@@ -323,15 +305,212 @@ static void act_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
         memset(tmp, 0, sizeof tmp);
         rt_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 16; i++) {
-            int32_t pair[16];
-            memcpy(pair, tmp[i].q, sizeof pair);
-            for (int k = 0; k < 16; k++)
-                g->xt[k][i] = pair[k];
+            if (n_tok == 1) {
+                memcpy(g->xp[i / 2][0] + 16 * (i % 2), tmp[i].q, 16 * sizeof(int16_t));
+                memcpy(g->xp[i / 2][1] + 16 * (i % 2), tmp[i].q + 16, 16 * sizeof(int16_t));
+            } else {
+                int32_t pair[16];
+                memcpy(pair, tmp[i].q, sizeof pair);
+                for (int k = 0; k < 16; k++)
+                    g->xt[k][i] = pair[k];
+            }
             g->dx[i] = tmp[i].d;
             g->s[i] = tmp[i].s;
         }
     }
 }
+
+/* ---------------------------------------------------------------- decode and the row dot */
+
+/* The scales of blocks g0 .. g0 + n - 1 of a row into lanes 0 .. n - 1 (0 past them). */
+AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a, v16f *b, v16f *a2)
+{
+    _Alignas(64) float fa[16] = {0}, fb[16] = {0}, fa2[16] = {0};
+
+    if (n == 16 && (kind == V_Q4_0 || kind == V_Q8_0)) {
+        /* the f16 scales picked out of 128-byte spans by one word shuffle each (8 Q4_0 blocks
+         * of 18 bytes: words 9i; 4 Q8_0 blocks of 34: words 17i), never past the 16 blocks */
+        const uint8_t *p = row + (size_t)g0 * (kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES);
+        v32u16 w[8];
+        v8u16 h0, h1;
+        if (kind == V_Q4_0) {
+            for (int i = 0; i < 4; i++)
+                memcpy(&w[i], p + 144 * (i / 2) + 64 * (i % 2), 64);
+            h0 = __builtin_shufflevector(w[0], w[1], 0, 9, 18, 27, 36, 45, 54, 63);
+            h1 = __builtin_shufflevector(w[2], w[3], 0, 9, 18, 27, 36, 45, 54, 63);
+        } else {
+            for (int i = 0; i < 8; i++)
+                memcpy(&w[i], p + 136 * (i / 2) + 64 * (i % 2), 64);
+            h0 = __builtin_shufflevector(__builtin_shufflevector(w[0], w[1], 0, 17, 34, 51),
+                                         __builtin_shufflevector(w[2], w[3], 0, 17, 34, 51), 0, 1, 2, 3, 4, 5, 6, 7);
+            h1 = __builtin_shufflevector(__builtin_shufflevector(w[4], w[5], 0, 17, 34, 51),
+                                         __builtin_shufflevector(w[6], w[7], 0, 17, 34, 51), 0, 1, 2, 3, 4, 5, 6, 7);
+        }
+        *a = f16x16(__builtin_shufflevector(h0, h1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        *b = *a2 = (v16f){0};
+        return;
+    }
+
+    if (kind == V_Q4_K || kind == V_Q6_K) {
+        for (int i = 0; i < n; i += 8) { /* a super-block: g0 is a multiple of 8 */
+            int bi = g0 + i;
+            if (kind == V_Q4_K) {
+                /* rt_scale_min_k4's 6-bit fields, eight at a time in 64-bit words */
+                const uint8_t *p = row + (size_t)(bi / 8) * RT_Q4_K_BYTES;
+                float d = f16(p), dmin = f16(p + 2);
+                uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+                uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u))
+                                                                 << 32;
+                uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) |
+                              (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u)) << 32;
+                for (int j = 0; j < 8; j++) {
+                    fa[i + j] = d * (float)(int)((sc >> (8 * j)) & 255);
+                    fb[i + j] = -(dmin * (float)(int)((mn >> (8 * j)) & 255));
+                }
+            } else {
+                const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+                float d = f16(p + 208);
+                for (int j = 0; j < 8; j++) {
+                    fa[i + j] = d * (float)(int8_t)p[192 + 2 * j];
+                    fa2[i + j] = d * (float)(int8_t)p[192 + 2 * j + 1];
+                }
+            }
+        }
+    } else {
+        const int bytes = kind == V_Q8_0   ? RT_Q8_0_BYTES
+                          : kind == V_Q4_0 ? RT_Q4_0_BYTES
+                          : kind == V_Q4_1 ? RT_Q4_1_BYTES
+                          : kind == V_Q5_0 ? RT_Q5_0_BYTES
+                                           : RT_Q5_1_BYTES;
+        const uint8_t *p = row + (size_t)g0 * bytes;
+        for (int i = 0; i < n; i++, p += bytes) {
+            fa[i] = f16(p);
+            if (has_offset(kind))
+                fb[i] = f16(p + 2);
+        }
+    }
+    *a = ld_f(fa);
+    *b = ld_f(fb);
+    *a2 = ld_f(fa2);
+}
+
+#define IOTA32 \
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31
+
+/* Blocks bi and bj of a row as the decode pair: lo = codes 0-15 of bi then of bj, hi = codes
+ * 16-31 of both (bj may repeat bi: its activations are zero then). */
+AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *lo, v32s16 *hi)
+{
+    float a, b, a2;
+
+    switch (kind) {
+    case V_Q8_0: {
+        const uint8_t *p = row + (size_t)bi * RT_Q8_0_BYTES + 2, *q = row + (size_t)bj * RT_Q8_0_BYTES + 2;
+        v16u8 p0, p1, q0, q1;
+        memcpy(&p0, p, 16);
+        memcpy(&p1, p + 16, 16);
+        memcpy(&q0, q, 16);
+        memcpy(&q1, q + 16, 16);
+        *lo = sx8((v32s8)__builtin_shufflevector(p0, q0, IOTA32));
+        *hi = sx8((v32s8)__builtin_shufflevector(p1, q1, IOTA32));
+        return;
+    }
+    case V_Q4_0: {
+        v16u8 p, q;
+        memcpy(&p, row + (size_t)bi * RT_Q4_0_BYTES + 2, 16);
+        memcpy(&q, row + (size_t)bj * RT_Q4_0_BYTES + 2, 16);
+        v32u8 c = __builtin_shufflevector(p, q, IOTA32);
+        *lo = zx8(c & 15) - 8;
+        *hi = zx8(c >> 4) - 8;
+        return;
+    }
+    case V_Q4_K:
+        if (bj == bi + 1 && bi % 2 == 0) { /* the two nibbles of the same 32 bytes */
+            v32u8 q;
+            memcpy(&q, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
+            v32u8 l = q & 15, h = q >> 4;
+            *lo = zx8(__builtin_shufflevector(l, h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34,
+                                              35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47));
+            *hi = zx8(__builtin_shufflevector(l, h, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 48,
+                                              49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63));
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    v32s16 u = unpack(kind, row, bi, &a, &b, &a2), v = unpack(kind, row, bj, &a, &b, &a2);
+    *lo = __builtin_shufflevector(u, v, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34, 35, 36, 37,
+                                  38, 39, 40, 41, 42, 43, 44, 45, 46, 47);
+    *hi = __builtin_shufflevector(u, v, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 48, 49, 50, 51,
+                                  52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63);
+}
+
+/* v[m] (m < 8): lanes 0-7 partial sums of block 2m, 8-15 of block 2m + 1 -> lane i the sum of
+ * block i: the last three levels of a transposing add tree. */
+AI v16s32 sum_pairs(const v16s32 v[8])
+{
+    v16s32 b[4], c[2];
+
+    for (int i = 0; i < 4; i++)
+        b[i] =
+            __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+            __builtin_shufflevector(v[2 * i], v[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    for (int i = 0; i < 2; i++)
+        c[i] =
+            __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+            __builtin_shufflevector(b[2 * i], b[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    return __builtin_shufflevector(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           __builtin_shufflevector(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+/* One group of a row against one token (decode layout); n blocks (16 in FULL groups, whose loop
+ * unrolls with no bound checks). Per pair of blocks two vpdpwssd (codes 0-15 of both, then 16-31)
+ * leave block 2m's sum in lanes 0-7 and 2m + 1's in 8-15; Q6_K keeps the halves apart for its
+ * two scales. */
+AI v16f group_dot(const int kind, const int FULL, v16f acc, const vnni_group *xg, const uint8_t *row, int g0, int n)
+{
+    v16s32 p[8], p2[8];
+    v16f a, b, a2;
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        v32s16 lo, hi;
+        if (!FULL && 2 * m >= n) {
+            p[m] = p2[m] = (v16s32){0};
+            continue;
+        }
+        unpack_pair(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m), &lo, &hi);
+        if (kind == V_Q6_K) {
+            p[m] = dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0]));
+            p2[m] = dpwssd((v16s32){0}, hi, ld_s16(xg->xp[m][1]));
+        } else {
+            p[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0])), hi, ld_s16(xg->xp[m][1]));
+        }
+    }
+    group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
+    v16f dx = ld_f(xg->dx);
+    acc = fmav(__builtin_convertvector(sum_pairs(p), v16f), a * dx, acc);
+    if (kind == V_Q6_K)
+        acc = fmav(__builtin_convertvector(sum_pairs(p2), v16f), a2 * dx, acc);
+    if (has_offset(kind))
+        acc = fmav(b, ld_f(xg->s), acc);
+    return acc;
+}
+
+AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb)
+{
+    v16f acc = {0};
+    int g0 = 0;
+
+    for (; g0 + 16 <= nb; g0 += 16)
+        acc = group_dot(kind, 1, acc, x + g0 / 16, row, g0, 16);
+    if (g0 < nb)
+        acc = group_dot(kind, 0, acc, x + g0 / 16, row, g0, nb - g0);
+    return hsum(acc);
+}
+
+/* ---------------------------------------------------------------- prefill */
 
 #define RB 8 /* rows per panel */
 #define TB 64 /* tokens whose float accumulators stay live across the groups */
@@ -440,7 +619,7 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n
 
     if (n_tok == 1) {
         for (int r = 0; r < n_rows; r++)
-            y[r] = row_dot(kind, (const rt_q16 *)(const void *)act->x, w + (size_t)r * ws, nb);
+            y[r] = row_dot(kind, (const vnni_group *)(const void *)act->x, w + (size_t)r * ws, nb);
         return;
     }
     for (int rb = 0; rb < n_rows; rb += RB) {
