@@ -425,6 +425,10 @@ int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend
 
     *impl_out = NULL;
     *ctx_out = NULL;
+    if ((rc = cpu_path_check_env()) < 0) {   /* a bad MSTORE_CPU stops `run` and `bench` here */
+        free(c);
+        return rc;
+    }
     if (!c)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = cpu_pool_new(&c->pool, o ? o->n_threads : 0)) < 0) {

@@ -3,6 +3,7 @@
  * pairs. Everything else is cheap next to the matmuls and runs on the calling thread. */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
 
@@ -36,7 +37,37 @@ static int cpu_has_avx512(void)
 #endif
 }
 
-/* The paths, best first; `has` says whether this CPU and build can run it. */
+static int cpu_has_avx512vnni(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return cpu_has_avx512() && rt_kernels_avx512vnni() && __builtin_cpu_supports("avx512vnni");
+#else
+    return 0;
+#endif
+}
+
+/* AVX-VNNI (the VEX encoding): cpuid leaf 7 subleaf 1, eax bit 4, which gcc 12's
+ * __builtin_cpu_supports does not know. */
+static int cpu_has_avxvnni(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a = 7, b, c = 1, d;
+    if (!cpu_has_avx2() || !rt_kernels_avxvnni())
+        return 0;
+    __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    return (a >> 4) & 1;
+#else
+    return 0;
+#endif
+}
+
+static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
+
+/* The paths, best first; `has` says whether this CPU and build can run it. "auto" takes the first
+ * it can run, so the paths after "scalar" are only ever taken by name: the VNNI ones are exact and
+ * tested but not yet faster where it counts (BENCHMARKS.md, issue 15: avx512vnni decodes slower
+ * than avx512; avxvnni's 512-bit vectors split over 256-bit registers spill in prefill), and
+ * vnni-emul exists for tests. */
 static const struct {
     const char *name;
     int (*has)(void);
@@ -46,39 +77,83 @@ static const struct {
     { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
     { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
     { "scalar", NULL, rt_kernels_scalar, NULL },
+    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
+    { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
+    { "vnni-emul", cpu_has_vnni_emul, rt_kernels_vnni_emul, rt_fast_vnni_emul },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
 static void use(size_t i)
 {
     selected = paths[i].kernels();
-    selected_fast = paths[i].fast ? paths[i].fast() : &no_fast;
+    selected_fast = paths[i].fast && paths[i].fast() ? paths[i].fast() : &no_fast;
 }
 
-static int select_named(const char *path)
+/* "auto, avx512vnni, ..., vnni-emul": every name, for messages. */
+static const char *path_names(void)
+{
+    static char names[160];
+
+    if (!names[0]) {
+        size_t o = (size_t)snprintf(names, sizeof names, "auto");
+        for (size_t i = 0; i < N_PATHS && o < sizeof names; i++)
+            o += (size_t)snprintf(names + o, sizeof names - o, ", %s", paths[i].name);
+    }
+    return names;
+}
+
+/* The path named, or MS_EINVALID / MS_EUNSUPPORTED; `what` names where the name came from. */
+static int find_named(const char *path, const char *what, size_t *out)
 {
     for (size_t i = 0; i < N_PATHS; i++) {
         if (strcasecmp(path, paths[i].name) != 0)
             continue;
         if (paths[i].has && !paths[i].has())
-            return ms_err(MS_EUNSUPPORTED, "cpu path '%s': not supported by this cpu or build", path);
-        use(i);
+            return ms_err(MS_EUNSUPPORTED, "%s '%s': not supported by this cpu or build", what, path);
+        *out = i;
         return 0;
     }
-    return ms_err(MS_EINVALID, "cpu path '%s': unknown; expected auto, avx512, avx2 or scalar", path);
+    return ms_err(MS_EINVALID, "%s '%s': unknown; expected %s", what, path, path_names());
 }
 
-/* "auto" (or NULL): $MSTORE_CPU when it names a path this CPU runs (so that a test run under
- * MSTORE_CPU=avx2 stays on that path), else the best path. */
+static int select_named(const char *path)
+{
+    size_t i;
+    int rc = find_named(path, "cpu path", &i);
+
+    if (rc == 0)
+        use(i);
+    return rc;
+}
+
+int cpu_path_check_env(void)
+{
+    const char *env = getenv("MSTORE_CPU");
+    size_t i;
+
+    if (!env || !*env || strcasecmp(env, "auto") == 0)
+        return 0;
+    return find_named(env, "MSTORE_CPU", &i);
+}
+
+/* "auto" (or NULL): the path $MSTORE_CPU names (so that a test run under MSTORE_CPU=avx2 stays on
+ * that path; a name that is unknown or that this CPU lacks is an error, never a silent fallback),
+ * else the best path. */
 int cpu_path_select(const char *path)
 {
     const char *env = getenv("MSTORE_CPU");
+    size_t i;
+    int rc;
 
     if (path && *path && strcasecmp(path, "auto") != 0)
         return select_named(path);
-    if (env && *env && strcasecmp(env, "auto") != 0 && select_named(env) == 0)
+    if (env && *env && strcasecmp(env, "auto") != 0) {
+        if ((rc = find_named(env, "MSTORE_CPU", &i)) < 0)
+            return rc;
+        use(i);
         return 0;
-    for (size_t i = 0; i < N_PATHS; i++) {
+    }
+    for (i = 0; i < N_PATHS; i++) {
         if (!paths[i].has || paths[i].has()) {
             use(i);
             return 0;
@@ -87,10 +162,14 @@ int cpu_path_select(const char *path)
     return 0;
 }
 
+/* A bad $MSTORE_CPU was refused where it could be reported (cpu_backend_new); here the best path. */
 static void select_default(void)
 {
-    if (!selected)
-        cpu_path_select(NULL);
+    if (!selected && cpu_path_select(NULL) < 0)
+        cpu_path_select("scalar");
+    for (size_t i = 0; !selected && i < N_PATHS; i++)
+        if (!paths[i].has || paths[i].has())
+            use(i);
 }
 
 const rt_kernels *rt_kernels_get(void)
@@ -129,7 +208,7 @@ static int has_gemm(const runtime_tensor *w)
 /* Scratch of a matmul: the 16-bit activation blocks. */
 size_t cpu_matmul_scratch(int n_tok, int cols)
 {
-    return (size_t)n_tok * (size_t)(cols / QK + 1) * sizeof(rt_q16);
+    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(rt_q16);   /* rt_fast.act_bytes' bound */
 }
 
 size_t cpu_attention_scratch(int n_ctx, int n_threads)
@@ -186,8 +265,15 @@ static void quantize_task(void *ctx, int ith, int nth)
     const mm_job *j = ctx;
     int chunk = (j->n_tok + nth - 1) / nth, t0 = ith * chunk, t1 = t0 + chunk < j->n_tok ? t0 + chunk : j->n_tok;
 
-    for (int t = t0; t < t1; t++)
-        rt_quantize_q16((rt_q16 *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride), j->x_in + (size_t)t * j->cols, j->cols);
+    const rt_fast *f = rt_fast_get();
+
+    for (int t = t0; t < t1; t++) {
+        uint8_t *dst = (uint8_t *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride);
+        if (f->act_quantize)
+            f->act_quantize(dst, j->x_in + (size_t)t * j->cols, j->n_tok, j->cols);
+        else
+            rt_quantize_q16((rt_q16 *)(void *)dst, j->x_in + (size_t)t * j->cols, j->cols);
+    }
 }
 
 void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
@@ -204,8 +290,12 @@ void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
     j.w_stride = (size_t)row_bytes;
-    if (is_block_type(w->type) && !rt_fast_get()->f32_act[w->type]) {
-        j.a = (rt_act){ .x = scratch, .stride = (size_t)(j.cols / QK) * sizeof(rt_q16) };
+    /* block types, and the K-quants that reach here (a path's own gemm), take 16-bit blocks
+     * unless the path says f32 */
+    if ((is_block_type(w->type) || rt_ext_type(w->type)) && !rt_fast_get()->f32_act[w->type]) {
+        const rt_fast *f = rt_fast_get();
+        j.a = (rt_act){ .x = scratch, .stride = f->act_bytes ? f->act_bytes(n_tok, j.cols)
+                                                             : (size_t)(j.cols / QK) * sizeof(rt_q16) };
         if (n_tok == 1)
             quantize_task(&j, 0, 1);
         else
@@ -228,12 +318,16 @@ float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)cols);
     wr = (const uint8_t *)w->data + row * row_bytes;
-    if (!is_block_type(w->type) || rt_fast_get()->f32_act[w->type])
+    if (!(is_block_type(w->type) || rt_ext_type(w->type)) || rt_fast_get()->f32_act[w->type])
         return k->dot[w->type](x, wr, cols);
-    rt_q16 *xq = malloc((size_t)(cols / QK) * sizeof *xq);   /* tests only */
+    const rt_fast *f = rt_fast_get();   /* the path's own layout of one token, or rt_q16 blocks */
+    void *xq = malloc(f->act_bytes ? f->act_bytes(1, cols) : (size_t)(cols / QK) * sizeof(rt_q16));   /* tests only */
     if (!xq)
         return NAN;
-    rt_quantize_q16(xq, x, cols);
+    if (f->act_quantize)
+        f->act_quantize(xq, x, 1, cols);
+    else
+        rt_quantize_q16(xq, x, cols);
     r = k->dot[w->type](xq, wr, cols);
     free(xq);
     return r;

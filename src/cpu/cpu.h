@@ -19,10 +19,14 @@
 /* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
 
-/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2|avx512) overrides
- * it at first use. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name. */
+/* Kernel paths: avx512, avx2, scalar, and by name only avx512vnni, avxvnni and vnni-emul (the VNNI
+ * kernels with the instruction emulated exactly in C: any CPU). "auto" picks the best of the first
+ * three the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
+ * for a bad name (the message lists the valid ones); a bad $MSTORE_CPU is the same error. */
 int cpu_path_select(const char *path);
-const char *cpu_path_name(void);   /* "scalar", "avx2", "avx512" */
+const char *cpu_path_name(void);   /* the selected path's name */
+/* 0, or the error cpu_path_select would give for $MSTORE_CPU (cpu_backend_new refuses to open). */
+int cpu_path_check_env(void);
 
 /* 1 when matmul supports weights of this type (ggml id or RUNTIME_TYPE_MLX). */
 int cpu_type_supported(int type);

@@ -33,12 +33,28 @@ typedef struct rt_fast {
     rt_gemm_fn gemm[GGML_TYPE_COUNT];   /* NULL: tiles of dot[type] */
     /* 1: this block type's gemm and dot[type] take f32 activations, not rt_q16 blocks */
     unsigned char f32_act[GGML_TYPE_COUNT];
+    /* NULL: block types take rt_q16 blocks, token after token. Else the path lays out its 16-bit
+     * activations itself (the VNNI paths, kernels_vnni.h): act_bytes(n_tok, cols) bytes per token
+     * (at most (cols / QK + 16) rt_q16 blocks' worth), written by act_quantize for one token of a
+     * matmul of n_tok, with the codes of rt_quantize_q16. The path's dot[type] for those types
+     * takes the layout of a one-token matmul. */
+    size_t (*act_bytes)(int n_tok, int cols);
+    void (*act_quantize)(uint8_t *dst, const float *x, int n_tok, int cols);
 } rt_fast;
 
 /* The AVX-512 path (F, BW, DQ, VL): NULL when not compiled in. Its dot table starts as the
  * AVX2 one (F16C, FMA) with the AVX-512 kernels put over it, so it needs both. */
 const rt_kernels *rt_kernels_avx512(void);
 const rt_fast *rt_fast_avx512(void);
-const rt_fast *rt_fast_get(void);   /* of the selected path; never NULL (its members may be) */
+const rt_fast *rt_fast_get(void);
+
+/* The VNNI paths (kernels_vnni.h): NULL when not compiled in. avx512vnni builds on the AVX-512
+ * path, avxvnni on AVX2, vnni-emul (vpdpwssd emulated in C, any CPU) on the scalar one. */
+const rt_kernels *rt_kernels_avx512vnni(void);
+const rt_fast *rt_fast_avx512vnni(void);
+const rt_kernels *rt_kernels_avxvnni(void);
+const rt_fast *rt_fast_avxvnni(void);
+const rt_kernels *rt_kernels_vnni_emul(void);
+const rt_fast *rt_fast_vnni_emul(void);   /* of the selected path; never NULL (its members may be) */
 
 #endif

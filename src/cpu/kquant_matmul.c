@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "quant/quant.h"
+#include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
 int rt_ext_type(int type)
@@ -15,7 +16,8 @@ int rt_ext_type(int type)
 /* The dot of the selected path: AVX2 whenever cpu.c chose a SIMD path (they all imply AVX2). */
 static rt_dot_fn kq_dot(int type)
 {
-    rt_dot_fn f = rt_kernels_get() != rt_kernels_scalar() ? rt_kq_dot_avx2(type) : NULL;
+    const rt_kernels *k = rt_kernels_get();   /* vnni-emul runs where AVX2 may not */
+    rt_dot_fn f = k != rt_kernels_scalar() && k != rt_kernels_vnni_emul() ? rt_kq_dot_avx2(type) : NULL;
 
     return f ? f : rt_kq_dot_scalar(type);
 }

@@ -12,6 +12,12 @@ expect_ok mstore run stories:260k "" --temp 0 -n 200
 [ "$out" = "$want" ] || fail "greedy text from BOS differs:
 got:  ${out:0:200}
 want: ${want:0:200}"
+# the same on the VNNI kernels' emulation (any CPU) and on the real ones where the CPU has them
+for path in vnni-emul avx512vnni avxvnni; do
+    MSTORE_CPU=$path run mstore run stories:260k "" --temp 0 -n 200
+    case "$err" in *"not supported by this cpu"*) continue ;; esac
+    [ "$rc" -eq 0 ] && [ "$out" = "$want" ] || fail "MSTORE_CPU=$path: greedy text from BOS differs (exit $rc, $err)"
+done
 
 # A prompt continues as the computed reference says (SOURCES.md): "Once upon a time" then
 # ", there was a little girl named Lily."

@@ -1,4 +1,9 @@
-/* test_kernels.c: the CPU paths of src/runtime (scalar, avx2, avx512: each that this CPU runs).
+/* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avx512vnni: each that
+ * this CPU runs; vnni-emul everywhere). Which result each path is held to: its own row dot bit for
+ * bit, and the float64 sum over the activations it takes: f32 for the avx512 path's block types,
+ * the 16-bit rt_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
+ * codes, so they are not compared with the avx512 path's f32 results). The VNNI paths compute one
+ * arithmetic (kernels_vnni.h), so they also equal vnni-emul bit for bit.
  * For every path: the tiled matmul equals the path's row dot products bit for bit at every
  * token count (so prefill in one batch, in chunks or token by token gives the same logits),
  * and within float rounding of the float64 sum over the activations it takes (16-bit blocks,
@@ -16,8 +21,8 @@
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
-static const char *paths[] = { "scalar", "avx2", "avx512" };
-#define N_PATHS 3
+static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul" };
+#define N_PATHS 6
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
@@ -168,21 +173,44 @@ END_TEST
 
 START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
+    /* what "auto" prefers, best first (the VNNI paths are taken by name only, cpu.c says why) */
+    static const char *rank[] = { "avx512", "avx2", "scalar" };
+    static const char *names = "expected auto, avx512, avx2, scalar, avx512vnni, avxvnni, vnni-emul";
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
 
     ck_assert_int_eq(cpu_path_select("avx9000"), MS_EINVALID);
-    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "cpu path 'avx9000': unknown; expected auto, avx512, avx2 or scalar"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "cpu path 'avx9000': unknown;"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), names));
     setenv("MSTORE_CPU", "scalar", 1);
+    ck_assert_int_eq(cpu_path_check_env(), 0);
     ck_assert_int_eq(cpu_path_select("auto"), 0);
     ck_assert_str_eq(cpu_path_name(), "scalar");
-    setenv("MSTORE_CPU", "bogus", 1);   /* a bad value falls back to the best path */
+    setenv("MSTORE_CPU", "vnni-emul", 1);   /* runs on every CPU */
     ck_assert_int_eq(cpu_path_select(NULL), 0);
+    ck_assert_str_eq(cpu_path_name(), "vnni-emul");
+    setenv("MSTORE_CPU", "bogus", 1);   /* an unknown name is an error naming the valid ones */
+    ck_assert_int_eq(cpu_path_check_env(), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "MSTORE_CPU 'bogus': unknown;"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), names));
+    ck_assert_int_eq(cpu_path_select(NULL), MS_EINVALID);
+    ck_assert_str_eq(cpu_path_name(), "vnni-emul");   /* and nothing changed */
+    for (int i = 0; i < N_PATHS; i++) {   /* a path this CPU lacks, asked for by $MSTORE_CPU: an error */
+        unsetenv("MSTORE_CPU");
+        if (cpu_path_select(paths[i]) != MS_EUNSUPPORTED)
+            continue;
+        setenv("MSTORE_CPU", paths[i], 1);
+        ck_assert_int_eq(cpu_path_check_env(), MS_EUNSUPPORTED);
+        ck_assert_int_eq(cpu_path_select("auto"), MS_EUNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), "not supported by this cpu"));
+        printf("measured: MSTORE_CPU=%s refused: %s\n", paths[i], ms_err_msg());
+    }
     unsetenv("MSTORE_CPU");
+    ck_assert_int_eq(cpu_path_check_env(), 0);
     ck_assert_int_eq(cpu_path_select("auto"), 0);
     snprintf(best, sizeof best, "%s", cpu_path_name());
-    for (int i = N_PATHS - 1; i >= 0; i--) {   /* auto is the best path this CPU runs */
-        if (cpu_path_select(paths[i]) == 0) {
-            ck_assert_str_eq(best, paths[i]);
+    for (size_t i = 0; i < sizeof rank / sizeof rank[0]; i++) {   /* auto is the best path this CPU runs */
+        if (cpu_path_select(rank[i]) == 0) {
+            ck_assert_str_eq(best, rank[i]);
             break;
         }
     }
@@ -190,6 +218,60 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
         setenv("MSTORE_CPU", old, 1);
         free(old);
     }
+    cpu_path_select("auto");
+}
+END_TEST
+
+/* The VNNI paths this CPU runs give vnni-emul's results bit for bit (the instruction against its
+ * emulation), for every type they take, on the shapes of the test above, prefill and decode. */
+START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
+{
+    static const int vtypes[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+                                  GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+    static const char *real[] = { "avx512vnni", "avxvnni" };
+    static const int cols_cases[] = { 64, 1184, 8256, 2304, 768 }, tok_cases[] = { 1, 5, 70 };
+    cpu_pool *pool;
+    int ran = 0;
+
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    for (size_t ti = 0; ti < sizeof vtypes / sizeof vtypes[0]; ti++) {
+        for (size_t ci = 0; ci < sizeof cols_cases / sizeof cols_cases[0]; ci++) {
+            int type = vtypes[ti], cols = cols_cases[ci], rows = 19;
+            if ((is_kquant(type) && cols % QK_K) || cols % QK)
+                continue;
+            for (size_t ki = 0; ki < sizeof tok_cases / sizeof tok_cases[0]; ki++) {
+                int n_tok = tok_cases[ki];
+                runtime_tensor w;
+                uint8_t *buf = make_weights(&w, type, rows, cols);
+                float *x = malloc(sizeof(float) * n_tok * cols), *ye = malloc(sizeof(float) * n_tok * rows);
+                float *yr = malloc(sizeof(float) * n_tok * rows);
+                void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
+                for (int i = 0; i < n_tok * cols; i++)
+                    x[i] = 3.0f * unif();
+                ck_assert_int_eq(cpu_path_select("vnni-emul"), 0);
+                cpu_matmul(pool, ye, x, n_tok, &w, scratch);
+                for (size_t p = 0; p < 2; p++) {
+                    if (cpu_path_select(real[p]) != 0)
+                        continue;
+                    ran++;
+                    cpu_matmul(pool, yr, x, n_tok, &w, scratch);
+                    for (int i = 0; i < n_tok * rows; i++)
+                        ck_assert_msg(memcmp(&ye[i], &yr[i], sizeof *ye) == 0, "%s %s cols %d tokens %d [%d]: %.9g vs emulated %.9g",
+                                      real[p], ggml_type_name(type), cols, n_tok, i, yr[i], ye[i]);
+                }
+                free(buf);
+                free(x);
+                free(ye);
+                free(yr);
+                free(scratch);
+            }
+        }
+    }
+    if (!ran)
+        printf("skipped: no VNNI on this cpu (vnni-emul is tested against the definition alone)\n");
+    else
+        printf("measured: %d VNNI matmuls equal to vnni-emul bit for bit\n", ran);
+    cpu_pool_free(pool);
     cpu_path_select("auto");
 }
 END_TEST
@@ -291,6 +373,7 @@ int main(void)
     tcase_set_timeout(m, 300);
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
+    tcase_add_test(k, vnni_paths_equal_the_emulation_bit_for_bit);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
     tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
     suite_add_tcase(s, k);

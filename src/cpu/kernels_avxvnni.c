@@ -1,0 +1,26 @@
+/* kernels_avxvnni.c: the avxvnni path, kernels_vnni.h with vpdpwssd on two 256-bit halves (VEX
+ * encoded, for CPUs with AVX-VNNI and no AVX-512). Built with -mavxvnni and the AVX2 path's flags
+ * on x86-64 only; cpu.c calls it only after checking the CPU. */
+#include "cpu/kernels.h"
+
+#if defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+static const rt_fast *no_fast(void)
+{
+    return NULL;
+}
+#define VNNI_NAME        "avxvnni"
+#define VNNI_BASE        rt_kernels_avx2
+#define VNNI_BASE_FAST   no_fast
+#define VNNI_GETTER      rt_kernels_avxvnni
+#define VNNI_FAST_GETTER rt_fast_avxvnni
+#include "cpu/kernels_vnni.h"
+#else
+const rt_kernels *rt_kernels_avxvnni(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_avxvnni(void)
+{
+    return NULL;
+}
+#endif

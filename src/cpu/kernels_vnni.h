@@ -1,0 +1,713 @@
+/* kernels_vnni.h: the VNNI paths' kernels, one source built three times (included only by
+ * kernels_vnni512.c, kernels_avxvnni.c and kernels_vnni_emul.c, each of which defines VNNI_NAME and
+ * VNNI_GETTER first):
+ *   avx512vnni  vpdpwssd on 512-bit registers (-mavx512vnni), over the AVX-512 table;
+ *   avxvnni     vpdpwssd on two 256-bit halves (-mavxvnni), over the AVX2 table;
+ *   vnni-emul   the same code with vpdpwssd emulated exactly by plain C vector arithmetic, over the
+ *               scalar table: it builds and runs on any CPU, so the logic of the kernels is tested
+ *               where the instruction is missing.
+ * vpdpwssd is exact integer arithmetic (products of 16-bit pairs added to 32-bit lanes, wrapping),
+ * and every float operation below is written out (no contraction: the project builds with
+ * -std=c11, where -ffp-contract is off), so the three give the same results bit for bit.
+ *
+ * Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, with the 16-bit activations of rt_q16 (the
+ * accuracy of the scalar path; 8-bit activations were measured past the project's 1e-2 logit
+ * bound, cpu_int.h). The arithmetic of a (token, row), whatever the kernel that computes it:
+ *   the row's blocks of 32 go in groups of 16, block i of a group in lane i; per block the exact
+ *   integer dot product isum of its weight codes (offsets removed: q - 8, q - 16, q - 32) with the
+ *   activation codes, then, in lane i, in this order:
+ *       acc = fma((float)isum, a * dx, acc)       a: the block's weight scale, dx the activations'
+ *       acc = fma(b, s, acc)                      Q4_1, Q5_1 (b = m), Q4_K (b = -dmin * min)
+ *   Q6_K has two scales per block (sub-blocks of 16): isum over elements 0-15 with a_lo, then over
+ *   16-31 with a_hi, each one fma as above. Lanes past the row's last block add nothing. The
+ *   result is the 16 lanes summed as a tree (8 + 8, 4 + 4, 2 + 2, 1 + 1).
+ * This is not the f32 arithmetic of the avx512 path (exact f32 dequantization, f32 activations),
+ * nor the scalar one (one running float sum): each path is tested against its own row dot bit for
+ * bit and against the float64 definition within rounding.
+ *
+ * Two kernels meet it:
+ *   decode (one token; also the row dot): act_quantize lays the codes of blocks 2m, 2m + 1 side by
+ *     side (0-15 of both, then 16-31), the weights of the pair are widened the same way, and two
+ *     vpdpwssd leave block 2m's partial sums in lanes 0-7 and 2m + 1's in 8-15; three levels of a
+ *     transposing add tree give the 16 block sums of a group;
+ *   prefill: the activations of each token are laid out by act_quantize as, per group, 16 steps of
+ *     16 lanes of 32-bit pairs (lane i = block i's elements 2k, 2k + 1), and a panel of 8 rows
+ *     holds the weight codes the same way, so 16 vpdpwssd per (row, token, group) leave the 16
+ *     block sums in their lanes with no reduction at all. */
+#include <stdlib.h>
+
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
+
+#if defined(__AVX512F__) || defined(__AVX2__) || defined(__FMA__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+#include <math.h>
+#include <pthread.h>
+
+#define AI static inline __attribute__((always_inline))
+
+typedef int16_t v32s16 __attribute__((vector_size(64)));
+typedef int32_t v16s32 __attribute__((vector_size(64)));
+typedef uint32_t v16u32 __attribute__((vector_size(64)));
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef uint8_t v16u8 __attribute__((vector_size(16)));
+typedef uint8_t v32u8 __attribute__((vector_size(32)));
+typedef int8_t v32s8 __attribute__((vector_size(32)));
+typedef long long v8ll __attribute__((vector_size(64)));
+typedef long long v4ll __attribute__((vector_size(32)));
+
+AI v16s32 ld_s32(const void *p)
+{
+    v16s32 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+AI v32s16 ld_s16(const void *p)
+{
+    v32s16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+AI v16f ld_f(const void *p)
+{
+    v16f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* acc + sum of the two 16-bit products in each 32-bit lane, modulo 2^32: vpdpwssd. */
+AI v16s32 dpwssd(v16s32 acc, v32s16 a, v32s16 b)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+    return (v16s32)_mm512_dpwssd_epi32((__m512i)acc, (__m512i)a, (__m512i)b);
+#elif defined(__AVXVNNI__)
+    v8ll c = (v8ll)acc, x = (v8ll)a, y = (v8ll)b;
+    __m256i lo = _mm256_dpwssd_avx_epi32((__m256i)__builtin_shufflevector(c, c, 0, 1, 2, 3),
+                                         (__m256i)__builtin_shufflevector(x, x, 0, 1, 2, 3),
+                                         (__m256i)__builtin_shufflevector(y, y, 0, 1, 2, 3));
+    __m256i hi = _mm256_dpwssd_avx_epi32((__m256i)__builtin_shufflevector(c, c, 4, 5, 6, 7),
+                                         (__m256i)__builtin_shufflevector(x, x, 4, 5, 6, 7),
+                                         (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
+    return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+    /* the emulation: each 32-bit lane holds two 16-bit values (low one first); sign-extend both,
+     * multiply (a product of two int16 fits int32), and add modulo 2^32 as the instruction does */
+    v16s32 va = (v16s32)a, vb = (v16s32)b;
+    v16s32 ae = (v16s32)((v16u32)va << 16) >> 16, be = (v16s32)((v16u32)vb << 16) >> 16;
+    v16s32 ao = va >> 16, bo = vb >> 16;
+    return (v16s32)((v16u32)acc + (v16u32)(ae * be) + (v16u32)(ao * bo));
+#endif
+}
+
+/* a * b + c rounded once. */
+AI v16f fmav(v16f a, v16f b, v16f c)
+{
+#if defined(__AVX512F__)
+    return (v16f)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif defined(__FMA__) && defined(__AVX__)
+    v8f lo = (v8f)_mm256_fmadd_ps((__m256)__builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7),
+                                  (__m256)__builtin_shufflevector(b, b, 0, 1, 2, 3, 4, 5, 6, 7),
+                                  (__m256)__builtin_shufflevector(c, c, 0, 1, 2, 3, 4, 5, 6, 7));
+    v8f hi = (v8f)_mm256_fmadd_ps((__m256)__builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15),
+                                  (__m256)__builtin_shufflevector(b, b, 8, 9, 10, 11, 12, 13, 14, 15),
+                                  (__m256)__builtin_shufflevector(c, c, 8, 9, 10, 11, 12, 13, 14, 15));
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    v16f r;
+    for (int i = 0; i < 16; i++)
+        r[i] = fmaf(a[i], b[i], c[i]);
+    return r;
+#endif
+}
+
+AI float hsum(v16f v)
+{
+    v8f a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+            __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+    v4f b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+    float c0 = b[0] + b[2], c1 = b[1] + b[3];
+    return c0 + c1;
+}
+
+AI float f16(const uint8_t *p)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(rt_rd16(p)); /* exact, as rt_f16 */
+#else
+    return rt_f16(rt_rd16(p));
+#endif
+}
+
+typedef uint16_t v32u16 __attribute__((vector_size(64)));
+typedef uint16_t v16u16 __attribute__((vector_size(32)));
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+
+/* 16 f16 values as f32 (exact). */
+AI v16f f16x16(v16u16 h)
+{
+#if defined(__AVX512F__)
+    return (v16f)_mm512_cvtph_ps((__m256i)h);
+#elif defined(__F16C__)
+    v8f lo = (v8f)_mm256_cvtph_ps((__m128i)__builtin_shufflevector(h, h, 0, 1, 2, 3, 4, 5, 6, 7));
+    v8f hi = (v8f)_mm256_cvtph_ps((__m128i)__builtin_shufflevector(h, h, 8, 9, 10, 11, 12, 13, 14, 15));
+    return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    v16f r;
+    for (int i = 0; i < 16; i++)
+        r[i] = rt_f16(h[i]);
+    return r;
+#endif
+}
+
+/* bytes widened to 16 bits: zero- or sign-extended (one vpmovzxbw / vpmovsxbw where AVX512BW) */
+AI v32s16 zx8(v32u8 c)
+{
+#if defined(__AVX512BW__)
+    return (v32s16)_mm512_cvtepu8_epi16((__m256i)c);
+#else
+    return __builtin_convertvector(c, v32s16);
+#endif
+}
+
+AI v32s16 sx8(v32s8 c)
+{
+#if defined(__AVX512BW__)
+    return (v32s16)_mm512_cvtepi8_epi16((__m256i)c);
+#else
+    return __builtin_convertvector(c, v32s16);
+#endif
+}
+
+/* ---------------------------------------------------------------- the weight blocks */
+
+enum { V_Q8_0, V_Q4_0, V_Q4_1, V_Q5_0, V_Q5_1, V_Q4_K, V_Q6_K };
+
+static inline int has_offset(int kind)
+{
+    return kind == V_Q4_1 || kind == V_Q5_1 || kind == V_Q4_K;
+}
+
+/* Block bi (of 32 weights) of a row: its codes in element order, offsets removed, and its scale a
+ * (and b, or Q6_K's second scale a2; 0 where the type has none). K-quant blocks are the eight
+ * sub-blocks of 32 (Q4_K) or pairs of sub-blocks of 16 (Q6_K) of each super-block, in order
+ * (kquant_scalar.c gives where their bits sit). */
+AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b, float *a2)
+{
+    v32s16 w;
+
+    *b = *a2 = 0.0f;
+    switch (kind) {
+    case V_Q8_0: {
+        const uint8_t *p = row + (size_t)bi * RT_Q8_0_BYTES;
+        v32s8 q;
+        memcpy(&q, p + 2, 32);
+        *a = f16(p);
+        return __builtin_convertvector(q, v32s16);
+    }
+    case V_Q4_0:
+    case V_Q4_1: {
+        const int bytes = kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES;
+        const uint8_t *p = row + (size_t)bi * bytes;
+        v16u8 q;
+        memcpy(&q, p + (kind == V_Q4_0 ? 2 : 4), 16);
+        v32u8 c = __builtin_shufflevector(q & 15, q >> 4, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,
+                                          18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+        *a = f16(p);
+        w = __builtin_convertvector(c, v32s16);
+        if (kind == V_Q4_0)
+            return w - 8;
+        *b = f16(p + 2);
+        return w;
+    }
+    case V_Q5_0:
+    case V_Q5_1: {
+        /* rare in real models: element by element */
+        const int q5_1 = kind == V_Q5_1;
+        const uint8_t *p = row + (size_t)bi * (q5_1 ? RT_Q5_1_BYTES : RT_Q5_0_BYTES);
+        const uint8_t *qs = p + (q5_1 ? 8 : 6);
+        uint32_t qh = rt_rd32(p + (q5_1 ? 4 : 2));
+        int off = q5_1 ? 0 : 16;
+        int16_t c[QK];
+        for (int j = 0; j < QK / 2; j++) {
+            c[j] = (int16_t)(((qs[j] & 15) | (int)((qh >> j) & 1) << 4) - off);
+            c[j + QK / 2] = (int16_t)(((qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - off);
+        }
+        memcpy(&w, c, sizeof w);
+        *a = f16(p);
+        if (q5_1)
+            *b = f16(p + 2);
+        return w;
+    }
+    case V_Q4_K: {
+        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q4_K_BYTES;
+        int j = bi % 8, sc, m;
+        v32u8 q;
+        memcpy(&q, p + 16 + 32 * (j / 2), 32);
+        q = j % 2 ? q >> 4 : q & 15;
+        rt_scale_min_k4(j, p + 4, &sc, &m);
+        *a = f16(p) * (float)sc;
+        *b = -(f16(p + 2) * (float)m);
+        return __builtin_convertvector(q, v32s16);
+    }
+    default: { /* V_Q6_K */
+        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+        int j = bi % 8, h = j / 4, jj = j % 4;
+        float d = f16(p + 208);
+        v32u8 l, hb;
+        memcpy(&l, p + 64 * h + 32 * (jj % 2), 32);
+        memcpy(&hb, p + 128 + 32 * h, 32);
+        l = (jj / 2 ? l >> 4 : l) & 15;
+        hb = (hb >> (2 * jj)) & 3;
+        *a = d * (float)(int8_t)p[192 + 2 * j];
+        *a2 = d * (float)(int8_t)p[192 + 2 * j + 1];
+        return __builtin_convertvector(l | (v32u8)(hb << 4), v32s16) - 32;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------- activations */
+
+/* A token's activations, per group of 16 blocks (zero past the last block), in one of two
+ * layouts of the same size as 16 rt_q16 blocks:
+ *   decode (a matmul of one token, and the row dot): pair m of blocks 2m, 2m + 1 as
+ *     xp[m][0] = codes 0-15 of both, xp[m][1] = codes 16-31 of both (see decode below);
+ *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair), so that lane i of a
+ *     vpdpwssd meets block i only. */
+typedef struct vnni_group {
+    union {
+        int16_t xp[8][2][32];
+        int32_t xt[16][16];
+    };
+    float dx[16], s[16];
+} vnni_group;
+
+static size_t act_bytes(int n_tok, int cols)
+{
+    (void)n_tok;
+    return (size_t)(cols / QK + 15) / 16 * sizeof(vnni_group);
+}
+
+/* One token (layout by n_tok: decode for 1, prefill for more); the codes are rt_quantize_q16's. */
+static void act_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
+{
+    int nb = cols / QK;
+
+    for (int g0 = 0; g0 < nb; g0 += 16) {
+        vnni_group *g = (vnni_group *)(void *)dst + g0 / 16;
+        rt_q16 tmp[16];
+        int n = nb - g0 < 16 ? nb - g0 : 16;
+
+        memset(tmp, 0, sizeof tmp);
+        rt_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
+        for (int i = 0; i < 16; i++) {
+            if (n_tok == 1) {
+                memcpy(g->xp[i / 2][0] + 16 * (i % 2), tmp[i].q, 16 * sizeof(int16_t));
+                memcpy(g->xp[i / 2][1] + 16 * (i % 2), tmp[i].q + 16, 16 * sizeof(int16_t));
+            } else {
+                int32_t pair[16];
+                memcpy(pair, tmp[i].q, sizeof pair);
+                for (int k = 0; k < 16; k++)
+                    g->xt[k][i] = pair[k];
+            }
+            g->dx[i] = tmp[i].d;
+            g->s[i] = tmp[i].s;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- decode and the row dot */
+
+/* The scales of blocks g0 .. g0 + n - 1 of a row into lanes 0 .. n - 1 (0 past them). */
+AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a, v16f *b, v16f *a2)
+{
+    _Alignas(64) float fa[16] = {0}, fb[16] = {0}, fa2[16] = {0};
+
+    if (n == 16 && (kind == V_Q4_0 || kind == V_Q8_0)) {
+        /* the f16 scales picked out of 128-byte spans by one word shuffle each (8 Q4_0 blocks
+         * of 18 bytes: words 9i; 4 Q8_0 blocks of 34: words 17i), never past the 16 blocks */
+        const uint8_t *p = row + (size_t)g0 * (kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES);
+        v32u16 w[8];
+        v8u16 h0, h1;
+        if (kind == V_Q4_0) {
+            for (int i = 0; i < 4; i++)
+                memcpy(&w[i], p + 144 * (i / 2) + 64 * (i % 2), 64);
+            h0 = __builtin_shufflevector(w[0], w[1], 0, 9, 18, 27, 36, 45, 54, 63);
+            h1 = __builtin_shufflevector(w[2], w[3], 0, 9, 18, 27, 36, 45, 54, 63);
+        } else {
+            for (int i = 0; i < 8; i++)
+                memcpy(&w[i], p + 136 * (i / 2) + 64 * (i % 2), 64);
+            h0 = __builtin_shufflevector(__builtin_shufflevector(w[0], w[1], 0, 17, 34, 51),
+                                         __builtin_shufflevector(w[2], w[3], 0, 17, 34, 51), 0, 1, 2, 3, 4, 5, 6, 7);
+            h1 = __builtin_shufflevector(__builtin_shufflevector(w[4], w[5], 0, 17, 34, 51),
+                                         __builtin_shufflevector(w[6], w[7], 0, 17, 34, 51), 0, 1, 2, 3, 4, 5, 6, 7);
+        }
+        *a = f16x16(__builtin_shufflevector(h0, h1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        *b = *a2 = (v16f){0};
+        return;
+    }
+
+    if (kind == V_Q4_K || kind == V_Q6_K) {
+        for (int i = 0; i < n; i += 8) { /* a super-block: g0 is a multiple of 8 */
+            int bi = g0 + i;
+            if (kind == V_Q4_K) {
+                /* rt_scale_min_k4's 6-bit fields, eight at a time in 64-bit words */
+                const uint8_t *p = row + (size_t)(bi / 8) * RT_Q4_K_BYTES;
+                float d = f16(p), dmin = f16(p + 2);
+                uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+                uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u))
+                                                                 << 32;
+                uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) |
+                              (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u)) << 32;
+                for (int j = 0; j < 8; j++) {
+                    fa[i + j] = d * (float)(int)((sc >> (8 * j)) & 255);
+                    fb[i + j] = -(dmin * (float)(int)((mn >> (8 * j)) & 255));
+                }
+            } else {
+                const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+                float d = f16(p + 208);
+                for (int j = 0; j < 8; j++) {
+                    fa[i + j] = d * (float)(int8_t)p[192 + 2 * j];
+                    fa2[i + j] = d * (float)(int8_t)p[192 + 2 * j + 1];
+                }
+            }
+        }
+    } else {
+        const int bytes = kind == V_Q8_0   ? RT_Q8_0_BYTES
+                          : kind == V_Q4_0 ? RT_Q4_0_BYTES
+                          : kind == V_Q4_1 ? RT_Q4_1_BYTES
+                          : kind == V_Q5_0 ? RT_Q5_0_BYTES
+                                           : RT_Q5_1_BYTES;
+        const uint8_t *p = row + (size_t)g0 * bytes;
+        for (int i = 0; i < n; i++, p += bytes) {
+            fa[i] = f16(p);
+            if (has_offset(kind))
+                fb[i] = f16(p + 2);
+        }
+    }
+    *a = ld_f(fa);
+    *b = ld_f(fb);
+    *a2 = ld_f(fa2);
+}
+
+#define IOTA32 \
+    0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31
+
+/* Blocks bi and bj of a row as the decode pair: lo = codes 0-15 of bi then of bj, hi = codes
+ * 16-31 of both (bj may repeat bi: its activations are zero then). */
+AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *lo, v32s16 *hi)
+{
+    float a, b, a2;
+
+    switch (kind) {
+    case V_Q8_0: {
+        const uint8_t *p = row + (size_t)bi * RT_Q8_0_BYTES + 2, *q = row + (size_t)bj * RT_Q8_0_BYTES + 2;
+        v16u8 p0, p1, q0, q1;
+        memcpy(&p0, p, 16);
+        memcpy(&p1, p + 16, 16);
+        memcpy(&q0, q, 16);
+        memcpy(&q1, q + 16, 16);
+        *lo = sx8((v32s8)__builtin_shufflevector(p0, q0, IOTA32));
+        *hi = sx8((v32s8)__builtin_shufflevector(p1, q1, IOTA32));
+        return;
+    }
+    case V_Q4_0: {
+        v16u8 p, q;
+        memcpy(&p, row + (size_t)bi * RT_Q4_0_BYTES + 2, 16);
+        memcpy(&q, row + (size_t)bj * RT_Q4_0_BYTES + 2, 16);
+        v32u8 c = __builtin_shufflevector(p, q, IOTA32);
+        *lo = zx8(c & 15) - 8;
+        *hi = zx8(c >> 4) - 8;
+        return;
+    }
+    case V_Q4_K:
+        if (bj == bi + 1 && bi % 2 == 0) { /* the two nibbles of the same 32 bytes */
+            v32u8 q;
+            memcpy(&q, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
+            v32u8 l = q & 15, h = q >> 4;
+            *lo = zx8(__builtin_shufflevector(l, h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34,
+                                              35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47));
+            *hi = zx8(__builtin_shufflevector(l, h, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 48,
+                                              49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63));
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    v32s16 u = unpack(kind, row, bi, &a, &b, &a2), v = unpack(kind, row, bj, &a, &b, &a2);
+    *lo = __builtin_shufflevector(u, v, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34, 35, 36, 37,
+                                  38, 39, 40, 41, 42, 43, 44, 45, 46, 47);
+    *hi = __builtin_shufflevector(u, v, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 48, 49, 50, 51,
+                                  52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63);
+}
+
+/* v[m] (m < 8): lanes 0-7 partial sums of block 2m, 8-15 of block 2m + 1 -> lane i the sum of
+ * block i: the last three levels of a transposing add tree. */
+AI v16s32 sum_pairs(const v16s32 v[8])
+{
+    v16s32 b[4], c[2];
+
+    for (int i = 0; i < 4; i++)
+        b[i] =
+            __builtin_shufflevector(v[2 * i], v[2 * i + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+            __builtin_shufflevector(v[2 * i], v[2 * i + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+    for (int i = 0; i < 2; i++)
+        c[i] =
+            __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+            __builtin_shufflevector(b[2 * i], b[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+    return __builtin_shufflevector(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           __builtin_shufflevector(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+/* One group of a row against one token (decode layout); n blocks (16 in FULL groups, whose loop
+ * unrolls with no bound checks). Per pair of blocks two vpdpwssd (codes 0-15 of both, then 16-31)
+ * leave block 2m's sum in lanes 0-7 and 2m + 1's in 8-15; Q6_K keeps the halves apart for its
+ * two scales. */
+AI v16f group_dot(const int kind, const int FULL, v16f acc, const vnni_group *xg, const uint8_t *row, int g0, int n)
+{
+    v16s32 p[8], p2[8];
+    v16f a, b, a2;
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        v32s16 lo, hi;
+        if (!FULL && 2 * m >= n) {
+            p[m] = p2[m] = (v16s32){0};
+            continue;
+        }
+        unpack_pair(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m), &lo, &hi);
+        if (kind == V_Q6_K) {
+            p[m] = dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0]));
+            p2[m] = dpwssd((v16s32){0}, hi, ld_s16(xg->xp[m][1]));
+        } else {
+            p[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0])), hi, ld_s16(xg->xp[m][1]));
+        }
+    }
+    group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
+    v16f dx = ld_f(xg->dx);
+    acc = fmav(__builtin_convertvector(sum_pairs(p), v16f), a * dx, acc);
+    if (kind == V_Q6_K)
+        acc = fmav(__builtin_convertvector(sum_pairs(p2), v16f), a2 * dx, acc);
+    if (has_offset(kind))
+        acc = fmav(b, ld_f(xg->s), acc);
+    return acc;
+}
+
+AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb)
+{
+    v16f acc = {0};
+    int g0 = 0;
+
+    for (; g0 + 16 <= nb; g0 += 16)
+        acc = group_dot(kind, 1, acc, x + g0 / 16, row, g0, 16);
+    if (g0 < nb)
+        acc = group_dot(kind, 0, acc, x + g0 / 16, row, g0, nb - g0);
+    return hsum(acc);
+}
+
+/* ---------------------------------------------------------------- prefill */
+
+#define RB 8 /* rows per panel */
+#define TB 64 /* tokens whose float accumulators stay live across the groups */
+
+typedef struct vnni_panel {
+    int32_t wt[RB][16][16]; /* [r][k][i]: row r, block i's weight codes 2k, 2k + 1 */
+    float a[RB][16], b[RB][16], a2[RB][16];
+} vnni_panel;
+
+static _Thread_local _Alignas(64) vnni_panel panel;
+static _Thread_local _Alignas(64) float facc[RB][TB][16];
+
+AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
+{
+    int n = nb - g0 < 16 ? nb - g0 : 16;
+
+    for (int r = 0; r < RB; r++) {
+        _Alignas(64) int32_t t[16][16];
+        for (int i = 0; i < 16; i++) {
+            if (r >= nr || i >= n) {
+                memset(t[i], 0, sizeof t[i]);
+                panel.a[r][i] = panel.b[r][i] = panel.a2[r][i] = 0.0f;
+                continue;
+            }
+            v32s16 c = unpack(kind, w + (size_t)r * ws, g0 + i, &panel.a[r][i], &panel.b[r][i], &panel.a2[r][i]);
+            memcpy(t[i], &c, sizeof c);
+        }
+        for (int k = 0; k < 16; k++)
+            for (int i = 0; i < 16; i++)
+                panel.wt[r][k][i] = t[i][k];
+    }
+}
+
+/* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [k0, k0 + nk): the block sums
+ * in lanes, folded into facc with scales `sa` (panel.a or panel.a2). */
+AI void tile(const int MT, const int kind, int r0, const vnni_group *const *xg, int t0, int k0, int nk,
+             const float (*sa)[16], int offset)
+{
+    v16s32 c[4][4];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < MT; t++)
+            c[r][t] = (v16s32){0};
+    for (int k = k0; k < k0 + nk; k++) {
+        v32s16 xv[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < MT; t++)
+            xv[t] = ld_s16(xg[t]->xt[k]);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            v32s16 wv = ld_s16(panel.wt[r0 + r][k]);
+#pragma GCC unroll 4
+            for (int t = 0; t < MT; t++)
+                c[r][t] = dpwssd(c[r][t], wv, xv[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        v16f a = ld_f(sa[r0 + r]), b = ld_f(panel.b[r0 + r]);
+#pragma GCC unroll 4
+        for (int t = 0; t < MT; t++) {
+            float *f = facc[r0 + r][t0 + t];
+            v16f acc = fmav(__builtin_convertvector(c[r][t], v16f), a * ld_f(xg[t]->dx), ld_f(f));
+            if (has_offset(kind) && offset)
+                acc = fmav(b, ld_f(xg[t]->s), acc);
+            memcpy(f, &acc, sizeof acc);
+        }
+    }
+    (void)kind;
+}
+
+AI void tiles(const int kind, int r0, const vnni_group *const *xg, int t0, int mt)
+{
+    const int q6 = kind == V_Q6_K;
+
+    switch (mt) {
+    case 4:
+        tile(4, kind, r0, xg, t0, 0, q6 ? 8 : 16, panel.a, 1);
+        if (q6)
+            tile(4, kind, r0, xg, t0, 8, 8, panel.a2, 0);
+        break;
+    case 3:
+        tile(3, kind, r0, xg, t0, 0, q6 ? 8 : 16, panel.a, 1);
+        if (q6)
+            tile(3, kind, r0, xg, t0, 8, 8, panel.a2, 0);
+        break;
+    case 2:
+        tile(2, kind, r0, xg, t0, 0, q6 ? 8 : 16, panel.a, 1);
+        if (q6)
+            tile(2, kind, r0, xg, t0, 8, 8, panel.a2, 0);
+        break;
+    default:
+        tile(1, kind, r0, xg, t0, 0, q6 ? 8 : 16, panel.a, 1);
+        if (q6)
+            tile(1, kind, r0, xg, t0, 8, 8, panel.a2, 0);
+        break;
+    }
+}
+
+AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
+                  int n_rows, int cols)
+{
+    int nb = cols / QK, ng = (nb + 15) / 16;
+
+    if (n_tok == 1) {
+        for (int r = 0; r < n_rows; r++)
+            y[r] = row_dot(kind, (const vnni_group *)(const void *)act->x, w + (size_t)r * ws, nb);
+        return;
+    }
+    for (int rb = 0; rb < n_rows; rb += RB) {
+        int nr = n_rows - rb < RB ? n_rows - rb : RB;
+        const uint8_t *wb = w + (size_t)rb * ws;
+        for (int t0 = 0; t0 < n_tok; t0 += TB) {
+            int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
+            memset(facc, 0, sizeof facc);
+            for (int g = 0; g < ng; g++) {
+                panel_fill(kind, wb, ws, nr, 16 * g, nb);
+                for (int t = 0; t < nt; t += 4) {
+                    const vnni_group *xg[4];
+                    int mt = nt - t < 4 ? nt - t : 4;
+                    for (int i = 0; i < mt; i++)
+                        xg[i] = (const vnni_group *)(const void *)(act->x + (size_t)(t0 + t + i) * act->stride) + g;
+                    tiles(kind, 0, xg, t, mt);
+                    if (nr > 4)
+                        tiles(kind, 4, xg, t, mt);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++)
+                    y[(size_t)(t0 + t) * ldy + rb + r] = hsum(ld_f(facc[r][t]));
+        }
+    }
+}
+
+#define VNNI_TYPE(name, kind)                                                                                          \
+    static void gemm_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
+                            int cols)                                                                                  \
+    {                                                                                                                  \
+        gemm_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                        \
+    }                                                                                                                  \
+    static float dot_##name(const void *x, const void *w, int n)                                                       \
+    {                                                                                                                  \
+        return row_dot(kind, x, w, n / QK);                                                                            \
+    }
+VNNI_TYPE(q8_0, V_Q8_0)
+VNNI_TYPE(q4_0, V_Q4_0)
+VNNI_TYPE(q4_1, V_Q4_1)
+VNNI_TYPE(q5_0, V_Q5_0)
+VNNI_TYPE(q5_1, V_Q5_1)
+VNNI_TYPE(q4_k, V_Q4_K)
+VNNI_TYPE(q6_k, V_Q6_K)
+#undef VNNI_TYPE
+
+static rt_kernels table;
+static rt_fast fast;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void table_init(void)
+{
+    static const struct {
+        int type;
+        rt_dot_fn dot;
+        rt_gemm_fn gemm;
+    } mine[] = {
+        {GGML_TYPE_Q8_0, dot_q8_0, gemm_q8_0}, {GGML_TYPE_Q4_0, dot_q4_0, gemm_q4_0},
+        {GGML_TYPE_Q4_1, dot_q4_1, gemm_q4_1}, {GGML_TYPE_Q5_0, dot_q5_0, gemm_q5_0},
+        {GGML_TYPE_Q5_1, dot_q5_1, gemm_q5_1}, {GGML_TYPE_Q4_K, dot_q4_k, gemm_q4_k},
+        {GGML_TYPE_Q6_K, dot_q6_k, gemm_q6_k},
+    };
+    const rt_fast *base_fast = VNNI_BASE_FAST();
+
+    table = *VNNI_BASE();
+    table.name = VNNI_NAME;
+    if (base_fast)
+        fast = *base_fast;
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
+        table.dot[mine[i].type] = mine[i].dot;
+        fast.gemm[mine[i].type] = mine[i].gemm;
+        fast.f32_act[mine[i].type] = 0;
+    }
+    fast.act_bytes = act_bytes;
+    fast.act_quantize = act_quantize;
+}
+
+const rt_kernels *VNNI_GETTER(void)
+{
+    if (!VNNI_BASE())
+        return NULL;
+    pthread_once(&table_once, table_init);
+    return &table;
+}
+
+const rt_fast *VNNI_FAST_GETTER(void)
+{
+    if (!VNNI_GETTER())
+        return NULL;
+    return &fast;
+}

@@ -1,0 +1,23 @@
+/* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers. Built
+ * with -mavx512vnni and the AVX-512 path's flags on x86-64 only; cpu.c calls it only after checking
+ * the CPU. */
+#include "cpu/kernels.h"
+
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)
+#define VNNI_NAME        "avx512vnni"
+#define VNNI_BASE        rt_kernels_avx512
+#define VNNI_BASE_FAST   rt_fast_avx512
+#define VNNI_GETTER      rt_kernels_avx512vnni
+#define VNNI_FAST_GETTER rt_fast_avx512vnni
+#include "cpu/kernels_vnni.h"
+#else
+const rt_kernels *rt_kernels_avx512vnni(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_avx512vnni(void)
+{
+    return NULL;
+}
+#endif

@@ -1,0 +1,15 @@
+/* kernels_vnni_emul.c: the vnni-emul path, kernels_vnni.h built without any SIMD flag, so that
+ * vpdpwssd is its exact C emulation: it runs on every CPU (never chosen by "auto") and gives the
+ * VNNI paths' results bit for bit, so their logic is tested where the instruction is missing. */
+#include "cpu/kernels.h"
+
+static const rt_fast *no_fast(void)
+{
+    return NULL;
+}
+#define VNNI_NAME        "vnni-emul"
+#define VNNI_BASE        rt_kernels_scalar
+#define VNNI_BASE_FAST   no_fast
+#define VNNI_GETTER      rt_kernels_vnni_emul
+#define VNNI_FAST_GETTER rt_fast_vnni_emul
+#include "cpu/kernels_vnni.h"
