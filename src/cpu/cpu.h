@@ -2,7 +2,8 @@
  *
  * The backend (backend_impl "cpu") runs backend.h's ops on host memory with a persistent thread
  * pool. Kernel paths are chosen at run time from the CPU's features: a portable scalar path, AVX2
- * (FMA, F16C) and AVX-512 (F, BW, DQ, VL); $MSTORE_CPU forces one. Every path gives, for each
+ * (FMA, F16C) and AVX-512 (F, BW, DQ, VL) on x86-64, NEON, NEON with SDOT (dotprod) and NEON
+ * with SDOT and USDOT (i8mm) on AArch64; $MSTORE_CPU forces one. Every path gives, for each
  * (token, row), the arithmetic of its own row dot product in the same order, so a prefill in one
  * batch, in chunks or token by token gives the same logits bit for bit.
  *
@@ -19,10 +20,10 @@
 /* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
 
-/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2|avx512) overrides
+/* Kernel paths. "auto" picks the best the CPU supports; $MSTORE_CPU (scalar|avx2|avx512|neon|neon-dotprod|neon-i8mm) overrides
  * it at first use. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name. */
 int cpu_path_select(const char *path);
-const char *cpu_path_name(void);   /* "scalar", "avx2", "avx512" */
+const char *cpu_path_name(void);   /* "scalar", "avx2", "avx512", "neon", ... */
 
 /* 1 when matmul supports weights of this type (ggml id or RUNTIME_TYPE_MLX). */
 int cpu_type_supported(int type);

@@ -39,6 +39,11 @@ typedef struct rt_fast {
  * AVX2 one (F16C, FMA) with the AVX-512 kernels put over it, so it needs both. */
 const rt_kernels *rt_kernels_avx512(void);
 const rt_fast *rt_fast_avx512(void);
+/* The AArch64 paths (kernels_neon.c): NULL when not compiled in. dotprod needs SDOT, i8mm both
+ * SDOT and USDOT; cpu.c checks the CPU before using either. */
+const rt_kernels *rt_kernels_neon(void);
+const rt_kernels *rt_kernels_neon_dotprod(void);
+const rt_kernels *rt_kernels_neon_i8mm(void);
 const rt_fast *rt_fast_get(void);   /* of the selected path; never NULL (its members may be) */
 
 #endif
