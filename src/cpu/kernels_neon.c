@@ -4,9 +4,9 @@
  * per function (target attributes), so nothing else in this file or the library can use them.
  *
  * Float weights (F32, F16, BF16): four 4-lane FMA accumulators, summed in a fixed order; only
- * the float additions differ from kernels_scalar.c. Block weights (Q8_0, Q4_0): the integer block
- * sum is exact on every variant and the float accumulation is the scalar one, block by block, so
- * these dot products equal kernels_scalar.c's bit for bit.
+ * the float additions differ from kernels_scalar.c. Block weights (Q8_0, Q4_0, and Q4_K, Q6_K
+ * through kquant_matmul.c's hook): the integer block sums are exact on every variant and the
+ * float steps are the scalar ones, so these dot products equal the scalar path's bit for bit.
  *
  * SDOT and USDOT multiply 8-bit numbers; the activations are 16-bit (cpu_int.h says why 8 bits
  * were refused). They are split exactly: q = 256 * h + l with h = q >> 8 in [-128, 127] and
@@ -14,6 +14,7 @@
  * 128 * sum(w) it leaves out is added back through a third SDOT against ones. The sum of the
  * three is the integer the scalar loop computes, to the last bit. */
 #include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
@@ -300,6 +301,73 @@ I8MM static float w_q4_0_i8mm(const void *x, const void *w, int n)
     return s;
 }
 
+/* ---------------------------------------------------------------- K-quants (kquant_int.h) */
+
+/* Q4_K and Q6_K as kquant_scalar.c computes them, with the integer sums taken 16 lanes at a time:
+ * the same integers and the same float expressions, so the same bits. */
+static float w_q4_k(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK_K; b++, p += RT_Q4_K_BYTES) {
+        const uint8_t *qs = p + 16;
+        float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));
+        for (int j = 0; j < 4; j++) {
+            uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);
+            for (int k = 0; k < 2; k++) {
+                const rt_q16 *xb = &x[b * 8 + 2 * j + k];
+                int32x4_t acc = vdupq_n_s32(0);
+                int sc, m, sumi;
+                uint8x16_t c0 = k ? vshrq_n_u8(b0, 4) : vandq_u8(b0, vdupq_n_u8(15));
+                uint8x16_t c1 = k ? vshrq_n_u8(b1, 4) : vandq_u8(b1, vdupq_n_u8(15));
+                rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);
+                acc = mla16(acc, vreinterpretq_s8_u8(c0), xb->q);
+                acc = mla16(acc, vreinterpretq_s8_u8(c1), xb->q + 16);
+                sumi = vaddvq_s32(acc);
+                s += d * (float)sc * xb->d * (float)sumi - dmin * (float)m * xb->s;
+            }
+        }
+    }
+    return s;
+}
+
+static float w_q6_k(const void *vx, const void *vw, int n)
+{
+    const rt_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {
+        const uint8_t *ql = p, *qh = p + 128;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        float d = rt_f16(rt_rd16(p + 208));
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++) {
+                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                int i = 8 * h + 2 * j, s0, s1;
+                int8x16_t q[2];
+                for (int half = 0; half < 2; half++) {
+                    uint8x16_t lo = vld1q_u8(ql + 64 * h + 32 * (j % 2) + 16 * half);
+                    uint8x16_t hi = vld1q_u8(qh + 32 * h + 16 * half);
+                    lo = j < 2 ? vandq_u8(lo, vdupq_n_u8(15)) : vshrq_n_u8(lo, 4);
+                    hi = vshlq_n_u8(vandq_u8(vshlq_u8(hi, vdupq_n_s8((int8_t)(-2 * j))), vdupq_n_u8(3)), 4);
+                    q[half] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
+                }
+                s0 = vaddvq_s32(mla16(vdupq_n_s32(0), q[0], xb->q));
+                s1 = vaddvq_s32(mla16(vdupq_n_s32(0), q[1], xb->q + 16));
+                s += d * xb->d * (float)(sc[i] * s0 + sc[i + 1] * s1);
+            }
+    }
+    return s;
+}
+
+rt_dot_fn rt_kq_dot_neon(int type)
+{
+    return type == GGML_TYPE_Q4_K ? w_q4_k : type == GGML_TYPE_Q6_K ? w_q6_k : NULL;
+}
+
 /* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
  * once, under cpu.c's selection (pthread_once), before any kernel runs. */
 static rt_kernels neon, neon_dot, neon_i8mm;
@@ -344,6 +412,12 @@ const rt_kernels *rt_kernels_neon_i8mm(void)
 }
 
 #else
+
+rt_dot_fn rt_kq_dot_neon(int type)
+{
+    (void)type;
+    return NULL;
+}
 
 const rt_kernels *rt_kernels_neon(void)
 {

@@ -168,13 +168,13 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 }
 END_TEST
 
-/* The NEON block dots (Q8_0, Q4_0) sum integers exactly, whether by widening multiplies, SDOT on
- * the split 16-bit activations or USDOT, and then take the scalar float steps: each must equal
- * the scalar path's dot bit for bit. Each block's largest activation is coded +-32767, the ends
- * of the high/low split. */
+/* The NEON block dots (Q8_0, Q4_0; Q4_K, Q6_K) sum integers exactly, whether by widening
+ * multiplies, SDOT on the split 16-bit activations or USDOT, and then take the scalar float
+ * steps: each must equal the scalar path's dot bit for bit. Each block's largest activation is
+ * coded +-32767, the ends of the high/low split. */
 START_TEST(neon_block_dots_equal_the_scalar_ones_bit_for_bit)
 {
-    static const int block_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    static const int block_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     const int rows = 16, cols = 4096;
 
     if (strncmp(paths[_i], "neon", 4) != 0 || !use_path(_i))
