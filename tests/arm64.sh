@@ -31,6 +31,8 @@ for b in mstore test_chat; do
 done
 
 fail=0
+# Check's per-test timeouts are set for native speed; qemu runs some 10 to 30 times slower.
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-6}
 # e2e CPU-MODEL PATH SCRIPT...: end-to-end tests on that qemu model with MSTORE_CPU=PATH.
 e2e() {
     cpu=$1 path=$2
