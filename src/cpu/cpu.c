@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#endif
 
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
@@ -63,6 +66,20 @@ static int cpu_has_avxvnni(void)
 
 static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
 
+/* AArch64: Advanced SIMD is part of the architecture; SDOT and USDOT are optional, and the
+ * kernel says which the CPU has (HWCAP_ASIMDDP, HWCAP2_I8MM; numbers from the kernel's uapi
+ * hwcap.h, spelled out for older libc headers). */
+#if defined(__aarch64__)
+static int cpu_has_neon(void) { return rt_kernels_neon() != NULL; }
+static int cpu_has_dotprod(void) { return cpu_has_neon() && (getauxval(AT_HWCAP) & (1ul << 20)) != 0; }
+static int cpu_has_i8mm(void) { return cpu_has_dotprod() && (getauxval(AT_HWCAP2) & (1ul << 13)) != 0; }
+#else
+static int cpu_has_neon(void) { return 0; }
+static int cpu_has_dotprod(void) { return 0; }
+static int cpu_has_i8mm(void) { return 0; }
+#endif
+
+
 /* The paths, best first; `has` says whether this CPU and build can run it. "auto" takes the first
  * it can run, so the paths after "scalar" are only ever taken by name: the VNNI ones are exact and
  * tested but not yet faster where it counts (BENCHMARKS.md, issue 15: avx512vnni decodes slower
@@ -76,6 +93,9 @@ static const struct {
 } paths[] = {
     { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
     { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
+    { "neon-i8mm", cpu_has_i8mm, rt_kernels_neon_i8mm, NULL },
+    { "neon-dotprod", cpu_has_dotprod, rt_kernels_neon_dotprod, NULL },
+    { "neon", cpu_has_neon, rt_kernels_neon, NULL },
     { "scalar", NULL, rt_kernels_scalar, NULL },
     { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
     { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },

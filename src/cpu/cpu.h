@@ -2,7 +2,8 @@
  *
  * The backend (backend_impl "cpu") runs backend.h's ops on host memory with a persistent thread
  * pool. Kernel paths are chosen at run time from the CPU's features: a portable scalar path, AVX2
- * (FMA, F16C) and AVX-512 (F, BW, DQ, VL); $MSTORE_CPU forces one. Every path gives, for each
+ * (FMA, F16C) and AVX-512 (F, BW, DQ, VL) on x86-64, NEON, NEON with SDOT (dotprod) and NEON
+ * with SDOT and USDOT (i8mm) on AArch64; $MSTORE_CPU forces one. Every path gives, for each
  * (token, row), the arithmetic of its own row dot product in the same order, so a prefill in one
  * batch, in chunks or token by token gives the same logits bit for bit.
  *
@@ -19,9 +20,9 @@
 /* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
 
-/* Kernel paths: avx512, avx2, scalar, and by name only avx512vnni, avxvnni and vnni-emul (the VNNI
- * kernels with the instruction emulated exactly in C: any CPU). "auto" picks the best of the first
- * three the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
+/* Kernel paths: avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, and by name only avx512vnni, avxvnni and vnni-emul (the VNNI
+ * kernels with the instruction emulated exactly in C: any CPU). "auto" picks the best of those before
+ * them the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
  * for a bad name (the message lists the valid ones); a bad $MSTORE_CPU is the same error. */
 int cpu_path_select(const char *path);
 const char *cpu_path_name(void);   /* the selected path's name */

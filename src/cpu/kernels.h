@@ -55,6 +55,12 @@ const rt_fast *rt_fast_avx512vnni(void);
 const rt_kernels *rt_kernels_avxvnni(void);
 const rt_fast *rt_fast_avxvnni(void);
 const rt_kernels *rt_kernels_vnni_emul(void);
-const rt_fast *rt_fast_vnni_emul(void);   /* of the selected path; never NULL (its members may be) */
+const rt_fast *rt_fast_vnni_emul(void);
+
+/* The AArch64 paths (kernels_neon.c): NULL when not compiled in. dotprod needs SDOT, i8mm both
+ * SDOT and USDOT; cpu.c checks the CPU before using either. */
+const rt_kernels *rt_kernels_neon(void);
+const rt_kernels *rt_kernels_neon_dotprod(void);
+const rt_kernels *rt_kernels_neon_i8mm(void);
 
 #endif

@@ -13,11 +13,15 @@ int rt_ext_type(int type)
     return type == RUNTIME_TYPE_MLX || rt_kq_dot_scalar(type) != NULL;
 }
 
-/* The dot of the selected path: AVX2 whenever cpu.c chose a SIMD path (they all imply AVX2). */
+/* The dot of the selected path: on x86 AVX2 whenever cpu.c chose a SIMD path (they all imply
+ * AVX2); on AArch64 the NEON one where there is one. */
 static rt_dot_fn kq_dot(int type)
 {
-    const rt_kernels *k = rt_kernels_get();   /* vnni-emul runs where AVX2 may not */
-    rt_dot_fn f = k != rt_kernels_scalar() && k != rt_kernels_vnni_emul() ? rt_kq_dot_avx2(type) : NULL;
+    const rt_kernels *k = rt_kernels_get();
+    rt_dot_fn f = NULL;
+
+    if (k != rt_kernels_scalar() && k != rt_kernels_vnni_emul())   /* vnni-emul runs where AVX2 may not */
+        f = strncmp(k->name, "neon", 4) == 0 ? rt_kq_dot_neon(type) : rt_kq_dot_avx2(type);
 
     return f ? f : rt_kq_dot_scalar(type);
 }

@@ -1,5 +1,6 @@
-/* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avx512vnni: each that
- * this CPU runs; vnni-emul everywhere). Which result each path is held to: its own row dot bit for
+/* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avx512vnni, neon,
+ * neon-dotprod, neon-i8mm: each that this CPU runs; vnni-emul everywhere; tests/arm64.sh runs the
+ * NEON ones under qemu-aarch64). Which result each path is held to: its own row dot bit for
  * bit, and the float64 sum over the activations it takes: f32 for the avx512 path's block types,
  * the 16-bit rt_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
  * codes, so they are not compared with the avx512 path's f32 results). The VNNI paths compute one
@@ -21,8 +22,8 @@
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
-static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul" };
-#define N_PATHS 6
+static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm" };
+#define N_PATHS 9
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
@@ -171,11 +172,45 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 }
 END_TEST
 
+/* The NEON block dots (Q8_0, Q4_0; Q4_K, Q6_K) sum integers exactly, whether by widening
+ * multiplies, SDOT on the split 16-bit activations or USDOT, and then take the scalar float
+ * steps: each must equal the scalar path's dot bit for bit. Each block's largest activation is
+ * coded +-32767, the ends of the high/low split. */
+START_TEST(neon_block_dots_equal_the_scalar_ones_bit_for_bit)
+{
+    static const int block_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+    const int rows = 16, cols = 4096;
+
+    if (strncmp(paths[_i], "neon", 4) != 0 || !use_path(_i))
+        return;
+    for (size_t ti = 0; ti < sizeof block_types / sizeof block_types[0]; ti++) {
+        runtime_tensor w;
+        uint8_t *buf = make_weights(&w, block_types[ti], rows, cols);
+        float *x = malloc(sizeof(float) * cols), got[16], want[16];
+
+        for (int i = 0; i < cols; i++)
+            x[i] = (i % 7 == 0 ? -40.0f : 3.0f) * unif();
+        ck_assert_int_eq(cpu_path_select(paths[_i]), 0);
+        for (int r = 0; r < rows; r++)
+            got[r] = cpu_dot_row(&w, (uint64_t)r, x);
+        ck_assert_int_eq(cpu_path_select("scalar"), 0);
+        for (int r = 0; r < rows; r++)
+            want[r] = cpu_dot_row(&w, (uint64_t)r, x);
+        for (int r = 0; r < rows; r++)
+            ck_assert_msg(memcmp(&got[r], &want[r], sizeof got[r]) == 0, "%s %s row %d: %.9g vs scalar %.9g",
+                          paths[_i], ggml_type_name(block_types[ti]), r, got[r], want[r]);
+        free(buf);
+        free(x);
+    }
+    cpu_path_select("auto");
+}
+END_TEST
+
 START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the VNNI paths are taken by name only, cpu.c says why) */
-    static const char *rank[] = { "avx512", "avx2", "scalar" };
-    static const char *names = "expected auto, avx512, avx2, scalar, avx512vnni, avxvnni, vnni-emul";
+    static const char *rank[] = { "avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon", "scalar" };
+    static const char *names = "expected auto, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avx512vnni, avxvnni, vnni-emul";
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
 
     ck_assert_int_eq(cpu_path_select("avx9000"), MS_EINVALID);
@@ -213,6 +248,14 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
             ck_assert_str_eq(best, rank[i]);
             break;
         }
+    }
+    /* tests/arm64.sh knows which instructions the qemu CPU model has: the hardware capabilities
+     * must have been read right, not merely consistently. */
+    if (getenv("MSTORE_EXPECT_CPU_PATH"))
+        ck_assert_str_eq(best, getenv("MSTORE_EXPECT_CPU_PATH"));
+    if (getenv("MSTORE_EXPECT_CPU_PATH") && strcmp(best, "neon") == 0) {
+        ck_assert_int_eq(cpu_path_select("neon-dotprod"), MS_EUNSUPPORTED);
+        ck_assert_int_eq(cpu_path_select("neon-i8mm"), MS_EUNSUPPORTED);
     }
     if (old) {
         setenv("MSTORE_CPU", old, 1);
@@ -372,6 +415,7 @@ int main(void)
     tcase_set_timeout(k, 300);
     tcase_set_timeout(m, 300);
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
+    tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
     tcase_add_test(k, vnni_paths_equal_the_emulation_bit_for_bit);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);

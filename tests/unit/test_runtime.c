@@ -28,7 +28,9 @@ static float unif(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }  
 
 static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                              GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1 };
-static const char *paths[] = { "scalar", "avx2" };
+/* The SIMD paths of either architecture: those this CPU lacks are skipped. */
+static const char *paths[] = { "scalar", "avx2", "neon", "neon-dotprod", "neon-i8mm" };
+#define N_PATHS (int)(sizeof paths / sizeof paths[0])
 
 static int use_path(int i)
 {
@@ -870,7 +872,7 @@ END_TEST
 static void add_model_tests(TCase *m)
 {
     tcase_set_timeout(m, 300);
-    tcase_add_loop_test(m, stories260K_f32_reproduces_the_200_step_greedy_text, 0, 2);
+    tcase_add_loop_test(m, stories260K_f32_reproduces_the_200_step_greedy_text, 0, N_PATHS);
     tcase_add_test(m, s260k_f16_gives_the_reference_32_greedy_tokens_per_prompt);
     tcase_add_test(m, s260k_mixed_agrees_on_first_step_logits_and_first_tokens);
     tcase_add_test(m, f16_kv_cache_keeps_the_f16_model_on_the_reference);
@@ -888,9 +890,9 @@ static Suite *runtime_suite(void)
     TCase *k = tcase_create("kernels"), *c = tcase_create("config"), *m = tcase_create("models");
 
     tcase_add_test(k, f16_conversion_round_trips_every_half_and_rounds_to_even);
-    tcase_add_loop_test(k, row_dot_matches_definition_for_every_type_and_path, 0, 2);
+    tcase_add_loop_test(k, row_dot_matches_definition_for_every_type_and_path, 0, N_PATHS);
     tcase_add_test(k, block_layouts_decode_as_documented);
-    tcase_add_loop_test(k, threaded_matmul_equals_row_dots, 0, 2);
+    tcase_add_loop_test(k, threaded_matmul_equals_row_dots, 0, N_PATHS);
     tcase_add_test(k, rope_rotates_adjacent_pairs_or_halves);
     tcase_add_test(k, rope_scaling_linear_and_llama3);
     tcase_add_test(k, attention_matches_naive_causal_gqa);
