@@ -196,28 +196,6 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
     return 0;
 }
 
-/* A growable byte string. */
-typedef struct text {
-    char *p;
-    size_t n, cap;
-} text;
-
-static int text_put(text *b, const char *s, size_t len)
-{
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = (b->n + len + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        b->p = p, b->cap = cap;
-    }
-    if (len)
-        memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-    return 0;
-}
-
 /* Everything a run needs, one-shot or chat, around the library session. */
 typedef struct run_state {
     run_args *a;
@@ -226,7 +204,7 @@ typedef struct run_state {
     char *system; /* the system prompt, or NULL */
     chat_msg *msgs; /* user / assistant turns (owned strings) */
     size_t n_msgs, cap_msgs;
-    text *reply; /* where the answer also goes (chat), or NULL */
+    ms_text *reply; /* where the answer also goes (chat), or NULL */
 } run_state;
 
 /* Print each piece as it comes; Ctrl-C stops at the next token. */
@@ -238,7 +216,7 @@ static int emit(void *ctx, const char *s, size_t len)
     fflush(stdout);
     if (ferror(stdout))
         return 1;
-    if (R->reply && text_put(R->reply, s, len) < 0)
+    if (R->reply && ms_text_put(R->reply, s, len) < 0)
         return 1;
     return interrupted;
 }
@@ -437,7 +415,7 @@ static int command(run_state *R, char *line)
  * its cache (or all of it when the template renders the history differently), then streams. */
 static int turn(run_state *R, const char *line, size_t len)
 {
-    text reply = {NULL, 0, 0};
+    ms_text reply = {NULL, 0, 0};
     char *full = NULL;
     size_t full_len = len;
     int rc;
@@ -544,7 +522,7 @@ static int read_line(char **out, size_t *len_out, const char *prompt, int rememb
  * end of input, MS_EINTR at Ctrl-C. */
 static int read_message(char **out, size_t *len_out, const char *prompt)
 {
-    text msg = {NULL, 0, 0};
+    ms_text msg = {NULL, 0, 0};
     char *line;
     size_t len;
     int rc;
@@ -553,7 +531,7 @@ static int read_message(char **out, size_t *len_out, const char *prompt)
         *out = line, *len_out = len;
         return rc;
     }
-    rc = text_put(&msg, line + 3, len - 3);
+    rc = ms_text_put(&msg, line + 3, len - 3);
     for (;;) {
         int closed = msg.n >= 3 && memcmp(msg.p + msg.n - 3, "\"\"\"", 3) == 0 && (msg.n > 3 || len > 6);
         free(line);
@@ -567,8 +545,8 @@ static int read_message(char **out, size_t *len_out, const char *prompt)
         }
         if ((rc = read_line(&line, &len, "... ", 1)) < 0)
             break;
-        if ((rc = text_put(&msg, "\n", 1)) == 0)
-            rc = text_put(&msg, line, len);
+        if ((rc = ms_text_put(&msg, "\n", 1)) == 0)
+            rc = ms_text_put(&msg, line, len);
     }
     if (rc < 0) {
         free(msg.p);

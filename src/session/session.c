@@ -5,28 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-/* A growable byte string. */
-typedef struct text {
-    char *p;
-    size_t n, cap;
-} text;
-
-static int text_put(text *b, const char *s, size_t len)
-{
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = (b->n + len + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        b->p = p, b->cap = cap;
-    }
-    if (len)
-        memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-    return 0;
-}
-
 struct session {
     runtime_model *m;
     const tokenizer *t;
@@ -36,7 +14,7 @@ struct session {
     int has_template;
     float *logits;
     char *bos_text; /* what BOS is in text ("<s>"), or "" */
-    text cache; /* the text whose tokens are in the KV cache */
+    ms_text cache; /* the text whose tokens are in the KV cache */
     int32_t *ids; /* those tokens (for the repeat penalty of a new sampler) */
     size_t n_ids, cap_ids;
     int exact; /* the cache was fed by SESSION_FEED_EXACT: `cache` does not describe it */
@@ -205,7 +183,7 @@ static int feed_after(session *S, const char *s, size_t len, int parse_special)
     }
     S->st.n_prompt += n;
     S->st.t_prompt += now() - t0;
-    rc = text_put(&S->cache, s, len);
+    rc = ms_text_put(&S->cache, s, len);
 done:
     S->st.n_prompt_total = (size_t)runtime_model_n_past(S->m);
     free(ids);
@@ -362,7 +340,7 @@ static size_t stop_scan(const session_gen *g, const char *pend, size_t n, size_t
 
 int session_generate(session *S, const session_gen *g, int lstrip, session_emit_fn emit, void *ctx, session_done *done)
 {
-    text pend = {NULL, 0, 0}; /* generated text not yet emitted */
+    ms_text pend = {NULL, 0, 0}; /* generated text not yet emitted */
     double t0 = now();
     int n = 0, rc = 0;
 
@@ -384,7 +362,7 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
         n++;
         S->st.n_gen++;
         runtime_sampler_accept(S->smp, tok);
-        if ((rc = text_put(&pend, buf, len)) < 0)
+        if ((rc = ms_text_put(&pend, buf, len)) < 0)
             goto done;
         at = stop_scan(g, pend.p, pend.n, &hold);
         if (at < pend.n) { /* a stop string: emit what precedes it, and end */
@@ -414,7 +392,7 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
             session_reset(S);
             goto done;
         }
-        if ((rc = ids_push(S, &tok, 1)) < 0 || (rc = text_put(&S->cache, buf, len)) < 0)
+        if ((rc = ids_push(S, &tok, 1)) < 0 || (rc = ms_text_put(&S->cache, buf, len)) < 0)
             goto done;
     }
     if (pend.n && emit(ctx, pend.p, pend.n) != 0)

@@ -1,5 +1,6 @@
 /* text.c: making untrusted strings safe to print on a terminal. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/util.h"
@@ -59,4 +60,20 @@ const char *ms_str_safe(char *buf, size_t len, const char *s)
     }
     buf[o] = '\0';
     return buf;
+}
+
+int ms_text_put(ms_text *b, const char *s, size_t len)
+{
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = (b->n + len + 1) * 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return ms_err(MS_ENOMEM, "out of memory");
+        b->p = p, b->cap = cap;
+    }
+    if (len)
+        memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+    return 0;
 }

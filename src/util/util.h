@@ -83,6 +83,14 @@ int ms_is_file(const char *path);
  * every string that comes from a file, a blob or the network. */
 const char *ms_str_safe(char *buf, size_t len, const char *s);
 
+/* A growable NUL-terminated byte string: {NULL, 0, 0} is empty, free(p) releases it. */
+typedef struct ms_text {
+    char *p;
+    size_t n, cap;
+} ms_text;
+/* Append s[0..len) and keep p NUL-terminated. MS_ENOMEM (nothing appended). */
+int ms_text_put(ms_text *b, const char *s, size_t len);
+
 /* Human-readable byte count into buf ("1.2 GB"). */
 const char *ms_fmt_bytes(char *buf, size_t len, uint64_t n);
 
