@@ -213,7 +213,8 @@ int backend_run(backend *b, const backend_seq *s)
         return ms_err(MS_ERROR, "internal error: more ops than the sequence's capacity of %zu", s->cap);
     for (size_t i = 0; i < s->n; i++) {   /* the decoder asked at open; this keeps a slip from running wrong */
         const backend_op *op = &s->ops[i];
-        backend_op_kind k = op->kind == BACKEND_OP_ATTENTION && (op->window || op->scale != 0) ? BACKEND_OP_ATTENTION_WINDOW
+        int att_ex = op->kind == BACKEND_OP_ATTENTION && (op->window || op->scale != 0 || op->ring);
+        backend_op_kind k = att_ex                                                  ? BACKEND_OP_ATTENTION_WINDOW
                           : op->kind == BACKEND_OP_RMS_NORM && op->w_offset != 0 ? BACKEND_OP_RMS_NORM_OFFSET
                                                                                  : op->kind;
         if (!backend_supports(b, k))
@@ -377,12 +378,13 @@ void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n)
 }
 
 void backend_seq_attention_ex(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
-                              int pos0, int heads, int kv_heads, int head_dim, int window, float scale)
+                              int pos0, int heads, int kv_heads, int head_dim, int window, float scale, int ring)
 {
     backend_seq_attention(s, dst, q, k, v, n, pos0, heads, kv_heads, head_dim);
     if (!s->overflow) {
         s->ops[s->n - 1].window = window;
         s->ops[s->n - 1].scale = scale;
+        s->ops[s->n - 1].ring = ring;
     }
 }
 

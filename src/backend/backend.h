@@ -93,7 +93,7 @@ typedef enum backend_op_kind {
     BACKEND_OP_SCALE,      /* dst[i] *= scale, i < n */
     BACKEND_OP_SOFTCAP,    /* dst[i] = scale * tanhf(dst[i] / scale), i < n (logit soft-capping) */
     /* Never in a sequence: parameters of the original kinds, asked for with backend_supports. */
-    BACKEND_OP_ATTENTION_WINDOW,   /* ATTENTION with window or scale set */
+    BACKEND_OP_ATTENTION_WINDOW,   /* ATTENTION with window, scale or ring set */
     BACKEND_OP_RMS_NORM_OFFSET,    /* RMS_NORM with w_offset set */
     BACKEND_OP_COUNT
 } backend_op_kind;
@@ -127,9 +127,13 @@ typedef struct backend_op {
      * sees positions 0 .. pos0 + t. scores = q.k / sqrt(head_dim), softmax, sum of p * v.
      * window > 0 (sliding-window attention): token t sees only positions max(0, pos0 + t -
      * window + 1) .. pos0 + t, the last `window` (HF's and llama.cpp's convention). scale != 0:
-     * scores = q.k * scale instead of / sqrt(head_dim) (Gemma's query_pre_attn_scalar). */
+     * scores = q.k * scale instead of / sqrt(head_dim) (Gemma's query_pre_attn_scalar).
+     * ring > 0 (with window > 0 only): the caches hold `ring` slots and position p lies in slot
+     * p % ring, so a window layer's cache stays at window + n_batch - 1 slots however long the
+     * context; ring >= window + n - 1 keeps every position the n tokens see. A backend that runs
+     * ATTENTION_WINDOW runs rings too. */
     backend_ref k, v;
-    int window;
+    int window, ring;
     float scale;   /* ATTENTION (above), SCALE, SOFTCAP */
     /* RMS_NORM: w_offset is added to each weight: dst = src / rms * (w[c] + w_offset); Gemma's
      * (1 + w) norms use 1, every other model 0. The sum w[c] + w_offset is in float. */
@@ -167,9 +171,10 @@ void backend_seq_attention(backend_seq *s, backend_ref dst, backend_ref q, backe
                            int pos0, int heads, int kv_heads, int head_dim);
 void backend_seq_swiglu(backend_seq *s, backend_ref dst, backend_ref src, int n);
 void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n);
-/* Attention with a window (0: none) and a score scale (0: 1 / sqrt(head_dim)). */
+/* Attention with a window (0: none), a score scale (0: 1 / sqrt(head_dim)) and caches that are
+ * rings of `ring` slots (0: position p at row p). */
 void backend_seq_attention_ex(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
-                              int pos0, int heads, int kv_heads, int head_dim, int window, float scale);
+                              int pos0, int heads, int kv_heads, int head_dim, int window, float scale, int ring);
 void backend_seq_rms_norm_ex(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n, int cols,
                              float eps, float w_offset);
 void backend_seq_moe_route(backend_seq *s, backend_ref wts_dst, backend_ref ids, backend_ref logits, int n,

@@ -326,7 +326,7 @@ static void run_op(cpu_ctx *c, const backend_op *op)
         size_t elt = f16 ? 2 : 4;
         cpu_attention_window(c->pool, f32(op->dst), f32(op->src), (const uint8_t *)op->k.buf->host + op->k.off * elt,
                              (const uint8_t *)op->v.buf->host + op->v.off * elt, f16, op->n, op->pos0, op->heads,
-                             op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale);
+                             op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale, op->ring);
         break;
     }
     default:
@@ -356,6 +356,9 @@ static int check_op(const cpu_ctx *c, const backend_op *op)
     if (op->kind == BACKEND_OP_MOE_ROUTE && (op->n_expert > c->max_cols || op->n_used > op->n_expert))
         return ms_err(MS_ERROR, "moe_route of %d of %d experts: past the reserved %d", op->n_used, op->n_expert,
                       c->max_cols);
+    if (op->kind == BACKEND_OP_ATTENTION && op->ring && (op->window <= 0 || op->ring < op->window + op->n - 1))
+        return ms_err(MS_ERROR, "attention over a ring of %d slots: %d tokens in a window of %d need %d", op->ring,
+                      op->n, op->window, op->window + op->n - 1);
     if (op->kind == BACKEND_OP_ATTENTION && op->pos0 + op->n > c->n_ctx)
         return ms_err(MS_ERROR, "attention to position %d: past the reserved context of %d", op->pos0 + op->n,
                       c->n_ctx);

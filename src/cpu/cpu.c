@@ -448,7 +448,7 @@ typedef struct att_job {
     const void *k, *v;
     int kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx;
     float *scratch;
-    int window;
+    int window, ring;
     float scale;
 } att_job;
 
@@ -468,14 +468,14 @@ static void att_task(void *ctx, int ith, int nth)
         float *o = j->out + (size_t)t * j->n_heads * hd + (size_t)h * hd;
 
         for (int p = p0; p < n_pos; p++) {
-            size_t off = (size_t)p * kv_dim + kvo;
+            size_t off = (size_t)(j->ring ? p % j->ring : p) * kv_dim + kvo;
             sc[p - p0] = scale * (j->kv_f16 ? k->dot_f32_f16(q, (const uint16_t *)j->k + off, hd)
                                             : k->dot_f32(q, (const float *)j->k + off, hd));
         }
         cpu_softmax(sc, n_pos - p0);
         memset(o, 0, (size_t)hd * sizeof *o);
         for (int p = p0; p < n_pos; p++) {
-            size_t off = (size_t)p * kv_dim + kvo;
+            size_t off = (size_t)(j->ring ? p % j->ring : p) * kv_dim + kvo;
             if (j->kv_f16)
                 k->axpy_f16(o, sc[p - p0], (const uint16_t *)j->v + off, hd);
             else
@@ -488,14 +488,14 @@ void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const
                           int kv_f16, int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim,
                           float *scratch, int n_ctx)
 {
-    cpu_attention_window(p, out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, scratch, n_ctx, 0, 0);
+    cpu_attention_window(p, out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, scratch, n_ctx, 0, 0, 0);
 }
 
 void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16,
                           int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
-                          int window, float scale)
+                          int window, float scale, int ring)
 {
-    att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, scale };
+    att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, ring, scale };
 
     rt_pool_run(p, att_task, &j);
 }

@@ -49,10 +49,11 @@ void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos
 /* `scratch` holds cpu_attention_scratch(n_ctx, threads) bytes; k, v are [n_ctx][n_kv*hd]. */
 void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
                    int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx);
-/* The same with ATTENTION's window (0: none) and score scale (0: 1 / sqrt(head_dim)). */
+/* The same with ATTENTION's window (0: none), score scale (0: 1 / sqrt(head_dim)) and ring (0: none;
+ * else k, v hold `ring` slots, position p in slot p % ring). */
 void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16,
                           int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
-                          int window, float scale);
+                          int window, float scale, int ring);
 size_t cpu_attention_scratch(int n_ctx, int n_threads);
 void cpu_softmax(float *x, int n);
 void cpu_swiglu(cpu_pool *p, float *gate, const float *up, size_t n);   /* gate = silu(gate) * up */

@@ -70,6 +70,10 @@ int st_writer_meta(st_writer *w, const char *key, const char *value);
 /* MS_EINVALID when nbytes != product(shape) * dtype size or the name repeats. */
 int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int n_dims, const uint64_t *shape,
                   const void *data, uint64_t nbytes);
+/* The same, the data given as n_parts pieces written one after the other (the experts of a pack,
+ * each a tensor of its own in the source): their sizes sum to the shape's bytes. */
+int st_writer_add_parts(st_writer *w, const char *name, st_dtype dtype, int n_dims, const uint64_t *shape,
+                        const void *const *parts, const uint64_t *part_nbytes, size_t n_parts);
 uint64_t st_writer_size(const st_writer *w);   /* total bytes st_writer_emit will produce */
 int st_writer_emit(st_writer *w, st_sink sink, void *ctx);
 void st_writer_free(st_writer *w);

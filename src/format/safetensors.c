@@ -420,6 +420,9 @@ typedef struct wentry {
     const void *data;
     uint64_t offset;   /* relative to the data region, a multiple of ST_ALIGN */
     uint64_t nbytes;
+    const void **parts;   /* st_writer_add_parts: the pieces, in order (owned array) */
+    uint64_t *part_nbytes;
+    size_t n_parts;
 } wentry;
 
 struct st_writer {
@@ -629,6 +632,47 @@ int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int n_dims, co
     return 0;
 }
 
+int st_writer_add_parts(st_writer *w, const char *name, st_dtype dtype, int n_dims, const uint64_t *shape,
+                        const void *const *parts, const uint64_t *part_nbytes, size_t n_parts)
+{
+    uint64_t total = 0;
+    wentry *e;
+    int rc;
+
+    if (n_parts == 0)
+        return ms_err(MS_EINVALID, "tensor '%s': no parts", name);
+    for (size_t i = 0; i < n_parts; i++)
+        if (ms_add64(&total, total, part_nbytes[i]) < 0 || (part_nbytes[i] && !parts[i]))
+            return ms_err(MS_EINVALID, "tensor '%s': part %zu: no data or a size past 64 bits", name, i);
+    if ((rc = st_writer_add(w, name, dtype, n_dims, shape, parts[0] ? parts[0] : "", total)) < 0)
+        return rc;
+    e = &w->e[w->n - 1];
+    e->parts = malloc(n_parts * sizeof *e->parts);
+    e->part_nbytes = malloc(n_parts * sizeof *e->part_nbytes);
+    if (!e->parts || !e->part_nbytes)
+        return ms_err(MS_ENOMEM, "out of memory");   /* st_writer_free releases what was taken */
+    memcpy(e->parts, parts, n_parts * sizeof *e->parts);
+    memcpy(e->part_nbytes, part_nbytes, n_parts * sizeof *e->part_nbytes);
+    e->n_parts = n_parts;
+    return 0;
+}
+
+/* Hands `nbytes` at p to the sink in pieces of at most 1 GiB (a tensor may exceed size_t on
+ * 32-bit hosts). */
+static int sink_all(st_sink sink, void *ctx, const uint8_t *p, uint64_t nbytes)
+{
+    int rc;
+
+    for (uint64_t left = nbytes; left > 0;) {
+        size_t chunk = left > (1u << 30) ? (1u << 30) : (size_t)left;
+        if ((rc = sink(ctx, p, chunk)) < 0)
+            return rc;
+        p += chunk;
+        left -= chunk;
+    }
+    return 0;
+}
+
 /* Length of the header JSON before padding: {"__metadata__":{meta},body}. */
 static size_t header_json_len(const st_writer *w)
 {
@@ -691,14 +735,12 @@ int st_writer_emit(st_writer *w, st_sink sink, void *ctx)
         const wentry *e = &w->e[i];
         if (e->offset > at && (rc = sink(ctx, zeros, (size_t)(e->offset - at))) < 0)
             return rc;
-        /* A tensor may exceed size_t on 32-bit hosts; hand it to the sink in pieces. */
-        const uint8_t *p = e->data;
-        for (uint64_t left = e->nbytes; left > 0;) {
-            size_t chunk = left > (1u << 30) ? (1u << 30) : (size_t)left;
-            if ((rc = sink(ctx, p, chunk)) < 0)
-                return rc;
-            p += chunk;
-            left -= chunk;
+        if (e->n_parts) {
+            for (size_t k = 0; k < e->n_parts; k++)
+                if ((rc = sink_all(sink, ctx, e->parts[k], e->part_nbytes[k])) < 0)
+                    return rc;
+        } else if ((rc = sink_all(sink, ctx, e->data, e->nbytes)) < 0) {
+            return rc;
         }
         at = e->offset + e->nbytes;
     }
@@ -709,8 +751,11 @@ void st_writer_free(st_writer *w)
 {
     if (!w)
         return;
-    for (size_t i = 0; i < w->n; i++)
+    for (size_t i = 0; i < w->n; i++) {
         free(w->e[i].name);
+        free(w->e[i].parts);
+        free(w->e[i].part_nbytes);
+    }
     for (size_t i = 0; i < w->n_meta; i++)
         free(w->meta_keys[i]);
     free(w->e);

@@ -329,6 +329,19 @@ static json_t *config_build(gguf_file *g, const char *arch, json_t *qsum, const 
         if (gguf_get_uint(g, k, &v) == 0)
             json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
         json_object_set_new(c, "rope_scaling", rs);
+    } else if (gguf_tensor_find(g, "rope_factors_long.weight") || gguf_tensor_find(g, "rope_factors_short.weight")) {
+        /* Phi-3 128k: convert_hf_to_gguf keeps longrope's factors as tensors (they stay tensors
+         * here too) and writes no scaling type; the runtime needs the kind, the original context
+         * and the attention factor */
+        json_t *rs = json_pack("{s:s}", "rope_type", "longrope");
+        double f;
+        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", arch);
+        if (gguf_get_uint(g, k, &v) == 0)
+            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
+        snprintf(k, sizeof k, "%s.rope.scaling.attn_factor", arch);
+        if (gguf_get_float(g, k, &f) == 0)
+            json_object_set_new(rs, "attn_factor", json_real(f));
+        json_object_set_new(c, "rope_scaling", rs);
     } else {
         json_object_set_new(c, "rope_scaling", json_null());
     }

@@ -14,6 +14,7 @@
 #include "import/import_int.h"
 
 #define JSON_FILE_MAX (64u << 20)
+#define NAME_LEN 512
 
 typedef struct shard {
     char *file;          /* base name */
@@ -170,38 +171,166 @@ done:
     return rc;
 }
 
-static int tensor_import(hf_import *h, const shard *sh, const st_tensor *t)
+/* A tensor, the shard it lives in, and its name in the store: Hugging Face's own, but for the
+ * experts of a mixture, which the store keeps as GGUF imports do, one blob per layer (moe_name). */
+typedef struct owned {
+    const st_tensor *t;
+    const shard *sh;
+    char name[NAME_LEN];
+    char pack[NAME_LEN];   /* "" for a tensor with its own blob */
+    long expert;           /* >= 0: this expert's slice of the stacked tensor `name` */
+} owned;
+
+/* Digits at *p as a number (at most 9 of them), *p moved past them; -1 when there are none. */
+static long take_num(const char **p)
 {
+    long v = 0;
+    int n = 0;
+
+    while (**p >= '0' && **p <= '9' && n < 9)
+        v = v * 10 + (*(*p)++ - '0'), n++;
+    return n && !(**p >= '0' && **p <= '9') ? v : -1;
+}
+
+/* Hugging Face's MoE tensors under the store's names (those of a GGUF import, import/names.c):
+ *   model.layers.L.block_sparse_moe.experts.E.{w1,w3,w2}.weight (Mixtral) and
+ *   model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight (Qwen2/3-MoE): expert E of
+ *     model.layers.L.mlp.experts.{gate,up,down}_proj.weight [n_experts][rows][cols], stacked in
+ *     expert order, in the pack model.layers.L.mlp.experts;
+ *   model.layers.L.block_sparse_moe.gate.weight: the router, model.layers.L.mlp.gate.weight;
+ *   model.layers.L.mlp.shared_expert.*: model.layers.L.mlp.shared_experts.*, in the pack
+ *     model.layers.L.mlp.shared_experts (Qwen2-MoE).
+ * Every other tensor keeps its name. */
+static void moe_name(owned *o)
+{
+    static const struct { const char *hf, *store; } kinds[] = {
+        { "w1.weight", "gate_proj.weight" }, { "w3.weight", "up_proj.weight" }, { "w2.weight", "down_proj.weight" },
+        { "gate_proj.weight", "gate_proj.weight" }, { "up_proj.weight", "up_proj.weight" },
+        { "down_proj.weight", "down_proj.weight" },
+    };
+    const char *name = o->t->name, *p = name + 13, *rest;
+    long layer, e;
+    int mixtral;
+
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->pack[0] = '\0';
+    o->expert = -1;
+    if (strncmp(name, "model.layers.", 13) != 0 || (layer = take_num(&p)) < 0 || *p++ != '.')
+        return;
+    if (strcmp(p, "block_sparse_moe.gate.weight") == 0) {
+        snprintf(o->name, sizeof o->name, "model.layers.%ld.mlp.gate.weight", layer);
+        return;
+    }
+    if (strncmp(p, "mlp.shared_expert.", 18) == 0) {
+        snprintf(o->name, sizeof o->name, "model.layers.%ld.mlp.shared_experts.%s", layer, p + 18);
+        snprintf(o->pack, sizeof o->pack, "model.layers.%ld.mlp.shared_experts", layer);
+        return;
+    }
+    mixtral = strncmp(p, "block_sparse_moe.experts.", 25) == 0;
+    if (!mixtral && strncmp(p, "mlp.experts.", 12) != 0)
+        return;
+    rest = p + (mixtral ? 25 : 12);
+    if ((e = take_num(&rest)) < 0 || *rest++ != '.')
+        return;
+    for (size_t k = mixtral ? 0 : 3; k < (mixtral ? 3u : 6u); k++)
+        if (strcmp(rest, kinds[k].hf) == 0) {
+            snprintf(o->name, sizeof o->name, "model.layers.%ld.mlp.experts.%s", layer, kinds[k].store);
+            snprintf(o->pack, sizeof o->pack, "model.layers.%ld.mlp.experts", layer);
+            o->expert = e;
+            return;
+        }
+}
+
+/* Blobs in name order (pack, name, expert), so that importing the same tensors gives the same
+ * manifest. */
+static int cmp_owned(const void *a, const void *b)
+{
+    const owned *x = a, *y = b;
+    int c = strcmp(x->pack[0] ? x->pack : x->name, y->pack[0] ? y->pack : y->name);
+
+    if (!c)
+        c = strcmp(x->name, y->name);
+    return c ? c : (x->expert > y->expert) - (x->expert < y->expert);
+}
+
+static void count_dtype(hf_import *h, st_dtype dt)
+{
+    json_t *n = json_object_get(h->dtypes, st_dtype_name(dt));
+
+    json_object_set_new(h->dtypes, st_dtype_name(dt), json_integer(n ? json_integer_value(n) + 1 : 1));
+}
+
+/* The experts all[i .. j) of one stacked tensor: 0 .. n-1 in order, each a matrix of the same
+ * dtype and shape, added as [n][rows][cols] without a copy. */
+static int stack_add(hf_import *h, st_writer *w, const owned *all, size_t i, size_t j)
+{
+    const st_tensor *t0 = all[i].t;
+    size_t n = j - i;
+    const void **parts = malloc(n * sizeof *parts);
+    uint64_t *lens = malloc(n * sizeof *lens), shape[3];
+    int rc = 0;
+
+    if (!parts || !lens) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t k = i; k < j; k++) {
+        const st_tensor *t = all[k].t;
+        if (all[k].expert != (long)(k - i)) {
+            rc = ms_err(MS_EINVALID, "%s: '%s': expert %ld is missing (found '%s')", h->dir, all[i].name,
+                        (long)(k - i), t->name);
+            goto done;
+        }
+        if (t->n_dims != 2 || t->dtype != t0->dtype || t->shape[0] != t0->shape[0] || t->shape[1] != t0->shape[1]) {
+            rc = ms_err(MS_EINVALID, "%s: tensor '%s': dtype or shape differs from expert 0's ('%s')", all[k].sh->file,
+                        t->name, t0->name);
+            goto done;
+        }
+        parts[k - i] = t->data;
+        lens[k - i] = t->nbytes;
+    }
+    shape[0] = n;
+    shape[1] = t0->shape[0];
+    shape[2] = t0->shape[1];
+    if ((rc = st_writer_add_parts(w, all[i].name, t0->dtype, 3, shape, parts, lens, n)) < 0)
+        ms_err_ctx("%s", h->dir);
+done:
+    free(parts);
+    free(lens);
+    return rc;
+}
+
+/* One blob: a tensor of its own, or a pack (all[i .. j) share it). */
+static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
+{
+    const char *layer = all[i].pack[0] ? all[i].pack : all[i].name;
     st_writer *w = NULL;
     char digest[72];
     uint64_t size = 0;
-    json_t *n;
     int rc;
 
     if ((rc = st_writer_new(&w)) < 0)
         return rc;
-    if ((rc = st_writer_add(w, t->name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes)) < 0 ||
-        (rc = import_tensor_blob(digest, &size, h->batch, w)) < 0) {
-        st_writer_free(w);
-        return ms_err_ctx("%s: tensor '%s'", sh->file, t->name);
+    for (size_t k = i; k < j && rc == 0;) {
+        size_t e = k + 1;
+        while (e < j && all[k].expert >= 0 && strcmp(all[e].name, all[k].name) == 0)
+            e++;
+        if (all[k].expert >= 0)
+            rc = stack_add(h, w, all, k, e);
+        else if ((rc = st_writer_add(w, all[k].name, all[k].t->dtype, all[k].t->n_dims, all[k].t->shape,
+                                     all[k].t->data, all[k].t->nbytes)) < 0)
+            ms_err_ctx("%s: tensor '%s'", all[k].sh->file, all[k].t->name);
+        if (rc == 0)
+            count_dtype(h, all[k].t->dtype);
+        k = e;
     }
+    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->batch, w)) < 0)
+        ms_err_ctx("%s: tensor '%s'", h->dir, layer);
     st_writer_free(w);
-    n = json_object_get(h->dtypes, st_dtype_name(t->dtype));
-    json_object_set_new(h->dtypes, st_dtype_name(t->dtype), json_integer(n ? json_integer_value(n) + 1 : 1));
-    h->done += t->nbytes;
+    for (size_t k = i; k < j; k++)
+        h->done += all[k].t->nbytes;
     ms_progress_update(h->progress, h->done);
-    return manifest_layer_add(h->m, MT_TENSOR, digest, size, t->name);
-}
-
-/* A tensor and the shard it lives in, sorted together by name. */
-typedef struct owned {
-    const st_tensor *t;
-    const shard *sh;
-} owned;
-
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(((const owned *)a)->t->name, ((const owned *)b)->t->name);
+    return rc < 0 ? rc : manifest_layer_add(h->m, MT_TENSOR, digest, size, layer);
 }
 
 static int tensors_import(hf_import *h)
@@ -218,19 +347,35 @@ static int tensors_import(hf_import *h)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < h->n_shards; i++)
         for (size_t j = 0; j < st_count(h->shards[i].st); j++) {
-            all[k] = (owned){ st_at(h->shards[i].st, j), &h->shards[i] };
+            all[k].t = st_at(h->shards[i].st, j);
+            all[k].sh = &h->shards[i];
+            if (strlen(all[k].t->name) >= NAME_LEN - 16) {
+                rc = ms_err(MS_EINVALID, "%s: tensor name '%.64s...' longer than %d bytes", h->shards[i].file,
+                            all[k].t->name, NAME_LEN - 16);
+                goto done;
+            }
+            moe_name(&all[k]);
             h->total += all[k++].t->nbytes;
         }
-    /* Layers in name order, so that importing the same tensors gives the same manifest. */
-    qsort(all, n, sizeof *all, cmp_name);
+    qsort(all, n, sizeof *all, cmp_owned);
     for (size_t i = 1; i < n; i++)
-        if (strcmp(all[i].t->name, all[i - 1].t->name) == 0) {
-            rc = ms_err(MS_EINVALID, "%s: tensor '%s' appears in more than one shard", h->dir, all[i].t->name);
+        if (strcmp(all[i].name, all[i - 1].name) == 0 && all[i].expert == all[i - 1].expert) {
+            if (strcmp(all[i].t->name, all[i - 1].t->name) == 0)
+                rc = ms_err(MS_EINVALID, "%s: tensor '%s' appears in more than one shard", h->dir, all[i].t->name);
+            else
+                rc = ms_err(MS_EINVALID, "%s: tensors '%s' (%s) and '%s' (%s) are both '%s'%s", h->dir,
+                            all[i - 1].t->name, all[i - 1].sh->file, all[i].t->name, all[i].sh->file, all[i].name,
+                            all[i].expert >= 0 ? " of the same expert" : "");
             goto done;
         }
     h->progress = h->o && h->o->quiet ? NULL : ms_progress_new("import", h->total, 256u << 20);
-    for (size_t i = 0; i < n && rc == 0; i++)
-        rc = tensor_import(h, all[i].sh, all[i].t);
+    for (size_t i = 0; i < n && rc == 0;) {
+        size_t j = i + 1;
+        while (j < n && all[i].pack[0] && strcmp(all[j].pack, all[i].pack) == 0)
+            j++;
+        rc = blob_import(h, all, i, j);
+        i = j;
+    }
     ms_progress_free(h->progress);
     h->progress = NULL;
 done:

@@ -79,7 +79,15 @@ static int finish(runtime_config *c)
         return ms_err(MS_EINVALID, "rms norm epsilon %g out of range (0, 1)", c->rms_eps);
     if (!(c->rope_theta > 1))
         return ms_err(MS_EINVALID, "rope theta %g out of range (1, inf)", c->rope_theta);
-    if (c->rope_scaling != RUNTIME_ROPE_NONE && !(c->rope_factor >= 1 && c->rope_factor < 1e6))
+    if (c->rope_n_factors && c->rope_n_factors != c->n_rot / 2)
+        return ms_err(MS_EINVALID, "longrope: %d long and short factors for %d rotated pairs", c->rope_n_factors,
+                      c->n_rot / 2);
+    if (c->rope_scaling == RUNTIME_ROPE_LONGROPE &&
+        !(c->rope_orig_ctx > 1 && c->rope_attn_factor >= 0 && c->rope_attn_factor < 100))
+        return ms_err(MS_EINVALID, "longrope scaling: needs original_max_position_embeddings (%d) > 1 and an "
+                      "attention factor (%g) in [0, 100)", c->rope_orig_ctx, c->rope_attn_factor);
+    if (c->rope_scaling != RUNTIME_ROPE_NONE && c->rope_scaling != RUNTIME_ROPE_LONGROPE &&
+        !(c->rope_factor >= 1 && c->rope_factor < 1e6))
         return ms_err(MS_EINVALID, "rope scaling factor %g out of range [1, 1e6)", c->rope_factor);
     if (c->rope_scaling == RUNTIME_ROPE_LLAMA3 &&
         !(c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor && c->rope_orig_ctx > 0))
@@ -103,7 +111,11 @@ static int scaling_kind(runtime_config *c, const char *type)
         c->rope_scaling = RUNTIME_ROPE_LLAMA3;
         return 0;
     }
-    return ms_err(MS_EUNSUPPORTED, "rope scaling '%s' is not supported; supported: linear, llama3", type);
+    if (strcmp(type, "longrope") == 0 || strcmp(type, "su") == 0) {   /* Phi-3 128k ("su": its first name) */
+        c->rope_scaling = RUNTIME_ROPE_LONGROPE;
+        return 0;
+    }
+    return ms_err(MS_EUNSUPPORTED, "rope scaling '%s' is not supported; supported: linear, llama3, longrope", type);
 }
 
 /* ---------------------------------------------------------------- GGUF */
@@ -187,6 +199,7 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
         (rc = g_float(g, K("attention.layer_norm_rms_epsilon"), &c->rms_eps)) < 0 ||
         (rc = g_float(g, K("rope.freq_base"), &c->rope_theta)) < 0 ||
         (rc = g_float(g, K("rope.scaling.factor"), &c->rope_factor)) < 0 ||
+        (rc = g_float(g, K("rope.scaling.attn_factor"), &c->rope_attn_factor)) < 0 ||
         (rc = g_int(g, K("expert_count"), 0, 0, 1024, &c->n_experts)) < 0 ||
         (rc = g_int(g, K("expert_used_count"), 0, 0, 1024, &c->n_experts_used)) < 0 ||
         (rc = g_int(g, K("expert_feed_forward_length"), 0, 1, LIMIT_DIM * 8, &c->expert_ffn_dim)) < 0 ||
@@ -222,6 +235,9 @@ int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
     }
     if ((rc = scaling_kind(c, type)) < 0)
         return rc;
+    /* convert_hf_to_gguf writes Phi-3's longrope as factor tensors, with no scaling type */
+    if (gguf_tensor_find(g, "rope_factors_long.weight") || gguf_tensor_find(g, "rope_factors_short.weight"))
+        c->rope_scaling = RUNTIME_ROPE_LONGROPE;
     /* the vocab is the tokenizer's; llama.vocab_size is optional in GGUF */
     rc = gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_vocab);
     if (rc == MS_ENOTFOUND) {
@@ -338,6 +354,49 @@ static int json_fill_gemma(runtime_config *c, json_t *o)
     return 0;
 }
 
+/* `n` factors of a longrope list into out: each a number in [1e-3, 1e6) (divisors of a frequency). */
+static int factor_list(float *out, json_t *a, const char *key, size_t n)
+{
+    if (!json_is_array(a) || json_array_size(a) != n)
+        return ms_err(MS_EINVALID, "%s: expected a list of %zu numbers, one per rotated pair", key, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        double f = json_number_value(v);
+        if (!json_is_number(v) || !(f >= 1e-3 && f < 1e6))
+            return ms_err(MS_EINVALID, "%s[%zu]: expected a number in [0.001, 1e6)", key, i);
+        out[i] = (float)f;
+    }
+    return 0;
+}
+
+/* Phi-3's longrope: original_max_position_embeddings in rope_scaling or, as Phi-3's config.json
+ * has it, at the top of config.json; attention_factor (Hugging Face's override) or attn_factor (a
+ * GGUF import's); the long and short factors when config.json lists them (a GGUF import keeps
+ * them as tensors). */
+static int json_fill_longrope(runtime_config *c, json_t *o, json_t *rs)
+{
+    json_t *hf = json_object_get(o, "hf_config"), *lf = json_object_get(rs, "long_factor");
+    size_t n;
+    int rc;
+
+    if (!c->rope_orig_ctx && json_is_object(hf) &&
+        (rc = j_int(hf, "original_max_position_embeddings", 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0)
+        return rc;
+    if ((rc = j_num(rs, "attention_factor", &c->rope_attn_factor)) < 0 ||
+        (rc = j_num(rs, "attn_factor", &c->rope_attn_factor)) < 0)
+        return rc;
+    if (!lf || json_is_null(lf))
+        return 0;
+    n = json_array_size(lf);
+    if (n < 1 || n > RUNTIME_ROPE_MAX_FACTORS)
+        return ms_err(MS_EINVALID, "long_factor: expected a list of 1 to %d numbers", RUNTIME_ROPE_MAX_FACTORS);
+    if ((rc = factor_list(c->rope_long, lf, "long_factor", n)) < 0 ||
+        (rc = factor_list(c->rope_short, json_object_get(rs, "short_factor"), "short_factor", n)) < 0)
+        return rc;
+    c->rope_n_factors = (int)n;
+    return 0;
+}
+
 static int json_fill(runtime_config *c, json_t *o)
 {
     json_t *arch = json_object_get(o, "architecture"), *rs = json_object_get(o, "rope_scaling");
@@ -375,7 +434,8 @@ static int json_fill(runtime_config *c, json_t *o)
         if ((rc = scaling_kind(c, json_string_value(t))) < 0 || (rc = j_num(rs, "factor", &c->rope_factor)) < 0 ||
             (rc = j_num(rs, "low_freq_factor", &c->rope_low_freq_factor)) < 0 ||
             (rc = j_num(rs, "high_freq_factor", &c->rope_high_freq_factor)) < 0 ||
-            (rc = j_int(rs, "original_max_position_embeddings", 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0)
+            (rc = j_int(rs, "original_max_position_embeddings", 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0 ||
+            (c->rope_scaling == RUNTIME_ROPE_LONGROPE && (rc = json_fill_longrope(c, o, rs)) < 0))
             return ms_err_ctx("rope_scaling");
     }
     return finish(c);

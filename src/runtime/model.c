@@ -31,6 +31,11 @@ typedef struct layer {
     const backend_weight *sh_gate, *sh_up, *sh_down, *sh_gate_inp;
     runtime_tensor sh_gate_row;   /* a 1-D shared_expert_gate seen as a [1][dim] matrix (a view) */
     runtime_tensor fused[5];      /* [phi3] q, k, v rows of qkv_proj; gate, up rows of gate_up_proj (views) */
+    /* The layer's KV cache: kv_slots rows of kv_dim from element kv_off of kc and vc. A layer with
+     * a window keeps a ring of window + n_batch - 1 slots (kv_ring, position p in slot p % slots)
+     * when that is shorter than the context: its cache never grows past what attention reads. */
+    size_t kv_off;
+    int kv_slots, kv_ring, window;
 } layer;
 
 struct runtime_model {
@@ -40,7 +45,7 @@ struct runtime_model {
     int n_ctx, n_batch, kv_f16, n_past;
     layer *layers;
     const backend_weight *embed, *lm_head, *out_norm;
-    backend_buf *kc, *vc;        /* [n_layers][n_ctx][kv_dim], f32 or f16 */
+    backend_buf *kc, *vc;        /* each layer's kv_slots rows of kv_dim, f32 or f16 */
     backend_buf *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
     backend_buf *r_logits, *r_wts, *r_ids, *eh, *eh2, *eo, *sh, *sh_g;   /* MoE: NULL for a dense model */
     backend_seq seq;
@@ -297,10 +302,6 @@ static int bind_tensors(runtime_model *m)
         return rc;
     if ((rc = expect_norm(&m->out_norm, m, "model.norm.weight", c->dim)) < 0)
         return rc;
-    if (phi3 && (runtime_weights_find(m->w, "rope_factors_long.weight") ||
-                 runtime_weights_find(m->w, "rope_factors_short.weight")))
-        return ms_err(MS_EUNSUPPORTED, "phi3 with longrope scaling (rope_factors_long/short, the 128k variants) "
-                      "is not supported");
     for (int l = 0; l < c->n_layers; l++) {
         layer *L = &m->layers[l];
 #define MAT(field, kind, rows, cols)                                                    \
@@ -347,32 +348,108 @@ static int bind_tensors(runtime_model *m)
     return 0;
 }
 
-/* Llama 3 GGUFs carry the rope scaling as per-frequency divisors in rope_freqs.weight. */
-static int apply_rope_freqs(runtime_model *m)
+/* A vector of `n` F32 rope divisors, tensor `name` (NULL when absent). */
+static int rope_divisors(const float **out, runtime_model *m, const char *name, int n)
 {
-    const runtime_tensor *t = runtime_weights_find(m->w, "rope_freqs.weight");
-    int half = m->c.n_rot / 2;
-    float *f = NULL;
+    const runtime_tensor *t = runtime_weights_find(m->w, name);
 
+    *out = NULL;
     if (!t)
         return 0;
-    if (t->type != GGML_TYPE_F32 || t->n_dims != 1 || t->shape[0] != (uint64_t)half)
-        return ms_err(MS_EINVALID, "tensor 'rope_freqs.weight': expected %d F32 values", half);
-    f = malloc((size_t)half * sizeof *f);
-    if (!f)
-        return ms_err(MS_ENOMEM, "out of memory");
-    memcpy(f, t->data, (size_t)half * sizeof *f);
-    for (int i = 0; i < half; i++)
-        m->freqs[i] /= f[i];
-    free(f);
+    if (t->type != GGML_TYPE_F32 || t->n_dims != 1 || t->shape[0] != (uint64_t)n)
+        return ms_err(MS_EINVALID, "tensor '%s': expected %d F32 values", name, n);
+    for (int i = 0; i < n; i++) {   /* read through memcpy: the blob need not align floats */
+        float f;
+        memcpy(&f, (const uint8_t *)t->data + (size_t)i * sizeof f, sizeof f);
+        if (!(f >= 1e-3f && f < 1e6f))
+            return ms_err(MS_EINVALID, "tensor '%s': value %d is %g, expected a divisor in [0.001, 1e6)", name, i, f);
+    }
+    *out = t->data;
     return 0;
+}
+
+/* Per-frequency divisors: Llama 3.1's rope_freqs (a GGUF's; "model.rope_freqs" once imported) and
+ * Phi-3's longrope factors, long when this context exceeds the original one, else short. */
+static int apply_rope_divisors(runtime_model *m)
+{
+    const runtime_config *c = &m->c;
+    int half = c->n_rot / 2, use_long = m->n_ctx > c->rope_orig_ctx, rc;
+    const char *name = use_long ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    const float *f;
+    float buf;
+
+    if ((rc = rope_divisors(&f, m, "rope_freqs.weight", half)) < 0 ||
+        (!f && (rc = rope_divisors(&f, m, "model.rope_freqs.weight", half)) < 0))
+        return rc;
+    for (int i = 0; f && i < half; i++) {
+        memcpy(&buf, (const uint8_t *)f + (size_t)i * sizeof buf, sizeof buf);
+        m->freqs[i] /= buf;
+    }
+    if (c->rope_scaling != RUNTIME_ROPE_LONGROPE)
+        return 0;
+    if ((rc = rope_divisors(&f, m, name, half)) < 0)
+        return rc;
+    if (!f && c->rope_n_factors == half)
+        f = use_long ? c->rope_long : c->rope_short;
+    if (!f)
+        return ms_err(MS_EINVALID, "longrope scaling: neither tensor '%s' nor the config's %s_factor list", name,
+                      use_long ? "long" : "short");
+    for (int i = 0; i < half; i++) {
+        memcpy(&buf, (const uint8_t *)f + (size_t)i * sizeof buf, sizeof buf);
+        m->freqs[i] /= buf;
+    }
+    return 0;
+}
+
+/* Longrope scales cos and sin of q and k by the attention factor: scores by its square, which
+ * ATTENTION's score scale carries (set before the ops are checked). */
+static void longrope_scale(runtime_model *m)
+{
+    runtime_config *c = &m->c;
+    double a = c->rope_attn_factor, base;
+
+    if (c->rope_scaling != RUNTIME_ROPE_LONGROPE)
+        return;
+    if (a == 0)
+        a = c->ctx_len > c->rope_orig_ctx ? sqrt(1 + log((double)c->ctx_len / c->rope_orig_ctx) / log(c->rope_orig_ctx))
+                                          : 1.0;
+    base = c->attn_scale != 0 ? c->attn_scale : 1.0 / sqrt((double)c->head_dim);
+    if (a != 1.0)
+        c->attn_scale = base * a * a;
+}
+
+/* The window layer l attends within (0: all positions): every layer's (Mistral), or Gemma 3's
+ * local layers, all but each swa_pattern-th. */
+static int layer_window(const runtime_config *c, int l)
+{
+    if (!c->sliding_window || (c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0))
+        return 0;
+    return c->sliding_window;
+}
+
+/* Lays out each layer's KV cache (see layer.kv_off); the elements of one of kc, vc in all. */
+static size_t kv_layout(runtime_model *m)
+{
+    size_t kv_dim = (size_t)m->c.n_kv_heads * m->c.head_dim, off = 0;
+
+    for (int l = 0; l < m->c.n_layers; l++) {
+        layer *L = &m->layers[l];
+        L->window = layer_window(&m->c, l);
+        L->kv_slots = m->n_ctx;
+        L->kv_ring = 0;
+        if (L->window > 0 && L->window + m->n_batch - 1 < m->n_ctx)
+            L->kv_slots = L->kv_ring = L->window + m->n_batch - 1;
+        L->kv_off = off;
+        off += (size_t)L->kv_slots * kv_dim;
+    }
+    return off;
 }
 
 static int alloc_buffers(runtime_model *m)
 {
     const runtime_config *c = &m->c;
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    size_t nb = (size_t)m->n_batch, kv_n = (size_t)c->n_layers * (size_t)m->n_ctx * kv_dim;
+    size_t nb = (size_t)m->n_batch, kv_n = kv_layout(m);
     size_t ffn = (size_t)(c->shared_ffn_dim > c->ffn_dim ? c->shared_ffn_dim : c->ffn_dim);
     int kv_type = m->kv_f16 ? BACKEND_F16 : BACKEND_F32, rc;
     backend *be = m->be;
@@ -438,6 +515,7 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     m->freqs_local = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs_local);
     if (!m->seq.ops || !m->layers || !m->freqs || !m->freqs_local)
         return ms_err(MS_ENOMEM, "out of memory");
+    longrope_scale(m);
     if ((rc = check_ops(m)) < 0 || (rc = backend_reserve(m->be, &lim)) < 0 || (rc = alloc_buffers(m)) < 0 ||
         (rc = bind_tensors(m)) < 0)
         return rc;
@@ -449,7 +527,7 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
             lc.rope_scaling = RUNTIME_ROPE_NONE;
         runtime_rope_freqs(m->freqs_local, &lc);
     }
-    return apply_rope_freqs(m);
+    return apply_rope_divisors(m);
 }
 
 static int model_open(runtime_model **out, runtime_weights *w, const runtime_opts *o)
@@ -522,6 +600,13 @@ int runtime_model_truncate(runtime_model *m, int n)
 {
     if (n < 0 || n > m->n_past)
         return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, m->n_past);
+    for (int l = 0; l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
+        const layer *L = &m->layers[l];
+        int first = n - L->window + 1 > 0 ? n - L->window + 1 : 0;
+        if (L->kv_ring && first < m->n_past - L->kv_ring)
+            return ms_err(MS_EINVALID, "truncate to %d positions: layer %d's window cache of %d slots no longer "
+                          "holds position %d", n, l, L->kv_ring, first);
+    }
     m->n_past = n;
     return 0;
 }
@@ -532,17 +617,11 @@ const runtime_weights *runtime_model_weights(const runtime_model *m) { return m-
 const char *runtime_model_device(const runtime_model *m) { return backend_describe(m->be); }
 uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 {
-    return 2ull * (uint64_t)m->c.n_layers * (uint64_t)m->n_ctx * (uint64_t)m->c.n_kv_heads * m->c.head_dim *
-           (m->kv_f16 ? 2 : 4);
-}
+    uint64_t slots = 0;
 
-/* The window layer l attends within (0: all positions): every layer's (Mistral), or Gemma 3's
- * local layers, all but each swa_pattern-th. */
-static int layer_window(const runtime_config *c, int l)
-{
-    if (!c->sliding_window || (c->swa_pattern > 0 && (l + 1) % c->swa_pattern == 0))
-        return 0;
-    return c->sliding_window;
+    for (int l = 0; l < m->c.n_layers; l++)
+        slots += (uint64_t)m->layers[l].kv_slots;
+    return 2ull * slots * (uint64_t)m->c.n_kv_heads * m->c.head_dim * (m->kv_f16 ? 2 : 4);
 }
 
 /* x += sum over the k experts the router picks of w_e * W2_e . (silu(W1_e . xb) * (W3_e . xb)),
@@ -581,13 +660,14 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     const layer *L = &m->layers[l];
     backend_seq *s = &m->seq;
     int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    size_t layer_kv = (size_t)l * m->n_ctx * kv_dim;
+    size_t layer_kv = L->kv_off;
+    int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
     float eps = (float)c->rms_eps;
     backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
     backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
     float off = (float)c->norm_offset;
-    int window = layer_window(c, l);
+    int window = L->window;
     const double *freqs = window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
 
     backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
@@ -606,10 +686,14 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     }
     backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
     backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
-    backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)pos * kv_dim), k, n * kv_dim);
-    backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)pos * kv_dim), v, n * kv_dim);
+    backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)slot * kv_dim), k, n1 * kv_dim);
+    backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)slot * kv_dim), v, n1 * kv_dim);
+    if (n1 < n) {   /* the chunk wraps around the ring: the rest from slot 0 */
+        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+    }
     backend_seq_attention_ex(s, att, q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n, pos, c->n_heads,
-                             c->n_kv_heads, hd, window, (float)c->attn_scale);
+                             c->n_kv_heads, hd, window, (float)c->attn_scale, L->kv_ring);
     backend_seq_matmul(s, xb, att, L->wo, n);
     if (L->post_attn_norm)   /* [gemma] */
         backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);

@@ -58,7 +58,11 @@ typedef struct runtime_tensor {
 #define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3"
 
 /* Rope scaling kinds. */
-enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2 };
+enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2, RUNTIME_ROPE_LONGROPE = 3 };
+
+/* Longrope's factors from a config.json (a GGUF holds them as rope_factors_long/short tensors):
+ * at most this many, one per rotated pair. */
+#define RUNTIME_ROPE_MAX_FACTORS 512
 
 typedef struct runtime_config {
     char architecture[32];
@@ -68,7 +72,15 @@ typedef struct runtime_config {
     int rope_interleaved;       /* 1: rotate adjacent pairs (GGUF); 0: halves (HF / NEOX) */
     int rope_scaling;           /* RUNTIME_ROPE_* */
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
-    int rope_orig_ctx;          /* original_max_position_embeddings (llama3) */
+    int rope_orig_ctx;          /* original_max_position_embeddings (llama3, longrope) */
+    /* Longrope (Phi-3 128k): each frequency divided by its long factor when the context the
+     * model runs with exceeds rope_orig_ctx, else by its short factor (llama.cpp's choice, made
+     * once at open), and cos, sin scaled by rope_attn_factor (0: sqrt(1 + ln(ctx_len / orig) /
+     * ln(orig)), as Hugging Face computes it). The factors come from the rope_factors_long/short
+     * tensors, else from these (rope_n_factors of each; 0 when the config has none). */
+    double rope_attn_factor;
+    int rope_n_factors;
+    float rope_long[RUNTIME_ROPE_MAX_FACTORS], rope_short[RUNTIME_ROPE_MAX_FACTORS];
     int bos_id, eos_id;         /* -1 when unknown */
     /* Mixture of experts (0 experts: a dense FFN). Each token's FFN is the sum over the n_experts_used
      * experts its router picks, weighted (moe_norm: the weights renormalized to sum to 1), plus a
@@ -144,7 +156,9 @@ int runtime_model_open_store(runtime_model **out, store *s, const model_name *na
 int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logits_out_last);
 void runtime_model_reset(runtime_model *m);    /* forget the KV cache */
 /* Keep the first n positions of the KV cache and forget the rest: the next forward writes from
- * position n (prefix reuse). MS_EINVALID when n is negative or past what the cache holds. */
+ * position n (prefix reuse). MS_EINVALID when n is negative or past what the cache holds, or when
+ * a sliding-window layer's ring cache has already overwritten positions the window before n needs
+ * (the caller then starts over from position 0). */
 int runtime_model_truncate(runtime_model *m, int n);
 int runtime_model_n_past(const runtime_model *m);
 int runtime_model_n_ctx(const runtime_model *m);

@@ -277,24 +277,24 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
     return 0;
 }
 
-/* An MLX combined blob (import.h): {name} U32 codes, {name}.scale, {name}.bias (affine only),
- * "quant_type", "group_size", "logical_shape" in __metadata__; one runtime tensor of type
- * RUNTIME_TYPE_MLX. Every size the kernels rely on is checked here, so they need not. */
-static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const quant_format *fmt)
+/* An MLX-quantized tensor (import.h): {name} U32 codes, {name}.scale, {name}.bias (affine only),
+ * "quant_type", "group_size", "logical_shape" in __metadata__ (the blob's, or inside an expert
+ * pack each tensor's own, "key:<name>"); one runtime tensor of type RUNTIME_TYPE_MLX: a matrix,
+ * or an expert pack [n_experts][rows][cols] whose experts follow each other in codes, scales
+ * and biases alike. Every size the kernels rely on is checked here, so they need not. */
+static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor *codes, const quant_format *fmt)
 {
-    const char *ls = st_meta(f, "logical_shape"), *gs = st_meta(f, "group_size");
-    const st_tensor *codes = NULL, *sc, *bi;
+    const char *ls = tensor_meta(f, "logical_shape", codes->name), *gs = tensor_meta(f, "group_size", codes->name);
+    const st_tensor *sc, *bi;
     char key[600];
     uint64_t rows, cols, ng, ssz;
     long g;
     char *end;
     int rc;
 
-    for (size_t i = 0; i < st_count(f) && !codes; i++)
-        if (st_at(f, i)->dtype == ST_U32)
-            codes = st_at(f, i);
-    if (!codes || !ls || !gs)
-        return ms_err(MS_EINVALID, "quant_type %s: expected U32 codes, a logical_shape and a group_size", fmt->name);
+    if (codes->dtype != ST_U32 || !ls || !gs)
+        return ms_err(MS_EINVALID, "tensor '%s': quant_type %s expects U32 codes, a logical_shape and a group_size",
+                      codes->name, fmt->name);
     t->name = codes->name;
     snprintf(key, sizeof key, "%s.scale", codes->name);
     sc = st_find(f, key);
@@ -305,11 +305,13 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const quant_form
     g = strtol(gs, &end, 10);
     if (*end || !quant_group_valid(fmt, (int)g))
         return ms_err(MS_EINVALID, "tensor '%s': group_size '%s' is not allowed for %s", codes->name, gs, fmt->name);
-    if (t->n_dims != 2)
-        return ms_err(MS_EUNSUPPORTED, "tensor '%s': %s with %d dims; only matrices are supported", codes->name,
-                      fmt->name, t->n_dims);
+    if (t->n_dims != 2 && t->n_dims != 3)
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': %s with %d dims; only matrices and expert packs are supported",
+                      codes->name, fmt->name, t->n_dims);
     rows = t->shape[0];
-    cols = t->shape[1];
+    cols = t->shape[t->n_dims - 1];
+    if (t->n_dims == 3 && ms_mul64(&rows, rows, t->shape[1]) < 0)
+        return ms_err(MS_EINVALID, "tensor '%s': logical_shape %s overflows", codes->name, ls);
     /* the kernels read codes in whole blocks of 32 */
     if (cols == 0 || cols % (uint64_t)g || cols % 32 || rows > UINT64_MAX / 8 / cols ||
         codes->nbytes != rows * cols * (uint64_t)fmt->bits / 8)
@@ -337,6 +339,28 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const quant_form
     t->scales = sc->data;
     t->biases = bi ? bi->data : NULL;
     return 0;
+}
+
+/* The MLX format of tensor `s` of blob f (NULL: not MLX-quantized). */
+static const quant_format *mlx_format(const st_file *f, const st_tensor *s)
+{
+    const quant_format *fmt = quant_format_find(tensor_meta(f, "quant_type", s->name));
+
+    return fmt && fmt->mode != QUANT_GGML && fmt->mode != QUANT_FLOAT ? fmt : NULL;
+}
+
+/* Whether `s` is the .scale or .bias of an MLX tensor in f (read with its codes, not alone). */
+static int mlx_companion(const st_file *f, const st_tensor *s)
+{
+    size_t n = strlen(s->name);
+    char base[600];
+    const st_tensor *codes;
+
+    if (!(n > 6 && strcmp(s->name + n - 6, ".scale") == 0) && !(n > 5 && strcmp(s->name + n - 5, ".bias") == 0))
+        return 0;
+    snprintf(base, sizeof base, "%.*s", (int)(n - (s->name[n - 1] == 'e' ? 6 : 5)), s->name);
+    codes = st_find(f, base);
+    return codes && codes->dtype == ST_U32 && mlx_format(f, codes);
 }
 
 static int open_blobs(runtime_weights *w, store *s, const manifest *m)
@@ -369,17 +393,13 @@ static int open_blobs(runtime_weights *w, store *s, const manifest *m)
     if (!w->t)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t b = 0; b < w->n_blobs; b++) {
-        const quant_format *fmt = quant_format_find(st_meta(w->st[b], "quant_type"));
-        if (fmt && fmt->mode != QUANT_GGML && fmt->mode != QUANT_FLOAT) {
-            if ((rc = tensor_from_mlx(&w->t[w->n], w->st[b], fmt)) < 0)
-                return rc;
-            w->t[w->n].map = w->views[b].data;
-            w->t[w->n].map_nbytes = w->views[b].size;
-            w->nbytes += w->t[w->n++].nbytes;
-            continue;
-        }
         for (size_t i = 0; i < st_count(w->st[b]); i++) {
-            if ((rc = tensor_from_st(&w->t[w->n], w->st[b], st_at(w->st[b], i))) < 0)
+            const st_tensor *s = st_at(w->st[b], i);
+            const quant_format *fmt = mlx_format(w->st[b], s);
+            if (fmt && mlx_companion(w->st[b], s))
+                continue;
+            if ((rc = fmt ? tensor_from_mlx(&w->t[w->n], w->st[b], s, fmt)
+                          : tensor_from_st(&w->t[w->n], w->st[b], s)) < 0)
                 return rc;
             w->t[w->n].map = w->views[b].data;
             w->t[w->n].map_nbytes = w->views[b].size;

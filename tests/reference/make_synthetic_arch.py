@@ -13,6 +13,11 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             with sliding_window set; llama.cpp ignores the key)
   phi3      fused attn_qkv [q + 2 kv][dim] and ffn_up [2 ff][dim] (gate rows, then up rows), NEOX
             rope, phi3.attention.sliding_window (HF and llama.cpp window every layer)
+            --longrope ORIG: Phi-3's 128k form, as convert_hf_to_gguf writes it: rope_factors_long
+            and rope_factors_short [n_rot / 2] (F32, per-frequency divisors), phi3.rope.scaling.
+            original_context_length ORIG and phi3.rope.scaling.attn_factor sqrt(1 + ln(ctx /
+            ORIG) / ln(ORIG))
+  --rope-freqs (mistral, mixtral): Llama 3.1's rope_freqs.weight [n_rot / 2] divisors
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -35,6 +40,38 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_synthetic_qwen import read_tokenizer_kv, s, U32, F32, STR  # noqa: E402
 
 BOOL = 7
+
+
+def q4_k(x):
+    """Rows of x (last dim a multiple of 256) as ggml Q4_K bytes: per super-block of 256, f16 d and
+    dmin, 8 sub-blocks of 32 with a 6-bit scale and min each (x ~ d * sc * q - dmin * m, q in
+    0..15), packed as ggml's get_scale_min_k4 reads them, then 128 bytes of nibbles (byte l of each
+    64-element span: element l low, l + 32 high). A plain min/max fit, not llama.cpp's search."""
+    b = x.reshape(-1, 8, 32).astype(np.float64)
+    lo = np.minimum(b.min(axis=2), 0.0)
+    scale, mins = (b.max(axis=2) - lo) / 15.0, -lo
+    d = scale.max(axis=1) / 63.0
+    dmin = mins.max(axis=1) / 63.0
+    d16, dm16 = d.astype('<f2'), dmin.astype('<f2')
+    df, dmf = d16.astype(np.float64), dm16.astype(np.float64)
+    sc = np.clip(np.round(scale / np.where(df > 0, df, 1)[:, None]), 0, 63).astype(np.int64)
+    m = np.clip(np.round(mins / np.where(dmf > 0, dmf, 1)[:, None]), 0, 63).astype(np.int64)
+    step = df[:, None] * sc
+    q = np.clip(np.round((b + (dmf[:, None] * m)[:, :, None]) / np.where(step > 0, step, 1)[:, :, None]), 0, 15)
+    q = q.astype(np.uint8)
+    n = b.shape[0]
+    out = np.zeros((n, 144), np.uint8)
+    out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = dm16.view(np.uint8).reshape(-1, 2)
+    packed = np.zeros((n, 12), np.int64)
+    for j in range(4):
+        packed[:, j] = sc[:, j] | ((sc[:, j + 4] >> 4) << 6)
+        packed[:, j + 4] = m[:, j] | ((m[:, j + 4] >> 4) << 6)
+        packed[:, j + 8] = (sc[:, j + 4] & 15) | ((m[:, j + 4] & 15) << 4)
+    out[:, 4:16] = packed.astype(np.uint8)
+    for c in range(4):
+        out[:, 16 + 32 * c:48 + 32 * c] = q[:, 2 * c, :] | (q[:, 2 * c + 1, :] << 4)
+    return out.tobytes()
 
 
 def q8_0(x):
@@ -65,11 +102,14 @@ def main():
     ap.add_argument('--window', type=int, default=8, help='gemma3 sliding window')
     ap.add_argument('--ctx', type=int, default=256)
     ap.add_argument('--softcap', type=float, default=0, help='gemma3 final_logit_softcapping (0: none)')
-    ap.add_argument('--dtype', choices=('f32', 'q8_0'), default='f32')
+    ap.add_argument('--dtype', choices=('f32', 'q8_0', 'q4_k'), default='f32',
+                    help='q4_k: every row length must be a multiple of 256 (--dim 256 --ffn 256 --head-dim 64)')
+    ap.add_argument('--longrope', type=int, default=0, help='phi3: original context of the longrope factors')
+    ap.add_argument('--rope-freqs', action='store_true', help='llama: a rope_freqs.weight tensor')
     ap.add_argument('--seed', type=int, default=11)
     ap.add_argument('--vocab', required=True)
     ap.add_argument('-o', '--out', required=True)
-    ap.add_argument('--hf', help='gemma3: also write the same model as a Hugging Face directory (config.json, '
+    ap.add_argument('--hf', help='gemma3, mixtral, qwen3moe, qwen2moe: also write the same model as a Hugging Face directory (config.json, '
                     'model.safetensors with HF names; norms hold w, not 1 + w)')
     a = ap.parse_args()
     arch = 'llama' if a.arch in ('mixtral', 'mistral') else a.arch
@@ -81,7 +121,7 @@ def main():
     q_dim, kv_dim = a.heads * hd, a.kv_heads * hd
     kv = [('general.architecture', STR, s(arch)), ('general.name', STR, s('synthetic-' + a.arch)),
           ('general.alignment', U32, struct.pack('<I', 32)),
-          ('general.file_type', U32, struct.pack('<I', 0 if a.dtype == 'f32' else 7))]
+          ('general.file_type', U32, struct.pack('<I', {'f32': 0, 'q8_0': 7, 'q4_k': 15}[a.dtype]))]
     hp = [('context_length', U32, a.ctx), ('embedding_length', U32, dim), ('block_count', U32, a.layers),
           ('feed_forward_length', U32, a.ffn), ('attention.head_count', U32, a.heads),
           ('attention.head_count_kv', U32, a.kv_heads), ('attention.key_length', U32, hd),
@@ -98,12 +138,23 @@ def main():
         hp.append(('attention.sliding_window', U32, a.window))
         if a.softcap:
             hp.append(('final_logit_softcapping', F32, a.softcap))
+    if a.longrope:
+        if a.arch != 'phi3':
+            sys.exit('--longrope: phi3 only')
+        hp += [('rope.scaling.original_context_length', U32, a.longrope),
+               ('rope.scaling.attn_factor', F32, float(np.sqrt(1 + np.log(a.ctx / a.longrope) / np.log(a.longrope))))]
     for k, t, v in hp:
         kv.append(('%s.%s' % (arch, k), t, struct.pack('<I' if t == U32 else '<f', v)))
     kv += tok
     # (name, numpy shape, kind): m matrix, r router, e embedding, n norm, b bias
     nk = 'n'   # gemma3 too: llama.cpp's converter stores its (1 + w) norms as 1 + w
     ts = [('token_embd.weight', (n_vocab, dim), 'e')]
+    if a.longrope:   # divisors >= 1, as the published factors are
+        ts += [('rope_factors_long.weight', (hd // 2,), 'f'), ('rope_factors_short.weight', (hd // 2,), 'f')]
+    if a.rope_freqs:
+        if arch != 'llama':
+            sys.exit('--rope-freqs: llama (mistral, mixtral) only')
+        ts.append(('rope_freqs.weight', (hd // 2,), 'f'))
     for i in range(a.layers):
         p = 'blk.%d.' % i
         if arch == 'phi3':   # fused: qkv rows q | k | v; ffn_up rows gate | up
@@ -150,11 +201,17 @@ def main():
             x = rng.standard_normal(shape) / (np.sqrt(dim) if arch == 'gemma3' else 1)
         elif kind == 'n':
             x = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif kind == 'f':
+            x = 1.0 + 7.0 * rng.random(shape)
         else:
             x = 0.1 * rng.standard_normal(shape)
         hf[name] = x
         if a.dtype == 'q8_0' and kind in ('m', 'e'):
             raw, ty = q8_0(x), 8
+        elif a.dtype == 'q4_k' and kind in ('m', 'e'):
+            if shape[-1] % 256:
+                sys.exit('%s: q4_k needs rows of a multiple of 256, not %d' % (name, shape[-1]))
+            raw, ty = q4_k(x), 12
         else:
             raw, ty = x.astype('<f4').tobytes(), 0
         infos.append(s(name) + struct.pack('<I', len(shape)) + struct.pack('<%dQ' % len(shape), *reversed(shape)) +
@@ -180,10 +237,13 @@ HF_NAMES = {'attn_norm': 'input_layernorm', 'post_attention_norm': 'post_attenti
 
 def write_hf(a, tensors, n_vocab):
     """Gemma 3 as Hugging Face ships it: norm weights w with the model computing (1 + w), so each
-    is the GGUF's value minus 1; Q/K rows as they are (gemma rotates halves in both)."""
+    is the GGUF's value minus 1; Q/K rows as they are (gemma rotates halves in both). The MoE
+    models: write_hf_moe."""
     import json
+    if a.arch in ('mixtral', 'qwen3moe', 'qwen2moe'):
+        return write_hf_moe(a, tensors, n_vocab)
     if a.arch != 'gemma3':
-        sys.exit('--hf: gemma3 only')
+        sys.exit('--hf: gemma3, mixtral, qwen3moe, qwen2moe only')
     os.makedirs(a.hf, exist_ok=True)
     out = {}
     for name, x in tensors.items():
@@ -194,16 +254,7 @@ def write_hf(a, tensors, n_vocab):
         else:
             _, i, kind, _ = name.split('.')
             out['model.layers.%s.%s.weight' % (i, HF_NAMES[kind])] = x - 1 if kind.endswith('norm') else x
-    hdr, blobs, off = {}, [], 0
-    for name in sorted(out):
-        raw = out[name].astype('<f4').tobytes()
-        hdr[name] = {'dtype': 'F32', 'shape': list(out[name].shape), 'data_offsets': [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    h = json.dumps(hdr).encode()
-    h += b' ' * ((8 - len(h) % 8) % 8)
-    with open(os.path.join(a.hf, 'model.safetensors'), 'wb') as f:
-        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+    write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
     cfg = {'architectures': ['Gemma3ForCausalLM'], 'model_type': 'gemma3_text', 'hidden_size': a.dim,
            'num_hidden_layers': a.layers, 'num_attention_heads': a.heads, 'num_key_value_heads': a.kv_heads,
            'head_dim': a.head_dim, 'intermediate_size': a.ffn, 'vocab_size': n_vocab,
@@ -212,6 +263,81 @@ def write_hf(a, tensors, n_vocab):
            'query_pre_attn_scalar': a.head_dim, 'hidden_activation': 'gelu_pytorch_tanh',
            'final_logit_softcapping': a.softcap or None, 'tie_word_embeddings': True, 'rope_scaling': None,
            'bos_token_id': 1, 'eos_token_id': 2}
+    with open(os.path.join(a.hf, 'config.json'), 'w') as f:
+        json.dump(cfg, f, indent=1)
+
+
+def write_safetensors(path, out):
+    import json
+    hdr, blobs, off = {}, [], 0
+    for name in sorted(out):
+        raw = out[name].astype('<f4').tobytes()
+        hdr[name] = {'dtype': 'F32', 'shape': list(out[name].shape), 'data_offsets': [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(hdr).encode()
+    h += b' ' * ((8 - len(h) % 8) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+
+def write_hf_moe(a, tensors, n_vocab):
+    """The MoE models as Hugging Face ships them, one tensor per expert: Mixtral's
+    block_sparse_moe.{gate, experts.E.w1 (gate) / w3 (up) / w2 (down)}, Qwen-MoE's mlp.{gate,
+    experts.E.{gate,up,down}_proj}, Qwen2-MoE's mlp.shared_expert.* and shared_expert_gate [1][dim].
+    Mixtral's Q and K rows are un-permuted: convert_hf_to_gguf permutes them for llama.cpp's
+    adjacent-pair rope, Hugging Face rotates halves."""
+    import json
+    os.makedirs(a.hf, exist_ok=True)
+    mix = a.arch == 'mixtral'
+    blk = 'block_sparse_moe' if mix else 'mlp'
+    names = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm',
+             'attn_q': 'self_attn.q_proj', 'attn_k': 'self_attn.k_proj', 'attn_v': 'self_attn.v_proj',
+             'attn_output': 'self_attn.o_proj', 'attn_q_norm': 'self_attn.q_norm',
+             'attn_k_norm': 'self_attn.k_norm', 'ffn_gate_inp': blk + '.gate',
+             'ffn_gate_shexp': 'mlp.shared_expert.gate_proj', 'ffn_up_shexp': 'mlp.shared_expert.up_proj',
+             'ffn_down_shexp': 'mlp.shared_expert.down_proj', 'ffn_gate_inp_shexp': 'mlp.shared_expert_gate'}
+    experts = {'ffn_gate_exps': 'w1' if mix else 'gate_proj', 'ffn_up_exps': 'w3' if mix else 'up_proj',
+               'ffn_down_exps': 'w2' if mix else 'down_proj'}
+
+    def unpermute(w, n_head):   # inverse of convert_hf_to_gguf's LlamaModel.permute
+        return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    out = {}
+    for name, x in tensors.items():
+        if name == 'token_embd.weight':
+            out['model.embed_tokens.weight'] = x
+        elif name == 'output_norm.weight':
+            out['model.norm.weight'] = x
+        elif name == 'output.weight':
+            out['lm_head.weight'] = x
+        else:
+            _, i, kind, suffix = name.split('.')
+            pre = 'model.layers.%s.' % i
+            if kind in experts:
+                for e in range(x.shape[0]):
+                    out[pre + '%s.experts.%d.%s.weight' % (blk, e, experts[kind])] = x[e]
+                continue
+            if mix and kind in ('attn_q', 'attn_k'):
+                x = unpermute(x, a.heads if kind == 'attn_q' else a.kv_heads)
+            if kind == 'ffn_gate_inp_shexp':
+                x = x.reshape(1, -1)
+            out[pre + names[kind] + '.' + suffix] = x
+    write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
+    cfg = {'hidden_size': a.dim, 'num_hidden_layers': a.layers, 'num_attention_heads': a.heads,
+           'num_key_value_heads': a.kv_heads, 'head_dim': a.head_dim, 'vocab_size': n_vocab,
+           'max_position_embeddings': a.ctx, 'rms_norm_eps': 1e-6, 'tie_word_embeddings': False,
+           'rope_scaling': None, 'bos_token_id': 1, 'eos_token_id': 2, 'num_experts_per_tok': a.used}
+    if mix:
+        cfg.update({'architectures': ['MixtralForCausalLM'], 'model_type': 'mixtral', 'intermediate_size': a.ffn,
+                    'num_local_experts': a.experts, 'rope_theta': 10000.0, 'sliding_window': None})
+    else:
+        cfg.update({'architectures': ['Qwen3MoeForCausalLM' if a.arch == 'qwen3moe' else 'Qwen2MoeForCausalLM'],
+                    'model_type': 'qwen3_moe' if a.arch == 'qwen3moe' else 'qwen2_moe',
+                    'intermediate_size': a.ffn, 'moe_intermediate_size': a.ffn, 'num_experts': a.experts,
+                    'norm_topk_prob': a.arch == 'qwen3moe', 'rope_theta': 1000000.0, 'decoder_sparse_step': 1,
+                    'mlp_only_layers': [], 'use_sliding_window': False, 'sliding_window': None})
+        if a.arch == 'qwen2moe':
+            cfg['shared_expert_intermediate_size'] = a.shared_ffn
     with open(os.path.join(a.hf, 'config.json'), 'w') as f:
         json.dump(cfg, f, indent=1)
 

@@ -213,7 +213,7 @@ def dequant(buf, off, t, n):
 
 
 class Model:
-    def __init__(self, g):
+    def __init__(self, g, n_ctx=4096):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
         if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3'):
@@ -244,6 +244,18 @@ class Model:
         self.window = kv.get(a + 'attention.sliding_window', 0)
         self.freqs_local = 10000.0 ** (-np.arange(0, self.n_rot, 2, dtype=np.float64) / self.n_rot)
         self.softcap = kv.get(a + 'final_logit_softcapping', 0.0)
+        # Llama 3.1's rope_freqs and Phi-3 128k's longrope: per-frequency divisors. Longrope, as
+        # llama.cpp runs it, takes the long factors when the context (--n-ctx) exceeds the
+        # original one, else the short, and scales cos and sin by attn_factor
+        t = g.tensor
+        self.mscale = 1.0
+        if 'rope_freqs.weight' in g.tensors:
+            self.freqs = self.freqs / t('rope_freqs.weight')
+        if 'rope_factors_long.weight' in g.tensors:
+            orig = kv[a + 'rope.scaling.original_context_length']
+            f = t('rope_factors_long.weight' if n_ctx > orig else 'rope_factors_short.weight')
+            self.freqs = self.freqs / f
+            self.mscale = kv.get(a + 'rope.scaling.attn_factor', 1.0)
         st = kv.get(a + 'rope.scaling.type', b'none').decode()
         if st == 'linear':
             self.freqs /= kv[a + 'rope.scaling.factor']
@@ -290,7 +302,7 @@ class Model:
         if norm is not None:   # qwen3: each head normalized over head_dim
             v = v / np.sqrt(np.mean(v * v, axis=1, keepdims=True) + self.eps) * norm
         a = self.pos * (self.freqs if freqs is None else freqs)
-        c, s = np.cos(a), np.sin(a)
+        c, s = self.mscale * np.cos(a), self.mscale * np.sin(a)
         half = self.n_rot // 2
         i0 = np.arange(half) if self.neox else np.arange(0, self.n_rot, 2)
         i1 = i0 + half if self.neox else i0 + 1
@@ -363,9 +375,11 @@ def main():
     ap.add_argument('--prompt', action='append', required=True, help='comma-separated token ids')
     ap.add_argument('--steps', type=int, default=32)
     ap.add_argument('--logits', action='store_true', help='include the first-step logits')
+    ap.add_argument('--n-ctx', type=int, default=4096, help='the context the model runs with (longrope picks '
+                    'its factors by it)')
     args = ap.parse_args()
     g = Gguf(args.model)
-    m = Model(g)
+    m = Model(g, args.n_ctx)
     res = {'model': os.path.basename(args.model), 'sha256': hashlib.sha256(g.buf).hexdigest(),
            'reference': 'tests/reference/ref_forward.py (float64)', 'prompts': []}
     for p in args.prompt:

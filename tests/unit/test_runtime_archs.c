@@ -54,7 +54,8 @@ static int argmax(const float *l, int n)
 
 /* Write the synthetic model and its float64 reference into dir; the reference JSON, or NULL
  * with a skip message when python3 + numpy or the shared vocab are missing. */
-static json_t *make_model(const char *dir, const char *arch, const char *dtype, const char *flags, char **path_out)
+static json_t *make_model_ref(const char *dir, const char *arch, const char *dtype, const char *flags,
+                              const char *ref_flags, char **path_out)
 {
     char *models = fixture_models_dir(), *out = ms_strdup_printf("%s/%s-%s.gguf", dir, arch, dtype);
     char *ref = ms_strdup_printf("%s/%s-%s.json", dir, arch, dtype), *cmd;
@@ -68,9 +69,9 @@ static json_t *make_model(const char *dir, const char *arch, const char *dtype, 
     }
     cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/reference/make_synthetic_arch.py' --arch %s --dtype %s %s "
                            "--vocab '%s/stories260K/stories260K.gguf' -o '%s' && /usr/bin/python3 "
-                           "'%s/tests/reference/ref_forward.py' '%s' --prompt " P2 " --prompt " P3
+                           "'%s/tests/reference/ref_forward.py' '%s' %s --prompt " P2 " --prompt " P3
                            " --steps 32 --logits > '%s'",
-                           src_dir(), arch, dtype, flags, models, out, src_dir(), out, ref);
+                           src_dir(), arch, dtype, flags, models, out, src_dir(), out, ref_flags, ref);
     if (system(cmd) != 0) {
         printf("skipped: %s failed (numpy missing?)\n", cmd);
         free(cmd);
@@ -86,6 +87,11 @@ done:
     free(out);
     free(ref);
     return j;
+}
+
+static json_t *make_model(const char *dir, const char *arch, const char *dtype, const char *flags, char **path_out)
+{
+    return make_model_ref(dir, arch, dtype, flags, "", path_out);
 }
 
 /* Every prompt of `ref`: first-step logits within tol, then `need` greedy tokens equal (0: all,
@@ -145,6 +151,11 @@ static const struct {
     /* fused qkv and gate_up split as views; window of 8 on every layer */
     {"phi3", "f32", "", 1e-4, 0},
     {"phi3", "q8_0", "", 1e-2, 8},
+    /* Q4_K (rows of 256): the experts' packs and Gemma 3's matrices in llama.cpp's K-quant */
+    {"mixtral", "q4_k", "--dim 256 --ffn 256 --head-dim 64", 1e-2, 8},
+    {"qwen3moe", "q4_k", "--dim 256 --ffn 256 --head-dim 64", 1e-2, 8},
+    {"qwen2moe", "q4_k", "--dim 256 --ffn 256 --head-dim 64 --shared-ffn 256", 1e-2, 8},
+    {"gemma3", "q4_k", "--layers 6 --dim 256 --ffn 256 --head-dim 64", 1e-2, 8},
 };
 
 START_TEST(models_match_the_float64_reference)
@@ -187,6 +198,222 @@ START_TEST(models_match_the_float64_reference)
         free(path);
     }
     free(what);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* The MoE models from Hugging Face directories, one tensor per expert as HF ships them: the
+ * import stacks each layer's experts into [n_experts][rows][cols] tensors of one blob per layer
+ * (as a GGUF import does) and renames Mixtral's block_sparse_moe, and the model runs like its
+ * GGUF twin, judged by the same float64 reference. */
+START_TEST(moe_from_hugging_face_is_packed_per_layer)
+{
+    static const char *arch[] = {"mixtral", "qwen3moe", "qwen2moe"};
+    char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/hf", dir);
+    char *flags = ms_strdup_printf("--hf '%s'", hf), *home = ms_strdup_printf("%s/home", dir);
+    char *what = ms_strdup_printf("%s hf (store)", arch[_i]);
+    json_t *ref = make_model(dir, arch[_i], "f32", flags, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    import_opts io = {.quiet = 1};
+    const runtime_weights *w;
+    const runtime_tensor *t;
+    runtime_model *m;
+    model_name name;
+    store *st;
+    char digest[72];
+
+    if (ref) {
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "moe:hf"), 0);
+        ck_assert_msg(import_path(st, hf, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        w = runtime_model_weights(m);
+        t = runtime_weights_find(w, "model.layers.1.mlp.experts.down_proj.weight");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->n_dims, 3);
+        ck_assert_uint_eq(t->shape[0], 8);
+        ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.weight"));
+        ck_assert_ptr_null(runtime_weights_find(w, "model.layers.1.mlp.experts.0.down_proj.weight"));
+        ck_assert_ptr_null(runtime_weights_find(w, "model.layers.1.block_sparse_moe.experts.0.w2.weight"));
+        if (!strcmp(arch[_i], "qwen2moe"))
+            ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.shared_experts.up_proj.weight"));
+        check_model(m, ref, what, 1e-4, 0);
+        runtime_model_close(m);
+        store_close(st);
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    free(flags);
+    free(home);
+    free(hf);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* MoE models quantized to MLX int4 on import (--quantize int4): each layer's expert packs become
+ * 3-D MLX tensors in one blob, run straight from it. Judged as Gemma 3's int4 above: the float64
+ * reference of the F32 source within the error 4-bit groups of 32 put into these random weights. */
+START_TEST(moe_int4_packs_run_from_the_store)
+{
+    static const char *arch[] = {"mixtral", "qwen3moe", "qwen2moe"};
+    char *dir = fixture_tmpdir(), *path, *home = ms_strdup_printf("%s/home", dir);
+    json_t *ref = make_model(dir, arch[_i], "f32", "", &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    import_opts io = {.quiet = 1, .quantize = "int4"};
+    const runtime_tensor *t;
+    runtime_model *m;
+    model_name name;
+    store *st;
+    char digest[72], *what = ms_strdup_printf("%s int4 (store)", arch[_i]);
+
+    if (ref) {
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "moe:int4"), 0);
+        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        t = runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.down_proj.weight");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
+        ck_assert_int_eq(t->n_dims, 3);
+        ck_assert_uint_eq(t->shape[0], 8);
+        check_model(m, ref, what, 0.35, -1);
+        runtime_model_close(m);
+        store_close(st);
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    free(home);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* Phi-3 128k's longrope: rope_factors_long/short divide the frequencies, long when the context
+ * exceeds the original one (here 128), else short, and cos, sin are scaled by the attention
+ * factor; against the float64 reference run with the same context, from the GGUF and the store. */
+START_TEST(phi3_longrope_matches_the_float64_reference)
+{
+    static const int ctx[] = {128, 256};   /* short factors, then long */
+    char *dir = fixture_tmpdir(), *path, *rf = ms_strdup_printf("--n-ctx %d", ctx[_i]), *home;
+    json_t *ref = make_model_ref(dir, "phi3", "f32", "--longrope 128", rf, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16, .n_ctx = ctx[_i]};
+    runtime_model *m;
+    model_name name;
+    store *st;
+    char digest[72], *what = ms_strdup_printf("phi3 longrope, context %d", ctx[_i]);
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_model_config(m)->rope_scaling, RUNTIME_ROPE_LONGROPE);
+        ck_assert_int_eq(runtime_model_config(m)->rope_orig_ctx, 128);
+        check_model(m, ref, what, 1e-4, 0);
+        runtime_model_close(m);
+        home = ms_strdup_printf("%s/home", dir);
+        import_opts io = {.quiet = 1};
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "phi3:128k"), 0);
+        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        check_model(m, ref, what, 1e-4, 0);
+        runtime_model_close(m);
+        store_close(st);
+        free(home);
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    free(rf);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* Llama 3.1's rope_freqs.weight divides the frequencies from the GGUF and, under the name the
+ * import gives it (model.rope_freqs.weight), from the store: both match the reference. */
+START_TEST(rope_freqs_apply_from_the_gguf_and_the_store)
+{
+    char *dir = fixture_tmpdir(), *path, *home;
+    json_t *ref = make_model(dir, "mistral", "f32", "--rope-freqs", &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    runtime_model *m;
+    model_name name;
+    store *st;
+    char digest[72];
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        check_model(m, ref, "llama with rope_freqs (gguf)", 1e-4, 0);
+        runtime_model_close(m);
+        home = ms_strdup_printf("%s/home", dir);
+        import_opts io = {.quiet = 1};
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "llama:freqs"), 0);
+        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        ck_assert_ptr_nonnull(runtime_weights_find(runtime_model_weights(m), "model.rope_freqs.weight"));
+        check_model(m, ref, "llama with rope_freqs (store)", 1e-4, 0);
+        runtime_model_close(m);
+        store_close(st);
+        free(home);
+        json_decref(ref);
+        free(path);
+    }
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* Sliding-window layers keep a ring of window + n_batch - 1 cache slots, not the context: the
+ * Mistral model (window 8 on every layer) with batches of 3 wraps its rings many times over the
+ * 46-token prompt and 32 greedy tokens, and must still match the float64 reference. Truncating
+ * keeps the cache only while the rings still hold the window before the new end. */
+START_TEST(window_layers_keep_a_ring_cache)
+{
+    char *dir = fixture_tmpdir(), *path;
+    json_t *ref = make_model(dir, "mistral", "f32", "", &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 3, .n_ctx = 96}, full = o;
+    runtime_model *m, *f;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        const runtime_config *c = runtime_model_config(m);
+        uint64_t row = 2ull * c->n_kv_heads * c->head_dim * sizeof(float);
+        ck_assert_int_eq(c->sliding_window, 8);
+        /* every layer: 8 + 3 - 1 = 10 slots of k and v rows, against 96 without the ring */
+        ck_assert_uint_eq(runtime_model_kv_nbytes(m), (uint64_t)c->n_layers * 10 * row);
+        check_model(m, ref, "mistral f32, ring of 10", 1e-4, 0);
+
+        /* after the 46-token prompt the rings hold positions 36..45: back to 43 keeps 36..42, the
+         * window before position 43; back to 41 would need 34, already overwritten */
+        json_t *toks = json_object_get(json_array_get(json_object_get(ref, "prompts"), 1), "tokens");
+        int n = (int)json_array_size(toks), V = c->vocab_size;
+        int32_t *ids = malloc(sizeof *ids * n);
+        float *a = malloc(sizeof *a * V), *b = malloc(sizeof *b * V);
+        for (int t = 0; t < n; t++)
+            ids[t] = (int32_t)json_integer_value(json_array_get(toks, t));
+        ck_assert_int_eq(n, 46);
+        runtime_model_reset(m);
+        ck_assert_int_eq(runtime_forward(m, ids, n, a), 0);
+        ck_assert_int_eq(runtime_model_truncate(m, 41), MS_EINVALID);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), "no longer holds position 34"));
+        ck_assert_int_eq(runtime_model_n_past(m), 46);
+        ck_assert_int_eq(runtime_model_truncate(m, 43), 0);
+        ck_assert_int_eq(runtime_forward(m, ids + 43, n - 43, b), 0);
+        for (int i = 0; i < V; i++)
+            ck_assert_msg(fabsf(a[i] - b[i]) <= 1e-5f * (1 + fabsf(a[i])), "logit %d: %g after truncate, %g", i,
+                          b[i], a[i]);
+
+        /* a context no longer than window + n_batch - 1 needs no ring */
+        full.n_ctx = 10;
+        ck_assert_msg(runtime_model_open_gguf(&f, path, &full) == 0, "%s", ms_err_msg());
+        ck_assert_uint_eq(runtime_model_kv_nbytes(f), (uint64_t)c->n_layers * 10 * row);
+        runtime_model_close(f);
+        free(ids);
+        free(a);
+        free(b);
+        runtime_model_close(m);
+        json_decref(ref);
+        free(path);
+    }
     fixture_rmrf(dir);
 }
 END_TEST
@@ -321,6 +548,11 @@ Suite *archs_suite(void)
     suite_add_tcase(s, o);
     tcase_set_timeout(m, 600);
     tcase_add_test(m, gemma3_from_hugging_face_matches_its_gguf_twin);
+    tcase_add_test(m, window_layers_keep_a_ring_cache);
+    tcase_add_loop_test(m, phi3_longrope_matches_the_float64_reference, 0, 2);
+    tcase_add_test(m, rope_freqs_apply_from_the_gguf_and_the_store);
+    tcase_add_loop_test(m, moe_int4_packs_run_from_the_store, 0, 3);
+    tcase_add_loop_test(m, moe_from_hugging_face_is_packed_per_layer, 0, 3);
     tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
     suite_add_tcase(s, m);
     return s;

@@ -600,6 +600,38 @@ START_TEST(config_json_reads_qwen3_with_its_own_head_dim)
 }
 END_TEST
 
+/* Phi-3 128k's config.json: rope_scaling {"type": "longrope", long_factor, short_factor} with the
+ * original context at the top (kept under hf_config by the import); lists of the wrong length or
+ * with a non-positive factor are refused by name. */
+START_TEST(config_json_reads_phi3_longrope)
+{
+#define PHI3 "{\"architecture\": \"phi3\", \"hidden_size\": 64, \"num_hidden_layers\": 2," \
+             " \"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 512," \
+             " \"max_position_embeddings\": 131072, \"rope_theta\": 10000, \"hf_config\": " \
+             "{\"original_max_position_embeddings\": 4096}, \"rope_scaling\": {\"type\": \"longrope\", "
+    static const struct { const char *factors, *expect; } bad[] = {
+        {"\"long_factor\": [1,2,3], \"short_factor\": [1,1,1,1,1,1,1,1]", "short_factor: expected a list of 3"},
+        {"\"long_factor\": [1,2,3,4,5,6,7,8], \"short_factor\": [1,1,1,1,1,1,1,-1]", "short_factor[7]"},
+        {"\"long_factor\": [1,2,3,4,5,6,7], \"short_factor\": [1,1,1,1,1,1,1]", "7 long and short factors for 8"},
+    };
+    const char *j = PHI3 "\"long_factor\": [1,2,3,4,5,6,7,8], \"short_factor\": [1,1,1,1,1,1,1,1.5]}}";
+    runtime_config c;
+    char buf[1024];
+
+    ck_assert_msg(runtime_config_from_json(&c, j, strlen(j), "cfg") == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(c.rope_scaling, RUNTIME_ROPE_LONGROPE);
+    ck_assert_int_eq(c.rope_orig_ctx, 4096);
+    ck_assert_int_eq(c.rope_n_factors, 8);
+    ck_assert(c.rope_long[7] == 8.0f && c.rope_short[7] == 1.5f);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(buf, sizeof buf, PHI3 "%s}}", bad[i].factors);
+        ck_assert_int_eq(runtime_config_from_json(&c, buf, strlen(buf), "cfg"), MS_EINVALID);
+        ck_assert_msg(strstr(ms_err_msg(), bad[i].expect), "'%s' lacks '%s'", ms_err_msg(), bad[i].expect);
+    }
+#undef PHI3
+}
+END_TEST
+
 START_TEST(unsupported_architectures_are_refused_with_the_supported_list)
 {
     static const char *archs[] = { "gemma2", "falcon", "deepseek2", "" };
@@ -767,6 +799,7 @@ static Suite *breadth_suite(void)
     suite_add_tcase(s, k);
 
     tcase_add_test(c, config_json_reads_qwen3_with_its_own_head_dim);
+    tcase_add_test(c, config_json_reads_phi3_longrope);
     tcase_add_test(c, unsupported_architectures_are_refused_with_the_supported_list);
     tcase_add_test(c, gguf_qwen_names_map_to_hf_names);
     suite_add_tcase(s, c);
