@@ -94,6 +94,22 @@ static json_t *make_model(const char *dir, const char *arch, const char *dtype, 
     return make_model_ref(dir, arch, dtype, flags, "", path_out);
 }
 
+/* Import `src` (a GGUF file or an HF directory) into st as `nm`, quantized when `quantize` is
+ * set, and open it from the store. */
+static runtime_model *import_open(store *st, const char *src, const char *nm, const char *quantize,
+                                  const runtime_opts *o)
+{
+    import_opts io = {.quiet = 1, .quantize = quantize};
+    runtime_model *m;
+    model_name name;
+    char digest[72];
+
+    ck_assert_int_eq(name_parse(&name, nm), 0);
+    ck_assert_msg(import_path(st, src, &name, &io, digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_model_open_store(&m, st, &name, o) == 0, "%s", ms_err_msg());
+    return m;
+}
+
 /* Every prompt of `ref`: first-step logits within tol, then `need` greedy tokens equal (0: all,
  * -1: none asked). */
 static void check_model(runtime_model *m, json_t *ref, const char *what, double tol, int need)
@@ -164,9 +180,8 @@ START_TEST(models_match_the_float64_reference)
     json_t *ref = make_model(dir, moe[_i].arch, moe[_i].dtype, moe[_i].flags, &path);
     runtime_opts o = {.n_threads = 2, .n_batch = 16}; /* prompts of 18 and 45: several chunks */
     runtime_model *m;
-    model_name name;
     store *st;
-    char digest[72], *home;
+    char *home;
 
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
@@ -179,9 +194,7 @@ START_TEST(models_match_the_float64_reference)
         home = ms_strdup_printf("%s/home", dir);
         import_opts io = {.quiet = 1};
         ck_assert_int_eq(store_open(&st, home), 0);
-        ck_assert_int_eq(name_parse(&name, "moe:test"), 0);
-        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
-        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        m = import_open(st, path, "moe:test", io.quantize, &o);
         ck_assert_ptr_nonnull(
             runtime_weights_find(runtime_model_weights(m),
                                  !strcmp(moe[_i].arch, "gemma3")    ? "model.layers.1.post_feedforward_layernorm.weight"
@@ -218,15 +231,11 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
     const runtime_weights *w;
     const runtime_tensor *t;
     runtime_model *m;
-    model_name name;
     store *st;
-    char digest[72];
 
     if (ref) {
         ck_assert_int_eq(store_open(&st, home), 0);
-        ck_assert_int_eq(name_parse(&name, "moe:hf"), 0);
-        ck_assert_msg(import_path(st, hf, &name, &io, digest) == 0, "%s", ms_err_msg());
-        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        m = import_open(st, hf, "moe:hf", io.quantize, &o);
         w = runtime_model_weights(m);
         t = runtime_weights_find(w, "model.layers.1.mlp.experts.down_proj.weight");
         ck_assert_ptr_nonnull(t);
@@ -263,15 +272,12 @@ START_TEST(moe_int4_packs_run_from_the_store)
     import_opts io = {.quiet = 1, .quantize = "int4"};
     const runtime_tensor *t;
     runtime_model *m;
-    model_name name;
     store *st;
-    char digest[72], *what = ms_strdup_printf("%s int4 (store)", arch[_i]);
+    char *what = ms_strdup_printf("%s int4 (store)", arch[_i]);
 
     if (ref) {
         ck_assert_int_eq(store_open(&st, home), 0);
-        ck_assert_int_eq(name_parse(&name, "moe:int4"), 0);
-        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
-        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        m = import_open(st, path, "moe:int4", io.quantize, &o);
         t = runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.down_proj.weight");
         ck_assert_ptr_nonnull(t);
         ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
@@ -299,9 +305,8 @@ START_TEST(phi3_longrope_matches_the_float64_reference)
     json_t *ref = make_model_ref(dir, "phi3", "f32", "--longrope 128", rf, &path);
     runtime_opts o = {.n_threads = 2, .n_batch = 16, .n_ctx = ctx[_i]};
     runtime_model *m;
-    model_name name;
     store *st;
-    char digest[72], *what = ms_strdup_printf("phi3 longrope, context %d", ctx[_i]);
+    char *what = ms_strdup_printf("phi3 longrope, context %d", ctx[_i]);
 
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
@@ -312,9 +317,7 @@ START_TEST(phi3_longrope_matches_the_float64_reference)
         home = ms_strdup_printf("%s/home", dir);
         import_opts io = {.quiet = 1};
         ck_assert_int_eq(store_open(&st, home), 0);
-        ck_assert_int_eq(name_parse(&name, "phi3:128k"), 0);
-        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
-        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        m = import_open(st, path, "phi3:128k", io.quantize, &o);
         check_model(m, ref, what, 1e-4, 0);
         runtime_model_close(m);
         store_close(st);
@@ -336,9 +339,7 @@ START_TEST(rope_freqs_apply_from_the_gguf_and_the_store)
     json_t *ref = make_model(dir, "mistral", "f32", "--rope-freqs", &path);
     runtime_opts o = {.n_threads = 2, .n_batch = 16};
     runtime_model *m;
-    model_name name;
     store *st;
-    char digest[72];
 
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
@@ -347,9 +348,7 @@ START_TEST(rope_freqs_apply_from_the_gguf_and_the_store)
         home = ms_strdup_printf("%s/home", dir);
         import_opts io = {.quiet = 1};
         ck_assert_int_eq(store_open(&st, home), 0);
-        ck_assert_int_eq(name_parse(&name, "llama:freqs"), 0);
-        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
-        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        m = import_open(st, path, "llama:freqs", io.quantize, &o);
         ck_assert_ptr_nonnull(runtime_weights_find(runtime_model_weights(m), "model.rope_freqs.weight"));
         check_model(m, ref, "llama with rope_freqs (store)", 1e-4, 0);
         runtime_model_close(m);
@@ -430,17 +429,13 @@ START_TEST(gemma3_from_hugging_face_matches_its_gguf_twin)
     json_t *ref = make_model(dir, "gemma3", "f32", flags, &path);
     runtime_opts o = {.n_threads = 2, .n_batch = 16};
     runtime_model *m;
-    model_name name;
     store *st;
-    char digest[72];
 
     if (ref) {
         ck_assert_int_eq(store_open(&st, home), 0);
         for (int q = 0; q < 2; q++) {
             import_opts io = {.quiet = 1, .quantize = quant[q]};
-            ck_assert_int_eq(name_parse(&name, q ? "gemma3:int4" : "gemma3:hf"), 0);
-            ck_assert_msg(import_path(st, hf, &name, &io, digest) == 0, "%s", ms_err_msg());
-            ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+            m = import_open(st, hf, q ? "gemma3:int4" : "gemma3:hf", io.quantize, &o);
             ck_assert(runtime_model_config(m)->norm_offset == 1.0);
             ck_assert_int_eq(runtime_model_config(m)->swa_pattern, 6);
             /* int4 (group 32) of these random weights moves the logits by 0.25 relative in exact
