@@ -29,6 +29,11 @@ typedef struct rt_kernels {
     void (*axpy_f32)(float *y, float a, const float *x, int n);       /* y += a * x */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
     void (*f32_to_f16)(uint16_t *y, const float *x, int n);
+    /* MLX affine int4 / int8 (mlx_matmul.c): sum over one block of 32 of code[i] * x[i], codes
+     * unsigned (int4: byte l holds elements 2l low, 2l + 1 high nibble). NULL: mlx_matmul.c's
+     * C loop. Exact integers, so every path gives the same sum. */
+    int32_t (*mlx_block4)(const uint8_t *codes, const int16_t *x);
+    int32_t (*mlx_block8)(const uint8_t *codes, const int16_t *x);
 } rt_kernels;
 
 const rt_kernels *rt_kernels_scalar(void);

@@ -368,11 +368,67 @@ rt_dot_fn rt_kq_dot_neon(int type)
     return type == GGML_TYPE_Q4_K ? w_q4_k : type == GGML_TYPE_Q6_K ? w_q6_k : NULL;
 }
 
+/* ---------------------------------------------------------------- MLX affine int4 / int8 */
+
+/* An int4 block's 16 bytes as its 32 codes in element order (byte l: 2l low, 2l + 1 high). */
+static inline void mlx4_codes(uint8x16_t *e0, uint8x16_t *e1, const uint8_t *c)
+{
+    uint8x16_t v = vld1q_u8(c), lo = vandq_u8(v, vdupq_n_u8(15)), hi = vshrq_n_u8(v, 4);
+
+    *e0 = vzip1q_u8(lo, hi);
+    *e1 = vzip2q_u8(lo, hi);
+}
+
+/* 16 unsigned codes (<= 255) times 16 activations, widened to 16 bits: exact in int32 (a block's
+ * sum is at most 32 * 255 * 32768). */
+static inline int32x4_t mla16u(int32x4_t acc, uint8x16_t w, const int16_t *x)
+{
+    int16x8_t w0 = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(w))), w1 = vreinterpretq_s16_u16(vmovl_high_u8(w));
+    int16x8_t x0 = vld1q_s16(x), x1 = vld1q_s16(x + 8);
+
+    acc = vmlal_s16(acc, vget_low_s16(w0), vget_low_s16(x0));
+    acc = vmlal_high_s16(acc, w0, x0);
+    acc = vmlal_s16(acc, vget_low_s16(w1), vget_low_s16(x1));
+    return vmlal_high_s16(acc, w1, x1);
+}
+
+static int32_t mlx_block4(const uint8_t *c, const int16_t *x)
+{
+    uint8x16_t e0, e1;
+
+    mlx4_codes(&e0, &e1, c);
+    return vaddvq_s32(mla16u(mla16u(vdupq_n_s32(0), e0, x), e1, x + 16));
+}
+
+static int32_t mlx_block8(const uint8_t *c, const int16_t *x)
+{
+    return vaddvq_s32(mla16u(mla16u(vdupq_n_s32(0), vld1q_u8(c), x), vld1q_u8(c + 16), x + 16));
+}
+
+/* int4 codes (0 .. 15) are valid signed bytes: SDOT and USDOT take them as Q4_0's codes. int8
+ * codes (0 .. 255) are not, and stay on the widening loop above. */
+DOTPROD static int32_t mlx_block4_dot(const uint8_t *c, const int16_t *x)
+{
+    uint8x16_t e0, e1;
+
+    mlx4_codes(&e0, &e1, c);
+    return vaddvq_s32(sdot16(sdot16(vdupq_n_s32(0), vreinterpretq_s8_u8(e0), x), vreinterpretq_s8_u8(e1), x + 16));
+}
+
+I8MM static int32_t mlx_block4_i8mm(const uint8_t *c, const int16_t *x)
+{
+    uint8x16_t e0, e1;
+
+    mlx4_codes(&e0, &e1, c);
+    return vaddvq_s32(usdot16(usdot16(vdupq_n_s32(0), vreinterpretq_s8_u8(e0), x), vreinterpretq_s8_u8(e1), x + 16));
+}
+
 /* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
  * once, under cpu.c's selection (pthread_once), before any kernel runs. */
 static rt_kernels neon, neon_dot, neon_i8mm;
 
-static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0)
+static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0,
+                 int32_t (*mlx4)(const uint8_t *, const int16_t *))
 {
     rt_kernels k = *rt_kernels_scalar();
 
@@ -387,27 +443,29 @@ static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4
     k.axpy_f32 = axpy_f32;
     k.axpy_f16 = axpy_f16;
     k.f32_to_f16 = f32_to_f16;
+    k.mlx_block4 = mlx4;
+    k.mlx_block8 = mlx_block8;
     *out = k;
 }
 
 const rt_kernels *rt_kernels_neon(void)
 {
     if (!neon.name)
-        fill(&neon, "neon", w_q8_0, w_q4_0);
+        fill(&neon, "neon", w_q8_0, w_q4_0, mlx_block4);
     return &neon;
 }
 
 const rt_kernels *rt_kernels_neon_dotprod(void)
 {
     if (!neon_dot.name)
-        fill(&neon_dot, "neon-dotprod", w_q8_0_dot, w_q4_0_dot);
+        fill(&neon_dot, "neon-dotprod", w_q8_0_dot, w_q4_0_dot, mlx_block4_dot);
     return &neon_dot;
 }
 
 const rt_kernels *rt_kernels_neon_i8mm(void)
 {
     if (!neon_i8mm.name)
-        fill(&neon_i8mm, "neon-i8mm", w_q8_0_i8mm, w_q4_0_i8mm);
+        fill(&neon_i8mm, "neon-i8mm", w_q8_0_i8mm, w_q4_0_i8mm, mlx_block4_i8mm);
     return &neon_i8mm;
 }
 

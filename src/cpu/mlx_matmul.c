@@ -30,11 +30,17 @@ static float scale_at(const void *base, int dtype, size_t i)
 /* Affine formats, and only they, have biases (weights.c checks that at open). */
 int rt_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
 
-/* sum over the 32 codes of block `b` (codes b*32 .. b*32+31 of the row) times xq */
-static int block_sum(const uint8_t *codes, int bits, int b, const int16_t *xq, uint64_t row_bytes)
+/* sum over the 32 codes of block `b` (codes b*32 .. b*32+31 of the row) times xq; the path's
+ * own int4 / int8 block sums where it has them (NEON) */
+static int block_sum(const rt_kernels *k, const uint8_t *codes, int bits, int b, const int16_t *xq,
+                     uint64_t row_bytes)
 {
     int s = 0;
 
+    if (bits == 4 && k->mlx_block4)
+        return k->mlx_block4(codes + 16 * b, xq);
+    if (bits == 8 && k->mlx_block8)
+        return k->mlx_block8(codes + 32 * b, xq);
     if (bits == 4) {
         const uint8_t *c = codes + 16 * b;
         for (int l = 0; l < 16; l++)
@@ -60,12 +66,13 @@ static float dot_affine(const runtime_tensor *w, uint64_t row, const rt_q16 *x, 
     uint64_t row_bytes = (uint64_t)cols * (uint64_t)w->bits / 8;
     const uint8_t *codes = (const uint8_t *)w->data + row * row_bytes;
     size_t ng = (size_t)(cols / w->group_size), bpg = (size_t)(w->group_size / QK);
+    const rt_kernels *k = rt_kernels_get();
     float s = 0.0f;
 
     for (size_t g = 0; g < ng; g++) {
         float sq = 0.0f, sx = 0.0f;
         for (size_t b = g * bpg; b < (g + 1) * bpg; b++) {
-            sq += x[b].d * (float)block_sum(codes, w->bits, (int)b, x[b].q, row_bytes);
+            sq += x[b].d * (float)block_sum(k, codes, w->bits, (int)b, x[b].q, row_bytes);
             sx += x[b].s;
         }
         s += scale_at(w->scales, w->scale_dtype, row * ng + g) * sq + scale_at(w->biases, w->scale_dtype, row * ng + g) * sx;

@@ -345,8 +345,14 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
         rt_quantize_q16(xq, x, cols);
         for (int r = 0; r < rows; r++) {
             double seen = 0, mag = 0;
-            float got = cpu_dot_row(&w, (uint64_t)r, x);
+            float got = cpu_dot_row(&w, (uint64_t)r, x), scalar;
             size_t ng = (size_t)(cols / g);
+            /* every path's integer block sums are exact: the same float as the scalar path's */
+            ck_assert_int_eq(cpu_path_select("scalar"), 0);
+            scalar = cpu_dot_row(&w, (uint64_t)r, x);
+            ck_assert(use_path(_i));
+            ck_assert_msg(memcmp(&got, &scalar, sizeof got) == 0, "%s %s/%d row %d: %.9g, scalar path %.9g", paths[_i],
+                          f->name, g, r, got, scalar);
             ck_assert_int_eq(quant_dequantize_row(f->name, (const uint8_t *)w.data + (size_t)r * cols * f->bits / 8,
                                                   (const uint8_t *)w.scales + r * ng * ss,
                                                   affine ? (const uint8_t *)w.biases + r * ng * ss : NULL,
