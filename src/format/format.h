@@ -251,4 +251,15 @@ int gguf_writer_emit(gguf_writer *w, st_sink sink, void *ctx);
 int gguf_writer_write_file(gguf_writer *w, const char *path);
 void gguf_writer_free(gguf_writer *w);   /* NULL is fine */
 
+/* ---------------------------------------------------------------- GGUF tensor names (gguf_names.c) */
+
+/* 1 when GGUF tensor names of `arch` are mapped to canonical names. */
+int gguf_arch_known(const char *arch);
+/* The canonical (Hugging Face) name of GGUF tensor `gguf` under `arch`, or the GGUF name itself
+ * when the table has no row for it; `pack` (may be NULL) receives the expert pack's name, or ""
+ * when the tensor has its own blob. */
+void gguf_name_to_hf(char *out, size_t len, char *pack, size_t pack_len, const char *arch, const char *gguf);
+/* The GGUF name of canonical tensor `hf` under `arch`; -1 (no message) when the table has none. */
+int gguf_name_from_hf(char *out, size_t len, const char *arch, const char *hf);
+
 #endif

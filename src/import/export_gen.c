@@ -208,7 +208,7 @@ static int tensor_write(gen *g, const manifest_layer *l, const st_file *st, cons
     if (type < 0 || t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': dtype %s with %d dims cannot be written to GGUF", t->name,
                       st_dtype_name(t->dtype), t->n_dims);
-    if (import_name_unmap(name, sizeof name, g->arch, t->name) < 0)
+    if (gguf_name_from_hf(name, sizeof name, g->arch, t->name) < 0)
         return ms_err(MS_EUNSUPPORTED, "tensor '%s' has no GGUF name for architecture '%s'", t->name, g->arch);
     for (int d = 0; d < t->n_dims; d++)
         ne[d] = t->shape[t->n_dims - 1 - d];

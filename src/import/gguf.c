@@ -130,7 +130,7 @@ static int tensors_import(blob_batch *b, gguf_file *g, manifest *m, const char *
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t k = 0; k < n; k++) {
         items[k].t = gguf_tensor_at(g, k);
-        import_name_map(items[k].hf, sizeof items[k].hf, items[k].pack, sizeof items[k].pack, arch, items[k].t->name);
+        gguf_name_to_hf(items[k].hf, sizeof items[k].hf, items[k].pack, sizeof items[k].pack, arch, items[k].t->name);
         total += items[k].t->nbytes;
     }
     qsort(items, n, sizeof *items, cmp_item);

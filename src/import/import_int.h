@@ -24,13 +24,6 @@ int import_config_store(store *s, manifest *m, json_t *config);
 /* Serialize `m` and commit it under `name`. */
 int import_manifest_commit(store *s, manifest *m, const model_name *name, char digest_out[72]);
 
-/* 1 when GGUF tensor names of `arch` are mapped to canonical names. */
-int import_arch_known(const char *arch);
-/* The canonical name of GGUF tensor `gguf` under `arch` (the GGUF name itself when unmapped);
- * `pack` (may be NULL) receives the expert pack's name, or "" when the tensor has its own blob. */
-void import_name_map(char *out, size_t len, char *pack, size_t pack_len, const char *arch, const char *gguf);
-/* The GGUF name of canonical tensor `hf` under `arch`; -1 (no message) when the table has none. */
-int import_name_unmap(char *out, size_t len, const char *arch, const char *hf);
 /* Export of a model not imported from GGUF (export_gen.c). */
 int export_gguf_generate(store *s, const manifest *m, json_t *config, const char *model_name, const char *out_path,
                          export_result *res);

@@ -368,7 +368,7 @@ static int rope_divisors(const float **out, runtime_model *m, const char *name, 
     return 0;
 }
 
-/* Per-frequency divisors: Llama 3.1's rope_freqs (a GGUF's; "model.rope_freqs" once imported) and
+/* Per-frequency divisors: Llama 3.1's rope_freqs (model.rope_freqs, format/gguf_names.c) and
  * Phi-3's longrope factors, long when this context exceeds the original one, else short. */
 static int apply_rope_divisors(runtime_model *m)
 {
@@ -378,8 +378,7 @@ static int apply_rope_divisors(runtime_model *m)
     const float *f;
     float buf;
 
-    if ((rc = rope_divisors(&f, m, "rope_freqs.weight", half)) < 0 ||
-        (!f && (rc = rope_divisors(&f, m, "model.rope_freqs.weight", half)) < 0))
+    if ((rc = rope_divisors(&f, m, "model.rope_freqs.weight", half)) < 0)
         return rc;
     for (int i = 0; f && i < half; i++) {
         memcpy(&buf, (const uint8_t *)f + (size_t)i * sizeof buf, sizeof buf);

@@ -123,10 +123,6 @@ int runtime_weights_tokenizer(const tokenizer **out, const runtime_weights *w);
 uint64_t runtime_weights_nbytes(const runtime_weights *w);
 void runtime_weights_close(runtime_weights *w);   /* NULL is fine */
 
-/* Canonical name of a llama / qwen GGUF tensor name into buf; 0, or MS_ENOTFOUND for a name outside the
- * table (e.g. rope_freqs.weight). */
-int runtime_gguf_name_map(char *buf, size_t len, const char *gguf_name);
-
 /* Fill `c` from GGUF metadata (<arch>.* keys) / from a config blob's JSON text. MS_EINVALID naming
  * the key and value, MS_EUNSUPPORTED for an architecture other than llama, qwen2, qwen3. */
 int runtime_config_from_gguf(runtime_config *c, const gguf_file *g);

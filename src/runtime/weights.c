@@ -26,81 +26,6 @@ struct runtime_weights {
     char tok_err[512];
 };
 
-/* One row per tensor kind (llama, qwen2, qwen3); blk.N.<gguf> <-> model.layers.N.<hf>. The suffix
- * (.weight, .bias) is kept: qwen2's blk.N.attn_q.bias is model.layers.N.self_attn.q_proj.bias. */
-static const struct { const char *gguf, *hf; } blk_names[] = {
-    { "attn_norm", "input_layernorm" },      { "attn_q", "self_attn.q_proj" },
-    { "attn_k", "self_attn.k_proj" },        { "attn_v", "self_attn.v_proj" },
-    { "attn_output", "self_attn.o_proj" },   { "ffn_norm", "post_attention_layernorm" },
-    { "ffn_gate", "mlp.gate_proj" },         { "ffn_up", "mlp.up_proj" },
-    { "ffn_down", "mlp.down_proj" },         { "attn_q_norm", "self_attn.q_norm" },
-    { "attn_k_norm", "self_attn.k_norm" },
-    /* MoE (import/names.c spells the same): the router, the expert packs [n_expert][rows][cols],
-     * qwen2moe's shared expert and its gate. "ffn_gate" does not catch "ffn_gate_inp": the match
-     * needs the '.' after the kind. */
-    { "ffn_gate_inp_shexp", "mlp.shared_expert_gate" }, { "ffn_gate_inp", "mlp.gate" },
-    { "ffn_gate_exps", "mlp.experts.gate_proj" },       { "ffn_up_exps", "mlp.experts.up_proj" },
-    { "ffn_down_exps", "mlp.experts.down_proj" },       { "ffn_gate_shexp", "mlp.shared_experts.gate_proj" },
-    { "ffn_up_shexp", "mlp.shared_experts.up_proj" },   { "ffn_down_shexp", "mlp.shared_experts.down_proj" },
-};
-
-/* Gemma 3 puts four norms around each block; its "ffn_norm" is the one before the FFN. */
-static const struct { const char *gguf, *hf; } gemma_names[] = {
-    { "post_attention_norm", "post_attention_layernorm" },
-    { "ffn_norm", "pre_feedforward_layernorm" },
-    { "post_ffw_norm", "post_feedforward_layernorm" },
-};
-
-/* runtime_gguf_name_map for architecture `arch`: its own rows first. */
-static int name_map_arch(char *buf, size_t len, const char *gn, const char *arch)
-{
-    unsigned layer;
-    int used = 0;
-
-    if (strcmp(arch, "gemma3") == 0 && sscanf(gn, "blk.%u.%n", &layer, &used) == 1 && used > 0) {
-        for (size_t i = 0; i < sizeof gemma_names / sizeof gemma_names[0]; i++) {
-            size_t kl = strlen(gemma_names[i].gguf);
-            if (strncmp(gn + used, gemma_names[i].gguf, kl) == 0 && gn[used + kl] == '.')
-                return snprintf(buf, len, "model.layers.%u.%s%s", layer, gemma_names[i].hf, gn + used + kl) < (int)len
-                           ? 0 : MS_EINVALID;
-        }
-    }
-    if (strcmp(arch, "phi3") == 0 && sscanf(gn, "blk.%u.%n", &layer, &used) == 1 && used > 0) {
-        /* phi3 fuses: attn_qkv is qkv_proj, its ffn_up is gate_up_proj (gate rows first) */
-        if (strncmp(gn + used, "attn_qkv.", 9) == 0)
-            return snprintf(buf, len, "model.layers.%u.self_attn.qkv_proj%s", layer, gn + used + 8) < (int)len
-                       ? 0 : MS_EINVALID;
-        if (strncmp(gn + used, "ffn_up.", 7) == 0)
-            return snprintf(buf, len, "model.layers.%u.mlp.gate_up_proj%s", layer, gn + used + 6) < (int)len
-                       ? 0 : MS_EINVALID;
-    }
-    return runtime_gguf_name_map(buf, len, gn);
-}
-
-int runtime_gguf_name_map(char *buf, size_t len, const char *gn)
-{
-    unsigned layer;
-    int used = 0;
-    const char *rest;
-
-    if (strcmp(gn, "token_embd.weight") == 0)
-        return snprintf(buf, len, "model.embed_tokens.weight") < (int)len ? 0 : MS_EINVALID;
-    if (strcmp(gn, "output_norm.weight") == 0)
-        return snprintf(buf, len, "model.norm.weight") < (int)len ? 0 : MS_EINVALID;
-    if (strcmp(gn, "output.weight") == 0)
-        return snprintf(buf, len, "lm_head.weight") < (int)len ? 0 : MS_EINVALID;
-    if (sscanf(gn, "blk.%u.%n", &layer, &used) != 1 || used == 0)
-        return MS_ENOTFOUND;
-    rest = gn + used;
-    for (size_t i = 0; i < sizeof blk_names / sizeof blk_names[0]; i++) {
-        size_t kl = strlen(blk_names[i].gguf);
-        if (strncmp(rest, blk_names[i].gguf, kl) == 0 && rest[kl] == '.')
-            return snprintf(buf, len, "model.layers.%u.%s%s", layer, blk_names[i].hf, rest + kl) < (int)len
-                       ? 0 : MS_EINVALID;
-    }
-    return MS_ENOTFOUND;
-}
-
 const runtime_config *runtime_weights_config(const runtime_weights *w) { return &w->cfg; }
 size_t runtime_weights_count(const runtime_weights *w) { return w->n; }
 const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i) { return i < w->n ? &w->t[i] : NULL; }
@@ -167,8 +92,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     w->n = gguf_tensor_count(w->g);
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
-        if (name_map_arch(name, sizeof name, gt->name, w->cfg.architecture) < 0)
-            snprintf(name, sizeof name, "%s", gt->name);   /* kept under its GGUF name */
+        gguf_name_to_hf(name, sizeof name, NULL, 0, w->cfg.architecture, gt->name);   /* as the import names it */
         names_len += strlen(name) + 1;
     }
     w->t = calloc(w->n ? w->n : 1, sizeof *w->t);
@@ -180,8 +104,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
         runtime_tensor *t = &w->t[i];
-        if (name_map_arch(name, sizeof name, gt->name, w->cfg.architecture) < 0)
-            snprintf(name, sizeof name, "%s", gt->name);
+        gguf_name_to_hf(name, sizeof name, NULL, 0, w->cfg.architecture, gt->name);
         t->name = strcpy(w->names + pos, name);
         pos += strlen(name) + 1;
         t->type = gt->type;

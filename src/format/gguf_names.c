@@ -1,4 +1,7 @@
-/* names.c: GGUF tensor names -> canonical (Hugging Face) names, one table row per tensor kind.
+/* gguf_names.c: GGUF tensor names <-> canonical (Hugging Face) names, one table row per tensor
+ * kind: the one table both the importer and the runtime's direct GGUF reading use (DESIGN.md:
+ * GGUF arch tables live in src/format), so a tensor has the same name in the store and in a
+ * GGUF opened with run --gguf.
  *
  * A row applies to every architecture unless `arch` names one; rows for a specific
  * architecture are tried first, so gemma3's norms can differ from llama's without a special
@@ -7,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import/import_int.h"
+#include "format/format.h"
 
 static const char *const known[] = { "llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3moe", "qwen2moe", NULL };
 
@@ -54,7 +57,7 @@ static const struct { const char *gguf, *hf; } globals[] = {
     { "rope_freqs", "model.rope_freqs" },
 };
 
-int import_arch_known(const char *arch)
+int gguf_arch_known(const char *arch)
 {
     for (size_t i = 0; known[i]; i++)
         if (strcmp(arch, known[i]) == 0)
@@ -86,7 +89,7 @@ static int split(const char *name, long *layer, char *kind, size_t kind_len, con
     return 0;
 }
 
-void import_name_map(char *out, size_t len, char *pack, size_t pack_len, const char *arch, const char *gguf)
+void gguf_name_to_hf(char *out, size_t len, char *pack, size_t pack_len, const char *arch, const char *gguf)
 {
     const char *suffix;
     char kind[128];
@@ -95,7 +98,7 @@ void import_name_map(char *out, size_t len, char *pack, size_t pack_len, const c
     snprintf(out, len, "%s", gguf);
     if (pack)
         pack[0] = '\0';
-    if (!import_arch_known(arch) || split(gguf, &layer, kind, sizeof kind, &suffix) < 0)
+    if (!gguf_arch_known(arch) || split(gguf, &layer, kind, sizeof kind, &suffix) < 0)
         return;
     if (layer < 0) {
         for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
@@ -117,7 +120,7 @@ void import_name_map(char *out, size_t len, char *pack, size_t pack_len, const c
         }
 }
 
-int import_name_unmap(char *out, size_t len, const char *arch, const char *hf)
+int gguf_name_from_hf(char *out, size_t len, const char *arch, const char *hf)
 {
     const char *p = hf, *dot;
     char kind[128];
