@@ -94,6 +94,11 @@ int store__prepare(store *s, sqlite3_stmt **out, const char *sql)
  * one failing with SQLITE_BUSY when it upgrades a read transaction. */
 int store__begin(store *s, int immediate)
 {
+    int rc;
+
+    /* IMMEDIATE is asked for by every writing transaction, so this one check refuses them all. */
+    if (immediate && (rc = store__writable(s, "write the index")) < 0)
+        return rc;
     return store__exec(s, immediate ? "BEGIN IMMEDIATE" : "BEGIN");
 }
 
@@ -284,6 +289,79 @@ static int home_prepare(const char *home)
     return 0;
 }
 
+/* A store to open read-only: its index exists and its home cannot be written (read-only file
+ * system, a shared directory, another user's store). Root passes access() on a 0555 home, and
+ * is then simply a writer. */
+static int home_readonly(const char *home, const char *db_path)
+{
+    if (!ms_is_file(db_path) || access(home, W_OK | X_OK) == 0)
+        return 0;
+    return errno == EACCES || errno == EROFS || errno == EPERM;
+}
+
+/* "file:" URI of `path` for sqlite3_open_v2: '%', '?' and '#' would end or change the path. */
+static char *uri_of(const char *path, const char *query)
+{
+    size_t n = strlen(path), k = 0;
+    char *u = malloc(5 + 3 * n + strlen(query) + 1);
+
+    if (!u)
+        return NULL;
+    k += (size_t)sprintf(u, "file:");
+    for (size_t i = 0; i < n; i++)
+        k += strchr("%?#", path[i]) ? (size_t)sprintf(u + k, "%%%02X", (unsigned char)path[i])
+                                    : (size_t)sprintf(u + k, "%c", path[i]);
+    strcpy(u + k, query);
+    return u;
+}
+
+/* Read-only: first as an ordinary reader (mode=ro), which sees a WAL that a writer of the
+ * store keeps, when its -shm exists. Without -wal and -shm, and no right to create them in
+ * the home, SQLite refuses to read a WAL database that way (SQLITE_READONLY); nothing can be
+ * writing it then, so it opens immutable: no locks, no side files, the main file as it is. */
+static int db_open_readonly(store *s)
+{
+    static const char *const queries[] = { "?mode=ro", "?immutable=1" };
+    int rc = 0;
+
+    for (int i = 0; i < 2; i++) {
+        char *uri = uri_of(s->db_path, queries[i]);
+        int version = 0;
+
+        if (!uri)
+            return ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
+        if (s->db)
+            sqlite3_close_v2(s->db);
+        s->db = NULL;
+        rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        free(uri);
+        if (rc != SQLITE_OK) {
+            rc = s->db ? store__db_err(s, "open read-only") : ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
+            continue;
+        }
+        sqlite3_busy_timeout(s->db, 10000);
+        if ((rc = pragma_int(s, "PRAGMA user_version", &version)) == 0)
+            return 0;
+    }
+    return rc;
+}
+
+/* No migration without write access: say what would make the store usable. */
+static int schema_check_readonly(store *s)
+{
+    int version = 0, rc;
+
+    if ((rc = pragma_int(s, "PRAGMA user_version", &version)) < 0)
+        return rc;
+    if (version > SCHEMA_VERSION)
+        return schema_too_new(s, version);
+    if (version < SCHEMA_VERSION)
+        return ms_err(MS_EINVALID, "%s: index schema version %d is older than this mstore's (%d) and the store "
+                      "is read-only: run any mstore command once with write access to %s to migrate it",
+                      s->db_path, version, SCHEMA_VERSION, s->home);
+    return 0;
+}
+
 int store_open(store **out, const char *home)
 {
     store *s = calloc(1, sizeof *s);
@@ -300,6 +378,14 @@ int store_open(store **out, const char *home)
     if (!s->home || !s->db_path || !lock_path) {
         rc = ms_err(MS_ENOMEM, "%s: out of memory", home);
         goto fail;
+    }
+    if (home_readonly(home, s->db_path)) {
+        s->readonly = 1;
+        if ((rc = db_open_readonly(s)) < 0 || (rc = schema_check_readonly(s)) < 0)
+            goto fail;
+        free(lock_path);
+        *out = s;
+        return 0;
     }
     if ((rc = home_prepare(home)) < 0)
         goto fail;
@@ -321,6 +407,18 @@ fail:
     free(lock_path);
     store_close(s);
     return rc;
+}
+
+int store_readonly(const store *s)
+{
+    return s->readonly;
+}
+
+int store__writable(store *s, const char *what)
+{
+    if (!s->readonly)
+        return 0;
+    return ms_err(MS_EIO, "%s: %s: the store is read-only (no write access to %s)", s->home, what, s->home);
 }
 
 void store_close(store *s)
@@ -377,6 +475,8 @@ int store_write_begin(store *s)
 {
     int rc;
 
+    if ((rc = store__writable(s, "write")) < 0)
+        return rc;
     if (s->n_write == 0 && (rc = lock_take(s, LOCK_SH, "take shared lock")) < 0)
         return rc;
     s->n_write++;
@@ -477,9 +577,10 @@ int store_name_copy(store *s, const model_name *src, const model_name *dst)
 int store_name_remove(store *s, const model_name *name)
 {
     sqlite3_stmt *st = NULL;
-    int rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH);
+    int rc;
 
-    if (rc < 0)
+    if ((rc = store__writable(s, "remove a name")) < 0 ||
+        (rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH)) < 0)
         return rc;
     store__name_bind(st, 1, name);
     if (sqlite3_step(st) != SQLITE_DONE) {

@@ -12,7 +12,11 @@ struct store {
     sqlite3 *db;
     int lock_fd;      /* <home>/lock, open for the handle's whole life */
     int n_write;      /* depth of store_write_begin nesting; the shared lock is held while > 0 */
+    int readonly;     /* opened read-only (store_open): every write is refused by store__writable */
 };
+
+/* 0 when `s` may write; else MS_EIO "the store is read-only" naming `what`. */
+int store__writable(store *s, const char *what);
 
 /* Set the message from SQLite's last error: "<home>/index.db: <what>: <sqlite message>".
  * MS_EBUSY for busy/locked, MS_EIO for I/O, full disk and permissions, else MS_ERROR. */
