@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,9 +63,11 @@ static const char *const migrations[] = {
 
 int store__db_err(store *s, const char *what)
 {
-    int e = sqlite3_errcode(s->db) & 0xff;
+    int e = sqlite3_errcode(s->db) & 0xff, os = sqlite3_system_errno(s->db);
     int code = MS_ERROR;
 
+    /* SQLite reports a -shm it cannot size as SQLITE_IOERR; the OS error says why. */
+    s->full = e == SQLITE_FULL || ((e == SQLITE_IOERR || e == SQLITE_CANTOPEN) && (os == ENOSPC || os == EDQUOT));
     if (e == SQLITE_BUSY || e == SQLITE_LOCKED)
         code = MS_EBUSY;
     else if (e == SQLITE_IOERR || e == SQLITE_FULL || e == SQLITE_CANTOPEN || e == SQLITE_READONLY ||
@@ -362,13 +365,16 @@ static int schema_check_readonly(store *s)
     return 0;
 }
 
-int store_open(store **out, const char *home)
+/* One attempt; *full_out says whether it failed for a full disk. `ro`: open read-only
+ * whatever the home allows (store_open on a full disk). */
+static int open_once(store **out, const char *home, int ro, int *full_out)
 {
     store *s = calloc(1, sizeof *s);
     char *lock_path = NULL;
     int rc;
 
     *out = NULL;
+    *full_out = 0;
     if (!s)
         return ms_err(MS_ENOMEM, "%s: out of memory", home);
     s->lock_fd = -1;
@@ -379,8 +385,8 @@ int store_open(store **out, const char *home)
         rc = ms_err(MS_ENOMEM, "%s: out of memory", home);
         goto fail;
     }
-    if (home_readonly(home, s->db_path)) {
-        s->readonly = 1;
+    if (ro || home_readonly(home, s->db_path)) {
+        s->readonly = ro ? 2 : 1;
         if ((rc = db_open_readonly(s)) < 0 || (rc = schema_check_readonly(s)) < 0)
             goto fail;
         free(lock_path);
@@ -388,11 +394,11 @@ int store_open(store **out, const char *home)
         return 0;
     }
     if ((rc = home_prepare(home)) < 0)
-        goto fail;
+        goto fail_os;
     s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s->lock_fd < 0) {
         rc = ms_err_os("%s: open", lock_path);
-        goto fail;
+        goto fail_os;
     }
     if (sqlite3_open_v2(s->db_path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         rc = s->db ? store__db_err(s, "open") : ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
@@ -403,10 +409,66 @@ int store_open(store **out, const char *home)
     free(lock_path);
     *out = s;
     return 0;
+fail_os:
+    s->full = errno == ENOSPC || errno == EDQUOT;
 fail:
+    *full_out = s->full;
     free(lock_path);
     store_close(s);
     return rc;
+}
+
+/* 1 when index.db-wal is absent or empty: the index file alone holds every commit. */
+static int wal_empty(const char *home)
+{
+    char *p = ms_strdup_printf("%s/index.db-wal", home);
+    struct stat st;
+    int empty = p && (stat(p, &st) < 0 ? errno == ENOENT : st.st_size == 0);
+
+    free(p);
+    return empty;
+}
+
+int store_open(store **out, const char *home)
+{
+    char msg[2048];
+    int full, rc = open_once(out, home, 0, &full);
+
+    /* Here, not in store_open_to_free: rm and gc must not take back what they were given. */
+    if (rc == 0 && !(*out)->readonly)
+        store__reserve_make(home);
+    /* On a full disk SQLite cannot size index.db-shm, so not even `list` could open the store,
+     * and the user needs it to choose what to rm. Read-only needs no -shm; when the WAL is
+     * empty (every commit is in index.db) nothing is missed. Writes then say the disk is full. */
+    if (rc < 0 && full && wal_empty(home)) {
+        snprintf(msg, sizeof msg, "%s", ms_err_msg());
+        if (open_once(out, home, 1, &full) == 0)
+            return 0;
+        ms_err(rc, "%s", msg);
+    }
+    return rc;
+}
+
+int store_open_to_free(store **out, const char *home)
+{
+    int full, rc = open_once(out, home, 0, &full);
+    store tmp = { .home = (char *)home };
+
+    /* Opening can already need space: SQLite sizes index.db-shm when it opens the index. */
+    if (rc < 0 && full && store__reserve_release(&tmp))
+        rc = open_once(out, home, 0, &full);
+    if (rc == 0)
+        (*out)->to_free = 1;
+    return rc;
+}
+
+int store__retry_full(store *s, int rc)
+{
+    if (rc < 0 && s->to_free && s->full && store__reserve_release(s)) {
+        s->full = 0;
+        return 1;
+    }
+    return 0;
 }
 
 int store_readonly(const store *s)
@@ -418,6 +480,9 @@ int store__writable(store *s, const char *what)
 {
     if (!s->readonly)
         return 0;
+    if (s->readonly == 2)
+        return ms_err(MS_EIO, "%s: %s: the disk is full (the store opened read-only); 'mstore rm' and 'mstore gc' "
+                      "can still free space", s->home, what);
     return ms_err(MS_EIO, "%s: %s: the store is read-only (no write access to %s)", s->home, what, s->home);
 }
 
@@ -594,11 +659,12 @@ int store_name_remove(store *s, const model_name *name)
     return rc;
 }
 
-int store_names_remove(store *s, const model_name *names, size_t n)
+static int names_remove_once(store *s, const model_name *names, size_t n)
 {
     int rc;
 
     /* One transaction: `rm a nosuch b` used to delete a, fail, and keep b. */
+    s->full = 0;
     if ((rc = store__begin(s, 1)) < 0)
         return rc;
     for (size_t i = 0; i < n && rc == 0; i++)
@@ -607,5 +673,14 @@ int store_names_remove(store *s, const model_name *names, size_t n)
         rc = store__commit(s);
     if (rc < 0)
         store__rollback(s);
+    return rc;
+}
+
+int store_names_remove(store *s, const model_name *names, size_t n)
+{
+    int rc = names_remove_once(s, names, n);
+
+    if (store__retry_full(s, rc))   /* a full disk: once more, in the reserve's space */
+        rc = names_remove_once(s, names, n);
     return rc;
 }

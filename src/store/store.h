@@ -25,15 +25,24 @@
 
 typedef struct store store;
 
-/* Creates <home>, blobs/, tmp/ and index.db as needed; migrates the schema.
+/* Creates <home>, blobs/, tmp/, index.db and the space reserve (<home>/reserve, see
+ * store_open_to_free) as needed; migrates the schema.
  * A store that exists but whose home this process cannot write (a read-only file system, a
  * shared model directory, another user's store) opens read-only instead: nothing is created
  * (no lock file, no tmp/, no -wal/-shm: SQLite opens the index read-only, and immutable when it
  * could not otherwise read it), nothing migrated, and every call that writes fails with MS_EIO
  * "the store is read-only"; reading (names, manifests, tensors, blobs, verify) works.
+ * Likewise on a full disk, when the index cannot be opened for writing and its WAL is empty:
+ * writes then fail with "the disk is full" (store_open_to_free is the way to free space).
  * MS_EIO (unwritable home that holds no store...), MS_EINVALID (index from a newer mstore, or
  * a read-only index from an older one, which needs one open with write access to migrate). */
 int store_open(store **out, const char *home);
+/* store_open for work that frees space (rm, gc). On a full disk even that needs a little
+ * space (index.db-shm, the WAL pages of the change) before any blob can go: the store keeps
+ * <home>/reserve (STORE_RESERVE_BYTES, made by store_open when there is room) and a handle
+ * opened here deletes it when opening, store_names_remove or store_gc fail for a full disk,
+ * then retries once; store_gc makes it again after removing blobs. */
+int store_open_to_free(store **out, const char *home);
 /* 1 when `s` was opened read-only (see store_open). */
 int store_readonly(const store *s);
 void store_close(store *s);   /* NULL is fine */
