@@ -11,6 +11,8 @@ src="$MODELS/stories260K/stories260K.gguf"
 [ "$(id -u)" -eq 0 ] || skip "needs root to make a store another user's (runs as root in CI)"
 command -v setpriv >/dev/null || skip "no setpriv (util-linux)"
 id nobody >/dev/null 2>&1 || skip "no user nobody"
+setpriv --reuid=nobody --regid=nogroup --clear-groups "$MSTORE_BIN" --help >/dev/null 2>&1 ||
+    skip "nobody cannot run $MSTORE_BIN (a folder above it is not world-readable)"
 
 expect_ok mstore import "$src" --name s
 expect_ok mstore run s "Once upon" --temp 0 -n 12
