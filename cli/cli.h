@@ -24,6 +24,8 @@ int cli_usage_error(const char *verb, const char *fmt, ...) MS_PRINTF(2, 3);
 int cli_is_help(const char *arg);
 /* Open the store at cli_home, printing the error on failure (then returns NULL). */
 store *cli_store_open(void);
+/* The same for rm and gc, which must work on a full disk (store_open_to_free). */
+store *cli_store_open_to_free(void);
 /* Parse a model name argument, printing the error on failure. */
 int cli_name_parse(model_name *out, const char *arg);
 /* Parse a non-negative integer flag value; prints a usage error naming the flag. */

@@ -37,7 +37,7 @@ int cmd_gc(int argc, char **argv)
             return cli_usage_error("gc", "unexpected argument '%s'", argv[i]);
         }
     }
-    if (!(s = cli_store_open()))
+    if (!(s = cli_store_open_to_free()))
         return 1;
     rc = store_gc(s, dry, dry || verbose ? each : NULL, &dry, &n, &bytes);
     store_close(s);

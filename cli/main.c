@@ -63,14 +63,14 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
 
 int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
-store *cli_store_open(void)
+static store *store_open_with(int (*open_fn)(store **, const char *))
 {
     char *db = ms_path_join(cli_home, "index.db");
     int existed = db && ms_is_file(db);
     store *s;
 
     free(db);
-    if (store_open(&s, cli_home) < 0) {
+    if (open_fn(&s, cli_home) < 0) {
         cli_fail();
         return NULL;
     }
@@ -83,6 +83,9 @@ store *cli_store_open(void)
     }
     return s;
 }
+
+store *cli_store_open(void) { return store_open_with(store_open); }
+store *cli_store_open_to_free(void) { return store_open_with(store_open_to_free); }
 
 int cli_name_parse(model_name *out, const char *arg)
 {

@@ -32,7 +32,7 @@ int cmd_rm(int argc, char **argv)
             free(names);
             return 1;
         }
-    if (!(s = cli_store_open())) {
+    if (!(s = cli_store_open_to_free())) {
         free(names);
         return 1;
     }

@@ -53,7 +53,7 @@ int blob_batch_add(blob_batch *b, char digest_out[BLOB_DIGEST_LEN + 1], blob_wri
             blob_writer_abort(w);
             return 0;
         }
-    if (blob_exists(b->home, digest, NULL)) {   /* invariant 3: the stored blob stays as it is */
+    if (blob_intact(b->home, digest, w->size)) {   /* invariant 3: an intact stored blob stays as it is */
         blob_writer_abort(w);
         return 0;
     }

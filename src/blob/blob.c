@@ -104,7 +104,7 @@ int blob_writer_commit(char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, con
     }
     if ((rc = blob_path(&final, w->home, digest)) < 0)
         goto done;
-    if (ms_is_file(final))   /* same bytes already stored: invariant 3 */
+    if (blob__intact_path(final, digest, w->size))   /* same bytes already stored: invariant 3 */
         goto done;
     /* fsync before the rename: the rename is the commit point, and it must not be able to
      * reach the disk ahead of the bytes it names. */
@@ -142,7 +142,7 @@ int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const v
     /* Hash first: bytes already stored (a manifest committed twice, a shared config) cost no
      * write at all. */
     blob_digest_buf(digest, buf, len);
-    if (blob_exists(home, digest, NULL)) {
+    if (blob_intact(home, digest, len)) {
         memcpy(digest_out, digest, sizeof digest);
         return 0;
     }
@@ -283,6 +283,36 @@ done:
     return rc;
 }
 
+int blob__intact_path(const char *path, const char *digest, uint64_t size)
+{
+    char got[BLOB_DIGEST_LEN + 1];
+    struct stat st;
+    int fd, ok = 0;
+
+    /* A damaged copy of another length is found by fstat alone; one of the right length must be
+     * read whole, since a flipped bit changes nothing else. O_NOFOLLOW and S_ISREG: a link or a
+     * directory under a blob's name is not the blob. */
+    if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size == BLOB_SIZE_ANY || (uint64_t)st.st_size == size) &&
+        hash_fd(got, NULL, fd, path) == 0)
+        ok = strcmp(got, digest) == 0;
+    close(fd);
+    return ok;
+}
+
+int blob_intact(const char *home, const char *digest, uint64_t size)
+{
+    char *p = NULL;
+    int ok;
+
+    if (blob_path(&p, home, digest) < 0)
+        return 0;
+    ok = blob__intact_path(p, digest, size);
+    free(p);
+    return ok;
+}
+
 int blob_verify(const char *home, const char *digest)
 {
     char got[BLOB_DIGEST_LEN + 1], *p = NULL;
@@ -349,7 +379,7 @@ static int adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const c
     }
     if ((rc = blob_path(&final, home, digest)) < 0)
         goto done;
-    if (ms_is_file(final)) {   /* same bytes already stored: invariant 3 */
+    if (blob__intact_path(final, digest, (uint64_t)st.st_size)) {   /* same bytes already stored: invariant 3 */
         unlink(path);
         goto done;
     }

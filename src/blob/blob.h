@@ -4,8 +4,13 @@
  *   1. Nothing appears under blobs/ before it is complete, fsynced and hashed; partial writes
  *      live in <home>/tmp/: a blob writer's under names that start with the writer's pid, and
  *      resumable downloads (src/registry) in <home>/tmp/pull/, which blob_tmp_clean leaves alone.
- *   2. A blob is never modified in place; only gc removes one, and only when unreferenced.
- *   3. Writing bytes that are already stored leaves the existing blob untouched.
+ *   2. A blob is never modified in place; only gc removes one, and only when unreferenced, and
+ *      a writer of the same bytes replaces one that is damaged (3).
+ *   3. Writing bytes that are already stored leaves an intact blob untouched. A stored file whose
+ *      bytes do not hash to its name (a flipped bit, a truncation) is not "already stored": the
+ *      writer's file, complete and checked, is renamed over it (invariant 4 still holds; a
+ *      reader that mapped the damaged file keeps its old inode). So re-importing or re-pulling
+ *      heals a damaged blob.
  *   4. A file reaches blobs/ only by rename from tmp/ (blob_writer_commit, blob_adopt*,
  *      blob_batch_commit), after
  *      its sha256 was checked, its bytes fsynced and its mode made 0444; blobs/ is fsynced after.
@@ -47,15 +52,16 @@ uint64_t blob_writer_size(const blob_writer *w);
  * would pass `max` bytes, MS_EIO. */
 int blob_writer_write_fd(blob_writer *w, int fd, const char *path, uint64_t max);
 /* fsync, rename into blobs/, fsync the directory. If `expect` is given and the bytes hash to
- * something else: MS_EMISMATCH and no file left. If the blob already exists the temp file is
- * dropped. Always consumes `w`. Returns 0, MS_EMISMATCH, MS_EIO. */
+ * something else: MS_EMISMATCH and no file left. If the blob is already stored intact
+ * (blob_intact) the temp file is dropped; a damaged one is replaced. Always consumes `w`. Returns 0, MS_EMISMATCH, MS_EIO. */
 int blob_writer_commit(char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect);
 void blob_writer_abort(blob_writer *w);   /* removes the temp file; NULL is fine */
 
 /* Make `path`, a complete file that the caller wrote under <home>/tmp/, the blob of its bytes
  * without copying them: hash it (one read of the file), check the digest against `expect`
  * (NULL: no check), fsync it, chmod 0444, rename it into blobs/, fsync blobs/. When that blob
- * already exists, `path` is removed and the stored blob left untouched (invariant 3).
+ * is already stored intact, `path` is removed and the stored blob left untouched; a damaged
+ * one is replaced (invariant 3).
  * On MS_EMISMATCH `path` is removed (its bytes are worthless) and nothing is under a final
  * name; on the other errors `path` is left in place, for the caller to retry or remove.
  * digest_out gets the digest on success. Returns 0, MS_EMISMATCH, MS_EINVALID (path not under
@@ -78,7 +84,8 @@ typedef struct blob_batch blob_batch;
 int blob_batch_new(blob_batch **out, const char *home);
 const char *blob_batch_home(const blob_batch *b);
 /* Finish `w` (always consumed): hash, compare with `expect` (MS_EMISMATCH, its temp file
- * removed), close. Bytes already stored, or already in the batch, are dropped at once. */
+ * removed), close. Bytes already stored intact, or already in the batch, are dropped at once;
+ * a damaged stored copy is replaced at blob_batch_commit (invariant 3). */
 int blob_batch_add(blob_batch *b, char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect);
 /* syncfs (or, where that fails, fsync of each file), then chmod 0444 and rename each into
  * blobs/, then fsync blobs/. MS_EIO. After a failure, blobs already renamed are whole. */
@@ -91,6 +98,13 @@ int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const 
 
 /* 1 when the blob file exists (its content is not checked), else 0. */
 int blob_exists(const char *home, const char *digest, uint64_t *size_out);
+/* 1 when the blob is stored, has `size` bytes (BLOB_SIZE_ANY: any size) and its bytes hash to
+ * its name; 0 when it is missing or damaged, or cannot be read (then writing its bytes replaces
+ * it: invariant 3). The size is compared first (a stat); only a file of the right size is
+ * re-hashed, a full read. This is the test for "already stored" before a write or a download
+ * is skipped, not for listing. */
+#define BLOB_SIZE_ANY UINT64_MAX
+int blob_intact(const char *home, const char *digest, uint64_t size);
 
 /* Read-only mmap of a blob. The view is valid until blob_close. */
 typedef struct blob_view {

@@ -11,4 +11,8 @@ struct blob_writer {
     blob_hash *hash;
 };
 
+/* blob_intact for a path: 1 when `path` is a regular file of `size` bytes (BLOB_SIZE_ANY: any)
+ * that hash to `digest`. */
+int blob__intact_path(const char *path, const char *digest, uint64_t size);
+
 #endif

@@ -217,13 +217,13 @@ static int blob_begin(dl_job *j, dl_blob *b)
     pthread_mutex_lock(&b->mu);
     if (b->opened || b->skip)
         goto done;
-    if (blob_exists(j->home, b->digest, NULL)) {
+    if (blob_intact(j->home, b->digest, b->size)) {
         b->skip = 1;   /* another pull into this store finished the blob meanwhile */
         goto done;
     }
     if ((rc = open_locked(&b->fd, j->home, b->path)) < 0)
         goto done;
-    if (blob_exists(j->home, b->digest, NULL)) {
+    if (blob_intact(j->home, b->digest, b->size)) {
         /* Stored while we waited for the lock: what is left here (or what open just created)
          * is redundant, and only lock holders touch these names. */
         unlink(b->path);
@@ -552,8 +552,13 @@ static int blobs_plan(dl_job *j, const manifest *m)
 
         for (size_t k = 0; k < j->n_blobs && !dup; k++)
             dup = !strcmp(j->blobs[k].digest, l->digest);
-        if (dup || blob_exists(j->home, l->digest, NULL))
-            continue;   /* stored bytes are never fetched again */
+        /* Stored bytes are not fetched again, but only intact ones count as stored: pulling a
+         * model again is how a user repairs what `verify` found damaged. That re-reads each blob
+         * this pull would skip, once, at disk speed: a pull of a model already stored costs a
+         * `verify` of it instead of nothing, and still far less than the download it checks
+         * against. A size that differs from the manifest's is found by stat alone. */
+        if (dup || blob_intact(j->home, l->digest, l->size))
+            continue;
         if (l->size > REG_BLOB_MAX)   /* keeps the part count and every offset far from overflow */
             return ms_err(MS_EINVALID, "blob %s: size %" PRIu64 " is over the bound %" PRIu64, l->digest, l->size,
                           (uint64_t)REG_BLOB_MAX);
@@ -624,6 +629,10 @@ int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const re
     for (size_t i = 0; i < j.n_blobs; i++) {
         n_parts += (size_t)j.blobs[i].n_parts;
         total += j.blobs[i].size;
+    }
+    if (o->report) {   /* counted from the plan: each blob was checked once, above */
+        o->report->blobs_downloaded += j.n_blobs;
+        o->report->bytes_downloaded += total;
     }
     n_threads = o->parallel < 1 ? 1 : o->parallel > 64 ? 64 : (size_t)o->parallel;
     if (n_threads > n_parts)

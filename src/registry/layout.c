@@ -364,7 +364,8 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
     locked = 1;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
-        if (!blob_exists(home, l->digest, NULL) && (rc = blob_import(home, dir, l->digest, l->size)) < 0)
+        /* Intact, not merely present: pulling again replaces a damaged blob (blob.h invariant 3). */
+        if (!blob_intact(home, l->digest, l->size) && (rc = blob_import(home, dir, l->digest, l->size)) < 0)
             goto done;
     }
     rc = store_model_commit(s, name, bytes, len, digest_out);

@@ -97,7 +97,7 @@ static int prior_split(manifest **out, store *s, const char *gguf)
     if ((rc = manifest_new(&k)) < 0 ||
         (rc = manifest_config_set(k, p->config.media_type, p->config.digest, p->config.size)) < 0)
         goto done;
-    if (!blob_exists(store_home(s), p->config.digest, NULL))
+    if (!blob_intact(store_home(s), p->config.digest, p->config.size))
         goto done;
     for (size_t i = 0; i < p->n_layers; i++) {
         const manifest_layer *l = &p->layers[i];
@@ -106,7 +106,7 @@ static int prior_split(manifest **out, store *s, const char *gguf)
                           (!strcmp(l->media_type, MT_TEMPLATE) && l->name && !strcmp(l->name, GGUF_TEMPLATE_NAME));
         if (!from_import)
             continue;
-        if (!blob_exists(store_home(s), l->digest, NULL))
+        if (!blob_intact(store_home(s), l->digest, l->size))
             goto done; /* gc raced us, or the store is damaged: split again */
         if ((rc = manifest_layer_add(k, l->media_type, l->digest, l->size, l->name)) < 0)
             goto done;
@@ -162,7 +162,7 @@ int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m)
     int rc;
 
     *fetch_out = NULL;
-    if (!g || blob_exists(store_home(s), g->digest, NULL))
+    if (!g || blob_intact(store_home(s), g->digest, g->size))
         return 0;
     if ((rc = prior_split(&prior, s, g->digest)) < 0 || !prior)
         return rc;
@@ -342,7 +342,7 @@ int reg_source_materialize(store *s, const model_name *name, const manifest *m, 
     int rc;
 
     *made_out = 0;
-    if (!l || blob_exists(home, l->digest, NULL))
+    if (!l || blob_intact(home, l->digest, l->size))
         return 0;
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from
      * tmp/ re-hashes it, so the blob appears only if it is the very file the manifest names. */

@@ -45,18 +45,6 @@ done:
     return rc;
 }
 
-/* The blobs this pull is about to download, for the report. */
-static void count_missing(const char *home, const manifest *m, registry_pull_report *rep)
-{
-    for (size_t i = 0; rep && i <= m->n_layers; i++) {
-        const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
-        if (!blob_exists(home, l->digest, NULL)) {
-            rep->blobs_downloaded++;
-            rep->bytes_downloaded += l->size;
-        }
-    }
-}
-
 int registry_pull(store *s, const model_name *name, const registry_opts *o, char digest_out[72])
 {
     char host[NAME_HOST_MAX], label[600], *bytes = NULL, *derived = NULL, stored[72];
@@ -95,7 +83,6 @@ int registry_pull(store *s, const model_name *name, const registry_opts *o, char
     locked = 1;
     if ((rc = reg_ollama_plan(&fetch, s, m)) < 0)
         goto done;
-    count_missing(home, fetch ? fetch : m, o->report);
     if ((rc = reg_blobs_fetch(&c, home, fetch ? fetch : m, o, label)) < 0)
         goto done;
     if ((rc = reg_ollama_derive(&derived, &dlen, s, m, bytes, len, o, o->report)) < 0)

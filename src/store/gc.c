@@ -217,10 +217,16 @@ int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, 
      * caller's in-progress write; refuse instead. */
     if (s->n_write > 0)
         return ms_err(MS_EBUSY, "%s: gc: this store handle is in the middle of a write", s->home);
+    if ((rc = store__writable(s, "gc")) < 0)
+        return rc;
     while (flock(s->lock_fd, LOCK_EX) < 0)
         if (errno != EINTR)
             return ms_err_os("%s/lock: take exclusive lock", s->home);
-    if ((rc = index_prune(s, dry_run, &live, &n_live)) < 0)
+    s->full = 0;
+    rc = index_prune(s, dry_run, &live, &n_live);
+    if (store__retry_full(s, rc))   /* a full disk: once more, in the reserve's space */
+        rc = index_prune(s, dry_run, &live, &n_live);
+    if (rc < 0)
         goto done;
     if ((rc = files_remove(s, dry_run, live, n_live, each, ctx, &n, &bytes)) < 0)
         goto done;
@@ -229,6 +235,9 @@ int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, 
      * that has not reached its first blob yet). */
     if (!dry_run && ((rc = blob_tmp_clean(s->home, &removed)) < 0 || (rc = partials_clean(s->home)) < 0))
         goto done;
+    /* Blobs are gone, so there may be room again for what rm and gc need next time. */
+    if (!dry_run)
+        store__reserve_make(s->home);
     rc = 0;
     if (n_out)
         *n_out = n;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,9 +63,11 @@ static const char *const migrations[] = {
 
 int store__db_err(store *s, const char *what)
 {
-    int e = sqlite3_errcode(s->db) & 0xff;
+    int e = sqlite3_errcode(s->db) & 0xff, os = sqlite3_system_errno(s->db);
     int code = MS_ERROR;
 
+    /* SQLite reports a -shm it cannot size as SQLITE_IOERR; the OS error says why. */
+    s->full = e == SQLITE_FULL || ((e == SQLITE_IOERR || e == SQLITE_CANTOPEN) && (os == ENOSPC || os == EDQUOT));
     if (e == SQLITE_BUSY || e == SQLITE_LOCKED)
         code = MS_EBUSY;
     else if (e == SQLITE_IOERR || e == SQLITE_FULL || e == SQLITE_CANTOPEN || e == SQLITE_READONLY ||
@@ -94,6 +97,11 @@ int store__prepare(store *s, sqlite3_stmt **out, const char *sql)
  * one failing with SQLITE_BUSY when it upgrades a read transaction. */
 int store__begin(store *s, int immediate)
 {
+    int rc;
+
+    /* IMMEDIATE is asked for by every writing transaction, so this one check refuses them all. */
+    if (immediate && (rc = store__writable(s, "write the index")) < 0)
+        return rc;
     return store__exec(s, immediate ? "BEGIN IMMEDIATE" : "BEGIN");
 }
 
@@ -284,13 +292,89 @@ static int home_prepare(const char *home)
     return 0;
 }
 
-int store_open(store **out, const char *home)
+/* A store to open read-only: its index exists and its home cannot be written (read-only file
+ * system, a shared directory, another user's store). Root passes access() on a 0555 home, and
+ * is then simply a writer. */
+static int home_readonly(const char *home, const char *db_path)
+{
+    if (!ms_is_file(db_path) || access(home, W_OK | X_OK) == 0)
+        return 0;
+    return errno == EACCES || errno == EROFS || errno == EPERM;
+}
+
+/* "file:" URI of `path` for sqlite3_open_v2: '%', '?' and '#' would end or change the path. */
+static char *uri_of(const char *path, const char *query)
+{
+    size_t n = strlen(path), k = 0;
+    char *u = malloc(5 + 3 * n + strlen(query) + 1);
+
+    if (!u)
+        return NULL;
+    k += (size_t)sprintf(u, "file:");
+    for (size_t i = 0; i < n; i++)
+        k += strchr("%?#", path[i]) ? (size_t)sprintf(u + k, "%%%02X", (unsigned char)path[i])
+                                    : (size_t)sprintf(u + k, "%c", path[i]);
+    strcpy(u + k, query);
+    return u;
+}
+
+/* Read-only: first as an ordinary reader (mode=ro), which sees a WAL that a writer of the
+ * store keeps, when its -shm exists. Without -wal and -shm, and no right to create them in
+ * the home, SQLite refuses to read a WAL database that way (SQLITE_READONLY); nothing can be
+ * writing it then, so it opens immutable: no locks, no side files, the main file as it is. */
+static int db_open_readonly(store *s)
+{
+    static const char *const queries[] = { "?mode=ro", "?immutable=1" };
+    int rc = 0;
+
+    for (int i = 0; i < 2; i++) {
+        char *uri = uri_of(s->db_path, queries[i]);
+        int version = 0;
+
+        if (!uri)
+            return ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
+        if (s->db)
+            sqlite3_close_v2(s->db);
+        s->db = NULL;
+        rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL);
+        free(uri);
+        if (rc != SQLITE_OK) {
+            rc = s->db ? store__db_err(s, "open read-only") : ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
+            continue;
+        }
+        sqlite3_busy_timeout(s->db, 10000);
+        if ((rc = pragma_int(s, "PRAGMA user_version", &version)) == 0)
+            return 0;
+    }
+    return rc;
+}
+
+/* No migration without write access: say what would make the store usable. */
+static int schema_check_readonly(store *s)
+{
+    int version = 0, rc;
+
+    if ((rc = pragma_int(s, "PRAGMA user_version", &version)) < 0)
+        return rc;
+    if (version > SCHEMA_VERSION)
+        return schema_too_new(s, version);
+    if (version < SCHEMA_VERSION)
+        return ms_err(MS_EINVALID, "%s: index schema version %d is older than this mstore's (%d) and the store "
+                      "is read-only: run any mstore command once with write access to %s to migrate it",
+                      s->db_path, version, SCHEMA_VERSION, s->home);
+    return 0;
+}
+
+/* One attempt; *full_out says whether it failed for a full disk. `ro`: open read-only
+ * whatever the home allows (store_open on a full disk). */
+static int open_once(store **out, const char *home, int ro, int *full_out)
 {
     store *s = calloc(1, sizeof *s);
     char *lock_path = NULL;
     int rc;
 
     *out = NULL;
+    *full_out = 0;
     if (!s)
         return ms_err(MS_ENOMEM, "%s: out of memory", home);
     s->lock_fd = -1;
@@ -301,12 +385,20 @@ int store_open(store **out, const char *home)
         rc = ms_err(MS_ENOMEM, "%s: out of memory", home);
         goto fail;
     }
+    if (ro || home_readonly(home, s->db_path)) {
+        s->readonly = ro ? 2 : 1;
+        if ((rc = db_open_readonly(s)) < 0 || (rc = schema_check_readonly(s)) < 0)
+            goto fail;
+        free(lock_path);
+        *out = s;
+        return 0;
+    }
     if ((rc = home_prepare(home)) < 0)
-        goto fail;
+        goto fail_os;
     s->lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (s->lock_fd < 0) {
         rc = ms_err_os("%s: open", lock_path);
-        goto fail;
+        goto fail_os;
     }
     if (sqlite3_open_v2(s->db_path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
         rc = s->db ? store__db_err(s, "open") : ms_err(MS_ENOMEM, "%s: out of memory", s->db_path);
@@ -317,10 +409,81 @@ int store_open(store **out, const char *home)
     free(lock_path);
     *out = s;
     return 0;
+fail_os:
+    s->full = errno == ENOSPC || errno == EDQUOT;
 fail:
+    *full_out = s->full;
     free(lock_path);
     store_close(s);
     return rc;
+}
+
+/* 1 when index.db-wal is absent or empty: the index file alone holds every commit. */
+static int wal_empty(const char *home)
+{
+    char *p = ms_strdup_printf("%s/index.db-wal", home);
+    struct stat st;
+    int empty = p && (stat(p, &st) < 0 ? errno == ENOENT : st.st_size == 0);
+
+    free(p);
+    return empty;
+}
+
+int store_open(store **out, const char *home)
+{
+    char msg[2048];
+    int full, rc = open_once(out, home, 0, &full);
+
+    /* Here, not in store_open_to_free: rm and gc must not take back what they were given. */
+    if (rc == 0 && !(*out)->readonly)
+        store__reserve_make(home);
+    /* On a full disk SQLite cannot size index.db-shm, so not even `list` could open the store,
+     * and the user needs it to choose what to rm. Read-only needs no -shm; when the WAL is
+     * empty (every commit is in index.db) nothing is missed. Writes then say the disk is full. */
+    if (rc < 0 && full && wal_empty(home)) {
+        snprintf(msg, sizeof msg, "%s", ms_err_msg());
+        if (open_once(out, home, 1, &full) == 0)
+            return 0;
+        ms_err(rc, "%s", msg);
+    }
+    return rc;
+}
+
+int store_open_to_free(store **out, const char *home)
+{
+    int full, rc = open_once(out, home, 0, &full);
+    store tmp = { .home = (char *)home };
+
+    /* Opening can already need space: SQLite sizes index.db-shm when it opens the index. */
+    if (rc < 0 && full && store__reserve_release(&tmp))
+        rc = open_once(out, home, 0, &full);
+    if (rc == 0)
+        (*out)->to_free = 1;
+    return rc;
+}
+
+int store__retry_full(store *s, int rc)
+{
+    if (rc < 0 && s->to_free && s->full && store__reserve_release(s)) {
+        s->full = 0;
+        return 1;
+    }
+    return 0;
+}
+
+int store_readonly(const store *s)
+{
+    return s->readonly;
+}
+
+int store__writable(store *s, const char *what)
+{
+    if (!s->readonly)
+        return 0;
+    if (s->readonly == 2)
+        return ms_err(MS_EIO, "%s: %s: the disk is full (the store opened read-only); 'mstore rm' and 'mstore gc' "
+                      "can still free space", s->home, what);
+    return ms_err(MS_EIO, "%s: %s: the store is read-only (no write access to %s)", s->home, what, s->home);
 }
 
 void store_close(store *s)
@@ -377,6 +540,8 @@ int store_write_begin(store *s)
 {
     int rc;
 
+    if ((rc = store__writable(s, "write")) < 0)
+        return rc;
     if (s->n_write == 0 && (rc = lock_take(s, LOCK_SH, "take shared lock")) < 0)
         return rc;
     s->n_write++;
@@ -477,9 +642,10 @@ int store_name_copy(store *s, const model_name *src, const model_name *dst)
 int store_name_remove(store *s, const model_name *name)
 {
     sqlite3_stmt *st = NULL;
-    int rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH);
+    int rc;
 
-    if (rc < 0)
+    if ((rc = store__writable(s, "remove a name")) < 0 ||
+        (rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH)) < 0)
         return rc;
     store__name_bind(st, 1, name);
     if (sqlite3_step(st) != SQLITE_DONE) {
@@ -493,11 +659,12 @@ int store_name_remove(store *s, const model_name *name)
     return rc;
 }
 
-int store_names_remove(store *s, const model_name *names, size_t n)
+static int names_remove_once(store *s, const model_name *names, size_t n)
 {
     int rc;
 
     /* One transaction: `rm a nosuch b` used to delete a, fail, and keep b. */
+    s->full = 0;
     if ((rc = store__begin(s, 1)) < 0)
         return rc;
     for (size_t i = 0; i < n && rc == 0; i++)
@@ -506,5 +673,14 @@ int store_names_remove(store *s, const model_name *names, size_t n)
         rc = store__commit(s);
     if (rc < 0)
         store__rollback(s);
+    return rc;
+}
+
+int store_names_remove(store *s, const model_name *names, size_t n)
+{
+    int rc = names_remove_once(s, names, n);
+
+    if (store__retry_full(s, rc))   /* a full disk: once more, in the reserve's space */
+        rc = names_remove_once(s, names, n);
     return rc;
 }

@@ -25,15 +25,33 @@
 
 typedef struct store store;
 
-/* Creates <home>, blobs/, tmp/ and index.db as needed; migrates the schema.
- * MS_EIO (unwritable home...), MS_EINVALID (index from a newer mstore). */
+/* Creates <home>, blobs/, tmp/, index.db and the space reserve (<home>/reserve, see
+ * store_open_to_free) as needed; migrates the schema.
+ * A store that exists but whose home this process cannot write (a read-only file system, a
+ * shared model directory, another user's store) opens read-only instead: nothing is created
+ * (no lock file, no tmp/, no -wal/-shm: SQLite opens the index read-only, and immutable when it
+ * could not otherwise read it), nothing migrated, and every call that writes fails with MS_EIO
+ * "the store is read-only"; reading (names, manifests, tensors, blobs, verify) works.
+ * Likewise on a full disk, when the index cannot be opened for writing and its WAL is empty:
+ * writes then fail with "the disk is full" (store_open_to_free is the way to free space).
+ * MS_EIO (unwritable home that holds no store...), MS_EINVALID (index from a newer mstore, or
+ * a read-only index from an older one, which needs one open with write access to migrate). */
 int store_open(store **out, const char *home);
+/* store_open for work that frees space (rm, gc). On a full disk even that needs a little
+ * space (index.db-shm, the WAL pages of the change) before any blob can go: the store keeps
+ * <home>/reserve (STORE_RESERVE_BYTES, made by store_open when there is room) and a handle
+ * opened here deletes it when opening, store_names_remove or store_gc fail for a full disk,
+ * then retries once; store_gc makes it again after removing blobs. */
+int store_open_to_free(store **out, const char *home);
+/* 1 when `s` was opened read-only (see store_open). */
+int store_readonly(const store *s);
 void store_close(store *s);   /* NULL is fine */
 const char *store_home(const store *s);
 /* The home to use: `flag` if given, else $MSTORE_HOME, else $HOME/.mstore. malloc'd. */
 char *store_home_default(const char *flag);
 
-/* Shared lock for work that writes blobs (import, pull); see invariant 4. Nested calls are fine. */
+/* Shared lock for work that writes blobs (import, pull); see invariant 4. Nested calls are fine.
+ * MS_EIO on a read-only store. */
 int store_write_begin(store *s);
 void store_write_end(store *s);
 
@@ -77,7 +95,8 @@ int store_names_remove(store *s, const model_name *names, size_t n);
 
 /* Re-hash blobs: those of one model (name != NULL: manifest, config, layers) or every file in
  * blobs/ (then also every live blob that has no file). `bad` is called for each blob that fails,
- * with a message ("missing", or why the bytes do not match). Passing blobs get verified_at.
+ * with a message ("missing", or why the bytes do not match). Passing blobs get verified_at
+ * (not on a read-only store).
  * Returns 0 when all pass, MS_EMISMATCH when any failed, or another error. */
 typedef void (*store_verify_cb)(void *ctx, const char *digest, const char *message);
 int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ctx,

@@ -12,10 +12,28 @@ struct store {
     sqlite3 *db;
     int lock_fd;      /* <home>/lock, open for the handle's whole life */
     int n_write;      /* depth of store_write_begin nesting; the shared lock is held while > 0 */
+    int readonly;     /* opened read-only (store_open): 1 no write access, 2 a full disk; every
+                       * write is refused by store__writable */
+    int to_free;      /* opened by store_open_to_free: may give up the space reserve (space.c) */
+    int full;         /* the last SQLite failure was a full disk (store__db_err) */
 };
 
+/* The space reserve (space.c): <home>/reserve, given up on a full disk by work that frees space. */
+#define STORE_RESERVE_BYTES (4L << 20)
+/* Make <home>/reserve if it is missing and the disk has room; best effort, no error. */
+void store__reserve_make(const char *home);
+/* Delete it; 1 when there was one (a retry can use its space), else 0. */
+int store__reserve_release(store *s);
+/* After a failure `rc` of work on a store_open_to_free handle: when the disk was full
+ * (s->full) and the reserve could be given up, 1 (retry once), else 0. */
+int store__retry_full(store *s, int rc);
+
+/* 0 when `s` may write; else MS_EIO "the store is read-only" naming `what`. */
+int store__writable(store *s, const char *what);
+
 /* Set the message from SQLite's last error: "<home>/index.db: <what>: <sqlite message>".
- * MS_EBUSY for busy/locked, MS_EIO for I/O, full disk and permissions, else MS_ERROR. */
+ * MS_EBUSY for busy/locked, MS_EIO for I/O, full disk and permissions, else MS_ERROR.
+ * Sets s->full when the cause is a full disk (SQLITE_FULL, or an OS call's ENOSPC / EDQUOT). */
 int store__db_err(store *s, const char *what);
 int store__exec(store *s, const char *sql);
 int store__prepare(store *s, sqlite3_stmt **out, const char *sql);

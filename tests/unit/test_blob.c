@@ -444,6 +444,92 @@ START_TEST(batch_keeps_a_stored_blob_untouched)
 }
 END_TEST
 
+/* Invariant 3: a stored file whose bytes do not hash to its name is not "already stored".
+ * _i / 2 picks the write path (writer, put_buf, adopt, batch), _i % 2 the damage: a flipped
+ * byte (same size, found only by re-hashing) or a truncation (found by the size). */
+static void damage(const char *digest, int truncate_it)
+{
+    char *p = NULL;
+    int fd;
+
+    ck_assert_int_eq(blob_path(&p, home, digest), 0);
+    ck_assert_int_eq(chmod(p, 0644), 0);
+    ck_assert_int_ge(fd = open(p, O_RDWR), 0);
+    if (truncate_it)
+        ck_assert_int_eq(ftruncate(fd, 5), 0);
+    else
+        ck_assert_int_eq(pwrite(fd, "X", 1, 7), 1);
+    close(fd);
+    free(p);
+}
+
+START_TEST(every_writer_replaces_a_damaged_blob)
+{
+    static const char bytes[] = "the same bytes, written again over a damaged copy";
+    const size_t len = sizeof bytes - 1;
+    char d[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1] = "", *p = NULL, *tmp = sub("tmp"), *file = NULL;
+    blob_writer *w = NULL;
+    blob_batch *b = NULL;
+    struct stat st;
+
+    ck_assert_int_eq(blob_put_buf(d, home, bytes, len), 0);
+    ck_assert(blob_intact(home, d, len));
+    ck_assert(blob_intact(home, d, BLOB_SIZE_ANY));
+    ck_assert(!blob_intact(home, d, len + 1));
+    damage(d, _i % 2);
+    ck_assert(blob_exists(home, d, NULL));
+    ck_assert(!blob_intact(home, d, len));
+    ck_assert(!blob_intact(home, d, BLOB_SIZE_ANY));
+    ck_assert_int_eq(blob_verify(home, d), MS_EMISMATCH);
+    switch (_i / 2) {
+    case 0:
+        ck_assert_int_eq(blob_writer_open(&w, home), 0);
+        ck_assert_int_eq(blob_writer_write(w, bytes, len), 0);
+        ck_assert_int_eq(blob_writer_commit(d2, w, d), 0);
+        break;
+    case 1:
+        ck_assert_int_eq(blob_put_buf(d2, home, bytes, len), 0);
+        break;
+    case 2:
+        ck_assert_ptr_nonnull(file = fixture_write(tmp, "in", bytes, len));
+        ck_assert_int_eq(blob_adopt(d2, home, file, d), 0);
+        break;
+    default:
+        ck_assert_int_eq(blob_batch_new(&b, home), 0);
+        ck_assert_int_eq(blob_writer_open(&w, home), 0);
+        ck_assert_int_eq(blob_writer_write(w, bytes, len), 0);
+        ck_assert_int_eq(blob_batch_add(b, d2, w, d), 0);
+        ck_assert_int_eq(blob_batch_commit(b), 0);
+        blob_batch_free(b);
+        break;
+    }
+    ck_assert_str_eq(d2, d);
+    ck_assert_int_eq(blob_verify(home, d), 0);
+    ck_assert(blob_intact(home, d, len));
+    ck_assert_int_eq(blob_path(&p, home, d), 0);
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0444);
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    free(p);
+    free(tmp);
+    free(file);
+}
+END_TEST
+
+START_TEST(intact_is_false_for_missing_and_non_files)
+{
+    char d[BLOB_DIGEST_LEN + 1], *p = NULL;
+
+    blob_digest_buf(d, "x", 1);
+    ck_assert(!blob_intact(home, d, 1));
+    ck_assert(!blob_intact(home, "sha256:nope", 1));
+    ck_assert_int_eq(blob_path(&p, home, d), 0);
+    ck_assert_int_eq(mkdir(p, 0755), 0);   /* a directory under a blob's name is not the blob */
+    ck_assert(!blob_intact(home, d, BLOB_SIZE_ANY));
+    free(p);
+}
+END_TEST
+
 START_TEST(write_fd_stops_at_the_bound)
 {
     char *f = fixture_write(home, "ten.bin", "0123456789", 10), d[BLOB_DIGEST_LEN + 1];
@@ -488,6 +574,8 @@ int main(void)
     tcase_add_test(tc, batch_freed_without_commit_leaves_nothing);
     tcase_add_test(tc, batch_keeps_a_stored_blob_untouched);
     tcase_add_test(tc, write_fd_stops_at_the_bound);
+    tcase_add_loop_test(tc, every_writer_replaces_a_damaged_blob, 0, 8);
+    tcase_add_test(tc, intact_is_false_for_missing_and_non_files);
     tcase_add_test(tc, adopt_renames_a_matching_file_into_blobs_read_only);
     tcase_add_test(tc, adopt_without_expect_names_the_blob_by_its_bytes);
     tcase_add_test(tc, adopt_mismatch_removes_the_file_and_names_nothing);

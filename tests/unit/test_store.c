@@ -773,6 +773,28 @@ START_TEST(index_from_a_newer_mstore_is_refused)
 }
 END_TEST
 
+/* The reserve that rm and gc give up on a full disk (space.c): allocated, not a sparse file
+ * that would free nothing, and made again by gc. */
+START_TEST(store_keeps_an_allocated_space_reserve_that_gc_remakes)
+{
+    char *reserve = ms_path_join(home, "reserve"), *tmp = ms_path_join(home, "tmp");
+    struct stat sb;
+
+    ck_assert_int_eq(stat(reserve, &sb), 0);
+    ck_assert_int_eq(sb.st_size, 4 << 20);
+    ck_assert_int_ge((long long)sb.st_blocks * 512, 4 << 20);
+    ck_assert_int_eq(unlink(reserve), 0);
+    ck_assert_msg(store_gc(st, 1, NULL, NULL, NULL, NULL) == 0, "%s", ms_err_msg());
+    ck_assert_int_ne(stat(reserve, &sb), 0);   /* a dry run changes nothing */
+    ck_assert_msg(store_gc(st, 0, NULL, NULL, NULL, NULL) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(stat(reserve, &sb), 0);
+    ck_assert_int_eq(sb.st_size, 4 << 20);
+    ck_assert_int_eq(fixture_count_files(tmp), 0);
+    free(reserve);
+    free(tmp);
+}
+END_TEST
+
 START_TEST(unwritable_home_is_refused_naming_the_path)
 {
     char *file = fixture_write(tmpdir, "plainfile", "x", 1);
@@ -908,6 +930,7 @@ int main(void)
     tcase_add_test(tc, reopen_keeps_the_index_and_schema_version);
     tcase_add_test(tc, index_from_a_newer_mstore_is_refused);
     tcase_add_test(tc, unwritable_home_is_refused_naming_the_path);
+    tcase_add_test(tc, store_keeps_an_allocated_space_reserve_that_gc_remakes);
     tcase_add_test(tc, home_default_prefers_flag_then_env_then_home);
     tcase_add_test(tc, gc_removes_week_old_unlocked_partials_only);
     suite_add_tcase(s, tc);
