@@ -624,8 +624,10 @@ static enum MHD_Result blobs(req *r)
 
     if (!blob_digest_valid(digest))
         return srv_err_ollama(r, 400, "digest '%.100s': expected sha256:<64 hex>", digest);
+    /* a damaged blob answers 404, so the client uploads the bytes again and the POST replaces
+     * it (blob_intact re-hashes a blob of the right size: a full read, as a verify) */
     if (strcmp(r->method, "HEAD") == 0)
-        return srv_respond(r, blob_exists(r->srv->home, digest, NULL) ? 200 : 404, NULL, "", 0);
+        return srv_respond(r, blob_intact(r->srv->home, digest, BLOB_SIZE_ANY) ? 200 : 404, NULL, "", 0);
     if (strcmp(r->method, "POST") != 0)
         return srv_err_ollama(r, 405, "method %s not allowed on /api/blobs", r->method);
     if (r->upload_failed)
