@@ -39,6 +39,7 @@ typedef struct rctx {
     size_t n_vars;
     char **owned; /* strings made while rendering (printf, merged messages) */
     size_t n_owned;
+    size_t steps; /* nodes executed, over every execution of one render: at most MAX_STEPS */
 } rctx;
 
 enum { X_OK = 0, X_BREAK = 1, X_CONTINUE = 2, X_HALT = 3 };
@@ -372,6 +373,9 @@ static int exec_node(rctx *r, const node *x, const value *dot)
     value *slot;
     int rc;
 
+    if (++r->steps > MAX_STEPS)
+        return ms_err(MS_EINVALID, "template line %d: rendering takes more than %zu steps (nested ranges?)", x->line,
+                      MAX_STEPS);
     switch (x->kind) {
     case N_TEXT:
         return emit(r, x->text, x->text_len);

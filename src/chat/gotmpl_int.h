@@ -11,6 +11,10 @@
 #define MAX_VARS  256
 #define MAX_ARGS  16
 #define MAX_OUT   ((size_t)16 << 20)
+/* Actions one rendering may execute: nested ranges over the messages multiply (14 deep over 4
+ * messages is 4^14 passes, printing nothing, so MAX_OUT never stops them). Real templates over
+ * long conversations take thousands. */
+#define MAX_STEPS ((size_t)1 << 23)
 
 /* ------------------------------------------------------------------ AST */
 

@@ -186,6 +186,33 @@ START_TEST(unknown_field_refused_at_render)
 }
 END_TEST
 
+/* Found by tests/fuzz/fuzz_gotmpl: ranges nested over the messages multiply, and printing
+ * nothing they never reach the output bound: 20 deep over 4 messages is 4^20 passes, a hang.
+ * Rendering stops after MAX_STEPS actions with a message; chat_template_new, which renders a
+ * trial conversation, falls back instead of hanging. */
+START_TEST(nested_ranges_are_bounded)
+{
+    char tmpl[1024] = "";
+    chat_gotmpl *t = NULL;
+    chat_template *ct = NULL;
+    char *out = NULL;
+    size_t len;
+
+    for (int i = 0; i < 20; i++)
+        strcat(tmpl, "{{range $.Messages}}");
+    for (int i = 0; i < 20; i++)
+        strcat(tmpl, "{{end}}");
+    ck_assert_int_eq(chat_gotmpl_parse(&t, tmpl, strlen(tmpl)), 0);
+    ck_assert_int_eq(chat_gotmpl_render(&out, &len, t, convo, 4), MS_EINVALID);
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(ms_err_msg(), "steps"), "%s", ms_err_msg());
+    chat_gotmpl_free(t);
+    ck_assert_int_eq(chat_template_new(&ct, tmpl, strlen(tmpl), "<s>", "</s>"), 0);
+    ck_assert_int_ne(chat_template_family(ct), CHAT_OLLAMA);
+    chat_template_free(ct);
+}
+END_TEST
+
 /* chat_template_new renders a Go template itself, and falls back to the family by markers
  * with a warning when the template is outside the subset. */
 START_TEST(chat_template_uses_go_templates)
@@ -221,6 +248,7 @@ Suite *gotmpl_suite(void)
     tcase_add_loop_test(tc, refusals_name_the_line, 0, sizeof bad / sizeof *bad);
     tcase_add_test(tc, unknown_field_refused_at_render);
     tcase_add_test(tc, chat_template_uses_go_templates);
+    tcase_add_test(tc, nested_ranges_are_bounded);
     suite_add_tcase(s, tc);
     return s;
 }
