@@ -22,7 +22,12 @@ if ! command -v clang >/dev/null 2>&1 ||
 fi
 
 echo "=== fuzz build"
-targets=$(sh tests/fuzz/build.sh "$dir/bin" | sed -n 's|^built .*/||p')
+if ! sh tests/fuzz/build.sh "$dir/bin" >"$dir/build.log" 2>&1; then
+    cat "$dir/build.log"
+    echo "fuzz: the build failed"
+    exit 1
+fi
+targets=$(sed -n 's|^built .*/||p' "$dir/build.log")
 rm -rf "$dir/artifacts"
 mkdir -p "$dir/artifacts"
 failed=
