@@ -229,6 +229,8 @@ put("fuzz_gotmpl", "llama3.tmpl", "{{ if .System }}<|start_header_id|>system<|en
 put("fuzz_gotmpl", "vars.tmpl", "{{- $last := len .Messages }}{{ range $i, $m := .Messages }}"
     "{{ if eq $m.Role \"user\" }}[INST] {{ $m.Content }}{{ else if and (eq $m.Role \"assistant\") "
     "(not (eq $i 0)) }}{{ slice $m.Content 0 1 }}{{ end }}{{- end }}{{/* comment */}}")
+put("fuzz_gotmpl", "printf-nested.tmpl", '{{ $x := "ab" }}{{ range $i, $m := .Messages }}{{ range $.Messages }}'
+    '{{ $x = printf "%s%d%q" $x $i .Role }}{{ end }}{{ end }}{{ len $x }}{{ index .Messages 0 }}')
 put("fuzz_gotmpl", "jinja.tmpl", "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}")
 
 # ---------------------------------------------------------------- Modelfile and params
