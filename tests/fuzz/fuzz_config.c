@@ -31,6 +31,11 @@ static void check_config(const runtime_config *c)
     CHECK(isfinite(c->attn_scale) && c->attn_scale >= 0);
     CHECK(isfinite(c->final_softcap) && c->final_softcap >= 0);
     CHECK(isfinite(c->norm_offset));
+    CHECK(isfinite(c->rope_attn_factor) && c->rope_attn_factor >= 0);
+    CHECK(c->rope_n_factors >= 0 && c->rope_n_factors <= RUNTIME_ROPE_MAX_FACTORS);
+    CHECK(c->rope_n_factors == 0 || c->rope_n_factors == c->n_rot / 2);
+    for (int i = 0; i < c->rope_n_factors; i++)
+        CHECK(isfinite(c->rope_long[i]) && c->rope_long[i] > 0 && isfinite(c->rope_short[i]) && c->rope_short[i] > 0);
     freqs = malloc((size_t)c->n_rot / 2 * sizeof *freqs);
     CHECK(freqs);
     runtime_rope_freqs(freqs, c);

@@ -167,6 +167,12 @@ put("fuzz_config", "gemma3.json", json.dumps({
     "head_dim": 16, "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 1024,
     "final_logit_softcapping": 30.0, "hf_config": {"sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
                                                    "query_pre_attn_scalar": 16, "sliding_window": 512}}))
+put("fuzz_config", "phi3-longrope.json", json.dumps({
+    "architecture": "phi3", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 4096,
+    "rope_scaling": {"type": "longrope", "long_factor": [1.0, 1.5, 2.0, 4.0], "short_factor": [1.0, 1.0, 1.1, 1.2],
+                     "attention_factor": 1.2},
+    "hf_config": {"original_max_position_embeddings": 1024}}))
 put("fuzz_config", "qwen2moe.json", json.dumps({
     "architecture": "qwen2_moe", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
     "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 1024,
