@@ -9,12 +9,14 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # registry the pull/push tests start on 127.0.0.1, numpy for the reference scripts, curl and
 # procps for the end-to-end scripts; mesa-vulkan-drivers is lavapipe, the CPU implementation of
 # Vulkan the GPU tests run on; skopeo for OCI interop, node and npm for the real ollama and
-# openai client libraries the serve tests install from npm. node may come from elsewhere
-# (nodesource ships npm inside its nodejs): only a missing command asks apt. Installed when
+# openai client libraries the serve tests install from npm; clang for the fuzz stage, with
+# libclang-rt-dev, which holds libFuzzer and the sanitizer runtimes and which clang only
+# recommends (this install skips recommends). node may come from elsewhere (nodesource ships
+# npm inside its nodejs): only a missing command asks apt. Installed when
 # missing, as setup.sh does. Debian's docker-registry package would start its service on port
 # 5000 on every interface: a policy-rc.d keeps any service from starting during this install,
 # and the service is disabled at boot; the tests start their own on loopback.
-TEST_PACKAGES="python3 python3-numpy docker-registry curl procps mesa-vulkan-drivers skopeo"
+TEST_PACKAGES="python3 python3-numpy docker-registry curl procps mesa-vulkan-drivers skopeo clang libclang-rt-dev"
 command -v node >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES nodejs"
 command -v npm >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES npm"
 # The aarch64 stage (tests/arm64.sh): Debian's cross compiler, qemu-user, and mstore's libraries
@@ -62,6 +64,13 @@ for variant in plain asan; do
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --test-dir "$dir" --output-on-failure -j"$jobs"
 done
+
+# Fuzzing: every parser's libFuzzer target for a bounded time from its seed corpus (about two
+# minutes; tests/fuzz/run.sh). A crash, leak or sanitizer report fails the run.
+rc=0
+sh tests/fuzz/run.sh || rc=$?
+[ "$rc" -eq 77 ] && echo "fuzz: skipped (clang with libFuzzer missing)"
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || exit "$rc"
 
 # aarch64: the cross build and its tests under qemu (a few minutes; no ASan there).
 if [ -n "$ARM64_PACKAGES" ]; then

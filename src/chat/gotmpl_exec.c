@@ -39,6 +39,8 @@ typedef struct rctx {
     size_t n_vars;
     char **owned; /* strings made while rendering (printf, merged messages) */
     size_t n_owned;
+    size_t steps; /* nodes executed, over every execution of one render: at most MAX_STEPS */
+    size_t made;  /* bytes of printf results, all kept until the end: at most MAX_OUT */
 } rctx;
 
 enum { X_OK = 0, X_BREAK = 1, X_CONTINUE = 2, X_HALT = 3 };
@@ -181,7 +183,7 @@ static int compare(const value *a, const value *b, int *cmp_out, int line)
 static int call_printf(rctx *r, value *args, size_t n, value *out, int line)
 {
     char *buf = NULL;
-    size_t len = 0, k = 1;
+    size_t len = 0, k = 1, w = 0;   /* w: bytes written so far (the stream's len lags) */
     FILE *f;
     int rc = 0;
 
@@ -191,6 +193,14 @@ static int call_printf(rctx *r, value *args, size_t n, value *out, int line)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < args[0].len && rc == 0; i++) {
         char c = args[0].s[i];
+        /* every printf result is kept until the render ends, and one that doubles a variable
+         * in a range grows exponentially: all of them together stay under MAX_OUT */
+        size_t next = c != '%' ? 1 : k < n && args[k].k == V_STR ? args[k].len + 2 : 24;
+        if (w + next > MAX_OUT - r->made) {
+            rc = ms_err(MS_EINVALID, "template line %d: printf results exceed %zu bytes", line, MAX_OUT);
+            break;
+        }
+        w += next;
         if (c != '%') {
             fputc(c, f);
             continue;
@@ -226,6 +236,7 @@ static int call_printf(rctx *r, value *args, size_t n, value *out, int line)
     }
     if (!own(r, buf))
         return ms_err(MS_ENOMEM, "out of memory");
+    r->made += len;
     *out = (value){.k = V_STR, .s = buf, .len = len};
     return 0;
 }
@@ -372,6 +383,9 @@ static int exec_node(rctx *r, const node *x, const value *dot)
     value *slot;
     int rc;
 
+    if (++r->steps > MAX_STEPS)
+        return ms_err(MS_EINVALID, "template line %d: rendering takes more than %zu steps (nested ranges?)", x->line,
+                      MAX_STEPS);
     switch (x->kind) {
     case N_TEXT:
         return emit(r, x->text, x->text_len);
@@ -457,9 +471,40 @@ static int execute(rctx *r)
     return rc < 0 ? rc : 0;
 }
 
-static char *join2(const char *a, const char *b)
+static const char *role_of(const chat_msg *m) { return m->role ? m->role : ""; }
+static const char *content_of(const chat_msg *m) { return m->content ? m->content : ""; }
+
+/* The contents of m[0..n) whose role is `role`, "\n\n"-joined into one string owned by r (the
+ * content itself when only one has the role; "" when none). Sized first, then copied once:
+ * joining pairwise kept every partial join, memory quadratic in the conversation. NULL when
+ * out of memory. */
+static const char *join_role(rctx *r, const chat_msg *m, size_t n, const char *role)
 {
-    return ms_strdup_printf("%s\n\n%s", a, b);
+    size_t len = 0, k = 0, at = 0;
+    const char *only = "";
+    char *j;
+
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(role_of(&m[i]), role)) {
+            len += strlen(content_of(&m[i])) + (k++ ? 2 : 0);
+            only = content_of(&m[i]);
+        }
+    if (k <= 1)
+        return only;
+    if (!(j = malloc(len + 1)))
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(role_of(&m[i]), role)) {
+            size_t l = strlen(content_of(&m[i]));
+            if (at) {
+                memcpy(j + at, "\n\n", 2);
+                at += 2;
+            }
+            memcpy(j + at, content_of(&m[i]), l);
+            at += l;
+        }
+    j[at] = '\0';
+    return own(r, j);
 }
 
 int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n)
@@ -476,15 +521,18 @@ int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const 
         return ms_err(MS_ENOMEM, "out of memory");
     /* ollama collates: every system message joined into .System; consecutive messages of one
      * role (tool results excepted) merged into one. */
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const char *role = msgs[i].role ? msgs[i].role : "", *content = msgs[i].content ? msgs[i].content : "";
-        if (!strcmp(role, "system"))
-            sys = sys ? own(&r, join2(sys, content)) : content;
-        if (nc && !strcmp(col[nc - 1].role, role) && strcmp(role, "tool") != 0)
-            col[nc - 1].content = own(&r, join2(col[nc - 1].content, content));
-        else
-            col[nc++] = (chat_msg){role, content};
-        if ((!strcmp(role, "system") && !sys) || (nc && !col[nc - 1].content))
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(role_of(&msgs[i]), "system")) {
+            if (!(sys = join_role(&r, msgs, n, "system")))
+                rc = ms_err(MS_ENOMEM, "out of memory");
+            break;
+        }
+    for (size_t i = 0, j; i < n && rc == 0; i = j) {
+        const char *role = role_of(&msgs[i]);
+        for (j = i + 1; j < n && strcmp(role, "tool") != 0 && !strcmp(role_of(&msgs[j]), role); j++)
+            ;
+        col[nc++] = (chat_msg){role, join_role(&r, msgs + i, j - i, role)};
+        if (!col[nc - 1].content)
             rc = ms_err(MS_ENOMEM, "out of memory");
     }
     if (rc == 0 && t->uses_messages) {

@@ -11,6 +11,10 @@
 #define MAX_VARS  256
 #define MAX_ARGS  16
 #define MAX_OUT   ((size_t)16 << 20)
+/* Actions one rendering may execute: nested ranges over the messages multiply (14 deep over 4
+ * messages is 4^14 passes, printing nothing, so MAX_OUT never stops them). A library template
+ * executes some 5 to 30 actions per message: this allows tens of thousands of messages. */
+#define MAX_STEPS ((size_t)1 << 20)
 
 /* ------------------------------------------------------------------ AST */
 

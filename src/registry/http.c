@@ -257,7 +257,7 @@ done:
 
 /* ------------------------------------------------------------------ one exchange */
 
-static size_t on_header(char *buf, size_t size, size_t n, void *ctx)
+size_t reg_resp_header(char *buf, size_t size, size_t n, void *ctx)
 {
     reg_resp *r = ctx;
     size_t len = size * n;
@@ -339,7 +339,7 @@ static int transient_code(CURLcode e)
 
 /* "scheme://host:port" of `url`, lower case, the default port spelled out; "" when the URL has
  * no scheme. Two URLs are the same origin when these are equal (RFC 6454). */
-static void url_origin(char *out, size_t len, const char *url)
+void reg_url_origin(char *out, size_t len, const char *url)
 {
     const char *p = strstr(url, "://"), *h, *e;
     size_t n = 0;
@@ -371,8 +371,8 @@ static int same_origin(const reg_client *c, const char *url)
 {
     char a[NAME_HOST_MAX + 32], b[NAME_HOST_MAX + 32];
 
-    url_origin(a, sizeof a, c->base);
-    url_origin(b, sizeof b, url);
+    reg_url_origin(a, sizeof a, c->base);
+    reg_url_origin(b, sizeof b, url);
     return a[0] && strcmp(a, b) == 0;
 }
 
@@ -418,7 +418,7 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, reg_env_long("MSTORE_REGISTRY_MIN_RATE", REG_MIN_RATE, 1, 1L << 30));
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, reg_env_long("MSTORE_REGISTRY_STALL_SECONDS", REG_STALL_SECONDS, 1, 3600));
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reg_resp_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
@@ -475,11 +475,28 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
 }
 
 /* GET the realm for a token covering `scope`; keeps it in c->token. */
+int reg_token_parse(char **out, const char *body, size_t len, const char *realm)
+{
+    json_t *root = json_loadb(body, len, 0, NULL), *tok;
+    int rc = 0;
+
+    *out = NULL;
+    tok = root ? json_object_get(root, "token") : NULL;
+    if (!tok || !json_is_string(tok))
+        tok = root ? json_object_get(root, "access_token") : NULL;
+    if (!tok || !json_is_string(tok) || !*json_string_value(tok))
+        rc = ms_err(MS_EINVALID, "registry token response from %s: no \"token\" string", realm);
+    else if (!(*out = strdup(json_string_value(tok))))
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    json_decref(root);
+    return rc;
+}
+
 static int token_fetch(reg_client *c, CURL *h, const reg_challenge *ch)
 {
     char scope[600], url[4096], *es = NULL, *ss = NULL;
     reg_resp r = { 0 };
-    json_t *root = NULL, *tok;
+    char *tok;
     int transient, rc;
     int attempt = 0;
 
@@ -508,21 +525,13 @@ static int token_fetch(reg_client *c, CURL *h, const reg_challenge *ch)
                           "registry token request (check the credentials)", &r);
         goto done;
     }
-    root = json_loadb(r.body ? r.body : "", r.body_len, 0, NULL);
-    tok = root ? json_object_get(root, "token") : NULL;
-    if (!tok || !json_is_string(tok))
-        tok = root ? json_object_get(root, "access_token") : NULL;
-    if (!tok || !json_is_string(tok) || !*json_string_value(tok)) {
-        rc = ms_err(MS_EINVALID, "registry token response from %s: no \"token\" string", ch->realm);
+    if ((rc = reg_token_parse(&tok, r.body ? r.body : "", r.body_len, ch->realm)) < 0)
         goto done;
-    }
     pthread_mutex_lock(&c->mu);
     free(c->token);
-    c->token = strdup(json_string_value(tok));
-    rc = c->token ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    c->token = tok;
     pthread_mutex_unlock(&c->mu);
 done:
-    json_decref(root);
     reg_resp_reset(&r);
     curl_free(es);
     curl_free(ss);

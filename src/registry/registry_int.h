@@ -82,6 +82,16 @@ typedef struct reg_challenge {
 } reg_challenge;
 int reg_challenge_parse(reg_challenge *out, const char *value);
 
+/* The response parsers reg_request runs, exposed for the tests and tests/fuzz/fuzz_registry.c.
+ * reg_resp_header: curl's header callback, one header line (no NUL needed) into r's fields;
+ * returns size * n. reg_token_parse: a token endpoint's JSON body, "token" else "access_token"
+ * (a non-empty string) into *out, malloc'd; MS_EINVALID naming `realm`. reg_url_origin:
+ * "scheme://host:port" of `url`, lower case, the default port spelled out; "" for a URL
+ * without a scheme or with userinfo (an origin nothing equals). */
+size_t reg_resp_header(char *buf, size_t size, size_t n, void *ctx);
+int reg_token_parse(char **out, const char *body, size_t len, const char *realm);
+void reg_url_origin(char *out, size_t len, const char *url);
+
 /* Credentials for `host`: opts_auth, else $MSTORE_REGISTRY_AUTH, else <home>/credentials.json.
  * *out malloc'd "user:password" or NULL when none. MS_EINVALID for a malformed file. */
 int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth);

@@ -77,8 +77,15 @@ static int finish(runtime_config *c)
         c->rope_local_theta = c->rope_theta;
     if (!(c->rms_eps > 0 && c->rms_eps < 1))
         return ms_err(MS_EINVALID, "rms norm epsilon %g out of range (0, 1)", c->rms_eps);
-    if (!(c->rope_theta > 1))
+    /* isfinite: a GGUF float can be inf or NaN, which every comparison above lets through one way */
+    if (!(c->rope_theta > 1) || !isfinite(c->rope_theta))
         return ms_err(MS_EINVALID, "rope theta %g out of range (1, inf)", c->rope_theta);
+    if (!(c->rope_local_theta > 1) || !isfinite(c->rope_local_theta))
+        return ms_err(MS_EINVALID, "local rope theta (rope_local_base_freq) %g out of range (1, inf)",
+                      c->rope_local_theta);
+    if (!(c->final_softcap >= 0) || !isfinite(c->final_softcap) || !isfinite(c->attn_scale))
+        return ms_err(MS_EINVALID, "final logit soft-capping %g / attention scale %g: expected finite and >= 0",
+                      c->final_softcap, c->attn_scale);
     if (c->rope_n_factors && c->rope_n_factors != c->n_rot / 2)
         return ms_err(MS_EINVALID, "longrope: %d long and short factors for %d rotated pairs", c->rope_n_factors,
                       c->n_rot / 2);

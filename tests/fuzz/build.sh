@@ -1,14 +1,48 @@
 #!/bin/sh
-# Build the libFuzzer targets with clang (apt-get install -y clang) into $1 (default
-# /tmp/mstore-fuzz). Only the sources a target needs are compiled, so other modules' state
-# does not matter.
+# Build the libFuzzer targets with clang (Debian: apt-get install clang libclang-rt-dev) into
+# $1 (default /tmp/mstore-fuzz). Only the sources a target needs are compiled, each once (in
+# parallel), with ASan + UBSan, so other modules' state does not matter. Prints the targets built.
 set -eu
 cd "$(dirname "$0")/../.."
 out=${1:-/tmp/mstore-fuzz}
-mkdir -p "$out"
-clang -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
-    -fno-sanitize-recover=undefined -Isrc \
-    src/util/error.c src/util/file.c src/format/gguf.c src/format/gguf_kv.c src/format/gguf_write.c \
-    src/format/ggml_types.c tests/fuzz/fuzz_gguf.c $(pkg-config --cflags --libs jansson) -lm \
-    -o "$out/fuzz_gguf"
-echo "built $out/fuzz_gguf"
+jobs=${FUZZ_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
+CC=${CC_FUZZ:-clang}
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
+    -fno-sanitize-recover=undefined -Wall -Wextra -Werror -Wno-string-concatenation -Isrc"
+LIBS="$(pkg-config --libs jansson libpcre2-8 libcurl libcrypto) -lpthread -lm"
+
+UTIL="src/util/error.c src/util/file.c src/util/text.c"
+GGUF="src/format/gguf.c src/format/gguf_kv.c src/format/gguf_write.c src/format/ggml_types.c"
+TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src/tokenizer/merge.c
+    src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/vocab.c"
+GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c"
+
+# target: its sources (besides tests/fuzz/<target>.c)
+targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuzz_registry fuzz_gotmpl fuzz_modelfile"
+srcs() {
+    case $1 in
+    fuzz_gguf) echo "$UTIL $GGUF" ;;
+    fuzz_safetensors) echo "$UTIL src/format/safetensors.c" ;;
+    fuzz_manifest) echo "$UTIL src/blob/hash.c src/manifest/manifest.c src/manifest/name.c" ;;
+    fuzz_config) echo "$UTIL $GGUF src/runtime/config.c" ;;
+    fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
+    fuzz_registry) echo "$UTIL src/util/progress.c src/blob/blob.c src/blob/hash.c src/registry/http.c src/registry/download.c" ;;
+    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/blob/blob.c src/blob/hash.c src/manifest/manifest.c tests/fuzz/stubs.c" ;;
+    fuzz_modelfile) echo "$UTIL $GOTMPL src/blob/blob.c src/blob/hash.c src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
+    esac
+}
+
+mkdir -p "$out/obj"
+all=$(for t in $targets; do srcs "$t"; echo "tests/fuzz/$t.c"; done | tr ' ' '\n' | grep . | sort -u)
+# -fsanitize=fuzzer-no-link: coverage for the fuzzer, main comes at link time
+echo "$all" | xargs -P "$jobs" -I{} sh -c \
+    'o="$1/obj/$(echo "$2" | tr / _).o"; '"$CC"' '"$(echo $CFLAGS)"' -fsanitize=fuzzer-no-link '"$(pkg-config --cflags jansson libpcre2-8 libcurl libcrypto)"' -c "$2" -o "$o"' \
+    _ "$out" {}
+for t in $targets; do
+    objs=
+    for s in $(srcs "$t") "tests/fuzz/$t.c"; do
+        objs="$objs $out/obj/$(echo "$s" | tr / _).o"
+    done
+    $CC $CFLAGS -fsanitize=fuzzer $objs $LIBS -o "$out/$t"
+    echo "built $out/$t"
+done

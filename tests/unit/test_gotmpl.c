@@ -186,6 +186,78 @@ START_TEST(unknown_field_refused_at_render)
 }
 END_TEST
 
+/* Found by tests/fuzz/fuzz_gotmpl: ranges nested over the messages multiply, and printing
+ * nothing they never reach the output bound: 20 deep over 4 messages is 4^20 passes, a hang.
+ * Rendering stops after MAX_STEPS actions with a message; chat_template_new, which renders a
+ * trial conversation, falls back instead of hanging. */
+START_TEST(nested_ranges_are_bounded)
+{
+    char tmpl[1024] = "";
+    chat_gotmpl *t = NULL;
+    chat_template *ct = NULL;
+    char *out = NULL;
+    size_t len;
+
+    for (int i = 0; i < 20; i++)
+        strcat(tmpl, "{{range $.Messages}}");
+    for (int i = 0; i < 20; i++)
+        strcat(tmpl, "{{end}}");
+    ck_assert_int_eq(chat_gotmpl_parse(&t, tmpl, strlen(tmpl)), 0);
+    ck_assert_int_eq(chat_gotmpl_render(&out, &len, t, convo, 4), MS_EINVALID);
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(ms_err_msg(), "steps"), "%s", ms_err_msg());
+    chat_gotmpl_free(t);
+    ck_assert_int_eq(chat_template_new(&ct, tmpl, strlen(tmpl), "<s>", "</s>"), 0);
+    ck_assert_int_ne(chat_template_family(ct), CHAT_OLLAMA);
+    chat_template_free(ct);
+}
+END_TEST
+
+/* Found by tests/fuzz/fuzz_gotmpl: every printf result is kept until the render ends, and a
+ * variable doubled inside nested ranges (64 times here) asked for exabytes. All printf
+ * results together stay under the output bound. */
+START_TEST(printf_results_are_bounded)
+{
+    const char *tmpl = "{{ $x := \"abcdefgh\" }}{{ range .Messages }}{{ range $.Messages }}{{ range $.Messages }}"
+                       "{{ $x = printf \"%s%s\" $x $x }}{{ end }}{{ end }}{{ end }}{{ len $x }}";
+    chat_gotmpl *t = NULL;
+    char *out = NULL;
+    size_t len;
+
+    ck_assert_int_eq(chat_gotmpl_parse(&t, tmpl, strlen(tmpl)), 0);
+    ck_assert_int_eq(chat_gotmpl_render(&out, &len, t, convo, 4), MS_EINVALID);
+    ck_assert_ptr_null(out);
+    ck_assert_msg(strstr(ms_err_msg(), "printf results exceed"), "%s", ms_err_msg());
+    chat_gotmpl_free(t);
+}
+END_TEST
+
+/* Consecutive messages of one role are merged; each partial merge used to be kept until the
+ * end: 1000 messages of 4 KiB held 2 GB. Now only the merge itself (4 MB) is. */
+START_TEST(merging_many_messages_keeps_one_copy)
+{
+    const char *tmpl = "{{ range .Messages }}{{ len .Content }}{{ end }}";
+    enum { N = 1000, LEN = 4096 };
+    chat_msg *m = calloc(N, sizeof *m);
+    char *text = malloc(LEN + 1), *out = NULL, want[32];
+    chat_gotmpl *t = NULL;
+    size_t len;
+
+    memset(text, 'x', LEN);
+    text[LEN] = '\0';
+    for (int i = 0; i < N; i++)
+        m[i] = (chat_msg){ "user", text };
+    ck_assert_int_eq(chat_gotmpl_parse(&t, tmpl, strlen(tmpl)), 0);
+    ck_assert_msg(chat_gotmpl_render(&out, &len, t, m, N) == 0, "%s", ms_err_msg());
+    snprintf(want, sizeof want, "%d", N * LEN + (N - 1) * 2);
+    ck_assert_str_eq(out, want);
+    free(out);
+    chat_gotmpl_free(t);
+    free(text);
+    free(m);
+}
+END_TEST
+
 /* chat_template_new renders a Go template itself, and falls back to the family by markers
  * with a warning when the template is outside the subset. */
 START_TEST(chat_template_uses_go_templates)
@@ -221,6 +293,9 @@ Suite *gotmpl_suite(void)
     tcase_add_loop_test(tc, refusals_name_the_line, 0, sizeof bad / sizeof *bad);
     tcase_add_test(tc, unknown_field_refused_at_render);
     tcase_add_test(tc, chat_template_uses_go_templates);
+    tcase_add_test(tc, nested_ranges_are_bounded);
+    tcase_add_test(tc, printf_results_are_bounded);
+    tcase_add_test(tc, merging_many_messages_keeps_one_copy);
     suite_add_tcase(s, tc);
     return s;
 }

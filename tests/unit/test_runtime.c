@@ -436,7 +436,64 @@ static const struct { const char *json, *expect; int code; } bad_config[] = {
     { "{\"architecture\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
       " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9, \"rms_norm_eps\": 0}",
       "rms norm epsilon 0 out of range", MS_EINVALID },
+    /* found by tests/fuzz/fuzz_config: accepted, then rope frequencies of NaN */
+    { "{\"architecture\": \"gemma3\", \"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+      " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9,"
+      " \"hf_config\": {\"rope_local_base_freq\": -5}}",
+      "local rope theta (rope_local_base_freq) -5 out of range", MS_EINVALID },
+    { "{\"architecture\": \"gemma3\", \"hidden_size\": 32, \"num_hidden_layers\": 1, \"num_attention_heads\": 2,"
+      " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9, \"final_logit_softcapping\": -1}",
+      "final logit soft-capping -1", MS_EINVALID },
 };
+
+static int mem_sink(void *ctx, const void *buf, size_t len)
+{
+    uint8_t **p = ctx;
+
+    memcpy(*p, buf, len);
+    *p += len;
+    return 0;
+}
+
+/* Found by tests/fuzz/fuzz_config: a GGUF float key may hold inf or NaN, which passed the
+ * range checks (rope theta > 1, soft-capping unchecked) and gave NaN logits later. */
+START_TEST(config_gguf_refuses_non_finite_floats)
+{
+    static const struct { const char *arch, *key, *expect; float v; } cases[] = {
+        { "llama", "llama.rope.freq_base", "rope theta inf out of range", INFINITY },
+        { "gemma3", "gemma3.final_logit_softcapping", "final logit soft-capping nan", NAN },
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *a = cases[i].arch;
+        char k[64];
+        gguf_writer *w;
+        gguf_file *g;
+        runtime_config c;
+        uint8_t *buf, *at;
+
+        ck_assert_int_eq(gguf_writer_new(&w, 3, 32), 0);
+        ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", a, strlen(a)), 0);
+#define U32(suffix, v) do { snprintf(k, sizeof k, "%s." suffix, a); ck_assert_int_eq(gguf_writer_set_u32(w, k, v), 0); } while (0)
+        U32("embedding_length", 8);
+        U32("block_count", 1);
+        U32("attention.head_count", 2);
+        U32("feed_forward_length", 16);
+        U32("context_length", 64);
+        U32("vocab_size", 10);
+#undef U32
+        ck_assert_int_eq(gguf_writer_set_f32(w, cases[i].key, cases[i].v), 0);
+        at = buf = malloc(gguf_writer_size(w));
+        ck_assert_int_eq(gguf_writer_emit(w, mem_sink, &at), 0);
+        ck_assert_int_eq(gguf_open_buf(&g, buf, gguf_writer_size(w), 0, "cfg.gguf"), 0);
+        ck_assert_int_eq(runtime_config_from_gguf(&c, g), MS_EINVALID);
+        ck_assert_msg(strstr(ms_err_msg(), cases[i].expect), "message '%s' lacks '%s'", ms_err_msg(), cases[i].expect);
+        gguf_close(g);
+        gguf_writer_free(w);
+        free(buf);
+    }
+}
+END_TEST
 
 START_TEST(config_json_refusals_name_the_field)
 {
@@ -902,6 +959,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(k, attention_matches_naive_causal_gqa);
     tcase_add_test(k, sampler_is_deterministic_per_seed_and_honours_each_filter);
     suite_add_tcase(s, k);
+    tcase_add_test(c, config_gguf_refuses_non_finite_floats);
     tcase_add_loop_test(c, config_json_refusals_name_the_field, 0, sizeof bad_config / sizeof bad_config[0]);
     tcase_add_test(c, config_json_reads_llama3_fields);
     tcase_add_test(c, gguf_names_map_to_hf_names);

@@ -1,0 +1,51 @@
+/* fuzz_gotmpl.c: libFuzzer target for the chat templates: ollama's Go template subset
+ * (chat_gotmpl_parse, then rendered over a short conversation) and the template recognizer
+ * (chat_template_new + chat_render). A refusal must say why; a parsed template must render or
+ * refuse in bounded time and memory (the renderer caps its output). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chat/chat.h"
+
+#define CHECK(c) do { if (!(c)) { fprintf(stderr, "fuzz_gotmpl: %s:%d: %s (%s)\n", __FILE__, __LINE__, #c, ms_err_msg()); abort(); } } while (0)
+
+static const chat_msg msgs[] = {
+    { "system", "Be brief." },
+    { "user", "Hi {{ .Prompt }}" },
+    { "assistant", "Hello." },
+    { "user", "Bye" },
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *text = (const char *)data;
+    chat_gotmpl *g = (chat_gotmpl *)&size;
+    chat_template *t = NULL;
+    char *out = NULL;
+    size_t len = 0;
+
+    ms_err_clear();
+    chat_gotmpl_looks(text, size);
+    if (chat_gotmpl_parse(&g, text, size) == 0) {
+        for (size_t n = 0; n <= sizeof msgs / sizeof msgs[0]; n += 2) {
+            if (chat_gotmpl_render(&out, &len, g, msgs, n) == 0) {
+                CHECK(out && strlen(out) <= len);
+            } else {
+                CHECK(out == NULL && ms_err_msg()[0]);
+            }
+            free(out);
+            out = NULL;
+        }
+        chat_gotmpl_free(g);
+    } else {
+        CHECK(g == NULL && ms_err_msg()[0]);
+    }
+    CHECK(chat_template_new(&t, text, size, "<s>", "</s>") == 0 && t);
+    chat_template_warning(t);
+    if (chat_render(&out, &len, t, msgs, sizeof msgs / sizeof msgs[0], 1) == 0)
+        CHECK(out);
+    free(out);
+    chat_template_free(t);
+    return 0;
+}

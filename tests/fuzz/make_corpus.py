@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""make_corpus.py: write the small seed inputs under tests/fuzz/corpus/<target>/ (run from
+anywhere; the files are checked in, this script is how they were made). Every seed is built
+here from the formats' specifications, none is copied from a model."""
+import json
+import os
+import struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+SP = "\u2581"
+
+
+def put(target, name, data):
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+# ---------------------------------------------------------------- GGUF
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR, T_U64 = 4, 5, 6, 7, 8, 9, 10
+
+
+def kv(key, t, v):
+    out = gstr(key) + struct.pack("<I", t)
+    if t == T_U32:
+        out += struct.pack("<I", v)
+    elif t == T_I32:
+        out += struct.pack("<i", v)
+    elif t == T_F32:
+        out += struct.pack("<f", v)
+    elif t == T_BOOL:
+        out += struct.pack("<B", v)
+    elif t == T_STR:
+        out += gstr(v)
+    elif t == T_ARR:
+        et, items = v
+        out += struct.pack("<IQ", et, len(items))
+        for it in items:
+            if et == T_STR:
+                out += gstr(it)
+            elif et == T_F32:
+                out += struct.pack("<f", it)
+            elif et == T_I32:
+                out += struct.pack("<i", it)
+    return out
+
+
+def gguf(kvs, tensors=(), align=32):
+    """tensors: (name, ggml type, dims, data bytes); F32 = 0."""
+    hdr = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
+    off, infos, blobs = 0, b"", []
+    for name, typ, dims, data in tensors:
+        infos += gstr(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        infos += struct.pack("<IQ", typ, off)
+        pad = (-len(data)) % align
+        blobs.append(data + b"\0" * pad)
+        off += len(data) + pad
+    hdr += infos
+    hdr += b"\0" * ((-len(hdr)) % align)
+    return hdr + b"".join(blobs)
+
+
+f32 = lambda *xs: b"".join(struct.pack("<f", x) for x in xs)
+
+LLAMA_KV = [
+    kv("general.architecture", T_STR, "llama"),
+    kv("general.name", T_STR, "seed"),
+    kv("llama.embedding_length", T_U32, 8),
+    kv("llama.block_count", T_U32, 1),
+    kv("llama.attention.head_count", T_U32, 2),
+    kv("llama.attention.head_count_kv", T_U32, 1),
+    kv("llama.feed_forward_length", T_U32, 16),
+    kv("llama.context_length", T_U32, 64),
+    kv("llama.rope.dimension_count", T_U32, 4),
+    kv("llama.attention.layer_norm_rms_epsilon", T_F32, 1e-5),
+    kv("llama.rope.freq_base", T_F32, 10000.0),
+    kv("llama.rope.scaling.type", T_STR, "linear"),
+    kv("llama.rope.scaling.factor", T_F32, 2.0),
+]
+SPM_TOKENS = ["<unk>", "<s>", "</s>", "<0x0A>", SP, "a", "b", "ab", SP + "a", "<|end|>"]
+SPM_KV = [
+    kv("tokenizer.ggml.model", T_STR, "llama"),
+    kv("tokenizer.ggml.tokens", T_ARR, (T_STR, SPM_TOKENS)),
+    kv("tokenizer.ggml.scores", T_ARR, (T_F32, [0, 0, 0, 0, -1, -2, -3, -1.5, -1.2, 0])),
+    kv("tokenizer.ggml.token_type", T_ARR, (T_I32, [2, 3, 3, 6, 1, 1, 1, 1, 1, 3])),
+    kv("tokenizer.ggml.bos_token_id", T_U32, 1),
+    kv("tokenizer.ggml.eos_token_id", T_U32, 2),
+    kv("tokenizer.ggml.add_bos_token", T_BOOL, 1),
+]
+BPE_KV = [
+    kv("tokenizer.ggml.model", T_STR, "gpt2"),
+    kv("tokenizer.ggml.pre", T_STR, "llama-bpe"),
+    kv("tokenizer.ggml.tokens", T_ARR, (T_STR, ["a", "b", "c", "ab", "bc", "\u0120", "\u0120a", "<|eot_id|>"])),
+    kv("tokenizer.ggml.merges", T_ARR, (T_STR, ["b c", "a b", "\u0120 a"])),
+    kv("tokenizer.ggml.token_type", T_ARR, (T_I32, [1, 1, 1, 1, 1, 1, 1, 3])),
+    kv("tokenizer.ggml.eos_token_id", T_U32, 7),
+]
+TENSORS = [("token_embd.weight", 0, [8, 2], f32(*range(16))), ("output_norm.weight", 0, [8], f32(*([1.0] * 8))),
+           ("empty", 0, [0], b"")]
+
+put("fuzz_gguf", "llama-tiny.gguf", gguf(LLAMA_KV + SPM_KV, TENSORS))
+put("fuzz_gguf", "align64.gguf", gguf([kv("general.alignment", T_U32, 64)], TENSORS[:1], 64))
+put("fuzz_gguf", "nested-array.gguf", gguf([kv("a.arr", T_ARR, (T_I32, [1, -2, 3])),
+                                           kv("a.strs", T_ARR, (T_STR, ["", "x", "yz"]))]))
+put("fuzz_config", "llama.gguf", gguf(LLAMA_KV + SPM_KV[:2]))
+put("fuzz_config", "qwen3-moe.gguf", gguf([
+    kv("general.architecture", T_STR, "qwen3moe"), kv("qwen3moe.embedding_length", T_U32, 16),
+    kv("qwen3moe.block_count", T_U32, 2), kv("qwen3moe.attention.head_count", T_U32, 4),
+    kv("qwen3moe.attention.key_length", T_U32, 8), kv("qwen3moe.feed_forward_length", T_U32, 32),
+    kv("qwen3moe.context_length", T_U32, 128), kv("qwen3moe.expert_count", T_U32, 4),
+    kv("qwen3moe.expert_used_count", T_U32, 2), kv("qwen3moe.vocab_size", T_U32, 100)]))
+put("fuzz_tokenizer", "spm.gguf", gguf(SPM_KV))
+put("fuzz_tokenizer", "bpe.gguf", gguf(BPE_KV))
+
+# ---------------------------------------------------------------- safetensors
+def safetensors(tensors, meta=None):
+    hdr, data = {}, b""
+    if meta:
+        hdr["__metadata__"] = meta
+    for name, dtype, shape, raw in tensors:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((-len(h)) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+put("fuzz_safetensors", "two.safetensors", safetensors(
+    [("a.weight", "F32", [2, 2], f32(1, 2, 3, 4)), ("b.bias", "F16", [3], b"\0\x3c" * 3)], {"format": "pt"}))
+put("fuzz_safetensors", "dtypes.safetensors", safetensors(
+    [("u8", "U8", [4], b"abcd"), ("bf", "BF16", [1, 1], b"\x80\x3f"), ("e", "I64", [0, 3], b""),
+     ("b", "BOOL", [2], b"\1\0"), ("f8", "F8_E4M3", [2], b"\1\2")]))
+put("fuzz_safetensors", "empty-header.safetensors", struct.pack("<Q", 8) + b"{}      ")
+
+# ---------------------------------------------------------------- manifest and names
+D = "sha256:" + "ab" * 32
+manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.mstore.model.config.v1+json", "digest": D, "size": 120},
+            "layers": [{"mediaType": "application/vnd.ollama.image.tensor", "digest": "sha256:" + "0f" * 32,
+                        "size": 4096, "name": "blk.0.attn_q.weight"},
+                       {"mediaType": "application/vnd.ollama.image.template", "digest": D, "size": 10}]}
+put("fuzz_manifest", "oci.json", json.dumps(manifest))
+manifest["mediaType"] = "application/vnd.docker.distribution.manifest.v2+json"
+manifest["config"]["mediaType"] = "application/vnd.docker.container.image.v1+json"
+put("fuzz_manifest", "docker.json", json.dumps(manifest, indent=1))
+put("fuzz_manifest", "name-full", "registry.example.com:5000/team/model-x:v1.2")
+put("fuzz_manifest", "name-short", "tinyllama")
+
+# ---------------------------------------------------------------- config blob
+cfg = {"architecture": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+       "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256, "max_position_embeddings": 512,
+       "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "bos_token_id": 1, "eos_token_id": [2, 3],
+       "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                        "original_max_position_embeddings": 256},
+       "source": {"format": "safetensors", "size": 1000}}
+put("fuzz_config", "llama3.json", json.dumps(cfg))
+put("fuzz_config", "gemma3.json", json.dumps({
+    "architecture": "gemma3_text", "hidden_size": 32, "num_hidden_layers": 6, "num_attention_heads": 2,
+    "head_dim": 16, "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 1024,
+    "final_logit_softcapping": 30.0, "hf_config": {"sliding_window_pattern": 6, "rope_local_base_freq": 10000.0,
+                                                   "query_pre_attn_scalar": 16, "sliding_window": 512}}))
+put("fuzz_config", "phi3-longrope.json", json.dumps({
+    "architecture": "phi3", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 4096,
+    "rope_scaling": {"type": "longrope", "long_factor": [1.0, 1.5, 2.0, 4.0], "short_factor": [1.0, 1.0, 1.1, 1.2],
+                     "attention_factor": 1.2},
+    "hf_config": {"original_max_position_embeddings": 1024}}))
+put("fuzz_config", "qwen2moe.json", json.dumps({
+    "architecture": "qwen2_moe", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 1024,
+    "hf_config": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+                  "shared_expert_intermediate_size": 32, "use_sliding_window": False, "norm_topk_prob": False}}))
+
+# ---------------------------------------------------------------- tokenizer.json
+bl = {"added_tokens": [{"id": 5, "content": "<|end|>", "special": True}, {"id": 6, "content": "<U>", "special": False}],
+      "normalizer": None, "pre_tokenizer": {"type": "ByteLevel", "use_regex": True},
+      "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
+      "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "bc": 4, "\u0120": 7, "\u0120a": 8},
+                "merges": ["b c", "a b", "\u0120 a"]}}
+put("fuzz_tokenizer", "bytelevel.json", json.dumps(bl))
+put("fuzz_tokenizer", "bytelevel-config.json", json.dumps(bl).encode() + b"\0" + json.dumps(
+    {"add_bos_token": True, "bos_token": "<|end|>", "eos_token": {"content": "<|end|>"}}).encode())
+spm = {"added_tokens": [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True},
+                        {"id": 2, "content": "</s>", "special": True}],
+       "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SP},
+                                                          {"type": "Replace", "pattern": {"String": " "}, "content": SP}]},
+       "pre_tokenizer": None,
+       "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                   {"Sequence": {"id": "A", "type_id": 0}}],
+                          "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+       "decoder": {"type": "Sequence", "decoders": [{"type": "ByteFallback"}]},
+       "model": {"type": "BPE", "byte_fallback": True, "unk_token": "<unk>",
+                 "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x0A>": 3, SP: 4, "a": 5, "b": 6, "c": 7, "ab": 8,
+                           "bc": 9, SP + "a": 10},
+                 "merges": [["b", "c"], ["a", "b"], [SP, "a"]]}}
+put("fuzz_tokenizer", "spm.json", json.dumps(spm))
+split = dict(bl)
+split["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+put("fuzz_tokenizer", "split.json", json.dumps(split))
+
+# ---------------------------------------------------------------- registry responses
+# first byte: 0 headers, 1 challenge, 2 token, 3 error body, 4 url origin, 5 ranges sidecar
+put("fuzz_registry", "headers", b"\0HTTP/1.1 100 Continue\r\n\r\nHTTP/2 206 \r\nDocker-Content-Digest: " + D.encode() +
+    b"\r\nLocation: https://r.example/v2/x/blobs/uploads/abc?_state=1\r\ncontent-range: bytes 0-9/100\r\n"
+    b"WWW-Authenticate: Bearer realm=\"https://auth.example/token\",service=\"r\"\r\n\r\n")
+put("fuzz_registry", "challenge-bearer",
+    b"\1Bearer realm=\"https://auth.example/token\",service=\"registry.example\",scope=\"repository:a/b:pull,push\"")
+put("fuzz_registry", "challenge-basic", b"\1Basic realm=\"Registry \\\"Realm\\\"\"")
+put("fuzz_registry", "token", b"\2" + json.dumps({"token": "abc.def", "expires_in": 300}).encode())
+put("fuzz_registry", "token-access", b"\2" + json.dumps({"access_token": "xyz"}).encode())
+put("fuzz_registry", "error-body", b"\3" + json.dumps({"errors": [{"code": "MANIFEST_UNKNOWN",
+                                                                   "message": "manifest unknown\x1b[31m"}]}).encode())
+put("fuzz_registry", "origin", b"\4HTTPS://Registry.Example:443/v2/a/blobs/uploads/1?x=y")
+put("fuzz_registry", "origin-v6", b"\4http://[::1]/v2/")
+blob, part = 150, 64
+put("fuzz_registry", "ranges", b"\5" + struct.pack("<QQ", blob, part) + b"MSPULL1\n" +
+    struct.pack("<QQQ", blob, part, 3) + struct.pack("<QQQ", 64, 10, 22))
+
+# ---------------------------------------------------------------- Go templates
+put("fuzz_gotmpl", "chatml.tmpl", "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n"
+    "{{ end }}<|im_start|>assistant\n")
+put("fuzz_gotmpl", "llama3.tmpl", "{{ if .System }}<|start_header_id|>system<|end_header_id|>\n\n{{ .System }}"
+    "<|eot_id|>{{ end }}{{ if .Prompt }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>"
+    "{{ end }}<|start_header_id|>assistant<|end_header_id|>\n\n{{ .Response }}<|eot_id|>")
+put("fuzz_gotmpl", "vars.tmpl", "{{- $last := len .Messages }}{{ range $i, $m := .Messages }}"
+    "{{ if eq $m.Role \"user\" }}[INST] {{ $m.Content }}{{ else if and (eq $m.Role \"assistant\") "
+    "(not (eq $i 0)) }}{{ slice $m.Content 0 1 }}{{ end }}{{- end }}{{/* comment */}}")
+put("fuzz_gotmpl", "printf-nested.tmpl", '{{ $x := "ab" }}{{ range $i, $m := .Messages }}{{ range $.Messages }}'
+    '{{ $x = printf "%s%d%q" $x $i .Role }}{{ end }}{{ end }}{{ len $x }}{{ index .Messages 0 }}')
+put("fuzz_gotmpl", "jinja.tmpl", "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}")
+
+# ---------------------------------------------------------------- Modelfile and params
+put("fuzz_modelfile", "Modelfile", 'FROM ./model.gguf\nPARAMETER temperature 0.7\nPARAMETER top_k 20\n'
+    'PARAMETER stop "<|im_end|>"\nPARAMETER stop </s>\nSYSTEM """You are\nterse."""\n'
+    'TEMPLATE "{{ .Prompt }}"\nLICENSE MIT\nMESSAGE user hi\nMESSAGE assistant hello\n# comment\n')
+put("fuzz_modelfile", "params.json", json.dumps({"temperature": 0.2, "top_k": 5, "top_p": 0.9, "min_p": 0.1,
+                                                 "repeat_penalty": 1.1, "repeat_last_n": 32, "seed": 7,
+                                                 "num_predict": -1, "num_ctx": 4096, "stop": ["</s>", "USER:"],
+                                                 "mirostat": 2}))
