@@ -198,7 +198,6 @@ static int frame_prepare(vk_ctx *c, vk_frame *fr, size_t n_ops, size_t params)
     return 0;
 }
 
-
 static gpu_limits limits_of(const vk_ctx *c)
 {
     gpu_limits l = {.max_rows = c->max_rows, .max_cols = c->max_cols, .n_ctx = c->n_ctx, .heads = c->heads,
