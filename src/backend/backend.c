@@ -13,6 +13,9 @@
 #ifdef MSTORE_HAVE_VULKAN
 #include "vulkan/vulkan.h"
 #endif
+#ifdef MSTORE_HAVE_METAL
+#include "metal/metal.h"
+#endif
 
 struct backend {
     const backend_impl *impl;
@@ -39,13 +42,26 @@ static int open_cpu(const backend_impl **impl, void **ctx, const backend_opts *o
 #define OPEN_VULKAN NULL
 #endif
 
+#ifdef MSTORE_HAVE_METAL
+#define OPEN_METAL metal_backend_new
+#else
+#define OPEN_METAL NULL
+#endif
+/* Why a device without an open function is absent. */
+#if defined(__APPLE__)
+#define NO_METAL "not built into this mstore"
+#else
+#define NO_METAL "Metal exists only on macOS"
+#endif
+
 static const struct {
     const char *name;
     open_fn open;
+    const char *absent;
 } devices[] = {
-    { "vulkan", OPEN_VULKAN },
-    { "metal", NULL },
-    { "cpu", open_cpu },
+    { "vulkan", OPEN_VULKAN, "not built into this mstore" },
+    { "metal", OPEN_METAL, NO_METAL },
+    { "cpu", open_cpu, NULL },
 };
 #define N_DEVICES (sizeof devices / sizeof devices[0])
 
@@ -55,7 +71,7 @@ static int open_named(backend *b, const char *name, const backend_opts *o)
         if (strcasecmp(name, devices[i].name) != 0)
             continue;
         if (!devices[i].open)
-            return ms_err(MS_EUNSUPPORTED, "device '%s': not built into this mstore", devices[i].name);
+            return ms_err(MS_EUNSUPPORTED, "device '%s': %s", devices[i].name, devices[i].absent);
         return devices[i].open(&b->impl, &b->ctx, o, 1);
     }
     return ms_err(MS_EINVALID, "device '%s': unknown; expected auto, cpu, vulkan or metal", name);
@@ -70,7 +86,7 @@ static int open_auto(backend *b, const backend_opts *o)
             return open_cpu(&b->impl, &b->ctx, o, 0);
         if (!devices[i].open) {
             if (o && o->verbose)
-                fprintf(stderr, "mstore: device %s: not built into this mstore\n", devices[i].name);
+                fprintf(stderr, "mstore: device %s: %s\n", devices[i].name, devices[i].absent);
             continue;
         }
         if (devices[i].open(&b->impl, &b->ctx, o, 0) == 0)
@@ -254,6 +270,14 @@ int backend_devices(backend_device_info **out, size_t *n_out, char *why, size_t 
     if (why && why_len)
         *why = 0;
     if (vulkan_devices_list(out, n_out, why, why_len) < 0) {
+        free(*out);
+        *out = NULL;
+        *n_out = 0;
+        return MS_ENOMEM;
+    }
+#endif
+#ifdef MSTORE_HAVE_METAL
+    if (metal_devices_list(out, n_out, NULL, 0) < 0) {
         free(*out);
         *out = NULL;
         *n_out = 0;

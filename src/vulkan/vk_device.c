@@ -584,7 +584,7 @@ done:
 
 /* Built on first use: a model needs the variants of its own weight types only, and each costs a
  * driver compile. */
-int vk_pipeline_get(vk_ctx *c, VkPipeline *out, vk_kernel k)
+int vk_pipeline_get(vk_ctx *c, VkPipeline *out, gpu_kernel k)
 {
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                    .codeSize = vk_spirv_table[k].nbytes,
@@ -628,7 +628,7 @@ static void ctx_close(vk_ctx *c)
                 c->f.vkDestroyDescriptorPool(c->dev, c->frames[i].pool, NULL);
         }
         vk_mem_free(c, &c->dummy);
-        for (int k = 0; k < VK_K_COUNT; k++) {
+        for (int k = 0; k < GPU_K_COUNT; k++) {
             if (c->pipes[k])
                 c->f.vkDestroyPipeline(c->dev, c->pipes[k], NULL);
             if (c->modules[k])
@@ -663,7 +663,7 @@ static int objects_new(vk_ctx *c)
     VkDescriptorSetLayoutBinding b[5];
     VkDescriptorSetLayoutCreateInfo li = {
         .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, .bindingCount = 5, .pBindings = b};
-    VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(vk_push)};
+    VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(gpu_push)};
     VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                       .setLayoutCount = 1,
                                       .pSetLayouts = &c->dsl,

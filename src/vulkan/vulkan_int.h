@@ -1,5 +1,6 @@
-/* vulkan_int.h: what the files of src/vulkan share: the loader's function table, the device context, the
- * kernels' push constants and the table of embedded SPIR-V. */
+/* vulkan_int.h: what the files of src/vulkan share: the loader's function table, the device context and
+ * the table of embedded SPIR-V. The kernels' variants and push constants are src/gpu's (gpu.h), shared
+ * with the Metal host. */
 #ifndef MSTORE_VULKAN_INT_H
 #define MSTORE_VULKAN_INT_H
 
@@ -9,6 +10,7 @@
  * module's own header, first on the include path. */
 #include MSTORE_VULKAN_HEADER
 
+#include "gpu/gpu.h"
 #include "util/util.h"
 #include "vulkan/vulkan.h"
 
@@ -43,53 +45,12 @@ typedef struct vk_fns {
     PFN_vkGetMemoryHostPointerPropertiesEXT vkGetMemoryHostPointerPropertiesEXT; /* NULL: no import */
 } vk_fns;
 
-/* The kernels' push constants: common.glsl's PC, member for member. */
-typedef struct vk_push {
-    uint32_t n, rows, cols, dst_off;
-    uint32_t src_off, w_off, row_bytes, a_off;
-    uint32_t b_off, s_row_bytes, gs, stype;
-    uint32_t heads, kv_heads, head_dim, n_rot;
-    uint32_t pos0, interleaved, mode, wtype;
-    float eps, scale;
-    uint32_t n_ctx, wg_x;
-} vk_push;
-
-/* Weight types the kernels run, in the order of the generated variants (CMakeLists.txt). */
-enum {
-    VK_T_F32,
-    VK_T_F16,
-    VK_T_BF16,
-    VK_T_Q8_0,
-    VK_T_Q4_0,
-    VK_T_Q4_1,
-    VK_T_Q5_0,
-    VK_T_Q5_1,
-    VK_T_Q4_K,
-    VK_T_Q5_K,
-    VK_T_Q6_K,
-    VK_T_MLX4,
-    VK_T_MLX8,
-    VK_T_COUNT
-};
-/* Kernel variants, in the order of vk_spirv_table. */
-typedef enum vk_kernel {
-    VK_K_MV = 0, /* + VK_T_*: decode matvec */
-    VK_K_MM = VK_K_MV + VK_T_COUNT, /* + VK_T_*: prefill GEMM */
-    VK_K_EMBED = VK_K_MM + VK_T_COUNT, /* + VK_T_*: embedding rows */
-    VK_K_NORM = VK_K_EMBED + VK_T_COUNT,
-    VK_K_ROPE,
-    VK_K_ELEM,
-    VK_K_ATT_F32,
-    VK_K_ATT_F16,
-    VK_K_COUNT
-} vk_kernel;
-
 typedef struct vk_spirv {
     const char *name;
     const uint32_t *code;
     size_t nbytes;
 } vk_spirv;
-extern const vk_spirv vk_spirv_table[VK_K_COUNT];
+extern const vk_spirv vk_spirv_table[GPU_K_COUNT];
 
 /* Device memory and the buffer over it. `host`: its mapping when host-visible, else NULL. */
 typedef struct vk_mem {
@@ -107,15 +68,6 @@ typedef struct vk_region {
     vk_mem m;
     int imported;
 } vk_region;
-
-/* A weight as the kernels take it: the region and byte offsets into it. */
-typedef struct vk_weight {
-    vk_region *reg;
-    uint64_t data_off, scales_off, biases_off; /* bytes from reg->base */
-    uint64_t data_end, scales_end, biases_end;
-    int vt; /* VK_T_* */
-    uint32_t row_bytes, s_row_bytes, gs, stype;
-} vk_weight;
 
 /* A run in flight: its command buffer, fence, descriptor pool and the host-written params
  * (token ids, rope tables) its ops read. Two, so that a prefill chunk can be recorded while the
@@ -146,8 +98,8 @@ typedef struct vk_ctx {
     VkCommandPool cpool;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
-    VkShaderModule modules[VK_K_COUNT];
-    VkPipeline pipes[VK_K_COUNT];
+    VkShaderModule modules[GPU_K_COUNT];
+    VkPipeline pipes[GPU_K_COUNT];
     vk_frame frames[VK_FRAMES];
     int cur; /* the frame the next run records into */
     int last; /* the frame of the last run, -1 none */
@@ -171,7 +123,7 @@ void vk_mem_free(vk_ctx *c, vk_mem *m);
 int vk_oneshot_begin(vk_ctx *c, VkCommandBuffer *cmd);
 int vk_oneshot_end(vk_ctx *c, VkCommandBuffer cmd);
 int vk_weight_region(vk_ctx *c, vk_region **out, const runtime_tensor *t, uint64_t lo, uint64_t hi);
-int vk_pipeline_get(vk_ctx *c, VkPipeline *out, vk_kernel k);
+int vk_pipeline_get(vk_ctx *c, VkPipeline *out, gpu_kernel k);
 int vk_frame_wait(vk_ctx *c, int i);
 void vk_ctx_close(void *vctx);
 

@@ -1,4 +1,4 @@
-/* common.glsl: what every kernel shares: the push constants (vk_push in vulkan_int.h is the same
+/* common.glsl: what every kernel shares: the push constants (gpu_push in src/gpu/gpu.h is the same
  * struct), the read-only bindings and byte-level reads of weights. Included, not a kernel.
  *
  * Bindings (one descriptor set layout for every pipeline), numbered from 1 so that MSL made

@@ -1,0 +1,399 @@
+/* gpu.c: the plan of each backend.h op as a dispatch of the GLSL kernels (gpu.h), shared by the
+ * Vulkan and Metal hosts. Moved out of src/vulkan/vk_run.c unchanged in arithmetic, so that a
+ * second host encodes exactly what the first does. */
+#include <math.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+#include "util/util.h"
+
+uint32_t gpu_kernel_threads(gpu_kernel k)
+{
+    if (k < GPU_K_MM)
+        return 128;   /* matmul.comp, GEMM 0 */
+    if (k < GPU_K_EMBED)
+        return 256;   /* matmul.comp, GEMM 1 */
+    if (k < GPU_K_NORM)
+        return 64;    /* embed.comp */
+    switch (k) {
+    case GPU_K_NORM:
+        return 128;
+    case GPU_K_ROPE:
+        return 64;
+    case GPU_K_ELEM:
+        return 256;
+    default:
+        return 64;    /* attention.comp */
+    }
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static int vt_of(const runtime_tensor *t)
+{
+    if (t->type == RUNTIME_TYPE_MLX) {
+        if (!t->quant_type || !t->biases || t->group_size <= 0 || t->group_size % 32 ||
+            (t->scale_dtype != ST_F32 && t->scale_dtype != ST_F16 && t->scale_dtype != ST_BF16))
+            return -1;
+        return strcmp(t->quant_type, "int4") == 0 ? GPU_T_MLX4 : strcmp(t->quant_type, "int8") == 0 ? GPU_T_MLX8 : -1;
+    }
+    switch (t->type) {
+    case GGML_TYPE_F32:
+        return GPU_T_F32;
+    case GGML_TYPE_F16:
+        return GPU_T_F16;
+    case GGML_TYPE_BF16:
+        return GPU_T_BF16;
+    case GGML_TYPE_Q8_0:
+        return GPU_T_Q8_0;
+    case GGML_TYPE_Q4_0:
+        return GPU_T_Q4_0;
+    case GGML_TYPE_Q4_1:
+        return GPU_T_Q4_1;
+    case GGML_TYPE_Q5_0:
+        return GPU_T_Q5_0;
+    case GGML_TYPE_Q5_1:
+        return GPU_T_Q5_1;
+    case GGML_TYPE_Q4_K:
+        return GPU_T_Q4_K;
+    case GGML_TYPE_Q5_K:
+        return GPU_T_Q5_K;
+    case GGML_TYPE_Q6_K:
+        return GPU_T_Q6_K;
+    default:
+        return -1;
+    }
+}
+
+int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_tensor *t, uint64_t max_range,
+                      const char *dev)
+{
+    uint64_t cols = t->shape[t->n_dims - 1], rows = t->n_dims > 1 ? t->shape[0] : 1, row_bytes = 0;
+    int vt = vt_of(t);
+
+    memset(w, 0, sizeof *w);
+    if (t->n_dims == 1 && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
+        return ms_err(MS_EINVALID, "tensor '%s': expected a vector of F32/F16/BF16 values", t->name);
+    if (vt < 0) {
+        const char *tn = t->type == RUNTIME_TYPE_MLX ? (t->quant_type ? t->quant_type : "mlx ?")
+                         : ggml_type_name(t->type)   ? ggml_type_name(t->type)
+                                                     : "?";
+        return ms_err(MS_EUNSUPPORTED,
+                      "tensor '%s': type %s is not supported by the %s backend; supported: "
+                      "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX int4 and int8 (affine)",
+                      t->name, tn, dev);
+    }
+    if (t->type == RUNTIME_TYPE_MLX)
+        row_bytes = cols * (uint64_t)t->bits / 8;
+    else if (ggml_row_nbytes(&row_bytes, t->type, cols) < 0)
+        return ms_err(MS_EINVALID, "tensor '%s': %llu columns do not fill whole blocks", t->name,
+                      (unsigned long long)cols);
+    if (row_bytes * rows > max_range || row_bytes * rows > UINT32_MAX - 64)
+        return ms_err(MS_EINVALID, "tensor '%s': %llu bytes, past the %llu bytes one binding of the %s device can address",
+                      t->name, (unsigned long long)(row_bytes * rows), (unsigned long long)max_range, dev);
+    w->vt = vt;
+    w->row_bytes = (uint32_t)row_bytes;
+    *lo = (uintptr_t)t->data;
+    *hi = *lo + row_bytes * rows;
+    if (t->type == RUNTIME_TYPE_MLX) {
+        uint64_t ssz = st_dtype_size((st_dtype)t->scale_dtype), sbytes = rows * (cols / (uint64_t)t->group_size) * ssz;
+        uint64_t s = (uintptr_t)t->scales, b = (uintptr_t)t->biases;
+        w->s_row_bytes = (uint32_t)((cols / (uint64_t)t->group_size) * ssz);
+        w->gs = (uint32_t)t->group_size;
+        w->stype = t->scale_dtype == ST_F16 ? 1 : t->scale_dtype == ST_BF16 ? 2 : 0;
+        *lo = *lo < s ? *lo : s;
+        *lo = *lo < b ? *lo : b;
+        *hi = *hi > s + sbytes ? *hi : s + sbytes;
+        *hi = *hi > b + sbytes ? *hi : b + sbytes;
+        w->scales_end = sbytes; /* a length until placed */
+    }
+    w->data_end = row_bytes * rows;
+    return 0;
+}
+
+void gpu_weight_place(gpu_weight *w, const runtime_tensor *t, const void *base)
+{
+    uint64_t data_n = w->data_end, s_n = w->scales_end;
+
+    w->data_off = (uintptr_t)t->data - (uintptr_t)base;
+    w->data_end = w->data_off + data_n;
+    if (w->vt == GPU_T_MLX4 || w->vt == GPU_T_MLX8) {
+        w->scales_off = (uintptr_t)t->scales - (uintptr_t)base;
+        w->scales_end = w->scales_off + s_n;
+        w->biases_off = (uintptr_t)t->biases - (uintptr_t)base;
+        w->biases_end = w->biases_off + s_n;
+    }
+}
+
+/* ---------------------------------------------------------------- checks */
+
+int gpu_op_check(const gpu_limits *l, const backend_op *op)
+{
+    if (op->kind == BACKEND_OP_MATMUL && (op->n > l->max_rows || op->cols > l->max_cols))
+        return ms_err(MS_ERROR, "matmul of %d rows x %d columns: past the reserved %d x %d", op->n, op->cols,
+                      l->max_rows, l->max_cols);
+    if (op->kind == BACKEND_OP_ATTENTION &&
+        (op->pos0 + op->n > l->n_ctx || op->head_dim > 256 || op->kv_heads <= 0 || op->heads % op->kv_heads))
+        return ms_err(MS_ERROR, "attention to position %d (context %d), head_dim %d (at most 256), %d/%d heads",
+                      op->pos0 + op->n, l->n_ctx, op->head_dim, op->heads, op->kv_heads);
+    if (op->kind == BACKEND_OP_ROPE && (op->n_rot > 1024 || op->n_rot > op->head_dim))
+        return ms_err(MS_ERROR, "rope of %d dims in heads of %d", op->n_rot, op->head_dim);
+    if (op->kind == BACKEND_OP_EMBED)
+        for (int t = 0; t < op->n; t++)
+            if (op->tokens[t] < 0 || (uint64_t)op->tokens[t] >= op->w->t->shape[0])
+                return ms_err(MS_ERROR, "embedding of token %d: outside the %llu rows", op->tokens[t],
+                              (unsigned long long)op->w->t->shape[0]);
+    return 0;
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+size_t gpu_params_size(const gpu_limits *l, const backend_op *ops, size_t n_ops)
+{
+    size_t s = 0;
+
+    for (size_t i = 0; i < n_ops; i++) {
+        if (ops[i].kind == BACKEND_OP_EMBED)
+            s += align_up((size_t)ops[i].n * 4, l->align);
+        else if (ops[i].kind == BACKEND_OP_ROPE)
+            s += align_up((size_t)ops[i].n * (size_t)(ops[i].n_rot / 2) * 8, l->align);
+    }
+    return s;
+}
+
+/* ---------------------------------------------------------------- bindings */
+
+/* Bind elements [off, off + need) (elt bytes each) of something of `size` bytes: the binding
+ * starts at an aligned byte offset and *rem is what remains in elements. MS_ERROR when the
+ * range falls outside or past what one binding can address. */
+static int bind_range(const gpu_limits *l, gpu_bind *b, uint32_t *rem, uint64_t size, uint64_t off, uint64_t need,
+                      uint64_t elt)
+{
+    uint64_t byte = off * elt, base = byte / l->align * l->align, end = (byte + need * elt + 3) & ~(uint64_t)3;
+
+    if (end > size)
+        return ms_err(MS_ERROR, "gpu: an op reaches byte %llu of a buffer of %llu", (unsigned long long)end,
+                      (unsigned long long)size);
+    if (end - base > l->max_range)
+        return ms_err(MS_ERROR, "gpu: an op spans %llu bytes, past the %llu one binding can address",
+                      (unsigned long long)(end - base), (unsigned long long)l->max_range);
+    b->offset = base;
+    b->range = end - base;
+    *rem = (uint32_t)((byte - base) / elt);
+    return 0;
+}
+
+static int bind_ref(const gpu_limits *l, gpu_bind *b, uint32_t *rem, backend_ref r, uint64_t need)
+{
+    uint64_t elt = r.buf && r.buf->dtype == BACKEND_F16 ? 2 : 4;
+
+    if (!r.buf)
+        return ms_err(MS_ERROR, "gpu: an op lacks a buffer");
+    b->kind = GPU_B_BUF;
+    b->buf = r.buf;
+    /* the bytes a host allocates for a buffer (backend_buf_new): whole words */
+    return bind_range(l, b, rem, (r.buf->n * elt + 3) & ~(uint64_t)3, r.off, need, elt);
+}
+
+/* Bytes [lo, hi) of a weight's region; *rem in bytes. */
+static int bind_weight(const gpu_limits *l, gpu_bind *b, uint32_t *rem, const gpu_weight *w, uint64_t lo, uint64_t hi)
+{
+    b->kind = GPU_B_WEIGHT;
+    b->w = w;
+    return bind_range(l, b, rem, w->region_size, lo, hi - lo, 1);
+}
+
+/* Bindings 3..5 of a matrix: its bytes, and for MLX its scales and biases. */
+static int bind_matrix(const gpu_limits *l, gpu_dispatch *d, const gpu_weight *w)
+{
+    int rc;
+
+    if ((rc = bind_weight(l, &d->b[2], &d->pc.w_off, w, w->data_off, w->data_end)) < 0)
+        return rc;
+    d->pc.row_bytes = w->row_bytes;
+    if (w->vt == GPU_T_MLX4 || w->vt == GPU_T_MLX8) {
+        if ((rc = bind_weight(l, &d->b[3], &d->pc.a_off, w, w->scales_off, w->scales_end)) < 0 ||
+            (rc = bind_weight(l, &d->b[4], &d->pc.b_off, w, w->biases_off, w->biases_end)) < 0)
+            return rc;
+        d->pc.s_row_bytes = w->s_row_bytes;
+        d->pc.gs = w->gs;
+        d->pc.stype = w->stype;
+    }
+    return 0;
+}
+
+static void bind_params(gpu_bind *b, size_t off, size_t range)
+{
+    b->kind = GPU_B_PARAMS;
+    b->offset = off;
+    b->range = range;
+}
+
+/* ---------------------------------------------------------------- dispatches */
+
+/* `groups` workgroups as a grid of rows of at most 65535. */
+static int groups_grid(gpu_dispatch *d, uint64_t groups)
+{
+    uint32_t g;
+
+    if (groups > (uint64_t)65535 * 65535)
+        return ms_err(MS_ERROR, "gpu: an op of %llu workgroups", (unsigned long long)groups);
+    g = (uint32_t)groups;
+    d->gx = g < 65535 ? (g ? g : 1) : 65535;
+    d->gy = (g + d->gx - 1) / d->gx;
+    if (!d->gy)
+        d->gy = 1;
+    return 0;
+}
+
+static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w ? op->w->dev : NULL;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    *n_out = 1;
+    pc->n = (uint32_t)op->n;
+    d->wr = op->dst.buf;
+    switch (op->kind) {
+    case BACKEND_OP_EMBED: {
+        uint32_t nb = (uint32_t)((op->cols + 31) / 32);
+        memcpy(p->params + p->p_off, op->tokens, (size_t)op->n * 4);
+        bind_params(&d->b[1], p->p_off, align_up((size_t)op->n * 4, 4));
+        p->p_off += align_up((size_t)op->n * 4, l->align);
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+            (rc = bind_matrix(l, d, w)) < 0)
+            return rc;
+        pc->cols = (uint32_t)op->cols;
+        d->k = GPU_K_EMBED + w->vt;
+        return groups_grid(d, ((uint64_t)op->n * nb + 63) / 64);
+    }
+    case BACKEND_OP_RMS_NORM:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
+            (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
+            return rc;
+        pc->cols = (uint32_t)op->cols;
+        pc->wtype = (uint32_t)op->w->t->type;
+        pc->eps = op->eps;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->k = GPU_K_NORM;
+        return groups_grid(d, (uint64_t)op->n);
+    case BACKEND_OP_MATMUL:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->rows)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
+            (rc = bind_matrix(l, d, w)) < 0)
+            return rc;
+        pc->rows = (uint32_t)op->rows;
+        pc->cols = (uint32_t)op->cols;
+        d->rd[d->n_rd++] = op->src.buf;
+        if (op->n <= 2) { /* decode: the weight is read once per token either way; no tile to fill */
+            d->k = GPU_K_MV + w->vt;
+            return groups_grid(d, ((uint64_t)op->rows + 7) / 8);
+        }
+        d->k = GPU_K_MM + w->vt;
+        d->gx = (uint32_t)((op->rows + 63) / 64);
+        d->gy = (uint32_t)((op->n + 31) / 32);
+        return 0;
+    case BACKEND_OP_ADD_ROW:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+            (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
+            return rc;
+        pc->n = (uint32_t)(op->n * op->cols);
+        pc->cols = (uint32_t)op->cols;
+        pc->wtype = (uint32_t)op->w->t->type;
+        pc->mode = 2;
+        d->k = GPU_K_ELEM;
+        return groups_grid(d, (pc->n + 255u) / 256u);
+    case BACKEND_OP_ROPE: {
+        int half = op->n_rot / 2;
+        const backend_op *pv = p->rope_prev;
+        if (!pv || pv->n != op->n || pv->pos0 != op->pos0 || pv->n_rot != op->n_rot || pv->freqs != op->freqs) {
+            /* cos and sin in double, as the CPU takes them; one table serves every head and layer */
+            float *tab = (float *)(p->params + p->p_off);
+            for (int t = 0; t < op->n; t++) {
+                for (int i = 0; i < half; i++) {
+                    double a = (double)(op->pos0 + t) * op->freqs[i];
+                    tab[2 * ((size_t)t * half + i)] = (float)cos(a);
+                    tab[2 * ((size_t)t * half + i) + 1] = (float)sin(a);
+                }
+            }
+            p->rope_off = p->p_off;
+            p->p_off += align_up((size_t)op->n * (size_t)half * 8, l->align);
+            p->rope_prev = op;
+        }
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0)
+            return rc;
+        bind_params(&d->b[3], p->rope_off, (size_t)op->n * (size_t)half * 8 + 4);
+        pc->heads = (uint32_t)op->heads;
+        pc->head_dim = (uint32_t)op->head_dim;
+        pc->n_rot = (uint32_t)op->n_rot;
+        pc->interleaved = (uint32_t)op->interleaved;
+        if (half == 0) {
+            *n_out = 0;
+            return 0;
+        }
+        d->k = GPU_K_ROPE;
+        return groups_grid(d, ((uint64_t)op->n * op->heads * half + 63) / 64);
+    }
+    case BACKEND_OP_STORE:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
+            return rc;
+        pc->mode = op->dst.buf->dtype == BACKEND_F16 ? 4 : 3;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->k = GPU_K_ELEM;
+        return groups_grid(d, pc->mode == 4 ? ((pc->dst_off & 1u) + pc->n + 1u) / 2u / 256u + 1u
+                                            : (pc->n + 255u) / 256u);
+    case BACKEND_OP_ATTENTION: {
+        uint64_t kv_need = (uint64_t)(op->pos0 + op->n) * op->kv_heads * op->head_dim;
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
+            (rc = bind_ref(l, &d->b[3], &pc->a_off, op->k, kv_need)) < 0 ||
+            (rc = bind_ref(l, &d->b[4], &pc->b_off, op->v, kv_need)) < 0)
+            return rc;
+        if (op->k.buf->dtype != op->v.buf->dtype)
+            return ms_err(MS_ERROR, "gpu: attention over k and v caches of different types");
+        pc->pos0 = (uint32_t)op->pos0;
+        pc->heads = (uint32_t)op->heads;
+        pc->kv_heads = (uint32_t)op->kv_heads;
+        pc->head_dim = (uint32_t)op->head_dim;
+        pc->scale = 1.0f / sqrtf((float)op->head_dim);
+        d->rd[d->n_rd++] = op->src.buf;
+        d->rd[d->n_rd++] = op->k.buf;
+        d->rd[d->n_rd++] = op->v.buf;
+        d->k = op->k.buf->dtype == BACKEND_F16 ? GPU_K_ATT_F16 : GPU_K_ATT_F32;
+        return groups_grid(d, (uint64_t)op->n * op->heads);
+    }
+    case BACKEND_OP_SWIGLU:
+    case BACKEND_OP_ADD:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
+            return rc;
+        pc->mode = op->kind == BACKEND_OP_SWIGLU ? 1 : 0;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->k = GPU_K_ELEM;
+        return groups_grid(d, (pc->n + 255u) / 256u);
+    default: /* the MoE, window, GeGLU, scale and soft-cap kinds: backend_run refuses them first */
+        break;
+    }
+    return ms_err(MS_ERROR, "gpu: op kind %d is unknown", (int)op->kind);
+}
+
+int gpu_plan_op(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
+{
+    int rc;
+
+    memset(d, 0, sizeof *d);
+    *n_out = 0;
+    if ((rc = plan(p, op, d, n_out)) < 0) {
+        *n_out = 0;
+        return rc;
+    }
+    d->pc.wg_x = d->gx;
+    return 0;
+}
