@@ -38,14 +38,14 @@ typedef struct hf_import {
 
 static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
 
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w)
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *src)
 {
     blob_writer *bw = NULL;
     int rc;
 
     if ((rc = blob_writer_open(&bw, blob_batch_home(b))) < 0)
         return rc;
-    if ((rc = st_writer_emit(w, sink_blob, bw)) < 0) {
+    if ((rc = src ? import_source_emit(src, w, bw) : st_writer_emit(w, sink_blob, bw)) < 0) {
         blob_writer_abort(bw);
         return rc;
     }
@@ -324,7 +324,7 @@ static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
             count_dtype(h, all[k].t->dtype);
         k = e;
     }
-    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->batch, w)) < 0)
+    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->batch, w, NULL)) < 0)
         ms_err_ctx("%s: tensor '%s'", h->dir, layer);
     st_writer_free(w);
     for (size_t k = i; k < j; k++)
