@@ -157,7 +157,7 @@ static int unit_import(unit *u, const item *items, blob_batch *b, import_source 
         json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
     }
     if (rc == 0)
-        rc = import_tensor_blob(u->digest, &u->size, b, w, src);
+        rc = import_tensor_blob(u->digest, &u->size, b, w, &src, 1);
     st_writer_free(w);
     import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
     return rc;

@@ -28,14 +28,16 @@ int import_source_check(import_source *s);
 /* 1 once a read or check found the file changed: the caller then names only the file, since
  * the tensor it was copying is not what went wrong. */
 int import_source_changed(const import_source *s);
-/* st_writer_emit(w) into `bw`, reading the tensor data that points into the mapping from the
- * file. */
-int import_source_emit(import_source *s, st_writer *w, blob_writer *bw);
+/* st_writer_emit(w) into `bw`, reading the tensor data that points into one of the sources'
+ * mappings from its file (an HF pack may span shards). Entries of `srcs` may be NULL. */
+int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);
 void import_source_close(import_source *s);   /* joins the hash thread; NULL is fine */
 
-/* Emit `w` into a new blob of batch `b` (it lands under blobs/ at blob_batch_commit). With
- * `src`, tensor data that points into src's mapping is read from the file instead. */
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *src);
+/* Emit `w` into a new blob of batch `b` (it lands under blobs/ at blob_batch_commit). Tensor
+ * data that points into the mapping of one of `srcs` (n_srcs of them, may be 0) is read from
+ * its file instead (import_sources_emit). */
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *const *srcs,
+                       size_t n_srcs);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */

@@ -172,19 +172,16 @@ int import_source_check(import_source *s)
 
 int import_source_changed(const import_source *s) { return __atomic_load_n(&s->changed, __ATOMIC_RELAXED); }
 
-/* An st_sink: bytes that lie in the mapping [base, base + size) are read from the file at the
- * same offset instead; anything else (the blob's header, padding) is the writer's own memory. */
-static int source_sink(void *ctx, const void *buf, size_t len)
+/* `len` bytes of the file at `offset` into the writer set by import_sources_emit. */
+static int source_copy(import_source *s, uint64_t off, size_t len)
 {
-    import_source *s = ctx;
-    const uint8_t *p = buf;
     int rc;
 
-    if (!s->base || p < s->base || p >= s->base + s->size)
-        return blob_writer_write(s->sink_writer, buf, len);
-    for (uint64_t off = (uint64_t)(p - s->base); len > 0;) {
+    while (len > 0) {
         size_t n = len < SINK_CHUNK ? len : SINK_CHUNK;
-        if ((rc = import_source_read(s, s->buf, off, n)) < 0 || (rc = blob_writer_write(s->sink_writer, s->buf, n)) < 0)
+        if ((rc = import_source_read(s, s->buf, off, n)) == 0)
+            rc = blob_writer_write(s->sink_writer, s->buf, n);
+        if (rc < 0)
             return rc;
         off += n;
         len -= n;
@@ -192,13 +189,40 @@ static int source_sink(void *ctx, const void *buf, size_t len)
     return 0;
 }
 
-int import_source_emit(import_source *s, st_writer *w, blob_writer *bw)
+typedef struct emit_ctx {
+    import_source *const *srcs;
+    size_t n;
+    blob_writer *bw;
+} emit_ctx;
+
+/* An st_sink: bytes that lie in a source's mapping [base, base + size) are read from that file
+ * at the same offset instead; anything else (the blob's header, padding, a quantized tensor)
+ * is the writer's own memory. */
+static int sources_sink(void *ctx, const void *buf, size_t len)
 {
+    const emit_ctx *e = ctx;
+    const uint8_t *p = buf;
+
+    for (size_t i = 0; i < e->n; i++) {
+        import_source *s = e->srcs[i];
+        if (s && s->base && p >= s->base && p < s->base + s->size)
+            return source_copy(s, (uint64_t)(p - s->base), len);
+    }
+    return blob_writer_write(e->bw, buf, len);
+}
+
+int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw)
+{
+    emit_ctx e = { srcs, n, bw };
     int rc;
 
-    s->sink_writer = bw;
-    rc = st_writer_emit(w, source_sink, s);
-    s->sink_writer = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (srcs[i])
+            srcs[i]->sink_writer = bw;
+    rc = st_writer_emit(w, sources_sink, &e);
+    for (size_t i = 0; i < n; i++)
+        if (srcs[i])
+            srcs[i]->sink_writer = NULL;
     return rc;
 }
 

@@ -27,6 +27,12 @@ MSTORE_TEST_IMPORT_SHRINK=$((size - 1)) expect_fail 1 "shrink.gguf: file changed
     mstore import "$WORK/shrink.gguf" --name shrunk
 [ "$(store_state)" = "$before" ] || fail "store changed after the file lost its last byte"
 
+# A safetensors shard of a Hugging Face directory, likewise.
+make_hf "$WORK/hf2" --seed 3
+MSTORE_TEST_IMPORT_SHRINK=1000 expect_fail 1 "hf2/model.safetensors: file changed during import" \
+    mstore import "$WORK/hf2" --name shrunk
+[ "$(store_state)" = "$before" ] || fail "store changed after a shard shrank"
+
 # Without the hook the same file imports, and verify passes.
 cp "$src" "$WORK/shrink.gguf"
 expect_ok mstore import "$WORK/shrink.gguf" --name whole
