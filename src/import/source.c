@@ -10,7 +10,12 @@
  * it is in cache, where copying out of a fresh mapping takes a page fault per 4 KiB.
  *
  * A file that changes without shrinking is caught by comparing size and mtime with what they
- * were at open (import_source_check), before any blob of the import reaches blobs/. */
+ * were at open (import_source_check), before any blob of the import reaches blobs/.
+ *
+ * One read of the file feeds both digests: the chunks that the sink reads for the blobs go,
+ * through a ring of RING slots, to the thread that hashes the whole file too. That thread
+ * hashes in file order and reads for itself only what the blobs skip (the header, the gaps
+ * between tensors, a tensor quantized on the way, a pack's tensors out of order). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -23,18 +28,31 @@
 #include "import/import_int.h"
 
 #define SINK_CHUNK (1u << 20)   /* fits L2: read, hashed and written while still in cache */
-#define HASH_CHUNK (4u << 20)
+#define HASH_CHUNK (1u << 20)   /* the hash thread's own reads */
+#define RING 4                  /* slots in flight between the sink and the hash thread */
+
+typedef struct slot {
+    uint8_t *buf;               /* SINK_CHUNK bytes */
+    uint64_t offset;
+    size_t len;
+    int busy;                   /* posted, not yet hashed: the sink must not reuse it */
+} slot;
 
 struct import_source {
     int fd;
     uint64_t size;
     struct timespec mtime;
     const uint8_t *base;       /* the mapping whose pointers stand for file offsets (may be NULL) */
-    uint8_t *buf;              /* SINK_CHUNK bytes for source_sink */
+    uint8_t *buf;              /* SINK_CHUNK bytes for source_sink without a hash thread */
     blob_writer *sink_writer;  /* where source_sink writes */
     pthread_t thread;
-    int hashing;               /* the thread runs */
+    int hashing;               /* the thread runs: the sink posts its chunks to it */
     int hash_rc;               /* its result, read after the join */
+    pthread_mutex_t mu;        /* guards the ring and the flags below */
+    pthread_cond_t cv;         /* a slot posted or freed, done, stop: one condition, broadcast */
+    slot ring[RING];
+    uint64_t posted, taken;    /* slots posted by the sink / taken by the thread, ever */
+    int done, stop;            /* no more posts (hash the rest) / give up (an error came) */
     char digest[BLOB_DIGEST_LEN + 1];
     int changed;               /* a read or check found the file changed (either thread) */
     char hash_msg[512];        /* the thread's error message (messages are per thread) */
@@ -55,12 +73,21 @@ int import_source_open(import_source **out, const char *path, const uint8_t *bas
     int rc;
 
     *out = NULL;
-    if (s)
+    if (s) {
         s->fd = -1;
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv, NULL);
+    }
     if (!s || !(s->buf = malloc(SINK_CHUNK))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
+    for (int i = 0; i < RING; i++)
+        if (!(s->ring[i].buf = malloc(SINK_CHUNK))) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto fail;
+        }
+
     if ((rc = ms_open_regular(path)) < 0)
         goto fail;
     s->fd = rc;
@@ -106,27 +133,72 @@ int import_source_read(import_source *s, void *buf, uint64_t offset, size_t len)
     return 0;
 }
 
+/* Hash [*pos, to) with the thread's own reads. */
+static int hash_range(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *pos, uint64_t to)
+{
+    int rc;
+
+    while (*pos < to) {
+        size_t n = to - *pos < HASH_CHUNK ? (size_t)(to - *pos) : HASH_CHUNK;
+        if ((rc = import_source_read(s, buf, *pos, n)) < 0)
+            return rc;
+        blob_hash_update(h, buf, n);
+        *pos += n;
+    }
+    return 0;
+}
+
+/* A chunk the sink read: bytes before it that were not hashed yet are read here first; bytes
+ * already hashed (a chunk behind the hash's position) are skipped. */
+static int hash_chunk(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *pos, const slot *c)
+{
+    int rc;
+
+    if (c->offset > *pos && (rc = hash_range(s, h, buf, pos, c->offset)) < 0)
+        return rc;
+    if (c->offset + c->len > *pos) {
+        blob_hash_update(h, c->buf + (*pos - c->offset), (size_t)(c->offset + c->len - *pos));
+        *pos = c->offset + c->len;
+    }
+    return 0;
+}
+
 static void *hash_main(void *arg)
 {
     import_source *s = arg;
     uint8_t *buf = malloc(HASH_CHUNK);
     blob_hash *h = blob_hash_new();
-    uint64_t at = 0;
+    uint64_t pos = 0;
+    int rc = buf && h ? 0 : ms_err(MS_ENOMEM, "out of memory");
 
-    s->hash_rc = buf && h ? 0 : ms_err(MS_ENOMEM, "out of memory");
-    while (s->hash_rc == 0 && at < s->size) {
-        size_t n = s->size - at < HASH_CHUNK ? (size_t)(s->size - at) : HASH_CHUNK;
-        if ((s->hash_rc = import_source_read(s, buf, at, n)) == 0)
-            blob_hash_update(h, buf, n);
-        at += n;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->taken == s->posted && !s->done && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop || s->taken == s->posted)
+            break;
+        slot *c = &s->ring[s->taken % RING];
+        pthread_mutex_unlock(&s->mu);
+        if (rc == 0)   /* after an error, slots are only handed back */
+            rc = hash_chunk(s, h, buf, &pos, c);
+        pthread_mutex_lock(&s->mu);
+        c->busy = 0;
+        s->taken++;
+        pthread_cond_broadcast(&s->cv);
     }
-    if (s->hash_rc == 0) {
+    if (s->stop && rc == 0)
+        rc = MS_ERROR;   /* nobody reads the digest */
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0)
+        rc = hash_range(s, h, buf, &pos, s->size);
+    if (rc == 0) {
         blob_hash_final(s->digest, h);
         h = NULL;
     } else {
         /* The message is per thread: keep it for import_source_hash_finish to set again. */
         snprintf(s->hash_msg, sizeof s->hash_msg, "%s", ms_err_msg());
     }
+    s->hash_rc = rc;
     blob_hash_free(h);
     free(buf);
     return NULL;
@@ -134,19 +206,34 @@ static void *hash_main(void *arg)
 
 int import_source_hash_start(import_source *s)
 {
-    if (pthread_create(&s->thread, NULL, hash_main, s) == 0)
+    if (pthread_create(&s->thread, NULL, hash_main, s) == 0) {
         s->hashing = 1;
-    else
-        hash_main(s);   /* no thread to be had: hash here, before the blobs */
+    } else {
+        s->done = 1;    /* no thread to be had: hash here, before the blobs, with a read more */
+        hash_main(s);
+    }
     return 0;
+}
+
+/* Stop the hash thread: `finish` lets it hash what remains, else it gives up. */
+static void hash_join(import_source *s, int finish)
+{
+    if (!s->hashing)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (finish)
+        s->done = 1;
+    else
+        s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->hashing = 0;
 }
 
 int import_source_hash_finish(import_source *s, char digest_out[BLOB_DIGEST_LEN + 1])
 {
-    if (s->hashing) {
-        pthread_join(s->thread, NULL);
-        s->hashing = 0;
-    }
+    hash_join(s, 1);
     if (s->hash_rc < 0)
         return ms_err(s->hash_rc, "%s", s->hash_msg);
     memcpy(digest_out, s->digest, sizeof s->digest);
@@ -172,6 +259,30 @@ int import_source_check(import_source *s)
 
 int import_source_changed(const import_source *s) { return __atomic_load_n(&s->changed, __ATOMIC_RELAXED); }
 
+/* With the hash thread running, one chunk of the file through a ring slot: read, posted to
+ * the thread, written (and hashed for the blob) while the thread hashes it for the file. The
+ * slot is reused only after the thread handed it back. */
+static int sink_chunk(import_source *s, uint64_t offset, size_t len)
+{
+    slot *c = &s->ring[s->posted % RING];
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    while (c->busy)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if ((rc = import_source_read(s, c->buf, offset, len)) < 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    c->offset = offset;
+    c->len = len;
+    c->busy = 1;
+    s->posted++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return blob_writer_write(s->sink_writer, c->buf, len);   /* reads c->buf only, as the thread does */
+}
+
 /* `len` bytes of the file at `offset` into the writer set by import_sources_emit. */
 static int source_copy(import_source *s, uint64_t off, size_t len)
 {
@@ -179,7 +290,9 @@ static int source_copy(import_source *s, uint64_t off, size_t len)
 
     while (len > 0) {
         size_t n = len < SINK_CHUNK ? len : SINK_CHUNK;
-        if ((rc = import_source_read(s, s->buf, off, n)) == 0)
+        if (s->hashing)
+            rc = sink_chunk(s, off, n);
+        else if ((rc = import_source_read(s, s->buf, off, n)) == 0)
             rc = blob_writer_write(s->sink_writer, s->buf, n);
         if (rc < 0)
             return rc;
@@ -230,10 +343,13 @@ void import_source_close(import_source *s)
 {
     if (!s)
         return;
-    if (s->hashing)
-        pthread_join(s->thread, NULL);
+    hash_join(s, 0);
     if (s->fd >= 0)
         close(s->fd);
+    for (int i = 0; i < RING; i++)
+        free(s->ring[i].buf);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
     free(s->buf);
     free(s);
 }
