@@ -32,7 +32,7 @@
 #define RING 4                  /* slots in flight between the sink and the hash thread */
 
 typedef struct slot {
-    uint8_t *buf;               /* SINK_CHUNK bytes */
+    uint8_t *buf;               /* SINK_CHUNK bytes, allocated by import_source_hash_start */
     uint64_t offset;
     size_t len;
     int busy;                   /* posted, not yet hashed: the sink must not reuse it */
@@ -43,7 +43,7 @@ struct import_source {
     uint64_t size;
     struct timespec mtime;
     const uint8_t *base;       /* the mapping whose pointers stand for file offsets (may be NULL) */
-    uint8_t *buf;              /* SINK_CHUNK bytes for source_sink without a hash thread */
+    uint8_t *buf;              /* SINK_CHUNK bytes for source_sink without a hash thread (lazy) */
     blob_writer *sink_writer;  /* where source_sink writes */
     pthread_t thread;
     int hashing;               /* the thread runs: the sink posts its chunks to it */
@@ -78,16 +78,8 @@ int import_source_open(import_source **out, const char *path, const uint8_t *bas
         pthread_mutex_init(&s->mu, NULL);
         pthread_cond_init(&s->cv, NULL);
     }
-    if (!s || !(s->buf = malloc(SINK_CHUNK))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < RING; i++)
-        if (!(s->ring[i].buf = malloc(SINK_CHUNK))) {
-            rc = ms_err(MS_ENOMEM, "out of memory");
-            goto fail;
-        }
-
+    if (!s)
+        return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = ms_open_regular(path)) < 0)
         goto fail;
     s->fd = rc;
@@ -101,7 +93,9 @@ int import_source_open(import_source **out, const char *path, const uint8_t *bas
     /* The file was mapped and validated before this open: if it is not the same length now,
      * the header just parsed may not be the file's. */
     if (s->size != size) {
-        rc = changed(s, "size differs from the parsed one", size);
+        s->changed = 1;
+        rc = ms_err(MS_EIO, "file changed during import (%llu bytes when parsed, %llu now)",
+                    (unsigned long long)size, (unsigned long long)s->size);
         goto fail;
     }
     (void)posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -206,6 +200,9 @@ static void *hash_main(void *arg)
 
 int import_source_hash_start(import_source *s)
 {
+    for (int i = 0; i < RING; i++)
+        if (!s->ring[i].buf && !(s->ring[i].buf = malloc(SINK_CHUNK)))
+            return ms_err(MS_ENOMEM, "out of memory");
     if (pthread_create(&s->thread, NULL, hash_main, s) == 0) {
         s->hashing = 1;
     } else {
@@ -292,6 +289,8 @@ static int source_copy(import_source *s, uint64_t off, size_t len)
         size_t n = len < SINK_CHUNK ? len : SINK_CHUNK;
         if (s->hashing)
             rc = sink_chunk(s, off, n);
+        else if (!s->buf && !(s->buf = malloc(SINK_CHUNK)))
+            rc = ms_err(MS_ENOMEM, "out of memory");
         else if ((rc = import_source_read(s, s->buf, off, n)) == 0)
             rc = blob_writer_write(s->sink_writer, s->buf, n);
         if (rc < 0)
