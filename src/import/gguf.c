@@ -94,7 +94,7 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
     snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
     if ((rc = st_writer_meta(w, key, t->name)) < 0)
         return rc;
-    /* t->data points into the mapping, which is never read: import_source_emit reads the
+    /* t->data points into the mapping, which is never read: import_sources_emit reads the
      * file at the same offset. */
     return st_writer_add(w, it->hf, dt, n, shape, t->data, t->nbytes);
 }
@@ -136,7 +136,7 @@ static void test_shrink(const char *path)
         (void)!truncate(path, (off_t)strtoll(v, NULL, 10));
 }
 
-/* The blob of one unit. Tensor data reaches the writer from the file (import_source_emit); a
+/* The blob of one unit. Tensor data reaches the writer from the file (import_sources_emit); a
  * tensor quantized on the way is read into memory whole first. */
 static int unit_import(unit *u, const item *items, blob_batch *b, import_source *src, uint64_t data_offset,
                        import_quant *q, json_t *qsum)

@@ -43,8 +43,8 @@ struct import_source {
     uint64_t size;
     struct timespec mtime;
     const uint8_t *base;       /* the mapping whose pointers stand for file offsets (may be NULL) */
-    uint8_t *buf;              /* SINK_CHUNK bytes for source_sink without a hash thread (lazy) */
-    blob_writer *sink_writer;  /* where source_sink writes */
+    uint8_t *buf;              /* SINK_CHUNK bytes for source_copy without a hash thread (lazy) */
+    blob_writer *sink_writer;  /* where source_copy writes */
     pthread_t thread;
     int hashing;               /* the thread runs: the sink posts its chunks to it */
     int hash_rc;               /* its result, read after the join */
