@@ -660,6 +660,8 @@ static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store *s
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C also interrupts reading a line */
         sigaction(SIGINT, &sa, NULL);
+        if (a->gguf && getenv("MSTORE_TEST_RUN_SHRINK"))   /* tests only: the file shrinks now */
+            (void)!truncate(a->gguf, atoll(getenv("MSTORE_TEST_RUN_SHRINK")));
         rc = interactive ? chat(&R, now() - t0) : generate(&R, now() - t0);
         signal(SIGINT, SIG_DFL);
     }
@@ -673,6 +675,30 @@ done:
     free(tmpl_text);
     session_free(R.S);
     return rc;
+}
+
+/* run --gguf computes from a mapping of a file that is not the store's: if someone shrinks it
+ * meanwhile, the next touch of a lost page is SIGBUS. Say what happened instead of dying
+ * silently. The message is made before the signal can come: a handler may only write(2). */
+static char bus_msg[4200];
+static size_t bus_len;
+
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    (void)!write(STDERR_FILENO, bus_msg, bus_len);
+    _exit(1);
+}
+
+static void gguf_guard(const char *path)
+{
+    struct sigaction sa;
+    int n = snprintf(bus_msg, sizeof bus_msg, "\nmstore: %s: file changed while running\n", path);
+
+    bus_len = n < 0 ? 0 : (size_t)n < sizeof bus_msg ? (size_t)n : sizeof bus_msg - 1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigaction(SIGBUS, &sa, NULL);
 }
 
 int cmd_run(int argc, char **argv)
@@ -735,6 +761,8 @@ int cmd_run(int argc, char **argv)
         stdin_prompt = NULL;
     }
     t0 = now();
+    if (a.gguf)
+        gguf_guard(a.gguf);
     if (a.gguf ? runtime_model_open_gguf(&m, a.gguf, &a.o) < 0 : runtime_model_open_store(&m, s, &name, &a.o) < 0)
         rc = cli_fail();
     else if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)

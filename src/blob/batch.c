@@ -72,6 +72,12 @@ int blob_batch_add(blob_batch *b, char digest_out[BLOB_DIGEST_LEN + 1], blob_wri
         blob_writer_abort(w);
         return rc;
     }
+#ifdef SYNC_FILE_RANGE_WRITE
+    /* Start writing this blob to disk now, while the next ones are hashed: the sync in
+     * blob_batch_commit then waits for little. Only a head start; that sync is still what
+     * makes the bytes durable before any rename. */
+    (void)sync_file_range(w->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
     p = &b->items[b->n++];
     memcpy(p->digest, digest, sizeof digest);
     p->tmp_path = w->tmp_path;   /* the batch owns the temp file from here */

@@ -67,8 +67,7 @@ int blob_writer_open(blob_writer **out, const char *home)
 
 int blob_writer_write(blob_writer *w, const void *buf, size_t len)
 {
-    blob_hash_update(w->hash, buf, len);
-    if (ms_write_all(w->fd, buf, len) < 0)
+    if (blob__write_hashed(w, buf, len) < 0)   /* overlap.c */
         return ms_err_os("%s: write", w->tmp_path);
     w->size += len;
     return 0;
@@ -80,6 +79,7 @@ void blob_writer_abort(blob_writer *w)
 {
     if (!w)
         return;
+    blob__overlap_free(w->ov);
     if (w->fd >= 0)
         close(w->fd);
     if (w->tmp_path)

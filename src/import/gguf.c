@@ -1,15 +1,16 @@
 /* gguf.c: import a GGUF file, every weight kept bit for bit (see import.h for the blobs).
  *
- * One pass over the file: each tensor's bytes go from the mapping through the blob writer,
- * which hashes while it writes; a second thread hashes the whole file meanwhile, so the
- * source digest (what export must reproduce) costs no extra pass. The header, from byte 0 to
- * the data section, is kept verbatim as its own layer; with the tensors and any non-zero
+ * One pass over the file, in file order: each tensor's bytes are read with pread (source.c:
+ * never through the mapping, so a file that shrinks meanwhile is an error, not SIGBUS) into the
+ * blob writer, which hashes while it writes; a second thread reads the file alongside and
+ * hashes it whole for the source digest (what export must reproduce). The header, from byte 0
+ * to the data section, is kept verbatim as its own layer; with the tensors and any non-zero
  * bytes between them, that is everything needed to give the same file back. */
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 #include "import/import_int.h"
@@ -21,19 +22,6 @@ typedef struct item {
     char hf[NAME_MAX_LEN];
     char pack[NAME_MAX_LEN];   /* "" for a tensor with its own blob */
 } item;
-
-typedef struct file_hash {
-    const uint8_t *data;
-    size_t size;
-    char digest[BLOB_DIGEST_LEN + 1];
-} file_hash;
-
-static void *hash_file(void *arg)
-{
-    file_hash *h = arg;
-    blob_digest_buf(h->digest, h->data, h->size);
-    return NULL;
-}
 
 static int st_dtype_of(st_dtype *out, int ggml)
 {
@@ -61,7 +49,8 @@ static void shape_string(char *buf, size_t len, const gguf_tensor *t)
 
 /* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>".
  * With --quantize, float matrices are quantized on the way (`*quantized_out` set). */
-static int item_add(st_writer *w, const item *it, int packed, import_quant *q, int *quantized_out)
+static int item_add(st_writer *w, const item *it, int packed, import_quant *q, import_source *src,
+                    uint64_t data_offset, int *quantized_out)
 {
     const gguf_tensor *t = it->t;
     uint64_t shape[GGUF_MAX_DIMS + 1];
@@ -79,8 +68,13 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
             snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
             if ((rc = st_writer_meta(w, key, t->name)) < 0)
                 return rc;
+            void *data = t->nbytes <= SIZE_MAX ? import_quant_buf(q, (size_t)t->nbytes) : NULL;
+            if (!data)
+                return ms_err(MS_ENOMEM, "out of memory for %llu bytes", (unsigned long long)t->nbytes);
+            if ((rc = import_source_read(src, data, data_offset + t->offset, (size_t)t->nbytes)) < 0)
+                return rc;
             *quantized_out = 1;
-            return import_quant_add(q, w, it->hf, dt, n, shape, t->data, packed);
+            return import_quant_add(q, w, it->hf, dt, n, shape, data, packed);
         }
     } else {
         uint64_t row;
@@ -100,6 +94,8 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
     snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
     if ((rc = st_writer_meta(w, key, t->name)) < 0)
         return rc;
+    /* t->data points into the mapping, which is never read: import_sources_emit reads the
+     * file at the same offset. */
     return st_writer_add(w, it->hf, dt, n, shape, t->data, t->nbytes);
 }
 
@@ -116,18 +112,75 @@ static int cmp_offset(const void *a, const void *b)
     return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* Blobs for every tensor, one per tensor or per expert pack, in name order. */
-static int tensors_import(blob_batch *b, gguf_file *g, manifest *m, const char *arch, json_t *qsum, const import_opts *o,
-                          import_quant *q)
+/* One blob to write: items[first .. first + count) (one tensor, or an expert pack). */
+typedef struct unit {
+    size_t first, count;
+    uint64_t offset;   /* the lowest file offset of its tensors */
+    char digest[72];
+    uint64_t size;
+} unit;
+
+static int cmp_unit_offset(const void *a, const void *b)
 {
-    size_t n = gguf_tensor_count(g), i = 0;
+    const unit *x = *(const unit *const *)a, *y = *(const unit *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Tests only: shrink the source to MSTORE_TEST_IMPORT_SHRINK bytes once the first tensor blob is
+ * written, so that "the file changed during import" is reproduced at a known point. */
+static void test_shrink(const char *path)
+{
+    const char *v = getenv("MSTORE_TEST_IMPORT_SHRINK");
+
+    if (v && *v)
+        (void)!truncate(path, (off_t)strtoll(v, NULL, 10));
+}
+
+/* The blob of one unit. Tensor data reaches the writer from the file (import_sources_emit); a
+ * tensor quantized on the way is read into memory whole first. */
+static int unit_import(unit *u, const item *items, blob_batch *b, import_source *src, uint64_t data_offset,
+                       import_quant *q, json_t *qsum)
+{
+    st_writer *w = NULL;
+    int rc;
+
+    if ((rc = st_writer_new(&w)) < 0)
+        return rc;
+    for (size_t k = u->first; k < u->first + u->count && rc == 0; k++) {
+        const item *it = &items[k];
+        int quantized = 0;
+        const char *type;
+        json_t *c;
+        rc = item_add(w, it, items[u->first].pack[0] != '\0', q, src, data_offset, &quantized);
+        type = quantized ? q->fmt->name : ggml_type_name(it->t->type);
+        c = json_object_get(qsum, type);
+        json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
+    }
+    if (rc == 0)
+        rc = import_tensor_blob(u->digest, &u->size, b, w, &src, 1);
+    st_writer_free(w);
+    import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
+    return rc;
+}
+
+/* Blobs for every tensor, one per tensor or per expert pack. They are written in file order,
+ * so that the reads follow the whole-file hash through the file (on a cold cache the disk is
+ * read once), and named in the manifest in name order, as before. */
+static int tensors_import(blob_batch *b, gguf_file *g, import_source *src, const char *path, manifest *m,
+                          const char *arch, json_t *qsum, const import_opts *o, import_quant *q)
+{
+    size_t n = gguf_tensor_count(g), n_units = 0;
     item *items = calloc(n ? n : 1, sizeof *items);
+    unit *units = calloc(n ? n : 1, sizeof *units);
+    unit **order = calloc(n ? n : 1, sizeof *order);
     uint64_t total = 0, done = 0;
     ms_progress *pr = NULL;
     int rc = 0;
 
-    if (!items)
-        return ms_err(MS_ENOMEM, "out of memory");
+    if (!items || !units || !order) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
     for (size_t k = 0; k < n; k++) {
         items[k].t = gguf_tensor_at(g, k);
         gguf_name_to_hf(items[k].hf, sizeof items[k].hf, items[k].pack, sizeof items[k].pack, arch, items[k].t->name);
@@ -139,42 +192,41 @@ static int tensors_import(blob_batch *b, gguf_file *g, manifest *m, const char *
             rc = ms_err(MS_EINVALID, "tensors '%s' and '%s' both map to '%s'", items[k - 1].t->name, items[k].t->name, items[k].hf);
             goto done;
         }
-    pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
-    while (i < n && rc == 0) {
-        size_t j = i + 1;
-        const char *layer = items[i].pack[0] ? items[i].pack : items[i].hf;
-        st_writer *w = NULL;
-        char digest[72];
-        uint64_t size = 0;
-
-        while (j < n && items[i].pack[0] && strcmp(items[j].pack, items[i].pack) == 0)
+    for (size_t i = 0, j; i < n; i = j) {
+        unit *u = &units[n_units];
+        for (j = i + 1; j < n && items[i].pack[0] && strcmp(items[j].pack, items[i].pack) == 0;)
             j++;
-        if ((rc = st_writer_new(&w)) < 0)
-            break;
-        for (size_t k = i; k < j && rc == 0; k++) {
-            int quantized = 0;
-            const char *type;
-            json_t *c;
-            rc = item_add(w, &items[k], items[i].pack[0] != '\0', q, &quantized);
-            type = quantized ? q->fmt->name : ggml_type_name(items[k].t->type);
-            c = json_object_get(qsum, type);
-            json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
-            done += items[k].t->nbytes;
-        }
-        if (rc == 0)
-            rc = import_tensor_blob(digest, &size, b, w);
-        st_writer_free(w);
-        import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
-        if (rc < 0) {
-            ms_err_ctx("tensor '%s'", items[i].t->name);
+        u->first = i;
+        u->count = j - i;
+        u->offset = UINT64_MAX;
+        for (size_t k = i; k < j; k++)
+            if (items[k].t->offset < u->offset)
+                u->offset = items[k].t->offset;
+        order[n_units++] = u;
+    }
+    qsort(order, n_units, sizeof *order, cmp_unit_offset);
+    pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
+    for (size_t k = 0; k < n_units; k++) {
+        unit *u = order[k];
+        if ((rc = unit_import(u, items, b, src, gguf_data_offset(g), q, qsum)) < 0) {
+            if (!import_source_changed(src))
+                ms_err_ctx("tensor '%s'", items[u->first].t->name);
             break;
         }
+        for (size_t i = u->first; i < u->first + u->count; i++)
+            done += items[i].t->nbytes;
         ms_progress_update(pr, done);
-        rc = manifest_layer_add(m, MT_TENSOR, digest, size, layer);
-        i = j;
+        if (k == 0)
+            test_shrink(path);
+    }
+    for (size_t k = 0; k < n_units && rc == 0; k++) {
+        const item *it = &items[units[k].first];
+        rc = manifest_layer_add(m, MT_TENSOR, units[k].digest, units[k].size, it->pack[0] ? it->pack : it->hf);
     }
     ms_progress_free(pr);
 done:
+    free(order);
+    free(units);
     free(items);
     return rc;
 }
@@ -185,28 +237,32 @@ done:
  * byte is non-zero, and both stream: a huge file with one non-zero byte costs no huge buffer.
  * `pos` only grows: the reader lets an empty tensor sit anywhere, even inside another one,
  * and export (out_gap) skips backwards offsets the same way, so the bytes kept match. */
-static int gaps_scan(blob_writer *w, const gguf_tensor **by, size_t n, const uint8_t *base, uint64_t end,
-                     uint32_t alignment, uint64_t *len_out, int *nonzero_out)
+static int gaps_scan(blob_writer *w, import_source *src, uint8_t *buf, size_t buf_len, const gguf_tensor **by,
+                     size_t n, uint64_t base, uint64_t end, uint32_t alignment, uint64_t *len_out, int *nonzero_out)
 {
     uint64_t pos = 0;
+    int rc;
 
     *len_out = 0;
     for (size_t k = 0; k <= n; k++) {
         uint64_t next = k < n ? by[k]->offset : end;
         if (next > end)
             next = end;
+        for (uint64_t at = pos; at < next && (w || !*nonzero_out);) {
+            size_t len = next - at < buf_len ? (size_t)(next - at) : buf_len;
+            if ((rc = import_source_read(src, buf, base + at, len)) < 0)
+                return rc;
+            if (w && (rc = blob_writer_write(w, buf, len)) < 0)
+                return rc;
+            for (size_t i = 0; !w && i < len && !*nonzero_out; i++)
+                *nonzero_out = buf[i] != 0;
+            at += len;
+        }
+        /* Export pads with zeros past the last tensor only up to the alignment (a config's
+         * source.size is not trusted further): a longer zero tail is kept. */
+        if (!w && k == n && next > pos && next - pos >= alignment)
+            *nonzero_out = 1;
         if (next > pos) {
-            if (w) {
-                if (blob_writer_write(w, base + pos, (size_t)(next - pos)) < 0)
-                    return MS_EIO;
-            } else {
-                for (uint64_t b = pos; b < next && !*nonzero_out; b++)
-                    *nonzero_out = base[b] != 0;
-                /* Export pads with zeros past the last tensor only up to the alignment (a
-                 * config's source.size is not trusted further): a longer zero tail is kept. */
-                if (k == n && next - pos >= alignment)
-                    *nonzero_out = 1;
-            }
             *len_out += next - pos;
             pos = next;
         }
@@ -216,39 +272,59 @@ static int gaps_scan(blob_writer *w, const gguf_tensor **by, size_t n, const uin
     return 0;
 }
 
-static int gaps_import(store *s, gguf_file *g, manifest *m, int *has_gaps)
+static int gaps_import(blob_batch *batch, gguf_file *g, import_source *src, manifest *m, int *has_gaps)
 {
-    size_t n = gguf_tensor_count(g);
+    size_t n = gguf_tensor_count(g), buf_len = 1u << 20;
     const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
-    const uint8_t *base = gguf_bytes(g) + gguf_data_offset(g);
+    uint8_t *buf = malloc(buf_len);
     blob_writer *w = NULL;
-    uint64_t end, gl = 0;
+    uint64_t end, gl = 0, size = import_source_size(src);
     int nonzero = 0, rc = 0;
     char digest[72];
 
     *has_gaps = 0;
-    if (!by)
-        return ms_err(MS_ENOMEM, "out of memory");
-    /* A file without tensors may end before its aligned data section starts. */
-    if (gguf_file_size(g) <= gguf_data_offset(g))
+    if (!by || !buf) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
-    end = gguf_file_size(g) - gguf_data_offset(g);
+    }
+    /* A file without tensors may end before its aligned data section starts. */
+    if (size <= gguf_data_offset(g))
+        goto done;
+    end = size - gguf_data_offset(g);
     for (size_t k = 0; k < n; k++)
         by[k] = gguf_tensor_at(g, k);
     qsort(by, n, sizeof *by, cmp_offset);
-    if ((rc = gaps_scan(NULL, by, n, base, end, gguf_alignment(g), &gl, &nonzero)) < 0 || !nonzero || !gl)
+    if ((rc = gaps_scan(NULL, src, buf, buf_len, by, n, gguf_data_offset(g), end, gguf_alignment(g), &gl,
+                        &nonzero)) < 0 || !nonzero || !gl)
         goto done;
-    if ((rc = blob_writer_open(&w, store_home(s))) < 0 || (rc = gaps_scan(w, by, n, base, end, gguf_alignment(g), &gl, &nonzero)) < 0)
+    if ((rc = blob_writer_open(&w, blob_batch_home(batch))) < 0 ||
+        (rc = gaps_scan(w, src, buf, buf_len, by, n, gguf_data_offset(g), end, gguf_alignment(g), &gl, &nonzero)) < 0)
         goto done;
-    rc = blob_writer_commit(digest, w, NULL);
+    rc = blob_batch_add(batch, digest, w, NULL);
     w = NULL;
     if (rc == 0)
         rc = manifest_layer_add(m, MT_GGUF_GAPS, digest, gl, NULL);
     *has_gaps = rc == 0;
 done:
     blob_writer_abort(w);
+    free(buf);
     free(by);
     return rc;
+}
+
+/* A small blob of the import (header, template) into the batch: it lands with the tensors. */
+static int batch_put(char digest_out[72], blob_batch *b, const void *buf, size_t len)
+{
+    blob_writer *w = NULL;
+    int rc;
+
+    if ((rc = blob_writer_open(&w, blob_batch_home(b))) < 0)
+        return rc;
+    if ((rc = blob_writer_write(w, buf, len)) < 0) {
+        blob_writer_abort(w);
+        return rc;
+    }
+    return blob_batch_add(b, digest_out, w, NULL);
 }
 
 static void put_uint(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key)
@@ -278,8 +354,8 @@ static json_t *token_id(gguf_file *g, const char *key)
     return gguf_get_uint(g, key, &v) == 0 ? json_integer((json_int_t)v) : json_null();
 }
 
-static json_t *config_build(gguf_file *g, const char *arch, json_t *qsum, const char *path, const char *file_digest,
-                            int has_gaps)
+static json_t *config_build(gguf_file *g, uint64_t file_size, const char *arch, json_t *qsum, const char *path,
+                            const char *file_digest, int has_gaps)
 {
     json_t *c = json_object();
     const char *s, *base = strrchr(path, '/');
@@ -369,23 +445,52 @@ static json_t *config_build(gguf_file *g, const char *arch, json_t *qsum, const 
     }
     json_object_set(c, "quantization", qsum);
     json_object_set_new(c, "source", json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "gguf", "file", base ? base + 1 : path,
-                                               "digest", file_digest, "size", (json_int_t)gguf_file_size(g), "gaps", has_gaps));
+                                               "digest", file_digest, "size", (json_int_t)file_size, "gaps", has_gaps));
     return c;
 }
 
+/* The bytes before the data section, read from the file (not the mapping), and parsed again
+ * from that copy: every later look at the metadata (config, template) reads memory that a
+ * shrinking file cannot take away. */
+static int header_read(uint8_t **buf_out, size_t *len_out, gguf_file **out, gguf_file *g, import_source *src,
+                       const char *what)
+{
+    uint64_t size = import_source_size(src);
+    size_t len = (size_t)(gguf_data_offset(g) < size ? gguf_data_offset(g) : size);
+    uint8_t *buf = malloc(len ? len : 1);
+    int rc;
+
+    *buf_out = NULL;
+    *out = NULL;
+    if (!buf)
+        return ms_err(MS_ENOMEM, "out of memory for a %zu-byte header", len);
+    if ((rc = import_source_read(src, buf, 0, len)) < 0 || (rc = gguf_open_buf(out, buf, len, GGUF_HEADER_ONLY, what)) < 0) {
+        free(buf);
+        return rc;
+    }
+    *buf_out = buf;
+    *len_out = len;
+    return 0;
+}
+
 /* Everything a GGUF import writes except the name: the blobs are committed, the manifest is
- * returned for the caller to extend (pull adds ollama's layers) and commit. */
+ * returned for the caller to extend (pull adds ollama's layers) and commit.
+ *
+ * The source is read once, in file order, by two threads: this one writes the blobs (each
+ * hashed as it is written), the other hashes the whole file for the config's source.digest.
+ * Every blob goes into one batch, made durable with one sync and renamed into blobs/ only after
+ * the file was checked unchanged: a file that changes meanwhile leaves nothing under blobs/. */
 int import_gguf_manifest(manifest **out, store *s, const char *path, const char *label, const import_opts *o)
 {
-    gguf_file *g = NULL;
+    gguf_file *g = NULL, *gh = NULL;
+    import_source *src = NULL;
     manifest *m = NULL;
     json_t *qsum = json_object(), *config = NULL;
-    file_hash fh = { 0 };
-    pthread_t th;
-    int rc, locked = 0, hashing = 0, has_gaps = 0;
-    const char *arch_s, *tmpl;
-    char arch[128] = "unknown", digest[72];
-    size_t len, header_len;
+    int rc, locked = 0, has_gaps = 0;
+    const char *arch_s, *tmpl, *what = label ? label : path;
+    char arch[128] = "unknown", digest[72], file_digest[72];
+    uint8_t *header = NULL;
+    size_t len, header_len = 0;
     import_quant q;
     blob_batch *batch = NULL;
 
@@ -396,40 +501,32 @@ int import_gguf_manifest(manifest **out, store *s, const char *path, const char 
         json_decref(qsum);
         return rc;
     }
-    if ((rc = gguf_open(&g, path)) < 0 || (rc = manifest_new(&m)) < 0)
+    if ((rc = gguf_open(&g, path)) < 0 || (rc = manifest_new(&m)) < 0 ||
+        (rc = import_source_open(&src, path, gguf_bytes(g), gguf_file_size(g))) < 0 ||
+        (rc = header_read(&header, &header_len, &gh, g, src, what)) < 0)
         goto done;
-    if (gguf_get_str(g, "general.architecture", &arch_s, &len) == 0 && len < sizeof arch) {
+    if (gguf_get_str(gh, "general.architecture", &arch_s, &len) == 0 && len < sizeof arch) {
         memcpy(arch, arch_s, len);
         arch[len] = '\0';
     }
-    fh.data = gguf_bytes(g);
-    fh.size = gguf_file_size(g);
-    if (pthread_create(&th, NULL, hash_file, &fh) != 0) {
-        hash_file(&fh);   /* no thread to be had: hash here, one pass more */
-    } else {
-        hashing = 1;
-    }
-    if ((rc = store_write_begin(s)) < 0)
+    if ((rc = import_source_hash_start(src)) < 0 || (rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
-    if ((rc = blob_batch_new(&batch, store_home(s))) < 0 || (rc = tensors_import(batch, g, m, arch, qsum, o, &q)) < 0)
+    if ((rc = blob_batch_new(&batch, store_home(s))) < 0 ||
+        (rc = tensors_import(batch, g, src, path, m, arch, qsum, o, &q)) < 0)
         goto done;
-    header_len = gguf_data_offset(g) < gguf_file_size(g) ? gguf_data_offset(g) : gguf_file_size(g);
-    if ((rc = blob_put_buf(digest, store_home(s), gguf_bytes(g), header_len)) < 0 ||
+    if ((rc = batch_put(digest, batch, header, header_len)) < 0 ||
         (rc = manifest_layer_add(m, MT_GGUF_META, digest, header_len, NULL)) < 0)
         goto done;
-    if ((rc = gaps_import(s, g, m, &has_gaps)) < 0)
+    if ((rc = gaps_import(batch, g, src, m, &has_gaps)) < 0)
         goto done;
-    if (gguf_get_str(g, "tokenizer.chat_template", &tmpl, &len) == 0) {
-        if ((rc = blob_put_buf(digest, store_home(s), tmpl, len)) < 0 ||
-            (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
+    if (gguf_get_str(gh, "tokenizer.chat_template", &tmpl, &len) == 0) {
+        if ((rc = batch_put(digest, batch, tmpl, len)) < 0 || (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
             goto done;
     }
-    if (hashing) {
-        pthread_join(th, NULL);
-        hashing = 0;
-    }
-    if (!(config = config_build(g, arch, qsum, label ? label : path, fh.digest, has_gaps))) {
+    if ((rc = import_source_hash_finish(src, file_digest)) < 0 || (rc = import_source_check(src)) < 0)
+        goto done;
+    if (!(config = config_build(gh, import_source_size(src), arch, qsum, what, file_digest, has_gaps))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
@@ -442,17 +539,18 @@ int import_gguf_manifest(manifest **out, store *s, const char *path, const char 
     *out = m;
     m = NULL;
 done:
-    if (hashing)
-        pthread_join(th, NULL);
+    import_source_close(src);   /* joins the hash thread when an error came first */
     if (locked)
         store_write_end(s);
     if (rc < 0 && g)
-        ms_err_ctx("%s", label ? label : path);
+        ms_err_ctx("%s", what);
     import_quant_release(&q);
     blob_batch_free(batch);
     json_decref(config);
     json_decref(qsum);
     manifest_free(m);
+    gguf_close(gh);
+    free(header);
     gguf_close(g);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 #include "format/format.h"
@@ -20,6 +21,7 @@ typedef struct shard {
     char *file;          /* base name */
     ms_map map;
     st_file *st;
+    import_source *src;  /* tensor bytes are read from here, not from the mapping (source.c) */
 } shard;
 
 typedef struct hf_import {
@@ -29,6 +31,7 @@ typedef struct hf_import {
     json_t *config;      /* config.json */
     shard *shards;
     size_t n_shards;
+    import_source **srcs;   /* shards[i].src, as import_tensor_blob takes them */
     manifest *m;
     blob_batch *batch;   /* tensor blobs, made durable together before the commit */
     json_t *dtypes;      /* dtype -> tensor count, for the quantization summary */
@@ -38,14 +41,15 @@ typedef struct hf_import {
 
 static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
 
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w)
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *const *srcs,
+                       size_t n_srcs)
 {
     blob_writer *bw = NULL;
     int rc;
 
     if ((rc = blob_writer_open(&bw, blob_batch_home(b))) < 0)
         return rc;
-    if ((rc = st_writer_emit(w, sink_blob, bw)) < 0) {
+    if ((rc = n_srcs ? import_sources_emit(srcs, n_srcs, w, bw) : st_writer_emit(w, sink_blob, bw)) < 0) {
         blob_writer_abort(bw);
         return rc;
     }
@@ -119,6 +123,8 @@ static int shard_add(hf_import *h, const char *file)
         rc = ms_err(MS_ENOTFOUND, "%s: shard named by model.safetensors.index.json is missing", path);
     if (rc == 0 && (rc = st_parse(&sh->st, sh->map.data, sh->map.size, sh->map.size, 0, file)) < 0)
         ms_err_ctx("%s", h->dir);
+    if (rc == 0 && (rc = import_source_open(&sh->src, path, sh->map.data, sh->map.size)) < 0)
+        ms_err_ctx("%s", path);
     free(path);
     return rc;
 }
@@ -324,13 +330,33 @@ static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
             count_dtype(h, all[k].t->dtype);
         k = e;
     }
-    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->batch, w)) < 0)
-        ms_err_ctx("%s: tensor '%s'", h->dir, layer);
+    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->batch, w, h->srcs, h->n_shards)) < 0) {
+        const shard *changed = NULL;
+        for (size_t k = 0; k < h->n_shards && !changed; k++)
+            if (import_source_changed(h->shards[k].src))
+                changed = &h->shards[k];
+        if (changed)   /* the file, not the tensor, is what went wrong */
+            ms_err_ctx("%s/%s", h->dir, changed->file);
+        else
+            ms_err_ctx("%s: tensor '%s'", h->dir, layer);
+    }
     st_writer_free(w);
     for (size_t k = i; k < j; k++)
         h->done += all[k].t->nbytes;
     ms_progress_update(h->progress, h->done);
     return rc < 0 ? rc : manifest_layer_add(h->m, MT_TENSOR, digest, size, layer);
+}
+
+/* Tests only: shrink the first shard to MSTORE_TEST_IMPORT_SHRINK bytes after the first blob. */
+static void test_shrink(const hf_import *h)
+{
+    const char *v = getenv("MSTORE_TEST_IMPORT_SHRINK");
+    char *path;
+
+    if (v && *v && (path = ms_path_join(h->dir, h->shards[0].file)) != NULL) {
+        (void)!truncate(path, (off_t)strtoll(v, NULL, 10));
+        free(path);
+    }
 }
 
 static int tensors_import(hf_import *h)
@@ -374,6 +400,8 @@ static int tensors_import(hf_import *h)
         while (j < n && all[i].pack[0] && strcmp(all[j].pack, all[i].pack) == 0)
             j++;
         rc = blob_import(h, all, i, j);
+        if (i == 0)
+            test_shrink(h);
         i = j;
     }
     ms_progress_free(h->progress);
@@ -439,10 +467,12 @@ static void hf_import_free(hf_import *h)
 {
     for (size_t i = 0; i < h->n_shards; i++) {
         st_free(h->shards[i].st);
+        import_source_close(h->shards[i].src);
         ms_map_close(&h->shards[i].map);
         free(h->shards[i].file);
     }
     free(h->shards);
+    free(h->srcs);
     json_decref(h->config);
     json_decref(h->dtypes);
     manifest_free(h->m);
@@ -467,6 +497,12 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         goto done;
     if ((rc = shards_open(&h)) < 0)
         goto done;
+    if (!(h.srcs = calloc(h.n_shards ? h.n_shards : 1, sizeof *h.srcs))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < h.n_shards; i++)
+        h.srcs[i] = h.shards[i].src;
     if ((rc = store_write_begin(s)) < 0)
         goto done;
     locked = 1;
@@ -484,7 +520,11 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     }
     if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir, extra)) < 0)
         goto done;
-    if ((rc = blob_batch_commit(h.batch)) < 0)
+    /* Nothing lands under blobs/ from a shard that changed while it was read. */
+    for (size_t i = 0; i < h.n_shards && rc == 0; i++)
+        if ((rc = import_source_check(h.shards[i].src)) < 0)
+            ms_err_ctx("%s/%s", dir, h.shards[i].file);
+    if (rc < 0 || (rc = blob_batch_commit(h.batch)) < 0)
         goto done;
     rc = import_manifest_commit(s, h.m, name, digest_out);
 done:

@@ -8,8 +8,36 @@
 #include "format/format.h"
 #include "import/import.h"
 
-/* Emit `w` into a new blob of batch `b` (it lands under blobs/ at blob_batch_commit). */
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w);
+/* A source file read with pread (source.c): what an import copies from it never touches its
+ * mapping, so a file that shrinks meanwhile gives "<file>: file changed during import" (MS_EIO)
+ * instead of SIGBUS. Messages do not name the file: the caller adds it. `base`/`size` are the file's mapping as a parser validated it: pointers
+ * into it (st_writer's borrowed tensor data) stand for file offsets. */
+typedef struct import_source import_source;
+/* MS_EIO also when the file's size is no longer `size`. */
+int import_source_open(import_source **out, const char *path, const uint8_t *base, uint64_t size);
+uint64_t import_source_size(const import_source *s);
+/* `len` bytes at `offset`; a short file is "file changed during import". MS_EIO. */
+int import_source_read(import_source *s, void *buf, uint64_t offset, size_t len);
+/* The sha256 of the whole file, computed by a second thread that import_source_hash_finish
+ * joins (MS_EIO when the file shrank under it). */
+int import_source_hash_start(import_source *s);
+int import_source_hash_finish(import_source *s, char digest_out[72]);
+/* MS_EIO "file changed during import" when size or mtime differ from those at open: call it
+ * after the last read and before any blob of the import is committed. */
+int import_source_check(import_source *s);
+/* 1 once a read or check found the file changed: the caller then names only the file, since
+ * the tensor it was copying is not what went wrong. */
+int import_source_changed(const import_source *s);
+/* st_writer_emit(w) into `bw`, reading the tensor data that points into one of the sources'
+ * mappings from its file (an HF pack may span shards). Entries of `srcs` may be NULL. */
+int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);
+void import_source_close(import_source *s);   /* joins the hash thread; NULL is fine */
+
+/* Emit `w` into a new blob of batch `b` (it lands under blobs/ at blob_batch_commit). Tensor
+ * data that points into the mapping of one of `srcs` (n_srcs of them, may be 0) is read from
+ * its file instead (import_sources_emit). */
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *const *srcs,
+                       size_t n_srcs);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */

@@ -378,7 +378,7 @@ static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_o
             rc = item_add(x, w, &x->items[k], first->pack[0] != '\0', qsum);
             done += x->items[k].w->t->nbytes;
         }
-        if (rc == 0 && (rc = import_tensor_blob(digest, &size, b, w)) < 0)
+        if (rc == 0 && (rc = import_tensor_blob(digest, &size, b, w, NULL, 0)) < 0)
             ms_err_ctx("%s: tensor '%s'", x->dir, layer);
         st_writer_free(w);
         import_quant_release(&x->q);

@@ -1,0 +1,354 @@
+/* source.c: reading an import's source file with pread, never through its mapping.
+ *
+ * Why pread and not the mapping (which the parsers still use to validate the header): a file
+ * that shrinks under a mapping turns the next touch of a lost page into SIGBUS (or write(2)
+ * into EFAULT, "Bad address"), with no way to name the cause. A signal handler could catch it,
+ * but it would be process-wide state inside a library, would have to be scoped per thread (the
+ * whole-file hash runs in a second thread) and would longjmp out of OpenSSL mid-update. A short
+ * pread is an ordinary return value: "<file>: file changed during import". It is also faster
+ * here: the bytes land in one reused, already-faulted buffer that is hashed and written while
+ * it is in cache, where copying out of a fresh mapping takes a page fault per 4 KiB.
+ *
+ * A file that changes without shrinking is caught by comparing size and mtime with what they
+ * were at open (import_source_check), before any blob of the import reaches blobs/.
+ *
+ * One read of the file feeds both digests: the chunks that the sink reads for the blobs go,
+ * through a ring of RING slots, to the thread that hashes the whole file too. That thread
+ * hashes in file order and reads for itself only what the blobs skip (the header, the gaps
+ * between tensors, a tensor quantized on the way, a pack's tensors out of order). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "import/import_int.h"
+
+#define SINK_CHUNK (1u << 20)   /* fits L2: read, hashed and written while still in cache */
+#define HASH_CHUNK (1u << 20)   /* the hash thread's own reads */
+#define RING 4                  /* slots in flight between the sink and the hash thread */
+
+typedef struct slot {
+    uint8_t *buf;               /* SINK_CHUNK bytes, allocated by import_source_hash_start */
+    uint64_t offset;
+    size_t len;
+    int busy;                   /* posted, not yet hashed: the sink must not reuse it */
+} slot;
+
+struct import_source {
+    int fd;
+    uint64_t size;
+    struct timespec mtime;
+    const uint8_t *base;       /* the mapping whose pointers stand for file offsets (may be NULL) */
+    uint8_t *buf;              /* SINK_CHUNK bytes for source_copy without a hash thread (lazy) */
+    blob_writer *sink_writer;  /* where source_copy writes */
+    pthread_t thread;
+    int hashing;               /* the thread runs: the sink posts its chunks to it */
+    int hash_rc;               /* its result, read after the join */
+    pthread_mutex_t mu;        /* guards the ring and the flags below */
+    pthread_cond_t cv;         /* a slot posted or freed, done, stop: one condition, broadcast */
+    slot ring[RING];
+    uint64_t posted, taken;    /* slots posted by the sink / taken by the thread, ever */
+    int done, stop;            /* no more posts (hash the rest) / give up (an error came) */
+    char digest[BLOB_DIGEST_LEN + 1];
+    int changed;               /* a read or check found the file changed (either thread) */
+    char hash_msg[512];        /* the thread's error message (messages are per thread) */
+};
+
+/* Messages leave the file's name to the caller, which adds it as the outermost context. */
+static int changed(import_source *s, const char *how, uint64_t offset)
+{
+    __atomic_store_n(&s->changed, 1, __ATOMIC_RELAXED);
+    return ms_err(MS_EIO, "file changed during import (%s at offset %llu; it had %llu bytes)", how,
+                  (unsigned long long)offset, (unsigned long long)s->size);
+}
+
+int import_source_open(import_source **out, const char *path, const uint8_t *base, uint64_t size)
+{
+    import_source *s = calloc(1, sizeof *s);
+    struct stat st;
+    int rc;
+
+    *out = NULL;
+    if (s) {
+        s->fd = -1;
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->cv, NULL);
+    }
+    if (!s)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = ms_open_regular(path)) < 0)
+        goto fail;
+    s->fd = rc;
+    if (fstat(s->fd, &st) < 0) {
+        rc = ms_err_os("stat");
+        goto fail;
+    }
+    s->size = (uint64_t)st.st_size;
+    s->mtime = st.st_mtim;
+    s->base = base;
+    /* The file was mapped and validated before this open: if it is not the same length now,
+     * the header just parsed may not be the file's. */
+    if (s->size != size) {
+        s->changed = 1;
+        rc = ms_err(MS_EIO, "file changed during import (%llu bytes when parsed, %llu now)",
+                    (unsigned long long)size, (unsigned long long)s->size);
+        goto fail;
+    }
+    (void)posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    *out = s;
+    return 0;
+fail:
+    import_source_close(s);
+    return rc;
+}
+
+uint64_t import_source_size(const import_source *s) { return s->size; }
+
+int import_source_read(import_source *s, void *buf, uint64_t offset, size_t len)
+{
+    uint8_t *p = buf;
+
+    while (len > 0) {
+        ssize_t n = pread(s->fd, p, len, (off_t)offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ms_err_os("read at offset %llu", (unsigned long long)offset);
+        if (n == 0)
+            return changed(s, "end of file", offset);
+        p += n;
+        offset += (uint64_t)n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Hash [*pos, to) with the thread's own reads. */
+static int hash_range(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *pos, uint64_t to)
+{
+    int rc;
+
+    while (*pos < to) {
+        size_t n = to - *pos < HASH_CHUNK ? (size_t)(to - *pos) : HASH_CHUNK;
+        if ((rc = import_source_read(s, buf, *pos, n)) < 0)
+            return rc;
+        blob_hash_update(h, buf, n);
+        *pos += n;
+    }
+    return 0;
+}
+
+/* A chunk the sink read: bytes before it that were not hashed yet are read here first; bytes
+ * already hashed (a chunk behind the hash's position) are skipped. */
+static int hash_chunk(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *pos, const slot *c)
+{
+    int rc;
+
+    if (c->offset > *pos && (rc = hash_range(s, h, buf, pos, c->offset)) < 0)
+        return rc;
+    if (c->offset + c->len > *pos) {
+        blob_hash_update(h, c->buf + (*pos - c->offset), (size_t)(c->offset + c->len - *pos));
+        *pos = c->offset + c->len;
+    }
+    return 0;
+}
+
+static void *hash_main(void *arg)
+{
+    import_source *s = arg;
+    uint8_t *buf = malloc(HASH_CHUNK);
+    blob_hash *h = blob_hash_new();
+    uint64_t pos = 0;
+    int rc = buf && h ? 0 : ms_err(MS_ENOMEM, "out of memory");
+
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->taken == s->posted && !s->done && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop || s->taken == s->posted)
+            break;
+        slot *c = &s->ring[s->taken % RING];
+        pthread_mutex_unlock(&s->mu);
+        if (rc == 0)   /* after an error, slots are only handed back */
+            rc = hash_chunk(s, h, buf, &pos, c);
+        pthread_mutex_lock(&s->mu);
+        c->busy = 0;
+        s->taken++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    if (s->stop && rc == 0)
+        rc = MS_ERROR;   /* nobody reads the digest */
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0)
+        rc = hash_range(s, h, buf, &pos, s->size);
+    if (rc == 0) {
+        blob_hash_final(s->digest, h);
+        h = NULL;
+    } else {
+        /* The message is per thread: keep it for import_source_hash_finish to set again. */
+        snprintf(s->hash_msg, sizeof s->hash_msg, "%s", ms_err_msg());
+    }
+    s->hash_rc = rc;
+    blob_hash_free(h);
+    free(buf);
+    return NULL;
+}
+
+int import_source_hash_start(import_source *s)
+{
+    for (int i = 0; i < RING; i++)
+        if (!s->ring[i].buf && !(s->ring[i].buf = malloc(SINK_CHUNK)))
+            return ms_err(MS_ENOMEM, "out of memory");
+    if (pthread_create(&s->thread, NULL, hash_main, s) == 0) {
+        s->hashing = 1;
+    } else {
+        s->done = 1;    /* no thread to be had: hash here, before the blobs, with a read more */
+        hash_main(s);
+    }
+    return 0;
+}
+
+/* Stop the hash thread: `finish` lets it hash what remains, else it gives up. */
+static void hash_join(import_source *s, int finish)
+{
+    if (!s->hashing)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (finish)
+        s->done = 1;
+    else
+        s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->hashing = 0;
+}
+
+int import_source_hash_finish(import_source *s, char digest_out[BLOB_DIGEST_LEN + 1])
+{
+    hash_join(s, 1);
+    if (s->hash_rc < 0)
+        return ms_err(s->hash_rc, "%s", s->hash_msg);
+    memcpy(digest_out, s->digest, sizeof s->digest);
+    return 0;
+}
+
+int import_source_check(import_source *s)
+{
+    struct stat st;
+
+    if (fstat(s->fd, &st) < 0)
+        return ms_err_os("stat");
+    if ((uint64_t)st.st_size != s->size || st.st_mtim.tv_sec != s->mtime.tv_sec ||
+        st.st_mtim.tv_nsec != s->mtime.tv_nsec) {
+        s->changed = 1;
+        if ((uint64_t)st.st_size != s->size)
+            return ms_err(MS_EIO, "file changed during import (%llu bytes at the start, %llu now)",
+                          (unsigned long long)s->size, (unsigned long long)st.st_size);
+        return ms_err(MS_EIO, "file changed during import (modified while it was read)");
+    }
+    return 0;
+}
+
+int import_source_changed(const import_source *s) { return __atomic_load_n(&s->changed, __ATOMIC_RELAXED); }
+
+/* With the hash thread running, one chunk of the file through a ring slot: read, posted to
+ * the thread, written (and hashed for the blob) while the thread hashes it for the file. The
+ * slot is reused only after the thread handed it back. */
+static int sink_chunk(import_source *s, uint64_t offset, size_t len)
+{
+    slot *c = &s->ring[s->posted % RING];
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    while (c->busy)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if ((rc = import_source_read(s, c->buf, offset, len)) < 0)
+        return rc;
+    pthread_mutex_lock(&s->mu);
+    c->offset = offset;
+    c->len = len;
+    c->busy = 1;
+    s->posted++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return blob_writer_write(s->sink_writer, c->buf, len);   /* reads c->buf only, as the thread does */
+}
+
+/* `len` bytes of the file at `offset` into the writer set by import_sources_emit. */
+static int source_copy(import_source *s, uint64_t off, size_t len)
+{
+    int rc;
+
+    while (len > 0) {
+        size_t n = len < SINK_CHUNK ? len : SINK_CHUNK;
+        if (s->hashing)
+            rc = sink_chunk(s, off, n);
+        else if (!s->buf && !(s->buf = malloc(SINK_CHUNK)))
+            rc = ms_err(MS_ENOMEM, "out of memory");
+        else if ((rc = import_source_read(s, s->buf, off, n)) == 0)
+            rc = blob_writer_write(s->sink_writer, s->buf, n);
+        if (rc < 0)
+            return rc;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+typedef struct emit_ctx {
+    import_source *const *srcs;
+    size_t n;
+    blob_writer *bw;
+} emit_ctx;
+
+/* An st_sink: bytes that lie in a source's mapping [base, base + size) are read from that file
+ * at the same offset instead; anything else (the blob's header, padding, a quantized tensor)
+ * is the writer's own memory. */
+static int sources_sink(void *ctx, const void *buf, size_t len)
+{
+    const emit_ctx *e = ctx;
+    const uint8_t *p = buf;
+
+    for (size_t i = 0; i < e->n; i++) {
+        import_source *s = e->srcs[i];
+        if (s && s->base && p >= s->base && p < s->base + s->size)
+            return source_copy(s, (uint64_t)(p - s->base), len);
+    }
+    return blob_writer_write(e->bw, buf, len);
+}
+
+int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw)
+{
+    emit_ctx e = { srcs, n, bw };
+    int rc;
+
+    for (size_t i = 0; i < n; i++)
+        if (srcs[i])
+            srcs[i]->sink_writer = bw;
+    rc = st_writer_emit(w, sources_sink, &e);
+    for (size_t i = 0; i < n; i++)
+        if (srcs[i])
+            srcs[i]->sink_writer = NULL;
+    return rc;
+}
+
+void import_source_close(import_source *s)
+{
+    if (!s)
+        return;
+    hash_join(s, 0);
+    if (s->fd >= 0)
+        close(s->fd);
+    for (int i = 0; i < RING; i++)
+        free(s->ring[i].buf);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->buf);
+    free(s);
+}
