@@ -26,9 +26,9 @@ srcs() {
     fuzz_manifest) echo "$UTIL src/blob/hash.c src/manifest/manifest.c src/manifest/name.c" ;;
     fuzz_config) echo "$UTIL $GGUF src/runtime/config.c" ;;
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
-    fuzz_registry) echo "$UTIL src/util/progress.c src/blob/blob.c src/blob/hash.c src/registry/http.c src/registry/download.c" ;;
-    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/blob/blob.c src/blob/hash.c src/manifest/manifest.c tests/fuzz/stubs.c" ;;
-    fuzz_modelfile) echo "$UTIL $GOTMPL src/blob/blob.c src/blob/hash.c src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
+    fuzz_registry) echo "$UTIL src/util/progress.c src/blob/blob.c src/blob/hash.c src/blob/overlap.c src/registry/http.c src/registry/download.c" ;;
+    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/blob/blob.c src/blob/hash.c src/blob/overlap.c src/manifest/manifest.c tests/fuzz/stubs.c" ;;
+    fuzz_modelfile) echo "$UTIL $GOTMPL src/blob/blob.c src/blob/hash.c src/blob/overlap.c src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
     esac
 }
 
