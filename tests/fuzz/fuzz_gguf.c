@@ -11,28 +11,10 @@
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "fuzz_gguf: %s:%d: %s (%s)\n", __FILE__, __LINE__, #c, ms_err_msg()); abort(); } } while (0)
 
-typedef struct mem {
-    uint8_t *p;
-    size_t len, cap;
-} mem;
-
-static int mem_sink(void *ctx, const void *buf, size_t len)
+/* The writers' sink into util's growable buffer (n counts bytes; NULs inside are fine). */
+static int text_sink(void *ctx, const void *buf, size_t len)
 {
-    mem *m = ctx;
-
-    if (m->len + len > m->cap) {
-        size_t cap = (m->len + len) * 2;
-        uint8_t *p = realloc(m->p, cap);
-
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        m->p = p;
-        m->cap = cap;
-    }
-    if (len)
-        memcpy(m->p + m->len, buf, len);
-    m->len += len;
-    return 0;
+    return ms_text_put(ctx, buf, len);
 }
 
 static volatile uint8_t sink_byte;
@@ -100,7 +82,7 @@ static void roundtrip(const gguf_file *g, int header_only)
 {
     gguf_writer *w = NULL;
     gguf_file *g2 = NULL;
-    mem m = { 0 };
+    ms_text m = { 0 };
 
     CHECK(gguf_writer_new(&w, gguf_version(g), gguf_alignment(g)) == 0);
     for (size_t i = 0; i < gguf_kv_count(g); i++) {
@@ -118,8 +100,8 @@ static void roundtrip(const gguf_file *g, int header_only)
             goto done;
         CHECK(gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes) == 0);
     }
-    CHECK(gguf_writer_emit(w, mem_sink, &m) == 0 && m.len == gguf_writer_size(w));
-    CHECK(gguf_open_buf(&g2, m.p, m.len, 0, "rewritten") == 0);
+    CHECK(gguf_writer_emit(w, text_sink, &m) == 0 && m.n == gguf_writer_size(w));
+    CHECK(gguf_open_buf(&g2, (const uint8_t *)m.p, m.n, 0, "rewritten") == 0);
     CHECK(gguf_kv_count(g2) >= gguf_kv_count(g));
     CHECK(gguf_tensor_count(g2) == (header_only ? 0 : gguf_tensor_count(g)));
     for (size_t i = 0; i < gguf_tensor_count(g2); i++)
