@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "import/import.h"
+#include "export/export.h"
 
 static const char help[] =
     "usage: mstore export NAME --gguf OUT\n\n"

@@ -1,6 +1,6 @@
 /* import.h: bringing models into the store; the whole surface of src/import.
  *
- * What an import writes (the contract the runtime and export read back):
+ * What an import writes (the contract the runtime and src/export read back):
  *
  * Tensor blobs (media type MT_TENSOR), one safetensors file per tensor, keyed by the canonical
  * (Hugging Face) name, which is also the manifest layer's `name`:
@@ -61,17 +61,5 @@ int import_path(store *s, const char *path, const model_name *name, const import
  * the sha256 of the whole file as read. Call between store_write_begin and store_write_end.
  * MS_EINVALID naming the file and field, MS_EIO, MS_ENOMEM. */
 int import_gguf_manifest(manifest **out, store *s, const char *path, const char *label, const import_opts *o);
-
-typedef struct export_result {
-    char digest[72];   /* sha256 of the file written */
-    uint64_t nbytes;
-    int identical;     /* 1 when the digest equals the imported file's */
-} export_result;
-/* Write model `name` as a GGUF file at `out_path` (atomically: temp file, fsync, rename).
- * Models imported from GGUF come back byte-identical. Others (llama, mistral, qwen2, qwen3 with
- * float tensors) get a GGUF llama.cpp loads: Q/K rows permuted back to GGUF's order for llama,
- * the vocabulary from a byte-level BPE tokenizer.json (else "no_vocab"). MS_ENOTFOUND,
- * MS_EUNSUPPORTED (MLX-quantized tensors, expert packs, other architectures), MS_EIO. */
-int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res);
 
 #endif

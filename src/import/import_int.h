@@ -52,9 +52,6 @@ int import_config_store(store *s, manifest *m, json_t *config);
 /* Serialize `m` and commit it under `name`. */
 int import_manifest_commit(store *s, manifest *m, const model_name *name, char digest_out[72]);
 
-/* Export of a model not imported from GGUF (export_gen.c). */
-int export_gguf_generate(store *s, const manifest *m, json_t *config, const char *model_name, const char *out_path,
-                         export_result *res);
 /* GGUF file import (gguf.c). */
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
 

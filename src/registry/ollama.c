@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "export/export.h"
 #include "import/import.h"
 #include "registry/registry_int.h"
 

@@ -1,4 +1,4 @@
-/* test_import.c: GGUF and safetensors-directory import, and GGUF export, through the store. */
+/* test_import.c: GGUF and safetensors-directory import, and the GGUF export (src/export) that round-trips them, through the store. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "blob/blob.h"
 #include "format/format.h"
 #include "helpers/fixture.h"
+#include "export/export.h"
 #include "import/import.h"
 #include "import/import_int.h"
 #include "runtime/runtime.h"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
-#include "import/import_int.h"
+#include "export/export_int.h"
 
 typedef struct src_tensor {
     const char *gguf_name;

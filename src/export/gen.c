@@ -1,4 +1,4 @@
-/* export_gen.c: a GGUF built from a model that did not come from one (a safetensors or MLX
+/* gen.c: a GGUF built from a model that did not come from one (a safetensors or MLX
  * import): metadata from the config blob, tensors under llama.cpp's names, and the vocabulary
  * from tokenizer.json when it is byte-level BPE. llama.cpp's llama family rotates adjacent
  * pairs, so Q and K rows are permuted back from Hugging Face's halves order, as
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "blob/blob.h"
-#include "import/import_int.h"
+#include "export/export_int.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct gen {

@@ -1,0 +1,26 @@
+/* export.h: a stored model written back out as a file; the whole surface of src/export.
+ *
+ * export.c rebuilds the GGUF a model was imported from, byte for byte, from its tensor blobs,
+ * its MT_GGUF_META header and its MT_GGUF_GAPS bytes (the contract is in import.h); gen.c
+ * writes a new GGUF for a model that came from safetensors or MLX. */
+#ifndef MSTORE_EXPORT_H
+#define MSTORE_EXPORT_H
+
+#include <stdint.h>
+
+#include "manifest/manifest.h"
+#include "store/store.h"
+
+typedef struct export_result {
+    char digest[72];   /* sha256 of the file written */
+    uint64_t nbytes;
+    int identical;     /* 1 when the digest equals the imported file's */
+} export_result;
+/* Write model `name` as a GGUF file at `out_path` (atomically: temp file, fsync, rename).
+ * Models imported from GGUF come back byte-identical. Others (llama, mistral, qwen2, qwen3 with
+ * float tensors) get a GGUF llama.cpp loads: Q/K rows permuted back to GGUF's order for llama,
+ * the vocabulary from a byte-level BPE tokenizer.json (else "no_vocab"). MS_ENOTFOUND,
+ * MS_EUNSUPPORTED (MLX-quantized tensors, expert packs, other architectures), MS_EIO. */
+int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res);
+
+#endif
