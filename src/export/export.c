@@ -118,10 +118,11 @@ static int layers_open(exporter *e)
             return rc;
         for (size_t k = 0; k < st_count(e->sts[i]); k++) {
             const st_tensor *t = st_at(e->sts[i], k);
-            char key[600];
+            tensor_blob_meta tm;
             const char *gn;
-            snprintf(key, sizeof key, "gguf_name:%s", t->name);
-            if (!(gn = st_meta(e->sts[i], key)) && !(gn = st_meta(e->sts[i], "gguf_name")))
+            if ((rc = tensor_blob_meta_get(&tm, e->sts[i], t, l->name, l->digest)) < 0)
+                return rc;
+            if (!(gn = tm.gguf_name))
                 return ms_err(MS_EINVALID, "layer '%s' (%s): tensor '%s' has no gguf_name", l->name ? l->name : "",
                               l->digest, t->name);
             if (e->n_tensors == cap) {

@@ -56,19 +56,6 @@ static int tensor_nbytes(uint64_t *out, st_dtype dtype, int n_dims, const uint64
     return 0;
 }
 
-/* "[3, 4]" into buf, truncated if it does not fit. */
-static const char *shape_fmt(char *buf, size_t len, int n_dims, const uint64_t *shape)
-{
-    size_t at = 0;
-
-    at += (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < n_dims && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%" PRIu64, i ? ", " : "", shape[i]);
-    if (at < len)
-        snprintf(buf + at, len - at, "]");
-    return buf;
-}
-
 /* ---------------------------------------------------------------- reader */
 
 struct st_file {
@@ -174,7 +161,7 @@ static int parse_tensor(parse_ctx *c, st_tensor *t, json_t *entry)
     if (end > c->data_size)
         return ms_err(MS_EINVALID, "data_offsets [%" PRIu64 ", %" PRIu64 "] extend past the end of the data "
                       "region (%" PRIu64 " bytes)", begin, end, c->data_size);
-    shape_fmt(sbuf, sizeof sbuf, t->n_dims, t->shape);
+    tensor_blob_shape_format(sbuf, sizeof sbuf, t->n_dims, t->shape);
     if (tensor_nbytes(&want, t->dtype, t->n_dims, t->shape) < 0)
         return ms_err(MS_EINVALID, "shape %s x %s overflows 64 bits", sbuf, st_dtype_name(t->dtype));
     if (end - begin != want)
@@ -569,7 +556,7 @@ static int check_add(const st_writer *w, const char *name, st_dtype dtype, int n
         return ms_err(MS_EINVALID, "%d dimensions (max %d)", n_dims, ST_MAX_DIMS);
     if (w->n_slots && *slot_find(w, name))
         return ms_err(MS_EINVALID, "name repeats");
-    shape_fmt(sbuf, sizeof sbuf, n_dims, shape);
+    tensor_blob_shape_format(sbuf, sizeof sbuf, n_dims, shape);
     if (tensor_nbytes(&want, dtype, n_dims, shape) < 0)
         return ms_err(MS_EINVALID, "shape %s x %s overflows 64 bits", sbuf, st_dtype_name(dtype));
     if (want != nbytes)

@@ -38,25 +38,15 @@ static int st_dtype_of(st_dtype *out, int ggml)
     }
 }
 
-static void shape_string(char *buf, size_t len, const gguf_tensor *t)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = t->n_dims - 1; d >= 0 && n < len; d--)
-        n += (size_t)snprintf(buf + n, len - n, "%llu%s", (unsigned long long)t->ne[d], d ? ", " : "");
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 /* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>".
  * With --quantize, float matrices are quantized on the way (`*quantized_out` set). */
 static int item_add(st_writer *w, const item *it, int packed, import_quant *q, import_source *src,
                     uint64_t data_offset, int *quantized_out)
 {
     const gguf_tensor *t = it->t;
+    const char *key = packed ? it->hf : NULL;
     uint64_t shape[GGUF_MAX_DIMS + 1];
-    char key[NAME_MAX_LEN + 32], val[256];
-    const char *sfx = packed ? ":" : "";
-    const char *nm = packed ? it->hf : "";
+    tensor_blob_meta meta = {.gguf_name = t->name};
     int n = 0, rc;
     st_dtype dt;
 
@@ -65,8 +55,8 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
         for (int d = t->n_dims - 1; d >= 0; d--)
             shape[n++] = t->ne[d];
         if (import_quant_wants(q, it->hf, dt, n, shape)) {
-            snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
-            if ((rc = st_writer_meta(w, key, t->name)) < 0)
+            /* gguf_name first, then the quantizer's keys: the order the blob has always had */
+            if ((rc = tensor_blob_meta_put(w, key, &meta)) < 0)
                 return rc;
             void *data = t->nbytes <= SIZE_MAX ? import_quant_buf(q, (size_t)t->nbytes) : NULL;
             if (!data)
@@ -83,16 +73,12 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
         for (int d = t->n_dims - 1; d >= 1; d--)
             shape[n++] = t->ne[d];
         shape[n++] = row;
-        snprintf(key, sizeof key, "quant_type%s%s", sfx, nm);
-        if ((rc = st_writer_meta(w, key, ggml_type_name(t->type))) < 0)
-            return rc;
-        shape_string(val, sizeof val, t);
-        snprintf(key, sizeof key, "logical_shape%s%s", sfx, nm);
-        if ((rc = st_writer_meta(w, key, val)) < 0)
-            return rc;
+        meta.quant_type = ggml_type_name(t->type);
+        meta.n_dims = t->n_dims;
+        for (int d = 0; d < t->n_dims; d++)
+            meta.shape[d] = t->ne[t->n_dims - 1 - d];   /* HF order */
     }
-    snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
-    if ((rc = st_writer_meta(w, key, t->name)) < 0)
+    if ((rc = tensor_blob_meta_put(w, key, &meta)) < 0)
         return rc;
     /* t->data points into the mapping, which is never read: import_sources_emit reads the
      * file at the same offset. */
