@@ -285,8 +285,33 @@ void gguf_writer_free(gguf_writer *w);   /* NULL is fine */
 
 /* ---------------------------------------------------------------- GGUF tensor names (gguf_names.c) */
 
-/* 1 when GGUF tensor names of `arch` are mapped to canonical names. */
+/* The one architecture table (gguf_names.c). 1 when `arch` is a GGUF architecture name whose
+ * tensor names are mapped to canonical names. */
 int gguf_arch_known(const char *arch);
+/* The decoder that runs `arch` ("llama" for llama, mistral and mixtral; "qwen2moe" for qwen2moe
+ * and Hugging Face's qwen2_moe; ...), or NULL when mstore does not run it. Takes GGUF names and
+ * the Hugging Face model_type spellings a config blob may carry. */
+const char *gguf_arch_decoder(const char *arch);
+
+/* ---------------------------------------------------------------- GGUF config (gguf_config.c) */
+
+/* The config blob's model fields (import.h's config contract) read from a GGUF file's
+ * metadata: the one GGUF hyper-parameter reader. The importer stores it (adding quantization
+ * and the source's file, digest, size); the runtime reads it with runtime_config_from_json's
+ * rules, so `run --gguf FILE` and `run` of FILE imported see the same config.
+ * Fields: architecture (general.architecture, or "unknown"), hidden_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads and head_dim (llama.cpp's defaults when absent),
+ * intermediate_size, max_position_embeddings, sliding_window, num_experts,
+ * num_experts_per_tok, moe_intermediate_size, shared_expert_intermediate_size,
+ * rope_dimension_count, final_logit_softcapping (when set), rms_norm_eps, rope_theta,
+ * rope_scaling (null or {rope_type, factor, original_max_position_embeddings, attn_factor};
+ * rope_factors_* tensors mean longrope), rope_interleaved (the llama decoder's GGUF rows),
+ * norm_topk_prob (<arch>.expert_weights_norm, when set), tie_word_embeddings, vocab_size (the
+ * token list's length, else <arch>.vocab_size), bos_token_id, eos_token_id, tokenizer
+ * ({kind, model, pre} or null) and source {"format": "gguf"}. An absent integer key is null.
+ * A key present with an unusable type, or a non-finite float: MS_EINVALID naming the key
+ * (the file is refused rather than stored under a config that says otherwise). MS_ENOMEM. */
+int gguf_config_json(struct json_t **out, const gguf_file *g);
 /* The canonical (Hugging Face) name of GGUF tensor `gguf` under `arch`, or the GGUF name itself
  * when the table has no row for it; `pack` (may be NULL) receives the expert pack's name, or ""
  * when the tensor has its own blob. */

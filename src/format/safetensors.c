@@ -267,12 +267,11 @@ static int parse_entries(parse_ctx *c, json_t *root)
 static int check_header_size(uint64_t *hsize_out, const uint8_t *buf, size_t len, uint64_t file_size,
                              int header_only)
 {
-    uint64_t hsize = 0;
+    uint64_t hsize;
 
     if (len < 8)
         return ms_err(MS_EINVALID, "too short for the header size prefix (%zu bytes < 8)", len);
-    for (int i = 7; i >= 0; i--)
-        hsize = hsize << 8 | buf[i];
+    hsize = ms_le64(buf);
     if (hsize < 8)
         return ms_err(MS_EINVALID, "header size %" PRIu64 " is below the minimum 8", hsize);
     if (hsize > ST_HEADER_MAX)
@@ -426,16 +425,8 @@ struct st_writer {
 
 static int text_add(text *t, const char *s, size_t n)
 {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory for the safetensors header (%zu bytes)", cap);
-        t->p = p;
-        t->cap = cap;
-    }
+    if (ms_grow(&t->p, &t->cap, t->len + n + 1, 1) < 0)
+        return ms_err_ctx("safetensors header");
     memcpy(t->p + t->len, s, n);
     t->len += n;
     t->p[t->len] = '\0';
@@ -595,14 +586,8 @@ int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int n_dims, co
         return ms_err_ctx("tensor '%s'", name);
     if (begin < w->data_end || ms_add64(&end, begin, nbytes) < 0)
         return ms_err(MS_EINVALID, "tensor '%s': data region exceeds 64 bits", name);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        wentry *e = realloc(w->e, cap * sizeof *e);
-        if (!e)
-            return ms_err(MS_ENOMEM, "out of memory for %zu tensors", cap);
-        w->e = e;
-        w->cap = cap;
-    }
+    if ((rc = ms_grow(&w->e, &w->cap, w->n + 1, sizeof *w->e)) < 0)
+        return ms_err_ctx("tensor '%s'", name);
     if (2 * (w->n + 1) > w->n_slots && (rc = slots_grow(w)) < 0)
         return rc;
     if (!(copy = strdup(name)))
@@ -690,8 +675,7 @@ static int emit_header(st_writer *w, st_sink sink, void *ctx)
     uint8_t prefix[8];
     int rc;
 
-    for (int i = 0; i < 8; i++)
-        prefix[i] = (uint8_t)(hsize >> (8 * i));
+    ms_put_le64(prefix, hsize);
     if ((rc = text_add(&h, "{", 1)) < 0)
         goto done;
     if (w->n_meta && ((rc = text_addf(&h, "\"__metadata__\":{")) < 0 ||

@@ -72,21 +72,6 @@ static void job_fail(dl_job *j, int code)
 
 /* ------------------------------------------------------------------ sidecar */
 
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 int reg_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_t size, uint64_t part_bytes,
                      size_t n_parts)
 {
@@ -94,11 +79,11 @@ int reg_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_
 
     if (len < REG_RANGES_HEADER || memcmp(buf, REG_RANGES_MAGIC, 8) != 0)
         return ms_err(MS_EINVALID, "no '%.7s' magic in %zu bytes", REG_RANGES_MAGIC, len);
-    if ((got = get_le64(buf + 8)) != size)
+    if ((got = ms_le64(buf + 8)) != size)
         return ms_err(MS_EINVALID, "blob size %" PRIu64 ", expected %" PRIu64, got, size);
-    if ((got = get_le64(buf + 16)) != part_bytes)
+    if ((got = ms_le64(buf + 16)) != part_bytes)
         return ms_err(MS_EINVALID, "part size %" PRIu64 ", expected %" PRIu64, got, part_bytes);
-    if ((got = get_le64(buf + 24)) != n_parts)
+    if ((got = ms_le64(buf + 24)) != n_parts)
         return ms_err(MS_EINVALID, "%" PRIu64 " parts, expected %zu", got, n_parts);
     /* n_parts is ours (from the manifest's size), so this cannot overflow; the length must
      * match it exactly, which also bounds every read below. */
@@ -108,7 +93,7 @@ int reg_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_
     for (size_t k = 0; k < n_parts; k++) {
         uint64_t off = k * part_bytes, plen = size - off < part_bytes ? size - off : part_bytes;
 
-        if ((done_out[k] = get_le64(buf + REG_RANGES_HEADER + 8 * k)) > plen)
+        if ((done_out[k] = ms_le64(buf + REG_RANGES_HEADER + 8 * k)) > plen)
             return ms_err(MS_EINVALID, "part %zu: %" PRIu64 " bytes done, more than its %" PRIu64, k, done_out[k], plen);
     }
     return 0;
@@ -118,7 +103,7 @@ static int ranges_slot_write(dl_blob *b, int k, uint64_t done)
 {
     uint8_t v[8];
 
-    put_le64(v, done);
+    ms_put_le64(v, done);
     if (pwrite(b->rfd, v, 8, (off_t)(REG_RANGES_HEADER + 8 * (size_t)k)) != 8)
         return ms_err_os("%s: write", b->rpath);
     b->parts[k].saved = done;
@@ -145,9 +130,9 @@ static int ranges_load(dl_blob *b, uint64_t file_size)
     if (n != (ssize_t)len || reg_ranges_parse(done, buf, len, b->size, b->part_bytes, (size_t)b->n_parts) < 0) {
         memset(done, 0, (size_t)b->n_parts * sizeof *done);
         memcpy(buf, REG_RANGES_MAGIC, 8);
-        put_le64(buf + 8, b->size);
-        put_le64(buf + 16, b->part_bytes);
-        put_le64(buf + 24, (uint64_t)b->n_parts);
+        ms_put_le64(buf + 8, b->size);
+        ms_put_le64(buf + 16, b->part_bytes);
+        ms_put_le64(buf + 24, (uint64_t)b->n_parts);
         memset(buf + REG_RANGES_HEADER, 0, len - REG_RANGES_HEADER);
         if (ftruncate(b->rfd, 0) < 0 || pwrite(b->rfd, buf, len, 0) != (ssize_t)len) {
             rc = ms_err_os("%s: write", b->rpath);
