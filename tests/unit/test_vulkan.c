@@ -691,7 +691,8 @@ START_TEST(gemma_and_moe_elementwise_ops_match_the_cpu)
     int sc = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 60.0f), sd = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 3.0f);
     int acc = pair_buf(&p, (size_t)toks * cols + 1, BACKEND_F32, 1.0f);
     int ex = pair_buf(&p, (size_t)toks * used * cols, BACKEND_F32, 2.0f);
-    int wt = pair_buf(&p, (size_t)toks * used + 1, BACKEND_F32, 1.0f), gate = pair_buf(&p, (size_t)toks, BACKEND_F32, 4.0f);
+    int wt = pair_buf(&p, (size_t)toks * used + 1, BACKEND_F32, 1.0f),
+        gate = pair_buf(&p, (size_t)toks, BACKEND_F32, 4.0f);
     int x = pair_buf(&p, (size_t)toks * cols, BACKEND_F32, 3.0f), y = pair_buf(&p, (size_t)toks * cols, BACKEND_F32, 0);
     float *cpu = malloc(sizeof(float) * n), *gpu = malloc(sizeof(float) * n);
     memset(&v, 0, sizeof v);
@@ -704,11 +705,12 @@ START_TEST(gemma_and_moe_elementwise_ops_match_the_cpu)
         backend_seq_geglu(&seq, backend_at(p.buf[b][g], 1), backend_at(p.buf[b][u], 0), n);
         backend_seq_softcap(&seq, backend_at(p.buf[b][sc], 2), n, 30.0f);
         backend_seq_scale(&seq, backend_at(p.buf[b][sd], 1), n, 0.125f * 3.0f);
-        backend_seq_moe_sum(&seq, backend_at(p.buf[b][acc], 1), backend_at(p.buf[b][ex], 0), backend_at(p.buf[b][wt], 1),
-                            toks, used, cols);
-        backend_seq_gated_add(&seq, backend_at(p.buf[b][acc], 1), backend_at(p.buf[b][ex], 7), backend_at(p.buf[b][gate], 0),
-                              toks, cols);
-        backend_seq_rms_norm_ex(&seq, backend_at(p.buf[b][y], 0), backend_at(p.buf[b][x], 0), bw, toks, cols, 1e-6f, 1.0f);
+        backend_seq_moe_sum(&seq, backend_at(p.buf[b][acc], 1), backend_at(p.buf[b][ex], 0),
+                            backend_at(p.buf[b][wt], 1), toks, used, cols);
+        backend_seq_gated_add(&seq, backend_at(p.buf[b][acc], 1), backend_at(p.buf[b][ex], 7),
+                              backend_at(p.buf[b][gate], 0), toks, cols);
+        backend_seq_rms_norm_ex(&seq, backend_at(p.buf[b][y], 0), backend_at(p.buf[b][x], 0), bw, toks, cols, 1e-6f,
+                                1.0f);
         ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
     }
     pair_read(&p, g, 1, (size_t)n, cpu, gpu);
@@ -741,7 +743,9 @@ END_TEST
 START_TEST(attention_window_and_ring_match_the_cpu)
 {
     int heads = 8, kv = 2, hd = 64, ctx = 160, f16 = _i, win = 40;
-    static const struct { int n, pos0, ring; } cases[] = {{5, 130, 0}, {5, 130, 48}, {1, 10, 0}, {3, 200, 48}};
+    static const struct {
+        int n, pos0, ring;
+    } cases[] = {{5, 130, 0}, {5, 130, 48}, {1, 10, 0}, {3, 200, 48}};
     pair p;
 
     if (!pair_open(&p, 8, 512, 256))
@@ -806,8 +810,8 @@ START_TEST(moe_route_matches_the_cpu)
     for (int b = 0; b < 2; b++) {
         backend_op ops[1];
         backend_seq seq = {.ops = ops, .cap = 1};
-        backend_seq_moe_route(&seq, backend_at(p.buf[b][w], 3), backend_at(p.buf[b][ids], 0), backend_at(p.buf[b][lg], 0),
-                              n, ne, used, route);
+        backend_seq_moe_route(&seq, backend_at(p.buf[b][w], 3), backend_at(p.buf[b][ids], 0),
+                              backend_at(p.buf[b][lg], 0), n, ne, used, route);
         ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
     }
     int32_t *ic = malloc(sizeof(int32_t) * n * used), *ig = malloc(sizeof(int32_t) * n * used);
@@ -1286,9 +1290,18 @@ END_TEST
  * longer than the window (n_batch 16: the ring of a window layer wraps within the prompt): the
  * CPU's greedy tokens and first-step logits within 1e-4 relative. */
 static const char *const archs[][3] = {
-    {"mixtral", "f32", ""},   {"qwen3moe", "f32", ""},  {"qwen2moe", "f32", ""}, {"gemma3", "f32", ""},
-    {"mistral", "f32", ""},   {"phi3", "f32", ""},      {"mixtral", "q8_0", ""}, {"qwen3moe", "q8_0", ""},
-    {"qwen2moe", "q8_0", ""}, {"gemma3", "q8_0", ""},   {"mistral", "q8_0", ""}, {"phi3", "q8_0", ""},
+    {"mixtral", "f32", ""},
+    {"qwen3moe", "f32", ""},
+    {"qwen2moe", "f32", ""},
+    {"gemma3", "f32", ""},
+    {"mistral", "f32", ""},
+    {"phi3", "f32", ""},
+    {"mixtral", "q8_0", ""},
+    {"qwen3moe", "q8_0", ""},
+    {"qwen2moe", "q8_0", ""},
+    {"gemma3", "q8_0", ""},
+    {"mistral", "q8_0", ""},
+    {"phi3", "q8_0", ""},
     {"gemma3", "f32", "--softcap 30"},
 };
 #define N_ARCHS (int)(sizeof archs / sizeof archs[0])
