@@ -447,6 +447,13 @@ static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
     return 0;
 }
 
+/* The same kernels and plans as the Vulkan backend: every op kind backend.h defines. */
+static int supports(void *vctx, backend_op_kind kind)
+{
+    (void)vctx;
+    return gpu_supports(kind);
+}
+
 static const backend_impl mtl_impl = {
     .name = "metal",
     .describe = describe,
@@ -458,6 +465,7 @@ static const backend_impl mtl_impl = {
     .run = run,
     .read = read_buf,
     .close = ctx_close,
+    .supports = supports,
 };
 
 /* ---------------------------------------------------------------- opening */
