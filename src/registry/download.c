@@ -46,6 +46,7 @@ typedef struct dl_blob {
 
 typedef struct dl_job {
     reg_client *c;
+    store_txn *t;          /* finished blobs are adopted through it */
     const char *home;
     dl_blob *blobs;
     size_t n_blobs;
@@ -469,7 +470,7 @@ static int blob_finish(dl_job *j, dl_blob *b)
     }
     blob_hash_final(got, b->hash);
     b->hash = NULL;
-    if ((rc = blob_adopt_hashed(digest, j->home, b->path, b->digest, got)) < 0)
+    if ((rc = store_txn_blob_adopt(j->t, digest, b->path, b->digest, got)) < 0)
         goto done;
 done:
     /* After a mismatch the bytes are gone (a rerun must not resume from them); after an adopt
@@ -604,8 +605,9 @@ static void blobs_free(dl_job *j)
     free(j->blobs);
 }
 
-int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const registry_opts *o, const char *label)
+int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label)
 {
+    const char *home = store_home(store_txn_store(t));
     pthread_t threads[64];
     size_t n_threads = 0, n_parts = 0;
     uint64_t total = 0;
@@ -616,6 +618,7 @@ int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const re
 
     memset(&j, 0, sizeof j);
     j.c = c;
+    j.t = t;
     j.home = home;
     pthread_mutex_init(&j.mu, NULL);
     if ((rc = blobs_plan(&j, m)) < 0 || j.n_blobs == 0)

@@ -96,18 +96,12 @@ void reg_url_origin(char *out, size_t len, const char *url);
  * *out malloc'd "user:password" or NULL when none. MS_EINVALID for a malformed file. */
 int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth);
 
-/* Remember that `digest` is in `repo` at `host` (for cross-repository mounts), and look up
- * another repo of `host` holding it (repo_out "" when none). Kept in index.db, table
- * registry_blobs; failures here are never fatal to a pull or push. */
-void reg_seen_record(store *s, const char *host, const char *repo, const char *digest);
-void reg_seen_other(store *s, const char *host, const char *repo, const char *digest,
-                    char *repo_out, size_t len);
-
 /* Downloads (download.c). Each missing blob is fetched into ONE file,
  * <home>/tmp/pull/<hex>.partial, in parts of REG_PART_BYTES fetched with Range on several
  * threads and written with pwrite at their offsets; the sha256 runs over the bytes in order as
  * they arrive (bytes that land ahead of the hash are read back from the page cache when it gets
- * there), and the complete file is adopted into blobs/ (blob_adopt_hashed: a rename, no copy).
+ * there), and the complete file is adopted into blobs/ through the pull's transaction
+ * (store_txn_blob_adopt: a rename, no copy).
  *   1. The name derives from the digest only, never from a pid, so any later pull resumes it.
  *   2. A pull holds an exclusive flock on the .partial (and the .ranges) while it uses them; a
  *      second pull of the same blob waits for the lock, then finds the blob stored. Having the
@@ -128,7 +122,7 @@ void reg_seen_other(store *s, const char *host, const char *repo, const char *di
 #define REG_BLOB_MAX ((uint64_t)1 << 48)
 #define REG_RANGES_MAGIC "MSPULL1\n"
 #define REG_RANGES_HEADER ((size_t)32)
-int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const registry_opts *o, const char *label);
+int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label);
 /* Parse a sidecar of `len` bytes for a blob of `size` bytes in `n_parts` parts of `part_bytes`:
  * done_out[k] (n_parts entries) gets part k's bytes done. MS_EINVALID naming the field. */
 int reg_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_t size, uint64_t part_bytes,
@@ -142,10 +136,10 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
                       int docker);
 
 /* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
- * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are written (the
- * GGUF split is committed, the name is not). Call between store_write_begin and _end.
+ * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are added to the
+ * pull's transaction `t` (the GGUF split, the received manifest), for its commit.
  * MS_EMISMATCH (the GGUF split hashed to another digest), MS_EUNSUPPORTED, MS_EINVALID. */
-int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, const char *bytes, size_t len,
+int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest *m, const char *bytes, size_t len,
                       const registry_opts *o, registry_pull_report *rep);
 /* *fetch_out: `m` without its whole-GGUF layer when an earlier pull split the same file and its
  * blobs are all stored (the download is then skipped and the split reused), else NULL. */

@@ -1,4 +1,5 @@
-/* commit.c: recording a model (manifest, layers, tensors, name) in the index. */
+/* commit.c: the rows of a model (manifest, layers, tensors, name) in the index; txn.c owns the
+ * protocol around them (lock, blobs, SQLite transaction). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,41 +11,14 @@
 #include "format/format.h"
 #include "store/store_int.h"
 
-#define WHERE_MAX 512
 #define SHAPE_MAX 256   /* ST_MAX_DIMS numbers of at most 20 digits, ", " between, brackets */
 
-/* "config" or "layer 3 'model.embed_tokens.weight'" (the media type when the layer has no name). */
-static void layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l)
+void store__layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l)
 {
     if (l == &m->config)
         snprintf(buf, cap, "config");
     else
         snprintf(buf, cap, "layer %zu '%s'", (size_t)(l - m->layers), l->name ? l->name : l->media_type);
-}
-
-static int blob_check(store *s, const manifest *m, const manifest_layer *l)
-{
-    char where[WHERE_MAX];
-    uint64_t size = 0;
-
-    layer_where(where, sizeof where, m, l);
-    if (!blob_exists(s->home, l->digest, &size))
-        return ms_err(MS_ENOTFOUND, "manifest: %s: blob %s is not in the store", where, l->digest);
-    if (size != l->size)
-        return ms_err(MS_EMISMATCH, "manifest: %s: blob %s has %llu bytes, the manifest says %llu", where,
-                      l->digest, (unsigned long long)size, (unsigned long long)l->size);
-    return 0;
-}
-
-/* Invariant 2 is checked before anything is written, so a refused commit leaves no trace, not
- * even the manifest blob. */
-static int blobs_check(store *s, const manifest *m)
-{
-    int rc = blob_check(s, m, &m->config);
-
-    for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
-        rc = blob_check(s, m, &m->layers[i]);
-    return rc;
 }
 
 static int step_done(store *s, sqlite3_stmt *st, const char *what)
@@ -247,16 +221,15 @@ static int tensor_rows(store *s, sqlite3_stmt **q, const manifest *m)
         if ((rc = tensors_known(s, q[Q_KNOWN], l->digest, &known)) < 0 || known)
             continue;
         if ((rc = tensors_insert(s, q[Q_TENSOR], l)) < 0) {
-            char where[WHERE_MAX];
-            layer_where(where, sizeof where, m, l);
+            char where[STORE_WHERE_MAX];
+            store__layer_where(where, sizeof where, m, l);
             rc = ms_err_ctx("manifest: %s", where);
         }
     }
     return rc;
 }
 
-/* Every row of the commit; the caller holds the transaction. */
-static int rows_write(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
+int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
 {
     const char *mt = m->media_type ? m->media_type : MT_OCI_MANIFEST;
     sqlite3_stmt *q[Q_COUNT] = { 0 };
@@ -288,37 +261,5 @@ static int rows_write(store *s, const manifest *m, const char *digest, size_t le
 done:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(q[i]);
-    return rc;
-}
-
-int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
-                       char digest_out[72])
-{
-    char digest[BLOB_DIGEST_LEN + 1];
-    manifest *m = NULL;
-    int rc, locked = 0;
-
-    digest_out[0] = '\0';
-    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
-        return rc;
-    /* Held from the blob check to the commit, so gc cannot remove a blob once it was checked. */
-    if ((rc = store_write_begin(s)) < 0)
-        goto done;
-    locked = 1;
-    if ((rc = blobs_check(s, m)) < 0)
-        goto done;
-    if ((rc = blob_put_buf(digest, s->home, manifest_json, len)) < 0)
-        goto done;
-    if ((rc = store__begin(s, 1)) < 0)
-        goto done;
-    if ((rc = rows_write(s, m, digest, len, name)) < 0 || (rc = store__commit(s)) < 0) {
-        store__rollback(s);
-        goto done;
-    }
-    snprintf(digest_out, 72, "%s", digest);
-done:
-    if (locked)
-        store_write_end(s);
-    manifest_free(m);
     return rc;
 }

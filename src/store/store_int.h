@@ -11,12 +11,30 @@ struct store {
     char *db_path;    /* <home>/index.db, for messages */
     sqlite3 *db;
     int lock_fd;      /* <home>/lock, open for the handle's whole life */
-    int n_write;      /* depth of store_write_begin nesting; the shared lock is held while > 0 */
+    int n_write;      /* depth of store_write_begin nesting (open store_txns); the shared lock is held while > 0 */
     int readonly;     /* opened read-only (store_open): 1 no write access, 2 a full disk; every
                        * write is refused by store__writable */
     int to_free;      /* opened by store_open_to_free: may give up the space reserve (space.c) */
     int full;         /* the last SQLite failure was a full disk (store__db_err) */
 };
+
+/* The shared write lock (invariant 4), taken by store_txn_begin; nested calls are fine. MS_EIO
+ * on a read-only store. */
+int store_write_begin(store *s);
+void store_write_end(store *s);
+/* The raw handle (tests). */
+struct sqlite3 *store_db(store *s);
+/* store_txn_begin + store_txn_commit: a model whose blobs are all stored already (tests). */
+int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
+                       char digest_out[72]);
+/* commit.c: every row of a model (blobs, manifest, layers, tensors, name -> it); the caller
+ * holds the SQLite transaction and has checked invariant 2. */
+int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name);
+/* "config" or "layer 3 'model.embed_tokens.weight'" (the media type when the layer has no name). */
+#define STORE_WHERE_MAX 512
+void store__layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l);
+/* refs.c: the registry_blobs row; the caller may hold a transaction. */
+int store__registry_blob_insert(store *s, const char *host, const char *repo, const char *digest);
 
 /* The space reserve (space.c): <home>/reserve, given up on a full disk by work that frees space. */
 #define STORE_RESERVE_BYTES (4L << 20)
