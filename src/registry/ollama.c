@@ -317,26 +317,32 @@ int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s)
     return 0;
 }
 
-int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out)
+int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m)
 {
     const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
     const char *home = store_home(s);
     char path[4200], digest[BLOB_DIGEST_LEN + 1];
     export_result res;
+    store_txn *t = NULL;
     int rc;
 
-    *made_out = 0;
+    *t_out = NULL;
     if (!l || blob_intact(home, l->digest, l->size))
         return 0;
+    if ((rc = store_txn_begin(&t, s)) < 0)
+        return ms_err_ctx("rebuilding layer %s", l->digest);
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from
      * tmp/ re-hashes it, so the blob appears only if it is the very file the manifest names. */
     snprintf(path, sizeof path, "%s/tmp/source-%d-%s.gguf", home, (int)getpid(), l->digest + 7);
     if ((rc = export_gguf(s, name, path, &res)) < 0)
-        return ms_err_ctx("rebuilding layer %s", l->digest);
-    if ((rc = blob_adopt(digest, home, path, l->digest)) < 0) {
+        goto fail;
+    if ((rc = store_txn_blob_adopt(t, digest, path, l->digest, NULL)) < 0) {
         unlink(path);
-        return ms_err_ctx("rebuilding layer %s", l->digest);
+        goto fail;
     }
-    *made_out = 1;
+    *t_out = t;
     return 0;
+fail:
+    store_txn_abort(t);
+    return ms_err_ctx("rebuilding layer %s", l->digest);
 }

@@ -173,7 +173,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     size_t len = 0;
     push_progress prog = { 0 };
     uint64_t total = 0;
-    int rc, inited = 0, made = 0;
+    store_txn *made = NULL;   /* holds a rebuilt GGUF blob against gc while it goes up */
+    int rc, inited = 0;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, dst);
@@ -190,7 +191,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     }
     for (size_t i = 0; i <= m->n_layers; i++)
         total += i == 0 ? m->config.size : m->layers[i - 1].size;
-    if ((rc = reg_source_materialize(s, name, m, &made)) < 0)
+    if ((rc = reg_source_materialize(&made, s, name, m)) < 0)
         goto done;
     prog.bar = o->quiet ? NULL : ms_progress_new(label, total, 0);
     for (size_t i = 0; i <= m->n_layers; i++) {
@@ -219,6 +220,7 @@ done:
     ms_progress_free(prog.bar);
     if (made)
         reg_ollama_release(s, m);
+    store_txn_abort(made);   /* only the lock: the blob was adopted, and released just above */
     reg_resp_reset(&r);
     if (h)
         curl_easy_cleanup(h);

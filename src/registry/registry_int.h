@@ -150,7 +150,9 @@ void reg_ollama_release(store *s, const manifest *m);
  * received manifest. 0 when there is none. */
 int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s);
 /* Rebuild the whole-GGUF blob of received manifest `m` from model `name` (export_gguf) when it
- * is not stored; *made_out 1 when it was. MS_EMISMATCH when the export is not that file. */
-int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out);
+ * is not stored; *t_out is then the transaction that adopted it (NULL when nothing was made),
+ * which the caller holds while it uploads the blob, so that gc leaves it, and aborts after
+ * (reg_ollama_release first). MS_EMISMATCH when the export is not that file. */
+int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m);
 
 #endif
