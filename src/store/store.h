@@ -96,7 +96,7 @@ int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ct
 
 /* Remove unreferenced blobs (invariant 3), stale temp files, and index rows of manifests that no
  * name references. Stale temp files: those in tmp/ whose writer process is gone
- * (blob_tmp_clean), and resumable pull downloads in tmp/pull/ (src/registry) whose mtime is more
+ * (blob_tmp_clean), and resumable pull downloads in tmp/pull/ (blob_partial_clean) whose mtime is more
  * than STORE_GC_PARTIAL_AGE_S (7 days) old and that no process holds a flock on (a running pull
  * locks the files it writes). With dry_run, only report. `each` (may be NULL) sees every blob removed.
  * Takes the exclusive lock: waits for imports and pulls in progress. MS_EBUSY when `s` itself has

@@ -11,7 +11,7 @@ struct store {
     char *db_path;    /* <home>/index.db, for messages */
     sqlite3 *db;
     int lock_fd;      /* <home>/lock, open for the handle's whole life */
-    int n_write;      /* depth of store_write_begin nesting (open store_txns); the shared lock is held while > 0 */
+    int n_write;      /* open store_txns (store_write_begin depth); the shared lock is held while > 0 */
     int readonly;     /* opened read-only (store_open): 1 no write access, 2 a full disk; every
                        * write is refused by store__writable */
     int to_free;      /* opened by store_open_to_free: may give up the space reserve (space.c) */
