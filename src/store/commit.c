@@ -1,5 +1,4 @@
-/* commit.c: the rows of a model (manifest, layers, tensors, name) in the index; txn.c owns the
- * protocol around them (lock, blobs, SQLite transaction). */
+/* commit.c: recording a model (manifest, layers, tensors, name) in the index. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,14 +10,50 @@
 #include "format/format.h"
 #include "store/store_int.h"
 
+#define WHERE_MAX 512
 #define SHAPE_MAX 256   /* ST_MAX_DIMS numbers of at most 20 digits, ", " between, brackets */
 
-void store__layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l)
+/* "config" or "layer 3 'model.embed_tokens.weight'" (the media type when the layer has no name). */
+static void layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l)
 {
     if (l == &m->config)
         snprintf(buf, cap, "config");
     else
         snprintf(buf, cap, "layer %zu '%s'", (size_t)(l - m->layers), l->name ? l->name : l->media_type);
+}
+
+/* A blob this transaction added (sorted `added`, n_added of them) is known with its size;
+ * only the others are looked up on disk: each referenced blob is checked once. */
+static int blob_check(store *s, const manifest *m, const manifest_layer *l, const store__blob_ref *added,
+                      size_t n_added)
+{
+    store__blob_ref key;
+    const store__blob_ref *hit;
+    char where[WHERE_MAX];
+    uint64_t size = 0;
+
+    snprintf(key.digest, sizeof key.digest, "%s", l->digest);
+    hit = n_added ? bsearch(&key, added, n_added, sizeof *added, store__digest_cmp) : NULL;
+    layer_where(where, sizeof where, m, l);
+    if (hit)
+        size = hit->size;
+    else if (!blob_exists(s->home, l->digest, &size))
+        return ms_err(MS_ENOTFOUND, "manifest: %s: blob %s is not in the store", where, l->digest);
+    if (size != l->size)
+        return ms_err(MS_EMISMATCH, "manifest: %s: blob %s has %llu bytes, the manifest says %llu", where,
+                      l->digest, (unsigned long long)size, (unsigned long long)l->size);
+    return 0;
+}
+
+/* Invariant 2 is checked before anything is written, so a refused commit leaves no trace, not
+ * even the manifest blob. */
+int store__blobs_check(store *s, const manifest *m, const store__blob_ref *added, size_t n_added)
+{
+    int rc = blob_check(s, m, &m->config, added, n_added);
+
+    for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
+        rc = blob_check(s, m, &m->layers[i], added, n_added);
+    return rc;
 }
 
 static int step_done(store *s, sqlite3_stmt *st, const char *what)
@@ -221,14 +256,15 @@ static int tensor_rows(store *s, sqlite3_stmt **q, const manifest *m)
         if ((rc = tensors_known(s, q[Q_KNOWN], l->digest, &known)) < 0 || known)
             continue;
         if ((rc = tensors_insert(s, q[Q_TENSOR], l)) < 0) {
-            char where[STORE_WHERE_MAX];
-            store__layer_where(where, sizeof where, m, l);
+            char where[WHERE_MAX];
+            layer_where(where, sizeof where, m, l);
             rc = ms_err_ctx("manifest: %s", where);
         }
     }
     return rc;
 }
 
+/* Every row of the commit; the caller holds the transaction. */
 int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
 {
     const char *mt = m->media_type ? m->media_type : MT_OCI_MANIFEST;

@@ -30,9 +30,14 @@ int store_model_commit(store *s, const model_name *name, const char *manifest_js
 /* commit.c: every row of a model (blobs, manifest, layers, tensors, name -> it); the caller
  * holds the SQLite transaction and has checked invariant 2. */
 int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name);
-/* "config" or "layer 3 'model.embed_tokens.weight'" (the media type when the layer has no name). */
-#define STORE_WHERE_MAX 512
-void store__layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l);
+/* commit.c: invariant 2 for a manifest about to be committed: every blob it references exists
+ * with the manifest's size. Those in `added` (sorted by digest; a store_txn's own blobs) are
+ * taken as they are; the others are looked up on disk. MS_ENOTFOUND, MS_EMISMATCH. */
+typedef struct store__blob_ref {
+    char digest[72];   /* first: store__digest_cmp compares it */
+    uint64_t size;
+} store__blob_ref;
+int store__blobs_check(store *s, const manifest *m, const store__blob_ref *added, size_t n_added);
 /* refs.c: the registry_blobs row; the caller may hold a transaction. */
 int store__registry_blob_insert(store *s, const char *host, const char *repo, const char *digest);
 

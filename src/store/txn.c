@@ -10,11 +10,6 @@
 
 #include "store/store_int.h"
 
-typedef struct txn_blob {
-    char digest[BLOB_DIGEST_LEN + 1];
-    uint64_t size;
-} txn_blob;
-
 typedef struct txn_seen {
     char *host, *repo;
     char digest[BLOB_DIGEST_LEN + 1];
@@ -24,7 +19,7 @@ struct store_txn {
     store *s;
     blob_batch *batch;
     pthread_mutex_t mu;   /* guards `added`: store_txn_blob_adopt runs on download threads */
-    txn_blob *added;      /* every blob this transaction wrote or adopted; sorted at commit */
+    store__blob_ref *added;   /* every blob this transaction wrote or adopted; sorted at commit */
     size_t n_added, cap_added;
     txn_seen *seen;       /* registry_blobs rows for the commit */
     size_t n_seen, cap_seen;
@@ -61,7 +56,7 @@ static int added_push(store_txn *t, const char *digest, uint64_t size)
     pthread_mutex_lock(&t->mu);
     if (t->n_added == t->cap_added) {
         size_t cap = t->cap_added ? t->cap_added * 2 : 64;
-        txn_blob *n = realloc(t->added, cap * sizeof *n);
+        store__blob_ref *n = realloc(t->added, cap * sizeof *n);
         if (!n) {
             rc = ms_err(MS_ENOMEM, "out of memory");
             goto done;
@@ -161,40 +156,11 @@ int store_txn_registry_blob(store_txn *t, const char *host, const char *repo, co
 
 /* ---------------------------------------------------------------- commit */
 
-static int added_cmp(const void *a, const void *b) { return strcmp(((const txn_blob *)a)->digest, ((const txn_blob *)b)->digest); }
-
-/* Invariant 2, checked once per blob: a blob this transaction added is known (its size is the
- * one it was written with); only the others are looked up on disk. */
-static int blob_check(store_txn *t, const manifest *m, const manifest_layer *l)
+/* The commit's check of invariant 2 (store__blobs_check) looks blobs up in t->added. */
+static void added_sort(store_txn *t)
 {
-    txn_blob key, *hit;
-    char where[STORE_WHERE_MAX];
-    uint64_t size = 0;
-
-    snprintf(key.digest, sizeof key.digest, "%s", l->digest);
-    hit = t->n_added ? bsearch(&key, t->added, t->n_added, sizeof *t->added, added_cmp) : NULL;
-    store__layer_where(where, sizeof where, m, l);
-    if (hit)
-        size = hit->size;
-    else if (!blob_exists(t->s->home, l->digest, &size))
-        return ms_err(MS_ENOTFOUND, "manifest: %s: blob %s is not in the store", where, l->digest);
-    if (size != l->size)
-        return ms_err(MS_EMISMATCH, "manifest: %s: blob %s has %llu bytes, the manifest says %llu", where,
-                      l->digest, (unsigned long long)size, (unsigned long long)l->size);
-    return 0;
-}
-
-/* Checked before anything lands, so a refused commit leaves no trace, not even the manifest blob. */
-static int blobs_check(store_txn *t, const manifest *m)
-{
-    int rc;
-
     if (t->n_added)
-        qsort(t->added, t->n_added, sizeof *t->added, added_cmp);
-    rc = blob_check(t, m, &m->config);
-    for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
-        rc = blob_check(t, m, &m->layers[i]);
-    return rc;
+        qsort(t->added, t->n_added, sizeof *t->added, store__digest_cmp);
 }
 
 int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len, char digest_out[72])
@@ -206,7 +172,10 @@ int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_
 
     if (digest_out)
         digest_out[0] = '\0';
-    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0 || (rc = blobs_check(t, m)) < 0)
+    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
+        goto done;
+    added_sort(t);
+    if ((rc = store__blobs_check(s, m, t->added, t->n_added)) < 0)
         goto done;
     /* The manifest blob joins the batch: one sync makes every blob of the model durable, and
      * the renames into blobs/ come after it, before any row names them. */
