@@ -105,19 +105,6 @@ int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ct
 typedef void (*store_gc_cb)(void *ctx, const char *digest, uint64_t size);
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out);
 
-/* Index lookups for the registry (src/registry/ollama.c, push.c). */
-/* 1 when some stored manifest references `digest` as a layer or its config, 0 when none, <0 on
- * error. */
-int store_blob_referenced(store *s, const char *digest);
-/* The digest of one stored manifest with a layer of `media_type` named `layer_name`: 1 and
- * digest_out set, 0 when there is none, <0 on error. */
-int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, char digest_out[72]);
-/* registry_blobs: record that `repo` at `host` holds `digest` (outside a pull's commit: push);
- * find another repo of `host` that holds it (1 and repo_out set, 0 when none, <0 on error). */
-int store_registry_blob_record(store *s, const char *host, const char *repo, const char *digest);
-int store_registry_blob_find(store *s, const char *host, const char *not_repo, const char *digest, char *repo_out,
-                             size_t len);
-
 /* Writing: store_txn -----------------------------------------------------------------------
  * The one way to add a model to the store: every importer, puller and `create` runs
  *   store_txn_begin; store_txn_blob_* for each blob; store_txn_commit (or store_txn_abort).
@@ -166,5 +153,18 @@ int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_
                      char digest_out[72]);
 /* Remove the batch's temp files, release the lock, free; the index is unchanged. NULL is fine. */
 void store_txn_abort(store_txn *t);
+
+/* Index lookups and registry_blobs, for the registry (src/registry/ollama.c, push.c). */
+/* 1 when some stored manifest references `digest` as a layer or its config, 0 when none, <0 on
+ * error. */
+int store_blob_referenced(store *s, const char *digest);
+/* The digest of one stored manifest with a layer of `media_type` named `layer_name`: 1 and
+ * digest_out set, 0 when there is none, <0 on error. */
+int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, char digest_out[72]);
+/* registry_blobs: record that `repo` at `host` holds `digest` (outside a pull's commit: push);
+ * find another repo of `host` that holds it (1 and repo_out set, 0 when none, <0 on error). */
+int store_registry_blob_record(store *s, const char *host, const char *repo, const char *digest);
+int store_registry_blob_find(store *s, const char *host, const char *not_repo, const char *digest, char *repo_out,
+                             size_t len);
 
 #endif
