@@ -21,21 +21,6 @@ struct blob_partial {
     size_t n_parts;
 };
 
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 int blob_partial_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_t size, uint64_t part_bytes,
                               size_t n_parts)
 {
@@ -43,11 +28,11 @@ int blob_partial_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len
 
     if (len < BLOB_PARTIAL_RANGES_HEADER || memcmp(buf, BLOB_PARTIAL_RANGES_MAGIC, 8) != 0)
         return ms_err(MS_EINVALID, "no '%.7s' magic in %zu bytes", BLOB_PARTIAL_RANGES_MAGIC, len);
-    if ((got = get_le64(buf + 8)) != size)
+    if ((got = ms_le64(buf + 8)) != size)
         return ms_err(MS_EINVALID, "blob size %" PRIu64 ", expected %" PRIu64, got, size);
-    if ((got = get_le64(buf + 16)) != part_bytes)
+    if ((got = ms_le64(buf + 16)) != part_bytes)
         return ms_err(MS_EINVALID, "part size %" PRIu64 ", expected %" PRIu64, got, part_bytes);
-    if ((got = get_le64(buf + 24)) != n_parts)
+    if ((got = ms_le64(buf + 24)) != n_parts)
         return ms_err(MS_EINVALID, "%" PRIu64 " parts, expected %zu", got, n_parts);
     /* n_parts is the caller's (from the manifest's size), so this cannot overflow; the length
      * must match it exactly, which also bounds every read below. */
@@ -57,7 +42,7 @@ int blob_partial_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len
     for (size_t k = 0; k < n_parts; k++) {
         uint64_t off = k * part_bytes, plen = size - off < part_bytes ? size - off : part_bytes;
 
-        if ((done_out[k] = get_le64(buf + BLOB_PARTIAL_RANGES_HEADER + 8 * k)) > plen)
+        if ((done_out[k] = ms_le64(buf + BLOB_PARTIAL_RANGES_HEADER + 8 * k)) > plen)
             return ms_err(MS_EINVALID, "part %zu: %" PRIu64 " bytes done, more than its %" PRIu64, k, done_out[k], plen);
     }
     return 0;
@@ -80,9 +65,9 @@ static int ranges_load(blob_partial *p, uint64_t file_size, uint64_t *done)
     if (n != (ssize_t)len || blob_partial_ranges_parse(done, buf, len, p->size, p->part_bytes, p->n_parts) < 0) {
         memset(done, 0, p->n_parts * sizeof *done);
         memcpy(buf, BLOB_PARTIAL_RANGES_MAGIC, 8);
-        put_le64(buf + 8, p->size);
-        put_le64(buf + 16, p->part_bytes);
-        put_le64(buf + 24, (uint64_t)p->n_parts);
+        ms_put_le64(buf + 8, p->size);
+        ms_put_le64(buf + 16, p->part_bytes);
+        ms_put_le64(buf + 24, (uint64_t)p->n_parts);
         memset(buf + BLOB_PARTIAL_RANGES_HEADER, 0, len - BLOB_PARTIAL_RANGES_HEADER);
         if (ftruncate(p->rfd, 0) < 0 || pwrite(p->rfd, buf, len, 0) != (ssize_t)len) {
             rc = ms_err_os("%s: write", p->rpath);
@@ -233,7 +218,7 @@ int blob_partial_save(blob_partial *p, size_t part, uint64_t done)
 
     if (p->rfd < 0)
         return 0;   /* one part: the file's length is its progress */
-    put_le64(v, done);
+    ms_put_le64(v, done);
     if (pwrite(p->rfd, v, 8, (off_t)(BLOB_PARTIAL_RANGES_HEADER + 8 * part)) != 8)
         return ms_err_os("%s: write", p->rpath);
     return 0;

@@ -397,3 +397,15 @@ int gpu_plan_op(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
     d->pc.wg_x = d->gx;
     return 0;
 }
+
+int gpu_region_add(void *list, size_t *n, size_t *cap, void *region)
+{
+    void **v;
+    int rc;
+
+    if ((rc = ms_grow(list, cap, *n + 1, sizeof *v)) < 0)
+        return rc;
+    memcpy(&v, list, sizeof v);   /* the host's T **: pointers to objects share one representation */
+    v[(*n)++] = region;
+    return 0;
+}

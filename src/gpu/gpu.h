@@ -73,6 +73,11 @@ typedef struct gpu_weight {
     uint32_t row_bytes, s_row_bytes, gs, stype;
 } gpu_weight;
 
+/* Append `region` (the host's vk_region * / mtl_region *) to the host's list of weight regions:
+ * `list` is the address of its T ** array, *n its entries, *cap its capacity. Each host makes
+ * one region per blob mapping (or per copied weight) and frees them all at close. MS_ENOMEM. */
+int gpu_region_add(void *list, size_t *n, size_t *cap, void *region);
+
 /* Fill w's type and row layout from t, and [*lo, *hi): the host addresses of every byte the
  * kernels read (data, and MLX scales and biases). MS_EUNSUPPORTED naming the tensor, its type
  * and `dev` when the kernels cannot run it; MS_EINVALID for a shape they cannot hold or one

@@ -38,25 +38,15 @@ static int st_dtype_of(st_dtype *out, int ggml)
     }
 }
 
-static void shape_string(char *buf, size_t len, const gguf_tensor *t)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = t->n_dims - 1; d >= 0 && n < len; d--)
-        n += (size_t)snprintf(buf + n, len - n, "%llu%s", (unsigned long long)t->ne[d], d ? ", " : "");
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 /* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>".
  * With --quantize, float matrices are quantized on the way (`*quantized_out` set). */
 static int item_add(st_writer *w, const item *it, int packed, import_quant *q, import_source *src,
                     uint64_t data_offset, int *quantized_out)
 {
     const gguf_tensor *t = it->t;
+    const char *key = packed ? it->hf : NULL;
     uint64_t shape[GGUF_MAX_DIMS + 1];
-    char key[NAME_MAX_LEN + 32], val[256];
-    const char *sfx = packed ? ":" : "";
-    const char *nm = packed ? it->hf : "";
+    tensor_blob_meta meta = {.gguf_name = t->name};
     int n = 0, rc;
     st_dtype dt;
 
@@ -65,8 +55,8 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
         for (int d = t->n_dims - 1; d >= 0; d--)
             shape[n++] = t->ne[d];
         if (import_quant_wants(q, it->hf, dt, n, shape)) {
-            snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
-            if ((rc = st_writer_meta(w, key, t->name)) < 0)
+            /* gguf_name first, then the quantizer's keys: the order the blob has always had */
+            if ((rc = tensor_blob_meta_put(w, key, &meta)) < 0)
                 return rc;
             void *data = t->nbytes <= SIZE_MAX ? import_quant_buf(q, (size_t)t->nbytes) : NULL;
             if (!data)
@@ -83,16 +73,12 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
         for (int d = t->n_dims - 1; d >= 1; d--)
             shape[n++] = t->ne[d];
         shape[n++] = row;
-        snprintf(key, sizeof key, "quant_type%s%s", sfx, nm);
-        if ((rc = st_writer_meta(w, key, ggml_type_name(t->type))) < 0)
-            return rc;
-        shape_string(val, sizeof val, t);
-        snprintf(key, sizeof key, "logical_shape%s%s", sfx, nm);
-        if ((rc = st_writer_meta(w, key, val)) < 0)
-            return rc;
+        meta.quant_type = ggml_type_name(t->type);
+        meta.n_dims = t->n_dims;
+        for (int d = 0; d < t->n_dims; d++)
+            meta.shape[d] = t->ne[t->n_dims - 1 - d];   /* HF order */
     }
-    snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
-    if ((rc = st_writer_meta(w, key, t->name)) < 0)
+    if ((rc = tensor_blob_meta_put(w, key, &meta)) < 0)
         return rc;
     /* t->data points into the mapping, which is never read: import_sources_emit reads the
      * file at the same offset. */
@@ -312,126 +298,24 @@ done:
     return rc;
 }
 
-static void put_uint(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key)
+/* The config blob: the model fields as src/format reads them from the metadata
+ * (gguf_config_json, the reader run --gguf uses too), then the quantization summary and where
+ * the weights came from. */
+static int config_build(json_t **out, gguf_file *g, uint64_t file_size, json_t *qsum, const char *path,
+                        const char *file_digest, int has_gaps)
 {
-    char k[256];
-    uint64_t v;
+    const char *base = strrchr(path, '/');
+    json_t *c;
+    int rc;
 
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    if (gguf_get_uint(g, k, &v) == 0)
-        json_object_set_new(c, field, json_integer((json_int_t)v));
-    else if (!json_object_get(c, field))
-        json_object_set_new(c, field, json_null());
-}
-
-static void put_float(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key, double dflt)
-{
-    char k[256];
-    double v;
-
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    json_object_set_new(c, field, json_real(gguf_get_float(g, k, &v) == 0 ? v : dflt));
-}
-
-static json_t *token_id(gguf_file *g, const char *key)
-{
-    uint64_t v;
-    return gguf_get_uint(g, key, &v) == 0 ? json_integer((json_int_t)v) : json_null();
-}
-
-static json_t *config_build(gguf_file *g, uint64_t file_size, const char *arch, json_t *qsum, const char *path,
-                            const char *file_digest, int has_gaps)
-{
-    json_t *c = json_object();
-    const char *s, *base = strrchr(path, '/');
-    char k[256];
-    size_t len;
-    uint64_t v, heads = 0, hidden = 0, count;
-    uint32_t et;
-
-    json_object_set_new(c, "architecture", json_string(arch));
-    put_uint(c, "hidden_size", g, arch, "embedding_length");
-    put_uint(c, "num_hidden_layers", g, arch, "block_count");
-    put_uint(c, "num_attention_heads", g, arch, "attention.head_count");
-    put_uint(c, "num_key_value_heads", g, arch, "attention.head_count_kv");
-    put_uint(c, "head_dim", g, arch, "attention.key_length");
-    put_uint(c, "intermediate_size", g, arch, "feed_forward_length");
-    put_uint(c, "max_position_embeddings", g, arch, "context_length");
-    put_uint(c, "sliding_window", g, arch, "attention.sliding_window");
-    put_uint(c, "num_experts", g, arch, "expert_count");
-    put_uint(c, "num_experts_per_tok", g, arch, "expert_used_count");
-    put_uint(c, "moe_intermediate_size", g, arch, "expert_feed_forward_length");
-    put_uint(c, "shared_expert_intermediate_size", g, arch, "expert_shared_feed_forward_length");
-    snprintf(k, sizeof k, "%s.final_logit_softcapping", arch);   /* gemma: only when the file sets it */
-    {
-        double cap;
-        if (gguf_get_float(g, k, &cap) == 0)
-            json_object_set_new(c, "final_logit_softcapping", json_real(cap));
-    }
-    put_uint(c, "rope_dimension_count", g, arch, "rope.dimension_count");
-    /* Defaults as llama.cpp applies them: kv heads = heads, head_dim = hidden / heads. */
-    heads = (uint64_t)json_integer_value(json_object_get(c, "num_attention_heads"));
-    hidden = (uint64_t)json_integer_value(json_object_get(c, "hidden_size"));
-    if (json_is_null(json_object_get(c, "num_key_value_heads")) && heads)
-        json_object_set_new(c, "num_key_value_heads", json_integer((json_int_t)heads));
-    if (json_is_null(json_object_get(c, "head_dim")) && heads)
-        json_object_set_new(c, "head_dim", json_integer((json_int_t)(hidden / heads)));
-    put_float(c, "rms_norm_eps", g, arch, "attention.layer_norm_rms_epsilon", 1e-5);
-    put_float(c, "rope_theta", g, arch, "rope.freq_base", 10000.0);
-    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
-    if (gguf_get_str(g, k, &s, &len) == 0 && !(len == 4 && memcmp(s, "none", 4) == 0)) {
-        json_t *rs = json_object();
-        double f;
-        json_object_set_new(rs, "rope_type", json_stringn(s, len));
-        snprintf(k, sizeof k, "%s.rope.scaling.factor", arch);
-        if (gguf_get_float(g, k, &f) == 0)
-            json_object_set_new(rs, "factor", json_real(f));
-        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", arch);
-        if (gguf_get_uint(g, k, &v) == 0)
-            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
-        json_object_set_new(c, "rope_scaling", rs);
-    } else if (gguf_tensor_find(g, "rope_factors_long.weight") || gguf_tensor_find(g, "rope_factors_short.weight")) {
-        /* Phi-3 128k: convert_hf_to_gguf keeps longrope's factors as tensors (they stay tensors
-         * here too) and writes no scaling type; the runtime needs the kind, the original context
-         * and the attention factor */
-        json_t *rs = json_pack("{s:s}", "rope_type", "longrope");
-        double f;
-        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", arch);
-        if (gguf_get_uint(g, k, &v) == 0)
-            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
-        snprintf(k, sizeof k, "%s.rope.scaling.attn_factor", arch);
-        if (gguf_get_float(g, k, &f) == 0)
-            json_object_set_new(rs, "attn_factor", json_real(f));
-        json_object_set_new(c, "rope_scaling", rs);
-    } else {
-        json_object_set_new(c, "rope_scaling", json_null());
-    }
-    /* llama.cpp rotates adjacent pairs (its "normal" rope) for the llama family, whose Q/K rows
-     * convert_hf_to_gguf permutes; the other families keep HF's halves ("neox"). */
-    json_object_set_new(c, "rope_interleaved",
-                        json_boolean(!strcmp(arch, "llama") || !strcmp(arch, "mistral") || !strcmp(arch, "mixtral")));
-    json_object_set_new(c, "tie_word_embeddings", json_boolean(!gguf_tensor_find(g, "output.weight")));
-    if (gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &count) == 0)
-        json_object_set_new(c, "vocab_size", json_integer((json_int_t)count));
-    else
-        put_uint(c, "vocab_size", g, arch, "vocab_size");
-    json_object_set_new(c, "bos_token_id", token_id(g, "tokenizer.ggml.bos_token_id"));
-    json_object_set_new(c, "eos_token_id", token_id(g, "tokenizer.ggml.eos_token_id"));
-    if (gguf_get_str(g, "tokenizer.ggml.model", &s, &len) == 0) {
-        const char *pre;
-        size_t plen;
-        json_t *t = json_object();
-        json_object_set_new(t, "kind", json_string(len == 5 && !memcmp(s, "llama", 5) ? "spm" : len == 4 && !memcmp(s, "gpt2", 4) ? "bpe" : "other"));
-        json_object_set_new(t, "model", json_stringn(s, len));
-        json_object_set_new(t, "pre", gguf_get_str(g, "tokenizer.ggml.pre", &pre, &plen) == 0 ? json_stringn(pre, plen) : json_null());
-        json_object_set_new(c, "tokenizer", t);
-    } else {
-        json_object_set_new(c, "tokenizer", json_null());
-    }
+    if ((rc = gguf_config_json(&c, g)) < 0)
+        return rc;
     json_object_set(c, "quantization", qsum);
+    json_object_del(c, "source");   /* replaced whole, or absent if the name is not UTF-8 (as ever) */
     json_object_set_new(c, "source", json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "gguf", "file", base ? base + 1 : path,
                                                "digest", file_digest, "size", (json_int_t)file_size, "gaps", has_gaps));
-    return c;
+    *out = c;
+    return 0;
 }
 
 /* The bytes before the data section, read from the file (not the mapping), and parsed again
@@ -507,10 +391,8 @@ int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const c
     }
     if ((rc = import_source_hash_finish(src, file_digest)) < 0 || (rc = import_source_check(src)) < 0)
         goto done;
-    if (!(config = config_build(gh, import_source_size(src), arch, qsum, what, file_digest, has_gaps))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = config_build(&config, gh, import_source_size(src), qsum, what, file_digest, has_gaps)) < 0)
         goto done;
-    }
     if (q.fmt) {   /* quantized on import: the file can no longer be rebuilt bit for bit */
         json_object_set_new(config, "quantization_error", import_quant_report(&q));
         json_object_set_new(json_object_get(config, "source"), "quantized_on_import", json_true());

@@ -94,8 +94,8 @@ int import_quant_add(import_quant *q, st_writer *w, const char *name, st_dtype d
 void *import_quant_buf(import_quant *q, size_t nbytes);   /* zeroed, freed by import_quant_release */
 void import_quant_release(import_quant *q);
 json_t *import_quant_report(const import_quant *q);       /* new reference */
-/* Metadata helpers: "key" or "key:<tensor>"; quant_type, logical_shape and group_size at once. */
-int import_meta_put(st_writer *w, const char *key, const char *tensor, const char *value);
+/* A quantized tensor's quant_type, logical_shape and group_size (tensor_blob_meta_put), keyed
+ * for `name` in a pack. */
 int import_quant_meta(st_writer *w, const char *name, int packed, const char *quant_type, int group_size,
                       int n_dims, const uint64_t *logical);
 

@@ -227,25 +227,16 @@ static int cmp_item(const void *a, const void *b)
     return c ? c : strcmp(x->w->t->name, y->w->t->name);
 }
 
-static void shape_str(char *buf, size_t len, const st_tensor *t)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < t->n_dims && n < len; d++)
-        n += (size_t)snprintf(buf + n, len - n, "%llu%s", (unsigned long long)t->shape[d], d + 1 < t->n_dims ? ", " : "");
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 /* Scales (or biases) of `t` must be [lead..., in / group] with `t`'s leading dims. */
 static int aux_check(const entry *a, const st_tensor *w, uint64_t n_groups, int affine, int nvfp4, const char *what)
 {
-    char sh[128];
+    char sh[TENSOR_BLOB_SHAPE_MAX];
     int ok = a->t->n_dims == w->n_dims && a->t->shape[w->n_dims - 1] == n_groups;
 
     for (int d = 0; ok && d < w->n_dims - 1; d++)
         ok = a->t->shape[d] == w->shape[d];
     if (!ok) {
-        shape_str(sh, sizeof sh, a->t);
+        tensor_blob_shape_format(sh, sizeof sh, a->t->n_dims, a->t->shape);
         return ms_err(MS_EINVALID, "%s: tensor '%s': shape %s, expected the weight's leading dims and %llu %s", a->file,
                       a->t->name, sh, (unsigned long long)n_groups, what);
     }

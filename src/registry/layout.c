@@ -98,8 +98,9 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
 {
     char *dst = layout_blob_path(dir, digest), *tmp = NULL;
     blob_view v = { 0 };
+    ms_atomic a = { .fd = -1 };
     struct stat st;
-    int fd = -1, rc = 0;
+    int rc = 0;
 
     if (!dst)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -115,21 +116,16 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = ms_err_os("%s: create", tmp);
+    /* "<hex>.<pid>.tmp": the name layout_tmp_clean looks for */
+    if ((rc = ms_atomic_open(&a, dst, tmp, 0644)) < 0)
         goto done;
-    }
-    if ((len && ms_write_all(fd, buf, len) < 0) || fsync(fd) < 0) {
+    if (len && ms_write_all(a.fd, buf, len) < 0) {
         rc = ms_err_os("%s: write", tmp);
         goto done;
     }
-    if (rename(tmp, dst) < 0)
-        rc = ms_err_os("%s: rename", tmp);
+    rc = ms_atomic_commit(&a);
 done:
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0 && tmp)
-        unlink(tmp);
+    ms_atomic_abort(&a);
     blob_close(&v);
     free(tmp);
     free(dst);
