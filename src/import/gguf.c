@@ -124,7 +124,7 @@ static void test_shrink(const char *path)
 
 /* The blob of one unit. Tensor data reaches the writer from the file (import_sources_emit); a
  * tensor quantized on the way is read into memory whole first. */
-static int unit_import(unit *u, const item *items, blob_batch *b, import_source *src, uint64_t data_offset,
+static int unit_import(unit *u, const item *items, store_txn *t, import_source *src, uint64_t data_offset,
                        import_quant *q, json_t *qsum)
 {
     st_writer *w = NULL;
@@ -143,7 +143,7 @@ static int unit_import(unit *u, const item *items, blob_batch *b, import_source 
         json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
     }
     if (rc == 0)
-        rc = import_tensor_blob(u->digest, &u->size, b, w, &src, 1);
+        rc = import_tensor_blob(u->digest, &u->size, t, w, &src, 1);
     st_writer_free(w);
     import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
     return rc;
@@ -152,7 +152,7 @@ static int unit_import(unit *u, const item *items, blob_batch *b, import_source 
 /* Blobs for every tensor, one per tensor or per expert pack. They are written in file order,
  * so that the reads follow the whole-file hash through the file (on a cold cache the disk is
  * read once), and named in the manifest in name order, as before. */
-static int tensors_import(blob_batch *b, gguf_file *g, import_source *src, const char *path, manifest *m,
+static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const char *path, manifest *m,
                           const char *arch, json_t *qsum, const import_opts *o, import_quant *q)
 {
     size_t n = gguf_tensor_count(g), n_units = 0;
@@ -194,7 +194,7 @@ static int tensors_import(blob_batch *b, gguf_file *g, import_source *src, const
     pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
     for (size_t k = 0; k < n_units; k++) {
         unit *u = order[k];
-        if ((rc = unit_import(u, items, b, src, gguf_data_offset(g), q, qsum)) < 0) {
+        if ((rc = unit_import(u, items, t, src, gguf_data_offset(g), q, qsum)) < 0) {
             if (!import_source_changed(src))
                 ms_err_ctx("tensor '%s'", items[u->first].t->name);
             break;
@@ -258,7 +258,7 @@ static int gaps_scan(blob_writer *w, import_source *src, uint8_t *buf, size_t bu
     return 0;
 }
 
-static int gaps_import(blob_batch *batch, gguf_file *g, import_source *src, manifest *m, int *has_gaps)
+static int gaps_import(store_txn *t, gguf_file *g, import_source *src, manifest *m, int *has_gaps)
 {
     size_t n = gguf_tensor_count(g), buf_len = 1u << 20;
     const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
@@ -283,10 +283,10 @@ static int gaps_import(blob_batch *batch, gguf_file *g, import_source *src, mani
     if ((rc = gaps_scan(NULL, src, buf, buf_len, by, n, gguf_data_offset(g), end, gguf_alignment(g), &gl,
                         &nonzero)) < 0 || !nonzero || !gl)
         goto done;
-    if ((rc = blob_writer_open(&w, blob_batch_home(batch))) < 0 ||
+    if ((rc = store_txn_blob_open(t, &w)) < 0 ||
         (rc = gaps_scan(w, src, buf, buf_len, by, n, gguf_data_offset(g), end, gguf_alignment(g), &gl, &nonzero)) < 0)
         goto done;
-    rc = blob_batch_add(batch, digest, w, NULL);
+    rc = store_txn_blob_add(t, digest, NULL, w, NULL);
     w = NULL;
     if (rc == 0)
         rc = manifest_layer_add(m, MT_GGUF_GAPS, digest, gl, NULL);
@@ -296,21 +296,6 @@ done:
     free(buf);
     free(by);
     return rc;
-}
-
-/* A small blob of the import (header, template) into the batch: it lands with the tensors. */
-static int batch_put(char digest_out[72], blob_batch *b, const void *buf, size_t len)
-{
-    blob_writer *w = NULL;
-    int rc;
-
-    if ((rc = blob_writer_open(&w, blob_batch_home(b))) < 0)
-        return rc;
-    if ((rc = blob_writer_write(w, buf, len)) < 0) {
-        blob_writer_abort(w);
-        return rc;
-    }
-    return blob_batch_add(b, digest_out, w, NULL);
 }
 
 /* The config blob: the model fields as src/format reads them from the metadata
@@ -357,26 +342,26 @@ static int header_read(uint8_t **buf_out, size_t *len_out, gguf_file **out, gguf
     return 0;
 }
 
-/* Everything a GGUF import writes except the name: the blobs are committed, the manifest is
- * returned for the caller to extend (pull adds ollama's layers) and commit.
+/* Everything a GGUF import writes except the name: the blobs go into the caller's transaction,
+ * the manifest is returned for the caller to extend (pull adds ollama's layers) and commit.
  *
  * The source is read once, in file order, by two threads: this one writes the blobs (each
  * hashed as it is written), the other hashes the whole file for the config's source.digest.
- * Every blob goes into one batch, made durable with one sync and renamed into blobs/ only after
- * the file was checked unchanged: a file that changes meanwhile leaves nothing under blobs/. */
-int import_gguf_manifest(manifest **out, store *s, const char *path, const char *label, const import_opts *o)
+ * Every blob goes into the transaction's batch, made durable with one sync and renamed into
+ * blobs/ only at its commit, which follows the check that the file is unchanged: a file that
+ * changes meanwhile leaves nothing under blobs/. */
+int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const char *label, const import_opts *o)
 {
     gguf_file *g = NULL, *gh = NULL;
     import_source *src = NULL;
     manifest *m = NULL;
     json_t *qsum = json_object(), *config = NULL;
-    int rc, locked = 0, has_gaps = 0;
+    int rc, has_gaps = 0;
     const char *arch_s, *tmpl, *what = label ? label : path;
     char arch[128] = "unknown", digest[72], file_digest[72];
     uint8_t *header = NULL;
     size_t len, header_len = 0;
     import_quant q;
-    blob_batch *batch = NULL;
 
     *out = NULL;
     if (!qsum)
@@ -393,19 +378,15 @@ int import_gguf_manifest(manifest **out, store *s, const char *path, const char 
         memcpy(arch, arch_s, len);
         arch[len] = '\0';
     }
-    if ((rc = import_source_hash_start(src)) < 0 || (rc = store_write_begin(s)) < 0)
+    if ((rc = import_source_hash_start(src)) < 0 || (rc = tensors_import(t, g, src, path, m, arch, qsum, o, &q)) < 0)
         goto done;
-    locked = 1;
-    if ((rc = blob_batch_new(&batch, store_home(s))) < 0 ||
-        (rc = tensors_import(batch, g, src, path, m, arch, qsum, o, &q)) < 0)
-        goto done;
-    if ((rc = batch_put(digest, batch, header, header_len)) < 0 ||
+    if ((rc = store_txn_blob_put(t, digest, header, header_len)) < 0 ||
         (rc = manifest_layer_add(m, MT_GGUF_META, digest, header_len, NULL)) < 0)
         goto done;
-    if ((rc = gaps_import(batch, g, src, m, &has_gaps)) < 0)
+    if ((rc = gaps_import(t, g, src, m, &has_gaps)) < 0)
         goto done;
     if (gguf_get_str(gh, "tokenizer.chat_template", &tmpl, &len) == 0) {
-        if ((rc = batch_put(digest, batch, tmpl, len)) < 0 || (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
+        if ((rc = store_txn_blob_put(t, digest, tmpl, len)) < 0 || (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
             goto done;
     }
     if ((rc = import_source_hash_finish(src, file_digest)) < 0 || (rc = import_source_check(src)) < 0)
@@ -416,18 +397,15 @@ int import_gguf_manifest(manifest **out, store *s, const char *path, const char 
         json_object_set_new(config, "quantization_error", import_quant_report(&q));
         json_object_set_new(json_object_get(config, "source"), "quantized_on_import", json_true());
     }
-    if ((rc = import_config_store(s, m, config)) < 0 || (rc = blob_batch_commit(batch)) < 0)
+    if ((rc = import_config_store(t, m, config)) < 0)
         goto done;
     *out = m;
     m = NULL;
 done:
     import_source_close(src);   /* joins the hash thread when an error came first */
-    if (locked)
-        store_write_end(s);
     if (rc < 0 && g)
         ms_err_ctx("%s", what);
     import_quant_release(&q);
-    blob_batch_free(batch);
     json_decref(config);
     json_decref(qsum);
     manifest_free(m);
@@ -440,14 +418,15 @@ done:
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
 {
     manifest *m = NULL;
+    store_txn *t = NULL;
     int rc;
 
-    /* The write lock spans the blobs and the name, so gc cannot take the blobs in between. */
-    if ((rc = store_write_begin(s)) < 0)
+    if ((rc = store_txn_begin(&t, s)) < 0)
         return rc;
-    if ((rc = import_gguf_manifest(&m, s, path, NULL, o)) == 0)
-        rc = import_manifest_commit(s, m, name, digest_out);
-    store_write_end(s);
+    if ((rc = import_gguf_manifest(&m, t, path, NULL, o)) == 0)
+        rc = import_manifest_commit(t, m, name, digest_out);   /* ends t */
+    else
+        store_txn_abort(t);
     manifest_free(m);
     return rc;
 }

@@ -343,7 +343,7 @@ static int item_add(mlx_import *x, st_writer *w, const item *it, int packed, jso
                ? ms_err(MS_ENOMEM, "out of memory") : 0;
 }
 
-static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_opts *o, json_t *qsum)
+static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_opts *o, json_t *qsum)
 {
     uint64_t total = 0, done = 0;
     ms_progress *pr;
@@ -369,7 +369,7 @@ static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_o
             rc = item_add(x, w, &x->items[k], first->pack[0] != '\0', qsum);
             done += x->items[k].w->t->nbytes;
         }
-        if (rc == 0 && (rc = import_tensor_blob(digest, &size, b, w, NULL, 0)) < 0)
+        if (rc == 0 && (rc = import_tensor_blob(digest, &size, t, w, NULL, 0)) < 0)
             ms_err_ctx("%s: tensor '%s'", x->dir, layer);
         st_writer_free(w);
         import_quant_release(&x->q);
@@ -382,7 +382,7 @@ static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_o
     return rc;
 }
 
-int import_mlx_tensors(blob_batch *b, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
+int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
                        size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out)
 {
     mlx_import x = { .dir = dir };
@@ -410,7 +410,7 @@ int import_mlx_tensors(blob_batch *b, manifest *m, json_t *config, const char *d
     }
     if (rc < 0)
         goto done;
-    if ((rc = blobs_write(&x, b, m, o, qsum)) < 0)
+    if ((rc = blobs_write(&x, t, m, o, qsum)) < 0)
         goto done;
     if (x.q.fmt && !(*qerr_out = import_quant_report(&x.q)))
         rc = ms_err(MS_ENOMEM, "out of memory");

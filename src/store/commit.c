@@ -20,13 +20,22 @@ static void layer_where(char *buf, size_t cap, const manifest *m, const manifest
         snprintf(buf, cap, "layer %zu '%s'", (size_t)(l - m->layers), l->name ? l->name : l->media_type);
 }
 
-static int blob_check(store *s, const manifest *m, const manifest_layer *l)
+/* A blob this transaction added (sorted `added`, n_added of them) is known with its size;
+ * only the others are looked up on disk: each referenced blob is checked once. */
+static int blob_check(store *s, const manifest *m, const manifest_layer *l, const store__blob_ref *added,
+                      size_t n_added)
 {
+    store__blob_ref key;
+    const store__blob_ref *hit;
     char where[WHERE_MAX];
     uint64_t size = 0;
 
+    snprintf(key.digest, sizeof key.digest, "%s", l->digest);
+    hit = n_added ? bsearch(&key, added, n_added, sizeof *added, store__digest_cmp) : NULL;
     layer_where(where, sizeof where, m, l);
-    if (!blob_exists(s->home, l->digest, &size))
+    if (hit)
+        size = hit->size;
+    else if (!blob_exists(s->home, l->digest, &size))
         return ms_err(MS_ENOTFOUND, "manifest: %s: blob %s is not in the store", where, l->digest);
     if (size != l->size)
         return ms_err(MS_EMISMATCH, "manifest: %s: blob %s has %llu bytes, the manifest says %llu", where,
@@ -36,12 +45,12 @@ static int blob_check(store *s, const manifest *m, const manifest_layer *l)
 
 /* Invariant 2 is checked before anything is written, so a refused commit leaves no trace, not
  * even the manifest blob. */
-static int blobs_check(store *s, const manifest *m)
+int store__blobs_check(store *s, const manifest *m, const store__blob_ref *added, size_t n_added)
 {
-    int rc = blob_check(s, m, &m->config);
+    int rc = blob_check(s, m, &m->config, added, n_added);
 
     for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
-        rc = blob_check(s, m, &m->layers[i]);
+        rc = blob_check(s, m, &m->layers[i], added, n_added);
     return rc;
 }
 
@@ -177,7 +186,7 @@ static int tensor_rows(store *s, sqlite3_stmt **q, const manifest *m)
 }
 
 /* Every row of the commit; the caller holds the transaction. */
-static int rows_write(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
+int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
 {
     const char *mt = m->media_type ? m->media_type : MT_OCI_MANIFEST;
     sqlite3_stmt *q[Q_COUNT] = { 0 };
@@ -209,37 +218,5 @@ static int rows_write(store *s, const manifest *m, const char *digest, size_t le
 done:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(q[i]);
-    return rc;
-}
-
-int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
-                       char digest_out[72])
-{
-    char digest[BLOB_DIGEST_LEN + 1];
-    manifest *m = NULL;
-    int rc, locked = 0;
-
-    digest_out[0] = '\0';
-    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
-        return rc;
-    /* Held from the blob check to the commit, so gc cannot remove a blob once it was checked. */
-    if ((rc = store_write_begin(s)) < 0)
-        goto done;
-    locked = 1;
-    if ((rc = blobs_check(s, m)) < 0)
-        goto done;
-    if ((rc = blob_put_buf(digest, s->home, manifest_json, len)) < 0)
-        goto done;
-    if ((rc = store__begin(s, 1)) < 0)
-        goto done;
-    if ((rc = rows_write(s, m, digest, len, name)) < 0 || (rc = store__commit(s)) < 0) {
-        store__rollback(s);
-        goto done;
-    }
-    snprintf(digest_out, 72, "%s", digest);
-done:
-    if (locked)
-        store_write_end(s);
-    manifest_free(m);
     return rc;
 }

@@ -58,6 +58,10 @@ static const char *const migrations[] = {
     "  modified_at INTEGER NOT NULL,"
     "  PRIMARY KEY(host, namespace, model, tag));"
     "CREATE INDEX names_manifest ON names(manifest_digest);",
+    /* 1 -> 2: registry_blobs, which src/registry used to create itself through the raw handle;
+     * IF NOT EXISTS keeps that table, same shape, and its rows. */
+    "CREATE TABLE IF NOT EXISTS registry_blobs(host TEXT NOT NULL, repo TEXT NOT NULL,"
+    " digest TEXT NOT NULL, PRIMARY KEY(host, repo, digest)) WITHOUT ROWID;",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
