@@ -73,6 +73,8 @@ int store_registry_blob_find(store *s, const char *host, const char *not_repo, c
     int rc;
 
     repo_out[0] = '\0';
+    if (s->schema == 1)   /* a read-only store from before registry_blobs: none recorded */
+        return 0;
     if ((rc = store__prepare(s, &st,
                              "SELECT repo FROM registry_blobs WHERE host = ?1 AND digest = ?2 AND repo != ?3 LIMIT 1")) < 0)
         return rc;

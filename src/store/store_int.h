@@ -15,6 +15,7 @@ struct store {
     int readonly;     /* opened read-only (store_open): 1 no write access, 2 a full disk; every
                        * write is refused by store__writable */
     int to_free;      /* opened by store_open_to_free: may give up the space reserve (space.c) */
+    int schema;       /* a read-only handle's PRAGMA user_version (store.c SCHEMA_READABLE); 0 when migrated */
     int full;         /* the last SQLite failure was a full disk (store__db_err) */
 };
 
