@@ -1,4 +1,6 @@
-/* common.c: what every importer shares: the config blob, the manifest commit, dispatch. */
+/* common.c: what every importer shares: the config blob, the manifest commit, dispatch, the
+ * store names of MoE tensors. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,4 +118,77 @@ int import_path(store *s, const char *path, const model_name *name, const import
         return import_gguf_file(s, path, name, o, digest_out);
     return ms_err(MS_EINVALID, "%s: magic 0x%08x: not a GGUF file (0x%08x), nor a model directory", path, magic,
                   GGUF_MAGIC);
+}
+
+/* ---------------------------------------------------------------- MoE tensor names */
+
+/* Digits at *p as a number (at most 9 of them), *p moved past them; -1 when there are none. */
+static long take_num(const char **p)
+{
+    long v = 0;
+    int n = 0;
+
+    while (**p >= '0' && **p <= '9' && n < 9)
+        v = v * 10 + (*(*p)++ - '0'), n++;
+    return n && !(**p >= '0' && **p <= '9') ? v : -1;
+}
+
+/* Hugging Face's MoE tensors under the store's names (those of a GGUF import, import/names.c):
+ *   model.layers.L.block_sparse_moe.experts.E.{w1,w3,w2}.weight (Mixtral) and
+ *   model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight (Qwen2/3-MoE): expert E of
+ *     model.layers.L.mlp.experts.{gate,up,down}_proj.weight [n_experts][rows][cols], stacked in
+ *     expert order, in the pack model.layers.L.mlp.experts;
+ *   model.layers.L.block_sparse_moe.gate.weight: the router, model.layers.L.mlp.gate.weight;
+ *   model.layers.L.mlp.shared_expert.*: model.layers.L.mlp.shared_experts.*, in the pack
+ *     model.layers.L.mlp.shared_experts (Qwen2-MoE);
+ *   model.layers.L.{block_sparse_moe,mlp}.switch_mlp.X (mlx-lm, whose experts come stacked
+ *     already, with their .scales / .biases): model.layers.L.mlp.experts.X, in the same pack.
+ * Every other tensor keeps its name. *expert is E for one expert of a tensor to stack, else -1;
+ * pack is "" for a tensor with a blob of its own. hf.c and mlx.c name tensors only through this. */
+void import_moe_name(const char *name, char *out, size_t out_len, char *pack, size_t pack_len, long *expert)
+{
+    static const struct { const char *hf, *store; } kinds[] = {
+        { "w1.weight", "gate_proj.weight" }, { "w3.weight", "up_proj.weight" }, { "w2.weight", "down_proj.weight" },
+        { "gate_proj.weight", "gate_proj.weight" }, { "up_proj.weight", "up_proj.weight" },
+        { "down_proj.weight", "down_proj.weight" },
+    };
+    const char *p = name + 13, *rest;
+    long layer, e;
+    int mixtral;
+
+    snprintf(out, out_len, "%s", name);
+    pack[0] = '\0';
+    *expert = -1;
+    if (strncmp(name, "model.layers.", 13) != 0 || (layer = take_num(&p)) < 0 || *p++ != '.')
+        return;
+    if (strcmp(p, "block_sparse_moe.gate.weight") == 0) {
+        snprintf(out, out_len, "model.layers.%ld.mlp.gate.weight", layer);
+        return;
+    }
+    if (strncmp(p, "mlp.shared_expert.", 18) == 0) {
+        snprintf(out, out_len, "model.layers.%ld.mlp.shared_experts.%s", layer, p + 18);
+        snprintf(pack, pack_len, "model.layers.%ld.mlp.shared_experts", layer);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *pre = k ? "mlp.switch_mlp." : "block_sparse_moe.switch_mlp.";
+        if (strncmp(p, pre, strlen(pre)) == 0 && p[strlen(pre)]) {
+            snprintf(out, out_len, "model.layers.%ld.mlp.experts.%s", layer, p + strlen(pre));
+            snprintf(pack, pack_len, "model.layers.%ld.mlp.experts", layer);
+            return;
+        }
+    }
+    mixtral = strncmp(p, "block_sparse_moe.experts.", 25) == 0;
+    if (!mixtral && strncmp(p, "mlp.experts.", 12) != 0)
+        return;
+    rest = p + (mixtral ? 25 : 12);
+    if ((e = take_num(&rest)) < 0 || *rest++ != '.')
+        return;
+    for (size_t k = mixtral ? 0 : 3; k < (mixtral ? 3u : 6u); k++)
+        if (strcmp(rest, kinds[k].hf) == 0) {
+            snprintf(out, out_len, "model.layers.%ld.mlp.experts.%s", layer, kinds[k].store);
+            snprintf(pack, pack_len, "model.layers.%ld.mlp.experts", layer);
+            *expert = e;
+            return;
+        }
 }

@@ -1,4 +1,5 @@
-/* hf.c: import a Hugging Face directory of unquantized safetensors.
+/* hf.c: import a Hugging Face directory of unquantized safetensors (quantized on the way with
+ * --quantize: quantize.c).
  *
  * One pass over the tensor bytes: each tensor is re-framed as its own safetensors blob (see
  * import.h) and streamed through the blob writer, which hashes while it writes. Nothing is
@@ -35,6 +36,7 @@ typedef struct hf_import {
     manifest *m;
     store_txn *t;        /* every blob of the import, made durable together at the commit */
     json_t *dtypes;      /* dtype -> tensor count, for the quantization summary */
+    import_quant q;      /* --quantize of a float directory (q.fmt NULL: none) */
     uint64_t total, done;
     ms_progress *progress;
 } hf_import;
@@ -176,7 +178,8 @@ done:
 }
 
 /* A tensor, the shard it lives in, and its name in the store: Hugging Face's own, but for the
- * experts of a mixture, which the store keeps as GGUF imports do, one blob per layer (moe_name). */
+ * experts of a mixture, which the store keeps as GGUF imports do, one blob per layer
+ * (import_moe_name). */
 typedef struct owned {
     const st_tensor *t;
     const shard *sh;
@@ -185,64 +188,9 @@ typedef struct owned {
     long expert;           /* >= 0: this expert's slice of the stacked tensor `name` */
 } owned;
 
-/* Digits at *p as a number (at most 9 of them), *p moved past them; -1 when there are none. */
-static long take_num(const char **p)
-{
-    long v = 0;
-    int n = 0;
-
-    while (**p >= '0' && **p <= '9' && n < 9)
-        v = v * 10 + (*(*p)++ - '0'), n++;
-    return n && !(**p >= '0' && **p <= '9') ? v : -1;
-}
-
-/* Hugging Face's MoE tensors under the store's names (those of a GGUF import, import/names.c):
- *   model.layers.L.block_sparse_moe.experts.E.{w1,w3,w2}.weight (Mixtral) and
- *   model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight (Qwen2/3-MoE): expert E of
- *     model.layers.L.mlp.experts.{gate,up,down}_proj.weight [n_experts][rows][cols], stacked in
- *     expert order, in the pack model.layers.L.mlp.experts;
- *   model.layers.L.block_sparse_moe.gate.weight: the router, model.layers.L.mlp.gate.weight;
- *   model.layers.L.mlp.shared_expert.*: model.layers.L.mlp.shared_experts.*, in the pack
- *     model.layers.L.mlp.shared_experts (Qwen2-MoE).
- * Every other tensor keeps its name. */
 static void moe_name(owned *o)
 {
-    static const struct { const char *hf, *store; } kinds[] = {
-        { "w1.weight", "gate_proj.weight" }, { "w3.weight", "up_proj.weight" }, { "w2.weight", "down_proj.weight" },
-        { "gate_proj.weight", "gate_proj.weight" }, { "up_proj.weight", "up_proj.weight" },
-        { "down_proj.weight", "down_proj.weight" },
-    };
-    const char *name = o->t->name, *p = name + 13, *rest;
-    long layer, e;
-    int mixtral;
-
-    snprintf(o->name, sizeof o->name, "%s", name);
-    o->pack[0] = '\0';
-    o->expert = -1;
-    if (strncmp(name, "model.layers.", 13) != 0 || (layer = take_num(&p)) < 0 || *p++ != '.')
-        return;
-    if (strcmp(p, "block_sparse_moe.gate.weight") == 0) {
-        snprintf(o->name, sizeof o->name, "model.layers.%ld.mlp.gate.weight", layer);
-        return;
-    }
-    if (strncmp(p, "mlp.shared_expert.", 18) == 0) {
-        snprintf(o->name, sizeof o->name, "model.layers.%ld.mlp.shared_experts.%s", layer, p + 18);
-        snprintf(o->pack, sizeof o->pack, "model.layers.%ld.mlp.shared_experts", layer);
-        return;
-    }
-    mixtral = strncmp(p, "block_sparse_moe.experts.", 25) == 0;
-    if (!mixtral && strncmp(p, "mlp.experts.", 12) != 0)
-        return;
-    rest = p + (mixtral ? 25 : 12);
-    if ((e = take_num(&rest)) < 0 || *rest++ != '.')
-        return;
-    for (size_t k = mixtral ? 0 : 3; k < (mixtral ? 3u : 6u); k++)
-        if (strcmp(rest, kinds[k].hf) == 0) {
-            snprintf(o->name, sizeof o->name, "model.layers.%ld.mlp.experts.%s", layer, kinds[k].store);
-            snprintf(o->pack, sizeof o->pack, "model.layers.%ld.mlp.experts", layer);
-            o->expert = e;
-            return;
-        }
+    import_moe_name(o->t->name, o->name, sizeof o->name, o->pack, sizeof o->pack, &o->expert);
 }
 
 /* Blobs in name order (pack, name, expert), so that importing the same tensors gives the same
@@ -257,11 +205,30 @@ static int cmp_owned(const void *a, const void *b)
     return c ? c : (x->expert > y->expert) - (x->expert < y->expert);
 }
 
-static void count_dtype(hf_import *h, st_dtype dt)
+/* One more tensor of `type` (a dtype's name, or the format --quantize made it) in the summary. */
+static void count_type(hf_import *h, const char *type)
 {
-    json_t *n = json_object_get(h->dtypes, st_dtype_name(dt));
+    json_t *n = json_object_get(h->dtypes, type);
 
-    json_object_set_new(h->dtypes, st_dtype_name(dt), json_integer(n ? json_integer_value(n) + 1 : 1));
+    json_object_set_new(h->dtypes, type, json_integer(n ? json_integer_value(n) + 1 : 1));
+}
+
+/* With --quantize, a tensor's values: read from its shard's file (not through the mapping: a
+ * shard that shrinks is an error, not SIGBUS) into a buffer the writer borrows until the blob is
+ * written; each of the n parts (experts) at its place in one [n][rows][cols] buffer. */
+static int quant_add(hf_import *h, st_writer *w, const char *name, const st_tensor *t0, int n_dims,
+                     const uint64_t *shape, const void *const *parts, size_t n, int packed)
+{
+    uint64_t total = t0->nbytes * n;
+    uint8_t *buf = total <= SIZE_MAX ? import_quant_buf(&h->q, (size_t)total) : NULL;
+    int rc;
+
+    if (!buf)
+        return ms_err(MS_ENOMEM, "out of memory for %llu bytes", (unsigned long long)total);
+    for (size_t k = 0; k < n; k++)
+        if ((rc = import_sources_read(h->srcs, h->n_shards, buf + k * t0->nbytes, parts[k], (size_t)t0->nbytes)) < 0)
+            return rc;
+    return import_quant_add(&h->q, w, name, t0->dtype, n_dims, shape, buf, packed);
 }
 
 /* The experts all[i .. j) of one stacked tensor: 0 .. n-1 in order, each a matrix of the same
@@ -296,12 +263,25 @@ static int stack_add(hf_import *h, st_writer *w, const owned *all, size_t i, siz
     shape[0] = n;
     shape[1] = t0->shape[0];
     shape[2] = t0->shape[1];
-    if ((rc = st_writer_add_parts(w, all[i].name, t0->dtype, 3, shape, parts, lens, n)) < 0)
+    if (import_quant_wants(&h->q, all[i].name, t0->dtype, 3, shape))   /* one 3-D MLX tensor */
+        rc = quant_add(h, w, all[i].name, t0, 3, shape, parts, n, 1);
+    else
+        rc = st_writer_add_parts(w, all[i].name, t0->dtype, 3, shape, parts, lens, n);
+    if (rc < 0)
         ms_err_ctx("%s", h->dir);
 done:
     free(parts);
     free(lens);
     return rc;
+}
+
+/* The shard a read found changed (shrunk, rewritten) since it was opened, or NULL. */
+static const shard *shard_changed(const hf_import *h)
+{
+    for (size_t k = 0; k < h->n_shards; k++)
+        if (import_source_changed(h->shards[k].src))
+            return &h->shards[k];
+    return NULL;
 }
 
 /* One blob: a tensor of its own, or a pack (all[i .. j) share it). */
@@ -316,45 +296,37 @@ static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
     if ((rc = st_writer_new(&w)) < 0)
         return rc;
     for (size_t k = i; k < j && rc == 0;) {
+        const st_tensor *t = all[k].t;
         size_t e = k + 1;
+        int quantized = 0;
         while (e < j && all[k].expert >= 0 && strcmp(all[e].name, all[k].name) == 0)
             e++;
-        if (all[k].expert >= 0)
+        if (all[k].expert >= 0) {
+            /* stack_add asks the same of the stacked shape: the same last dim */
+            quantized = import_quant_wants(&h->q, all[k].name, t->dtype, t->n_dims, t->shape);
             rc = stack_add(h, w, all, k, e);
-        else if ((rc = st_writer_add(w, all[k].name, all[k].t->dtype, all[k].t->n_dims, all[k].t->shape,
-                                     all[k].t->data, all[k].t->nbytes)) < 0)
-            ms_err_ctx("%s: tensor '%s'", all[k].sh->file, all[k].t->name);
+        } else if ((quantized = import_quant_wants(&h->q, all[k].name, t->dtype, t->n_dims, t->shape))) {
+            const void *data = t->data;
+            rc = quant_add(h, w, all[k].name, t, t->n_dims, t->shape, &data, 1, all[k].pack[0] != '\0');
+            if (rc < 0 && !shard_changed(h))
+                ms_err_ctx("%s: tensor '%s'", all[k].sh->file, t->name);
+        } else if ((rc = st_writer_add(w, all[k].name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes)) < 0) {
+            ms_err_ctx("%s: tensor '%s'", all[k].sh->file, t->name);
+        }
         if (rc == 0)
-            count_dtype(h, all[k].t->dtype);
+            count_type(h, quantized ? h->q.fmt->name : st_dtype_name(t->dtype));
         k = e;
     }
-    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->t, w, h->srcs, h->n_shards)) < 0) {
-        const shard *changed = NULL;
-        for (size_t k = 0; k < h->n_shards && !changed; k++)
-            if (import_source_changed(h->shards[k].src))
-                changed = &h->shards[k];
-        if (changed)   /* the file, not the tensor, is what went wrong */
-            ms_err_ctx("%s/%s", h->dir, changed->file);
-        else
-            ms_err_ctx("%s: tensor '%s'", h->dir, layer);
-    }
+    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->t, w, h->srcs, h->n_shards)) < 0 && !shard_changed(h))
+        ms_err_ctx("%s: tensor '%s'", h->dir, layer);
+    if (rc < 0 && shard_changed(h))   /* the file, not the tensor, is what went wrong */
+        ms_err_ctx("%s/%s", h->dir, shard_changed(h)->file);
     st_writer_free(w);
+    import_quant_release(&h->q);   /* the writer borrowed its buffers until the blob was written */
     for (size_t k = i; k < j; k++)
         h->done += all[k].t->nbytes;
     ms_progress_update(h->progress, h->done);
     return rc < 0 ? rc : manifest_layer_add(h->m, MT_TENSOR, digest, size, layer);
-}
-
-/* Tests only: shrink the first shard to MSTORE_TEST_IMPORT_SHRINK bytes after the first blob. */
-static void test_shrink(const hf_import *h)
-{
-    const char *v = getenv("MSTORE_TEST_IMPORT_SHRINK");
-    char *path;
-
-    if (v && *v && (path = ms_path_join(h->dir, h->shards[0].file)) != NULL) {
-        (void)!truncate(path, (off_t)strtoll(v, NULL, 10));
-        free(path);
-    }
 }
 
 static int tensors_import(hf_import *h)
@@ -399,7 +371,7 @@ static int tensors_import(hf_import *h)
             j++;
         rc = blob_import(h, all, i, j);
         if (i == 0)
-            test_shrink(h);
+            import_test_shrink(h->dir, h->shards[0].file);
         i = j;
     }
     ms_progress_free(h->progress);
@@ -409,8 +381,8 @@ done:
     return rc;
 }
 
-/* Hand the opened shards to mlx.c (MLX-quantized directories, --quantize). */
-static int mlx_tensors_import(hf_import *h, json_t **qerr)
+/* Hand the opened shards to mlx.c (MLX-quantized directories). */
+static int mlx_tensors_import(hf_import *h)
 {
     import_shard_view *v = calloc(h->n_shards ? h->n_shards : 1, sizeof *v);
     int rc;
@@ -419,7 +391,7 @@ static int mlx_tensors_import(hf_import *h, json_t **qerr)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < h->n_shards; i++)
         v[i] = (import_shard_view){ h->shards[i].file, h->shards[i].st };
-    rc = import_mlx_tensors(h->t, h->m, h->config, h->dir, v, h->n_shards, h->o, h->dtypes, qerr);
+    rc = import_mlx_tensors(h->t, h->m, h->config, h->dir, v, h->srcs, h->n_shards, h->o, h->dtypes);
     free(v);
     return rc;
 }
@@ -472,6 +444,7 @@ static void hf_import_free(hf_import *h)
     free(h->srcs);
     json_decref(h->config);
     json_decref(h->dtypes);
+    import_quant_release(&h->q);
     manifest_free(h->m);
     store_txn_abort(h->t);   /* NULL once committed */
 }
@@ -487,8 +460,9 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = import_json_file(&h.config, config_path, 1)) < 0)
         goto done;
-    /* MLX-quantized directories and --quantize go through mlx.c's tensor import (triplets
-     * combined, expert packs); shards, extra layers and the config are shared with this file. */
+    /* MLX-quantized directories go through mlx.c's tensor import (triplets combined); shards,
+     * extra layers and the config are shared with this file. Float ones, quantized on the way
+     * with --quantize or not, are this file's. */
     mlx = json_object_get(h.config, "quantization") || json_object_get(h.config, "quantization_config");
     if ((rc = manifest_new(&h.m)) < 0 || !(h.dtypes = json_object()))
         goto done;
@@ -502,10 +476,11 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         h.srcs[i] = h.shards[i].src;
     if ((rc = store_txn_begin(&h.t, s)) < 0)
         goto done;
-    if (mlx || (o && o->quantize))
-        rc = mlx_tensors_import(&h, &qerr);   /* mlx.c */
-    else
-        rc = tensors_import(&h);
+    if (mlx)
+        rc = mlx_tensors_import(&h);   /* mlx.c */
+    else if ((rc = import_quant_init(&h.q, o)) == 0 && (rc = tensors_import(&h)) == 0 && h.q.fmt &&
+             !(qerr = import_quant_report(&h.q)))
+        rc = ms_err(MS_ENOMEM, "out of memory");
     if (rc < 0 || (rc = layers_import(&h)) < 0)
         goto done;
     if (qerr && !(extra = json_pack("{s:O}", "quantization_error", qerr))) {   /* --quantize */

@@ -31,7 +31,15 @@ int import_source_changed(const import_source *s);
 /* st_writer_emit(w) into `bw`, reading the tensor data that points into one of the sources'
  * mappings from its file (an HF pack may span shards). Entries of `srcs` may be NULL. */
 int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);
+/* `len` bytes of tensor data at `data` into buf: read from the file of the source whose
+ * mapping holds `data` (never through the mapping), else copied. For the importers that must
+ * see a tensor's values (quantizing on import). */
+int import_sources_read(import_source *const *srcs, size_t n, void *buf, const void *data, size_t len);
 void import_source_close(import_source *s);   /* joins the hash thread; NULL is fine */
+/* Tests only (t1006): truncate dir/file to MSTORE_TEST_IMPORT_SHRINK bytes when that is set;
+ * the importers call it right after their first tensor blob, so a shrinking source is met at
+ * the same point every time. */
+void import_test_shrink(const char *dir, const char *file);
 
 /* Emit `w` into a new blob of `t` (it lands under blobs/ at the commit). Tensor
  * data that points into the mapping of one of `srcs` (n_srcs of them, may be 0) is read from
@@ -55,7 +63,12 @@ int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, ch
 /* GGUF file import (gguf.c). */
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
 
-/* ---------------------------------------------------------------- MLX and --quantize (mlx.c, quantize.c) */
+/* The store's name of a Hugging Face or MLX tensor (common.c, which lists the MoE renames):
+ * `out` the name, `pack` the expert pack it joins ("" for none), *expert the index of the expert
+ * it is within a tensor to stack (-1 for none). */
+void import_moe_name(const char *name, char *out, size_t out_len, char *pack, size_t pack_len, long *expert);
+
+/* ---------------------------------------------------------------- MLX (mlx.c) and --quantize (quantize.c) */
 #include "quant/quant.h"
 
 /* One safetensors file of a model directory, as hf.c opened it. */
@@ -63,13 +76,13 @@ typedef struct import_shard_view {
     const char *file;     /* base name */
     const st_file *st;
 } import_shard_view;
-/* The tensors of an MLX-quantized directory (config has "quantization"), or of a float one
- * with o->quantize, into blobs of `m`: quantized triplets combined, expert packs, the rest one
- * blob per tensor. `qsum` gets type -> tensor count. With o->quantize, *qerr_out receives the
- * "quantization_error" object (else NULL). The blobs go into `t`. MS_EINVALID
- * naming the file and field for inconsistent input, MS_EUNSUPPORTED. */
+/* The tensors of an MLX-quantized directory (config has "quantization") into blobs of `m`:
+ * quantized triplets combined, MoE tensors named and packed as import_moe_name says, the rest one
+ * blob per tensor; tensor bytes are read from `srcs` (shards[i]'s file is srcs[i]). `qsum` gets
+ * type -> tensor count. The blobs go into `t`. MS_EINVALID naming the file and field for
+ * inconsistent input (o->quantize too: the model is quantized already), MS_EUNSUPPORTED. */
 int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
-                       size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out);
+                       import_source *const *srcs, size_t n_shards, const import_opts *o, json_t *qsum);
 
 /* Quantizing float tensors on import; usable by any importer (gguf.c's float tensors too):
  *   import_quant q; import_quant_init(&q, o);

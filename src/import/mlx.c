@@ -34,16 +34,19 @@ typedef struct entry {
 
 typedef struct item {
     const entry *w, *scales, *biases;
+    char name[NAME_LEN];   /* in the store (import_moe_name) */
     char pack[NAME_LEN];   /* "" when the tensor has its own blob */
 } item;
 
 typedef struct mlx_import {
     const char *dir;
     char *config_path;
-    json_t *qcfg;      /* the "quantization" object; NULL when quantizing on import */
+    json_t *qcfg;      /* the "quantization" object */
     const char *qkey;  /* its key in config.json */
     qparams dflt;
-    import_quant q;
+    import_source *const *srcs;   /* the shards' files: tensor bytes are read from them */
+    const char **shard_files;     /* their base names */
+    size_t n_srcs;
     entry *all;
     size_t n_all;
     item *items;
@@ -194,11 +197,12 @@ static int items_build(mlx_import *x)
         const entry *e = &x->all[i];
         const char *name = e->t->name;
         size_t len = strlen(name);
+        long expert;
         item *it;
 
         if (len + 16 > NAME_LEN)
             return ms_err(MS_EINVALID, "%s: tensor name '%.64s...' longer than %d bytes", e->file, name, NAME_LEN - 16);
-        if (x->qcfg && (ends_with(name, ".scales") || ends_with(name, ".biases"))) {
+        if ((ends_with(name, ".scales") || ends_with(name, ".biases"))) {
             snprintf(aux, sizeof aux, "%.*s.weight", (int)(len - 7), name);
             if (!find(x, aux))
                 return ms_err(MS_EINVALID, "%s: tensor '%s' has no '%s' beside it", e->file, name, aux);
@@ -206,14 +210,20 @@ static int items_build(mlx_import *x)
         }
         it = &x->items[x->n_items++];
         it->w = e;
-        pack_of(it->pack, sizeof it->pack, name);
-        if (x->qcfg && ends_with(name, ".weight")) {
+        import_moe_name(name, it->name, sizeof it->name, it->pack, sizeof it->pack, &expert);
+        if (expert >= 0) {   /* one tensor per expert (mlx-lm stacks them; these do not run) */
+            snprintf(it->name, sizeof it->name, "%s", name);
+            pack_of(it->pack, sizeof it->pack, name);
+        } else if (!it->pack[0] && strcmp(it->name, name) == 0) {   /* in an MLX prefix's pack */
+            pack_of(it->pack, sizeof it->pack, name);
+        }
+        if (ends_with(name, ".weight")) {
             snprintf(aux, sizeof aux, "%.*s.scales", (int)(len - 7), name);
             it->scales = find(x, aux);
             snprintf(aux, sizeof aux, "%.*s.biases", (int)(len - 7), name);
             it->biases = find(x, aux);
         }
-        if (e->t->dtype == ST_U32 && x->qcfg && !it->scales)
+        if (e->t->dtype == ST_U32 && !it->scales)
             return ms_err(MS_EINVALID, "%s: tensor '%s' holds packed codes (U32) but its scales tensor is missing",
                           e->file, name);
     }
@@ -223,8 +233,8 @@ static int items_build(mlx_import *x)
 static int cmp_item(const void *a, const void *b)
 {
     const item *x = a, *y = b;
-    int c = strcmp(x->pack[0] ? x->pack : x->w->t->name, y->pack[0] ? y->pack : y->w->t->name);
-    return c ? c : strcmp(x->w->t->name, y->w->t->name);
+    int c = strcmp(x->pack[0] ? x->pack : x->name, y->pack[0] ? y->pack : y->name);
+    return c ? c : strcmp(x->name, y->name);
 }
 
 /* Scales (or biases) of `t` must be [lead..., in / group] with `t`'s leading dims. */
@@ -306,15 +316,15 @@ static int triplet_add(mlx_import *x, st_writer *w, const item *it, int packed, 
     affine = f->mode == QUANT_AFFINE;
     memcpy(logical, t->shape, sizeof logical);
     logical[t->n_dims - 1] = in;
-    if ((rc = import_quant_meta(w, t->name, packed, f->name, p.group_size, t->n_dims, logical)) < 0 ||
-        (rc = st_writer_add(w, t->name, ST_U32, t->n_dims, t->shape, t->data, t->nbytes)) < 0)
+    if ((rc = import_quant_meta(w, it->name, packed, f->name, p.group_size, t->n_dims, logical)) < 0 ||
+        (rc = st_writer_add(w, it->name, ST_U32, t->n_dims, t->shape, t->data, t->nbytes)) < 0)
         return rc;
-    snprintf(key, sizeof key, "%s.scale", t->name);
+    snprintf(key, sizeof key, "%s.scale", it->name);
     /* nvfp4 scales are E4M3 bits whatever dtype MLX saved them as */
     if ((rc = st_writer_add(w, key, f->mode == QUANT_NVFP4 ? ST_F8_E4M3 : it->scales->t->dtype, t->n_dims,
                             it->scales->t->shape, it->scales->t->data, it->scales->t->nbytes)) < 0)
         return rc;
-    snprintf(key, sizeof key, "%s.bias", t->name);
+    snprintf(key, sizeof key, "%s.bias", it->name);
     if (affine && (rc = st_writer_add(w, key, it->biases->t->dtype, t->n_dims, it->biases->t->shape,
                                       it->biases->t->data, it->biases->t->nbytes)) < 0)
         return rc;
@@ -331,11 +341,8 @@ static int item_add(mlx_import *x, st_writer *w, const item *it, int packed, jso
 
     if (it->scales)
         rc = triplet_add(x, w, it, packed, &qt);
-    else if (import_quant_wants(&x->q, t->name, t->dtype, t->n_dims, t->shape)) {
-        rc = import_quant_add(&x->q, w, t->name, t->dtype, t->n_dims, t->shape, t->data, packed);
-        qt = x->q.fmt->name;
-    } else
-        rc = st_writer_add(w, t->name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes);
+    else
+        rc = st_writer_add(w, it->name, t->dtype, t->n_dims, t->shape, t->data, t->nbytes);
     if (rc < 0)
         return rc;
     c = json_object_get(qsum, qt);
@@ -355,7 +362,7 @@ static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_op
     pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
     while (i < x->n_items && rc == 0) {
         const item *first = &x->items[i];
-        const char *layer = first->pack[0] ? first->pack : first->w->t->name;
+        const char *layer = first->pack[0] ? first->pack : first->name;
         size_t j = i + 1;
         st_writer *w = NULL;
         char digest[72];
@@ -369,10 +376,19 @@ static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_op
             rc = item_add(x, w, &x->items[k], first->pack[0] != '\0', qsum);
             done += x->items[k].w->t->nbytes;
         }
-        if (rc == 0 && (rc = import_tensor_blob(digest, &size, t, w, NULL, 0)) < 0)
-            ms_err_ctx("%s: tensor '%s'", x->dir, layer);
+        if (rc == 0 && (rc = import_tensor_blob(digest, &size, t, w, x->srcs, x->n_srcs)) < 0) {
+            const char *changed = NULL;
+            for (size_t k = 0; k < x->n_srcs && !changed; k++)
+                if (import_source_changed(x->srcs[k]))
+                    changed = x->shard_files[k];
+            if (changed)   /* the file, not the tensor, is what went wrong */
+                ms_err_ctx("%s/%s", x->dir, changed);
+            else
+                ms_err_ctx("%s: tensor '%s'", x->dir, layer);
+        }
         st_writer_free(w);
-        import_quant_release(&x->q);
+        if (i == 0)
+            import_test_shrink(x->dir, x->shard_files[0]);
         ms_progress_update(pr, done);
         if (rc == 0)
             rc = manifest_layer_add(m, MT_TENSOR, digest, size, layer);
@@ -383,20 +399,26 @@ static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_op
 }
 
 int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
-                       size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out)
+                       import_source *const *srcs, size_t n_shards, const import_opts *o, json_t *qsum)
 {
     mlx_import x = { .dir = dir };
-    int quantized = json_object_get(config, "quantization") || json_object_get(config, "quantization_config");
     int rc;
 
-    *qerr_out = NULL;
     if (!(x.config_path = ms_path_join(dir, "config.json")))
         return ms_err(MS_ENOMEM, "out of memory");
-    if (quantized && o && o->quantize) {
+    if (o && o->quantize) {
         rc = ms_err(MS_EINVALID, "%s: --quantize %s: the model is already quantized", x.config_path, o->quantize);
         goto done;
     }
-    if ((rc = quantized ? config_parse(&x, config) : import_quant_init(&x.q, o)) < 0)
+    x.srcs = srcs;
+    x.n_srcs = n_shards;
+    if (!(x.shard_files = calloc(n_shards ? n_shards : 1, sizeof *x.shard_files))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n_shards; i++)
+        x.shard_files[i] = shards[i].file;
+    if ((rc = config_parse(&x, config)) < 0)
         goto done;
     if ((rc = collect(&x, shards, n_shards)) < 0 || (rc = items_build(&x)) < 0)
         goto done;
@@ -410,12 +432,9 @@ int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *di
     }
     if (rc < 0)
         goto done;
-    if ((rc = blobs_write(&x, t, m, o, qsum)) < 0)
-        goto done;
-    if (x.q.fmt && !(*qerr_out = import_quant_report(&x.q)))
-        rc = ms_err(MS_ENOMEM, "out of memory");
+    rc = blobs_write(&x, t, m, o, qsum);
 done:
-    import_quant_release(&x.q);
+    free(x.shard_files);
     free(x.all);
     free(x.items);
     free(x.config_path);

@@ -52,6 +52,10 @@ int import_quant_wants(const import_quant *q, const char *name, st_dtype dt, int
         return 0;
     if (len < 7 || strcmp(name + len - 7, ".weight") != 0 || strstr(name, "norm"))
         return 0;
+    /* A single row (Qwen2-MoE's shared_expert_gate, [1][dim]) saves nothing quantized and a GGUF
+     * keeps it as a vector: it stays as it is, so both imports of a model run the same. */
+    if (n_dims == 2 && shape[0] < 2)
+        return 0;
     return shape[n_dims - 1] >= (uint64_t)q->group_size && shape[n_dims - 1] % (uint64_t)q->group_size == 0;
 }
 

@@ -127,6 +127,19 @@ int import_source_read(import_source *s, void *buf, uint64_t offset, size_t len)
     return 0;
 }
 
+int import_sources_read(import_source *const *srcs, size_t n, void *buf, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+
+    for (size_t i = 0; i < n; i++) {
+        import_source *s = srcs[i];
+        if (s && s->base && p >= s->base && p < s->base + s->size)
+            return import_source_read(s, buf, (uint64_t)(p - s->base), len);
+    }
+    memcpy(buf, data, len);   /* not file bytes: memory the caller owns */
+    return 0;
+}
+
 /* Hash [*pos, to) with the thread's own reads. */
 static int hash_range(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *pos, uint64_t to)
 {
@@ -351,4 +364,15 @@ void import_source_close(import_source *s)
     pthread_mutex_destroy(&s->mu);
     free(s->buf);
     free(s);
+}
+
+void import_test_shrink(const char *dir, const char *file)
+{
+    const char *v = getenv("MSTORE_TEST_IMPORT_SHRINK");
+    char *path;
+
+    if (v && *v && (path = ms_path_join(dir, file)) != NULL) {
+        (void)!truncate(path, (off_t)strtoll(v, NULL, 10));
+        free(path);
+    }
 }

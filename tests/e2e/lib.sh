@@ -50,3 +50,4 @@ store_state() {
 
 # make_hf DIR [args]: a Hugging Face model directory written by the tests' own writer.
 make_hf() { "$PY" "$MSTORE_SRC/tests/e2e/mkfixture.py" hf "$@"; }
+make_mlx() { "$PY" "$MSTORE_SRC/tests/e2e/mkfixture.py" mlx "$@"; }

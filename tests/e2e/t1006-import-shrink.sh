@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A source file that shrinks while it is imported (or run with --gguf) is refused by name:
+# A source file that shrinks while it is imported (GGUF, safetensors, MLX, --quantize; or run
+# with --gguf) is refused by name:
 # "<file>: file changed during import", exit 1, nothing under blobs/ or tmp/, the index as it
 # was. MSTORE_TEST_IMPORT_SHRINK (tests only) truncates the file to that many bytes right after
 # the import wrote its first tensor blob: the point is reached every time, no timing involved.
@@ -32,6 +33,18 @@ make_hf "$WORK/hf2" --seed 3
 MSTORE_TEST_IMPORT_SHRINK=1000 expect_fail 1 "hf2/model.safetensors: file changed during import" \
     mstore import "$WORK/hf2" --name shrunk
 [ "$(store_state)" = "$before" ] || fail "store changed after a shard shrank"
+
+# ... quantized on the way (--quantize reads the float values it quantizes from the file too) ...
+make_hf "$WORK/hf3" --seed 4
+MSTORE_TEST_IMPORT_SHRINK=1000 expect_fail 1 "hf3/model.safetensors: file changed during import" \
+    mstore import "$WORK/hf3" --name shrunk --quantize int4
+[ "$(store_state)" = "$before" ] || fail "store changed after a shard shrank under --quantize"
+
+# ... and an MLX-quantized directory's.
+make_mlx "$WORK/mlx"
+MSTORE_TEST_IMPORT_SHRINK=1000 expect_fail 1 "mlx/model.safetensors: file changed during import" \
+    mstore import "$WORK/mlx" --name shrunk
+[ "$(store_state)" = "$before" ] || fail "store changed after an MLX shard shrank"
 
 # Without the hook the same file imports, and verify passes.
 cp "$src" "$WORK/shrink.gguf"

@@ -111,6 +111,11 @@ def main():
     ap.add_argument('-o', '--out', required=True)
     ap.add_argument('--hf', help='gemma3, mixtral, qwen3moe, qwen2moe: also write the same model as a Hugging Face directory (config.json, '
                     'model.safetensors with HF names; norms hold w, not 1 + w)')
+    ap.add_argument('--mlx', type=int, default=0, metavar='GROUP',
+                    help='with --hf (MoE): the directory as mlx-lm writes a 4-bit model: every matrix (experts stacked '
+                    'into switch_mlp, the routers, embeddings, lm_head, the shared expert and its gate) as U32 codes '
+                    'with F16 .scales and .biases in groups of GROUP, config.json "quantization"; the GGUF (and so '
+                    'the float64 reference) holds the values those dequantize to, in F32')
     a = ap.parse_args()
     arch = 'llama' if a.arch in ('mixtral', 'mistral') else a.arch
     dim, hd, moe = a.dim, a.head_dim, a.arch not in ('gemma3', 'mistral', 'phi3')
@@ -191,7 +196,10 @@ def main():
     if arch != 'gemma3':
         ts.append(('output.weight', (n_vocab, dim), 'm'))
     rng = np.random.default_rng(a.seed)
+    if a.mlx and (not a.hf or not moe or a.dtype != 'f32'):
+        sys.exit('--mlx: with --hf, an MoE arch and --dtype f32')
     data, infos, off, hf = [], [], 0, {}
+    mlxq = {}   # name -> (codes, scales, biases) of a matrix quantized for --mlx
     for name, shape, kind in ts:
         if kind == 'm':
             x = rng.standard_normal(shape) / np.sqrt(shape[-1])
@@ -205,6 +213,9 @@ def main():
             x = 1.0 + 7.0 * rng.random(shape)
         else:
             x = 0.1 * rng.standard_normal(shape)
+        if a.mlx and kind in ('m', 'r', 'e'):   # rows quantized as they are: Q/K permutations commute
+            mlxq[name] = mlx_quant(x.reshape(-1, shape[-1]), a.mlx)
+            x = mlx_dequant(*mlxq[name], a.mlx).reshape(shape)
         hf[name] = x
         if a.dtype == 'q8_0' and kind in ('m', 'e'):
             raw, ty = q8_0(x), 8
@@ -225,7 +236,29 @@ def main():
     with open(a.out, 'wb') as f:
         f.write(head + b''.join(data))
     if a.hf:
-        write_hf(a, hf, n_vocab)
+        write_hf(a, hf, n_vocab, mlxq)
+
+
+def mlx_quant(x, group):
+    """4-bit affine, per row in groups: q = round((x - bias) / scale) in 0..15, with scale and bias
+    rounded to F16 first, so that scale * q + bias in exact arithmetic is what the store holds."""
+    g = x.reshape(x.shape[0], -1, group)
+    lo, hi = g.min(axis=2, keepdims=True), g.max(axis=2, keepdims=True)
+    scale = np.maximum((hi - lo) / 15, 1e-4).astype(np.float16)
+    bias = lo.astype(np.float16)
+    q = np.clip(np.rint((g - bias.astype(np.float64)) / scale.astype(np.float64)), 0, 15).astype(np.uint32)
+    return q.reshape(x.shape), scale[..., 0], bias[..., 0]
+
+
+def mlx_dequant(q, scale, bias, group):
+    g = q.reshape(q.shape[0], -1, group).astype(np.float64)
+    return (g * scale[..., None].astype(np.float64) + bias[..., None].astype(np.float64)).reshape(q.shape)
+
+
+def mlx_pack(q):
+    """Eight 4-bit codes per U32, the first in the low bits, as MLX packs them."""
+    q = q.reshape(q.shape[0], -1, 8).astype(np.uint32)
+    return (q << (4 * np.arange(8, dtype=np.uint32))).sum(axis=2, dtype=np.uint32)
 
 
 HF_NAMES = {'attn_norm': 'input_layernorm', 'post_attention_norm': 'post_attention_layernorm',
@@ -235,13 +268,13 @@ HF_NAMES = {'attn_norm': 'input_layernorm', 'post_attention_norm': 'post_attenti
             'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj', 'ffn_down': 'mlp.down_proj'}
 
 
-def write_hf(a, tensors, n_vocab):
+def write_hf(a, tensors, n_vocab, mlxq):
     """Gemma 3 as Hugging Face ships it: norm weights w with the model computing (1 + w), so each
     is the GGUF's value minus 1; Q/K rows as they are (gemma rotates halves in both). The MoE
     models: write_hf_moe."""
     import json
     if a.arch in ('mixtral', 'qwen3moe', 'qwen2moe'):
-        return write_hf_moe(a, tensors, n_vocab)
+        return write_hf_moe(a, tensors, n_vocab, mlxq)
     if a.arch != 'gemma3':
         sys.exit('--hf: gemma3, mixtral, qwen3moe, qwen2moe only')
     os.makedirs(a.hf, exist_ok=True)
@@ -270,9 +303,11 @@ def write_hf(a, tensors, n_vocab):
 def write_safetensors(path, out):
     import json
     hdr, blobs, off = {}, [], 0
+    dtypes = {np.dtype(np.uint32): ('U32', '<u4'), np.dtype(np.float16): ('F16', '<f2')}
     for name in sorted(out):
-        raw = out[name].astype('<f4').tobytes()
-        hdr[name] = {'dtype': 'F32', 'shape': list(out[name].shape), 'data_offsets': [off, off + len(raw)]}
+        st, le = dtypes.get(out[name].dtype, ('F32', '<f4'))
+        raw = out[name].astype(le).tobytes()
+        hdr[name] = {'dtype': st, 'shape': list(out[name].shape), 'data_offsets': [off, off + len(raw)]}
         blobs.append(raw)
         off += len(raw)
     h = json.dumps(hdr).encode()
@@ -281,12 +316,14 @@ def write_safetensors(path, out):
         f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
 
 
-def write_hf_moe(a, tensors, n_vocab):
+def write_hf_moe(a, tensors, n_vocab, mlxq):
     """The MoE models as Hugging Face ships them, one tensor per expert: Mixtral's
     block_sparse_moe.{gate, experts.E.w1 (gate) / w3 (up) / w2 (down)}, Qwen-MoE's mlp.{gate,
     experts.E.{gate,up,down}_proj}, Qwen2-MoE's mlp.shared_expert.* and shared_expert_gate [1][dim].
     Mixtral's Q and K rows are un-permuted: convert_hf_to_gguf permutes them for llama.cpp's
-    adjacent-pair rope, Hugging Face rotates halves."""
+    adjacent-pair rope, Hugging Face rotates halves. With --mlx, as mlx-lm writes the model: the
+    experts stacked as {block_sparse_moe,mlp}.switch_mlp.{gate,up,down}_proj, every matrix in
+    codes / scales / biases."""
     import json
     os.makedirs(a.hf, exist_ok=True)
     mix = a.arch == 'mixtral'
@@ -303,25 +340,48 @@ def write_hf_moe(a, tensors, n_vocab):
     def unpermute(w, n_head):   # inverse of convert_hf_to_gguf's LlamaModel.permute
         return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
     out = {}
+
+    def put(hf_name, name, x, perm=None):   # x as HF has it; with --mlx, the codes of name
+        if name not in mlxq:
+            out[hf_name] = x
+            return
+        q, sc, bi = mlxq[name]
+        lead = x.shape[:-1]
+        q = q.reshape(x.shape)
+        sc, bi = sc.reshape(*lead, -1), bi.reshape(*lead, -1)
+        if perm:
+            q, sc, bi = perm(q), perm(sc), perm(bi)
+        base = hf_name[:-len('.weight')]
+        out[hf_name] = mlx_pack(q.reshape(-1, x.shape[-1])).reshape(*lead, -1)
+        out[base + '.scales'], out[base + '.biases'] = sc, bi
     for name, x in tensors.items():
         if name == 'token_embd.weight':
-            out['model.embed_tokens.weight'] = x
+            put('model.embed_tokens.weight', name, x)
         elif name == 'output_norm.weight':
             out['model.norm.weight'] = x
         elif name == 'output.weight':
-            out['lm_head.weight'] = x
+            put('lm_head.weight', name, x)
         else:
             _, i, kind, suffix = name.split('.')
             pre = 'model.layers.%s.' % i
+            if kind in experts and a.mlx:
+                put(pre + '%s.switch_mlp.%s.weight' % (blk, {'w1': 'gate_proj', 'w3': 'up_proj', 'w2': 'down_proj'}
+                                                        .get(experts[kind], experts[kind])), name, x)
+                continue
             if kind in experts:
                 for e in range(x.shape[0]):
                     out[pre + '%s.experts.%d.%s.weight' % (blk, e, experts[kind])] = x[e]
                 continue
+            perm = None
             if mix and kind in ('attn_q', 'attn_k'):
-                x = unpermute(x, a.heads if kind == 'attn_q' else a.kv_heads)
+                perm = lambda w, n=a.heads if kind == 'attn_q' else a.kv_heads: unpermute(w, n)
+                x = perm(x)
             if kind == 'ffn_gate_inp_shexp':
                 x = x.reshape(1, -1)
-            out[pre + names[kind] + '.' + suffix] = x
+            if suffix == 'weight':
+                put(pre + names[kind] + '.' + suffix, name, x, perm)
+            else:
+                out[pre + names[kind] + '.' + suffix] = x
     write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
     cfg = {'hidden_size': a.dim, 'num_hidden_layers': a.layers, 'num_attention_heads': a.heads,
            'num_key_value_heads': a.kv_heads, 'head_dim': a.head_dim, 'vocab_size': n_vocab,
@@ -338,6 +398,8 @@ def write_hf_moe(a, tensors, n_vocab):
                     'mlp_only_layers': [], 'use_sliding_window': False, 'sliding_window': None})
         if a.arch == 'qwen2moe':
             cfg['shared_expert_intermediate_size'] = a.shared_ffn
+    if a.mlx:
+        cfg['quantization'] = cfg['quantization_config'] = {'group_size': a.mlx, 'bits': 4}
     with open(os.path.join(a.hf, 'config.json'), 'w') as f:
         json.dump(cfg, f, indent=1)
 

@@ -267,6 +267,19 @@ static float ref_value(const src *w, const src *sc, const src *bi, const char *t
     }
 }
 
+/* The store's name of an MLX tensor: mlx-lm's stacked experts (switch_mlp) are the store's
+ * mlp.experts, as a GGUF import names them (import_moe_name). */
+static const char *store_name(char *buf, size_t len, const char *name)
+{
+    const char *sw = strstr(name, "mlp.switch_mlp.");
+
+    if (sw)
+        snprintf(buf, len, "%.*smlp.experts.%s", (int)(sw - name), name, sw + 15);
+    else
+        snprintf(buf, len, "%s", name);
+    return buf;
+}
+
 /* Every quantized tensor of `m` is stored combined and dequantizes to the source's values;
  * every float tensor is stored byte for byte. Returns the number of quantized tensors. */
 static int check_model(const model *m, const stored *st)
@@ -276,7 +289,7 @@ static int check_model(const model *m, const stored *st)
     for (int i = 0; i < m->n; i++) {
         const src *t = &m->t[i];
         size_t len = strlen(t->name);
-        char base[128], nm[160];
+        char base[128], nm[192], sn[160];
         const src *sc, *bi;
         const st_tensor *w, *ss, *bb;
         uint64_t rows = 1, in;
@@ -286,9 +299,9 @@ static int check_model(const model *m, const stored *st)
 
         if (len > 7 && (!strcmp(t->name + len - 7, ".scales") || !strcmp(t->name + len - 7, ".biases")))
             continue;
-        b = stored_find(st, t->name);
+        b = stored_find(st, store_name(sn, sizeof sn, t->name));
         ck_assert_msg(b >= 0, "tensor %s not stored", t->name);
-        w = st_find(st->f[b], t->name);
+        w = st_find(st->f[b], sn);
         snprintf(base, sizeof base, "%.*s", (int)len - 7, t->name);
         snprintf(nm, sizeof nm, "%s.scales", base);
         if (!(sc = src_find(m, nm))) {
@@ -298,12 +311,12 @@ static int check_model(const model *m, const stored *st)
         }
         snprintf(nm, sizeof nm, "%s.biases", base);
         bi = src_find(m, nm);
-        qt = meta(st, b, "quant_type", t->name);
+        qt = meta(st, b, "quant_type", sn);
         ck_assert_ptr_nonnull(qt);
-        group = atoi(meta(st, b, "group_size", t->name));
-        snprintf(nm, sizeof nm, "%s.scale", t->name);
+        group = atoi(meta(st, b, "group_size", sn));
+        snprintf(nm, sizeof nm, "%s.scale", sn);
         ss = st_find(st->f[b], nm);
-        snprintf(nm, sizeof nm, "%s.bias", t->name);
+        snprintf(nm, sizeof nm, "%s.bias", sn);
         bb = st_find(st->f[b], nm);
         ck_assert_ptr_nonnull(ss);
         ck_assert_int_eq(bb != NULL, bi != NULL);
@@ -436,7 +449,8 @@ START_TEST(mlx_fp_modes_import_with_their_scales)
 }
 END_TEST
 
-/* Stacked switch_mlp and per-expert modules: one pack per layer and kind, named by the prefix. */
+/* Stacked switch_mlp (the store's mlp.experts, as a GGUF import names them) and per-expert
+ * modules: one pack per layer and kind. */
 START_TEST(mlx_moe_experts_pack_one_blob_per_layer)
 {
     model m = { .rng = 5 };
@@ -466,11 +480,11 @@ START_TEST(mlx_moe_experts_pack_one_blob_per_layer)
     /* 2 gates, 2 switch packs, layer 2's experts pack and shared_experts pack */
     ck_assert_int_eq(st.n, 6);
     {
-        int b = stored_find(&st, "model.layers.1.mlp.switch_mlp.down_proj.weight");
-        ck_assert_str_eq(st.layer[b], "model.layers.1.mlp.switch_mlp");
+        int b = stored_find(&st, "model.layers.1.mlp.experts.down_proj.weight");
+        ck_assert_str_eq(st.layer[b], "model.layers.1.mlp.experts");
         ck_assert_int_eq((int)st_count(st.f[b]), 6);
-        ck_assert_str_eq(st_meta(st.f[b], "quant_type:model.layers.1.mlp.switch_mlp.down_proj.weight"), "int4");
-        ck_assert_str_eq(st_meta(st.f[b], "logical_shape:model.layers.1.mlp.switch_mlp.down_proj.weight"), "[4, 64, 128]");
+        ck_assert_str_eq(st_meta(st.f[b], "quant_type:model.layers.1.mlp.experts.down_proj.weight"), "int4");
+        ck_assert_str_eq(st_meta(st.f[b], "logical_shape:model.layers.1.mlp.experts.down_proj.weight"), "[4, 64, 128]");
         ck_assert_ptr_null(st_meta(st.f[b], "quant_type"));
         b = stored_find(&st, "model.layers.2.mlp.experts.2.up_proj.weight.bias");
         ck_assert_str_eq(st.layer[b], "model.layers.2.mlp.experts");

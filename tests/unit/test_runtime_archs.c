@@ -145,6 +145,39 @@ static void check_model(runtime_model *m, json_t *ref, const char *what, double 
     free(lg);
 }
 
+/* Two models of the same weights in two forms: first-step logits within 1e-4 relative on every
+ * prompt of `ref`. */
+static void check_same_logits(runtime_model *a, runtime_model *b, json_t *ref, const char *what)
+{
+    json_t *ps = json_object_get(ref, "prompts");
+    int V = runtime_model_config(a)->vocab_size;
+    float *la = malloc(sizeof *la * V), *lb = malloc(sizeof *lb * V);
+
+    for (size_t i = 0; i < json_array_size(ps); i++) {
+        json_t *toks = json_object_get(json_array_get(ps, i), "tokens");
+        int n = (int)json_array_size(toks);
+        int32_t *ids = malloc(sizeof *ids * n);
+        double num = 0, den = 0;
+
+        for (int t = 0; t < n; t++)
+            ids[t] = (int32_t)json_integer_value(json_array_get(toks, t));
+        runtime_model_reset(a);
+        runtime_model_reset(b);
+        ck_assert_msg(runtime_forward(a, ids, n, la) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_forward(b, ids, n, lb) == 0, "%s", ms_err_msg());
+        for (int v = 0; v < V; v++) {
+            num = fmax(num, fabs((double)la[v] - lb[v]));
+            den = fmax(den, fabs((double)lb[v]));
+        }
+        printf("measured: %s: int4 from HF against int4 from GGUF, prompt of %d tokens: logits rel %.3g\n", what, n,
+               num / den);
+        ck_assert_msg(num / den <= 1e-4, "%s prompt %zu: HF int4 and GGUF int4 logits differ by %g", what, i, num / den);
+        free(ids);
+    }
+    free(la);
+    free(lb);
+}
+
 /* ---------------------------------------------------------------- decoders */
 
 static const struct {
@@ -247,6 +280,63 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
         if (!strcmp(arch[_i], "qwen2moe"))
             ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.shared_experts.up_proj.weight"));
         check_model(m, ref, what, 1e-4, 0);
+        runtime_model_close(m);
+
+        /* --quantize int4: the experts stacked, then quantized as one 3-D MLX tensor per kind;
+         * the same rows as the GGUF twin quantized on import, so the same logits (a stacking
+         * out of expert order would route to other weights) */
+        runtime_model *mg = import_open(st, path, "moe:gguf-int4", "int4", &o);
+        m = import_open(st, hf, "moe:hf-int4", "int4", &o);
+        t = runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.down_proj.weight");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
+        ck_assert_int_eq(t->n_dims, 3);
+        ck_assert_uint_eq(t->shape[0], 8);
+        check_same_logits(m, mg, ref, what);
+        runtime_model_close(mg);
+        runtime_model_close(m);
+        store_close(st);
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    free(flags);
+    free(home);
+    free(hf);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* MoE models as mlx-lm writes them (MLX-community directories): 4-bit codes with F16 scales and
+ * biases, the experts stacked as switch_mlp. The import names the stacks as a GGUF import does
+ * (mlp.experts, one pack per layer) and the model runs straight from them; its GGUF twin holds
+ * the values those codes dequantize to, so the float64 reference judges it exactly. */
+START_TEST(moe_from_mlx_community_directories)
+{
+    static const char *arch[] = {"mixtral", "qwen3moe", "qwen2moe"};
+    char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/mlx", dir);
+    char *flags = ms_strdup_printf("--hf '%s' --mlx 32", hf), *home = ms_strdup_printf("%s/home", dir);
+    char *what = ms_strdup_printf("%s mlx-community int4 (store)", arch[_i]);
+    json_t *ref = make_model(dir, arch[_i], "f32", flags, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    const runtime_weights *w;
+    const runtime_tensor *t;
+    runtime_model *m;
+    store *st;
+
+    if (ref) {
+        ck_assert_int_eq(store_open(&st, home), 0);
+        m = import_open(st, hf, "moe:mlx", NULL, &o);
+        w = runtime_model_weights(m);
+        t = runtime_weights_find(w, "model.layers.1.mlp.experts.gate_proj.weight");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
+        ck_assert_int_eq(t->n_dims, 3);
+        ck_assert_uint_eq(t->shape[0], 8);
+        ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.weight"));
+        /* the twin's F32 values and the kernels' s * q + b round differently: 3e-5 to 8e-5
+         * measured on every CPU path, so 1e-3, and every greedy token */
+        check_model(m, ref, what, 1e-3, 0);
         runtime_model_close(m);
         store_close(st);
         json_decref(ref);
@@ -547,6 +637,7 @@ Suite *archs_suite(void)
     tcase_add_loop_test(m, phi3_longrope_matches_the_float64_reference, 0, 2);
     tcase_add_test(m, rope_freqs_apply_from_the_gguf_and_the_store);
     tcase_add_loop_test(m, moe_int4_packs_run_from_the_store, 0, 3);
+    tcase_add_loop_test(m, moe_from_mlx_community_directories, 0, 3);
     tcase_add_loop_test(m, moe_from_hugging_face_is_packed_per_layer, 0, 3);
     tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
     suite_add_tcase(s, m);
