@@ -153,8 +153,8 @@ int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m);
 /* Remove the whole-GGUF blob of received manifest `m` when no stored manifest references it. */
 void reg_ollama_release(store *s, const manifest *m);
 /* When stored manifest *m has a MT_SOURCE_MANIFEST layer, replace *bytes, *len, *m by the
- * received manifest. 0 when there is none. */
-int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s);
+ * received manifest (read through the stored model's handle). 0 when there is none. */
+int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model);
 /* Rebuild the whole-GGUF blob of received manifest `m` from model `name` (export_gguf) when it
  * is not stored; *made_out 1 when it was. MS_EMISMATCH when the export is not that file. */
 int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out);
