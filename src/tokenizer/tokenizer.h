@@ -26,7 +26,6 @@
 #include <stdint.h>
 
 #include "format/format.h"
-#include "manifest/manifest.h"
 #include "util/util.h"
 
 #define TOKEN_NONE (-1)
