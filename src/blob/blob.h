@@ -3,7 +3,8 @@
  * A blob is immutable bytes at <home>/blobs/sha256-<hex>, where <hex> is the sha256 of those bytes.
  *   1. Nothing appears under blobs/ before it is complete, fsynced and hashed; partial writes
  *      live in <home>/tmp/: a blob writer's under names that start with the writer's pid, and
- *      resumable downloads (src/registry) in <home>/tmp/pull/, which blob_tmp_clean leaves alone.
+ *      resumable downloads (blob_partial, below) in <home>/tmp/pull/, which blob_tmp_clean
+ *      leaves alone.
  *   2. A blob is never modified in place; only gc removes one, and only when unreferenced, and
  *      a writer of the same bytes replaces one that is damaged (3).
  *   3. Writing bytes that are already stored leaves an intact blob untouched. A stored file whose
@@ -14,8 +15,6 @@
  *   4. A file reaches blobs/ only by rename from tmp/ (blob_writer_commit, blob_adopt*,
  *      blob_batch_commit), after
  *      its sha256 was checked, its bytes fsynced and its mode made 0444; blobs/ is fsynced after.
- * Files in <home>/tmp/pull/ belong to the pull that holds a flock on them; store_gc removes
- * those whose mtime is more than 7 days old and that no process has locked.
  * Digests are written "sha256:<64 lowercase hex>" everywhere outside file names. */
 #ifndef MSTORE_BLOB_H
 #define MSTORE_BLOB_H
@@ -119,5 +118,56 @@ int blob_verify(const char *home, const char *digest);
 
 /* Remove temp files in <home>/tmp whose writer process is gone. Returns how many, or <0. */
 int blob_tmp_clean(const char *home, int *removed_out);
+
+/* Partial blobs: resumable downloads (partial.c). One blob's download is ONE file,
+ * <home>/tmp/pull/<hex>.partial, written at offsets in parts (by several threads at once), and
+ * for a blob of several parts the sidecar <hex>.ranges:
+ *   BLOB_PARTIAL_RANGES_MAGIC, u64 blob size, u64 part size, u64 n_parts, then n_parts u64
+ *   bytes done (all little-endian), each part's count written after its bytes,
+ * so a download killed at any point resumes from the bytes on disk.
+ *   1. The names derive from the digest only, never from a pid, so any later download resumes.
+ *   2. The holder of a blob_partial holds an exclusive flock on both files; a second opener of
+ *      the same blob waits for it, then finds the blob stored (and removes what is left), or
+ *      takes over. Having the lock it checks that the name still refers to the inode it locked.
+ *   3. A blob of one part is written in order from byte 0: the file's length is its progress.
+ *      A sidecar that does not match the blob, or claims bytes past the file's end, counts as
+ *      nothing done.
+ *   4. The complete file becomes a blob by adoption (blob_adopt_hashed, in the store through
+ *      store_txn_blob_adopt) while still held; then blob_partial_done. A digest mismatch:
+ *      blob_partial_abandon (both files go). I/O errors and kills keep both for a rerun
+ *      (blob_partial_close).
+ *   5. blob_partial_clean (store_gc) removes files in tmp/pull/ that no one has locked and that
+ *      are older than its bound or whose blob is stored. */
+#define BLOB_PARTIAL_RANGES_MAGIC "MSPULL1\n"
+#define BLOB_PARTIAL_RANGES_HEADER ((size_t)32)
+typedef struct blob_partial blob_partial;
+/* Open, lock and resume the download of `digest` (`size` bytes in `n_parts` parts of
+ * `part_bytes`; part k starts at k * part_bytes): done_out[k] (n_parts entries) gets the bytes
+ * part k already has. *out NULL (and 0) when the blob is stored intact, before or after the
+ * wait for the lock. MS_EINVALID, MS_EIO, MS_ENOMEM. */
+int blob_partial_open(blob_partial **out, const char *home, const char *digest, uint64_t size, uint64_t part_bytes,
+                      size_t n_parts, uint64_t *done_out);
+const char *blob_partial_path(const blob_partial *p);   /* for blob_adopt and messages */
+/* Write all of `buf` at `off`. MS_EIO. */
+int blob_partial_write(blob_partial *p, uint64_t off, const void *buf, size_t len);
+/* Up to `len` bytes at `off`: the count read, 0 at the file's end, <0 (MS_EIO) on error. */
+int64_t blob_partial_read(blob_partial *p, uint64_t off, void *buf, size_t len);
+/* Record that part `part` has `done` bytes on disk (the sidecar; nothing for one part). */
+int blob_partial_save(blob_partial *p, size_t part, uint64_t done);
+/* Start writing [off, off + len) to disk now, so the fsync of the adopt finds little left. */
+void blob_partial_hint(blob_partial *p, uint64_t off, uint64_t len);
+int blob_partial_size(blob_partial *p, uint64_t *size_out);   /* the file's length now */
+/* End holding `p` (NULL is fine), dropping the locks: _close keeps both files for a rerun;
+ * _done after the adopt removes the sidecar; _abandon removes both. */
+void blob_partial_close(blob_partial *p);
+void blob_partial_done(blob_partial *p);
+void blob_partial_abandon(blob_partial *p);
+/* The sidecar's parser: done_out[k] (n_parts entries) gets part k's bytes done. MS_EINVALID
+ * naming the field. */
+int blob_partial_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_t size,
+                              uint64_t part_bytes, size_t n_parts);
+/* Remove the files of tmp/pull/ that no process holds locked and whose mtime is more than
+ * `max_age_s` old or whose blob is stored. 0 or <0. */
+int blob_partial_clean(const char *home, int64_t max_age_s);
 
 #endif

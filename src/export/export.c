@@ -114,10 +114,11 @@ static int layers_open(exporter *e)
             return rc;
         for (size_t k = 0; k < st_count(st); k++) {
             const st_tensor *t = st_at(st, k);
-            char key[600];
+            tensor_blob_meta tm;
             const char *gn;
-            snprintf(key, sizeof key, "gguf_name:%s", t->name);
-            if (!(gn = st_meta(st, key)) && !(gn = st_meta(st, "gguf_name")))
+            if ((rc = tensor_blob_meta_get(&tm, st, t, l->name, l->digest)) < 0)
+                return rc;
+            if (!(gn = tm.gguf_name))
                 return ms_err(MS_EINVALID, "layer '%s' (%s): tensor '%s' has no gguf_name", l->name ? l->name : "",
                               l->digest, t->name);
             if (e->n_tensors == cap) {
@@ -230,6 +231,7 @@ static void partials_clean(const char *out_path)
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res)
 {
     exporter e = { .fd = -1 };
+    ms_atomic out = { .fd = -1 };
     char *tmp = NULL;
     json_t *config = NULL, *src;
     const uint8_t *cfg;
@@ -266,34 +268,24 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((e.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = ms_err_os("%s: create", tmp);
+    /* the temp name is "<out>.partial.<pid>", the pattern partials_clean looks for */
+    if ((rc = ms_atomic_open(&out, out_path, tmp, 0644)) < 0)
         goto done;
-    }
+    e.fd = out.fd;
     if ((rc = body_write(&e, file_size)) < 0) {
-        ms_err_ctx("%s", tmp);
-        goto done;
-    }
-    if (fsync(e.fd) < 0 || close(e.fd) < 0) {
-        e.fd = -1;
-        rc = ms_err_os("%s: fsync", tmp);
+        ms_err_ctx("%s", out.tmp);
         goto done;
     }
     e.fd = -1;
-    if (rename(tmp, out_path) < 0) {
-        rc = ms_err_os("%s: rename", out_path);
+    if ((rc = ms_atomic_commit(&out)) < 0)
         goto done;
-    }
     blob_hash_final(res->digest, e.hash);
     e.hash = NULL;
     res->nbytes = e.written;
     res->identical = json_is_string(json_object_get(src, "digest")) &&
                      strcmp(json_string_value(json_object_get(src, "digest")), res->digest) == 0;
 done:
-    if (e.fd >= 0)
-        close(e.fd);
-    if (rc < 0 && tmp)
-        unlink(tmp);
+    ms_atomic_abort(&out);   /* after an error: closes e.fd and removes the partial file */
     free(tmp);
     json_decref(config);
     exporter_free(&e);

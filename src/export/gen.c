@@ -198,9 +198,14 @@ static int tensor_write(gen *g, const manifest_layer *l, const st_file *st, cons
     const void *data = t->data;
     int type = -1;
 
-    if (st_meta(st, "quant_type") || st_count(st) != 1)
+    tensor_blob_meta tm;
+    int rc;
+
+    if ((rc = tensor_blob_meta_get(&tm, st, t, l->name, l->digest)) < 0)
+        return rc;
+    if (tm.quant_type || st_count(st) != 1)
         return ms_err(MS_EUNSUPPORTED, "tensor '%s' (%s): %s has no GGUF equivalent; export the float model",
-                      t->name, l->digest, st_count(st) != 1 ? "an expert pack" : st_meta(st, "quant_type"));
+                      t->name, l->digest, st_count(st) != 1 ? "an expert pack" : tm.quant_type);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (types[i].st == t->dtype)
             type = types[i].ggml;

@@ -78,6 +78,38 @@ uint64_t st_writer_size(const st_writer *w);   /* total bytes st_writer_emit wil
 int st_writer_emit(st_writer *w, st_sink sink, void *ctx);
 void st_writer_free(st_writer *w);
 
+/* ---------------------------------------------------------------- tensor blobs */
+/* A stored tensor is a safetensors blob (one tensor; a quantized tensor with its ".scale" and
+ * ".bias"; or an expert pack). What the safetensors header cannot say travels in __metadata__,
+ * encoded and decoded only by tensor_blob.c (the contract itself is in import.h):
+ *   quant_type     ggml type name ("Q4_0") of U8 block bytes, or MLX format ("int4") of U32 codes
+ *   logical_shape  the element shape, HF order, "[4096, 4096]", when the stored one is not it
+ *   group_size     MLX quantization group, decimal
+ *   gguf_name      the tensor's GGUF name, on tensors imported from GGUF
+ * Each key is the blob's ("quant_type") or one tensor's ("quant_type:<name>", in packs); a
+ * ".scale" / ".bias" shares its tensor's. A blob-wide logical_shape belongs to the blob's main
+ * tensor: the only one, or the one named like its layer. */
+typedef struct tensor_blob_meta {
+    const char *quant_type;   /* NULL: not quantized */
+    const char *gguf_name;    /* NULL: none */
+    int group_size;           /* 0: none */
+    int n_dims;               /* logical shape; 0: none (the safetensors shape is the shape) */
+    uint64_t shape[ST_MAX_DIMS];
+} tensor_blob_meta;
+/* Write m's fields that are set, keyed for `tensor` (NULL: blob-wide). The key order is fixed:
+ * it is part of the blob's bytes. MS_EINVALID (a key set twice), MS_ENOMEM. */
+int tensor_blob_meta_put(st_writer *w, const char *tensor, const tensor_blob_meta *m);
+/* Read tensor t's fields (strings borrowed from f). `layer` is the manifest layer's name (NULL:
+ * unknown), `what` names the blob in messages. MS_EINVALID for a group_size that is not an
+ * integer in 1..INT32_MAX or a logical_shape that tensor_blob_shape_parse refuses. */
+int tensor_blob_meta_get(tensor_blob_meta *out, const st_file *f, const st_tensor *t, const char *layer,
+                         const char *what);
+/* "[4096, 4096]": the one shape text, in blobs, the index and listings. Truncated to len. */
+const char *tensor_blob_shape_format(char *buf, size_t len, int n_dims, const uint64_t *shape);
+#define TENSOR_BLOB_SHAPE_MAX (ST_MAX_DIMS * 22 + 4)   /* fits any shape's text */
+/* Its inverse: 1 to ST_MAX_DIMS integers; MS_EINVALID naming the text otherwise. */
+int tensor_blob_shape_parse(int *n_dims, uint64_t *shape, const char *s);
+
 /* ---------------------------------------------------------------- GGUF */
 /* GGUF v2/v3, little-endian (all integers LE, strings = u64 length + bytes, no NUL):
  *   u32 magic "GGUF" (0x46554747)  u32 version (2 or 3)  u64 n_tensors  u64 n_kv
@@ -253,8 +285,33 @@ void gguf_writer_free(gguf_writer *w);   /* NULL is fine */
 
 /* ---------------------------------------------------------------- GGUF tensor names (gguf_names.c) */
 
-/* 1 when GGUF tensor names of `arch` are mapped to canonical names. */
+/* The one architecture table (gguf_names.c). 1 when `arch` is a GGUF architecture name whose
+ * tensor names are mapped to canonical names. */
 int gguf_arch_known(const char *arch);
+/* The decoder that runs `arch` ("llama" for llama, mistral and mixtral; "qwen2moe" for qwen2moe
+ * and Hugging Face's qwen2_moe; ...), or NULL when mstore does not run it. Takes GGUF names and
+ * the Hugging Face model_type spellings a config blob may carry. */
+const char *gguf_arch_decoder(const char *arch);
+
+/* ---------------------------------------------------------------- GGUF config (gguf_config.c) */
+
+/* The config blob's model fields (import.h's config contract) read from a GGUF file's
+ * metadata: the one GGUF hyper-parameter reader. The importer stores it (adding quantization
+ * and the source's file, digest, size); the runtime reads it with runtime_config_from_json's
+ * rules, so `run --gguf FILE` and `run` of FILE imported see the same config.
+ * Fields: architecture (general.architecture, or "unknown"), hidden_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads and head_dim (llama.cpp's defaults when absent),
+ * intermediate_size, max_position_embeddings, sliding_window, num_experts,
+ * num_experts_per_tok, moe_intermediate_size, shared_expert_intermediate_size,
+ * rope_dimension_count, final_logit_softcapping (when set), rms_norm_eps, rope_theta,
+ * rope_scaling (null or {rope_type, factor, original_max_position_embeddings, attn_factor};
+ * rope_factors_* tensors mean longrope), rope_interleaved (the llama decoder's GGUF rows),
+ * norm_topk_prob (<arch>.expert_weights_norm, when set), tie_word_embeddings, vocab_size (the
+ * token list's length, else <arch>.vocab_size), bos_token_id, eos_token_id, tokenizer
+ * ({kind, model, pre} or null) and source {"format": "gguf"}. An absent integer key is null.
+ * A key present with an unusable type, or a non-finite float: MS_EINVALID naming the key
+ * (the file is refused rather than stored under a config that says otherwise). MS_ENOMEM. */
+int gguf_config_json(struct json_t **out, const gguf_file *g);
 /* The canonical (Hugging Face) name of GGUF tensor `gguf` under `arch`, or the GGUF name itself
  * when the table has no row for it; `pack` (may be NULL) receives the expert pack's name, or ""
  * when the tensor has its own blob. */

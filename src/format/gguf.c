@@ -33,7 +33,7 @@ int gguf__rd_u32(gguf__rd *r, uint32_t *out, const char *field)
 {
     if (need(r, 4, field) < 0)
         return MS_EINVALID;
-    *out = gguf__le32(r->buf + r->pos);
+    *out = ms_le32(r->buf + r->pos);
     r->pos += 4;
     return 0;
 }
@@ -42,7 +42,7 @@ int gguf__rd_u64(gguf__rd *r, uint64_t *out, const char *field)
 {
     if (need(r, 8, field) < 0)
         return MS_EINVALID;
-    *out = gguf__le64(r->buf + r->pos);
+    *out = ms_le64(r->buf + r->pos);
     r->pos += 8;
     return 0;
 }
@@ -144,7 +144,7 @@ static int index_str_array(gguf_file *g, gguf__kv *kv)
                       (unsigned long long)kv->arr_count);
     for (uint64_t i = 0; i < kv->arr_count; i++) {
         kv->str_off[i] = pos;
-        pos += 8 + (size_t)gguf__le64(g->buf + pos);
+        pos += 8 + (size_t)ms_le64(g->buf + pos);
     }
     return 0;
 }
@@ -167,8 +167,8 @@ static int read_kv(gguf_file *g, gguf__rd *r, size_t i)
     kv->val_len = r->pos - kv->val_off;
     if (kv->type != GGUF_TYPE_ARRAY)
         return 0;
-    kv->arr_type = gguf__le32(g->buf + kv->val_off);
-    kv->arr_count = gguf__le64(g->buf + kv->val_off + 4);
+    kv->arr_type = ms_le32(g->buf + kv->val_off);
+    kv->arr_count = ms_le64(g->buf + kv->val_off + 4);
     kv->arr_off = kv->val_off + ARR_HDR_BYTES;
     return kv->arr_type == GGUF_TYPE_STRING ? index_str_array(g, kv) : 0;
 }
@@ -203,7 +203,7 @@ static int read_alignment(gguf_file *g)
     if (g->kv[i].type != GGUF_TYPE_UINT32)
         return ms_err(MS_EINVALID, "kv 'general.alignment' has type %s, expected u32",
                       type_names[g->kv[i].type]);
-    a = gguf__le32(g->buf + g->kv[i].val_off);
+    a = ms_le32(g->buf + g->kv[i].val_off);
     if (a == 0 || (a & (a - 1)))
         return ms_err(MS_EINVALID, "kv 'general.alignment' %u is not a nonzero power of two", a);
     g->alignment = a;

@@ -1,16 +1,9 @@
-/* gguf_int.h: helpers shared by gguf*.c only (tests may use them): little-endian loads and the
- * bounded cursor that walks encoded GGUF values. */
+/* gguf_int.h: helpers shared by gguf*.c only (tests may use them): the bounded cursor that walks
+ * encoded GGUF values (little-endian loads are util.h's ms_le*). */
 #ifndef MSTORE_GGUF_INT_H
 #define MSTORE_GGUF_INT_H
 
 #include "format/format.h"
-
-static inline uint16_t gguf__le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t gguf__le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t gguf__le64(const uint8_t *p) { return gguf__le32(p) | (uint64_t)gguf__le32(p + 4) << 32; }
 
 /* A cursor over [buf, buf + len). Every read checks the bytes that remain first, so a count
  * read from the file can be compared with `len - pos` before it is trusted. */

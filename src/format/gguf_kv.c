@@ -48,13 +48,13 @@ static void decode_int(uint32_t t, const uint8_t *p, int *neg, uint64_t *u)
     *neg = 0;
     switch (t) {
     case GGUF_TYPE_UINT8: *u = p[0]; return;
-    case GGUF_TYPE_UINT16: *u = gguf__le16(p); return;
-    case GGUF_TYPE_UINT32: *u = gguf__le32(p); return;
-    case GGUF_TYPE_UINT64: *u = gguf__le64(p); return;
+    case GGUF_TYPE_UINT16: *u = ms_le16(p); return;
+    case GGUF_TYPE_UINT32: *u = ms_le32(p); return;
+    case GGUF_TYPE_UINT64: *u = ms_le64(p); return;
     case GGUF_TYPE_INT8: s = (int8_t)p[0]; break;
-    case GGUF_TYPE_INT16: s = (int16_t)gguf__le16(p); break;
-    case GGUF_TYPE_INT32: s = (int32_t)gguf__le32(p); break;
-    default: s = (int64_t)gguf__le64(p); break;
+    case GGUF_TYPE_INT16: s = (int16_t)ms_le16(p); break;
+    case GGUF_TYPE_INT32: s = (int32_t)ms_le32(p); break;
+    default: s = (int64_t)ms_le64(p); break;
     }
     *neg = s < 0;
     *u = (uint64_t)s;
@@ -63,13 +63,13 @@ static void decode_int(uint32_t t, const uint8_t *p, int *neg, uint64_t *u)
 static double decode_float(uint32_t t, const uint8_t *p)
 {
     if (t == GGUF_TYPE_FLOAT32) {
-        uint32_t b = gguf__le32(p);
+        uint32_t b = ms_le32(p);
         float f;
 
         memcpy(&f, &b, sizeof f);
         return f;
     } else {
-        uint64_t b = gguf__le64(p);
+        uint64_t b = ms_le64(p);
         double d;
 
         memcpy(&d, &b, sizeof d);
@@ -115,7 +115,7 @@ int gguf_get_str(const gguf_file *g, const char *key, const char **s, size_t *le
         return MS_ENOTFOUND;
     if (kv->type != GGUF_TYPE_STRING)
         return wrong_type(g, kv, "string");
-    *len = (size_t)gguf__le64(g->buf + kv->val_off);
+    *len = (size_t)ms_le64(g->buf + kv->val_off);
     *s = (const char *)g->buf + kv->val_off + 8;
     return 0;
 }
@@ -238,7 +238,7 @@ int gguf_arr_str(const gguf_file *g, const char *key, uint64_t i, const char **s
         return ms_err(MS_EINVALID, "%s: kv '%s' is an array of %s, expected string", g->what, key,
                       gguf_type_name(kv->arr_type));
     p = g->buf + kv->str_off[i];
-    *len = (size_t)gguf__le64(p);
+    *len = (size_t)ms_le64(p);
     *s = (const char *)p + 8;
     return 0;
 }
@@ -360,7 +360,7 @@ static json_t *json_value(const gguf_file *g, size_t *pos, uint32_t type)
     uint64_t n;
 
     if (type == GGUF_TYPE_STRING) {
-        n = gguf__le64(p);
+        n = ms_le64(p);
         *pos += 8 + (size_t)n;
         return json_bytes(p + 8, (size_t)n);
     }
@@ -368,8 +368,8 @@ static json_t *json_value(const gguf_file *g, size_t *pos, uint32_t type)
         *pos += gguf_type_size(type);
         return json_scalar(type, p);
     }
-    et = gguf__le32(p);
-    n = gguf__le64(p + 4);
+    et = ms_le32(p);
+    n = ms_le64(p + 4);
     *pos += 12;
     if (!(arr = json_array()))
         return NULL;

@@ -5,14 +5,36 @@
  *
  * A row applies to every architecture unless `arch` names one; rows for a specific
  * architecture are tried first, so gemma3's norms can differ from llama's without a special
- * case in code. Names of architectures not listed in `known` are kept as they are. */
+ * case in code. Names of architectures not listed in `archs` are kept as they are.
+ *
+ * The architecture table is the one list of what mstore runs: the runtime's config reader
+ * (gguf_arch_decoder) and the name mapping (gguf_arch_known) both read it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "format/format.h"
 
-static const char *const known[] = { "llama", "mistral", "qwen2", "qwen3", "gemma3", "phi3", "mixtral", "qwen3moe", "qwen2moe", NULL };
+/* The architectures mstore runs, by every name a file gives them -> the decoder that runs them
+ * (runtime.h). `gguf`: the name is a GGUF general.architecture, whose tensor names the rows
+ * below map; the others are Hugging Face model_type spellings met in config.json. */
+static const struct arch {
+    const char *name, *decoder;
+    int gguf;
+} archs[] = {
+    { "llama", "llama", 1 },        { "mistral", "llama", 1 },     { "mixtral", "llama", 1 },
+    { "qwen2", "qwen2", 1 },        { "qwen3", "qwen3", 1 },       { "qwen2moe", "qwen2moe", 1 },
+    { "qwen2_moe", "qwen2moe", 0 }, { "qwen3moe", "qwen3moe", 1 }, { "qwen3_moe", "qwen3moe", 0 },
+    { "gemma3", "gemma3", 1 },      { "gemma3_text", "gemma3", 0 }, { "phi3", "phi3", 1 },
+};
+
+static const struct arch *arch_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (strcmp(name, archs[i].name) == 0)
+            return &archs[i];
+    return NULL;
+}
 
 static const struct row {
     const char *arch;   /* NULL: any known architecture */
@@ -59,10 +81,16 @@ static const struct { const char *gguf, *hf; } globals[] = {
 
 int gguf_arch_known(const char *arch)
 {
-    for (size_t i = 0; known[i]; i++)
-        if (strcmp(arch, known[i]) == 0)
-            return 1;
-    return 0;
+    const struct arch *a = arch_find(arch);
+
+    return a && a->gguf;
+}
+
+const char *gguf_arch_decoder(const char *arch)
+{
+    const struct arch *a = arch_find(arch);
+
+    return a ? a->decoder : NULL;
 }
 
 /* Split "blk.12.attn_q.weight" into layer 12, kind "attn_q", suffix ".weight". */

@@ -2,12 +2,9 @@
  * llama.cpp and gguf-py read it: header, kv in insertion order, tensor infos in insertion order,
  * zero padding to the alignment, then each tensor at the next multiple of the alignment with its
  * tail zero padded. Values are encoded when set, so emit only concatenates. */
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "format/gguf_int.h"
 
@@ -41,18 +38,6 @@ struct gguf_writer {
     uint64_t data_nbytes;   /* data section size, every tensor padded */
 };
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> 8 * i);
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> 8 * i);
-}
-
 int gguf_writer_new(gguf_writer **out, uint32_t version, uint32_t alignment)
 {
     *out = NULL;
@@ -84,20 +69,6 @@ void gguf_writer_free(gguf_writer *w)
     free(w);
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *p;
-
-    if (n < *cap)
-        return 0;
-    if (!(p = realloc(*arr, ncap * elem)))
-        return ms_err(MS_ENOMEM, "gguf writer: out of memory");
-    *arr = p;
-    *cap = ncap;
-    return 0;
-}
-
 /* Take ownership of `val` (malloc'd, len bytes) as the value of `key`; frees it on failure. */
 static int add_kv(gguf_writer *w, const char *key, uint32_t type, uint8_t *val, size_t len)
 {
@@ -115,12 +86,12 @@ static int add_kv(gguf_writer *w, const char *key, uint32_t type, uint8_t *val, 
         }
     /* the reader takes the data section's alignment from this key: it must agree with ours */
     if (strcmp(key, "general.alignment") == 0 &&
-        (type != GGUF_TYPE_UINT32 || len != 4 || gguf__le32(val) != w->alignment)) {
+        (type != GGUF_TYPE_UINT32 || len != 4 || ms_le32(val) != w->alignment)) {
         ms_err(MS_EINVALID, "gguf writer: kv 'general.alignment' must be the u32 %u given to gguf_writer_new",
                w->alignment);
         goto fail;
     }
-    if ((rc = grow((void **)&w->kv, &w->cap_kv, w->n_kv, sizeof *w->kv)) < 0)
+    if ((rc = ms_grow(&w->kv, &w->cap_kv, w->n_kv + 1, sizeof *w->kv)) < 0)
         goto fail;
     if (!(k = strdup(key))) {
         rc = ms_err(MS_ENOMEM, "gguf writer: out of memory");
@@ -168,7 +139,7 @@ int gguf_writer_set_str(gguf_writer *w, const char *key, const char *s, size_t l
 
     if (len > SIZE_MAX - 8 || !(val = malloc(8 + len)))
         return ms_err(MS_ENOMEM, "gguf writer: kv '%s': out of memory", key);
-    put_u64(val, len);
+    ms_put_le64(val, len);
     if (len)
         memcpy(val + 8, s, len);
     return add_kv(w, key, GGUF_TYPE_STRING, val, 8 + len);
@@ -195,8 +166,8 @@ int gguf_writer_set_arr(gguf_writer *w, const char *key, uint32_t elem_type, con
                               (unsigned long long)i);
     if (!(val = malloc(n)))
         return ms_err(MS_ENOMEM, "gguf writer: kv '%s': out of memory", key);
-    put_u32(val, elem_type);
-    put_u64(val + 4, count);
+    ms_put_le32(val, elem_type);
+    ms_put_le64(val + 4, count);
     if (n > 12)
         memcpy(val + 12, data, n - 12);
     return add_kv(w, key, GGUF_TYPE_ARRAY, val, n);
@@ -213,12 +184,12 @@ int gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *
             return ms_err(MS_EINVALID, "gguf writer: kv '%s': string array size overflows", key);
     if (!(val = malloc(n)))
         return ms_err(MS_ENOMEM, "gguf writer: kv '%s': out of memory", key);
-    put_u32(val, GGUF_TYPE_STRING);
-    put_u64(val + 4, count);
+    ms_put_le32(val, GGUF_TYPE_STRING);
+    ms_put_le64(val + 4, count);
     for (uint64_t i = 0; i < count; i++) {
         size_t len = lens ? lens[i] : strlen(strs[i]);
 
-        put_u64(val + pos, len);
+        ms_put_le64(val + pos, len);
         if (len)
             memcpy(val + pos + 8, strs[i], len);
         pos += 8 + len;
@@ -269,7 +240,7 @@ int gguf_writer_add_tensor(gguf_writer *w, const char *name, int type, int n_dim
     t.offset = w->data_nbytes;
     if (ms_add64(&end, t.offset, nbytes) < 0 || ms_add64(&end, end, w->alignment - 1) < 0)
         return ms_err(MS_EINVALID, "gguf writer: tensor '%s': data section size overflows", name);
-    if ((rc = grow((void **)&w->t, &w->cap_t, w->n_t, sizeof *w->t)) < 0)
+    if ((rc = ms_grow(&w->t, &w->cap_t, w->n_t + 1, sizeof *w->t)) < 0)
         return rc;
     if (!(t.name = strdup(name)))
         return ms_err(MS_ENOMEM, "gguf writer: out of memory");
@@ -321,31 +292,31 @@ static int build_header(const gguf_writer *w, uint8_t **out, size_t *len)
     if (n > SIZE_MAX || !(b = malloc((size_t)n)))
         return ms_err(MS_ENOMEM, "gguf writer: out of memory for a %llu-byte header", (unsigned long long)n);
     p = b;
-    put_u32(p, GGUF_MAGIC), p += 4;
-    put_u32(p, w->version), p += 4;
-    put_u64(p, w->n_t), p += 8;
-    put_u64(p, w->n_kv + (size_t)auto_alignment(w)), p += 8;
+    ms_put_le32(p, GGUF_MAGIC), p += 4;
+    ms_put_le32(p, w->version), p += 4;
+    ms_put_le64(p, w->n_t), p += 8;
+    ms_put_le64(p, w->n_kv + (size_t)auto_alignment(w)), p += 8;
     if (auto_alignment(w)) {
-        put_u64(p, 17), memcpy(p + 8, "general.alignment", 17), p += 25;
-        put_u32(p, GGUF_TYPE_UINT32), put_u32(p + 4, w->alignment), p += 8;
+        ms_put_le64(p, 17), memcpy(p + 8, "general.alignment", 17), p += 25;
+        ms_put_le32(p, GGUF_TYPE_UINT32), ms_put_le32(p + 4, w->alignment), p += 8;
     }
     for (size_t i = 0; i < w->n_kv; i++) {
         size_t kl = strlen(w->kv[i].key);
 
-        put_u64(p, kl), memcpy(p + 8, w->kv[i].key, kl), p += 8 + kl;
-        put_u32(p, w->kv[i].type), p += 4;
+        ms_put_le64(p, kl), memcpy(p + 8, w->kv[i].key, kl), p += 8 + kl;
+        ms_put_le32(p, w->kv[i].type), p += 4;
         memcpy(p, w->kv[i].val, w->kv[i].len), p += w->kv[i].len;
     }
     for (size_t i = 0; i < w->n_t; i++) {
         const wtensor *t = &w->t[i];
         size_t nl = strlen(t->name);
 
-        put_u64(p, nl), memcpy(p + 8, t->name, nl), p += 8 + nl;
-        put_u32(p, (uint32_t)t->n_dims), p += 4;
+        ms_put_le64(p, nl), memcpy(p + 8, t->name, nl), p += 8 + nl;
+        ms_put_le32(p, (uint32_t)t->n_dims), p += 4;
         for (int d = 0; d < t->n_dims; d++)
-            put_u64(p, t->ne[d]), p += 8;
-        put_u32(p, (uint32_t)t->type), p += 4;
-        put_u64(p, t->offset), p += 8;
+            ms_put_le64(p, t->ne[d]), p += 8;
+        ms_put_le32(p, (uint32_t)t->type), p += 4;
+        ms_put_le64(p, t->offset), p += 8;
     }
     *out = b;
     *len = (size_t)n;
@@ -400,41 +371,15 @@ static int fd_sink(void *ctx, const void *buf, size_t len) { return ms_write_all
 
 int gguf_writer_write_file(gguf_writer *w, const char *path)
 {
-    char *tmp = ms_strdup_printf("%s.tmp.XXXXXX", path), *dir = NULL;
-    int fd = -1, created = 0, rc;
+    ms_atomic a;
+    int rc;
 
-    if (!tmp || !(dir = strdup(path))) {
-        rc = ms_err(MS_ENOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    if ((fd = mkstemp(tmp)) < 0) {
-        rc = ms_err_os("%s: create", tmp);
-        goto done;
-    }
-    created = 1;
-    if ((rc = gguf_writer_emit(w, fd_sink, &fd)) < 0) {
+    if ((rc = ms_atomic_open(&a, path, NULL, 0644)) < 0)
+        return rc;
+    if ((rc = gguf_writer_emit(w, fd_sink, &a.fd)) < 0) {
         ms_err_ctx("%s", path);
-        goto done;
+        ms_atomic_abort(&a);
+        return rc;
     }
-    if (fsync(fd) < 0) {
-        rc = ms_err_os("%s: fsync", tmp);
-        goto done;
-    }
-    close(fd);
-    fd = -1;
-    /* the rename is the commit point: a reader never sees a partly written file under `path` */
-    if (rename(tmp, path) < 0) {
-        rc = ms_err_os("%s: rename to %s", tmp, path);
-        goto done;
-    }
-    created = 0;
-    rc = ms_fsync_dir(dirname(dir));
-done:
-    if (fd >= 0)
-        close(fd);
-    if (created)
-        unlink(tmp);
-    free(tmp);
-    free(dir);
-    return rc;
+    return ms_atomic_commit(&a);
 }

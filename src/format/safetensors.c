@@ -56,19 +56,6 @@ static int tensor_nbytes(uint64_t *out, st_dtype dtype, int n_dims, const uint64
     return 0;
 }
 
-/* "[3, 4]" into buf, truncated if it does not fit. */
-static const char *shape_fmt(char *buf, size_t len, int n_dims, const uint64_t *shape)
-{
-    size_t at = 0;
-
-    at += (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < n_dims && at < len; i++)
-        at += (size_t)snprintf(buf + at, len - at, "%s%" PRIu64, i ? ", " : "", shape[i]);
-    if (at < len)
-        snprintf(buf + at, len - at, "]");
-    return buf;
-}
-
 /* ---------------------------------------------------------------- reader */
 
 struct st_file {
@@ -174,7 +161,7 @@ static int parse_tensor(parse_ctx *c, st_tensor *t, json_t *entry)
     if (end > c->data_size)
         return ms_err(MS_EINVALID, "data_offsets [%" PRIu64 ", %" PRIu64 "] extend past the end of the data "
                       "region (%" PRIu64 " bytes)", begin, end, c->data_size);
-    shape_fmt(sbuf, sizeof sbuf, t->n_dims, t->shape);
+    tensor_blob_shape_format(sbuf, sizeof sbuf, t->n_dims, t->shape);
     if (tensor_nbytes(&want, t->dtype, t->n_dims, t->shape) < 0)
         return ms_err(MS_EINVALID, "shape %s x %s overflows 64 bits", sbuf, st_dtype_name(t->dtype));
     if (end - begin != want)
@@ -280,12 +267,11 @@ static int parse_entries(parse_ctx *c, json_t *root)
 static int check_header_size(uint64_t *hsize_out, const uint8_t *buf, size_t len, uint64_t file_size,
                              int header_only)
 {
-    uint64_t hsize = 0;
+    uint64_t hsize;
 
     if (len < 8)
         return ms_err(MS_EINVALID, "too short for the header size prefix (%zu bytes < 8)", len);
-    for (int i = 7; i >= 0; i--)
-        hsize = hsize << 8 | buf[i];
+    hsize = ms_le64(buf);
     if (hsize < 8)
         return ms_err(MS_EINVALID, "header size %" PRIu64 " is below the minimum 8", hsize);
     if (hsize > ST_HEADER_MAX)
@@ -439,16 +425,8 @@ struct st_writer {
 
 static int text_add(text *t, const char *s, size_t n)
 {
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory for the safetensors header (%zu bytes)", cap);
-        t->p = p;
-        t->cap = cap;
-    }
+    if (ms_grow(&t->p, &t->cap, t->len + n + 1, 1) < 0)
+        return ms_err_ctx("safetensors header");
     memcpy(t->p + t->len, s, n);
     t->len += n;
     t->p[t->len] = '\0';
@@ -569,7 +547,7 @@ static int check_add(const st_writer *w, const char *name, st_dtype dtype, int n
         return ms_err(MS_EINVALID, "%d dimensions (max %d)", n_dims, ST_MAX_DIMS);
     if (w->n_slots && *slot_find(w, name))
         return ms_err(MS_EINVALID, "name repeats");
-    shape_fmt(sbuf, sizeof sbuf, n_dims, shape);
+    tensor_blob_shape_format(sbuf, sizeof sbuf, n_dims, shape);
     if (tensor_nbytes(&want, dtype, n_dims, shape) < 0)
         return ms_err(MS_EINVALID, "shape %s x %s overflows 64 bits", sbuf, st_dtype_name(dtype));
     if (want != nbytes)
@@ -608,14 +586,8 @@ int st_writer_add(st_writer *w, const char *name, st_dtype dtype, int n_dims, co
         return ms_err_ctx("tensor '%s'", name);
     if (begin < w->data_end || ms_add64(&end, begin, nbytes) < 0)
         return ms_err(MS_EINVALID, "tensor '%s': data region exceeds 64 bits", name);
-    if (w->n == w->cap) {
-        size_t cap = w->cap ? w->cap * 2 : 16;
-        wentry *e = realloc(w->e, cap * sizeof *e);
-        if (!e)
-            return ms_err(MS_ENOMEM, "out of memory for %zu tensors", cap);
-        w->e = e;
-        w->cap = cap;
-    }
+    if ((rc = ms_grow(&w->e, &w->cap, w->n + 1, sizeof *w->e)) < 0)
+        return ms_err_ctx("tensor '%s'", name);
     if (2 * (w->n + 1) > w->n_slots && (rc = slots_grow(w)) < 0)
         return rc;
     if (!(copy = strdup(name)))
@@ -703,8 +675,7 @@ static int emit_header(st_writer *w, st_sink sink, void *ctx)
     uint8_t prefix[8];
     int rc;
 
-    for (int i = 0; i < 8; i++)
-        prefix[i] = (uint8_t)(hsize >> (8 * i));
+    ms_put_le64(prefix, hsize);
     if ((rc = text_add(&h, "{", 1)) < 0)
         goto done;
     if (w->n_meta && ((rc = text_addf(&h, "\"__metadata__\":{")) < 0 ||

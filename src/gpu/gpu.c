@@ -9,6 +9,8 @@
 
 uint32_t gpu_kernel_threads(gpu_kernel k)
 {
+    if (k >= GPU_K_MI)
+        return 128;   /* matmul.comp, GEMM 2 */
     if (k < GPU_K_MM)
         return 128;   /* matmul.comp, GEMM 0 */
     if (k < GPU_K_EMBED)
@@ -68,8 +70,13 @@ static int vt_of(const runtime_tensor *t)
 int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_tensor *t, uint64_t max_range,
                       const char *dev)
 {
-    uint64_t cols = t->shape[t->n_dims - 1], rows = t->n_dims > 1 ? t->shape[0] : 1, row_bytes = 0;
+    uint64_t cols = t->shape[t->n_dims - 1], rows = 1, row_bytes = 0;
     int vt = vt_of(t);
+
+    /* every dimension but the last counts rows: an expert pack [n_expert][rows][cols] is
+     * n_expert * rows rows, one expert's contiguous (MATMUL_ID offsets the row by the expert) */
+    for (int i = 0; i + 1 < t->n_dims; i++)
+        rows *= t->shape[i];
 
     memset(w, 0, sizeof *w);
     if (t->n_dims == 1 && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
@@ -127,6 +134,11 @@ void gpu_weight_place(gpu_weight *w, const runtime_tensor *t, const void *base)
 
 /* ---------------------------------------------------------------- checks */
 
+int gpu_supports(backend_op_kind kind)
+{
+    return (unsigned)kind < BACKEND_OP_COUNT;   /* every kind backend.h defines has a plan below */
+}
+
 int gpu_op_check(const gpu_limits *l, const backend_op *op)
 {
     if (op->kind == BACKEND_OP_MATMUL && (op->n > l->max_rows || op->cols > l->max_cols))
@@ -136,6 +148,17 @@ int gpu_op_check(const gpu_limits *l, const backend_op *op)
         (op->pos0 + op->n > l->n_ctx || op->head_dim > 256 || op->kv_heads <= 0 || op->heads % op->kv_heads))
         return ms_err(MS_ERROR, "attention to position %d (context %d), head_dim %d (at most 256), %d/%d heads",
                       op->pos0 + op->n, l->n_ctx, op->head_dim, op->heads, op->kv_heads);
+    if (op->kind == BACKEND_OP_ATTENTION && op->ring && (op->window <= 0 || op->ring < op->window + op->n - 1))
+        return ms_err(MS_ERROR, "attention over a ring of %d slots: %d tokens in a window of %d need %d", op->ring,
+                      op->n, op->window, op->window + op->n - 1);
+    if (op->kind == BACKEND_OP_MOE_ROUTE && (op->n_expert > 256 || op->n_used < 1 || op->n_used > op->n_expert))
+        return ms_err(MS_ERROR, "moe_route of %d of %d experts (the kernel takes at most 256)", op->n_used,
+                      op->n_expert);
+    if (op->kind == BACKEND_OP_MATMUL_ID &&
+        (op->n > l->max_rows || op->cols > l->max_cols || op->n_used < 1 || (uint64_t)op->n * op->n_used > 65535 ||
+         (op->rows + 7) / 8 > 65535))
+        return ms_err(MS_ERROR, "matmul_id of %d rows x %d slots x %d columns into %d: past the reserved %d x %d",
+                      op->n, op->n_used, op->cols, op->rows, l->max_rows, l->max_cols);
     if (op->kind == BACKEND_OP_ROPE && (op->n_rot > 1024 || op->n_rot > op->head_dim))
         return ms_err(MS_ERROR, "rope of %d dims in heads of %d", op->n_rot, op->head_dim);
     if (op->kind == BACKEND_OP_EMBED)
@@ -225,6 +248,35 @@ static int bind_matrix(const gpu_limits *l, gpu_dispatch *d, const gpu_weight *w
     return 0;
 }
 
+/* Binding 3 of an expert pack for MATMUL_ID: one binding over its bytes, and for MLX its scales
+ * and biases too (w_off, a_off, b_off are byte offsets in it), as bindings 4 and 5 are taken by
+ * the ids. */
+static int bind_pack(const gpu_limits *l, gpu_dispatch *d, const gpu_weight *w)
+{
+    uint64_t lo = w->data_off, hi = w->data_end;
+    uint32_t rem;
+    int rc, mlx = w->vt == GPU_T_MLX4 || w->vt == GPU_T_MLX8;
+
+    if (mlx) {
+        lo = lo < w->scales_off ? lo : w->scales_off;
+        lo = lo < w->biases_off ? lo : w->biases_off;
+        hi = hi > w->scales_end ? hi : w->scales_end;
+        hi = hi > w->biases_end ? hi : w->biases_end;
+    }
+    if ((rc = bind_weight(l, &d->b[2], &rem, w, lo, hi)) < 0)
+        return rc;
+    d->pc.w_off = rem + (uint32_t)(w->data_off - lo);
+    d->pc.row_bytes = w->row_bytes;
+    if (mlx) {
+        d->pc.a_off = rem + (uint32_t)(w->scales_off - lo);
+        d->pc.b_off = rem + (uint32_t)(w->biases_off - lo);
+        d->pc.s_row_bytes = w->s_row_bytes;
+        d->pc.gs = w->gs;
+        d->pc.stype = w->stype;
+    }
+    return 0;
+}
+
 static void bind_params(gpu_bind *b, size_t off, size_t range)
 {
     b->kind = GPU_B_PARAMS;
@@ -280,6 +332,7 @@ static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         pc->cols = (uint32_t)op->cols;
         pc->wtype = (uint32_t)op->w->t->type;
         pc->eps = op->eps;
+        pc->scale = op->w_offset; /* Gemma's (1 + w): 1; else 0 */
         d->rd[d->n_rd++] = op->src.buf;
         d->k = GPU_K_NORM;
         return groups_grid(d, (uint64_t)op->n);
@@ -350,7 +403,11 @@ static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         return groups_grid(d, pc->mode == 4 ? ((pc->dst_off & 1u) + pc->n + 1u) / 2u / 256u + 1u
                                             : (pc->n + 255u) / 256u);
     case BACKEND_OP_ATTENTION: {
-        uint64_t kv_need = (uint64_t)(op->pos0 + op->n) * op->kv_heads * op->head_dim;
+        /* a ring holds position p at slot p % ring: the slots read are below min(ring, positions) */
+        uint64_t slots = (uint64_t)(op->pos0 + op->n);
+        if (op->ring > 0 && (uint64_t)op->ring < slots)
+            slots = (uint64_t)op->ring;
+        uint64_t kv_need = slots * op->kv_heads * op->head_dim;
         if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
             (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
             (rc = bind_ref(l, &d->b[3], &pc->a_off, op->k, kv_need)) < 0 ||
@@ -362,7 +419,9 @@ static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         pc->heads = (uint32_t)op->heads;
         pc->kv_heads = (uint32_t)op->kv_heads;
         pc->head_dim = (uint32_t)op->head_dim;
-        pc->scale = 1.0f / sqrtf((float)op->head_dim);
+        pc->scale = op->scale != 0 ? op->scale : 1.0f / sqrtf((float)op->head_dim);
+        pc->rows = (uint32_t)(op->window > 0 ? op->window : 0);
+        pc->cols = (uint32_t)(op->ring > 0 ? op->ring : 0);
         d->rd[d->n_rd++] = op->src.buf;
         d->rd[d->n_rd++] = op->k.buf;
         d->rd[d->n_rd++] = op->v.buf;
@@ -378,7 +437,73 @@ static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         d->rd[d->n_rd++] = op->src.buf;
         d->k = GPU_K_ELEM;
         return groups_grid(d, (pc->n + 255u) / 256u);
-    default: /* the MoE, window, GeGLU, scale and soft-cap kinds: backend_run refuses them first */
+    case BACKEND_OP_GEGLU:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
+            return rc;
+        pc->mode = 5;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->k = GPU_K_ELEM;
+        return groups_grid(d, (pc->n + 255u) / 256u);
+    case BACKEND_OP_SCALE:
+    case BACKEND_OP_SOFTCAP:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0)
+            return rc;
+        pc->mode = op->kind == BACKEND_OP_SCALE ? 6 : 7;
+        pc->scale = op->scale;
+        d->k = GPU_K_ELEM;
+        return groups_grid(d, (pc->n + 255u) / 256u);
+    case BACKEND_OP_GATED_ADD:
+    case BACKEND_OP_MOE_SUM: {
+        int sum = op->kind == BACKEND_OP_MOE_SUM;
+        uint64_t n_src = (uint64_t)op->n * (sum ? op->n_used : 1) * op->cols;
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, n_src)) < 0 ||
+            (rc = bind_ref(l, &d->b[3], &pc->a_off, op->wts, (uint64_t)op->n * (sum ? op->n_used : 1))) < 0)
+            return rc;
+        pc->n = (uint32_t)(op->n * op->cols);
+        pc->cols = (uint32_t)op->cols;
+        pc->rows = (uint32_t)(sum ? op->n_used : 1);
+        pc->mode = sum ? 9 : 8;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->rd[d->n_rd++] = op->wts.buf;
+        d->k = GPU_K_ELEM;
+        return groups_grid(d, (pc->n + 255u) / 256u);
+    }
+    case BACKEND_OP_MOE_ROUTE:
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->n_used)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->n_expert)) < 0 ||
+            (rc = bind_ref(l, &d->b[3], &pc->a_off, op->ids, (uint64_t)op->n * op->n_used)) < 0)
+            return rc;
+        pc->rows = (uint32_t)op->n_used;
+        pc->cols = (uint32_t)op->n_expert;
+        pc->mode = (uint32_t)op->route;
+        d->wr2 = op->ids.buf;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->k = GPU_K_ROUTE;
+        return groups_grid(d, ((uint64_t)op->n + 63) / 64);
+    case BACKEND_OP_MATMUL_ID: {
+        uint64_t pairs = (uint64_t)op->n * op->n_used;
+        /* push constants past matmul's: pos0 = the ids' offset, heads = n_used, interleaved =
+         * src_bcast, n_rot = n_expert */
+        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, pairs * op->rows)) < 0 ||
+            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (op->src_bcast ? (uint64_t)op->n : pairs) * op->cols)) <
+                0 ||
+            (rc = bind_ref(l, &d->b[3], &pc->pos0, op->ids, pairs)) < 0 || (rc = bind_pack(l, d, w)) < 0)
+            return rc;
+        pc->rows = (uint32_t)op->rows;
+        pc->cols = (uint32_t)op->cols;
+        pc->heads = (uint32_t)op->n_used;
+        pc->interleaved = (uint32_t)(op->src_bcast != 0);
+        pc->n_rot = (uint32_t)op->n_expert;
+        d->rd[d->n_rd++] = op->src.buf;
+        d->rd[d->n_rd++] = op->ids.buf;
+        d->k = GPU_K_MI + w->vt;
+        d->gx = (uint32_t)((op->rows + 7) / 8);
+        d->gy = (uint32_t)pairs;
+        return 0;
+    }
+    default:
         break;
     }
     return ms_err(MS_ERROR, "gpu: op kind %d is unknown", (int)op->kind);
@@ -395,5 +520,17 @@ int gpu_plan_op(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         return rc;
     }
     d->pc.wg_x = d->gx;
+    return 0;
+}
+
+int gpu_region_add(void *list, size_t *n, size_t *cap, void *region)
+{
+    void **v;
+    int rc;
+
+    if ((rc = ms_grow(list, cap, *n + 1, sizeof *v)) < 0)
+        return rc;
+    memcpy(&v, list, sizeof v);   /* the host's T **: pointers to objects share one representation */
+    v[(*n)++] = region;
     return 0;
 }

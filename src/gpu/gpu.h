@@ -54,7 +54,9 @@ typedef enum gpu_kernel {
     GPU_K_ELEM,
     GPU_K_ATT_F32,
     GPU_K_ATT_F16,
-    GPU_K_COUNT
+    GPU_K_ROUTE,                          /* moe_route.comp: MOE_ROUTE */
+    GPU_K_MI,                             /* + GPU_T_*: MATMUL_ID (matmul.comp, GEMM 2) */
+    GPU_K_COUNT = GPU_K_MI + GPU_T_COUNT
 } gpu_kernel;
 
 /* Invocations per workgroup of kernel k: its local_size_x (the kernels' layout lines). Vulkan
@@ -73,6 +75,11 @@ typedef struct gpu_weight {
     uint32_t row_bytes, s_row_bytes, gs, stype;
 } gpu_weight;
 
+/* Append `region` (the host's vk_region * / mtl_region *) to the host's list of weight regions:
+ * `list` is the address of its T ** array, *n its entries, *cap its capacity. Each host makes
+ * one region per blob mapping (or per copied weight) and frees them all at close. MS_ENOMEM. */
+int gpu_region_add(void *list, size_t *n, size_t *cap, void *region);
+
 /* Fill w's type and row layout from t, and [*lo, *hi): the host addresses of every byte the
  * kernels read (data, and MLX scales and biases). MS_EUNSUPPORTED naming the tensor, its type
  * and `dev` when the kernels cannot run it; MS_EINVALID for a shape they cannot hold or one
@@ -88,6 +95,9 @@ typedef struct gpu_limits {
     int max_rows, max_cols, n_ctx, heads;
     uint64_t align, max_range;
 } gpu_limits;
+
+/* 1 when the kernels run ops of `kind` (backend_impl.supports of every host of them). */
+int gpu_supports(backend_op_kind kind);
 
 /* Refuse an op past the reserved limits or the kernels' (head_dim <= 256, n_rot <= 1024, token
  * ids inside the embedding) before anything is recorded: MS_ERROR saying which. */
@@ -110,8 +120,9 @@ typedef struct gpu_dispatch {
     gpu_bind b[5];            /* bindings 1..5 */
     gpu_push pc;              /* wg_x set to gx */
     uint32_t gx, gy;          /* workgroups: a grid of rows of at most 65535 */
-    /* for hosts that order dispatches themselves: the buffer written, and those read */
-    const backend_buf *wr, *rd[3];
+    /* for hosts that order dispatches themselves: the buffers written (wr2: MOE_ROUTE's ids, else
+     * NULL), and those read */
+    const backend_buf *wr, *wr2, *rd[3];
     int n_rd;
 } gpu_dispatch;
 

@@ -17,21 +17,21 @@ static json_t *get_real(json_t *c, const char *key, double dflt)
     return json_is_number(v) ? json_real(json_number_value(v)) : json_real(dflt);
 }
 
-int import_config_store(store *s, manifest *m, json_t *config)
+int import_config_store(store_txn *t, manifest *m, json_t *config)
 {
     char digest[72], *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
     int rc;
 
     if (!text)
         return ms_err(MS_ENOMEM, "out of memory");
-    rc = blob_put_buf(digest, store_home(s), text, strlen(text));
+    rc = store_txn_blob_put(t, digest, text, strlen(text));
     if (rc == 0)
         rc = manifest_config_set(m, MT_CONFIG, digest, strlen(text));
     free(text);
     return rc;
 }
 
-int import_config_commit(store *s, manifest *m, json_t *hf, json_t *dtypes, const char *format, const char *source_path,
+int import_config_commit(store_txn *t, manifest *m, json_t *hf, json_t *dtypes, const char *format, const char *source_path,
                          json_t *extra)
 {
     json_t *c = json_object(), *v;
@@ -78,20 +78,22 @@ int import_config_commit(store *s, manifest *m, json_t *hf, json_t *dtypes, cons
     json_object_set(c, "hf_config", hf);   /* everything else config.json said, kept whole */
     if (extra)
         json_object_update(c, extra);
-    rc = import_config_store(s, m, c);
+    rc = import_config_store(t, m, c);
     json_decref(c);
     return rc;
 }
 
-int import_manifest_commit(store *s, manifest *m, const model_name *name, char digest_out[72])
+int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, char digest_out[72])
 {
     char *text = NULL;
     size_t len = 0;
     int rc;
 
-    if ((rc = manifest_serialize(&text, &len, m)) < 0)
+    if ((rc = manifest_serialize(&text, &len, m)) < 0) {
+        store_txn_abort(t);
         return rc;
-    rc = store_model_commit(s, name, text, len, digest_out);
+    }
+    rc = store_txn_commit(t, name, text, len, digest_out);
     free(text);
     return rc;
 }

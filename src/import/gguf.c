@@ -38,25 +38,15 @@ static int st_dtype_of(st_dtype *out, int ggml)
     }
 }
 
-static void shape_string(char *buf, size_t len, const gguf_tensor *t)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = t->n_dims - 1; d >= 0 && n < len; d--)
-        n += (size_t)snprintf(buf + n, len - n, "%llu%s", (unsigned long long)t->ne[d], d ? ", " : "");
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 /* Add one tensor to a blob under construction. In a pack, metadata keys carry ":<name>".
  * With --quantize, float matrices are quantized on the way (`*quantized_out` set). */
 static int item_add(st_writer *w, const item *it, int packed, import_quant *q, import_source *src,
                     uint64_t data_offset, int *quantized_out)
 {
     const gguf_tensor *t = it->t;
+    const char *key = packed ? it->hf : NULL;
     uint64_t shape[GGUF_MAX_DIMS + 1];
-    char key[NAME_MAX_LEN + 32], val[256];
-    const char *sfx = packed ? ":" : "";
-    const char *nm = packed ? it->hf : "";
+    tensor_blob_meta meta = {.gguf_name = t->name};
     int n = 0, rc;
     st_dtype dt;
 
@@ -65,8 +55,8 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
         for (int d = t->n_dims - 1; d >= 0; d--)
             shape[n++] = t->ne[d];
         if (import_quant_wants(q, it->hf, dt, n, shape)) {
-            snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
-            if ((rc = st_writer_meta(w, key, t->name)) < 0)
+            /* gguf_name first, then the quantizer's keys: the order the blob has always had */
+            if ((rc = tensor_blob_meta_put(w, key, &meta)) < 0)
                 return rc;
             void *data = t->nbytes <= SIZE_MAX ? import_quant_buf(q, (size_t)t->nbytes) : NULL;
             if (!data)
@@ -83,16 +73,12 @@ static int item_add(st_writer *w, const item *it, int packed, import_quant *q, i
         for (int d = t->n_dims - 1; d >= 1; d--)
             shape[n++] = t->ne[d];
         shape[n++] = row;
-        snprintf(key, sizeof key, "quant_type%s%s", sfx, nm);
-        if ((rc = st_writer_meta(w, key, ggml_type_name(t->type))) < 0)
-            return rc;
-        shape_string(val, sizeof val, t);
-        snprintf(key, sizeof key, "logical_shape%s%s", sfx, nm);
-        if ((rc = st_writer_meta(w, key, val)) < 0)
-            return rc;
+        meta.quant_type = ggml_type_name(t->type);
+        meta.n_dims = t->n_dims;
+        for (int d = 0; d < t->n_dims; d++)
+            meta.shape[d] = t->ne[t->n_dims - 1 - d];   /* HF order */
     }
-    snprintf(key, sizeof key, "gguf_name%s%s", sfx, nm);
-    if ((rc = st_writer_meta(w, key, t->name)) < 0)
+    if ((rc = tensor_blob_meta_put(w, key, &meta)) < 0)
         return rc;
     /* t->data points into the mapping, which is never read: import_sources_emit reads the
      * file at the same offset. */
@@ -138,7 +124,7 @@ static void test_shrink(const char *path)
 
 /* The blob of one unit. Tensor data reaches the writer from the file (import_sources_emit); a
  * tensor quantized on the way is read into memory whole first. */
-static int unit_import(unit *u, const item *items, blob_batch *b, import_source *src, uint64_t data_offset,
+static int unit_import(unit *u, const item *items, store_txn *t, import_source *src, uint64_t data_offset,
                        import_quant *q, json_t *qsum)
 {
     st_writer *w = NULL;
@@ -157,7 +143,7 @@ static int unit_import(unit *u, const item *items, blob_batch *b, import_source 
         json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
     }
     if (rc == 0)
-        rc = import_tensor_blob(u->digest, &u->size, b, w, &src, 1);
+        rc = import_tensor_blob(u->digest, &u->size, t, w, &src, 1);
     st_writer_free(w);
     import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
     return rc;
@@ -166,7 +152,7 @@ static int unit_import(unit *u, const item *items, blob_batch *b, import_source 
 /* Blobs for every tensor, one per tensor or per expert pack. They are written in file order,
  * so that the reads follow the whole-file hash through the file (on a cold cache the disk is
  * read once), and named in the manifest in name order, as before. */
-static int tensors_import(blob_batch *b, gguf_file *g, import_source *src, const char *path, manifest *m,
+static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const char *path, manifest *m,
                           const char *arch, json_t *qsum, const import_opts *o, import_quant *q)
 {
     size_t n = gguf_tensor_count(g), n_units = 0;
@@ -208,7 +194,7 @@ static int tensors_import(blob_batch *b, gguf_file *g, import_source *src, const
     pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
     for (size_t k = 0; k < n_units; k++) {
         unit *u = order[k];
-        if ((rc = unit_import(u, items, b, src, gguf_data_offset(g), q, qsum)) < 0) {
+        if ((rc = unit_import(u, items, t, src, gguf_data_offset(g), q, qsum)) < 0) {
             if (!import_source_changed(src))
                 ms_err_ctx("tensor '%s'", items[u->first].t->name);
             break;
@@ -272,7 +258,7 @@ static int gaps_scan(blob_writer *w, import_source *src, uint8_t *buf, size_t bu
     return 0;
 }
 
-static int gaps_import(blob_batch *batch, gguf_file *g, import_source *src, manifest *m, int *has_gaps)
+static int gaps_import(store_txn *t, gguf_file *g, import_source *src, manifest *m, int *has_gaps)
 {
     size_t n = gguf_tensor_count(g), buf_len = 1u << 20;
     const gguf_tensor **by = calloc(n ? n : 1, sizeof *by);
@@ -297,10 +283,10 @@ static int gaps_import(blob_batch *batch, gguf_file *g, import_source *src, mani
     if ((rc = gaps_scan(NULL, src, buf, buf_len, by, n, gguf_data_offset(g), end, gguf_alignment(g), &gl,
                         &nonzero)) < 0 || !nonzero || !gl)
         goto done;
-    if ((rc = blob_writer_open(&w, blob_batch_home(batch))) < 0 ||
+    if ((rc = store_txn_blob_open(t, &w)) < 0 ||
         (rc = gaps_scan(w, src, buf, buf_len, by, n, gguf_data_offset(g), end, gguf_alignment(g), &gl, &nonzero)) < 0)
         goto done;
-    rc = blob_batch_add(batch, digest, w, NULL);
+    rc = store_txn_blob_add(t, digest, NULL, w, NULL);
     w = NULL;
     if (rc == 0)
         rc = manifest_layer_add(m, MT_GGUF_GAPS, digest, gl, NULL);
@@ -312,141 +298,24 @@ done:
     return rc;
 }
 
-/* A small blob of the import (header, template) into the batch: it lands with the tensors. */
-static int batch_put(char digest_out[72], blob_batch *b, const void *buf, size_t len)
+/* The config blob: the model fields as src/format reads them from the metadata
+ * (gguf_config_json, the reader run --gguf uses too), then the quantization summary and where
+ * the weights came from. */
+static int config_build(json_t **out, gguf_file *g, uint64_t file_size, json_t *qsum, const char *path,
+                        const char *file_digest, int has_gaps)
 {
-    blob_writer *w = NULL;
+    const char *base = strrchr(path, '/');
+    json_t *c;
     int rc;
 
-    if ((rc = blob_writer_open(&w, blob_batch_home(b))) < 0)
+    if ((rc = gguf_config_json(&c, g)) < 0)
         return rc;
-    if ((rc = blob_writer_write(w, buf, len)) < 0) {
-        blob_writer_abort(w);
-        return rc;
-    }
-    return blob_batch_add(b, digest_out, w, NULL);
-}
-
-static void put_uint(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key)
-{
-    char k[256];
-    uint64_t v;
-
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    if (gguf_get_uint(g, k, &v) == 0)
-        json_object_set_new(c, field, json_integer((json_int_t)v));
-    else if (!json_object_get(c, field))
-        json_object_set_new(c, field, json_null());
-}
-
-static void put_float(json_t *c, const char *field, gguf_file *g, const char *arch, const char *key, double dflt)
-{
-    char k[256];
-    double v;
-
-    snprintf(k, sizeof k, "%s.%s", arch, key);
-    json_object_set_new(c, field, json_real(gguf_get_float(g, k, &v) == 0 ? v : dflt));
-}
-
-static json_t *token_id(gguf_file *g, const char *key)
-{
-    uint64_t v;
-    return gguf_get_uint(g, key, &v) == 0 ? json_integer((json_int_t)v) : json_null();
-}
-
-static json_t *config_build(gguf_file *g, uint64_t file_size, const char *arch, json_t *qsum, const char *path,
-                            const char *file_digest, int has_gaps)
-{
-    json_t *c = json_object();
-    const char *s, *base = strrchr(path, '/');
-    char k[256];
-    size_t len;
-    uint64_t v, heads = 0, hidden = 0, count;
-    uint32_t et;
-
-    json_object_set_new(c, "architecture", json_string(arch));
-    put_uint(c, "hidden_size", g, arch, "embedding_length");
-    put_uint(c, "num_hidden_layers", g, arch, "block_count");
-    put_uint(c, "num_attention_heads", g, arch, "attention.head_count");
-    put_uint(c, "num_key_value_heads", g, arch, "attention.head_count_kv");
-    put_uint(c, "head_dim", g, arch, "attention.key_length");
-    put_uint(c, "intermediate_size", g, arch, "feed_forward_length");
-    put_uint(c, "max_position_embeddings", g, arch, "context_length");
-    put_uint(c, "sliding_window", g, arch, "attention.sliding_window");
-    put_uint(c, "num_experts", g, arch, "expert_count");
-    put_uint(c, "num_experts_per_tok", g, arch, "expert_used_count");
-    put_uint(c, "moe_intermediate_size", g, arch, "expert_feed_forward_length");
-    put_uint(c, "shared_expert_intermediate_size", g, arch, "expert_shared_feed_forward_length");
-    snprintf(k, sizeof k, "%s.final_logit_softcapping", arch);   /* gemma: only when the file sets it */
-    {
-        double cap;
-        if (gguf_get_float(g, k, &cap) == 0)
-            json_object_set_new(c, "final_logit_softcapping", json_real(cap));
-    }
-    put_uint(c, "rope_dimension_count", g, arch, "rope.dimension_count");
-    /* Defaults as llama.cpp applies them: kv heads = heads, head_dim = hidden / heads. */
-    heads = (uint64_t)json_integer_value(json_object_get(c, "num_attention_heads"));
-    hidden = (uint64_t)json_integer_value(json_object_get(c, "hidden_size"));
-    if (json_is_null(json_object_get(c, "num_key_value_heads")) && heads)
-        json_object_set_new(c, "num_key_value_heads", json_integer((json_int_t)heads));
-    if (json_is_null(json_object_get(c, "head_dim")) && heads)
-        json_object_set_new(c, "head_dim", json_integer((json_int_t)(hidden / heads)));
-    put_float(c, "rms_norm_eps", g, arch, "attention.layer_norm_rms_epsilon", 1e-5);
-    put_float(c, "rope_theta", g, arch, "rope.freq_base", 10000.0);
-    snprintf(k, sizeof k, "%s.rope.scaling.type", arch);
-    if (gguf_get_str(g, k, &s, &len) == 0 && !(len == 4 && memcmp(s, "none", 4) == 0)) {
-        json_t *rs = json_object();
-        double f;
-        json_object_set_new(rs, "rope_type", json_stringn(s, len));
-        snprintf(k, sizeof k, "%s.rope.scaling.factor", arch);
-        if (gguf_get_float(g, k, &f) == 0)
-            json_object_set_new(rs, "factor", json_real(f));
-        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", arch);
-        if (gguf_get_uint(g, k, &v) == 0)
-            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
-        json_object_set_new(c, "rope_scaling", rs);
-    } else if (gguf_tensor_find(g, "rope_factors_long.weight") || gguf_tensor_find(g, "rope_factors_short.weight")) {
-        /* Phi-3 128k: convert_hf_to_gguf keeps longrope's factors as tensors (they stay tensors
-         * here too) and writes no scaling type; the runtime needs the kind, the original context
-         * and the attention factor */
-        json_t *rs = json_pack("{s:s}", "rope_type", "longrope");
-        double f;
-        snprintf(k, sizeof k, "%s.rope.scaling.original_context_length", arch);
-        if (gguf_get_uint(g, k, &v) == 0)
-            json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)v));
-        snprintf(k, sizeof k, "%s.rope.scaling.attn_factor", arch);
-        if (gguf_get_float(g, k, &f) == 0)
-            json_object_set_new(rs, "attn_factor", json_real(f));
-        json_object_set_new(c, "rope_scaling", rs);
-    } else {
-        json_object_set_new(c, "rope_scaling", json_null());
-    }
-    /* llama.cpp rotates adjacent pairs (its "normal" rope) for the llama family, whose Q/K rows
-     * convert_hf_to_gguf permutes; the other families keep HF's halves ("neox"). */
-    json_object_set_new(c, "rope_interleaved",
-                        json_boolean(!strcmp(arch, "llama") || !strcmp(arch, "mistral") || !strcmp(arch, "mixtral")));
-    json_object_set_new(c, "tie_word_embeddings", json_boolean(!gguf_tensor_find(g, "output.weight")));
-    if (gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &count) == 0)
-        json_object_set_new(c, "vocab_size", json_integer((json_int_t)count));
-    else
-        put_uint(c, "vocab_size", g, arch, "vocab_size");
-    json_object_set_new(c, "bos_token_id", token_id(g, "tokenizer.ggml.bos_token_id"));
-    json_object_set_new(c, "eos_token_id", token_id(g, "tokenizer.ggml.eos_token_id"));
-    if (gguf_get_str(g, "tokenizer.ggml.model", &s, &len) == 0) {
-        const char *pre;
-        size_t plen;
-        json_t *t = json_object();
-        json_object_set_new(t, "kind", json_string(len == 5 && !memcmp(s, "llama", 5) ? "spm" : len == 4 && !memcmp(s, "gpt2", 4) ? "bpe" : "other"));
-        json_object_set_new(t, "model", json_stringn(s, len));
-        json_object_set_new(t, "pre", gguf_get_str(g, "tokenizer.ggml.pre", &pre, &plen) == 0 ? json_stringn(pre, plen) : json_null());
-        json_object_set_new(c, "tokenizer", t);
-    } else {
-        json_object_set_new(c, "tokenizer", json_null());
-    }
     json_object_set(c, "quantization", qsum);
+    json_object_del(c, "source");   /* replaced whole, or absent if the name is not UTF-8 (as ever) */
     json_object_set_new(c, "source", json_pack("{s:s, s:s, s:s, s:I, s:b}", "format", "gguf", "file", base ? base + 1 : path,
                                                "digest", file_digest, "size", (json_int_t)file_size, "gaps", has_gaps));
-    return c;
+    *out = c;
+    return 0;
 }
 
 /* The bytes before the data section, read from the file (not the mapping), and parsed again
@@ -473,26 +342,26 @@ static int header_read(uint8_t **buf_out, size_t *len_out, gguf_file **out, gguf
     return 0;
 }
 
-/* Everything a GGUF import writes except the name: the blobs are committed, the manifest is
- * returned for the caller to extend (pull adds ollama's layers) and commit.
+/* Everything a GGUF import writes except the name: the blobs go into the caller's transaction,
+ * the manifest is returned for the caller to extend (pull adds ollama's layers) and commit.
  *
  * The source is read once, in file order, by two threads: this one writes the blobs (each
  * hashed as it is written), the other hashes the whole file for the config's source.digest.
- * Every blob goes into one batch, made durable with one sync and renamed into blobs/ only after
- * the file was checked unchanged: a file that changes meanwhile leaves nothing under blobs/. */
-int import_gguf_manifest(manifest **out, store *s, const char *path, const char *label, const import_opts *o)
+ * Every blob goes into the transaction's batch, made durable with one sync and renamed into
+ * blobs/ only at its commit, which follows the check that the file is unchanged: a file that
+ * changes meanwhile leaves nothing under blobs/. */
+int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const char *label, const import_opts *o)
 {
     gguf_file *g = NULL, *gh = NULL;
     import_source *src = NULL;
     manifest *m = NULL;
     json_t *qsum = json_object(), *config = NULL;
-    int rc, locked = 0, has_gaps = 0;
+    int rc, has_gaps = 0;
     const char *arch_s, *tmpl, *what = label ? label : path;
     char arch[128] = "unknown", digest[72], file_digest[72];
     uint8_t *header = NULL;
     size_t len, header_len = 0;
     import_quant q;
-    blob_batch *batch = NULL;
 
     *out = NULL;
     if (!qsum)
@@ -509,43 +378,34 @@ int import_gguf_manifest(manifest **out, store *s, const char *path, const char 
         memcpy(arch, arch_s, len);
         arch[len] = '\0';
     }
-    if ((rc = import_source_hash_start(src)) < 0 || (rc = store_write_begin(s)) < 0)
+    if ((rc = import_source_hash_start(src)) < 0 || (rc = tensors_import(t, g, src, path, m, arch, qsum, o, &q)) < 0)
         goto done;
-    locked = 1;
-    if ((rc = blob_batch_new(&batch, store_home(s))) < 0 ||
-        (rc = tensors_import(batch, g, src, path, m, arch, qsum, o, &q)) < 0)
-        goto done;
-    if ((rc = batch_put(digest, batch, header, header_len)) < 0 ||
+    if ((rc = store_txn_blob_put(t, digest, header, header_len)) < 0 ||
         (rc = manifest_layer_add(m, MT_GGUF_META, digest, header_len, NULL)) < 0)
         goto done;
-    if ((rc = gaps_import(batch, g, src, m, &has_gaps)) < 0)
+    if ((rc = gaps_import(t, g, src, m, &has_gaps)) < 0)
         goto done;
     if (gguf_get_str(gh, "tokenizer.chat_template", &tmpl, &len) == 0) {
-        if ((rc = batch_put(digest, batch, tmpl, len)) < 0 || (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
+        if ((rc = store_txn_blob_put(t, digest, tmpl, len)) < 0 || (rc = manifest_layer_add(m, MT_TEMPLATE, digest, len, NULL)) < 0)
             goto done;
     }
     if ((rc = import_source_hash_finish(src, file_digest)) < 0 || (rc = import_source_check(src)) < 0)
         goto done;
-    if (!(config = config_build(gh, import_source_size(src), arch, qsum, what, file_digest, has_gaps))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = config_build(&config, gh, import_source_size(src), qsum, what, file_digest, has_gaps)) < 0)
         goto done;
-    }
     if (q.fmt) {   /* quantized on import: the file can no longer be rebuilt bit for bit */
         json_object_set_new(config, "quantization_error", import_quant_report(&q));
         json_object_set_new(json_object_get(config, "source"), "quantized_on_import", json_true());
     }
-    if ((rc = import_config_store(s, m, config)) < 0 || (rc = blob_batch_commit(batch)) < 0)
+    if ((rc = import_config_store(t, m, config)) < 0)
         goto done;
     *out = m;
     m = NULL;
 done:
     import_source_close(src);   /* joins the hash thread when an error came first */
-    if (locked)
-        store_write_end(s);
     if (rc < 0 && g)
         ms_err_ctx("%s", what);
     import_quant_release(&q);
-    blob_batch_free(batch);
     json_decref(config);
     json_decref(qsum);
     manifest_free(m);
@@ -558,14 +418,15 @@ done:
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
 {
     manifest *m = NULL;
+    store_txn *t = NULL;
     int rc;
 
-    /* The write lock spans the blobs and the name, so gc cannot take the blobs in between. */
-    if ((rc = store_write_begin(s)) < 0)
+    if ((rc = store_txn_begin(&t, s)) < 0)
         return rc;
-    if ((rc = import_gguf_manifest(&m, s, path, NULL, o)) == 0)
-        rc = import_manifest_commit(s, m, name, digest_out);
-    store_write_end(s);
+    if ((rc = import_gguf_manifest(&m, t, path, NULL, o)) == 0)
+        rc = import_manifest_commit(t, m, name, digest_out);   /* ends t */
+    else
+        store_txn_abort(t);
     manifest_free(m);
     return rc;
 }

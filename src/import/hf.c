@@ -2,7 +2,7 @@
  *
  * One pass over the tensor bytes: each tensor is re-framed as its own safetensors blob (see
  * import.h) and streamed through the blob writer, which hashes while it writes. Nothing is
- * named until store_model_commit, so a failure or a kill at any point leaves at most unnamed
+ * named until the transaction commits (store_txn_commit), so a failure or a kill at any point leaves at most unnamed
  * blobs (gc removes them) and never a changed index. */
 #include <jansson.h>
 #include <stdio.h>
@@ -33,7 +33,7 @@ typedef struct hf_import {
     size_t n_shards;
     import_source **srcs;   /* shards[i].src, as import_tensor_blob takes them */
     manifest *m;
-    blob_batch *batch;   /* tensor blobs, made durable together before the commit */
+    store_txn *t;        /* every blob of the import, made durable together at the commit */
     json_t *dtypes;      /* dtype -> tensor count, for the quantization summary */
     uint64_t total, done;
     ms_progress *progress;
@@ -41,20 +41,19 @@ typedef struct hf_import {
 
 static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
 
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *const *srcs,
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
                        size_t n_srcs)
 {
     blob_writer *bw = NULL;
     int rc;
 
-    if ((rc = blob_writer_open(&bw, blob_batch_home(b))) < 0)
+    if ((rc = store_txn_blob_open(t, &bw)) < 0)
         return rc;
     if ((rc = n_srcs ? import_sources_emit(srcs, n_srcs, w, bw) : st_writer_emit(w, sink_blob, bw)) < 0) {
         blob_writer_abort(bw);
         return rc;
     }
-    *size_out = blob_writer_size(bw);
-    return blob_batch_add(b, digest_out, bw, NULL);
+    return store_txn_blob_add(t, digest_out, size_out, bw, NULL);
 }
 
 int import_json_file(json_t **out, const char *path, int required)
@@ -84,7 +83,7 @@ int import_json_file(json_t **out, const char *path, int required)
     return 0;
 }
 
-int import_file_layer(manifest *m, const char *home, const char *path, const char *media_type)
+int import_file_layer(manifest *m, store_txn *t, const char *path, const char *media_type)
 {
     char digest[72];
     int rc;
@@ -92,9 +91,8 @@ int import_file_layer(manifest *m, const char *home, const char *path, const cha
 
     if (!ms_is_file(path))
         return 0;
-    if ((rc = blob_put_file(digest, home, path)) < 0)
+    if ((rc = store_txn_blob_put_file(t, digest, &size, path)) < 0)
         return rc;
-    blob_exists(home, digest, &size);
     return manifest_layer_add(m, media_type, digest, size, NULL);
 }
 
@@ -330,7 +328,7 @@ static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
             count_dtype(h, all[k].t->dtype);
         k = e;
     }
-    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->batch, w, h->srcs, h->n_shards)) < 0) {
+    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->t, w, h->srcs, h->n_shards)) < 0) {
         const shard *changed = NULL;
         for (size_t k = 0; k < h->n_shards && !changed; k++)
             if (import_source_changed(h->shards[k].src))
@@ -421,7 +419,7 @@ static int mlx_tensors_import(hf_import *h, json_t **qerr)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < h->n_shards; i++)
         v[i] = (import_shard_view){ h->shards[i].file, h->shards[i].st };
-    rc = import_mlx_tensors(h->batch, h->m, h->config, h->dir, v, h->n_shards, h->o, h->dtypes, qerr);
+    rc = import_mlx_tensors(h->t, h->m, h->config, h->dir, v, h->n_shards, h->o, h->dtypes, qerr);
     free(v);
     return rc;
 }
@@ -434,7 +432,6 @@ static int layers_import(hf_import *h)
         { "generation_config.json", MT_GENERATION_CONFIG },
         { "chat_template.jinja", MT_TEMPLATE },
     };
-    const char *home = store_home(h->s);
     json_t *tc = NULL;
     int rc = 0;
 
@@ -450,14 +447,14 @@ static int layers_import(hf_import *h)
             if (json_is_string(t)) {
                 char d[72];
                 size_t len = json_string_length(t);
-                if ((rc = blob_put_buf(d, home, json_string_value(t), len)) == 0)
+                if ((rc = store_txn_blob_put(h->t, d, json_string_value(t), len)) == 0)
                     rc = manifest_layer_add(h->m, MT_TEMPLATE, d, len, NULL);
             }
             json_decref(tc);
             tc = NULL;
         }
         if (rc == 0)
-            rc = import_file_layer(h->m, home, p, extra[i].media_type);
+            rc = import_file_layer(h->m, h->t, p, extra[i].media_type);
         free(p);
     }
     return rc;
@@ -476,7 +473,7 @@ static void hf_import_free(hf_import *h)
     json_decref(h->config);
     json_decref(h->dtypes);
     manifest_free(h->m);
-    blob_batch_free(h->batch);
+    store_txn_abort(h->t);   /* NULL once committed */
 }
 
 int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72])
@@ -484,7 +481,7 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     hf_import h = { .dir = dir, .s = s, .o = o };
     char *config_path = ms_path_join(dir, "config.json");
     json_t *qerr = NULL, *extra = NULL;
-    int rc, locked = 0, mlx;
+    int rc, mlx;
 
     if (!config_path)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -503,10 +500,7 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     }
     for (size_t i = 0; i < h.n_shards; i++)
         h.srcs[i] = h.shards[i].src;
-    if ((rc = store_write_begin(s)) < 0)
-        goto done;
-    locked = 1;
-    if ((rc = blob_batch_new(&h.batch, store_home(s))) < 0)
+    if ((rc = store_txn_begin(&h.t, s)) < 0)
         goto done;
     if (mlx || (o && o->quantize))
         rc = mlx_tensors_import(&h, &qerr);   /* mlx.c */
@@ -518,18 +512,17 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((rc = import_config_commit(s, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir, extra)) < 0)
+    if ((rc = import_config_commit(h.t, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir, extra)) < 0)
         goto done;
     /* Nothing lands under blobs/ from a shard that changed while it was read. */
     for (size_t i = 0; i < h.n_shards && rc == 0; i++)
         if ((rc = import_source_check(h.shards[i].src)) < 0)
             ms_err_ctx("%s/%s", dir, h.shards[i].file);
-    if (rc < 0 || (rc = blob_batch_commit(h.batch)) < 0)
+    if (rc < 0)
         goto done;
-    rc = import_manifest_commit(s, h.m, name, digest_out);
+    rc = import_manifest_commit(h.t, h.m, name, digest_out);
+    h.t = NULL;   /* the commit ended it */
 done:
-    if (locked)
-        store_write_end(s);
     free(config_path);
     json_decref(qerr);
     json_decref(extra);

@@ -54,12 +54,12 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
 /* Import PATH, choosing the importer by what it is (directory, GGUF file). */
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
 
-/* The GGUF import of `path` without a name: every blob written and committed as import_path
- * does for a GGUF file, and *out the model's manifest, not yet stored, for the caller to extend
- * and commit (store_model_commit) before its store_write_end. `label` (NULL: the path) is the
- * file name the config's "source" records and messages name. The config's source.digest is
- * the sha256 of the whole file as read. Call between store_write_begin and store_write_end.
- * MS_EINVALID naming the file and field, MS_EIO, MS_ENOMEM. */
-int import_gguf_manifest(manifest **out, store *s, const char *path, const char *label, const import_opts *o);
+/* The GGUF import of `path` without a name: every blob that import_path writes for a GGUF file
+ * added to the caller's transaction `t`, and *out the model's manifest, for the caller to extend
+ * and commit (store_txn_commit) or abort. `label` (NULL: the path) is the file name the
+ * config's "source" records and messages name. The config's source.digest is the sha256 of the
+ * whole file as read. The blobs land under blobs/ at the caller's commit (or store_txn_flush);
+ * after a failure the caller aborts `t`. MS_EINVALID naming the file and field, MS_EIO, MS_ENOMEM. */
+int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const char *label, const import_opts *o);
 
 #endif

@@ -33,24 +33,24 @@ int import_source_changed(const import_source *s);
 int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);
 void import_source_close(import_source *s);   /* joins the hash thread; NULL is fine */
 
-/* Emit `w` into a new blob of batch `b` (it lands under blobs/ at blob_batch_commit). Tensor
+/* Emit `w` into a new blob of `t` (it lands under blobs/ at the commit). Tensor
  * data that points into the mapping of one of `srcs` (n_srcs of them, may be 0) is read from
  * its file instead (import_sources_emit). */
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, blob_batch *b, st_writer *w, import_source *const *srcs,
+int import_tensor_blob(char digest_out[72], uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
                        size_t n_srcs);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */
-int import_file_layer(manifest *m, const char *home, const char *path, const char *media_type);
+int import_file_layer(manifest *m, store_txn *t, const char *path, const char *media_type);
 /* Build the config blob (import.h) from a Hugging Face config.json object, store it and set it
  * as the manifest's config. `dtypes` maps tensor type -> count; the members of `extra` (may be
  * NULL), such as "quantization_error", are added as they are. */
-int import_config_commit(store *s, manifest *m, json_t *hf_config, json_t *dtypes, const char *format,
+int import_config_commit(store_txn *t, manifest *m, json_t *hf_config, json_t *dtypes, const char *format,
                          const char *source_path, json_t *extra);
-/* Store a config object as the config blob of `m` (sorted keys, compact). */
-int import_config_store(store *s, manifest *m, json_t *config);
-/* Serialize `m` and commit it under `name`. */
-int import_manifest_commit(store *s, manifest *m, const model_name *name, char digest_out[72]);
+/* Add a config object as the config blob of `m` to `t` (sorted keys, compact). */
+int import_config_store(store_txn *t, manifest *m, json_t *config);
+/* Serialize `m` and commit it under `name` (store_txn_commit: `t` always ends). */
+int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, char digest_out[72]);
 
 /* GGUF file import (gguf.c). */
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
@@ -66,9 +66,9 @@ typedef struct import_shard_view {
 /* The tensors of an MLX-quantized directory (config has "quantization"), or of a float one
  * with o->quantize, into blobs of `m`: quantized triplets combined, expert packs, the rest one
  * blob per tensor. `qsum` gets type -> tensor count. With o->quantize, *qerr_out receives the
- * "quantization_error" object (else NULL). Call between store_write_begin and _end. MS_EINVALID
+ * "quantization_error" object (else NULL). The blobs go into `t`. MS_EINVALID
  * naming the file and field for inconsistent input, MS_EUNSUPPORTED. */
-int import_mlx_tensors(blob_batch *b, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
+int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
                        size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out);
 
 /* Quantizing float tensors on import; usable by any importer (gguf.c's float tensors too):
@@ -94,8 +94,8 @@ int import_quant_add(import_quant *q, st_writer *w, const char *name, st_dtype d
 void *import_quant_buf(import_quant *q, size_t nbytes);   /* zeroed, freed by import_quant_release */
 void import_quant_release(import_quant *q);
 json_t *import_quant_report(const import_quant *q);       /* new reference */
-/* Metadata helpers: "key" or "key:<tensor>"; quant_type, logical_shape and group_size at once. */
-int import_meta_put(st_writer *w, const char *key, const char *tensor, const char *value);
+/* A quantized tensor's quant_type, logical_shape and group_size (tensor_blob_meta_put), keyed
+ * for `name` in a pack. */
 int import_quant_meta(st_writer *w, const char *name, int packed, const char *quant_type, int group_size,
                       int n_dims, const uint64_t *logical);
 

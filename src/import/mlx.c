@@ -227,25 +227,16 @@ static int cmp_item(const void *a, const void *b)
     return c ? c : strcmp(x->w->t->name, y->w->t->name);
 }
 
-static void shape_str(char *buf, size_t len, const st_tensor *t)
-{
-    size_t n = (size_t)snprintf(buf, len, "[");
-    for (int d = 0; d < t->n_dims && n < len; d++)
-        n += (size_t)snprintf(buf + n, len - n, "%llu%s", (unsigned long long)t->shape[d], d + 1 < t->n_dims ? ", " : "");
-    if (n < len)
-        snprintf(buf + n, len - n, "]");
-}
-
 /* Scales (or biases) of `t` must be [lead..., in / group] with `t`'s leading dims. */
 static int aux_check(const entry *a, const st_tensor *w, uint64_t n_groups, int affine, int nvfp4, const char *what)
 {
-    char sh[128];
+    char sh[TENSOR_BLOB_SHAPE_MAX];
     int ok = a->t->n_dims == w->n_dims && a->t->shape[w->n_dims - 1] == n_groups;
 
     for (int d = 0; ok && d < w->n_dims - 1; d++)
         ok = a->t->shape[d] == w->shape[d];
     if (!ok) {
-        shape_str(sh, sizeof sh, a->t);
+        tensor_blob_shape_format(sh, sizeof sh, a->t->n_dims, a->t->shape);
         return ms_err(MS_EINVALID, "%s: tensor '%s': shape %s, expected the weight's leading dims and %llu %s", a->file,
                       a->t->name, sh, (unsigned long long)n_groups, what);
     }
@@ -352,7 +343,7 @@ static int item_add(mlx_import *x, st_writer *w, const item *it, int packed, jso
                ? ms_err(MS_ENOMEM, "out of memory") : 0;
 }
 
-static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_opts *o, json_t *qsum)
+static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_opts *o, json_t *qsum)
 {
     uint64_t total = 0, done = 0;
     ms_progress *pr;
@@ -378,7 +369,7 @@ static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_o
             rc = item_add(x, w, &x->items[k], first->pack[0] != '\0', qsum);
             done += x->items[k].w->t->nbytes;
         }
-        if (rc == 0 && (rc = import_tensor_blob(digest, &size, b, w, NULL, 0)) < 0)
+        if (rc == 0 && (rc = import_tensor_blob(digest, &size, t, w, NULL, 0)) < 0)
             ms_err_ctx("%s: tensor '%s'", x->dir, layer);
         st_writer_free(w);
         import_quant_release(&x->q);
@@ -391,7 +382,7 @@ static int blobs_write(mlx_import *x, blob_batch *b, manifest *m, const import_o
     return rc;
 }
 
-int import_mlx_tensors(blob_batch *b, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
+int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *dir, const import_shard_view *shards,
                        size_t n_shards, const import_opts *o, json_t *qsum, json_t **qerr_out)
 {
     mlx_import x = { .dir = dir };
@@ -419,7 +410,7 @@ int import_mlx_tensors(blob_batch *b, manifest *m, json_t *config, const char *d
     }
     if (rc < 0)
         goto done;
-    if ((rc = blobs_write(&x, b, m, o, qsum)) < 0)
+    if ((rc = blobs_write(&x, t, m, o, qsum)) < 0)
         goto done;
     if (x.q.fmt && !(*qerr_out = import_quant_report(&x.q)))
         rc = ms_err(MS_ENOMEM, "out of memory");

@@ -76,32 +76,13 @@ void import_quant_release(import_quant *q)
     q->n_bufs = 0;
 }
 
-int import_meta_put(st_writer *w, const char *key, const char *tensor, const char *value)
-{
-    char k[1024];
-
-    if (tensor)
-        snprintf(k, sizeof k, "%s:%s", key, tensor);
-    else
-        snprintf(k, sizeof k, "%s", key);
-    return st_writer_meta(w, k, value);
-}
-
 int import_quant_meta(st_writer *w, const char *name, int packed, const char *quant_type, int group_size,
                       int n_dims, const uint64_t *logical)
 {
-    char val[256];
-    size_t n = 0;
-    int rc;
+    tensor_blob_meta m = {.quant_type = quant_type, .group_size = group_size, .n_dims = n_dims};
 
-    n += (size_t)snprintf(val, sizeof val, "[");
-    for (int d = 0; d < n_dims && n < sizeof val; d++)
-        n += (size_t)snprintf(val + n, sizeof val - n, "%llu%s", (unsigned long long)logical[d], d + 1 < n_dims ? ", " : "]");
-    if ((rc = import_meta_put(w, "quant_type", packed ? name : NULL, quant_type)) < 0 ||
-        (rc = import_meta_put(w, "logical_shape", packed ? name : NULL, val)) < 0)
-        return rc;
-    snprintf(val, sizeof val, "%d", group_size);
-    return import_meta_put(w, "group_size", packed ? name : NULL, val);
+    memcpy(m.shape, logical, (size_t)n_dims * sizeof *logical);
+    return tensor_blob_meta_put(w, packed ? name : NULL, &m);
 }
 
 /* Quantize one row of `cols` weights into the row's slots of the outputs, then dequantize it

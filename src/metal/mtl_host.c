@@ -191,16 +191,7 @@ static void buf_free(void *vctx, backend_buf *buf)
 
 static int region_add(mtl_ctx *c, mtl_region *r)
 {
-    if (c->n_regions == c->cap_regions) {
-        size_t ncap = c->cap_regions ? 2 * c->cap_regions : 16;
-        mtl_region **p = realloc(c->regions, ncap * sizeof *p);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        c->regions = p;
-        c->cap_regions = ncap;
-    }
-    c->regions[c->n_regions++] = r;
-    return 0;
+    return gpu_region_add(&c->regions, &c->n_regions, &c->cap_regions, r);
 }
 
 /* Wrap [base, base + nbytes) (page-aligned, whole pages) without a copy. */
@@ -456,6 +447,13 @@ static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
     return 0;
 }
 
+/* The same kernels and plans as the Vulkan backend: every op kind backend.h defines. */
+static int supports(void *vctx, backend_op_kind kind)
+{
+    (void)vctx;
+    return gpu_supports(kind);
+}
+
 static const backend_impl mtl_impl = {
     .name = "metal",
     .describe = describe,
@@ -467,6 +465,7 @@ static const backend_impl mtl_impl = {
     .run = run,
     .read = read_buf,
     .close = ctx_close,
+    .supports = supports,
 };
 
 /* ---------------------------------------------------------------- opening */

@@ -33,12 +33,13 @@ typedef struct base_model {
     const manifest *m;
 } base_model;
 
-static int base_load(base_model *out, store *s, const modelfile *mf, const char *mpath, const model_name *name,
+static int base_load(base_model *out, store_txn *t, const modelfile *mf, const char *mpath, const model_name *name,
                      int quiet)
 {
     import_opts io = {.quiet = quiet};
     char *path = from_path(mpath, mf->from), digest[72];
     model_name base;
+    store *s = store_txn_store(t);
     int rc;
 
     if (!path)
@@ -48,7 +49,7 @@ static int base_load(base_model *out, store *s, const modelfile *mf, const char 
         if ((rc = import_hf_dir(s, path, name, &io, digest)) == 0)
             rc = store_model_open_digest(&out->sm, s, digest);
     } else if (ms_is_file(path)) {
-        rc = import_gguf_manifest(&out->own, s, path, NULL, &io);
+        rc = import_gguf_manifest(&out->own, t, path, NULL, &io);
     } else if (name_parse(&base, mf->from) < 0) {
         rc = ms_err(MS_ENOTFOUND, "%s:%d: FROM '%s': no such file or directory (%s), nor a model name", mpath,
                     mf->from_line, mf->from, path);
@@ -61,21 +62,21 @@ static int base_load(base_model *out, store *s, const modelfile *mf, const char 
     return rc;
 }
 
-static int text_layer(manifest *m, store *s, const char *media_type, const char *text, size_t len)
+static int text_layer(manifest *m, store_txn *t, const char *media_type, const char *text, size_t len)
 {
     char digest[72];
-    int rc = blob_put_buf(digest, store_home(s), text, len);
+    int rc = store_txn_blob_put(t, digest, text, len);
     return rc < 0 ? rc : manifest_layer_add(m, media_type, digest, len, NULL);
 }
 
-static int json_layer(manifest *m, store *s, const char *media_type, const json_t *j)
+static int json_layer(manifest *m, store_txn *t, const char *media_type, const json_t *j)
 {
     char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
     int rc;
 
     if (!text)
         return ms_err(MS_ENOMEM, "out of memory");
-    rc = text_layer(m, s, media_type, text, strlen(text));
+    rc = text_layer(m, t, media_type, text, strlen(text));
     free(text);
     return rc;
 }
@@ -107,7 +108,7 @@ static int params_merged(json_t **out, const base_model *base, const json_t *min
     return 0;
 }
 
-static int build(manifest **out, store *s, const base_model *bm, const modelfile *mf)
+static int build(manifest **out, store_txn *t, const base_model *bm, const modelfile *mf)
 {
     const manifest *base = bm->m;
     manifest *m = NULL;
@@ -129,18 +130,18 @@ static int build(manifest **out, store *s, const base_model *bm, const modelfile
         if ((rc = manifest_layer_add(m, mt, l->digest, l->size, l->name)) < 0)
             goto done;
     }
-    if (mf->template_ && (rc = text_layer(m, s, MT_TEMPLATE, mf->template_, strlen(mf->template_))) < 0)
+    if (mf->template_ && (rc = text_layer(m, t, MT_TEMPLATE, mf->template_, strlen(mf->template_))) < 0)
         goto done;
-    if (mf->system && (rc = text_layer(m, s, MT_OLLAMA_SYSTEM, mf->system, strlen(mf->system))) < 0)
+    if (mf->system && (rc = text_layer(m, t, MT_OLLAMA_SYSTEM, mf->system, strlen(mf->system))) < 0)
         goto done;
     if ((rc = params_merged(&params, bm, mf->params)) < 0)
         goto done;
-    if (json_object_size(params) && (rc = json_layer(m, s, MT_OLLAMA_PARAMS, params)) < 0)
+    if (json_object_size(params) && (rc = json_layer(m, t, MT_OLLAMA_PARAMS, params)) < 0)
         goto done;
     for (size_t i = 0; i < mf->n_licenses; i++)
-        if ((rc = text_layer(m, s, MT_OLLAMA_LICENSE, mf->licenses[i], strlen(mf->licenses[i]))) < 0)
+        if ((rc = text_layer(m, t, MT_OLLAMA_LICENSE, mf->licenses[i], strlen(mf->licenses[i]))) < 0)
             goto done;
-    if (json_array_size(mf->messages) && (rc = json_layer(m, s, MT_OLLAMA_MESSAGES, mf->messages)) < 0)
+    if (json_array_size(mf->messages) && (rc = json_layer(m, t, MT_OLLAMA_MESSAGES, mf->messages)) < 0)
         goto done;
     *out = m;
     m = NULL;
@@ -157,23 +158,23 @@ int modelfile_create(store *s, const model_name *name, const char *path, int qui
     manifest *m = NULL;
     char *text = NULL, *bytes = NULL;
     size_t len = 0;
-    int rc, locked = 0;
+    store_txn *t = NULL;
+    int rc;
 
     digest_out[0] = '\0';
     if ((rc = ms_file_read(&text, &len, path, MODELFILE_MAX_BYTES)) < 0 ||
         (rc = modelfile_parse(&mf, text, len, path)) < 0)
         goto done;
     /* Everything the Modelfile can get wrong is refused above, before any blob is written. */
-    if ((rc = store_write_begin(s)) < 0)
+    if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
-    locked = 1;
-    if ((rc = base_load(&base, s, mf, path, name, quiet)) < 0 || (rc = build(&m, s, &base, mf)) < 0 ||
+    if ((rc = base_load(&base, t, mf, path, name, quiet)) < 0 || (rc = build(&m, t, &base, mf)) < 0 ||
         (rc = manifest_serialize(&bytes, &len, m)) < 0)
         goto done;
-    rc = store_model_commit(s, name, bytes, len, digest_out);
+    rc = store_txn_commit(t, name, bytes, len, digest_out);
+    t = NULL;   /* the commit ended it */
 done:
-    if (locked)
-        store_write_end(s);
+    store_txn_abort(t);
     free(bytes);
     manifest_free(m);
     store_model_close(base.sm);

@@ -92,61 +92,7 @@ int quant_group_valid(const quant_format *f, int group_size)
 
 /* ---------------------------------------------------------------- floats */
 
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-
-    if (e == 0)   /* zero or subnormal: m * 2^-24 exactly */
-        return bits_f32(sign | f32_bits(ldexpf((float)m, -24)));
-    if (e == 31)
-        return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000;
-    float a = fabsf(f);
-    int ex;
-
-    if (isnan(f))
-        return (uint16_t)(sign | 0x7e00);
-    if (a >= 65520.0f)   /* rounds past the largest half (65504) */
-        return (uint16_t)(sign | 0x7c00);
-    if (a < 6.103515625e-05f)   /* below the smallest normal: multiples of 2^-24, rint is half-even */
-        return (uint16_t)(sign | (uint32_t)rintf(ldexpf(a, 24)));
-    frexpf(a, &ex);   /* a = fr * 2^ex, fr in [0.5, 1): exponent ex - 1 */
-    {
-        uint32_t m = (uint32_t)rintf(ldexpf(a, 11 - ex)) - 1024;   /* 10 mantissa bits, half-even */
-        uint32_t e = (uint32_t)(ex - 1 + 15);
-        return (uint16_t)(sign | ((e << 10) + m));   /* m == 1024 carries into the exponent */
-    }
-}
-
-static float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u = f32_bits(f);
-
-    if (isnan(f))
-        return (uint16_t)((u >> 16) | 0x40);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
+/* f16 and bf16 are util.h's ms_f16_to_f32 and kin. */
 
 float quant_e4m3_to_f32(uint8_t v)
 {
@@ -186,10 +132,10 @@ int quant_to_f32(float *out, const void *src, st_dtype dtype, size_t n)
         uint16_t h;
         switch (dtype) {
         case ST_F32: memcpy(&out[i], p + 4 * i, 4); break;
-        case ST_F16: memcpy(&h, p + 2 * i, 2); out[i] = f16_to_f32(h); break;
-        case ST_BF16: memcpy(&h, p + 2 * i, 2); out[i] = bf16_to_f32(h); break;
+        case ST_F16: memcpy(&h, p + 2 * i, 2); out[i] = ms_f16_to_f32(h); break;
+        case ST_BF16: memcpy(&h, p + 2 * i, 2); out[i] = ms_bf16_to_f32(h); break;
         case ST_F8_E4M3: out[i] = quant_e4m3_to_f32(p[i]); break;
-        case ST_F8_E5M2: out[i] = f16_to_f32((uint16_t)(p[i] << 8)); break;
+        case ST_F8_E5M2: out[i] = ms_f16_to_f32((uint16_t)(p[i] << 8)); break;
         default: return ms_err(MS_EINVALID, "dtype %s is not a float type", st_dtype_name(dtype));
         }
     }
@@ -204,8 +150,8 @@ int quant_from_f32(void *dst, st_dtype dtype, const float *src, size_t n)
         uint16_t h;
         switch (dtype) {
         case ST_F32: memcpy(p + 4 * i, &src[i], 4); break;
-        case ST_F16: h = f32_to_f16(src[i]); memcpy(p + 2 * i, &h, 2); break;
-        case ST_BF16: h = f32_to_bf16(src[i]); memcpy(p + 2 * i, &h, 2); break;
+        case ST_F16: h = ms_f32_to_f16(src[i]); memcpy(p + 2 * i, &h, 2); break;
+        case ST_BF16: h = ms_f32_to_bf16(src[i]); memcpy(p + 2 * i, &h, 2); break;
         default: return ms_err(MS_EINVALID, "cannot write dtype %s (F32, F16 or BF16)", st_dtype_name(dtype));
         }
     }

@@ -1,6 +1,7 @@
-/* download.c: fetch the missing blobs of a manifest, each into ONE file in <home>/tmp/pull/,
- * in ranged parts on several threads, hashing the bytes as they arrive, then adopt the file
- * into blobs/ (a rename, not a copy). See registry_int.h for the files and their rules. */
+/* download.c: fetch the missing blobs of a manifest, each into ONE partial blob (blob.h:
+ * <home>/tmp/pull/<hex>.partial, its sidecar and locks), in ranged parts on several threads,
+ * hashing the bytes as they arrive, then adopt the file into blobs/ through the pull's
+ * transaction (a rename, not a copy). This file is the network side only. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -36,8 +37,7 @@ typedef struct dl_blob {
     int parts_left;          /* atomic: the thread that finishes the last part adopts the blob */
     pthread_mutex_t mu;      /* opening the files */
     int opened, skip;        /* files open and locked; or stored by another pull meanwhile */
-    int fd, rfd;             /* the download (O_RDWR) and its sidecar (-1 for one part) */
-    char *path, *rpath;
+    blob_partial *file;      /* the download and its sidecar (blob.h), held from blob_begin */
     pthread_mutex_t hash_mu; /* the hash, `hashed` and `hbuf` */
     blob_hash *hash;
     uint64_t hashed;         /* the first `hashed` bytes went through `hash`, in order */
@@ -46,6 +46,7 @@ typedef struct dl_blob {
 
 typedef struct dl_job {
     reg_client *c;
+    store_txn *t;          /* finished blobs are adopted through it */
     const char *home;
     dl_blob *blobs;
     size_t n_blobs;
@@ -70,184 +71,27 @@ static void job_fail(dl_job *j, int code)
     pthread_mutex_unlock(&j->mu);
 }
 
-/* ------------------------------------------------------------------ sidecar */
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-int reg_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_t size, uint64_t part_bytes,
-                     size_t n_parts)
-{
-    uint64_t got;
-
-    if (len < REG_RANGES_HEADER || memcmp(buf, REG_RANGES_MAGIC, 8) != 0)
-        return ms_err(MS_EINVALID, "no '%.7s' magic in %zu bytes", REG_RANGES_MAGIC, len);
-    if ((got = get_le64(buf + 8)) != size)
-        return ms_err(MS_EINVALID, "blob size %" PRIu64 ", expected %" PRIu64, got, size);
-    if ((got = get_le64(buf + 16)) != part_bytes)
-        return ms_err(MS_EINVALID, "part size %" PRIu64 ", expected %" PRIu64, got, part_bytes);
-    if ((got = get_le64(buf + 24)) != n_parts)
-        return ms_err(MS_EINVALID, "%" PRIu64 " parts, expected %zu", got, n_parts);
-    /* n_parts is ours (from the manifest's size), so this cannot overflow; the length must
-     * match it exactly, which also bounds every read below. */
-    if (len != REG_RANGES_HEADER + 8 * n_parts)
-        return ms_err(MS_EINVALID, "%zu bytes, expected %zu for %zu parts", len, REG_RANGES_HEADER + 8 * n_parts,
-                      n_parts);
-    for (size_t k = 0; k < n_parts; k++) {
-        uint64_t off = k * part_bytes, plen = size - off < part_bytes ? size - off : part_bytes;
-
-        if ((done_out[k] = get_le64(buf + REG_RANGES_HEADER + 8 * k)) > plen)
-            return ms_err(MS_EINVALID, "part %zu: %" PRIu64 " bytes done, more than its %" PRIu64, k, done_out[k], plen);
-    }
-    return 0;
-}
-
-static int ranges_slot_write(dl_blob *b, int k, uint64_t done)
-{
-    uint8_t v[8];
-
-    put_le64(v, done);
-    if (pwrite(b->rfd, v, 8, (off_t)(REG_RANGES_HEADER + 8 * (size_t)k)) != 8)
-        return ms_err_os("%s: write", b->rpath);
-    b->parts[k].saved = done;
-    return 0;
-}
-
-/* The sidecar's progress, each part bounded by the bytes the download really has. Anything
- * unreadable or inconsistent means "nothing done": refetching is always safe, trusting is not. */
-static int ranges_load(dl_blob *b, uint64_t file_size)
-{
-    size_t len = REG_RANGES_HEADER + 8 * (size_t)b->n_parts;
-    uint8_t *buf = malloc(len);
-    uint64_t *done = calloc((size_t)b->n_parts, sizeof *done);
-    struct stat st;
-    ssize_t n = -1;
-    int rc = 0;
-
-    if (!buf || !done) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto done;
-    }
-    if (fstat(b->rfd, &st) == 0 && (uint64_t)st.st_size == len)
-        n = pread(b->rfd, buf, len, 0);
-    if (n != (ssize_t)len || reg_ranges_parse(done, buf, len, b->size, b->part_bytes, (size_t)b->n_parts) < 0) {
-        memset(done, 0, (size_t)b->n_parts * sizeof *done);
-        memcpy(buf, REG_RANGES_MAGIC, 8);
-        put_le64(buf + 8, b->size);
-        put_le64(buf + 16, b->part_bytes);
-        put_le64(buf + 24, (uint64_t)b->n_parts);
-        memset(buf + REG_RANGES_HEADER, 0, len - REG_RANGES_HEADER);
-        if (ftruncate(b->rfd, 0) < 0 || pwrite(b->rfd, buf, len, 0) != (ssize_t)len) {
-            rc = ms_err_os("%s: write", b->rpath);
-            goto done;
-        }
-    }
-    for (int k = 0; k < b->n_parts; k++) {
-        dl_part *p = &b->parts[k];
-
-        /* The sidecar is written after the bytes, but a lost or replaced download file
-         * would make it lie: never claim bytes past the file's end. */
-        if (p->off + done[k] > file_size)
-            done[k] = file_size > p->off ? file_size - p->off : 0;
-        p->done = p->saved = done[k];
-    }
-done:
-    free(buf);
-    free(done);
-    return rc;
-}
-
-/* ------------------------------------------------------------------ files */
-
-/* Open `path` (created if missing) and hold an exclusive flock on it. Another pull of the same
- * blob holds it while it downloads: wait for it. When we get the lock, the name may meanwhile
- * have been adopted into blobs/, removed after a mismatch, or removed by gc: then the inode we
- * locked is no longer the one at `path`, and we start again. */
-static int open_locked(int *fd_out, const char *home, const char *path)
-{
-    struct stat a, b;
-    int fd = -1;
-
-    *fd_out = -1;
-    for (int tries = 0;; tries++) {
-        if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-            char *dir;
-            /* Another pull that finished removes tmp/pull/ when it looks empty: make it again. */
-            if (errno != ENOENT || tries >= 3)
-                return ms_err_os("%s: open", path);
-            if (!(dir = ms_strdup_printf("%s/tmp/pull", home)))
-                return ms_err(MS_ENOMEM, "out of memory");
-            ms_mkdir_p(dir, 0755);
-            free(dir);
-            continue;
-        }
-        while (flock(fd, LOCK_EX) < 0)
-            if (errno != EINTR) {
-                close(fd);
-                return ms_err_os("%s: lock", path);
-            }
-        if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-            *fd_out = fd;
-            return 0;
-        }
-        close(fd);
-        if (tries >= 1000)
-            return ms_err(MS_EIO, "%s: replaced by another process again and again", path);
-    }
-}
-
 /* First thread on a blob: lock its files and find what is already on disk. */
 static int blob_begin(dl_job *j, dl_blob *b)
 {
-    struct stat st;
+    uint64_t *done = NULL;
     int rc = 0;
 
     pthread_mutex_lock(&b->mu);
     if (b->opened || b->skip)
         goto done;
-    if (blob_intact(j->home, b->digest, b->size)) {
+    if (!(done = calloc((size_t)b->n_parts, sizeof *done))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = blob_partial_open(&b->file, j->home, b->digest, b->size, b->part_bytes, (size_t)b->n_parts, done)) < 0)
+        goto done;
+    if (!b->file) {
         b->skip = 1;   /* another pull into this store finished the blob meanwhile */
         goto done;
     }
-    if ((rc = open_locked(&b->fd, j->home, b->path)) < 0)
-        goto done;
-    if (blob_intact(j->home, b->digest, b->size)) {
-        /* Stored while we waited for the lock: what is left here (or what open just created)
-         * is redundant, and only lock holders touch these names. */
-        unlink(b->path);
-        if (b->rpath)
-            unlink(b->rpath);
-        close(b->fd);
-        b->fd = -1;
-        b->skip = 1;
-        goto done;
-    }
-    if (fstat(b->fd, &st) < 0) {
-        rc = ms_err_os("%s: stat", b->path);
-        goto done;
-    }
-    if (b->n_parts == 1) {
-        /* One part is written in order from byte 0, so the file's length is its progress. */
-        if ((uint64_t)st.st_size > b->size && ftruncate(b->fd, 0) < 0) {
-            rc = ms_err_os("%s: truncate", b->path);
-            goto done;
-        }
-        b->parts[0].done = (uint64_t)st.st_size > b->size ? 0 : (uint64_t)st.st_size;
-    } else if ((rc = open_locked(&b->rfd, j->home, b->rpath)) < 0 || (rc = ranges_load(b, (uint64_t)st.st_size)) < 0) {
-        goto done;
-    }
+    for (int k = 0; k < b->n_parts; k++)
+        b->parts[k].done = b->parts[k].saved = done[k];
     if (!(b->hash = blob_hash_new()) || !(b->hbuf = malloc(HASH_READ))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
@@ -257,17 +101,15 @@ static int blob_begin(dl_job *j, dl_blob *b)
     b->opened = 1;
 done:
     pthread_mutex_unlock(&b->mu);
+    free(done);
     return rc;
 }
 
-/* Release a blob's files: closing them drops the locks. */
+/* Release a blob's files, kept for a rerun: closing them drops the locks. */
 static void blob_end(dl_blob *b)
 {
-    if (b->rfd >= 0)
-        close(b->rfd);
-    if (b->fd >= 0)
-        close(b->fd);
-    b->fd = b->rfd = -1;
+    blob_partial_close(b->file);
+    b->file = NULL;
     blob_hash_free(b->hash);
     b->hash = NULL;
     free(b->hbuf);
@@ -299,19 +141,18 @@ static int hash_advance(dl_blob *b, const uint8_t *mem, uint64_t mem_off, size_t
             n = (end < mem_off + mem_len ? end : mem_off + mem_len) - b->hashed;
             blob_hash_update(b->hash, mem + (b->hashed - mem_off), (size_t)n);
         } else {
-            ssize_t got;
+            int64_t got;
 
             n = end - b->hashed;
             if (mem && b->hashed < mem_off && n > mem_off - b->hashed)
                 n = mem_off - b->hashed;
             if (n > HASH_READ)
                 n = HASH_READ;
-            got = pread(b->fd, b->hbuf, (size_t)n, (off_t)b->hashed);
-            if (got < 0 && errno == EINTR)
-                continue;
+            got = blob_partial_read(b->file, b->hashed, b->hbuf, (size_t)n);
             if (got <= 0) {
-                rc = got < 0 ? ms_err_os("%s: read", b->path)
-                             : ms_err(MS_EIO, "%s: ends at %" PRIu64 ", before bytes written", b->path, b->hashed);
+                rc = got < 0 ? (int)got
+                             : ms_err(MS_EIO, "%s: ends at %" PRIu64 ", before bytes written",
+                                      blob_partial_path(b->file), b->hashed);
                 break;
             }
             n = (uint64_t)got;
@@ -355,24 +196,21 @@ static int part_write(void *ctx, const void *buf, size_t n)
     }
     if (n > p->len - p->done)
         n = (size_t)(p->len - p->done);
-    while (n > 0) {
+    if (n > 0) {
         uint64_t at = p->off + p->done;
-        ssize_t w = pwrite(b->fd, src, n, (off_t)at);
 
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return ms_err_os("%s: write", b->path);
+        if ((rc = blob_partial_write(b->file, at, src, n)) < 0)
+            return rc;
         /* Release: a thread that sees `done` and reads the file finds these bytes there. */
-        __atomic_store_n(&p->done, p->done + (uint64_t)w, __ATOMIC_RELEASE);
-        __atomic_add_fetch(&ps->job->done_bytes, (uint64_t)w, __ATOMIC_RELAXED);
-        if (b->rfd >= 0 && (p->done - p->saved >= RANGES_EVERY || p->done == p->len) &&
-            (rc = ranges_slot_write(b, ps->k, p->done)) < 0)
+        __atomic_store_n(&p->done, p->done + (uint64_t)n, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&ps->job->done_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+        if (p->done - p->saved >= RANGES_EVERY || p->done == p->len) {
+            if ((rc = blob_partial_save(b->file, (size_t)ps->k, p->done)) < 0)
+                return rc;
+            p->saved = p->done;
+        }
+        if ((rc = hash_advance(b, src, at, n, 0)) < 0)
             return rc;
-        if ((rc = hash_advance(b, src, at, (size_t)w, 0)) < 0)
-            return rc;
-        src += w;
-        n -= (size_t)w;
     }
     if (p->done == p->len)
         return 1;
@@ -435,12 +273,9 @@ static int part_fetch(dl_job *j, CURL *h, dl_blob *b, int k)
         reg_backoff(attempt);
     }
     rc = 0;
-#ifdef SYNC_FILE_RANGE_WRITE
     /* Start writing the finished part to disk now, so the fsync before the adopt finds little
      * left to do. A hint only: its failure changes nothing. */
-    if (p->len)
-        sync_file_range(b->fd, (off_t)p->off, (off_t)p->len, SYNC_FILE_RANGE_WRITE);
-#endif
+    blob_partial_hint(b->file, p->off, p->len);
 done:
     reg_resp_reset(&r);
     return rc;
@@ -452,30 +287,28 @@ done:
 static int blob_finish(dl_job *j, dl_blob *b)
 {
     char digest[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1];
-    struct stat st;
+    uint64_t size = 0;
     int rc;
 
-    if ((rc = hash_advance(b, NULL, 0, 0, 1)) < 0)
+    if ((rc = hash_advance(b, NULL, 0, 0, 1)) < 0 || (rc = blob_partial_size(b->file, &size)) < 0)
         goto done;
-    if (fstat(b->fd, &st) < 0) {
-        rc = ms_err_os("%s: stat", b->path);
-        goto done;
-    }
-    if (b->hashed != b->size || (uint64_t)st.st_size != b->size) {
+    if (b->hashed != b->size || size != b->size) {
         rc = ms_err(MS_EMISMATCH, "blob %s: %s has %" PRIu64 " bytes (%" PRIu64 " hashed), the manifest says %" PRIu64,
-                    b->digest, b->path, (uint64_t)st.st_size, b->hashed, b->size);
-        unlink(b->path);
+                    b->digest, blob_partial_path(b->file), size, b->hashed, b->size);
         goto done;
     }
     blob_hash_final(got, b->hash);
     b->hash = NULL;
-    if ((rc = blob_adopt_hashed(digest, j->home, b->path, b->digest, got)) < 0)
-        goto done;
+    rc = store_txn_blob_adopt(j->t, digest, blob_partial_path(b->file), b->digest, got);
 done:
     /* After a mismatch the bytes are gone (a rerun must not resume from them); after an adopt
      * the progress is stale. I/O errors keep both files for a rerun. */
-    if (b->rpath && (rc == 0 || rc == MS_EMISMATCH))
-        unlink(b->rpath);
+    if (rc == 0)
+        blob_partial_done(b->file);
+    else if (rc == MS_EMISMATCH)
+        blob_partial_abandon(b->file);
+    if (rc == 0 || rc == MS_EMISMATCH)
+        b->file = NULL;
     if (rc == MS_EMISMATCH)
         ms_err_ctx("blob %s", b->digest);
     blob_end(b);
@@ -564,7 +397,6 @@ static int blobs_plan(dl_job *j, const manifest *m)
                           (uint64_t)REG_BLOB_MAX);
         b->digest = l->digest;
         b->size = l->size;
-        b->fd = b->rfd = -1;
         /* The size is the manifest's claim, not bytes that arrived: the bookkeeping it buys
          * (parts here, 8 bytes each in the sidecar) is capped at REG_MAX_PARTS per blob by
          * growing the part instead, so a 2 KB manifest declaring 2^48-byte layers costs
@@ -577,9 +409,7 @@ static int blobs_plan(dl_job *j, const manifest *m)
         pthread_mutex_init(&b->mu, NULL);
         pthread_mutex_init(&b->hash_mu, NULL);
         j->n_blobs++;
-        if (!(b->parts = calloc((size_t)b->n_parts, sizeof *b->parts)) ||
-            !(b->path = ms_strdup_printf("%s/tmp/pull/%s.partial", j->home, l->digest + 7)) ||
-            (b->n_parts > 1 && !(b->rpath = ms_strdup_printf("%s/tmp/pull/%s.ranges", j->home, l->digest + 7))))
+        if (!(b->parts = calloc((size_t)b->n_parts, sizeof *b->parts)))
             return ms_err(MS_ENOMEM, "out of memory");
         for (int k = 0; k < b->n_parts; k++) {
             b->parts[k].off = (uint64_t)k * b->part_bytes;
@@ -598,14 +428,13 @@ static void blobs_free(dl_job *j)
         pthread_mutex_destroy(&b->mu);
         pthread_mutex_destroy(&b->hash_mu);
         free(b->parts);
-        free(b->path);
-        free(b->rpath);
     }
     free(j->blobs);
 }
 
-int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const registry_opts *o, const char *label)
+int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label)
 {
+    const char *home = store_home(store_txn_store(t));
     pthread_t threads[64];
     size_t n_threads = 0, n_parts = 0;
     uint64_t total = 0;
@@ -616,6 +445,7 @@ int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const re
 
     memset(&j, 0, sizeof j);
     j.c = c;
+    j.t = t;
     j.home = home;
     pthread_mutex_init(&j.mu, NULL);
     if ((rc = blobs_plan(&j, m)) < 0 || j.n_blobs == 0)

@@ -98,8 +98,9 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
 {
     char *dst = layout_blob_path(dir, digest), *tmp = NULL;
     blob_view v = { 0 };
+    ms_atomic a = { .fd = -1 };
     struct stat st;
-    int fd = -1, rc = 0;
+    int rc = 0;
 
     if (!dst)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -115,21 +116,16 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-        rc = ms_err_os("%s: create", tmp);
+    /* "<hex>.<pid>.tmp": the name layout_tmp_clean looks for */
+    if ((rc = ms_atomic_open(&a, dst, tmp, 0644)) < 0)
         goto done;
-    }
-    if ((len && ms_write_all(fd, buf, len) < 0) || fsync(fd) < 0) {
+    if (len && ms_write_all(a.fd, buf, len) < 0) {
         rc = ms_err_os("%s: write", tmp);
         goto done;
     }
-    if (rename(tmp, dst) < 0)
-        rc = ms_err_os("%s: rename", tmp);
+    rc = ms_atomic_commit(&a);
 done:
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0 && tmp)
-        unlink(tmp);
+    ms_atomic_abort(&a);
     blob_close(&v);
     free(tmp);
     free(dst);
@@ -251,8 +247,8 @@ done:
 
 /* ------------------------------------------------------------------ pull */
 
-/* Copy <dir>/blobs/sha256/<hex> into the store through a blob writer that checks the digest. */
-static int blob_import(const char *home, const char *dir, const char *digest, uint64_t size)
+/* Copy <dir>/blobs/sha256/<hex> into the pull's transaction, checking the digest. */
+static int blob_import(store_txn *t, const char *dir, const char *digest, uint64_t size)
 {
     char got[BLOB_DIGEST_LEN + 1], *src = layout_blob_path(dir, digest);
     blob_writer *w = NULL;
@@ -266,7 +262,7 @@ static int blob_import(const char *home, const char *dir, const char *digest, ui
         rc = fd;
         goto done;
     }
-    if ((rc = blob_writer_open(&w, home)) < 0)
+    if ((rc = store_txn_blob_open(t, &w)) < 0)
         goto done;
     if ((rc = blob_writer_write_fd(w, fd, src, size)) < 0) {
         ms_err_ctx("blob %s (the manifest says %" PRIu64 " bytes)", digest, size);
@@ -277,7 +273,7 @@ static int blob_import(const char *home, const char *dir, const char *digest, ui
                     blob_writer_size(w), size);
         goto done;
     }
-    rc = blob_writer_commit(got, w, digest);
+    rc = store_txn_blob_add(t, got, NULL, w, digest);
     w = NULL;
     if (rc < 0)
         ms_err_ctx("blob %s (%s)", digest, src);
@@ -338,7 +334,8 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
     manifest *m = NULL;
     uint64_t want_size = 0;
     size_t len = 0;
-    int rc, locked = 0;
+    store_txn *t = NULL;
+    int rc;
 
     (void)o;
     digest_out[0] = '\0';
@@ -359,19 +356,18 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
     }
     if ((rc = manifest_parse(&m, bytes, len, path)) < 0)
         goto done;
-    if ((rc = store_write_begin(s)) < 0)
+    if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
-    locked = 1;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
         /* Intact, not merely present: pulling again replaces a damaged blob (blob.h invariant 3). */
-        if (!blob_intact(home, l->digest, l->size) && (rc = blob_import(home, dir, l->digest, l->size)) < 0)
+        if (!blob_intact(home, l->digest, l->size) && (rc = blob_import(t, dir, l->digest, l->size)) < 0)
             goto done;
     }
-    rc = store_model_commit(s, name, bytes, len, digest_out);
+    rc = store_txn_commit(t, name, bytes, len, digest_out);
+    t = NULL;   /* the commit ended it */
 done:
-    if (locked)
-        store_write_end(s);
+    store_txn_abort(t);
     if (rc < 0)
         ms_err_ctx("pull %s from %s", label, dir);
     json_decref(index);

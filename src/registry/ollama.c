@@ -20,7 +20,6 @@
  *      index still references it: its tensors are stored once, in the blobs they share with
  *      every other model. */
 #include <jansson.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,18 +58,8 @@ static int blob_json(json_t **out, const char *home, const char *digest)
 /* 1 when some stored manifest references `digest` as a layer or a config. */
 static int digest_referenced(store *s, const char *digest)
 {
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-
-    if (sqlite3_prepare_v2(store_db(s),
-                           "SELECT 1 FROM layers WHERE digest = ?1 UNION ALL "
-                           "SELECT 1 FROM manifests WHERE config_digest = ?1 LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return 1; /* when in doubt, keep the blob: gc removes it later if it is unused */
-    sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
+    /* when in doubt (an error), keep the blob: gc removes it later if it is unused */
+    return store_blob_referenced(s, digest) != 0;
 }
 
 /* A model already split from the GGUF of digest `gguf` (its header layer is named by that
@@ -78,7 +67,6 @@ static int digest_referenced(store *s, const char *digest)
  * NULL when the store has none whose blobs are all present. */
 static int prior_split(manifest **out, store *s, const char *gguf)
 {
-    sqlite3_stmt *st = NULL;
     store_model *sm = NULL;
     const manifest *p;
     manifest *k = NULL;
@@ -86,16 +74,8 @@ static int prior_split(manifest **out, store *s, const char *gguf)
     int rc = 0;
 
     *out = NULL;
-    if (sqlite3_prepare_v2(store_db(s),
-                           "SELECT manifest_digest FROM layers WHERE media_type = ?1 AND name = ?2 LIMIT 1", -1, &st,
-                           NULL) != SQLITE_OK)
-        return 0; /* no reuse: the GGUF is downloaded and split again */
-    sqlite3_bind_text(st, 1, MT_GGUF_META, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, gguf, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(digest, sizeof digest, "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    if (!digest[0] || store_model_open_digest(&sm, s, digest) < 0)
+    /* An error is no reuse: the GGUF is downloaded and split again. */
+    if (store_manifest_find_layer(s, MT_GGUF_META, gguf, digest) <= 0 || store_model_open_digest(&sm, s, digest) < 0)
         return 0;
     p = store_model_manifest(sm);
     if ((rc = manifest_new(&k)) < 0 ||
@@ -125,8 +105,9 @@ done:
 
 /* Split the GGUF layer `l` into `*d` (import_gguf_manifest), checking the digest it read, or
  * take the split of an earlier pull of the same file. */
-static int split_gguf(manifest **d, store *s, const manifest_layer *l, const registry_opts *o, int *reused_out)
+static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const registry_opts *o, int *reused_out)
 {
+    store *s = store_txn_store(t);
     const char *home = store_home(s);
     import_opts io = {.quiet = o->quiet};
     char *path = NULL;
@@ -141,7 +122,8 @@ static int split_gguf(manifest **d, store *s, const manifest_layer *l, const reg
     }
     if ((rc = blob_path(&path, home, l->digest)) < 0)
         return rc;
-    if ((rc = import_gguf_manifest(d, s, path, "model.gguf", &io)) < 0)
+    /* The split's blobs land now, still unnamed: its config is read back just below. */
+    if ((rc = import_gguf_manifest(d, t, path, "model.gguf", &io)) < 0 || (rc = store_txn_flush(t)) < 0)
         goto done;
     if ((rc = blob_json(&cfg, home, (*d)->config.digest)) < 0)
         goto done;
@@ -213,9 +195,10 @@ static void count_tensors(store *s, const manifest *d, registry_pull_report *rep
     }
 }
 
-int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, const char *bytes, size_t len,
+int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest *m, const char *bytes, size_t len,
                       const registry_opts *o, registry_pull_report *rep)
 {
+    store *s = store_txn_store(t);
     const char *home = store_home(s);
     const manifest_layer *gguf = NULL, *tmpl;
     manifest *d = NULL;
@@ -238,7 +221,7 @@ int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, 
     if (gguf) {
         manifest *k = NULL;
         int reused = 0;
-        if ((rc = split_gguf(&k, s, gguf, o, &reused)) < 0)
+        if ((rc = split_gguf(&k, t, gguf, o, &reused)) < 0)
             goto done;
         if (rep)
             rep->split = 1, rep->split_reused = reused;
@@ -280,7 +263,7 @@ int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, 
     if (strcmp(d->config.digest, m->config.digest) != 0 &&
         (rc = manifest_layer_add(d, m->config.media_type, m->config.digest, m->config.size, NULL)) < 0)
         goto done;
-    if ((rc = blob_put_buf(src, home, bytes, len)) < 0 ||
+    if ((rc = store_txn_blob_put(t, src, bytes, len)) < 0 ||
         (rc = manifest_layer_add(d, MT_SOURCE_MANIFEST, src, len, NULL)) < 0)
         goto done;
     count_tensors(s, d, rep);
@@ -334,26 +317,32 @@ int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
     return 0;
 }
 
-int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out)
+int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m)
 {
     const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
     const char *home = store_home(s);
     char path[4200], digest[BLOB_DIGEST_LEN + 1];
     export_result res;
+    store_txn *t = NULL;
     int rc;
 
-    *made_out = 0;
+    *t_out = NULL;
     if (!l || blob_intact(home, l->digest, l->size))
         return 0;
+    if ((rc = store_txn_begin(&t, s)) < 0)
+        return ms_err_ctx("rebuilding layer %s", l->digest);
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from
      * tmp/ re-hashes it, so the blob appears only if it is the very file the manifest names. */
     snprintf(path, sizeof path, "%s/tmp/source-%d-%s.gguf", home, (int)getpid(), l->digest + 7);
     if ((rc = export_gguf(s, name, path, &res)) < 0)
-        return ms_err_ctx("rebuilding layer %s", l->digest);
-    if ((rc = blob_adopt(digest, home, path, l->digest)) < 0) {
+        goto fail;
+    if ((rc = store_txn_blob_adopt(t, digest, path, l->digest, NULL)) < 0) {
         unlink(path);
-        return ms_err_ctx("rebuilding layer %s", l->digest);
+        goto fail;
     }
-    *made_out = 1;
+    *t_out = t;
     return 0;
+fail:
+    store_txn_abort(t);
+    return ms_err_ctx("rebuilding layer %s", l->digest);
 }

@@ -53,7 +53,8 @@ int registry_pull(store *s, const model_name *name, const registry_opts *o, char
     CURL *h = NULL;
     manifest *m = NULL, *fetch = NULL;
     size_t len = 0, dlen = 0;
-    int rc, inited = 0, locked = 0;
+    store_txn *t = NULL;
+    int rc, inited = 0;
 
     digest_out[0] = '\0';
     if (o->report)
@@ -78,28 +79,31 @@ int registry_pull(store *s, const model_name *name, const registry_opts *o, char
         goto done;
     }
     /* From the first blob to the commit, gc must not remove what this pull is about to name. */
-    if ((rc = store_write_begin(s)) < 0)
+    if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
-    locked = 1;
     if ((rc = reg_ollama_plan(&fetch, s, m)) < 0)
         goto done;
-    if ((rc = reg_blobs_fetch(&c, home, fetch ? fetch : m, o, label)) < 0)
+    if ((rc = reg_blobs_fetch(&c, t, fetch ? fetch : m, o, label)) < 0)
         goto done;
-    if ((rc = reg_ollama_derive(&derived, &dlen, s, m, bytes, len, o, o->report)) < 0)
+    if ((rc = reg_ollama_derive(&derived, &dlen, t, m, bytes, len, o, o->report)) < 0)
         goto done;
-    if ((rc = store_model_commit(s, name, derived ? derived : bytes, derived ? dlen : len, stored)) < 0)
+    /* What this repository holds, for a later push's cross-repository mounts: recorded with
+     * the commit, so a failed pull records nothing. */
+    for (size_t i = 0; i <= m->n_layers && rc == 0; i++)
+        rc = store_txn_registry_blob(t, host, c.repo, i == 0 ? m->config.digest : m->layers[i - 1].digest);
+    if (rc < 0)
+        goto done;
+    rc = store_txn_commit(t, name, derived ? derived : bytes, derived ? dlen : len, stored);
+    t = NULL;   /* the commit ended it */
+    if (rc < 0)
         goto done;
     blob_digest_buf(digest_out, bytes, len);
     if (o->report)
         snprintf(o->report->version, sizeof o->report->version, "%s", digest_out);
     if (derived)
         reg_ollama_release(s, m);
-    reg_seen_record(s, host, c.repo, m->config.digest);
-    for (size_t i = 0; i < m->n_layers; i++)
-        reg_seen_record(s, host, c.repo, m->layers[i].digest);
 done:
-    if (locked)
-        store_write_end(s);
+    store_txn_abort(t);
     if (rc < 0)
         ms_err_ctx("pull %s from %s", label, host[0] ? host : "?");
     if (h)

@@ -1,7 +1,6 @@
 /* push.c: upload a stored model's blobs (skipping those the registry has, mounting those it has
  * in another repository) and then its manifest. */
 #include <inttypes.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,50 +12,6 @@
  * proxy with a request size limit (nginx's default is 1 MB, often raised to tens of MB) and a
  * registry that spools each request still cope. */
 #define PUSH_CHUNK ((size_t)32 << 20)
-
-/* ------------------------------------------------------------------ where blobs were seen */
-
-static int seen_table(sqlite3 *db)
-{
-    return sqlite3_exec(db, "CREATE TABLE IF NOT EXISTS registry_blobs(host TEXT NOT NULL, repo TEXT NOT NULL,"
-                            " digest TEXT NOT NULL, PRIMARY KEY(host, repo, digest)) WITHOUT ROWID",
-                        NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
-}
-
-void reg_seen_record(store *s, const char *host, const char *repo, const char *digest)
-{
-    sqlite3 *db = store_db(s);
-    sqlite3_stmt *st = NULL;
-
-    if (!db || seen_table(db) < 0 ||
-        sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO registry_blobs VALUES(?1, ?2, ?3)", -1, &st, NULL) != SQLITE_OK)
-        goto done;
-    sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, repo, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, digest, -1, SQLITE_STATIC);
-    sqlite3_step(st);   /* a missed record only costs a later upload instead of a mount */
-done:
-    sqlite3_finalize(st);
-}
-
-void reg_seen_other(store *s, const char *host, const char *repo, const char *digest, char *repo_out, size_t len)
-{
-    sqlite3 *db = store_db(s);
-    sqlite3_stmt *st = NULL;
-
-    repo_out[0] = '\0';
-    if (!db || seen_table(db) < 0 ||
-        sqlite3_prepare_v2(db, "SELECT repo FROM registry_blobs WHERE host = ?1 AND digest = ?2 AND repo != ?3 LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
-        goto done;
-    sqlite3_bind_text(st, 1, host, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, digest, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, repo, -1, SQLITE_STATIC);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(repo_out, len, "%s", (const char *)sqlite3_column_text(st, 0));
-done:
-    sqlite3_finalize(st);
-}
 
 /* ------------------------------------------------------------------ manifest forms */
 
@@ -196,7 +151,7 @@ static int blob_push(reg_client *c, CURL *h, store *s, const char *digest, uint6
         progress_add(p, size);
         goto done;   /* the registry has it already */
     }
-    reg_seen_other(s, c->host, c->repo, digest, from, sizeof from);
+    (void)store_registry_blob_find(s, c->host, c->repo, digest, from, sizeof from);   /* none: upload it */
     if (from[0])
         snprintf(url, sizeof url, "/v2/%s/blobs/uploads/?mount=%s&from=%s", c->repo, digest, from);
     else
@@ -233,7 +188,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     size_t len = 0;
     push_progress prog = { 0 };
     uint64_t total = 0;
-    int rc, inited = 0, made = 0;
+    store_txn *made = NULL;   /* holds a rebuilt GGUF blob against gc while it goes up */
+    int rc, inited = 0;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, dst);
@@ -250,14 +206,14 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     }
     for (size_t i = 0; i <= m->n_layers; i++)
         total += i == 0 ? m->config.size : m->layers[i - 1].size;
-    if ((rc = reg_source_materialize(s, name, m, &made)) < 0)
+    if ((rc = reg_source_materialize(&made, s, name, m)) < 0)
         goto done;
     prog.bar = o->quiet ? NULL : ms_progress_new(label, total, 0);
     for (size_t i = 0; i <= m->n_layers; i++) {
         const char *d = i == 0 ? m->config.digest : m->layers[i - 1].digest;
         if ((rc = blob_push(&c, h, s, d, i == 0 ? m->config.size : m->layers[i - 1].size, &prog)) < 0)
             goto done;
-        reg_seen_record(s, host, c.repo, d);
+        (void)store_registry_blob_record(s, host, c.repo, d);   /* a missed record only costs a later upload */
     }
     /* The manifest goes last: a registry may refuse one whose blobs it lacks, and a reader must
      * never find a tag whose blobs are still on their way. */
@@ -279,6 +235,7 @@ done:
     ms_progress_free(prog.bar);
     if (made)
         reg_ollama_release(s, m);
+    store_txn_abort(made);   /* only the lock: the blob was adopted, and released just above */
     reg_resp_reset(&r);
     if (h)
         curl_easy_cleanup(h);

@@ -6,11 +6,12 @@
  * must equal Docker-Content-Digest when the registry sends it). Each missing blob is fetched in
  * parts (HTTP Range), several at once, into one file under <home>/tmp/pull/, hashed as it
  * arrives, and adopted into blobs/ when it hashes to the manifest's digest (registry_int.h has
- * the files and their locks). Then the manifest and the name are committed in one transaction
- * (store_model_commit).
+ * the files and their locks), all inside one store_txn. Then the manifest, the name and the
+ * registry_blobs rows (what this repository holds, for a push's mounts) are committed in one
+ * transaction (store_txn_commit).
  *   1. A blob appears under blobs/ only when its sha256 and size match the manifest.
  *   2. The store gains the name only when every blob is present: a failed pull adds no name.
- *   3. Resumable downloads live in <home>/tmp/pull/<hex>.partial (+ <hex>.ranges, the parts
+ *   3. Resumable downloads (blob.h, blob_partial_*) live in <home>/tmp/pull/<hex>.partial (+ <hex>.ranges, the parts
  *      done, for blobs of several parts): the names derive from the digest only, never from a
  *      pid, so a rerun (another process) continues from the bytes already there. A pull holds
  *      a flock on the files it writes, so two pulls of one blob never write one file at once:

@@ -96,43 +96,21 @@ void reg_url_origin(char *out, size_t len, const char *url);
  * *out malloc'd "user:password" or NULL when none. MS_EINVALID for a malformed file. */
 int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth);
 
-/* Remember that `digest` is in `repo` at `host` (for cross-repository mounts), and look up
- * another repo of `host` holding it (repo_out "" when none). Kept in index.db, table
- * registry_blobs; failures here are never fatal to a pull or push. */
-void reg_seen_record(store *s, const char *host, const char *repo, const char *digest);
-void reg_seen_other(store *s, const char *host, const char *repo, const char *digest,
-                    char *repo_out, size_t len);
-
-/* Downloads (download.c). Each missing blob is fetched into ONE file,
- * <home>/tmp/pull/<hex>.partial, in parts of REG_PART_BYTES fetched with Range on several
- * threads and written with pwrite at their offsets; the sha256 runs over the bytes in order as
- * they arrive (bytes that land ahead of the hash are read back from the page cache when it gets
- * there), and the complete file is adopted into blobs/ (blob_adopt_hashed: a rename, no copy).
- *   1. The name derives from the digest only, never from a pid, so any later pull resumes it.
- *   2. A pull holds an exclusive flock on the .partial (and the .ranges) while it uses them; a
- *      second pull of the same blob waits for the lock, then finds the blob stored. Having the
- *      lock, it checks that the name still refers to the inode it locked (the first pull may
- *      have adopted or removed it) and opens the name again if not.
- *   3. Progress: a blob of one part is written in order from byte 0, so the file's length is
- *      its progress. A blob of several parts has the sidecar <hex>.ranges:
- *        "MSPULL1\n", u64 blob size, u64 part size, u64 n_parts, then n_parts u64 bytes done
- *      (the part size is 64 MiB, larger for blobs over REG_MAX_PARTS of those: at most
- *      REG_MAX_PARTS parts, so the sidecar stays under 8 KiB whatever the manifest claims)
- *      (all little-endian), each part's count written after its bytes (every 256 KB at most),
- *      so a pull killed at any point resumes from the bytes on disk. A sidecar that does not
- *      match the blob, or claims bytes past the file's end, counts as nothing done.
- *   4. A digest mismatch removes both files; I/O errors and kills keep them for a rerun.
- *   5. store_gc removes files in tmp/pull/ older than 7 days that no pull has locked. */
+/* Downloads (download.c). Each missing blob is fetched into ONE partial blob (blob.h, "Partial
+ * blobs": <home>/tmp/pull/<hex>.partial and its .ranges sidecar, locked while in use, resumed by
+ * any later pull), in parts of REG_PART_BYTES fetched with Range on several threads and written
+ * at their offsets; the sha256 runs over the bytes in order as they arrive (bytes that land
+ * ahead of the hash are read back from the page cache when it gets there), and the complete
+ * file is adopted into blobs/ through the pull's transaction (store_txn_blob_adopt: a rename,
+ * no copy). The part size is 64 MiB, larger for blobs over REG_MAX_PARTS of those: at most
+ * REG_MAX_PARTS parts, so the sidecar stays under 8 KiB whatever the manifest claims. A part's
+ * progress reaches the sidecar every 256 KB at most. A digest mismatch abandons both files; I/O
+ * errors and kills keep them for a rerun. store_gc removes those older than 7 days that no pull
+ * has locked. */
 #define REG_PART_BYTES ((uint64_t)64 << 20)
 #define REG_MAX_PARTS ((uint64_t)1024)   /* per blob; larger blobs get larger parts */
 #define REG_BLOB_MAX ((uint64_t)1 << 48)
-#define REG_RANGES_MAGIC "MSPULL1\n"
-#define REG_RANGES_HEADER ((size_t)32)
-int reg_blobs_fetch(reg_client *c, const char *home, const manifest *m, const registry_opts *o, const char *label);
-/* Parse a sidecar of `len` bytes for a blob of `size` bytes in `n_parts` parts of `part_bytes`:
- * done_out[k] (n_parts entries) gets part k's bytes done. MS_EINVALID naming the field. */
-int reg_ranges_parse(uint64_t *done_out, const uint8_t *buf, size_t len, uint64_t size, uint64_t part_bytes,
-                     size_t n_parts);
+int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label);
 
 /* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
 int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);
@@ -142,10 +120,10 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
                       int docker);
 
 /* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
- * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are written (the
- * GGUF split is committed, the name is not). Call between store_write_begin and _end.
+ * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are added to the
+ * pull's transaction `t` (the GGUF split, the received manifest), for its commit.
  * MS_EMISMATCH (the GGUF split hashed to another digest), MS_EUNSUPPORTED, MS_EINVALID. */
-int reg_ollama_derive(char **out, size_t *len_out, store *s, const manifest *m, const char *bytes, size_t len,
+int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest *m, const char *bytes, size_t len,
                       const registry_opts *o, registry_pull_report *rep);
 /* *fetch_out: `m` without its whole-GGUF layer when an earlier pull split the same file and its
  * blobs are all stored (the download is then skipped and the split reused), else NULL. */
@@ -156,7 +134,9 @@ void reg_ollama_release(store *s, const manifest *m);
  * received manifest (read through the stored model's handle). 0 when there is none. */
 int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model);
 /* Rebuild the whole-GGUF blob of received manifest `m` from model `name` (export_gguf) when it
- * is not stored; *made_out 1 when it was. MS_EMISMATCH when the export is not that file. */
-int reg_source_materialize(store *s, const model_name *name, const manifest *m, int *made_out);
+ * is not stored; *t_out is then the transaction that adopted it (NULL when nothing was made),
+ * which the caller holds while it uploads the blob, so that gc leaves it, and aborts after
+ * (reg_ollama_release first). MS_EMISMATCH when the export is not that file. */
+int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m);
 
 #endif

@@ -1,5 +1,6 @@
-/* config.c: model hyper-parameters from GGUF metadata (<arch>.* keys) or from the config blob
- * (import.h's JSON), checked before anything is sized from them.
+/* config.c: model hyper-parameters from the config blob (import.h's JSON) or from GGUF metadata
+ * (turned into that same JSON by gguf_config_json, src/format), checked before anything is
+ * sized from them. Architecture names resolve through src/format's one table (gguf_arch_decoder).
  * Architectures: llama (Llama 2/3, Mistral, TinyLlama), qwen2 (q/k/v biases) and qwen3 (QK-norm,
  * head_dim free of hidden / heads). GGUF keeps llama's Q/K rows permuted for adjacent-pair rope;
  * llama.cpp runs qwen2/qwen3 with NEOX rope (halves), so their rows are HF's and not permuted. */
@@ -15,29 +16,10 @@
 #define LIMIT_VOCAB (1 << 22)
 #define LIMIT_CTX (1 << 22)
 
-/* Architecture names as files spell them -> the decoder's name. */
-static const struct { const char *name, *arch; } arch_names[] = {
-    { "llama", "llama" },       { "mistral", "llama" },       { "mixtral", "llama" },
-    { "qwen2", "qwen2" },       { "qwen3", "qwen3" },         { "qwen2moe", "qwen2moe" },
-    { "qwen2_moe", "qwen2moe" }, { "qwen3moe", "qwen3moe" },  { "qwen3_moe", "qwen3moe" },
-    { "gemma3", "gemma3" },     { "gemma3_text", "gemma3" },  { "phi3", "phi3" },
-};
-
 static int unsupported(const char *arch)
 {
     return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: " RUNTIME_ARCHS, arch);
 }
-
-/* The decoder's name for `arch`, or NULL. */
-static const char *arch_canonical(const char *arch)
-{
-    for (size_t i = 0; i < sizeof arch_names / sizeof arch_names[0]; i++)
-        if (strcmp(arch, arch_names[i].name) == 0)
-            return arch_names[i].arch;
-    return NULL;
-}
-
-static int arch_supported(const char *arch) { return arch_canonical(arch) != NULL; }
 
 static int check_int(const char *key, long long v, long long lo, long long hi, int *out)
 {
@@ -125,141 +107,6 @@ static int scaling_kind(runtime_config *c, const char *type)
     return ms_err(MS_EUNSUPPORTED, "rope scaling '%s' is not supported; supported: linear, llama3, longrope", type);
 }
 
-/* ---------------------------------------------------------------- GGUF */
-
-static int g_int(const gguf_file *g, const char *key, int required, long long lo, long long hi, int *out)
-{
-    uint64_t v = 0;
-    int rc = gguf_get_uint(g, key, &v);
-
-    if (rc == MS_ENOTFOUND && !required)
-        return 0;
-    if (rc < 0)
-        return rc;
-    return check_int(key, v > (uint64_t)hi ? hi + 1 : (long long)v, lo, hi, out);
-}
-
-/* An absent key keeps the default in *out (the getter clears its out parameter on entry). */
-static int g_float(const gguf_file *g, const char *key, double *out)
-{
-    double v;
-    int rc = gguf_get_float(g, key, &v);
-
-    if (rc == 0)
-        *out = v;
-    return rc == MS_ENOTFOUND ? 0 : rc;
-}
-
-/* A bool key into *out (0 / 1); left as it was when absent or of another type. */
-static void bool_key(const gguf_file *g, const char *key, int *out)
-{
-    int v;
-
-    if (gguf_get_bool(g, key, &v) == 0)
-        *out = v != 0;
-}
-
-/* "<arch>.<suffix>" into buf: GGUF names every hyper-parameter after the architecture. */
-static const char *akey(char *buf, size_t len, const char *arch, const char *suffix)
-{
-    snprintf(buf, len, "%s.%s", arch, suffix);
-    return buf;
-}
-
-int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
-{
-    const char *s;
-    size_t len;
-    uint32_t et;
-    uint64_t n_vocab = 0;
-    char type[32] = "", k[96], name[32];
-    int rc;
-
-    memset(c, 0, sizeof *c);
-    c->bos_id = c->eos_id = -1;
-    c->rms_eps = 1e-5;
-    c->rope_theta = 10000.0;
-    if ((rc = gguf_get_str(g, "general.architecture", &s, &len)) < 0)
-        return rc;
-    if (len >= sizeof c->architecture)
-        len = sizeof c->architecture - 1;
-    memcpy(c->architecture, s, len);
-    c->architecture[len] = '\0';
-    if (!arch_supported(c->architecture))
-        return unsupported(c->architecture);
-    /* keys are "<arch>.*" under the file's own name; the decoder knows the canonical one */
-    snprintf(name, sizeof name, "%s", c->architecture);
-    /* GGUF's llama Q/K rows are permuted for adjacent-pair rope; qwen's are not (NEOX) */
-    c->rope_interleaved = strcmp(arch_canonical(c->architecture), "llama") == 0;
-#define K(suffix) akey(k, sizeof k, name, suffix)
-    if ((rc = g_int(g, K("embedding_length"), 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
-        (rc = g_int(g, K("block_count"), 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
-        (rc = g_int(g, K("attention.head_count"), 1, 1, 4096, &c->n_heads)) < 0 ||
-        (rc = g_int(g, K("attention.head_count_kv"), 0, 1, 4096, &c->n_kv_heads)) < 0 ||
-        (rc = g_int(g, K("attention.key_length"), 0, 1, 1024, &c->head_dim)) < 0 ||
-        (rc = g_int(g, K("feed_forward_length"), 1, 1, LIMIT_DIM * 8, &c->ffn_dim)) < 0 ||
-        (rc = g_int(g, K("context_length"), 1, 1, LIMIT_CTX, &c->ctx_len)) < 0 ||
-        (rc = g_int(g, K("rope.dimension_count"), 0, 2, 1024, &c->n_rot)) < 0 ||
-        (rc = g_int(g, K("rope.scaling.original_context_length"), 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0 ||
-        (rc = g_int(g, "tokenizer.ggml.bos_token_id", 0, 0, LIMIT_VOCAB, &c->bos_id)) < 0 ||
-        (rc = g_int(g, "tokenizer.ggml.eos_token_id", 0, 0, LIMIT_VOCAB, &c->eos_id)) < 0 ||
-        (rc = g_float(g, K("attention.layer_norm_rms_epsilon"), &c->rms_eps)) < 0 ||
-        (rc = g_float(g, K("rope.freq_base"), &c->rope_theta)) < 0 ||
-        (rc = g_float(g, K("rope.scaling.factor"), &c->rope_factor)) < 0 ||
-        (rc = g_float(g, K("rope.scaling.attn_factor"), &c->rope_attn_factor)) < 0 ||
-        (rc = g_int(g, K("expert_count"), 0, 0, 1024, &c->n_experts)) < 0 ||
-        (rc = g_int(g, K("expert_used_count"), 0, 0, 1024, &c->n_experts_used)) < 0 ||
-        (rc = g_int(g, K("expert_feed_forward_length"), 0, 1, LIMIT_DIM * 8, &c->expert_ffn_dim)) < 0 ||
-        (rc = g_int(g, K("expert_shared_feed_forward_length"), 0, 1, LIMIT_DIM * 8, &c->shared_ffn_dim)) < 0 ||
-        (rc = g_int(g, K("attention.sliding_window"), 0, 0, LIMIT_CTX, &c->sliding_window)) < 0)
-        return rc;
-    snprintf(c->architecture, sizeof c->architecture, "%s", arch_canonical(name));
-    if (strcmp(c->architecture, "gemma3") == 0) {
-        /* llama.cpp's Gemma 3: every 6th layer global, the others in the window with base 10000;
-         * scores scaled by 1/sqrt(head_dim) but for the 27B (62 layers), 1/sqrt(dim / heads) */
-        c->gemma = 1;
-        c->swa_pattern = 6;
-        c->rope_local_theta = 10000.0;
-        if (c->n_layers == 62)
-            c->attn_scale = 1.0 / sqrt((double)c->dim / c->n_heads);
-        if ((rc = g_float(g, K("final_logit_softcapping"), &c->final_softcap)) < 0)
-            return rc;
-    }
-    /* llama.cpp's routing: Mixtral (llama) and Qwen3-MoE renormalize the top-k weights, Qwen2-MoE
-     * does not; <arch>.expert_weights_norm overrides */
-    c->moe_norm = strcmp(c->architecture, "qwen2moe") != 0;
-    {
-        int norm = -1;
-        bool_key(g, K("expert_weights_norm"), &norm);
-        if (norm >= 0)
-            c->moe_norm = norm;
-    }
-    rc = gguf_get_str(g, K("rope.scaling.type"), &s, &len);
-    if (rc == 0) {
-        snprintf(type, sizeof type, "%.*s", (int)(len < 31 ? len : 31), s);
-    } else if (rc != MS_ENOTFOUND) {
-        return rc;
-    }
-    if ((rc = scaling_kind(c, type)) < 0)
-        return rc;
-    /* convert_hf_to_gguf writes Phi-3's longrope as factor tensors, with no scaling type */
-    if (gguf_tensor_find(g, "rope_factors_long.weight") || gguf_tensor_find(g, "rope_factors_short.weight"))
-        c->rope_scaling = RUNTIME_ROPE_LONGROPE;
-    /* the vocab is the tokenizer's; llama.vocab_size is optional in GGUF */
-    rc = gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_vocab);
-    if (rc == MS_ENOTFOUND) {
-        if ((rc = g_int(g, K("vocab_size"), 1, 1, LIMIT_VOCAB, &c->vocab_size)) < 0)
-            return rc;
-    } else if (rc < 0) {
-        return rc;
-    } else if ((rc = check_int("tokenizer.ggml.tokens count", (long long)(n_vocab > LIMIT_VOCAB ? LIMIT_VOCAB + 1 : n_vocab),
-                               1, LIMIT_VOCAB, &c->vocab_size)) < 0) {
-        return rc;
-    }
-#undef K
-    return finish(c);
-}
-
 /* ---------------------------------------------------------------- config blob */
 
 static int j_int(json_t *o, const char *key, int required, long long lo, long long hi, int *out)
@@ -322,8 +169,9 @@ static int json_fill_moe(runtime_config *c, json_t *o)
     if (rc == 0 && json_is_object(hf) && json_is_false(json_object_get(hf, "use_sliding_window")))
         c->sliding_window = 0;
     norm = json_object_get(m, "norm_topk_prob");
-    /* Mixtral always renormalizes; Qwen-MoE as norm_topk_prob says. A GGUF import has no such key:
-     * then llama.cpp's choice, as runtime_config_from_gguf makes it (all but qwen2moe) */
+    /* Mixtral always renormalizes; Qwen-MoE as norm_topk_prob says (a GGUF's
+     * <arch>.expert_weights_norm, gguf_config_json). Without the key, llama.cpp's choice: all
+     * but qwen2moe renormalize */
     c->moe_norm = norm ? json_is_true(norm) : strcmp(c->architecture, "qwen2moe") != 0;
     json_decref(m);
     return rc;
@@ -412,9 +260,9 @@ static int json_fill(runtime_config *c, json_t *o)
 
     if (!json_is_string(arch))
         return ms_err(MS_EINVALID, "architecture: missing or not a string");
-    if (!arch_supported(json_string_value(arch)))
+    if (!gguf_arch_decoder(json_string_value(arch)))
         return unsupported(json_string_value(arch));
-    snprintf(c->architecture, sizeof c->architecture, "%s", arch_canonical(json_string_value(arch)));
+    snprintf(c->architecture, sizeof c->architecture, "%s", gguf_arch_decoder(json_string_value(arch)));
     if ((rc = j_int(o, "hidden_size", 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
         (rc = j_int(o, "num_hidden_layers", 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
         (rc = j_int(o, "num_attention_heads", 1, 1, 4096, &c->n_heads)) < 0 ||
@@ -425,7 +273,9 @@ static int json_fill(runtime_config *c, json_t *o)
         (rc = j_int(o, "max_position_embeddings", 1, 1, LIMIT_CTX, &c->ctx_len)) < 0 ||
         (rc = j_int(o, "bos_token_id", 0, 0, LIMIT_VOCAB, &c->bos_id)) < 0 ||
         (rc = j_int(o, "eos_token_id", 0, 0, LIMIT_VOCAB, &c->eos_id)) < 0 ||
-        (rc = j_num(o, "rms_norm_eps", &c->rms_eps)) < 0 || (rc = j_num(o, "rope_theta", &c->rope_theta)) < 0)
+        (rc = j_num(o, "rms_norm_eps", &c->rms_eps)) < 0 || (rc = j_num(o, "rope_theta", &c->rope_theta)) < 0 ||
+        /* a GGUF's rope.dimension_count (gguf_config_json); config.json has no such field */
+        (rc = j_int(o, "rope_dimension_count", 0, 2, 1024, &c->n_rot)) < 0)
         return rc;
     if (inter && !json_is_boolean(inter))
         return ms_err(MS_EINVALID, "rope_interleaved: expected true or false");
@@ -448,16 +298,36 @@ static int json_fill(runtime_config *c, json_t *o)
     return finish(c);
 }
 
+static void defaults(runtime_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->bos_id = c->eos_id = -1;
+    c->rms_eps = 1e-5;
+    c->rope_theta = 10000.0;
+}
+
+/* A GGUF file's config is the config blob an import of it stores (gguf_config_json), read by
+ * the same rules: `run --gguf FILE` and `run` of FILE imported cannot disagree. */
+int runtime_config_from_gguf(runtime_config *c, const gguf_file *g)
+{
+    json_t *o = NULL;
+    int rc;
+
+    defaults(c);
+    if ((rc = gguf_config_json(&o, g)) < 0)
+        return rc;
+    rc = json_fill(c, o);
+    json_decref(o);
+    return rc;
+}
+
 int runtime_config_from_json(runtime_config *c, const char *json, size_t len, const char *what)
 {
     json_error_t e;
     json_t *o = json_loadb(json, len, 0, &e);
     int rc;
 
-    memset(c, 0, sizeof *c);
-    c->bos_id = c->eos_id = -1;
-    c->rms_eps = 1e-5;
-    c->rope_theta = 10000.0;
+    defaults(c);
     if (!o || !json_is_object(o)) {
         json_decref(o);
         return ms_err(MS_EINVALID, "%s: config is not a JSON object (%s, line %d)", what, o ? "not an object" : e.text,

@@ -132,8 +132,9 @@ int runtime_tokenizer_from_model(tokenizer **out, store_model *sm);
 uint64_t runtime_weights_nbytes(const runtime_weights *w);
 void runtime_weights_close(runtime_weights *w);   /* NULL is fine */
 
-/* Fill `c` from GGUF metadata (<arch>.* keys) / from a config blob's JSON text. MS_EINVALID naming
- * the key and value, MS_EUNSUPPORTED for an architecture other than llama, qwen2, qwen3. */
+/* Fill `c` from GGUF metadata (<arch>.* keys, through gguf_config_json: the config an import of
+ * the file stores, read by the same rules) / from a config blob's JSON text. MS_EINVALID naming
+ * the key and value, MS_EUNSUPPORTED for an architecture outside RUNTIME_ARCHS. */
 int runtime_config_from_gguf(runtime_config *c, const gguf_file *g);
 int runtime_config_from_json(runtime_config *c, const char *json, size_t len, const char *what);
 

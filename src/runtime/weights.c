@@ -121,48 +121,36 @@ fail:
 
 /* ---------------------------------------------------------------- store */
 
-/* "[4096, 4096]" -> shape; at most 4 dims. */
-static int parse_shape(runtime_tensor *t, const char *s)
+/* A tensor's metadata (format/tensor_blob). The layer name is not needed: a blob-wide
+ * logical_shape is read for whichever tensor asks, and only a blob's main tensor does. */
+static int tensor_meta(tensor_blob_meta *m, const st_file *f, const st_tensor *s)
 {
-    const char *p = s;
-    char *end;
+    return tensor_blob_meta_get(m, f, s, NULL, "blob");
+}
 
-    t->n_dims = 0;
-    while (*p == ' ' || *p == '[')
-        p++;
-    while (*p && *p != ']') {
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || t->n_dims == 4)
-            return ms_err(MS_EINVALID, "logical_shape '%s': expected up to 4 integers in brackets", s);
-        t->shape[t->n_dims++] = v;
-        p = end;
-        while (*p == ' ' || *p == ',')
-            p++;
-    }
-    if (*p != ']' || t->n_dims == 0)
-        return ms_err(MS_EINVALID, "logical_shape '%s': expected up to 4 integers in brackets", s);
+/* The logical shape into t: 1 to 4 dims. */
+static int logical_shape(runtime_tensor *t, const tensor_blob_meta *m, const char *name)
+{
+    if (m->n_dims < 1 || m->n_dims > 4)
+        return ms_err(MS_EINVALID, "tensor '%s': logical_shape of %d dims, expected 1 to 4", name, m->n_dims);
+    t->n_dims = m->n_dims;
+    memcpy(t->shape, m->shape, (size_t)m->n_dims * sizeof t->shape[0]);
     return 0;
 }
 
 /* The runtime view of one safetensors tensor in a blob. */
-/* Metadata `key` of tensor `name`: its own ("key:<name>", as an expert pack records each
- * tensor's), else the blob's. */
-static const char *tensor_meta(const st_file *f, const char *key, const char *name)
-{
-    char k[600];
-    const char *v;
-
-    snprintf(k, sizeof k, "%s:%s", key, name);
-    v = st_meta(f, k);
-    return v ? v : st_meta(f, key);
-}
-
 static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *s)
 {
-    const char *qt = tensor_meta(f, "quant_type", s->name), *ls = tensor_meta(f, "logical_shape", s->name);
+    tensor_blob_meta m;
+    const char *qt;
+    char ls[TENSOR_BLOB_SHAPE_MAX];
     uint64_t row_bytes, rows = 1;
     int rc;
 
+    if ((rc = tensor_meta(&m, f, s)) < 0)
+        return rc;
+    qt = m.quant_type;
+    tensor_blob_shape_format(ls, sizeof ls, m.n_dims, m.shape);
     t->name = s->name;
     t->data = s->data;
     t->nbytes = s->nbytes;
@@ -178,10 +166,10 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
     }
     if (ggml_type_from_name(&t->type, qt) < 0)   /* whether a device runs it is the backend's call */
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': quant_type '%s' is not supported", s->name, qt);
-    if (s->dtype != ST_U8 || !ls)
+    if (s->dtype != ST_U8 || !m.n_dims)
         return ms_err(MS_EINVALID, "tensor '%s': quant_type %s needs dtype U8 and a logical_shape", s->name, qt);
-    if ((rc = parse_shape(t, ls)) < 0)
-        return ms_err_ctx("tensor '%s'", s->name);
+    if ((rc = logical_shape(t, &m, s->name)) < 0)
+        return rc;
     if (ggml_row_nbytes(&row_bytes, t->type, t->shape[t->n_dims - 1]) < 0)
         return ms_err_ctx("tensor '%s'", s->name);
     for (int d = 0; d < t->n_dims - 1; d++)
@@ -200,15 +188,17 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
  * and biases alike. Every size the kernels rely on is checked here, so they need not. */
 static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor *codes, const quant_format *fmt)
 {
-    const char *ls = tensor_meta(f, "logical_shape", codes->name), *gs = tensor_meta(f, "group_size", codes->name);
+    tensor_blob_meta m;
     const st_tensor *sc, *bi;
-    char key[600];
+    char key[600], ls[TENSOR_BLOB_SHAPE_MAX];
     uint64_t rows, cols, ng, ssz;
     long g;
-    char *end;
     int rc;
 
-    if (codes->dtype != ST_U32 || !ls || !gs)
+    if ((rc = tensor_meta(&m, f, codes)) < 0)
+        return rc;
+    tensor_blob_shape_format(ls, sizeof ls, m.n_dims, m.shape);
+    if (codes->dtype != ST_U32 || !m.n_dims || !m.group_size)
         return ms_err(MS_EINVALID, "tensor '%s': quant_type %s expects U32 codes, a logical_shape and a group_size",
                       codes->name, fmt->name);
     t->name = codes->name;
@@ -216,11 +206,11 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor 
     sc = st_find(f, key);
     snprintf(key, sizeof key, "%s.bias", codes->name);
     bi = st_find(f, key);
-    if ((rc = parse_shape(t, ls)) < 0)
-        return ms_err_ctx("tensor '%s'", codes->name);
-    g = strtol(gs, &end, 10);
-    if (*end || !quant_group_valid(fmt, (int)g))
-        return ms_err(MS_EINVALID, "tensor '%s': group_size '%s' is not allowed for %s", codes->name, gs, fmt->name);
+    if ((rc = logical_shape(t, &m, codes->name)) < 0)
+        return rc;
+    g = m.group_size;
+    if (!quant_group_valid(fmt, (int)g))
+        return ms_err(MS_EINVALID, "tensor '%s': group_size '%ld' is not allowed for %s", codes->name, g, fmt->name);
     if (t->n_dims != 2 && t->n_dims != 3)
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': %s with %d dims; only matrices and expert packs are supported",
                       codes->name, fmt->name, t->n_dims);
@@ -260,8 +250,14 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor 
 /* The MLX format of tensor `s` of blob f (NULL: not MLX-quantized). */
 static const quant_format *mlx_format(const st_file *f, const st_tensor *s)
 {
-    const quant_format *fmt = quant_format_find(tensor_meta(f, "quant_type", s->name));
+    tensor_blob_meta m;
+    const quant_format *fmt;
 
+    if (tensor_meta(&m, f, s) < 0) {
+        ms_err_clear();   /* tensor_from_st reads it again and says what is wrong */
+        return NULL;
+    }
+    fmt = quant_format_find(m.quant_type);
     return fmt && fmt->mode != QUANT_GGML && fmt->mode != QUANT_FLOAT ? fmt : NULL;
 }
 

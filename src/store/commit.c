@@ -1,5 +1,4 @@
 /* commit.c: recording a model (manifest, layers, tensors, name) in the index. */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +10,6 @@
 #include "store/store_int.h"
 
 #define WHERE_MAX 512
-#define SHAPE_MAX 256   /* ST_MAX_DIMS numbers of at most 20 digits, ", " between, brackets */
 
 /* "config" or "layer 3 'model.embed_tokens.weight'" (the media type when the layer has no name). */
 static void layer_where(char *buf, size_t cap, const manifest *m, const manifest_layer *l)
@@ -22,13 +20,22 @@ static void layer_where(char *buf, size_t cap, const manifest *m, const manifest
         snprintf(buf, cap, "layer %zu '%s'", (size_t)(l - m->layers), l->name ? l->name : l->media_type);
 }
 
-static int blob_check(store *s, const manifest *m, const manifest_layer *l)
+/* A blob this transaction added (sorted `added`, n_added of them) is known with its size;
+ * only the others are looked up on disk: each referenced blob is checked once. */
+static int blob_check(store *s, const manifest *m, const manifest_layer *l, const store__blob_ref *added,
+                      size_t n_added)
 {
+    store__blob_ref key;
+    const store__blob_ref *hit;
     char where[WHERE_MAX];
     uint64_t size = 0;
 
+    snprintf(key.digest, sizeof key.digest, "%s", l->digest);
+    hit = n_added ? bsearch(&key, added, n_added, sizeof *added, store__digest_cmp) : NULL;
     layer_where(where, sizeof where, m, l);
-    if (!blob_exists(s->home, l->digest, &size))
+    if (hit)
+        size = hit->size;
+    else if (!blob_exists(s->home, l->digest, &size))
         return ms_err(MS_ENOTFOUND, "manifest: %s: blob %s is not in the store", where, l->digest);
     if (size != l->size)
         return ms_err(MS_EMISMATCH, "manifest: %s: blob %s has %llu bytes, the manifest says %llu", where,
@@ -38,12 +45,12 @@ static int blob_check(store *s, const manifest *m, const manifest_layer *l)
 
 /* Invariant 2 is checked before anything is written, so a refused commit leaves no trace, not
  * even the manifest blob. */
-static int blobs_check(store *s, const manifest *m)
+int store__blobs_check(store *s, const manifest *m, const store__blob_ref *added, size_t n_added)
 {
-    int rc = blob_check(s, m, &m->config);
+    int rc = blob_check(s, m, &m->config, added, n_added);
 
     for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
-        rc = blob_check(s, m, &m->layers[i]);
+        rc = blob_check(s, m, &m->layers[i], added, n_added);
     return rc;
 }
 
@@ -58,73 +65,8 @@ static int step_done(store *s, sqlite3_stmt *st, const char *what)
 
 /* ---------------------------------------------------------------- tensors */
 
-static void shape_format(char *buf, size_t cap, const st_tensor *t)
-{
-    size_t n = (size_t)snprintf(buf, cap, "[");
-
-    for (int d = 0; d < t->n_dims && n < cap; d++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%llu", d ? ", " : "", (unsigned long long)t->shape[d]);
-    if (n < cap)
-        snprintf(buf + n, cap - n, "]");
-}
-
-/* logical_shape is written by mstore's importer ("[4096, 4096]"); anything else is refused so
- * the listing never shows text that came from a blob unchecked. */
-static int logical_shape_valid(const char *v)
-{
-    size_t n = strlen(v);
-
-    if (n < 2 || n >= SHAPE_MAX || v[0] != '[' || v[n - 1] != ']')
-        return 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        if (!strchr("0123456789, ", v[i]))
-            return 0;
-    return 1;
-}
-
-static int group_size_parse(int64_t *out, const char *v)
-{
-    char *end = NULL;
-    long long g;
-
-    *out = 0;
-    if (!v)
-        return 0;
-    errno = 0;
-    g = strtoll(v, &end, 10);
-    if (errno || end == v || *end || g <= 0 || g > INT32_MAX)
-        return -1;
-    *out = g;
-    return 0;
-}
-
-/* The metadata `key` of tensor `name`: "key:<name>" (expert packs give each tensor its own),
- * else "key:<base>" for a quantized tensor's ".scale" / ".bias", else the blob-level "key".
- * Sets *own when the value is the tensor's own rather than the blob's. */
-static const char *meta_for(const st_file *f, const char *key, const char *name, int *own)
-{
-    char k[1024];
-    const char *v, *dot = strrchr(name, '.');
-
-    *own = 1;   /* callers that do not care pass a dummy */
-    snprintf(k, sizeof k, "%s:%s", key, name);
-    if ((v = st_meta(f, k)) != NULL)
-        return v;
-    if (dot && (strcmp(dot, ".scale") == 0 || strcmp(dot, ".bias") == 0)) {
-        snprintf(k, sizeof k, "%s:%.*s", key, (int)(dot - name), name);
-        if ((v = st_meta(f, k)) != NULL) {
-            *own = 0;
-            return v;
-        }
-    }
-    *own = 0;
-    return st_meta(f, key);
-}
-
-/* quant_type, group_size and logical_shape come from meta_for. quant_type and group_size are
- * recorded on every tensor they apply to (a quantized tensor's .scale and .bias belong to its
- * quantization); a blob-level logical_shape describes the blob's main tensor only: the one
- * named like the layer, or the only one. */
+/* The rows of a tensor layer: what tensor_blob_meta_get reads; the shape is the logical one
+ * when the tensor has one, else its safetensors shape. */
 static int tensors_insert(store *s, sqlite3_stmt *ins, const manifest_layer *l)
 {
     blob_view v = { 0 };
@@ -137,36 +79,24 @@ static int tensors_insert(store *s, sqlite3_stmt *ins, const manifest_layer *l)
         goto done;
     for (size_t i = 0; i < st_count(f); i++) {
         const st_tensor *t = st_at(f, i);
-        char shape[SHAPE_MAX];
-        int main_tensor = st_count(f) == 1 || (l->name && strcmp(t->name, l->name) == 0), own, own_l;
-        const char *qt = meta_for(f, "quant_type", t->name, &own);
-        const char *gs = meta_for(f, "group_size", t->name, &own);
-        const char *logical = meta_for(f, "logical_shape", t->name, &own_l);
-        int64_t group = 0;
+        char shape[TENSOR_BLOB_SHAPE_MAX];
+        tensor_blob_meta tm;
 
-        if (group_size_parse(&group, gs) < 0) {
-            rc = ms_err(MS_EINVALID, "%s: tensor '%s': __metadata__ group_size '%s' is not an integer in 1..%d",
-                        l->digest, t->name, gs, INT32_MAX);
+        if ((rc = tensor_blob_meta_get(&tm, f, t, l->name, l->digest)) < 0)
             goto done;
-        }
-        if (logical && !logical_shape_valid(logical)) {
-            rc = ms_err(MS_EINVALID, "%s: tensor '%s': __metadata__ logical_shape '%.64s' is not a list of integers",
-                        l->digest, t->name, logical);
-            goto done;
-        }
-        if (logical && (own_l || main_tensor))
-            snprintf(shape, sizeof shape, "%s", logical);
+        if (tm.n_dims)
+            tensor_blob_shape_format(shape, sizeof shape, tm.n_dims, tm.shape);
         else
-            shape_format(shape, sizeof shape, t);
+            tensor_blob_shape_format(shape, sizeof shape, t->n_dims, t->shape);
         sqlite3_bind_text(ins, 1, l->digest, -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 2, t->name, -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 3, st_dtype_name(t->dtype), -1, SQLITE_STATIC);
         sqlite3_bind_text(ins, 4, shape, -1, SQLITE_TRANSIENT);
-        if (qt)
-            sqlite3_bind_text(ins, 5, qt, -1, SQLITE_STATIC);
+        if (tm.quant_type)
+            sqlite3_bind_text(ins, 5, tm.quant_type, -1, SQLITE_STATIC);
         else
             sqlite3_bind_null(ins, 5);
-        sqlite3_bind_int64(ins, 6, group);
+        sqlite3_bind_int64(ins, 6, tm.group_size);
         sqlite3_bind_int64(ins, 7, (sqlite3_int64)t->offset);
         sqlite3_bind_int64(ins, 8, (sqlite3_int64)t->nbytes);
         if ((rc = step_done(s, ins, "insert tensor")) < 0)
@@ -256,7 +186,7 @@ static int tensor_rows(store *s, sqlite3_stmt **q, const manifest *m)
 }
 
 /* Every row of the commit; the caller holds the transaction. */
-static int rows_write(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
+int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name)
 {
     const char *mt = m->media_type ? m->media_type : MT_OCI_MANIFEST;
     sqlite3_stmt *q[Q_COUNT] = { 0 };
@@ -288,37 +218,5 @@ static int rows_write(store *s, const manifest *m, const char *digest, size_t le
 done:
     for (int i = 0; i < Q_COUNT; i++)
         sqlite3_finalize(q[i]);
-    return rc;
-}
-
-int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
-                       char digest_out[72])
-{
-    char digest[BLOB_DIGEST_LEN + 1];
-    manifest *m = NULL;
-    int rc, locked = 0;
-
-    digest_out[0] = '\0';
-    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
-        return rc;
-    /* Held from the blob check to the commit, so gc cannot remove a blob once it was checked. */
-    if ((rc = store_write_begin(s)) < 0)
-        goto done;
-    locked = 1;
-    if ((rc = blobs_check(s, m)) < 0)
-        goto done;
-    if ((rc = blob_put_buf(digest, s->home, manifest_json, len)) < 0)
-        goto done;
-    if ((rc = store__begin(s, 1)) < 0)
-        goto done;
-    if ((rc = rows_write(s, m, digest, len, name)) < 0 || (rc = store__commit(s)) < 0) {
-        store__rollback(s);
-        goto done;
-    }
-    snprintf(digest_out, 72, "%s", digest);
-done:
-    if (locked)
-        store_write_end(s);
-    manifest_free(m);
     return rc;
 }

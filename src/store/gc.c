@@ -146,62 +146,6 @@ done:
     return rc;
 }
 
-/* Resumable downloads in tmp/pull/ (src/registry) outlive the pull that wrote them so that a
- * rerun continues them; one untouched for STORE_GC_PARTIAL_AGE_S is not coming back. A pull
- * holds a flock on each file it uses: a file we cannot lock is in use, whatever its age. We hold
- * the lock while unlinking, so a pull that opened the name just before waits, then finds that
- * the name no longer refers to the file it locked and starts a new one. */
-/* A file of a download whose blob is stored: a pull killed between adopting <hex>.partial and
- * unlinking <hex>.ranges left the sidecar, which no later pull touches (the blob is stored, so
- * never fetched again). It goes at once, whatever its age. */
-static int done_download(const char *home, const char *file)
-{
-    const char *dot = strchr(file, '.');
-    char digest[72];
-
-    if (!dot || dot - file != 64)
-        return 0;
-    snprintf(digest, sizeof digest, "sha256:%.64s", file);
-    return blob_digest_valid(digest) && blob_exists(home, digest, NULL);
-}
-
-static int partials_clean(const char *home)
-{
-    char *dir = ms_strdup_printf("%s/tmp/pull", home), *path = NULL;
-    time_t now = time(NULL);
-    struct dirent *e;
-    DIR *d;
-
-    if (!dir)
-        return ms_err(MS_ENOMEM, "out of memory");
-    if (!(d = opendir(dir))) {
-        int rc = errno == ENOENT ? 0 : ms_err_os("%s: opendir", dir);
-        free(dir);
-        return rc;
-    }
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        int fd;
-
-        if (e->d_name[0] == '.')
-            continue;
-        free(path);
-        if (!(path = ms_path_join(dir, e->d_name)))
-            break;
-        if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
-            continue;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            (now - st.st_mtime > STORE_GC_PARTIAL_AGE_S || done_download(home, e->d_name)) &&
-            flock(fd, LOCK_EX | LOCK_NB) == 0)
-            unlink(path);
-        close(fd);   /* drops the lock */
-    }
-    closedir(d);
-    free(path);
-    free(dir);
-    return 0;
-}
-
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out)
 {
     char(*live)[72] = NULL;
@@ -233,7 +177,7 @@ int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, 
     /* Under the exclusive lock no writer of this store is active, yet blob_tmp_clean still spares
      * files whose writer pid is alive: a process may write into tmp/ without the lock (a download
      * that has not reached its first blob yet). */
-    if (!dry_run && ((rc = blob_tmp_clean(s->home, &removed)) < 0 || (rc = partials_clean(s->home)) < 0))
+    if (!dry_run && ((rc = blob_tmp_clean(s->home, &removed)) < 0 || (rc = blob_partial_clean(s->home, STORE_GC_PARTIAL_AGE_S)) < 0))
         goto done;
     /* Blobs are gone, so there may be room again for what rm and gc need next time. */
     if (!dry_run)

@@ -28,20 +28,18 @@ void store__reserve_make(const char *home)
     /* Written in tmp/ under the pid, as a blob writer's file is: if this process dies before
      * the rename, blob_tmp_clean (gc) removes it. */
     char *tmp = ms_strdup_printf("%s/tmp/%ld-reserve", home, (long)getpid());
+    ms_atomic a = { .fd = -1 };
     struct stat st;
-    int fd, ok;
 
     if (!final || !tmp || stat(final, &st) == 0 || errno != ENOENT)
         goto done;
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+    if (ms_atomic_open(&a, final, tmp, 0644) < 0)
         goto done;
     /* Allocated, not sparse: a file of holes would give nothing back when deleted. Best effort:
      * on a disk too full for it, there is no reserve until gc frees space. */
-    ok = posix_fallocate(fd, 0, STORE_RESERVE_BYTES) == 0;
-    if (close(fd) < 0)
-        ok = 0;
-    if (!ok || rename(tmp, final) < 0)
-        unlink(tmp);
+    if (posix_fallocate(a.fd, 0, STORE_RESERVE_BYTES) == 0)
+        ms_atomic_commit(&a);
+    ms_atomic_abort(&a);
 done:
     free(final);
     free(tmp);

@@ -58,8 +58,16 @@ static const char *const migrations[] = {
     "  modified_at INTEGER NOT NULL,"
     "  PRIMARY KEY(host, namespace, model, tag));"
     "CREATE INDEX names_manifest ON names(manifest_digest);",
+    /* 1 -> 2: registry_blobs, which src/registry used to create itself through the raw handle;
+     * IF NOT EXISTS keeps that table, same shape, and its rows. */
+    "CREATE TABLE IF NOT EXISTS registry_blobs(host TEXT NOT NULL, repo TEXT NOT NULL,"
+    " digest TEXT NOT NULL, PRIMARY KEY(host, repo, digest)) WITHOUT ROWID;",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+/* The oldest schema a read-only handle reads without migrating: 1 -> 2 only added a table
+ * that reads do without (store_registry_blob_find finds nothing in it). Raise it when a
+ * migration changes what reading needs. */
+#define SCHEMA_READABLE 1
 
 int store__db_err(store *s, const char *what)
 {
@@ -358,7 +366,8 @@ static int schema_check_readonly(store *s)
         return rc;
     if (version > SCHEMA_VERSION)
         return schema_too_new(s, version);
-    if (version < SCHEMA_VERSION)
+    s->schema = version;
+    if (version < SCHEMA_READABLE)
         return ms_err(MS_EINVALID, "%s: index schema version %d is older than this mstore's (%d) and the store "
                       "is read-only: run any mstore command once with write access to %s to migrate it",
                       s->db_path, version, SCHEMA_VERSION, s->home);

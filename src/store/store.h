@@ -11,8 +11,11 @@
  *   2. A manifest row exists only when its manifest blob and every blob it references exist.
  *   3. A blob is live when a manifest that some name points to references it (the manifest blob
  *      itself, its config, its layers). gc removes the others.
- *   4. Work that writes blobs holds <home>/lock shared (store_write_begin) from its first blob to
+ *   4. Work that writes blobs holds <home>/lock shared (a store_txn) from its first blob to
  *      its commit; gc holds it exclusive, so it never removes a blob that work is about to name.
+ *   registry_blobs(host, repo, digest)                                    PK(host, repo, digest)
+ *     which blobs a registry repository is known to hold (a pull received them, a push sent
+ *     them), so that a push can mount a blob from another repository of the same registry.
  * Several processes may use one store at once. */
 #ifndef MSTORE_STORE_H
 #define MSTORE_STORE_H
@@ -20,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blob/blob.h"
 #include "format/format.h"
 #include "manifest/manifest.h"
 #include "util/util.h"
@@ -50,18 +54,6 @@ void store_close(store *s);   /* NULL is fine */
 const char *store_home(const store *s);
 /* The home to use: `flag` if given, else $MSTORE_HOME, else $HOME/.mstore. malloc'd. */
 char *store_home_default(const char *flag);
-
-/* Shared lock for work that writes blobs (import, pull); see invariant 4. Nested calls are fine.
- * MS_EIO on a read-only store. */
-int store_write_begin(store *s);
-void store_write_end(store *s);
-
-/* Store `manifest_json` as a blob and record it, its layers, the tensors of each tensor layer
- * (read from the blobs' safetensors headers) and `name` -> it, all in one transaction. Every
- * referenced blob must exist with the manifest's size: else MS_ENOTFOUND / MS_EMISMATCH and no
- * change. An existing name is moved to the new manifest. */
-int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
-                       char digest_out[72]);
 
 /* name -> manifest digest. MS_ENOTFOUND "model 'x:latest' not found".
  * Readers of a model use store_model_open below; these three stay for src/store and tests. */
@@ -150,16 +142,75 @@ int store_verify(store *s, const model_name *name, store_verify_cb bad, void *ct
 
 /* Remove unreferenced blobs (invariant 3), stale temp files, and index rows of manifests that no
  * name references. Stale temp files: those in tmp/ whose writer process is gone
- * (blob_tmp_clean), and resumable pull downloads in tmp/pull/ (src/registry) whose mtime is more
+ * (blob_tmp_clean), and resumable pull downloads in tmp/pull/ (blob_partial_clean) whose mtime is more
  * than STORE_GC_PARTIAL_AGE_S (7 days) old and that no process holds a flock on (a running pull
  * locks the files it writes). With dry_run, only report. `each` (may be NULL) sees every blob removed.
- * Takes the exclusive lock: waits for imports and pulls in progress. MS_EBUSY when `s` itself is
- * between store_write_begin and store_write_end (it would wait for itself). */
+ * Takes the exclusive lock: waits for imports and pulls in progress. MS_EBUSY when `s` itself has
+ * a store_txn open (it would wait for itself). */
 #define STORE_GC_PARTIAL_AGE_S (7L * 24 * 3600)
 typedef void (*store_gc_cb)(void *ctx, const char *digest, uint64_t size);
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out);
 
-/* The raw handle, for modules that keep their own tables in index.db (none yet). */
-struct sqlite3 *store_db(store *s);
+/* Writing: store_txn -----------------------------------------------------------------------
+ * The one way to add a model to the store: every importer, puller and `create` runs
+ *   store_txn_begin; store_txn_blob_* for each blob; store_txn_commit (or store_txn_abort).
+ * A transaction owns the three things a writer used to sequence by hand:
+ *   - the shared write lock (invariant 4), taken at begin and released at commit or abort, so
+ *     gc never removes a blob between its write and its naming;
+ *   - a blob batch (blob.h): blobs written through the transaction land under blobs/ only at
+ *     commit (or store_txn_flush), all made durable by one sync; abort removes them;
+ *   - the index commit: the manifest blob, its rows, the name and the registry_blobs rows
+ *     queued with store_txn_registry_blob, in one SQLite transaction.
+ * The transaction remembers every blob it added (digest and size), so the commit's check that
+ * each referenced blob exists (invariant 2) looks at the disk only for blobs it did not add.
+ * Adopted files (store_txn_blob_adopt: finished downloads) are renamed into blobs/ at once, as
+ * blob_adopt does: abort leaves them there, unnamed, for a later pull to reuse or gc to remove.
+ * A transaction is used by one thread, except store_txn_blob_adopt, which download threads may
+ * call at once. Transactions nest on one store (an import inside `create`): each commits alone
+ * and the lock goes when the last one ends. */
+typedef struct store_txn store_txn;
+/* Take the shared lock and open the batch. MS_EIO on a read-only store. */
+int store_txn_begin(store_txn **out, store *s);
+store *store_txn_store(const store_txn *t);
+/* A blob writer for the transaction's temp files; finish it with store_txn_blob_add (or
+ * blob_writer_abort). */
+int store_txn_blob_open(store_txn *t, blob_writer **out);
+/* Hash `w` (always consumed), compare with `expect` (NULL: none; MS_EMISMATCH and its temp file
+ * removed) and add it to the batch; *size_out (may be NULL) gets its size. */
+int store_txn_blob_add(store_txn *t, char digest_out[72], uint64_t *size_out, blob_writer *w, const char *expect);
+/* A buffer / a whole regular file (copied) as a blob of the batch. */
+int store_txn_blob_put(store_txn *t, char digest_out[72], const void *buf, size_t len);
+int store_txn_blob_put_file(store_txn *t, char digest_out[72], uint64_t *size_out, const char *path);
+/* blob_adopt (computed NULL) or blob_adopt_hashed of `path`, a finished file under <home>/tmp/. */
+int store_txn_blob_adopt(store_txn *t, char digest_out[72], const char *path, const char *expect,
+                         const char *computed);
+/* Make the blobs added so far durable under blobs/ now (still unnamed), for a writer that must
+ * read one back before the commit. */
+int store_txn_flush(store_txn *t);
+/* Queue a registry_blobs row (host, repo, digest), written with the commit. */
+int store_txn_registry_blob(store_txn *t, const char *host, const char *repo, const char *digest);
+/* Parse `manifest_json`, check that every blob it references is added or stored with the
+ * manifest's size (else MS_ENOTFOUND / MS_EMISMATCH and no change), make the batch and the
+ * manifest blob durable, then record the manifest, its layers, the tensors of each tensor layer
+ * (from the blobs' safetensors headers), `name` -> it (an existing name moves) and the queued
+ * registry rows in one SQLite transaction. Always ends `t` (as store_txn_abort on failure).
+ * digest_out (may be NULL) gets the manifest's digest. */
+int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len,
+                     char digest_out[72]);
+/* Remove the batch's temp files, release the lock, free; the index is unchanged. NULL is fine. */
+void store_txn_abort(store_txn *t);
+
+/* Index lookups and registry_blobs, for the registry (src/registry/ollama.c, push.c). */
+/* 1 when some stored manifest references `digest` as a layer or its config, 0 when none, <0 on
+ * error. */
+int store_blob_referenced(store *s, const char *digest);
+/* The digest of one stored manifest with a layer of `media_type` named `layer_name`: 1 and
+ * digest_out set, 0 when there is none, <0 on error. */
+int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, char digest_out[72]);
+/* registry_blobs: record that `repo` at `host` holds `digest` (outside a pull's commit: push);
+ * find another repo of `host` that holds it (1 and repo_out set, 0 when none, <0 on error). */
+int store_registry_blob_record(store *s, const char *host, const char *repo, const char *digest);
+int store_registry_blob_find(store *s, const char *host, const char *not_repo, const char *digest, char *repo_out,
+                             size_t len);
 
 #endif

@@ -11,12 +11,36 @@ struct store {
     char *db_path;    /* <home>/index.db, for messages */
     sqlite3 *db;
     int lock_fd;      /* <home>/lock, open for the handle's whole life */
-    int n_write;      /* depth of store_write_begin nesting; the shared lock is held while > 0 */
+    int n_write;      /* open store_txns (store_write_begin depth); the shared lock is held while > 0 */
     int readonly;     /* opened read-only (store_open): 1 no write access, 2 a full disk; every
                        * write is refused by store__writable */
     int to_free;      /* opened by store_open_to_free: may give up the space reserve (space.c) */
+    int schema;       /* a read-only handle's PRAGMA user_version (store.c SCHEMA_READABLE); 0 when migrated */
     int full;         /* the last SQLite failure was a full disk (store__db_err) */
 };
+
+/* The shared write lock (invariant 4), taken by store_txn_begin; nested calls are fine. MS_EIO
+ * on a read-only store. */
+int store_write_begin(store *s);
+void store_write_end(store *s);
+/* The raw handle (tests). */
+struct sqlite3 *store_db(store *s);
+/* store_txn_begin + store_txn_commit: a model whose blobs are all stored already (tests). */
+int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
+                       char digest_out[72]);
+/* commit.c: every row of a model (blobs, manifest, layers, tensors, name -> it); the caller
+ * holds the SQLite transaction and has checked invariant 2. */
+int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name);
+/* commit.c: invariant 2 for a manifest about to be committed: every blob it references exists
+ * with the manifest's size. Those in `added` (sorted by digest; a store_txn's own blobs) are
+ * taken as they are; the others are looked up on disk. MS_ENOTFOUND, MS_EMISMATCH. */
+typedef struct store__blob_ref {
+    char digest[72];   /* first: store__digest_cmp compares it */
+    uint64_t size;
+} store__blob_ref;
+int store__blobs_check(store *s, const manifest *m, const store__blob_ref *added, size_t n_added);
+/* refs.c: the registry_blobs row; the caller may hold a transaction. */
+int store__registry_blob_insert(store *s, const char *host, const char *repo, const char *digest);
 
 /* The space reserve (space.c): <home>/reserve, given up on a full disk by work that frees space. */
 #define STORE_RESERVE_BYTES (4L << 20)

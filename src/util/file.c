@@ -183,44 +183,17 @@ int ms_fsync_dir(const char *dir)
 
 int ms_file_write_atomic(const char *path, const void *buf, size_t len)
 {
-    char *tmp = ms_strdup_printf("%s.tmp.%ld", path, (long)getpid());
-    char *dir = NULL, *slash;
-    int fd = -1, rc = 0;
+    ms_atomic a;
+    int rc;
 
-    if (!tmp)
-        return ms_err(MS_ENOMEM, "%s: out of memory", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = ms_err_os("%s: create", tmp);
-        goto done;
+    if ((rc = ms_atomic_open(&a, path, NULL, 0644)) < 0)
+        return rc;
+    if (ms_write_all(a.fd, buf, len) < 0) {
+        rc = ms_err_os("%s: write", a.tmp);
+        ms_atomic_abort(&a);
+        return rc;
     }
-    if (ms_write_all(fd, buf, len) < 0) {
-        rc = ms_err_os("%s: write", tmp);
-        goto done;
-    }
-    if (fsync(fd) < 0) {
-        rc = ms_err_os("%s: fsync", tmp);
-        goto done;
-    }
-    close(fd);
-    fd = -1;
-    if (rename(tmp, path) < 0) {
-        rc = ms_err_os("%s: rename", path);
-        goto done;
-    }
-    dir = strdup(path);
-    if (dir && (slash = strrchr(dir, '/')) != NULL) {
-        *slash = '\0';
-        rc = ms_fsync_dir(*dir ? dir : "/");
-    }
-done:
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0)
-        unlink(tmp);
-    free(tmp);
-    free(dir);
-    return rc;
+    return ms_atomic_commit(&a);
 }
 
 int ms_mkdir_p(const char *path, int mode)

@@ -64,13 +64,8 @@ const char *ms_str_safe(char *buf, size_t len, const char *s)
 
 int ms_text_put(ms_text *b, const char *s, size_t len)
 {
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = (b->n + len + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        b->p = p, b->cap = cap;
-    }
+    if (ms_grow(&b->p, &b->cap, b->n + len + 1, 1) < 0)
+        return MS_ENOMEM;
     if (len)
         memcpy(b->p + b->n, s, len);
     b->n += len;

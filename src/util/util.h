@@ -50,6 +50,41 @@ static inline int ms_add64(uint64_t *out, uint64_t a, uint64_t b) { return __bui
 static inline int ms_mul64(uint64_t *out, uint64_t a, uint64_t b) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }
 static inline uint64_t ms_align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
+/* Little-endian loads and stores at any alignment: every file format mstore reads is
+ * little-endian, and a field inside one need not be aligned (GGUF, safetensors, the registry's
+ * download state). Bytes, not casts: correct on any host, and compilers turn them into one move. */
+static inline uint16_t ms_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t ms_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t ms_le64(const uint8_t *p) { return ms_le32(p) | (uint64_t)ms_le32(p + 4) << 32; }
+static inline void ms_put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8); }
+static inline void ms_put_le32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> 8 * i);
+}
+static inline void ms_put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> 8 * i);
+}
+
+/* IEEE half (f16) and bfloat16 <-> f32 for code outside the kernels (src/cpu keeps its own
+ * inline copies in its hot loops). f16: subnormals, +-0, inf and NaN are kept; f32 -> f16 rounds
+ * to nearest even and overflows to inf; f32 -> bf16 rounds to nearest even, a NaN stays a NaN. */
+float ms_f16_to_f32(uint16_t h);
+uint16_t ms_f32_to_f16(float f);
+float ms_bf16_to_f32(uint16_t h);
+uint16_t ms_f32_to_bf16(float f);
+
+/* Grow a malloc'd array so it holds at least `need` elements of `elem` bytes: `arr` is the
+ * address of the array pointer (T **, passed as void *), *cap its capacity in elements
+ * (0 with a NULL array). Doubles from 16, so appending one at a time is amortized O(1).
+ * MS_ENOMEM when the size overflows or realloc fails; then *arr and *cap are unchanged. */
+int ms_grow(void *arr, size_t *cap, size_t need, size_t elem);
+
 /* A read-only mapping of a whole file. An empty file maps to data == NULL, size == 0. */
 typedef struct ms_map {
     const uint8_t *data;
@@ -66,7 +101,32 @@ int ms_file_read(char **out, size_t *size_out, const char *path, size_t max);
 /* Read a file descriptor to its end into a NUL-terminated malloc'd buffer, refusing more than
  * `max` bytes (pipes have no size to check first). */
 int ms_fd_read_all(char **out, size_t *len_out, int fd, size_t max);
-/* Write `len` bytes to `path` atomically (temp file beside it, fsync, rename). */
+/* Replacing a file whole (as git's lockfile does): the bytes go to a temp
+ * file on the same filesystem, and only a complete, fsynced file ever appears under `path`.
+ *   1. Until commit, readers of `path` see the old file (or none); the temp name is the only
+ *      thing written.
+ *   2. Commit fsyncs the file, renames it onto `path` (the commit point) and fsyncs the
+ *      directory, so after a crash `path` is the old file or the whole new one.
+ *   3. Commit or abort leave no temp file behind, on success and on every error.
+ * Usage: ms_atomic_open, write through a.fd, then ms_atomic_commit or ms_atomic_abort. */
+typedef struct ms_atomic {
+    int fd;       /* the temp file, open for writing; -1 once committed or aborted */
+    char *path;   /* the name it takes at commit */
+    char *tmp;    /* the temp name */
+} ms_atomic;
+/* Create the temp file (O_EXCL, `mode` as for open(2), less the umask). `tmp` names it, for a
+ * caller whose cleanup of dead writers' leftovers looks for its own pattern; it must be unique
+ * to this process (carry the pid) and on path's filesystem. NULL: "<path>.tmp.<pid>.<n>" beside
+ * `path`. A leftover under the name is a dead process's and is replaced. On failure *a is
+ * reset, so ms_atomic_abort is harmless. MS_EIO, MS_ENOTFOUND (no such directory), MS_ENOMEM. */
+int ms_atomic_open(ms_atomic *a, const char *path, const char *tmp, int mode);
+/* fsync, rename onto `path`, fsync its directory. Always consumes *a (an error removes the temp
+ * file). MS_EIO. */
+int ms_atomic_commit(ms_atomic *a);
+/* Close and remove the temp file; `path` is untouched. NULL, a failed open, a committed or an
+ * aborted ms_atomic are fine. */
+void ms_atomic_abort(ms_atomic *a);
+/* Write `len` bytes to `path` atomically: ms_atomic_open, one write, ms_atomic_commit. */
 int ms_file_write_atomic(const char *path, const void *buf, size_t len);
 int ms_mkdir_p(const char *path, int mode);
 int ms_fsync_dir(const char *dir);

@@ -441,16 +441,7 @@ int vk_oneshot_end(vk_ctx *c, VkCommandBuffer cmd)
 
 static int region_add(vk_ctx *c, vk_region *r)
 {
-    if (c->n_regions == c->cap_regions) {
-        size_t ncap = c->cap_regions ? 2 * c->cap_regions : 16;
-        vk_region **p = realloc(c->regions, ncap * sizeof *p);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        c->regions = p;
-        c->cap_regions = ncap;
-    }
-    c->regions[c->n_regions++] = r;
-    return 0;
+    return gpu_region_add(&c->regions, &c->n_regions, &c->cap_regions, r);
 }
 
 /* Import [base, base + nbytes) of host memory as a device buffer: no copy. 0, or a negative code

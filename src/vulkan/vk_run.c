@@ -136,17 +136,21 @@ static void barrier(vk_ctx *c, VkCommandBuffer cmd, hazards *h)
     h->n_wr = h->n_rd = 0;
 }
 
-/* Before an op that writes `w` and reads rd[0..n): a barrier if it depends on the ops since the
- * last one; then note its accesses. */
-static void order(vk_ctx *c, VkCommandBuffer cmd, hazards *h, VkBuffer w, const VkBuffer *rd, int n)
+/* Before an op that writes `w` (and `w2` unless VK_NULL_HANDLE) and reads rd[0..n): a barrier if
+ * it depends on the ops since the last one; then note its accesses. */
+static void order(vk_ctx *c, VkCommandBuffer cmd, hazards *h, VkBuffer w, VkBuffer w2, const VkBuffer *rd, int n)
 {
-    int need = in(h->wr, h->n_wr, w) || in(h->rd, h->n_rd, w) || h->n_wr >= TRACK || h->n_rd + n > TRACK;
+    int need = in(h->wr, h->n_wr, w) || in(h->rd, h->n_rd, w) || h->n_wr + 2 > TRACK || h->n_rd + n > TRACK;
 
+    if (w2 != VK_NULL_HANDLE)
+        need = need || in(h->wr, h->n_wr, w2) || in(h->rd, h->n_rd, w2);
     for (int i = 0; i < n && !need; i++)
         need = in(h->wr, h->n_wr, rd[i]);
     if (need)
         barrier(c, cmd, h);
     h->wr[h->n_wr++] = w;
+    if (w2 != VK_NULL_HANDLE)
+        h->wr[h->n_wr++] = w2;
     for (int i = 0; i < n; i++)
         h->rd[h->n_rd++] = rd[i];
 }
@@ -262,7 +266,7 @@ static int dispatch(rec *r, gpu_dispatch *d)
     c->f.vkUpdateDescriptorSets(c->dev, 5, ws, 0, NULL);
     for (int i = 0; i < d->n_rd; i++)
         rd[i] = vb(d->rd[i]);
-    order(c, cmd, &r->h, vb(d->wr), rd, d->n_rd);
+    order(c, cmd, &r->h, vb(d->wr), d->wr2 ? vb(d->wr2) : VK_NULL_HANDLE, rd, d->n_rd);
     c->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     c->f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set, 0, NULL);
     c->f.vkCmdPushConstants(cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof d->pc, &d->pc);
@@ -351,6 +355,13 @@ done:
     return rc;
 }
 
+/* The kernels run every op kind backend.h defines (src/gpu plans each). */
+static int supports(void *vctx, backend_op_kind kind)
+{
+    (void)vctx;
+    return gpu_supports(kind);
+}
+
 const backend_impl vk_impl = {
     .name = "vulkan",
     .describe = describe,
@@ -362,4 +373,5 @@ const backend_impl vk_impl = {
     .run = run,
     .read = read_buf,
     .close = vk_ctx_close,
+    .supports = supports,
 };

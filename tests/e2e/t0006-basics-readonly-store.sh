@@ -73,6 +73,14 @@ chmod u+w "$WORK/old" "$WORK/old/index.db"
 chmod a-w "$WORK/old" "$WORK/old/index.db"
 MSTORE_HOME=$WORK/old expect_fail 1 "older than this mstore" nob list
 contains "$err" "write access"
+# But schema 1 (the mstore before registry_blobs joined the schema) reads as it is: that
+# migration added nothing reading needs.
+chmod u+w "$WORK/old" "$WORK/old/index.db"
+"$PY" -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute("DROP TABLE registry_blobs"); c.execute("PRAGMA user_version=1"); c.commit()' "$WORK/old/index.db"
+chmod a-w "$WORK/old" "$WORK/old/index.db"
+MSTORE_HOME=$WORK/old expect_ok nob list
+contains "$out" "s:latest"
+MSTORE_HOME=$WORK/old expect_ok nob show s
 
 # A read-only file system: root too gets a read-only store.
 chmod -R u+w "$MSTORE_HOME"

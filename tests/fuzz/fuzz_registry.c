@@ -123,7 +123,7 @@ static void ranges(const uint8_t *data, size_t size)
     if (n_parts == 0 || n_parts > 64)
         return;
     ms_err_clear();
-    if (reg_ranges_parse(done, data + 16, size - 16, blob, part, n_parts) == 0) {
+    if (blob_partial_ranges_parse(done, data + 16, size - 16, blob, part, n_parts) == 0) {
         for (size_t k = 0; k < n_parts; k++)
             CHECK(done[k] <= part && k * part + done[k] <= blob);
     } else {

@@ -551,6 +551,54 @@ START_TEST(write_fd_stops_at_the_bound)
 }
 END_TEST
 
+/* A partial blob resumes from what is on disk: the sidecar's counts (bounded by the file's
+ * length), kept by _close, dropped by _done; _abandon removes both files; a stored blob needs
+ * no partial and its leftovers go. */
+START_TEST(partial_resumes_then_adopts_or_abandons)
+{
+    static const char bytes[10] = "0123456789";
+    char d[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *rpath;
+    uint64_t done[3] = { 9, 9, 9 }, size = 0;
+    blob_partial *p = NULL;
+    struct stat st;
+
+    blob_digest_buf(d, bytes, sizeof bytes);
+    rpath = ms_strdup_printf("%s/tmp/pull/%s.ranges", home, d + 7);
+    ck_assert_int_eq(blob_partial_open(&p, home, d, 10, 4, 3, done), 0);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(done[0] == 0 && done[1] == 0 && done[2] == 0);
+    ck_assert_int_eq(blob_partial_write(p, 4, bytes + 4, 4), 0);   /* part 1 whole */
+    ck_assert_int_eq(blob_partial_save(p, 1, 4), 0);
+    ck_assert_int_eq(blob_partial_write(p, 0, bytes, 2), 0);       /* part 0 half */
+    ck_assert_int_eq(blob_partial_save(p, 0, 2), 0);
+    blob_partial_close(p);                                          /* a kill: both files stay */
+    ck_assert_int_eq(blob_partial_open(&p, home, d, 10, 4, 3, done), 0);
+    ck_assert(done[0] == 2 && done[1] == 4 && done[2] == 0);
+    ck_assert_int_eq(blob_partial_write(p, 2, bytes + 2, 2), 0);
+    ck_assert_int_eq(blob_partial_write(p, 8, bytes + 8, 2), 0);
+    ck_assert_int_eq(blob_partial_size(p, &size), 0);
+    ck_assert_uint_eq(size, 10);
+    ck_assert_int_eq(blob_adopt(got, home, blob_partial_path(p), d), 0);
+    blob_partial_done(p);
+    ck_assert_int_eq(stat(rpath, &st), -1);
+    ck_assert(blob_intact(home, d, 10));
+    /* Stored: there is nothing to download. */
+    ck_assert_int_eq(blob_partial_open(&p, home, d, 10, 4, 3, done), 0);
+    ck_assert_ptr_null(p);
+
+    blob_digest_buf(d, "other", 5);
+    free(rpath);
+    rpath = ms_strdup_printf("%s/tmp/pull/%s.ranges", home, d + 7);
+    ck_assert_int_eq(blob_partial_open(&p, home, d, 5, 2, 3, done), 0);
+    ck_assert_int_eq(stat(rpath, &st), 0);
+    ck_assert_int_eq(stat(blob_partial_path(p), &st), 0);
+    blob_partial_abandon(p);   /* a digest mismatch */
+    ck_assert_int_eq(stat(rpath, &st), -1);
+    ck_assert_int_eq(blob_partial_clean(home, 0), 0);
+    free(rpath);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("blob");
@@ -582,6 +630,7 @@ int main(void)
     tcase_add_test(tc, adopt_hashed_trusts_the_callers_digest_and_still_checks_expect);
     tcase_add_test(tc, adopt_of_stored_bytes_drops_the_file_and_keeps_the_blob);
     tcase_add_test(tc, adopt_refuses_files_outside_tmp_and_non_files);
+    tcase_add_test(tc, partial_resumes_then_adopts_or_abandons);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

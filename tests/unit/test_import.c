@@ -267,6 +267,7 @@ START_TEST(export_refuses_a_source_size_past_the_padding)
     char *p = write_all_types("size.gguf", 32, "llama"), *out = ms_path_join(dir, "size.out"), d[72], text[72];
     export_result res;
     manifest *m = NULL;
+    store_txn *t = NULL;
     blob_view v;
     json_t *c;
     model_name a, big;
@@ -282,8 +283,9 @@ START_TEST(export_refuses_a_source_size_past_the_padding)
     ck_assert_ptr_nonnull(c);
     json_object_set_new(json_object_get(c, "source"), "size",
                         json_integer(json_integer_value(json_object_get(json_object_get(c, "source"), "size")) + (64 << 20)));
-    ck_assert_int_eq(import_config_store(s, m, c), 0);
-    ck_assert_int_eq(import_manifest_commit(s, m, &big, text), 0);
+    ck_assert_int_eq(store_txn_begin(&t, s), 0);
+    ck_assert_int_eq(import_config_store(t, m, c), 0);
+    ck_assert_int_eq(import_manifest_commit(t, m, &big, text), 0);
     json_decref(c);
     manifest_free(m);
     ck_assert_int_eq(export_gguf(s, &big, out, &res), MS_EINVALID);

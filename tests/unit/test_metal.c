@@ -661,9 +661,11 @@ START_TEST(threadgroup_sizes_and_order_are_the_msl_s)
         if (k < GPU_K_NORM)
             snprintf(want, sizeof want, "%s_%s", k < GPU_K_MM ? "mv" : k < GPU_K_EMBED ? "mm" : "embed",
                      types[k % GPU_T_COUNT]);
+        else if (k >= GPU_K_MI)
+            snprintf(want, sizeof want, "mi_%s", types[k - GPU_K_MI]);
         else
             snprintf(want, sizeof want, "%s",
-                     (const char *[]){"norm", "rope", "elementwise", "att_f32", "att_f16"}[k - GPU_K_NORM]);
+                     (const char *[]){"norm", "rope", "elementwise", "att_f32", "att_f16", "route"}[k - GPU_K_NORM]);
         ck_assert_str_eq(mtl_msl_table[k].name, want);
         ck_assert_uint_eq(strlen(mtl_msl_table[k].text), mtl_msl_table[k].len);
         snprintf(line, sizeof line, "gl_WorkGroupSize [[maybe_unused]] = uint3(%uu, 1u, 1u);",

@@ -323,7 +323,7 @@ START_TEST(pull_bookkeeping_is_bounded_whatever_the_manifest_claims)
     ck_assert_msg(strstr(ms_err_msg(), "fewer bytes than the manifest"), "%s", ms_err_msg());
     sidecar = ms_strdup_printf("%s/tmp/pull/%s.ranges", home, mk.layer_digest + 7);
     ck_assert_int_eq(stat(sidecar, &st), 0);
-    ck_assert_int_le(st.st_size, REG_RANGES_HEADER + 8 * REG_MAX_PARTS);
+    ck_assert_int_le(st.st_size, BLOB_PARTIAL_RANGES_HEADER + 8 * REG_MAX_PARTS);
     ck_assert_int_eq(stored_names(), 0);
     free(sidecar);
 }
@@ -539,11 +539,11 @@ static size_t ranges_make(uint8_t *buf)
 {
     const uint64_t v[] = { RG_SIZE, RG_PART, 3, 10, 1000, 0 };
 
-    memcpy(buf, REG_RANGES_MAGIC, 8);
+    memcpy(buf, BLOB_PARTIAL_RANGES_MAGIC, 8);
     for (int i = 0; i < 6; i++)
         for (int b = 0; b < 8; b++)
             buf[8 + 8 * i + b] = (uint8_t)(v[i] >> (8 * b));
-    return REG_RANGES_HEADER + 3 * 8;
+    return BLOB_PARTIAL_RANGES_HEADER + 3 * 8;
 }
 
 static const struct { size_t off; uint64_t val; long cut; const char *expect; } bad_ranges[] = {
@@ -566,7 +566,7 @@ START_TEST(ranges_sidecar_parses_its_own_format)
     uint64_t done[3];
     size_t len = ranges_make(buf);
 
-    ck_assert_int_eq(reg_ranges_parse(done, buf, len, RG_SIZE, RG_PART, 3), 0);
+    ck_assert_int_eq(blob_partial_ranges_parse(done, buf, len, RG_SIZE, RG_PART, 3), 0);
     ck_assert_uint_eq(done[0], 10);
     ck_assert_uint_eq(done[1], 1000);
     ck_assert_uint_eq(done[2], 0);
@@ -586,7 +586,7 @@ START_TEST(ranges_sidecar_refuses_what_does_not_match_the_blob)
     else
         for (int b = 0; b < 8; b++)
             buf[bad_ranges[_i].off + (size_t)b] = (uint8_t)(bad_ranges[_i].val >> (8 * b));
-    ck_assert_int_eq(reg_ranges_parse(done, buf, len, RG_SIZE, RG_PART, 3), MS_EINVALID);
+    ck_assert_int_eq(blob_partial_ranges_parse(done, buf, len, RG_SIZE, RG_PART, 3), MS_EINVALID);
     ck_assert_msg(strstr(ms_err_msg(), bad_ranges[_i].expect), "'%s' lacks '%s'", ms_err_msg(),
                   bad_ranges[_i].expect);
 }

@@ -15,7 +15,7 @@
 #include "format/format.h"
 #include "helpers/fixture.h"
 #include "manifest/manifest.h"
-#include "store/store.h"
+#include "store/store_int.h"   /* store_model_commit, store_write_begin, store_db */
 
 static char *home;   /* MSTORE_HOME of the test: <tmpdir>/home, created by store_open */
 static char *tmpdir;
@@ -744,7 +744,7 @@ START_TEST(reopen_keeps_the_index_and_schema_version)
     ck_assert_int_eq(store_name_resolve(st, &n, d), 0);
     ck_assert_int_eq(sqlite3_prepare_v2(store_db(st), "PRAGMA user_version", -1, &q, NULL), SQLITE_OK);
     ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
-    ck_assert_int_eq(sqlite3_column_int(q, 0), 1);
+    ck_assert_int_eq(sqlite3_column_int(q, 0), 2);
     sqlite3_finalize(q);
     ck_assert_int_eq(sqlite3_prepare_v2(store_db(st), "PRAGMA journal_mode", -1, &q, NULL), SQLITE_OK);
     ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);

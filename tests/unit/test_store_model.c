@@ -79,6 +79,7 @@ static fixture make(void)
 {
     fixture f;
     model_name n;
+    store_txn *t;
     manifest *m;
 
     f.config = put(CONFIG, strlen(CONFIG));
@@ -92,7 +93,8 @@ static fixture make(void)
     ck_assert_int_eq(manifest_serialize(&f.json, &f.len, m), 0);
     manifest_free(m);
     ck_assert_int_eq(name_parse(&n, "tiny"), 0);
-    ck_assert_msg(store_model_commit(st, &n, f.json, f.len, f.digest) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(store_txn_begin(&t, st), 0);
+    ck_assert_msg(store_txn_commit(t, &n, f.json, f.len, f.digest) == 0, "%s", ms_err_msg());
     return f;
 }
 

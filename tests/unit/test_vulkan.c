@@ -215,9 +215,9 @@ static void make_vec(tensor *x, int type, int n)
 /* A pair of backends and the buffers of a test, made alike on both. */
 typedef struct pair {
     backend *be[2]; /* cpu, vulkan */
-    backend_buf *buf[2][8];
+    backend_buf *buf[2][16];
     int n_buf;
-    tensor vals[8]; /* the weights pair_buf filled buffers from: imported, so kept until close */
+    tensor vals[16]; /* the weights pair_buf filled buffers from: imported, so kept until close */
 } pair;
 
 static int pair_open(pair *p, int rows, int cols, int ctx)
@@ -244,6 +244,8 @@ static void pair_close(pair *p)
 static int pair_buf(pair *p, size_t n, int dtype, float amp)
 {
     int k = p->n_buf++;
+
+    ck_assert_int_lt(k, 16);
     float *vals = malloc(n * sizeof *vals);
     backend_buf *stage[2];
     backend_seq seq;
@@ -671,6 +673,240 @@ START_TEST(attention_matches_the_cpu_over_f32_and_f16_caches)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the MoE, Gemma 3 and window ops */
+
+/* GEGLU and SOFTCAP (tanh and exp on the device: within 1e-5 relative, as SWIGLU), SCALE (one
+ * multiply: exact), GATED_ADD and MOE_SUM (the same float operations in the same order, but a
+ * device may fuse them: 1e-6 of the output's scale), and RMS_NORM with Gemma's weight offset of 1
+ * (the float tree against the CPU's double, as RMS_NORM: 1e-5). */
+START_TEST(gemma_and_moe_elementwise_ops_match_the_cpu)
+{
+    int n = 1000, toks = 5, used = 3, cols = 200;
+    pair p;
+    tensor v;
+
+    if (!pair_open(&p, 8, 256, 16))
+        return;
+    int g = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 4.0f), u = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 2.0f);
+    int sc = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 60.0f), sd = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 3.0f);
+    int acc = pair_buf(&p, (size_t)toks * cols + 1, BACKEND_F32, 1.0f);
+    int ex = pair_buf(&p, (size_t)toks * used * cols, BACKEND_F32, 2.0f);
+    int wt = pair_buf(&p, (size_t)toks * used + 1, BACKEND_F32, 1.0f),
+        gate = pair_buf(&p, (size_t)toks, BACKEND_F32, 4.0f);
+    int x = pair_buf(&p, (size_t)toks * cols, BACKEND_F32, 3.0f), y = pair_buf(&p, (size_t)toks * cols, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * n), *gpu = malloc(sizeof(float) * n);
+    memset(&v, 0, sizeof v);
+    make_vec(&v, GGML_TYPE_F32, cols);
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        backend_op ops[8];
+        backend_seq seq = {.ops = ops, .cap = 8};
+        ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &v.t), 0);
+        backend_seq_geglu(&seq, backend_at(p.buf[b][g], 1), backend_at(p.buf[b][u], 0), n);
+        backend_seq_softcap(&seq, backend_at(p.buf[b][sc], 2), n, 30.0f);
+        backend_seq_scale(&seq, backend_at(p.buf[b][sd], 1), n, 0.125f * 3.0f);
+        backend_seq_moe_sum(&seq, backend_at(p.buf[b][acc], 1), backend_at(p.buf[b][ex], 0),
+                            backend_at(p.buf[b][wt], 1), toks, used, cols);
+        backend_seq_gated_add(&seq, backend_at(p.buf[b][acc], 1), backend_at(p.buf[b][ex], 7),
+                              backend_at(p.buf[b][gate], 0), toks, cols);
+        backend_seq_rms_norm_ex(&seq, backend_at(p.buf[b][y], 0), backend_at(p.buf[b][x], 0), bw, toks, cols, 1e-6f,
+                                1.0f);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    pair_read(&p, g, 1, (size_t)n, cpu, gpu);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-7, "geglu %d: %g vs %g", i, gpu[i],
+                      cpu[i]);
+    pair_read(&p, sc, 2, (size_t)n, cpu, gpu);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-7, "softcap %d: %g vs %g", i, gpu[i],
+                      cpu[i]);
+    pair_read(&p, sd, 1, (size_t)n, cpu, gpu);
+    ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * n), 0);
+    pair_read(&p, acc, 1, (size_t)toks * cols, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)toks * cols) <= 1e-6, "moe_sum, gated_add: %g",
+                  rel_diff(gpu, cpu, (size_t)toks * cols));
+    pair_read(&p, y, 0, (size_t)toks * cols, cpu, gpu);
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)toks * cols) <= 1e-5, "rms_norm offset: %g",
+                  rel_diff(gpu, cpu, (size_t)toks * cols));
+    pair_close(&p);
+    tensor_free(&v);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ATTENTION with a window of 40 and a score scale, over f32 and f16 caches: a 5-token prefill at
+ * position 130 (the window starts inside a 64-position tile), the same over a ring of 48 slots
+ * (positions at p % 48), and a decode whose window is longer than the positions: within 1e-5 of
+ * the output's scale, as plain attention. */
+START_TEST(attention_window_and_ring_match_the_cpu)
+{
+    int heads = 8, kv = 2, hd = 64, ctx = 160, f16 = _i, win = 40;
+    static const struct {
+        int n, pos0, ring;
+    } cases[] = {{5, 130, 0}, {5, 130, 48}, {1, 10, 0}, {3, 200, 48}};
+    pair p;
+
+    if (!pair_open(&p, 8, 512, 256))
+        return;
+    int q = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 2.0f),
+        vf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f);
+    int kc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int vc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int o = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 5 * heads * hd), *gpu = malloc(sizeof(float) * 5 * heads * hd);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * kv * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][vc], 0), backend_at(p.buf[b][vf], 0), ctx * kv * hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t nout = (size_t)cases[c].n * heads * hd;
+        if (!cases[c].ring && cases[c].pos0 + cases[c].n > ctx)
+            continue;
+        for (int b = 0; b < 2; b++) {
+            backend_op ops[1];
+            backend_seq seq = {.ops = ops, .cap = 1};
+            backend_seq_attention_ex(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0),
+                                     backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][vc], 0), cases[c].n,
+                                     cases[c].pos0, heads, kv, hd, win, 0.07f, cases[c].ring);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        pair_read(&p, o, 0, nout, cpu, gpu);
+        printf("measured: attention window case %zu (%s cache): rel %.3g\n", c, f16 ? "f16" : "f32",
+               rel_diff(gpu, cpu, nout));
+        ck_assert_msg(rel_diff(gpu, cpu, nout) <= 1e-5, "case %zu: %g", c, rel_diff(gpu, cpu, nout));
+    }
+    pair_close(&p);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* Expert ids are I32 buffers, which backend_read does not return; the ops do not look at a
+ * buffer's dtype, so the tests give them F32 buffers and read the ids' bits back. */
+static void read_ids(pair *p, int k, size_t n, int32_t *cpu, int32_t *gpu)
+{
+    pair_read(p, k, 0, n, (float *)cpu, (float *)gpu);
+}
+
+/* MOE_ROUTE over 60 experts (two words of taken-bits), top 4, and 128 experts, top 8, both
+ * normalizations: the same ids (the logits are far enough apart for float rounding not to
+ * reorder them) and weights within 1e-5 relative (the device sums the softmax in float). */
+START_TEST(moe_route_matches_the_cpu)
+{
+    static const int shapes[][2] = {{60, 4}, {128, 8}};
+    int n = 7, ne = shapes[_i / 2][0], used = shapes[_i / 2][1], route = _i % 2;
+    pair p;
+
+    if (!pair_open(&p, 8, 256, 16))
+        return;
+    int lg = pair_buf(&p, (size_t)n * ne, BACKEND_F32, 4.0f), w = pair_buf(&p, (size_t)n * used + 3, BACKEND_F32, 0);
+    int ids = pair_buf(&p, (size_t)n * used, BACKEND_F32, 0);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[1];
+        backend_seq seq = {.ops = ops, .cap = 1};
+        backend_seq_moe_route(&seq, backend_at(p.buf[b][w], 3), backend_at(p.buf[b][ids], 0),
+                              backend_at(p.buf[b][lg], 0), n, ne, used, route);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    int32_t *ic = malloc(sizeof(int32_t) * n * used), *ig = malloc(sizeof(int32_t) * n * used);
+    float *cpu = malloc(sizeof(float) * n * used), *gpu = malloc(sizeof(float) * n * used);
+    read_ids(&p, ids, (size_t)n * used, ic, ig);
+    for (int i = 0; i < n * used; i++)
+        ck_assert_msg(ic[i] == ig[i], "token %d slot %d: device expert %d, cpu %d", i / used, i % used, ig[i], ic[i]);
+    pair_read(&p, w, 3, (size_t)n * used, cpu, gpu);
+    for (int i = 0; i < n * used; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-9, "weight %d: %g vs %g", i, gpu[i],
+                      cpu[i]);
+    free(ic);
+    free(ig);
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+}
+END_TEST
+
+/* MATMUL_ID on a pack of 5 experts of 43 rows, in every weight type: 6 tokens, 2 slots each,
+ * routed by MOE_ROUTE on both (the same ids, as moe_route_matches_the_cpu checks), with the
+ * input shared by the slots (gate, up) and one per slot (down): each output row within
+ * matmul's tolerance of the CPU's, on the rows of the expert the token chose. */
+START_TEST(matmul_id_matches_the_cpu_on_every_weight_type)
+{
+    int ne = 5, rows = 43, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256, n = 6, used = 2;
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, n, cols, 16))
+        return;
+    make_case(&w, _i, ne * rows, cols);
+    float *row = malloc(sizeof(float) * cols);
+    double *wabs = malloc(sizeof(double) * ne * rows), xmax = 0;
+    for (int r = 0; r < ne * rows; r++) {
+        rt_ext_tensor_row(row, &w.t, (uint64_t)r);
+        wabs[r] = 0;
+        for (int j = 0; j < cols; j++)
+            wabs[r] += fabs(row[j]);
+    }
+    w.t.n_dims = 3; /* the same bytes as a pack [ne][rows][cols] */
+    w.t.shape[0] = (uint64_t)ne;
+    w.t.shape[1] = (uint64_t)rows;
+    w.t.shape[2] = (uint64_t)cols;
+    int lg = pair_buf(&p, (size_t)n * ne, BACKEND_F32, 4.0f), wt = pair_buf(&p, (size_t)n * used, BACKEND_F32, 0);
+    int ids = pair_buf(&p, (size_t)n * used + 1, BACKEND_F32, 0);
+    int x = pair_buf(&p, (size_t)n * used * cols, BACKEND_F32, 1.0f);
+    int y = pair_buf(&p, (size_t)n * used * rows + 2, BACKEND_F32, 0);
+    float *xs = malloc(sizeof(float) * n * used * cols);
+    float *cpu = malloc(sizeof(float) * n * used * rows), *gpu = malloc(sizeof(float) * n * used * rows);
+    int32_t *ic = malloc(sizeof(int32_t) * (n * used + 1)), *ig = malloc(sizeof(int32_t) * (n * used + 1));
+    ck_assert_int_eq(backend_read(p.be[0], xs, backend_at(p.buf[0][x], 0), (size_t)n * used * cols), 0);
+    for (int i = 0; i < n * used * cols; i++)
+        xmax = fmax(xmax, fabs(xs[i]));
+    for (int bcast = 1; bcast >= 0; bcast--) {
+        double worst = 0;
+        for (int b = 0; b < 2; b++) {
+            const backend_weight *bw;
+            backend_op ops[2];
+            backend_seq seq = {.ops = ops, .cap = 2};
+            ck_assert_msg(backend_weight_import(&bw, p.be[b], &w.t) == 0, "%s", ms_err_msg());
+            backend_seq_moe_route(&seq, backend_at(p.buf[b][wt], 0), backend_at(p.buf[b][ids], 1),
+                                  backend_at(p.buf[b][lg], 0), n, ne, used, BACKEND_ROUTE_SOFTMAX_TOPK);
+            backend_seq_matmul_id(&seq, backend_at(p.buf[b][y], 2), backend_at(p.buf[b][x], 0), bw,
+                                  backend_at(p.buf[b][ids], 1), n, used, bcast);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        read_ids(&p, ids, (size_t)n * used + 1, ic, ig);
+        ck_assert_int_eq(memcmp(ic, ig, sizeof(int32_t) * (n * used + 1)), 0);
+        pair_read(&p, y, 2, (size_t)n * used * rows, cpu, gpu);
+        for (int i = 0; i < n * used; i++) {
+            int e = ic[1 + i];
+            for (int r = 0; r < rows; r++) {
+                double d = fabs((double)gpu[i * rows + r] - cpu[i * rows + r]);
+                double tol = 1e-4 * wabs[e * rows + r] * xmax + 1e-6;
+                ck_assert_msg(d <= tol, "case %d, bcast %d, pair %d (expert %d) row %d: gpu %g cpu %g", _i, bcast, i, e,
+                              r, gpu[i * rows + r], cpu[i * rows + r]);
+                worst = fmax(worst, d / tol);
+            }
+        }
+        printf("measured: matmul_id case %d (%s), src_bcast %d: worst |diff| / tolerance %.3g\n", _i,
+               _i < N_MM_TYPES ? ggml_type_name(mm_types[_i]) : w.t.quant_type, bcast, worst);
+    }
+    free(row);
+    free(wabs);
+    free(xs);
+    free(cpu);
+    free(gpu);
+    free(ic);
+    free(ig);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
 /* Types the kernels do not run are refused at import, naming the tensor and the type. */
 START_TEST(unsupported_types_are_refused_at_import)
 {
@@ -1047,6 +1283,57 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
 }
 END_TEST
 
+/* The architectures past llama and Qwen (tests/reference/make_synthetic_arch.py, as
+ * test_runtime_archs): Mixtral, Qwen3-MoE, Qwen2-MoE (8 experts, top 2; a shared expert with its
+ * gate), Gemma 3 (a window of 8 on five of six layers' pattern, GeGLU, (1 + w) norms, with and
+ * without logit soft-capping), Mistral and Phi-3 with a window; F32 and Q8_0. Both prompts are
+ * longer than the window (n_batch 16: the ring of a window layer wraps within the prompt): the
+ * CPU's greedy tokens and first-step logits within 1e-4 relative. */
+static const char *const archs[][3] = {
+    {"mixtral", "f32", ""},
+    {"qwen3moe", "f32", ""},
+    {"qwen2moe", "f32", ""},
+    {"gemma3", "f32", ""},
+    {"mistral", "f32", ""},
+    {"phi3", "f32", ""},
+    {"mixtral", "q8_0", ""},
+    {"qwen3moe", "q8_0", ""},
+    {"qwen2moe", "q8_0", ""},
+    {"gemma3", "q8_0", ""},
+    {"mistral", "q8_0", ""},
+    {"phi3", "q8_0", ""},
+    {"gemma3", "f32", "--softcap 30"},
+};
+#define N_ARCHS (int)(sizeof archs / sizeof archs[0])
+
+START_TEST(moe_gemma3_and_window_models_give_the_cpu_tokens)
+{
+    char *dir = fixture_tmpdir(), *vocab = model_path("stories260K/stories260K.gguf"), *cmd, what[64];
+    char *out = ms_strdup_printf("%s/%s-%s.gguf", dir, archs[_i][0], archs[_i][1]);
+    const char *src = getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".";
+
+    snprintf(what, sizeof what, "%s %s%s%s", archs[_i][0], archs[_i][1], *archs[_i][2] ? " " : "", archs[_i][2]);
+    if (!vocab || !ms_is_file("/usr/bin/python3")) {
+        printf("skipped: stories260K or /usr/bin/python3 missing\n");
+        goto done;
+    }
+    cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/reference/make_synthetic_arch.py' --arch %s --dtype %s %s "
+                           "--vocab '%s' -o '%s' >/dev/null 2>&1",
+                           src, archs[_i][0], archs[_i][1], archs[_i][2], vocab, out);
+    if (system(cmd) != 0) {
+        printf("skipped: %s failed (numpy missing?)\n", cmd);
+        free(cmd);
+        goto done;
+    }
+    free(cmd);
+    compare_gguf(out, 0, 8, what);
+done:
+    free(vocab);
+    free(out);
+    fixture_rmrf(dir);
+}
+END_TEST
+
 /* A discrete GPU's paths (weights uploaded through a staging buffer, buffers zeroed by the
  * device, logits read back by a copy), taken on this device through $MSTORE_VULKAN_DISCRETE:
  * the same tokens and logits. (Check runs each test in its own process, so the variable stays
@@ -1092,11 +1379,16 @@ int main(void)
     tcase_add_test(ops, store_converts_to_f16_bit_for_bit);
     tcase_add_test(ops, swiglu_and_add_match_the_cpu);
     tcase_add_loop_test(ops, attention_matches_the_cpu_over_f32_and_f16_caches, 0, 2);
+    tcase_add_test(ops, gemma_and_moe_elementwise_ops_match_the_cpu);
+    tcase_add_loop_test(ops, attention_window_and_ring_match_the_cpu, 0, 2);
+    tcase_add_loop_test(ops, moe_route_matches_the_cpu, 0, 4);
+    tcase_add_loop_test(ops, matmul_id_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
     tcase_add_test(ops, unsupported_types_are_refused_at_import);
     tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
     tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);
     tcase_add_loop_test(models, first_step_logits_match_the_cpu_on_every_weight_type, 0, N_SYNTH);
     tcase_add_test(models, discrete_gpu_paths_give_the_cpu_tokens);
+    tcase_add_loop_test(models, moe_gemma3_and_window_models_give_the_cpu_tokens, 0, N_ARCHS);
     suite_add_tcase(s, ops);
     suite_add_tcase(s, models);
     sr = srunner_create(s);

@@ -4,7 +4,10 @@
  * sum, the output rescaled as the max grows: flash-attention's recurrence), so shared memory
  * does not grow with the context. Each invocation scores one position of a tile, then owns
  * head_dim / 64 output dims. k = binding 4 (A), v = binding 5 (B), both [positions][kv_heads * head_dim]
- * from position 0 of the layer. head_dim <= 256. */
+ * from position 0 of the layer. head_dim <= 256.
+ * p.rows > 0: a sliding window, token t sees only the last p.rows positions up to pos0 + t;
+ * p.cols > 0: the caches are a ring of p.cols slots, position q at slot q % p.cols; p.scale is the
+ * score scale (1 / sqrt(head_dim) unless the op sets one). */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
@@ -23,6 +26,8 @@ float kv_k(uint i) { return uintBitsToFloat(A[i]); }
 float kv_v(uint i) { return uintBitsToFloat(B[i]); }
 #endif
 
+uint slot(uint pos) { return p.cols > 0u ? pos % p.cols : pos; }
+
 void main()
 {
     uint item = group_index(), tid = gl_LocalInvocationID.x, hd = p.head_dim;
@@ -30,17 +35,18 @@ void main()
         return;
     uint t = item / p.heads, h = item % p.heads, group = p.heads / p.kv_heads;
     uint kv_dim = p.kv_heads * hd, kvo = (h / group) * hd, n_pos = p.pos0 + t + 1u;
+    uint first = p.rows > 0u && n_pos > p.rows ? n_pos - p.rows : 0u;
     uint qo = p.src_off + (t * p.heads + h) * hd;
     for (uint d = tid; d < hd; d += 64u)
         qs[d] = S[qo + d];
     barrier();
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
     float m = -1.0 / 0.0, l = 0.0;
-    for (uint c0 = 0u; c0 < n_pos; c0 += 64u) {
+    for (uint c0 = first; c0 < n_pos; c0 += 64u) {
         uint pos = c0 + tid;
         float s = -1.0 / 0.0;
         if (pos < n_pos) {
-            uint ko = p.a_off + pos * kv_dim + kvo;
+            uint ko = p.a_off + slot(pos) * kv_dim + kvo;
             float dot = 0.0;
             for (uint d = 0u; d < hd; d++)
                 dot += qs[d] * kv_k(ko + d);
@@ -63,7 +69,7 @@ void main()
                 break;
             float a = acc[i] * alpha;
             for (uint j = 0u; j < np; j++)
-                a += sc[j] * kv_v(p.b_off + (c0 + j) * kv_dim + kvo + d);
+                a += sc[j] * kv_v(p.b_off + slot(c0 + j) * kv_dim + kvo + d);
             acc[i] = a;
         }
         barrier();

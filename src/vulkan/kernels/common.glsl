@@ -6,7 +6,8 @@
  *   1 dst   f32 elements (u32 words for f16 stores)       written
  *   2 src   f32 elements (u32 token ids for the embedding) read
  *   3 W     a weight's bytes, as u32 words                 read
- *   4 A     MLX scales / rope cos,sin table / k cache      read
+ *   4 A     MLX scales / rope cos,sin table / k cache /   read (MOE_ROUTE: written)
+ *           expert ids / MoE weights / gates
  *   5 B     MLX biases / v cache                           read
  * Each binding starts at an offset the device aligns; the push constants carry what remains (in
  * elements for dst, src, A, B as f32 or f16 elements, in bytes for W and the MLX scales). Weights are
@@ -27,7 +28,11 @@ layout(push_constant) uniform PC {
 } p;
 
 layout(std430, set = 0, binding = 3) readonly buffer Wbuf { uint W[]; };
+#ifdef A_WRITTEN   /* moe_route.comp writes its expert ids there */
+layout(std430, set = 0, binding = 4) buffer Abuf { uint A[]; };
+#else
 layout(std430, set = 0, binding = 4) readonly buffer Abuf { uint A[]; };
+#endif
 layout(std430, set = 0, binding = 5) readonly buffer Bbuf { uint B[]; };
 
 /* The workgroup's index in a grid laid out as rows of wg_x groups. */

@@ -136,6 +136,13 @@ void deq32(uint r, uint b, out float v[32])
     }
 }
 #elif TYPE == 68 || TYPE == 72 /* MLX affine int4 / int8: codes, scale and bias per group */
+#if GEMM == 2 /* MATMUL_ID: scales and biases lie in W's binding (A holds the expert ids) */
+float scale_at(uint o)
+{
+    return p.stype == 1u ? h2f(w16(o)) : p.stype == 2u ? bf2f(w16(o)) : uintBitsToFloat(w32(o));
+}
+#define bias_at scale_at
+#else
 float scale_at(uint o)
 {
     return p.stype == 1u ? h2f(a16(o)) : p.stype == 2u ? bf2f(a16(o)) : uintBitsToFloat(a32(o));
@@ -144,6 +151,7 @@ float bias_at(uint o)
 {
     return p.stype == 1u ? h2f(b16(o)) : p.stype == 2u ? bf2f(b16(o)) : uintBitsToFloat(b32(o));
 }
+#endif
 void deq32(uint r, uint b, out float v[32])
 {
     const uint bits = TYPE - 64u;

@@ -6,6 +6,11 @@
  *   3 STORE    dst[i] = src[i]              (f32 dst)
  *   4 STORE    dst[i] = f16(src[i])         (f16 dst; one invocation per u32 word, so that no two
  *              invocations write the same word; a word half outside the range is kept)
+ *   5 GEGLU    dst[i] = gelu_tanh(dst[i]) * src[i]
+ *   6 SCALE    dst[i] *= scale
+ *   7 SOFTCAP  dst[i] = scale * tanh(dst[i] / scale)
+ *   8 GATED_ADD dst[t][c] += sigmoid(A[t]) * src[t][c]          (A: n gates, f32)
+ *   9 MOE_SUM  dst[t][c] += sum_s A[t][s] * src[t][s][c], s < rows in order (A: weights, f32)
  * dst is bound as u32 words so that mode 4 can address halves. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
@@ -38,6 +43,20 @@ uint f2h(float f)
     return h;
 }
 
+/* tanh to within a few ulp on every device: the odd series near 0 (where (e^2x - 1) / (e^2x + 1)
+ * cancels), 1 - 2 / (e^2|x| + 1) beyond; the GLSL builtin is left to the driver's precision. */
+float tanh_acc(float x)
+{
+    float a = abs(x);
+    if (a < 0.3) {
+        float x2 = x * x;
+        return x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0 +
+                    x2 * (62.0 / 2835.0 + x2 * (-1382.0 / 155925.0))))));
+    }
+    float r = a > 10.0 ? 1.0 : 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    return x < 0.0 ? -r : r;
+}
+
 void main()
 {
     uint idx = group_index() * 256u + gl_LocalInvocationID.x;
@@ -63,6 +82,23 @@ void main()
     } else if (p.mode == 1u) {
         float g = uintBitsToFloat(D[d]);
         D[d] = floatBitsToUint(g / (1.0 + exp(-g)) * S[p.src_off + idx]);
+    } else if (p.mode == 5u) {
+        float x = uintBitsToFloat(D[d]);
+        D[d] = floatBitsToUint(0.5 * x * (1.0 + tanh_acc(0.7978845608 * (x + 0.044715 * x * x * x))) *
+                               S[p.src_off + idx]);
+    } else if (p.mode == 6u) {
+        D[d] = floatBitsToUint(uintBitsToFloat(D[d]) * p.scale);
+    } else if (p.mode == 7u) {
+        D[d] = floatBitsToUint(p.scale * tanh_acc(uintBitsToFloat(D[d]) / p.scale));
+    } else if (p.mode == 8u) {
+        float g = 1.0 / (1.0 + exp(-uintBitsToFloat(A[p.a_off + idx / p.cols])));
+        D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + g * S[p.src_off + idx]);
+    } else if (p.mode == 9u) {
+        uint t = idx / p.cols, c = idx % p.cols;
+        float acc = 0.0;
+        for (uint s = 0u; s < p.rows; s++)
+            acc += uintBitsToFloat(A[p.a_off + t * p.rows + s]) * S[p.src_off + (t * p.rows + s) * p.cols + c];
+        D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + acc);
     } else if (p.mode == 2u) {
         D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + vec_ld(idx % p.cols));
     } else {

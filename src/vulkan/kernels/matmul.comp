@@ -7,7 +7,12 @@
  *           blocks, and a subgroupAdd makes the row's sum.
  *   GEMM 1  prefill: a 64-row x 32-token output tile per workgroup, stepping along cols one
  *           block at a time through shared memory, so each weight block is dequantized once
- *           per 32 tokens and each activation read once per 64 rows. */
+ *           per 32 tokens and each activation read once per 64 rows.
+ *   GEMM 2  MATMUL_ID: GEMM 0's row per subgroup, for one (token, slot) pair per workgroup row
+ *           (gl_WorkGroupID.y = t * n_used + s): the rows of expert A[pos0 + pair] of the pack
+ *           (row e * rows + r), so only the selected experts' rows are read. Push constants past
+ *           matmul's: pos0 the ids' offset, heads n_used, interleaved src_bcast, n_rot n_expert;
+ *           MLX scales and biases at a_off / b_off in W's binding. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 #include "dequant.glsl"
@@ -46,6 +51,38 @@ void main()
             if (subgroupElect())
                 D[p.dst_off + t * p.rows + r] = acc;
         }
+    }
+}
+#elif GEMM == 2
+layout(local_size_x = 128) in;
+
+void main()
+{
+    uint nb = (p.cols + 31u) / 32u, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;
+    uint pair = gl_WorkGroupID.y, t = pair / p.heads, e = A[p.pos0 + pair];
+    uint xo0 = p.src_off + (p.interleaved != 0u ? t : pair) * p.cols;
+    for (uint rr = gl_SubgroupID; rr < 8u; rr += gl_NumSubgroups) {
+        uint r = gl_WorkGroupID.x * 8u + rr;
+        if (r >= p.rows)
+            break;
+        float acc = 0.0;
+        if (e < p.n_rot) { /* ids come from MOE_ROUTE; one out of range reads nothing */
+            for (uint b = lane; b < nb; b += width) {
+                float v[32];
+                deq32(e * p.rows + r, b, v);
+                uint xo = xo0 + b * 32u;
+                if (b * 32u + 32u <= p.cols) {
+                    [[unroll]] for (uint j = 0u; j < 32u; j++)
+                        acc += v[j] * S[xo + j];
+                } else {
+                    for (uint j = 0u; b * 32u + j < p.cols; j++)
+                        acc += v[j] * S[xo + j];
+                }
+            }
+        }
+        acc = subgroupAdd(acc);
+        if (subgroupElect())
+            D[p.dst_off + pair * p.rows + r] = acc;
     }
 }
 #else

@@ -1,5 +1,6 @@
 #version 450
-/* norm.comp: RMS_NORM, one workgroup per row: dst[r] = src[r] / sqrt(mean(src[r]^2) + eps) * w.
+/* norm.comp: RMS_NORM, one workgroup per row: dst[r] = src[r] / sqrt(mean(src[r]^2) + eps) * (w + p.scale),
+ * p.scale being the op's w_offset (Gemma's (1 + w) norms: 1; else 0, the sum in float as the CPU's).
  * The sum of squares is a float tree (subgroup, then shared), not the CPU's double: within 1e-6
  * relative for the widths models use. dst may be src: every read of the row happens before the
  * barriers of the reduction, and each invocation then rewrites only what it reads. */
@@ -24,5 +25,5 @@ void main()
     WG_SUM(total, ss, red)
     float sc = 1.0 / sqrt(total / float(p.cols) + p.eps);
     for (uint i = tid; i < p.cols; i += 128u)
-        D[dof + i] = S[so + i] * sc * vec_ld(i);
+        D[dof + i] = S[so + i] * sc * (vec_ld(i) + p.scale);
 }

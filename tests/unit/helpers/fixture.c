@@ -113,14 +113,8 @@ int fixture_mem_sink(void *ctx, const void *buf, size_t len)
 {
     fixture_mem *m = ctx;
 
-    if (m->len + len > m->cap) {
-        size_t cap = (m->len + len) * 2;
-        uint8_t *p = realloc(m->p, cap);
-        if (!p)
-            return ms_err(MS_ENOMEM, "out of memory");
-        m->p = p;
-        m->cap = cap;
-    }
+    if (ms_grow(&m->p, &m->cap, m->len + len, 1) < 0)
+        return MS_ENOMEM;
     if (len)
         memcpy(m->p + m->len, buf, len);
     m->len += len;
