@@ -24,7 +24,7 @@ static void fmt_age(char *buf, size_t len, int64_t t)
 
 int cmd_list(int argc, char **argv)
 {
-    store_model *m = NULL;
+    store_entry *m = NULL;
     size_t n = 0;
     store *s;
     int rc;
@@ -40,7 +40,7 @@ int cmd_list(int argc, char **argv)
     }
     if (!(s = cli_store_open()))
         return 1;
-    rc = store_model_list(s, &m, &n);
+    rc = store_list(s, &m, &n);
     store_close(s);
     if (rc < 0)
         return cli_fail();

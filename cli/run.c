@@ -603,25 +603,29 @@ static int chat(run_state *R, double t_load)
     return 0;
 }
 
-/* The model's template text: from the GGUF file, or the store's MT_TEMPLATE layer. NULL
- * (and 0) when it has none. */
-static int template_text(char **out, size_t *len, const run_args *a, store *s, const model_name *name)
+/* The model's template text: from the GGUF file, or the stored model's MT_TEMPLATE layer (from
+ * the handle the weights came through). NULL (and 0) when it has none. */
+static int template_text(char **out, size_t *len, const run_args *a, store_model *sm)
 {
     gguf_file *g = NULL;
+    const uint8_t *data;
     int rc;
 
     if (a->gguf) {
         if ((rc = gguf_open(&g, a->gguf)) == 0)
             rc = chat_template_text_gguf(out, len, g);
         gguf_close(g);
-    } else {
-        rc = chat_template_text_store(out, len, s, name);
+    } else if ((rc = store_model_find(&data, len, sm, MT_TEMPLATE, NULL)) == 0) {
+        if (!(*out = malloc(*len + 1)))
+            return ms_err(MS_ENOMEM, "out of memory for a chat template of %zu bytes", *len);
+        memcpy(*out, data, *len);
+        (*out)[*len] = '\0';
     }
     return rc == MS_ENOTFOUND ? 0 : rc;
 }
 
 /* Template, sampler and session around an open model; then one-shot or chat. */
-static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store *s, const model_name *name, double t0)
+static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store_model *sm, double t0)
 {
     run_state R = {.a = a};
     int interactive = !a->prompt && isatty(STDIN_FILENO);
@@ -629,7 +633,7 @@ static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store *s
     size_t tmpl_len = 0;
     int rc = 1;
 
-    if (!a->raw && template_text(&tmpl_text, &tmpl_len, a, s, name) < 0)
+    if (!a->raw && template_text(&tmpl_text, &tmpl_len, a, sm) < 0)
         goto fail;
     if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->so) < 0)
         goto fail;
@@ -708,6 +712,7 @@ int cmd_run(int argc, char **argv)
     runtime_model *m = NULL;
     const tokenizer *t;
     store *s = NULL;
+    store_model *sm = NULL;
     model_name name;
     double t0;
     int rc;
@@ -731,8 +736,12 @@ int cmd_run(int argc, char **argv)
             rc = 1;
             goto done;
         }
-        if ((rc = model_params_load(&a.mp, s, &name)) == MS_ENOTFOUND && (rc = cli_pull_offer(s, &name, a.insecure)) == 0)
-            rc = model_params_load(&a.mp, s, &name);
+        /* One handle for the whole run: params, weights and template come through it, so the
+         * name is resolved and the manifest read once. */
+        if ((rc = store_model_open(&sm, s, &name)) == MS_ENOTFOUND && (rc = cli_pull_offer(s, &name, a.insecure)) == 0)
+            rc = store_model_open(&sm, s, &name);
+        if (rc == 0)
+            rc = model_params_load(&a.mp, sm);
         if (rc < 0) {
             rc = cli_fail();
             goto done;
@@ -763,14 +772,15 @@ int cmd_run(int argc, char **argv)
     t0 = now();
     if (a.gguf)
         gguf_guard(a.gguf);
-    if (a.gguf ? runtime_model_open_gguf(&m, a.gguf, &a.o) < 0 : runtime_model_open_store(&m, s, &name, &a.o) < 0)
+    if (a.gguf ? runtime_model_open_gguf(&m, a.gguf, &a.o) < 0 : runtime_model_open(&m, sm, &a.o) < 0)
         rc = cli_fail();
     else if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0)
         rc = cli_fail();
     else
-        rc = run_model(&a, m, t, s, a.gguf ? NULL : &name, t0);
+        rc = run_model(&a, m, t, sm, t0);
 done:
     runtime_model_close(m);
+    store_model_close(sm);
     store_close(s);
     free(a.prompt);
     model_params_free(a.mp);

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob/blob.h"
 #include "cli.h"
 #include "modelfile/modelfile.h"
 
@@ -31,12 +30,12 @@ static void print_escaped(const char *t)
     }
 }
 
-static int show_part(store *s, const model_name *name, const char *part)
+static int show_part(store_model *sm, const char *part)
 {
     model_info i;
     const char *t;
 
-    if (model_info_load(&i, s, name) < 0)
+    if (model_info_load(&i, sm) < 0)
         return cli_fail();
     t = !strcmp(part, "--modelfile")    ? i.modelfile
         : !strcmp(part, "--parameters") ? i.parameters
@@ -50,16 +49,17 @@ static int show_part(store *s, const model_name *name, const char *part)
     return 0;
 }
 
-static json_t *config_load(store *s, const manifest *m)
+static json_t *config_load(store_model *sm)
 {
+    const manifest *m = store_model_manifest(sm);
     json_error_t jerr;
-    blob_view v;
+    const uint8_t *data;
+    size_t len;
     json_t *c;
 
-    if (blob_open(&v, store_home(s), m->config.digest) < 0)
+    if (store_model_config(&data, &len, sm) < 0)
         return NULL;
-    c = json_loadb((const char *)v.data, v.size, 0, &jerr);
-    blob_close(&v);
+    c = json_loadb((const char *)data, len, 0, &jerr);
     if (!c)
         ms_err(MS_EINVALID, "config %s: %s", m->config.digest, jerr.text);
     return c;
@@ -150,9 +150,10 @@ int cmd_show(int argc, char **argv)
     int want_tensors = 0, want_json = 0, verbose = 0, rc = 1;
     const char *arg = NULL, *part = NULL;
     store_tensor *t = NULL;
-    manifest *m = NULL;
+    const manifest *m;
+    store_model *sm = NULL;
     json_t *config = NULL;
-    char digest[72];
+    const char *digest;
     model_name name;
     size_t n = 0;
     store *s;
@@ -182,13 +183,17 @@ int cmd_show(int argc, char **argv)
         return cli_usage_error("show", "needs a NAME");
     if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
         return 1;
-    if (part) {
-        rc = show_part(s, &name, part);
-        store_close(s);
-        return rc;
+    if (store_model_open(&sm, s, &name) < 0) {
+        cli_fail();
+        goto done;
     }
-    if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0 ||
-        !(config = config_load(s, m)) || (want_tensors && store_tensors_list(s, digest, &t, &n) < 0)) {
+    if (part) {
+        rc = show_part(sm, part);
+        goto done;
+    }
+    m = store_model_manifest(sm);
+    digest = store_model_digest(sm);
+    if (!(config = config_load(sm)) || (want_tensors && store_tensors_list(s, digest, &t, &n) < 0)) {
         cli_fail();
         goto done;
     }
@@ -224,7 +229,7 @@ int cmd_show(int argc, char **argv)
 done:
     store_tensors_free(t, n);
     json_decref(config);
-    manifest_free(m);
+    store_model_close(sm);
     store_close(s);
     return rc;
 }

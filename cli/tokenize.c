@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 static const char help[] =
@@ -20,24 +21,21 @@ static const char help[] =
     "                    writes), and print one line of ids per text: one tokenizer load for many\n";
 
 /* A stored model's tokenizer: the same function `mstore run` uses (GGUF metadata or
- * tokenizer.json layers). */
+ * tokenizer.json layers, read through the model's handle). */
 static int load_from_store(tokenizer **out, const char *arg)
 {
     store *s = NULL;
-    manifest *m = NULL;
+    store_model *sm = NULL;
     model_name name;
-    char digest[72], shown[300];
     int rc = -1;
 
     if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))
         return -1;
-    snprintf(shown, sizeof shown, "model '%s'", arg);
-    if (store_name_resolve(s, &name, digest) < 0 || store_manifest_load(s, digest, &m) < 0 ||
-        tokenizer_from_manifest(out, s, m, shown) < 0)
+    if (store_model_open(&sm, s, &name) < 0 || runtime_tokenizer_from_model(out, sm) < 0)
         cli_fail();
     else
         rc = 0;
-    manifest_free(m);
+    store_model_close(sm);
     store_close(s);
     return rc;
 }

@@ -2,7 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob/blob.h"
 #include "chat/chat.h"
 
 /* Flags read from the template text. */
@@ -481,29 +480,4 @@ int chat_template_text_gguf(char **out, size_t *len_out, const gguf_file *g)
     if ((rc = gguf_get_str(g, "tokenizer.chat_template", &s, &len)) < 0)
         return rc;
     return copy_text(out, len_out, s, len, "tokenizer.chat_template");
-}
-
-int chat_template_text_store(char **out, size_t *len_out, store *s, const model_name *name)
-{
-    manifest *m = NULL;
-    const manifest_layer *l;
-    blob_view v = { NULL, 0 };
-    char digest[72];
-    int rc;
-
-    *out = NULL;
-    *len_out = 0;
-    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_load(s, digest, &m)) < 0)
-        return rc;
-    if (!(l = manifest_layer_find(m, MT_TEMPLATE, NULL))) {
-        rc = ms_err(MS_ENOTFOUND, "no chat template (the model has no %s layer)", MT_TEMPLATE);
-        goto done;
-    }
-    if ((rc = blob_open(&v, store_home(s), l->digest)) < 0)
-        goto done;
-    rc = copy_text(out, len_out, v.data, v.size, l->digest);
-done:
-    blob_close(&v);
-    manifest_free(m);
-    return rc;
 }

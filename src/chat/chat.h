@@ -23,7 +23,6 @@
 
 #include "format/format.h"
 #include "manifest/manifest.h"
-#include "store/store.h"
 
 typedef enum chat_family {
     CHAT_PLAIN = 0,   /* no template, or one we do not recognize */
@@ -64,11 +63,11 @@ const char *chat_template_warning(const chat_template *t);
 int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                 int add_generation_prompt);
 
-/* The template text of a GGUF (tokenizer.chat_template) / of a model in the store (its
- * MT_TEMPLATE layer), malloc'd and NUL-terminated. MS_ENOTFOUND when there is none;
- * MS_EINVALID, MS_EIO, MS_ENOMEM. */
+/* The template text of a GGUF (tokenizer.chat_template), malloc'd and NUL-terminated.
+ * MS_ENOTFOUND when there is none; MS_EINVALID, MS_EIO, MS_ENOMEM. A stored model's template
+ * is its MT_TEMPLATE layer: the caller reads those bytes (store_model_find) and passes them to
+ * chat_template_new; this module never reads the store. */
 int chat_template_text_gguf(char **out, size_t *len_out, const gguf_file *g);
-int chat_template_text_store(char **out, size_t *len_out, store *s, const model_name *name);
 
 /* ollama's Go templates (gotmpl.c): the subset its model library uses, rendered as ollama's
  * template.Execute renders them (see gotmpl.c for the subset and the data). Parse refuses

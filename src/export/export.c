@@ -23,10 +23,8 @@ typedef struct src_tensor {
 } src_tensor;
 
 typedef struct exporter {
-    store *s;
-    manifest *m;
-    blob_view *views;     /* one per manifest layer, mapped on demand */
-    st_file **sts;
+    store_model *sm;      /* owns every mapping and parsed header used below */
+    const manifest *m;
     src_tensor *tensors;
     size_t n_tensors;
     gguf_file *header;
@@ -76,11 +74,11 @@ static int out_gap(exporter *e, uint64_t upto)
 
 /* Export reads every byte of every blob anyway: hash them against their names first, so a
  * damaged blob fails the export (naming it) instead of going out as a file that exits 0. */
-static int view_check(const blob_view *v, const char *digest)
+static int view_check(const uint8_t *data, size_t len, const char *digest)
 {
     char got[BLOB_DIGEST_LEN + 1];
 
-    blob_digest_buf(got, v->data, v->size);
+    blob_digest_buf(got, data, len);
     if (strcmp(got, digest) != 0)
         return ms_err(MS_EMISMATCH, "blob %s is damaged: its bytes hash to %s (mstore verify lists the damage)",
                       digest, got);
@@ -89,38 +87,36 @@ static int view_check(const blob_view *v, const char *digest)
 
 static int layers_open(exporter *e)
 {
-    const char *home = store_home(e->s);
     size_t cap = 0;
     int rc;
 
-    e->views = calloc(e->m->n_layers + 1, sizeof *e->views);
-    e->sts = calloc(e->m->n_layers + 1, sizeof *e->sts);
-    if (!e->views || !e->sts)
-        return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < e->m->n_layers; i++) {
         const manifest_layer *l = &e->m->layers[i];
+        const uint8_t *data;
+        const st_file *st;
+        size_t len;
         if (strcmp(l->media_type, MT_TENSOR) != 0 && strcmp(l->media_type, MT_GGUF_META) != 0 &&
             strcmp(l->media_type, MT_GGUF_GAPS) != 0)
             continue;
-        if ((rc = blob_open(&e->views[i], home, l->digest)) < 0 || (rc = view_check(&e->views[i], l->digest)) < 0)
+        if ((rc = store_model_layer_bytes(&data, &len, e->sm, l)) < 0 || (rc = view_check(data, len, l->digest)) < 0)
             return rc;
         if (strcmp(l->media_type, MT_GGUF_META) == 0) {
-            if ((rc = gguf_open_buf(&e->header, e->views[i].data, e->views[i].size, GGUF_HEADER_ONLY, l->digest)) < 0)
+            if ((rc = gguf_open_buf(&e->header, data, len, GGUF_HEADER_ONLY, l->digest)) < 0)
                 return rc;
             continue;
         }
         if (strcmp(l->media_type, MT_GGUF_GAPS) == 0) {
-            e->gaps = e->views[i].data;
-            e->gaps_len = e->views[i].size;
+            e->gaps = data;
+            e->gaps_len = len;
             continue;
         }
-        if ((rc = st_parse(&e->sts[i], e->views[i].data, e->views[i].size, e->views[i].size, 0, l->digest)) < 0)
+        if ((rc = store_model_tensors(&st, e->sm, l)) < 0)
             return rc;
-        for (size_t k = 0; k < st_count(e->sts[i]); k++) {
-            const st_tensor *t = st_at(e->sts[i], k);
+        for (size_t k = 0; k < st_count(st); k++) {
+            const st_tensor *t = st_at(st, k);
             tensor_blob_meta tm;
             const char *gn;
-            if ((rc = tensor_blob_meta_get(&tm, e->sts[i], t, l->name, l->digest)) < 0)
+            if ((rc = tensor_blob_meta_get(&tm, st, t, l->name, l->digest)) < 0)
                 return rc;
             if (!(gn = tm.gguf_name))
                 return ms_err(MS_EINVALID, "layer '%s' (%s): tensor '%s' has no gguf_name", l->name ? l->name : "",
@@ -193,18 +189,10 @@ done:
 
 static void exporter_free(exporter *e)
 {
-    for (size_t i = 0; e->m && i < e->m->n_layers; i++) {
-        if (e->sts)
-            st_free(e->sts[i]);
-        if (e->views)
-            blob_close(&e->views[i]);
-    }
-    free(e->sts);
-    free(e->views);
     free(e->tensors);
     gguf_close(e->header);
     blob_hash_free(e->hash);
-    manifest_free(e->m);
+    store_model_close(e->sm);
 }
 
 /* A killed export leaves <out>.partial.<pid> beside its output (the rename never came): remove
@@ -242,29 +230,29 @@ static void partials_clean(const char *out_path)
 
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res)
 {
-    exporter e = { .s = s, .fd = -1 };
+    exporter e = { .fd = -1 };
     ms_atomic out = { .fd = -1 };
-    char digest[72], *tmp = NULL;
+    char *tmp = NULL;
     json_t *config = NULL, *src;
-    blob_view cv = { 0 };
+    const uint8_t *cfg;
+    size_t cfg_len;
     json_error_t jerr;
     uint64_t file_size = 0;
     int rc;
 
     memset(res, 0, sizeof *res);
-    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_load(s, digest, &e.m)) < 0)
+    if ((rc = store_model_open(&e.sm, s, name)) < 0)
         goto done;
-    if ((rc = blob_open(&cv, store_home(s), e.m->config.digest)) < 0)
+    e.m = store_model_manifest(e.sm);
+    if ((rc = store_model_config(&cfg, &cfg_len, e.sm)) < 0)
         goto done;
-    if (!(config = json_loadb((const char *)cv.data, cv.size, 0, &jerr))) {
+    if (!(config = json_loadb((const char *)cfg, cfg_len, 0, &jerr))) {
         rc = ms_err(MS_EINVALID, "config %s: %s", e.m->config.digest, jerr.text);
         goto done;
     }
     src = json_object_get(config, "source");
     if (!json_is_string(json_object_get(src, "format")) || strcmp(json_string_value(json_object_get(src, "format")), "gguf") != 0) {
-        char display[600];
-        name_display(display, sizeof display, name);
-        rc = export_gguf_generate(s, e.m, config, display, out_path, res);
+        rc = export_gguf_generate(e.sm, config, store_model_shown(e.sm), out_path, res);
         goto done;
     }
     if (json_is_true(json_object_get(src, "quantized_on_import"))) {
@@ -299,7 +287,6 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
 done:
     ms_atomic_abort(&out);   /* after an error: closes e.fd and removes the partial file */
     free(tmp);
-    blob_close(&cv);
     json_decref(config);
     exporter_free(&e);
     return rc;

@@ -8,7 +8,7 @@
 #include "format/format.h"
 
 /* Export of a model not imported from GGUF (gen.c). */
-int export_gguf_generate(store *s, const manifest *m, json_t *config, const char *model_name, const char *out_path,
+int export_gguf_generate(store_model *sm, json_t *config, const char *model_name, const char *out_path,
                          export_result *res);
 
 #endif

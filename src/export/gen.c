@@ -10,16 +10,15 @@
 
 #include "blob/blob.h"
 #include "export/export_int.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct gen {
-    store *s;
+    store_model *sm;         /* borrowed: owns the mappings the tensors are read from */
     const manifest *m;
     json_t *config;
     const char *arch;        /* GGUF architecture */
     gguf_writer *w;
-    blob_view *views;
-    st_file **sts;
     void **copies;           /* permuted Q/K tensors */
     size_t n_copies;
     json_t *tok;             /* tokenizer.json */
@@ -116,7 +115,7 @@ static int vocab_write(gen *g)
     tokenizer *t = NULL;
     int rc = 0, spm;
 
-    if (!g->tok || tokenizer_from_manifest(&t, g->s, g->m, "tokenizer.json") < 0)
+    if (!g->tok || runtime_tokenizer_from_model(&t, g->sm) < 0)
         return gguf_writer_set_str(g->w, "tokenizer.ggml.model", "no_vocab", 8);
     spm = tokenizer_kind_get(t) == TOKENIZER_SPM;
     nt = tokenizer_n_vocab(t);
@@ -233,37 +232,35 @@ static int tensor_write(gen *g, const manifest_layer *l, const st_file *st, cons
 
 static int tensors_write(gen *g)
 {
-    const char *home = store_home(g->s);
     size_t n = g->m->n_layers;
     int rc = 0;
 
-    g->views = calloc(n + 1, sizeof *g->views);
-    g->sts = calloc(n + 1, sizeof *g->sts);
     g->copies = calloc(n + 1, sizeof *g->copies);
-    if (!g->views || !g->sts || !g->copies)
+    if (!g->copies)
         return ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && rc == 0; i++) {
         const manifest_layer *l = &g->m->layers[i];
+        const st_file *st;
         if (strcmp(l->media_type, MT_TENSOR) != 0)
             continue;
-        if ((rc = blob_open(&g->views[i], home, l->digest)) < 0 ||
-            (rc = st_parse(&g->sts[i], g->views[i].data, g->views[i].size, g->views[i].size, 0, l->digest)) < 0)
+        if ((rc = store_model_tensors(&st, g->sm, l)) < 0)
             break;
-        for (size_t k = 0; k < st_count(g->sts[i]) && rc == 0; k++)
-            rc = tensor_write(g, l, g->sts[i], st_at(g->sts[i], k));
+        for (size_t k = 0; k < st_count(st) && rc == 0; k++)
+            rc = tensor_write(g, l, st, st_at(st, k));
     }
     return rc;
 }
 
-int export_gguf_generate(store *s, const manifest *m, json_t *config, const char *model_name, const char *out_path,
+int export_gguf_generate(store_model *sm, json_t *config, const char *model_name, const char *out_path,
                          export_result *res)
 {
     static const struct { const char *from, *to; } archs[] = {
         { "llama", "llama" }, { "mistral", "llama" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" },
     };
     const char *arch = json_string_value(json_object_get(config, "architecture"));
+    const manifest *m = store_model_manifest(sm);
     const manifest_layer *tl = manifest_layer_find(m, MT_TOKENIZER, NULL);
-    gen g = { .s = s, .m = m, .config = config };
+    gen g = { .sm = sm, .m = m, .config = config };
     ms_map out = { 0 };
     int rc;
 
@@ -274,12 +271,12 @@ int export_gguf_generate(store *s, const manifest *m, json_t *config, const char
         return ms_err(MS_EUNSUPPORTED, "export to GGUF of architecture '%s' is not supported (supported: llama, "
                       "mistral, qwen2, qwen3)", arch ? arch : "unknown");
     if (tl) {
-        blob_view v;
+        const uint8_t *data;
+        size_t len;
         json_error_t jerr;
-        if ((rc = blob_open(&v, store_home(s), tl->digest)) < 0)
+        if ((rc = store_model_layer_bytes(&data, &len, sm, tl)) < 0)
             return rc;
-        g.tok = json_loadb((const char *)v.data, v.size, 0, &jerr);
-        blob_close(&v);
+        g.tok = json_loadb((const char *)data, len, 0, &jerr);
     }
     if ((rc = gguf_writer_new(&g.w, 3, 32)) < 0)
         goto done;
@@ -293,17 +290,9 @@ int export_gguf_generate(store *s, const manifest *m, json_t *config, const char
     res->identical = 0;
     ms_map_close(&out);
 done:
-    for (size_t i = 0; i < m->n_layers; i++) {
-        if (g.sts)
-            st_free(g.sts[i]);
-        if (g.views)
-            blob_close(&g.views[i]);
-    }
     for (size_t i = 0; i < g.n_copies; i++)
         free(g.copies[i]);
     free(g.copies);
-    free(g.sts);
-    free(g.views);
     json_decref(g.tok);
     gguf_writer_free(g.w);
     return rc;

@@ -24,8 +24,16 @@ static char *from_path(const char *modelfile_path, const char *from)
     return ms_strdup_printf("%.*s/%s", (int)(slash - modelfile_path), modelfile_path, from);
 }
 
-/* The base manifest: a file or folder imported first, else a model of the store. */
-static int base_load(manifest **out, store_txn *t, const modelfile *mf, const char *mpath, const model_name *name,
+/* The base: a file or folder imported first, else a model of the store. A stored base (a name,
+ * or the folder just imported) is read through its handle (sm); a GGUF file's manifest is built
+ * in memory (own) and has no stored text layers to read (a GGUF import writes no params). */
+typedef struct base_model {
+    store_model *sm;
+    manifest *own;
+    const manifest *m;
+} base_model;
+
+static int base_load(base_model *out, store_txn *t, const modelfile *mf, const char *mpath, const model_name *name,
                      int quiet)
 {
     import_opts io = {.quiet = quiet};
@@ -34,22 +42,22 @@ static int base_load(manifest **out, store_txn *t, const modelfile *mf, const ch
     store *s = store_txn_store(t);
     int rc;
 
-    *out = NULL;
     if (!path)
         return ms_err(MS_ENOMEM, "out of memory");
     if (ms_is_dir(path)) {
         /* import_hf_dir names what it imports: under the new name, replaced at the commit. */
         if ((rc = import_hf_dir(s, path, name, &io, digest)) == 0)
-            rc = store_manifest_load(s, digest, out);
+            rc = store_model_open_digest(&out->sm, s, digest);
     } else if (ms_is_file(path)) {
-        rc = import_gguf_manifest(out, t, path, NULL, &io);
+        rc = import_gguf_manifest(&out->own, t, path, NULL, &io);
     } else if (name_parse(&base, mf->from) < 0) {
         rc = ms_err(MS_ENOTFOUND, "%s:%d: FROM '%s': no such file or directory (%s), nor a model name", mpath,
                     mf->from_line, mf->from, path);
-    } else if ((rc = mf_manifest_load(out, s, &base)) == MS_ENOTFOUND) {
+    } else if ((rc = store_model_open(&out->sm, s, &base)) == MS_ENOTFOUND) {
         rc = ms_err(MS_ENOTFOUND, "%s:%d: FROM '%s': no such file or directory (%s), and no such model in the store",
                     mpath, mf->from_line, mf->from, path);
     }
+    out->m = out->sm ? store_model_manifest(out->sm) : out->own;
     free(path);
     return rc;
 }
@@ -74,9 +82,9 @@ static int json_layer(manifest *m, store_txn *t, const char *media_type, const j
 }
 
 /* Base params overridden by the Modelfile's (ollama merges them the same way). */
-static int params_merged(json_t **out, store *s, const manifest *base, const json_t *mine)
+static int params_merged(json_t **out, const base_model *base, const json_t *mine)
 {
-    const manifest_layer *l = manifest_layer_find(base, MT_OLLAMA_PARAMS, NULL);
+    const manifest_layer *l = base->sm ? manifest_layer_find(base->m, MT_OLLAMA_PARAMS, NULL) : NULL;
     char *text = NULL;
     json_error_t e;
     size_t len;
@@ -84,7 +92,7 @@ static int params_merged(json_t **out, store *s, const manifest *base, const jso
 
     *out = NULL;
     if (l) {
-        if ((rc = mf_blob_text(&text, &len, s, l->digest)) < 0)
+        if ((rc = mf_layer_text(&text, &len, base->sm, l)) < 0)
             return rc;
         *out = json_loadb(text, len, 0, &e);
         free(text);
@@ -100,9 +108,9 @@ static int params_merged(json_t **out, store *s, const manifest *base, const jso
     return 0;
 }
 
-static int build(manifest **out, store_txn *t, const manifest *base, const modelfile *mf)
+static int build(manifest **out, store_txn *t, const base_model *bm, const modelfile *mf)
 {
-    store *s = store_txn_store(t);
+    const manifest *base = bm->m;
     manifest *m = NULL;
     json_t *params = NULL;
     int rc;
@@ -126,7 +134,7 @@ static int build(manifest **out, store_txn *t, const manifest *base, const model
         goto done;
     if (mf->system && (rc = text_layer(m, t, MT_OLLAMA_SYSTEM, mf->system, strlen(mf->system))) < 0)
         goto done;
-    if ((rc = params_merged(&params, s, base, mf->params)) < 0)
+    if ((rc = params_merged(&params, bm, mf->params)) < 0)
         goto done;
     if (json_object_size(params) && (rc = json_layer(m, t, MT_OLLAMA_PARAMS, params)) < 0)
         goto done;
@@ -146,7 +154,8 @@ done:
 int modelfile_create(store *s, const model_name *name, const char *path, int quiet, char digest_out[72])
 {
     modelfile *mf = NULL;
-    manifest *base = NULL, *m = NULL;
+    base_model base = {0};
+    manifest *m = NULL;
     char *text = NULL, *bytes = NULL;
     size_t len = 0;
     store_txn *t = NULL;
@@ -159,7 +168,7 @@ int modelfile_create(store *s, const model_name *name, const char *path, int qui
     /* Everything the Modelfile can get wrong is refused above, before any blob is written. */
     if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
-    if ((rc = base_load(&base, t, mf, path, name, quiet)) < 0 || (rc = build(&m, t, base, mf)) < 0 ||
+    if ((rc = base_load(&base, t, mf, path, name, quiet)) < 0 || (rc = build(&m, t, &base, mf)) < 0 ||
         (rc = manifest_serialize(&bytes, &len, m)) < 0)
         goto done;
     rc = store_txn_commit(t, name, bytes, len, digest_out);
@@ -168,7 +177,8 @@ done:
     store_txn_abort(t);
     free(bytes);
     manifest_free(m);
-    manifest_free(base);
+    store_model_close(base.sm);
+    manifest_free(base.own);
     modelfile_free(mf);
     free(text);
     return rc;
@@ -177,11 +187,11 @@ done:
 /* ---------------------------------------------------------------- show */
 
 /* A growable string on open_memstream. */
-static int layer_text(char **out, store *s, const manifest *m, const char *media_type)
+static int layer_text(char **out, store_model *sm, const char *media_type)
 {
-    const manifest_layer *l = manifest_layer_find(m, media_type, NULL);
+    const manifest_layer *l = manifest_layer_find(store_model_manifest(sm), media_type, NULL);
     *out = NULL;
-    return l ? mf_blob_text(out, NULL, s, l->digest) : 0;
+    return l ? mf_layer_text(out, NULL, sm, l) : 0;
 }
 
 static void put_quoted(FILE *f, const char *s)
@@ -191,9 +201,9 @@ static void put_quoted(FILE *f, const char *s)
     fputs(strchr(s, '\n') || strchr(s, '"') ? "\"\"\"" : "\"", f);
 }
 
-static int params_lines(char **out, store *s, const manifest *m, const char *prefix)
+static int params_lines(char **out, store_model *sm, const char *prefix)
 {
-    const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_PARAMS, NULL);
+    const manifest_layer *l = manifest_layer_find(store_model_manifest(sm), MT_OLLAMA_PARAMS, NULL);
     char *text = NULL, *buf = NULL;
     size_t len, blen;
     json_t *o, *v;
@@ -205,7 +215,7 @@ static int params_lines(char **out, store *s, const manifest *m, const char *pre
     *out = NULL;
     if (!l)
         return 0;
-    if ((rc = mf_blob_text(&text, &len, s, l->digest)) < 0)
+    if ((rc = mf_layer_text(&text, &len, sm, l)) < 0)
         return rc;
     o = json_loadb(text, len, 0, &e);
     free(text);
@@ -240,8 +250,9 @@ static int params_lines(char **out, store *s, const manifest *m, const char *pre
     return 0;
 }
 
-static int licenses(char **out, store *s, const manifest *m)
+static int licenses(char **out, store_model *sm)
 {
+    const manifest *m = store_model_manifest(sm);
     char *buf = NULL, *t;
     size_t blen;
     FILE *f;
@@ -255,7 +266,7 @@ static int licenses(char **out, store *s, const manifest *m)
     for (size_t i = 0; i < m->n_layers && rc == 0; i++) {
         if (strcmp(m->layers[i].media_type, MT_OLLAMA_LICENSE) != 0)
             continue;
-        if ((rc = mf_blob_text(&t, NULL, s, m->layers[i].digest)) == 0) {
+        if ((rc = mf_layer_text(&t, NULL, sm, &m->layers[i])) == 0) {
             fprintf(f, "%s%s", n++ ? "\n\n" : "", t);
             free(t);
         }
@@ -268,9 +279,10 @@ static int licenses(char **out, store *s, const manifest *m)
     return rc;
 }
 
-static int modelfile_text(char **out, store *s, const manifest *m, const model_name *name, const model_info *i)
+static int modelfile_text(char **out, store_model *sm, const model_info *i)
 {
-    char shown[600], *buf = NULL, *msgs = NULL, *params = NULL;
+    const manifest *m = store_model_manifest(sm);
+    char *buf = NULL, *msgs = NULL, *params = NULL;
     size_t blen;
     json_t *a = NULL, *v;
     json_error_t e;
@@ -278,7 +290,7 @@ static int modelfile_text(char **out, store *s, const manifest *m, const model_n
     int rc;
 
     *out = NULL;
-    if ((rc = layer_text(&msgs, s, m, MT_OLLAMA_MESSAGES)) < 0 || (rc = params_lines(&params, s, m, "PARAMETER ")) < 0)
+    if ((rc = layer_text(&msgs, sm, MT_OLLAMA_MESSAGES)) < 0 || (rc = params_lines(&params, sm, "PARAMETER ")) < 0)
         goto done;
     if (msgs)   /* not inside json_is_array: that macro evaluates its argument twice */
         a = json_loads(msgs, 0, &e);
@@ -290,8 +302,7 @@ static int modelfile_text(char **out, store *s, const manifest *m, const model_n
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    name_display(shown, sizeof shown, name);
-    fprintf(f, "# Modelfile generated by \"mstore show\"\nFROM %s\n", shown);
+    fprintf(f, "# Modelfile generated by \"mstore show\"\nFROM %s\n", store_model_shown(sm));
     if (i->template_) {
         fputs("TEMPLATE ", f);
         put_quoted(f, i->template_);
@@ -307,7 +318,7 @@ static int modelfile_text(char **out, store *s, const manifest *m, const model_n
     for (size_t k = 0; k < m->n_layers; k++) {
         char *t = NULL;
         if (strcmp(m->layers[k].media_type, MT_OLLAMA_LICENSE) != 0 ||
-            mf_blob_text(&t, NULL, s, m->layers[k].digest) < 0)
+            mf_layer_text(&t, NULL, sm, &m->layers[k]) < 0)
             continue;
         fputs("LICENSE ", f);
         put_quoted(f, t);
@@ -342,19 +353,14 @@ void model_info_fini(model_info *i)
     memset(i, 0, sizeof *i);
 }
 
-int model_info_load(model_info *out, store *s, const model_name *name)
+int model_info_load(model_info *out, store_model *sm)
 {
-    manifest *m = NULL;
     int rc;
 
     memset(out, 0, sizeof *out);
-    if ((rc = mf_manifest_load(&m, s, name)) < 0)
-        return rc;
-    if ((rc = params_lines(&out->parameters, s, m, "")) < 0 ||
-        (rc = layer_text(&out->template_, s, m, MT_TEMPLATE)) < 0 ||
-        (rc = layer_text(&out->system, s, m, MT_OLLAMA_SYSTEM)) < 0 || (rc = licenses(&out->license, s, m)) < 0 ||
-        (rc = modelfile_text(&out->modelfile, s, m, name, out)) < 0)
+    if ((rc = params_lines(&out->parameters, sm, "")) < 0 || (rc = layer_text(&out->template_, sm, MT_TEMPLATE)) < 0 ||
+        (rc = layer_text(&out->system, sm, MT_OLLAMA_SYSTEM)) < 0 || (rc = licenses(&out->license, sm)) < 0 ||
+        (rc = modelfile_text(&out->modelfile, sm, out)) < 0)
         model_info_fini(out);
-    manifest_free(m);
     return rc;
 }

@@ -38,10 +38,10 @@ typedef struct model_params {
     char *system; /* NULL when the model has no system layer */
 } model_params;
 
-/* The defaults of stored model `name`. *out NULL (and 0) when it has neither a params nor a
- * system layer. MS_ENOTFOUND (no such model), MS_EINVALID (params that are not an object of
- * options of the right types: the message names the key). */
-int model_params_load(model_params **out, store *s, const model_name *name);
+/* The defaults of an open stored model. *out NULL (and 0) when it has neither a params nor a
+ * system layer. MS_EINVALID (params that are not an object of options of the right types: the
+ * message names the key), or what reading the layers returns. */
+int model_params_load(model_params **out, store_model *m);
 void model_params_free(model_params *p); /* NULL is fine */
 /* Apply the defaults to sampler options and the token budget / context length (each pointer
  * may be NULL): call before the caller's own flags, so that a flag still wins. */
@@ -75,11 +75,11 @@ int modelfile_create(store *s, const model_name *name, const char *path, int qui
 /* What `mstore show` prints of a stored model, each malloc'd and NUL-terminated, NULL when the
  * model has none: the params as "name value" lines (stop strings quoted, one line each), the
  * template, the system prompt, the licenses (separated by blank lines), and a Modelfile that
- * recreates the model ("FROM <shown name>" with its layers). MS_ENOTFOUND. */
+ * recreates the model ("FROM <shown name>" with its layers), read from an open stored model. */
 typedef struct model_info {
     char *parameters, *template_, *system, *license, *modelfile;
 } model_info;
-int model_info_load(model_info *out, store *s, const model_name *name);
+int model_info_load(model_info *out, store_model *m);
 void model_info_fini(model_info *i);
 
 #endif

@@ -7,9 +7,8 @@
 
 #include "modelfile/modelfile.h"
 
-/* A blob's bytes as text (bounded by MODELFILE_MAX_BYTES), malloc'd and NUL-terminated. */
-int mf_blob_text(char **out, size_t *len_out, store *s, const char *digest);
-int mf_manifest_load(manifest **out, store *s, const model_name *name);
+/* Layer l of m as text (bounded by MODELFILE_MAX_BYTES), malloc'd and NUL-terminated. */
+int mf_layer_text(char **out, size_t *len_out, store_model *m, const manifest_layer *l);
 /* Fill `p` from a params object; `what` names it in messages. */
 int mf_params_from_json(model_params *p, json_t *o, const char *what);
 /* 1 when `key` is an option this runtime applies; *is_int_out 1 / 0 for numbers, -1 for "stop". */

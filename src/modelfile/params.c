@@ -4,41 +4,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob/blob.h"
 #include "modelfile/modelfile_int.h"
 
-int mf_blob_text(char **out, size_t *len_out, store *s, const char *digest)
+int mf_layer_text(char **out, size_t *len_out, store_model *m, const manifest_layer *l)
 {
-    blob_view v = {0};
+    const uint8_t *data;
+    size_t len;
     int rc;
 
     *out = NULL;
-    if ((rc = blob_open(&v, store_home(s), digest)) < 0)
+    if ((rc = store_model_layer_bytes(&data, &len, m, l)) < 0)
         return rc;
-    if (v.size > MODELFILE_MAX_BYTES)
-        rc = ms_err(MS_EINVALID, "blob %s: %zu bytes, more than a text layer may have (%u)", digest, v.size,
-                    MODELFILE_MAX_BYTES);
-    else if (!(*out = malloc(v.size + 1)))
-        rc = ms_err(MS_ENOMEM, "out of memory");
-    else {
-        memcpy(*out, v.data, v.size);
-        (*out)[v.size] = '\0';
-        if (len_out)
-            *len_out = v.size;
-    }
-    blob_close(&v);
-    return rc;
-}
-
-int mf_manifest_load(manifest **out, store *s, const model_name *name)
-{
-    char digest[72];
-    int rc;
-
-    *out = NULL;
-    if ((rc = store_name_resolve(s, name, digest)) < 0)
-        return rc;
-    return store_manifest_load(s, digest, out);
+    if (len > MODELFILE_MAX_BYTES)
+        return ms_err(MS_EINVALID, "blob %s: %zu bytes, more than a text layer may have (%u)", l->digest, len,
+                      MODELFILE_MAX_BYTES);
+    if (!(*out = malloc(len + 1)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (len)
+        memcpy(*out, data, len);
+    (*out)[len] = '\0';
+    if (len_out)
+        *len_out = len;
+    return 0;
 }
 
 /* The option table: ollama's names and the JSON type each must have. */
@@ -123,20 +110,18 @@ void model_params_free(model_params *p)
     free(p);
 }
 
-int model_params_load(model_params **out, store *s, const model_name *name)
+int model_params_load(model_params **out, store_model *sm)
 {
+    const manifest *m = store_model_manifest(sm);
     const manifest_layer *lp, *ls;
-    manifest *m = NULL;
     model_params *p = NULL;
     char *text = NULL;
     json_t *o = NULL;
     json_error_t e;
     size_t len;
-    int rc;
+    int rc = 0;
 
     *out = NULL;
-    if ((rc = mf_manifest_load(&m, s, name)) < 0)
-        return rc;
     lp = manifest_layer_find(m, MT_OLLAMA_PARAMS, NULL);
     ls = manifest_layer_find(m, MT_OLLAMA_SYSTEM, NULL);
     if (!lp && !ls)
@@ -146,7 +131,7 @@ int model_params_load(model_params **out, store *s, const model_name *name)
         goto done;
     }
     if (lp) {
-        if ((rc = mf_blob_text(&text, &len, s, lp->digest)) < 0)
+        if ((rc = mf_layer_text(&text, &len, sm, lp)) < 0)
             goto done;
         if (!(o = json_loadb(text, len, 0, &e))) {
             rc = ms_err(MS_EINVALID, "params layer %s: %s", lp->digest, e.text);
@@ -155,7 +140,7 @@ int model_params_load(model_params **out, store *s, const model_name *name)
         if ((rc = mf_params_from_json(p, o, "params layer")) < 0)
             goto done;
     }
-    if (ls && (rc = mf_blob_text(&p->system, NULL, s, ls->digest)) < 0)
+    if (ls && (rc = mf_layer_text(&p->system, NULL, sm, ls)) < 0)
         goto done;
     *out = p;
     p = NULL;
@@ -163,7 +148,6 @@ done:
     json_decref(o);
     free(text);
     model_params_free(p);
-    manifest_free(m);
     return rc;
 }
 

@@ -67,14 +67,17 @@ static int digest_referenced(store *s, const char *digest)
  * NULL when the store has none whose blobs are all present. */
 static int prior_split(manifest **out, store *s, const char *gguf)
 {
-    manifest *p = NULL, *k = NULL;
+    store_model *sm = NULL;
+    const manifest *p;
+    manifest *k = NULL;
     char digest[BLOB_DIGEST_LEN + 1] = "";
     int rc = 0;
 
     *out = NULL;
     /* An error is no reuse: the GGUF is downloaded and split again. */
-    if (store_manifest_find_layer(s, MT_GGUF_META, gguf, digest) <= 0 || store_manifest_load(s, digest, &p) < 0)
+    if (store_manifest_find_layer(s, MT_GGUF_META, gguf, digest) <= 0 || store_model_open_digest(&sm, s, digest) < 0)
         return 0;
+    p = store_model_manifest(sm);
     if ((rc = manifest_new(&k)) < 0 ||
         (rc = manifest_config_set(k, p->config.media_type, p->config.digest, p->config.size)) < 0)
         goto done;
@@ -96,7 +99,7 @@ static int prior_split(manifest **out, store *s, const char *gguf)
     k = NULL;
 done:
     manifest_free(k);
-    manifest_free(p);
+    store_model_close(sm);
     return rc;
 }
 
@@ -285,31 +288,28 @@ void reg_ollama_release(store *s, const manifest *m)
     free(path);
 }
 
-int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s)
+int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
 {
-    const manifest_layer *l = manifest_layer_find(*m, MT_SOURCE_MANIFEST, NULL);
+    const manifest_layer *l = manifest_layer_find(store_model_manifest(model), MT_SOURCE_MANIFEST, NULL);
+    const uint8_t *data;
+    size_t n;
     manifest *sm = NULL;
     char *sb = NULL;
-    blob_view v = {0};
     int rc;
 
     if (!l)
         return 0;
-    if ((rc = blob_open(&v, store_home(s), l->digest)) < 0)
+    if ((rc = store_model_layer_bytes(&data, &n, model, l)) < 0)
         return ms_err_ctx("source manifest");
-    if (v.size > MANIFEST_MAX_BYTES || !(sb = malloc(v.size + 1))) {
-        blob_close(&v);
-        return ms_err(MS_EINVALID, "source manifest %s: %zu bytes", l->digest, v.size);
-    }
-    memcpy(sb, v.data, v.size);
-    sb[v.size] = '\0';
-    if ((rc = manifest_parse(&sm, sb, v.size, "source manifest")) < 0) {
+    if (n > MANIFEST_MAX_BYTES || !(sb = malloc(n + 1)))
+        return ms_err(MS_EINVALID, "source manifest %s: %zu bytes", l->digest, n);
+    memcpy(sb, data, n);
+    sb[n] = '\0';
+    if ((rc = manifest_parse(&sm, sb, n, "source manifest")) < 0) {
         free(sb);
-        blob_close(&v);
         return rc;
     }
-    *len = v.size;
-    blob_close(&v);
+    *len = n;
     free(*bytes);
     manifest_free(*m);
     *bytes = sb;

@@ -27,16 +27,30 @@ int reg_manifest_docker(char **out, size_t *len_out, const manifest *m)
 int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
                       int docker)
 {
-    char digest[72], *bytes = NULL, *conv = NULL;
+    char *bytes = NULL, *conv = NULL;
+    const char *kept;
+    store_model *sm = NULL;
     manifest *m = NULL;
     size_t len = 0, clen = 0;
     int rc;
 
     *bytes_out = NULL;
     *m_out = NULL;
-    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_bytes(s, digest, &bytes, &len)) < 0 ||
-        (rc = manifest_parse(&m, bytes, len, digest)) < 0 || (rc = reg_source_swap(&bytes, &len, &m, s)) < 0)
+    /* the stored bytes exactly (the handle keeps them), in a copy this function may replace */
+    if ((rc = store_model_open(&sm, s, name)) < 0)
         goto fail;
+    kept = store_model_manifest_bytes(sm, &len);
+    if (!(bytes = malloc(len + 1))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(bytes, kept, len);
+    bytes[len] = '\0';
+    if ((rc = manifest_parse(&m, bytes, len, store_model_digest(sm))) < 0 ||
+        (rc = reg_source_swap(&bytes, &len, &m, sm)) < 0)
+        goto fail;
+    store_model_close(sm);
+    sm = NULL;
     if (docker && strcmp(m->media_type, MT_DOCKER_MANIFEST) != 0) {
         if ((rc = reg_manifest_docker(&conv, &clen, m)) < 0)
             goto fail;
@@ -53,6 +67,7 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
     *m_out = m;
     return 0;
 fail:
+    store_model_close(sm);
     free(bytes);
     manifest_free(m);
     return rc;

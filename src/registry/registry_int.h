@@ -131,8 +131,8 @@ int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m);
 /* Remove the whole-GGUF blob of received manifest `m` when no stored manifest references it. */
 void reg_ollama_release(store *s, const manifest *m);
 /* When stored manifest *m has a MT_SOURCE_MANIFEST layer, replace *bytes, *len, *m by the
- * received manifest. 0 when there is none. */
-int reg_source_swap(char **bytes, size_t *len, manifest **m, store *s);
+ * received manifest (read through the stored model's handle). 0 when there is none. */
+int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model);
 /* Rebuild the whole-GGUF blob of received manifest `m` from model `name` (export_gguf) when it
  * is not stored; *t_out is then the transaction that adopted it (NULL when nothing was made),
  * which the caller holds while it uploads the blob, so that gc leaves it, and aborts after

@@ -578,6 +578,19 @@ int runtime_model_open_store(runtime_model **out, store *s, const model_name *na
     return 0;
 }
 
+int runtime_model_open(runtime_model **out, store_model *sm, const runtime_opts *o)
+{
+    runtime_weights *w;
+    int rc;
+
+    *out = NULL;
+    if ((rc = runtime_weights_open_model(&w, sm)) < 0)
+        return rc;
+    if ((rc = model_open(out, w, o)) < 0)
+        return ms_err_ctx("%s", store_model_shown(sm));
+    return 0;
+}
+
 void runtime_model_close(runtime_model *m)
 {
     if (!m)

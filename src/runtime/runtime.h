@@ -106,9 +106,13 @@ typedef struct runtime_weights runtime_weights;
  * An architecture outside RUNTIME_ARCHS: MS_EUNSUPPORTED "architecture 'x' is not
  * supported; supported: ...". MS_EINVALID, MS_ENOTFOUND, MS_EIO, MS_ENOMEM. */
 int runtime_weights_open_gguf(runtime_weights **out, const char *path);
-/* Resolve `name` in the store, mmap every tensor blob once and parse its header (import.h's
- * contract: floats keep their dtype; GGUF block types are U8 with quant_type/logical_shape),
- * config from the config blob. MS_ENOTFOUND (name, blob), MS_EINVALID, MS_EUNSUPPORTED. */
+/* The tensors of an open stored model: every tensor blob mapped and its header parsed by the
+ * handle (each once; import.h's contract: floats keep their dtype; GGUF block types are U8 with
+ * quant_type/logical_shape), config from the config blob. `sm` is borrowed: the tensors are
+ * views into its mappings, so it must outlive w. MS_ENOTFOUND (blob), MS_EMISMATCH,
+ * MS_EINVALID, MS_EUNSUPPORTED. */
+int runtime_weights_open_model(runtime_weights **out, store_model *sm);
+/* The same, opening (and owning) the handle of `name`. MS_ENOTFOUND (name). */
 int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name);
 const runtime_config *runtime_weights_config(const runtime_weights *w);
 const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name);   /* NULL if absent */
@@ -116,9 +120,14 @@ size_t runtime_weights_count(const runtime_weights *w);
 const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i);
 /* The tokenizer built at open: from the GGUF metadata (the file's, or the store's MT_GGUF_META
  * layer), else from tokenizer.json (+ tokenizer_config.json) of a Hugging Face / MLX import
- * (tokenizer_from_manifest). Borrowed. When none could be built: the reason, as MS_ENOTFOUND / MS_EUNSUPPORTED /
+ * (runtime_tokenizer_from_model). Borrowed. When none could be built: the reason, as MS_ENOTFOUND / MS_EUNSUPPORTED /
  * MS_EINVALID with its message, and *out = NULL; the weights are usable all the same. */
 int runtime_weights_tokenizer(const tokenizer **out, const runtime_weights *w);
+/* The tokenizer of a stored model (tokenizer_from_layers fed from the handle's layers:
+ * MT_GGUF_META, else MT_TOKENIZER + MT_TOKENIZER_CONFIG + MT_GENERATION_CONFIG + the config
+ * blob). One function, so that run, tokenize and export cannot disagree on a model's tokenizer.
+ * Messages name the model. MS_ENOTFOUND "... no tokenizer (...)" or what the builders return. */
+int runtime_tokenizer_from_model(tokenizer **out, store_model *sm);
 /* Bytes of all tensor data (for memory reports). */
 uint64_t runtime_weights_nbytes(const runtime_weights *w);
 void runtime_weights_close(runtime_weights *w);   /* NULL is fine */
@@ -147,6 +156,9 @@ typedef struct runtime_model runtime_model;
 /* Open a GGUF file / a model in the store; allocates every buffer. opts may be NULL. */
 int runtime_model_open_gguf(runtime_model **out, const char *path, const runtime_opts *opts);
 int runtime_model_open_store(runtime_model **out, store *s, const model_name *name, const runtime_opts *opts);
+/* Open an open stored model; `sm` is borrowed and must outlive the runtime model (a caller that
+ * also needs the template or params reads them from the same handle). */
+int runtime_model_open(runtime_model **out, store_model *sm, const runtime_opts *opts);
 /* Run `n` tokens at positions n_past .. n_past+n-1 (prefill in batches of n_batch), append them to
  * the KV cache and write the last token's vocab_size logits. MS_EINVALID for a token id out of
  * range or when n_past + n exceeds the context ("... exceeds the context of N tokens"). */

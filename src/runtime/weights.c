@@ -1,13 +1,12 @@
 /* weights.c: tensors by canonical name, as views into read-only mappings.
  *   GGUF: the file is mapped once (gguf_open); names go through the llama table below.
- *   Store: each MT_TENSOR blob is mapped once (blob_open) and its safetensors header parsed
- *   (st_parse); import.h says how GGUF block types are kept (U8 + quant_type/logical_shape).
+ *   Store: the model handle (store_model) maps each MT_TENSOR blob once and parses its
+ *   safetensors header once; the tensors here are views into those mappings; import.h says how GGUF block types are kept (U8 + quant_type/logical_shape).
  * Only headers are read at open: the pages of a weight come in when a kernel first touches them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "blob/blob.h"
 #include "quant/quant.h"
 #include "runtime/runtime.h"
 
@@ -17,9 +16,8 @@ struct runtime_weights {
     size_t n;
     char *names;          /* GGUF: the canonical names, packed */
     gguf_file *g;
-    blob_view *views;     /* store: one mapping per tensor blob */
-    st_file **st;
-    size_t n_blobs;
+    store_model *sm;      /* store: the handle that owns the mappings and headers */
+    int own_sm;           /* opened here (runtime_weights_open_store): closed with w */
     uint64_t nbytes;
     tokenizer *tok;
     int tok_rc;           /* why tok is NULL */
@@ -43,13 +41,8 @@ void runtime_weights_close(runtime_weights *w)
 {
     if (!w)
         return;
-    for (size_t i = 0; i < w->n_blobs; i++) {
-        st_free(w->st ? w->st[i] : NULL);
-        if (w->views)
-            blob_close(&w->views[i]);
-    }
-    free(w->st);
-    free(w->views);
+    if (w->own_sm)
+        store_model_close(w->sm);
     gguf_close(w->g);
     free(w->t);
     free(w->names);
@@ -282,94 +275,156 @@ static int mlx_companion(const st_file *f, const st_tensor *s)
     return codes && codes->dtype == ST_U32 && mlx_format(f, codes);
 }
 
-static int open_blobs(runtime_weights *w, store *s, const manifest *m)
+/* Every tensor blob, mapped and parsed by the handle (each once), as runtime tensors. Mapped
+ * eagerly here, not as kernels first ask: a missing or short blob fails the open, not a forward. */
+static int open_blobs(runtime_weights *w, store_model *sm)
 {
-    const char *home = store_home(s);
-    size_t k = 0, n_t = 0;
-    int rc;
+    const manifest *m = store_model_manifest(sm);
+    const st_file **st = calloc(m->n_layers + 1, sizeof *st);
+    const uint8_t **map = calloc(m->n_layers + 1, sizeof *map);
+    size_t *map_len = calloc(m->n_layers + 1, sizeof *map_len);
+    size_t n_t = 0;
+    int rc = 0;
 
-    for (size_t i = 0; i < m->n_layers; i++)
-        w->n_blobs += strcmp(m->layers[i].media_type, MT_TENSOR) == 0;
-    w->views = calloc(w->n_blobs ? w->n_blobs : 1, sizeof *w->views);
-    w->st = calloc(w->n_blobs ? w->n_blobs : 1, sizeof *w->st);
-    if (!w->views || !w->st)
-        return ms_err(MS_ENOMEM, "out of memory");
+    if (!st || !map || !map_len) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
     for (size_t i = 0; i < m->n_layers; i++) {
         const manifest_layer *l = &m->layers[i];
         if (strcmp(l->media_type, MT_TENSOR) != 0)
             continue;
-        if ((rc = blob_open(&w->views[k], home, l->digest)) < 0)
-            return ms_err_ctx("layer '%s'", l->name ? l->name : "?");
-        if (w->views[k].size != l->size)
-            return ms_err(MS_EMISMATCH, "layer '%s': blob %s has %zu bytes, the manifest says %llu",
-                          l->name ? l->name : "?", l->digest, w->views[k].size, (unsigned long long)l->size);
-        if ((rc = st_parse(&w->st[k], w->views[k].data, w->views[k].size, 0, 0, l->digest)) < 0)
-            return ms_err_ctx("layer '%s'", l->name ? l->name : "?");
-        n_t += st_count(w->st[k]);
-        k++;
+        if ((rc = store_model_layer_bytes(&map[i], &map_len[i], sm, l)) < 0 ||
+            (rc = store_model_tensors(&st[i], sm, l)) < 0)
+            goto done;
+        n_t += st_count(st[i]);
     }
     w->t = calloc(n_t ? n_t : 1, sizeof *w->t);
-    if (!w->t)
-        return ms_err(MS_ENOMEM, "out of memory");
-    for (size_t b = 0; b < w->n_blobs; b++) {
-        for (size_t i = 0; i < st_count(w->st[b]); i++) {
-            const st_tensor *s = st_at(w->st[b], i);
-            const quant_format *fmt = mlx_format(w->st[b], s);
-            if (fmt && mlx_companion(w->st[b], s))
+    if (!w->t) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t b = 0; b < m->n_layers; b++) {
+        for (size_t i = 0; st[b] && i < st_count(st[b]); i++) {
+            const st_tensor *s = st_at(st[b], i);
+            const quant_format *fmt = mlx_format(st[b], s);
+            if (fmt && mlx_companion(st[b], s))
                 continue;
-            if ((rc = fmt ? tensor_from_mlx(&w->t[w->n], w->st[b], s, fmt)
-                          : tensor_from_st(&w->t[w->n], w->st[b], s)) < 0)
-                return rc;
-            w->t[w->n].map = w->views[b].data;
-            w->t[w->n].map_nbytes = w->views[b].size;
+            if ((rc = fmt ? tensor_from_mlx(&w->t[w->n], st[b], s, fmt) : tensor_from_st(&w->t[w->n], st[b], s)) < 0) {
+                ms_err_ctx("%s", store_model_shown(sm));
+                goto done;
+            }
+            w->t[w->n].map = map[b];
+            w->t[w->n].map_nbytes = map_len[b];
             w->nbytes += w->t[w->n++].nbytes;
         }
     }
-    return 0;
+done:
+    free(st);
+    free(map);
+    free(map_len);
+    return rc;
+}
+
+/* A layer's bytes when the model has one; absent is no error (NULL), a failing one is. */
+static int optional_layer(const uint8_t **data, size_t *len, store_model *sm, const char *media_type)
+{
+    const manifest_layer *l = manifest_layer_find(store_model_manifest(sm), media_type, NULL);
+
+    *data = NULL;
+    *len = 0;
+    return l ? store_model_layer_bytes(data, len, sm, l) : 0;
+}
+
+int runtime_tokenizer_from_model(tokenizer **out, store_model *sm)
+{
+    const manifest *m = store_model_manifest(sm);
+    const manifest_layer *meta = manifest_layer_find(m, MT_GGUF_META, NULL);
+    tokenizer_layers in = { 0 };
+    const uint8_t *p;
+    char what[700];
+    size_t n;
+    int rc;
+
+    *out = NULL;
+    if (meta) {
+        if ((rc = store_model_layer_bytes(&in.gguf_meta, &in.gguf_meta_len, sm, meta)) < 0)
+            return rc;
+        in.gguf_meta_what = meta->digest;
+    } else if (manifest_layer_find(m, MT_TOKENIZER, NULL)) {
+        if ((rc = optional_layer(&p, &n, sm, MT_TOKENIZER_CONFIG)) < 0)
+            return rc;
+        in.config = (const char *)p, in.config_len = n;
+        if ((rc = optional_layer(&p, &n, sm, MT_GENERATION_CONFIG)) < 0)
+            return rc;
+        in.generation = (const char *)p, in.generation_len = n;
+        if ((rc = optional_layer(&p, &n, sm, MT_TOKENIZER)) < 0)
+            return rc;
+        in.json = (const char *)p, in.json_len = n;
+        if ((rc = store_model_config(&p, &n, sm)) < 0)
+            return rc;
+        in.model_config = (const char *)p, in.model_config_len = n;
+    }
+    snprintf(what, sizeof what, "model '%s'", store_model_shown(sm));
+    return tokenizer_from_layers(out, &in, what);
 }
 
 /* A stored model's tokenizer: GGUF metadata, or tokenizer.json for Hugging Face / MLX imports
- * (tokenizer_from_manifest, shared with `mstore tokenize`). */
-static void open_tokenizer(runtime_weights *w, store *s, const manifest *m, const char *shown)
+ * (runtime_tokenizer_from_model, shared with `mstore tokenize` and export). */
+static void open_tokenizer(runtime_weights *w, store_model *sm)
 {
-    int rc = tokenizer_from_manifest(&w->tok, s, m, shown);
+    int rc = runtime_tokenizer_from_model(&w->tok, sm);
     if (rc < 0)
         keep_tokenizer_error(w, rc);
 }
 
-int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name)
+int runtime_weights_open_model(runtime_weights **out, store_model *sm)
 {
     runtime_weights *w = calloc(1, sizeof *w);
-    char digest[72], shown[600];
-    manifest *m = NULL;
-    blob_view cv = { 0 };
+    const manifest *m = store_model_manifest(sm);
+    const char *shown = store_model_shown(sm);
+    const uint8_t *cfg;
+    size_t cfg_len;
     int rc;
 
     *out = NULL;
-    name_display(shown, sizeof shown, name);
     if (!w)
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = store_name_resolve(s, name, digest)) < 0 || (rc = store_manifest_load(s, digest, &m)) < 0)
-        goto fail;
+    w->sm = sm;
     if (!m->config.media_type || strcmp(m->config.media_type, MT_CONFIG) != 0) {
         rc = ms_err(MS_EUNSUPPORTED, "%s: config media type '%s' is not %s", shown,
                     m->config.media_type ? m->config.media_type : "", MT_CONFIG);
         goto fail;
     }
-    if ((rc = blob_open(&cv, store_home(s), m->config.digest)) < 0 ||
-        (rc = runtime_config_from_json(&w->cfg, (const char *)cv.data, cv.size, m->config.digest)) < 0 ||
-        (rc = open_blobs(w, s, m)) < 0) {
+    /* the handle's messages name the model already */
+    if ((rc = store_model_config(&cfg, &cfg_len, sm)) < 0)
+        goto fail;
+    if ((rc = runtime_config_from_json(&w->cfg, (const char *)cfg, cfg_len, m->config.digest)) < 0) {
         ms_err_ctx("%s", shown);
         goto fail;
     }
-    open_tokenizer(w, s, m, shown);
-    blob_close(&cv);
-    manifest_free(m);
+    if ((rc = open_blobs(w, sm)) < 0)
+        goto fail;
+    open_tokenizer(w, sm);
     *out = w;
     return 0;
 fail:
-    blob_close(&cv);
-    manifest_free(m);
     runtime_weights_close(w);
     return rc;
+}
+
+int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name)
+{
+    store_model *sm = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((rc = store_model_open(&sm, s, name)) < 0)
+        return rc;
+    if ((rc = runtime_weights_open_model(out, sm)) < 0) {
+        store_model_close(sm);
+        return rc;
+    }
+    (*out)->own_sm = 1;
+    return 0;
 }

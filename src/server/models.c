@@ -11,6 +11,7 @@ static void unload(loaded *L)
         return;
     session_free(L->S);
     runtime_model_close(L->m);
+    store_model_close(L->sm);   /* after the model: its weights are views into the handle */
     store_close(L->s);
     pthread_mutex_destroy(&L->run);
     free(L);
@@ -20,7 +21,7 @@ static int load(loaded **out, server *srv, const model_name *name, const char *s
 {
     loaded *L = calloc(1, sizeof *L);
     runtime_opts ro = srv->o.ro;
-    char *tmpl = NULL;
+    const uint8_t *tmpl = NULL;
     size_t tmpl_len = 0;
     int rc;
 
@@ -33,22 +34,22 @@ static int load(loaded **out, server *srv, const model_name *name, const char *s
     L->n_ctx_asked = num_ctx;
     if (num_ctx > 0)
         ro.n_ctx = num_ctx;
-    /* The store stays open with the model: the weights' mappings came through it. */
-    if ((rc = store_open(&L->s, srv->home)) < 0 || (rc = store_name_resolve(L->s, name, L->digest)) < 0 ||
-        (rc = runtime_model_open_store(&L->m, L->s, name, &ro)) < 0 ||
+    /* The model handle stays open with the model: the weights' mappings are its views. One
+     * handle gives the digest, the weights and the template (session_new copies the text). */
+    if ((rc = store_open(&L->s, srv->home)) < 0 || (rc = store_model_open(&L->sm, L->s, name)) < 0 ||
+        (rc = runtime_model_open(&L->m, L->sm, &ro)) < 0 ||
         (rc = runtime_weights_tokenizer(&L->t, runtime_model_weights(L->m))) < 0)
         goto fail;
-    rc = chat_template_text_store(&tmpl, &tmpl_len, L->s, name);
+    snprintf(L->digest, sizeof L->digest, "%s", store_model_digest(L->sm));
+    rc = store_model_find(&tmpl, &tmpl_len, L->sm, MT_TEMPLATE, NULL);
     if (rc < 0 && rc != MS_ENOTFOUND)
         goto fail;
-    if ((rc = session_new(&L->S, L->m, L->t, tmpl, tmpl_len)) < 0)
+    if ((rc = session_new(&L->S, L->m, L->t, (const char *)tmpl, tmpl_len)) < 0)
         goto fail;
     L->nbytes = runtime_weights_nbytes(runtime_model_weights(L->m)) + runtime_model_kv_nbytes(L->m);
-    free(tmpl);
     *out = L;
     return 0;
 fail:
-    free(tmpl);
     unload(L);
     return rc;
 }

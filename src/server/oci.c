@@ -39,9 +39,11 @@ static int repo_name(model_name *out, const char *repo, size_t repo_len, const c
 static enum MHD_Result manifest_get(req *r, const char *repo, size_t repo_len, const char *ref)
 {
     char digest[72], *bytes = NULL;
+    const char *kept;
     size_t len = 0;
     model_name n;
     store *s = NULL;
+    store_model *sm = NULL;
     json_t *j;
     const char *type = MT_OCI_MANIFEST;
     struct MHD_Response *resp;
@@ -54,12 +56,21 @@ static enum MHD_Result manifest_get(req *r, const char *repo, size_t repo_len, c
     } else if (repo_name(&n, repo, repo_len, ref) < 0) {
         return srv_err_oci(r, 404, "NAME_UNKNOWN", "no repository '%.*s' with tag '%.100s'", (int)repo_len, repo, ref);
     }
-    if ((rc = store_open(&s, r->srv->home)) == 0 && strncmp(ref, "sha256:", 7) != 0)
-        rc = store_name_resolve(s, &n, digest);
-    if (rc == 0)
-        rc = store_manifest_bytes(s, digest, &bytes, &len);
+    /* The manifest's exact bytes, as the handle keeps them; a digest that names no manifest
+     * (some other blob) is as unknown as a missing one. */
+    if ((rc = store_open(&s, r->srv->home)) == 0)
+        rc = strncmp(ref, "sha256:", 7) != 0 ? store_model_open(&sm, s, &n) : store_model_open_digest(&sm, s, digest);
+    if (rc == 0) {
+        snprintf(digest, sizeof digest, "%s", store_model_digest(sm));
+        kept = store_model_manifest_bytes(sm, &len);
+        if (!(bytes = malloc(len ? len : 1)))
+            rc = ms_err(MS_ENOMEM, "out of memory");
+        else if (len)
+            memcpy(bytes, kept, len);
+    }
+    store_model_close(sm);
     store_close(s);
-    if (rc == MS_ENOTFOUND)
+    if (rc == MS_ENOTFOUND || rc == MS_EINVALID)
         return srv_err_oci(r, 404, "MANIFEST_UNKNOWN", "manifest unknown: %.*s:%.100s", (int)repo_len, repo, ref);
     if (rc < 0)
         return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
@@ -133,12 +144,12 @@ static enum MHD_Result blob_get(req *r, const char *digest)
 static enum MHD_Result listing(req *r, const char *repo, size_t repo_len)
 {
     store *s = NULL;
-    store_model *ms = NULL;
+    store_entry *ms = NULL;
     size_t n = 0;
     json_t *arr;
     char last[400] = "";
 
-    if (store_open(&s, r->srv->home) < 0 || store_model_list(s, &ms, &n) < 0) {
+    if (store_open(&s, r->srv->home) < 0 || store_list(s, &ms, &n) < 0) {
         store_close(s);
         return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
     }

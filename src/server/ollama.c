@@ -65,8 +65,8 @@ int srv_field_bool(json_t *o, const char *key, const char *shown, int *out, char
 
 int srv_model_check(server *srv, const char *model, model_name *out, char *msg, size_t msg_len)
 {
-    char digest[72];
     store *s = NULL;
+    store_model *sm = NULL;
     int rc;
 
     if (!model || !*model) {
@@ -78,7 +78,8 @@ int srv_model_check(server *srv, const char *model, model_name *out, char *msg, 
         return -1;
     }
     if ((rc = store_open(&s, srv->home)) == 0)
-        rc = store_name_resolve(s, out, digest);
+        rc = store_model_open(&sm, s, out);
+    store_model_close(sm);
     store_close(s);
     if (rc == MS_ENOTFOUND) {
         snprintf(msg, msg_len, "model '%s' not found, try pulling it first", model);
@@ -299,19 +300,14 @@ bad:
 /* ---------------------------------------------------------------- the store */
 
 /* The config blob of a stored model as JSON (NULL when unreadable). */
-static json_t *model_config(store *s, const char *digest)
+static json_t *model_config(store_model *sm)
 {
-    manifest *m = NULL;
-    blob_view v = {0};
-    json_t *j = NULL;
+    const uint8_t *data;
+    size_t len;
 
-    if (store_manifest_load(s, digest, &m) < 0)
+    if (!sm || store_model_config(&data, &len, sm) < 0 || len >= (1u << 20))
         return NULL;
-    if (blob_open(&v, store_home(s), m->config.digest) == 0 && v.size < (1u << 20))
-        j = json_loadb((const char *)v.data, v.size, 0, NULL);
-    blob_close(&v);
-    manifest_free(m);
-    return j;
+    return json_loadb((const char *)data, len, 0, NULL);
 }
 
 static json_t *details(json_t *cfg)
@@ -330,18 +326,20 @@ static json_t *details(json_t *cfg)
 static enum MHD_Result tags(req *r)
 {
     store *s = NULL;
-    store_model *ms = NULL;
+    store_entry *ms = NULL;
     size_t n = 0;
     json_t *arr;
     char name[400], when[64];
 
-    if (store_open(&s, r->srv->home) < 0 || store_model_list(s, &ms, &n) < 0) {
+    if (store_open(&s, r->srv->home) < 0 || store_list(s, &ms, &n) < 0) {
         store_close(s);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     }
     arr = json_array();
     for (size_t i = 0; i < n; i++) {
-        json_t *cfg = model_config(s, ms[i].digest);
+        store_model *sm = NULL;
+        json_t *cfg = store_model_open_digest(&sm, s, ms[i].digest) == 0 ? model_config(sm) : NULL;
+        store_model_close(sm);
         name_display(name, sizeof name, &ms[i].name);
         srv_time_rfc3339(when, sizeof when, (time_t)ms[i].modified_at);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:o}", "name", name, "model", name, "modified_at",
@@ -356,10 +354,12 @@ static enum MHD_Result tags(req *r)
 
 static enum MHD_Result show(req *r)
 {
-    char msg[MSG], digest[72], name[400];
+    char msg[MSG], name[400];
     json_t *b = srv_body_json(r, msg, sizeof msg), *cfg = NULL, *info;
     model_name mn;
     store *s = NULL;
+    store_model *sm = NULL;
+    const uint8_t *data;
     char *tmpl = NULL;
     size_t tmpl_len = 0;
     int rc;
@@ -370,13 +370,18 @@ static enum MHD_Result show(req *r)
     json_decref(b);
     if (rc < 0)
         return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
-    if (store_open(&s, r->srv->home) < 0 || store_name_resolve(s, &mn, digest) < 0) {
+    if (store_open(&s, r->srv->home) < 0 || store_model_open(&sm, s, &mn) < 0) {
         store_close(s);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     }
-    cfg = model_config(s, digest);
-    if (chat_template_text_store(&tmpl, &tmpl_len, s, &mn) < 0)
-        tmpl = NULL;
+    cfg = model_config(sm);
+    if (store_model_find(&data, &tmpl_len, sm, MT_TEMPLATE, NULL) == 0 && (tmpl = malloc(tmpl_len + 1))) {
+        memcpy(tmpl, data, tmpl_len);
+        tmpl[tmpl_len] = '\0';
+    } else {
+        tmpl_len = 0;
+    }
+    store_model_close(sm);
     store_close(s);
     name_display(name, sizeof name, &mn);
     {

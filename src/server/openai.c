@@ -202,7 +202,7 @@ nomem:
     return srv_err_openai(r, 500, "server_error", "out of memory");
 }
 
-static json_t *model_obj(const store_model *m)
+static json_t *model_obj(const store_entry *m)
 {
     char name[400];
 
@@ -214,11 +214,11 @@ static json_t *model_obj(const store_model *m)
 static enum MHD_Result models(req *r, const char *one)
 {
     store *s = NULL;
-    store_model *ms = NULL;
+    store_entry *ms = NULL;
     size_t n = 0;
     json_t *arr;
 
-    if (store_open(&s, r->srv->home) < 0 || store_model_list(s, &ms, &n) < 0) {
+    if (store_open(&s, r->srv->home) < 0 || store_list(s, &ms, &n) < 0) {
         store_close(s);
         return srv_err_openai(r, 500, "server_error", "%s", ms_err_msg());
     }

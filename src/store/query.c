@@ -62,8 +62,8 @@ static int model_cmp(const void *a, const void *b)
 {
     char da[NAME_HOST_MAX + 3 * NAME_PART_MAX], db[NAME_HOST_MAX + 3 * NAME_PART_MAX];
 
-    name_display(da, sizeof da, &((const store_model *)a)->name);
-    name_display(db, sizeof db, &((const store_model *)b)->name);
+    name_display(da, sizeof da, &((const store_entry *)a)->name);
+    name_display(db, sizeof db, &((const store_entry *)b)->name);
     return strcmp(da, db);
 }
 
@@ -75,7 +75,7 @@ static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
 
 /* The size counts each blob once per model (a digest listed twice is stored once), taking sizes
  * from the blobs table, where commit recorded each file's size after checking it. */
-int store_model_list(store *s, store_model **out, size_t *n_out)
+int store_list(store *s, store_entry **out, size_t *n_out)
 {
     static const char sql[] =
         "SELECT n.host, n.namespace, n.model, n.tag, n.manifest_digest, n.modified_at, m.size + "
@@ -84,7 +84,7 @@ int store_model_list(store *s, store_model **out, size_t *n_out)
         "     b.digest IN (SELECT l.digest FROM layers l WHERE l.manifest_digest = m.digest))), 0) "
         "FROM names n JOIN manifests m ON m.digest = n.manifest_digest";
     sqlite3_stmt *st = NULL;
-    store_model *v = NULL;
+    store_entry *v = NULL;
     size_t n = 0, cap = 0;
     int rc, step;
 
@@ -93,7 +93,7 @@ int store_model_list(store *s, store_model **out, size_t *n_out)
     if ((rc = store__prepare(s, &st, sql)) < 0)
         return rc;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        store_model *m;
+        store_entry *m;
 
         if (n == cap) {
             size_t ncap = cap ? cap * 2 : 16;

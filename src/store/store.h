@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "blob/blob.h"
+#include "format/format.h"
 #include "manifest/manifest.h"
 #include "util/util.h"
 
@@ -54,21 +55,66 @@ const char *store_home(const store *s);
 /* The home to use: `flag` if given, else $MSTORE_HOME, else $HOME/.mstore. malloc'd. */
 char *store_home_default(const char *flag);
 
-/* name -> manifest digest. MS_ENOTFOUND "model 'x:latest' not found". */
+/* name -> manifest digest. MS_ENOTFOUND "model 'x:latest' not found".
+ * Readers of a model use store_model_open below; these three stay for src/store and tests. */
 int store_name_resolve(store *s, const model_name *name, char digest_out[72]);
 /* Read and parse a stored manifest. */
 int store_manifest_load(store *s, const char *digest, manifest **out);
-/* The manifest's bytes, exactly as stored. *out malloc'd. */
+/* The manifest's bytes, exactly as stored (re-hashed: MS_EMISMATCH). *out malloc'd. */
 int store_manifest_bytes(store *s, const char *digest, char **out, size_t *len_out);
 
-typedef struct store_model {
+/* A row of the name list (not a handle: see store_model below). */
+typedef struct store_entry {
     model_name name;
     char digest[72];
     uint64_t size;          /* manifest + config + layers, bytes */
     int64_t modified_at;    /* unix seconds */
-} store_model;
+} store_entry;
 /* All names, sorted by name. *out malloc'd (free()). */
-int store_model_list(store *s, store_model **out, size_t *n_out);
+int store_list(store *s, store_entry **out, size_t *n_out);
+
+/* Reading: store_model, the one way to read a stored model.
+ *
+ * DESIGN: every reader (run, chat, serve, show, tokenize, export, push, a Modelfile's FROM)
+ * opens the model once: the name is resolved once, the manifest read (re-hashed) and parsed
+ * once, its exact bytes kept (push and the OCI server send them as they are). Blobs are then
+ * handed out by layer: each blob is mapped read-only at most once per handle (two layers or
+ * two requests for one digest share the mapping), its size checked against the manifest
+ * (MS_EMISMATCH naming the layer), and an MT_TENSOR blob's safetensors header is parsed at
+ * most once ("tensor views": st_tensor.data points into the mapping). Mapping is lazy, on the
+ * first request for a layer: the runtime asks for every tensor blob, while show, tokenize and
+ * chat touch only a few small layers and must not open thousands of files. Every pointer
+ * handed out (manifest, bytes, views, headers) is owned by the handle and stays valid until
+ * store_model_close. The handle does not keep `s`: close the store whenever; the handle only
+ * keeps the home path for mapping. Not thread-safe for lazy mapping: map from one thread
+ * (the runtime maps every tensor blob at open) before sharing. */
+typedef struct store_model store_model;
+/* MS_ENOTFOUND "model 'x:latest' not found" / a missing manifest blob, MS_EMISMATCH (manifest
+ * bytes do not hash to their digest), MS_EINVALID (manifest does not parse), MS_ENOMEM. */
+int store_model_open(store_model **out, store *s, const model_name *name);
+/* The same, by manifest digest ("sha256:<64 hex>"): the OCI and ollama servers' paths.
+ * MS_EINVALID for a malformed digest. The name is then the digest (store_model_name NULL). */
+int store_model_open_digest(store_model **out, store *s, const char *manifest_digest);
+void store_model_close(store_model *m);   /* NULL is fine; ends every view */
+
+const model_name *store_model_name(const store_model *m);   /* NULL when opened by digest */
+const char *store_model_shown(const store_model *m);        /* "tiny:latest", for messages */
+const char *store_model_digest(const store_model *m);       /* the manifest's digest */
+const manifest *store_model_manifest(const store_model *m);
+const char *store_model_manifest_bytes(const store_model *m, size_t *len_out);   /* exact bytes */
+
+/* The bytes of layer `l`, which must point into store_model_manifest(m) (a layer, or its
+ * config). Mapped on first use; the same pointer on every later call. MS_ENOTFOUND (blob
+ * missing), MS_EMISMATCH (size differs from the manifest), MS_EINVALID (l is not m's). */
+int store_model_layer_bytes(const uint8_t **data, size_t *len, store_model *m, const manifest_layer *l);
+/* The config blob's bytes (store_model_layer_bytes of the config). */
+int store_model_config(const uint8_t **data, size_t *len, store_model *m);
+/* The bytes of the first layer with this media type (and name, NULL: any). MS_ENOTFOUND
+ * "model 'x': no <media type> layer" when there is none; then *data is NULL. */
+int store_model_find(const uint8_t **data, size_t *len, store_model *m, const char *media_type, const char *name);
+/* The parsed safetensors header of MT_TENSOR layer `l`, its tensors' data pointing into the
+ * mapping. Parsed once. MS_EINVALID (not a tensor layer, bad header), or as layer_bytes. */
+int store_model_tensors(const st_file **out, store_model *m, const manifest_layer *l);
 
 typedef struct store_tensor {
     char *name, *dtype, *shape, *quant_type, *blob_digest;   /* shape as "[4096, 4096]" */

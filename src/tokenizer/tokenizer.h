@@ -26,8 +26,6 @@
 #include <stdint.h>
 
 #include "format/format.h"
-#include "manifest/manifest.h"
-#include "store/store.h"
 #include "util/util.h"
 
 #define TOKEN_NONE (-1)
@@ -122,12 +120,21 @@ int tokenizer_from_json(tokenizer **out, const char *json, size_t len, const cha
  * threads. 0, or MS_EINVALID for an id out of range. */
 int tokenizer_eog_add(tokenizer *t, int32_t id);
 
-/* The tokenizer of a model in the store: from its MT_GGUF_META layer (the GGUF header) when it
- * has one, else from MT_TOKENIZER (tokenizer.json) with MT_TOKENIZER_CONFIG; then every id of
- * eos_token_id in MT_GENERATION_CONFIG (else in the config blob) ends generation. `what` names
- * the model in messages. Returns 0, MS_ENOTFOUND "... has no tokenizer (no GGUF metadata or
- * tokenizer.json layer)", or what the builders return. */
-int tokenizer_from_manifest(tokenizer **out, store *s, const manifest *m, const char *what);
+/* The tokenizer of a stored model, from its layers' bytes (the caller reads them: the runtime's
+ * runtime_tokenizer_from_model). From gguf_meta (an MT_GGUF_META layer: a GGUF header) when
+ * given, else from json (MT_TOKENIZER, tokenizer.json) with config (MT_TOKENIZER_CONFIG); then
+ * every id of eos_token_id in generation (MT_GENERATION_CONFIG), else in model_config (the config
+ * blob), ends generation. Absent layers are NULL. Nothing is kept: the bytes are the caller's.
+ * `what` names the model in messages. Returns 0, MS_ENOTFOUND "<what>: no tokenizer (no GGUF
+ * metadata or tokenizer.json layer)", or what the builders return. */
+typedef struct tokenizer_layers {
+    const uint8_t *gguf_meta;
+    size_t gguf_meta_len;
+    const char *gguf_meta_what;   /* names gguf_meta in messages (its digest); NULL: "GGUF metadata" */
+    const char *json, *config, *generation, *model_config;
+    size_t json_len, config_len, generation_len, model_config_len;
+} tokenizer_layers;
+int tokenizer_from_layers(tokenizer **out, const tokenizer_layers *in, const char *what);
 
 void tokenizer_free(tokenizer *t);   /* NULL is fine */
 

@@ -1,18 +1,13 @@
-/* stubs.c: the store functions chat.c and the modelfile sources call when they read a model in the
- * store. The fuzz targets never read a store; these keep SQLite and the store out of the
- * link, and abort if a target ever reaches one. */
+/* stubs.c: the store functions the modelfile sources call when they read a model in the store
+ * (params.c, through the store_model handle). The fuzz targets never read a store; these keep
+ * SQLite and the store out of the link, and abort if a target ever reaches one. */
 #include <stdlib.h>
 
 #include "store/store.h"
 
-const char *store_home(const store *s) { (void)s; abort(); }
-int store_name_resolve(store *s, const model_name *name, char digest_out[72])
+const manifest *store_model_manifest(const store_model *m) { (void)m; abort(); }
+int store_model_layer_bytes(const uint8_t **data, size_t *len, store_model *m, const manifest_layer *l)
 {
-    (void)s, (void)name, (void)digest_out;
-    abort();
-}
-int store_manifest_load(store *s, const char *digest, manifest **out)
-{
-    (void)s, (void)digest, (void)out;
+    (void)data, (void)len, (void)m, (void)l;
     abort();
 }

@@ -397,7 +397,7 @@ END_TEST
 START_TEST(gguf_corrupt_file_leaves_the_store_unchanged)
 {
     char *p = write_all_types("bad.gguf", 32, "llama"), digest[72];
-    store_model *list = NULL;
+    store_entry *list = NULL;
     size_t nl = 0;
     model_name n;
     FILE *f;
@@ -410,7 +410,7 @@ START_TEST(gguf_corrupt_file_leaves_the_store_unchanged)
     ck_assert_int_eq(import_path(s, p, &n, NULL, digest), MS_EINVALID);
     ck_assert_msg(strstr(ms_err_msg(), "bad.gguf") && strstr(ms_err_msg(), "version 99"), "%s", ms_err_msg());
     ck_assert_int_eq(fixture_blob_count(home), 0);
-    ck_assert_int_eq(store_model_list(s, &list, &nl), 0);
+    ck_assert_int_eq(store_list(s, &list, &nl), 0);
     ck_assert_uint_eq(nl, 0);
     free(list);
     free(p);

@@ -565,9 +565,9 @@ START_TEST(mlx_bad_input_is_refused_and_stores_nothing)
     ck_assert_int_lt(rc, 0);
     ck_assert_msg(strstr(ms_err_msg(), bad[_i].expect), "'%s' lacks '%s'", ms_err_msg(), bad[_i].expect);
     {
-        store_model *list = NULL;
+        store_entry *list = NULL;
         size_t n = 9;
-        ck_assert_int_eq(store_model_list(s, &list, &n), 0);
+        ck_assert_int_eq(store_list(s, &list, &n), 0);
         ck_assert_uint_eq(n, 0);
         free(list);
     }

@@ -246,10 +246,10 @@ static int pull(char digest[72])
 
 static int stored_names(void)
 {
-    store_model *list = NULL;
+    store_entry *list = NULL;
     size_t n = 0;
 
-    ck_assert_int_eq(store_model_list(st, &list, &n), 0);
+    ck_assert_int_eq(store_list(st, &list, &n), 0);
     free(list);
     return (int)n;
 }

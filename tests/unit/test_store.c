@@ -218,7 +218,7 @@ START_TEST(commit_then_resolve_and_list)
 {
     model_fixture f = model_make(1);
     model_name n = name_of("tiny");
-    store_model *list;
+    store_entry *list;
     char d[72];
     size_t count;
     time_t t0 = time(NULL);
@@ -227,7 +227,7 @@ START_TEST(commit_then_resolve_and_list)
     ck_assert_int_eq(store_name_resolve(st, &n, d), 0);
     ck_assert_str_eq(d, f.manifest.digest);
     ck_assert(has_blob(&f.manifest));   /* the manifest is a blob too */
-    ck_assert_int_eq(store_model_list(st, &list, &count), 0);
+    ck_assert_int_eq(store_list(st, &list, &count), 0);
     ck_assert_uint_eq(count, 1);
     ck_assert_str_eq(list[0].name.model, "tiny");
     ck_assert_str_eq(list[0].name.tag, "latest");
@@ -327,7 +327,7 @@ START_TEST(a_digest_listed_twice_counts_once)
 {
     blob_ref cfg = put_bytes("{}", 2), w = put_f32_tensor("w", 2, 2, 0, NULL);
     model_name n = name_of("twice");
-    store_model *list;
+    store_entry *list;
     store_tensor *t;
     manifest *m;
     char *json, d[72];
@@ -339,7 +339,7 @@ START_TEST(a_digest_listed_twice_counts_once)
     ck_assert_int_eq(manifest_layer_add(m, MT_TENSOR, w.digest, w.size, "w"), 0);
     ck_assert_int_eq(manifest_serialize(&json, &len, m), 0);
     ck_assert_msg(store_model_commit(st, &n, json, len, d) == 0, "%s", ms_err_msg());
-    ck_assert_int_eq(store_model_list(st, &list, &count), 0);
+    ck_assert_int_eq(store_list(st, &list, &count), 0);
     ck_assert_uint_eq(list[0].size, len + cfg.size + w.size);
     free(list);
     ck_assert_int_eq(store_tensors_list(st, d, &t, &count), 0);
@@ -373,7 +373,7 @@ START_TEST(copy_and_remove_names)
 {
     model_fixture f = model_make(1);
     model_name src = name_of("tiny"), dst = name_of("alice/other:v1"), nope = name_of("nope");
-    store_model *list;
+    store_entry *list;
     char d[72];
     size_t n;
 
@@ -381,7 +381,7 @@ START_TEST(copy_and_remove_names)
     ck_assert_int_eq(store_name_copy(st, &src, &dst), 0);
     ck_assert_int_eq(store_name_resolve(st, &dst, d), 0);
     ck_assert_str_eq(d, f.manifest.digest);
-    ck_assert_int_eq(store_model_list(st, &list, &n), 0);
+    ck_assert_int_eq(store_list(st, &list, &n), 0);
     ck_assert_uint_eq(n, 2);
     ck_assert_str_eq(list[0].name.model, "other");   /* "alice/other:v1" < "tiny:latest" */
     ck_assert_str_eq(list[1].name.model, "tiny");
@@ -711,7 +711,7 @@ START_TEST(a_second_handle_sees_the_first_ones_commit)
 {
     model_fixture f = model_make(1);
     model_name n = name_of("tiny");
-    store_model *list;
+    store_entry *list;
     store *s2;
     char d[72];
     size_t count;
@@ -721,7 +721,7 @@ START_TEST(a_second_handle_sees_the_first_ones_commit)
     commit_ok(&f, "tiny");
     ck_assert_int_eq(store_name_resolve(s2, &n, d), 0);
     ck_assert_str_eq(d, f.manifest.digest);
-    ck_assert_int_eq(store_model_list(s2, &list, &count), 0);
+    ck_assert_int_eq(store_list(s2, &list, &count), 0);
     ck_assert_uint_eq(count, 1);
     free(list);
     ck_assert_int_eq(store_name_remove(s2, &n), 0);

@@ -11,6 +11,7 @@
 #include "blob/blob.h"
 #include "helpers/fixture.h"
 #include "import/import.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 
 #define SP "\xe2\x96\x81"   /* U+2581 */
@@ -305,8 +306,14 @@ START_TEST(from_manifest_reads_tokenizer_json_and_eos_lists)
         char *home;
         tokenizer *t = NULL;
 
+        store_model *sm;
+        model_name mn;
+
         import_tiny(&s, &m, &home, cases[i].gen, cases[i].cfg_eos, 1);
-        ck_assert_msg(tokenizer_from_manifest(&t, s, m, "model 'tiny'") == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(name_parse(&mn, "tiny"), 0);
+        ck_assert_int_eq(store_model_open(&sm, s, &mn), 0);
+        ck_assert_msg(runtime_tokenizer_from_model(&t, sm) == 0, "%s", ms_err_msg());
+        store_model_close(sm);
         ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_BPE);
         ck_assert_int_eq(tokenizer_eos(t), cases[i].eos);
         for (int k = 0; cases[i].eog[k] >= 0; k++)
@@ -328,10 +335,16 @@ START_TEST(from_manifest_without_tokenizer_is_not_found)
     char *home;
     tokenizer *t = (tokenizer *)1;
 
+    store_model *sm;
+    model_name mn;
+
     import_tiny(&s, &m, &home, NULL, "2", 0);
-    ck_assert_int_eq(tokenizer_from_manifest(&t, s, m, "model 'tiny'"), MS_ENOTFOUND);
+    ck_assert_int_eq(name_parse(&mn, "tiny"), 0);
+    ck_assert_int_eq(store_model_open(&sm, s, &mn), 0);
+    ck_assert_int_eq(runtime_tokenizer_from_model(&t, sm), MS_ENOTFOUND);
+    store_model_close(sm);
     ck_assert_ptr_null(t);
-    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "model 'tiny': no tokenizer (no GGUF metadata or tokenizer.json layer)"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "model 'tiny:latest': no tokenizer (no GGUF metadata or tokenizer.json layer)"));
     manifest_free(m);
     store_close(s);
     fixture_rmrf(home);
