@@ -278,14 +278,9 @@ done:
 void reg_ollama_release(store *s, const manifest *m)
 {
     const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
-    char *path = NULL;
 
-    if (!l || digest_referenced(s, l->digest) || blob_path(&path, store_home(s), l->digest) < 0)
-        return;
-    /* A concurrent pull of the same GGUF that found this blob stored before we remove it fails
-     * its split with "no such file" and succeeds when run again. */
-    unlink(path);
-    free(path);
+    if (l)
+        store_blob_release(s, l->digest);
 }
 
 int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)

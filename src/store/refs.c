@@ -1,7 +1,12 @@
-/* refs.c: index lookups for the registry: which manifests reference a blob, and registry_blobs
+/* refs.c: index lookups for the registry: which manifests reference a blob (and freeing one
+ * that none does), and registry_blobs
  * (which blobs a registry repository holds, for cross-repository mounts). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
 
 #include "store/store_int.h"
 
@@ -18,6 +23,22 @@ int store_blob_referenced(store *s, const char *digest)
     rc = sqlite3_step(st);
     rc = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : store__db_err(s, "look up blob references");
     sqlite3_finalize(st);
+    return rc;
+}
+
+int store_blob_release(store *s, const char *digest)
+{
+    char *path = NULL;
+    int rc;
+
+    /* when in doubt (an error), keep the blob: gc removes it later if it is unused */
+    if (store__writable(s, "release a blob") < 0 || store_blob_referenced(s, digest) != 0 ||
+        blob_path(&path, s->home, digest) < 0) {
+        ms_err_clear();
+        return 0;
+    }
+    rc = unlink(path) == 0;
+    free(path);
     return rc;
 }
 

@@ -204,6 +204,11 @@ void store_txn_abort(store_txn *t);
 /* 1 when some stored manifest references `digest` as a layer or its config, 0 when none, <0 on
  * error. */
 int store_blob_referenced(store *s, const char *digest);
+/* Remove blob `digest` now when no stored manifest references it (what gc would do later):
+ * a pull of an ollama model frees the whole GGUF it split into tensor blobs. Best effort, and
+ * without gc's exclusive lock: a concurrent writer about to name the same blob fails with "no
+ * such file" and succeeds when run again. 1 removed, 0 kept (referenced, or already gone). */
+int store_blob_release(store *s, const char *digest);
 /* The digest of one stored manifest with a layer of `media_type` named `layer_name`: 1 and
  * digest_out set, 0 when there is none, <0 on error. */
 int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, char digest_out[72]);
