@@ -81,7 +81,8 @@ int cmd_bench_import(int argc, char **argv)
     bytes = (uint64_t)st.st_size;
     (void)warm(path);
     for (long r = 0; r < reps && rc == 0; r++) {
-        char *home = ms_strdup_printf("%s/mstore-bench-XXXXXX", base && *base ? base : "/tmp"), digest[72];
+        char *home = ms_strdup_printf("%s/mstore-bench-XXXXXX", base && *base ? base : "/tmp");
+        ms_digest digest;
         import_opts o = { .quiet = 1 };
         model_name name;
         store *s = NULL;

@@ -15,7 +15,7 @@ static const char help[] =
 
 int cmd_blob(int argc, char **argv)
 {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     blob_view v;
     store *s;
     int rc;

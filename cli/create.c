@@ -18,7 +18,7 @@ static const char help[] = "usage: mstore create NAME [-f Modelfile] [--quiet]\n
 int cmd_create(int argc, char **argv)
 {
     const char *file = "Modelfile", *name_arg = NULL;
-    char digest[72];
+    ms_digest digest;
     model_name name;
     int quiet = 0, rc;
     store *s;

@@ -24,7 +24,7 @@ int cmd_import(int argc, char **argv)
 {
     const char *path = NULL, *name_arg = NULL;
     import_opts o = { 0 };
-    char digest[72];
+    ms_digest digest;
     model_name name;
     store *s;
     int rc;

@@ -29,7 +29,8 @@ int cmd_pull(int argc, char **argv)
     registry_pull_report rep;
     model_name name;
     const char *arg = NULL, *from = NULL;
-    char digest[72], shown[600];
+    char shown[600];
+    ms_digest digest;
     long n;
     store *s;
     int rc;
@@ -89,7 +90,8 @@ int cmd_pull(int argc, char **argv)
 
 int cli_pull_offer(store *s, const model_name *name, int insecure)
 {
-    char shown[600], host[NAME_HOST_MAX], digest[72], answer[16] = "";
+    char shown[600], host[NAME_HOST_MAX], answer[16] = "";
+    ms_digest digest;
     registry_opts o;
 
     name_display(shown, sizeof shown, name);

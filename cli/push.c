@@ -24,7 +24,8 @@ int cmd_push(int argc, char **argv)
     registry_opts o;
     model_name name, dest;
     const char *args[2] = { NULL, NULL }, *to = NULL;
-    char digest[72], shown[600];
+    char shown[600];
+    ms_digest digest;
     int n_args = 0, rc;
     store *s;
 

@@ -9,7 +9,7 @@
 #include "blob/blob_int.h"
 
 typedef struct pending {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     char *tmp_path;
 } pending;
 
@@ -34,9 +34,9 @@ int blob_batch_new(blob_batch **out, const char *home)
 
 const char *blob_batch_home(const blob_batch *b) { return b->home; }
 
-int blob_batch_add(blob_batch *b, char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect)
+int blob_batch_add(blob_batch *b, ms_digest digest_out, blob_writer *w, const char *expect)
 {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     pending *p;
 
     blob_hash_final(digest, w->hash);

@@ -90,9 +90,10 @@ void blob_writer_abort(blob_writer *w)
     free(w);
 }
 
-int blob_writer_commit(char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect)
+int blob_writer_commit(ms_digest digest_out, blob_writer *w, const char *expect)
 {
-    char digest[BLOB_DIGEST_LEN + 1], *final = NULL, *dir = NULL;
+    char *final = NULL, *dir = NULL;
+    ms_digest digest;
     int rc = 0;
 
     blob_hash_final(digest, w->hash);
@@ -133,9 +134,9 @@ done:
     return rc;
 }
 
-int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const void *buf, size_t len)
+int blob_put_buf(ms_digest digest_out, const char *home, const void *buf, size_t len)
 {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     blob_writer *w;
     int rc;
 
@@ -183,7 +184,7 @@ int blob_writer_write_fd(blob_writer *w, int fd, const char *path, uint64_t max)
     return rc;
 }
 
-int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path)
+int blob_put_file(ms_digest digest_out, const char *home, const char *path)
 {
     blob_writer *w = NULL;
     int fd, rc;
@@ -249,7 +250,7 @@ void blob_close(blob_view *v)
 }
 
 /* sha256 of what `fd` reads from its current offset to the end; *size_out the byte count. */
-static int hash_fd(char digest_out[BLOB_DIGEST_LEN + 1], uint64_t *size_out, int fd, const char *path)
+static int hash_fd(ms_digest digest_out, uint64_t *size_out, int fd, const char *path)
 {
     blob_hash *h = blob_hash_new();
     uint8_t *buf = malloc(COPY_CHUNK);
@@ -285,7 +286,7 @@ done:
 
 int blob__intact_path(const char *path, const char *digest, uint64_t size)
 {
-    char got[BLOB_DIGEST_LEN + 1];
+    ms_digest got;
     struct stat st;
     int fd, ok = 0;
 
@@ -315,7 +316,8 @@ int blob_intact(const char *home, const char *digest, uint64_t size)
 
 int blob_verify(const char *home, const char *digest)
 {
-    char got[BLOB_DIGEST_LEN + 1], *p = NULL;
+    char *p = NULL;
+    ms_digest got;
     int fd = -1, rc = 0;
 
     if ((rc = blob_path(&p, home, digest)) < 0)
@@ -336,10 +338,11 @@ done:
 }
 
 /* `computed` NULL: hash the file here (blob_adopt); else trust the caller's (blob_adopt_hashed). */
-static int adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
+static int adopt(ms_digest digest_out, const char *home, const char *path, const char *expect,
                  const char *computed)
 {
-    char digest[BLOB_DIGEST_LEN + 1], *tmp = NULL, *final = NULL, *dir = NULL;
+    char *tmp = NULL, *final = NULL, *dir = NULL;
+    ms_digest digest;
     struct stat st;
     size_t tl;
     int fd = -1, rc = 0;
@@ -410,12 +413,12 @@ done:
     return rc;
 }
 
-int blob_adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect)
+int blob_adopt(ms_digest digest_out, const char *home, const char *path, const char *expect)
 {
     return adopt(digest_out, home, path, expect, NULL);
 }
 
-int blob_adopt_hashed(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
+int blob_adopt_hashed(ms_digest digest_out, const char *home, const char *path, const char *expect,
                       const char *computed)
 {
     return adopt(digest_out, home, path, expect, computed);

@@ -24,16 +24,16 @@
 
 #include "util/util.h"
 
-#define BLOB_DIGEST_LEN 71   /* "sha256:" + 64 hex */
+#define BLOB_DIGEST_LEN MS_DIGEST_LEN   /* "sha256:" + 64 hex (util.h: ms_digest) */
 
 /* Streaming sha256. */
 typedef struct blob_hash blob_hash;
 blob_hash *blob_hash_new(void);
 void blob_hash_update(blob_hash *h, const void *buf, size_t len);
-void blob_hash_final(char digest_out[BLOB_DIGEST_LEN + 1], blob_hash *h);   /* consumes h */
+void blob_hash_final(ms_digest digest_out, blob_hash *h);   /* consumes h */
 void blob_hash_free(blob_hash *h);
 /* One-shot digest of a buffer. */
-void blob_digest_buf(char digest_out[BLOB_DIGEST_LEN + 1], const void *buf, size_t len);
+void blob_digest_buf(ms_digest digest_out, const void *buf, size_t len);
 
 /* 1 when `digest` is "sha256:" + 64 lowercase hex, else 0. */
 int blob_digest_valid(const char *digest);
@@ -53,7 +53,7 @@ int blob_writer_write_fd(blob_writer *w, int fd, const char *path, uint64_t max)
 /* fsync, rename into blobs/, fsync the directory. If `expect` is given and the bytes hash to
  * something else: MS_EMISMATCH and no file left. If the blob is already stored intact
  * (blob_intact) the temp file is dropped; a damaged one is replaced. Always consumes `w`. Returns 0, MS_EMISMATCH, MS_EIO. */
-int blob_writer_commit(char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect);
+int blob_writer_commit(ms_digest digest_out, blob_writer *w, const char *expect);
 void blob_writer_abort(blob_writer *w);   /* removes the temp file; NULL is fine */
 
 /* Make `path`, a complete file that the caller wrote under <home>/tmp/, the blob of its bytes
@@ -65,12 +65,12 @@ void blob_writer_abort(blob_writer *w);   /* removes the temp file; NULL is fine
  * name; on the other errors `path` is left in place, for the caller to retry or remove.
  * digest_out gets the digest on success. Returns 0, MS_EMISMATCH, MS_EINVALID (path not under
  * <home>/tmp/, not a regular file, malformed digest), MS_ENOTFOUND (no such file), MS_EIO. */
-int blob_adopt(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect);
+int blob_adopt(ms_digest digest_out, const char *home, const char *path, const char *expect);
 /* blob_adopt without reading the file back: `computed` is the sha256 that the caller computed
  * over the file's bytes as it wrote them (or read them). The check against `expect` is then
  * only as good as that claim, so use it only for a file the caller wrote itself and that no
  * one else could change since (the caller holds it locked); otherwise use blob_adopt. */
-int blob_adopt_hashed(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path, const char *expect,
+int blob_adopt_hashed(ms_digest digest_out, const char *home, const char *path, const char *expect,
                       const char *computed);
 
 /* A batch: many blobs made durable together. An import writes hundreds of tensor blobs; one
@@ -85,15 +85,15 @@ const char *blob_batch_home(const blob_batch *b);
 /* Finish `w` (always consumed): hash, compare with `expect` (MS_EMISMATCH, its temp file
  * removed), close. Bytes already stored intact, or already in the batch, are dropped at once;
  * a damaged stored copy is replaced at blob_batch_commit (invariant 3). */
-int blob_batch_add(blob_batch *b, char digest_out[BLOB_DIGEST_LEN + 1], blob_writer *w, const char *expect);
+int blob_batch_add(blob_batch *b, ms_digest digest_out, blob_writer *w, const char *expect);
 /* syncfs (or, where that fails, fsync of each file), then chmod 0444 and rename each into
  * blobs/, then fsync blobs/. MS_EIO. After a failure, blobs already renamed are whole. */
 int blob_batch_commit(blob_batch *b);
 void blob_batch_free(blob_batch *b);   /* removes temp files not committed; NULL is fine */
 
 /* Store a buffer / a whole file as a blob. */
-int blob_put_buf(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const void *buf, size_t len);
-int blob_put_file(char digest_out[BLOB_DIGEST_LEN + 1], const char *home, const char *path);
+int blob_put_buf(ms_digest digest_out, const char *home, const void *buf, size_t len);
+int blob_put_file(ms_digest digest_out, const char *home, const char *path);
 
 /* 1 when the blob file exists (its content is not checked), else 0. */
 int blob_exists(const char *home, const char *digest, uint64_t *size_out);

@@ -30,7 +30,7 @@ void blob_hash_update(blob_hash *h, const void *buf, size_t len)
         EVP_DigestUpdate(h->ctx, buf, len);
 }
 
-static void to_digest(char out[BLOB_DIGEST_LEN + 1], const unsigned char md[32])
+static void to_digest(ms_digest out, const unsigned char md[32])
 {
     static const char hex[] = "0123456789abcdef";
 
@@ -42,7 +42,7 @@ static void to_digest(char out[BLOB_DIGEST_LEN + 1], const unsigned char md[32])
     out[BLOB_DIGEST_LEN] = '\0';
 }
 
-void blob_hash_final(char digest_out[BLOB_DIGEST_LEN + 1], blob_hash *h)
+void blob_hash_final(ms_digest digest_out, blob_hash *h)
 {
     unsigned char md[32];
     unsigned int n = 0;
@@ -60,7 +60,7 @@ void blob_hash_free(blob_hash *h)
     free(h);
 }
 
-void blob_digest_buf(char digest_out[BLOB_DIGEST_LEN + 1], const void *buf, size_t len)
+void blob_digest_buf(ms_digest digest_out, const void *buf, size_t len)
 {
     unsigned char md[32];
     unsigned int n = 0;

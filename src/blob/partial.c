@@ -274,7 +274,7 @@ void blob_partial_abandon(blob_partial *p) { partial_free(p, 1, 1); }
 static int done_download(const char *home, const char *file)
 {
     const char *dot = strchr(file, '.');
-    char digest[72];
+    ms_digest digest;
 
     if (!dot || dot - file != 64)
         return 0;

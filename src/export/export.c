@@ -76,7 +76,7 @@ static int out_gap(exporter *e, uint64_t upto)
  * damaged blob fails the export (naming it) instead of going out as a file that exits 0. */
 static int view_check(const uint8_t *data, size_t len, const char *digest)
 {
-    char got[BLOB_DIGEST_LEN + 1];
+    ms_digest got;
 
     blob_digest_buf(got, data, len);
     if (strcmp(got, digest) != 0)

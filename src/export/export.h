@@ -12,7 +12,7 @@
 #include "store/store.h"
 
 typedef struct export_result {
-    char digest[72];   /* sha256 of the file written */
+    ms_digest digest;   /* sha256 of the file written */
     uint64_t nbytes;
     int identical;     /* 1 when the digest equals the imported file's */
 } export_result;

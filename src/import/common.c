@@ -21,7 +21,8 @@ static json_t *get_real(json_t *c, const char *key, double dflt)
 
 int import_config_store(store_txn *t, manifest *m, json_t *config)
 {
-    char digest[72], *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS);
+    ms_digest digest;
     int rc;
 
     if (!text)
@@ -85,7 +86,7 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf, json_t *dtypes, 
     return rc;
 }
 
-int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, char digest_out[72])
+int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, ms_digest digest_out)
 {
     char *text = NULL;
     size_t len = 0;
@@ -100,7 +101,7 @@ int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, ch
     return rc;
 }
 
-int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+int import_path(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out)
 {
     ms_map m;
     uint32_t magic = 0;

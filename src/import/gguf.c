@@ -102,7 +102,7 @@ static int cmp_offset(const void *a, const void *b)
 typedef struct unit {
     size_t first, count;
     uint64_t offset;   /* the lowest file offset of its tensors */
-    char digest[72];
+    ms_digest digest;
     uint64_t size;
 } unit;
 
@@ -266,7 +266,7 @@ static int gaps_import(store_txn *t, gguf_file *g, import_source *src, manifest 
     blob_writer *w = NULL;
     uint64_t end, gl = 0, size = import_source_size(src);
     int nonzero = 0, rc = 0;
-    char digest[72];
+    ms_digest digest;
 
     *has_gaps = 0;
     if (!by || !buf) {
@@ -358,7 +358,8 @@ int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const c
     json_t *qsum = json_object(), *config = NULL;
     int rc, has_gaps = 0;
     const char *arch_s, *tmpl, *what = label ? label : path;
-    char arch[128] = "unknown", digest[72], file_digest[72];
+    char arch[128] = "unknown";
+    ms_digest digest, file_digest;
     uint8_t *header = NULL;
     size_t len, header_len = 0;
     import_quant q;
@@ -415,7 +416,7 @@ done:
     return rc;
 }
 
-int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72])
+int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out)
 {
     manifest *m = NULL;
     store_txn *t = NULL;

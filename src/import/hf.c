@@ -43,7 +43,7 @@ typedef struct hf_import {
 
 static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
 
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
+int import_tensor_blob(ms_digest digest_out, uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
                        size_t n_srcs)
 {
     blob_writer *bw = NULL;
@@ -87,7 +87,7 @@ int import_json_file(json_t **out, const char *path, int required)
 
 int import_file_layer(manifest *m, store_txn *t, const char *path, const char *media_type)
 {
-    char digest[72];
+    ms_digest digest;
     int rc;
     uint64_t size = 0;
 
@@ -289,7 +289,7 @@ static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
 {
     const char *layer = all[i].pack[0] ? all[i].pack : all[i].name;
     st_writer *w = NULL;
-    char digest[72];
+    ms_digest digest;
     uint64_t size = 0;
     int rc;
 
@@ -417,7 +417,7 @@ static int layers_import(hf_import *h)
             /* The chat template is its own layer, as ollama keeps it. */
             json_t *t = json_object_get(tc, "chat_template");
             if (json_is_string(t)) {
-                char d[72];
+                ms_digest d;
                 size_t len = json_string_length(t);
                 if ((rc = store_txn_blob_put(h->t, d, json_string_value(t), len)) == 0)
                     rc = manifest_layer_add(h->m, MT_TEMPLATE, d, len, NULL);
@@ -449,7 +449,7 @@ static void hf_import_free(hf_import *h)
     store_txn_abort(h->t);   /* NULL once committed */
 }
 
-int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72])
+int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out)
 {
     hf_import h = { .dir = dir, .s = s, .o = o };
     char *config_path = ms_path_join(dir, "config.json");

@@ -50,9 +50,9 @@ typedef struct import_opts {
 
 /* Import a Hugging Face directory of safetensors: unquantized, or MLX-quantized (config.json
  * "quantization"; mlx.c), or quantized on the way in (o->quantize). */
-int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, char digest_out[72]);
+int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out);
 /* Import PATH, choosing the importer by what it is (directory, GGUF file). */
-int import_path(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
+int import_path(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out);
 
 /* The GGUF import of `path` without a name: every blob that import_path writes for a GGUF file
  * added to the caller's transaction `t`, and *out the model's manifest, for the caller to extend

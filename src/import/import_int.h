@@ -21,7 +21,7 @@ int import_source_read(import_source *s, void *buf, uint64_t offset, size_t len)
 /* The sha256 of the whole file, computed by a second thread that import_source_hash_finish
  * joins (MS_EIO when the file shrank under it). */
 int import_source_hash_start(import_source *s);
-int import_source_hash_finish(import_source *s, char digest_out[72]);
+int import_source_hash_finish(import_source *s, ms_digest digest_out);
 /* MS_EIO "file changed during import" when size or mtime differ from those at open: call it
  * after the last read and before any blob of the import is committed. */
 int import_source_check(import_source *s);
@@ -44,7 +44,7 @@ void import_test_shrink(const char *dir, const char *file);
 /* Emit `w` into a new blob of `t` (it lands under blobs/ at the commit). Tensor
  * data that points into the mapping of one of `srcs` (n_srcs of them, may be 0) is read from
  * its file instead (import_sources_emit). */
-int import_tensor_blob(char digest_out[72], uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
+int import_tensor_blob(ms_digest digest_out, uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
                        size_t n_srcs);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
@@ -58,10 +58,10 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf_config, json_t *d
 /* Add a config object as the config blob of `m` to `t` (sorted keys, compact). */
 int import_config_store(store_txn *t, manifest *m, json_t *config);
 /* Serialize `m` and commit it under `name` (store_txn_commit: `t` always ends). */
-int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, char digest_out[72]);
+int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, ms_digest digest_out);
 
 /* GGUF file import (gguf.c). */
-int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, char digest_out[72]);
+int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out);
 
 /* The store's name of a Hugging Face or MLX tensor (common.c, which lists the MoE renames):
  * `out` the name, `pack` the expert pack it joins ("" for none), *expert the index of the expert

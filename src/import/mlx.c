@@ -365,7 +365,7 @@ static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_op
         const char *layer = first->pack[0] ? first->pack : first->name;
         size_t j = i + 1;
         st_writer *w = NULL;
-        char digest[72];
+        ms_digest digest;
         uint64_t size = 0;
 
         while (j < x->n_items && first->pack[0] && strcmp(x->items[j].pack, first->pack) == 0)

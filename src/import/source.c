@@ -53,7 +53,7 @@ struct import_source {
     slot ring[RING];
     uint64_t posted, taken;    /* slots posted by the sink / taken by the thread, ever */
     int done, stop;            /* no more posts (hash the rest) / give up (an error came) */
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     int changed;               /* a read or check found the file changed (either thread) */
     char hash_msg[512];        /* the thread's error message (messages are per thread) */
 };
@@ -241,7 +241,7 @@ static void hash_join(import_source *s, int finish)
     s->hashing = 0;
 }
 
-int import_source_hash_finish(import_source *s, char digest_out[BLOB_DIGEST_LEN + 1])
+int import_source_hash_finish(import_source *s, ms_digest digest_out)
 {
     hash_join(s, 1);
     if (s->hash_rc < 0)

@@ -69,7 +69,7 @@ static int layer_fill(manifest_layer *l, const char *media_type, const char *dig
         layer_clear(&n);
         return ms_err(MS_ENOMEM, "out of memory");
     }
-    memcpy(n.digest, digest, BLOB_DIGEST_LEN + 1);
+    memcpy(n.digest, digest, sizeof(ms_digest));
     n.size = size;
     layer_clear(l);
     *l = n;

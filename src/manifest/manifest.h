@@ -47,7 +47,7 @@
 
 typedef struct manifest_layer {
     char *media_type;
-    char digest[72];   /* "sha256:<64 hex>" */
+    ms_digest digest;   /* "sha256:<64 hex>" */
     uint64_t size;
     char *name;        /* may be NULL */
 } manifest_layer;

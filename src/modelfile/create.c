@@ -37,7 +37,8 @@ static int base_load(base_model *out, store_txn *t, const modelfile *mf, const c
                      int quiet)
 {
     import_opts io = {.quiet = quiet};
-    char *path = from_path(mpath, mf->from), digest[72];
+    char *path = from_path(mpath, mf->from);
+    ms_digest digest;
     model_name base;
     store *s = store_txn_store(t);
     int rc;
@@ -64,7 +65,7 @@ static int base_load(base_model *out, store_txn *t, const modelfile *mf, const c
 
 static int text_layer(manifest *m, store_txn *t, const char *media_type, const char *text, size_t len)
 {
-    char digest[72];
+    ms_digest digest;
     int rc = store_txn_blob_put(t, digest, text, len);
     return rc < 0 ? rc : manifest_layer_add(m, media_type, digest, len, NULL);
 }
@@ -151,7 +152,7 @@ done:
     return rc;
 }
 
-int modelfile_create(store *s, const model_name *name, const char *path, int quiet, char digest_out[72])
+int modelfile_create(store *s, const model_name *name, const char *path, int quiet, ms_digest digest_out)
 {
     modelfile *mf = NULL;
     base_model base = {0};

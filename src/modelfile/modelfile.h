@@ -70,7 +70,7 @@ void modelfile_free(modelfile *mf); /* NULL is fine */
  * directory is imported under `name` and then replaced). MS_EINVALID / MS_EUNSUPPORTED as
  * modelfile_parse, MS_ENOTFOUND for a FROM that is neither a file nor a stored model (the
  * message names the line), MS_EIO. `quiet`: no import progress. */
-int modelfile_create(store *s, const model_name *name, const char *path, int quiet, char digest_out[72]);
+int modelfile_create(store *s, const model_name *name, const char *path, int quiet, ms_digest digest_out);
 
 /* What `mstore show` prints of a stored model, each malloc'd and NUL-terminated, NULL when the
  * model has none: the params as "name value" lines (stop strings quoted, one line each), the

@@ -286,7 +286,7 @@ done:
  * the file's lock) or read back from the file. */
 static int blob_finish(dl_job *j, dl_blob *b)
 {
-    char digest[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1];
+    ms_digest digest, got;
     uint64_t size = 0;
     int rc;
 

@@ -176,7 +176,7 @@ static const char *ref_name(json_t *desc)
 }
 
 int registry_layout_push(store *s, const model_name *name, const char *dir, const registry_opts *o,
-                         char digest_out[72])
+                         ms_digest digest_out)
 {
     const char *home = store_home(s);
     char *bytes = NULL, *sub = NULL, *path = NULL, *text = NULL, label[600];
@@ -250,7 +250,8 @@ done:
 /* Copy <dir>/blobs/sha256/<hex> into the pull's transaction, checking the digest. */
 static int blob_import(store_txn *t, const char *dir, const char *digest, uint64_t size)
 {
-    char got[BLOB_DIGEST_LEN + 1], *src = layout_blob_path(dir, digest);
+    char *src = layout_blob_path(dir, digest);
+    ms_digest got;
     blob_writer *w = NULL;
     int fd = -1, rc = 0;
 
@@ -286,7 +287,7 @@ done:
 }
 
 /* The manifest descriptor whose ref.name is the tag (or the full name); its digest and size. */
-static int index_find(char digest_out[72], uint64_t *size_out, json_t *index, const model_name *name,
+static int index_find(ms_digest digest_out, uint64_t *size_out, json_t *index, const model_name *name,
                       const char *dir)
 {
     json_t *ms = json_object_get(index, "manifests");
@@ -313,7 +314,7 @@ static int index_find(char digest_out[72], uint64_t *size_out, json_t *index, co
         if (!json_is_integer(sz) || json_integer_value(sz) < 0 || json_integer_value(sz) > MANIFEST_MAX_BYTES)
             return ms_err(MS_EINVALID, "%s/index.json: manifests[%zu]: size is not an integer from 0 to %u", dir, i,
                           MANIFEST_MAX_BYTES);
-        snprintf(digest_out, 72, "%s", dg);
+        snprintf(digest_out, sizeof(ms_digest), "%s", dg);
         *size_out = (uint64_t)json_integer_value(sz);
         return 0;
     }
@@ -326,10 +327,11 @@ static int index_find(char digest_out[72], uint64_t *size_out, json_t *index, co
 }
 
 int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
-                         char digest_out[72])
+                         ms_digest digest_out)
 {
     const char *home = store_home(s);
-    char want[72], got[BLOB_DIGEST_LEN + 1], label[600], *path = NULL, *bytes = NULL;
+    char label[600], *path = NULL, *bytes = NULL;
+    ms_digest want, got;
     json_t *index = NULL;
     manifest *m = NULL;
     uint64_t want_size = 0;

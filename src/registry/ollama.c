@@ -70,7 +70,7 @@ static int prior_split(manifest **out, store *s, const char *gguf)
     store_model *sm = NULL;
     const manifest *p;
     manifest *k = NULL;
-    char digest[BLOB_DIGEST_LEN + 1] = "";
+    ms_digest digest = "";
     int rc = 0;
 
     *out = NULL;
@@ -202,7 +202,7 @@ int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest 
     const char *home = store_home(s);
     const manifest_layer *gguf = NULL, *tmpl;
     manifest *d = NULL;
-    char src[BLOB_DIGEST_LEN + 1];
+    ms_digest src;
     int rc = 0;
 
     *out = NULL;
@@ -316,7 +316,8 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
 {
     const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
     const char *home = store_home(s);
-    char path[4200], digest[BLOB_DIGEST_LEN + 1];
+    char path[4200];
+    ms_digest digest;
     export_result res;
     store_txn *t = NULL;
     int rc;

@@ -16,7 +16,8 @@
 static int manifest_fetch(reg_client *c, CURL *h, const char *tag, char **out, size_t *len_out)
 {
     const char *hdrs[] = { REG_ACCEPT_MANIFEST, NULL };
-    char url[600], digest[BLOB_DIGEST_LEN + 1];
+    char url[600];
+    ms_digest digest;
     reg_resp r = { 0 };
     int rc;
 
@@ -45,9 +46,10 @@ done:
     return rc;
 }
 
-int registry_pull(store *s, const model_name *name, const registry_opts *o, char digest_out[72])
+int registry_pull(store *s, const model_name *name, const registry_opts *o, ms_digest digest_out)
 {
-    char host[NAME_HOST_MAX], label[600], *bytes = NULL, *derived = NULL, stored[72];
+    char host[NAME_HOST_MAX], label[600], *bytes = NULL, *derived = NULL;
+    ms_digest stored;
     const char *home = store_home(s);
     reg_client c;
     CURL *h = NULL;

@@ -175,7 +175,7 @@ done:
 }
 
 int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
-                  char digest_out[72])
+                  ms_digest digest_out)
 {
     char host[NAME_HOST_MAX], label[600], url[600], ct[300], *bytes = NULL;
     const char *hdrs[] = { ct, NULL };

@@ -35,7 +35,7 @@
 
 /* What a pull did, for the CLI to tell (registry_opts.report; may be NULL). */
 typedef struct registry_pull_report {
-    char version[72];             /* the manifest digest as the registry sent it */
+    ms_digest version;             /* the manifest digest as the registry sent it */
     size_t blobs_downloaded;      /* blobs that were not stored yet, and their bytes */
     uint64_t bytes_downloaded;
     int split;                    /* 1: a whole-GGUF layer was split into tensor blobs */
@@ -73,19 +73,19 @@ int registry_host(char host_out[NAME_HOST_MAX], const model_name *name);
  * Returns 0, MS_ENOTFOUND
  * (no such manifest), MS_EMISMATCH (a blob or the manifest did not hash to its digest; the
  * message names it), MS_EIO (network, disk), MS_EINVALID (bad manifest, no host). */
-int registry_pull(store *s, const model_name *name, const registry_opts *o, char digest_out[72]);
+int registry_pull(store *s, const model_name *name, const registry_opts *o, ms_digest digest_out);
 
 /* Push the stored model `name` to `dest` (NULL: to `name`). digest_out gets the digest of the
  * manifest bytes pushed (differs from the stored one with docker_format). */
 int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
-                  char digest_out[72]);
+                  ms_digest digest_out);
 
 /* OCI image layout directory: oci-layout, index.json (manifest descriptors annotated with
  * org.opencontainers.image.ref.name = tag), blobs/sha256/<hex>. Pull verifies every blob like a
  * registry pull. Push creates the directory if needed and adds or replaces the tag's entry. */
 int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
-                         char digest_out[72]);
+                         ms_digest digest_out);
 int registry_layout_push(store *s, const model_name *name, const char *dir, const registry_opts *o,
-                         char digest_out[72]);
+                         ms_digest digest_out);
 
 #endif

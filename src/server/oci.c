@@ -38,7 +38,8 @@ static int repo_name(model_name *out, const char *repo, size_t repo_len, const c
 
 static enum MHD_Result manifest_get(req *r, const char *repo, size_t repo_len, const char *ref)
 {
-    char digest[72], *bytes = NULL;
+    char *bytes = NULL;
+    ms_digest digest;
     const char *kept;
     size_t len = 0;
     model_name n;

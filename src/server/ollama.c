@@ -488,7 +488,7 @@ static int xfer_run(xfer *x)
 {
     registry_opts o;
     store *s = NULL;
-    char digest[72];
+    ms_digest digest;
     int rc;
 
     registry_opts_init(&o);
@@ -624,7 +624,7 @@ fail:
 static enum MHD_Result blobs(req *r)
 {
     const char *digest = r->url + strlen("/api/blobs/");
-    char got[BLOB_DIGEST_LEN + 1];
+    ms_digest got;
     int rc;
 
     if (!blob_digest_valid(digest))

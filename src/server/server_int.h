@@ -72,7 +72,7 @@ struct loaded {
     struct loaded *next;
     char name[400]; /* canonical "host/namespace/model:tag" as name_format writes it */
     char shown[400]; /* as name_display writes it ("stories:260k"), for /api/ps */
-    char digest[72]; /* manifest digest when loaded */
+    ms_digest digest; /* manifest digest when loaded */
     store_model *sm; /* the model's handle: owns the mappings m's weights view */
     int n_ctx_asked; /* num_ctx it was loaded for (0: default) */
     store *s;

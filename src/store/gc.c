@@ -32,10 +32,10 @@ static const char sql_prune[] =
 
 /* The live set, sorted by strcmp (UNION's BINARY collation orders ASCII the same way), for
  * bsearch while walking blobs/. */
-static int live_load(store *s, char (**out)[72], size_t *n_out)
+static int live_load(store *s, ms_digest **out, size_t *n_out)
 {
     sqlite3_stmt *st = NULL;
-    char(*v)[72] = NULL;
+    ms_digest *v = NULL;
     size_t n = 0, cap = 0;
     int rc, step;
 
@@ -76,7 +76,7 @@ done:
 }
 
 /* Index part, in one transaction: read the live set and (unless dry_run) prune the rows. */
-static int index_prune(store *s, int dry_run, char (**live)[72], size_t *n_live)
+static int index_prune(store *s, int dry_run, ms_digest **live, size_t *n_live)
 {
     int rc;
 
@@ -95,10 +95,11 @@ static int index_prune(store *s, int dry_run, char (**live)[72], size_t *n_live)
 
 /* Files after rows: a crash in between leaves unindexed files, which the next gc finds by walking
  * blobs/; the reverse order could leave rows naming files that are gone. */
-static int files_remove(store *s, int dry_run, char (*live)[72], size_t n_live, store_gc_cb each,
+static int files_remove(store *s, int dry_run, ms_digest *live, size_t n_live, store_gc_cb each,
                         void *ctx, size_t *n_out, uint64_t *bytes_out)
 {
-    char(*files)[72] = NULL, first_msg[1024] = "";
+    ms_digest *files = NULL;
+    char first_msg[1024] = "";
     size_t n_files = 0;
     char *path = NULL;
     int rc, first_rc = 0;
@@ -148,7 +149,7 @@ done:
 
 int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, uint64_t *bytes_out)
 {
-    char(*live)[72] = NULL;
+    ms_digest *live = NULL;
     size_t n_live = 0, n = 0;
     uint64_t bytes = 0;
     int rc, removed = 0;

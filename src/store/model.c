@@ -22,7 +22,7 @@ struct store_model {
     int named;
     model_name name;
     char shown[NAME_HOST_MAX + 3 * NAME_PART_MAX];
-    char digest[72];
+    ms_digest digest;
     char *bytes;         /* the manifest, exactly as stored */
     size_t len;
     manifest *m;
@@ -68,7 +68,7 @@ fail:
 
 int store_model_open(store_model **out, store *s, const model_name *name)
 {
-    char digest[72];
+    ms_digest digest;
     int rc;
 
     *out = NULL;

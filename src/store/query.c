@@ -8,7 +8,7 @@
 
 int store_manifest_bytes(store *s, const char *digest, char **out, size_t *len_out)
 {
-    char got[BLOB_DIGEST_LEN + 1];
+    ms_digest got;
     char *path = NULL, *buf = NULL;
     size_t len = 0;
     int rc;

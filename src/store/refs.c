@@ -42,7 +42,7 @@ int store_blob_release(store *s, const char *digest)
     return rc;
 }
 
-int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, char digest_out[72])
+int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, ms_digest digest_out)
 {
     sqlite3_stmt *st = NULL;
     int rc;
@@ -54,7 +54,7 @@ int store_manifest_find_layer(store *s, const char *media_type, const char *laye
     sqlite3_bind_text(st, 2, layer_name, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-        snprintf(digest_out, 72, "%s", (const char *)sqlite3_column_text(st, 0));
+        snprintf(digest_out, sizeof(ms_digest), "%s", (const char *)sqlite3_column_text(st, 0));
         rc = 1;
     } else {
         rc = rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : store__db_err(s, "look up layers");

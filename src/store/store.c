@@ -137,10 +137,10 @@ int store__digest_cmp(const void *a, const void *b)
     return strcmp((const char *)a, (const char *)b);
 }
 
-int store__blobs_scan(store *s, char (**out)[72], size_t *n_out)
+int store__blobs_scan(store *s, ms_digest **out, size_t *n_out)
 {
     char *dir = ms_path_join(s->home, "blobs");
-    char(*v)[72] = NULL;
+    ms_digest *v = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
     DIR *d = NULL;
@@ -156,7 +156,7 @@ int store__blobs_scan(store *s, char (**out)[72], size_t *n_out)
         goto done;
     }
     while ((e = readdir(d)) != NULL) {
-        char digest[72];
+        ms_digest digest;
 
         if (strncmp(e->d_name, "sha256-", 7) != 0 || strlen(e->d_name) != 7 + 64)
             continue;
@@ -572,7 +572,7 @@ void store_write_end(store *s)
 #define NAME_MATCH \
     "host = ?1 COLLATE NOCASE AND namespace = ?2 COLLATE NOCASE AND model = ?3 COLLATE NOCASE AND tag = ?4 COLLATE NOCASE"
 
-int store_name_resolve(store *s, const model_name *name, char digest_out[72])
+int store_name_resolve(store *s, const model_name *name, ms_digest digest_out)
 {
     sqlite3_stmt *st = NULL;
     int rc, step;
@@ -586,7 +586,7 @@ int store_name_resolve(store *s, const model_name *name, char digest_out[72])
     if (step == SQLITE_ROW) {
         const char *d = (const char *)sqlite3_column_text(st, 0);
         if (d && blob_digest_valid(d))
-            snprintf(digest_out, 72, "%s", d);
+            snprintf(digest_out, sizeof(ms_digest), "%s", d);
         else
             rc = ms_err(MS_EINVALID, "%s: names: malformed manifest digest '%s'", s->db_path, d ? d : "");
     } else if (step == SQLITE_DONE) {
@@ -633,7 +633,7 @@ int store__name_set(store *s, const model_name *name, const char *digest)
 
 int store_name_copy(store *s, const model_name *src, const model_name *dst)
 {
-    char digest[72];
+    ms_digest digest;
     int rc;
 
     /* Resolve and write in one transaction, so a concurrent rm of `src` cannot leave `dst`

@@ -57,7 +57,7 @@ char *store_home_default(const char *flag);
 
 /* name -> manifest digest. MS_ENOTFOUND "model 'x:latest' not found".
  * Readers of a model use store_model_open below; these three stay for src/store and tests. */
-int store_name_resolve(store *s, const model_name *name, char digest_out[72]);
+int store_name_resolve(store *s, const model_name *name, ms_digest digest_out);
 /* Read and parse a stored manifest. */
 int store_manifest_load(store *s, const char *digest, manifest **out);
 /* The manifest's bytes, exactly as stored (re-hashed: MS_EMISMATCH). *out malloc'd. */
@@ -66,7 +66,7 @@ int store_manifest_bytes(store *s, const char *digest, char **out, size_t *len_o
 /* A row of the name list (not a handle: see store_model below). */
 typedef struct store_entry {
     model_name name;
-    char digest[72];
+    ms_digest digest;
     uint64_t size;          /* manifest + config + layers, bytes */
     int64_t modified_at;    /* unix seconds */
 } store_entry;
@@ -177,12 +177,12 @@ store *store_txn_store(const store_txn *t);
 int store_txn_blob_open(store_txn *t, blob_writer **out);
 /* Hash `w` (always consumed), compare with `expect` (NULL: none; MS_EMISMATCH and its temp file
  * removed) and add it to the batch; *size_out (may be NULL) gets its size. */
-int store_txn_blob_add(store_txn *t, char digest_out[72], uint64_t *size_out, blob_writer *w, const char *expect);
+int store_txn_blob_add(store_txn *t, ms_digest digest_out, uint64_t *size_out, blob_writer *w, const char *expect);
 /* A buffer / a whole regular file (copied) as a blob of the batch. */
-int store_txn_blob_put(store_txn *t, char digest_out[72], const void *buf, size_t len);
-int store_txn_blob_put_file(store_txn *t, char digest_out[72], uint64_t *size_out, const char *path);
+int store_txn_blob_put(store_txn *t, ms_digest digest_out, const void *buf, size_t len);
+int store_txn_blob_put_file(store_txn *t, ms_digest digest_out, uint64_t *size_out, const char *path);
 /* blob_adopt (computed NULL) or blob_adopt_hashed of `path`, a finished file under <home>/tmp/. */
-int store_txn_blob_adopt(store_txn *t, char digest_out[72], const char *path, const char *expect,
+int store_txn_blob_adopt(store_txn *t, ms_digest digest_out, const char *path, const char *expect,
                          const char *computed);
 /* Make the blobs added so far durable under blobs/ now (still unnamed), for a writer that must
  * read one back before the commit. */
@@ -196,7 +196,7 @@ int store_txn_registry_blob(store_txn *t, const char *host, const char *repo, co
  * registry rows in one SQLite transaction. Always ends `t` (as store_txn_abort on failure).
  * digest_out (may be NULL) gets the manifest's digest. */
 int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len,
-                     char digest_out[72]);
+                     ms_digest digest_out);
 /* Remove the batch's temp files, release the lock, free; the index is unchanged. NULL is fine. */
 void store_txn_abort(store_txn *t);
 
@@ -211,7 +211,7 @@ int store_blob_referenced(store *s, const char *digest);
 int store_blob_release(store *s, const char *digest);
 /* The digest of one stored manifest with a layer of `media_type` named `layer_name`: 1 and
  * digest_out set, 0 when there is none, <0 on error. */
-int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, char digest_out[72]);
+int store_manifest_find_layer(store *s, const char *media_type, const char *layer_name, ms_digest digest_out);
 /* registry_blobs: record that `repo` at `host` holds `digest` (outside a pull's commit: push);
  * find another repo of `host` that holds it (1 and repo_out set, 0 when none, <0 on error). */
 int store_registry_blob_record(store *s, const char *host, const char *repo, const char *digest);

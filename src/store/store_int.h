@@ -27,7 +27,7 @@ void store_write_end(store *s);
 struct sqlite3 *store_db(store *s);
 /* store_txn_begin + store_txn_commit: a model whose blobs are all stored already (tests). */
 int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len,
-                       char digest_out[72]);
+                       ms_digest digest_out);
 /* commit.c: every row of a model (blobs, manifest, layers, tensors, name -> it); the caller
  * holds the SQLite transaction and has checked invariant 2. */
 int store__model_rows(store *s, const manifest *m, const char *digest, size_t len, const model_name *name);
@@ -35,7 +35,7 @@ int store__model_rows(store *s, const manifest *m, const char *digest, size_t le
  * with the manifest's size. Those in `added` (sorted by digest; a store_txn's own blobs) are
  * taken as they are; the others are looked up on disk. MS_ENOTFOUND, MS_EMISMATCH. */
 typedef struct store__blob_ref {
-    char digest[72];   /* first: store__digest_cmp compares it */
+    ms_digest digest;   /* first: store__digest_cmp compares it */
     uint64_t size;
 } store__blob_ref;
 int store__blobs_check(store *s, const manifest *m, const store__blob_ref *added, size_t n_added);
@@ -72,7 +72,7 @@ int store__name_set(store *s, const model_name *name, const char *digest);
 
 /* The digests ("sha256:<hex>") of every file in <home>/blobs named sha256-<64 lowercase hex>,
  * sorted by strcmp. Other files are ignored. *out malloc'd. */
-int store__blobs_scan(store *s, char (**out)[72], size_t *n_out);
-int store__digest_cmp(const void *a, const void *b);   /* for qsort/bsearch over char[72] */
+int store__blobs_scan(store *s, ms_digest **out, size_t *n_out);
+int store__digest_cmp(const void *a, const void *b);   /* for qsort/bsearch over ms_digest */
 
 #endif

@@ -12,7 +12,7 @@
 
 typedef struct txn_seen {
     char *host, *repo;
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
 } txn_seen;
 
 struct store_txn {
@@ -73,7 +73,7 @@ done:
 
 int store_txn_blob_open(store_txn *t, blob_writer **out) { return blob_writer_open(out, t->s->home); }
 
-int store_txn_blob_add(store_txn *t, char digest_out[72], uint64_t *size_out, blob_writer *w, const char *expect)
+int store_txn_blob_add(store_txn *t, ms_digest digest_out, uint64_t *size_out, blob_writer *w, const char *expect)
 {
     uint64_t size = blob_writer_size(w);
     int rc;
@@ -87,7 +87,7 @@ int store_txn_blob_add(store_txn *t, char digest_out[72], uint64_t *size_out, bl
     return added_push(t, digest_out, size);
 }
 
-int store_txn_blob_put(store_txn *t, char digest_out[72], const void *buf, size_t len)
+int store_txn_blob_put(store_txn *t, ms_digest digest_out, const void *buf, size_t len)
 {
     blob_writer *w = NULL;
     int rc;
@@ -101,7 +101,7 @@ int store_txn_blob_put(store_txn *t, char digest_out[72], const void *buf, size_
     return store_txn_blob_add(t, digest_out, NULL, w, NULL);
 }
 
-int store_txn_blob_put_file(store_txn *t, char digest_out[72], uint64_t *size_out, const char *path)
+int store_txn_blob_put_file(store_txn *t, ms_digest digest_out, uint64_t *size_out, const char *path)
 {
     blob_writer *w = NULL;
     int fd, rc;
@@ -117,7 +117,7 @@ int store_txn_blob_put_file(store_txn *t, char digest_out[72], uint64_t *size_ou
     return rc;
 }
 
-int store_txn_blob_adopt(store_txn *t, char digest_out[72], const char *path, const char *expect, const char *computed)
+int store_txn_blob_adopt(store_txn *t, ms_digest digest_out, const char *path, const char *expect, const char *computed)
 {
     struct stat st;
     int rc;
@@ -163,9 +163,9 @@ static void added_sort(store_txn *t)
         qsort(t->added, t->n_added, sizeof *t->added, store__digest_cmp);
 }
 
-int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len, char digest_out[72])
+int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len, ms_digest digest_out)
 {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     manifest *m = NULL;
     store *s = t->s;
     int rc;
@@ -191,7 +191,7 @@ int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_
         goto done;
     }
     if (digest_out)
-        snprintf(digest_out, 72, "%s", digest);
+        snprintf(digest_out, sizeof(ms_digest), "%s", digest);
 done:
     manifest_free(m);
     store_txn_abort(t);   /* after a commit there is nothing left to remove: it only frees */
@@ -215,7 +215,7 @@ void store_txn_abort(store_txn *t)
     free(t);
 }
 
-int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len, char digest_out[72])
+int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len, ms_digest digest_out)
 {
     store_txn *t = NULL;
     int rc;

@@ -63,9 +63,9 @@ static int verify_model(verify_run *r, const model_name *name)
         "  UNION ALL SELECT digest, idx FROM layers WHERE manifest_digest = ?1"
         ") GROUP BY digest ORDER BY 2";
     sqlite3_stmt *st = NULL;
-    char (*list)[72] = NULL;
+    ms_digest *list = NULL;
     size_t n = 0, cap = 0;
-    char digest[72];
+    ms_digest digest;
     int rc, step;
 
     if ((rc = store_name_resolve(r->s, name, digest)) < 0)
@@ -111,7 +111,7 @@ static int verify_all(verify_run *r)
         "UNION SELECT config_digest FROM manifests WHERE digest IN (SELECT manifest_digest FROM names) "
         "UNION SELECT digest FROM layers WHERE manifest_digest IN (SELECT manifest_digest FROM names) "
         "ORDER BY 1";
-    char (*files)[72] = NULL;
+    ms_digest *files = NULL;
     sqlite3_stmt *st = NULL;
     size_t n = 0;
     int rc, step;

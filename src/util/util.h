@@ -43,6 +43,13 @@ const char *ms_err_msg(void);
 int ms_err_code(void);
 void ms_err_clear(void);
 
+/* A content digest as text, "sha256:" + 64 lowercase hex, and its NUL: the one buffer type in
+ * which every module passes, returns and stores digests (src/blob says what one is and checks
+ * it: blob_digest_valid). An array type: as a parameter it is a pointer, so take sizeof of
+ * the type (sizeof(ms_digest)), not of the parameter. */
+#define MS_DIGEST_LEN 71
+typedef char ms_digest[MS_DIGEST_LEN + 1];
+
 /* Checked arithmetic: return 0 on success, -1 (no message) on overflow. */
 static inline int ms_add(size_t *out, size_t a, size_t b) { return __builtin_add_overflow(a, b, out) ? -1 : 0; }
 static inline int ms_mul(size_t *out, size_t a, size_t b) { return __builtin_mul_overflow(a, b, out) ? -1 : 0; }

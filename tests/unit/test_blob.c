@@ -28,7 +28,7 @@ static char *sub(const char *name) { return ms_path_join(home, name); }
 
 START_TEST(digest_of_known_bytes)
 {
-    char d[BLOB_DIGEST_LEN + 1];
+    ms_digest d;
 
     blob_digest_buf(d, "abc", 3);
     ck_assert_str_eq(d, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -50,7 +50,8 @@ END_TEST
 
 START_TEST(writer_streams_hashes_and_lands_under_digest)
 {
-    char d[BLOB_DIGEST_LEN + 1], *p, *tmp = sub("tmp"), *blobs = sub("blobs");
+    char *p, *tmp = sub("tmp"), *blobs = sub("blobs");
+    ms_digest d;
     blob_writer *w;
     blob_view v;
     struct stat st;
@@ -80,7 +81,8 @@ END_TEST
 
 START_TEST(commit_with_wrong_expected_digest_leaves_nothing)
 {
-    char d[BLOB_DIGEST_LEN + 1], *tmp = sub("tmp"), *blobs = sub("blobs");
+    char *tmp = sub("tmp"), *blobs = sub("blobs");
+    ms_digest d;
     const char *want = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
     blob_writer *w;
 
@@ -98,7 +100,8 @@ END_TEST
 
 START_TEST(same_bytes_are_stored_once)
 {
-    char d1[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1], *blobs = sub("blobs"), *tmp = sub("tmp");
+    char *blobs = sub("blobs"), *tmp = sub("tmp");
+    ms_digest d1, d2;
     char *f = fixture_write(home, "in.bin", "hello", 5);
 
     ck_assert_int_eq(blob_put_buf(d1, home, "hello", 5), 0);
@@ -114,7 +117,8 @@ END_TEST
 
 START_TEST(verify_names_a_corrupt_blob)
 {
-    char d[BLOB_DIGEST_LEN + 1], *p;
+    char *p;
+    ms_digest d;
     int fd;
 
     ck_assert_int_eq(blob_put_buf(d, home, "payload", 7), 0);
@@ -156,7 +160,8 @@ START_TEST(full_disk_leaves_no_blob)
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         struct rlimit rl = { 1000, 1000 };
-        char d[BLOB_DIGEST_LEN + 1], buf[4096] = { 0 };
+        char buf[4096] = { 0 };
+        ms_digest d;
         blob_writer *w;
         int rc;
 
@@ -244,7 +249,8 @@ static char *download_file(const char *name, const void *buf, size_t len)
 START_TEST(adopt_renames_a_matching_file_into_blobs_read_only)
 {
     static const char bytes[] = "weights, downloaded in ranged parts";
-    char want[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *path = download_file("x.partial", bytes, sizeof bytes);
+    char *path = download_file("x.partial", bytes, sizeof bytes);
+    ms_digest want, got;
     char *final, *blobs = sub("blobs");
     struct stat st;
     blob_view v;
@@ -270,7 +276,8 @@ END_TEST
 
 START_TEST(adopt_without_expect_names_the_blob_by_its_bytes)
 {
-    char got[BLOB_DIGEST_LEN + 1], *path = download_file("y.partial", "abc", 3);
+    char *path = download_file("y.partial", "abc", 3);
+    ms_digest got;
 
     ck_assert_int_eq(blob_adopt(got, home, path, NULL), 0);
     ck_assert_str_eq(got, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
@@ -281,7 +288,8 @@ END_TEST
 
 START_TEST(adopt_mismatch_removes_the_file_and_names_nothing)
 {
-    char want[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *blobs = sub("blobs");
+    char *blobs = sub("blobs");
+    ms_digest want, got;
     char *path = download_file("z.partial", "abX", 3);
 
     blob_digest_buf(want, "abc", 3);
@@ -298,7 +306,7 @@ END_TEST
 
 START_TEST(adopt_hashed_trusts_the_callers_digest_and_still_checks_expect)
 {
-    char want[BLOB_DIGEST_LEN + 1], other[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1];
+    ms_digest want, other, got;
     char *blobs = sub("blobs"), *path = download_file("h.partial", "abc", 3);
 
     blob_digest_buf(want, "abc", 3);
@@ -320,7 +328,8 @@ END_TEST
 
 START_TEST(adopt_of_stored_bytes_drops_the_file_and_keeps_the_blob)
 {
-    char d[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *final, *path;
+    char *final, *path;
+    ms_digest d, got;
     struct stat before, after;
 
     ck_assert_int_eq(blob_put_buf(d, home, "same", 4), 0);
@@ -339,7 +348,8 @@ END_TEST
 
 START_TEST(adopt_refuses_files_outside_tmp_and_non_files)
 {
-    char d[BLOB_DIGEST_LEN + 1], *outside = fixture_write(home, "elsewhere", "abc", 3), *blobs = sub("blobs");
+    char *outside = fixture_write(home, "elsewhere", "abc", 3), *blobs = sub("blobs");
+    ms_digest d;
     char *tricky = ms_strdup_printf("%s/tmp/../elsewhere", home), *tmpdir = sub("tmp/pull"), *link;
 
     ck_assert_int_eq(blob_adopt(d, home, outside, NULL), MS_EINVALID);
@@ -367,7 +377,8 @@ END_TEST
 
 START_TEST(batch_names_nothing_before_commit)
 {
-    char d1[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1], d3[BLOB_DIGEST_LEN + 1], *tmp = sub("tmp"), *blobs = sub("blobs");
+    char *tmp = sub("tmp"), *blobs = sub("blobs");
+    ms_digest d1, d2, d3;
     blob_batch *b;
     blob_writer *w;
 
@@ -399,7 +410,8 @@ END_TEST
 
 START_TEST(batch_freed_without_commit_leaves_nothing)
 {
-    char d[BLOB_DIGEST_LEN + 1], *tmp = sub("tmp"), *blobs = sub("blobs");
+    char *tmp = sub("tmp"), *blobs = sub("blobs");
+    ms_digest d;
     const char *want = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
     blob_batch *b;
     blob_writer *w;
@@ -424,7 +436,8 @@ END_TEST
 
 START_TEST(batch_keeps_a_stored_blob_untouched)
 {
-    char d[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1], *p;
+    char *p;
+    ms_digest d, d2;
     struct stat before, after;
     blob_batch *b;
     blob_writer *w;
@@ -467,7 +480,9 @@ START_TEST(every_writer_replaces_a_damaged_blob)
 {
     static const char bytes[] = "the same bytes, written again over a damaged copy";
     const size_t len = sizeof bytes - 1;
-    char d[BLOB_DIGEST_LEN + 1], d2[BLOB_DIGEST_LEN + 1] = "", *p = NULL, *tmp = sub("tmp"), *file = NULL;
+    ms_digest d2 = "";
+    char *p = NULL, *tmp = sub("tmp"), *file = NULL;
+    ms_digest d;
     blob_writer *w = NULL;
     blob_batch *b = NULL;
     struct stat st;
@@ -518,7 +533,8 @@ END_TEST
 
 START_TEST(intact_is_false_for_missing_and_non_files)
 {
-    char d[BLOB_DIGEST_LEN + 1], *p = NULL;
+    char *p = NULL;
+    ms_digest d;
 
     blob_digest_buf(d, "x", 1);
     ck_assert(!blob_intact(home, d, 1));
@@ -532,7 +548,8 @@ END_TEST
 
 START_TEST(write_fd_stops_at_the_bound)
 {
-    char *f = fixture_write(home, "ten.bin", "0123456789", 10), d[BLOB_DIGEST_LEN + 1];
+    char *f = fixture_write(home, "ten.bin", "0123456789", 10);
+    ms_digest d;
     blob_writer *w;
     int fd = open(f, O_RDONLY);
 
@@ -557,7 +574,8 @@ END_TEST
 START_TEST(partial_resumes_then_adopts_or_abandons)
 {
     static const char bytes[10] = "0123456789";
-    char d[BLOB_DIGEST_LEN + 1], got[BLOB_DIGEST_LEN + 1], *rpath;
+    char *rpath;
+    ms_digest d, got;
     uint64_t done[3] = { 9, 9, 9 }, size = 0;
     blob_partial *p = NULL;
     struct stat st;

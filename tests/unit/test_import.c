@@ -87,7 +87,7 @@ static char *write_all_types(const char *file, uint32_t alignment, const char *a
     return path;
 }
 
-static void file_digest(char out[72], const char *path)
+static void file_digest(ms_digest out, const char *path)
 {
     ms_map m;
     ck_assert_int_eq(ms_map_open(&m, path), 0);
@@ -97,7 +97,8 @@ static void file_digest(char out[72], const char *path)
 
 static void roundtrip(const char *path, const char *tag)
 {
-    char want[72], digest[72], *out = ms_strdup_printf("%s.out", path);
+    char *out = ms_strdup_printf("%s.out", path);
+    ms_digest want, digest;
     export_result res;
     model_name n;
 
@@ -126,7 +127,8 @@ END_TEST
 
 START_TEST(gguf_tensor_blobs_hold_the_source_bytes)
 {
-    char *p = write_all_types("all.gguf", 32, "llama"), digest[72];
+    char *p = write_all_types("all.gguf", 32, "llama");
+    ms_digest digest;
     store_tensor *t = NULL;
     gguf_file *g;
     model_name n;
@@ -175,7 +177,8 @@ END_TEST
 
 START_TEST(gguf_reimport_writes_no_blob)
 {
-    char *p = write_all_types("all.gguf", 32, "llama"), d1[72], d2[72];
+    char *p = write_all_types("all.gguf", 32, "llama");
+    ms_digest d1, d2;
     model_name a, b;
     int n;
 
@@ -264,7 +267,8 @@ END_TEST
  * zero tail longer than the alignment still round-trips (import keeps it as a gaps layer). */
 START_TEST(export_refuses_a_source_size_past_the_padding)
 {
-    char *p = write_all_types("size.gguf", 32, "llama"), *out = ms_path_join(dir, "size.out"), d[72], text[72];
+    char *p = write_all_types("size.gguf", 32, "llama"), *out = ms_path_join(dir, "size.out");
+    ms_digest d, text;
     export_result res;
     manifest *m = NULL;
     store_txn *t = NULL;
@@ -316,7 +320,8 @@ START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
         "model.layers.0.mlp.experts.up_proj.weight", "model.layers.0.mlp.experts.down_proj.weight",
         "model.layers.0.mlp.gate.weight", "blk.0.unheard_of.weight" };
     gguf_writer *w;
-    char *p = ms_path_join(dir, "moe.gguf"), digest[72], want[72];
+    char *p = ms_path_join(dir, "moe.gguf");
+    ms_digest digest, want;
 
     pattern_fill();
     static float data[13][64];
@@ -396,7 +401,8 @@ END_TEST
 /* A corrupt GGUF is refused with the reader's message, and the store is left as it was. */
 START_TEST(gguf_corrupt_file_leaves_the_store_unchanged)
 {
-    char *p = write_all_types("bad.gguf", 32, "llama"), digest[72];
+    char *p = write_all_types("bad.gguf", 32, "llama");
+    ms_digest digest;
     store_entry *list = NULL;
     size_t nl = 0;
     model_name n;
@@ -517,7 +523,8 @@ static char *write_hf_dir(void)
  * permuted to GGUF's order and the runtime rotates pairs instead of halves). */
 START_TEST(hf_export_to_gguf_runs_the_same)
 {
-    char *hf = write_hf_dir(), *out = ms_path_join(dir, "hf.gguf"), digest[72];
+    char *hf = write_hf_dir(), *out = ms_path_join(dir, "hf.gguf");
+    ms_digest digest;
     int32_t toks[5] = { 1, 5, 7, 3, 30 };
     float a[32], b[32], maxd = 0, maxa = 0;
     runtime_opts ro = { .n_threads = 1 };

@@ -199,7 +199,7 @@ static void stored_open(stored *st, const char *model_name_text)
 {
     model_name name;
     manifest *man;
-    char digest[72];
+    ms_digest digest;
 
     memset(st, 0, sizeof *st);
     ck_assert_int_eq(name_parse(&name, model_name_text), 0);
@@ -343,7 +343,7 @@ static int check_model(const model *m, const stored *st)
 static int do_import(const char *path, const char *name_text, const import_opts *o)
 {
     model_name name;
-    char digest[72];
+    ms_digest digest;
     import_opts q = { .quiet = 1 };
 
     ck_assert_int_eq(name_parse(&name, name_text), 0);
@@ -668,7 +668,7 @@ START_TEST(quantize_float_directory_on_import)
         manifest *man;
         blob_view v;
         json_t *c, *e;
-        char digest[72];
+        ms_digest digest;
         ck_assert_int_eq(name_parse(&name, "float"), 0);
         ck_assert_int_eq(store_name_resolve(s, &name, digest), 0);
         ck_assert_int_eq(store_manifest_load(s, digest, &man), 0);

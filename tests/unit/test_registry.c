@@ -31,7 +31,7 @@ static struct mock {
     pthread_t thread;
     char *manifest;
     size_t manifest_len;
-    char manifest_digest[72], config_digest[72], layer_digest[72];
+    ms_digest manifest_digest, config_digest, layer_digest;
     uint8_t layer[BLOB_BYTES];
     const char *config;
     int fail_5xx;            /* answer this many blob GETs with 503 first */
@@ -230,7 +230,7 @@ static void teardown(void)
     fixture_rmrf(tmpdir);
 }
 
-static int pull(char digest[72])
+static int pull(ms_digest digest)
 {
     registry_opts o;
     model_name n;
@@ -258,7 +258,7 @@ static int stored_names(void)
 
 START_TEST(pull_with_token_auth_stores_model_and_blobs)
 {
-    char d[72];
+    ms_digest d;
 
     ck_assert_msg(pull(d) == 0, "%s", ms_err_msg());
     ck_assert_str_eq(d, mk.manifest_digest);
@@ -277,7 +277,7 @@ END_TEST
 
 START_TEST(pull_retries_5xx_and_resumes_cut_bodies_with_range)
 {
-    char d[72];
+    ms_digest d;
 
     mk.fail_5xx = 2;
     mk.max_body = 70000;   /* every blob response stops short: each retry must ask for the rest */
@@ -292,7 +292,7 @@ END_TEST
  * that move less than REG_PROGRESS_BYTES run out: a clear error, nothing stored. */
 START_TEST(pull_gives_up_on_a_trickling_registry)
 {
-    char d[72];
+    ms_digest d;
     int rc;
 
     setenv("MSTORE_REGISTRY_STALL_SECONDS", "1", 1);
@@ -312,7 +312,8 @@ END_TEST
  * so the sidecar stays under 8 KiB; the pull fails naming the short blob. */
 START_TEST(pull_bookkeeping_is_bounded_whatever_the_manifest_claims)
 {
-    char d[72], *sidecar;
+    char *sidecar;
+    ms_digest d;
     struct stat st;
 
     mock_stop();
@@ -331,7 +332,7 @@ END_TEST
 
 START_TEST(pull_refuses_corrupt_blob_and_stores_nothing)
 {
-    char d[72];
+    ms_digest d;
 
     mk.corrupt_layer = 1;
     ck_assert_int_eq(pull(d), MS_EMISMATCH);
@@ -344,7 +345,7 @@ END_TEST
 
 START_TEST(pull_refuses_manifest_whose_digest_header_disagrees)
 {
-    char d[72];
+    ms_digest d;
 
     mk.digest_hdr = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
     ck_assert_int_eq(pull(d), MS_EMISMATCH);
@@ -356,7 +357,7 @@ END_TEST
 
 START_TEST(bad_credentials_fail_without_showing_them)
 {
-    char d[72];
+    ms_digest d;
 
     setenv("MSTORE_REGISTRY_AUTH", "user:wrongsecret", 1);
     ck_assert_int_lt(pull(d), 0);

@@ -721,7 +721,8 @@ START_TEST(synthetic_models_match_reference_logits)
     static const char *dt[] = { "f32", "f16", "q8_0", "q4_0" };
     char *tool = model_path("../tools/make_synthetic_gguf.py"), *vocab = model_path("stories260K/stories260K.gguf");
     char *dir = fixture_tmpdir(), *out = ms_strdup_printf("%s/synthetic-%s.gguf", dir, dt[_i]);
-    char *ref_name = ms_strdup_printf("synthetic-%s.json", dt[_i]), *cmd, digest[BLOB_DIGEST_LEN + 1];
+    char *ref_name = ms_strdup_printf("synthetic-%s.json", dt[_i]), *cmd;
+    ms_digest digest;
     json_t *ref = load_ref(ref_name);
     char *bytes = NULL;
     size_t len;
@@ -839,7 +840,8 @@ END_TEST
  * a missing or damaged tensor blob is refused at open, naming the layer. */
 START_TEST(store_model_runs_like_its_gguf_and_refuses_missing_blobs)
 {
-    char *path = model_path("stories260K/s260k-mixed.gguf"), *home = fixture_tmpdir(), digest[72], *bp = NULL;
+    char *path = model_path("stories260K/s260k-mixed.gguf"), *home = fixture_tmpdir(), *bp = NULL;
+    ms_digest digest;
     json_t *ref = load_ref("s260k-mixed.json"), *ps = json_object_get(ref, "prompts");
     import_opts io = { .quiet = 1 };
     runtime_opts o = { .n_threads = 2 };

@@ -102,7 +102,7 @@ static runtime_model *import_open(store *st, const char *src, const char *nm, co
     import_opts io = {.quiet = 1, .quantize = quantize};
     runtime_model *m;
     model_name name;
-    char digest[72];
+    ms_digest digest;
 
     ck_assert_int_eq(name_parse(&name, nm), 0);
     ck_assert_msg(import_path(st, src, &name, &io, digest) == 0, "%s", ms_err_msg());

@@ -110,7 +110,7 @@ static double check_model(const char *path, json_t *ref, const char *what, doubl
 static char *make_synthetic(const char *dir, const char *arch, const char *flags, const char *sha256)
 {
     char *models = fixture_models_dir(), *out = ms_strdup_printf("%s/%s-f32.gguf", dir, arch), *cmd, *bytes = NULL;
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     size_t len;
     int rc;
 
@@ -459,7 +459,7 @@ static float *store_logits(store *st, const char *dir, const char *name_s, const
     runtime_opts o = { .n_threads = 2 };
     model_name name;
     runtime_model *m;
-    char digest[72];
+    ms_digest digest;
     float *lg;
 
     ck_assert_int_eq(name_parse(&name, name_s), 0);
@@ -687,7 +687,8 @@ static char *kq_path(const char *file) { return ms_strdup_printf("%s/tests/data/
 
 static void check_sha256(const char *path, const char *want)
 {
-    char digest[BLOB_DIGEST_LEN + 1], *bytes = NULL;
+    char *bytes = NULL;
+    ms_digest digest;
     size_t len;
 
     ck_assert_int_eq(ms_file_read(&bytes, &len, path, 1u << 26), 0);
@@ -764,7 +765,8 @@ START_TEST(qwen_gguf_imported_into_the_store_runs_like_the_file)
 {
     static const char *models[] = { "qwen3-q4_k", "qwen2-q4_k" };
     char *home = fixture_tmpdir(), *file = ms_strdup_printf("%s.gguf", models[_i]), *path = kq_path(file);
-    char *json = ms_strdup_printf("kquant/%s.json", models[_i]), digest[72];
+    char *json = ms_strdup_printf("kquant/%s.json", models[_i]);
+    ms_digest digest;
     json_t *ref = load_ref(json), *ps = json_object_get(ref, "prompts");
     import_opts io = { .quiet = 1 };
     runtime_opts o = { .n_threads = 2 };

@@ -41,7 +41,7 @@ static void teardown(void)
 /* ---------------------------------------------------------------- fixtures */
 
 typedef struct blob_ref {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     uint64_t size;
 } blob_ref;
 
@@ -149,7 +149,7 @@ static model_name name_of(const char *s)
 static void commit_ok(const model_fixture *f, const char *name)
 {
     model_name n = name_of(name);
-    char d[72];
+    ms_digest d;
 
     ck_assert_msg(store_model_commit(st, &n, f->json, f->len, d) == 0, "%s", ms_err_msg());
     ck_assert_str_eq(d, f->manifest.digest);
@@ -219,7 +219,7 @@ START_TEST(commit_then_resolve_and_list)
     model_fixture f = model_make(1);
     model_name n = name_of("tiny");
     store_entry *list;
-    char d[72];
+    ms_digest d;
     size_t count;
     time_t t0 = time(NULL);
 
@@ -305,7 +305,8 @@ START_TEST(logical_shape_metadata_replaces_the_byte_shape)
     model_name n = name_of("gguf-like");
     store_tensor *t;
     manifest *m;
-    char *json, d[72];
+    char *json;
+    ms_digest d;
     size_t len, count;
 
     ck_assert_int_eq(manifest_new(&m), 0);
@@ -330,7 +331,8 @@ START_TEST(a_digest_listed_twice_counts_once)
     store_entry *list;
     store_tensor *t;
     manifest *m;
-    char *json, d[72];
+    char *json;
+    ms_digest d;
     size_t len, count;
 
     ck_assert_int_eq(manifest_new(&m), 0);
@@ -354,7 +356,7 @@ START_TEST(commit_moves_an_existing_name)
 {
     model_fixture a = model_make(1), b = model_make(2);
     model_name n = name_of("tiny");
-    char d[72];
+    ms_digest d;
 
     commit_ok(&a, "tiny");
     commit_ok(&a, "tiny");   /* the same manifest again: no duplicate rows */
@@ -374,7 +376,7 @@ START_TEST(copy_and_remove_names)
     model_fixture f = model_make(1);
     model_name src = name_of("tiny"), dst = name_of("alice/other:v1"), nope = name_of("nope");
     store_entry *list;
-    char d[72];
+    ms_digest d;
     size_t n;
 
     commit_ok(&f, "tiny");
@@ -404,7 +406,8 @@ START_TEST(commit_refused_when_a_blob_is_missing_or_the_wrong_size)
     model_fixture f = model_make(1);
     blob_ref cfg = put_bytes("{}", 2);
     model_name n = name_of("broken");
-    char absent[BLOB_DIGEST_LEN + 1], *json, d[72];
+    char *json;
+    ms_digest absent, d;
     long before[N_TABLES];
     size_t len;
     manifest *m;
@@ -464,7 +467,8 @@ START_TEST(commit_refuses_tensor_blobs_it_cannot_describe)
     blob_ref cfg = put_bytes("{}", 2), bad;
     model_name n = name_of("bad");
     long before[N_TABLES];
-    char *json, d[72];
+    char *json;
+    ms_digest d;
     manifest *m;
     size_t len;
 
@@ -493,7 +497,7 @@ END_TEST
 
 typedef struct bad_log {
     int n;
-    char digest[4][72];
+    ms_digest digest[4];
     char message[4][512];
 } bad_log;
 
@@ -713,7 +717,7 @@ START_TEST(a_second_handle_sees_the_first_ones_commit)
     model_name n = name_of("tiny");
     store_entry *list;
     store *s2;
-    char d[72];
+    ms_digest d;
     size_t count;
 
     ck_assert_int_eq(store_open(&s2, home), 0);
@@ -736,7 +740,7 @@ START_TEST(reopen_keeps_the_index_and_schema_version)
     model_fixture f = model_make(1);
     model_name n = name_of("tiny");
     sqlite3_stmt *q;
-    char d[72];
+    ms_digest d;
 
     commit_ok(&f, "tiny");
     store_close(st);

@@ -34,7 +34,7 @@ static void teardown(void)
 }
 
 typedef struct ref {
-    char digest[BLOB_DIGEST_LEN + 1];
+    ms_digest digest;
     uint64_t size;
 } ref;
 
@@ -69,7 +69,7 @@ static ref put_tensor(void)
 
 typedef struct fixture {
     ref config, tensor, tmpl;
-    char digest[72];
+    ms_digest digest;
     char *json;
     size_t len;
 } fixture;

@@ -86,7 +86,7 @@ static void model_add(store_txn *t, char **json, size_t *len)
     static const float data[4] = { 1, 2, 3, 4 };
     uint64_t shape[2] = { 2, 2 }, size = 0;
     const char *config = "{\"architecture\": \"llama\"}";
-    char cd[72], td[72], wd[72];
+    ms_digest cd, td, wd;
     fixture_mem b = { 0 };
     blob_writer *w = NULL;
     st_writer *sw;
@@ -136,7 +136,8 @@ END_TEST
 START_TEST(commit_makes_the_name_resolvable)
 {
     model_name n = name_of("tiny:1");
-    char d[72], got[72], want[72], repo[64];
+    char repo[64];
+    ms_digest d, got, want;
     store_txn *t = NULL;
     char *json = NULL;
     size_t len = 0;
@@ -169,7 +170,8 @@ START_TEST(commit_refuses_a_missing_blob_and_lands_nothing)
     model_name n = name_of("broken");
     store_txn *t = NULL;
     manifest *m = NULL;
-    char *json = NULL, *json2 = NULL, d[72];
+    char *json = NULL, *json2 = NULL;
+    ms_digest d;
     size_t len = 0, len2 = 0;
     long before = index_rows();
 
@@ -196,7 +198,8 @@ START_TEST(adopted_file_counts_for_the_commit)
 {
     model_name n = name_of("adopted");
     const char *cfg = "{\"architecture\": \"x\"}";
-    char *path = ms_path_join(home, "tmp/download"), want[72], d[72], mdg[72], *json = NULL;
+    char *path = ms_path_join(home, "tmp/download"), *json = NULL;
+    ms_digest want, d, mdg;
     store_txn *t = NULL;
     manifest *m = NULL;
     size_t len = 0;
@@ -245,7 +248,8 @@ START_TEST(gc_waits_for_an_open_transaction)
     struct timespec pause = { 0, 300 * 1000 * 1000 };
     gc_thread g = { 0 };
     store_txn *t = NULL;
-    char *json = NULL, d[72];
+    char *json = NULL;
+    ms_digest d;
     size_t len = 0;
     pthread_t th;
 

@@ -262,7 +262,8 @@ END_TEST
 static void import_tiny(store **s_out, manifest **m_out, char **home_out, const char *gen, const char *cfg_eos,
                         int with_tokenizer)
 {
-    char *home = fixture_tmpdir(), *hf = ms_strdup_printf("%s/hf", home), *cfg, digest[72];
+    char *home = fixture_tmpdir(), *hf = ms_strdup_printf("%s/hf", home), *cfg;
+    ms_digest digest;
     static const float emb[9 * 4];
     uint64_t shape[2] = { 9, 4 };
     fixture_mem mem = { 0 };

@@ -1061,7 +1061,8 @@ START_TEST(stories260k_from_the_store_gives_the_cpu_tokens)
 {
     static const char *files[] = {"stories260K/stories260K.gguf", "stories260K/s260k-f16.gguf",
                                   "stories260K/s260k-mixed.gguf"};
-    char *path = model_path(files[_i]), *home, digest[72];
+    char *path = model_path(files[_i]), *home;
+    ms_digest digest;
     store *s = NULL;
     model_name name;
     runtime_model *gpu = NULL, *cpu = NULL;
@@ -1255,7 +1256,8 @@ START_TEST(first_step_logits_match_the_cpu_on_every_weight_type)
     } else if ((path = make_synthetic(dir, "f32"))) {
         store *s = NULL;
         model_name name;
-        char digest[72], *home = ms_strdup_printf("%s/home", dir);
+        char *home = ms_strdup_printf("%s/home", dir);
+        ms_digest digest;
         import_opts io = {.quiet = 1, .quantize = what};
         runtime_model *gpu = NULL, *cpu = NULL;
         runtime_opts o = {.n_threads = 2, .n_ctx = 256, .n_batch = 16, .device = "vulkan"};
