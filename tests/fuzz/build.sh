@@ -11,8 +11,10 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address
     -fno-sanitize-recover=undefined -Wall -Wextra -Werror -Wno-string-concatenation -Isrc"
 LIBS="$(pkg-config --libs jansson libpcre2-8 libcurl libcrypto) -lpthread -lm"
 
-UTIL="src/util/error.c src/util/file.c src/util/text.c"
-GGUF="src/format/gguf.c src/format/gguf_kv.c src/format/gguf_write.c src/format/ggml_types.c"
+# whole modules where a target needs one of their files: their files call each other
+UTIL=$(echo src/util/*.c)
+GGUF=$(echo src/format/*.c)
+BLOB=$(echo src/blob/*.c)
 TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src/tokenizer/merge.c
     src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/vocab.c"
 GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c"
@@ -22,13 +24,13 @@ targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuz
 srcs() {
     case $1 in
     fuzz_gguf) echo "$UTIL $GGUF" ;;
-    fuzz_safetensors) echo "$UTIL src/format/safetensors.c" ;;
+    fuzz_safetensors) echo "$UTIL $GGUF" ;;
     fuzz_manifest) echo "$UTIL src/blob/hash.c src/manifest/manifest.c src/manifest/name.c" ;;
     fuzz_config) echo "$UTIL $GGUF src/runtime/config.c" ;;
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
-    fuzz_registry) echo "$UTIL src/util/progress.c src/blob/blob.c src/blob/hash.c src/blob/overlap.c src/registry/http.c src/registry/download.c" ;;
-    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/blob/blob.c src/blob/hash.c src/blob/overlap.c src/manifest/manifest.c tests/fuzz/stubs.c" ;;
-    fuzz_modelfile) echo "$UTIL $GOTMPL src/blob/blob.c src/blob/hash.c src/blob/overlap.c src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
+    fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
+    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
+    fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
     esac
 }
 
