@@ -57,7 +57,7 @@ static int get_uint(const gguf_file *g, const char *key, json_int_t *out)
 static int put_uint(reader *r, const char *field, const char *name)
 {
     char k[256];
-    json_int_t v;
+    json_int_t v = 0;   /* set when rc == 0; gcc 12 for aarch64 cannot see that */
     int rc = get_uint(r->g, akey(k, sizeof k, r->arch, name), &v);
 
     if (rc < 0)
@@ -95,8 +95,8 @@ static int put_rope_scaling(reader *r)
 {
     const char *s;
     size_t len;
-    json_int_t v;
-    double f;
+    json_int_t v = 0;   /* set when rc == 0; gcc 12 for aarch64 cannot see that */
+    double f = 0;
     char k[256];
     int rc, typed, factors;
     json_t *rs;
@@ -155,7 +155,7 @@ static int put_tokens(reader *r)
                                           { "eos_token_id", "tokenizer.ggml.eos_token_id" } };
     uint32_t et;
     uint64_t count;
-    json_int_t v;
+    json_int_t v = 0;   /* set when rc == 0; gcc 12 for aarch64 cannot see that */
     int rc;
 
     /* the vocab is the tokenizer's; <arch>.vocab_size is optional in GGUF */
@@ -196,7 +196,7 @@ static int build(reader *r)
     };
     const char *decoder = gguf_arch_decoder(r->arch);
     json_int_t heads, hidden;
-    double f;
+    double f = 0;
     char k[256];
     int rc, norm;
 

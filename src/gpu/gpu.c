@@ -254,7 +254,7 @@ static int bind_matrix(const gpu_limits *l, gpu_dispatch *d, const gpu_weight *w
 static int bind_pack(const gpu_limits *l, gpu_dispatch *d, const gpu_weight *w)
 {
     uint64_t lo = w->data_off, hi = w->data_end;
-    uint32_t rem;
+    uint32_t rem = 0;   /* bind_weight sets it; gcc 12 for aarch64 cannot see that */
     int rc, mlx = w->vt == GPU_T_MLX4 || w->vt == GPU_T_MLX8;
 
     if (mlx) {
