@@ -1,5 +1,9 @@
 /* store.h: the SQLite index over the blob store; the whole surface of src/store.
  *
+ * The store is the one gate to a model: readers open it with store_model_open (below,
+ * "Reading"), writers go through a store_txn ("Writing"); nothing outside src/store takes the
+ * lock, opens a blob batch or touches SQLite (e2e t0007 checks that from the sources).
+ *
  * <home>/index.db (WAL, busy timeout, schema versioned by PRAGMA user_version, migrated on open):
  *   blobs(digest PK, size, media_type, verified_at)
  *   manifests(digest PK, config_digest, media_type, size, created_at)
