@@ -145,6 +145,22 @@ static void check_model(runtime_model *m, json_t *ref, const char *what, double 
     free(lg);
 }
 
+/* Layer 1's stacked expert tensor `kind` ("down_proj"): one [8][rows][cols] tensor, of type
+ * `type` (-1: any), as every form of the synthetic MoE models stores it. */
+static void expect_expert_pack(runtime_model *m, const char *kind, int type)
+{
+    char name[128];
+    const runtime_tensor *t;
+
+    snprintf(name, sizeof name, "model.layers.1.mlp.experts.%s.weight", kind);
+    t = runtime_weights_find(runtime_model_weights(m), name);
+    ck_assert_msg(t != NULL, "%s not found", name);
+    if (type >= 0)
+        ck_assert_int_eq(t->type, type);
+    ck_assert_int_eq(t->n_dims, 3);
+    ck_assert_uint_eq(t->shape[0], 8);
+}
+
 /* Two models of the same weights in two forms: first-step logits within 1e-4 relative on every
  * prompt of `ref`. */
 static void check_same_logits(runtime_model *a, runtime_model *b, json_t *ref, const char *what)
@@ -262,7 +278,6 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
     runtime_opts o = {.n_threads = 2, .n_batch = 16};
     import_opts io = {.quiet = 1};
     const runtime_weights *w;
-    const runtime_tensor *t;
     runtime_model *m;
     store *st;
 
@@ -270,10 +285,7 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
         ck_assert_int_eq(store_open(&st, home), 0);
         m = import_open(st, hf, "moe:hf", io.quantize, &o);
         w = runtime_model_weights(m);
-        t = runtime_weights_find(w, "model.layers.1.mlp.experts.down_proj.weight");
-        ck_assert_ptr_nonnull(t);
-        ck_assert_int_eq(t->n_dims, 3);
-        ck_assert_uint_eq(t->shape[0], 8);
+        expect_expert_pack(m, "down_proj", -1);
         ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.weight"));
         ck_assert_ptr_null(runtime_weights_find(w, "model.layers.1.mlp.experts.0.down_proj.weight"));
         ck_assert_ptr_null(runtime_weights_find(w, "model.layers.1.block_sparse_moe.experts.0.w2.weight"));
@@ -287,11 +299,7 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
          * out of expert order would route to other weights) */
         runtime_model *mg = import_open(st, path, "moe:gguf-int4", "int4", &o);
         m = import_open(st, hf, "moe:hf-int4", "int4", &o);
-        t = runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.down_proj.weight");
-        ck_assert_ptr_nonnull(t);
-        ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
-        ck_assert_int_eq(t->n_dims, 3);
-        ck_assert_uint_eq(t->shape[0], 8);
+        expect_expert_pack(m, "down_proj", RUNTIME_TYPE_MLX);
         check_same_logits(m, mg, ref, what);
         runtime_model_close(mg);
         runtime_model_close(m);
@@ -320,7 +328,6 @@ START_TEST(moe_from_mlx_community_directories)
     json_t *ref = make_model(dir, arch[_i], "f32", flags, &path);
     runtime_opts o = {.n_threads = 2, .n_batch = 16};
     const runtime_weights *w;
-    const runtime_tensor *t;
     runtime_model *m;
     store *st;
 
@@ -328,11 +335,7 @@ START_TEST(moe_from_mlx_community_directories)
         ck_assert_int_eq(store_open(&st, home), 0);
         m = import_open(st, hf, "moe:mlx", NULL, &o);
         w = runtime_model_weights(m);
-        t = runtime_weights_find(w, "model.layers.1.mlp.experts.gate_proj.weight");
-        ck_assert_ptr_nonnull(t);
-        ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
-        ck_assert_int_eq(t->n_dims, 3);
-        ck_assert_uint_eq(t->shape[0], 8);
+        expect_expert_pack(m, "gate_proj", RUNTIME_TYPE_MLX);
         ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.weight"));
         /* the twin's F32 values and the kernels' s * q + b round differently: 3e-5 to 8e-5
          * measured on every CPU path, so 1e-3, and every greedy token */
@@ -360,7 +363,6 @@ START_TEST(moe_int4_packs_run_from_the_store)
     json_t *ref = make_model(dir, arch[_i], "f32", "", &path);
     runtime_opts o = {.n_threads = 2, .n_batch = 16};
     import_opts io = {.quiet = 1, .quantize = "int4"};
-    const runtime_tensor *t;
     runtime_model *m;
     store *st;
     char *what = ms_strdup_printf("%s int4 (store)", arch[_i]);
@@ -368,11 +370,7 @@ START_TEST(moe_int4_packs_run_from_the_store)
     if (ref) {
         ck_assert_int_eq(store_open(&st, home), 0);
         m = import_open(st, path, "moe:int4", io.quantize, &o);
-        t = runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.down_proj.weight");
-        ck_assert_ptr_nonnull(t);
-        ck_assert_int_eq(t->type, RUNTIME_TYPE_MLX);
-        ck_assert_int_eq(t->n_dims, 3);
-        ck_assert_uint_eq(t->shape[0], 8);
+        expect_expert_pack(m, "down_proj", RUNTIME_TYPE_MLX);
         check_model(m, ref, what, 0.35, -1);
         runtime_model_close(m);
         store_close(st);

@@ -23,47 +23,24 @@ static store *st;
 
 static void setup(void)
 {
-    tmpdir = fixture_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    home = ms_path_join(tmpdir, "home");
+    fixture_store_open(&tmpdir, &home, &st);
     setenv("MSTORE_HOME", home, 1);
-    ck_assert_msg(store_open(&st, home) == 0, "%s", ms_err_msg());
 }
 
-static void teardown(void)
-{
-    store_close(st);
-    st = NULL;
-    free(home);
-    fixture_rmrf(tmpdir);
-}
+static void teardown(void) { fixture_store_close(&tmpdir, &home, &st); }
 
 /* ---------------------------------------------------------------- fixtures */
 
-typedef struct blob_ref {
-    ms_digest digest;
-    uint64_t size;
-} blob_ref;
-
-static blob_ref put_bytes(const void *p, size_t len)
-{
-    blob_ref r;
-
-    ck_assert_msg(blob_put_buf(r.digest, home, p, len) == 0, "%s", ms_err_msg());
-    r.size = len;
-    return r;
-}
-
 /* A safetensors blob holding one F32 tensor (values seed, seed+1, ...) and optional metadata
  * pairs (key, value, ..., NULL). */
-static blob_ref put_f32_tensor(const char *name, uint64_t rows, uint64_t cols, double seed, ...)
+static fixture_blob put_f32_tensor(const char *name, uint64_t rows, uint64_t cols, double seed, ...)
 {
     uint64_t shape[2] = { rows, cols };
     float *data = malloc(rows * cols * sizeof *data);
     fixture_mem b = { 0 };
     st_writer *w;
     const char *k;
-    blob_ref r;
+    fixture_blob r;
     va_list ap;
 
     for (uint64_t i = 0; i < rows * cols; i++)
@@ -75,7 +52,7 @@ static blob_ref put_f32_tensor(const char *name, uint64_t rows, uint64_t cols, d
     va_end(ap);
     ck_assert_int_eq(st_writer_add(w, name, ST_F32, 2, shape, data, rows * cols * sizeof *data), 0);
     ck_assert_msg(st_writer_emit(w, fixture_mem_sink, &b) == 0, "%s", ms_err_msg());
-    r = put_bytes(b.p, b.len);
+    r = fixture_blob_put(home, b.p, b.len);
     st_writer_free(w);
     free(b.p);
     free(data);
@@ -83,7 +60,7 @@ static blob_ref put_f32_tensor(const char *name, uint64_t rows, uint64_t cols, d
 }
 
 /* An MLX-style quantized blob: {name} U32 packed and {name}.scale F16, int4 groups of 32. */
-static blob_ref put_quant_tensor(const char *name)
+static fixture_blob put_quant_tensor(const char *name)
 {
     uint64_t wshape[2] = { 8, 4 }, sshape[2] = { 8, 1 };
     uint32_t packed[32] = { 0 };
@@ -91,7 +68,7 @@ static blob_ref put_quant_tensor(const char *name)
     char sname[128];
     fixture_mem b = { 0 };
     st_writer *w;
-    blob_ref r;
+    fixture_blob r;
 
     snprintf(sname, sizeof sname, "%s.scale", name);
     ck_assert_int_eq(st_writer_new(&w), 0);
@@ -100,14 +77,14 @@ static blob_ref put_quant_tensor(const char *name)
     ck_assert_int_eq(st_writer_add(w, name, ST_U32, 2, wshape, packed, sizeof packed), 0);
     ck_assert_int_eq(st_writer_add(w, sname, ST_F16, 2, sshape, scale, sizeof scale), 0);
     ck_assert_int_eq(st_writer_emit(w, fixture_mem_sink, &b), 0);
-    r = put_bytes(b.p, b.len);
+    r = fixture_blob_put(home, b.p, b.len);
     st_writer_free(w);
     free(b.p);
     return r;
 }
 
 typedef struct model_fixture {
-    blob_ref config, embed, quant, tmpl, manifest;
+    fixture_blob config, embed, quant, tmpl, manifest;
     char *json;
     size_t len;
 } model_fixture;
@@ -121,10 +98,10 @@ static model_fixture model_make(double seed)
     manifest *m;
 
     snprintf(config, sizeof config, "{\"architecture\": \"llama\", \"seed\": %g}", seed);
-    f.config = put_bytes(config, strlen(config));
+    f.config = fixture_blob_put(home, config, strlen(config));
     f.embed = put_f32_tensor("model.embed_tokens.weight", 4, 2, seed, NULL);
     f.quant = put_quant_tensor("model.layers.0.mlp.up_proj.weight");
-    f.tmpl = put_bytes("{{ .Prompt }}", 13);
+    f.tmpl = fixture_blob_put(home, "{{ .Prompt }}", 13);
     ck_assert_int_eq(manifest_new(&m), 0);
     ck_assert_int_eq(manifest_config_set(m, MT_CONFIG, f.config.digest, f.config.size), 0);
     ck_assert_int_eq(manifest_layer_add(m, MT_TENSOR, f.embed.digest, f.embed.size, "model.embed_tokens.weight"), 0);
@@ -193,7 +170,7 @@ static int blob_files(void)
     return n;
 }
 
-static int has_blob(const blob_ref *r)
+static int has_blob(const fixture_blob *r)
 {
     return blob_exists(home, r->digest, NULL);
 }
@@ -300,8 +277,8 @@ END_TEST
 
 START_TEST(logical_shape_metadata_replaces_the_byte_shape)
 {
-    blob_ref cfg = put_bytes("{}", 2);
-    blob_ref q = put_f32_tensor("blk", 32, 18, 0, "quant_type", "Q4_0", "logical_shape", "[32, 576]", NULL);
+    fixture_blob cfg = fixture_blob_put(home, "{}", 2);
+    fixture_blob q = put_f32_tensor("blk", 32, 18, 0, "quant_type", "Q4_0", "logical_shape", "[32, 576]", NULL);
     model_name n = name_of("gguf-like");
     store_tensor *t;
     manifest *m;
@@ -326,7 +303,7 @@ END_TEST
 
 START_TEST(a_digest_listed_twice_counts_once)
 {
-    blob_ref cfg = put_bytes("{}", 2), w = put_f32_tensor("w", 2, 2, 0, NULL);
+    fixture_blob cfg = fixture_blob_put(home, "{}", 2), w = put_f32_tensor("w", 2, 2, 0, NULL);
     model_name n = name_of("twice");
     store_entry *list;
     store_tensor *t;
@@ -404,7 +381,7 @@ END_TEST
 START_TEST(commit_refused_when_a_blob_is_missing_or_the_wrong_size)
 {
     model_fixture f = model_make(1);
-    blob_ref cfg = put_bytes("{}", 2);
+    fixture_blob cfg = fixture_blob_put(home, "{}", 2);
     model_name n = name_of("broken");
     char *json;
     ms_digest absent, d;
@@ -464,7 +441,7 @@ static const char not_safetensors[] = "\x02\0\0\0\0\0\0\0{}not a tensor";
 START_TEST(commit_refuses_tensor_blobs_it_cannot_describe)
 {
     model_fixture f = model_make(1);
-    blob_ref cfg = put_bytes("{}", 2), bad;
+    fixture_blob cfg = fixture_blob_put(home, "{}", 2), bad;
     model_name n = name_of("bad");
     long before[N_TABLES];
     char *json;
@@ -476,7 +453,7 @@ START_TEST(commit_refuses_tensor_blobs_it_cannot_describe)
     if (bad_tensor_blob[_i].meta_key)
         bad = put_f32_tensor("w", 2, 2, 0, bad_tensor_blob[_i].meta_key, bad_tensor_blob[_i].meta_value, NULL);
     else
-        bad = put_bytes(not_safetensors, sizeof not_safetensors - 1);
+        bad = fixture_blob_put(home, not_safetensors, sizeof not_safetensors - 1);
     rows_snapshot(before);
     ck_assert_int_eq(manifest_new(&m), 0);
     ck_assert_int_eq(manifest_config_set(m, MT_CONFIG, cfg.digest, cfg.size), 0);
@@ -590,7 +567,7 @@ static void on_gc(void *ctx, const char *digest, uint64_t size)
 START_TEST(gc_removes_unreferenced_blobs_and_keeps_referenced_ones)
 {
     model_fixture a = model_make(1), b = model_make(2);
-    blob_ref orphan = put_bytes("orphan", 6);
+    fixture_blob orphan = fixture_blob_put(home, "orphan", 6);
     model_name nb = name_of("b"), na = name_of("a");
     char *tmp = ms_path_join(home, "tmp");
     long before[N_TABLES];
@@ -644,7 +621,7 @@ END_TEST
  * fails with EISDIR) and leave every later unreferenced blob behind, on every run. */
 START_TEST(gc_passes_over_a_stray_directory_in_blobs)
 {
-    blob_ref orphan = put_bytes("orphan", 6), other = put_bytes("another orphan", 14);
+    fixture_blob orphan = fixture_blob_put(home, "orphan", 6), other = fixture_blob_put(home, "another orphan", 14);
     char *stray = ms_strdup_printf("%s/blobs/sha256-%064d", home, 0);
     size_t n = 0;
     uint64_t bytes = 0;
@@ -672,40 +649,21 @@ START_TEST(gc_refuses_while_the_same_handle_writes)
 }
 END_TEST
 
-typedef struct gc_thread {
-    store *s;
-    volatile int done;
-    int rc;
-} gc_thread;
-
-static void *gc_run(void *arg)
-{
-    gc_thread *g = arg;
-
-    g->rc = store_gc(g->s, 0, NULL, NULL, NULL, NULL);
-    __atomic_store_n(&g->done, 1, __ATOMIC_SEQ_CST);
-    return NULL;
-}
-
 /* Invariant 4: gc on another handle waits for a writer's shared lock to be released. */
 START_TEST(gc_waits_for_a_writer)
 {
-    blob_ref fresh = put_bytes("being imported", 14);
-    gc_thread g = { 0 };
-    pthread_t th;
+    fixture_blob fresh = fixture_blob_put(home, "being imported", 14);
+    fixture_gc g;
     struct timespec pause = { 0, 300 * 1000 * 1000 };
 
-    ck_assert_int_eq(store_open(&g.s, home), 0);
     ck_assert_int_eq(store_write_begin(st), 0);
-    ck_assert_int_eq(pthread_create(&th, NULL, gc_run, &g), 0);
+    fixture_gc_start(&g, home);
     nanosleep(&pause, NULL);
-    ck_assert_int_eq(__atomic_load_n(&g.done, __ATOMIC_SEQ_CST), 0);
+    ck_assert_int_eq(fixture_gc_done(&g), 0);
     ck_assert(has_blob(&fresh));   /* unreferenced, yet safe while the writer holds the lock */
     store_write_end(st);
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    ck_assert_int_eq(g.rc, 0);
+    ck_assert_int_eq(fixture_gc_join(&g), 0);
     ck_assert(!has_blob(&fresh));
-    store_close(g.s);
 }
 END_TEST
 

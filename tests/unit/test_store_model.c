@@ -19,56 +19,33 @@ static store *st;
 
 static void setup(void)
 {
-    tmpdir = fixture_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    home = ms_path_join(tmpdir, "home");
-    ck_assert_msg(store_open(&st, home) == 0, "%s", ms_err_msg());
+    fixture_store_open(&tmpdir, &home, &st);
 }
 
-static void teardown(void)
-{
-    store_close(st);
-    st = NULL;
-    free(home);
-    fixture_rmrf(tmpdir);
-}
-
-typedef struct ref {
-    ms_digest digest;
-    uint64_t size;
-} ref;
-
-static ref put(const void *p, size_t len)
-{
-    ref r;
-
-    ck_assert_msg(blob_put_buf(r.digest, home, p, len) == 0, "%s", ms_err_msg());
-    r.size = len;
-    return r;
-}
+static void teardown(void) { fixture_store_close(&tmpdir, &home, &st); }
 
 static const float VALUES[6] = { 1, 2, 3, 4, 5, 6 };
 static const char CONFIG[] = "{\"architecture\":\"llama\"}";
 static const char TEMPLATE[] = "{{ .Prompt }}";
 
-static ref put_tensor(void)
+static fixture_blob put_tensor(void)
 {
     uint64_t shape[2] = { 2, 3 };
     fixture_mem b = { 0 };
     st_writer *w;
-    ref r;
+    fixture_blob r;
 
     ck_assert_int_eq(st_writer_new(&w), 0);
     ck_assert_int_eq(st_writer_add(w, "w", ST_F32, 2, shape, VALUES, sizeof VALUES), 0);
     ck_assert_int_eq(st_writer_emit(w, fixture_mem_sink, &b), 0);
-    r = put(b.p, b.len);
+    r = fixture_blob_put(home, b.p, b.len);
     st_writer_free(w);
     free(b.p);
     return r;
 }
 
 typedef struct fixture {
-    ref config, tensor, tmpl;
+    fixture_blob config, tensor, tmpl;
     ms_digest digest;
     char *json;
     size_t len;
@@ -82,9 +59,9 @@ static fixture make(void)
     store_txn *t;
     manifest *m;
 
-    f.config = put(CONFIG, strlen(CONFIG));
+    f.config = fixture_blob_put(home, CONFIG, strlen(CONFIG));
     f.tensor = put_tensor();
-    f.tmpl = put(TEMPLATE, strlen(TEMPLATE));
+    f.tmpl = fixture_blob_put(home, TEMPLATE, strlen(TEMPLATE));
     ck_assert_int_eq(manifest_new(&m), 0);
     ck_assert_int_eq(manifest_config_set(m, MT_CONFIG, f.config.digest, f.config.size), 0);
     ck_assert_int_eq(manifest_layer_add(m, MT_TENSOR, f.tensor.digest, f.tensor.size, "a"), 0);

@@ -21,33 +21,17 @@ static store *st;
 
 static void setup(void)
 {
-    tmpdir = fixture_tmpdir();
-    ck_assert_ptr_nonnull(tmpdir);
-    home = ms_path_join(tmpdir, "home");
-    ck_assert_msg(store_open(&st, home) == 0, "%s", ms_err_msg());
+    fixture_store_open(&tmpdir, &home, &st);
 }
 
-static void teardown(void)
-{
-    store_close(st);
-    st = NULL;
-    free(home);
-    fixture_rmrf(tmpdir);
-}
+static void teardown(void) { fixture_store_close(&tmpdir, &home, &st); }
 
-/* Regular files directly in <home>/<sub>. */
+/* Entries directly in <home>/<sub>. */
 static int files_in(const char *sub)
 {
     char *dir = ms_path_join(home, sub);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    int n = 0;
+    int n = fixture_count_files(dir);
 
-    ck_assert_ptr_nonnull(d);
-    while ((e = readdir(d)) != NULL)
-        if (e->d_type == DT_REG)
-            n++;
-    closedir(d);
     free(dir);
     return n;
 }
@@ -225,48 +209,29 @@ START_TEST(adopted_file_counts_for_the_commit)
 }
 END_TEST
 
-typedef struct gc_thread {
-    store *s;
-    volatile int done;
-    int rc;
-} gc_thread;
-
-static void *gc_run(void *arg)
-{
-    gc_thread *g = arg;
-
-    g->rc = store_gc(g->s, 0, NULL, NULL, NULL, NULL);
-    __atomic_store_n(&g->done, 1, __ATOMIC_SEQ_CST);
-    return NULL;
-}
-
 /* Invariant 4 through the transaction: gc on the same handle refuses, gc on another waits until
  * the commit, and then keeps what the commit named. */
 START_TEST(gc_waits_for_an_open_transaction)
 {
     model_name n = name_of("held");
     struct timespec pause = { 0, 300 * 1000 * 1000 };
-    gc_thread g = { 0 };
+    fixture_gc g;
     store_txn *t = NULL;
     char *json = NULL;
     ms_digest d;
     size_t len = 0;
-    pthread_t th;
 
-    ck_assert_int_eq(store_open(&g.s, home), 0);
     ck_assert_int_eq(store_txn_begin(&t, st), 0);
     ck_assert_int_eq(store_gc(st, 1, NULL, NULL, NULL, NULL), MS_EBUSY);
     model_add(t, &json, &len);
     ck_assert_int_eq(store_txn_flush(t), 0);   /* on disk, unnamed: only the lock protects them */
     ck_assert_int_eq(files_in("blobs"), 3);
-    ck_assert_int_eq(pthread_create(&th, NULL, gc_run, &g), 0);
+    fixture_gc_start(&g, home);
     nanosleep(&pause, NULL);
-    ck_assert_int_eq(__atomic_load_n(&g.done, __ATOMIC_SEQ_CST), 0);
+    ck_assert_int_eq(fixture_gc_done(&g), 0);
     ck_assert_msg(store_txn_commit(t, &n, json, len, d) == 0, "%s", ms_err_msg());
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    ck_assert_int_eq(g.rc, 0);
+    ck_assert_int_eq(fixture_gc_join(&g), 0);
     ck_assert_int_eq(files_in("blobs"), 4);
-    store_close(g.s);
     free(json);
 }
 END_TEST

@@ -5,7 +5,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <check.h>
+
 #include "helpers/fixture.h"
+#include "blob/blob.h"
 #include "util/util.h"
 
 char *fixture_tmpdir(void)
@@ -119,4 +122,57 @@ int fixture_mem_sink(void *ctx, const void *buf, size_t len)
         memcpy(m->p + m->len, buf, len);
     m->len += len;
     return 0;
+}
+
+void fixture_store_open(char **tmpdir, char **home, store **st)
+{
+    *tmpdir = fixture_tmpdir();
+    ck_assert_ptr_nonnull(*tmpdir);
+    *home = ms_path_join(*tmpdir, "home");
+    ck_assert_msg(store_open(st, *home) == 0, "%s", ms_err_msg());
+}
+
+void fixture_store_close(char **tmpdir, char **home, store **st)
+{
+    store_close(*st);
+    *st = NULL;
+    free(*home);
+    *home = NULL;
+    fixture_rmrf(*tmpdir);
+    *tmpdir = NULL;
+}
+
+fixture_blob fixture_blob_put(const char *home, const void *p, size_t len)
+{
+    fixture_blob r;
+
+    ck_assert_msg(blob_put_buf(r.digest, home, p, len) == 0, "%s", ms_err_msg());
+    r.size = len;
+    return r;
+}
+
+static void *gc_run(void *arg)
+{
+    fixture_gc *g = arg;
+
+    g->rc = store_gc(g->s, 0, NULL, NULL, NULL, NULL);
+    __atomic_store_n(&g->done, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+void fixture_gc_start(fixture_gc *g, const char *home)
+{
+    g->done = 0;
+    ck_assert_msg(store_open(&g->s, home) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(pthread_create(&g->th, NULL, gc_run, g), 0);
+}
+
+int fixture_gc_done(fixture_gc *g) { return __atomic_load_n(&g->done, __ATOMIC_SEQ_CST); }
+
+int fixture_gc_join(fixture_gc *g)
+{
+    ck_assert_int_eq(pthread_join(g->th, NULL), 0);
+    store_close(g->s);
+    g->s = NULL;
+    return g->rc;
 }

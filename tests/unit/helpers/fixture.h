@@ -1,9 +1,12 @@
-/* fixture.h: helpers shared by the Check suites: temp homes and files. */
+/* fixture.h: helpers shared by the Check suites: temp homes and files, a store to test in. */
 #ifndef MSTORE_TEST_FIXTURE_H
 #define MSTORE_TEST_FIXTURE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "store/store.h"
 
 /* A fresh temp directory (malloc'd path); fixture_rmrf removes it and frees the path. */
 char *fixture_tmpdir(void);
@@ -23,5 +26,27 @@ int fixture_blob_count(const char *home);
 /* The shared test models folder: $MSTORE_TEST_MODELS, else $MSTORE_SRC/../shared/models.
  * malloc'd; NULL when it does not exist. */
 char *fixture_models_dir(void);
+
+/* The store suites' fixture: a fresh temp dir with <tmpdir>/home opened as a store; close
+ * undoes it (NULLs all three). */
+void fixture_store_open(char **tmpdir, char **home, store **st);
+void fixture_store_close(char **tmpdir, char **home, store **st);
+/* Bytes stored as a blob of `home`, with what a manifest names it by. */
+typedef struct fixture_blob {
+    ms_digest digest;
+    uint64_t size;
+} fixture_blob;
+fixture_blob fixture_blob_put(const char *home, const void *p, size_t len);
+/* gc on a thread and a store handle of its own (invariant 4: it must wait for writers).
+ * fixture_gc_done says whether it has returned; fixture_gc_join waits, closes the handle and
+ * returns gc's result. */
+typedef struct fixture_gc {
+    store *s;
+    pthread_t th;
+    int done, rc;
+} fixture_gc;
+void fixture_gc_start(fixture_gc *g, const char *home);
+int fixture_gc_done(fixture_gc *g);
+int fixture_gc_join(fixture_gc *g);
 
 #endif
