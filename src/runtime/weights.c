@@ -121,13 +121,6 @@ fail:
 
 /* ---------------------------------------------------------------- store */
 
-/* A tensor's metadata (format/tensor_blob). The layer name is not needed: a blob-wide
- * logical_shape is read for whichever tensor asks, and only a blob's main tensor does. */
-static int tensor_meta(tensor_blob_meta *m, const st_file *f, const st_tensor *s)
-{
-    return tensor_blob_meta_get(m, f, s, NULL, "blob");
-}
-
 /* The logical shape into t: 1 to 4 dims. */
 static int logical_shape(runtime_tensor *t, const tensor_blob_meta *m, const char *name)
 {
@@ -138,19 +131,15 @@ static int logical_shape(runtime_tensor *t, const tensor_blob_meta *m, const cha
     return 0;
 }
 
-/* The runtime view of one safetensors tensor in a blob. */
-static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *s)
+/* The runtime view of one safetensors tensor in a blob, m its metadata (tensor_blob). */
+static int tensor_from_st(runtime_tensor *t, const st_tensor *s, const tensor_blob_meta *m)
 {
-    tensor_blob_meta m;
-    const char *qt;
+    const char *qt = m->quant_type;
     char ls[TENSOR_BLOB_SHAPE_MAX];
     uint64_t row_bytes, rows = 1;
     int rc;
 
-    if ((rc = tensor_meta(&m, f, s)) < 0)
-        return rc;
-    qt = m.quant_type;
-    tensor_blob_shape_format(ls, sizeof ls, m.n_dims, m.shape);
+    tensor_blob_shape_format(ls, sizeof ls, m->n_dims, m->shape);
     t->name = s->name;
     t->data = s->data;
     t->nbytes = s->nbytes;
@@ -166,9 +155,9 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
     }
     if (ggml_type_from_name(&t->type, qt) < 0)   /* whether a device runs it is the backend's call */
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': quant_type '%s' is not supported", s->name, qt);
-    if (s->dtype != ST_U8 || !m.n_dims)
+    if (s->dtype != ST_U8 || !m->n_dims)
         return ms_err(MS_EINVALID, "tensor '%s': quant_type %s needs dtype U8 and a logical_shape", s->name, qt);
-    if ((rc = logical_shape(t, &m, s->name)) < 0)
+    if ((rc = logical_shape(t, m, s->name)) < 0)
         return rc;
     if (ggml_row_nbytes(&row_bytes, t->type, t->shape[t->n_dims - 1]) < 0)
         return ms_err_ctx("tensor '%s'", s->name);
@@ -186,19 +175,17 @@ static int tensor_from_st(runtime_tensor *t, const st_file *f, const st_tensor *
  * pack each tensor's own, "key:<name>"); one runtime tensor of type RUNTIME_TYPE_MLX: a matrix,
  * or an expert pack [n_experts][rows][cols] whose experts follow each other in codes, scales
  * and biases alike. Every size the kernels rely on is checked here, so they need not. */
-static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor *codes, const quant_format *fmt)
+static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor *codes, const quant_format *fmt,
+                           const tensor_blob_meta *m)
 {
-    tensor_blob_meta m;
     const st_tensor *sc, *bi;
     char key[600], ls[TENSOR_BLOB_SHAPE_MAX];
     uint64_t rows, cols, ng, ssz;
     long g;
     int rc;
 
-    if ((rc = tensor_meta(&m, f, codes)) < 0)
-        return rc;
-    tensor_blob_shape_format(ls, sizeof ls, m.n_dims, m.shape);
-    if (codes->dtype != ST_U32 || !m.n_dims || !m.group_size)
+    tensor_blob_shape_format(ls, sizeof ls, m->n_dims, m->shape);
+    if (codes->dtype != ST_U32 || !m->n_dims || !m->group_size)
         return ms_err(MS_EINVALID, "tensor '%s': quant_type %s expects U32 codes, a logical_shape and a group_size",
                       codes->name, fmt->name);
     t->name = codes->name;
@@ -206,9 +193,9 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor 
     sc = st_find(f, key);
     snprintf(key, sizeof key, "%s.bias", codes->name);
     bi = st_find(f, key);
-    if ((rc = logical_shape(t, &m, codes->name)) < 0)
+    if ((rc = logical_shape(t, m, codes->name)) < 0)
         return rc;
-    g = m.group_size;
+    g = m->group_size;
     if (!quant_group_valid(fmt, (int)g))
         return ms_err(MS_EINVALID, "tensor '%s': group_size '%ld' is not allowed for %s", codes->name, g, fmt->name);
     if (t->n_dims != 2 && t->n_dims != 3)
@@ -247,21 +234,17 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor 
     return 0;
 }
 
-/* The MLX format of tensor `s` of blob f (NULL: not MLX-quantized). */
-static const quant_format *mlx_format(const st_file *f, const st_tensor *s)
+/* The MLX format a tensor's metadata names (NULL: not MLX-quantized). A ".scale" / ".bias"
+ * names its tensor's (tensor_blob's key rule). */
+static const quant_format *mlx_format(const tensor_blob_meta *m)
 {
-    tensor_blob_meta m;
-    const quant_format *fmt;
+    const quant_format *fmt = quant_format_find(m->quant_type);
 
-    if (tensor_meta(&m, f, s) < 0) {
-        ms_err_clear();   /* tensor_from_st reads it again and says what is wrong */
-        return NULL;
-    }
-    fmt = quant_format_find(m.quant_type);
     return fmt && fmt->mode != QUANT_GGML && fmt->mode != QUANT_FLOAT ? fmt : NULL;
 }
 
-/* Whether `s` is the .scale or .bias of an MLX tensor in f (read with its codes, not alone). */
+/* Whether `s`, of an MLX format, is the .scale or .bias of U32 codes in f (read with them, not
+ * alone; tensor_from_mlx checks the three together). */
 static int mlx_companion(const st_file *f, const st_tensor *s)
 {
     size_t n = strlen(s->name);
@@ -272,7 +255,7 @@ static int mlx_companion(const st_file *f, const st_tensor *s)
         return 0;
     snprintf(base, sizeof base, "%.*s", (int)(n - (s->name[n - 1] == 'e' ? 6 : 5)), s->name);
     codes = st_find(f, base);
-    return codes && codes->dtype == ST_U32 && mlx_format(f, codes);
+    return codes && codes->dtype == ST_U32;
 }
 
 /* Every tensor blob, mapped and parsed by the handle (each once), as runtime tensors. Mapped
@@ -307,10 +290,15 @@ static int open_blobs(runtime_weights *w, store_model *sm)
     for (size_t b = 0; b < m->n_layers; b++) {
         for (size_t i = 0; st[b] && i < st_count(st[b]); i++) {
             const st_tensor *s = st_at(st[b], i);
-            const quant_format *fmt = mlx_format(st[b], s);
-            if (fmt && mlx_companion(st[b], s))
-                continue;
-            if ((rc = fmt ? tensor_from_mlx(&w->t[w->n], st[b], s, fmt) : tensor_from_st(&w->t[w->n], st[b], s)) < 0) {
+            const quant_format *fmt;
+            tensor_blob_meta tm;
+            /* the layer name is not needed: only a blob's main tensor asks for a blob-wide shape */
+            if ((rc = tensor_blob_meta_get(&tm, st[b], s, NULL, "blob")) == 0) {
+                if ((fmt = mlx_format(&tm)) && mlx_companion(st[b], s))
+                    continue;
+                rc = fmt ? tensor_from_mlx(&w->t[w->n], st[b], s, fmt, &tm) : tensor_from_st(&w->t[w->n], s, &tm);
+            }
+            if (rc < 0) {
                 ms_err_ctx("%s", store_model_shown(sm));
                 goto done;
             }
