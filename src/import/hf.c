@@ -278,20 +278,20 @@ done:
 /* The shard a read found changed (shrunk, rewritten) since it was opened, or NULL. */
 static const shard *shard_changed(const hf_import *h)
 {
-    for (size_t k = 0; k < h->n_shards; k++)
-        if (import_source_changed(h->shards[k].src))
-            return &h->shards[k];
-    return NULL;
+    int k = import_sources_changed(h->srcs, h->n_shards);
+
+    return k < 0 ? NULL : &h->shards[k];
 }
 
 /* One blob: a tensor of its own, or a pack (all[i .. j) share it). */
 static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
 {
     const char *layer = all[i].pack[0] ? all[i].pack : all[i].name;
+    const shard *changed;
     st_writer *w = NULL;
     ms_digest digest;
     uint64_t size = 0;
-    int rc;
+    int rc, emitted = 0;   /* the error came from writing the blob, not from a tensor */
 
     if ((rc = st_writer_new(&w)) < 0)
         return rc;
@@ -317,10 +317,14 @@ static int blob_import(hf_import *h, const owned *all, size_t i, size_t j)
             count_type(h, quantized ? h->q.fmt->name : st_dtype_name(t->dtype));
         k = e;
     }
-    if (rc == 0 && (rc = import_tensor_blob(digest, &size, h->t, w, h->srcs, h->n_shards)) < 0 && !shard_changed(h))
+    if (rc == 0) {
+        emitted = 1;
+        rc = import_tensor_blob(digest, &size, h->t, w, h->srcs, h->n_shards);
+    }
+    if (rc < 0 && (changed = shard_changed(h)) != NULL)   /* the file, not the tensor, is what went wrong */
+        ms_err_ctx("%s/%s", h->dir, changed->file);
+    else if (rc < 0 && emitted)
         ms_err_ctx("%s: tensor '%s'", h->dir, layer);
-    if (rc < 0 && shard_changed(h))   /* the file, not the tensor, is what went wrong */
-        ms_err_ctx("%s/%s", h->dir, shard_changed(h)->file);
     st_writer_free(w);
     import_quant_release(&h->q);   /* the writer borrowed its buffers until the blob was written */
     for (size_t k = i; k < j; k++)

@@ -28,6 +28,8 @@ int import_source_check(import_source *s);
 /* 1 once a read or check found the file changed: the caller then names only the file, since
  * the tensor it was copying is not what went wrong. */
 int import_source_changed(const import_source *s);
+/* The index of the first of n sources (entries may be NULL) found changed, or -1. */
+int import_sources_changed(import_source *const *srcs, size_t n);
 /* st_writer_emit(w) into `bw`, reading the tensor data that points into one of the sources'
  * mappings from its file (an HF pack may span shards). Entries of `srcs` may be NULL. */
 int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);

@@ -377,12 +377,9 @@ static int blobs_write(mlx_import *x, store_txn *t, manifest *m, const import_op
             done += x->items[k].w->t->nbytes;
         }
         if (rc == 0 && (rc = import_tensor_blob(digest, &size, t, w, x->srcs, x->n_srcs)) < 0) {
-            const char *changed = NULL;
-            for (size_t k = 0; k < x->n_srcs && !changed; k++)
-                if (import_source_changed(x->srcs[k]))
-                    changed = x->shard_files[k];
-            if (changed)   /* the file, not the tensor, is what went wrong */
-                ms_err_ctx("%s/%s", x->dir, changed);
+            int changed = import_sources_changed(x->srcs, x->n_srcs);
+            if (changed >= 0)   /* the file, not the tensor, is what went wrong */
+                ms_err_ctx("%s/%s", x->dir, x->shard_files[changed]);
             else
                 ms_err_ctx("%s: tensor '%s'", x->dir, layer);
         }

@@ -269,6 +269,14 @@ int import_source_check(import_source *s)
 
 int import_source_changed(const import_source *s) { return __atomic_load_n(&s->changed, __ATOMIC_RELAXED); }
 
+int import_sources_changed(import_source *const *srcs, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (srcs[k] && import_source_changed(srcs[k]))
+            return (int)k;
+    return -1;
+}
+
 /* With the hash thread running, one chunk of the file through a ring slot: read, posted to
  * the thread, written (and hashed for the blob) while the thread hashes it for the file. The
  * slot is reused only after the thread handed it back. */
