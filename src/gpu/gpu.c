@@ -134,6 +134,14 @@ void gpu_weight_place(gpu_weight *w, const runtime_tensor *t, const void *base)
 
 /* ---------------------------------------------------------------- checks */
 
+void gpu_limits_reserve(gpu_limits *g, const backend_limits *l)
+{
+    g->max_rows = l->max_rows;
+    g->max_cols = l->max_cols;
+    g->n_ctx = l->n_ctx;
+    g->heads = l->heads;
+}
+
 int gpu_supports(backend_op_kind kind)
 {
     return (unsigned)kind < BACKEND_OP_COUNT;   /* every kind backend.h defines has a plan below */

@@ -92,9 +92,11 @@ void gpu_weight_place(gpu_weight *w, const runtime_tensor *t, const void *base);
 /* What the kernels of one run may address: the limits backend_reserve set, and the host's
  * binding alignment (bytes; a power of two, at least 4) and largest binding (bytes). */
 typedef struct gpu_limits {
-    int max_rows, max_cols, n_ctx, heads;
-    uint64_t align, max_range;
+    int max_rows, max_cols, n_ctx, heads;   /* backend_reserve's */
+    uint64_t align, max_range;              /* the device's: binding offset alignment, range */
 } gpu_limits;
+/* backend_impl.reserve of either host: the reserved sizes into the host's limits. */
+void gpu_limits_reserve(gpu_limits *g, const backend_limits *l);
 
 /* 1 when the kernels run ops of `kind` (backend_impl.supports of every host of them). */
 int gpu_supports(backend_op_kind kind);

@@ -79,7 +79,8 @@ typedef struct mtl_ctx {
     mtl_buf dummy;   /* bound where a kernel has no use for a binding */
     mtl_region **regions;
     size_t n_regions, cap_regions;
-    int max_rows, max_cols, n_ctx, heads;
+    gpu_limits lim;        /* align MTL_ALIGN, max_range min(maxBufferLength, 2^32 - 1); the
+                            * rest backend_reserve's */
     uint64_t max_buffer;   /* maxBufferLength */
     uint64_t page;
     int unified;

@@ -61,6 +61,8 @@ static int ctx_open(mtl_ctx *c)
     c->page = page > 0 ? (uint64_t)page : 16384;
     c->unified = mtl_send_b(c->dev, c->s.hasUnifiedMemory) ? 1 : 0;
     c->max_buffer = mtl_send_u(c->dev, c->s.maxBufferLength);
+    c->lim.align = MTL_ALIGN;
+    c->lim.max_range = c->max_buffer < UINT32_MAX ? c->max_buffer : UINT32_MAX;
     if (!(c->queue = mtl_send(c->dev, c->s.newCommandQueue)))
         return ms_err(MS_EIO, "metal: cannot create a command queue");
     if ((rc = mem_new(c, &c->dummy, 16, "a dummy binding")) < 0)
@@ -129,12 +131,7 @@ static const char *describe(void *vctx)
 
 static int reserve(void *vctx, const backend_limits *l)
 {
-    mtl_ctx *c = vctx;
-
-    c->max_rows = l->max_rows;
-    c->max_cols = l->max_cols;
-    c->n_ctx = l->n_ctx;
-    c->heads = l->heads;
+    gpu_limits_reserve(&((mtl_ctx *)vctx)->lim, l);
     return 0;
 }
 
@@ -259,7 +256,7 @@ static int weight_new(void *vctx, backend_weight *w)
     const runtime_tensor *t = w->t;
     gpu_weight *gw;
     mtl_region *reg;
-    uint64_t lo, hi, max_range = c->max_buffer < UINT32_MAX ? c->max_buffer : UINT32_MAX;
+    uint64_t lo, hi, max_range = c->lim.max_range;
     int rc;
 
     if (!(gw = calloc(1, sizeof *gw)))
@@ -333,17 +330,6 @@ done:
 
 /* ---------------------------------------------------------------- encoding */
 
-static gpu_limits limits_of(const mtl_ctx *c)
-{
-    gpu_limits l = {.max_rows = c->max_rows,
-                    .max_cols = c->max_cols,
-                    .n_ctx = c->n_ctx,
-                    .heads = c->heads,
-                    .align = MTL_ALIGN,
-                    .max_range = c->max_buffer < UINT32_MAX ? c->max_buffer : UINT32_MAX};
-    return l;
-}
-
 /* One planned dispatch into the encoder. A serial compute encoder (Metal's default) runs its
  * dispatches as if one after another and tracks the hazards between them, so the plan's
  * written / read buffers are not needed here (a concurrent encoder with barriers where they say
@@ -381,15 +367,15 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
 {
     mtl_ctx *c = vctx;
     mtl_frame *fr = &c->frames[c->cur];
-    gpu_limits l = limits_of(c);
-    gpu_plan p = {.l = &l};
+    const gpu_limits *l = &c->lim;
+    gpu_plan p = {.l = l};
     size_t params;
     id cmd, enc, last_pipe = NULL;
     void *pool;
     int rc = 0;
 
     for (size_t i = 0; i < n_ops; i++)
-        if ((rc = gpu_op_check(&l, &ops[i])) < 0)
+        if ((rc = gpu_op_check(l, &ops[i])) < 0)
             return rc;
     if (n_ops == 0)
         return 0;
@@ -397,7 +383,7 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
      * read between: prefill chunks) */
     if ((rc = frame_wait(c, c->cur)) < 0)
         return rc;
-    params = gpu_params_size(&l, ops, n_ops);
+    params = gpu_params_size(l, ops, n_ops);
     if (params > fr->params.size) {
         release(c, fr->params.buf);
         memset(&fr->params, 0, sizeof fr->params);

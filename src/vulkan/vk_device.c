@@ -312,10 +312,10 @@ static int device_open(vk_ctx *c)
     c->f.vkGetPhysicalDeviceProperties2(c->phys, &p2);
     c->props = p2.properties;
     c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &c->memp);
-    c->align = c->props.limits.minStorageBufferOffsetAlignment;
-    if (c->align < 4)
-        c->align = 4;
-    c->max_range = c->props.limits.maxStorageBufferRange;
+    c->lim.align = c->props.limits.minStorageBufferOffsetAlignment;
+    if (c->lim.align < 4)
+        c->lim.align = 4;
+    c->lim.max_range = c->props.limits.maxStorageBufferRange;
     if ((r = c->f.vkCreateDevice(c->phys, &dci, NULL, &c->dev)) != VK_SUCCESS)
         return ms_err(MS_EUNSUPPORTED, "vulkan: %s: vkCreateDevice failed (%d)", c->props.deviceName, (int)r);
 #define X(fn)                                                         \

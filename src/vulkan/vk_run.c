@@ -13,12 +13,7 @@ static const char *describe(void *vctx)
 
 static int reserve(void *vctx, const backend_limits *l)
 {
-    vk_ctx *c = vctx;
-
-    c->max_rows = l->max_rows;
-    c->max_cols = l->max_cols;
-    c->n_ctx = l->n_ctx;
-    c->heads = l->heads;
+    gpu_limits_reserve(&((vk_ctx *)vctx)->lim, l);
     return 0;
 }
 
@@ -87,7 +82,7 @@ static int weight_new(void *vctx, backend_weight *w)
 
     if (!(gw = calloc(1, sizeof *gw)))
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = gpu_weight_layout(gw, &lo, &hi, t, c->max_range, "vulkan")) < 0 ||
+    if ((rc = gpu_weight_layout(gw, &lo, &hi, t, c->lim.max_range, "vulkan")) < 0 ||
         (rc = vk_weight_region(c, &reg, t, lo, hi)) < 0) {
         free(gw);
         return rc;
@@ -202,13 +197,6 @@ static int frame_prepare(vk_ctx *c, vk_frame *fr, size_t n_ops, size_t params)
     return 0;
 }
 
-static gpu_limits limits_of(const vk_ctx *c)
-{
-    gpu_limits l = {.max_rows = c->max_rows, .max_cols = c->max_cols, .n_ctx = c->n_ctx, .heads = c->heads,
-                    .align = c->align, .max_range = c->max_range};
-    return l;
-}
-
 typedef struct rec {
     vk_ctx *c;
     vk_frame *fr;
@@ -291,17 +279,17 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &fr->cmd};
-    gpu_limits l = limits_of(c);
-    rec r = {.c = c, .fr = fr, .p = {.l = &l}};
+    const gpu_limits *l = &c->lim;
+    rec r = {.c = c, .fr = fr, .p = {.l = l}};
     int rc;
 
     for (size_t i = 0; i < n_ops; i++)
-        if ((rc = gpu_op_check(&l, &ops[i])) < 0)
+        if ((rc = gpu_op_check(l, &ops[i])) < 0)
             return rc;
     if (n_ops == 0)
         return 0;
     /* the frame's last run must be done before its command buffer and params are reused */
-    if ((rc = vk_frame_wait(c, c->cur)) < 0 || (rc = frame_prepare(c, fr, n_ops, gpu_params_size(&l, ops, n_ops))) < 0)
+    if ((rc = vk_frame_wait(c, c->cur)) < 0 || (rc = frame_prepare(c, fr, n_ops, gpu_params_size(l, ops, n_ops))) < 0)
         return rc;
     r.p.params = fr->params.host;
     if (c->f.vkBeginCommandBuffer(fr->cmd, &bi) != VK_SUCCESS)

@@ -92,8 +92,6 @@ typedef struct vk_ctx {
     uint32_t qfam;
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties memp;
-    VkDeviceSize align; /* minStorageBufferOffsetAlignment */
-    VkDeviceSize max_range; /* maxStorageBufferRange */
     VkDeviceSize import_align; /* 0: no host import */
     VkCommandPool cpool;
     VkDescriptorSetLayout dsl;
@@ -106,7 +104,8 @@ typedef struct vk_ctx {
     vk_mem dummy; /* bound where a kernel has no use for a binding */
     vk_region **regions;
     size_t n_regions, cap_regions;
-    int max_rows, max_cols, n_ctx, heads;
+    gpu_limits lim; /* align: minStorageBufferOffsetAlignment (at least 4), max_range:
+                     * maxStorageBufferRange; the rest backend_reserve's */
     int verbose;
     /* $MSTORE_VULKAN_DISCRETE=1 (tests): no host import and no mapping of device memory, so that
      * an integrated or software device takes a discrete GPU's paths (staging uploads, zeroing by
