@@ -65,6 +65,9 @@ static int cpu_has_avxvnni(void)
 }
 
 static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
+static int cpu_has_avx512vnni8(void) { return cpu_has_avx512vnni() && rt_kernels_avx512vnni8(); }
+static int cpu_has_avxvnni8(void) { return cpu_has_avxvnni() && rt_kernels_avxvnni8(); }
+static int cpu_has_vnni8_emul(void) { return rt_kernels_vnni8_emul() != NULL; }
 
 /* AArch64: Advanced SIMD is part of the architecture; SDOT and USDOT are optional, and the
  * kernel says which the CPU has (HWCAP_ASIMDDP, HWCAP2_I8MM; numbers from the kernel's uapi
@@ -84,7 +87,8 @@ static int cpu_has_i8mm(void) { return 0; }
  * it can run, so the paths after "scalar" are only ever taken by name: the VNNI ones are exact and
  * tested but not yet faster where it counts (BENCHMARKS.md, issue 15: avx512vnni decodes slower
  * than avx512; avxvnni's 512-bit vectors split over 256-bit registers spill in prefill), and
- * vnni-emul exists for tests. */
+ * vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp does):
+ * faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by name. */
 static const struct {
     const char *name;
     int (*has)(void);
@@ -100,6 +104,9 @@ static const struct {
     { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
     { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
     { "vnni-emul", cpu_has_vnni_emul, rt_kernels_vnni_emul, rt_fast_vnni_emul },
+    { "avx512vnni-int8", cpu_has_avx512vnni8, rt_kernels_avx512vnni8, rt_fast_avx512vnni8 },
+    { "avxvnni-int8", cpu_has_avxvnni8, rt_kernels_avxvnni8, rt_fast_avxvnni8 },
+    { "vnni-int8-emul", cpu_has_vnni8_emul, rt_kernels_vnni8_emul, rt_fast_vnni8_emul },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
@@ -112,7 +119,7 @@ static void use(size_t i)
 /* "auto, avx512vnni, ..., vnni-emul": every name, for messages. */
 static const char *path_names(void)
 {
-    static char names[160];
+    static char names[256];
 
     if (!names[0]) {
         size_t o = (size_t)snprintf(names, sizeof names, "auto");

@@ -44,6 +44,9 @@ const rt_kernels *rt_kernels_get(void);    /* the selected path */
  * NaN or infinity gets d = s = NaN and q = 0. The same code for every path, so that paths
  * differ only in how they sum. */
 void rt_quantize_q16(rt_q16 *out, const float *x, int n);
+/* The same with 8-bit codes, q in [-127, 127], d = max|x| / 127: the activations of the int8
+ * paths (kernels_vnni8.h), an explicit opt-in for their speed at ggml's accuracy. */
+void rt_quantize_q8(rt_q16 *out, const float *x, int n);
 
 /* Thread pool: fn(ctx, ith, nth) runs on every thread (the caller is ith 0); returns when all
  * have finished. */

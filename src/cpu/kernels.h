@@ -56,6 +56,13 @@ const rt_kernels *rt_kernels_avxvnni(void);
 const rt_fast *rt_fast_avxvnni(void);
 const rt_kernels *rt_kernels_vnni_emul(void);
 const rt_fast *rt_fast_vnni_emul(void);
+/* The int8 VNNI paths (kernels_vnni8.h, vpdpbusd on 8-bit activations; by name only). */
+const rt_kernels *rt_kernels_avx512vnni8(void);
+const rt_fast *rt_fast_avx512vnni8(void);
+const rt_kernels *rt_kernels_avxvnni8(void);
+const rt_fast *rt_fast_avxvnni8(void);
+const rt_kernels *rt_kernels_vnni8_emul(void);
+const rt_fast *rt_fast_vnni8_emul(void);
 
 /* The AArch64 paths (kernels_neon.c): NULL when not compiled in. dotprod needs SDOT, i8mm both
  * SDOT and USDOT; cpu.c checks the CPU before using either. */

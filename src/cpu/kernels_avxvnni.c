@@ -1,6 +1,7 @@
 /* kernels_avxvnni.c: the avxvnni path, kernels_vnni.h with vpdpwssd on two 256-bit halves (VEX
- * encoded, for CPUs with AVX-VNNI and no AVX-512). Built with -mavxvnni and the AVX2 path's flags
- * on x86-64 only; cpu.c calls it only after checking the CPU. */
+ * encoded, for CPUs with AVX-VNNI and no AVX-512), and avxvnni-int8, kernels_vnni8.h with
+ * vpdpbusd. Built with -mavxvnni and the AVX2 path's flags on x86-64 only; cpu.c calls it only
+ * after checking the CPU. */
 #include "cpu/kernels.h"
 
 #if defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -13,6 +14,9 @@ static const rt_fast *no_fast(void)
 #define VNNI_BASE_FAST   no_fast
 #define VNNI_GETTER      rt_kernels_avxvnni
 #define VNNI_FAST_GETTER rt_fast_avxvnni
+#define VNNI8_NAME        "avxvnni-int8"
+#define VNNI8_GETTER      rt_kernels_avxvnni8
+#define VNNI8_FAST_GETTER rt_fast_avxvnni8
 #include "cpu/kernels_vnni.h"
 #else
 const rt_kernels *rt_kernels_avxvnni(void)
@@ -20,6 +24,14 @@ const rt_kernels *rt_kernels_avxvnni(void)
     return NULL;
 }
 const rt_fast *rt_fast_avxvnni(void)
+{
+    return NULL;
+}
+const rt_kernels *rt_kernels_avxvnni8(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_avxvnni8(void)
 {
     return NULL;
 }

@@ -49,7 +49,8 @@ static inline int round_half_away(float v)
     return t + (f >= 0.5f) - (f <= -0.5f);
 }
 
-void rt_quantize_q16(rt_q16 *out, const float *x, int n)
+/* Blocks of codes in [-qmax, qmax]: rt_quantize_q16 and rt_quantize_q8. */
+static void quantize_blocks(rt_q16 *out, const float *x, int n, float qmax)
 {
     for (int b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
@@ -69,7 +70,7 @@ void rt_quantize_q16(rt_q16 *out, const float *x, int n)
             out[b].d = out[b].s = NAN;
             continue;
         }
-        d = amax / 32767.0f;
+        d = amax / qmax;
         id = d != 0.0f ? 1.0f / d : 0.0f;
         for (int j = 0; j < QK; j++) {
             int q = round_half_away(xb[j] * id);
@@ -80,6 +81,10 @@ void rt_quantize_q16(rt_q16 *out, const float *x, int n)
         out[b].s = d * (float)sum;
     }
 }
+
+void rt_quantize_q16(rt_q16 *out, const float *x, int n) { quantize_blocks(out, x, n, 32767.0f); }
+
+void rt_quantize_q8(rt_q16 *out, const float *x, int n) { quantize_blocks(out, x, n, 127.0f); }
 
 static float dot_f32(const float *a, const float *b, int n)
 {

@@ -34,6 +34,7 @@
  *     16 lanes of 32-bit pairs (lane i = block i's elements 2k, 2k + 1), and a panel of 8 rows
  *     holds the weight codes the same way, so 16 vpdpwssd per (row, token, group) leave the 16
  *     block sums in their lanes with no reduction at all. */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "cpu/kernels.h"
@@ -711,3 +712,7 @@ const rt_fast *VNNI_FAST_GETTER(void)
         return NULL;
     return &fast;
 }
+
+#if defined(VNNI8_NAME)
+#include "cpu/kernels_vnni8.h"
+#endif

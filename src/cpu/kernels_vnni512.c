@@ -1,4 +1,5 @@
-/* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers. Built
+/* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers, and
+ * avx512vnni-int8, kernels_vnni8.h with vpdpbusd. Built
  * with -mavx512vnni and the AVX-512 path's flags on x86-64 only; cpu.c calls it only after checking
  * the CPU. */
 #include "cpu/kernels.h"
@@ -10,6 +11,9 @@
 #define VNNI_BASE_FAST   rt_fast_avx512
 #define VNNI_GETTER      rt_kernels_avx512vnni
 #define VNNI_FAST_GETTER rt_fast_avx512vnni
+#define VNNI8_NAME        "avx512vnni-int8"
+#define VNNI8_GETTER      rt_kernels_avx512vnni8
+#define VNNI8_FAST_GETTER rt_fast_avx512vnni8
 #include "cpu/kernels_vnni.h"
 #else
 const rt_kernels *rt_kernels_avx512vnni(void)
@@ -17,6 +21,14 @@ const rt_kernels *rt_kernels_avx512vnni(void)
     return NULL;
 }
 const rt_fast *rt_fast_avx512vnni(void)
+{
+    return NULL;
+}
+const rt_kernels *rt_kernels_avx512vnni8(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_avx512vnni8(void)
 {
     return NULL;
 }

@@ -1,6 +1,7 @@
 /* kernels_vnni_emul.c: the vnni-emul path, kernels_vnni.h built without any SIMD flag, so that
  * vpdpwssd is its exact C emulation: it runs on every CPU (never chosen by "auto") and gives the
- * VNNI paths' results bit for bit, so their logic is tested where the instruction is missing. */
+ * VNNI paths' results bit for bit, so their logic is tested where the instruction is missing.
+ * vnni-int8-emul does the same for vpdpbusd and the int8 paths (kernels_vnni8.h). */
 #include "cpu/kernels.h"
 
 static const rt_fast *no_fast(void)
@@ -12,4 +13,7 @@ static const rt_fast *no_fast(void)
 #define VNNI_BASE_FAST   no_fast
 #define VNNI_GETTER      rt_kernels_vnni_emul
 #define VNNI_FAST_GETTER rt_fast_vnni_emul
+#define VNNI8_NAME        "vnni-int8-emul"
+#define VNNI8_GETTER      rt_kernels_vnni8_emul
+#define VNNI8_FAST_GETTER rt_fast_vnni8_emul
 #include "cpu/kernels_vnni.h"

@@ -22,8 +22,12 @@
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
-static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm" };
-#define N_PATHS 9
+static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm",
+                               "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul" };
+#define N_PATHS 12
+
+/* The int8 paths: 8-bit activations (rt_quantize_q8), an opt-in that trades accuracy for speed. */
+static int is_int8(int path) { return strstr(paths[path], "int8") != NULL; }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t rnd(void)
@@ -137,12 +141,15 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                 for (int i = 0; i < n_tok * cols; i++)
                     x[i] = 3.0f * unif();
                 cpu_matmul(pool, y, x, n_tok, &w, scratch);
-                /* the activations the kernels see: 16-bit blocks, or f32 where the path takes them */
+                /* the activations the kernels see: 16-bit blocks (8-bit for the types an int8 path
+                 * has its own kernels for), or f32 where the path takes them */
                 int q16 = is_block(type) && !rt_fast_get()->f32_act[type];
+                void (*quantize)(rt_q16 *, const float *, int) =
+                    is_int8(_i) && rt_fast_get()->gemm[type] ? rt_quantize_q8 : rt_quantize_q16;
                 for (int t = 0; t < n_tok; t++) {
                     const float *xt = x + (size_t)t * cols;
                     if (q16)
-                        rt_quantize_q16(xq, xt, cols);
+                        quantize(xq, xt, cols);
                     for (int r = 0; r < rows; r++) {
                         float got = y[t * rows + r], one = cpu_dot_row(&w, (uint64_t)r, xt);
                         double seen = 0, mag = 0;
@@ -210,7 +217,7 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the VNNI paths are taken by name only, cpu.c says why) */
     static const char *rank[] = { "avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon", "scalar" };
-    static const char *names = "expected auto, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avx512vnni, avxvnni, vnni-emul";
+    static const char *names = "expected auto, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avx512vnni, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul";
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
 
     ck_assert_int_eq(cpu_path_select("avx9000"), MS_EINVALID);
@@ -265,13 +272,16 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 }
 END_TEST
 
-/* The VNNI paths this CPU runs give vnni-emul's results bit for bit (the instruction against its
- * emulation), for every type they take, on the shapes of the test above, prefill and decode. */
+/* The VNNI paths this CPU runs give their emulation's results bit for bit (the instruction against
+ * its emulation), for every type they take, on the shapes of the test above, prefill and decode:
+ * avx512vnni and avxvnni against vnni-emul (_i 0), the -int8 ones against vnni-int8-emul (_i 1). */
 START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
 {
     static const int vtypes[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                   GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
-    static const char *real[] = { "avx512vnni", "avxvnni" };
+    static const char *reals[2][2] = { { "avx512vnni", "avxvnni" }, { "avx512vnni-int8", "avxvnni-int8" } };
+    static const char *emuls[2] = { "vnni-emul", "vnni-int8-emul" };
+    const char *const *real = reals[_i], *emul = emuls[_i];
     static const int cols_cases[] = { 64, 1184, 8256, 2304, 768 }, tok_cases[] = { 1, 5, 70 };
     cpu_pool *pool;
     int ran = 0;
@@ -291,7 +301,7 @@ START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
                 void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
                 for (int i = 0; i < n_tok * cols; i++)
                     x[i] = 3.0f * unif();
-                ck_assert_int_eq(cpu_path_select("vnni-emul"), 0);
+                ck_assert_int_eq(cpu_path_select(emul), 0);
                 cpu_matmul(pool, ye, x, n_tok, &w, scratch);
                 for (size_t p = 0; p < 2; p++) {
                     if (cpu_path_select(real[p]) != 0)
@@ -299,8 +309,8 @@ START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
                     ran++;
                     cpu_matmul(pool, yr, x, n_tok, &w, scratch);
                     for (int i = 0; i < n_tok * rows; i++)
-                        ck_assert_msg(memcmp(&ye[i], &yr[i], sizeof *ye) == 0, "%s %s cols %d tokens %d [%d]: %.9g vs emulated %.9g",
-                                      real[p], ggml_type_name(type), cols, n_tok, i, yr[i], ye[i]);
+                        ck_assert_msg(memcmp(&ye[i], &yr[i], sizeof *ye) == 0, "%s %s cols %d tokens %d [%d]: %.9g vs %s %.9g",
+                                      real[p], ggml_type_name(type), cols, n_tok, i, yr[i], emul, ye[i]);
                 }
                 free(buf);
                 free(x);
@@ -311,9 +321,9 @@ START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
         }
     }
     if (!ran)
-        printf("skipped: no VNNI on this cpu (vnni-emul is tested against the definition alone)\n");
+        printf("skipped: no VNNI on this cpu (%s is tested against the definition alone)\n", emul);
     else
-        printf("measured: %d VNNI matmuls equal to vnni-emul bit for bit\n", ran);
+        printf("measured: %d VNNI matmuls equal to %s bit for bit\n", ran, emul);
     cpu_pool_free(pool);
     cpu_path_select("auto");
 }
@@ -342,9 +352,12 @@ static int argmax(const float *l, int n)
 
 /* On every path: each prompt's first-step logits within `tol` of the float64 reference (max
  * abs error / max abs logit), all reference greedy tokens, and the prompt prefilled in one
- * batch giving the very same logits as token by token. */
+ * batch giving the very same logits as token by token. The int8 paths (8-bit activations, an
+ * opt-in) are held to 2e-2 and the first greedy token: their rounding is ggml's, about 1e-2. */
 static void check_model(int path, const char *file, const char *ref_name, double tol)
 {
+    if (is_int8(path) && tol < 2e-2)
+        tol = 2e-2;
     char *dir = fixture_models_dir(), *p = dir ? ms_strdup_printf("%s/%s", dir, file) : NULL;
     json_t *ref = load_ref(ref_name), *ps = json_object_get(ref, "prompts");
     runtime_opts o = { .n_threads = 2 };
@@ -387,7 +400,10 @@ static void check_model(int path, const char *file, const char *ref_name, double
             printf("measured: %s %s prompt %zu (%d tokens): logits rel %.3g, %d/%zu greedy\n", paths[path], file, i, n,
                    num / den, agree, json_array_size(greedy));
             ck_assert_msg(num / den <= tol, "%s %s prompt %zu: logits rel %g > %g", paths[path], file, i, num / den, tol);
-            ck_assert_int_eq(agree, (int)json_array_size(greedy));
+            if (is_int8(path))   /* a greedy run drifts off where two logits are closer than 1e-2 */
+                ck_assert_int_ge(agree, 1);
+            else
+                ck_assert_int_eq(agree, (int)json_array_size(greedy));
         }
         free(lg);
         free(lg1);
@@ -417,7 +433,7 @@ int main(void)
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
-    tcase_add_test(k, vnni_paths_equal_the_emulation_bit_for_bit);
+    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 2);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
     tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
     suite_add_tcase(s, k);

@@ -1,0 +1,487 @@
+/* kernels_vnni8.h: the int8 VNNI paths, included at the end of kernels_vnni.h (so that they share
+ * its vectors, its scale loaders and its add tree) when the includer defines VNNI8_NAME,
+ * VNNI8_GETTER and VNNI8_FAST_GETTER:
+ *   avx512vnni-int8  vpdpbusd on 512-bit registers;
+ *   avxvnni-int8     vpdpbusd on two 256-bit halves;
+ *   vnni-int8-emul   vpdpbusd emulated exactly in C: any CPU, the same bits.
+ *
+ * What ggml does: activations in 8-bit blocks (rt_quantize_q8: x ~= dx * q, |q| <= 127), so one
+ * vpdpbusd does 64 multiply-adds where vpdpwssd does 32. It is an opt-in (MSTORE_CPU names it,
+ * "auto" never does): rounding each activation to 8 bits moves the first-step logits of
+ * s260k-mixed and of a synthetic Q4_0 model about 1e-2 from the float64 reference, where the
+ * default paths stay near 1e-5 (BENCHMARKS.md has both beside llama.cpp's own error).
+ *
+ * The arithmetic of a (token, row) is that of kernels_vnni.h with 8-bit activation codes: blocks
+ * of 32 in groups of 16, block i in lane i; per block the exact integer sum of its weight codes
+ * with the activation codes, then acc = fma((float)isum, a * dx, acc) (Q6_K: once per half, with
+ * a and a2), then acc = fma(b, s, acc) for the offset types; the 16 lanes summed as a tree.
+ * vpdpbusd multiplies unsigned bytes by signed ones, so the weights go in as unsigned codes u
+ * (Q8_0: q + 128; Q4_0: the nibble; Q5_0: the 5-bit code; Q6_K: the 6-bit code) and their offset
+ * comes off the integer sum: sum((u - o) x) = sum(u x) - o * sum(x), o a power of two (128, 8,
+ * 16, 32), exact in 32 bits.
+ *
+ * Layouts (one vnni8_group per 16 blocks of a token):
+ *   decode (one token; also the row dot): xp[m] = block 2m's 32 codes then block 2m + 1's, and a
+ *     pair of weight blocks the same way, so one vpdpbusd leaves block 2m's partial sums in
+ *     lanes 0-7 and 2m + 1's in 8-15 (sum_pairs finishes them);
+ *   prefill: xt[k][i] = block i's codes 4k .. 4k + 3, and a panel of 8 rows the same way, so 8
+ *     vpdpbusd per (row, token, group) leave the block sums in their lanes. */
+
+typedef uint8_t v64u8 __attribute__((vector_size(64)));
+typedef int8_t v64s8 __attribute__((vector_size(64)));
+
+/* acc + sum of the four products of unsigned a bytes and signed b bytes in each 32-bit lane,
+ * modulo 2^32: vpdpbusd. */
+AI v16s32 dpbusd(v16s32 acc, v64u8 a, v64s8 b)
+{
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+    return (v16s32)_mm512_dpbusd_epi32((__m512i)acc, (__m512i)a, (__m512i)b);
+#elif defined(__AVXVNNI__)
+    v8ll c = (v8ll)acc, x = (v8ll)a, y = (v8ll)b;
+    __m256i lo = _mm256_dpbusd_avx_epi32((__m256i)__builtin_shufflevector(c, c, 0, 1, 2, 3),
+                                         (__m256i)__builtin_shufflevector(x, x, 0, 1, 2, 3),
+                                         (__m256i)__builtin_shufflevector(y, y, 0, 1, 2, 3));
+    __m256i hi = _mm256_dpbusd_avx_epi32((__m256i)__builtin_shufflevector(c, c, 4, 5, 6, 7),
+                                         (__m256i)__builtin_shufflevector(x, x, 4, 5, 6, 7),
+                                         (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
+    return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+    /* the emulation: byte j of each lane, a zero-extended, b sign-extended; each product fits
+     * 16 bits and their sum 18, added modulo 2^32 as the instruction does */
+    v16u32 ua = (v16u32)a, r = (v16u32)acc;
+    v16s32 sb = (v16s32)b;
+    for (int j = 0; j < 4; j++) {
+        v16s32 wa = (v16s32)((ua >> (8 * j)) & 255), xb = (v16s32)((v16u32)sb << (24 - 8 * j)) >> 24;
+        r += (v16u32)(wa * xb);
+    }
+    return (v16s32)r;
+#endif
+}
+
+/* log2 of the offset o of a kind's unsigned codes; -1 when it has none. */
+static inline int off_shift(int kind)
+{
+    return kind == V_Q8_0 ? 7 : kind == V_Q4_0 ? 3 : kind == V_Q5_0 ? 4 : kind == V_Q6_K ? 5 : -1;
+}
+
+/* Block bi's 32 unsigned weight codes in element order. */
+AI v32u8 unpack8(const int kind, const uint8_t *row, int bi)
+{
+    v32u8 u;
+
+    switch (kind) {
+    case V_Q8_0:
+        memcpy(&u, row + (size_t)bi * RT_Q8_0_BYTES + 2, 32);
+        return u ^ 0x80;
+    case V_Q4_0:
+    case V_Q4_1: {
+        v16u8 q;
+        memcpy(&q, row + (size_t)bi * (kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES) + (kind == V_Q4_0 ? 2 : 4), 16);
+        return __builtin_shufflevector(q & 15, q >> 4, IOTA32);
+    }
+    case V_Q5_0:
+    case V_Q5_1: {
+        const int q5_1 = kind == V_Q5_1;
+        const uint8_t *p = row + (size_t)bi * (q5_1 ? RT_Q5_1_BYTES : RT_Q5_0_BYTES);
+        const uint8_t *qs = p + (q5_1 ? 8 : 6);
+        uint32_t qh = rt_rd32(p + (q5_1 ? 4 : 2));
+        uint8_t c[QK];
+        for (int j = 0; j < QK / 2; j++) {
+            c[j] = (uint8_t)((qs[j] & 15) | ((qh >> j) & 1) << 4);
+            c[j + QK / 2] = (uint8_t)((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4);
+        }
+        memcpy(&u, c, sizeof u);
+        return u;
+    }
+    case V_Q4_K: {
+        const int j = bi % 8;
+        memcpy(&u, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (j / 2), 32);
+        return j % 2 ? u >> 4 : u & 15;
+    }
+    default: { /* V_Q6_K */
+        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+        int j = bi % 8, h = j / 4, jj = j % 4;
+        v32u8 l, hb;
+        memcpy(&l, p + 64 * h + 32 * (jj % 2), 32);
+        memcpy(&hb, p + 128 + 32 * h, 32);
+        l = (jj / 2 ? l >> 4 : l) & 15;
+        hb = (hb >> (2 * jj)) & 3;
+        return l | (v32u8)(hb << 4);
+    }
+    }
+}
+
+#define IOTA64                                                                                                        \
+    IOTA32, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, \
+        59, 60, 61, 62, 63
+
+/* Blocks bi and bj of a row side by side (bj may repeat bi: its activations are zero then). */
+AI v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
+{
+    switch (kind) {
+    case V_Q4_0: {
+        v16u8 p, q;
+        memcpy(&p, row + (size_t)bi * RT_Q4_0_BYTES + 2, 16);
+        memcpy(&q, row + (size_t)bj * RT_Q4_0_BYTES + 2, 16);
+        v32u8 c = __builtin_shufflevector(p, q, IOTA32), lo = c & 15, hi = c >> 4;
+        return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34, 35, 36,
+                                       37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
+                                       26, 27, 28, 29, 30, 31, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62,
+                                       63);
+    }
+    case V_Q4_K:
+        if (bj == bi + 1 && bi % 2 == 0) { /* the two nibbles of the same 32 bytes */
+            v32u8 q;
+            memcpy(&q, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
+            return __builtin_shufflevector(q & 15, q >> 4, IOTA64);
+        }
+        break;
+    default:
+        break;
+    }
+    return __builtin_shufflevector(unpack8(kind, row, bi), unpack8(kind, row, bj), IOTA64);
+}
+
+/* ---------------------------------------------------------------- activations */
+
+typedef struct vnni8_group {
+    union {
+        int8_t xp[8][64];
+        int32_t xt[8][16];
+    };
+    float dx[16], s[16];
+    int32_t xs[16], xs_lo[16], xs_hi[16]; /* sums of each block's codes: all 32, 0-15, 16-31 */
+} vnni8_group;
+
+static size_t act8_bytes(int n_tok, int cols)
+{
+    (void)n_tok;
+    return (size_t)(cols / QK + 15) / 16 * sizeof(vnni8_group);
+}
+
+/* One token, laid out for decode (n_tok 1) or prefill; codes of rt_quantize_q8. */
+static void act8_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
+{
+    int nb = cols / QK;
+
+    for (int g0 = 0; g0 < nb; g0 += 16) {
+        vnni8_group *g = (vnni8_group *)(void *)dst + g0 / 16;
+        rt_q16 tmp[16];
+        int n = nb - g0 < 16 ? nb - g0 : 16;
+
+        memset(tmp, 0, sizeof tmp);
+        rt_quantize_q8(tmp, x + (size_t)g0 * QK, n * QK);
+        for (int i = 0; i < 16; i++) {
+            int8_t c[QK];
+            int lo = 0, hi = 0;
+            for (int j = 0; j < QK; j++) {
+                c[j] = (int8_t)tmp[i].q[j];
+                if (j < QK / 2)
+                    lo += c[j];
+                else
+                    hi += c[j];
+            }
+            if (n_tok == 1)
+                memcpy(g->xp[i / 2] + 32 * (i % 2), c, QK);
+            else
+                for (int k = 0; k < 8; k++)
+                    memcpy(&g->xt[k][i], c + 4 * k, 4);
+            g->dx[i] = tmp[i].d;
+            g->s[i] = tmp[i].s;
+            g->xs[i] = lo + hi;
+            g->xs_lo[i] = lo;
+            g->xs_hi[i] = hi;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- decode and the row dot */
+
+/* The integer block sums with the weights' offset taken off: isum - (xs << sh). */
+AI v16s32 unoffset(const int kind, v16s32 isum, const int32_t *xs)
+{
+    const int sh = off_shift(kind);
+
+    return sh < 0 ? isum : isum - (ld_s32(xs) << sh);
+}
+
+AI v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group *xg, const uint8_t *row, int g0, int n)
+{
+    /* Q6_K's halves: bytes 0-15 and 32-47 of a pair are the two blocks' codes 0-15 */
+    const v64u8 iota = {IOTA64}, lo_half = (v64u8)((iota & 16) == 0);
+    v16s32 p[8], p2[8];
+    v16f a, b, a2;
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        if (!FULL && 2 * m >= n) {
+            p[m] = p2[m] = (v16s32){0};
+            continue;
+        }
+        v64u8 w = unpack_pair8(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m));
+        v64s8 x;
+        memcpy(&x, xg->xp[m], sizeof x);
+        if (kind == V_Q6_K) {
+            p[m] = dpbusd((v16s32){0}, w & lo_half, x);
+            p2[m] = dpbusd((v16s32){0}, w & ~lo_half, x);
+        } else {
+            p[m] = dpbusd((v16s32){0}, w, x);
+        }
+    }
+    group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
+    v16f dx = ld_f(xg->dx);
+    if (kind == V_Q6_K) {
+        acc = fmav(__builtin_convertvector(unoffset(kind, sum_pairs(p), xg->xs_lo), v16f), a * dx, acc);
+        acc = fmav(__builtin_convertvector(unoffset(kind, sum_pairs(p2), xg->xs_hi), v16f), a2 * dx, acc);
+    } else {
+        acc = fmav(__builtin_convertvector(unoffset(kind, sum_pairs(p), xg->xs), v16f), a * dx, acc);
+    }
+    if (has_offset(kind))
+        acc = fmav(b, ld_f(xg->s), acc);
+    return acc;
+}
+
+AI float row_dot8(const int kind, const vnni8_group *x, const uint8_t *row, int nb)
+{
+    v16f acc = {0};
+    int g0 = 0;
+
+    for (; g0 + 16 <= nb; g0 += 16)
+        acc = group_dot8(kind, 1, acc, x + g0 / 16, row, g0, 16);
+    if (g0 < nb)
+        acc = group_dot8(kind, 0, acc, x + g0 / 16, row, g0, nb - g0);
+    return hsum(acc);
+}
+
+/* ---------------------------------------------------------------- prefill */
+
+typedef struct vnni8_panel {
+    int32_t wt[RB][8][16]; /* [r][k][i]: row r, block i's weight codes 4k .. 4k + 3 */
+    float a[RB][16], b[RB][16], a2[RB][16];
+} vnni8_panel;
+
+static _Thread_local _Alignas(64) vnni8_panel panel8;
+
+/* v[m] = blocks 2m, 2m + 1 side by side (lane j: block 2m + j / 8, dword j % 8) -> o[k] lane i =
+ * block i's dword k. Three levels each swap a bit of the vector index with one of the lane
+ * index, then one permute puts the lanes in block order. */
+AI void transpose8(v16s32 o[8], const v16s32 v[8])
+{
+    v16s32 s[8], t[8];
+
+    /* vector bit 0 <-> lane bit 0 */
+    for (int a = 0; a < 8; a += 2) {
+        s[a] = __builtin_shufflevector(v[a], v[a + 1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+        s[a + 1] = __builtin_shufflevector(v[a], v[a + 1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+    }
+    /* vector bit 1 <-> lane bit 1 */
+    for (int a = 0; a < 8; a += 4)
+        for (int c = 0; c < 2; c++) {
+            t[a + c] = __builtin_shufflevector(s[a + c], s[a + c + 2], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13,
+                                               28, 29);
+            t[a + c + 2] = __builtin_shufflevector(s[a + c], s[a + c + 2], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27,
+                                                   14, 15, 30, 31);
+        }
+    /* vector bit 2 <-> lane bit 2 */
+    for (int c = 0; c < 4; c++) {
+        s[c] = __builtin_shufflevector(t[c], t[c + 4], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+        s[c + 4] = __builtin_shufflevector(t[c], t[c + 4], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    }
+    /* now vector index = dword, lane bits (l3 a2 a1 a0) with block = 2a + l3: block order */
+    for (int k = 0; k < 8; k++)
+        o[k] = __builtin_shufflevector(s[k], s[k], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+AI void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
+{
+    int n = nb - g0 < 16 ? nb - g0 : 16;
+
+    for (int r = 0; r < RB; r++) {
+        v16s32 v[8], o[8];
+        v16f a, b, a2;
+        if (r >= nr) {
+            memset(panel8.wt[r], 0, sizeof panel8.wt[r]);
+            memset(panel8.a[r], 0, sizeof panel8.a[r]);
+            memset(panel8.b[r], 0, sizeof panel8.b[r]);
+            memset(panel8.a2[r], 0, sizeof panel8.a2[r]);
+            continue;
+        }
+        const uint8_t *row = w + (size_t)r * ws;
+        for (int m = 0; m < 8; m++)
+            v[m] = 2 * m >= n ? (v16s32){0}
+                              : (v16s32)unpack_pair8(kind, row, g0 + 2 * m, g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
+        transpose8(o, v);
+        memcpy(panel8.wt[r], o, sizeof o);
+        group_scales(kind, row, g0, n, &a, &b, &a2);
+        memcpy(panel8.a[r], &a, sizeof a);
+        memcpy(panel8.b[r], &b, sizeof b);
+        memcpy(panel8.a2[r], &a2, sizeof a2);
+    }
+}
+
+/* 4 panel rows from r0 x MT tokens over steps [k0, k0 + nk): the block sums, unoffset by the
+ * activation sums xs (xs, xs_lo or xs_hi by offsetof), folded into facc with scales sa. */
+AI void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
+              const float (*sa)[16], size_t xs_at, int offset)
+{
+    v16s32 c[4][4];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < MT; t++)
+            c[r][t] = (v16s32){0};
+    for (int k = k0; k < k0 + nk; k++) {
+        v64s8 xv[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < MT; t++)
+            memcpy(&xv[t], xg[t]->xt[k], sizeof xv[t]);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            v64u8 wv;
+            memcpy(&wv, panel8.wt[r0 + r][k], sizeof wv);
+#pragma GCC unroll 4
+            for (int t = 0; t < MT; t++)
+                c[r][t] = dpbusd(c[r][t], wv, xv[t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        v16f a = ld_f(sa[r0 + r]), b = ld_f(panel8.b[r0 + r]);
+#pragma GCC unroll 4
+        for (int t = 0; t < MT; t++) {
+            float *f = facc[r0 + r][t0 + t];
+            v16s32 isum = unoffset(kind, c[r][t], (const int32_t *)(const void *)((const uint8_t *)xg[t] + xs_at));
+            v16f acc = fmav(__builtin_convertvector(isum, v16f), a * ld_f(xg[t]->dx), ld_f(f));
+            if (has_offset(kind) && offset)
+                acc = fmav(b, ld_f(xg[t]->s), acc);
+            memcpy(f, &acc, sizeof acc);
+        }
+    }
+}
+
+AI void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, int mt)
+{
+#define TILES8(MT)                                                                                                     \
+    if (kind == V_Q6_K) {                                                                                              \
+        tile8(MT, kind, r0, xg, t0, 0, 4, panel8.a, offsetof(vnni8_group, xs_lo), 0);                                   \
+        tile8(MT, kind, r0, xg, t0, 4, 4, panel8.a2, offsetof(vnni8_group, xs_hi), 0);                                  \
+    } else {                                                                                                           \
+        tile8(MT, kind, r0, xg, t0, 0, 8, panel8.a, offsetof(vnni8_group, xs), 1);                                      \
+    }
+    switch (mt) {
+    case 4:
+        TILES8(4);
+        break;
+    case 3:
+        TILES8(3);
+        break;
+    case 2:
+        TILES8(2);
+        break;
+    default:
+        TILES8(1);
+        break;
+    }
+#undef TILES8
+}
+
+AI void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
+                   int n_rows, int cols)
+{
+    int nb = cols / QK, ng = (nb + 15) / 16;
+
+    if (n_tok == 1) {
+        for (int r = 0; r < n_rows; r++)
+            y[r] = row_dot8(kind, (const vnni8_group *)(const void *)act->x, w + (size_t)r * ws, nb);
+        return;
+    }
+    for (int rb = 0; rb < n_rows; rb += RB) {
+        int nr = n_rows - rb < RB ? n_rows - rb : RB;
+        const uint8_t *wb = w + (size_t)rb * ws;
+        for (int t0 = 0; t0 < n_tok; t0 += TB) {
+            int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
+            memset(facc, 0, sizeof facc);
+            for (int g = 0; g < ng; g++) {
+                panel8_fill(kind, wb, ws, nr, 16 * g, nb);
+                for (int t = 0; t < nt; t += 4) {
+                    const vnni8_group *xg[4];
+                    int mt = nt - t < 4 ? nt - t : 4;
+                    for (int i = 0; i < mt; i++)
+                        xg[i] = (const vnni8_group *)(const void *)(act->x + (size_t)(t0 + t + i) * act->stride) + g;
+                    tiles8(kind, 0, xg, t, mt);
+                    if (nr > 4)
+                        tiles8(kind, 4, xg, t, mt);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++)
+                    y[(size_t)(t0 + t) * ldy + rb + r] = hsum(ld_f(facc[r][t]));
+        }
+    }
+}
+
+#define VNNI8_TYPE(name, kind)                                                                                         \
+    static void gemm8_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,            \
+                             int n_rows, int cols)                                                                     \
+    {                                                                                                                  \
+        gemm8_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                       \
+    }                                                                                                                  \
+    static float dot8_##name(const void *x, const void *w, int n)                                                      \
+    {                                                                                                                  \
+        return row_dot8(kind, x, w, n / QK);                                                                           \
+    }
+VNNI8_TYPE(q8_0, V_Q8_0)
+VNNI8_TYPE(q4_0, V_Q4_0)
+VNNI8_TYPE(q4_1, V_Q4_1)
+VNNI8_TYPE(q5_0, V_Q5_0)
+VNNI8_TYPE(q5_1, V_Q5_1)
+VNNI8_TYPE(q4_k, V_Q4_K)
+VNNI8_TYPE(q6_k, V_Q6_K)
+#undef VNNI8_TYPE
+
+static rt_kernels table8;
+static rt_fast fast8;
+static pthread_once_t table8_once = PTHREAD_ONCE_INIT;
+
+static void table8_init(void)
+{
+    static const struct {
+        int type;
+        rt_dot_fn dot;
+        rt_gemm_fn gemm;
+    } mine[] = {
+        {GGML_TYPE_Q8_0, dot8_q8_0, gemm8_q8_0}, {GGML_TYPE_Q4_0, dot8_q4_0, gemm8_q4_0},
+        {GGML_TYPE_Q4_1, dot8_q4_1, gemm8_q4_1}, {GGML_TYPE_Q5_0, dot8_q5_0, gemm8_q5_0},
+        {GGML_TYPE_Q5_1, dot8_q5_1, gemm8_q5_1}, {GGML_TYPE_Q4_K, dot8_q4_k, gemm8_q4_k},
+        {GGML_TYPE_Q6_K, dot8_q6_k, gemm8_q6_k},
+    };
+    const rt_fast *base_fast = VNNI_BASE_FAST();
+
+    table8 = *VNNI_BASE();
+    table8.name = VNNI8_NAME;
+    if (base_fast)
+        fast8 = *base_fast;
+    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
+        table8.dot[mine[i].type] = mine[i].dot;
+        fast8.gemm[mine[i].type] = mine[i].gemm;
+        fast8.f32_act[mine[i].type] = 0;
+    }
+    fast8.act_bytes = act8_bytes;
+    fast8.act_quantize = act8_quantize;
+}
+
+const rt_kernels *VNNI8_GETTER(void)
+{
+    if (!VNNI_BASE())
+        return NULL;
+    pthread_once(&table8_once, table8_init);
+    return &table8;
+}
+
+const rt_fast *VNNI8_FAST_GETTER(void)
+{
+    if (!VNNI8_GETTER())
+        return NULL;
+    return &fast8;
+}
