@@ -32,7 +32,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cc -O2 -march=native -pthread -o "$TMP/bwprobe" "$HERE/bwprobe.c"
 BW=$("$TMP/bwprobe" "$THREADS" 1024 | awk '{print $2}')
-echo "# $(date -u +%FT%TZ) threads=$THREADS p=$P n=$N r=$R cpu=$("$MSTORE" --version 2>/dev/null | head -1 || true)"
+echo "# $(date -u +%FT%TZ) threads=$THREADS p=$P n=$N r=$R $("$MSTORE" --version 2>/dev/null | head -1 || true) MSTORE_CPU=${MSTORE_CPU:-auto}"
+echo "# cpu: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | xargs); flags: $(grep -m1 flags /proc/cpuinfo | tr " " "\n" | grep -E "^(avx2|fma|f16c|avx512[a-z_0-9]*|avx_vnni|amx[a-z_0-9]*)$" | tr "\n" " ")"
 echo "# bandwidth probe: $BW GB/s ($THREADS threads); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # llama-bench's CSV: the avg_ts of the row whose n_prompt/n_gen match
@@ -48,7 +49,7 @@ printf '\n'
 for f in "$@"; do
     base=$(basename "$f" .gguf)
     name="compare-${base//[^a-zA-Z0-9_.-]/-}"
-    bytes=$(stat -c %s "$f")
+    bytes=$(stat -L -c %s "$f")
     if ! "$MSTORE" --home "$HOME_DIR" show "$name" >/dev/null 2>&1; then
         "$MSTORE" --home "$HOME_DIR" import "$f" --name "$name" >/dev/null
     fi

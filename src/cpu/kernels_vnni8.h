@@ -27,12 +27,36 @@
  *   prefill: xt[k][i] = block i's codes 4k .. 4k + 3, and a panel of 8 rows the same way, so 8
  *     vpdpbusd per (row, token, group) leave the block sums in their lanes. */
 
+/* Inlined where the instructions are real; the emulation, which exists for tests, is left to the
+ * compiler's judgement (forced inlining of its wide generic vectors doubles its compile time). */
+#if (defined(__AVX512VNNI__) && defined(__AVX512F__)) || defined(__AVXVNNI__)
+#define AI8 AI
+#else
+#define AI8 static inline
+#endif
+
 typedef uint8_t v64u8 __attribute__((vector_size(64)));
 typedef int8_t v64s8 __attribute__((vector_size(64)));
 
+#if !(defined(__AVX512VNNI__) && defined(__AVX512F__)) && !defined(__AVXVNNI__)
+/* the emulation: byte j of each lane, a zero-extended, b sign-extended; each product fits 16
+ * bits and their sum 18, added modulo 2^32 as the instruction does. Out of line: inlined into
+ * every unrolled tile it tripled the compile time of vnni-int8-emul, which exists for tests. */
+static __attribute__((noinline)) v16s32 dpbusd_emul(v16s32 acc, v64u8 a, v64s8 b)
+{
+    v16u32 ua = (v16u32)a, r = (v16u32)acc;
+    v16s32 sb = (v16s32)b;
+    for (int j = 0; j < 4; j++) {
+        v16s32 wa = (v16s32)((ua >> (8 * j)) & 255), xb = (v16s32)((v16u32)sb << (24 - 8 * j)) >> 24;
+        r += (v16u32)(wa * xb);
+    }
+    return (v16s32)r;
+}
+#endif
+
 /* acc + sum of the four products of unsigned a bytes and signed b bytes in each 32-bit lane,
  * modulo 2^32: vpdpbusd. */
-AI v16s32 dpbusd(v16s32 acc, v64u8 a, v64s8 b)
+AI8 v16s32 dpbusd(v16s32 acc, v64u8 a, v64s8 b)
 {
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
     return (v16s32)_mm512_dpbusd_epi32((__m512i)acc, (__m512i)a, (__m512i)b);
@@ -46,15 +70,7 @@ AI v16s32 dpbusd(v16s32 acc, v64u8 a, v64s8 b)
                                          (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
     return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
 #else
-    /* the emulation: byte j of each lane, a zero-extended, b sign-extended; each product fits
-     * 16 bits and their sum 18, added modulo 2^32 as the instruction does */
-    v16u32 ua = (v16u32)a, r = (v16u32)acc;
-    v16s32 sb = (v16s32)b;
-    for (int j = 0; j < 4; j++) {
-        v16s32 wa = (v16s32)((ua >> (8 * j)) & 255), xb = (v16s32)((v16u32)sb << (24 - 8 * j)) >> 24;
-        r += (v16u32)(wa * xb);
-    }
-    return (v16s32)r;
+    return dpbusd_emul(acc, a, b);
 #endif
 }
 
@@ -65,7 +81,7 @@ static inline int off_shift(int kind)
 }
 
 /* Block bi's 32 unsigned weight codes in element order. */
-AI v32u8 unpack8(const int kind, const uint8_t *row, int bi)
+AI8 v32u8 unpack8(const int kind, const uint8_t *row, int bi)
 {
     v32u8 u;
 
@@ -116,7 +132,7 @@ AI v32u8 unpack8(const int kind, const uint8_t *row, int bi)
         59, 60, 61, 62, 63
 
 /* Blocks bi and bj of a row side by side (bj may repeat bi: its activations are zero then). */
-AI v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
+AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
 {
     switch (kind) {
     case V_Q4_0: {
@@ -198,14 +214,14 @@ static void act8_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
 /* ---------------------------------------------------------------- decode and the row dot */
 
 /* The integer block sums with the weights' offset taken off: isum - (xs << sh). */
-AI v16s32 unoffset(const int kind, v16s32 isum, const int32_t *xs)
+AI8 v16s32 unoffset(const int kind, v16s32 isum, const int32_t *xs)
 {
     const int sh = off_shift(kind);
 
     return sh < 0 ? isum : isum - (ld_s32(xs) << sh);
 }
 
-AI v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group *xg, const uint8_t *row, int g0, int n)
+AI8 v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group *xg, const uint8_t *row, int g0, int n)
 {
     /* Q6_K's halves: bytes 0-15 and 32-47 of a pair are the two blocks' codes 0-15 */
     const v64u8 iota = {IOTA64}, lo_half = (v64u8)((iota & 16) == 0);
@@ -241,7 +257,7 @@ AI v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group *
     return acc;
 }
 
-AI float row_dot8(const int kind, const vnni8_group *x, const uint8_t *row, int nb)
+AI8 float row_dot8(const int kind, const vnni8_group *x, const uint8_t *row, int nb)
 {
     v16f acc = {0};
     int g0 = 0;
@@ -265,7 +281,7 @@ static _Thread_local _Alignas(64) vnni8_panel panel8;
 /* v[m] = blocks 2m, 2m + 1 side by side (lane j: block 2m + j / 8, dword j % 8) -> o[k] lane i =
  * block i's dword k. Three levels each swap a bit of the vector index with one of the lane
  * index, then one permute puts the lanes in block order. */
-AI void transpose8(v16s32 o[8], const v16s32 v[8])
+AI8 void transpose8(v16s32 o[8], const v16s32 v[8])
 {
     v16s32 s[8], t[8];
 
@@ -292,7 +308,7 @@ AI void transpose8(v16s32 o[8], const v16s32 v[8])
         o[k] = __builtin_shufflevector(s[k], s[k], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
 }
 
-AI void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
+AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
 {
     int n = nb - g0 < 16 ? nb - g0 : 16;
 
@@ -321,16 +337,20 @@ AI void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0,
 
 /* 4 panel rows from r0 x MT tokens over steps [k0, k0 + nk): the block sums, unoffset by the
  * activation sums xs (xs, xs_lo or xs_hi by offsetof), folded into facc with scales sa. */
-AI void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
+AI8 void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
               const float (*sa)[16], size_t xs_at, int offset)
 {
-    v16s32 c[4][4];
+    v16s32 c[4][4] = {{{0}}};
 
+    /* the weights' offset comes off by starting each sum at -(xs << sh): the same integer
+     * modulo 2^32 as unoffset(), one subtraction fewer per (row, token) */
 #pragma GCC unroll 4
-    for (int r = 0; r < 4; r++)
+    for (int t = 0; t < MT; t++) {
+        v16s32 init = unoffset(kind, (v16s32){0}, (const int32_t *)(const void *)((const uint8_t *)xg[t] + xs_at));
 #pragma GCC unroll 4
-        for (int t = 0; t < MT; t++)
-            c[r][t] = (v16s32){0};
+        for (int r = 0; r < 4; r++)
+            c[r][t] = init;
+    }
     for (int k = k0; k < k0 + nk; k++) {
         v64s8 xv[4];
 #pragma GCC unroll 4
@@ -351,8 +371,7 @@ AI void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg
 #pragma GCC unroll 4
         for (int t = 0; t < MT; t++) {
             float *f = facc[r0 + r][t0 + t];
-            v16s32 isum = unoffset(kind, c[r][t], (const int32_t *)(const void *)((const uint8_t *)xg[t] + xs_at));
-            v16f acc = fmav(__builtin_convertvector(isum, v16f), a * ld_f(xg[t]->dx), ld_f(f));
+            v16f acc = fmav(__builtin_convertvector(c[r][t], v16f), a * ld_f(xg[t]->dx), ld_f(f));
             if (has_offset(kind) && offset)
                 acc = fmav(b, ld_f(xg[t]->s), acc);
             memcpy(f, &acc, sizeof acc);
@@ -360,7 +379,7 @@ AI void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg
     }
 }
 
-AI void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, int mt)
+AI8 void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, int mt)
 {
 #define TILES8(MT)                                                                                                     \
     if (kind == V_Q6_K) {                                                                                              \
@@ -386,7 +405,7 @@ AI void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, int
 #undef TILES8
 }
 
-AI void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
+AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
                    int n_rows, int cols)
 {
     int nb = cols / QK, ng = (nb + 15) / 16;
