@@ -84,24 +84,26 @@ static int cpu_has_i8mm(void) { return 0; }
 
 
 /* The paths, best first; `has` says whether this CPU and build can run it. "auto" takes the first
- * it can run, so the paths after "scalar" are only ever taken by name: the VNNI ones are exact and
- * tested but not yet faster where it counts (BENCHMARKS.md, issue 15: avx512vnni decodes slower
- * than avx512; avxvnni's 512-bit vectors split over 256-bit registers spill in prefill), and
- * vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp does):
- * faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by name. */
+ * it can run, so the paths after "scalar" are only ever taken by name. avx512vnni comes first: on
+ * a quiet AMD EPYC with AVX512-VNNI it beat avx512 in every prefill and decode of the 1.1B
+ * Q4_0, Q8_0 and Q4_K_M models (BENCHMARKS.md, issue 15), at the scalar path's 16-bit accuracy.
+ * avxvnni's 512-bit vectors split over 256-bit registers spill in prefill, so it waits behind
+ * avx2; vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp
+ * does): faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by
+ * name. */
 static const struct {
     const char *name;
     int (*has)(void);
     const rt_kernels *(*kernels)(void);
     const rt_fast *(*fast)(void);
 } paths[] = {
+    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
     { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
     { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
     { "neon-i8mm", cpu_has_i8mm, rt_kernels_neon_i8mm, NULL },
     { "neon-dotprod", cpu_has_dotprod, rt_kernels_neon_dotprod, NULL },
     { "neon", cpu_has_neon, rt_kernels_neon, NULL },
     { "scalar", NULL, rt_kernels_scalar, NULL },
-    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
     { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
     { "vnni-emul", cpu_has_vnni_emul, rt_kernels_vnni_emul, rt_fast_vnni_emul },
     { "avx512vnni-int8", cpu_has_avx512vnni8, rt_kernels_avx512vnni8, rt_fast_avx512vnni8 },

@@ -20,9 +20,10 @@
 /* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
 
-/* Kernel paths: avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, and by name only avx512vnni, avxvnni and vnni-emul (the VNNI
- * kernels with the instruction emulated exactly in C: any CPU). "auto" picks the best of those before
- * them the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
+/* Kernel paths: avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, and by name only
+ * avxvnni, vnni-emul (the VNNI kernels with the instruction emulated exactly in C: any CPU) and the
+ * 8-bit-activation paths avx512vnni-int8, avxvnni-int8 and vnni-int8-emul. "auto" picks the best of
+ * those before them the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID
  * for a bad name (the message lists the valid ones); a bad $MSTORE_CPU is the same error. */
 int cpu_path_select(const char *path);
 const char *cpu_path_name(void);   /* the selected path's name */
