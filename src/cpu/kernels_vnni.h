@@ -560,8 +560,15 @@ AI void tile(const int MT, const int kind, int r0, const vnni_group *const *xg, 
     for (int k = k0; k < k0 + nk; k++) {
         v32s16 xv[4];
 #pragma GCC unroll 4
-        for (int t = 0; t < MT; t++)
+        for (int t = 0; t < MT; t++) {
             xv[t] = ld_s16(xg[t]->xt[k]);
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+            /* in a register: folded into each vpdpwssd it was loaded 4 times, 20 loads per 16
+             * (Q6_K's two half-length passes ran slower so) */
+            if (kind != V_Q6_K)
+                __asm__("" : "+v"(xv[t]));
+#endif
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             v32s16 wv = ld_s16(panel.wt[r0 + r][k]);

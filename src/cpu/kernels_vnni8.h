@@ -127,9 +127,9 @@ AI8 v32u8 unpack8(const int kind, const uint8_t *row, int bi)
     }
 }
 
-#define IOTA64                                                                                                        \
-    IOTA32, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, \
-        59, 60, 61, 62, 63
+#define IOTA64                                                                                                      \
+    IOTA32, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, \
+        58, 59, 60, 61, 62, 63
 
 /* Blocks bi and bj of a row side by side (bj may repeat bi: its activations are zero then). */
 AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
@@ -141,9 +141,9 @@ AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
         memcpy(&q, row + (size_t)bj * RT_Q4_0_BYTES + 2, 16);
         v32u8 c = __builtin_shufflevector(p, q, IOTA32), lo = c & 15, hi = c >> 4;
         return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34, 35, 36,
-                                       37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25,
-                                       26, 27, 28, 29, 30, 31, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62,
-                                       63);
+                                       37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+                                       25, 26, 27, 28, 29, 30, 31, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60,
+                                       61, 62, 63);
     }
     case V_Q4_K:
         if (bj == bi + 1 && bi % 2 == 0) { /* the two nibbles of the same 32 bytes */
@@ -338,7 +338,7 @@ AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0
 /* 4 panel rows from r0 x MT tokens over steps [k0, k0 + nk): the block sums, unoffset by the
  * activation sums xs (xs, xs_lo or xs_hi by offsetof), folded into facc with scales sa. */
 AI8 void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
-              const float (*sa)[16], size_t xs_at, int offset)
+               const float (*sa)[16], size_t xs_at, int offset)
 {
     v16s32 c[4][4] = {{{0}}};
 
@@ -354,8 +354,15 @@ AI8 void tile8(const int MT, const int kind, int r0, const vnni8_group *const *x
     for (int k = k0; k < k0 + nk; k++) {
         v64s8 xv[4];
 #pragma GCC unroll 4
-        for (int t = 0; t < MT; t++)
+        for (int t = 0; t < MT; t++) {
             memcpy(&xv[t], xg[t]->xt[k], sizeof xv[t]);
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+            /* in a register: folded into each vpdpbusd it was loaded 4 times, 20 loads per 16
+             * (Q6_K's two half-length passes ran slower so) */
+            if (kind != V_Q6_K)
+                __asm__("" : "+v"(xv[t]));
+#endif
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             v64u8 wv;
@@ -381,12 +388,12 @@ AI8 void tile8(const int MT, const int kind, int r0, const vnni8_group *const *x
 
 AI8 void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, int mt)
 {
-#define TILES8(MT)                                                                                                     \
-    if (kind == V_Q6_K) {                                                                                              \
-        tile8(MT, kind, r0, xg, t0, 0, 4, panel8.a, offsetof(vnni8_group, xs_lo), 0);                                   \
-        tile8(MT, kind, r0, xg, t0, 4, 4, panel8.a2, offsetof(vnni8_group, xs_hi), 0);                                  \
-    } else {                                                                                                           \
-        tile8(MT, kind, r0, xg, t0, 0, 8, panel8.a, offsetof(vnni8_group, xs), 1);                                      \
+#define TILES8(MT)                                                                     \
+    if (kind == V_Q6_K) {                                                              \
+        tile8(MT, kind, r0, xg, t0, 0, 4, panel8.a, offsetof(vnni8_group, xs_lo), 0);  \
+        tile8(MT, kind, r0, xg, t0, 4, 4, panel8.a2, offsetof(vnni8_group, xs_hi), 0); \
+    } else {                                                                           \
+        tile8(MT, kind, r0, xg, t0, 0, 8, panel8.a, offsetof(vnni8_group, xs), 1);     \
     }
     switch (mt) {
     case 4:
@@ -406,7 +413,7 @@ AI8 void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, in
 }
 
 AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
-                   int n_rows, int cols)
+                    int n_rows, int cols)
 {
     int nb = cols / QK, ng = (nb + 15) / 16;
 
@@ -440,15 +447,15 @@ AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int
     }
 }
 
-#define VNNI8_TYPE(name, kind)                                                                                         \
-    static void gemm8_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,            \
-                             int n_rows, int cols)                                                                     \
-    {                                                                                                                  \
-        gemm8_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                       \
-    }                                                                                                                  \
-    static float dot8_##name(const void *x, const void *w, int n)                                                      \
-    {                                                                                                                  \
-        return row_dot8(kind, x, w, n / QK);                                                                           \
+#define VNNI8_TYPE(name, kind)                                                                              \
+    static void gemm8_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, \
+                             int n_rows, int cols)                                                          \
+    {                                                                                                       \
+        gemm8_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                            \
+    }                                                                                                       \
+    static float dot8_##name(const void *x, const void *w, int n)                                           \
+    {                                                                                                       \
+        return row_dot8(kind, x, w, n / QK);                                                                \
     }
 VNNI8_TYPE(q8_0, V_Q8_0)
 VNNI8_TYPE(q4_0, V_Q4_0)
