@@ -22,7 +22,10 @@ static const char help[] =
     "               GPU when there is one, else the CPU; see 'mstore devices')\n"
     "  --verbose    say which device was chosen and why; a GPU also counts its submits and\n"
     "               host waits (stderr)\n"
-    "  --gguf FILE  bench a GGUF file instead of a model in the store\n";
+    "  --gguf FILE  bench a GGUF file instead of a model in the store\n\n"
+    "On the CPU, $MSTORE_CPU picks the kernel path (default auto; the first line printed names\n"
+    "it): e.g. avx512vnni-int8 for 8-bit activations as llama.cpp rounds them, faster and about\n"
+    "1e-2 from exact logits (README lists every path).\n";
 
 static double now(void)
 {
