@@ -253,7 +253,7 @@ typedef struct mm_job {
     rt_act a;                    /* as the kernels take them */
     const uint8_t *w;
     size_t w_stride;             /* bytes per weight row */
-    int n_tok, rows, cols;
+    int type, n_tok, rows, cols;
     rt_dot_fn dot;
     rt_gemm_fn gemm;
 } mm_job;
@@ -299,7 +299,7 @@ static void quantize_task(void *ctx, int ith, int nth)
     for (int t = t0; t < t1; t++) {
         uint8_t *dst = (uint8_t *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride);
         if (f->act_quantize)
-            f->act_quantize(dst, j->x_in + (size_t)t * j->cols, j->n_tok, j->cols);
+            f->act_quantize(dst, j->x_in + (size_t)t * j->cols, j->type, j->n_tok, j->cols);
         else
             rt_quantize_q16((rt_q16 *)(void *)dst, j->x_in + (size_t)t * j->cols, j->cols);
     }
@@ -313,7 +313,7 @@ void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_
         return;
     }
     const rt_kernels *k = rt_kernels_get();
-    mm_job j = { .y = y, .x_in = x, .w = w->data, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
+    mm_job j = { .y = y, .x_in = x, .w = w->data, .type = w->type, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
                  .rows = (int)w->shape[0], .dot = k->dot[w->type], .gemm = rt_fast_get()->gemm[w->type] };
     uint64_t row_bytes = 0;
 
@@ -354,7 +354,7 @@ float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
     if (!xq)
         return NAN;
     if (f->act_quantize)
-        f->act_quantize(xq, x, 1, cols);
+        f->act_quantize(xq, x, w->type, 1, cols);
     else
         rt_quantize_q16(xq, x, cols);
     r = k->dot[w->type](xq, wr, cols);

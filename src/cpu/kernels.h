@@ -36,10 +36,10 @@ typedef struct rt_fast {
     /* NULL: block types take rt_q16 blocks, token after token. Else the path lays out its 16-bit
      * activations itself (the VNNI paths, kernels_vnni.h): act_bytes(n_tok, cols) bytes per token
      * (at most (cols / QK + 16) rt_q16 blocks' worth), written by act_quantize for one token of a
-     * matmul of n_tok, with the codes of rt_quantize_q16. The path's dot[type] for those types
-     * takes the layout of a one-token matmul. */
+     * matmul of n_tok against weights of `type`, with the codes of rt_quantize_q16. The path's
+     * dot[type] for those types takes the layout of a one-token matmul of that type. */
     size_t (*act_bytes)(int n_tok, int cols);
-    void (*act_quantize)(uint8_t *dst, const float *x, int n_tok, int cols);
+    void (*act_quantize)(uint8_t *dst, const float *x, int type, int n_tok, int cols);
 } rt_fast;
 
 /* The AVX-512 path (F, BW, DQ, VL): NULL when not compiled in. Its dot table starts as the

@@ -184,6 +184,28 @@ AI v32s16 sx8(v32s8 c)
 #endif
 }
 
+/* 16 bytes widened to 32-bit lanes (gcc 12 turns __builtin_convertvector's 4x widening into
+ * byte extracts) */
+typedef int8_t v16s8 __attribute__((vector_size(16)));
+
+AI v16f zx8f(v16u8 c)
+{
+#if defined(__AVX512F__)
+    return __builtin_convertvector((v16s32)_mm512_cvtepu8_epi32((__m128i)c), v16f);
+#else
+    return __builtin_convertvector(__builtin_convertvector(c, v16s32), v16f);
+#endif
+}
+
+AI v16f sx8f(v16s8 c)
+{
+#if defined(__AVX512F__)
+    return __builtin_convertvector((v16s32)_mm512_cvtepi8_epi32((__m128i)c), v16f);
+#else
+    return __builtin_convertvector(__builtin_convertvector(c, v16s32), v16f);
+#endif
+}
+
 /* ---------------------------------------------------------------- the weight blocks */
 
 enum { V_Q8_0, V_Q4_0, V_Q4_1, V_Q5_0, V_Q5_1, V_Q4_K, V_Q6_K };
@@ -294,8 +316,9 @@ static size_t act_bytes(int n_tok, int cols)
 }
 
 /* One token (layout by n_tok: decode for 1, prefill for more); the codes are rt_quantize_q16's. */
-static void act_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
+static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
 {
+    (void)type;
     int nb = cols / QK;
 
     for (int g0 = 0; g0 < nb; g0 += 16) {
@@ -326,7 +349,7 @@ static void act_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
 /* The scales of blocks g0 .. g0 + n - 1 of a row into lanes 0 .. n - 1 (0 past them). */
 AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a, v16f *b, v16f *a2)
 {
-    _Alignas(64) float fa[16] = {0}, fb[16] = {0}, fa2[16] = {0};
+    _Alignas(64) float fa[16] = {0}, fb[16] = {0};
 
     if (n == 16 && (kind == V_Q4_0 || kind == V_Q8_0)) {
         /* the f16 scales picked out of 128-byte spans by one word shuffle each (8 Q4_0 blocks
@@ -352,47 +375,62 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a,
         return;
     }
 
-    if (kind == V_Q4_K || kind == V_Q6_K) {
-        for (int i = 0; i < n; i += 8) { /* a super-block: g0 is a multiple of 8 */
-            int bi = g0 + i;
-            if (kind == V_Q4_K) {
-                /* rt_scale_min_k4's 6-bit fields, eight at a time in 64-bit words */
-                const uint8_t *p = row + (size_t)(bi / 8) * RT_Q4_K_BYTES;
-                float d = f16(p), dmin = f16(p + 2);
-                uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
-                uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u))
-                                                                 << 32;
-                uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) |
-                              (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u)) << 32;
-                for (int j = 0; j < 8; j++) {
-                    fa[i + j] = d * (float)(int)((sc >> (8 * j)) & 255);
-                    fb[i + j] = -(dmin * (float)(int)((mn >> (8 * j)) & 255));
-                }
-            } else {
-                const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
-                float d = f16(p + 208);
-                for (int j = 0; j < 8; j++) {
-                    fa[i + j] = d * (float)(int8_t)p[192 + 2 * j];
-                    fa2[i + j] = d * (float)(int8_t)p[192 + 2 * j + 1];
-                }
-            }
+    if (kind == V_Q4_K) {
+        /* rt_scale_min_k4's 6-bit fields, eight at a time in 64-bit words, then in vectors: the
+         * same products as fa[j] = d * sc[j] one by one, without the scalar loop decode paid */
+        uint64_t sc[2] = {0, 0}, mn[2] = {0, 0};
+        float d[2] = {0, 0}, dmin[2] = {0, 0};
+        for (int i = 0; i < n / 8; i++) { /* super-blocks: g0 is a multiple of 8 */
+            const uint8_t *p = row + (size_t)(g0 / 8 + i) * RT_Q4_K_BYTES;
+            uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+            d[i] = f16(p);
+            dmin[i] = f16(p + 2);
+            sc[i] = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u)) << 32;
+            mn[i] = (uint64_t)(l1 & 0x3f3f3f3fu) | (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u))
+                                                       << 32;
         }
-    } else {
-        const int bytes = kind == V_Q8_0   ? RT_Q8_0_BYTES
-                          : kind == V_Q4_0 ? RT_Q4_0_BYTES
-                          : kind == V_Q4_1 ? RT_Q4_1_BYTES
-                          : kind == V_Q5_0 ? RT_Q5_0_BYTES
-                                           : RT_Q5_1_BYTES;
-        const uint8_t *p = row + (size_t)g0 * bytes;
-        for (int i = 0; i < n; i++, p += bytes) {
-            fa[i] = f16(p);
-            if (has_offset(kind))
-                fb[i] = f16(p + 2);
+        typedef uint64_t v2u64 __attribute__((vector_size(16)));
+        v16u8 scb = (v16u8)(v2u64){sc[0], sc[1]}, mnb = (v16u8)(v2u64){mn[0], mn[1]};
+        v16f dv = {d[0], d[0], d[0], d[0], d[0], d[0], d[0], d[0], d[1], d[1], d[1], d[1], d[1], d[1], d[1], d[1]};
+        v16f mv = {dmin[0], dmin[0], dmin[0], dmin[0], dmin[0], dmin[0], dmin[0], dmin[0],
+                   dmin[1], dmin[1], dmin[1], dmin[1], dmin[1], dmin[1], dmin[1], dmin[1]};
+        *a = dv * zx8f(scb);
+        *b = -(mv * zx8f(mnb));
+        *a2 = (v16f){0};
+        return;
+    }
+    if (kind == V_Q6_K) {
+        /* the int8 scales of a super-block alternate: sub-block 2j's (a), then 2j + 1's (a2) */
+        v16s8 s[2] = {{0}, {0}};
+        float d[2] = {0, 0};
+        for (int i = 0; i < n / 8; i++) {
+            const uint8_t *p = row + (size_t)(g0 / 8 + i) * RT_Q6_K_BYTES;
+            d[i] = f16(p + 208);
+            memcpy(&s[i], p + 192, sizeof s[i]);
         }
+        v16f dv = {d[0], d[0], d[0], d[0], d[0], d[0], d[0], d[0], d[1], d[1], d[1], d[1], d[1], d[1], d[1], d[1]};
+        v16s8 ev = __builtin_shufflevector(s[0], s[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        v16s8 od = __builtin_shufflevector(s[0], s[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        *a = dv * sx8f(ev);
+        *a2 = dv * sx8f(od);
+        *b = (v16f){0};
+        return;
+    }
+
+    const int bytes = kind == V_Q8_0   ? RT_Q8_0_BYTES
+                      : kind == V_Q4_0 ? RT_Q4_0_BYTES
+                      : kind == V_Q4_1 ? RT_Q4_1_BYTES
+                      : kind == V_Q5_0 ? RT_Q5_0_BYTES
+                                       : RT_Q5_1_BYTES;
+    const uint8_t *p = row + (size_t)g0 * bytes;
+    for (int i = 0; i < n; i++, p += bytes) {
+        fa[i] = f16(p);
+        if (has_offset(kind))
+            fb[i] = f16(p + 2);
     }
     *a = ld_f(fa);
     *b = ld_f(fb);
-    *a2 = ld_f(fa2);
+    *a2 = (v16f){0};
 }
 
 #define IOTA32 \

@@ -162,8 +162,10 @@ AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
 
 typedef struct vnni8_group {
     union {
-        int8_t xp[8][64];
-        int32_t xt[8][16];
+        int8_t xp[8][64];  /* decode of the other types */
+        int8_t xq[8][64];  /* decode of Q4_0 and Q4_1 (quad_sums) */
+        int8_t xk[8][64];  /* decode of Q4_K (quad_sums) */
+        int32_t xt[8][16]; /* prefill */
     };
     float dx[16], s[16];
     int32_t xs[16], xs_lo[16], xs_hi[16]; /* sums of each block's codes: all 32, 0-15, 16-31 */
@@ -176,7 +178,7 @@ static size_t act8_bytes(int n_tok, int cols)
 }
 
 /* One token, laid out for decode (n_tok 1) or prefill; codes of rt_quantize_q8. */
-static void act8_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
+static void act8_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
 {
     int nb = cols / QK;
 
@@ -197,9 +199,14 @@ static void act8_quantize(uint8_t *dst, const float *x, int n_tok, int cols)
                 else
                     hi += c[j];
             }
-            if (n_tok == 1)
+            if (n_tok == 1 && (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1)) {
+                memcpy(g->xq[2 * (i / 4)] + 16 * (i % 4), c, QK / 2);
+                memcpy(g->xq[2 * (i / 4) + 1] + 16 * (i % 4), c + QK / 2, QK / 2);
+            } else if (n_tok == 1 && type == GGML_TYPE_Q4_K) {
+                memcpy(g->xk[2 * (i / 4) + i % 2] + 32 * (i % 4 / 2), c, QK);
+            } else if (n_tok == 1) {
                 memcpy(g->xp[i / 2] + 32 * (i % 2), c, QK);
-            else
+            } else
                 for (int k = 0; k < 8; k++)
                     memcpy(&g->xt[k][i], c + 4 * k, 4);
             g->dx[i] = tmp[i].d;
@@ -221,37 +228,144 @@ AI8 v16s32 unoffset(const int kind, v16s32 isum, const int32_t *xs)
     return sh < 0 ? isum : isum - (ld_s32(xs) << sh);
 }
 
-AI8 v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group *xg, const uint8_t *row, int g0, int n)
+/* The integer block sums of a group of Q4_0, Q4_1 or Q4_K blocks (few instructions per block:
+ * decode is bound by them, not by memory) into lanes 0 .. 15 in block order. Q4_0 and Q4_1: the
+ * 16-byte nibble arrays of 4 blocks side by side;
+ * the low nibbles meet xq[2Q] (codes 0-15 of each block) and the high ones xq[2Q + 1] (16-31),
+ * both in one accumulator whose lanes 4i .. 4i + 3 are block 4Q + i's. Q4_K: 64 bytes are four
+ * sub-blocks, low nibbles 4Q and 4Q + 2, high ones 4Q + 1 and 4Q + 3, against xk. */
+AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, const uint8_t *row, int g0, int n)
 {
-    /* Q6_K's halves: bytes 0-15 and 32-47 of a pair are the two blocks' codes 0-15 */
-    const v64u8 iota = {IOTA64}, lo_half = (v64u8)((iota & 16) == 0);
-    v16s32 p[8], p2[8];
-    v16f a, b, a2;
+    v16s32 p[8];
 
-#pragma GCC unroll 8
-    for (int m = 0; m < 8; m++) {
-        if (!FULL && 2 * m >= n) {
-            p[m] = p2[m] = (v16s32){0};
+    if (kind == V_Q4_0 || kind == V_Q4_1) {
+        const size_t bytes = kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, at = kind == V_Q4_0 ? 2 : 4;
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            if (!FULL && 4 * q >= n) {
+                p[q] = (v16s32){0};
+                continue;
+            }
+            v16u8 b[4];
+            for (int i = 0; i < 4; i++) /* past the row's end: block 4q again, against zero codes */
+                memcpy(&b[i], row + (size_t)(g0 + (FULL || 4 * q + i < n ? 4 * q + i : 4 * q)) * bytes + at, 16);
+            v64u8 v = __builtin_shufflevector(__builtin_shufflevector(b[0], b[1], IOTA32),
+                                              __builtin_shufflevector(b[2], b[3], IOTA32), IOTA64);
+            v64s8 xl, xh;
+            memcpy(&xl, xg->xq[2 * q], sizeof xl);
+            memcpy(&xh, xg->xq[2 * q + 1], sizeof xh);
+            p[q] = dpbusd(dpbusd((v16s32){0}, v & 15, xl), v >> 4, xh);
+        }
+        /* lanes 4i .. 4i + 3 of p[q] -> lane 4q + i: two levels of a transposing add tree */
+        v16s32 h[2];
+        for (int i = 0; i < 2; i++)
+            h[i] = __builtin_shufflevector(p[2 * i], p[2 * i + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30) +
+                   __builtin_shufflevector(p[2 * i], p[2 * i + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
+                                           29, 31);
+        return __builtin_shufflevector(h[0], h[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+               __builtin_shufflevector(h[0], h[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    }
+    /* V_Q4_K: n is 8 or 16 (whole super-blocks) */
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) {
+        if (!FULL && 4 * q >= n) {
+            p[2 * q] = p[2 * q + 1] = (v16s32){0};
             continue;
         }
-        v64u8 w = unpack_pair8(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m));
-        v64s8 x;
-        memcpy(&x, xg->xp[m], sizeof x);
-        if (kind == V_Q6_K) {
-            p[m] = dpbusd((v16s32){0}, w & lo_half, x);
-            p2[m] = dpbusd((v16s32){0}, w & ~lo_half, x);
-        } else {
+        v64u8 v;
+        v64s8 xl, xh;
+        memcpy(&v, row + (size_t)((g0 + 4 * q) / 8) * RT_Q4_K_BYTES + 16 + 64 * (q % 2), sizeof v);
+        memcpy(&xl, xg->xk[2 * q], sizeof xl);
+        memcpy(&xh, xg->xk[2 * q + 1], sizeof xh);
+        p[2 * q] = dpbusd((v16s32){0}, v & 15, xl);
+        p[2 * q + 1] = dpbusd((v16s32){0}, v >> 4, xh);
+    }
+    /* sum_pairs puts blocks 4Q, 4Q + 2, 4Q + 1, 4Q + 3 in lanes 4Q .. 4Q + 3 */
+    v16s32 r = sum_pairs(p);
+    return __builtin_shufflevector(r, r, 0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+}
+
+/* The half sums of a group of Q6_K blocks (8 or 16: whole super-blocks): lane i of *lo the sum
+ * over block i's codes 0-15, of *hi over 16-31. Per half super-block one load of the low bits
+ * (blocks 4h and 4h + 1 in the low nibbles, 4h + 2 and 4h + 3 in the high ones, as in xp) and
+ * one of the high bits; each vpdpbusd lane covers 4 codes, so a block's halves are its lanes
+ * 0-3 and 4-7, and the add tree stops one level short of sum_pairs. */
+AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row, int g0, int n, v16s32 *lo,
+                       v16s32 *hi)
+{
+    v16s32 p[8], q[4], r[2];
+
+#pragma GCC unroll 4
+    for (int m = 0; m < 8; m += 2) {
+        const int s = m / 4, h = m / 2 % 2;
+        if (!FULL && 8 * s >= n) {
+            p[m] = p[m + 1] = (v16s32){0};
+            continue;
+        }
+        const uint8_t *sb = row + (size_t)(g0 / 8 + s) * RT_Q6_K_BYTES;
+        v64u8 v;
+        v16u16 hb;
+        v64s8 x0, x1;
+        memcpy(&v, sb + 64 * h, sizeof v);
+        memcpy(&hb, sb + 128 + 32 * h, sizeof hb);
+        memcpy(&x0, xg->xp[m], sizeof x0);
+        memcpy(&x1, xg->xp[m + 1], sizeof x1);
+        /* bits 2jj, 2jj + 1 of the high bytes to bits 4-5 for block 4h + jj (16-bit shifts:
+         * what crosses a byte is masked off) */
+        v64u8 t01 = (v64u8)__builtin_shufflevector(hb << 4, hb << 2, IOTA32) & 0x30;
+        v64u8 t23 = (v64u8)__builtin_shufflevector(hb, hb >> 2, IOTA32) & 0x30;
+        p[m] = dpbusd((v16s32){0}, (v & 15) | t01, x0);
+        p[m + 1] = dpbusd((v16s32){0}, (v >> 4) | t23, x1);
+    }
+    /* p[m] lanes: 0-3 block 2m's low half, 4-7 its high half, 8-15 block 2m + 1's */
+    for (int k = 0; k < 4; k++)
+        q[k] = __builtin_shufflevector(p[2 * k], p[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                       30) +
+               __builtin_shufflevector(p[2 * k], p[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
+                                       31);
+    for (int k = 0; k < 2; k++)
+        r[k] = __builtin_shufflevector(q[2 * k], q[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
+                                       30) +
+               __builtin_shufflevector(q[2 * k], q[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
+                                       31);
+    /* r[k] lane 2i + e: half e of block 8k + i */
+    *lo = __builtin_shufflevector(r[0], r[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *hi = __builtin_shufflevector(r[0], r[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+AI8 v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group *xg, const uint8_t *row, int g0, int n)
+{
+    v16f a, b, a2;
+    v16s32 isum;
+
+    if (kind == V_Q6_K) {
+        v16s32 lo, hi;
+        q6k_half_sums(FULL, xg, row, g0, n, &lo, &hi);
+        group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
+        v16f dx = ld_f(xg->dx);
+        acc = fmav(__builtin_convertvector(unoffset(kind, lo, xg->xs_lo), v16f), a * dx, acc);
+        return fmav(__builtin_convertvector(unoffset(kind, hi, xg->xs_hi), v16f), a2 * dx, acc);
+    }
+    if (kind == V_Q4_0 || kind == V_Q4_1 || kind == V_Q4_K) {
+        isum = quad_sums(kind, FULL, xg, row, g0, n);
+    } else {
+        v16s32 p[8];
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; m++) {
+            if (!FULL && 2 * m >= n) {
+                p[m] = (v16s32){0};
+                continue;
+            }
+            v64u8 w = unpack_pair8(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m));
+            v64s8 x;
+            memcpy(&x, xg->xp[m], sizeof x);
             p[m] = dpbusd((v16s32){0}, w, x);
         }
+        isum = sum_pairs(p);
     }
     group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
-    v16f dx = ld_f(xg->dx);
-    if (kind == V_Q6_K) {
-        acc = fmav(__builtin_convertvector(unoffset(kind, sum_pairs(p), xg->xs_lo), v16f), a * dx, acc);
-        acc = fmav(__builtin_convertvector(unoffset(kind, sum_pairs(p2), xg->xs_hi), v16f), a2 * dx, acc);
-    } else {
-        acc = fmav(__builtin_convertvector(unoffset(kind, sum_pairs(p), xg->xs), v16f), a * dx, acc);
-    }
+    acc = fmav(__builtin_convertvector(unoffset(kind, isum, xg->xs), v16f), a * ld_f(xg->dx), acc);
     if (has_offset(kind))
         acc = fmav(b, ld_f(xg->s), acc);
     return acc;
