@@ -583,9 +583,17 @@ AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, 
     }
 }
 
+/* Out of line where the instructions are real: inlined into the panel loop, gcc merged the two
+ * row tiles into 8 x 4 accumulators and spilled them (its clones keep MT constant). */
+#if (defined(__AVX512VNNI__) && defined(__AVX512F__)) || defined(__AVXVNNI__)
+#define TILE_ATTR static __attribute__((noinline))
+#else
+#define TILE_ATTR AI
+#endif
+
 /* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [k0, k0 + nk): the block sums
  * in lanes, folded into facc with scales `sa` (panel.a or panel.a2). */
-AI void tile(const int MT, const int kind, int r0, const vnni_group *const *xg, int t0, int k0, int nk,
+TILE_ATTR void tile(const int MT, const int kind, int r0, const vnni_group *const *xg, int t0, int k0, int nk,
              const float (*sa)[16], int offset)
 {
     v16s32 c[4][4];
@@ -596,7 +604,7 @@ AI void tile(const int MT, const int kind, int r0, const vnni_group *const *xg, 
         for (int t = 0; t < MT; t++)
             c[r][t] = (v16s32){0};
     for (int k = k0; k < k0 + nk; k++) {
-        v32s16 xv[4];
+        v32s16 xv[4] = {{0}}; /* all set for t < MT: gcc 12 cannot tell in the out-of-line tile */
 #pragma GCC unroll 4
         for (int t = 0; t < MT; t++) {
             xv[t] = ld_s16(xg[t]->xt[k]);

@@ -422,6 +422,38 @@ AI8 void transpose8(v16s32 o[8], const v16s32 v[8])
         o[k] = __builtin_shufflevector(s[k], s[k], 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
 }
 
+/* A whole group of Q4_0 or Q4_1 blocks in the prefill layout, o[k] lane i = block i's codes
+ * 4k .. 4k + 3: those are the low nibbles of its dword k (k < 4) or the high ones of dword k - 4,
+ * so the 16 x 4 dwords of nibbles need one transpose, not the 16 x 8 of unpacked codes. */
+AI8 void panel8_q4(v16s32 o[8], const uint8_t *row, int g0, size_t bytes, size_t at)
+{
+    v16s32 q[4], t[4];
+
+    for (int c = 0; c < 4; c++) { /* q[c] lane 4b + k: block 4c + b's dword k */
+        v16u8 b[4];
+        for (int i = 0; i < 4; i++)
+            memcpy(&b[i], row + (size_t)(g0 + 4 * c + i) * bytes + at, 16);
+        q[c] = (v16s32)__builtin_shufflevector(__builtin_shufflevector(b[0], b[1], IOTA32),
+                                               __builtin_shufflevector(b[2], b[3], IOTA32), IOTA64);
+        /* t[c] lane 4k + b */
+        t[c] = __builtin_shufflevector(q[c], q[c], 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    }
+    /* o[k] 128-bit quarter c = t[c]'s quarter k: a 4 x 4 transpose of quarters */
+    v16s32 u0 = __builtin_shufflevector(t[0], t[1], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    v16s32 u1 = __builtin_shufflevector(t[0], t[1], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    v16s32 u2 = __builtin_shufflevector(t[2], t[3], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+    v16s32 u3 = __builtin_shufflevector(t[2], t[3], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    v16s32 d[4];
+    d[0] = __builtin_shufflevector(u0, u2, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    d[1] = __builtin_shufflevector(u1, u3, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    d[2] = __builtin_shufflevector(u0, u2, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    d[3] = __builtin_shufflevector(u1, u3, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    for (int k = 0; k < 4; k++) {
+        o[k] = (v16s32)((v64u8)d[k] & 15);
+        o[k + 4] = (v16s32)((v64u8)d[k] >> 4);
+    }
+}
+
 AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
 {
     int n = nb - g0 < 16 ? nb - g0 : 16;
@@ -437,10 +469,15 @@ AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0
             continue;
         }
         const uint8_t *row = w + (size_t)r * ws;
-        for (int m = 0; m < 8; m++)
-            v[m] = 2 * m >= n ? (v16s32){0}
-                              : (v16s32)unpack_pair8(kind, row, g0 + 2 * m, g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
-        transpose8(o, v);
+        if ((kind == V_Q4_0 || kind == V_Q4_1) && n == 16)
+            panel8_q4(o, row, g0, kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, kind == V_Q4_0 ? 2 : 4);
+        else {
+            for (int m = 0; m < 8; m++)
+                v[m] = 2 * m >= n ? (v16s32){0}
+                                  : (v16s32)unpack_pair8(kind, row, g0 + 2 * m,
+                                                         g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
+            transpose8(o, v);
+        }
         memcpy(panel8.wt[r], o, sizeof o);
         group_scales(kind, row, g0, n, &a, &b, &a2);
         memcpy(panel8.a[r], &a, sizeof a);
@@ -449,9 +486,16 @@ AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0
     }
 }
 
+/* out of line where the instructions are real, as tile() */
+#if (defined(__AVX512VNNI__) && defined(__AVX512F__)) || defined(__AVXVNNI__)
+#define TILE8_ATTR TILE_ATTR
+#else
+#define TILE8_ATTR AI8
+#endif
+
 /* 4 panel rows from r0 x MT tokens over steps [k0, k0 + nk): the block sums, unoffset by the
  * activation sums xs (xs, xs_lo or xs_hi by offsetof), folded into facc with scales sa. */
-AI8 void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
+TILE8_ATTR void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
                const float (*sa)[16], size_t xs_at, int offset)
 {
     v16s32 c[4][4] = {{{0}}};
@@ -466,7 +510,7 @@ AI8 void tile8(const int MT, const int kind, int r0, const vnni8_group *const *x
             c[r][t] = init;
     }
     for (int k = k0; k < k0 + nk; k++) {
-        v64s8 xv[4];
+        v64s8 xv[4] = {{0}}; /* as in tile() */
 #pragma GCC unroll 4
         for (int t = 0; t < MT; t++) {
             memcpy(&xv[t], xg[t]->xt[k], sizeof xv[t]);
