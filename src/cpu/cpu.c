@@ -409,7 +409,7 @@ void cpu_softmax(float *x, int n)
     float mx = -INFINITY, sum = 0.0f;
 
     for (int i = 0; i < n; i++)
-        mx = fmaxf(mx, x[i]);
+        mx = x[i] > mx ? x[i] : mx; /* fmaxf's result (NaNs skipped), without its call */
     for (int i = 0; i < n; i++) {
         x[i] = expf(x[i] - mx);
         sum += x[i];
@@ -476,6 +476,27 @@ static void att_task(void *ctx, int ith, int nth)
         const float *q = j->q + (size_t)t * j->n_heads * hd + (size_t)h * hd;
         float *o = j->out + (size_t)t * j->n_heads * hd + (size_t)h * hd;
 
+        if (!j->kv_f16 && k->dots_f32 && k->axpys_f32) {
+            /* runs of positions contiguous in the cache: one, or two where the ring wraps */
+            for (int p = p0; p < n_pos;) {
+                int slot = j->ring ? p % j->ring : p,
+                    m = j->ring && n_pos - p > j->ring - slot ? j->ring - slot : n_pos - p;
+                k->dots_f32(sc + (p - p0), q, (const float *)j->k + (size_t)slot * kv_dim + kvo, (size_t)kv_dim, m, hd);
+                p += m;
+            }
+            for (int p = p0; p < n_pos; p++)
+                sc[p - p0] *= scale;
+            cpu_softmax(sc, n_pos - p0);
+            memset(o, 0, (size_t)hd * sizeof *o);
+            for (int p = p0; p < n_pos;) {
+                int slot = j->ring ? p % j->ring : p,
+                    m = j->ring && n_pos - p > j->ring - slot ? j->ring - slot : n_pos - p;
+                k->axpys_f32(o, sc + (p - p0), (const float *)j->v + (size_t)slot * kv_dim + kvo, (size_t)kv_dim, m,
+                             hd);
+                p += m;
+            }
+            continue;
+        }
         for (int p = p0; p < n_pos; p++) {
             size_t off = (size_t)(j->ring ? p % j->ring : p) * kv_dim + kvo;
             sc[p - p0] = scale * (j->kv_f16 ? k->dot_f32_f16(q, (const uint16_t *)j->k + off, hd)

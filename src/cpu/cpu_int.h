@@ -28,6 +28,12 @@ typedef struct rt_kernels {
     float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
     void (*axpy_f32)(float *y, float a, const float *x, int n);       /* y += a * x */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
+    /* Attention over m keys at once, with exactly the arithmetic of the calls they replace:
+     * s[i] = dot_f32(q, k + i * ks, n), and y += s[i] * v[i * vs] for i = 0, 1, ... as axpy_f32
+     * does it. NULL: cpu.c loops over dot_f32 and axpy_f32 (a call per key and head, which
+     * took a quarter of a 512-token prefill). */
+    void (*dots_f32)(float *s, const float *q, const float *k, size_t ks, int m, int n);
+    void (*axpys_f32)(float *y, const float *s, const float *v, size_t vs, int m, int n);
     void (*f32_to_f16)(uint16_t *y, const float *x, int n);
     /* MLX affine int4 / int8 (mlx_matmul.c): sum over one block of 32 of code[i] * x[i], codes
      * unsigned (int4: byte l holds elements 2l low, 2l + 1 high nibble). NULL: mlx_matmul.c's

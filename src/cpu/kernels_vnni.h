@@ -594,7 +594,7 @@ AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, 
 /* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [k0, k0 + nk): the block sums
  * in lanes, folded into facc with scales `sa` (panel.a or panel.a2). */
 TILE_ATTR void tile(const int MT, const int kind, int r0, const vnni_group *const *xg, int t0, int k0, int nk,
-             const float (*sa)[16], int offset)
+                    const float (*sa)[16], int offset)
 {
     v16s32 c[4][4];
 

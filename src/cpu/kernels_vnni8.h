@@ -162,9 +162,9 @@ AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
 
 typedef struct vnni8_group {
     union {
-        int8_t xp[8][64];  /* decode of the other types */
-        int8_t xq[8][64];  /* decode of Q4_0 and Q4_1 (quad_sums) */
-        int8_t xk[8][64];  /* decode of Q4_K (quad_sums) */
+        int8_t xp[8][64]; /* decode of the other types */
+        int8_t xq[8][64]; /* decode of Q4_0 and Q4_1 (quad_sums) */
+        int8_t xk[8][64]; /* decode of Q4_K (quad_sums) */
         int32_t xt[8][16]; /* prefill */
     };
     float dx[16], s[16];
@@ -291,8 +291,7 @@ AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, cons
  * (blocks 4h and 4h + 1 in the low nibbles, 4h + 2 and 4h + 3 in the high ones, as in xp) and
  * one of the high bits; each vpdpbusd lane covers 4 codes, so a block's halves are its lanes
  * 0-3 and 4-7, and the add tree stops one level short of sum_pairs. */
-AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row, int g0, int n, v16s32 *lo,
-                       v16s32 *hi)
+AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row, int g0, int n, v16s32 *lo, v16s32 *hi)
 {
     v16s32 p[8], q[4], r[2];
 
@@ -320,15 +319,13 @@ AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row
     }
     /* p[m] lanes: 0-3 block 2m's low half, 4-7 its high half, 8-15 block 2m + 1's */
     for (int k = 0; k < 4; k++)
-        q[k] = __builtin_shufflevector(p[2 * k], p[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
-                                       30) +
-               __builtin_shufflevector(p[2 * k], p[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
-                                       31);
+        q[k] =
+            __builtin_shufflevector(p[2 * k], p[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+            __builtin_shufflevector(p[2 * k], p[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int k = 0; k < 2; k++)
-        r[k] = __builtin_shufflevector(q[2 * k], q[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28,
-                                       30) +
-               __builtin_shufflevector(q[2 * k], q[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29,
-                                       31);
+        r[k] =
+            __builtin_shufflevector(q[2 * k], q[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+            __builtin_shufflevector(q[2 * k], q[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     /* r[k] lane 2i + e: half e of block 8k + i */
     *lo = __builtin_shufflevector(r[0], r[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     *hi = __builtin_shufflevector(r[0], r[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -473,9 +470,9 @@ AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0
             panel8_q4(o, row, g0, kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, kind == V_Q4_0 ? 2 : 4);
         else {
             for (int m = 0; m < 8; m++)
-                v[m] = 2 * m >= n ? (v16s32){0}
-                                  : (v16s32)unpack_pair8(kind, row, g0 + 2 * m,
-                                                         g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
+                v[m] = 2 * m >= n
+                           ? (v16s32){0}
+                           : (v16s32)unpack_pair8(kind, row, g0 + 2 * m, g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
             transpose8(o, v);
         }
         memcpy(panel8.wt[r], o, sizeof o);
@@ -496,7 +493,7 @@ AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0
 /* 4 panel rows from r0 x MT tokens over steps [k0, k0 + nk): the block sums, unoffset by the
  * activation sums xs (xs, xs_lo or xs_hi by offsetof), folded into facc with scales sa. */
 TILE8_ATTR void tile8(const int MT, const int kind, int r0, const vnni8_group *const *xg, int t0, int k0, int nk,
-               const float (*sa)[16], size_t xs_at, int offset)
+                      const float (*sa)[16], size_t xs_at, int offset)
 {
     v16s32 c[4][4] = {{{0}}};
 

@@ -213,6 +213,57 @@ START_TEST(neon_block_dots_equal_the_scalar_ones_bit_for_bit)
 }
 END_TEST
 
+/* The batched attention kernels (many keys per call) replace a dot_f32 and an axpy_f32 per key:
+ * they must give those calls' results bit for bit, at head sizes with and without a tail and
+ * with key rows strided as in the KV cache. */
+START_TEST(attention_batches_equal_the_per_key_calls_bit_for_bit)
+{
+    static const int dims[] = {64, 72, 128, 200}, keys[] = {1, 7, 40};
+
+    if (!use_path(_i))
+        return;
+    const rt_kernels *k = rt_kernels_get();
+    if (!k->dots_f32 || !k->axpys_f32) {
+        ck_assert_ptr_null(k->dots_f32); /* both or neither: cpu.c takes them together */
+        ck_assert_ptr_null(k->axpys_f32);
+        return;
+    }
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+        for (size_t mi = 0; mi < sizeof keys / sizeof keys[0]; mi++) {
+            int n = dims[di], m = keys[mi];
+            size_t ks = (size_t)n * 3 + 5;
+            float *q = malloc(sizeof(float) * n), *kv = malloc(sizeof(float) * ks * m);
+            float *s = malloc(sizeof(float) * m), *want_s = malloc(sizeof(float) * m);
+            float *y = malloc(sizeof(float) * n), *want_y = malloc(sizeof(float) * n);
+            for (int i = 0; i < n; i++)
+                q[i] = unif();
+            for (size_t i = 0; i < ks * m; i++)
+                kv[i] = unif();
+            for (int i = 0; i < n; i++)
+                y[i] = want_y[i] = unif();
+            k->dots_f32(s, q, kv, ks, m, n);
+            for (int i = 0; i < m; i++)
+                want_s[i] = k->dot_f32(q, kv + (size_t)i * ks, n);
+            k->axpys_f32(y, s, kv, ks, m, n);
+            for (int i = 0; i < m; i++)
+                k->axpy_f32(want_y, want_s[i], kv + (size_t)i * ks, n);
+            for (int i = 0; i < m; i++)
+                ck_assert_msg(memcmp(&s[i], &want_s[i], sizeof s[i]) == 0, "%s dots n %d key %d: %.9g vs %.9g",
+                              paths[_i], n, i, s[i], want_s[i]);
+            for (int i = 0; i < n; i++)
+                ck_assert_msg(memcmp(&y[i], &want_y[i], sizeof y[i]) == 0, "%s axpys n %d m %d [%d]: %.9g vs %.9g",
+                              paths[_i], n, m, i, y[i], want_y[i]);
+            free(q);
+            free(kv);
+            free(s);
+            free(want_s);
+            free(y);
+            free(want_y);
+        }
+    cpu_path_select("auto");
+}
+END_TEST
+
 START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the other paths are taken by name only, cpu.c says why) */
@@ -433,6 +484,7 @@ int main(void)
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
+    tcase_add_loop_test(k, attention_batches_equal_the_per_key_calls_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 2);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
     tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
