@@ -21,9 +21,11 @@
  * 16, 32), exact in 32 bits.
  *
  * Layouts (one vnni8_group per 16 blocks of a token):
- *   decode (one token; also the row dot): xp[m] = block 2m's 32 codes then block 2m + 1's, and a
- *     pair of weight blocks the same way, so one vpdpbusd leaves block 2m's partial sums in
- *     lanes 0-7 and 2m + 1's in 8-15 (sum_pairs finishes them);
+ *   decode (one token; also the row dot), by the weights' type (act8_quantize is told it):
+ *     xp[m] = block 2m's 32 codes then block 2m + 1's, and a pair of weight blocks the same way,
+ *     so one vpdpbusd leaves block 2m's partial sums in lanes 0-7 and 2m + 1's in 8-15
+ *     (sum_pairs finishes them; Q6_K stops a level early for its two halves); Q4_0 and Q4_1 take
+ *     xq, Q4_K xk, which fit one load of their packed nibbles per 4 blocks (quad_sums);
  *   prefill: xt[k][i] = block i's codes 4k .. 4k + 3, and a panel of 8 rows the same way, so 8
  *     vpdpbusd per (row, token, group) leave the block sums in their lanes. */
 
