@@ -238,6 +238,35 @@ static void f32_to_f16(uint16_t *y, const float *x, int n)
         y[i] = cpu_f32_to_f16(x[i]);
 }
 
+/* Attention over many keys (cpu_int.h): dot_f32 per key, inlined; axpy_f32 with 64 columns of
+ * y in registers across the keys, so that each element sees the same fma in the same order. */
+static void dots_f32(float *s, const float *q, const float *k, size_t ks, int m, int n)
+{
+    for (int i = 0; i < m; i++)
+        s[i] = dot_f32(q, k + (size_t)i * ks, n);
+}
+
+static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m, int n)
+{
+    int c = 0;
+
+    for (; c + 64 <= n; c += 64) {
+        __m256 acc[8];
+        for (int j = 0; j < 8; j++)
+            acc[j] = _mm256_loadu_ps(y + c + 8 * j);
+        for (int i = 0; i < m; i++) {
+            __m256 a = _mm256_set1_ps(s[i]);
+            const float *x = v + (size_t)i * vs + c;
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_fmadd_ps(a, _mm256_loadu_ps(x + 8 * j), acc[j]);
+        }
+        for (int j = 0; j < 8; j++)
+            _mm256_storeu_ps(y + c + 8 * j, acc[j]);
+    }
+    for (int i = 0; c < n && i < m; i++)
+        axpy_f32(y + c, s[i], v + (size_t)i * vs + c, n - c);
+}
+
 static const rt_kernels avx2 = {
     .name = "avx2",
     .dot = {
@@ -250,6 +279,8 @@ static const rt_kernels avx2 = {
     .axpy_f32 = axpy_f32,
     .axpy_f16 = axpy_f16,
     .f32_to_f16 = f32_to_f16,
+    .dots_f32 = dots_f32,
+    .axpys_f32 = axpys_f32,
 };
 
 const rt_kernels *rt_kernels_avx2(void) { return &avx2; }
