@@ -36,6 +36,14 @@ expect_fail() {
     case "$err" in *"$msg"*) ;; *) fail "'$*': stderr lacks '$msg': $err" ;; esac
 }
 contains() { case "$1" in *"$2"*) ;; *) fail "expected '$2' in: $1" ;; esac; }
+# flip_byte FILE OFFSET: overwrite one byte with one that differs from it (an 'X' written over
+# random bytes left them intact once in 256 runs)
+flip_byte() {
+    local was byte=X
+    was=$(dd if="$1" bs=1 skip="$2" count=1 status=none | od -An -c | tr -d ' ')
+    [ "$was" = X ] && byte=Y
+    printf '%s' "$byte" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
 
 # A fingerprint of the store: blob names, index rows. Compare before and after a refusal.
 store_state() {

@@ -9,7 +9,7 @@ src="$MODELS/stories260K/stories260K.gguf"
 expect_ok mstore import "$src" --name s
 victim=$(ls -S "$MSTORE_HOME/blobs" | head -1)
 chmod u+w "$MSTORE_HOME/blobs/$victim"
-printf 'X' | dd of="$MSTORE_HOME/blobs/$victim" bs=1 seek=200 conv=notrunc status=none
+flip_byte "$MSTORE_HOME/blobs/$victim" 200
 expect_fail 1 "blob sha256:${victim#sha256-} is damaged" mstore export s --gguf "$WORK/out.gguf"
 [ ! -e "$WORK/out.gguf" ] || fail "a failed export left its output"
 ls "$WORK" | grep -q partial && fail "a failed export left a partial file"

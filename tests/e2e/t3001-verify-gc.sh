@@ -27,7 +27,7 @@ expect_ok mstore verify m
 # Corrupt one tensor blob: verify (all, and by name) fails naming it.
 victim=$(ls "$MSTORE_HOME/blobs" | head -1)
 chmod u+w "$MSTORE_HOME/blobs/$victim"
-printf 'X' | dd of="$MSTORE_HOME/blobs/$victim" bs=1 seek=20 conv=notrunc 2>/dev/null
+flip_byte "$MSTORE_HOME/blobs/$victim" 20
 expect_fail 1 "sha256:${victim#sha256-}" mstore verify
 contains "$err" "corrupt"
 expect_fail 1 "sha256:${victim#sha256-}" mstore verify m

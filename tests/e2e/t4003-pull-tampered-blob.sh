@@ -15,7 +15,7 @@ hex=${bad#sha256:}
 data=$REG_ROOT/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex/data
 [ -f "$data" ] || fail "registry blob file not found: $data"
 # Same size, one byte changed: only the digest can tell.
-printf 'X' | dd of="$data" bs=1 seek=1000 conv=notrunc status=none
+flip_byte "$data" 1000
 
 export MSTORE_HOME=$WORK/home2
 expect_fail 1 "digest mismatch" mstore pull --insecure "$REG_HOST/t/m:v1"

@@ -33,7 +33,7 @@ expect_ok mstore verify
 export MSTORE_HOME=$WORK/home3
 mkdir -p "$MSTORE_HOME"
 victim=$(ls -S "$WORK/oci/blobs/sha256" | head -1)
-printf 'X' | dd of="$WORK/oci/blobs/sha256/$victim" bs=1 seek=100 conv=notrunc status=none
+flip_byte "$WORK/oci/blobs/sha256/$victim" 100
 expect_ok mstore list
 before=$(store_state)
 expect_fail 1 "sha256:$victim" mstore pull --from "$WORK/oci" tiny

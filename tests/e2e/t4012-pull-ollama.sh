@@ -155,7 +155,7 @@ ollama_model "$WORK/bad" "$F16"
 curl_push "$WORK/bad" library/bad latest >/dev/null
 hex=$(head -1 "$WORK/bad/blobs.txt")
 hex=${hex#sha256:}
-printf 'X' | dd of="$REG_ROOT/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex/data" bs=1 seek=100000 conv=notrunc status=none
+flip_byte "$REG_ROOT/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex/data" 100000
 ls "$MSTORE_HOME/blobs" >"$WORK/blobs.before"
 expect_ok mstore list
 list_before=$out

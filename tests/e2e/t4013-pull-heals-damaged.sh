@@ -17,7 +17,7 @@ contains "$out" "downloaded 0 blobs"
 set -- $(ls -S "$MSTORE_HOME/blobs" | head -2)
 flip=$1 cut=$2
 chmod u+w "$MSTORE_HOME/blobs/$flip" "$MSTORE_HOME/blobs/$cut"
-printf 'X' | dd of="$MSTORE_HOME/blobs/$flip" bs=1 seek=1000 conv=notrunc status=none
+flip_byte "$MSTORE_HOME/blobs/$flip" 1000
 truncate -s 1000 "$MSTORE_HOME/blobs/$cut"
 expect_fail 1 "is corrupt" mstore verify
 
