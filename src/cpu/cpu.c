@@ -461,6 +461,14 @@ typedef struct att_job {
     float scale;
 } att_job;
 
+/* Positions p .. n_pos - 1 of a cache that is a ring of `ring` slots (0: none): the first run
+ * of them in consecutive slots starts at *slot; returns its length. */
+static int ring_run(int ring, int p, int n_pos, int *slot)
+{
+    *slot = ring ? p % ring : p;
+    return ring && n_pos - p > ring - *slot ? ring - *slot : n_pos - p;
+}
+
 static void att_task(void *ctx, int ith, int nth)
 {
     const att_job *j = ctx;
@@ -478,22 +486,18 @@ static void att_task(void *ctx, int ith, int nth)
 
         if (!j->kv_f16 && k->dots_f32 && k->axpys_f32) {
             /* runs of positions contiguous in the cache: one, or two where the ring wraps */
-            for (int p = p0; p < n_pos;) {
-                int slot = j->ring ? p % j->ring : p,
-                    m = j->ring && n_pos - p > j->ring - slot ? j->ring - slot : n_pos - p;
+            for (int p = p0, slot, m; p < n_pos; p += m) {
+                m = ring_run(j->ring, p, n_pos, &slot);
                 k->dots_f32(sc + (p - p0), q, (const float *)j->k + (size_t)slot * kv_dim + kvo, (size_t)kv_dim, m, hd);
-                p += m;
             }
             for (int p = p0; p < n_pos; p++)
                 sc[p - p0] *= scale;
             cpu_softmax(sc, n_pos - p0);
             memset(o, 0, (size_t)hd * sizeof *o);
-            for (int p = p0; p < n_pos;) {
-                int slot = j->ring ? p % j->ring : p,
-                    m = j->ring && n_pos - p > j->ring - slot ? j->ring - slot : n_pos - p;
+            for (int p = p0, slot, m; p < n_pos; p += m) {
+                m = ring_run(j->ring, p, n_pos, &slot);
                 k->axpys_f32(o, sc + (p - p0), (const float *)j->v + (size_t)slot * kv_dim + kvo, (size_t)kv_dim, m,
                              hd);
-                p += m;
             }
             continue;
         }

@@ -601,37 +601,11 @@ AI float attn_dot(const int F16, const float *a, const void *b, int n)
 static float dot_f32(const float *a, const float *b, int n) { return attn_dot(0, a, b, n); }
 static float dot_f32_f16(const float *a, const uint16_t *b, int n) { return attn_dot(1, a, b, n); }
 
+/* Its own dots_f32, since dot_f32 is its own (cpu_int.h: the same sums as the per-key calls). */
 static void dots_f32(float *s, const float *q, const float *k, size_t ks, int m, int n)
 {
     for (int i = 0; i < m; i++)
         s[i] = attn_dot(0, q, k + (size_t)i * ks, n);
-}
-
-/* The AVX2 table's axpy_f32 (8 lanes, each y = fma(a, x, y); past the last multiple of 8,
- * y += a * x rounded twice), over many keys with 64 columns of y in registers: each element
- * sees the same operations in the same order. */
-static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m, int n)
-{
-    int c = 0;
-
-    for (; c + 64 <= n; c += 64) {
-        __m512 acc[4];
-        for (int j = 0; j < 4; j++)
-            acc[j] = _mm512_loadu_ps(y + c + 16 * j);
-        for (int i = 0; i < m; i++) {
-            __m512 a = _mm512_set1_ps(s[i]);
-            const float *x = v + (size_t)i * vs + c;
-            for (int j = 0; j < 4; j++)
-                acc[j] = _mm512_fmadd_ps(a, _mm512_loadu_ps(x + 16 * j), acc[j]);
-        }
-        for (int j = 0; j < 4; j++)
-            _mm512_storeu_ps(y + c + 16 * j, acc[j]);
-    }
-    if (c < n) {
-        const rt_kernels *avx2 = rt_kernels_avx2();
-        for (int i = 0; i < m; i++)
-            avx2->axpy_f32(y + c, s[i], v + (size_t)i * vs + c, n - c);
-    }
 }
 
 static rt_kernels table;
@@ -650,8 +624,7 @@ static void table_init(void)
     table.dot[GGML_TYPE_Q6_K] = dot_q6_k;
     table.dot_f32 = dot_f32;
     table.dot_f32_f16 = dot_f32_f16;
-    table.dots_f32 = dots_f32;
-    table.axpys_f32 = axpys_f32;
+    table.dots_f32 = dots_f32; /* axpys_f32 stays the AVX2 table's: axpy_f32 is */
 }
 
 static const rt_fast fast = {

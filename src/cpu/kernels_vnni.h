@@ -485,6 +485,14 @@ AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *
                                   52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63);
 }
 
+/* Lanes 2i and 2i + 1 of a, then of b, added: one level of a transposing add tree (lanes 0-7
+ * from a, 8-15 from b). */
+AI v16s32 hadd_pairs(v16s32 a, v16s32 b)
+{
+    return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+           __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
 /* v[m] (m < 8): lanes 0-7 partial sums of block 2m, 8-15 of block 2m + 1 -> lane i the sum of
  * block i: the last three levels of a transposing add tree. */
 AI v16s32 sum_pairs(const v16s32 v[8])
@@ -499,8 +507,7 @@ AI v16s32 sum_pairs(const v16s32 v[8])
         c[i] =
             __builtin_shufflevector(b[2 * i], b[2 * i + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
             __builtin_shufflevector(b[2 * i], b[2 * i + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-    return __builtin_shufflevector(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-           __builtin_shufflevector(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return hadd_pairs(c[0], c[1]);
 }
 
 /* One group of a row against one token (decode layout); n blocks (16 in FULL groups, whose loop

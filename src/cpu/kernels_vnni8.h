@@ -259,14 +259,7 @@ AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, cons
             p[q] = dpbusd(dpbusd((v16s32){0}, v & 15, xl), v >> 4, xh);
         }
         /* lanes 4i .. 4i + 3 of p[q] -> lane 4q + i: two levels of a transposing add tree */
-        v16s32 h[2];
-        for (int i = 0; i < 2; i++)
-            h[i] = __builtin_shufflevector(p[2 * i], p[2 * i + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                           28, 30) +
-                   __builtin_shufflevector(p[2 * i], p[2 * i + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27,
-                                           29, 31);
-        return __builtin_shufflevector(h[0], h[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-               __builtin_shufflevector(h[0], h[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        return hadd_pairs(hadd_pairs(p[0], p[1]), hadd_pairs(p[2], p[3]));
     }
     /* V_Q4_K: n is 8 or 16 (whole super-blocks) */
 #pragma GCC unroll 4
@@ -321,13 +314,9 @@ AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row
     }
     /* p[m] lanes: 0-3 block 2m's low half, 4-7 its high half, 8-15 block 2m + 1's */
     for (int k = 0; k < 4; k++)
-        q[k] =
-            __builtin_shufflevector(p[2 * k], p[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-            __builtin_shufflevector(p[2 * k], p[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        q[k] = hadd_pairs(p[2 * k], p[2 * k + 1]);
     for (int k = 0; k < 2; k++)
-        r[k] =
-            __builtin_shufflevector(q[2 * k], q[2 * k + 1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-            __builtin_shufflevector(q[2 * k], q[2 * k + 1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        r[k] = hadd_pairs(q[2 * k], q[2 * k + 1]);
     /* r[k] lane 2i + e: half e of block 8k + i */
     *lo = __builtin_shufflevector(r[0], r[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     *hi = __builtin_shufflevector(r[0], r[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
