@@ -75,6 +75,16 @@ int blob_writer_write(blob_writer *w, const void *buf, size_t len)
 
 uint64_t blob_writer_size(const blob_writer *w) { return w->size; }
 
+int blob_writer_write_unhashed(blob_writer *w, const void *buf, size_t len)
+{
+    if (ms_write_all(w->fd, buf, len) < 0)
+        return ms_err_os("%s: write", w->tmp_path);
+    w->size += len;
+    return 0;
+}
+
+blob_hash *blob_writer_hash(blob_writer *w) { return w->hash; }
+
 void blob_writer_abort(blob_writer *w)
 {
     if (!w)

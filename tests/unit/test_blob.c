@@ -37,6 +37,136 @@ START_TEST(digest_of_known_bytes)
 }
 END_TEST
 
+/* The sha256 implementations a blob_hash can run on: OpenSSL (the reference here, through
+ * blob_digest_buf), SHA-NI where this CPU has it, and the same code with the instructions
+ * emulated in C, which runs everywhere. */
+static const char *const sha_impls[] = { "openssl", "sha-ni", "sha-ni-emulated" };
+
+static blob_hash *hash_on(const char *impl)
+{
+    blob_hash *h = blob_hash_new_impl(impl);
+
+    if (!h && strcmp(impl, "sha-ni") == 0)
+        fprintf(stderr, "sha-ni: this CPU lacks the SHA extensions; that code runs here as sha-ni-emulated\n");
+    else
+        ck_assert_msg(h != NULL, "%s: %s", impl, ms_err_msg());
+    return h;
+}
+
+static void fill_random(uint8_t *p, size_t n, unsigned *seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(rand_r(seed) >> 7);
+}
+
+START_TEST(every_sha256_implementation_matches_the_reference)
+{
+    static const struct {
+        const char *text;
+        const char *digest;
+    } known[] = {
+        { "", "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" },
+        { "abc", "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" },
+        { "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+          "sha256:248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1" },
+    };
+    const char *impl = sha_impls[_i];
+    size_t cap = 70000;
+    uint8_t *buf = malloc(cap);
+    unsigned seed = 7;
+    blob_hash *h;
+    ms_digest got, want;
+
+    ck_assert_ptr_nonnull(buf);
+    if (!(h = hash_on(impl))) {
+        free(buf);
+        return;
+    }
+    blob_hash_free(h);
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        h = hash_on(impl);
+        blob_hash_update(h, known[k].text, strlen(known[k].text));
+        blob_hash_final(got, h);
+        ck_assert_str_eq(got, known[k].digest);
+    }
+    /* A million 'a' (FIPS 180-2's third vector), fed in uneven pieces. */
+    memset(buf, 'a', cap);
+    h = hash_on(impl);
+    for (size_t done = 0, piece = 1; done < 1000000; done += piece, piece = piece * 7 % 65521 + 1)
+        blob_hash_update(h, buf, piece < 1000000 - done ? piece : 1000000 - done);
+    blob_hash_final(got, h);
+    ck_assert_str_eq(got, "sha256:cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* Every length across the padding's two cases, then long random buffers cut at random. */
+    for (size_t len = 0; len < 300 || len < cap; len = len < 300 ? len + 1 : len * 3 + 17) {
+        size_t n = len < cap ? len : cap;
+        fill_random(buf, n, &seed);
+        blob_digest_buf(want, buf, n);
+        h = hash_on(impl);
+        for (size_t at = 0; at < n;) {
+            size_t piece = (size_t)rand_r(&seed) % (n - at < 5000 ? n - at : 5000) + 1;
+            blob_hash_update(h, buf + at, piece);
+            at += piece;
+        }
+        blob_hash_final(got, h);
+        ck_assert_msg(strcmp(got, want) == 0, "%s, %zu bytes: %s, OpenSSL says %s", impl, n, got, want);
+    }
+    free(buf);
+}
+END_TEST
+
+/* Two hashes, each already partway into a block by a different amount, then fed the same
+ * chunks with blob_hash_update2: each ends where blob_hash_update alone would have. Pairs of
+ * the same implementation take the fused path; mixed pairs fall back. */
+START_TEST(update2_equals_two_updates_at_any_offsets)
+{
+    const char *impl = sha_impls[_i];
+    size_t cap = 9000;
+    uint8_t *pa = malloc(cap), *pb = malloc(cap), *data = malloc(cap);
+    unsigned seed = 11;
+    ms_digest got_a, got_b, want_a, want_b;
+    blob_hash *probe = hash_on(impl);
+
+    ck_assert(pa && pb && data);
+    if (!probe) {
+        free(pa), free(pb), free(data);
+        return;
+    }
+    blob_hash_free(probe);
+    for (int trial = 0; trial < 400; trial++) {
+        size_t la = (size_t)rand_r(&seed) % 140, lb = (size_t)rand_r(&seed) % 140;
+        size_t len = (size_t)rand_r(&seed) % (cap - la - lb);
+        const char *other = trial % 4 == 3 ? "openssl" : impl;
+        blob_hash *a = hash_on(impl), *b = hash_on(other);
+        fill_random(data, len, &seed);
+        fill_random(pa, la, &seed);
+        fill_random(pb, lb, &seed);
+        blob_hash_update(a, pa, la);
+        blob_hash_update(b, pb, lb);
+        for (size_t at = 0; at < len;) {
+            size_t piece = (size_t)rand_r(&seed) % (len - at) + 1;
+            blob_hash_update2(a, b, data + at, piece);
+            at += piece;
+        }
+        blob_hash_final(got_a, a);
+        blob_hash_final(got_b, b);
+        memmove(pa + la, data, len);   /* pa and pb have room: la + len < cap */
+        memmove(pb + lb, data, len);
+        blob_digest_buf(want_a, pa, la + len);
+        blob_digest_buf(want_b, pb, lb + len);
+        ck_assert_msg(strcmp(got_a, want_a) == 0 && strcmp(got_b, want_b) == 0,
+                      "%s + %s, prefixes %zu and %zu, %zu bytes: %s %s", impl, other, la, lb, len, got_a, got_b);
+    }
+    free(pa), free(pb), free(data);
+}
+END_TEST
+
+START_TEST(unknown_sha256_implementation_is_refused_by_name)
+{
+    ck_assert_ptr_null(blob_hash_new_impl("sha-3000"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'sha-3000'"));
+}
+END_TEST
+
 START_TEST(digest_validation)
 {
     ck_assert(blob_digest_valid("sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
@@ -627,6 +757,9 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, digest_of_known_bytes);
     tcase_add_test(tc, digest_validation);
+    tcase_add_loop_test(tc, every_sha256_implementation_matches_the_reference, 0, 3);
+    tcase_add_loop_test(tc, update2_equals_two_updates_at_any_offsets, 0, 3);
+    tcase_add_test(tc, unknown_sha256_implementation_is_refused_by_name);
     tcase_add_test(tc, writer_streams_hashes_and_lands_under_digest);
     tcase_add_test(tc, commit_with_wrong_expected_digest_leaves_nothing);
     tcase_add_test(tc, same_bytes_are_stored_once);
