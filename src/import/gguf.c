@@ -122,10 +122,11 @@ static void test_shrink(const char *path)
         (void)!truncate(path, (off_t)strtoll(v, NULL, 10));
 }
 
-/* The blob of one unit. Tensor data reaches the writer from the file (import_sources_emit); a
- * tensor quantized on the way is read into memory whole first. */
-static int unit_import(unit *u, const item *items, store_txn *t, import_source *src, uint64_t data_offset,
-                       import_quant *q, json_t *qsum)
+/* The blob of one unit, written but not named yet (import_tensor_blob_name). Tensor data
+ * reaches the writer from the file (import_sources_emit); a tensor quantized on the way is
+ * read into memory whole first. */
+static int unit_write(blob_writer **bw_out, unit *u, const item *items, store_txn *t, import_source *src,
+                      uint64_t data_offset, import_quant *q, json_t *qsum)
 {
     st_writer *w = NULL;
     int rc;
@@ -142,8 +143,9 @@ static int unit_import(unit *u, const item *items, store_txn *t, import_source *
         c = json_object_get(qsum, type);
         json_object_set_new(qsum, type, json_integer(c ? json_integer_value(c) + 1 : 1));
     }
+    *bw_out = NULL;
     if (rc == 0)
-        rc = import_tensor_blob(u->digest, &u->size, t, w, &src, 1);
+        rc = import_tensor_blob_write(bw_out, t, w, &src, 1);
     st_writer_free(w);
     import_quant_release(q);   /* the writer borrowed its buffers until the blob was written */
     return rc;
@@ -161,6 +163,8 @@ static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const 
     unit **order = calloc(n ? n : 1, sizeof *order);
     uint64_t total = 0, done = 0;
     ms_progress *pr = NULL;
+    blob_writer *pend = NULL; /* the blob of `pu`, written, not named yet */
+    unit *pu = NULL;
     int rc = 0;
 
     if (!items || !units || !order) {
@@ -192,18 +196,37 @@ static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const 
     }
     qsort(order, n_units, sizeof *order, cmp_unit_offset);
     pr = o && o->quiet ? NULL : ms_progress_new("import", total, 256u << 20);
-    for (size_t k = 0; k < n_units; k++) {
-        unit *u = order[k];
-        if ((rc = unit_import(u, items, t, src, gguf_data_offset(g), q, qsum)) < 0) {
+    /* Each blob is named after the next one is written (`pend`): its last chunks are hashed
+     * while this thread already reads the next blob's. */
+    for (size_t k = 0; k <= n_units; k++) {
+        unit *u = k < n_units ? order[k] : NULL;
+        blob_writer *bw = NULL;
+        if (u && (rc = unit_write(&bw, u, items, t, src, gguf_data_offset(g), q, qsum)) < 0) {
             if (!import_source_changed(src))
                 ms_err_ctx("tensor '%s'", items[u->first].t->name);
             break;
         }
+        if (pend && (rc = import_tensor_blob_name(pu->digest, &pu->size, t, pend, &src, 1)) < 0) {
+            pend = NULL;
+            if (!import_source_changed(src))
+                ms_err_ctx("tensor '%s'", items[pu->first].t->name);
+            (void)import_sources_settle(&src, 1, bw, NULL);
+            blob_writer_abort(bw);
+            break;
+        }
+        pend = bw;
+        pu = u;
+        if (!u)
+            break;
         for (size_t i = u->first; i < u->first + u->count; i++)
             done += items[i].t->nbytes;
         ms_progress_update(pr, done);
         if (k == 0)
             test_shrink(path);
+    }
+    if (pend) { /* after an error */
+        (void)import_sources_settle(&src, 1, pend, NULL);
+        blob_writer_abort(pend);
     }
     for (size_t k = 0; k < n_units && rc == 0; k++) {
         const item *it = &items[units[k].first];

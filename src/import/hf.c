@@ -43,19 +43,45 @@ typedef struct hf_import {
 
 static int sink_blob(void *ctx, const void *buf, size_t len) { return blob_writer_write(ctx, buf, len); }
 
-int import_tensor_blob(ms_digest digest_out, uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
-                       size_t n_srcs)
+int import_tensor_blob_write(blob_writer **bw_out, store_txn *t, st_writer *w, import_source *const *srcs,
+                             size_t n_srcs)
 {
     blob_writer *bw = NULL;
     int rc;
 
+    *bw_out = NULL;
     if ((rc = store_txn_blob_open(t, &bw)) < 0)
         return rc;
     if ((rc = n_srcs ? import_sources_emit(srcs, n_srcs, w, bw) : st_writer_emit(w, sink_blob, bw)) < 0) {
+        (void)import_sources_settle(srcs, n_srcs, bw, NULL); /* a hash thread may still hold it */
+        blob_writer_abort(bw);
+        return rc;
+    }
+    *bw_out = bw;
+    return 0;
+}
+
+int import_tensor_blob_name(ms_digest digest_out, uint64_t *size_out, store_txn *t, blob_writer *bw,
+                            import_source *const *srcs, size_t n_srcs)
+{
+    int rc;
+
+    if ((rc = import_sources_settle(srcs, n_srcs, bw, NULL)) < 0) {
         blob_writer_abort(bw);
         return rc;
     }
     return store_txn_blob_add(t, digest_out, size_out, bw, NULL);
+}
+
+int import_tensor_blob(ms_digest digest_out, uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
+                       size_t n_srcs)
+{
+    blob_writer *bw;
+    int rc;
+
+    if ((rc = import_tensor_blob_write(&bw, t, w, srcs, n_srcs)) < 0)
+        return rc;
+    return import_tensor_blob_name(digest_out, size_out, t, bw, srcs, n_srcs);
 }
 
 int import_json_file(json_t **out, const char *path, int required)

@@ -31,8 +31,13 @@ int import_source_changed(const import_source *s);
 /* The index of the first of n sources (entries may be NULL) found changed, or -1. */
 int import_sources_changed(import_source *const *srcs, size_t n);
 /* st_writer_emit(w) into `bw`, reading the tensor data that points into one of the sources'
- * mappings from its file (an HF pack may span shards). Entries of `srcs` may be NULL. */
+ * mappings from its file (an HF pack may span shards). Entries of `srcs` may be NULL. The hash
+ * threads may still be hashing the last chunks into `bw`'s hash when it returns: call
+ * import_sources_settle before naming, aborting or writing to `bw` (import_tensor_blob_name). */
 int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);
+/* Wait until no source's hash thread, `keep`'s aside (may be NULL), holds chunks of `bw`. The
+ * thread's error (the file changed under it...) when it had one. */
+int import_sources_settle(import_source *const *srcs, size_t n, blob_writer *bw, const import_source *keep);
 /* `len` bytes of tensor data at `data` into buf: read from the file of the source whose
  * mapping holds `data` (never through the mapping), else copied. For the importers that must
  * see a tensor's values (quantizing on import). */
@@ -48,6 +53,13 @@ void import_test_shrink(const char *dir, const char *file);
  * its file instead (import_sources_emit). */
 int import_tensor_blob(ms_digest digest_out, uint64_t *size_out, store_txn *t, st_writer *w, import_source *const *srcs,
                        size_t n_srcs);
+/* import_tensor_blob in two halves, so that a caller can start the next blob before naming
+ * this one (the hash thread then has the next blob's chunks to hash while this one is named).
+ * _write leaves *bw_out NULL after an error; _name always consumes `bw`. */
+int import_tensor_blob_write(blob_writer **bw_out, store_txn *t, st_writer *w, import_source *const *srcs,
+                             size_t n_srcs);
+int import_tensor_blob_name(ms_digest digest_out, uint64_t *size_out, store_txn *t, blob_writer *bw,
+                            import_source *const *srcs, size_t n_srcs);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */

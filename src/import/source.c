@@ -15,7 +15,15 @@
  * One read of the file feeds both digests: the chunks that the sink reads for the blobs go,
  * through a ring of RING slots, to the thread that hashes the whole file too. That thread
  * hashes in file order and reads for itself only what the blobs skip (the header, the gaps
- * between tensors, a tensor quantized on the way, a pack's tensors out of order). */
+ * between tensors, a tensor quantized on the way, a pack's tensors out of order).
+ *
+ * Where the CPU hashes two streams in one pass (blob_hash_update2_fused: SHA-NI), the thread
+ * hashes each chunk for its blob as well, in the same pass as for the file, and the sink only
+ * reads and writes: two busy threads, not three, and the two digests for little more than the
+ * CPU of one. The blob's hash is then the thread's while chunks for it wait in the ring: the
+ * sink waits for them (ring_settle) before it writes the blob anything else, and the importer
+ * (import_sources_settle) before the blob is named or dropped, which it does as late as it can:
+ * after the next blob's first chunks went to the thread, so that it has work meanwhile. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,6 +43,7 @@ typedef struct slot {
     uint8_t *buf;               /* SINK_CHUNK bytes, allocated by import_source_hash_start */
     uint64_t offset;
     size_t len;
+    blob_hash *blob; /* also hash the chunk into this (the fused mode), or NULL */
     int busy;                   /* posted, not yet hashed: the sink must not reuse it */
 } slot;
 
@@ -47,7 +56,9 @@ struct import_source {
     blob_writer *sink_writer;  /* where source_copy writes */
     pthread_t thread;
     int hashing;               /* the thread runs: the sink posts its chunks to it */
+    int fused; /* ...and hashes them for their blobs too */
     int hash_rc;               /* its result, read after the join */
+    int failed; /* the thread's first error (under mu), for ring_drain */
     pthread_mutex_t mu;        /* guards the ring and the flags below */
     pthread_cond_t cv;         /* a slot posted or freed, done, stop: one condition, broadcast */
     slot ring[RING];
@@ -156,18 +167,35 @@ static int hash_range(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *po
 }
 
 /* A chunk the sink read: bytes before it that were not hashed yet are read here first; bytes
- * already hashed (a chunk behind the hash's position) are skipped. */
+ * already hashed (a chunk behind the hash's position) are skipped for the file. In the fused
+ * mode the whole chunk goes into its blob's hash too, in order, and the part new to the file
+ * into both at once. */
 static int hash_chunk(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *pos, const slot *c)
 {
+    size_t behind;
     int rc;
 
     if (c->offset > *pos && (rc = hash_range(s, h, buf, pos, c->offset)) < 0)
         return rc;
-    if (c->offset + c->len > *pos) {
-        blob_hash_update(h, c->buf + (*pos - c->offset), (size_t)(c->offset + c->len - *pos));
+    behind = c->offset + c->len > *pos ? (size_t)(*pos - c->offset) : c->len;
+    if (c->blob)
+        blob_hash_update(c->blob, c->buf, behind);
+    if (behind < c->len) {
+        if (c->blob)
+            blob_hash_update2(h, c->blob, c->buf + behind, c->len - behind);
+        else
+            blob_hash_update(h, c->buf + behind, c->len - behind);
         *pos = c->offset + c->len;
     }
     return 0;
+}
+
+/* The message is per thread: keep it for ring_drain and import_source_hash_finish to set
+ * again in theirs. Written before `failed` or `hash_rc` are, which they read first. */
+static int keep_msg(import_source *s, int rc)
+{
+    snprintf(s->hash_msg, sizeof s->hash_msg, "%s", ms_err_msg());
+    return rc;
 }
 
 static void *hash_main(void *arg)
@@ -176,7 +204,7 @@ static void *hash_main(void *arg)
     uint8_t *buf = malloc(HASH_CHUNK);
     blob_hash *h = blob_hash_new();
     uint64_t pos = 0;
-    int rc = buf && h ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    int rc = buf && h ? 0 : keep_msg(s, ms_err(MS_ENOMEM, "out of memory"));
 
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -186,9 +214,11 @@ static void *hash_main(void *arg)
             break;
         slot *c = &s->ring[s->taken % RING];
         pthread_mutex_unlock(&s->mu);
-        if (rc == 0)   /* after an error, slots are only handed back */
-            rc = hash_chunk(s, h, buf, &pos, c);
+        if (rc == 0 && (rc = hash_chunk(s, h, buf, &pos, c)) < 0) /* after it, slots are only handed back */
+            keep_msg(s, rc);
         pthread_mutex_lock(&s->mu);
+        if (rc < 0 && !s->failed)
+            s->failed = rc;
         c->busy = 0;
         s->taken++;
         pthread_cond_broadcast(&s->cv);
@@ -196,14 +226,11 @@ static void *hash_main(void *arg)
     if (s->stop && rc == 0)
         rc = MS_ERROR;   /* nobody reads the digest */
     pthread_mutex_unlock(&s->mu);
-    if (rc == 0)
-        rc = hash_range(s, h, buf, &pos, s->size);
+    if (rc == 0 && (rc = hash_range(s, h, buf, &pos, s->size)) < 0)
+        keep_msg(s, rc);
     if (rc == 0) {
         blob_hash_final(s->digest, h);
         h = NULL;
-    } else {
-        /* The message is per thread: keep it for import_source_hash_finish to set again. */
-        snprintf(s->hash_msg, sizeof s->hash_msg, "%s", ms_err_msg());
     }
     s->hash_rc = rc;
     blob_hash_free(h);
@@ -218,6 +245,7 @@ int import_source_hash_start(import_source *s)
             return ms_err(MS_ENOMEM, "out of memory");
     if (pthread_create(&s->thread, NULL, hash_main, s) == 0) {
         s->hashing = 1;
+        s->fused = blob_hash_update2_fused();
     } else {
         s->done = 1;    /* no thread to be had: hash here, before the blobs, with a read more */
         hash_main(s);
@@ -277,9 +305,43 @@ int import_sources_changed(import_source *const *srcs, size_t n)
     return -1;
 }
 
+/* 1 while a chunk posted for `h` waits in the ring or is being hashed (under mu). */
+static int ring_holds(const import_source *s, const blob_hash *h)
+{
+    for (uint64_t k = s->taken; k < s->posted; k++)
+        if (s->ring[k % RING].blob == h)
+            return 1;
+    return 0;
+}
+
+/* Wait until the thread is done with `h` (fused: the blob's hash is whole, and the caller's
+ * again). After an error or a stop the thread touches no blob's hash again. The thread's error,
+ * if it had one, is this one's. */
+static int ring_settle(import_source *s, const blob_hash *h)
+{
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    while (ring_holds(s, h) && !s->failed && !s->stop)
+        pthread_cond_wait(&s->cv, &s->mu);
+    rc = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    return rc < 0 ? ms_err(rc, "%s", s->hash_msg) : 0;
+}
+
+int import_sources_settle(import_source *const *srcs, size_t n, blob_writer *bw, const import_source *keep)
+{
+    int rc;
+
+    for (size_t i = 0; i < n; i++)
+        if (srcs[i] && srcs[i] != keep && srcs[i]->fused && (rc = ring_settle(srcs[i], blob_writer_hash(bw))) < 0)
+            return rc;
+    return 0;
+}
+
 /* With the hash thread running, one chunk of the file through a ring slot: read, posted to
- * the thread, written (and hashed for the blob) while the thread hashes it for the file. The
- * slot is reused only after the thread handed it back. */
+ * the thread, written (and hashed for the blob, here or by the thread) while the thread
+ * hashes it for the file. The slot is reused only after the thread handed it back. */
 static int sink_chunk(import_source *s, uint64_t offset, size_t len)
 {
     slot *c = &s->ring[s->posted % RING];
@@ -294,11 +356,15 @@ static int sink_chunk(import_source *s, uint64_t offset, size_t len)
     pthread_mutex_lock(&s->mu);
     c->offset = offset;
     c->len = len;
+    c->blob = s->fused ? blob_writer_hash(s->sink_writer) : NULL;
     c->busy = 1;
     s->posted++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    return blob_writer_write(s->sink_writer, c->buf, len);   /* reads c->buf only, as the thread does */
+    /* reads c->buf only, as the thread does */
+    if (s->fused)
+        return blob_writer_write_unhashed(s->sink_writer, c->buf, len);
+    return blob_writer_write(s->sink_writer, c->buf, len);
 }
 
 /* `len` bytes of the file at `offset` into the writer set by import_sources_emit. */
@@ -335,12 +401,18 @@ static int sources_sink(void *ctx, const void *buf, size_t len)
 {
     const emit_ctx *e = ctx;
     const uint8_t *p = buf;
+    int rc;
 
     for (size_t i = 0; i < e->n; i++) {
         import_source *s = e->srcs[i];
+        /* A blob made of several shards' tensors is hashed by one thread at a time, in order. */
         if (s && s->base && p >= s->base && p < s->base + s->size)
-            return source_copy(s, (uint64_t)(p - s->base), len);
+            return e->n > 1 && (rc = import_sources_settle(e->srcs, e->n, e->bw, s)) < 0
+                       ? rc
+                       : source_copy(s, (uint64_t)(p - s->base), len);
     }
+    if ((rc = import_sources_settle(e->srcs, e->n, e->bw, NULL)) < 0)
+        return rc;
     return blob_writer_write(e->bw, buf, len);
 }
 

@@ -95,6 +95,34 @@ static void file_digest(ms_digest out, const char *path)
     ms_map_close(&m);
 }
 
+/* Every blob of the manifest `digest` (and the manifest) holds bytes that OpenSSL hashes to its
+ * name, and the config's source.digest is OpenSSL's digest of `path`: the import hashes each
+ * chunk for its blob and for the file in one pass on its own SHA code, this checks both. */
+static void blobs_hash_to_their_names(const char *digest, const char *path)
+{
+    manifest *m;
+    blob_view v;
+    ms_digest got, want;
+    json_t *cfg;
+
+    ck_assert_int_eq(store_manifest_load(s, digest, &m), 0);
+    for (size_t i = 0; i <= m->n_layers + 1; i++) {
+        const char *d = i < m->n_layers ? m->layers[i].digest : i == m->n_layers ? m->config.digest : digest;
+        ck_assert_int_eq(blob_open(&v, home, d), 0);
+        blob_digest_buf(got, v.data, v.size);
+        ck_assert_msg(strcmp(got, d) == 0, "blob %s holds bytes that hash to %s", d, got);
+        if (i == m->n_layers) {
+            cfg = json_loadb((const char *)v.data, v.size, 0, NULL);
+            ck_assert_ptr_nonnull(cfg);
+            file_digest(want, path);
+            ck_assert_str_eq(json_string_value(json_object_get(json_object_get(cfg, "source"), "digest")), want);
+            json_decref(cfg);
+        }
+        blob_close(&v);
+    }
+    manifest_free(m);
+}
+
 static void roundtrip(const char *path, const char *tag)
 {
     char *out = ms_strdup_printf("%s.out", path);
@@ -367,6 +395,7 @@ START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
             blob_close(&v);
         }
     ck_assert_int_eq(packs, 1);
+    blobs_hash_to_their_names(digest, p);   /* a pack's tensors are read out of file order */
     {   /* the index sees each packed tensor's own type and shape */
         store_tensor *t = NULL;
         size_t nt = 0, hits = 0;
@@ -394,6 +423,38 @@ START_TEST(gguf_names_map_to_hugging_face_and_pack_experts)
         ck_assert_str_eq(res.digest, want);
         free(o);
     }
+    free(p);
+}
+END_TEST
+
+/* Tensors of several MiB at odd sizes: each crosses the import's 1 MiB chunks at a different
+ * offset within its blob's 64-byte hash blocks than within the file's. */
+START_TEST(gguf_large_tensors_hash_to_their_names)
+{
+    static const uint64_t rows[] = { 700001, 3, 262144, 300007 };
+    char *p = ms_path_join(dir, "large.gguf");
+    gguf_writer *w;
+    float *data = malloc(700001 * sizeof *data);
+    ms_digest digest;
+    model_name n;
+
+    ck_assert_ptr_nonnull(data);
+    for (size_t i = 0; i < 700001; i++)
+        data[i] = (float)(i * 2654435761u % 1000003u);
+    ck_assert_int_eq(gguf_writer_new(&w, 3, 32), 0);
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "llama", 5), 0);
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        uint64_t ne[2] = { rows[i], 1 };
+        snprintf(name, sizeof name, "blk.%d.attn_q.weight", i);
+        ck_assert_int_eq(gguf_writer_add_tensor(w, name, GGML_TYPE_F32, 2, ne, data + i, rows[i] * 4), 0);
+    }
+    ck_assert_int_eq(gguf_writer_write_file(w, p), 0);
+    gguf_writer_free(w);
+    ck_assert_int_eq(name_parse(&n, "large"), 0);
+    ck_assert_msg(import_path(s, p, &n, NULL, digest) == 0, "%s", ms_err_msg());
+    blobs_hash_to_their_names(digest, p);
+    free(data);
     free(p);
 }
 END_TEST
@@ -576,6 +637,7 @@ int main(void)
     tcase_add_test(tc, gguf_empty_tensor_inside_another_round_trips);
     tcase_add_test(tc, export_refuses_a_source_size_past_the_padding);
     tcase_add_test(tc, gguf_names_map_to_hugging_face_and_pack_experts);
+    tcase_add_test(tc, gguf_large_tensors_hash_to_their_names);
     tcase_add_test(tc, gguf_corrupt_file_leaves_the_store_unchanged);
     tcase_add_test(tc, shared_models_round_trip);
     tcase_add_test(tc, hf_export_to_gguf_runs_the_same);
