@@ -341,6 +341,40 @@ static void run_op(cpu_ctx *c, const backend_op *op)
     }
 }
 
+/* How many ops from i on run as one cpu_matmul_n: matmuls of the same source rows (Q, K and V;
+ * gate and up) into other buffers, of weights that fuse. 1 for any other op. */
+static size_t matmul_run(const backend_op *ops, size_t n_ops, size_t i)
+{
+    const backend_op *a = &ops[i];
+    size_t n = 1;
+
+    if (a->kind != BACKEND_OP_MATMUL || a->dst.buf == a->src.buf)
+        return 1;
+    while (i + n < n_ops && n < 4) {
+        const backend_op *b = &ops[i + n];
+        if (b->kind != BACKEND_OP_MATMUL || b->src.buf != a->src.buf || b->src.off != a->src.off || b->n != a->n ||
+            b->dst.buf == a->src.buf || !cpu_matmul_fusable(tensor_of(a->w), tensor_of(b->w)))
+            break;
+        for (size_t k = 0; k < n; k++)   /* outputs written side by side must not meet */
+            if (ops[i + k].dst.buf == b->dst.buf)
+                return n;
+        n++;
+    }
+    return n;
+}
+
+static void run_matmuls(cpu_ctx *c, const backend_op *ops, size_t n)
+{
+    float *ys[4];
+    const runtime_tensor *ws[4];
+
+    for (size_t i = 0; i < n; i++) {
+        ys[i] = f32(ops[i].dst);
+        ws[i] = tensor_of(ops[i].w);
+    }
+    cpu_matmul_n(c->pool, (int)n, ys, f32(ops[0].src), ops[0].n, ws, c->mm_scratch);
+}
+
 /* The limits reserve() sized the scratch for: a sequence past them is the decoder's bug, refused
  * before any op runs. */
 static int check_op(const cpu_ctx *c, const backend_op *op)
@@ -373,8 +407,14 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
     for (size_t i = 0; i < n_ops; i++)
         if ((rc = check_op(c, &ops[i])) < 0)
             return rc;
-    for (size_t i = 0; i < n_ops; i++)
-        run_op(c, &ops[i]);
+    for (size_t i = 0; i < n_ops;) {
+        size_t n = matmul_run(ops, n_ops, i);
+        if (n > 1)
+            run_matmuls(c, ops + i, n);
+        else
+            run_op(c, &ops[i]);
+        i += n;
+    }
     return 0;
 }
 

@@ -247,33 +247,35 @@ size_t cpu_attention_scratch(int n_ctx, int n_threads)
 
 /* ---------------------------------------------------------------- matmul */
 
-typedef struct mm_job {
+/* One matrix of a matmul job: its rows, and where their outputs go (ldy = rows). */
+typedef struct mm_part {
     float *y;
+    const uint8_t *w;
+    int rows;
+    int tile0;                   /* tiles of the parts before it */
+} mm_part;
+
+#define MM_PARTS 4
+
+typedef struct mm_job {
     const float *x_in;           /* f32 activations as given */
     rt_act a;                    /* as the kernels take them */
-    const uint8_t *w;
     size_t w_stride;             /* bytes per weight row */
-    int type, n_tok, rows, cols;
+    int type, n_tok, cols;
     rt_dot_fn dot;
     rt_gemm_fn gemm;
+    mm_part part[MM_PARTS];      /* matrices of one type and width that take the same x */
+    int n_parts, tiles;          /* tiles: of all parts */
 } mm_job;
 
 #define ROW_TILE 16
 
-/* Rows split evenly in multiples of ROW_TILE. With a gemm kernel it blocks rows and tokens
- * itself; else a tile of weight rows stays in cache while every token passes over it. */
-static void mm_task(void *ctx, int ith, int nth)
+/* Rows [r0, r1) of one part. With a gemm kernel it blocks rows and tokens itself; else a tile
+ * of weight rows stays in cache while every token passes over it. */
+static void mm_rows(const mm_job *j, const mm_part *pt, int r0, int r1)
 {
-    const mm_job *j = ctx;
-    int tiles = (j->rows + ROW_TILE - 1) / ROW_TILE, chunk = (tiles + nth - 1) / nth;
-    int r0 = ith * chunk * ROW_TILE, r1 = r0 + chunk * ROW_TILE;
-
-    if (r1 > j->rows)
-        r1 = j->rows;
-    if (r0 >= r1)
-        return;
     if (j->gemm) {
-        j->gemm(j->y + r0, (size_t)j->rows, &j->a, j->n_tok, j->w + (size_t)r0 * j->w_stride, j->w_stride, r1 - r0,
+        j->gemm(pt->y + r0, (size_t)pt->rows, &j->a, j->n_tok, pt->w + (size_t)r0 * j->w_stride, j->w_stride, r1 - r0,
                 j->cols);
         return;
     }
@@ -281,10 +283,28 @@ static void mm_task(void *ctx, int ith, int nth)
         int re = rt + ROW_TILE < r1 ? rt + ROW_TILE : r1;
         for (int t = 0; t < j->n_tok; t++) {
             const uint8_t *x = j->a.x + (size_t)t * j->a.stride;
-            float *y = j->y + (size_t)t * (size_t)j->rows;
+            float *y = pt->y + (size_t)t * (size_t)pt->rows;
             for (int r = rt; r < re; r++)
-                y[r] = j->dot(x, j->w + (size_t)r * j->w_stride, j->cols);
+                y[r] = j->dot(x, pt->w + (size_t)r * j->w_stride, j->cols);
         }
+    }
+}
+
+/* The parts' rows, end to end, split evenly in tiles of ROW_TILE rows: one pool job for Q, K
+ * and V (or gate and up), so one wait for the slowest thread instead of three. */
+static void mm_task(void *ctx, int ith, int nth)
+{
+    const mm_job *j = ctx;
+    int chunk = (j->tiles + nth - 1) / nth, t0 = ith * chunk, t1 = t0 + chunk < j->tiles ? t0 + chunk : j->tiles;
+
+    for (int i = 0; i < j->n_parts && t0 < t1; i++) {
+        const mm_part *pt = &j->part[i];
+        int end = pt->tile0 + (pt->rows + ROW_TILE - 1) / ROW_TILE;
+        if (t0 >= end)
+            continue;
+        int r0 = (t0 - pt->tile0) * ROW_TILE, r1 = t1 < end ? (t1 - pt->tile0) * ROW_TILE : pt->rows;
+        mm_rows(j, pt, r0, r1 < pt->rows ? r1 : pt->rows);
+        t0 = end;
     }
 }
 
@@ -305,18 +325,47 @@ static void quantize_task(void *ctx, int ith, int nth)
     }
 }
 
-void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w,
-                       void *scratch)
+/* 1 when w can join a job of `first`'s: a kernel of ours (not rt_ext's), the same type and width. */
+static int mm_joins(const runtime_tensor *first, const runtime_tensor *w)
 {
+    return w->type == first->type && w->shape[w->n_dims - 1] == first->shape[first->n_dims - 1] &&
+           !(rt_ext_type(w->type) && !has_gemm(w));
+}
+
+int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b)
+{
+    return mm_joins(a, b) && mm_joins(b, a);
+}
+
+void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
+                  void *scratch)
+{
+    const runtime_tensor *w = ws[0];
+
     if (rt_ext_type(w->type) && !has_gemm(w)) {   /* kquant_*.c, mlx_*.c */
-        rt_ext_matmul(p, y, x, n_tok, w, scratch);
+        for (int i = 0; i < n; i++)
+            rt_ext_matmul(p, ys[i], x, n_tok, ws[i], scratch);
+        return;
+    }
+    if (n > MM_PARTS) {
+        cpu_matmul_n(p, MM_PARTS, ys, x, n_tok, ws, scratch);
+        cpu_matmul_n(p, n - MM_PARTS, ys + MM_PARTS, x, n_tok, ws + MM_PARTS, scratch);
         return;
     }
     const rt_kernels *k = rt_kernels_get();
-    mm_job j = { .y = y, .x_in = x, .w = w->data, .type = w->type, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
-                 .rows = (int)w->shape[0], .dot = k->dot[w->type], .gemm = rt_fast_get()->gemm[w->type] };
+    mm_job j = {.x_in = x,
+                .type = w->type,
+                .n_tok = n_tok,
+                .cols = (int)w->shape[w->n_dims - 1],
+                .dot = k->dot[w->type],
+                .gemm = rt_fast_get()->gemm[w->type],
+                .n_parts = n};
     uint64_t row_bytes = 0;
 
+    for (int i = 0; i < n; i++) {
+        j.part[i] = (mm_part){.y = ys[i], .w = ws[i]->data, .rows = (int)ws[i]->shape[0], .tile0 = j.tiles};
+        j.tiles += (j.part[i].rows + ROW_TILE - 1) / ROW_TILE;
+    }
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
     j.w_stride = (size_t)row_bytes;
     /* block types, and the K-quants that reach here (a path's own gemm), take 16-bit blocks
@@ -333,6 +382,11 @@ void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_
         j.a = (rt_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
     }
     rt_pool_run(p, mm_task, &j);
+}
+
+void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
+{
+    cpu_matmul_n(p, 1, &y, x, n_tok, &w, scratch);
 }
 
 float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)

@@ -44,6 +44,12 @@ void cpu_pool_free(cpu_pool *p);   /* NULL is fine */
 /* y[n_tok][rows] = x[n_tok][cols] . W[rows][cols]^T; `scratch` holds cpu_matmul_scratch(n_tok, cols). */
 void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
 size_t cpu_matmul_scratch(int n_tok, int cols);
+/* n matmuls of the same x, as cpu_matmul each, in one pass of the pool: x is quantized once and
+ * the threads split the matrices' rows end to end (Q, K and V; gate and up). The weights must
+ * be cpu_matmul_fusable with each other. */
+void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
+                  void *scratch);
+int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b);
 void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps);
 void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, const double *freqs,
               int interleaved);

@@ -264,6 +264,66 @@ START_TEST(attention_batches_equal_the_per_key_calls_bit_for_bit)
 }
 END_TEST
 
+/* One pool pass over several matrices of the same x (Q, K and V; gate and up) gives each the very
+ * outputs it gets alone, on every path: rows of each part not a multiple of the 16-row tiles, so
+ * the threads' split falls inside a part, and five parts (past the four of one job). */
+START_TEST(fused_matmuls_equal_the_single_ones_bit_for_bit)
+{
+    static const int cols_cases[] = {256, 2304}, tok_cases[] = {1, 7, 70}, rows[] = {40, 23, 8, 1, 33};
+    cpu_pool *pool;
+
+    if (!use_path(_i))
+        return;
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        for (size_t ci = 0; ci < 2; ci++) {
+            int type = types[ti], cols = cols_cases[ci];
+            if ((is_block(type) && cols % QK) || (is_kquant(type) && cols % QK_K))
+                continue;
+            for (size_t ki = 0; ki < 3; ki++) {
+                int n_tok = tok_cases[ki];
+                runtime_tensor w[5];
+                const runtime_tensor *ws[5];
+                float *x = malloc(sizeof(float) * n_tok * cols), *ys[5], *one = malloc(sizeof(float) * n_tok * 40);
+                void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
+                for (int i = 0; i < n_tok * cols; i++)
+                    x[i] = 3.0f * unif();
+                for (int p = 0; p < 5; p++) {
+                    make_weights(&w[p], type, rows[p], cols);
+                    ws[p] = &w[p];
+                    ys[p] = malloc(sizeof(float) * n_tok * rows[p]);
+                    /* a K-quant on a path without its own gemm takes rt_ext's matmul: not fused */
+                    ck_assert_int_eq(cpu_matmul_fusable(ws[0], ws[p]),
+                                     !is_kquant(type) || rt_fast_get()->gemm[type] != NULL);
+                }
+                cpu_matmul_n(pool, 5, ys, x, n_tok, ws, scratch);
+                for (int p = 0; p < 5; p++) {
+                    cpu_matmul(pool, one, x, n_tok, ws[p], scratch);
+                    ck_assert_msg(memcmp(one, ys[p], sizeof(float) * n_tok * rows[p]) == 0,
+                                  "%s %s cols %d tokens %d: part %d differs", paths[_i], ggml_type_name(type), cols,
+                                  n_tok, p);
+                    free(ys[p]);
+                    free((void *)w[p].data);
+                }
+                free(scratch);
+                free(one);
+                free(x);
+            }
+        }
+    }
+    { /* another type or width does not fuse */
+        runtime_tensor a, b, c;
+        make_weights(&a, GGML_TYPE_Q4_0, 8, 256);
+        make_weights(&b, GGML_TYPE_Q8_0, 8, 256);
+        make_weights(&c, GGML_TYPE_Q4_0, 8, 512);
+        ck_assert(!cpu_matmul_fusable(&a, &b));
+        ck_assert(!cpu_matmul_fusable(&a, &c));
+        free((void *)a.data), free((void *)b.data), free((void *)c.data);
+    }
+    cpu_pool_free(pool);
+}
+END_TEST
+
 START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the other paths are taken by name only, cpu.c says why) */
@@ -482,6 +542,7 @@ int main(void)
     tcase_set_timeout(k, 300);
     tcase_set_timeout(m, 300);
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
+    tcase_add_loop_test(k, fused_matmuls_equal_the_single_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
     tcase_add_loop_test(k, attention_batches_equal_the_per_key_calls_bit_for_bit, 0, N_PATHS);
