@@ -96,17 +96,17 @@ static inline v4 emul_rnds2(v4 cdgh, v4 abef, v4 wk)
         if (g < 4) {                                                                                               \
             v16 b;                                                                                                 \
             memcpy(&b, p + 16 * g, 16);                                                                            \
-            x = (v4)__builtin_shuffle(b, (v16){3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12});             \
+            x = (v4)__builtin_shufflevector(b, b, 3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);           \
         } else {                                                                                                   \
             x = MSG1(w[g & 3], w[(g + 1) & 3]);                                                                    \
-            x += __builtin_shuffle(w[(g + 2) & 3], w[(g + 3) & 3], (v4){1, 2, 3, 4});                              \
+            x += __builtin_shufflevector(w[(g + 2) & 3], w[(g + 3) & 3], 1, 2, 3, 4);                              \
             x = MSG2(x, w[(g + 3) & 3]);                                                                           \
         }                                                                                                          \
         w[g & 3] = x;                                                                                              \
         memcpy(&k, K + 4 * g, 16);                                                                                 \
         x += k;                                                                                                    \
         *s1 = RNDS2(*s1, *s0, x);                                                                                  \
-        *s0 = RNDS2(*s0, *s1, __builtin_shuffle(x, (v4){2, 3, 0, 0}));                                             \
+        *s0 = RNDS2(*s0, *s1, __builtin_shufflevector(x, x, 2, 3, 0, 0));                                          \
     }                                                                                                              \
                                                                                                                    \
     ATTR static void sha_blocks1_##sfx(uint32_t h[8], const uint8_t *p, size_t n)                                  \
