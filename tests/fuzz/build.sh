@@ -25,7 +25,7 @@ srcs() {
     case $1 in
     fuzz_gguf) echo "$UTIL $GGUF" ;;
     fuzz_safetensors) echo "$UTIL $GGUF" ;;
-    fuzz_manifest) echo "$UTIL src/blob/hash.c src/manifest/manifest.c src/manifest/name.c" ;;
+    fuzz_manifest) echo "$UTIL src/blob/hash.c src/blob/sha256.c src/manifest/manifest.c src/manifest/name.c" ;;
     fuzz_config) echo "$UTIL $GGUF src/runtime/config.c" ;;
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
     fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
