@@ -527,12 +527,14 @@ static void att_task(void *ctx, int ith, int nth)
 {
     const att_job *j = ctx;
     const rt_kernels *k = rt_kernels_get();
-    int n_items = j->n_tok * j->n_heads, chunk = (n_items + nth - 1) / nth;
-    int i0 = ith * chunk, i1 = i0 + chunk < n_items ? i0 + chunk : n_items;
+    int n_items = j->n_tok * j->n_heads;
     int hd = j->head_dim, kv_dim = j->n_kv_heads * hd, group = j->n_heads / j->n_kv_heads;
     float *sc = j->scratch + (size_t)ith * j->n_ctx, scale = j->scale != 0 ? j->scale : 1.0f / sqrtf((float)hd);
 
-    for (int it = i0; it < i1; it++) {
+    /* (token, head) items dealt round, not in contiguous ranges: a causal token's keys grow with
+     * its position, so the thread with the last tokens of a long prefill had three times the
+     * work of the one with the first (pp512 +7-10%: BENCHMARKS.md, issue 15 session 5) */
+    for (int it = ith; it < n_items; it += nth) {
         int t = it / j->n_heads, h = it % j->n_heads, kvo = (h / group) * hd, n_pos = j->pos0 + t + 1;
         int p0 = j->window > 0 && n_pos > j->window ? n_pos - j->window : 0;   /* the window's first position */
         const float *q = j->q + (size_t)t * j->n_heads * hd + (size_t)h * hd;
