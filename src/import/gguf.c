@@ -210,8 +210,7 @@ static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const 
             pend = NULL;
             if (!import_source_changed(src))
                 ms_err_ctx("tensor '%s'", items[pu->first].t->name);
-            (void)import_sources_settle(&src, 1, bw, NULL);
-            blob_writer_abort(bw);
+            import_tensor_blob_drop(bw, &src, 1);   /* NULL after the last unit */
             break;
         }
         pend = bw;
@@ -224,10 +223,7 @@ static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const 
         if (k == 0)
             test_shrink(path);
     }
-    if (pend) { /* after an error */
-        (void)import_sources_settle(&src, 1, pend, NULL);
-        blob_writer_abort(pend);
-    }
+    import_tensor_blob_drop(pend, &src, 1);   /* after an error; NULL otherwise */
     for (size_t k = 0; k < n_units && rc == 0; k++) {
         const item *it = &items[units[k].first];
         rc = manifest_layer_add(m, MT_TENSOR, units[k].digest, units[k].size, it->pack[0] ? it->pack : it->hf);

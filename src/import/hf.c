@@ -53,12 +53,19 @@ int import_tensor_blob_write(blob_writer **bw_out, store_txn *t, st_writer *w, i
     if ((rc = store_txn_blob_open(t, &bw)) < 0)
         return rc;
     if ((rc = n_srcs ? import_sources_emit(srcs, n_srcs, w, bw) : st_writer_emit(w, sink_blob, bw)) < 0) {
-        (void)import_sources_settle(srcs, n_srcs, bw, NULL); /* a hash thread may still hold it */
-        blob_writer_abort(bw);
+        import_tensor_blob_drop(bw, srcs, n_srcs);
         return rc;
     }
     *bw_out = bw;
     return 0;
+}
+
+void import_tensor_blob_drop(blob_writer *bw, import_source *const *srcs, size_t n_srcs)
+{
+    if (!bw)
+        return;
+    (void)import_sources_settle(srcs, n_srcs, bw, NULL);   /* a hash thread may still hold its hash */
+    blob_writer_abort(bw);
 }
 
 int import_tensor_blob_name(ms_digest digest_out, uint64_t *size_out, store_txn *t, blob_writer *bw,

@@ -60,6 +60,8 @@ int import_tensor_blob_write(blob_writer **bw_out, store_txn *t, st_writer *w, i
                              size_t n_srcs);
 int import_tensor_blob_name(ms_digest digest_out, uint64_t *size_out, store_txn *t, blob_writer *bw,
                             import_source *const *srcs, size_t n_srcs);
+/* Abort a blob of _write that will not be named, once no hash thread holds it; NULL is fine. */
+void import_tensor_blob_drop(blob_writer *bw, import_source *const *srcs, size_t n_srcs);
 /* Parse a JSON object file (bounded). With required == 0 a missing file gives *out == NULL, 0. */
 int import_json_file(json_t **out, const char *path, int required);
 /* Add the file at `path`, when it exists, as a layer of `media_type`. */
