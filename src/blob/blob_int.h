@@ -8,24 +8,24 @@
  * them, OpenSSL elsewhere). An implementation hashes whole 64-byte blocks, of one stream or of
  * two at once. */
 typedef struct blob_sha_impl {
-    const char *name; /* "sha-ni", "sha-ni-emulated" */
+    const char *name;   /* "sha-ni", "sha-ni-emulated" */
     void (*blocks1)(uint32_t h[8], const uint8_t *p, size_t n);
     void (*blocks2)(uint32_t h[8], const uint8_t *p, uint32_t j[8], const uint8_t *q, size_t n);
 } blob_sha_impl;
 
 typedef struct blob_sha {
     uint32_t h[8];
-    uint64_t len; /* bytes hashed so far */
-    uint8_t buf[64]; /* a partial block */
-    size_t n; /* bytes in it */
+    uint64_t len;        /* bytes hashed so far */
+    uint8_t buf[64];     /* a partial block */
+    size_t n;            /* bytes in it */
     const blob_sha_impl *impl;
 } blob_sha;
 
-const blob_sha_impl *blob__sha_impl(const char *name); /* NULL: unknown, or not on this CPU */
-const blob_sha_impl *blob__sha_best(void); /* sha-ni where the CPU has it, else NULL */
+const blob_sha_impl *blob__sha_impl(const char *name);   /* NULL: unknown, or not on this CPU */
+const blob_sha_impl *blob__sha_best(void);               /* sha-ni where the CPU has it, else NULL */
 void blob__sha_init(blob_sha *s, const blob_sha_impl *impl);
 void blob__sha_update(blob_sha *s, const void *buf, size_t len);
-void blob__sha_update2(blob_sha *a, blob_sha *b, const void *buf, size_t len); /* same impl */
+void blob__sha_update2(blob_sha *a, blob_sha *b, const void *buf, size_t len);   /* same impl */
 void blob__sha_final(uint8_t md[32], blob_sha *s);
 
 /* overlap.c: writes of at least BLOB_OVERLAP_MIN bytes are hashed by a helper thread (one per

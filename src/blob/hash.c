@@ -8,7 +8,7 @@
 #include "blob/blob_int.h"
 
 struct blob_hash {
-    EVP_MD_CTX *ctx; /* NULL: the state is `sha` */
+    EVP_MD_CTX *ctx;   /* NULL: the state is `sha` */
     blob_sha sha;
 };
 

@@ -341,6 +341,8 @@ static void run_op(cpu_ctx *c, const backend_op *op)
     }
 }
 
+#define FUSE_MAX 4   /* matmuls in one cpu_matmul_n: Q, K, V; gate, up */
+
 /* How many ops from i on run as one cpu_matmul_n: matmuls of the same source rows (Q, K and V;
  * gate and up) into other buffers, of weights that fuse. 1 for any other op. */
 static size_t matmul_run(const backend_op *ops, size_t n_ops, size_t i)
@@ -350,7 +352,7 @@ static size_t matmul_run(const backend_op *ops, size_t n_ops, size_t i)
 
     if (a->kind != BACKEND_OP_MATMUL || a->dst.buf == a->src.buf)
         return 1;
-    while (i + n < n_ops && n < 4) {
+    while (i + n < n_ops && n < FUSE_MAX) {
         const backend_op *b = &ops[i + n];
         if (b->kind != BACKEND_OP_MATMUL || b->src.buf != a->src.buf || b->src.off != a->src.off || b->n != a->n ||
             b->dst.buf == a->src.buf || !cpu_matmul_fusable(tensor_of(a->w), tensor_of(b->w)))
@@ -365,8 +367,8 @@ static size_t matmul_run(const backend_op *ops, size_t n_ops, size_t i)
 
 static void run_matmuls(cpu_ctx *c, const backend_op *ops, size_t n)
 {
-    float *ys[4];
-    const runtime_tensor *ws[4];
+    float *ys[FUSE_MAX];
+    const runtime_tensor *ws[FUSE_MAX];
 
     for (size_t i = 0; i < n; i++) {
         ys[i] = f32(ops[i].dst);

@@ -302,8 +302,8 @@ static void mm_task(void *ctx, int ith, int nth)
         int end = pt->tile0 + (pt->rows + ROW_TILE - 1) / ROW_TILE;
         if (t0 >= end)
             continue;
-        int r0 = (t0 - pt->tile0) * ROW_TILE, r1 = t1 < end ? (t1 - pt->tile0) * ROW_TILE : pt->rows;
-        mm_rows(j, pt, r0, r1 < pt->rows ? r1 : pt->rows);
+        /* a split inside the part falls on a tile boundary, below its last row */
+        mm_rows(j, pt, (t0 - pt->tile0) * ROW_TILE, t1 < end ? (t1 - pt->tile0) * ROW_TILE : pt->rows);
         t0 = end;
     }
 }
@@ -325,16 +325,11 @@ static void quantize_task(void *ctx, int ith, int nth)
     }
 }
 
-/* 1 when w can join a job of `first`'s: a kernel of ours (not rt_ext's), the same type and width. */
-static int mm_joins(const runtime_tensor *first, const runtime_tensor *w)
-{
-    return w->type == first->type && w->shape[w->n_dims - 1] == first->shape[first->n_dims - 1] &&
-           !(rt_ext_type(w->type) && !has_gemm(w));
-}
-
+/* The same type and width, on a kernel of ours (not rt_ext's matmul, which takes one matrix). */
 int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b)
 {
-    return mm_joins(a, b) && mm_joins(b, a);
+    return a->type == b->type && a->shape[a->n_dims - 1] == b->shape[b->n_dims - 1] &&
+           !(rt_ext_type(a->type) && !has_gemm(a));
 }
 
 void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
@@ -353,17 +348,12 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
         return;
     }
     const rt_kernels *k = rt_kernels_get();
-    mm_job j = {.x_in = x,
-                .type = w->type,
-                .n_tok = n_tok,
-                .cols = (int)w->shape[w->n_dims - 1],
-                .dot = k->dot[w->type],
-                .gemm = rt_fast_get()->gemm[w->type],
-                .n_parts = n};
+    mm_job j = { .x_in = x, .type = w->type, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
+                 .dot = k->dot[w->type], .gemm = rt_fast_get()->gemm[w->type], .n_parts = n };
     uint64_t row_bytes = 0;
 
     for (int i = 0; i < n; i++) {
-        j.part[i] = (mm_part){.y = ys[i], .w = ws[i]->data, .rows = (int)ws[i]->shape[0], .tile0 = j.tiles};
+        j.part[i] = (mm_part){ .y = ys[i], .w = ws[i]->data, .rows = (int)ws[i]->shape[0], .tile0 = j.tiles };
         j.tiles += (j.part[i].rows + ROW_TILE - 1) / ROW_TILE;
     }
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
@@ -463,7 +453,7 @@ void cpu_softmax(float *x, int n)
     float mx = -INFINITY, sum = 0.0f;
 
     for (int i = 0; i < n; i++)
-        mx = x[i] > mx ? x[i] : mx; /* fmaxf's result (NaNs skipped), without its call */
+        mx = x[i] > mx ? x[i] : mx;   /* fmaxf's result (NaNs skipped), without its call */
     for (int i = 0; i < n; i++) {
         x[i] = expf(x[i] - mx);
         sum += x[i];

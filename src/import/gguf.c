@@ -163,7 +163,7 @@ static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const 
     unit **order = calloc(n ? n : 1, sizeof *order);
     uint64_t total = 0, done = 0;
     ms_progress *pr = NULL;
-    blob_writer *pend = NULL; /* the blob of `pu`, written, not named yet */
+    blob_writer *pend = NULL;   /* the blob of `pu`, written, not named yet */
     unit *pu = NULL;
     int rc = 0;
 

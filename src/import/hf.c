@@ -64,7 +64,7 @@ void import_tensor_blob_drop(blob_writer *bw, import_source *const *srcs, size_t
 {
     if (!bw)
         return;
-    (void)import_sources_settle(srcs, n_srcs, bw, NULL);   /* a hash thread may still hold its hash */
+    (void)import_sources_settle(srcs, n_srcs, bw);   /* a hash thread may still hold its hash */
     blob_writer_abort(bw);
 }
 
@@ -73,7 +73,7 @@ int import_tensor_blob_name(ms_digest digest_out, uint64_t *size_out, store_txn 
 {
     int rc;
 
-    if ((rc = import_sources_settle(srcs, n_srcs, bw, NULL)) < 0) {
+    if ((rc = import_sources_settle(srcs, n_srcs, bw)) < 0) {
         blob_writer_abort(bw);
         return rc;
     }

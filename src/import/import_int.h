@@ -19,7 +19,9 @@ uint64_t import_source_size(const import_source *s);
 /* `len` bytes at `offset`; a short file is "file changed during import". MS_EIO. */
 int import_source_read(import_source *s, void *buf, uint64_t offset, size_t len);
 /* The sha256 of the whole file, computed by a second thread that import_source_hash_finish
- * joins (MS_EIO when the file shrank under it). */
+ * joins (MS_EIO when the file shrank under it). Where it also hashes the blobs' chunks (fused),
+ * a blob must take its chunks from this one source, as a GGUF import's do: two threads would
+ * hash one blob out of order. */
 int import_source_hash_start(import_source *s);
 int import_source_hash_finish(import_source *s, ms_digest digest_out);
 /* MS_EIO "file changed during import" when size or mtime differ from those at open: call it
@@ -35,9 +37,9 @@ int import_sources_changed(import_source *const *srcs, size_t n);
  * threads may still be hashing the last chunks into `bw`'s hash when it returns: call
  * import_sources_settle before naming, aborting or writing to `bw` (import_tensor_blob_name). */
 int import_sources_emit(import_source *const *srcs, size_t n, st_writer *w, blob_writer *bw);
-/* Wait until no source's hash thread, `keep`'s aside (may be NULL), holds chunks of `bw`. The
- * thread's error (the file changed under it...) when it had one. */
-int import_sources_settle(import_source *const *srcs, size_t n, blob_writer *bw, const import_source *keep);
+/* Wait until no source's hash thread holds chunks of `bw`. The thread's error (the file changed
+ * under it...) when it had one. */
+int import_sources_settle(import_source *const *srcs, size_t n, blob_writer *bw);
 /* `len` bytes of tensor data at `data` into buf: read from the file of the source whose
  * mapping holds `data` (never through the mapping), else copied. For the importers that must
  * see a tensor's values (quantizing on import). */

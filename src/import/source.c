@@ -43,7 +43,7 @@ typedef struct slot {
     uint8_t *buf;               /* SINK_CHUNK bytes, allocated by import_source_hash_start */
     uint64_t offset;
     size_t len;
-    blob_hash *blob; /* also hash the chunk into this (the fused mode), or NULL */
+    blob_hash *blob;            /* also hash the chunk into this (the fused mode), or NULL */
     int busy;                   /* posted, not yet hashed: the sink must not reuse it */
 } slot;
 
@@ -56,9 +56,9 @@ struct import_source {
     blob_writer *sink_writer;  /* where source_copy writes */
     pthread_t thread;
     int hashing;               /* the thread runs: the sink posts its chunks to it */
-    int fused; /* ...and hashes them for their blobs too */
+    int fused;                 /* ...and hashes them for their blobs too */
     int hash_rc;               /* its result, read after the join */
-    int failed; /* the thread's first error (under mu), for ring_drain */
+    int failed;                /* the thread's first error (under mu), for ring_settle */
     pthread_mutex_t mu;        /* guards the ring and the flags below */
     pthread_cond_t cv;         /* a slot posted or freed, done, stop: one condition, broadcast */
     slot ring[RING];
@@ -190,7 +190,7 @@ static int hash_chunk(import_source *s, blob_hash *h, uint8_t *buf, uint64_t *po
     return 0;
 }
 
-/* The message is per thread: keep it for ring_drain and import_source_hash_finish to set
+/* The message is per thread: keep it for ring_settle and import_source_hash_finish to set
  * again in theirs. Written before `failed` or `hash_rc` are, which they read first. */
 static int keep_msg(import_source *s, int rc)
 {
@@ -214,7 +214,7 @@ static void *hash_main(void *arg)
             break;
         slot *c = &s->ring[s->taken % RING];
         pthread_mutex_unlock(&s->mu);
-        if (rc == 0 && (rc = hash_chunk(s, h, buf, &pos, c)) < 0) /* after it, slots are only handed back */
+        if (rc == 0 && (rc = hash_chunk(s, h, buf, &pos, c)) < 0)   /* after it, slots are only handed back */
             keep_msg(s, rc);
         pthread_mutex_lock(&s->mu);
         if (rc < 0 && !s->failed)
@@ -329,12 +329,12 @@ static int ring_settle(import_source *s, const blob_hash *h)
     return rc < 0 ? ms_err(rc, "%s", s->hash_msg) : 0;
 }
 
-int import_sources_settle(import_source *const *srcs, size_t n, blob_writer *bw, const import_source *keep)
+int import_sources_settle(import_source *const *srcs, size_t n, blob_writer *bw)
 {
     int rc;
 
     for (size_t i = 0; i < n; i++)
-        if (srcs[i] && srcs[i] != keep && srcs[i]->fused && (rc = ring_settle(srcs[i], blob_writer_hash(bw))) < 0)
+        if (srcs[i] && srcs[i]->fused && (rc = ring_settle(srcs[i], blob_writer_hash(bw))) < 0)
             return rc;
     return 0;
 }
@@ -405,13 +405,10 @@ static int sources_sink(void *ctx, const void *buf, size_t len)
 
     for (size_t i = 0; i < e->n; i++) {
         import_source *s = e->srcs[i];
-        /* A blob made of several shards' tensors is hashed by one thread at a time, in order. */
         if (s && s->base && p >= s->base && p < s->base + s->size)
-            return e->n > 1 && (rc = import_sources_settle(e->srcs, e->n, e->bw, s)) < 0
-                       ? rc
-                       : source_copy(s, (uint64_t)(p - s->base), len);
+            return source_copy(s, (uint64_t)(p - s->base), len);
     }
-    if ((rc = import_sources_settle(e->srcs, e->n, e->bw, NULL)) < 0)
+    if ((rc = import_sources_settle(e->srcs, e->n, e->bw)) < 0)
         return rc;
     return blob_writer_write(e->bw, buf, len);
 }
