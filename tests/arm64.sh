@@ -2,7 +2,7 @@
 # tests/arm64.sh: cross-build mstore for aarch64 (cmake/aarch64-linux-gnu.cmake) and run its unit
 # suites and the runtime end-to-end tests (tests/e2e/t500*) under qemu-aarch64, on CPU models with
 # and without the optional instructions, so that each NEON path runs:
-#   max         SDOT and USDOT: auto picks neon-i8mm; the unit suites force every path by name
+#   max         SDOT, USDOT and SMMLA: auto picks neon-i8mm; the unit suites force every path by name
 #   cortex-a72  plain ARMv8.0 NEON: auto picks neon, and asking for neon-dotprod must be refused
 # qemu numbers say nothing about speed. A Release build (no ASan: under qemu it would take most
 # of CI's hour). Exits non-zero if any test fails; 77 (skip) when the cross tools are missing and

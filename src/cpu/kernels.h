@@ -69,5 +69,6 @@ const rt_fast *rt_fast_vnni8_emul(void);
 const rt_kernels *rt_kernels_neon(void);
 const rt_kernels *rt_kernels_neon_dotprod(void);
 const rt_kernels *rt_kernels_neon_i8mm(void);
+const rt_fast *rt_fast_neon_i8mm(void);   /* SMMLA gemm tiles for Q8_0 and Q4_0 */
 
 #endif

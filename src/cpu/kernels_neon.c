@@ -1,5 +1,6 @@
 /* kernels_neon.c: the AArch64 paths: plain NEON (Advanced SIMD, every AArch64 CPU has it),
- * neon-dotprod (SDOT, FEAT_DotProd) and neon-i8mm (USDOT, FEAT_I8MM). cpu.c offers the last two
+ * neon-dotprod (SDOT, FEAT_DotProd) and neon-i8mm (USDOT and, for prefill tiles, SMMLA and
+ * USMMLA, FEAT_I8MM). cpu.c offers the last two
  * only when getauxval(AT_HWCAP / AT_HWCAP2) says the CPU has them; the instructions are enabled
  * per function (target attributes), so nothing else in this file or the library can use them.
  *
@@ -301,6 +302,146 @@ I8MM static float w_q4_0_i8mm(const void *x, const void *w, int n)
     return s;
 }
 
+/* ---------------------------------------------------------------- i8mm gemm (SMMLA) */
+
+/* SMMLA multiplies a 2x8 matrix of signed bytes by an 8x2 one into a 2x2 matrix of int32 sums:
+ * with two tokens' activation bytes as the rows of the first and two weight rows' codes as the
+ * columns of the second, one instruction does the 32 multiply-adds that take SDOT or USDOT two.
+ * The 16-bit activations are split as for USDOT, the high bytes through SMMLA and the low ones,
+ * unsigned, through USMMLA. Each (token, row) gets the integer its row dot (usdot16) computes,
+ * then the same float steps in the same order, so the same bits. Prefill only: in decode there is
+ * one token, and half of each SMMLA would be wasted, so a lone token (or row) takes the row dot. */
+
+#define MM_PAIRS  4                    /* pairs of weight rows unpacked at a time */
+#define MM_BLOCKS (RT_GEMM_KC / QK)    /* blocks per column chunk */
+
+/* One block of two weight rows: v[k] holds both rows' elements 8k .. 8k + 7, SMMLA's columns. */
+typedef struct mm_wpair {
+    int8x16_t v[4];
+    float32x4_t d;                     /* the rows' scales, as the output lanes take them */
+} mm_wpair;
+
+/* One block of two tokens' activations, split: high bytes h, low bytes l, as SMMLA's rows. */
+typedef struct mm_xpair {
+    int8x16_t h[4];
+    uint8x16_t l[4];
+    float32x4_t d;
+} mm_xpair;
+
+/* A block's 32 codes as signed bytes: elements 0 .. 15 in c[0], 16 .. 31 in c[1]. */
+static inline void block_codes(int8x16_t c[2], const uint8_t *p, int type)
+{
+    if (type == GGML_TYPE_Q8_0) {
+        c[0] = vld1q_s8((const int8_t *)p + 2);
+        c[1] = vld1q_s8((const int8_t *)p + 18);
+    } else {
+        q4_0_codes(&c[0], &c[1], p + 2);
+    }
+}
+
+static inline int8x16_t zip64(int8x16_t a, int8x16_t b, int hi)
+{
+    int64x2_t a64 = vreinterpretq_s64_s8(a), b64 = vreinterpretq_s64_s8(b);
+
+    return vreinterpretq_s8_s64(hi ? vzip2q_s64(a64, b64) : vzip1q_s64(a64, b64));
+}
+
+/* Rows p0 and p1's block; lanes of d: (t0, r0), (t0, r1), (t1, r0), (t1, r1). */
+static void mm_wpair_pack(mm_wpair *o, const uint8_t *p0, const uint8_t *p1, int type)
+{
+    int8x16_t c0[2], c1[2];
+    float d0 = rt_f16(rt_rd16(p0)), d1 = rt_f16(rt_rd16(p1));
+
+    block_codes(c0, p0, type);
+    block_codes(c1, p1, type);
+    for (int k = 0; k < 4; k++)
+        o->v[k] = zip64(c0[k / 2], c1[k / 2], k % 2);
+    o->d = (float32x4_t){ d0, d1, d0, d1 };
+}
+
+static void mm_xpair_pack(mm_xpair *o, const rt_q16 *x0, const rt_q16 *x1)
+{
+    for (int half = 0; half < 2; half++) {
+        int8x16_t h0, h1;
+        uint8x16_t l0, l1;
+        split16(&h0, &l0, x0->q + 16 * half);
+        split16(&h1, &l1, x1->q + 16 * half);
+        o->h[2 * half] = zip64(h0, h1, 0);
+        o->h[2 * half + 1] = zip64(h0, h1, 1);
+        o->l[2 * half] = vreinterpretq_u8_s8(zip64(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), 0));
+        o->l[2 * half + 1] = vreinterpretq_u8_s8(zip64(vreinterpretq_s8_u8(l0), vreinterpretq_s8_u8(l1), 1));
+    }
+    o->d = (float32x4_t){ x0->d, x0->d, x1->d, x1->d };
+}
+
+/* s += sumi * (d_w * d_x) for the four (token, row) pairs: block_acc's steps, lane by lane. */
+I8MM static inline float32x4_t mm_block(float32x4_t s, const mm_xpair *x, const mm_wpair *w)
+{
+    int32x4_t h = vdupq_n_s32(0), l = h;
+
+    for (int k = 0; k < 4; k++) {
+        h = vmmlaq_s32(h, x->h[k], w->v[k]);
+        l = vusmmlaq_s32(l, x->l[k], w->v[k]);
+    }
+    return vaddq_f32(s, vmulq_f32(vcvtq_f32_s32(vaddq_s32(vshlq_n_s32(h, 8), l)), vmulq_f32(w->d, x->d)));
+}
+
+I8MM static void gemm_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+                           int n_rows, int cols, int type)
+{
+    const int nb = cols / QK, bb = type == GGML_TYPE_Q8_0 ? RT_Q8_0_BYTES : RT_Q4_0_BYTES;
+    const int even_rows = n_rows & ~1, even_tok = n_tok & ~1;
+    rt_dot_fn dot = type == GGML_TYPE_Q8_0 ? w_q8_0_i8mm : w_q4_0_i8mm;
+    mm_wpair wp[MM_PAIRS][MM_BLOCKS];
+    mm_xpair xp[MM_BLOCKS];
+
+    for (int r0 = 0; r0 < even_rows; r0 += 2 * MM_PAIRS) {
+        int np = (even_rows - r0) / 2 < MM_PAIRS ? (even_rows - r0) / 2 : MM_PAIRS;
+        for (int b0 = 0; b0 < nb; b0 += MM_BLOCKS) {
+            int kb = nb - b0 < MM_BLOCKS ? nb - b0 : MM_BLOCKS;
+            for (int i = 0; i < np; i++) {
+                const uint8_t *p0 = w + (size_t)(r0 + 2 * i) * w_stride + (size_t)b0 * bb;
+                for (int b = 0; b < kb; b++)
+                    mm_wpair_pack(&wp[i][b], p0 + (size_t)b * bb, p0 + w_stride + (size_t)b * bb, type);
+            }
+            for (int t = 0; t < even_tok; t += 2) {
+                const rt_q16 *x0 = (const rt_q16 *)(const void *)(a->x + (size_t)t * a->stride) + b0;
+                const rt_q16 *x1 = (const rt_q16 *)(const void *)(a->x + (size_t)(t + 1) * a->stride) + b0;
+                for (int b = 0; b < kb; b++)
+                    mm_xpair_pack(&xp[b], x0 + b, x1 + b);
+                for (int i = 0; i < np; i++) {
+                    /* the running sums cross the chunks in y, as floats: the row dot's order */
+                    float *y0 = y + (size_t)t * ldy + r0 + 2 * i, *y1 = y0 + ldy;
+                    float32x4_t s = b0 ? (float32x4_t){ y0[0], y0[1], y1[0], y1[1] } : vdupq_n_f32(0);
+                    for (int b = 0; b < kb; b++)
+                        s = mm_block(s, &xp[b], &wp[i][b]);
+                    y0[0] = vgetq_lane_f32(s, 0);
+                    y0[1] = vgetq_lane_f32(s, 1);
+                    y1[0] = vgetq_lane_f32(s, 2);
+                    y1[1] = vgetq_lane_f32(s, 3);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < n_tok; t++) {
+        const uint8_t *x = a->x + (size_t)t * a->stride;
+        for (int r = t < even_tok ? even_rows : 0; r < n_rows; r++)
+            y[(size_t)t * ldy + r] = dot(x, w + (size_t)r * w_stride, cols);
+    }
+}
+
+static void gemm_q8_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+                           int n_rows, int cols)
+{
+    gemm_i8mm(y, ldy, a, n_tok, w, w_stride, n_rows, cols, GGML_TYPE_Q8_0);
+}
+
+static void gemm_q4_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+                           int n_rows, int cols)
+{
+    gemm_i8mm(y, ldy, a, n_tok, w, w_stride, n_rows, cols, GGML_TYPE_Q4_0);
+}
+
 /* ---------------------------------------------------------------- K-quants (kquant_int.h) */
 
 /* Q4_K and Q6_K as kquant_scalar.c computes them, with the integer sums taken 16 lanes at a time:
@@ -405,8 +546,7 @@ static int32_t mlx_block8(const uint8_t *c, const int16_t *x)
     return vaddvq_s32(mla16u(mla16u(vdupq_n_s32(0), vld1q_u8(c), x), vld1q_u8(c + 16), x + 16));
 }
 
-/* int4 codes (0 .. 15) are valid signed bytes: SDOT and USDOT take them as Q4_0's codes. int8
- * codes (0 .. 255) are not, and stay on the widening loop above. */
+/* int4 codes (0 .. 15) are valid signed bytes: SDOT and USDOT take them as Q4_0's codes. */
 DOTPROD static int32_t mlx_block4_dot(const uint8_t *c, const int16_t *x)
 {
     uint8x16_t e0, e1;
@@ -423,12 +563,48 @@ I8MM static int32_t mlx_block4_i8mm(const uint8_t *c, const int16_t *x)
     return vaddvq_s32(usdot16(usdot16(vdupq_n_s32(0), vreinterpretq_s8_u8(e0), x), vreinterpretq_s8_u8(e1), x + 16));
 }
 
+/* int8 codes (0 .. 255) are unsigned bytes. With q = 256 * h + l as in split16, sum c * q is
+ * 256 * (c . h) + (c . l), and c . l is UDOT's (both unsigned). SDOT takes c . h as
+ * (c - 128) . h + 128 * (1 . h); USDOT (i8mm) takes it directly. Every term is exact in int32
+ * (|sum| <= 32 * 255 * 32768). */
+DOTPROD static int32_t mlx_block8_dot(const uint8_t *c, const int16_t *x)
+{
+    int32x4_t th = vdupq_n_s32(0), t1 = th;
+    uint32x4_t tl = vdupq_n_u32(0);
+
+    for (int half = 0; half < 2; half++) {
+        uint8x16_t cv = vld1q_u8(c + 16 * half), l;
+        int8x16_t h;
+        split16(&h, &l, x + 16 * half);
+        th = vdotq_s32(th, vreinterpretq_s8_u8(veorq_u8(cv, vdupq_n_u8(0x80))), h);
+        t1 = vdotq_s32(t1, vdupq_n_s8(1), h);
+        tl = vdotq_u32(tl, cv, l);
+    }
+    th = vaddq_s32(th, vshlq_n_s32(t1, 7));
+    return vaddvq_s32(vaddq_s32(vshlq_n_s32(th, 8), vreinterpretq_s32_u32(tl)));
+}
+
+I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
+{
+    int32x4_t th = vdupq_n_s32(0);
+    uint32x4_t tl = vdupq_n_u32(0);
+
+    for (int half = 0; half < 2; half++) {
+        uint8x16_t cv = vld1q_u8(c + 16 * half), l;
+        int8x16_t h;
+        split16(&h, &l, x + 16 * half);
+        th = vusdotq_s32(th, cv, h);
+        tl = vdotq_u32(tl, cv, l);
+    }
+    return vaddvq_s32(vaddq_s32(vshlq_n_s32(th, 8), vreinterpretq_s32_u32(tl)));
+}
+
 /* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
  * once, under cpu.c's selection (pthread_once), before any kernel runs. */
 static rt_kernels neon, neon_dot, neon_i8mm;
 
 static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0,
-                 int32_t (*mlx4)(const uint8_t *, const int16_t *))
+                 int32_t (*mlx4)(const uint8_t *, const int16_t *), int32_t (*mlx8)(const uint8_t *, const int16_t *))
 {
     rt_kernels k = *rt_kernels_scalar();
 
@@ -444,29 +620,38 @@ static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4
     k.axpy_f16 = axpy_f16;
     k.f32_to_f16 = f32_to_f16;
     k.mlx_block4 = mlx4;
-    k.mlx_block8 = mlx_block8;
+    k.mlx_block8 = mlx8;
     *out = k;
 }
 
 const rt_kernels *rt_kernels_neon(void)
 {
     if (!neon.name)
-        fill(&neon, "neon", w_q8_0, w_q4_0, mlx_block4);
+        fill(&neon, "neon", w_q8_0, w_q4_0, mlx_block4, mlx_block8);
     return &neon;
 }
 
 const rt_kernels *rt_kernels_neon_dotprod(void)
 {
     if (!neon_dot.name)
-        fill(&neon_dot, "neon-dotprod", w_q8_0_dot, w_q4_0_dot, mlx_block4_dot);
+        fill(&neon_dot, "neon-dotprod", w_q8_0_dot, w_q4_0_dot, mlx_block4_dot, mlx_block8_dot);
     return &neon_dot;
 }
 
 const rt_kernels *rt_kernels_neon_i8mm(void)
 {
     if (!neon_i8mm.name)
-        fill(&neon_i8mm, "neon-i8mm", w_q8_0_i8mm, w_q4_0_i8mm, mlx_block4_i8mm);
+        fill(&neon_i8mm, "neon-i8mm", w_q8_0_i8mm, w_q4_0_i8mm, mlx_block4_i8mm, mlx_block8_i8mm);
     return &neon_i8mm;
+}
+
+/* neon-i8mm's prefill: SMMLA tiles for Q8_0 and Q4_0 (the table's other types: tiles of row
+ * dots). The activations stay rt_q16 blocks. */
+static const rt_fast fast_i8mm = { .gemm = { [GGML_TYPE_Q8_0] = gemm_q8_0_i8mm, [GGML_TYPE_Q4_0] = gemm_q4_0_i8mm } };
+
+const rt_fast *rt_fast_neon_i8mm(void)
+{
+    return &fast_i8mm;
 }
 
 #else
@@ -486,6 +671,10 @@ const rt_kernels *rt_kernels_neon_dotprod(void)
     return NULL;
 }
 const rt_kernels *rt_kernels_neon_i8mm(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_neon_i8mm(void)
 {
     return NULL;
 }
