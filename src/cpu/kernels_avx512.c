@@ -66,7 +66,7 @@ AI void block_dws(float *d, const uint8_t *w, int bytes, int n)
  * kc are added and each sum goes to y[t * ldy + r], else the accumulators go back to acc. One
  * reduction per (row, token), so chunking never changes the arithmetic. */
 AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t ldy, const float *x, size_t ldx,
-                   const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 *acc, const int PF)
+                   const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 *acc)
 {
     __m512 c[4][6];
 
@@ -92,12 +92,8 @@ AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t l
 #define LX_TAIL(p) _mm512_maskz_loadu_ps(m, p)
 #define LW_TAIL(o) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (o))) \
                         : _mm512_maskz_loadu_ps(m, (const float *)w + (o)))
-    for (int k = 0; k < kc; k += 16) {
-        if (PF)   /* decode streams the rows once: fetch the next MR rows' lines meanwhile */
-            _Pragma("GCC unroll 4") for (int r = 0; r < MR; r++)
-                _mm_prefetch((const char *)w + ((size_t)(MR + r) * wst + (size_t)k) * (F16 ? 2 : 4), _MM_HINT_T0);
+    for (int k = 0; k < kc; k += 16)
         FLOAT_STEP(k, LX_FULL, LW_FULL);
-    }
     if (!last) {
         #pragma GCC unroll 6
         for (int r = 0; r < MR; r++)
@@ -448,12 +444,12 @@ AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const floa
         const float *xt = x + (size_t)t * ldx;
         __m512 *a = acc_t[t / 6] + acc_r * 6;
         switch (n_tok - t < 6 ? n_tok - t : 6) {
-        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
-        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
-        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
-        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
-        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
-        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a, 0); break;
+        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
+        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, wst, k0, kc, start, last, tail, a); break;
         }
     }
 }
@@ -499,17 +495,15 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
         case K_Q6_K: kq_decode(K_Q6_K, y, x, w, ws, n_rows, cols); return;
         default: break;
         }
-        for (; r + 4 <= n_rows; r += 4) {
-            if (f16)
-                float_tile(4, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
-            else
-                float_tile(4, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
-        }
+        /* one row after another, no software prefetch: a single sequential stream per thread.
+         * Tiles of 4 rows with the next tile prefetched (four streams 4 KB apart, and four more)
+         * read F16 at 12-14 t/s on the 1.1B model where this reads at 15-19 (BENCHMARKS.md);
+         * one row's chain of FMAs still keeps ahead of memory. */
         for (; r < n_rows; r++) {
             if (f16)
-                float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
+                float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
             else
-                float_tile(1, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL, 1);
+                float_tile(1, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
         }
         return;
     }
