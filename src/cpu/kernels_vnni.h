@@ -544,13 +544,54 @@ AI v16f group_dot(const int kind, const int FULL, v16f acc, const vnni_group *xg
     return acc;
 }
 
+/* Bytes of 16 blocks of a row (K-quants: two super-blocks). */
+static inline size_t group_bytes(int kind)
+{
+    switch (kind) {
+    case V_Q8_0:
+        return 16 * RT_Q8_0_BYTES;
+    case V_Q4_0:
+        return 16 * RT_Q4_0_BYTES;
+    case V_Q4_1:
+        return 16 * RT_Q4_1_BYTES;
+    case V_Q5_0:
+        return 16 * RT_Q5_0_BYTES;
+    case V_Q5_1:
+        return 16 * RT_Q5_1_BYTES;
+    case V_Q4_K:
+        return 2 * RT_Q4_K_BYTES;
+    default:
+        return 2 * RT_Q6_K_BYTES;
+    }
+}
+
+/* Decode streams a matrix once, row after row. Where unpacking takes long next to the bytes (the
+ * 4- to 6-bit types), one core left to the hardware prefetcher keeps too few lines in flight:
+ * asking now for the lines DEC_AHEAD bytes past the group about to be read took Q4_0 decode from
+ * 25-27 to 29-31 t/s on one thread of the AMD EPYC, and 44-45 -> 48-51 (int8) and 35-37 -> 43-44
+ * (16-bit) on two (BENCHMARKS.md, session 6). Q8_0, nearer the memory's pace, got no faster
+ * (its 16-bit decode slower), so it is left alone. */
+#define DEC_AHEAD 4096
+
+AI void prefetch_group(const int kind, const uint8_t *row, int g0)
+{
+    if (kind == V_Q8_0)
+        return;
+    const size_t gb = group_bytes(kind);
+    const uint8_t *p = row + (size_t)g0 / 16 * gb + DEC_AHEAD;
+    for (size_t l = 0; l < gb; l += 64)
+        __builtin_prefetch(p + l, 0, 3);
+}
+
 AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb)
 {
     v16f acc = {0};
     int g0 = 0;
 
-    for (; g0 + 16 <= nb; g0 += 16)
+    for (; g0 + 16 <= nb; g0 += 16) {
+        prefetch_group(kind, row, g0);
         acc = group_dot(kind, 1, acc, x + g0 / 16, row, g0, 16);
+    }
     if (g0 < nb)
         acc = group_dot(kind, 0, acc, x + g0 / 16, row, g0, nb - g0);
     return hsum(acc);
