@@ -445,68 +445,90 @@ static void gemm_q4_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, con
 /* ---------------------------------------------------------------- K-quants (kquant_int.h) */
 
 /* Q4_K and Q6_K as kquant_scalar.c computes them, with the integer sums taken 16 lanes at a time:
- * the same integers and the same float expressions, so the same bits. */
-static float w_q4_k(const void *vx, const void *vw, int n)
-{
-    const rt_q16 *x = vx;
-    const uint8_t *p = vw;
-    float s = 0.0f;
-
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q4_K_BYTES) {
-        const uint8_t *qs = p + 16;
-        float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));
-        for (int j = 0; j < 4; j++) {
-            uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);
-            for (int k = 0; k < 2; k++) {
-                const rt_q16 *xb = &x[b * 8 + 2 * j + k];
-                int32x4_t acc = vdupq_n_s32(0);
-                int sc, m, sumi;
-                uint8x16_t c0 = k ? vshrq_n_u8(b0, 4) : vandq_u8(b0, vdupq_n_u8(15));
-                uint8x16_t c1 = k ? vshrq_n_u8(b1, 4) : vandq_u8(b1, vdupq_n_u8(15));
-                rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);
-                acc = mla16(acc, vreinterpretq_s8_u8(c0), xb->q);
-                acc = mla16(acc, vreinterpretq_s8_u8(c1), xb->q + 16);
-                sumi = vaddvq_s32(acc);
-                s += d * (float)sc * xb->d * (float)sumi - dmin * (float)m * xb->s;
-            }
-        }
+ * the same integers and the same float expressions, so the same bits. Written once, for the
+ * three ways of summing 16 codes against 16-bit activations (MLA: mla16, sdot16, usdot16); Q4_K's
+ * codes (0 .. 15) and Q6_K's (-32 .. 31) are valid signed bytes for SDOT and USDOT. */
+#define W_Q4_K(NAME, ATTR, MLA)                                                                   \
+    ATTR static float NAME(const void *vx, const void *vw, int n)                                 \
+    {                                                                                             \
+        const rt_q16 *x = vx;                                                                     \
+        const uint8_t *p = vw;                                                                    \
+        float s = 0.0f;                                                                           \
+                                                                                                  \
+        for (int b = 0; b < n / QK_K; b++, p += RT_Q4_K_BYTES) {                                  \
+            const uint8_t *qs = p + 16;                                                           \
+            float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));                          \
+            for (int j = 0; j < 4; j++) {                                                         \
+                uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);           \
+                for (int k = 0; k < 2; k++) {                                                     \
+                    const rt_q16 *xb = &x[b * 8 + 2 * j + k];                                     \
+                    int32x4_t acc = vdupq_n_s32(0);                                               \
+                    int sc, m, sumi;                                                              \
+                    uint8x16_t c0 = k ? vshrq_n_u8(b0, 4) : vandq_u8(b0, vdupq_n_u8(15));         \
+                    uint8x16_t c1 = k ? vshrq_n_u8(b1, 4) : vandq_u8(b1, vdupq_n_u8(15));         \
+                    rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);                                   \
+                    acc = MLA(acc, vreinterpretq_s8_u8(c0), xb->q);                               \
+                    acc = MLA(acc, vreinterpretq_s8_u8(c1), xb->q + 16);                          \
+                    sumi = vaddvq_s32(acc);                                                       \
+                    s += d * (float)sc * xb->d * (float)sumi - dmin * (float)m * xb->s;           \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        return s;                                                                                 \
     }
-    return s;
-}
 
-static float w_q6_k(const void *vx, const void *vw, int n)
-{
-    const rt_q16 *x = vx;
-    const uint8_t *p = vw;
-    float s = 0.0f;
-
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {
-        const uint8_t *ql = p, *qh = p + 128;
-        const int8_t *sc = (const int8_t *)(p + 192);
-        float d = rt_f16(rt_rd16(p + 208));
-        for (int h = 0; h < 2; h++)
-            for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
-                int i = 8 * h + 2 * j, s0, s1;
-                int8x16_t q[2];
-                for (int half = 0; half < 2; half++) {
-                    uint8x16_t lo = vld1q_u8(ql + 64 * h + 32 * (j % 2) + 16 * half);
-                    uint8x16_t hi = vld1q_u8(qh + 32 * h + 16 * half);
-                    lo = j < 2 ? vandq_u8(lo, vdupq_n_u8(15)) : vshrq_n_u8(lo, 4);
-                    hi = vshlq_n_u8(vandq_u8(vshlq_u8(hi, vdupq_n_s8((int8_t)(-2 * j))), vdupq_n_u8(3)), 4);
-                    q[half] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));
-                }
-                s0 = vaddvq_s32(mla16(vdupq_n_s32(0), q[0], xb->q));
-                s1 = vaddvq_s32(mla16(vdupq_n_s32(0), q[1], xb->q + 16));
-                s += d * xb->d * (float)(sc[i] * s0 + sc[i + 1] * s1);
-            }
+#define W_Q6_K(NAME, ATTR, MLA)                                                                            \
+    ATTR static float NAME(const void *vx, const void *vw, int n)                                          \
+    {                                                                                                      \
+        const rt_q16 *x = vx;                                                                              \
+        const uint8_t *p = vw;                                                                             \
+        float s = 0.0f;                                                                                    \
+                                                                                                           \
+        for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {                                           \
+            const uint8_t *ql = p, *qh = p + 128;                                                          \
+            const int8_t *sc = (const int8_t *)(p + 192);                                                  \
+            float d = rt_f16(rt_rd16(p + 208));                                                            \
+            for (int h = 0; h < 2; h++)                                                                    \
+                for (int j = 0; j < 4; j++) {                                                              \
+                    const rt_q16 *xb = &x[b * 8 + 4 * h + j];                                              \
+                    int i = 8 * h + 2 * j, s0, s1;                                                         \
+                    int8x16_t q[2];                                                                        \
+                    for (int half = 0; half < 2; half++) {                                                 \
+                        uint8x16_t lo = vld1q_u8(ql + 64 * h + 32 * (j % 2) + 16 * half);                  \
+                        uint8x16_t hi = vld1q_u8(qh + 32 * h + 16 * half);                                 \
+                        lo = j < 2 ? vandq_u8(lo, vdupq_n_u8(15)) : vshrq_n_u8(lo, 4);                     \
+                        hi = vshlq_n_u8(vandq_u8(vshlq_u8(hi, vdupq_n_s8((int8_t)(-2 * j))), vdupq_n_u8(3)), \
+                                        4);                                                                \
+                        q[half] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, hi)), vdupq_n_s8(32));         \
+                    }                                                                                      \
+                    s0 = vaddvq_s32(MLA(vdupq_n_s32(0), q[0], xb->q));                                     \
+                    s1 = vaddvq_s32(MLA(vdupq_n_s32(0), q[1], xb->q + 16));                                \
+                    s += d * xb->d * (float)(sc[i] * s0 + sc[i + 1] * s1);                                 \
+                }                                                                                          \
+        }                                                                                                  \
+        return s;                                                                                          \
     }
-    return s;
-}
 
-rt_dot_fn rt_kq_dot_neon(int type)
+W_Q4_K(w_q4_k, , mla16)
+W_Q4_K(w_q4_k_dot, DOTPROD, sdot16)
+W_Q4_K(w_q4_k_i8mm, I8MM, usdot16)
+W_Q6_K(w_q6_k, , mla16)
+W_Q6_K(w_q6_k_dot, DOTPROD, sdot16)
+W_Q6_K(w_q6_k_i8mm, I8MM, usdot16)
+#undef W_Q4_K
+#undef W_Q6_K
+
+static rt_kernels neon, neon_dot, neon_i8mm;
+
+rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type)
 {
-    return type == GGML_TYPE_Q4_K ? w_q4_k : type == GGML_TYPE_Q6_K ? w_q6_k : NULL;
+    int v = k == &neon_i8mm ? 2 : k == &neon_dot ? 1 : 0;
+
+    if (type == GGML_TYPE_Q4_K)
+        return v == 2 ? w_q4_k_i8mm : v == 1 ? w_q4_k_dot : w_q4_k;
+    if (type == GGML_TYPE_Q6_K)
+        return v == 2 ? w_q6_k_i8mm : v == 1 ? w_q6_k_dot : w_q6_k;
+    return NULL;
 }
 
 /* ---------------------------------------------------------------- MLX affine int4 / int8 */
@@ -601,7 +623,6 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
 
 /* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
  * once, under cpu.c's selection (pthread_once), before any kernel runs. */
-static rt_kernels neon, neon_dot, neon_i8mm;
 
 static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0,
                  int32_t (*mlx4)(const uint8_t *, const int16_t *), int32_t (*mlx8)(const uint8_t *, const int16_t *))
@@ -656,8 +677,9 @@ const rt_fast *rt_fast_neon_i8mm(void)
 
 #else
 
-rt_dot_fn rt_kq_dot_neon(int type)
+rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type)
 {
+    (void)k;
     (void)type;
     return NULL;
 }

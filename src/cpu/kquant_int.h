@@ -28,9 +28,10 @@ void rt_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
  * The avx2 table is NULL when not compiled in; it is used only when cpu.c selected a SIMD path. */
 rt_dot_fn rt_kq_dot_scalar(int type);
 rt_dot_fn rt_kq_dot_avx2(int type);
-/* Q4_K and Q6_K on the NEON paths (kernels_neon.c): the scalar arithmetic bit for bit, integer
- * sums in vectors. NULL for other types and off AArch64. */
-rt_dot_fn rt_kq_dot_neon(int type);
+/* Q4_K and Q6_K on the NEON path k (kernels_neon.c): the scalar arithmetic bit for bit, integer
+ * sums in vectors (widening multiplies, SDOT or USDOT, by the path). NULL for other types and off
+ * AArch64. */
+rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type);
 
 /* The IQ4 code book: 16 signed values. */
 extern const int8_t rt_iq4_values[16];

@@ -21,7 +21,7 @@ static rt_dot_fn kq_dot(int type)
     rt_dot_fn f = NULL;
 
     if (k != rt_kernels_scalar() && k != rt_kernels_vnni_emul())   /* vnni-emul runs where AVX2 may not */
-        f = strncmp(k->name, "neon", 4) == 0 ? rt_kq_dot_neon(type) : rt_kq_dot_avx2(type);
+        f = strncmp(k->name, "neon", 4) == 0 ? rt_kq_dot_neon(k, type) : rt_kq_dot_avx2(type);
 
     return f ? f : rt_kq_dot_scalar(type);
 }
