@@ -497,8 +497,9 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
         }
         /* one row after another, no software prefetch: a single sequential stream per thread.
          * Tiles of 4 rows with the next tile prefetched (four streams 4 KB apart, and four more)
-         * read F16 at 12-14 t/s on the 1.1B model where this reads at 15-19 (BENCHMARKS.md);
-         * one row's chain of FMAs still keeps ahead of memory. */
+         * read F16 at 12-14 t/s on the 1.1B model where this reads at 15-19 (BENCHMARKS.md).
+         * One row is one chain of FMAs, about 10 t/s a thread at 2.6 GHz, yet four chains fed
+         * from one prefetched stream were no faster there. */
         for (; r < n_rows; r++) {
             if (f16)
                 float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);

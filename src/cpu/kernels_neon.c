@@ -1,8 +1,8 @@
 /* kernels_neon.c: the AArch64 paths: plain NEON (Advanced SIMD, every AArch64 CPU has it),
  * neon-dotprod (SDOT, FEAT_DotProd) and neon-i8mm (USDOT and, for prefill tiles, SMMLA and
- * USMMLA, FEAT_I8MM). cpu.c offers the last two
- * only when getauxval(AT_HWCAP / AT_HWCAP2) says the CPU has them; the instructions are enabled
- * per function (target attributes), so nothing else in this file or the library can use them.
+ * USMMLA, FEAT_I8MM). cpu.c offers the last two only when getauxval(AT_HWCAP / AT_HWCAP2) says
+ * the CPU has them; the instructions are enabled per function (target attributes), so nothing
+ * else in this file or the library can use them.
  *
  * Float weights (F32, F16, BF16): four 4-lane FMA accumulators, summed in a fixed order; only
  * the float additions differ from kernels_scalar.c. Block weights (Q8_0, Q4_0, and Q4_K, Q6_K
@@ -623,7 +623,6 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
 
 /* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
  * once, under cpu.c's selection (pthread_once), before any kernel runs. */
-
 static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0,
                  int32_t (*mlx4)(const uint8_t *, const int16_t *), int32_t (*mlx8)(const uint8_t *, const int16_t *))
 {

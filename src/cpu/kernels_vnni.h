@@ -346,6 +346,27 @@ static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int 
 
 /* ---------------------------------------------------------------- decode and the row dot */
 
+/* Bytes of 16 blocks of a row (K-quants: two super-blocks). */
+static inline size_t group_bytes(int kind)
+{
+    switch (kind) {
+    case V_Q8_0:
+        return 16 * RT_Q8_0_BYTES;
+    case V_Q4_0:
+        return 16 * RT_Q4_0_BYTES;
+    case V_Q4_1:
+        return 16 * RT_Q4_1_BYTES;
+    case V_Q5_0:
+        return 16 * RT_Q5_0_BYTES;
+    case V_Q5_1:
+        return 16 * RT_Q5_1_BYTES;
+    case V_Q4_K:
+        return 2 * RT_Q4_K_BYTES;
+    default:
+        return 2 * RT_Q6_K_BYTES;
+    }
+}
+
 /* The scales of blocks g0 .. g0 + n - 1 of a row into lanes 0 .. n - 1 (0 past them). */
 AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a, v16f *b, v16f *a2)
 {
@@ -417,11 +438,7 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a,
         return;
     }
 
-    const int bytes = kind == V_Q8_0   ? RT_Q8_0_BYTES
-                      : kind == V_Q4_0 ? RT_Q4_0_BYTES
-                      : kind == V_Q4_1 ? RT_Q4_1_BYTES
-                      : kind == V_Q5_0 ? RT_Q5_0_BYTES
-                                       : RT_Q5_1_BYTES;
+    const size_t bytes = group_bytes(kind) / 16;
     const uint8_t *p = row + (size_t)g0 * bytes;
     for (int i = 0; i < n; i++, p += bytes) {
         fa[i] = f16(p);
@@ -542,27 +559,6 @@ AI v16f group_dot(const int kind, const int FULL, v16f acc, const vnni_group *xg
     if (has_offset(kind))
         acc = fmav(b, ld_f(xg->s), acc);
     return acc;
-}
-
-/* Bytes of 16 blocks of a row (K-quants: two super-blocks). */
-static inline size_t group_bytes(int kind)
-{
-    switch (kind) {
-    case V_Q8_0:
-        return 16 * RT_Q8_0_BYTES;
-    case V_Q4_0:
-        return 16 * RT_Q4_0_BYTES;
-    case V_Q4_1:
-        return 16 * RT_Q4_1_BYTES;
-    case V_Q5_0:
-        return 16 * RT_Q5_0_BYTES;
-    case V_Q5_1:
-        return 16 * RT_Q5_1_BYTES;
-    case V_Q4_K:
-        return 2 * RT_Q4_K_BYTES;
-    default:
-        return 2 * RT_Q6_K_BYTES;
-    }
 }
 
 /* Decode streams a matrix once, row after row. Where unpacking takes long next to the bytes (the
