@@ -9,6 +9,10 @@
 #if defined(__aarch64__)
 #include <sys/auxv.h>
 #endif
+#if defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
@@ -68,6 +72,26 @@ static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
 static int cpu_has_avx512vnni8(void) { return cpu_has_avx512vnni() && rt_kernels_avx512vnni8(); }
 static int cpu_has_avxvnni8(void) { return cpu_has_avxvnni() && rt_kernels_avxvnni8(); }
 static int cpu_has_vnni8_emul(void) { return rt_kernels_vnni8_emul() != NULL; }
+static int cpu_has_amx8_emul(void) { return rt_kernels_amx8_emul() != NULL; }
+
+/* AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), and Linux's leave to use the tile
+ * data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on; numbers from its
+ * uapi headers, spelled out for older ones). The leave is the process's, for every thread, and
+ * asking again is harmless; without it the first tile instruction would kill the process. */
+static int cpu_has_amx8(void)
+{
+#if defined(__x86_64__)
+    unsigned a = 7, b, c = 0, d;
+    if (!cpu_has_avx512vnni8() || !rt_kernels_amx8())
+        return 0;
+    __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (!((d >> 24) & 1) || !((d >> 25) & 1))
+        return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
 
 /* AArch64: Advanced SIMD is part of the architecture; SDOT and USDOT are optional, and the
  * kernel says which the CPU has (HWCAP_ASIMDDP, HWCAP2_I8MM; numbers from the kernel's uapi
@@ -90,7 +114,7 @@ static int cpu_has_i8mm(void) { return 0; }
  * avxvnni's 512-bit vectors split over 256-bit registers spill in prefill, so it waits behind
  * avx2; vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp
  * does): faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by
- * name. */
+ * name; amx-int8 is their arithmetic with the prefill on AMX tiles, amx-int8-emul its test. */
 static const struct {
     const char *name;
     int (*has)(void);
@@ -109,6 +133,8 @@ static const struct {
     { "avx512vnni-int8", cpu_has_avx512vnni8, rt_kernels_avx512vnni8, rt_fast_avx512vnni8 },
     { "avxvnni-int8", cpu_has_avxvnni8, rt_kernels_avxvnni8, rt_fast_avxvnni8 },
     { "vnni-int8-emul", cpu_has_vnni8_emul, rt_kernels_vnni8_emul, rt_fast_vnni8_emul },
+    { "amx-int8", cpu_has_amx8, rt_kernels_amx8, rt_fast_amx8 },
+    { "amx-int8-emul", cpu_has_amx8_emul, rt_kernels_amx8_emul, rt_fast_amx8_emul },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 

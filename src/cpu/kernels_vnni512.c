@@ -1,7 +1,7 @@
-/* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers, and
- * avx512vnni-int8, kernels_vnni8.h with vpdpbusd. Built
- * with -mavx512vnni and the AVX-512 path's flags on x86-64 only; cpu.c calls it only after checking
- * the CPU. */
+/* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers,
+ * avx512vnni-int8, kernels_vnni8.h with vpdpbusd, and amx-int8, kernels_amx.h on AMX tiles. Built
+ * with -mavx512vnni, -mamx-tile, -mamx-int8 and the AVX-512 path's flags on x86-64 only (no AMX
+ * instruction is emitted but the tiles' intrinsics); cpu.c calls it only after checking the CPU. */
 #include "cpu/kernels.h"
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
@@ -14,8 +14,28 @@
 #define VNNI8_NAME        "avx512vnni-int8"
 #define VNNI8_GETTER      rt_kernels_avx512vnni8
 #define VNNI8_FAST_GETTER rt_fast_avx512vnni8
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define AMX8_NAME        "amx-int8"
+#define AMX8_GETTER      rt_kernels_amx8
+#define AMX8_FAST_GETTER rt_fast_amx8
+#endif
 #include "cpu/kernels_vnni.h"
 #else
+#define NO_VNNI512
+#endif
+
+#if defined(NO_VNNI512) || !defined(AMX8_NAME)
+const rt_kernels *rt_kernels_amx8(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_amx8(void)
+{
+    return NULL;
+}
+#endif
+
+#if defined(NO_VNNI512)
 const rt_kernels *rt_kernels_avx512vnni(void)
 {
     return NULL;

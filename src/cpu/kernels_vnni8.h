@@ -168,6 +168,7 @@ typedef struct vnni8_group {
         int8_t xq[8][64]; /* decode of Q4_0 and Q4_1 (quad_sums) */
         int8_t xk[8][64]; /* decode of Q4_K (quad_sums) */
         int32_t xt[8][16]; /* prefill */
+        int8_t xa[16][32]; /* prefill on the AMX paths (kernels_amx.h): block i's codes in order */
     };
     float dx[16], s[16];
     int32_t xs[16], xs_lo[16], xs_hi[16]; /* sums of each block's codes: all 32, 0-15, 16-31 */
@@ -179,8 +180,9 @@ static size_t act8_bytes(int n_tok, int cols)
     return (size_t)(cols / QK + 15) / 16 * sizeof(vnni8_group);
 }
 
-/* One token, laid out for decode (n_tok 1) or prefill; codes of rt_quantize_q8. */
-static void act8_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
+/* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`); codes of
+ * rt_quantize_q8. */
+static void act8_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
     int nb = cols / QK;
 
@@ -208,6 +210,8 @@ static void act8_quantize(uint8_t *dst, const float *x, int type, int n_tok, int
                 memcpy(g->xk[2 * (i / 4) + i % 2] + 32 * (i % 4 / 2), c, QK);
             } else if (n_tok == 1) {
                 memcpy(g->xp[i / 2] + 32 * (i % 2), c, QK);
+            } else if (plain) {
+                memcpy(g->xa[i], c, QK);
             } else
                 for (int k = 0; k < 8; k++)
                     memcpy(&g->xt[k][i], c + 4 * k, 4);
@@ -218,6 +222,11 @@ static void act8_quantize(uint8_t *dst, const float *x, int type, int n_tok, int
             g->xs_hi[i] = hi;
         }
     }
+}
+
+static void act8_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
+{
+    act8_layout(dst, x, type, n_tok, cols, 0);
 }
 
 /* ---------------------------------------------------------------- decode and the row dot */
@@ -444,12 +453,28 @@ AI8 void panel8_q4(v16s32 o[8], const uint8_t *row, int g0, size_t bytes, size_t
     }
 }
 
+/* Blocks g0 .. g0 + n - 1 of a row in the prefill layout: o[k] lane i = block i's codes 4k .. 4k + 3
+ * (0 past the n blocks). */
+AI8 void panel8_row(const int kind, const uint8_t *row, int g0, int n, v16s32 o[8])
+{
+    v16s32 v[8];
+
+    if ((kind == V_Q4_0 || kind == V_Q4_1) && n == 16) {
+        panel8_q4(o, row, g0, kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, kind == V_Q4_0 ? 2 : 4);
+        return;
+    }
+    for (int m = 0; m < 8; m++)
+        v[m] = 2 * m >= n ? (v16s32){0}
+                          : (v16s32)unpack_pair8(kind, row, g0 + 2 * m, g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
+    transpose8(o, v);
+}
+
 AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
 {
     int n = nb - g0 < 16 ? nb - g0 : 16;
 
     for (int r = 0; r < RB; r++) {
-        v16s32 v[8], o[8];
+        v16s32 o[8];
         v16f a, b, a2;
         if (r >= nr) {
             memset(panel8.wt[r], 0, sizeof panel8.wt[r]);
@@ -459,15 +484,7 @@ AI8 void panel8_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0
             continue;
         }
         const uint8_t *row = w + (size_t)r * ws;
-        if ((kind == V_Q4_0 || kind == V_Q4_1) && n == 16)
-            panel8_q4(o, row, g0, kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, kind == V_Q4_0 ? 2 : 4);
-        else {
-            for (int m = 0; m < 8; m++)
-                v[m] = 2 * m >= n
-                           ? (v16s32){0}
-                           : (v16s32)unpack_pair8(kind, row, g0 + 2 * m, g0 + (2 * m + 1 < n ? 2 * m + 1 : 2 * m));
-            transpose8(o, v);
-        }
+        panel8_row(kind, row, g0, n, o);
         memcpy(panel8.wt[r], o, sizeof o);
         group_scales(kind, row, g0, n, &a, &b, &a2);
         memcpy(panel8.a[r], &a, sizeof a);
@@ -659,3 +676,7 @@ const rt_fast *VNNI8_FAST_GETTER(void)
         return NULL;
     return &fast8;
 }
+
+#if defined(AMX8_NAME)
+#include "cpu/kernels_amx.h"
+#endif

@@ -23,8 +23,8 @@
 #include "cpu/kquant_int.h"
 
 static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm",
-                               "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul" };
-#define N_PATHS 12
+                               "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul", "amx-int8", "amx-int8-emul" };
+#define N_PATHS 14
 
 /* The int8 paths: 8-bit activations (rt_quantize_q8), an opt-in that trades accuracy for speed. */
 static int is_int8(int path) { return strstr(paths[path], "int8") != NULL; }
@@ -328,7 +328,7 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the other paths are taken by name only, cpu.c says why) */
     static const char *rank[] = { "avx512vnni", "avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon", "scalar" };
-    static const char *names = "expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul";
+    static const char *names = "expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul";
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
 
     ck_assert_int_eq(cpu_path_select("avx9000"), MS_EINVALID);
@@ -385,13 +385,16 @@ END_TEST
 
 /* The VNNI paths this CPU runs give their emulation's results bit for bit (the instruction against
  * its emulation), for every type they take, on the shapes of the test above, prefill and decode:
- * avx512vnni and avxvnni against vnni-emul (_i 0), the -int8 ones against vnni-int8-emul (_i 1). */
+ * avx512vnni and avxvnni against vnni-emul (_i 0), the -int8 ones against vnni-int8-emul (_i 1),
+ * and the AMX tiles, real and emulated, against vnni-int8-emul too (_i 2): one arithmetic. */
 START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
 {
     static const int vtypes[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                   GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
-    static const char *reals[2][2] = { { "avx512vnni", "avxvnni" }, { "avx512vnni-int8", "avxvnni-int8" } };
-    static const char *emuls[2] = { "vnni-emul", "vnni-int8-emul" };
+    static const char *reals[3][2] = { { "avx512vnni", "avxvnni" },
+                                       { "avx512vnni-int8", "avxvnni-int8" },
+                                       { "amx-int8", "amx-int8-emul" } };
+    static const char *emuls[3] = { "vnni-emul", "vnni-int8-emul", "vnni-int8-emul" };
     const char *const *real = reals[_i], *emul = emuls[_i];
     static const int cols_cases[] = { 64, 1184, 8256, 2304, 768 }, tok_cases[] = { 1, 5, 70 };
     cpu_pool *pool;
@@ -546,7 +549,7 @@ int main(void)
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
     tcase_add_loop_test(k, attention_batches_equal_the_per_key_calls_bit_for_bit, 0, N_PATHS);
-    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 2);
+    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 3);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
     tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
     suite_add_tcase(s, k);
