@@ -189,6 +189,7 @@ AI8 void gemm_amx_kind(const int kind, float *y, size_t ldy, const rt_act *act, 
                     const int8_t *x =
                         (const int8_t *)(const void *)(act->x + (size_t)(t0 + ts) * act->stride +
                                                        (size_t)g * sizeof(vnni8_group) + offsetof(vnni8_group, xa));
+                    prefetch_panel(kind, w, ws, rb, 16, n_rows, g, ng, t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
                     amx_configure(m);
                     /* blocks past the row's end too: their codes and scales are 0, and the
                      * definition's lanes take fma(0, 0, acc) there as the row dot does */
