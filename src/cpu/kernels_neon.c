@@ -312,7 +312,10 @@ I8MM static float w_q4_0_i8mm(const void *x, const void *w, int n)
  * then the same float steps in the same order, so the same bits. Prefill only: in decode there is
  * one token, and half of each SMMLA would be wasted, so a lone token (or row) takes the row dot. */
 
-#define MM_PAIRS  4                    /* pairs of weight rows unpacked at a time */
+/* Pairs of weight rows unpacked at a time. Each pair of tokens is split into SMMLA's rows once
+ * per MM_PAIRS pairs: 8 pairs (10 KB of unpacked weights, well inside any ARM64 L1) split them
+ * half as often as 4 did. Not measured: no ARM64 machine yet (BENCHMARKS.md). */
+#define MM_PAIRS  8
 #define MM_BLOCKS (RT_GEMM_KC / QK)    /* blocks per column chunk */
 
 /* One block of two weight rows: v[k] holds both rows' elements 8k .. 8k + 7, SMMLA's columns. */
