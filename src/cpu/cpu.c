@@ -73,16 +73,17 @@ static int cpu_has_avx512vnni8(void) { return cpu_has_avx512vnni() && rt_kernels
 static int cpu_has_avxvnni8(void) { return cpu_has_avxvnni() && rt_kernels_avxvnni8(); }
 static int cpu_has_vnni8_emul(void) { return rt_kernels_vnni8_emul() != NULL; }
 static int cpu_has_amx8_emul(void) { return rt_kernels_amx8_emul() != NULL; }
+static int cpu_has_amx16_emul(void) { return rt_kernels_amx16_emul() != NULL; }
 
 /* AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), and Linux's leave to use the tile
  * data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on; numbers from its
  * uapi headers, spelled out for older ones). The leave is the process's, for every thread, and
  * asking again is harmless; without it the first tile instruction would kill the process. */
-static int cpu_has_amx8(void)
+static int cpu_has_amx(void)
 {
 #if defined(__x86_64__)
     unsigned a = 7, b, c = 0, d;
-    if (!cpu_has_avx512vnni8() || !rt_kernels_amx8())
+    if (!cpu_has_avx512vnni8() || !rt_kernels_amx8() || !rt_kernels_amx16())
         return 0;
     __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
     if (!((d >> 24) & 1) || !((d >> 25) & 1))
@@ -114,7 +115,8 @@ static int cpu_has_i8mm(void) { return 0; }
  * avxvnni's 512-bit vectors split over 256-bit registers spill in prefill, so it waits behind
  * avx2; vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp
  * does): faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by
- * name; amx-int8 is their arithmetic with the prefill on AMX tiles, amx-int8-emul its test. */
+ * name. amx-int8 and amx are the arithmetic of avx512vnni-int8 and avx512vnni with the prefill on
+ * AMX tiles, the -emul ones their tests; by name until they are measured on an AMX machine. */
 static const struct {
     const char *name;
     int (*has)(void);
@@ -133,8 +135,10 @@ static const struct {
     { "avx512vnni-int8", cpu_has_avx512vnni8, rt_kernels_avx512vnni8, rt_fast_avx512vnni8 },
     { "avxvnni-int8", cpu_has_avxvnni8, rt_kernels_avxvnni8, rt_fast_avxvnni8 },
     { "vnni-int8-emul", cpu_has_vnni8_emul, rt_kernels_vnni8_emul, rt_fast_vnni8_emul },
-    { "amx-int8", cpu_has_amx8, rt_kernels_amx8, rt_fast_amx8 },
+    { "amx-int8", cpu_has_amx, rt_kernels_amx8, rt_fast_amx8 },
     { "amx-int8-emul", cpu_has_amx8_emul, rt_kernels_amx8_emul, rt_fast_amx8_emul },
+    { "amx", cpu_has_amx, rt_kernels_amx16, rt_fast_amx16 },
+    { "amx-emul", cpu_has_amx16_emul, rt_kernels_amx16_emul, rt_fast_amx16_emul },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 

@@ -63,13 +63,17 @@ const rt_kernels *rt_kernels_avxvnni8(void);
 const rt_fast *rt_fast_avxvnni8(void);
 const rt_kernels *rt_kernels_vnni8_emul(void);
 const rt_fast *rt_fast_vnni8_emul(void);
-/* The AMX paths (kernels_amx.h: the int8 paths' arithmetic, prefill on AMX-INT8 tiles; by name
- * only). amx-int8 needs the CPU's AMX-TILE and AMX-INT8 and the kernel's leave to use the tile
- * state (cpu.c asks); amx-int8-emul runs anywhere. */
+/* The AMX paths (kernels_amx.h: prefill on AMX-INT8 tiles; by name only): amx-int8 with the int8
+ * paths' arithmetic, amx with avx512vnni's. Both need the CPU's AMX-TILE and AMX-INT8 and the
+ * kernel's leave to use the tile state (cpu.c asks); the -emul ones run anywhere. */
 const rt_kernels *rt_kernels_amx8(void);
 const rt_fast *rt_fast_amx8(void);
 const rt_kernels *rt_kernels_amx8_emul(void);
 const rt_fast *rt_fast_amx8_emul(void);
+const rt_kernels *rt_kernels_amx16(void);
+const rt_fast *rt_fast_amx16(void);
+const rt_kernels *rt_kernels_amx16_emul(void);
+const rt_fast *rt_fast_amx16_emul(void);
 
 /* The AArch64 paths (kernels_neon.c): NULL when not compiled in. dotprod needs SDOT, i8mm both
  * SDOT and USDOT; cpu.c checks the CPU before using either. */

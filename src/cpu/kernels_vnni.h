@@ -305,6 +305,10 @@ typedef struct vnni_group {
     union {
         int16_t xp[8][2][32];
         int32_t xt[16][16];
+        struct { /* prefill on the AMX paths (kernels_amx.h): block i's codes in order, split */
+            int8_t h[16][32]; /* high bytes, signed */
+            uint8_t l[16][32]; /* low bytes */
+        } xa;
     };
     float dx[16], s[16];
 } vnni_group;
@@ -316,7 +320,8 @@ static size_t act_bytes(int n_tok, int cols)
 }
 
 /* One token (layout by n_tok: decode for 1, prefill for more); the codes are rt_quantize_q16's. */
-static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
+/* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`). */
+static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
     (void)type;
     int nb = cols / QK;
@@ -332,6 +337,11 @@ static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int 
             if (n_tok == 1) {
                 memcpy(g->xp[i / 2][0] + 16 * (i % 2), tmp[i].q, 16 * sizeof(int16_t));
                 memcpy(g->xp[i / 2][1] + 16 * (i % 2), tmp[i].q + 16, 16 * sizeof(int16_t));
+            } else if (plain) {
+                for (int j = 0; j < QK; j++) { /* q = 256 h + l */
+                    g->xa.h[i][j] = (int8_t)(tmp[i].q[j] >> 8);
+                    g->xa.l[i][j] = (uint8_t)(tmp[i].q[j] & 255);
+                }
             } else {
                 int32_t pair[16];
                 memcpy(pair, tmp[i].q, sizeof pair);
@@ -342,6 +352,11 @@ static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int 
             g->s[i] = tmp[i].s;
         }
     }
+}
+
+static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
+{
+    act_layout(dst, x, type, n_tok, cols, 0);
 }
 
 /* ---------------------------------------------------------------- decode and the row dot */

@@ -1,5 +1,5 @@
 /* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers,
- * avx512vnni-int8, kernels_vnni8.h with vpdpbusd, and amx-int8, kernels_amx.h on AMX tiles. Built
+ * avx512vnni-int8, kernels_vnni8.h with vpdpbusd, and amx-int8 and amx, kernels_amx.h on AMX tiles. Built
  * with -mavx512vnni, -mamx-tile, -mamx-int8 and the AVX-512 path's flags on x86-64 only (no AMX
  * instruction is emitted but the tiles' intrinsics); cpu.c calls it only after checking the CPU. */
 #include "cpu/kernels.h"
@@ -18,6 +18,9 @@
 #define AMX8_NAME        "amx-int8"
 #define AMX8_GETTER      rt_kernels_amx8
 #define AMX8_FAST_GETTER rt_fast_amx8
+#define AMX16_NAME        "amx"
+#define AMX16_GETTER      rt_kernels_amx16
+#define AMX16_FAST_GETTER rt_fast_amx16
 #endif
 #include "cpu/kernels_vnni.h"
 #else
@@ -30,6 +33,14 @@ const rt_kernels *rt_kernels_amx8(void)
     return NULL;
 }
 const rt_fast *rt_fast_amx8(void)
+{
+    return NULL;
+}
+const rt_kernels *rt_kernels_amx16(void)
+{
+    return NULL;
+}
+const rt_fast *rt_fast_amx16(void)
 {
     return NULL;
 }

@@ -1,8 +1,8 @@
 /* kernels_vnni_emul.c: the vnni-emul path, kernels_vnni.h built without any SIMD flag, so that
  * vpdpwssd is its exact C emulation: it runs on every CPU (never chosen by "auto") and gives the
  * VNNI paths' results bit for bit, so their logic is tested where the instruction is missing.
- * vnni-int8-emul does the same for vpdpbusd and the int8 paths (kernels_vnni8.h), amx-int8-emul for
- * the AMX tiles (kernels_amx.h). */
+ * vnni-int8-emul does the same for vpdpbusd and the int8 paths (kernels_vnni8.h), amx-int8-emul and
+ * amx-emul for the AMX tiles (kernels_amx.h). */
 #include "cpu/kernels.h"
 
 static const rt_fast *no_fast(void)
@@ -20,4 +20,7 @@ static const rt_fast *no_fast(void)
 #define AMX8_NAME         "amx-int8-emul"
 #define AMX8_GETTER       rt_kernels_amx8_emul
 #define AMX8_FAST_GETTER  rt_fast_amx8_emul
+#define AMX16_NAME        "amx-emul"
+#define AMX16_GETTER      rt_kernels_amx16_emul
+#define AMX16_FAST_GETTER rt_fast_amx16_emul
 #include "cpu/kernels_vnni.h"

@@ -24,7 +24,7 @@ expect_fail 2 "-p" mstore bench stories -p abc
 expect_fail 2 "-n" mstore bench stories -n -3
 expect_fail 1 "not found" mstore bench nosuch
 # a kernel path that does not exist is an error naming the valid ones, never a silent fallback
-MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown; expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul" \
+MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown; expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul" \
     mstore bench stories -p 4 -n 2 -r 1
 MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown" mstore run stories "Once" -n 2
 MSTORE_CPU=vnni-emul expect_ok mstore bench stories -p 4 -n 2 -r 1

@@ -1,10 +1,10 @@
 /* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avx512vnni, neon,
- * neon-dotprod, neon-i8mm: each that this CPU runs; vnni-emul everywhere; tests/arm64.sh runs the
- * NEON ones under qemu-aarch64). Which result each path is held to: its own row dot bit for
+ * neon-dotprod, neon-i8mm, the -int8 ones, amx, amx-int8: each that this CPU runs; the -emul ones
+ * everywhere; tests/arm64.sh runs the NEON ones under qemu-aarch64). Which result each path is held to: its own row dot bit for
  * bit, and the float64 sum over the activations it takes: f32 for the avx512 path's block types,
  * the 16-bit rt_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
  * codes, so they are not compared with the avx512 path's f32 results). The VNNI paths compute one
- * arithmetic (kernels_vnni.h), so they also equal vnni-emul bit for bit.
+ * arithmetic (kernels_vnni.h), so they also equal vnni-emul bit for bit (the AMX tiles too).
  * For every path: the tiled matmul equals the path's row dot products bit for bit at every
  * token count (so prefill in one batch, in chunks or token by token gives the same logits),
  * and within float rounding of the float64 sum over the activations it takes (16-bit blocks,
@@ -23,8 +23,9 @@
 #include "cpu/kquant_int.h"
 
 static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm",
-                               "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul", "amx-int8", "amx-int8-emul" };
-#define N_PATHS 14
+                               "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul", "amx-int8", "amx-int8-emul",
+                               "amx", "amx-emul" };
+#define N_PATHS 16
 
 /* The int8 paths: 8-bit activations (rt_quantize_q8), an opt-in that trades accuracy for speed. */
 static int is_int8(int path) { return strstr(paths[path], "int8") != NULL; }
@@ -328,7 +329,7 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the other paths are taken by name only, cpu.c says why) */
     static const char *rank[] = { "avx512vnni", "avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon", "scalar" };
-    static const char *names = "expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul";
+    static const char *names = "expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul";
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
 
     ck_assert_int_eq(cpu_path_select("avx9000"), MS_EINVALID);
@@ -386,15 +387,17 @@ END_TEST
 /* The VNNI paths this CPU runs give their emulation's results bit for bit (the instruction against
  * its emulation), for every type they take, on the shapes of the test above, prefill and decode:
  * avx512vnni and avxvnni against vnni-emul (_i 0), the -int8 ones against vnni-int8-emul (_i 1),
- * and the AMX tiles, real and emulated, against vnni-int8-emul too (_i 2): one arithmetic. */
+ * and the AMX tiles, real and emulated, against the VNNI arithmetic they keep: amx-int8 against
+ * vnni-int8-emul (_i 2), amx against vnni-emul (_i 3). */
 START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
 {
     static const int vtypes[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                   GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
-    static const char *reals[3][2] = { { "avx512vnni", "avxvnni" },
+    static const char *reals[4][2] = { { "avx512vnni", "avxvnni" },
                                        { "avx512vnni-int8", "avxvnni-int8" },
-                                       { "amx-int8", "amx-int8-emul" } };
-    static const char *emuls[3] = { "vnni-emul", "vnni-int8-emul", "vnni-int8-emul" };
+                                       { "amx-int8", "amx-int8-emul" },
+                                       { "amx", "amx-emul" } };
+    static const char *emuls[4] = { "vnni-emul", "vnni-int8-emul", "vnni-int8-emul", "vnni-emul" };
     const char *const *real = reals[_i], *emul = emuls[_i];
     static const int cols_cases[] = { 64, 1184, 8256, 2304, 768 }, tok_cases[] = { 1, 5, 70 };
     cpu_pool *pool;
@@ -549,7 +552,7 @@ int main(void)
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
     tcase_add_loop_test(k, attention_batches_equal_the_per_key_calls_bit_for_bit, 0, N_PATHS);
-    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 3);
+    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 4);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
     tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
     suite_add_tcase(s, k);
