@@ -17,6 +17,30 @@
  * in L1) and every token tile passes over it. A multiple of 16 and of QK. */
 #define RT_GEMM_KC 512
 
+/* Share i of n of the weights of the panel after the one a gemm is working on (rows rb .. rb +
+ * pr - 1 of n_rows, `ws` bytes apart, panels of `chunk` bytes of each row): the same rows' chunk
+ * at byte `next`, or, once a row holds no more (next >= ws) and no tokens remain that bring the
+ * rows round again (more_tok 0), the next rows' first chunk. A panel is a run of a few hundred
+ * bytes to 2 KB in each of its rows, a row apart, on which the hardware prefetcher barely
+ * starts: panel fills waited on memory until the tiles of the panel before asked for it
+ * (BENCHMARKS.md, session 7). A hint only: nothing is read, and the arithmetic is unchanged. */
+static inline void rt_prefetch_panel(const uint8_t *w, size_t ws, int rb, int pr, int n_rows, size_t next, size_t chunk,
+                                     int more_tok, int i, int n)
+{
+    int r0 = rb;
+
+    if (next >= ws) {
+        if (more_tok || rb + pr >= n_rows)
+            return;
+        r0 = rb + pr, next = 0;
+    }
+    int nr = n_rows - r0 < pr ? n_rows - r0 : pr;
+    size_t bytes = next + chunk <= ws ? chunk : ws - next;
+    for (int r = r0 + nr * i / n; r < r0 + nr * (i + 1) / n; r++)
+        for (size_t l = 0; l < bytes; l += 64)
+            __builtin_prefetch(w + (size_t)r * ws + next + l, 0, 3);
+}
+
 /* A batch of activations: token t's at x + t * stride, as the kernel's type takes them
  * (rt_q16 blocks for block types, unless the path's f32_act says f32; f32 for float types). */
 typedef struct rt_act {

@@ -270,7 +270,7 @@ AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, cons
                 for (int ts = 0; ts < nt; ts += 16) {
                     int m = nt - ts < 16 ? nt - ts : 16;
                     const uint8_t *xg = act->x + (size_t)(t0 + ts) * act->stride + (size_t)g * gsz;
-                    prefetch_panel(kind, w, ws, rb, 16, n_rows, g, ng, t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
+                    prefetch_panel(kind, w, ws, rb, 16, n_rows, g, t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
                     amx_configure(m);
                     /* blocks past the row's end too: their codes and scales are 0, and the
                      * definition's lanes take fma(0, 0, acc) there as the row dot does */
@@ -366,12 +366,18 @@ static void table_amx_init(void)
     }
 }
 
+/* 1 once both tables are filled in: they copy the VNNI paths' own (NULL off this CPU's build). */
+static int amx_tables(void)
+{
+    if (!VNNI_GETTER() || !VNNI8_GETTER())
+        return 0;
+    pthread_once(&table_amx_once, table_amx_init);
+    return 1;
+}
+
 const rt_kernels *AMX8_GETTER(void)
 {
-    if (!VNNI8_GETTER())
-        return NULL;
-    pthread_once(&table_amx_once, table_amx_init);
-    return &table_amx;
+    return amx_tables() ? &table_amx : NULL;
 }
 
 const rt_fast *AMX8_FAST_GETTER(void)
@@ -383,10 +389,7 @@ const rt_fast *AMX8_FAST_GETTER(void)
 
 const rt_kernels *AMX16_GETTER(void)
 {
-    if (!VNNI8_GETTER())
-        return NULL;
-    pthread_once(&table_amx_once, table_amx_init);
-    return &table_amx16;
+    return amx_tables() ? &table_amx16 : NULL;
 }
 
 const rt_fast *AMX16_FAST_GETTER(void)

@@ -518,31 +518,16 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
             for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
                 int last = k0 + RT_GEMM_KC >= cols, kc = last ? kfull - k0 : RT_GEMM_KC, tl = last ? tail : 0;
                 panel_fill(kind, wb, ws, nr, k0, kc, tl);
-                /* the weights of the next panel (this rows' next chunk, or the next rows' first
-                 * once the last tokens are done), a share of its rows per token tile: a panel
-                 * is a run of 0.3-2 KB in each of 8 rows a row apart, on which the hardware
-                 * prefetcher barely starts, so panel_fill waited on memory (F16 pp64 +5-10%,
-                 * BENCHMARKS.md session 7). Blocks are uniform, so a chunk's bytes are
-                 * proportional to its columns. */
-                const uint8_t *pw = NULL;
-                int pnr = 0, ntt = (nt + 5) / 6;
-                size_t poff = 0, pbytes = 0;
-                if (!last) {
-                    int nk = cols - (k0 + RT_GEMM_KC);
-                    pw = wb, pnr = nr, poff = ws * (size_t)(k0 + RT_GEMM_KC) / (size_t)cols;
-                    pbytes = ws * (size_t)(nk < RT_GEMM_KC ? nk : RT_GEMM_KC) / (size_t)cols;
-                } else if (t0 + TB >= n_tok && rb + RB < n_rows) {
-                    pw = wb + (size_t)RB * ws, pnr = n_rows - rb - RB < RB ? n_rows - rb - RB : RB;
-                    pbytes = ws * (size_t)(cols < RT_GEMM_KC ? cols : RT_GEMM_KC) / (size_t)cols;
-                }
+                /* the next panel, a share of its rows per token tile (F16 pp64 +5-10%): blocks
+                 * are uniform, so a chunk's bytes are proportional to its columns */
+                const size_t pnext = ws * (size_t)(k0 + RT_GEMM_KC) / (size_t)cols;
+                const size_t pchunk = ws * (size_t)RT_GEMM_KC / (size_t)cols;
                 /* token tiles outside, row tiles inside: a tile's x (6 x 2 KB) and the panel
                  * (16 KB) both stay in L1, where rows outside streamed x from L2 once per
                  * 4 rows (29 -> 40 GMAC/s a thread, F16 and Q4_0 alike) */
                 for (int t = 0; t < nt; t += 6) {
                     int n6 = nt - t < 6 ? nt - t : 6, r = 0;
-                    for (int pr = pnr * (t / 6) / ntt; pr < pnr * (t / 6 + 1) / ntt; pr++)
-                        for (size_t o = 0; o < pbytes; o += 64)
-                            __builtin_prefetch(pw + (size_t)pr * ws + poff + o, 0, 3);
+                    rt_prefetch_panel(w, ws, rb, RB, n_rows, pnext, pchunk, t0 + TB < n_tok, t / 6, (nt + 5) / 6);
                     float *yt = yb + (size_t)t * ldy;
                     const float *xt = xb + (size_t)t * ldx;
                     for (; r + 4 <= nr; r += 4)

@@ -613,28 +613,14 @@ AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb
 #define RB 8 /* rows per panel */
 #define TB 64 /* tokens whose float accumulators stay live across the groups */
 
-/* Share i of n of the weights of the panel after (rows rb .. rb + pr - 1, group g): the same
- * rows' next group, or the next rows' first group once the last group of the last tokens is
- * reached (more_tok: tokens after this tile remain, so the rows come round again). A panel is
- * a run of a few hundred bytes in each of pr rows a row apart, on which the hardware prefetcher
- * barely starts: panel fills waited on memory (BENCHMARKS.md, session 7). */
-AI void prefetch_panel(const int kind, const uint8_t *w, size_t ws, int rb, int pr, int n_rows, int g, int ng,
-                       int more_tok, int i, int n)
+/* rt_prefetch_panel for the group gemms: panels of one group (16 blocks) of pr rows, group g
+ * now; its next group starts past the row's end after the last one. */
+AI void prefetch_panel(const int kind, const uint8_t *w, size_t ws, int rb, int pr, int n_rows, int g, int more_tok,
+                       int i, int n)
 {
-    size_t off = 0, gb = group_bytes(kind);
-    int r0 = rb;
+    const size_t gb = group_bytes(kind);
 
-    if (g + 1 < ng)
-        off = (size_t)(g + 1) * gb;
-    else if (!more_tok && rb + pr < n_rows)
-        r0 = rb + pr;
-    else
-        return;
-    int nr = n_rows - r0 < pr ? n_rows - r0 : pr;
-    size_t bytes = off + gb <= ws ? gb : ws - off;
-    for (int r = r0 + nr * i / n; r < r0 + nr * (i + 1) / n; r++)
-        for (size_t l = 0; l < bytes; l += 64)
-            __builtin_prefetch(w + (size_t)r * ws + off + l, 0, 3);
+    rt_prefetch_panel(w, ws, rb, pr, n_rows, (size_t)(g + 1) * gb, gb, more_tok, i, n);
 }
 
 typedef struct vnni_panel {
@@ -770,7 +756,7 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n
                 for (int t = 0; t < nt; t += 4) {
                     const vnni_group *xg[4];
                     int mt = nt - t < 4 ? nt - t : 4;
-                    prefetch_panel(kind, w, ws, rb, RB, n_rows, g, ng, t0 + TB < n_tok, t / 4, (nt + 3) / 4);
+                    prefetch_panel(kind, w, ws, rb, RB, n_rows, g, t0 + TB < n_tok, t / 4, (nt + 3) / 4);
                     for (int i = 0; i < mt; i++)
                         xg[i] = (const vnni_group *)(const void *)(act->x + (size_t)(t0 + t + i) * act->stride) + g;
                     tiles(kind, 0, xg, t, mt);

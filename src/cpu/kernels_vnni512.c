@@ -1,7 +1,8 @@
 /* kernels_vnni512.c: the avx512vnni path, kernels_vnni.h with vpdpwssd on 512-bit registers,
- * avx512vnni-int8, kernels_vnni8.h with vpdpbusd, and amx-int8 and amx, kernels_amx.h on AMX tiles. Built
- * with -mavx512vnni, -mamx-tile, -mamx-int8 and the AVX-512 path's flags on x86-64 only (no AMX
- * instruction is emitted but the tiles' intrinsics); cpu.c calls it only after checking the CPU. */
+ * avx512vnni-int8, kernels_vnni8.h with vpdpbusd, and amx-int8 and amx, kernels_amx.h on AMX
+ * tiles. Built with -mavx512vnni, -mamx-tile, -mamx-int8 and the AVX-512 path's flags on x86-64
+ * only (no AMX instruction is emitted but the tiles' intrinsics); cpu.c calls it only after
+ * checking the CPU. */
 #include "cpu/kernels.h"
 
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \

@@ -598,7 +598,7 @@ AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int
                 for (int t = 0; t < nt; t += 4) {
                     const vnni8_group *xg[4];
                     int mt = nt - t < 4 ? nt - t : 4;
-                    prefetch_panel(kind, w, ws, rb, RB, n_rows, g, ng, t0 + TB < n_tok, t / 4, (nt + 3) / 4);
+                    prefetch_panel(kind, w, ws, rb, RB, n_rows, g, t0 + TB < n_tok, t / 4, (nt + 3) / 4);
                     for (int i = 0; i < mt; i++)
                         xg[i] = (const vnni8_group *)(const void *)(act->x + (size_t)(t0 + t + i) * act->stride) + g;
                     tiles8(kind, 0, xg, t, mt);

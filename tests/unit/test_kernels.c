@@ -1,8 +1,8 @@
 /* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avx512vnni, neon,
  * neon-dotprod, neon-i8mm, the -int8 ones, amx, amx-int8: each that this CPU runs; the -emul ones
- * everywhere; tests/arm64.sh runs the NEON ones under qemu-aarch64). Which result each path is held to: its own row dot bit for
- * bit, and the float64 sum over the activations it takes: f32 for the avx512 path's block types,
- * the 16-bit rt_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
+ * everywhere; tests/arm64.sh runs the NEON ones under qemu-aarch64). Which result each path is
+ * held to: its own row dot bit for bit, and the float64 sum over the activations it takes: f32
+ * for the avx512 path's block types, the 16-bit rt_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
  * codes, so they are not compared with the avx512 path's f32 results). The VNNI paths compute one
  * arithmetic (kernels_vnni.h), so they also equal vnni-emul bit for bit (the AMX tiles too).
  * For every path: the tiled matmul equals the path's row dot products bit for bit at every
