@@ -300,17 +300,20 @@ static int device_open(vk_ctx *c)
     const char *discrete = getenv("MSTORE_VULKAN_DISCRETE");
     int import;
 
-    c->discrete = discrete && strcmp(discrete, "1") == 0;
-    import = has_ext(&c->f, c->phys, ext) && !c->discrete;
     VkResult r;
 
+    c->f.vkGetPhysicalDeviceProperties(c->phys, &c->props);
+    /* A discrete GPU could import the blob mappings too (NVIDIA offers the extension), but then
+     * every forward would read the weights across PCIe: it gets them uploaded to its own memory. */
+    c->discrete =
+        (discrete && strcmp(discrete, "1") == 0) || c->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+    import = has_ext(&c->f, c->phys, ext) && !c->discrete;
     if (import) {
         p2.pNext = &hp;
         dci.enabledExtensionCount = 1;
         dci.ppEnabledExtensionNames = &ext;
+        c->f.vkGetPhysicalDeviceProperties2(c->phys, &p2);
     }
-    c->f.vkGetPhysicalDeviceProperties2(c->phys, &p2);
-    c->props = p2.properties;
     c->f.vkGetPhysicalDeviceMemoryProperties(c->phys, &c->memp);
     c->lim.align = c->props.limits.minStorageBufferOffsetAlignment;
     if (c->lim.align < 4)
@@ -332,7 +335,7 @@ static int device_open(vk_ctx *c)
     c->f.vkGetDeviceQueue(c->dev, c->qfam, 0, &c->queue);
     snprintf(c->desc, sizeof c->desc, "vulkan: %.120s (%s%s%s)", c->props.deviceName, kind_name(c->props.deviceType),
              c->import_align ? ", weights imported in place" : ", weights uploaded",
-             c->discrete ? ", as a discrete GPU" : "");
+             c->discrete && c->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU ? ", as a discrete GPU" : "");
     return 0;
 }
 
