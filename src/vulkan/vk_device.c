@@ -620,8 +620,12 @@ static void ctx_close(vk_ctx *c)
                 c->f.vkDestroyFence(c->dev, c->frames[i].fence, NULL);
             if (c->frames[i].pool)
                 c->f.vkDestroyDescriptorPool(c->dev, c->frames[i].pool, NULL);
+            if (c->frames[i].qp)
+                c->f.vkDestroyQueryPool(c->dev, c->frames[i].qp, NULL);
+            free(c->frames[i].qk);
         }
         vk_mem_free(c, &c->dummy);
+        vk_mem_free(c, &c->readback);
         for (int k = 0; k < GPU_K_COUNT; k++) {
             if (c->pipes[k])
                 c->f.vkDestroyPipeline(c->dev, c->pipes[k], NULL);
@@ -642,6 +646,31 @@ static void ctx_close(vk_ctx *c)
     free(c);
 }
 
+/* $MSTORE_VULKAN_PROFILE's report: device time by kernel, most first. */
+static void profile_print(const vk_ctx *c)
+{
+    int order[GPU_K_COUNT], n = 0;
+
+    fprintf(stderr, "mstore: vulkan profile: %s: %lu runs timed, %.3f ms of device time a run\n", c->props.deviceName,
+            c->prof_runs, c->prof_run_ns / 1e6 / (double)c->prof_runs);
+    for (int k = 0; k < GPU_K_COUNT; k++) {
+        int i = n++;
+        if (!c->prof_n[k]) {
+            n--;
+            continue;
+        }
+        for (; i > 0 && c->prof_ns[order[i - 1]] < c->prof_ns[k]; i--)
+            order[i] = order[i - 1];
+        order[i] = k;
+    }
+    for (int i = 0; i < n; i++) {
+        int k = order[i];
+        fprintf(stderr, "mstore: vulkan profile: %-12s %7lu dispatches %10.3f ms %9.2f us each %5.1f%%\n",
+                vk_spirv_table[k].name, c->prof_n[k], c->prof_ns[k] / 1e6, c->prof_ns[k] / 1e3 / (double)c->prof_n[k],
+                100.0 * c->prof_ns[k] / c->prof_run_ns);
+    }
+}
+
 void vk_ctx_close(void *vctx)
 {
     vk_ctx *c = vctx;
@@ -649,7 +678,30 @@ void vk_ctx_close(void *vctx)
     if (c && c->verbose && c->runs)
         fprintf(stderr, "mstore: vulkan: %lu runs, %lu submits, %lu host waits (and %lu set-up submits at open)\n",
                 c->runs, c->submits, c->waits, c->setup);
+    if (c && c->prof && c->prof_runs && c->prof_run_ns > 0)
+        profile_print(c);
     ctx_close(c);
+}
+
+/* $MSTORE_VULKAN_PROFILE=1: timestamps around every dispatch, where the queue has them. */
+static int profile_init(vk_ctx *c)
+{
+    const char *e = getenv("MSTORE_VULKAN_PROFILE");
+    VkQueueFamilyProperties qf[16];
+    uint32_t nq = 16, bits;
+
+    if (!e || strcmp(e, "1") != 0)
+        return 0;
+    c->f.vkGetPhysicalDeviceQueueFamilyProperties(c->phys, &nq, qf);
+    bits = c->qfam < nq ? qf[c->qfam].timestampValidBits : 0;
+    if (bits == 0 || c->props.limits.timestampPeriod <= 0) {
+        fprintf(stderr, "mstore: vulkan profile: %s has no timestamps on its compute queue\n", c->props.deviceName);
+        return 0;
+    }
+    c->prof = 1;
+    c->ts_ns = c->props.limits.timestampPeriod;
+    c->ts_mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+    return 0;
 }
 
 static int objects_new(vk_ctx *c)
@@ -688,7 +740,7 @@ static int objects_new(vk_ctx *c)
     if ((rc = vk_mem_new(c, &c->dummy, 256, 0, "an unused binding")) < 0)
         return rc;
     c->last = -1;
-    return 0;
+    return profile_init(c);
 }
 
 int vulkan_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o, int by_name)

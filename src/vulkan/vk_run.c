@@ -61,7 +61,8 @@ static void buf_free(void *vctx, backend_buf *buf)
 
     if (!buf->dev)
         return;
-    /* a run in flight may still use it */
+    /* a run recorded or in flight may still use it */
+    vk_flush(c);
     for (int i = 0; i < VK_FRAMES; i++)
         vk_frame_wait(c, i);
     vk_mem_free(c, buf->dev);
@@ -150,6 +151,27 @@ static void order(vk_ctx *c, VkCommandBuffer cmd, hazards *h, VkBuffer w, VkBuff
         h->rd[h->n_rd++] = rd[i];
 }
 
+/* A finished run's timestamps, added to the profile: each dispatch is charged the time from the
+ * timestamp before it to the one after (overlapping dispatches share theirs). */
+static void profile_add(vk_ctx *c, vk_frame *fr)
+{
+    uint32_t n = fr->n_q;
+    uint64_t *ts = n >= 2 ? malloc(n * sizeof *ts) : NULL;
+
+    fr->n_q = 0;
+    if (ts && c->f.vkGetQueryPoolResults(c->dev, fr->qp, 0, n, n * sizeof *ts, ts, sizeof *ts,
+                                         VK_QUERY_RESULT_64_BIT) == VK_SUCCESS) {
+        for (uint32_t i = 1; i < n; i++) {
+            double ns = (double)((ts[i] - ts[i - 1]) & c->ts_mask) * c->ts_ns;
+            c->prof_ns[fr->qk[i]] += ns;
+            c->prof_n[fr->qk[i]]++;
+            c->prof_run_ns += ns;
+        }
+        c->prof_runs++;
+    }
+    free(ts);
+}
+
 int vk_frame_wait(vk_ctx *c, int i)
 {
     vk_frame *fr = &c->frames[i];
@@ -161,7 +183,27 @@ int vk_frame_wait(vk_ctx *c, int i)
     c->waits++;
     fr->pending = 0;
     c->f.vkResetFences(c->dev, 1, &fr->fence);
-    return r == VK_SUCCESS ? 0 : ms_err(MS_EIO, "vulkan: the device failed (%d)", (int)r);
+    if (r != VK_SUCCESS)
+        return ms_err(MS_EIO, "vulkan: the device failed (%d)", (int)r);
+    if (c->prof)
+        profile_add(c, fr);
+    return 0;
+}
+
+int vk_flush(vk_ctx *c)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1};
+    vk_frame *fr;
+
+    if (c->last < 0 || !(fr = &c->frames[c->last])->recording)
+        return 0;
+    fr->recording = 0;
+    si.pCommandBuffers = &fr->cmd;
+    if (c->f.vkEndCommandBuffer(fr->cmd) != VK_SUCCESS || c->f.vkQueueSubmit(c->queue, 1, &si, fr->fence) != VK_SUCCESS)
+        return ms_err(MS_EIO, "vulkan: the submission failed");
+    fr->pending = 1;
+    c->submits++;
+    return 0;
 }
 
 static size_t align_up(size_t v, size_t a)
@@ -194,7 +236,31 @@ static int frame_prepare(vk_ctx *c, vk_frame *fr, size_t n_ops, size_t params)
     } else {
         c->f.vkResetDescriptorPool(c->dev, fr->pool, 0);
     }
+    if (c->prof && n_ops + 1 > fr->q_cap) {
+        uint32_t cap = (uint32_t)align_up(n_ops + 1, 256);
+        VkQueryPoolCreateInfo qi = {
+            .sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = cap};
+        gpu_kernel *qk = realloc(fr->qk, cap * sizeof *qk);
+        if (!qk)
+            return ms_err(MS_ENOMEM, "out of memory");
+        fr->qk = qk;
+        if (fr->qp)
+            c->f.vkDestroyQueryPool(c->dev, fr->qp, NULL);
+        fr->qp = VK_NULL_HANDLE;
+        fr->q_cap = 0;
+        if (c->f.vkCreateQueryPool(c->dev, &qi, NULL, &fr->qp) != VK_SUCCESS)
+            return ms_err(MS_ENOMEM, "vulkan: cannot create a query pool of %u timestamps", cap);
+        fr->q_cap = cap;
+    }
     return 0;
+}
+
+static void timestamp(vk_ctx *c, vk_frame *fr, gpu_kernel k)
+{
+    if (!c->prof || fr->n_q >= fr->q_cap)
+        return;
+    c->f.vkCmdWriteTimestamp(fr->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, fr->qp, fr->n_q);
+    fr->qk[fr->n_q++] = k;
 }
 
 typedef struct rec {
@@ -259,6 +325,7 @@ static int dispatch(rec *r, gpu_dispatch *d)
     c->f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, c->layout, 0, 1, &set, 0, NULL);
     c->f.vkCmdPushConstants(cmd, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof d->pc, &d->pc);
     c->f.vkCmdDispatch(cmd, d->gx, d->gy, 1);
+    timestamp(c, r->fr, d->k);
     return 0;
 }
 
@@ -278,7 +345,6 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
     vk_frame *fr = &c->frames[c->cur];
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &fr->cmd};
     const gpu_limits *l = &c->lim;
     rec r = {.c = c, .fr = fr, .p = {.l = l}};
     int rc;
@@ -288,59 +354,102 @@ static int run(void *vctx, const backend_op *ops, size_t n_ops)
             return rc;
     if (n_ops == 0)
         return 0;
-    /* the frame's last run must be done before its command buffer and params are reused */
-    if ((rc = vk_frame_wait(c, c->cur)) < 0 || (rc = frame_prepare(c, fr, n_ops, gpu_params_size(l, ops, n_ops))) < 0)
+    /* the run recorded last goes to the device now; this frame's last run must be done before
+     * its command buffer and params are reused */
+    if ((rc = vk_flush(c)) < 0 || (rc = vk_frame_wait(c, c->cur)) < 0 ||
+        (rc = frame_prepare(c, fr, n_ops, gpu_params_size(l, ops, n_ops))) < 0)
         return rc;
     r.p.params = fr->params.host;
     if (c->f.vkBeginCommandBuffer(fr->cmd, &bi) != VK_SUCCESS)
         return ms_err(MS_EIO, "vulkan: cannot begin a command buffer");
     barrier(c, fr->cmd, &r.h); /* after the previous run (and set-up work) */
+    if (c->prof) {
+        c->f.vkCmdResetQueryPool(fr->cmd, fr->qp, 0, fr->q_cap);
+        fr->n_q = 0;
+        timestamp(c, fr, GPU_K_COUNT);
+    }
     for (size_t i = 0; i < n_ops; i++) {
         if ((rc = record_op(&r, &ops[i])) < 0) {
             c->f.vkEndCommandBuffer(fr->cmd);
+            fr->n_q = 0;
             return rc;
         }
     }
-    if (c->f.vkEndCommandBuffer(fr->cmd) != VK_SUCCESS || c->f.vkQueueSubmit(c->queue, 1, &si, fr->fence) != VK_SUCCESS)
-        return ms_err(MS_EIO, "vulkan: the submission failed");
-    fr->pending = 1;
+    fr->recording = 1; /* submitted by the next run or read (vk_flush) */
     c->last = c->cur;
     c->cur = (c->cur + 1) % VK_FRAMES;
     c->runs++;
-    c->submits++;
     return 0;
 }
 
-static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
+/* Copy [off, off + bytes) of m into the read-back buffer, after everything before it in cmd. */
+static void record_readback(vk_ctx *c, VkCommandBuffer cmd, const vk_mem *m, size_t off, size_t bytes)
 {
-    vk_ctx *c = vctx;
-    vk_mem *m = src.buf->dev, stage = {0};
-    VkCommandBuffer cmd;
+    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                              .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT},
+                    after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                             .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                             .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    VkBufferCopy cp = {off, 0, bytes};
+
+    c->f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                              VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, NULL, 0, NULL);
+    c->f.vkCmdCopyBuffer(cmd, m->buf, c->readback.buf, 1, &cp);
+    c->f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &after, 0, NULL, 0,
+                              NULL);
+}
+
+static int wait_all(vk_ctx *c)
+{
     int rc;
 
     for (int i = 0; i < VK_FRAMES; i++)
         if ((rc = vk_frame_wait(c, i)) < 0)
             return rc;
-    if (m->host) { /* host-visible device memory: the wait above was the only one */
-        memcpy(dst, (const float *)m->host + src.off, n * sizeof(float));
+    return 0;
+}
+
+/* Host-visible memory (lavapipe, integrated GPUs) is read through its mapping once the run is
+ * done. Elsewhere the copy into the read-back buffer is appended to the run still being recorded,
+ * so a forward costs one submit and one wait there too; a read with no such run (a second read of
+ * the same results) takes a one-shot copy. */
+static int read_buf(void *vctx, float *dst, backend_ref src, size_t n)
+{
+    vk_ctx *c = vctx;
+    vk_mem *m = src.buf->dev;
+    size_t bytes = n * sizeof(float);
+    VkCommandBuffer cmd;
+    int rc;
+
+    if (m->host) {
+        if ((rc = vk_flush(c)) < 0 || (rc = wait_all(c)) < 0)
+            return rc;
+        memcpy(dst, (const float *)m->host + src.off, bytes);
         return 0;
     }
-    if ((rc = vk_mem_new(c, &stage, n * sizeof(float), 1, "a read-back")) < 0 || (rc = vk_oneshot_begin(c, &cmd)) < 0)
-        goto done;
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
-    VkBufferCopy cp = {src.off * sizeof(float), 0, n * sizeof(float)};
-    c->f.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-                              NULL, 0, NULL);
-    c->f.vkCmdCopyBuffer(cmd, m->buf, stage.buf, 1, &cp);
-    c->submits++;
-    c->waits++;
-    if ((rc = vk_oneshot_end(c, cmd)) == 0)
-        memcpy(dst, stage.host, n * sizeof(float));
-done:
-    vk_mem_free(c, &stage);
-    return rc;
+    if (bytes > c->readback.size) { /* the runs already submitted may still copy into it */
+        if ((rc = wait_all(c)) < 0)
+            return rc;
+        vk_mem_free(c, &c->readback);
+        if ((rc = vk_mem_new(c, &c->readback, align_up(bytes, 1u << 16), 1, "the read-back buffer")) < 0)
+            return rc;
+    }
+    if (c->last >= 0 && c->frames[c->last].recording) {
+        record_readback(c, c->frames[c->last].cmd, m, src.off * sizeof(float), bytes);
+        if ((rc = vk_flush(c)) < 0 || (rc = wait_all(c)) < 0)
+            return rc;
+    } else {
+        if ((rc = wait_all(c)) < 0 || (rc = vk_oneshot_begin(c, &cmd)) < 0)
+            return rc;
+        record_readback(c, cmd, m, src.off * sizeof(float), bytes);
+        c->submits++;
+        c->waits++;
+        if ((rc = vk_oneshot_end(c, cmd)) < 0)
+            return rc;
+    }
+    memcpy(dst, c->readback.host, bytes);
+    return 0;
 }
 
 /* The kernels run every op kind backend.h defines (src/gpu plans each). */

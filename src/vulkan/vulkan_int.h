@@ -32,7 +32,8 @@
     X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkResetDescriptorPool)                            \
     X(vkAllocateDescriptorSets) X(vkUpdateDescriptorSets) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets)    \
     X(vkCmdPushConstants) X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkCmdCopyBuffer) X(vkCmdFillBuffer)     \
-    X(vkDeviceWaitIdle)
+    X(vkDeviceWaitIdle) X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool)                   \
+    X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults)
 /* clang-format on */
 
 typedef struct vk_fns {
@@ -69,16 +70,22 @@ typedef struct vk_region {
     int imported;
 } vk_region;
 
-/* A run in flight: its command buffer, fence, descriptor pool and the host-written params
- * (token ids, rope tables) its ops read. Two, so that a prefill chunk can be recorded while the
- * last one runs. */
+/* A run: its command buffer, fence, descriptor pool and the host-written params (token ids, rope
+ * tables) its ops read. Two, so that a prefill chunk can be recorded while the last one runs.
+ * A run's command buffer stays open (`recording`) until the next run or a read submits it
+ * (`pending` until its fence is waited for): a read then appends the copy it needs to the run. */
 typedef struct vk_frame {
     VkCommandBuffer cmd;
     VkFence fence;
     VkDescriptorPool pool;
     uint32_t pool_sets;
     vk_mem params;
-    int pending;
+    int recording, pending;
+    /* $MSTORE_VULKAN_PROFILE: a timestamp before the first dispatch and after each, and which
+     * kernel each one closes */
+    VkQueryPool qp;
+    uint32_t q_cap, n_q;
+    gpu_kernel *qk;
 } vk_frame;
 
 #define VK_FRAMES 2
@@ -111,8 +118,14 @@ typedef struct vk_ctx {
      * an integrated or software device takes a discrete GPU's paths (staging uploads, zeroing by
      * the device, read-back by copy) */
     int discrete;
-    unsigned long runs, submits, waits;   /* forward passes, and their submits and host waits */
-    unsigned long setup;                  /* submits (each waited for) of uploads and zeroing */
+    unsigned long runs, submits, waits; /* forward passes, and their submits and host waits */
+    unsigned long setup; /* submits (each waited for) of uploads and zeroing */
+    vk_mem readback; /* host-visible: what a read copies out of device memory, grown as needed */
+    int prof; /* $MSTORE_VULKAN_PROFILE=1 and the queue has timestamps */
+    double ts_ns; /* nanoseconds per timestamp tick */
+    uint64_t ts_mask;
+    double prof_ns[GPU_K_COUNT], prof_run_ns; /* device time by kernel, and by whole runs */
+    unsigned long prof_n[GPU_K_COUNT], prof_runs;
     char desc[192];
 } vk_ctx;
 
@@ -124,6 +137,7 @@ int vk_oneshot_end(vk_ctx *c, VkCommandBuffer cmd);
 int vk_weight_region(vk_ctx *c, vk_region **out, const runtime_tensor *t, uint64_t lo, uint64_t hi);
 int vk_pipeline_get(vk_ctx *c, VkPipeline *out, gpu_kernel k);
 int vk_frame_wait(vk_ctx *c, int i);
+int vk_flush(vk_ctx *c);
 void vk_ctx_close(void *vctx);
 
 /* vk_run.c */

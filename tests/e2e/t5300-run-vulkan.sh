@@ -42,6 +42,26 @@ set -- $counts
 [ "$1" -eq "$2" ] || fail "$1 runs took $2 submits"
 [ "$3" -le "$1" ] || fail "$1 runs took $3 host waits"
 
+# A discrete GPU's paths (logits copied back, not read through a mapping) keep one submit and at
+# most one wait a forward: the copy rides in the run's own command buffer.
+run env MSTORE_VULKAN_DISCRETE=1 "$MSTORE_BIN" bench s:stories260K --device vulkan --verbose -p 16 -n 8 -r 1
+[ "$rc" -eq 0 ] || fail "bench on the discrete paths: $err"
+contains "$err" "as a discrete GPU"
+counts=$(printf '%s\n' "$err" | sed -n 's/.*vulkan: \([0-9]*\) runs, \([0-9]*\) submits, \([0-9]*\) host waits.*/\1 \2 \3/p')
+set -- $counts
+[ "$1" -eq "$2" ] || fail "discrete paths: $1 runs took $2 submits"
+[ "$3" -le "$1" ] || fail "discrete paths: $1 runs took $3 host waits"
+
+# MSTORE_VULKAN_PROFILE=1: device time by kernel from timestamps, every waited-for run timed.
+run env MSTORE_VULKAN_PROFILE=1 "$MSTORE_BIN" bench s:stories260K --device vulkan --verbose -p 16 -n 8 -r 1
+[ "$rc" -eq 0 ] || fail "bench with the profile: $err"
+runs=$(printf '%s\n' "$err" | sed -n 's/.*vulkan: \([0-9]*\) runs, .*/\1/p')
+timed=$(printf '%s\n' "$err" | sed -n 's/.*vulkan profile: .*: \([0-9]*\) runs timed.*/\1/p')
+[ -n "$timed" ] || fail "no profile printed: $err"
+[ "$timed" = "$runs" ] || fail "$runs runs, $timed timed"
+printf '%s\n' "$err" | grep -q "vulkan profile: mv_0 .* dispatches" || fail "no matvec in the profile: $err"
+printf '%s\n' "$err" | grep -q "vulkan profile: norm .* dispatches" || fail "no norm in the profile: $err"
+
 # auto never picks a software implementation; a hardware GPU it takes.
 expect_ok mstore bench s:stories260K --device auto -p 4 -n 2 -r 1
 if printf '%s\n' "$devices" | grep -q " vulkan .* \(discrete\|integrated\|virtual\) \| \(discrete\|integrated\|virtual\) .* vulkan "; then
