@@ -19,7 +19,7 @@ uint32_t gpu_kernel_threads(gpu_kernel k)
         return 64;    /* embed.comp */
     switch (k) {
     case GPU_K_NORM:
-        return 128;
+        return 256;
     case GPU_K_ROPE:
         return 64;
     case GPU_K_ELEM:

@@ -9,8 +9,10 @@
 
 layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
-layout(local_size_x = 128) in;
-shared float red[128];
+/* 256 invocations: a row is a handful of loads each (the one workgroup of a decode step waits
+ * on each in turn) */
+layout(local_size_x = 256) in;
+shared float red[256];
 
 void main()
 {
@@ -19,11 +21,11 @@ void main()
         return;
     uint so = p.src_off + r * p.cols, dof = p.dst_off + r * p.cols;
     float ss = 0.0;
-    for (uint i = tid; i < p.cols; i += 128u)
+    for (uint i = tid; i < p.cols; i += 256u)
         ss += S[so + i] * S[so + i];
     float total;
     WG_SUM(total, ss, red)
     float sc = 1.0 / sqrt(total / float(p.cols) + p.eps);
-    for (uint i = tid; i < p.cols; i += 128u)
+    for (uint i = tid; i < p.cols; i += 256u)
         D[dof + i] = S[so + i] * sc * (vec_ld(i) + p.scale);
 }
