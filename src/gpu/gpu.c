@@ -164,7 +164,7 @@ int gpu_op_check(const gpu_limits *l, const backend_op *op)
                       op->n_expert);
     if (op->kind == BACKEND_OP_MATMUL_ID &&
         (op->n > l->max_rows || op->cols > l->max_cols || op->n_used < 1 || (uint64_t)op->n * op->n_used > 65535 ||
-         (op->rows + 7) / 8 > 65535))
+         (op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS > 65535))
         return ms_err(MS_ERROR, "matmul_id of %d rows x %d slots x %d columns into %d: past the reserved %d x %d",
                       op->n, op->n_used, op->cols, op->rows, l->max_rows, l->max_cols);
     if (op->kind == BACKEND_OP_ROPE && (op->n_rot > 1024 || op->n_rot > op->head_dim))
@@ -354,7 +354,7 @@ static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         d->rd[d->n_rd++] = op->src.buf;
         if (op->n <= 2) { /* decode: the weight is read once per token either way; no tile to fill */
             d->k = GPU_K_MV + w->vt;
-            return groups_grid(d, ((uint64_t)op->rows + 7) / 8);
+            return groups_grid(d, ((uint64_t)op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
         }
         d->k = GPU_K_MM + w->vt;
         d->gx = (uint32_t)((op->rows + 63) / 64);
@@ -507,7 +507,7 @@ static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
         d->rd[d->n_rd++] = op->src.buf;
         d->rd[d->n_rd++] = op->ids.buf;
         d->k = GPU_K_MI + w->vt;
-        d->gx = (uint32_t)((op->rows + 7) / 8);
+        d->gx = (uint32_t)((op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
         d->gy = (uint32_t)pairs;
         return 0;
     }

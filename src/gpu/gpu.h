@@ -59,6 +59,11 @@ typedef enum gpu_kernel {
     GPU_K_COUNT = GPU_K_MI + GPU_T_COUNT
 } gpu_kernel;
 
+/* Weight rows per workgroup of the matvec kernels (GEMM 0 and 2): matmul.comp's MV_ROWS. Four:
+ * a row per subgroup of 32 at once, and twice the workgroups that eight rows made, which an H200
+ * needed to keep enough loads in flight (BENCHMARKS.md). */
+#define GPU_MV_ROWS 4
+
 /* Invocations per workgroup of kernel k: its local_size_x (the kernels' layout lines). Vulkan
  * reads it from the SPIR-V; a Metal host must pass it to every dispatch. */
 uint32_t gpu_kernel_threads(gpu_kernel k);

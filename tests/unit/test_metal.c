@@ -552,14 +552,14 @@ START_TEST(a_forward_is_one_command_buffer_and_only_the_read_waits)
         n_dispatch++;
     }
     ck_assert_int_eq(n_dispatch, (int)(sizeof want / sizeof want[0]));
-    /* the push constants are the plan's: the q matmul reads 64 columns into 64 rows, 8 rows a group */
+    /* the push constants are the plan's: the q matmul reads 64 columns into 64 rows, GPU_MV_ROWS a group */
     for (int i = first, nd = 0; i < n_log; i++) {
         if (strcmp(log_[i].sel, "setBytes:length:atIndex:") == 0 && nd++ == 2) {
             ck_assert_uint_eq(log_[i].pc.rows, HEADS * HD);
             ck_assert_uint_eq(log_[i].pc.cols, D);
         }
         if (strcmp(log_[i].sel, "dispatchThreadgroups:threadsPerThreadgroup:") == 0 && nd == 3)
-            ck_assert_uint_eq(log_[i].groups.width, HEADS * HD / 8);
+            ck_assert_uint_eq(log_[i].groups.width, HEADS * HD / GPU_MV_ROWS);
     }
     /* the read waits, once per command buffer in flight, and copies from the shared buffer */
     ((float *)((mtl_buf *)x->dev)->host)[5] = 2.5f; /* as if the GPU had written it */

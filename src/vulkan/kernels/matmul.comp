@@ -1,10 +1,10 @@
 #version 450
 /* matmul.comp: dst[t][rows] = src[t][cols] . W[rows][cols]^T for one weight type (TYPE, see
  * dequant.glsl), built twice:
- *   GEMM 0  decode (a few tokens): a subgroup per weight row, 8 rows per workgroup; each
- *           invocation takes every gl_SubgroupSize-th 32-weight block, dequantizes it in
- *           registers and dots it with each token; consecutive invocations read consecutive
- *           blocks, and a subgroupAdd makes the row's sum.
+ *   GEMM 0  decode (a few tokens): a subgroup per weight row, MV_ROWS rows per workgroup; four
+ *           invocations share each 32-weight block (a quarter each, dequantized in registers)
+ *           and dot it with each token, so a subgroup reads consecutive weight bytes and
+ *           consecutive activations at once; a subgroupAdd makes the row's sum.
  *   GEMM 1  prefill: a 64-row x 32-token output tile per workgroup, stepping along cols one
  *           block at a time through shared memory, so each weight block is dequantized once
  *           per 32 tokens and each activation read once per 64 rows.
@@ -20,34 +20,53 @@
 layout(std430, set = 0, binding = 1) buffer Dbuf { float D[]; };
 layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 
+#if GEMM == 0 || GEMM == 2
+#define MV_ROWS 4u /* gpu.h's GPU_MV_ROWS */
+
+/* Row wr of W dotted with S[xo ..]: each invocation takes a quarter of every (width / 4)-th block,
+ * four neighbours one block. A block-per-invocation split, the first one here, had neighbours
+ * read activations 128 bytes apart: on an H200 that made a 2048 x 2048 Q4_0 matvec take about 37
+ * us, most of it waiting on L1 (BENCHMARKS.md). Subgroups narrower than 4 take whole blocks. */
+float row_dot(uint wr, uint xo)
+{
+    uint nb = (p.cols + 31u) / 32u, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;
+    uint qs = min(width, 4u), bstep = width / qs;
+    float acc = 0.0;
+    for (uint b = lane / qs; b < nb; b += bstep) {
+        for (uint q = lane % qs; q < 4u; q += qs) {
+            float v[8];
+            deq8(wr, b, q, v);
+            uint k0 = b * 32u + DEQ8_POS(q, 0u), k1 = b * 32u + DEQ8_POS(q, 1u);
+            if (b * 32u + 32u <= p.cols) {
+                [[unroll]] for (uint e = 0u; e < 4u; e++)
+                    acc += v[e] * S[xo + k0 + e] + v[4u + e] * S[xo + k1 + e];
+            } else {
+                for (uint e = 0u; e < 4u; e++) {
+                    if (k0 + e < p.cols)
+                        acc += v[e] * S[xo + k0 + e];
+                    if (k1 + e < p.cols)
+                        acc += v[4u + e] * S[xo + k1 + e];
+                }
+            }
+        }
+    }
+    return subgroupAdd(acc);
+}
+#endif
+
 #if GEMM == 0
-/* 8 rows per workgroup of 128, a row per subgroup at a time: the subgroup's invocations take
- * every gl_SubgroupSize-th block and subgroupAdd sums them, so there is no shared memory and no
- * barrier (whatever the subgroup width: 8 on lavapipe, 32, 64 on AMD). */
+/* MV_ROWS rows per workgroup of 128, a row per subgroup at a time (whatever the subgroup width: 8
+ * on lavapipe, 32, 64 on AMD): no shared memory and no barrier. */
 layout(local_size_x = 128) in;
 
 void main()
 {
-    uint nb = (p.cols + 31u) / 32u, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;
-    for (uint rr = gl_SubgroupID; rr < 8u; rr += gl_NumSubgroups) {
-        uint r = group_index() * 8u + rr;
+    for (uint rr = gl_SubgroupID; rr < MV_ROWS; rr += gl_NumSubgroups) {
+        uint r = group_index() * MV_ROWS + rr;
         if (r >= p.rows)
             break;
         for (uint t = 0u; t < p.n; t++) {
-            float acc = 0.0;
-            for (uint b = lane; b < nb; b += width) {
-                float v[32];
-                deq32(r, b, v);
-                uint xo = p.src_off + t * p.cols + b * 32u;
-                if (b * 32u + 32u <= p.cols) {
-                    [[unroll]] for (uint j = 0u; j < 32u; j++)
-                        acc += v[j] * S[xo + j];
-                } else {
-                    for (uint j = 0u; b * 32u + j < p.cols; j++)
-                        acc += v[j] * S[xo + j];
-                }
-            }
-            acc = subgroupAdd(acc);
+            float acc = row_dot(r, p.src_off + t * p.cols);
             if (subgroupElect())
                 D[p.dst_off + t * p.rows + r] = acc;
         }
@@ -58,29 +77,14 @@ layout(local_size_x = 128) in;
 
 void main()
 {
-    uint nb = (p.cols + 31u) / 32u, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;
     uint pair = gl_WorkGroupID.y, t = pair / p.heads, e = A[p.pos0 + pair];
     uint xo0 = p.src_off + (p.interleaved != 0u ? t : pair) * p.cols;
-    for (uint rr = gl_SubgroupID; rr < 8u; rr += gl_NumSubgroups) {
-        uint r = gl_WorkGroupID.x * 8u + rr;
+    for (uint rr = gl_SubgroupID; rr < MV_ROWS; rr += gl_NumSubgroups) {
+        uint r = gl_WorkGroupID.x * MV_ROWS + rr;
         if (r >= p.rows)
             break;
-        float acc = 0.0;
-        if (e < p.n_rot) { /* ids come from MOE_ROUTE; one out of range reads nothing */
-            for (uint b = lane; b < nb; b += width) {
-                float v[32];
-                deq32(e * p.rows + r, b, v);
-                uint xo = xo0 + b * 32u;
-                if (b * 32u + 32u <= p.cols) {
-                    [[unroll]] for (uint j = 0u; j < 32u; j++)
-                        acc += v[j] * S[xo + j];
-                } else {
-                    for (uint j = 0u; b * 32u + j < p.cols; j++)
-                        acc += v[j] * S[xo + j];
-                }
-            }
-        }
-        acc = subgroupAdd(acc);
+        /* ids come from MOE_ROUTE; one out of range reads nothing (uniform over the workgroup) */
+        float acc = e < p.n_rot ? row_dot(e * p.rows + r, xo0) : 0.0;
         if (subgroupElect())
             D[p.dst_off + pair * p.rows + r] = acc;
     }
