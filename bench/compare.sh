@@ -12,11 +12,13 @@
 #
 # Environment: MSTORE_BIN (default build/mstore), BENCH_HOME (store to import into; default
 # /tmp/mstore-compare-home, kept between runs so imports are paid once), THREADS (2), P (64),
-# N (32), R (3), RSS (1: also measure `mstore run`), MSTORE_CPU (passed through).
+# N (32), R (3), RSS (1: also measure `mstore run`), MSTORE_CPU (passed through), DEVICE (cpu;
+# vulkan: `mstore bench --device vulkan` against `llama-bench -ngl 99`, which must then be a
+# Vulkan build of llama.cpp; the CPU's bandwidth ceiling and RSS columns are left out).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 LLAMA_BENCH=$1
@@ -24,7 +26,12 @@ shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 MSTORE=${MSTORE_BIN:-$HERE/../build/mstore}
 HOME_DIR=${BENCH_HOME:-/tmp/mstore-compare-home}
-THREADS=${THREADS:-2} P=${P:-64} N=${N:-32} R=${R:-3} RSS=${RSS:-1}
+THREADS=${THREADS:-2} P=${P:-64} N=${N:-32} R=${R:-3} RSS=${RSS:-1} DEVICE=${DEVICE:-cpu}
+case "$DEVICE" in
+cpu) MS_DEV=(--device cpu) LL_DEV=() ;;
+vulkan) MS_DEV=(--device vulkan) LL_DEV=(-ngl 99) RSS=0 ;;
+*) echo "compare.sh: DEVICE '$DEVICE': expected cpu or vulkan" >&2; exit 2 ;;
+esac
 [ -x "$MSTORE" ] || { echo "compare.sh: mstore binary '$MSTORE' not found (set MSTORE_BIN)" >&2; exit 2; }
 [ -x "$LLAMA_BENCH" ] || { echo "compare.sh: llama-bench '$LLAMA_BENCH' not executable" >&2; exit 2; }
 
@@ -35,12 +42,14 @@ BW=$("$TMP/bwprobe" "$THREADS" 1024 | awk '{print $2}')
 echo "# $(date -u +%FT%TZ) threads=$THREADS p=$P n=$N r=$R $("$MSTORE" --version 2>/dev/null | head -1 || true) MSTORE_CPU=${MSTORE_CPU:-auto}"
 echo "# cpu: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | xargs); flags: $(grep -m1 flags /proc/cpuinfo | tr " " "\n" | grep -E "^(avx2|fma|f16c|avx512[a-z_0-9]*|avx_vnni|amx[a-z_0-9]*)$" | tr "\n" " ")"
 echo "# bandwidth probe: $BW GB/s ($THREADS threads); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$DEVICE" = cpu ] || echo "# device: $DEVICE: $("$MSTORE" devices 2>/dev/null | awk -v d="$DEVICE" '$0 ~ " " d " " {sub(/ +[a-z]+ +'"$DEVICE"' .*/, ""); print; exit}')"
 
-# llama-bench's CSV: the avg_ts of the row whose n_prompt/n_gen match
+# llama-bench's CSV: the avg_ts of the row whose n_prompt/n_gen match (commas inside quoted
+# fields, as in a GPU's name, become semicolons first)
 llama_rate() {   # csv, n_prompt, n_gen
-    awk -F, -v p="$2" -v g="$3" '
+    sed -E ':a; s/^(([^"]*"[^"]*")*[^"]*"[^",]*),/\1;/; ta' "$1" | awk -F, -v p="$2" -v g="$3" '
         NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
-        { gsub(/"/, ""); if ($col["n_prompt"] == p && $col["n_gen"] == g) print $col["avg_ts"] }' "$1"
+        { gsub(/"/, ""); if ($col["n_prompt"] == p && $col["n_gen"] == g) print $col["avg_ts"] }'
 }
 
 printf '%-22s %8s | %9s %9s %6s | %9s %9s %6s | %8s %7s' model MB mstore_pp llama_pp ratio mstore_tg llama_tg ratio ceiling tg/ceil
@@ -53,17 +62,18 @@ for f in "$@"; do
     if ! "$MSTORE" --home "$HOME_DIR" show "$name" >/dev/null 2>&1; then
         "$MSTORE" --home "$HOME_DIR" import "$f" --name "$name" >/dev/null
     fi
-    "$MSTORE" --home "$HOME_DIR" bench "$name" -p "$P" -n "$N" --threads "$THREADS" -r "$R" >"$TMP/ms.txt"
-    "$LLAMA_BENCH" -m "$f" -p "$P" -n "$N" -t "$THREADS" -r "$R" -o csv >"$TMP/ll.csv" 2>"$TMP/ll.err" ||
+    "$MSTORE" --home "$HOME_DIR" bench "$name" -p "$P" -n "$N" --threads "$THREADS" -r "$R" "${MS_DEV[@]}" >"$TMP/ms.txt"
+    "$LLAMA_BENCH" -m "$f" -p "$P" -n "$N" -t "$THREADS" -r "$R" "${LL_DEV[@]}" -o csv >"$TMP/ll.csv" 2>"$TMP/ll.err" ||
         { echo "llama-bench failed on $f:" >&2; tail -5 "$TMP/ll.err" >&2; exit 1; }
     ms_pp=$(awk -v k="pp$P" '$1 == k {print $2}' "$TMP/ms.txt")
     ms_tg=$(awk -v k="tg$N" '$1 == k {print $2}' "$TMP/ms.txt")
     ll_pp=$(llama_rate "$TMP/ll.csv" "$P" 0)
     ll_tg=$(llama_rate "$TMP/ll.csv" 0 "$N")
-    line=$(awk -v m="$base" -v b="$bytes" -v mp="$ms_pp" -v lp="$ll_pp" -v mt="$ms_tg" -v lt="$ll_tg" -v bw="$BW" 'BEGIN {
+    line=$(awk -v m="$base" -v b="$bytes" -v mp="$ms_pp" -v lp="$ll_pp" -v mt="$ms_tg" -v lt="$ll_tg" -v bw="$BW" \
+        -v dev="$DEVICE" 'BEGIN {
         ceil = bw * 1e9 / b
-        printf "%-22s %8.0f | %9.2f %9.2f %6.2f | %9.2f %9.2f %6.2f | %8.2f %7.2f", m, b / 1048576, mp, lp, mp / lp,
-               mt, lt, mt / lt, ceil, mt / ceil }')
+        printf "%-22s %8.0f | %9.2f %9.2f %6.2f | %9.2f %9.2f %6.2f | ", m, b / 1048576, mp, lp, mp / lp, mt, lt, mt / lt
+        if (dev == "cpu") printf "%8.2f %7.2f", ceil, mt / ceil; else printf "%8s %7s", "-", "-" }')
     if [ "$RSS" = 1 ]; then
         # peak RSS of a whole `run` (weights mapped + KV cache + buffers) against what it must hold
         /usr/bin/time -v "$MSTORE" --home "$HOME_DIR" run "$name" "Once upon a time" --raw -n 16 --temp 0 \
