@@ -327,7 +327,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)cls, (void)c, (void)toe;
     if (!r)
         return;
-    blob_writer_abort(r->bw); /* an upload cut short leaves nothing */
+    ollama_upload_close(r); /* an upload cut short leaves nothing */
     free(r->body);
     free(r);
     *con_cls = NULL;

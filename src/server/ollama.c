@@ -592,6 +592,28 @@ static enum MHD_Result pull_push(req *r, int push)
 
 /* ---------------------------------------------------------------- blobs */
 
+/* The upload's store_txn and its blob writer (a read-only store fails here, clearly). */
+static int upload_open(req *r)
+{
+    int rc;
+
+    if ((rc = store_open(&r->st, r->srv->home)) < 0 || (rc = store_txn_begin(&r->txn, r->st)) < 0 ||
+        (rc = store_txn_blob_open(r->txn, &r->bw)) < 0)
+        return rc;
+    return 0;
+}
+
+/* Everything the upload holds: temp file, lock, store. Done with the request (http.c) too. */
+void ollama_upload_close(req *r)
+{
+    blob_writer_abort(r->bw);
+    store_txn_abort(r->txn);
+    store_close(r->st);
+    r->bw = NULL;
+    r->txn = NULL;
+    r->st = NULL;
+}
+
 void ollama_blob_upload(req *r, const char *data, size_t len)
 {
     const char *digest = r->url + strlen("/api/blobs/");
@@ -604,7 +626,7 @@ void ollama_blob_upload(req *r, const char *data, size_t len)
             snprintf(r->upload_msg, sizeof r->upload_msg, "digest '%.100s': expected sha256:<64 hex>", digest);
             return;
         }
-        if (blob_writer_open(&r->bw, r->srv->home) < 0)
+        if (upload_open(r) < 0)
             goto fail;
     }
     if (r->upload_n + len > SERVER_MAX_BLOB_BODY) {
@@ -625,6 +647,7 @@ static enum MHD_Result blobs(req *r)
 {
     const char *digest = r->url + strlen("/api/blobs/");
     ms_digest got;
+    char msg[512];
     int rc;
 
     if (!blob_digest_valid(digest))
@@ -637,14 +660,20 @@ static enum MHD_Result blobs(req *r)
         return srv_err_ollama(r, 405, "method %s not allowed on /api/blobs", r->method);
     if (r->upload_failed)
         return srv_err_ollama(r, (unsigned)r->upload_failed, "%s", r->upload_msg);
-    if (!r->bw && blob_writer_open(&r->bw, r->srv->home) < 0) /* an empty body is a blob too */
+    if (!r->bw && upload_open(r) < 0) { /* an empty body is a blob too */
+        ollama_upload_close(r);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
-    rc = blob_writer_commit(got, r->bw, digest);
+    }
+    /* durable under blobs/ now, and unnamed until a create names it (as ollama's blobs are) */
+    rc = store_txn_blob_add(r->txn, got, NULL, r->bw, digest);
     r->bw = NULL;
-    if (rc == MS_EMISMATCH)
-        return srv_err_ollama(r, 400, "digest mismatch: the body hashes to %s, not %s", got, digest);
+    if (rc == 0)
+        rc = store_txn_flush(r->txn);
+    if (rc < 0) /* "digest mismatch: expected ..., got ... (N bytes)" or why the write failed */
+        snprintf(msg, sizeof msg, "%s", ms_err_msg());
+    ollama_upload_close(r);
     if (rc < 0)
-        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+        return srv_err_ollama(r, rc == MS_EMISMATCH ? 400 : 500, "%s", msg);
     return srv_respond(r, 201, NULL, "", 0);
 }
 

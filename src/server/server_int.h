@@ -37,7 +37,11 @@ typedef struct req {
     size_t n, cap;
     int too_big; /* the body passed the limit: discarded, answered 413 */
     int responded; /* a response was queued before the body ended */
-    blob_writer *bw; /* POST /api/blobs/:digest streams here */
+    /* POST /api/blobs/:digest streams into bw, a writer of txn (a store_txn on st, opened at the
+     * first chunk), so the upload holds the store's shared lock like every other blob write */
+    store *st;
+    store_txn *txn;
+    blob_writer *bw;
     int upload_failed;
     char upload_msg[512];
     uint64_t upload_n;
@@ -66,6 +70,7 @@ enum MHD_Result openai_route(req *r); /* /v1/... */
 enum MHD_Result oci_route(req *r); /* /v2/... */
 /* POST /api/blobs/:digest body chunks (http.c calls it as data arrives). */
 void ollama_blob_upload(req *r, const char *data, size_t len);
+void ollama_upload_close(req *r);
 
 /* ---- models.c: loaded models */
 struct loaded {

@@ -57,6 +57,9 @@ for _ in $(seq 100); do
 done
 contains "$tags" '"s:latest"'
 curl -sf "http://127.0.0.1:$port/v2/s/manifests/latest" -o "$WORK/out/m.json" || fail "serve /v2 manifest: $(cat "$WORK/serve.log")"
+# a blob upload is a write: refused, saying why
+up=$(curl -s -X POST --data-binary x "http://127.0.0.1:$port/api/blobs/sha256:$(printf x | sha256sum | cut -d' ' -f1)")
+contains "$up" "read-only"
 kill $spid; wait $spid 2>/dev/null || true
 
 # Writing verbs: refused, naming the reason; nothing changed.
