@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,6 +323,47 @@ int blob_intact(const char *home, const char *digest, uint64_t size)
     ok = blob__intact_path(p, digest, size);
     free(p);
     return ok;
+}
+
+typedef struct intact_job {
+    const char *home;
+    const char *const *digests;
+    const uint64_t *sizes;
+    unsigned char *ok;
+    size_t n, next; /* next: the first blob no thread has taken (atomic) */
+} intact_job;
+
+static void *intact_main(void *arg)
+{
+    intact_job *j = arg;
+    size_t i;
+
+    while ((i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->n)
+        j->ok[i] = j->digests[i] && blob_intact(j->home, j->digests[i], j->sizes[i]);
+    return NULL;
+}
+
+void blob_intact_each(const char *home, const char *const *digests, const uint64_t *sizes, size_t n, unsigned char *ok,
+                      int threads)
+{
+    intact_job j = {.home = home, .digests = digests, .sizes = sizes, .ok = ok, .n = n};
+    pthread_t th[8];
+    int nt = threads, started = 0;
+
+    if (nt <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        nt = cores > 0 ? (int)cores : 1;
+    }
+    if (nt > 8)
+        nt = 8;
+    if ((size_t)nt > n)
+        nt = (int)n;
+    /* this thread takes blobs too; a thread that cannot start leaves its share to the others */
+    while (started < nt - 1 && pthread_create(&th[started], NULL, intact_main, &j) == 0)
+        started++;
+    intact_main(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
 }
 
 int blob_verify(const char *home, const char *digest)

@@ -119,6 +119,11 @@ int blob_exists(const char *home, const char *digest, uint64_t *size_out);
  * is skipped, not for listing. */
 #define BLOB_SIZE_ANY UINT64_MAX
 int blob_intact(const char *home, const char *digest, uint64_t size);
+/* ok[i] = blob_intact(home, digests[i], sizes[i]) for i < n (a NULL digest: 0, not read), the
+ * re-hashes spread over up to `threads` threads (0: one a core, at most 8): checking what a
+ * model already has stored is a full read of it, and the hashing, not the disk, bounds it. */
+void blob_intact_each(const char *home, const char *const *digests, const uint64_t *sizes, size_t n, unsigned char *ok,
+                      int threads);
 
 /* Read-only mmap of a blob. The view is valid until blob_close. */
 typedef struct blob_view {

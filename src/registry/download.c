@@ -373,28 +373,68 @@ static void *worker(void *arg)
     return NULL;
 }
 
+int reg_manifest_intact(unsigned char **ok_out, const char *home, const manifest *m,
+                        int (*skip)(const manifest_layer *l))
+{
+    size_t n = m->n_layers + 1;
+    const char **digests = calloc(n, sizeof *digests);
+    uint64_t *sizes = calloc(n, sizeof *sizes);
+    unsigned char *ok = calloc(n, 1);
+    int rc = 0;
+
+    *ok_out = NULL;
+    if (!digests || !sizes || !ok) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
+        int again = i > 0 && skip && skip(l);
+
+        for (size_t k = 0; k < i && !again; k++)
+            again = digests[k] && !strcmp(digests[k], l->digest);
+        digests[i] = again ? NULL : l->digest;
+        sizes[i] = l->size;
+    }
+    blob_intact_each(home, digests, sizes, n, ok, 0);
+    for (size_t i = 0; i < n; i++)
+        if (!digests[i])
+            ok[i] = REG_INTACT_SKIPPED;
+    *ok_out = ok;
+    ok = NULL;
+done:
+    free(digests);
+    free(sizes);
+    free(ok);
+    return rc;
+}
+
 /* The blobs of `m` not yet stored, once each, with their parts. */
 static int blobs_plan(dl_job *j, const manifest *m)
 {
+    unsigned char *ok = NULL;
+    int rc;
+
     if (!(j->blobs = calloc(m->n_layers + 1, sizeof *j->blobs)))
         return ms_err(MS_ENOMEM, "out of memory");
+    /* Stored bytes are not fetched again, but only intact ones count as stored: pulling a model
+     * again is how a user repairs what `verify` found damaged. That re-reads each blob this pull
+     * would skip, once, at disk speed, on a thread a core: a pull of a model already stored
+     * costs a `verify` of it instead of nothing, and still far less than the download it checks
+     * against. A size that differs from the manifest's is found by stat alone. */
+    if ((rc = reg_manifest_intact(&ok, j->home, m, NULL)) < 0)
+        return rc;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
         dl_blob *b = &j->blobs[j->n_blobs];
-        int dup = 0;
 
-        for (size_t k = 0; k < j->n_blobs && !dup; k++)
-            dup = !strcmp(j->blobs[k].digest, l->digest);
-        /* Stored bytes are not fetched again, but only intact ones count as stored: pulling a
-         * model again is how a user repairs what `verify` found damaged. That re-reads each blob
-         * this pull would skip, once, at disk speed: a pull of a model already stored costs a
-         * `verify` of it instead of nothing, and still far less than the download it checks
-         * against. A size that differs from the manifest's is found by stat alone. */
-        if (dup || blob_intact(j->home, l->digest, l->size))
+        if (ok[i]) /* intact, or a digest met before */
             continue;
-        if (l->size > REG_BLOB_MAX)   /* keeps the part count and every offset far from overflow */
-            return ms_err(MS_EINVALID, "blob %s: size %" PRIu64 " is over the bound %" PRIu64, l->digest, l->size,
-                          (uint64_t)REG_BLOB_MAX);
+        if (l->size > REG_BLOB_MAX) { /* keeps the part count and every offset far from overflow */
+            rc = ms_err(MS_EINVALID, "blob %s: size %" PRIu64 " is over the bound %" PRIu64, l->digest, l->size,
+                        (uint64_t)REG_BLOB_MAX);
+            goto done;
+        }
         b->digest = l->digest;
         b->size = l->size;
         /* The size is the manifest's claim, not bytes that arrived: the bookkeeping it buys
@@ -409,14 +449,18 @@ static int blobs_plan(dl_job *j, const manifest *m)
         pthread_mutex_init(&b->mu, NULL);
         pthread_mutex_init(&b->hash_mu, NULL);
         j->n_blobs++;
-        if (!(b->parts = calloc((size_t)b->n_parts, sizeof *b->parts)))
-            return ms_err(MS_ENOMEM, "out of memory");
+        if (!(b->parts = calloc((size_t)b->n_parts, sizeof *b->parts))) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
         for (int k = 0; k < b->n_parts; k++) {
             b->parts[k].off = (uint64_t)k * b->part_bytes;
             b->parts[k].len = l->size - b->parts[k].off < b->part_bytes ? l->size - b->parts[k].off : b->part_bytes;
         }
     }
-    return 0;
+done:
+    free(ok);
+    return rc;
 }
 
 static void blobs_free(dl_job *j)

@@ -337,6 +337,7 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
     uint64_t want_size = 0;
     size_t len = 0;
     store_txn *t = NULL;
+    unsigned char *ok = NULL;
     int rc;
 
     (void)o;
@@ -360,10 +361,12 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
         goto done;
     if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
+    /* Intact, not merely present: pulling again replaces a damaged blob (blob.h invariant 3). */
+    if ((rc = reg_manifest_intact(&ok, home, m, NULL)) < 0)
+        goto done;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
-        /* Intact, not merely present: pulling again replaces a damaged blob (blob.h invariant 3). */
-        if (!blob_intact(home, l->digest, l->size) && (rc = blob_import(t, dir, l->digest, l->size)) < 0)
+        if (!ok[i] && (rc = blob_import(t, dir, l->digest, l->size)) < 0)
             goto done;
     }
     rc = store_txn_commit(t, name, bytes, len, digest_out);
@@ -374,6 +377,7 @@ done:
         ms_err_ctx("pull %s from %s", label, dir);
     json_decref(index);
     manifest_free(m);
+    free(ok);
     free(bytes);
     free(path);
     return rc;

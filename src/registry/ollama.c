@@ -62,6 +62,14 @@ static int digest_referenced(store *s, const char *digest)
     return store_blob_referenced(s, digest) != 0;
 }
 
+/* Not a layer the GGUF split makes, so not one prior_split reuses. */
+static int not_from_import(const manifest_layer *l)
+{
+    return !(!strcmp(l->media_type, MT_TENSOR) || !strcmp(l->media_type, MT_GGUF_META) ||
+             !strcmp(l->media_type, MT_GGUF_GAPS) ||
+             (!strcmp(l->media_type, MT_TEMPLATE) && l->name && !strcmp(l->name, GGUF_TEMPLATE_NAME)));
+}
+
 /* A model already split from the GGUF of digest `gguf` (its header layer is named by that
  * digest, see reg_ollama_derive): *out a manifest with its config and import layers only, or
  * NULL when the store has none whose blobs are all present. */
@@ -71,6 +79,7 @@ static int prior_split(manifest **out, store *s, const char *gguf)
     const manifest *p;
     manifest *k = NULL;
     ms_digest digest = "";
+    unsigned char *ok = NULL;
     int rc = 0;
 
     *out = NULL;
@@ -81,23 +90,23 @@ static int prior_split(manifest **out, store *s, const char *gguf)
     if ((rc = manifest_new(&k)) < 0 ||
         (rc = manifest_config_set(k, p->config.media_type, p->config.digest, p->config.size)) < 0)
         goto done;
-    if (!blob_intact(store_home(s), p->config.digest, p->config.size))
+    /* every blob re-hashed, on a thread a core; one missing or damaged (gc raced us, or the
+     * store is damaged) means split again */
+    if ((rc = reg_manifest_intact(&ok, store_home(s), p, not_from_import)) < 0 || ok[0] != 1)
         goto done;
     for (size_t i = 0; i < p->n_layers; i++) {
         const manifest_layer *l = &p->layers[i];
-        int from_import = !strcmp(l->media_type, MT_TENSOR) || !strcmp(l->media_type, MT_GGUF_META) ||
-                          !strcmp(l->media_type, MT_GGUF_GAPS) ||
-                          (!strcmp(l->media_type, MT_TEMPLATE) && l->name && !strcmp(l->name, GGUF_TEMPLATE_NAME));
-        if (!from_import)
+        if (not_from_import(l))
             continue;
-        if (!blob_intact(store_home(s), l->digest, l->size))
-            goto done; /* gc raced us, or the store is damaged: split again */
+        if (!ok[i + 1])
+            goto done;
         if ((rc = manifest_layer_add(k, l->media_type, l->digest, l->size, l->name)) < 0)
             goto done;
     }
     *out = k;
     k = NULL;
 done:
+    free(ok);
     manifest_free(k);
     store_model_close(sm);
     return rc;

@@ -111,6 +111,13 @@ int reg_credentials_find(char **out, const char *home, const char *host, const c
 #define REG_MAX_PARTS ((uint64_t)1024)   /* per blob; larger blobs get larger parts */
 #define REG_BLOB_MAX ((uint64_t)1 << 48)
 int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label);
+/* Which blobs of `m` are stored intact (*ok_out[0] its config, [i + 1] its layer i), re-hashed
+ * on a thread a core (blob_intact_each): 1 intact, 0 missing or damaged, 2 not checked (`skip`,
+ * which may be NULL and is asked about layers only, said so, or an earlier checked entry has the
+ * same digest). *ok_out malloc'd. */
+#define REG_INTACT_SKIPPED 2
+int reg_manifest_intact(unsigned char **ok_out, const char *home, const manifest *m,
+                        int (*skip)(const manifest_layer *l));
 
 /* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
 int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);

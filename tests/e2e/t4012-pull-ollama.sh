@@ -147,6 +147,23 @@ sent=$(awk '{s+=$1} END {print s+0}' "$WORK/proxy.bytes")
 expect_ok mstore export s260k:v2 --gguf "$WORK/back2.gguf"
 cmp -s "$S260K" "$WORK/back2.gguf" || fail "second model's export differs"
 
+# The earlier split is reused only when every blob of it is intact: with one tensor blob
+# damaged in place, a third model of the same GGUF downloads and splits it again, which repairs
+# the blob (verify passes after).
+tb=$("$PY" -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute("SELECT blob_digest FROM tensors ORDER BY nbytes DESC LIMIT 1").fetchone()[0])' "$MSTORE_HOME/index.db")
+flip_byte "$MSTORE_HOME/blobs/sha256-${tb#sha256:}" 100
+run "$MSTORE_BIN" verify
+[ "$rc" -ne 0 ] || fail "verify passed a damaged tensor blob"
+contains "$out$err" "${tb#sha256:}"
+ollama_model "$WORK/ol3" "$S260K" "$WORK/tmpl" '{"temperature":0,"num_predict":6}'
+m3=$(curl_push "$WORK/ol3" library/s260k v3)
+MSTORE_REGISTRY=$REG_HOST expect_ok mstore pull --insecure s260k:v3
+contains "$out" "pulled s260k:v3 $m3"
+contains "$out" "split the GGUF into"
+expect_ok mstore verify
+
 # A GGUF layer altered in the registry's storage is refused before any split: no tensor blob,
 # no name, the store as it was.
 F16=$MODELS/stories260K/s260k-f16.gguf

@@ -606,6 +606,43 @@ static void damage(const char *digest, int truncate_it)
     free(p);
 }
 
+/* blob_intact_each gives blob_intact's answer for every entry, on any number of threads: intact
+ * blobs, one damaged in place, one truncated, one asked with the wrong size, one missing, and a
+ * NULL (skipped). */
+START_TEST(intact_each_is_blob_intact_for_every_entry)
+{
+    enum { N = 12 };
+    ms_digest d[N];
+    const char *digests[N];
+    uint64_t sizes[N];
+    unsigned char ok[N], want[N];
+    char buf[64];
+
+    for (int i = 0; i < N; i++) {
+        int len = snprintf(buf, sizeof buf, "blob number %d of the set", i);
+        ck_assert_int_eq(blob_put_buf(d[i], home, buf, (size_t)len), 0);
+        digests[i] = d[i];
+        sizes[i] = (uint64_t)len;
+    }
+    damage(d[2], 0);
+    damage(d[5], 1);
+    sizes[7]++;
+    digests[9] = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    digests[11] = NULL;
+    for (int i = 0; i < N; i++)
+        want[i] = digests[i] && blob_intact(home, digests[i], sizes[i]);
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(want[i], i != 2 && i != 5 && i != 7 && i != 9 && i != 11);
+    for (int threads = 0; threads <= 9; threads += 3) {
+        memset(ok, 0xaa, sizeof ok);
+        blob_intact_each(home, digests, sizes, N, ok, threads);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(ok[i] == want[i], "%d threads, blob %d: %d, want %d", threads, i, ok[i], want[i]);
+    }
+    blob_intact_each(home, digests, sizes, 0, ok, 4); /* nothing to do, nothing touched */
+}
+END_TEST
+
 START_TEST(every_writer_replaces_a_damaged_blob)
 {
     static const char bytes[] = "the same bytes, written again over a damaged copy";
@@ -782,6 +819,7 @@ int main(void)
     tcase_add_test(tc, adopt_of_stored_bytes_drops_the_file_and_keeps_the_blob);
     tcase_add_test(tc, adopt_refuses_files_outside_tmp_and_non_files);
     tcase_add_test(tc, partial_resumes_then_adopts_or_abandons);
+    tcase_add_test(tc, intact_each_is_blob_intact_for_every_entry);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
