@@ -31,8 +31,8 @@
  *   tmm1  B: 8 rows of 16 x 4 bytes: row k holds codes 4k .. 4k + 3 of block i of each weight row,
  *         from a panel of 16 rows (amx_panel);
  *   tmm2  C: m x 16 sums (tmm4 those of the low bytes), stored for the float steps.
- * Q6_K (two scales per block) keeps the VNNI tiles. Speed: not measured; no machine with AMX
- * was available when this was written (BENCHMARKS.md). */
+ * Q6_K (two scales per block) keeps the VNNI tiles. Speed: on a Sapphire Rapids-class Xeon both
+ * were slower than their VNNI paths (0.81-0.93x at pp512, BENCHMARKS.md), so they stay by name. */
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__)
 #define AMX_REAL 1
 #else

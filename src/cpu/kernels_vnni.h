@@ -319,8 +319,8 @@ static size_t act_bytes(int n_tok, int cols)
     return (size_t)(cols / QK + 15) / 16 * sizeof(vnni_group);
 }
 
-/* One token (layout by n_tok: decode for 1, prefill for more); the codes are rt_quantize_q16's. */
-/* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`). */
+/* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`); the codes are
+ * rt_quantize_q16's. */
 static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
     (void)type;
