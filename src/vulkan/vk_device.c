@@ -654,11 +654,10 @@ static void profile_print(const vk_ctx *c)
     fprintf(stderr, "mstore: vulkan profile: %s: %lu runs timed, %.3f ms of device time a run\n", c->props.deviceName,
             c->prof_runs, c->prof_run_ns / 1e6 / (double)c->prof_runs);
     for (int k = 0; k < GPU_K_COUNT; k++) {
-        int i = n++;
-        if (!c->prof_n[k]) {
-            n--;
+        int i = n;
+        if (!c->prof_n[k])
             continue;
-        }
+        n++;
         for (; i > 0 && c->prof_ns[order[i - 1]] < c->prof_ns[k]; i--)
             order[i] = order[i - 1];
         order[i] = k;
