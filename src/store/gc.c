@@ -48,16 +48,8 @@ static int live_load(store *s, ms_digest **out, size_t *n_out)
 
         if (!d || strlen(d) >= sizeof *v)
             continue;   /* cannot name a file in blobs/, so protects nothing */
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 256;
-            void *p = reallocarray(v, ncap, sizeof *v);
-            if (!p) {
-                rc = ms_err(MS_ENOMEM, "gc: out of memory");
-                goto done;
-            }
-            v = p;
-            cap = ncap;
-        }
+        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
+            goto done;
         snprintf(v[n++], sizeof *v, "%s", d);
     }
     if (step != SQLITE_DONE)

@@ -95,16 +95,8 @@ int store_list(store *s, store_entry **out, size_t *n_out)
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         store_entry *m;
 
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            void *p = reallocarray(v, ncap, sizeof *v);
-            if (!p) {
-                rc = ms_err(MS_ENOMEM, "model list: out of memory");
-                goto done;
-            }
-            v = p;
-            cap = ncap;
-        }
+        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
+            goto done;
         m = &v[n++];
         memset(m, 0, sizeof *m);
         copy_col(m->name.host, sizeof m->name.host, st, 0);
@@ -180,16 +172,8 @@ int store_tensors_list(store *s, const char *manifest_digest, store_tensor **out
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         store_tensor *t;
 
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            void *p = reallocarray(v, ncap, sizeof *v);
-            if (!p) {
-                rc = ms_err(MS_ENOMEM, "%s: tensor list: out of memory", manifest_digest);
-                goto fail;
-            }
-            v = p;
-            cap = ncap;
-        }
+        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
+            goto fail;
         t = &v[n++];
         memset(t, 0, sizeof *t);
         if (dup_col(&t->name, st, 0, 0) < 0 || dup_col(&t->dtype, st, 1, 0) < 0 ||

@@ -163,16 +163,8 @@ int store__blobs_scan(store *s, ms_digest **out, size_t *n_out)
         snprintf(digest, sizeof digest, "sha256:%s", e->d_name + 7);
         if (!blob_digest_valid(digest))
             continue;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            void *p = reallocarray(v, ncap, sizeof *v);
-            if (!p) {
-                rc = ms_err(MS_ENOMEM, "%s: out of memory", dir);
-                goto done;
-            }
-            v = p;
-            cap = ncap;
-        }
+        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
+            goto done;
         memcpy(v[n++], digest, sizeof digest);
     }
     if (n)

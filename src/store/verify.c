@@ -77,16 +77,8 @@ static int verify_model(verify_run *r, const model_name *name)
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         const char *d = (const char *)sqlite3_column_text(st, 0);
 
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            void *p = reallocarray(list, ncap, sizeof *list);
-            if (!p) {
-                rc = ms_err(MS_ENOMEM, "verify: out of memory");
-                goto done;
-            }
-            list = p;
-            cap = ncap;
-        }
+        if ((rc = ms_grow(&list, &cap, n + 1, sizeof *list)) < 0)
+            goto done;
         snprintf(list[n++], sizeof *list, "%s", d ? d : "");
     }
     sqlite3_finalize(st);
