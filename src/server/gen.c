@@ -319,10 +319,7 @@ static void *stream_thread(void *arg)
     run(j);
     stream_end(j);
     gen_job_free(j); /* closes the pipe: the response ends */
-    pthread_mutex_lock(&srv->mu);
-    srv->n_jobs--;
-    pthread_cond_broadcast(&srv->cv);
-    pthread_mutex_unlock(&srv->mu);
+    srv_job_done(srv);
     return NULL;
 }
 
@@ -330,8 +327,6 @@ enum MHD_Result gen_start(req *r, gen_job *j)
 {
     int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION;
     enum MHD_Result ret;
-    pthread_attr_t attr;
-    pthread_t t;
 
     if (!j->stream) {
         run(j);
@@ -348,18 +343,8 @@ enum MHD_Result gen_start(req *r, gen_job *j)
         gen_job_free(j);
         return MHD_NO;
     }
-    pthread_mutex_lock(&r->srv->mu);
-    r->srv->n_jobs++;
-    pthread_mutex_unlock(&r->srv->mu);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, stream_thread, j) != 0) {
-        pthread_mutex_lock(&r->srv->mu);
-        r->srv->n_jobs--;
-        pthread_mutex_unlock(&r->srv->mu);
+    if (srv_job_spawn(r->srv, stream_thread, j) < 0)
         gen_job_free(j); /* the stream ends empty */
-    }
-    pthread_attr_destroy(&attr);
     return MHD_YES;
 }
 

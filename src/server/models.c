@@ -176,6 +176,34 @@ int srv_models_start(server *srv)
     return 0;
 }
 
+int srv_job_spawn(server *srv, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc;
+
+    pthread_mutex_lock(&srv->mu);
+    srv->n_jobs++;
+    pthread_mutex_unlock(&srv->mu);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        srv_job_done(srv);
+        return -1;
+    }
+    return 0;
+}
+
+void srv_job_done(server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->n_jobs--;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
 void srv_models_stop(server *srv)
 {
     pthread_mutex_lock(&srv->mu);

@@ -526,10 +526,7 @@ static void *xfer_thread(void *arg)
         xfer_send(x, json_pack("{s:s}", "error", x->err));
     close(x->fd);
     free(x);
-    pthread_mutex_lock(&srv->mu);
-    srv->n_jobs--;
-    pthread_cond_broadcast(&srv->cv);
-    pthread_mutex_unlock(&srv->mu);
+    srv_job_done(srv);
     return NULL;
 }
 
@@ -539,8 +536,6 @@ static enum MHD_Result pull_push(req *r, int push)
     json_t *b = srv_body_json(r, msg, sizeof msg);
     xfer *x = calloc(1, sizeof *x);
     const char *model;
-    pthread_attr_t attr;
-    pthread_t t;
     int rc = 0;
 
     if (!b || !x) {
@@ -574,19 +569,10 @@ static enum MHD_Result pull_push(req *r, int push)
         free(x);
         return MHD_NO;
     }
-    pthread_mutex_lock(&r->srv->mu);
-    r->srv->n_jobs++;
-    pthread_mutex_unlock(&r->srv->mu);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, xfer_thread, x) != 0) {
-        close(x->fd);
+    if (srv_job_spawn(r->srv, xfer_thread, x) < 0) {
+        close(x->fd); /* the stream ends empty */
         free(x);
-        pthread_mutex_lock(&r->srv->mu);
-        r->srv->n_jobs--;
-        pthread_mutex_unlock(&r->srv->mu);
     }
-    pthread_attr_destroy(&attr);
     return MHD_YES;
 }
 

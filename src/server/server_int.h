@@ -25,7 +25,7 @@ struct server {
     loaded *models;
     pthread_t reaper;
     int reaper_started, stopping;
-    int n_jobs; /* streaming generations running in their own threads */
+    int n_jobs; /* streaming jobs (generations, pulls, pushes) running in their own threads */
 };
 
 /* One HTTP request, from its first byte to its response. */
@@ -101,7 +101,12 @@ void srv_model_release(server *srv, loaded *L, int keep_alive_s);
 void srv_model_unload(server *srv, const model_name *name);
 json_t *srv_models_ps(server *srv);
 int srv_models_start(server *srv);
+/* Waits for the streaming jobs (srv_job_spawn) to end, then unloads every model. */
 void srv_models_stop(server *srv);
+/* Run fn(arg) on a detached thread counted in n_jobs, which ends by calling srv_job_done.
+ * 0, or -1 when no thread could start: arg is still the caller's (freeing it ends its stream). */
+int srv_job_spawn(server *srv, void *(*fn)(void *), void *arg);
+void srv_job_done(server *srv);
 
 /* ---- gen.c: one generation, for both APIs */
 typedef enum gen_kind { GEN_OLLAMA_GENERATE, GEN_OLLAMA_CHAT, GEN_OPENAI_CHAT, GEN_OPENAI_COMPLETION } gen_kind;
