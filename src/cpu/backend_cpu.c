@@ -226,22 +226,6 @@ static void moe_route_row(float *wts, int32_t *ids, const float *logits, int n_e
             wts[s] = (float)(wts[s] / sel);
 }
 
-static void rms_norm_offset(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float off)
-{
-    for (int t = 0; t < n_tok; t++) {
-        const float *xt = x + (size_t)t * dim;
-        float *yt = y + (size_t)t * dim;
-        double ss = 0.0;
-        float sc;
-
-        for (int i = 0; i < dim; i++)
-            ss += (double)xt[i] * xt[i];
-        sc = (float)(1.0 / sqrt(ss / dim + eps));
-        for (int i = 0; i < dim; i++)
-            yt[i] = xt[i] * sc * (w[i] + off);
-    }
-}
-
 static void run_moe_op(cpu_ctx *c, const backend_op *op)
 {
     float *d = f32(op->dst);
@@ -300,10 +284,7 @@ static void run_op(cpu_ctx *c, const backend_op *op)
             rt_ext_tensor_row(f32(op->dst) + (size_t)t * op->cols, tensor_of(op->w), (uint64_t)op->tokens[t]);
         break;
     case BACKEND_OP_RMS_NORM:
-        if (op->w_offset != 0)
-            rms_norm_offset(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps, op->w_offset);
-        else
-            cpu_rms_norm(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps);
+        cpu_rms_norm(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps, op->w_offset);
         break;
     case BACKEND_OP_MATMUL:
         cpu_matmul(c->pool, f32(op->dst), f32(op->src), op->n, tensor_of(op->w), c->mm_scratch);

@@ -439,7 +439,7 @@ float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 
 /* ---------------------------------------------------------------- elementwise */
 
-void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps)
+void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float w_offset)
 {
     for (int t = 0; t < n_tok; t++) {
         const float *xt = x + (size_t)t * dim;
@@ -451,7 +451,7 @@ void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, 
             ss += (double)xt[i] * xt[i];
         sc = (float)(1.0 / sqrt(ss / dim + eps));
         for (int i = 0; i < dim; i++)
-            yt[i] = xt[i] * sc * w[i];
+            yt[i] = xt[i] * sc * (w[i] + w_offset);
     }
 }
 

@@ -51,7 +51,8 @@ size_t cpu_matmul_scratch(int n_tok, int cols);
 void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
                   void *scratch);
 int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b);
-void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps);
+/* y = x / rms(x) * (w + w_offset), token by token (w_offset: Gemma's (1 + w) norms 1, else 0). */
+void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float w_offset);
 void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, const double *freqs,
               int interleaved);
 /* `scratch` holds cpu_attention_scratch(n_ctx, threads) bytes; k, v are [n_ctx][n_kv*hd]. */

@@ -157,7 +157,7 @@ START_TEST(sequence_equals_kernels_bit_for_bit)
     ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
     for (int t = 0; t < N; t++)
         cpu_tensor_row(hx + t * DIM, &te, (uint64_t)tokens[t]);
-    cpu_rms_norm(hx, hx, nw, N, DIM, 1e-5f);
+    cpu_rms_norm(hx, hx, nw, N, DIM, 1e-5f, 0.0f);
     cpu_matmul(pool, hy, hx, N, &tm, mm);
     for (int t = 0; t < N; t++)
         cpu_add(hy + t * ROWS, bias, ROWS);
