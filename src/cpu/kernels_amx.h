@@ -31,24 +31,30 @@
  *   tmm1  B: 8 rows of 16 x 4 bytes: row k holds codes 4k .. 4k + 3 of block i of each weight row,
  *         from a panel of 16 rows (amx_panel);
  *   tmm2  C: m x 16 sums (tmm4 those of the low bytes), stored for the float steps.
- * Q6_K (two scales per block) keeps the VNNI tiles. Speed: on a Sapphire Rapids-class Xeon both
- * were slower than their VNNI paths (0.81-0.93x at pp512, BENCHMARKS.md), so they stay by name. */
+ * Loops: a panel holds 16 rows x up to AMX_KG groups, filled once per 64 tokens by transposes;
+ * then per 16 tokens and per lane i, the lane's 16 accumulators stay in registers while the
+ * groups pass, block 16g + i each.
+ * Q6_K (two scales per block) keeps the VNNI tiles. Speed: on a Sapphire Rapids-class Xeon the
+ * first version (a panel per group filled by scalar stores, each lane's sums through memory per
+ * block) was slower than its VNNI path (0.81-0.93x at pp512, BENCHMARKS.md); this one has not
+ * met the hardware yet. Both stay by name. */
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__)
 #define AMX_REAL 1
 #else
 #define AMX_REAL 0
 #endif
 
-#define AMX_TB 32 /* tokens whose accumulators stay live across the groups */
+#define AMX_TB 64 /* tokens whose lanes are kept across the column chunks */
+#define AMX_KG 8 /* groups of 16 blocks in a panel: a chunk of 4096 columns */
 
 typedef struct amx_panel {
-    int32_t bw[16][QK / 4][16]; /* [i][k][r]: tile B of block i */
-    float a[16][16], b[16][16]; /* [i][r]: block i's scales */
+    int32_t bw[AMX_KG][16][QK / 4][16]; /* [g][i][k][r]: tile B of block i of group g */
+    float a[AMX_KG][16][16], b[AMX_KG][16][16]; /* [g][i][r]: block i's scales */
 } amx_panel;
 
 static _Thread_local _Alignas(64) amx_panel apanel;
-static _Thread_local _Alignas(64) float afacc[AMX_TB][16][16]; /* [t][i][r] */
-static _Thread_local _Alignas(64) int32_t acbuf[2][16][16]; /* [t][r]: C, then the low bytes' C */
+static _Thread_local _Alignas(64) float afacc[AMX_TB][16][16]; /* [t][i][r]: lane i of (t, r) */
+static _Thread_local _Alignas(64) v16s32 acbuf[2][16]; /* [t] lane r: C, then the low bytes' C */
 static _Thread_local int amx_rows; /* the configured m; 0: none */
 
 #if !AMX_REAL
@@ -121,7 +127,7 @@ static void amx_release(void)
     amx_rows = 0;
 }
 
-/* acbuf[0][t][r] = sum over k < 32 of x[t][k] * bw[k / 4][r][k % 4], t < amx_rows: tilezero,
+/* acbuf[0][t] lane r = sum over k < 32 of x[t][k] * bw[k / 4][r][k % 4], t < amx_rows: tilezero,
  * tileloadd A (x, stride) and B, tdpbsud (signed A bytes by unsigned B bytes), tilestored. */
 static inline void amx_block(const int8_t *x, size_t stride, const int32_t (*bw)[16])
 {
@@ -169,45 +175,70 @@ static inline void amx_block16(const int8_t *xh, const uint8_t *xl, size_t strid
 #endif
 }
 
-/* Rows w .. w + nr - 1 (nr <= 16), blocks g0 .. g0 + 15 (0 past nb or nr) into apanel. */
-AI8 void amx_panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
+/* v[j] lane l <-> v[l] lane j: 16 vectors of 16 lanes transposed, each step swapping one bit of the
+ * vector index with the same bit of the lane index. */
+AI8 void transpose16(v16s32 v[16])
 {
-    int n = nb - g0 < 16 ? nb - g0 : 16;
-
-    for (int r = 0; r < 16; r++) {
-        v16s32 o[8] = {{0}};
-        v16f a = {0}, b = {0}, a2;
-        if (r < nr) {
-            panel8_row(kind, w + (size_t)r * ws, g0, n, o);
-            group_scales(kind, w + (size_t)r * ws, g0, n, &a, &b, &a2);
-        }
-        for (int i = 0; i < 16; i++) {
-            for (int k = 0; k < QK / 4; k++)
-                apanel.bw[i][k][r] = o[k][i];
-            apanel.a[i][r] = a[i];
-            apanel.b[i][r] = b[i];
-        }
+    for (int a = 0; a < 16; a += 2) {
+        v16s32 x = v[a], y = v[a + 1];
+        v[a] = __builtin_shufflevector(x, y, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+        v[a + 1] = __builtin_shufflevector(x, y, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+    }
+    for (int a = 0; a < 16; a++) {
+        if (a & 2)
+            continue;
+        v16s32 x = v[a], y = v[a + 2];
+        v[a] = __builtin_shufflevector(x, y, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+        v[a + 2] = __builtin_shufflevector(x, y, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    }
+    for (int a = 0; a < 16; a++) {
+        if (a & 4)
+            continue;
+        v16s32 x = v[a], y = v[a + 4];
+        v[a] = __builtin_shufflevector(x, y, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+        v[a + 4] = __builtin_shufflevector(x, y, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    }
+    for (int a = 0; a < 8; a++) {
+        v16s32 x = v[a], y = v[a + 8];
+        v[a] = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+        v[a + 8] = __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
     }
 }
 
-/* The 16-bit paths' panel: the signed codes of unpack() (offsets taken off; all fit a byte) and
- * its scales. */
-AI8 void amx_panel16_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
+/* Group g0 / 16 of rows w .. w + nr - 1 (nr <= 16) into panel slot gi: per row its codes in the
+ * prefill layout of the int8 paths (panel8_row: lane i = block i, 0 past nb) and its scales, then
+ * rows and blocks swapped by transposes, so that tile B of block i holds its codes 4k .. 4k + 3 of
+ * row r at [k][r]. The int8 paths take the unsigned codes; the 16-bit ones (W16) the signed codes
+ * vpdpwssd takes, the offset (128, 8, 16) taken off each byte. Rows past nr stay 0. */
+AI8 void amx_panel_fill(const int W16, const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb, int gi)
 {
-    int n = nb - g0 < 16 ? nb - g0 : 16;
+    const int n = nb - g0 < 16 ? nb - g0 : 16, sh = off_shift(kind);
+    v16s32 o[QK / 4][16], a[16], b[16];
 
-    for (int r = 0; r < 16; r++)
-        for (int i = 0; i < 16; i++) {
-            float a = 0, b = 0, a2;
-            v32s16 c = {0};
-            if (r < nr && i < n)
-                c = unpack(kind, w + (size_t)r * ws, g0 + i, &a, &b, &a2);
-            v32s8 c8 = __builtin_convertvector(c, v32s8);
-            for (int k = 0; k < QK / 4; k++)
-                memcpy(&apanel.bw[i][k][r], (const int8_t *)&c8 + 4 * k, 4);
-            apanel.a[i][r] = a;
-            apanel.b[i][r] = b;
+    for (int r = 0; r < 16; r++) {
+        v16s32 c[QK / 4] = {{0}};
+        v16f fa = {0}, fb = {0}, a2;
+        if (r < nr) {
+            panel8_row(kind, w + (size_t)r * ws, g0, n, c);
+            group_scales(kind, w + (size_t)r * ws, g0, n, &fa, &fb, &a2);
+            if (W16 && sh >= 0)
+                for (int k = 0; k < QK / 4; k++)
+                    c[k] = (v16s32)((v64u8)c[k] - (uint8_t)(1u << sh));
         }
+        for (int k = 0; k < QK / 4; k++)
+            o[k][r] = c[k];
+        memcpy(&a[r], &fa, sizeof fa);
+        memcpy(&b[r], &fb, sizeof fb);
+    }
+    for (int k = 0; k < QK / 4; k++) {
+        transpose16(o[k]);
+        for (int i = 0; i < 16; i++)
+            memcpy(apanel.bw[gi][i][k], &o[k][i], sizeof o[k][i]);
+    }
+    transpose16(a);
+    transpose16(b);
+    memcpy(apanel.a[gi], a, sizeof a);
+    memcpy(apanel.b[gi], b, sizeof b);
 }
 
 /* v in every lane (a plain copy: 0 + v would turn -0 into +0). */
@@ -219,35 +250,61 @@ static inline v16f splat(float v)
     return r;
 }
 
-/* Tokens [t0, t0 + m) of the block tile just computed (block i of group g) into their lanes. */
-AI8 void amx_fold(const int W16, const int kind, const rt_act *act, int t0, int tf, int m, int g, int i)
+/* Lane i of tokens [t0, t0 + m) (tf: their place in afacc) over groups gc .. gc + ngk - 1 of the
+ * panel: per group the block's tile, then each token's float steps, in group order as the lane
+ * of the definition takes them. The 16 accumulators stay in registers across the groups (the
+ * lane's partial sums went through afacc once per block before); tokens past m compute on
+ * whatever the tiles hold and are not stored. */
+AI8 void amx_lane(const int W16, const int kind, const rt_act *act, int t0, int tf, int m, int gc, int ngk, int i)
 {
     const int sh = W16 ? -1 : off_shift(kind);
-    const v16f a = ld_f(apanel.a[i]), b = ld_f(apanel.b[i]);
+    const size_t gsz = W16 ? sizeof(vnni_group) : sizeof(vnni8_group);
+    const v16s32 *ch = acbuf[0], *cl = acbuf[1];
+    const uint8_t *xt[16];
+    v16f acc[16];
 
-    for (int t = 0; t < m; t++) {
-        const uint8_t *xt = act->x + (size_t)(t0 + t) * act->stride;
-        const vnni8_group *x8 = (const vnni8_group *)(const void *)xt + g;
-        const vnni_group *x16 = (const vnni_group *)(const void *)xt + g;
-        float dx = W16 ? x16->dx[i] : x8->dx[i], s = W16 ? x16->s[i] : x8->s[i];
-        v16s32 c = ld_s32(acbuf[0][t]);
-        float *f = afacc[tf + t][i];
-        if (W16) /* 256 (h . w) + l . w, modulo 2^32 */
-            c = (v16s32)(((v16u32)c << 8) + (v16u32)ld_s32(acbuf[1][t]));
-        if (sh >= 0)
-            c -= (int32_t)((uint32_t)x8->xs[i] << sh);
-        v16f acc = fmav(__builtin_convertvector(c, v16f), a * dx, ld_f(f));
-        if (has_offset(kind))
-            acc = fmav(b, splat(s), acc);
-        memcpy(f, &acc, sizeof acc);
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; t++) {
+        xt[t] = act->x + (size_t)(t0 + (t < m ? t : m - 1)) * act->stride;
+        acc[t] = gc == 0 ? (v16f){0} : ld_f(afacc[tf + t][i]);
     }
+    for (int gi = 0; gi < ngk; gi++) {
+        const int g = gc + gi;
+        const uint8_t *xg = xt[0] + (size_t)g * gsz;
+        const v16f a = ld_f(apanel.a[gi][i]), b = ld_f(apanel.b[gi][i]);
+
+        if (W16)
+            amx_block16((const int8_t *)(const void *)(xg + offsetof(vnni_group, xa.h)) + QK * i,
+                        xg + offsetof(vnni_group, xa.l) + QK * i, act->stride, apanel.bw[gi][i]);
+        else
+            amx_block((const int8_t *)(const void *)(xg + offsetof(vnni8_group, xa)) + QK * i, act->stride,
+                      apanel.bw[gi][i]);
+#pragma GCC unroll 16
+        for (int t = 0; t < 16; t++) {
+            const vnni8_group *x8 = (const vnni8_group *)(const void *)xt[t] + g;
+            const vnni_group *x16 = (const vnni_group *)(const void *)xt[t] + g;
+            float dx = W16 ? x16->dx[i] : x8->dx[i], s = W16 ? x16->s[i] : x8->s[i];
+            v16s32 c = ch[t];
+            if (W16) /* 256 (h . w) + l . w, modulo 2^32 */
+                c = (v16s32)(((v16u32)c << 8) + (v16u32)cl[t]);
+            if (sh >= 0)
+                c -= (int32_t)((uint32_t)x8->xs[i] << sh);
+            acc[t] = fmav(__builtin_convertvector(c, v16f), a * dx, acc[t]);
+            if (has_offset(kind))
+                acc[t] = fmav(b, splat(s), acc[t]);
+        }
+    }
+    /* every index a constant, so that acc stays in registers */
+#pragma GCC unroll 16
+    for (int t = 0; t < 16; t++)
+        if (t < m)
+            memcpy(afacc[tf + t][i], &acc[t], sizeof acc[t]);
 }
 
 AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, const rt_act *act, int n_tok,
                        const uint8_t *w, size_t ws, int n_rows, int cols)
 {
-    int nb = cols / QK, ng = (nb + 15) / 16;
-    size_t gsz = W16 ? sizeof(vnni_group) : sizeof(vnni8_group);
+    const int nb = cols / QK, ng = (nb + 15) / 16;
 
     if (n_tok == 1) { /* decode: the row dot (the activations are in its layout) */
         if (W16)
@@ -261,28 +318,21 @@ AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, cons
         const uint8_t *wb = w + (size_t)rb * ws;
         for (int t0 = 0; t0 < n_tok; t0 += AMX_TB) {
             int nt = n_tok - t0 < AMX_TB ? n_tok - t0 : AMX_TB;
-            memset(afacc, 0, (size_t)nt * sizeof afacc[0]);
-            for (int g = 0; g < ng; g++) {
-                if (W16)
-                    amx_panel16_fill(kind, wb, ws, nr, 16 * g, nb);
-                else
-                    amx_panel_fill(kind, wb, ws, nr, 16 * g, nb);
+            for (int gc = 0; gc < ng; gc += AMX_KG) {
+                int ngk = ng - gc < AMX_KG ? ng - gc : AMX_KG;
+                for (int gi = 0; gi < ngk; gi++)
+                    amx_panel_fill(W16, kind, wb, ws, nr, 16 * (gc + gi), nb, gi);
+                /* the next chunk's rows (or the next rows' first chunk), a share per token tile */
+                const size_t gb = group_bytes(kind);
                 for (int ts = 0; ts < nt; ts += 16) {
                     int m = nt - ts < 16 ? nt - ts : 16;
-                    const uint8_t *xg = act->x + (size_t)(t0 + ts) * act->stride + (size_t)g * gsz;
-                    prefetch_panel(kind, w, ws, rb, 16, n_rows, g, t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
+                    rt_prefetch_panel(w, ws, rb, 16, n_rows, (size_t)(gc + AMX_KG) * gb, AMX_KG * gb,
+                                      t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
                     amx_configure(m);
-                    /* blocks past the row's end too: their codes and scales are 0, and the
-                     * definition's lanes take fma(0, 0, acc) there as the row dot does */
-                    for (int i = 0; i < 16; i++) {
-                        if (W16)
-                            amx_block16((const int8_t *)(const void *)(xg + offsetof(vnni_group, xa.h)) + QK * i,
-                                        xg + offsetof(vnni_group, xa.l) + QK * i, act->stride, apanel.bw[i]);
-                        else
-                            amx_block((const int8_t *)(const void *)(xg + offsetof(vnni8_group, xa)) + QK * i,
-                                      act->stride, apanel.bw[i]);
-                        amx_fold(W16, kind, act, t0 + ts, ts, m, g, i);
-                    }
+                    /* blocks past the row's end too: their scales and activation codes are 0,
+                     * and the definition's lanes take fma(0, 0, acc) there as the row dot does */
+                    for (int i = 0; i < 16; i++)
+                        amx_lane(W16, kind, act, t0 + ts, ts, m, gc, ngk, i);
                 }
             }
             for (int t = 0; t < nt; t++) { /* hsum's tree: 8 + 8, 4 + 4, 2 + 2, 1 + 1 */
