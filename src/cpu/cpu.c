@@ -116,8 +116,9 @@ static int cpu_has_i8mm(void) { return 0; }
  * avx2; vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp
  * does): faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by
  * name. amx-int8 and amx are the arithmetic of avx512vnni-int8 and avx512vnni with the prefill on
- * AMX tiles, the -emul ones their tests; by name, since on a Sapphire Rapids-class Xeon they were
- * slower than the VNNI paths (BENCHMARKS.md). */
+ * AMX tiles, the -emul ones their tests; by name, since on a Sapphire Rapids-class Xeon their
+ * first version was slower than the VNNI paths and the rebuilt loops are not yet timed there
+ * (BENCHMARKS.md). */
 static const struct {
     const char *name;
     int (*has)(void);
