@@ -15,139 +15,167 @@
 #endif
 
 #include "cpu/kernels.h"
-#include "cpu/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
+#include "cpu/kquant_int.h"   /* MLX: its own matmul, hooked below */
 
-static const rt_kernels *selected;
-static const rt_fast *selected_fast;
-static const rt_fast no_fast;   /* the scalar path: row dot products only */
-static pthread_once_t select_once = PTHREAD_ONCE_INIT;
+/* ---------------------------------------------------------------- the CPU's features */
 
-static int cpu_has_avx2(void)
-{
+/* What the paths' code may use, read from cpuid / the kernel's hwcaps only: nothing compiled
+ * for an instruction set runs before these say the CPU has it. */
+enum {
+    F_AVX2 = 1 << 0,          /* AVX2, FMA and F16C, with the OS saving the ymm state */
+    F_AVX512 = 1 << 1,        /* AVX-512 F, BW, DQ, VL, with the OS saving the zmm state */
+    F_AVX512VNNI = 1 << 2,
+    F_AVXVNNI = 1 << 3,       /* the VEX encoding */
+    F_AMX = 1 << 4,           /* AMX-TILE, AMX-INT8, and Linux's leave to use the tile data */
+    F_NEON = 1 << 5,          /* AArch64's Advanced SIMD: part of the architecture */
+    F_DOTPROD = 1 << 6,       /* SDOT */
+    F_I8MM = 1 << 7,          /* USDOT, SMMLA */
+};
+
+static unsigned features;
+static pthread_once_t features_once = PTHREAD_ONCE_INIT;
+
 #if defined(__x86_64__) || defined(__i386__)
+static void cpuid(unsigned leaf, unsigned sub, unsigned r[4])
+{
+    __asm__("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(sub));
+}
+#endif
+
+/* __builtin_cpu_supports checks the OS's xsave state for AVX and AVX-512 as well as the cpuid
+ * bits. AVX-VNNI (leaf 7 subleaf 1, eax bit 4) is a feature gcc 12 does not know; AMX-TILE and
+ * AMX-INT8 are leaf 7 edx bits 24 and 25, and without arch_prctl(ARCH_REQ_XCOMP_PERM,
+ * XFEATURE_XTILEDATA) (Linux 5.16 on; numbers from its uapi headers, spelled out for older ones)
+ * the first tile instruction would kill the process. The leave is the process's, for every
+ * thread, and asking again is harmless. AArch64: SDOT and USDOT are optional, and the kernel says
+ * which the CPU has (HWCAP_ASIMDDP bit 20, HWCAP2_I8MM bit 13). */
+static void features_read(void)
+{
+    unsigned f = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned r[4];
+
     __builtin_cpu_init();
-    return rt_kernels_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-#else
-    return 0;
-#endif
-}
-
-static int cpu_has_avx512(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return cpu_has_avx2() && rt_kernels_avx512() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512vl");
-#else
-    return 0;
-#endif
-}
-
-static int cpu_has_avx512vnni(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return cpu_has_avx512() && rt_kernels_avx512vnni() && __builtin_cpu_supports("avx512vnni");
-#else
-    return 0;
-#endif
-}
-
-/* AVX-VNNI (the VEX encoding): cpuid leaf 7 subleaf 1, eax bit 4, which gcc 12's
- * __builtin_cpu_supports does not know. */
-static int cpu_has_avxvnni(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned a = 7, b, c = 1, d;
-    if (!cpu_has_avx2() || !rt_kernels_avxvnni())
-        return 0;
-    __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
-    return (a >> 4) & 1;
-#else
-    return 0;
-#endif
-}
-
-static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
-static int cpu_has_avx512vnni8(void) { return cpu_has_avx512vnni() && rt_kernels_avx512vnni8(); }
-static int cpu_has_avxvnni8(void) { return cpu_has_avxvnni() && rt_kernels_avxvnni8(); }
-static int cpu_has_vnni8_emul(void) { return rt_kernels_vnni8_emul() != NULL; }
-static int cpu_has_amx8_emul(void) { return rt_kernels_amx8_emul() != NULL; }
-static int cpu_has_amx16_emul(void) { return rt_kernels_amx16_emul() != NULL; }
-
-/* AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), and Linux's leave to use the tile
- * data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on; numbers from its
- * uapi headers, spelled out for older ones). The leave is the process's, for every thread, and
- * asking again is harmless; without it the first tile instruction would kill the process. */
-static int cpu_has_amx(void)
-{
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        f |= F_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        f |= F_AVX512;
+    if (__builtin_cpu_supports("avx512vnni"))
+        f |= F_AVX512VNNI;
+    cpuid(0, 0, r);
+    if (r[0] >= 7) {
+        cpuid(7, 1, r);
+        if ((f & F_AVX2) && ((r[0] >> 4) & 1))
+            f |= F_AVXVNNI;
+        cpuid(7, 0, r);
 #if defined(__x86_64__)
-    unsigned a = 7, b, c = 0, d;
-    if (!cpu_has_avx512vnni8() || !rt_kernels_amx8() || !rt_kernels_amx16())
-        return 0;
-    __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
-    if (!((d >> 24) & 1) || !((d >> 25) & 1))
-        return 0;
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
-#else
-    return 0;
+        if (((r[3] >> 24) & 1) && ((r[3] >> 25) & 1) &&
+            syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0)
+            f |= F_AMX;
 #endif
+    }
+#elif defined(__aarch64__)
+    f |= F_NEON;
+    if (getauxval(AT_HWCAP) & (1ul << 20))
+        f |= F_DOTPROD;
+    if ((f & F_DOTPROD) && (getauxval(AT_HWCAP2) & (1ul << 13)))
+        f |= F_I8MM;
+#endif
+    features = f;
 }
 
-/* AArch64: Advanced SIMD is part of the architecture; SDOT and USDOT are optional, and the
- * kernel says which the CPU has (HWCAP_ASIMDDP, HWCAP2_I8MM; numbers from the kernel's uapi
- * hwcap.h, spelled out for older libc headers). */
-#if defined(__aarch64__)
-static int cpu_has_neon(void) { return rt_kernels_neon() != NULL; }
-static int cpu_has_dotprod(void) { return cpu_has_neon() && (getauxval(AT_HWCAP) & (1ul << 20)) != 0; }
-static int cpu_has_i8mm(void) { return cpu_has_dotprod() && (getauxval(AT_HWCAP2) & (1ul << 13)) != 0; }
-#else
-static int cpu_has_neon(void) { return 0; }
-static int cpu_has_dotprod(void) { return 0; }
-static int cpu_has_i8mm(void) { return 0; }
-#endif
+/* ---------------------------------------------------------------- paths */
 
-
-/* The paths, best first; `has` says whether this CPU and build can run it. "auto" takes the first
- * it can run, so the paths after "scalar" are only ever taken by name. avx512vnni comes first: on
- * a quiet AMD EPYC with AVX512-VNNI it beat avx512 in every prefill and decode of the 1.1B
- * Q4_0, Q8_0 and Q4_K_M models (BENCHMARKS.md, issue 15), at the scalar path's 16-bit accuracy.
- * avxvnni's 512-bit vectors split over 256-bit registers spill in prefill, so it waits behind
- * avx2; vnni-emul exists for tests. The -int8 paths round activations to 8 bits (what llama.cpp
- * does): faster, about 1e-2 from the float64 logits where the others stay near 1e-5, so only by
- * name. amx-int8 and amx are the arithmetic of avx512vnni-int8 and avx512vnni with the prefill on
- * AMX tiles, the -emul ones their tests; by name, since on a Sapphire Rapids-class Xeon their
- * first version was slower than the VNNI paths and the rebuilt loops are not yet timed there
- * (BENCHMARKS.md). */
+/* The paths, best first, with the features each one's code needs (its own and its bases'). "auto"
+ * takes the first this CPU and build can run, so the paths after "scalar" are only ever taken by
+ * name. avx512vnni comes first: on a quiet AMD EPYC with AVX512-VNNI it beat avx512 in every
+ * prefill and decode of the 1.1B Q4_0, Q8_0 and Q4_K_M models (BENCHMARKS.md, issue 15), at the
+ * scalar path's 16-bit accuracy. avxvnni's 512-bit vectors split over 256-bit registers spill in
+ * prefill, so it waits behind avx2; vnni-emul exists for tests. The -int8 paths round activations
+ * to 8 bits (what llama.cpp does): faster, about 1e-2 from the float64 logits where the others stay
+ * near 1e-5, so only by name. amx-int8 and amx are the arithmetic of avx512vnni-int8 and avx512vnni
+ * with the prefill on AMX tiles, the -emul ones their tests; by name, since on a Sapphire
+ * Rapids-class Xeon their first version was slower than the VNNI paths and the rebuilt loops are
+ * not yet timed there (BENCHMARKS.md). */
+#define F_X512 (F_AVX2 | F_AVX512)
 static const struct {
-    const char *name;
-    int (*has)(void);
-    const rt_kernels *(*kernels)(void);
-    const rt_fast *(*fast)(void);
+    const cpu_path *path;
+    unsigned need;
 } paths[] = {
-    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
-    { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
-    { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
-    { "neon-i8mm", cpu_has_i8mm, rt_kernels_neon_i8mm, rt_fast_neon_i8mm },
-    { "neon-dotprod", cpu_has_dotprod, rt_kernels_neon_dotprod, NULL },
-    { "neon", cpu_has_neon, rt_kernels_neon, NULL },
-    { "scalar", NULL, rt_kernels_scalar, NULL },
-    { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
-    { "vnni-emul", cpu_has_vnni_emul, rt_kernels_vnni_emul, rt_fast_vnni_emul },
-    { "avx512vnni-int8", cpu_has_avx512vnni8, rt_kernels_avx512vnni8, rt_fast_avx512vnni8 },
-    { "avxvnni-int8", cpu_has_avxvnni8, rt_kernels_avxvnni8, rt_fast_avxvnni8 },
-    { "vnni-int8-emul", cpu_has_vnni8_emul, rt_kernels_vnni8_emul, rt_fast_vnni8_emul },
-    { "amx-int8", cpu_has_amx, rt_kernels_amx8, rt_fast_amx8 },
-    { "amx-int8-emul", cpu_has_amx8_emul, rt_kernels_amx8_emul, rt_fast_amx8_emul },
-    { "amx", cpu_has_amx, rt_kernels_amx16, rt_fast_amx16 },
-    { "amx-emul", cpu_has_amx16_emul, rt_kernels_amx16_emul, rt_fast_amx16_emul },
+    { &cpu_path_avx512vnni, F_X512 | F_AVX512VNNI },
+    { &cpu_path_avx512, F_X512 },
+    { &cpu_path_avx2, F_AVX2 },
+    { &cpu_path_neon_i8mm, F_NEON | F_DOTPROD | F_I8MM },
+    { &cpu_path_neon_dotprod, F_NEON | F_DOTPROD },
+    { &cpu_path_neon, F_NEON },
+    { &cpu_path_scalar, 0 },
+    { &cpu_path_avxvnni, F_AVX2 | F_AVXVNNI },
+    { &cpu_path_vnni_emul, 0 },
+    { &cpu_path_avx512vnni8, F_X512 | F_AVX512VNNI },
+    { &cpu_path_avxvnni8, F_AVX2 | F_AVXVNNI },
+    { &cpu_path_vnni8_emul, 0 },
+    { &cpu_path_amx8, F_X512 | F_AVX512VNNI | F_AMX },
+    { &cpu_path_amx8_emul, 0 },
+    { &cpu_path_amx16, F_X512 | F_AVX512VNNI | F_AMX },
+    { &cpu_path_amx16_emul, 0 },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
+static cpu_path resolved[N_PATHS];   /* each path with its bases' entries filled in */
+static const cpu_path *selected;
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT, select_once = PTHREAD_ONCE_INIT;
+
+static size_t path_index(const cpu_path *p)
+{
+    size_t i = 0;
+
+    while (i < N_PATHS && paths[i].path != p)
+        i++;
+    return i;
+}
+
+/* 1 when this build has the path's code and this CPU everything it and its bases need. Reads
+ * only the constant tables and the features: safe on any CPU. */
+static int runnable(size_t i)
+{
+    pthread_once(&features_once, features_read);
+    for (const cpu_path *p = paths[i].path; p; p = p->base) {
+        size_t k = path_index(p);
+        if (k == N_PATHS || !p->built || (features & paths[k].need) != paths[k].need)
+            return 0;
+    }
+    return 1;
+}
+
+/* The entries a path leaves NULL, from its bases (cpu_int.h): data only, no kernel runs. */
+static void resolve(cpu_path *out, const cpu_path *p)
+{
+    if (p->base)
+        resolve(out, p->base);
+    for (int t = 0; t < GGML_TYPE_COUNT; t++)
+        if (p->type[t].dot)
+            out->type[t] = p->type[t];
+#define TAKE(f) out->f = p->f ? p->f : out->f
+    TAKE(dot_f32), TAKE(dot_f32_f16), TAKE(axpy_f32), TAKE(axpy_f16), TAKE(dots_f32), TAKE(axpys_f32);
+    TAKE(f32_to_f16), TAKE(mlx_block4), TAKE(mlx_block8), TAKE(act_bytes), TAKE(act_quantize);
+#undef TAKE
+    out->name = p->name;
+    out->base = p->base;
+    out->built = p->built;
+}
+
+static void resolve_all(void)
+{
+    for (size_t i = 0; i < N_PATHS; i++)
+        if (paths[i].path->built)
+            resolve(&resolved[i], paths[i].path);
+}
+
 static void use(size_t i)
 {
-    selected = paths[i].kernels();
-    selected_fast = paths[i].fast && paths[i].fast() ? paths[i].fast() : &no_fast;
+    pthread_once(&resolve_once, resolve_all);
+    selected = &resolved[i];
 }
 
 /* "auto, avx512vnni, ..., vnni-emul": every name, for messages. */
@@ -158,7 +186,7 @@ static const char *path_names(void)
     if (!names[0]) {
         size_t o = (size_t)snprintf(names, sizeof names, "auto");
         for (size_t i = 0; i < N_PATHS && o < sizeof names; i++)
-            o += (size_t)snprintf(names + o, sizeof names - o, ", %s", paths[i].name);
+            o += (size_t)snprintf(names + o, sizeof names - o, ", %s", paths[i].path->name);
     }
     return names;
 }
@@ -167,24 +195,14 @@ static const char *path_names(void)
 static int find_named(const char *path, const char *what, size_t *out)
 {
     for (size_t i = 0; i < N_PATHS; i++) {
-        if (strcasecmp(path, paths[i].name) != 0)
+        if (strcasecmp(path, paths[i].path->name) != 0)
             continue;
-        if (paths[i].has && !paths[i].has())
+        if (!runnable(i))
             return ms_err(MS_EUNSUPPORTED, "%s '%s': not supported by this cpu or build", what, path);
         *out = i;
         return 0;
     }
     return ms_err(MS_EINVALID, "%s '%s': unknown; expected %s", what, path, path_names());
-}
-
-static int select_named(const char *path)
-{
-    size_t i;
-    int rc = find_named(path, "cpu path", &i);
-
-    if (rc == 0)
-        use(i);
-    return rc;
 }
 
 int cpu_path_check_env(void)
@@ -206,20 +224,17 @@ int cpu_path_select(const char *path)
     size_t i;
     int rc;
 
-    if (path && *path && strcasecmp(path, "auto") != 0)
-        return select_named(path);
-    if (env && *env && strcasecmp(env, "auto") != 0) {
-        if ((rc = find_named(env, "MSTORE_CPU", &i)) < 0)
+    if (!(path && *path && strcasecmp(path, "auto") != 0) && env && *env && strcasecmp(env, "auto") != 0)
+        path = env;
+    if (path && *path && strcasecmp(path, "auto") != 0) {
+        if ((rc = find_named(path, path == env ? "MSTORE_CPU" : "cpu path", &i)) < 0)
             return rc;
         use(i);
         return 0;
     }
-    for (i = 0; i < N_PATHS; i++) {
-        if (!paths[i].has || paths[i].has()) {
-            use(i);
-            return 0;
-        }
-    }
+    for (i = 0; i < N_PATHS && !runnable(i); i++)
+        ;
+    use(i < N_PATHS ? i : path_index(&cpu_path_scalar));
     return 0;
 }
 
@@ -228,48 +243,25 @@ static void select_default(void)
 {
     if (!selected && cpu_path_select(NULL) < 0)
         cpu_path_select("scalar");
-    for (size_t i = 0; !selected && i < N_PATHS; i++)
-        if (!paths[i].has || paths[i].has())
-            use(i);
 }
 
-const rt_kernels *rt_kernels_get(void)
+const cpu_path *cpu_path_get(void)
 {
     pthread_once(&select_once, select_default);
     return selected;
 }
 
-const rt_fast *rt_fast_get(void)
-{
-    pthread_once(&select_once, select_default);
-    return selected_fast;
-}
-
-const char *cpu_path_name(void) { return rt_kernels_get()->name; }
-
-static int is_block_type(int type)
-{
-    return type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q4_1 ||
-           type == GGML_TYPE_Q5_0 || type == GGML_TYPE_Q5_1;
-}
+const char *cpu_path_name(void) { return cpu_path_get()->name; }
 
 int cpu_type_supported(int type)
 {
-    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || is_block_type(type) ||
-           rt_ext_type(type);
-}
-
-/* 1 when the selected path has its own gemm (and dot) for this ext type (the AVX-512 Q4_K and
- * Q6_K): then it takes the table's way, not kquant_matmul.c's. */
-static int has_gemm(const runtime_tensor *w)
-{
-    return w->type >= 0 && w->type < GGML_TYPE_COUNT && rt_fast_get()->gemm[w->type] != NULL;
+    return type == RUNTIME_TYPE_MLX || (type >= 0 && type < GGML_TYPE_COUNT && cpu_path_scalar.type[type].dot);
 }
 
 /* Scratch of a matmul: the 16-bit activation blocks. */
 size_t cpu_matmul_scratch(int n_tok, int cols)
 {
-    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(rt_q16);   /* rt_fast.act_bytes' bound */
+    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(rt_q16);   /* cpu_path.act_bytes' bound */
 }
 
 size_t cpu_attention_scratch(int n_ctx, int n_threads)
@@ -278,6 +270,26 @@ size_t cpu_attention_scratch(int n_ctx, int n_threads)
 }
 
 /* ---------------------------------------------------------------- matmul */
+
+/* Bytes per token of the activations an entry takes. */
+static size_t act_stride(const cpu_path *k, const cpu_type_traits *tt, int n_tok, int cols)
+{
+    switch (tt->act) {
+    case CPU_ACT_F32: return (size_t)cols * sizeof(float);
+    case CPU_ACT_PATH: return k->act_bytes(n_tok, cols);
+    default: return (size_t)(cols / QK) * sizeof(rt_q16);
+    }
+}
+
+/* One token's activations as the entry takes them (not for CPU_ACT_F32: those are x itself). */
+static void act_fill(const cpu_path *k, const cpu_type_traits *tt, uint8_t *dst, const float *x, int type, int n_tok,
+                     int cols)
+{
+    if (tt->act == CPU_ACT_PATH)
+        k->act_quantize(dst, x, type, n_tok, cols);
+    else
+        rt_quantize_q16((rt_q16 *)(void *)dst, x, cols);
+}
 
 /* One matrix of a matmul job: its rows, and where their outputs go (ldy = rows). */
 typedef struct mm_part {
@@ -294,8 +306,8 @@ typedef struct mm_job {
     rt_act a;                    /* as the kernels take them */
     size_t w_stride;             /* bytes per weight row */
     int type, n_tok, cols;
-    rt_dot_fn dot;
-    rt_gemm_fn gemm;
+    const cpu_path *path;
+    const cpu_type_traits *tt;
     mm_part part[MM_PARTS];      /* matrices of one type and width that take the same x */
     int n_parts, tiles;          /* tiles: of all parts */
 } mm_job;
@@ -306,9 +318,9 @@ typedef struct mm_job {
  * of weight rows stays in cache while every token passes over it. */
 static void mm_rows(const mm_job *j, const mm_part *pt, int r0, int r1)
 {
-    if (j->gemm) {
-        j->gemm(pt->y + r0, (size_t)pt->rows, &j->a, j->n_tok, pt->w + (size_t)r0 * j->w_stride, j->w_stride, r1 - r0,
-                j->cols);
+    if (j->tt->gemm) {
+        j->tt->gemm(pt->y + r0, (size_t)pt->rows, &j->a, j->n_tok, pt->w + (size_t)r0 * j->w_stride, j->w_stride,
+                    r1 - r0, j->cols);
         return;
     }
     for (int rt = r0; rt < r1; rt += ROW_TILE) {
@@ -317,7 +329,7 @@ static void mm_rows(const mm_job *j, const mm_part *pt, int r0, int r1)
             const uint8_t *x = j->a.x + (size_t)t * j->a.stride;
             float *y = pt->y + (size_t)t * (size_t)pt->rows;
             for (int r = rt; r < re; r++)
-                y[r] = j->dot(x, pt->w + (size_t)r * j->w_stride, j->cols);
+                y[r] = j->tt->dot(x, pt->w + (size_t)r * j->w_stride, j->cols);
         }
     }
 }
@@ -340,28 +352,21 @@ static void mm_task(void *ctx, int ith, int nth)
     }
 }
 
-/* Tokens split evenly: their 16-bit blocks. */
+/* Tokens split evenly: their activations as the kernels take them. */
 static void quantize_task(void *ctx, int ith, int nth)
 {
     const mm_job *j = ctx;
     int chunk = (j->n_tok + nth - 1) / nth, t0 = ith * chunk, t1 = t0 + chunk < j->n_tok ? t0 + chunk : j->n_tok;
 
-    const rt_fast *f = rt_fast_get();
-
-    for (int t = t0; t < t1; t++) {
-        uint8_t *dst = (uint8_t *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride);
-        if (f->act_quantize)
-            f->act_quantize(dst, j->x_in + (size_t)t * j->cols, j->type, j->n_tok, j->cols);
-        else
-            rt_quantize_q16((rt_q16 *)(void *)dst, j->x_in + (size_t)t * j->cols, j->cols);
-    }
+    for (int t = t0; t < t1; t++)
+        act_fill(j->path, j->tt, (uint8_t *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride),
+                 j->x_in + (size_t)t * j->cols, j->type, j->n_tok, j->cols);
 }
 
-/* The same type and width, on a kernel of ours (not rt_ext's matmul, which takes one matrix). */
+/* The same type and width, on a kernel of the path table (MLX weights take one matrix at a time). */
 int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b)
 {
-    return a->type == b->type && a->shape[a->n_dims - 1] == b->shape[b->n_dims - 1] &&
-           !(rt_ext_type(a->type) && !has_gemm(a));
+    return a->type == b->type && a->shape[a->n_dims - 1] == b->shape[b->n_dims - 1] && a->type != RUNTIME_TYPE_MLX;
 }
 
 void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
@@ -369,9 +374,9 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
 {
     const runtime_tensor *w = ws[0];
 
-    if (rt_ext_type(w->type) && !has_gemm(w)) {   /* kquant_*.c, mlx_*.c */
+    if (w->type == RUNTIME_TYPE_MLX) {   /* mlx_matmul.c */
         for (int i = 0; i < n; i++)
-            rt_ext_matmul(p, ys[i], x, n_tok, ws[i], scratch);
+            cpu_mlx_matmul(p, ys[i], x, n_tok, ws[i], scratch);
         return;
     }
     if (n > MM_PARTS) {
@@ -379,9 +384,9 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
         cpu_matmul_n(p, n - MM_PARTS, ys + MM_PARTS, x, n_tok, ws + MM_PARTS, scratch);
         return;
     }
-    const rt_kernels *k = rt_kernels_get();
-    mm_job j = { .x_in = x, .type = w->type, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
-                 .dot = k->dot[w->type], .gemm = rt_fast_get()->gemm[w->type], .n_parts = n };
+    const cpu_path *k = cpu_path_get();
+    mm_job j = { .x_in = x, .type = w->type, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1], .path = k,
+                 .tt = &k->type[w->type], .n_parts = n };
     uint64_t row_bytes = 0;
 
     for (int i = 0; i < n; i++) {
@@ -390,18 +395,14 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
     }
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
     j.w_stride = (size_t)row_bytes;
-    /* block types, and the K-quants that reach here (a path's own gemm), take 16-bit blocks
-     * unless the path says f32 */
-    if ((is_block_type(w->type) || rt_ext_type(w->type)) && !rt_fast_get()->f32_act[w->type]) {
-        const rt_fast *f = rt_fast_get();
-        j.a = (rt_act){ .x = scratch, .stride = f->act_bytes ? f->act_bytes(n_tok, j.cols)
-                                                             : (size_t)(j.cols / QK) * sizeof(rt_q16) };
+    if (j.tt->act == CPU_ACT_F32) {
+        j.a = (rt_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
+    } else {
+        j.a = (rt_act){ .x = scratch, .stride = act_stride(k, j.tt, n_tok, j.cols) };
         if (n_tok == 1)
             quantize_task(&j, 0, 1);
         else
             rt_pool_run(p, quantize_task, &j);
-    } else {
-        j.a = (rt_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
     }
     rt_pool_run(p, mm_task, &j);
 }
@@ -413,9 +414,10 @@ void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_
 
 float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
-    if (rt_ext_type(w->type) && !has_gemm(w))   /* kquant_*.c, mlx_*.c */
-        return rt_ext_dot_row(w, row, x);
-    const rt_kernels *k = rt_kernels_get();
+    if (w->type == RUNTIME_TYPE_MLX)
+        return cpu_mlx_dot_row(w, row, x);
+    const cpu_path *k = cpu_path_get();
+    const cpu_type_traits *tt = &k->type[w->type];
     int cols = (int)w->shape[w->n_dims - 1];
     uint64_t row_bytes = 0;
     const uint8_t *wr;
@@ -423,17 +425,13 @@ float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)cols);
     wr = (const uint8_t *)w->data + row * row_bytes;
-    if (!(is_block_type(w->type) || rt_ext_type(w->type)) || rt_fast_get()->f32_act[w->type])
-        return k->dot[w->type](x, wr, cols);
-    const rt_fast *f = rt_fast_get();   /* the path's own layout of one token, or rt_q16 blocks */
-    void *xq = malloc(f->act_bytes ? f->act_bytes(1, cols) : (size_t)(cols / QK) * sizeof(rt_q16));   /* tests only */
+    if (tt->act == CPU_ACT_F32)
+        return tt->dot(x, wr, cols);
+    void *xq = malloc(act_stride(k, tt, 1, cols));   /* tests only */
     if (!xq)
         return NAN;
-    if (f->act_quantize)
-        f->act_quantize(xq, x, w->type, 1, cols);
-    else
-        rt_quantize_q16(xq, x, cols);
-    r = k->dot[w->type](xq, wr, cols);
+    act_fill(k, tt, xq, x, w->type, 1, cols);
+    r = tt->dot(xq, wr, cols);
     free(xq);
     return r;
 }
@@ -548,7 +546,7 @@ static int ring_run(int ring, int p, int n_pos, int *slot)
 static void att_task(void *ctx, int ith, int nth)
 {
     const att_job *j = ctx;
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_path *k = cpu_path_get();
     int n_items = j->n_tok * j->n_heads;
     int hd = j->head_dim, kv_dim = j->n_kv_heads * hd, group = j->n_heads / j->n_kv_heads;
     float *sc = j->scratch + (size_t)ith * j->n_ctx, scale = j->scale != 0 ? j->scale : 1.0f / sqrtf((float)hd);

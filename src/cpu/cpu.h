@@ -68,7 +68,8 @@ void cpu_softmax(float *x, int n);
 void cpu_swiglu(cpu_pool *p, float *gate, const float *up, size_t n);   /* gate = silu(gate) * up */
 void cpu_add(float *y, const float *x, size_t n);                         /* y += x */
 
-/* Dequantize row `row` of a 2-D tensor into out[cols] (embedding lookup). */
+/* Row `row` of a 2-D tensor of any supported weight type as f32, into out[cols] (embedding
+ * lookup; K-quants, IQ4 and MLX through src/quant's dequantizers). */
 void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
 /* One dot product through the current path (tests): x[cols] . W[row]. Quantized types quantize x
  * to 16-bit blocks first, as matmul does. */

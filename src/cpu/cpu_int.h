@@ -18,33 +18,81 @@ typedef struct rt_q16 {
     int16_t q[QK];
 } rt_q16;
 
-/* One row dot product. Float weights: x is float[n]. Block weights: x is rt_q16[n / QK]. */
+/* One row dot product. Float weights: x is float[n]. Block weights: x is rt_q16[n / QK], or the
+ * path's own layout (CPU_ACT_PATH below). */
 typedef float (*rt_dot_fn)(const void *x, const void *w, int n);
 
-typedef struct rt_kernels {
+/* A batch of activations: token t's at x + t * stride, in the format the weight type's entry
+ * names (cpu_type_traits.act). */
+typedef struct rt_act {
+    const uint8_t *x;
+    size_t stride;
+} rt_act;
+
+/* y[t * ldy + r] = x[t] . w[r] for t < n_tok, r < n_rows; w rows `w_stride` bytes apart. For each
+ * (t, r) exactly the value the same entry's dot gives, whatever n_tok and n_rows (kernels.h). */
+typedef void (*rt_gemm_fn)(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+                           int n_rows, int cols);
+
+/* What a weight type's dot and gemm take as activations. */
+enum cpu_act_format {
+    CPU_ACT_Q16 = 1,   /* rt_q16 blocks, token after token (rt_quantize_q16) */
+    CPU_ACT_F32,       /* the f32 activations as given */
+    CPU_ACT_PATH,      /* the path's own layout: its act_bytes and act_quantize */
+};
+
+/* One weight type on one path, the CPU's counterpart of ggml's type_traits_cpu. An entry with a
+ * NULL dot is the base path's entry (cpu_path.base), whole: dot, gemm and activations always
+ * come from one path, since they must agree bit for bit. */
+typedef struct cpu_type_traits {
+    rt_dot_fn dot;       /* one row: the definition of this path's arithmetic for the type */
+    rt_gemm_fn gemm;     /* many rows x many tokens; NULL: tiles of dot */
+    unsigned char act;   /* enum cpu_act_format */
+} cpu_type_traits;
+
+/* A kernel path: every kernel one instruction set gives, as constant data. Each file compiled for
+ * an instruction set defines its paths as initialized constants (no code runs to build them), so
+ * cpu.c can read which exist and decide from cpuid / hwcaps alone, before any of their code runs,
+ * whether this CPU may call them. Anything left NULL (a type entry, a function) is the base path's;
+ * cpu.c resolves the chain once. */
+typedef struct cpu_path {
     const char *name;
-    rt_dot_fn dot[GGML_TYPE_COUNT];
+    const struct cpu_path *base;   /* NULL only for scalar, which fills everything */
+    int built;                     /* 0: this build has no code for it (another architecture) */
+    cpu_type_traits type[GGML_TYPE_COUNT];
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
     void (*axpy_f32)(float *y, float a, const float *x, int n);       /* y += a * x */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int n);
     /* Attention over m keys at once, with exactly the arithmetic of the calls they replace:
      * s[i] = dot_f32(q, k + i * ks, n), and y += s[i] * v[i * vs] for i = 0, 1, ... as axpy_f32
-     * does it. NULL: cpu.c loops over dot_f32 and axpy_f32 (a call per key and head, which
-     * took a quarter of a 512-token prefill). */
+     * does it. NULL after resolution: cpu.c loops over dot_f32 and axpy_f32 (a call per key and
+     * head, which took a quarter of a 512-token prefill). Both or neither. */
     void (*dots_f32)(float *s, const float *q, const float *k, size_t ks, int m, int n);
     void (*axpys_f32)(float *y, const float *s, const float *v, size_t vs, int m, int n);
     void (*f32_to_f16)(uint16_t *y, const float *x, int n);
     /* MLX affine int4 / int8 (mlx_matmul.c): sum over one block of 32 of code[i] * x[i], codes
-     * unsigned (int4: byte l holds elements 2l low, 2l + 1 high nibble). NULL: mlx_matmul.c's
-     * C loop. Exact integers, so every path gives the same sum. */
+     * unsigned (int4: byte l holds elements 2l low, 2l + 1 high nibble). NULL after resolution:
+     * mlx_matmul.c's C loop. Exact integers, so every path gives the same sum. */
     int32_t (*mlx_block4)(const uint8_t *codes, const int16_t *x);
     int32_t (*mlx_block8)(const uint8_t *codes, const int16_t *x);
-} rt_kernels;
+    /* For entries with CPU_ACT_PATH (the VNNI and AMX paths, kernels_vnni.h): act_bytes(n_tok, cols)
+     * bytes per token (at most (cols / QK + 16) rt_q16 blocks' worth), written by act_quantize
+     * for one token of a matmul of n_tok against weights of `type`, with the codes of
+     * rt_quantize_q16 (or rt_quantize_q8 on the int8 paths). Such a type's dot takes the layout
+     * of a one-token matmul of that type. */
+    size_t (*act_bytes)(int n_tok, int cols);
+    void (*act_quantize)(uint8_t *dst, const float *x, int type, int n_tok, int cols);
+} cpu_path;
 
-const rt_kernels *rt_kernels_scalar(void);
-const rt_kernels *rt_kernels_avx2(void);   /* NULL when not compiled in */
-const rt_kernels *rt_kernels_get(void);    /* the selected path */
+/* Entries of a path's type table. */
+#define CPU_Q16(dot, gemm) { (dot), (gemm), CPU_ACT_Q16 }
+#define CPU_F32(dot, gemm) { (dot), (gemm), CPU_ACT_F32 }
+#define CPU_OWN(dot, gemm) { (dot), (gemm), CPU_ACT_PATH }
+
+/* The selected path, resolved (no NULL dot for a type the scalar path has; the attention and f16
+ * functions set). Borrowed, constant for the process unless cpu_path_select changes it. */
+const cpu_path *cpu_path_get(void);
 
 /* x[n] -> blocks[n / QK]; n a multiple of QK; q = round(x / d), d = max|x| / 32767. A block with a
  * NaN or infinity gets d = s = NaN and q = 0. The same code for every path, so that paths

@@ -1,10 +1,10 @@
 /* kernels.h: the fast paths of the CPU backend, shared by cpu.c and the SIMD kernel files only.
  *
- * runtime_int.h's rt_kernels holds one dot product per row (the definition every path must
- * meet). A path may add, per weight type:
- *   gemm     many rows against many tokens (one token in decode), register-blocked over rows and
- *            tokens so that weights are loaded and widened once per tile, not once per token.
- * Each (token, row) gets exactly the arithmetic of the path's dot[type], in the same order: a
+ * cpu_int.h's cpu_path holds, per weight type, one dot product per row (the definition every
+ * path must meet) and may add a gemm: many rows against many tokens (one token in decode),
+ * register-blocked over rows and tokens so that weights are loaded and widened once per tile, not
+ * once per token.
+ * Each (token, row) gets exactly the arithmetic of the entry's dot, in the same order: a
  * prefill in one batch, in chunks or token by token gives the same logits bit for bit. (A
  * last-bit difference upstream would flip the rounding of some 16-bit activation and show
  * up as a 3e-5 relative jump, so "close" is not enough.) */
@@ -41,69 +41,25 @@ static inline void rt_prefetch_panel(const uint8_t *w, size_t ws, int rb, int pr
             __builtin_prefetch(w + (size_t)r * ws + next + l, 0, 3);
 }
 
-/* A batch of activations: token t's at x + t * stride, as the kernel's type takes them
- * (rt_q16 blocks for block types, unless the path's f32_act says f32; f32 for float types). */
-typedef struct rt_act {
-    const uint8_t *x;
-    size_t stride;
-} rt_act;
+/* The paths, as constant data (cpu_int.h). A path whose code this build lacks (another
+ * architecture) is still defined, with built = 0. cpu.c decides from the CPU's features which of
+ * them may run, before it calls anything in them.
+ *   scalar          portable C: the arithmetic the others are tested against
+ *   avx2            AVX2, FMA, F16C (kernels_avx2.c, kquant_avx2.c)
+ *   avx512          AVX-512 F/BW/DQ/VL over avx2 (kernels_avx512.c): f32 activations, float tiles
+ *   avx512vnni      vpdpwssd on 512-bit registers over avx512 (kernels_vnni512.c, kernels_vnni.h)
+ *   avxvnni         vpdpwssd (VEX) on 256-bit halves over avx2 (kernels_avxvnni.c)
+ *   vnni-emul       kernels_vnni.h with vpdpwssd emulated in C, over scalar: any CPU
+ *   *-int8          kernels_vnni8.h: 8-bit activations (vpdpbusd), by name only
+ *   amx-int8, amx   kernels_amx.h: prefill on AMX tiles with the int8 / 16-bit VNNI arithmetic
+ *   neon, neon-dotprod, neon-i8mm   kernels_neon.c (AArch64; SDOT; SDOT + USDOT + SMMLA) */
+extern const cpu_path cpu_path_scalar, cpu_path_avx2, cpu_path_avx512;
+extern const cpu_path cpu_path_avx512vnni, cpu_path_avxvnni, cpu_path_vnni_emul;
+extern const cpu_path cpu_path_avx512vnni8, cpu_path_avxvnni8, cpu_path_vnni8_emul;
+extern const cpu_path cpu_path_amx8, cpu_path_amx8_emul, cpu_path_amx16, cpu_path_amx16_emul;
+extern const cpu_path cpu_path_neon, cpu_path_neon_dotprod, cpu_path_neon_i8mm;
 
-/* y[t * ldy + r] = x[t] . w[r] for t < n_tok, r < n_rows; w rows `w_stride` bytes apart. For each
- * (t, r) exactly the value dot[type] of the same path gives, whatever n_tok and n_rows. */
-typedef void (*rt_gemm_fn)(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
-                           int n_rows, int cols);
-
-typedef struct rt_fast {
-    rt_gemm_fn gemm[GGML_TYPE_COUNT];   /* NULL: tiles of dot[type] */
-    /* 1: this block type's gemm and dot[type] take f32 activations, not rt_q16 blocks */
-    unsigned char f32_act[GGML_TYPE_COUNT];
-    /* NULL: block types take rt_q16 blocks, token after token. Else the path lays out its 16-bit
-     * activations itself (the VNNI paths, kernels_vnni.h): act_bytes(n_tok, cols) bytes per token
-     * (at most (cols / QK + 16) rt_q16 blocks' worth), written by act_quantize for one token of a
-     * matmul of n_tok against weights of `type`, with the codes of rt_quantize_q16. The path's
-     * dot[type] for those types takes the layout of a one-token matmul of that type. */
-    size_t (*act_bytes)(int n_tok, int cols);
-    void (*act_quantize)(uint8_t *dst, const float *x, int type, int n_tok, int cols);
-} rt_fast;
-
-/* The AVX-512 path (F, BW, DQ, VL): NULL when not compiled in. Its dot table starts as the
- * AVX2 one (F16C, FMA) with the AVX-512 kernels put over it, so it needs both. */
-const rt_kernels *rt_kernels_avx512(void);
-const rt_fast *rt_fast_avx512(void);
-const rt_fast *rt_fast_get(void);
-
-/* The VNNI paths (kernels_vnni.h): NULL when not compiled in. avx512vnni builds on the AVX-512
- * path, avxvnni on AVX2, vnni-emul (vpdpwssd emulated in C, any CPU) on the scalar one. */
-const rt_kernels *rt_kernels_avx512vnni(void);
-const rt_fast *rt_fast_avx512vnni(void);
-const rt_kernels *rt_kernels_avxvnni(void);
-const rt_fast *rt_fast_avxvnni(void);
-const rt_kernels *rt_kernels_vnni_emul(void);
-const rt_fast *rt_fast_vnni_emul(void);
-/* The int8 VNNI paths (kernels_vnni8.h, vpdpbusd on 8-bit activations; by name only). */
-const rt_kernels *rt_kernels_avx512vnni8(void);
-const rt_fast *rt_fast_avx512vnni8(void);
-const rt_kernels *rt_kernels_avxvnni8(void);
-const rt_fast *rt_fast_avxvnni8(void);
-const rt_kernels *rt_kernels_vnni8_emul(void);
-const rt_fast *rt_fast_vnni8_emul(void);
-/* The AMX paths (kernels_amx.h: prefill on AMX-INT8 tiles; by name only): amx-int8 with the int8
- * paths' arithmetic, amx with avx512vnni's. Both need the CPU's AMX-TILE and AMX-INT8 and the
- * kernel's leave to use the tile state (cpu.c asks); the -emul ones run anywhere. */
-const rt_kernels *rt_kernels_amx8(void);
-const rt_fast *rt_fast_amx8(void);
-const rt_kernels *rt_kernels_amx8_emul(void);
-const rt_fast *rt_fast_amx8_emul(void);
-const rt_kernels *rt_kernels_amx16(void);
-const rt_fast *rt_fast_amx16(void);
-const rt_kernels *rt_kernels_amx16_emul(void);
-const rt_fast *rt_fast_amx16_emul(void);
-
-/* The AArch64 paths (kernels_neon.c): NULL when not compiled in. dotprod needs SDOT, i8mm both
- * SDOT and USDOT; cpu.c checks the CPU before using either. */
-const rt_kernels *rt_kernels_neon(void);
-const rt_kernels *rt_kernels_neon_dotprod(void);
-const rt_kernels *rt_kernels_neon_i8mm(void);
-const rt_fast *rt_fast_neon_i8mm(void);   /* SMMLA gemm tiles for Q8_0 and Q4_0 */
+/* A path this build has no code for: its name, nothing else (built = 0). */
+#define CPU_PATH_ABSENT(var, nm) const cpu_path var = { .name = nm }
 
 #endif

@@ -1,6 +1,6 @@
 /* kernels_amx.h: the AMX paths, included at the end of kernels_vnni8.h (whose activations, panels
- * and row dots they share, and kernels_vnni.h's) when the includer defines AMX8_NAME,
- * AMX8_GETTER, AMX8_FAST_GETTER and the same three AMX16_ ones:
+ * and row dots they share, and kernels_vnni.h's) when the includer defines AMX8_NAME, AMX8_PATH,
+ * AMX16_NAME and AMX16_PATH:
  *   amx-int8, amx  prefill on AMX tiles (16 tokens x 16 rows x one block of 32 codes per
  *                  instruction), built with -mamx-tile -mamx-int8; cpu.c uses them only where
  *                  cpuid has AMX-TILE and AMX-INT8 and Linux grants the process the tile state;
@@ -387,64 +387,29 @@ AMX_TYPE(q5_1, V_Q5_1)
 AMX_TYPE(q4_k, V_Q4_K)
 #undef AMX_TYPE
 
-static rt_kernels table_amx, table_amx16;
-static rt_fast fast_amx, fast_amx16;
-static pthread_once_t table_amx_once = PTHREAD_ONCE_INIT;
+/* amx-int8 over the int8 VNNI path and amx over the 16-bit one: the same row dots, prefill on
+ * tiles, and the activations laid out for the tiles (Q6_K keeps the VNNI path's gemm, on the same
+ * layout). */
+const cpu_path AMX8_PATH = {
+    .name = AMX8_NAME,
+    .base = &VNNI8_PATH,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_Q8_0] = CPU_OWN(dot8_q8_0, gemm_amx_q8_0), [GGML_TYPE_Q4_0] = CPU_OWN(dot8_q4_0, gemm_amx_q4_0),
+        [GGML_TYPE_Q4_1] = CPU_OWN(dot8_q4_1, gemm_amx_q4_1), [GGML_TYPE_Q5_0] = CPU_OWN(dot8_q5_0, gemm_amx_q5_0),
+        [GGML_TYPE_Q5_1] = CPU_OWN(dot8_q5_1, gemm_amx_q5_1), [GGML_TYPE_Q4_K] = CPU_OWN(dot8_q4_k, gemm_amx_q4_k),
+    },
+    .act_quantize = amx_act_quantize,
+};
 
-static void table_amx_init(void)
-{
-    static const struct {
-        int type;
-        rt_gemm_fn gemm, gemm16;
-    } mine[] = {
-        {GGML_TYPE_Q8_0, gemm_amx_q8_0, gemm_amx16_q8_0}, {GGML_TYPE_Q4_0, gemm_amx_q4_0, gemm_amx16_q4_0},
-        {GGML_TYPE_Q4_1, gemm_amx_q4_1, gemm_amx16_q4_1}, {GGML_TYPE_Q5_0, gemm_amx_q5_0, gemm_amx16_q5_0},
-        {GGML_TYPE_Q5_1, gemm_amx_q5_1, gemm_amx16_q5_1}, {GGML_TYPE_Q4_K, gemm_amx_q4_k, gemm_amx16_q4_k},
-    };
-
-    table_amx = *VNNI8_GETTER();
-    table_amx.name = AMX8_NAME;
-    fast_amx = *VNNI8_FAST_GETTER();
-    fast_amx.act_quantize = amx_act_quantize;
-    table_amx16 = *VNNI_GETTER();
-    table_amx16.name = AMX16_NAME;
-    fast_amx16 = *VNNI_FAST_GETTER();
-    fast_amx16.act_quantize = amx16_act_quantize;
-    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
-        fast_amx.gemm[mine[i].type] = mine[i].gemm;
-        fast_amx16.gemm[mine[i].type] = mine[i].gemm16;
-    }
-}
-
-/* 1 once both tables are filled in: they copy the VNNI paths' own (NULL off this CPU's build). */
-static int amx_tables(void)
-{
-    if (!VNNI_GETTER() || !VNNI8_GETTER())
-        return 0;
-    pthread_once(&table_amx_once, table_amx_init);
-    return 1;
-}
-
-const rt_kernels *AMX8_GETTER(void)
-{
-    return amx_tables() ? &table_amx : NULL;
-}
-
-const rt_fast *AMX8_FAST_GETTER(void)
-{
-    if (!AMX8_GETTER())
-        return NULL;
-    return &fast_amx;
-}
-
-const rt_kernels *AMX16_GETTER(void)
-{
-    return amx_tables() ? &table_amx16 : NULL;
-}
-
-const rt_fast *AMX16_FAST_GETTER(void)
-{
-    if (!AMX16_GETTER())
-        return NULL;
-    return &fast_amx16;
-}
+const cpu_path AMX16_PATH = {
+    .name = AMX16_NAME,
+    .base = &VNNI_PATH,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_Q8_0] = CPU_OWN(dot_q8_0, gemm_amx16_q8_0), [GGML_TYPE_Q4_0] = CPU_OWN(dot_q4_0, gemm_amx16_q4_0),
+        [GGML_TYPE_Q4_1] = CPU_OWN(dot_q4_1, gemm_amx16_q4_1), [GGML_TYPE_Q5_0] = CPU_OWN(dot_q5_0, gemm_amx16_q5_0),
+        [GGML_TYPE_Q5_1] = CPU_OWN(dot_q5_1, gemm_amx16_q5_1), [GGML_TYPE_Q4_K] = CPU_OWN(dot_q4_k, gemm_amx16_q4_k),
+    },
+    .act_quantize = amx16_act_quantize,
+};

@@ -2,7 +2,8 @@
  * folder) on x86-64 only, and only ever called after __builtin_cpu_supports said the CPU has
  * them (cpu.c). It computes what kernels_scalar.c computes: the same integer block sums, only
  * the float additions happen in another order. */
-#include "cpu/cpu_int.h"
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -267,12 +268,21 @@ static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m
         axpy_f32(y + c, s[i], v + (size_t)i * vs + c, n - c);
 }
 
-static const rt_kernels avx2 = {
+/* Q4_1 to Q5_1 and the K-quants: the scalar integer sums, added in another order. */
+const cpu_path cpu_path_avx2 = {
     .name = "avx2",
-    .dot = {
-        [GGML_TYPE_F32] = w_f32, [GGML_TYPE_F16] = w_f16, [GGML_TYPE_BF16] = w_bf16,
-        [GGML_TYPE_Q8_0] = w_q8_0, [GGML_TYPE_Q4_0] = w_q4_0, [GGML_TYPE_Q4_1] = w_q4_1,
-        [GGML_TYPE_Q5_0] = w_q5_0, [GGML_TYPE_Q5_1] = w_q5_1,
+    .base = &cpu_path_scalar,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_F32] = CPU_F32(w_f32, NULL), [GGML_TYPE_F16] = CPU_F32(w_f16, NULL),
+        [GGML_TYPE_BF16] = CPU_F32(w_bf16, NULL), [GGML_TYPE_Q8_0] = CPU_Q16(w_q8_0, NULL),
+        [GGML_TYPE_Q4_0] = CPU_Q16(w_q4_0, NULL), [GGML_TYPE_Q4_1] = CPU_Q16(w_q4_1, NULL),
+        [GGML_TYPE_Q5_0] = CPU_Q16(w_q5_0, NULL), [GGML_TYPE_Q5_1] = CPU_Q16(w_q5_1, NULL),
+        [GGML_TYPE_Q2_K] = CPU_Q16(cpu_kq_avx2_dot_q2_k, NULL), [GGML_TYPE_Q3_K] = CPU_Q16(cpu_kq_avx2_dot_q3_k, NULL),
+        [GGML_TYPE_Q4_K] = CPU_Q16(cpu_kq_avx2_dot_q4_k, NULL), [GGML_TYPE_Q5_K] = CPU_Q16(cpu_kq_avx2_dot_q5_k, NULL),
+        [GGML_TYPE_Q6_K] = CPU_Q16(cpu_kq_avx2_dot_q6_k, NULL),
+        [GGML_TYPE_IQ4_NL] = CPU_Q16(cpu_kq_avx2_dot_iq4_nl, NULL),
+        [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_avx2_dot_iq4_xs, NULL),
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,
@@ -283,10 +293,8 @@ static const rt_kernels avx2 = {
     .axpys_f32 = axpys_f32,
 };
 
-const rt_kernels *rt_kernels_avx2(void) { return &avx2; }
-
 #else
 
-const rt_kernels *rt_kernels_avx2(void) { return NULL; }
+CPU_PATH_ABSENT(cpu_path_avx2, "avx2");
 
 #endif

@@ -22,7 +22,6 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__) && \
     defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
-#include <pthread.h>
 
 #define AI static inline __attribute__((always_inline))
 
@@ -559,7 +558,7 @@ GEMM(gemm_q6_k, K_Q6_K)
 
 /* ---------------------------------------------------------------- one row: this path's dots */
 
-/* x is f32 for all four types (rt_fast.f32_act): one row is a 1 x 1 gemm. */
+/* x is f32 for all four types (CPU_ACT_F32): one row is a 1 x 1 gemm. */
 #define DOT(name, gemm)                                                             \
     static float name(const void *x, const void *w, int n)                        \
     {                                                                             \
@@ -608,46 +607,25 @@ static void dots_f32(float *s, const float *q, const float *k, size_t ks, int m,
         s[i] = attn_dot(0, q, k + (size_t)i * ks, n);
 }
 
-static rt_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void table_init(void)
-{
-    table = *rt_kernels_avx2();
-    table.name = "avx512";
-    table.dot[GGML_TYPE_Q4_0] = dot_q4_0;
-    table.dot[GGML_TYPE_Q8_0] = dot_q8_0;
-    table.dot[GGML_TYPE_F16] = dot_f16;
-    table.dot[GGML_TYPE_F32] = dot_f32w;
-    table.dot[GGML_TYPE_Q4_K] = dot_q4_k;
-    table.dot[GGML_TYPE_Q5_K] = dot_q5_k;
-    table.dot[GGML_TYPE_Q6_K] = dot_q6_k;
-    table.dot_f32 = dot_f32;
-    table.dot_f32_f16 = dot_f32_f16;
-    table.dots_f32 = dots_f32; /* axpys_f32 stays the AVX2 table's: axpy_f32 is */
-}
-
-static const rt_fast fast = {
-    .gemm = { [GGML_TYPE_Q4_0] = gemm_q4_0, [GGML_TYPE_Q8_0] = gemm_q8_0, [GGML_TYPE_F16] = gemm_f16,
-              [GGML_TYPE_F32] = gemm_f32, [GGML_TYPE_Q4_K] = gemm_q4_k,
-              [GGML_TYPE_Q5_K] = gemm_q5_k, [GGML_TYPE_Q6_K] = gemm_q6_k },
-    .f32_act = { [GGML_TYPE_Q4_0] = 1, [GGML_TYPE_Q8_0] = 1, [GGML_TYPE_Q4_K] = 1, [GGML_TYPE_Q5_K] = 1,
-                 [GGML_TYPE_Q6_K] = 1 },
+/* Over avx2: the types and attention dots below are this file's; the rest, axpys_f32 among them
+ * (axpy_f32 is avx2's), are avx2's. */
+const cpu_path cpu_path_avx512 = {
+    .name = "avx512",
+    .base = &cpu_path_avx2,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_Q4_0] = CPU_F32(dot_q4_0, gemm_q4_0), [GGML_TYPE_Q8_0] = CPU_F32(dot_q8_0, gemm_q8_0),
+        [GGML_TYPE_F16] = CPU_F32(dot_f16, gemm_f16), [GGML_TYPE_F32] = CPU_F32(dot_f32w, gemm_f32),
+        [GGML_TYPE_Q4_K] = CPU_F32(dot_q4_k, gemm_q4_k), [GGML_TYPE_Q5_K] = CPU_F32(dot_q5_k, gemm_q5_k),
+        [GGML_TYPE_Q6_K] = CPU_F32(dot_q6_k, gemm_q6_k),
+    },
+    .dot_f32 = dot_f32,
+    .dot_f32_f16 = dot_f32_f16,
+    .dots_f32 = dots_f32,
 };
-
-const rt_kernels *rt_kernels_avx512(void)
-{
-    if (!rt_kernels_avx2())
-        return NULL;
-    pthread_once(&table_once, table_init);
-    return &table;
-}
-
-const rt_fast *rt_fast_avx512(void) { return rt_kernels_avx2() ? &fast : NULL; }
 
 #else
 
-const rt_kernels *rt_kernels_avx512(void) { return NULL; }
-const rt_fast *rt_fast_avx512(void) { return NULL; }
+CPU_PATH_ABSENT(cpu_path_avx512, "avx512");
 
 #endif

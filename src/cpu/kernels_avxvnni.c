@@ -5,34 +5,13 @@
 #include "cpu/kernels.h"
 
 #if defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-static const rt_fast *no_fast(void)
-{
-    return NULL;
-}
-#define VNNI_NAME        "avxvnni"
-#define VNNI_BASE        rt_kernels_avx2
-#define VNNI_BASE_FAST   no_fast
-#define VNNI_GETTER      rt_kernels_avxvnni
-#define VNNI_FAST_GETTER rt_fast_avxvnni
-#define VNNI8_NAME        "avxvnni-int8"
-#define VNNI8_GETTER      rt_kernels_avxvnni8
-#define VNNI8_FAST_GETTER rt_fast_avxvnni8
+#define VNNI_NAME      "avxvnni"
+#define VNNI_PATH      cpu_path_avxvnni
+#define VNNI_BASE_PATH cpu_path_avx2
+#define VNNI8_NAME     "avxvnni-int8"
+#define VNNI8_PATH     cpu_path_avxvnni8
 #include "cpu/kernels_vnni.h"
 #else
-const rt_kernels *rt_kernels_avxvnni(void)
-{
-    return NULL;
-}
-const rt_fast *rt_fast_avxvnni(void)
-{
-    return NULL;
-}
-const rt_kernels *rt_kernels_avxvnni8(void)
-{
-    return NULL;
-}
-const rt_fast *rt_fast_avxvnni8(void)
-{
-    return NULL;
-}
+CPU_PATH_ABSENT(cpu_path_avxvnni, "avxvnni");
+CPU_PATH_ABSENT(cpu_path_avxvnni8, "avxvnni-int8");
 #endif

@@ -6,7 +6,7 @@
  *
  * Float weights (F32, F16, BF16): four 4-lane FMA accumulators, summed in a fixed order; only
  * the float additions differ from kernels_scalar.c. Block weights (Q8_0, Q4_0, and Q4_K, Q6_K
- * through kquant_matmul.c's hook): the integer block sums are exact on every variant and the
+ * as entries of the same tables): the integer block sums are exact on every variant and the
  * float steps are the scalar ones, so these dot products equal the scalar path's bit for bit.
  *
  * SDOT and USDOT multiply 8-bit numbers; the activations are 16-bit (cpu_int.h says why 8 bits
@@ -521,19 +521,6 @@ W_Q6_K(w_q6_k_i8mm, I8MM, usdot16)
 #undef W_Q4_K
 #undef W_Q6_K
 
-static rt_kernels neon, neon_dot, neon_i8mm;
-
-rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type)
-{
-    int v = k == &neon_i8mm ? 2 : k == &neon_dot ? 1 : 0;
-
-    if (type == GGML_TYPE_Q4_K)
-        return v == 2 ? w_q4_k_i8mm : v == 1 ? w_q4_k_dot : w_q4_k;
-    if (type == GGML_TYPE_Q6_K)
-        return v == 2 ? w_q6_k_i8mm : v == 1 ? w_q6_k_dot : w_q6_k;
-    return NULL;
-}
-
 /* ---------------------------------------------------------------- MLX affine int4 / int8 */
 
 /* An int4 block's 16 bytes as its 32 codes in element order (byte l: 2l low, 2l + 1 high). */
@@ -624,83 +611,38 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
     return vaddvq_s32(vaddq_s32(vshlq_n_s32(th, 8), vreinterpretq_s32_u32(tl)));
 }
 
-/* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
- * once, under cpu.c's selection (pthread_once), before any kernel runs. */
-static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0,
-                 int32_t (*mlx4)(const uint8_t *, const int16_t *), int32_t (*mlx8)(const uint8_t *, const int16_t *))
-{
-    rt_kernels k = *rt_kernels_scalar();
-
-    k.name = name;
-    k.dot[GGML_TYPE_F32] = w_f32;
-    k.dot[GGML_TYPE_F16] = w_f16;
-    k.dot[GGML_TYPE_BF16] = w_bf16;
-    k.dot[GGML_TYPE_Q8_0] = q8_0;
-    k.dot[GGML_TYPE_Q4_0] = q4_0;
-    k.dot_f32 = dot_f32;
-    k.dot_f32_f16 = dot_f32_f16;
-    k.axpy_f32 = axpy_f32;
-    k.axpy_f16 = axpy_f16;
-    k.f32_to_f16 = f32_to_f16;
-    k.mlx_block4 = mlx4;
-    k.mlx_block8 = mlx8;
-    *out = k;
-}
-
-const rt_kernels *rt_kernels_neon(void)
-{
-    if (!neon.name)
-        fill(&neon, "neon", w_q8_0, w_q4_0, mlx_block4, mlx_block8);
-    return &neon;
-}
-
-const rt_kernels *rt_kernels_neon_dotprod(void)
-{
-    if (!neon_dot.name)
-        fill(&neon_dot, "neon-dotprod", w_q8_0_dot, w_q4_0_dot, mlx_block4_dot, mlx_block8_dot);
-    return &neon_dot;
-}
-
-const rt_kernels *rt_kernels_neon_i8mm(void)
-{
-    if (!neon_i8mm.name)
-        fill(&neon_i8mm, "neon-i8mm", w_q8_0_i8mm, w_q4_0_i8mm, mlx_block4_i8mm, mlx_block8_i8mm);
-    return &neon_i8mm;
-}
-
-/* neon-i8mm's prefill: SMMLA tiles for Q8_0 and Q4_0 (the table's other types: tiles of row
- * dots). The activations stay rt_q16 blocks. */
-static const rt_fast fast_i8mm = { .gemm = { [GGML_TYPE_Q8_0] = gemm_q8_0_i8mm, [GGML_TYPE_Q4_0] = gemm_q4_0_i8mm } };
-
-const rt_fast *rt_fast_neon_i8mm(void)
-{
-    return &fast_i8mm;
-}
+/* Q4_1, Q5_0, Q5_1 and the K-quants other than Q4_K and Q6_K stay the scalar path's. */
+#define NEON_PATH(var, nm, basep, q8_0, q4_0, gq8_0, gq4_0, q4_k, q6_k, mlx4, mlx8)                          \
+    const cpu_path var = {                                                                                    \
+        .name = nm,                                                                                           \
+        .base = basep,                                                                                        \
+        .built = 1,                                                                                           \
+        .type = { [GGML_TYPE_F32] = CPU_F32(w_f32, NULL), [GGML_TYPE_F16] = CPU_F32(w_f16, NULL),             \
+                  [GGML_TYPE_BF16] = CPU_F32(w_bf16, NULL), [GGML_TYPE_Q8_0] = CPU_Q16(q8_0, gq8_0),         \
+                  [GGML_TYPE_Q4_0] = CPU_Q16(q4_0, gq4_0), [GGML_TYPE_Q4_K] = CPU_Q16(q4_k, NULL),           \
+                  [GGML_TYPE_Q6_K] = CPU_Q16(q6_k, NULL) },                                                  \
+        .dot_f32 = dot_f32,                                                                                   \
+        .dot_f32_f16 = dot_f32_f16,                                                                           \
+        .axpy_f32 = axpy_f32,                                                                                 \
+        .axpy_f16 = axpy_f16,                                                                                 \
+        .f32_to_f16 = f32_to_f16,                                                                             \
+        .mlx_block4 = mlx4,                                                                                   \
+        .mlx_block8 = mlx8,                                                                                   \
+    }
+NEON_PATH(cpu_path_neon, "neon", &cpu_path_scalar, w_q8_0, w_q4_0, NULL, NULL, w_q4_k, w_q6_k, mlx_block4,
+          mlx_block8);
+NEON_PATH(cpu_path_neon_dotprod, "neon-dotprod", &cpu_path_neon, w_q8_0_dot, w_q4_0_dot, NULL, NULL, w_q4_k_dot,
+          w_q6_k_dot, mlx_block4_dot, mlx_block8_dot);
+/* neon-i8mm's prefill: SMMLA tiles for Q8_0 and Q4_0 (its other types: tiles of row dots). The
+ * activations stay rt_q16 blocks. */
+NEON_PATH(cpu_path_neon_i8mm, "neon-i8mm", &cpu_path_neon_dotprod, w_q8_0_i8mm, w_q4_0_i8mm, gemm_q8_0_i8mm,
+          gemm_q4_0_i8mm, w_q4_k_i8mm, w_q6_k_i8mm, mlx_block4_i8mm, mlx_block8_i8mm);
+#undef NEON_PATH
 
 #else
 
-rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type)
-{
-    (void)k;
-    (void)type;
-    return NULL;
-}
-
-const rt_kernels *rt_kernels_neon(void)
-{
-    return NULL;
-}
-const rt_kernels *rt_kernels_neon_dotprod(void)
-{
-    return NULL;
-}
-const rt_kernels *rt_kernels_neon_i8mm(void)
-{
-    return NULL;
-}
-const rt_fast *rt_fast_neon_i8mm(void)
-{
-    return NULL;
-}
+CPU_PATH_ABSENT(cpu_path_neon, "neon");
+CPU_PATH_ABSENT(cpu_path_neon_dotprod, "neon-dotprod");
+CPU_PATH_ABSENT(cpu_path_neon_i8mm, "neon-i8mm");
 
 #endif

@@ -11,7 +11,9 @@
 #include <float.h>
 #include <math.h>
 
-#include "cpu/cpu_int.h"
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
+#include "quant/quant.h"
 
 float cpu_f16_to_f32(uint16_t h) { return rt_f16(h); }
 
@@ -222,12 +224,20 @@ static float w_q5_1(const void *x, const void *w, int n)
     return s;
 }
 
-static const rt_kernels scalar = {
+/* The scalar path: every type and function is set here, so every other path's chain ends in a
+ * full table. */
+const cpu_path cpu_path_scalar = {
     .name = "scalar",
-    .dot = {
-        [GGML_TYPE_F32] = w_f32, [GGML_TYPE_F16] = w_f16, [GGML_TYPE_BF16] = w_bf16,
-        [GGML_TYPE_Q8_0] = w_q8_0, [GGML_TYPE_Q4_0] = w_q4_0, [GGML_TYPE_Q4_1] = w_q4_1,
-        [GGML_TYPE_Q5_0] = w_q5_0, [GGML_TYPE_Q5_1] = w_q5_1,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_F32] = CPU_F32(w_f32, NULL), [GGML_TYPE_F16] = CPU_F32(w_f16, NULL),
+        [GGML_TYPE_BF16] = CPU_F32(w_bf16, NULL), [GGML_TYPE_Q8_0] = CPU_Q16(w_q8_0, NULL),
+        [GGML_TYPE_Q4_0] = CPU_Q16(w_q4_0, NULL), [GGML_TYPE_Q4_1] = CPU_Q16(w_q4_1, NULL),
+        [GGML_TYPE_Q5_0] = CPU_Q16(w_q5_0, NULL), [GGML_TYPE_Q5_1] = CPU_Q16(w_q5_1, NULL),
+        [GGML_TYPE_Q2_K] = CPU_Q16(cpu_kq_dot_q2_k, NULL), [GGML_TYPE_Q3_K] = CPU_Q16(cpu_kq_dot_q3_k, NULL),
+        [GGML_TYPE_Q4_K] = CPU_Q16(cpu_kq_dot_q4_k, NULL), [GGML_TYPE_Q5_K] = CPU_Q16(cpu_kq_dot_q5_k, NULL),
+        [GGML_TYPE_Q6_K] = CPU_Q16(cpu_kq_dot_q6_k, NULL), [GGML_TYPE_IQ4_NL] = CPU_Q16(cpu_kq_dot_iq4_nl, NULL),
+        [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_dot_iq4_xs, NULL),
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,
@@ -236,10 +246,9 @@ static const rt_kernels scalar = {
     .f32_to_f16 = f32_to_f16,
 };
 
-const rt_kernels *rt_kernels_scalar(void) { return &scalar; }
-
-/* Dequantize one row (embedding lookup); the arithmetic is the definition of each layout. */
-void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
+/* One row of an F32, F16, BF16 or 32-block type (cpu_tensor_row's share); the arithmetic is the
+ * definition of each layout. */
+static void row_basic(float *out, const runtime_tensor *w, uint64_t row)
 {
     uint64_t cols = w->shape[w->n_dims - 1];
     const uint8_t *p;
@@ -293,3 +302,27 @@ void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
     }
 }
 
+void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
+{
+    uint64_t cols = w->shape[w->n_dims - 1], row_bytes = 0;
+
+    if (w->type == RUNTIME_TYPE_MLX) {
+        size_t ng = (size_t)(cols / (uint64_t)w->group_size), ss = st_dtype_size((st_dtype)w->scale_dtype);
+        /* the format and group were checked at open, so this cannot fail */
+        quant_dequantize_row(w->quant_type, (const uint8_t *)w->data + row * (cols * (uint64_t)w->bits / 8),
+                             (const uint8_t *)w->scales + row * ng * ss,
+                             w->biases ? (const uint8_t *)w->biases + row * ng * ss : NULL,
+                             (st_dtype)w->scale_dtype, w->group_size, (size_t)cols, out);
+        return;
+    }
+    switch (w->type) {
+    case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
+    case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS:
+        ggml_row_nbytes(&row_bytes, w->type, cols);
+        quant_dequantize_row(ggml_type_name(w->type), (const uint8_t *)w->data + row * row_bytes, NULL, NULL, ST_F32,
+                             0, (size_t)cols, out);
+        return;
+    default:
+        row_basic(out, w, row);
+    }
+}

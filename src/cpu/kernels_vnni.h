@@ -1,6 +1,6 @@
 /* kernels_vnni.h: the VNNI paths' kernels, one source built three times (included only by
- * kernels_vnni512.c, kernels_avxvnni.c and kernels_vnni_emul.c, each of which defines VNNI_NAME and
- * VNNI_GETTER first):
+ * kernels_vnni512.c, kernels_avxvnni.c and kernels_vnni_emul.c, each of which defines VNNI_NAME,
+ * VNNI_PATH (the cpu_path to define) and VNNI_BASE_PATH (the path it builds on) first):
  *   avx512vnni  vpdpwssd on 512-bit registers (-mavx512vnni), over the AVX-512 table;
  *   avxvnni     vpdpwssd on two 256-bit halves (-mavxvnni), over the AVX2 table;
  *   vnni-emul   the same code with vpdpwssd emulated exactly by plain C vector arithmetic, over the
@@ -44,7 +44,6 @@
 #include <immintrin.h>
 #endif
 #include <math.h>
-#include <pthread.h>
 
 #define AI static inline __attribute__((always_inline))
 
@@ -790,51 +789,21 @@ VNNI_TYPE(q4_k, V_Q4_K)
 VNNI_TYPE(q6_k, V_Q6_K)
 #undef VNNI_TYPE
 
-static rt_kernels table;
-static rt_fast fast;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-static void table_init(void)
-{
-    static const struct {
-        int type;
-        rt_dot_fn dot;
-        rt_gemm_fn gemm;
-    } mine[] = {
-        {GGML_TYPE_Q8_0, dot_q8_0, gemm_q8_0}, {GGML_TYPE_Q4_0, dot_q4_0, gemm_q4_0},
-        {GGML_TYPE_Q4_1, dot_q4_1, gemm_q4_1}, {GGML_TYPE_Q5_0, dot_q5_0, gemm_q5_0},
-        {GGML_TYPE_Q5_1, dot_q5_1, gemm_q5_1}, {GGML_TYPE_Q4_K, dot_q4_k, gemm_q4_k},
-        {GGML_TYPE_Q6_K, dot_q6_k, gemm_q6_k},
-    };
-    const rt_fast *base_fast = VNNI_BASE_FAST();
-
-    table = *VNNI_BASE();
-    table.name = VNNI_NAME;
-    if (base_fast)
-        fast = *base_fast;
-    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
-        table.dot[mine[i].type] = mine[i].dot;
-        fast.gemm[mine[i].type] = mine[i].gemm;
-        fast.f32_act[mine[i].type] = 0;
-    }
-    fast.act_bytes = act_bytes;
-    fast.act_quantize = act_quantize;
-}
-
-const rt_kernels *VNNI_GETTER(void)
-{
-    if (!VNNI_BASE())
-        return NULL;
-    pthread_once(&table_once, table_init);
-    return &table;
-}
-
-const rt_fast *VNNI_FAST_GETTER(void)
-{
-    if (!VNNI_GETTER())
-        return NULL;
-    return &fast;
-}
+/* Over VNNI_BASE_PATH (avx512, avx2 or scalar): the seven types above, on this file's activation
+ * layout; the float types and the other K-quants stay the base's. */
+const cpu_path VNNI_PATH = {
+    .name = VNNI_NAME,
+    .base = &VNNI_BASE_PATH,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_Q8_0] = CPU_OWN(dot_q8_0, gemm_q8_0), [GGML_TYPE_Q4_0] = CPU_OWN(dot_q4_0, gemm_q4_0),
+        [GGML_TYPE_Q4_1] = CPU_OWN(dot_q4_1, gemm_q4_1), [GGML_TYPE_Q5_0] = CPU_OWN(dot_q5_0, gemm_q5_0),
+        [GGML_TYPE_Q5_1] = CPU_OWN(dot_q5_1, gemm_q5_1), [GGML_TYPE_Q4_K] = CPU_OWN(dot_q4_k, gemm_q4_k),
+        [GGML_TYPE_Q6_K] = CPU_OWN(dot_q6_k, gemm_q6_k),
+    },
+    .act_bytes = act_bytes,
+    .act_quantize = act_quantize,
+};
 
 #if defined(VNNI8_NAME)
 #include "cpu/kernels_vnni8.h"

@@ -1,6 +1,6 @@
 /* kernels_vnni8.h: the int8 VNNI paths, included at the end of kernels_vnni.h (so that they share
- * its vectors, its scale loaders and its add tree) when the includer defines VNNI8_NAME,
- * VNNI8_GETTER and VNNI8_FAST_GETTER:
+ * its vectors, its scale loaders and its add tree) when the includer defines VNNI8_NAME and
+ * VNNI8_PATH:
  *   avx512vnni-int8  vpdpbusd on 512-bit registers;
  *   avxvnni-int8     vpdpbusd on two 256-bit halves;
  *   vnni-int8-emul   vpdpbusd emulated exactly in C: any CPU, the same bits.
@@ -632,51 +632,20 @@ VNNI8_TYPE(q4_k, V_Q4_K)
 VNNI8_TYPE(q6_k, V_Q6_K)
 #undef VNNI8_TYPE
 
-static rt_kernels table8;
-static rt_fast fast8;
-static pthread_once_t table8_once = PTHREAD_ONCE_INIT;
-
-static void table8_init(void)
-{
-    static const struct {
-        int type;
-        rt_dot_fn dot;
-        rt_gemm_fn gemm;
-    } mine[] = {
-        {GGML_TYPE_Q8_0, dot8_q8_0, gemm8_q8_0}, {GGML_TYPE_Q4_0, dot8_q4_0, gemm8_q4_0},
-        {GGML_TYPE_Q4_1, dot8_q4_1, gemm8_q4_1}, {GGML_TYPE_Q5_0, dot8_q5_0, gemm8_q5_0},
-        {GGML_TYPE_Q5_1, dot8_q5_1, gemm8_q5_1}, {GGML_TYPE_Q4_K, dot8_q4_k, gemm8_q4_k},
-        {GGML_TYPE_Q6_K, dot8_q6_k, gemm8_q6_k},
-    };
-    const rt_fast *base_fast = VNNI_BASE_FAST();
-
-    table8 = *VNNI_BASE();
-    table8.name = VNNI8_NAME;
-    if (base_fast)
-        fast8 = *base_fast;
-    for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
-        table8.dot[mine[i].type] = mine[i].dot;
-        fast8.gemm[mine[i].type] = mine[i].gemm;
-        fast8.f32_act[mine[i].type] = 0;
-    }
-    fast8.act_bytes = act8_bytes;
-    fast8.act_quantize = act8_quantize;
-}
-
-const rt_kernels *VNNI8_GETTER(void)
-{
-    if (!VNNI_BASE())
-        return NULL;
-    pthread_once(&table8_once, table8_init);
-    return &table8;
-}
-
-const rt_fast *VNNI8_FAST_GETTER(void)
-{
-    if (!VNNI8_GETTER())
-        return NULL;
-    return &fast8;
-}
+/* Over VNNI_BASE_PATH, as the 16-bit VNNI path, with 8-bit activations. */
+const cpu_path VNNI8_PATH = {
+    .name = VNNI8_NAME,
+    .base = &VNNI_BASE_PATH,
+    .built = 1,
+    .type = {
+        [GGML_TYPE_Q8_0] = CPU_OWN(dot8_q8_0, gemm8_q8_0), [GGML_TYPE_Q4_0] = CPU_OWN(dot8_q4_0, gemm8_q4_0),
+        [GGML_TYPE_Q4_1] = CPU_OWN(dot8_q4_1, gemm8_q4_1), [GGML_TYPE_Q5_0] = CPU_OWN(dot8_q5_0, gemm8_q5_0),
+        [GGML_TYPE_Q5_1] = CPU_OWN(dot8_q5_1, gemm8_q5_1), [GGML_TYPE_Q4_K] = CPU_OWN(dot8_q4_k, gemm8_q4_k),
+        [GGML_TYPE_Q6_K] = CPU_OWN(dot8_q6_k, gemm8_q6_k),
+    },
+    .act_bytes = act8_bytes,
+    .act_quantize = act8_quantize,
+};
 
 #if defined(AMX8_NAME)
 #include "cpu/kernels_amx.h"

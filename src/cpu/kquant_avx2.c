@@ -1,6 +1,6 @@
 /* kquant_avx2.c: the K-quant and IQ4 row dot products of kquant_scalar.c with AVX2 + FMA. The
  * functions carry their own target attribute, so this file needs no build flags; they run only
- * after cpu.c found AVX2, FMA and F16C (rt_kq_dot_avx2 is consulted only on a SIMD path).
+ * after cpu.c found AVX2, FMA and F16C (the avx2 path and the paths built on it).
  * Per 32-weight span: the codes become signed bytes (every type's codes fit: Q6_K -32..31, IQ4
  * -127..113), are widened to 16 bits and multiplied with the 16-bit activations by
  * _mm256_madd_epi16 (exact 32-bit sums); each span's 8 partial sums are scaled into one float
@@ -43,7 +43,7 @@ TARGET static inline __m256i xsum16(const int16_t *x)
     return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)x), _mm256_set1_epi16(1));
 }
 
-TARGET static float dot_q2_k(const void *vx, const void *vw, int n)
+TARGET float cpu_kq_avx2_dot_q2_k(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -68,7 +68,7 @@ TARGET static float dot_q2_k(const void *vx, const void *vw, int n)
     return hsum(acc);
 }
 
-TARGET static float dot_q3_k(const void *vx, const void *vw, int n)
+TARGET float cpu_kq_avx2_dot_q3_k(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -127,10 +127,10 @@ TARGET static float dot_q45_k(const rt_q16 *x, const uint8_t *p, int n, int q5)
     return hsum(acc) - mins;
 }
 
-TARGET static float dot_q4_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 0); }
-TARGET static float dot_q5_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 1); }
+TARGET float cpu_kq_avx2_dot_q4_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 0); }
+TARGET float cpu_kq_avx2_dot_q5_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 1); }
 
-TARGET static float dot_q6_k(const void *vx, const void *vw, int n)
+TARGET float cpu_kq_avx2_dot_q6_k(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -170,7 +170,7 @@ TARGET static inline __m256i iq4_block(const uint8_t *qs, const int16_t *x)
     return _mm256_add_epi32(mul16(lo, x), mul16(hi, x + 16));
 }
 
-TARGET static float dot_iq4_nl(const void *vx, const void *vw, int n)
+TARGET float cpu_kq_avx2_dot_iq4_nl(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -181,7 +181,7 @@ TARGET static float dot_iq4_nl(const void *vx, const void *vw, int n)
     return hsum(acc);
 }
 
-TARGET static float dot_iq4_xs(const void *vx, const void *vw, int n)
+TARGET float cpu_kq_avx2_dot_iq4_xs(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -196,28 +196,6 @@ TARGET static float dot_iq4_xs(const void *vx, const void *vw, int n)
         }
     }
     return hsum(acc);
-}
-
-rt_dot_fn rt_kq_dot_avx2(int type)
-{
-    switch (type) {
-    case GGML_TYPE_Q2_K: return dot_q2_k;
-    case GGML_TYPE_Q3_K: return dot_q3_k;
-    case GGML_TYPE_Q4_K: return dot_q4_k;
-    case GGML_TYPE_Q5_K: return dot_q5_k;
-    case GGML_TYPE_Q6_K: return dot_q6_k;
-    case GGML_TYPE_IQ4_NL: return dot_iq4_nl;
-    case GGML_TYPE_IQ4_XS: return dot_iq4_xs;
-    default: return NULL;
-    }
-}
-
-#else
-
-rt_dot_fn rt_kq_dot_avx2(int type)
-{
-    (void)type;
-    return NULL;
 }
 
 #endif

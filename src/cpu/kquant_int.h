@@ -2,36 +2,33 @@
  * only: ggml's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_NL, IQ4_XS (kquant_scalar.c,
  * kquant_avx2.c), and MLX-quantized weights (mlx_matmul.c, type RUNTIME_TYPE_MLX).
  *
- * They come in through one hook at the top of cpu.c's matmul and dot: these files own their
- * matmul (activations as rt_q16 blocks, rows split over the pool), so the tables, the GEMM and
- * the fast paths of kernels_*.c stay as they are. Every dot product is taken on the quantized
+ * The K-quant and IQ4 row dots are entries of the paths' type tables like any block type's
+ * (cpu_int.h); MLX weights, which carry their own scales and group size, come in through one hook
+ * at the top of cpu.c's matmul and dot. Every dot product is taken on the quantized
  * weights block by block (integer sums of weight codes times 16-bit activations, scaled once per
  * sub-block); no matrix is dequantized. Rows are dequantized only for an embedding lookup
- * (rt_ext_tensor_row, through src/quant's dequantizers) and for MLX's fp formats (mxfp4, nvfp4,
+ * (cpu_tensor_row, through src/quant's dequantizers) and for MLX's fp formats (mxfp4, nvfp4,
  * mxfp8), whose dot products dequantize a few groups at a time into a stack buffer. */
 #ifndef MSTORE_RUNTIME_KQUANT_INT_H
 #define MSTORE_RUNTIME_KQUANT_INT_H
 
 #include "cpu/cpu_int.h"
 
-/* 1 for a type these files handle (the K-quants and IQ4 above, RUNTIME_TYPE_MLX). */
-int rt_ext_type(int type);
-/* The backend matmul for those types (same contract as runtime_backend.matmul). */
-void rt_ext_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
-/* x[cols] . W[row] as the matmul computes it (tests). NAN when out of memory. */
-float rt_ext_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
-/* Row `row` of any supported weight type as f32 (embedding lookup): ext types through
- * src/quant, the others through cpu_tensor_row. */
-void rt_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
+/* The K-quant and IQ4 row dots, x as rt_q16[n / QK]: kquant_scalar.c's (the scalar path's
+ * entries, the definition) and kquant_avx2.c's (the avx2 path's; x86-64 only, compiled with a
+ * target attribute, called only on a path cpu.c allowed). The NEON ones are kernels_neon.c's. */
+#define CPU_KQ_DOTS(X) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_nl) X(iq4_xs)
+#define CPU_KQ_DECLARE(t)                                       \
+    float cpu_kq_dot_##t(const void *x, const void *w, int n); \
+    float cpu_kq_avx2_dot_##t(const void *x, const void *w, int n);
+CPU_KQ_DOTS(CPU_KQ_DECLARE)
+#undef CPU_KQ_DECLARE
 
-/* Row dot products of the K-quant and IQ4 types, x as rt_q16[n / QK]; NULL for other types.
- * The avx2 table is NULL when not compiled in; it is used only when cpu.c selected a SIMD path. */
-rt_dot_fn rt_kq_dot_scalar(int type);
-rt_dot_fn rt_kq_dot_avx2(int type);
-/* Q4_K and Q6_K on the NEON path k (kernels_neon.c): the scalar arithmetic bit for bit, integer
- * sums in vectors (widening multiplies, SDOT or USDOT, by the path). NULL for other types and off
- * AArch64. */
-rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type);
+/* MLX-quantized weights (mlx_matmul.c, RUNTIME_TYPE_MLX): their matmul (activations as rt_q16
+ * blocks for the affine formats, f32 for the fp ones; rows split over the pool), and one row's
+ * dot as that matmul computes it (tests; NAN when out of memory). */
+void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
+float cpu_mlx_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
 
 /* The IQ4 code book: 16 signed values. */
 extern const int8_t rt_iq4_values[16];

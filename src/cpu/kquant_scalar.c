@@ -48,7 +48,7 @@ static int xsum16(const int16_t *x)
     return s;
 }
 
-static float dot_q2_k(const void *vx, const void *vw, int n)
+float cpu_kq_dot_q2_k(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -71,7 +71,7 @@ static float dot_q2_k(const void *vx, const void *vw, int n)
     return s;
 }
 
-static float dot_q3_k(const void *vx, const void *vw, int n)
+float cpu_kq_dot_q3_k(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -121,10 +121,10 @@ static float dot_q45_k(const rt_q16 *x, const uint8_t *p, int n, int q5)
     return s;
 }
 
-static float dot_q4_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 0); }
-static float dot_q5_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 1); }
+float cpu_kq_dot_q4_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 0); }
+float cpu_kq_dot_q5_k(const void *x, const void *w, int n) { return dot_q45_k(x, w, n, 1); }
 
-static float dot_q6_k(const void *vx, const void *vw, int n)
+float cpu_kq_dot_q6_k(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -160,7 +160,7 @@ static int iq4_block(const uint8_t *qs, const int16_t *x)
     return s;
 }
 
-static float dot_iq4_nl(const void *vx, const void *vw, int n)
+float cpu_kq_dot_iq4_nl(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -171,7 +171,7 @@ static float dot_iq4_nl(const void *vx, const void *vw, int n)
     return s;
 }
 
-static float dot_iq4_xs(const void *vx, const void *vw, int n)
+float cpu_kq_dot_iq4_xs(const void *vx, const void *vw, int n)
 {
     const rt_q16 *x = vx;
     const uint8_t *p = vw;
@@ -186,18 +186,4 @@ static float dot_iq4_xs(const void *vx, const void *vw, int n)
         }
     }
     return s;
-}
-
-rt_dot_fn rt_kq_dot_scalar(int type)
-{
-    switch (type) {
-    case GGML_TYPE_Q2_K: return dot_q2_k;
-    case GGML_TYPE_Q3_K: return dot_q3_k;
-    case GGML_TYPE_Q4_K: return dot_q4_k;
-    case GGML_TYPE_Q5_K: return dot_q5_k;
-    case GGML_TYPE_Q6_K: return dot_q6_k;
-    case GGML_TYPE_IQ4_NL: return dot_iq4_nl;
-    case GGML_TYPE_IQ4_XS: return dot_iq4_xs;
-    default: return NULL;
-    }
 }

@@ -8,6 +8,8 @@
  * path allows); 2, 3, 5, 6 bits take the code at bit i * bits of the row's stream.
  * fp formats (mxfp4, nvfp4, mxfp8): the generic path. A few groups at a time are dequantized by
  * src/quant into a stack buffer and dotted with the f32 activations. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant/quant.h"
@@ -32,7 +34,7 @@ int rt_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
 
 /* sum over the 32 codes of block `b` (codes b*32 .. b*32+31 of the row) times xq; the path's
  * own int4 / int8 block sums where it has them (NEON) */
-static int block_sum(const rt_kernels *k, const uint8_t *codes, int bits, int b, const int16_t *xq,
+static int block_sum(const cpu_path *k, const uint8_t *codes, int bits, int b, const int16_t *xq,
                      uint64_t row_bytes)
 {
     int s = 0;
@@ -66,7 +68,7 @@ static float dot_affine(const runtime_tensor *w, uint64_t row, const rt_q16 *x, 
     uint64_t row_bytes = (uint64_t)cols * (uint64_t)w->bits / 8;
     const uint8_t *codes = (const uint8_t *)w->data + row * row_bytes;
     size_t ng = (size_t)(cols / w->group_size), bpg = (size_t)(w->group_size / QK);
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_path *k = cpu_path_get();
     float s = 0.0f;
 
     for (size_t g = 0; g < ng; g++) {
@@ -103,4 +105,69 @@ static float dot_fp(const runtime_tensor *w, uint64_t row, const float *x, int c
 float rt_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols)
 {
     return rt_mlx_wants_q16(w) ? dot_affine(w, row, x, cols) : dot_fp(w, row, x, cols);
+}
+
+/* ---------------------------------------------------------------- matmul (cpu.c's hook: MLX weights
+ * carry their own scales, biases and group size, which a path's type table cannot take). Rows are
+ * split over the pool's threads in tiles of 16 that stay in cache while every token of the batch
+ * passes over them; activations are quantized once per matmul. */
+
+typedef struct mlx_job {
+    float *y;
+    const uint8_t *x;
+    size_t x_stride;
+    const runtime_tensor *w;
+    int n_tok, rows, cols;
+} mlx_job;
+
+#define ROW_TILE 16
+
+static void mlx_task(void *ctx, int ith, int nth)
+{
+    const mlx_job *j = ctx;
+    int chunk = (j->rows + nth - 1) / nth, r0 = ith * chunk, r1 = r0 + chunk < j->rows ? r0 + chunk : j->rows;
+
+    for (int rt = r0; rt < r1; rt += ROW_TILE) {
+        int re = rt + ROW_TILE < r1 ? rt + ROW_TILE : r1;
+        for (int t = 0; t < j->n_tok; t++) {
+            const uint8_t *x = j->x + (size_t)t * j->x_stride;
+            float *y = j->y + (size_t)t * (size_t)j->rows;
+            for (int r = rt; r < re; r++)
+                y[r] = rt_mlx_dot(j->w, (uint64_t)r, x, j->cols);
+        }
+    }
+}
+
+void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
+{
+    mlx_job j = { .y = y, .w = w, .n_tok = n_tok, .rows = (int)w->shape[0], .cols = (int)w->shape[w->n_dims - 1] };
+
+    if (rt_mlx_wants_q16(w)) {
+        int nb = j.cols / QK;
+        for (int t = 0; t < n_tok; t++)
+            rt_quantize_q16((rt_q16 *)scratch + (size_t)t * nb, x + (size_t)t * j.cols, j.cols);
+        j.x = scratch;
+        j.x_stride = (size_t)nb * sizeof(rt_q16);
+    } else {
+        j.x = (const uint8_t *)x;
+        j.x_stride = (size_t)j.cols * sizeof(float);
+    }
+    rt_pool_run(p, mlx_task, &j);
+}
+
+float cpu_mlx_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
+{
+    int cols = (int)w->shape[w->n_dims - 1];
+    rt_q16 *xq;
+    float r;
+
+    if (!rt_mlx_wants_q16(w))
+        return rt_mlx_dot(w, row, x, cols);
+    xq = malloc((size_t)(cols / QK) * sizeof *xq);   /* tests only */
+    if (!xq)
+        return NAN;
+    rt_quantize_q16(xq, x, cols);
+    r = rt_mlx_dot(w, row, xq, cols);
+    free(xq);
+    return r;
 }

@@ -144,9 +144,9 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                 cpu_matmul(pool, y, x, n_tok, &w, scratch);
                 /* the activations the kernels see: 16-bit blocks (8-bit for the types an int8 path
                  * has its own kernels for), or f32 where the path takes them */
-                int q16 = is_block(type) && !rt_fast_get()->f32_act[type];
+                int q16 = cpu_path_get()->type[type].act != CPU_ACT_F32;
                 void (*quantize)(rt_q16 *, const float *, int) =
-                    is_int8(_i) && rt_fast_get()->gemm[type] ? rt_quantize_q8 : rt_quantize_q16;
+                    is_int8(_i) && cpu_path_get()->type[type].act == CPU_ACT_PATH ? rt_quantize_q8 : rt_quantize_q16;
                 for (int t = 0; t < n_tok; t++) {
                     const float *xt = x + (size_t)t * cols;
                     if (q16)
@@ -156,7 +156,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                         double seen = 0, mag = 0;
                         ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s %s cols %d tokens %d [%d][%d]: %.9g vs dot %.9g",
                                       paths[_i], ggml_type_name(type), cols, n_tok, t, r, got, one);
-                        rt_ext_tensor_row(wr, &w, (uint64_t)r);
+                        cpu_tensor_row(wr, &w, (uint64_t)r);
                         for (int i = 0; i < cols; i++) {
                             double xs = q16 ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : xt[i];
                             seen += (double)wr[i] * xs;
@@ -223,7 +223,7 @@ START_TEST(attention_batches_equal_the_per_key_calls_bit_for_bit)
 
     if (!use_path(_i))
         return;
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_path *k = cpu_path_get();
     if (!k->dots_f32 || !k->axpys_f32) {
         ck_assert_ptr_null(k->dots_f32); /* both or neither: cpu.c takes them together */
         ck_assert_ptr_null(k->axpys_f32);
@@ -293,9 +293,8 @@ START_TEST(fused_matmuls_equal_the_single_ones_bit_for_bit)
                     make_weights(&w[p], type, rows[p], cols);
                     ws[p] = &w[p];
                     ys[p] = malloc(sizeof(float) * n_tok * rows[p]);
-                    /* a K-quant on a path without its own gemm takes rt_ext's matmul: not fused */
-                    ck_assert_int_eq(cpu_matmul_fusable(ws[0], ws[p]),
-                                     !is_kquant(type) || rt_fast_get()->gemm[type] != NULL);
+                    /* every type of the path tables fuses, the K-quants' row dots too */
+                    ck_assert(cpu_matmul_fusable(ws[0], ws[p]));
                 }
                 cpu_matmul_n(pool, 5, ys, x, n_tok, ws, scratch);
                 for (int p = 0; p < 5; p++) {
@@ -322,6 +321,36 @@ START_TEST(fused_matmuls_equal_the_single_ones_bit_for_bit)
         free((void *)a.data), free((void *)b.data), free((void *)c.data);
     }
     cpu_pool_free(pool);
+}
+END_TEST
+
+/* Each path's table, resolved through its bases, is whole: every type the backend supports has a
+ * row dot, a gemm or the path's own activation layout comes with what it needs, and the batched
+ * attention kernels come both or neither (cpu.c takes them together). A type entry missing from
+ * a path and its bases, or a base chain that skips the scalar path, fails here by name. */
+START_TEST(every_path_table_is_whole_after_resolution)
+{
+    if (!use_path(_i))
+        return;
+    const cpu_path *k = cpu_path_get();
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        if (!cpu_type_supported(t)) {
+            ck_assert_msg(k->type[t].dot == NULL && k->type[t].gemm == NULL, "%s: type %d has kernels but is not supported",
+                          paths[_i], t);
+            continue;
+        }
+        ck_assert_msg(k->type[t].dot != NULL, "%s %s: no row dot", paths[_i], ggml_type_name(t));
+        ck_assert_msg(k->type[t].act >= CPU_ACT_Q16 && k->type[t].act <= CPU_ACT_PATH, "%s %s: activation format %d",
+                      paths[_i], ggml_type_name(t), k->type[t].act);
+        if (!is_block(t))
+            ck_assert_msg(k->type[t].act == CPU_ACT_F32, "%s %s: float weights take f32", paths[_i], ggml_type_name(t));
+        if (k->type[t].act == CPU_ACT_PATH)
+            ck_assert_msg(k->act_bytes && k->act_quantize, "%s %s: own layout without act_quantize", paths[_i],
+                          ggml_type_name(t));
+    }
+    ck_assert(k->dot_f32 && k->dot_f32_f16 && k->axpy_f32 && k->axpy_f16 && k->f32_to_f16);
+    ck_assert_int_eq(k->dots_f32 != NULL, k->axpys_f32 != NULL);
+    cpu_path_select("auto");
 }
 END_TEST
 
@@ -372,6 +401,18 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
      * must have been read right, not merely consistently. */
     if (getenv("MSTORE_EXPECT_CPU_PATH"))
         ck_assert_str_eq(best, getenv("MSTORE_EXPECT_CPU_PATH"));
+    /* tests/x86.sh's CPU models without AVX-512 (or without AVX): asking for the paths they lack
+     * is refused from cpuid alone, before any of those paths' code runs (an AVX-512 instruction
+     * there would be SIGILL, as it was on every AVX2 CPU) */
+    if (getenv("MSTORE_EXPECT_CPU_PATH") && (strcmp(best, "avx2") == 0 || strcmp(best, "scalar") == 0)) {
+        static const char *lacking[] = { "avx512", "avx512vnni", "avx512vnni-int8", "amx", "amx-int8" };
+        for (size_t i = 0; i < sizeof lacking / sizeof lacking[0]; i++)
+            ck_assert_int_eq(cpu_path_select(lacking[i]), MS_EUNSUPPORTED);
+        if (strcmp(best, "scalar") == 0) {
+            ck_assert_int_eq(cpu_path_select("avx2"), MS_EUNSUPPORTED);
+            ck_assert_int_eq(cpu_path_select("avxvnni"), MS_EUNSUPPORTED);
+        }
+    }
     if (getenv("MSTORE_EXPECT_CPU_PATH") && strcmp(best, "neon") == 0) {
         ck_assert_int_eq(cpu_path_select("neon-dotprod"), MS_EUNSUPPORTED);
         ck_assert_int_eq(cpu_path_select("neon-i8mm"), MS_EUNSUPPORTED);
@@ -547,6 +588,7 @@ int main(void)
 
     tcase_set_timeout(k, 300);
     tcase_set_timeout(m, 300);
+    tcase_add_loop_test(k, every_path_table_is_whole_after_resolution, 0, N_PATHS);
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, fused_matmuls_equal_the_single_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);

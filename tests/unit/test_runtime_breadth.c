@@ -234,7 +234,7 @@ START_TEST(kquant_row_dots_match_the_dequantized_rows)
             float got = cpu_dot_row(&w, (uint64_t)r, x);
             ck_assert_int_eq(quant_dequantize_row(ggml_type_name(kq_types[ti]), buf + r * row_bytes, NULL, NULL, ST_F32,
                                                   0, (size_t)cols, wr), 0);
-            rt_ext_tensor_row(wr2, &w, (uint64_t)r);
+            cpu_tensor_row(wr2, &w, (uint64_t)r);
             ck_assert_int_eq(memcmp(wr, wr2, cols * sizeof *wr), 0);
             for (int i = 0; i < cols; i++) {
                 double xs = (double)xq[i / QK].d * xq[i / QK].q[i % QK];
@@ -357,7 +357,7 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
                                                   (const uint8_t *)w.scales + r * ng * ss,
                                                   affine ? (const uint8_t *)w.biases + r * ng * ss : NULL,
                                                   (st_dtype)w.scale_dtype, g, (size_t)cols, wr), 0);
-            rt_ext_tensor_row(wr2, &w, (uint64_t)r);
+            cpu_tensor_row(wr2, &w, (uint64_t)r);
             ck_assert_int_eq(memcmp(wr, wr2, cols * sizeof *wr), 0);
             for (int i = 0; i < cols; i++) {
                 double xs = affine ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : x[i];
