@@ -261,7 +261,7 @@ int cpu_type_supported(int type)
 /* Scratch of a matmul: the 16-bit activation blocks. */
 size_t cpu_matmul_scratch(int n_tok, int cols)
 {
-    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(rt_q16);   /* cpu_path.act_bytes' bound */
+    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(cpu_q16);   /* cpu_path.act_bytes' bound */
 }
 
 size_t cpu_attention_scratch(int n_ctx, int n_threads)
@@ -277,7 +277,7 @@ static size_t act_stride(const cpu_path *k, const cpu_type_traits *tt, int n_tok
     switch (tt->act) {
     case CPU_ACT_F32: return (size_t)cols * sizeof(float);
     case CPU_ACT_PATH: return k->act_bytes(n_tok, cols);
-    default: return (size_t)(cols / QK) * sizeof(rt_q16);
+    default: return (size_t)(cols / QK) * sizeof(cpu_q16);
     }
 }
 
@@ -288,7 +288,7 @@ static void act_fill(const cpu_path *k, const cpu_type_traits *tt, uint8_t *dst,
     if (tt->act == CPU_ACT_PATH)
         k->act_quantize(dst, x, type, n_tok, cols);
     else
-        rt_quantize_q16((rt_q16 *)(void *)dst, x, cols);
+        cpu_quantize_q16((cpu_q16 *)(void *)dst, x, cols);
 }
 
 /* One matrix of a matmul job: its rows, and where their outputs go (ldy = rows). */
@@ -303,7 +303,7 @@ typedef struct mm_part {
 
 typedef struct mm_job {
     const float *x_in;           /* f32 activations as given */
-    rt_act a;                    /* as the kernels take them */
+    cpu_act a;                    /* as the kernels take them */
     size_t w_stride;             /* bytes per weight row */
     int type, n_tok, cols;
     const cpu_path *path;
@@ -396,15 +396,15 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)j.cols);
     j.w_stride = (size_t)row_bytes;
     if (j.tt->act == CPU_ACT_F32) {
-        j.a = (rt_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
+        j.a = (cpu_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
     } else {
-        j.a = (rt_act){ .x = scratch, .stride = act_stride(k, j.tt, n_tok, j.cols) };
+        j.a = (cpu_act){ .x = scratch, .stride = act_stride(k, j.tt, n_tok, j.cols) };
         if (n_tok == 1)
             quantize_task(&j, 0, 1);
         else
-            rt_pool_run(p, quantize_task, &j);
+            cpu_pool_run(p, quantize_task, &j);
     }
-    rt_pool_run(p, mm_task, &j);
+    cpu_pool_run(p, mm_task, &j);
 }
 
 void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
@@ -514,7 +514,7 @@ void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
 {
     swiglu_job j = { g, u, n };
 
-    rt_pool_run(p, swiglu_task, &j);
+    cpu_pool_run(p, swiglu_task, &j);
 }
 
 void cpu_add(float *y, const float *x, size_t n)
@@ -607,6 +607,6 @@ void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k
 {
     att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, ring, scale };
 
-    rt_pool_run(p, att_task, &j);
+    cpu_pool_run(p, att_task, &j);
 }
 

@@ -13,30 +13,30 @@
  * activations (rounding error up to amax/254 per element) the first-step logits of
  * s260k-mixed and of a synthetic Q4_0 model drift 1.04e-2 and 1.15e-2 from the float64
  * reference, past the 1e-2 the issue allows; at 16 bits they stay at f32 rounding level. */
-typedef struct rt_q16 {
+typedef struct cpu_q16 {
     float d, s;
     int16_t q[QK];
-} rt_q16;
+} cpu_q16;
 
-/* One row dot product. Float weights: x is float[n]. Block weights: x is rt_q16[n / QK], or the
+/* One row dot product. Float weights: x is float[n]. Block weights: x is cpu_q16[n / QK], or the
  * path's own layout (CPU_ACT_PATH below). */
-typedef float (*rt_dot_fn)(const void *x, const void *w, int n);
+typedef float (*cpu_dot_fn)(const void *x, const void *w, int n);
 
 /* A batch of activations: token t's at x + t * stride, in the format the weight type's entry
  * names (cpu_type_traits.act). */
-typedef struct rt_act {
+typedef struct cpu_act {
     const uint8_t *x;
     size_t stride;
-} rt_act;
+} cpu_act;
 
 /* y[t * ldy + r] = x[t] . w[r] for t < n_tok, r < n_rows; w rows `w_stride` bytes apart. For each
  * (t, r) exactly the value the same entry's dot gives, whatever n_tok and n_rows (kernels.h). */
-typedef void (*rt_gemm_fn)(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+typedef void (*cpu_gemm_fn)(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t w_stride,
                            int n_rows, int cols);
 
 /* What a weight type's dot and gemm take as activations. */
 enum cpu_act_format {
-    CPU_ACT_Q16 = 1,   /* rt_q16 blocks, token after token (rt_quantize_q16) */
+    CPU_ACT_Q16 = 1,   /* cpu_q16 blocks, token after token (cpu_quantize_q16) */
     CPU_ACT_F32,       /* the f32 activations as given */
     CPU_ACT_PATH,      /* the path's own layout: its act_bytes and act_quantize */
 };
@@ -45,8 +45,8 @@ enum cpu_act_format {
  * NULL dot is the base path's entry (cpu_path.base), whole: dot, gemm and activations always
  * come from one path, since they must agree bit for bit. */
 typedef struct cpu_type_traits {
-    rt_dot_fn dot;       /* one row: the definition of this path's arithmetic for the type */
-    rt_gemm_fn gemm;     /* many rows x many tokens; NULL: tiles of dot */
+    cpu_dot_fn dot;       /* one row: the definition of this path's arithmetic for the type */
+    cpu_gemm_fn gemm;     /* many rows x many tokens; NULL: tiles of dot */
     unsigned char act;   /* enum cpu_act_format */
 } cpu_type_traits;
 
@@ -77,9 +77,9 @@ typedef struct cpu_path {
     int32_t (*mlx_block4)(const uint8_t *codes, const int16_t *x);
     int32_t (*mlx_block8)(const uint8_t *codes, const int16_t *x);
     /* For entries with CPU_ACT_PATH (the VNNI and AMX paths, kernels_vnni.h): act_bytes(n_tok, cols)
-     * bytes per token (at most (cols / QK + 16) rt_q16 blocks' worth), written by act_quantize
+     * bytes per token (at most (cols / QK + 16) cpu_q16 blocks' worth), written by act_quantize
      * for one token of a matmul of n_tok against weights of `type`, with the codes of
-     * rt_quantize_q16 (or rt_quantize_q8 on the int8 paths). Such a type's dot takes the layout
+     * cpu_quantize_q16 (or cpu_quantize_q8 on the int8 paths). Such a type's dot takes the layout
      * of a one-token matmul of that type. */
     size_t (*act_bytes)(int n_tok, int cols);
     void (*act_quantize)(uint8_t *dst, const float *x, int type, int n_tok, int cols);
@@ -97,17 +97,17 @@ const cpu_path *cpu_path_get(void);
 /* x[n] -> blocks[n / QK]; n a multiple of QK; q = round(x / d), d = max|x| / 32767. A block with a
  * NaN or infinity gets d = s = NaN and q = 0. The same code for every path, so that paths
  * differ only in how they sum. */
-void rt_quantize_q16(rt_q16 *out, const float *x, int n);
+void cpu_quantize_q16(cpu_q16 *out, const float *x, int n);
 /* The same with 8-bit codes, q in [-127, 127], d = max|x| / 127: the activations of the int8
  * paths (kernels_vnni8.h), an explicit opt-in for their speed at ggml's accuracy. */
-void rt_quantize_q8(rt_q16 *out, const float *x, int n);
+void cpu_quantize_q8(cpu_q16 *out, const float *x, int n);
 
 /* Thread pool: fn(ctx, ith, nth) runs on every thread (the caller is ith 0); returns when all
  * have finished. */
-typedef void (*rt_task_fn)(void *ctx, int ith, int nth);
-void rt_pool_run(cpu_pool *p, rt_task_fn fn, void *ctx);
+typedef void (*cpu_task_fn)(void *ctx, int ith, int nth);
+void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx);
 
-static inline float rt_f16(uint16_t h)
+static inline float cpu_f16(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
     float f;
@@ -126,7 +126,7 @@ static inline float rt_f16(uint16_t h)
     return f;
 }
 
-static inline float rt_bf16(uint16_t h)
+static inline float cpu_bf16(uint16_t h)
 {
     uint32_t bits = (uint32_t)h << 16;
     float f;
@@ -135,13 +135,13 @@ static inline float rt_bf16(uint16_t h)
     return f;
 }
 
-static inline uint16_t rt_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t rt_rd32(const uint8_t *p)
+static inline uint16_t cpu_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t cpu_rd32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Block sizes in bytes (ggml layouts). */
-enum { RT_Q4_0_BYTES = 18, RT_Q4_1_BYTES = 20, RT_Q5_0_BYTES = 22, RT_Q5_1_BYTES = 24, RT_Q8_0_BYTES = 34 };
+enum { CPU_Q4_0_BYTES = 18, CPU_Q4_1_BYTES = 20, CPU_Q5_0_BYTES = 22, CPU_Q5_1_BYTES = 24, CPU_Q8_0_BYTES = 34 };
 
 #endif

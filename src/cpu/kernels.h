@@ -8,14 +8,14 @@
  * prefill in one batch, in chunks or token by token gives the same logits bit for bit. (A
  * last-bit difference upstream would flip the rounding of some 16-bit activation and show
  * up as a 3e-5 relative jump, so "close" is not enough.) */
-#ifndef MSTORE_RUNTIME_KERNELS_H
-#define MSTORE_RUNTIME_KERNELS_H
+#ifndef MSTORE_CPU_KERNELS_H
+#define MSTORE_CPU_KERNELS_H
 
 #include "cpu/cpu_int.h"
 
 /* Columns per chunk of a prefill GEMM: a chunk of rows is dequantized once (a panel that stays
  * in L1) and every token tile passes over it. A multiple of 16 and of QK. */
-#define RT_GEMM_KC 512
+#define CPU_GEMM_KC 512
 
 /* Share i of n of the weights of the panel after the one a gemm is working on (rows rb .. rb +
  * pr - 1 of n_rows, `ws` bytes apart, panels of `chunk` bytes of each row): the same rows' chunk
@@ -24,7 +24,7 @@
  * bytes to 2 KB in each of its rows, a row apart, on which the hardware prefetcher barely
  * starts: panel fills waited on memory until the tiles of the panel before asked for it
  * (BENCHMARKS.md, session 7). A hint only: nothing is read, and the arithmetic is unchanged. */
-static inline void rt_prefetch_panel(const uint8_t *w, size_t ws, int rb, int pr, int n_rows, size_t next, size_t chunk,
+static inline void cpu_prefetch_panel(const uint8_t *w, size_t ws, int rb, int pr, int n_rows, size_t next, size_t chunk,
                                      int more_tok, int i, int n)
 {
     int r0 = rb;

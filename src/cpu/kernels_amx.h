@@ -255,7 +255,7 @@ static inline v16f splat(float v)
  * of the definition takes them. The 16 accumulators stay in registers across the groups (the
  * lane's partial sums went through afacc once per block before); tokens past m compute on
  * whatever the tiles hold and are not stored. */
-AI8 void amx_lane(const int W16, const int kind, const rt_act *act, int t0, int tf, int m, int gc, int ngk, int i)
+AI8 void amx_lane(const int W16, const int kind, const cpu_act *act, int t0, int tf, int m, int gc, int ngk, int i)
 {
     const int sh = W16 ? -1 : off_shift(kind);
     const size_t gsz = W16 ? sizeof(vnni_group) : sizeof(vnni8_group);
@@ -301,7 +301,7 @@ AI8 void amx_lane(const int W16, const int kind, const rt_act *act, int t0, int 
             memcpy(afacc[tf + t][i], &acc[t], sizeof acc[t]);
 }
 
-AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, const rt_act *act, int n_tok,
+AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok,
                        const uint8_t *w, size_t ws, int n_rows, int cols)
 {
     const int nb = cols / QK, ng = (nb + 15) / 16;
@@ -326,7 +326,7 @@ AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, cons
                 const size_t gb = group_bytes(kind);
                 for (int ts = 0; ts < nt; ts += 16) {
                     int m = nt - ts < 16 ? nt - ts : 16;
-                    rt_prefetch_panel(w, ws, rb, 16, n_rows, (size_t)(gc + AMX_KG) * gb, AMX_KG * gb,
+                    cpu_prefetch_panel(w, ws, rb, 16, n_rows, (size_t)(gc + AMX_KG) * gb, AMX_KG * gb,
                                       t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
                     amx_configure(m);
                     /* blocks past the row's end too: their scales and activation codes are 0,
@@ -369,12 +369,12 @@ static void amx16_act_quantize(uint8_t *dst, const float *x, int type, int n_tok
 }
 
 #define AMX_TYPE(name, kind)                                                                                     \
-    static void gemm_amx_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,   \
+    static void gemm_amx_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,   \
                                 int n_rows, int cols)                                                            \
     {                                                                                                            \
         gemm_amx_kind(0, kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                           \
     }                                                                                                            \
-    static void gemm_amx16_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, \
+    static void gemm_amx16_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, \
                                   int n_rows, int cols)                                                          \
     {                                                                                                            \
         gemm_amx_kind(1, kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                           \

@@ -9,12 +9,12 @@
  * sub-block); no matrix is dequantized. Rows are dequantized only for an embedding lookup
  * (cpu_tensor_row, through src/quant's dequantizers) and for MLX's fp formats (mxfp4, nvfp4,
  * mxfp8), whose dot products dequantize a few groups at a time into a stack buffer. */
-#ifndef MSTORE_RUNTIME_KQUANT_INT_H
-#define MSTORE_RUNTIME_KQUANT_INT_H
+#ifndef MSTORE_CPU_KQUANT_INT_H
+#define MSTORE_CPU_KQUANT_INT_H
 
 #include "cpu/cpu_int.h"
 
-/* The K-quant and IQ4 row dots, x as rt_q16[n / QK]: kquant_scalar.c's (the scalar path's
+/* The K-quant and IQ4 row dots, x as cpu_q16[n / QK]: kquant_scalar.c's (the scalar path's
  * entries, the definition) and kquant_avx2.c's (the avx2 path's; x86-64 only, compiled with a
  * target attribute, called only on a path cpu.c allowed). The NEON ones are kernels_neon.c's. */
 #define CPU_KQ_DOTS(X) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_nl) X(iq4_xs)
@@ -24,22 +24,22 @@
 CPU_KQ_DOTS(CPU_KQ_DECLARE)
 #undef CPU_KQ_DECLARE
 
-/* MLX-quantized weights (mlx_matmul.c, RUNTIME_TYPE_MLX): their matmul (activations as rt_q16
+/* MLX-quantized weights (mlx_matmul.c, RUNTIME_TYPE_MLX): their matmul (activations as cpu_q16
  * blocks for the affine formats, f32 for the fp ones; rows split over the pool), and one row's
  * dot as that matmul computes it (tests; NAN when out of memory). */
 void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
 float cpu_mlx_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
 
 /* The IQ4 code book: 16 signed values. */
-extern const int8_t rt_iq4_values[16];
+extern const int8_t cpu_iq4_values[16];
 
 /* Block bytes (ggml layouts; kquant_scalar.c documents them). */
-enum { RT_Q2_K_BYTES = 84, RT_Q3_K_BYTES = 110, RT_Q4_K_BYTES = 144, RT_Q5_K_BYTES = 176, RT_Q6_K_BYTES = 210,
-       RT_IQ4_NL_BYTES = 18, RT_IQ4_XS_BYTES = 136 };
+enum { CPU_Q2_K_BYTES = 84, CPU_Q3_K_BYTES = 110, CPU_Q4_K_BYTES = 144, CPU_Q5_K_BYTES = 176, CPU_Q6_K_BYTES = 210,
+       CPU_IQ4_NL_BYTES = 18, CPU_IQ4_XS_BYTES = 136 };
 #define QK_K 256
 
 /* Q4_K / Q5_K: sub-block j's 6-bit scale and min from the 12 packed bytes. */
-static inline void rt_scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+static inline void cpu_scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
 {
     if (j < 4) {
         *sc = q[j] & 63;
@@ -52,7 +52,7 @@ static inline void rt_scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
 
 /* Q3_K: the 16 signed 6-bit scales from 12 bytes: low nibbles in bytes 0..7 (scales 0..7 low,
  * 8..15 high nibble), the top two bits in bytes 8..11 (scale i at bits 2 * (i / 4) of byte 8 + i % 4). */
-static inline void rt_q3k_scales(int out[16], const uint8_t *s)
+static inline void cpu_q3k_scales(int out[16], const uint8_t *s)
 {
     for (int i = 0; i < 16; i++) {
         int lo = i < 8 ? s[i] & 15 : s[i - 8] >> 4, hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
@@ -60,9 +60,9 @@ static inline void rt_q3k_scales(int out[16], const uint8_t *s)
     }
 }
 
-/* MLX (mlx_matmul.c): dot of x (rt_q16 blocks for affine formats, f32 for the fp formats) with
+/* MLX (mlx_matmul.c): dot of x (cpu_q16 blocks for affine formats, f32 for the fp formats) with
  * row `row` of `w`. */
-float rt_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols);
-int rt_mlx_wants_q16(const runtime_tensor *w);   /* 1: affine (integer sums); 0: f32 activations */
+float cpu_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols);
+int cpu_mlx_wants_q16(const runtime_tensor *w);   /* 1: affine (integer sums); 0: f32 activations */
 
 #endif

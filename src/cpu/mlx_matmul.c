@@ -2,7 +2,7 @@
  *
  * Affine (int2 .. int8): w = scale_g * q + bias_g, so over a group g
  *     sum_i w_i x_i = scale_g * sum_i q_i x_i + bias_g * sum_i x_i,
- * and with x in rt_q16 blocks of 32 (groups of 32, 64, 128 hold whole blocks) each block costs
+ * and with x in cpu_q16 blocks of 32 (groups of 32, 64, 128 hold whole blocks) each block costs
  * one integer sum of codes times 16-bit activations plus its stored block sum: a real quantized
  * dot product for every bit width. 4 and 8 bits read whole nibbles and bytes (AVX2 when the
  * path allows); 2, 3, 5, 6 bits take the code at bit i * bits of the row's stream.
@@ -23,14 +23,14 @@ static float scale_at(const void *base, int dtype, size_t i)
     float f;
 
     switch (dtype) {
-    case ST_F16: return rt_f16(rt_rd16(p + 2 * i));
-    case ST_BF16: return rt_bf16(rt_rd16(p + 2 * i));
+    case ST_F16: return cpu_f16(cpu_rd16(p + 2 * i));
+    case ST_BF16: return cpu_bf16(cpu_rd16(p + 2 * i));
     default: memcpy(&f, p + 4 * i, 4); return f;
     }
 }
 
 /* Affine formats, and only they, have biases (weights.c checks that at open). */
-int rt_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
+int cpu_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
 
 /* sum over the 32 codes of block `b` (codes b*32 .. b*32+31 of the row) times xq; the path's
  * own int4 / int8 block sums where it has them (NEON) */
@@ -63,7 +63,7 @@ static int block_sum(const cpu_path *k, const uint8_t *codes, int bits, int b, c
     return s;
 }
 
-static float dot_affine(const runtime_tensor *w, uint64_t row, const rt_q16 *x, int cols)
+static float dot_affine(const runtime_tensor *w, uint64_t row, const cpu_q16 *x, int cols)
 {
     uint64_t row_bytes = (uint64_t)cols * (uint64_t)w->bits / 8;
     const uint8_t *codes = (const uint8_t *)w->data + row * row_bytes;
@@ -102,9 +102,9 @@ static float dot_fp(const runtime_tensor *w, uint64_t row, const float *x, int c
     return s;
 }
 
-float rt_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols)
+float cpu_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols)
 {
-    return rt_mlx_wants_q16(w) ? dot_affine(w, row, x, cols) : dot_fp(w, row, x, cols);
+    return cpu_mlx_wants_q16(w) ? dot_affine(w, row, x, cols) : dot_fp(w, row, x, cols);
 }
 
 /* ---------------------------------------------------------------- matmul (cpu.c's hook: MLX weights
@@ -133,7 +133,7 @@ static void mlx_task(void *ctx, int ith, int nth)
             const uint8_t *x = j->x + (size_t)t * j->x_stride;
             float *y = j->y + (size_t)t * (size_t)j->rows;
             for (int r = rt; r < re; r++)
-                y[r] = rt_mlx_dot(j->w, (uint64_t)r, x, j->cols);
+                y[r] = cpu_mlx_dot(j->w, (uint64_t)r, x, j->cols);
         }
     }
 }
@@ -142,32 +142,32 @@ void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runt
 {
     mlx_job j = { .y = y, .w = w, .n_tok = n_tok, .rows = (int)w->shape[0], .cols = (int)w->shape[w->n_dims - 1] };
 
-    if (rt_mlx_wants_q16(w)) {
+    if (cpu_mlx_wants_q16(w)) {
         int nb = j.cols / QK;
         for (int t = 0; t < n_tok; t++)
-            rt_quantize_q16((rt_q16 *)scratch + (size_t)t * nb, x + (size_t)t * j.cols, j.cols);
+            cpu_quantize_q16((cpu_q16 *)scratch + (size_t)t * nb, x + (size_t)t * j.cols, j.cols);
         j.x = scratch;
-        j.x_stride = (size_t)nb * sizeof(rt_q16);
+        j.x_stride = (size_t)nb * sizeof(cpu_q16);
     } else {
         j.x = (const uint8_t *)x;
         j.x_stride = (size_t)j.cols * sizeof(float);
     }
-    rt_pool_run(p, mlx_task, &j);
+    cpu_pool_run(p, mlx_task, &j);
 }
 
 float cpu_mlx_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
     int cols = (int)w->shape[w->n_dims - 1];
-    rt_q16 *xq;
+    cpu_q16 *xq;
     float r;
 
-    if (!rt_mlx_wants_q16(w))
-        return rt_mlx_dot(w, row, x, cols);
+    if (!cpu_mlx_wants_q16(w))
+        return cpu_mlx_dot(w, row, x, cols);
     xq = malloc((size_t)(cols / QK) * sizeof *xq);   /* tests only */
     if (!xq)
         return NAN;
-    rt_quantize_q16(xq, x, cols);
-    r = rt_mlx_dot(w, row, xq, cols);
+    cpu_quantize_q16(xq, x, cols);
+    r = cpu_mlx_dot(w, row, xq, cols);
     free(xq);
     return r;
 }
