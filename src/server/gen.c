@@ -24,11 +24,10 @@ gen_job *gen_job_new(server *srv, gen_kind kind)
     if (!j)
         return NULL;
     j->srv = srv, j->kind = kind, j->fd = -1;
-    runtime_sampler_defaults(&j->so);
+    model_opts_defaults(&j->mo);
     if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
         rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)j;
-    j->so.seed = rnd & 0x7fffffffffffffffULL;
-    j->g.n_predict = -1;
+    j->mo.so.seed = rnd & 0x7fffffffffffffffULL;
     j->keep_alive_s = srv->o.keep_alive_s;
     j->created = time(NULL);
     snprintf(j->id, sizeof j->id, "%s-%016llx", kind == GEN_OPENAI_CHAT ? "chatcmpl" : "cmpl",
@@ -261,7 +260,7 @@ static void run(gen_job *j)
     const session_stats *st;
     int rc;
 
-    if ((rc = srv_model_acquire(j->srv, &j->name, j->num_ctx, &L)) < 0) {
+    if ((rc = srv_model_acquire(j->srv, &j->name, j->mo.n_ctx, &L)) < 0) {
         fail(j, rc == MS_ENOTFOUND ? 404 : 500, ms_err_msg());
         return;
     }
@@ -273,7 +272,8 @@ static void run(gen_job *j)
         fail(j, rc == MS_EINVALID ? 400 : 500, ms_err_msg());
         goto done;
     }
-    if ((rc = session_sampler_set(S, &j->so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
+    j->g.n_predict = j->mo.n_predict;
+    if ((rc = session_sampler_set(S, &j->mo.so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
         fail(j, 500, ms_err_msg());
         goto done;
     }

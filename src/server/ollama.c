@@ -120,28 +120,15 @@ static int refuse_unbuilt(json_t *b, const char *const *keys, char *msg, size_t 
 static int job_options(gen_job *j, json_t *b, char *msg, size_t msg_len)
 {
     json_t *o = json_object_get(b, "options"), *stop, *ka;
-    double d;
-    int set;
 
     if (o && !json_is_null(o) && !json_is_object(o)) {
         snprintf(msg, msg_len, "options: expected an object");
         return -1;
     }
-#define NUM(key, lo, hi, integer, dst)                                                      \
-    if (srv_field_num(o, key, "options." key, lo, hi, integer, &d, &set, msg, msg_len) < 0) \
-        return -1;                                                                          \
-    if (set)                                                                                \
-        dst;
-    NUM("temperature", 0, 100, 0, j->so.temp = (float)d)
-    NUM("top_k", 0, 1 << 24, 1, j->so.top_k = (int)d)
-    NUM("top_p", 0, 1, 0, j->so.top_p = (float)d)
-    NUM("min_p", 0, 1, 0, j->so.min_p = (float)d)
-    NUM("repeat_penalty", 0.01, 100, 0, j->so.repeat_penalty = (float)d)
-    NUM("repeat_last_n", 0, 1 << 20, 1, j->so.repeat_last_n = (int)d)
-    NUM("seed", -1, 9007199254740992.0, 1, j->so.seed = d < 0 ? j->so.seed : (uint64_t)d)
-    NUM("num_predict", -2, 1 << 24, 1, j->g.n_predict = d < 0 ? -1 : (int)d)
-    NUM("num_ctx", 0, 1 << 22, 1, j->num_ctx = (int)d)
-#undef NUM
+    if (json_is_object(o) && model_opts_from_json(&j->mo, o, "options.", 0) < 0) {
+        snprintf(msg, msg_len, "%s", ms_err_msg());
+        return -1;
+    }
     if (o && (stop = json_object_get(o, "stop")) && !json_is_null(stop)) {
         size_t i;
         json_t *s;
@@ -181,7 +168,7 @@ static enum MHD_Result load_only(req *r, gen_job *j)
 
     if (unload) {
         srv_model_unload(r->srv, &j->name);
-    } else if (srv_model_acquire(r->srv, &j->name, j->num_ctx, &L) < 0) {
+    } else if (srv_model_acquire(r->srv, &j->name, j->mo.n_ctx, &L) < 0) {
         gen_job_free(j);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     } else {

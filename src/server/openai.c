@@ -104,17 +104,16 @@ static int parse_common(gen_job *j, json_t *b, char *msg, size_t msg_len)
             return -1;
         }
     }
-    j->so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
+    j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
+    if (model_opts_from_json(&j->mo, b, NULL, 1) < 0) {
+        snprintf(msg, msg_len, "%s", ms_err_msg());
+        return -1;
+    }
 #define NUM(key, lo, hi, integer, dst)                                           \
     if (srv_field_num(b, key, key, lo, hi, integer, &d, &set, msg, msg_len) < 0) \
         return -1;                                                               \
     if (set)                                                                     \
         dst;
-    NUM("temperature", 0, 2, 0, j->so.temp = (float)d)
-    NUM("top_p", 0, 1, 0, j->so.top_p = (float)d)
-    NUM("seed", -9007199254740992.0, 9007199254740992.0, 1, j->so.seed = (uint64_t)(int64_t)d & 0x7fffffffffffffffULL)
-    NUM("max_tokens", 0, 1 << 24, 1, j->g.n_predict = (int)d)
-    NUM("max_completion_tokens", 0, 1 << 24, 1, j->g.n_predict = (int)d)
     NUM("n", 1, 1, 1, (void)d)
     NUM("frequency_penalty", -2, 2, 0, (void)d)
     NUM("presence_penalty", -2, 2, 0, (void)d)
@@ -166,7 +165,7 @@ static enum MHD_Result completions(req *r, int chat)
         if (parse_messages(j, json_object_get(b, "messages"), msg, sizeof msg) < 0)
             goto bad;
     } else {
-        j->g.n_predict = 16; /* OpenAI's default max_tokens for completions */
+        j->mo.n_predict = 16; /* OpenAI's default max_tokens for completions */
         p = json_object_get(b, "prompt");
         if (json_is_array(p) && json_array_size(p) == 1)
             p = json_array_get(p, 0);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "blob/blob.h"
+#include "modelfile/modelfile.h"
 #include "server/server.h"
 #include "session/session.h"
 #include "store/store.h"
@@ -120,10 +121,10 @@ typedef struct gen_job {
     size_t n_msgs;
     char *prompt, *system; /* generate kinds */
     int raw;
-    runtime_sampler_opts so;
-    session_gen g;
+    model_opts mo; /* sampler, num_predict, num_ctx: read through the option table */
+    session_gen g; /* stops; n_predict is mo's */
     char *stops[SESSION_MAX_STOPS];
-    int num_ctx, keep_alive_s, stream, include_usage;
+    int keep_alive_s, stream, include_usage;
     int fd; /* the stream's write end; -1 when not streaming */
     /* results */
     char *out;
