@@ -271,7 +271,7 @@ static int generate(run_state *R, double t_load)
     rc = session_feed(R->S, full ? full : prompt, len, full != NULL, SESSION_FEED_WHOLE);
     free(full);
     if (rc < 0) {
-        if (rc == MS_EINVALID && strstr(ms_err_msg(), "does not fit"))
+        if (rc == MS_ETOOBIG)
             ms_err_ctx("--ctx");
         return cli_fail();
     }
@@ -398,7 +398,7 @@ static int turn(run_state *R, const char *line, size_t len)
     if (rc < 0) {
         if (R->tmpl)
             free((char *)R->msgs[--R->n_msgs].content); /* the turn did not happen */
-        if (rc != MS_EINVALID)
+        if (rc != MS_EINVALID && rc != MS_ETOOBIG) /* an empty turn, or one past the context */
             return -1;
         fprintf(stderr, "mstore: %s; /clear starts over\n", ms_err_msg());
         return 0;

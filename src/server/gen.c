@@ -244,7 +244,7 @@ static int prompt_feed(gen_job *j, session *S)
         if (rc == 0)
             rc = session_feed(S, text, len, 1, SESSION_FEED_EXACT);
         free(text);
-        if (rc != MS_EINVALID || !strstr(ms_err_msg(), "does not fit") || dropped < first)
+        if (rc != MS_ETOOBIG || dropped < first)
             return rc;
         first++; /* drop one more of the oldest turns */
     }
@@ -269,7 +269,7 @@ static void run(gen_job *j)
     S = L->S;
     session_stats_clear(S);
     if ((rc = prompt_feed(j, S)) < 0) {
-        fail(j, rc == MS_EINVALID ? 400 : 500, ms_err_msg());
+        fail(j, rc == MS_EINVALID || rc == MS_ETOOBIG ? 400 : 500, ms_err_msg());
         goto done;
     }
     j->g.n_predict = j->mo.n_predict;
