@@ -54,19 +54,15 @@ void gen_job_free(gen_job *j)
     free(j);
 }
 
-int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len)
+int gen_job_stop_add(gen_job *j, const char *s)
 {
     if (!*s)
         return 0;
-    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN) {
-        snprintf(msg, msg_len, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
-                 SESSION_MAX_STOP_LEN);
-        return -1;
-    }
-    if (!(j->stops[j->g.n_stops] = strdup(s))) {
-        snprintf(msg, msg_len, "out of memory");
-        return -1;
-    }
+    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN)
+        return ms_err(MS_EINVALID, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
+                      SESSION_MAX_STOP_LEN);
+    if (!(j->stops[j->g.n_stops] = strdup(s)))
+        return ms_err(MS_ENOMEM, "out of memory");
     j->g.stops[j->g.n_stops] = j->stops[j->g.n_stops];
     j->g.n_stops++;
     return 0;
@@ -195,11 +191,11 @@ static int emit(void *ctx, const char *text, size_t len)
 
 /* ---------------------------------------------------------------- running */
 
-static int fail(gen_job *j, int status, const char *msg)
+/* Keep the failure for the answer, which may be written after other calls reset ms_err_msg(). */
+static void fail(gen_job *j, int code)
 {
-    j->status = status;
-    snprintf(j->err, sizeof j->err, "%s", msg);
-    return -1;
+    j->code = code;
+    snprintf(j->err, sizeof j->err, "%s", ms_err_msg());
 }
 
 /* The prompt's text: rendered with the template, or the raw prompt. Chat conversations longer
@@ -261,7 +257,7 @@ static void run(gen_job *j)
     int rc;
 
     if ((rc = srv_model_acquire(j->srv, &j->name, j->mo.n_ctx, &L)) < 0) {
-        fail(j, rc == MS_ENOTFOUND ? 404 : 500, ms_err_msg());
+        fail(j, rc == MS_ENOTFOUND ? rc : MS_ERROR); /* a model that does not load is the server's failure */
         return;
     }
     t1 = now();
@@ -269,12 +265,12 @@ static void run(gen_job *j)
     S = L->S;
     session_stats_clear(S);
     if ((rc = prompt_feed(j, S)) < 0) {
-        fail(j, rc == MS_EINVALID || rc == MS_ETOOBIG ? 400 : 500, ms_err_msg());
+        fail(j, rc);
         goto done;
     }
     j->g.n_predict = j->mo.n_predict;
     if ((rc = session_sampler_set(S, &j->mo.so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
-        fail(j, 500, ms_err_msg());
+        fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;
     }
     st = session_stats_get(S);
@@ -296,11 +292,8 @@ static void stream_end(gen_job *j)
 
     if (j->done == SESSION_DONE_CANCELLED)
         return;
-    if (j->status) {
-        json_t *m = srv_json_text(j->err, strlen(j->err));
-        send_obj(j, openai ? json_pack("{s:{s:o,s:s,s:n,s:n}}", "error", "message", m, "type",
-                                       j->status == 400 ? "invalid_request_error" : "server_error", "param", "code")
-                           : json_pack("{s:o}", "error", m));
+    if (j->code) {
+        send_obj(j, srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
     } else {
         send_obj(j, final(j));
         if (j->kind == GEN_OPENAI_CHAT && j->include_usage)
@@ -330,10 +323,8 @@ enum MHD_Result gen_start(req *r, gen_job *j)
 
     if (!j->stream) {
         run(j);
-        if (j->status)
-            ret = openai ? srv_err_openai(r, (unsigned)j->status,
-                                          j->status == 400 ? "invalid_request_error" : "server_error", "%s", j->err)
-                         : srv_err_ollama(r, (unsigned)j->status, "%s", j->err);
+        if (j->code)
+            ret = srv_json(r, srv_status(j->code), srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
         else
             ret = srv_json(r, 200, final(j));
         gen_job_free(j);
@@ -348,7 +339,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     return MHD_YES;
 }
 
-int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len)
+int srv_duration_s(int *out, json_t *v)
 {
     const char *s;
     char *end;
@@ -380,6 +371,5 @@ int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len)
     *out = d < 0 ? -1 : d > 1e9 ? 1000000000 : (int)d;
     return 0;
 bad:
-    snprintf(msg, msg_len, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
-    return -1;
+    return ms_err(MS_EINVALID, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
 }

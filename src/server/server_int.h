@@ -54,12 +54,22 @@ enum MHD_Result srv_json(req *r, unsigned status, json_t *j); /* takes j */
 enum MHD_Result srv_err_ollama(req *r, unsigned status, const char *fmt, ...) MS_PRINTF(3, 4);
 enum MHD_Result srv_err_openai(req *r, unsigned status, const char *type, const char *fmt, ...) MS_PRINTF(4, 5);
 enum MHD_Result srv_err_oci(req *r, unsigned status, const char *code, const char *fmt, ...) MS_PRINTF(4, 5);
+/* Errors of a request, on the house error path: a function returns an MS_E* code with its
+ * message (ms_err), and the handler answers it here. srv_status is the one place a code becomes
+ * an HTTP status: MS_EINVALID, MS_ETOOBIG, MS_EUNSUPPORTED 400; MS_ENOTFOUND 404; others 500. */
+typedef enum srv_api { SRV_OLLAMA, SRV_OPENAI } srv_api;
+unsigned srv_status(int code);
+/* The error object in the API's shape: {"error": msg}, or OpenAI's {"error": {"message", "type",
+ * "param", "code"}} (a missing model says "model_not_found"). */
+json_t *srv_err_body(srv_api api, int code, const char *msg);
+/* Answer `code` with ms_err_msg(). */
+enum MHD_Result srv_fail(req *r, srv_api api, int code);
 /* Queue a 200 whose body is what is written to *fd_out (chunked, until it is closed). */
 int srv_stream_open(req *r, const char *type, int *fd_out);
 /* Write all of s; -1 when the reader (the client) is gone. */
 int srv_write_all(int fd, const char *s, size_t n);
-/* The request body as JSON (an object), or NULL with the reason in msg. */
-json_t *srv_body_json(req *r, char *msg, size_t msg_len);
+/* The request body as JSON (an object). MS_EINVALID: missing, not JSON, not an object. */
+int srv_body_json(json_t **out, req *r);
 /* RFC 3339 time, UTC, with nanoseconds as ollama writes it. */
 void srv_time_rfc3339(char *buf, size_t len, time_t t);
 /* A copy of text with invalid UTF-8 bytes replaced by U+FFFD (JSON needs valid UTF-8). */
@@ -130,7 +140,7 @@ typedef struct gen_job {
     char *out;
     size_t out_n, out_cap;
     session_done done;
-    int status; /* 0, or the HTTP status of the failure (message in err) */
+    int code; /* 0, or the failure's MS_E* code (message in err: the stream's thread writes it) */
     char err[1024];
     size_t n_prompt, n_prompt_total, n_gen;
     double t_load, t_prompt, t_gen, t_total;
@@ -140,21 +150,25 @@ typedef struct gen_job {
 
 gen_job *gen_job_new(server *srv, gen_kind kind);
 void gen_job_free(gen_job *j);
-int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len);
+/* A stop string (copied; "" is ignored). MS_EINVALID past SESSION_MAX_STOPS or _STOP_LEN. */
+int gen_job_stop_add(gen_job *j, const char *s);
 /* Run the job: streamed (a thread writes the stream; the job is its) or answered in this thread.
  * Takes the job in every case. */
 enum MHD_Result gen_start(req *r, gen_job *j);
 
-/* Typed fields of a request object: 0 when absent (*set = 0) or valid; -1 with msg naming the
- * field ("options.temperature: expected a number from 0 to 100"). */
-int srv_field_num(json_t *o, const char *key, const char *shown, double lo, double hi, int integer, double *out,
-                  int *set, char *msg, size_t msg_len);
-int srv_field_str(json_t *o, const char *key, const char *shown, const char **out, char *msg, size_t msg_len);
-int srv_field_bool(json_t *o, const char *key, const char *shown, int *out, char *msg, size_t msg_len);
-/* The model a request names: 0; 400-worthy -1 (bad name, msg); 404-worthy -2 (not in the store). */
-int srv_model_check(server *srv, const char *model, model_name *out, char *msg, size_t msg_len);
+/* Typed fields of a request object (the sampler's are the option table's, modelfile.h): 0 when
+ * absent (*set = 0, out unchanged) or valid; MS_EINVALID naming the field ("stream: expected
+ * true or false"). */
+int srv_field_num(double *out, int *set, json_t *o, const char *key, const char *shown, double lo, double hi,
+                  int integer);
+int srv_field_str(const char **out, json_t *o, const char *key, const char *shown);
+int srv_field_bool(int *out, json_t *o, const char *key, const char *shown);
+/* The model a request names, parsed: MS_EINVALID ("model: required", "model: <why>"). */
+int srv_model_name(model_name *out, const char *model);
+/* The same, and in the store: MS_ENOTFOUND ("model 'x' not found, try pulling it first"). */
+int srv_model_check(model_name *out, server *srv, const char *model);
 
-/* Options shared by ollama's "options" and OpenAI's fields; 0 or -1 with msg. */
-int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len);
+/* ollama's keep_alive: seconds, or a duration ("5m"); < 0 forever. MS_EINVALID. */
+int srv_duration_s(int *out, json_t *v);
 
 #endif
