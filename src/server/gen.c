@@ -49,6 +49,7 @@ void gen_job_free(gen_job *j)
     free(j->prompt);
     free(j->system);
     free(j->out);
+    srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
     free(j);
@@ -256,7 +257,7 @@ static void run(gen_job *j)
     const session_stats *st;
     int rc;
 
-    if ((rc = srv_model_acquire(j->srv, &j->name, j->mo.n_ctx, &L)) < 0) {
+    if ((rc = srv_model_acquire(j->srv, &j->ref, j->mo.n_ctx, &L)) < 0) {
         fail(j, rc == MS_ENOTFOUND ? rc : MS_ERROR); /* a model that does not load is the server's failure */
         return;
     }

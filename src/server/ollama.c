@@ -58,32 +58,6 @@ int srv_field_bool(int *out, json_t *o, const char *key, const char *shown)
     return 0;
 }
 
-int srv_model_name(model_name *out, const char *model)
-{
-    if (!model || !*model)
-        return ms_err(MS_EINVALID, "model: required");
-    if (name_parse(out, model) < 0)
-        return ms_err_ctx("model");
-    return 0;
-}
-
-int srv_model_check(model_name *out, server *srv, const char *model)
-{
-    store *s = NULL;
-    store_model *sm = NULL;
-    int rc;
-
-    if ((rc = srv_model_name(out, model)) < 0)
-        return rc;
-    if ((rc = store_open(&s, srv->home)) == 0)
-        rc = store_model_open(&sm, s, out);
-    store_model_close(sm);
-    store_close(s);
-    if (rc == MS_ENOTFOUND)
-        return ms_err(MS_ENOTFOUND, "model '%s' not found, try pulling it first", model);
-    return rc;
-}
-
 /* The model a request body names ("model", or the older "name"). */
 static const char *body_model(json_t *b)
 {
@@ -151,8 +125,8 @@ static enum MHD_Result load_only(req *r, gen_job *j)
     int unload = j->keep_alive_s == 0;
 
     if (unload) {
-        srv_model_unload(r->srv, &j->name);
-    } else if (srv_model_acquire(r->srv, &j->name, j->mo.n_ctx, &L) < 0) {
+        srv_model_unload(r->srv, &j->ref.name);
+    } else if (srv_model_acquire(r->srv, &j->ref, j->mo.n_ctx, &L) < 0) {
         gen_job_free(j);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     } else {
@@ -229,7 +203,7 @@ static int generate_parse(gen_job *j, json_t *b, int chat, const char **prompt, 
         return rc;
     if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
         return rc;
-    return srv_model_check(&j->name, j->srv, body_model(b));
+    return srv_model_open(&j->ref, j->srv, body_model(b));
 }
 
 static enum MHD_Result generate(req *r, int chat)
@@ -323,33 +297,26 @@ static enum MHD_Result show(req *r)
 {
     char name[400];
     json_t *b = NULL, *cfg = NULL, *info;
-    model_name mn;
-    store *s = NULL;
-    store_model *sm = NULL;
+    srv_model m = {0};
     const uint8_t *data;
     char *tmpl = NULL;
     size_t tmpl_len = 0;
     int rc;
 
     if ((rc = srv_body_json(&b, r)) == 0)
-        rc = srv_model_check(&mn, r->srv, body_model(b));
+        rc = srv_model_open(&m, r->srv, body_model(b));
     json_decref(b);
     if (rc < 0)
         return srv_fail(r, SRV_OLLAMA, rc);
-    if (store_open(&s, r->srv->home) < 0 || store_model_open(&sm, s, &mn) < 0) {
-        store_close(s);
-        return srv_err_ollama(r, 500, "%s", ms_err_msg());
-    }
-    cfg = model_config(sm);
-    if (store_model_find(&data, &tmpl_len, sm, MT_TEMPLATE, NULL) == 0 && (tmpl = malloc(tmpl_len + 1))) {
+    cfg = model_config(m.sm);
+    if (store_model_find(&data, &tmpl_len, m.sm, MT_TEMPLATE, NULL) == 0 && (tmpl = malloc(tmpl_len + 1))) {
         memcpy(tmpl, data, tmpl_len);
         tmpl[tmpl_len] = '\0';
     } else {
         tmpl_len = 0;
     }
-    store_model_close(sm);
-    store_close(s);
-    name_display(name, sizeof name, &mn);
+    srv_model_close(&m);
+    name_display(name, sizeof name, &m.name);
     {
         const char *arch = json_string_value(json_object_get(cfg, "architecture"));
         char key[96];
@@ -385,8 +352,8 @@ static enum MHD_Result copy_or_delete(req *r, int del)
 {
     json_t *b = NULL;
     const char *src = NULL, *dst = NULL;
-    model_name a, d;
-    store *s = NULL;
+    srv_model m = {0};
+    model_name d;
     int rc;
 
     if ((rc = srv_body_json(&b, r)) < 0)
@@ -396,7 +363,7 @@ static enum MHD_Result copy_or_delete(req *r, int del)
     else if ((rc = srv_field_str(&src, b, "source", "source")) < 0 ||
              (rc = srv_field_str(&dst, b, "destination", "destination")) < 0)
         goto fail;
-    if ((rc = srv_model_check(&a, r->srv, src)) < 0)
+    if ((rc = srv_model_open(&m, r->srv, src)) < 0)
         goto fail;
     if (!del && !dst) {
         rc = ms_err(MS_EINVALID, "destination: required");
@@ -407,16 +374,20 @@ static enum MHD_Result copy_or_delete(req *r, int del)
         goto fail;
     }
     json_decref(b);
-    if ((rc = store_open(&s, r->srv->home)) == 0)
-        rc = del ? store_name_remove(s, &a) : store_name_copy(s, &a, &d);
-    store_close(s);
-    if (rc < 0)
+    b = NULL;
+    /* the name's change goes through the store the request resolved it in */
+    store_model_close(m.sm);
+    m.sm = NULL;
+    rc = del ? store_name_remove(m.s, &m.name) : store_name_copy(m.s, &m.name, &d);
+    srv_model_close(&m);
+    if (rc < 0) /* the store's failure, not the request's: 500 unless the name went meanwhile */
         return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", ms_err_msg());
     if (del)
-        srv_model_unload(r->srv, &a);
+        srv_model_unload(r->srv, &m.name);
     return srv_respond(r, 200, NULL, "", 0);
 fail:
     json_decref(b);
+    srv_model_close(&m);
     return srv_fail(r, SRV_OLLAMA, rc);
 }
 
@@ -497,6 +468,18 @@ static void *xfer_thread(void *arg)
     return NULL;
 }
 
+/* A push names a stored model: 404 before the stream starts. The registry client opens it
+ * itself (it reads the layers by name). */
+static int push_check(xfer *x, server *srv, const char *model)
+{
+    srv_model m;
+    int rc = srv_model_open(&m, srv, model);
+
+    x->name = m.name;
+    srv_model_close(&m);
+    return rc;
+}
+
 static enum MHD_Result pull_push(req *r, int push)
 {
     json_t *b = NULL;
@@ -511,7 +494,7 @@ static enum MHD_Result pull_push(req *r, int push)
         model = body_model(b);
         if ((rc = srv_field_bool(&x->insecure, b, "insecure", "insecure")) == 0 &&
             (rc = srv_field_bool(&x->stream, b, "stream", "stream")) == 0)
-            rc = push ? srv_model_check(&x->name, r->srv, model) : srv_model_name(&x->name, model);
+            rc = push ? push_check(x, r->srv, model) : srv_model_name(&x->name, model);
     }
     json_decref(b);
     if (rc < 0) {

@@ -173,7 +173,7 @@ static enum MHD_Result completions(req *r, int chat)
     }
     rc = chat ? parse_messages(j, json_object_get(b, "messages")) : parse_prompt(j, json_object_get(b, "prompt"));
     if (rc < 0 || (rc = parse_common(j, b)) < 0 || (rc = srv_field_str(&model, b, "model", "model")) < 0 ||
-        (rc = srv_model_check(&j->name, r->srv, model)) < 0)
+        (rc = srv_model_open(&j->ref, r->srv, model)) < 0)
         goto fail;
     snprintf(j->model, sizeof j->model, "%s", model);
     json_decref(b);

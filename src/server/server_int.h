@@ -101,10 +101,23 @@ struct loaded {
     time_t expires; /* 0: never; unloaded by the reaper after it when refs == 0 */
     int unload_asap;
 };
-/* Find or load `name`, then take its run lock (waits for requests before it). num_ctx > 0 asks
- * for that context (a model loaded with another is reloaded when no one uses it).
- * MS_ENOTFOUND and load errors with their message. */
-int srv_model_acquire(server *srv, const model_name *name, int num_ctx, loaded **out);
+/* The model a request names: its name parsed, resolved and its handle opened once, when the
+ * request is read, so that the 404 and the work that follows read one manifest. srv_model_close
+ * releases what srv_model_acquire did not take ({0} and closed ones are fine). */
+typedef struct srv_model {
+    model_name name;
+    store *s;
+    store_model *sm;
+} srv_model;
+/* The model a request names, parsed: MS_EINVALID ("model: required", "model: <why>"). */
+int srv_model_name(model_name *out, const char *model);
+/* The same, then opened: MS_ENOTFOUND ("model 'x' not found, try pulling it first"). */
+int srv_model_open(srv_model *out, server *srv, const char *model);
+void srv_model_close(srv_model *m);
+/* Find m's model loaded (by name), or load it from m's handle (then taken from m), and take its
+ * run lock (waits for requests before it). num_ctx > 0 asks for that context (a model loaded
+ * with another is reloaded when no one uses it). Load errors with their message. */
+int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
 /* Give the run lock back; the model stays loaded keep_alive_s seconds (< 0 forever, 0: unload
  * now when no one else waits for it). */
 void srv_model_release(server *srv, loaded *L, int keep_alive_s);
@@ -125,7 +138,7 @@ typedef enum gen_kind { GEN_OLLAMA_GENERATE, GEN_OLLAMA_CHAT, GEN_OPENAI_CHAT, G
 typedef struct gen_job {
     server *srv;
     gen_kind kind;
-    model_name name;
+    srv_model ref; /* the model, resolved and opened once when the request is read */
     char model[400]; /* the model as the client named it, echoed back */
     chat_msg *msgs; /* chat kinds: owned role and content strings */
     size_t n_msgs;
@@ -163,10 +176,6 @@ int srv_field_num(double *out, int *set, json_t *o, const char *key, const char 
                   int integer);
 int srv_field_str(const char **out, json_t *o, const char *key, const char *shown);
 int srv_field_bool(int *out, json_t *o, const char *key, const char *shown);
-/* The model a request names, parsed: MS_EINVALID ("model: required", "model: <why>"). */
-int srv_model_name(model_name *out, const char *model);
-/* The same, and in the store: MS_ENOTFOUND ("model 'x' not found, try pulling it first"). */
-int srv_model_check(model_name *out, server *srv, const char *model);
 
 /* ollama's keep_alive: seconds, or a duration ("5m"); < 0 forever. MS_EINVALID. */
 int srv_duration_s(int *out, json_t *v);
