@@ -48,7 +48,7 @@ void gen_job_free(gen_job *j)
         free(j->stops[i]);
     free(j->prompt);
     free(j->system);
-    free(j->out);
+    free(j->out.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
@@ -114,8 +114,8 @@ static json_t *usage(const gen_job *j)
 /* The last object: the whole text when not streamed, counts and reasons. */
 static json_t * final(const gen_job *j)
 {
-    const char *text = j->stream ? "" : j->out ? j->out : "";
-    size_t len = j->stream ? 0 : j->out_n;
+    const char *text = j->stream || !j->out.p ? "" : j->out.p;
+    size_t len = j->stream ? 0 : j->out.n;
     char when[64];
     json_t *o;
 
@@ -177,17 +177,7 @@ static int emit(void *ctx, const char *text, size_t len)
 
     if (j->fd >= 0)
         return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
-    if (j->out_n + len + 1 > j->out_cap) {
-        size_t cap = (j->out_n + len + 1) * 2;
-        char *p = realloc(j->out, cap);
-        if (!p)
-            return 1;
-        j->out = p, j->out_cap = cap;
-    }
-    memcpy(j->out + j->out_n, text, len);
-    j->out_n += len;
-    j->out[j->out_n] = '\0';
-    return 0;
+    return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
 }
 
 /* ---------------------------------------------------------------- running */

@@ -169,9 +169,9 @@ int srv_body_json(json_t **out, req *r)
     json_error_t e;
 
     *out = NULL;
-    if (!r->body || r->n == 0)
+    if (r->body.n == 0)
         return ms_err(MS_EINVALID, "missing request body");
-    if (!(*out = json_loadb(r->body, r->n, JSON_REJECT_DUPLICATES, &e)))
+    if (!(*out = json_loadb(r->body.p, r->body.n, JSON_REJECT_DUPLICATES, &e)))
         return ms_err(MS_EINVALID, "invalid JSON in the request body: %s (line %d, column %d)", e.text, e.line,
                       e.column);
     if (!json_is_object(*out)) {
@@ -325,23 +325,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ollama_blob_upload(r, data, len);
             return MHD_YES;
         }
-        if (r->too_big || r->n + len > srv->o.max_body) {
+        if (r->too_big || r->body.n + len > srv->o.max_body) {
             r->too_big = 1;
             return MHD_YES;
         }
-        if (r->n + len + 1 > r->cap) {
-            size_t cap = (r->n + len + 1) * 2;
-            char *p;
-            if (cap > srv->o.max_body + 1)
-                cap = srv->o.max_body + 1;
-            if (!(p = realloc(r->body, cap)))
-                return MHD_NO;
-            r->body = p, r->cap = cap;
-        }
-        memcpy(r->body + r->n, data, len);
-        r->n += len;
-        r->body[r->n] = '\0';
-        return MHD_YES;
+        return ms_text_put(&r->body, data, len) < 0 ? MHD_NO : MHD_YES;
     }
     if (r->responded)
         return MHD_YES;
@@ -358,7 +346,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!r)
         return;
     ollama_upload_close(r); /* an upload cut short leaves nothing */
-    free(r->body);
+    free(r->body.p);
     free(r);
     *con_cls = NULL;
 }

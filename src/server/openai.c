@@ -10,31 +10,42 @@
 /* "content": a string, or an array of {"type": "text", "text": ...} parts (joined). */
 static int content_text(char **out, json_t *c, size_t i)
 {
-    size_t k, len = 0;
+    ms_text t = {NULL, 0, 0};
+    size_t k;
     json_t *part;
+    int rc = 0;
 
     *out = NULL;
-    if (c && json_is_null(c))
-        c = NULL;
-    if (json_is_array(c)) {
+    if (json_is_string(c)) {
+        rc = ms_text_put(&t, json_string_value(c), json_string_length(c));
+    } else if (json_is_array(c)) {
         json_array_foreach(c, k, part)
         {
             const char *type = json_string_value(json_object_get(part, "type"));
-            if (!type || strcmp(type, "text") != 0 || !json_is_string(json_object_get(part, "text")))
-                return ms_err(MS_EINVALID,
-                              "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are "
-                              "supported (%s is not)",
-                              i, k, type ? type : "a part without a type");
-            len += strlen(json_string_value(json_object_get(part, "text")));
+            json_t *text = json_object_get(part, "text");
+            if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
+                rc = ms_err(MS_EINVALID,
+                            "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are "
+                            "supported (%s is not)",
+                            i, k, type ? type : "a part without a type");
+                break;
+            }
+            if ((rc = ms_text_put(&t, json_string_value(text), json_string_length(text))) < 0)
+                break;
         }
-    } else if (c && !json_is_string(c)) {
-        return ms_err(MS_EINVALID, "messages[%zu].content: expected a string or an array of text parts", i);
+    } else if (c && !json_is_null(c)) {
+        rc = ms_err(MS_EINVALID, "messages[%zu].content: expected a string or an array of text parts", i);
     }
-    if (json_is_string(c))
-        *out = strdup(json_string_value(c));
-    else if ((*out = calloc(1, len + 1)) && c)
-        json_array_foreach(c, k, part) strcat(*out, json_string_value(json_object_get(part, "text")));
-    return *out ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    if (rc == 0 && !t.p)
+        rc = ms_text_put(&t, "", 0); /* no content: an empty message */
+    if (rc == MS_ENOMEM)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    if (rc < 0) {
+        free(t.p);
+        return rc;
+    }
+    *out = t.p;
+    return 0;
 }
 
 static int parse_message(gen_job *j, json_t *m, size_t i)

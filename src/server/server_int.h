@@ -34,8 +34,7 @@ typedef struct req {
     server *srv;
     struct MHD_Connection *c;
     const char *method, *url; /* borrowed from libmicrohttpd for the request's life */
-    char *body; /* JSON bodies, NUL-terminated */
-    size_t n, cap;
+    ms_text body; /* JSON bodies (at most max_body bytes), NUL-terminated */
     int too_big; /* the body passed the limit: discarded, answered 413 */
     int responded; /* a response was queued before the body ended */
     /* POST /api/blobs/:digest streams into bw, a writer of txn (a store_txn on st, opened at the
@@ -150,8 +149,7 @@ typedef struct gen_job {
     int keep_alive_s, stream, include_usage;
     int fd; /* the stream's write end; -1 when not streaming */
     /* results */
-    char *out;
-    size_t out_n, out_cap;
+    ms_text out; /* the answer, when not streamed */
     session_done done;
     int code; /* 0, or the failure's MS_E* code (message in err: the stream's thread writes it) */
     char err[1024];
