@@ -69,6 +69,28 @@ int gen_job_stop_add(gen_job *j, const char *s)
     return 0;
 }
 
+int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string)
+{
+    size_t i;
+    json_t *s;
+    int rc;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (one_string && json_is_string(v))
+        return gen_job_stop_add(j, json_string_value(v));
+    if (!json_is_array(v))
+        return ms_err(MS_EINVALID, "%s: expected %san array of strings", shown, one_string ? "a string or " : "");
+    json_array_foreach(v, i, s)
+    {
+        if (!json_is_string(s))
+            return ms_err(MS_EINVALID, "%s[%zu]: expected a string", shown, i);
+        if ((rc = gen_job_stop_add(j, json_string_value(s))) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- framing */
 
 /* ollama's done_reason and OpenAI's finish_reason: "stop" at an end token or a stop string,

@@ -85,26 +85,15 @@ static int refuse_unbuilt(json_t *b, const char *const *keys, const char *path)
  * generate and chat. MS_EINVALID naming the field. */
 static int job_options(gen_job *j, json_t *b)
 {
-    json_t *o = json_object_get(b, "options"), *stop, *ka;
+    json_t *o = json_object_get(b, "options"), *ka;
     int rc;
 
     if (o && !json_is_null(o) && !json_is_object(o))
         return ms_err(MS_EINVALID, "options: expected an object");
     if (json_is_object(o) && (rc = model_opts_from_json(&j->mo, o, "options.", 0)) < 0)
         return rc;
-    if (o && (stop = json_object_get(o, "stop")) && !json_is_null(stop)) {
-        size_t i;
-        json_t *s;
-        if (!json_is_array(stop))
-            return ms_err(MS_EINVALID, "options.stop: expected an array of strings");
-        json_array_foreach(stop, i, s)
-        {
-            if (!json_is_string(s))
-                return ms_err(MS_EINVALID, "options.stop[%zu]: expected a string", i);
-            if ((rc = gen_job_stop_add(j, json_string_value(s))) < 0)
-                return rc;
-        }
-    }
+    if (json_is_object(o) && (rc = gen_job_stops_json(j, json_object_get(o, "stop"), "options.stop", 0)) < 0)
+        return rc;
     if ((ka = json_object_get(b, "keep_alive")) && !json_is_null(ka) && (rc = srv_duration_s(&j->keep_alive_s, ka)) < 0)
         return rc;
     j->stream = 1;

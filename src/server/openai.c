@@ -90,29 +90,6 @@ static int parse_messages(gen_job *j, json_t *msgs)
     return 0;
 }
 
-/* "stop": a string or an array of strings. */
-static int parse_stop(gen_job *j, json_t *stop)
-{
-    size_t i;
-    json_t *s;
-    int rc;
-
-    if (!stop || json_is_null(stop))
-        return 0;
-    if (json_is_string(stop))
-        return gen_job_stop_add(j, json_string_value(stop));
-    if (!json_is_array(stop))
-        return ms_err(MS_EINVALID, "stop: expected a string or an array of strings");
-    json_array_foreach(stop, i, s)
-    {
-        if (!json_is_string(s))
-            return ms_err(MS_EINVALID, "stop[%zu]: expected a string", i);
-        if ((rc = gen_job_stop_add(j, json_string_value(s))) < 0)
-            return rc;
-    }
-    return 0;
-}
-
 static int parse_common(gen_job *j, json_t *b)
 {
     static const char *const unbuilt[] = {"tools", "functions", "logit_bias", "suffix", NULL};
@@ -144,7 +121,7 @@ static int parse_common(gen_job *j, json_t *b)
         if ((rc = srv_field_num(&d, &set, b, inert[i].key, inert[i].key, inert[i].lo, inert[i].hi, inert[i].integer)) <
             0)
             return rc;
-    if ((rc = parse_stop(j, json_object_get(b, "stop"))) < 0)
+    if ((rc = gen_job_stops_json(j, json_object_get(b, "stop"), "stop", 1)) < 0)
         return rc;
     j->stream = 0;
     if ((rc = srv_field_bool(&j->stream, b, "stream", "stream")) < 0)

@@ -163,6 +163,9 @@ gen_job *gen_job_new(server *srv, gen_kind kind);
 void gen_job_free(gen_job *j);
 /* A stop string (copied; "" is ignored). MS_EINVALID past SESSION_MAX_STOPS or _STOP_LEN. */
 int gen_job_stop_add(gen_job *j, const char *s);
+/* The option table's "stop" as a request spells it: an array of strings (`one_string`: or a
+ * single string, as OpenAI allows); `shown` names it ("options.stop"). MS_EINVALID. */
+int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string);
 /* Run the job: streamed (a thread writes the stream; the job is its) or answered in this thread.
  * Takes the job in every case. */
 enum MHD_Result gen_start(req *r, gen_job *j);
