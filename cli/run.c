@@ -32,23 +32,26 @@ static const char help[] =
     "  --raw                 send the prompt as is, without the chat template\n"
     "  --system TEXT         the system prompt (chat template only)\n"
     "  --verbose             print load time, prompt and generation token counts and rates (stderr)\n"
-    "  -n N                  generate at most N tokens per answer (default 256)\n"
+    "  -n N                  generate at most N tokens per answer; -1 = until the context is full\n"
+    "                        (default 256)\n"
     "  --temp F              temperature; 0 = greedy (default 0.8)\n"
     "  --top-k N             keep the N most likely tokens; 0 = off (default 40)\n"
     "  --top-p F             keep the smallest set of probability >= F; 1 = off (default 0.95)\n"
     "  --min-p F             drop tokens below F x the top probability; 0 = off (default 0.05)\n"
     "  --repeat-penalty F    divide logits of recent tokens by F; 1 = off (default 1.0)\n"
     "  --repeat-last-n N     how many recent tokens the penalty sees (default 64)\n"
-    "  --seed N              sampling seed; the same seed gives the same output (default: random)\n"
+    "  --seed N              sampling seed; the same seed gives the same output (default, or -1:\n"
+    "                        random)\n"
     "  --threads N           worker threads (default: all cores)\n"
-    "  --ctx N               context length in tokens (default: the model's, at most 4096)\n"
+    "  --ctx N               context length in tokens (default, or 0: the model's, at most 4096)\n"
     "  --kv-f16              keep the KV cache in f16 (half the memory)\n"
     "  --device D            auto, cpu, vulkan or metal (default: $MSTORE_DEVICE, else auto: a\n"
     "                        hardware GPU when there is one, else the CPU; see 'mstore devices')\n"
     "  --gguf FILE           run a GGUF file instead of a model in the store\n"
     "  --insecure            a model not in the store is pulled (when you agree) over plain http\n\n"
     "The model's params and system layers (ollama's, or a Modelfile's) are the defaults; a flag\n"
-    "wins. A model not in the store: on a terminal, mstore offers to pull it.\n";
+    "wins; each has the range ollama's options and a Modelfile's PARAMETER have. A model not in\n"
+    "the store: on a terminal, mstore offers to pull it.\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig)
