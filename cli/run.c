@@ -32,23 +32,26 @@ static const char help[] =
     "  --raw                 send the prompt as is, without the chat template\n"
     "  --system TEXT         the system prompt (chat template only)\n"
     "  --verbose             print load time, prompt and generation token counts and rates (stderr)\n"
-    "  -n N                  generate at most N tokens per answer (default 256)\n"
+    "  -n N                  generate at most N tokens per answer; -1 = until the context is full\n"
+    "                        (default 256)\n"
     "  --temp F              temperature; 0 = greedy (default 0.8)\n"
     "  --top-k N             keep the N most likely tokens; 0 = off (default 40)\n"
     "  --top-p F             keep the smallest set of probability >= F; 1 = off (default 0.95)\n"
     "  --min-p F             drop tokens below F x the top probability; 0 = off (default 0.05)\n"
     "  --repeat-penalty F    divide logits of recent tokens by F; 1 = off (default 1.0)\n"
     "  --repeat-last-n N     how many recent tokens the penalty sees (default 64)\n"
-    "  --seed N              sampling seed; the same seed gives the same output (default: random)\n"
+    "  --seed N              sampling seed; the same seed gives the same output (default, or -1:\n"
+    "                        random)\n"
     "  --threads N           worker threads (default: all cores)\n"
-    "  --ctx N               context length in tokens (default: the model's, at most 4096)\n"
+    "  --ctx N               context length in tokens (default, or 0: the model's, at most 4096)\n"
     "  --kv-f16              keep the KV cache in f16 (half the memory)\n"
     "  --device D            auto, cpu, vulkan or metal (default: $MSTORE_DEVICE, else auto: a\n"
     "                        hardware GPU when there is one, else the CPU; see 'mstore devices')\n"
     "  --gguf FILE           run a GGUF file instead of a model in the store\n"
     "  --insecure            a model not in the store is pulled (when you agree) over plain http\n\n"
     "The model's params and system layers (ollama's, or a Modelfile's) are the defaults; a flag\n"
-    "wins. A model not in the store: on a terminal, mstore offers to pull it.\n";
+    "wins; each has the range ollama's options and a Modelfile's PARAMETER have. A model not in\n"
+    "the store: on a terminal, mstore offers to pull it.\n";
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig)
@@ -68,9 +71,9 @@ static double now(void)
 typedef struct run_args {
     const char *name, *gguf, *system;
     char *prompt; /* the words after NAME joined by spaces (malloc'd), or NULL */
-    int verbose, n_predict, raw, insecure;
+    int verbose, raw, insecure;
     runtime_opts o;
-    runtime_sampler_opts so;
+    model_opts mo; /* sampler, -n and --ctx: the option table's (modelfile.h) */
     model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
 } run_args;
 
@@ -111,16 +114,16 @@ static int join_words(char **out, char **words, int n)
 /* Returns 0, or the exit status of a usage error (2), or -1 after --help. */
 static int parse(run_args *a, int argc, char **argv, char **pos)
 {
-    int n_pos = 0, seed_set = 0, dashdash = 0;
+    const model_option *opt;
+    int n_pos = 0, dashdash = 0;
     long l;
     double d;
 
-    runtime_sampler_defaults(&a->so);
-    a->n_predict = 256;
+    model_opts_defaults(&a->mo);
+    a->mo.n_predict = 256;
     /* The model's params come first so that a flag still wins. */
-    model_params_apply(a->mp, &a->so, &a->n_predict, &a->o.n_ctx);
+    model_params_apply(a->mp, &a->mo);
     a->system = a->mp ? a->mp->system : NULL;
-    seed_set = a->mp && a->mp->has_seed && a->mp->seed >= 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (dashdash || !(f[0] == '-' && f[1])) {
@@ -142,36 +145,15 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
         } else if (!v) {
             return cli_usage_error("run", "%s needs a value or is unknown (a prompt starting with '-' goes after --)",
                                    f);
-            /* clang-format off */
-#define LONG_FLAG(flag, lo, hi, dst)                                                 \
-        } else if (strcmp(f, flag) == 0) {                                           \
-            if (cli_parse_long(&l, "run", flag, v, lo, hi) < 0)                      \
-                return 2;                                                            \
-            dst = (int)l;                                                            \
+        } else if ((opt = model_option_find_flag(f))) {
+            if (model_option_parse(&d, opt, f, v) < 0)
+                return cli_usage_error("run", "%s", ms_err_msg());
+            model_option_set(&a->mo, opt, d);
             i++;
-#define DBL_FLAG(flag, lo, hi, dst)                                                  \
-        } else if (strcmp(f, flag) == 0) {                                           \
-            if (cli_parse_double(&d, "run", flag, v, lo, hi) < 0)                    \
-                return 2;                                                            \
-            dst = (float)d;                                                          \
-            i++;
-        LONG_FLAG("-n", 0, 1 << 24, a->n_predict)
-        LONG_FLAG("--top-k", 0, 1 << 24, a->so.top_k)
-        LONG_FLAG("--repeat-last-n", 0, 1 << 20, a->so.repeat_last_n)
-        LONG_FLAG("--threads", 1, 512, a->o.n_threads)
-        LONG_FLAG("--ctx", 1, 1 << 22, a->o.n_ctx)
-        DBL_FLAG("--temp", 0, 100, a->so.temp)
-        DBL_FLAG("--top-p", 0, 1, a->so.top_p)
-        DBL_FLAG("--min-p", 0, 1, a->so.min_p)
-        DBL_FLAG("--repeat-penalty", 0.01, 100, a->so.repeat_penalty)
-#undef LONG_FLAG
-#undef DBL_FLAG
-            /* clang-format on */
-        } else if (strcmp(f, "--seed") == 0) {
-            if (cli_parse_long(&l, "run", "--seed", v, 0, 0x7fffffffffffffffL) < 0)
+        } else if (strcmp(f, "--threads") == 0) {
+            if (cli_parse_long(&l, "run", f, v, 1, 512) < 0)
                 return 2;
-            a->so.seed = (uint64_t)l;
-            seed_set = 1;
+            a->o.n_threads = (int)l;
             i++;
         } else if (strcmp(f, "--gguf") == 0) {
             a->gguf = argv[++i];
@@ -191,8 +173,9 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
     }
     if (join_words(&a->prompt, pos, n_pos) < 0)
         return cli_fail();
-    if (!seed_set)
-        a->so.seed = random_seed();
+    if (!a->mo.seed_set)
+        a->mo.so.seed = random_seed();
+    a->o.n_ctx = a->mo.n_ctx;
     return 0;
 }
 
@@ -223,7 +206,7 @@ static int emit(void *ctx, const char *s, size_t len)
 
 static int answer(run_state *R, int lstrip)
 {
-    session_gen g = {.n_predict = R->a->n_predict};
+    session_gen g = {.n_predict = R->a->mo.n_predict};
     session_done done;
 
     for (size_t i = 0; R->a->mp && i < R->a->mp->n_stop && g.n_stops < SESSION_MAX_STOPS; i++)
@@ -291,7 +274,7 @@ static int generate(run_state *R, double t_load)
     rc = session_feed(R->S, full ? full : prompt, len, full != NULL, SESSION_FEED_WHOLE);
     free(full);
     if (rc < 0) {
-        if (rc == MS_EINVALID && strstr(ms_err_msg(), "does not fit"))
+        if (rc == MS_ETOOBIG)
             ms_err_ctx("--ctx");
         return cli_fail();
     }
@@ -340,37 +323,23 @@ static void clear_msgs(run_state *R)
     R->n_msgs = 0;
 }
 
-/* /set parameter NAME VALUE. Returns 0, or -1 with the reason printed. */
+/* /set parameter NAME VALUE: the options of the table that a loaded model can change.
+ * Returns 0, or -1 with the reason printed. */
 static int set_parameter(run_state *R, const char *name, const char *value)
 {
-    runtime_sampler_opts *o = &R->a->so;
-    char *end;
+    const model_option *opt = name ? model_option_find(name) : NULL;
     double v;
 
     if (!name || !value)
         return printf("Usage: /set parameter NAME VALUE\n"), -1;
-    v = strtod(value, &end);
-    if (end == value || *end || v != v)
-        return printf("Couldn't set parameter: '%s' is not a number\n", value), -1;
-    if (strcmp(name, "temperature") == 0 && v >= 0 && v <= 100)
-        o->temp = (float)v;
-    else if (strcmp(name, "top_k") == 0 && v >= 0 && v <= 1 << 24 && v == (int)v)
-        o->top_k = (int)v;
-    else if (strcmp(name, "top_p") == 0 && v >= 0 && v <= 1)
-        o->top_p = (float)v;
-    else if (strcmp(name, "min_p") == 0 && v >= 0 && v <= 1)
-        o->min_p = (float)v;
-    else if (strcmp(name, "repeat_penalty") == 0 && v >= 0.01 && v <= 100)
-        o->repeat_penalty = (float)v;
-    else if (strcmp(name, "repeat_last_n") == 0 && v >= 0 && v <= 1 << 20 && v == (int)v)
-        o->repeat_last_n = (int)v;
-    else if (strcmp(name, "seed") == 0 && v >= 0 && v <= 9007199254740992.0 && v == (double)(uint64_t)v)
-        o->seed = (uint64_t)v;
-    else if (strcmp(name, "num_predict") == 0 && v >= 0 && v <= 1 << 24 && v == (int)v)
-        R->a->n_predict = (int)v;
-    else
-        return printf("Couldn't set parameter: unknown parameter '%s' or value %s out of range\n", name, value), -1;
-    if (session_sampler_set(R->S, o) < 0)
+    if (!opt || opt->type == MODEL_OPT_STRINGS || opt->load_only)
+        return printf("Couldn't set parameter: unknown parameter '%s'%s\n", name,
+                      opt && opt->load_only ? " (it is set when the model loads)" : ""),
+               -1;
+    if (model_option_parse(&v, opt, name, value) < 0)
+        return printf("Couldn't set parameter: %s\n", ms_err_msg()), -1;
+    model_option_set(&R->a->mo, opt, v);
+    if (session_sampler_set(R->S, &R->a->mo.so) < 0)
         return printf("Couldn't set parameter: %s\n", ms_err_msg()), -1;
     printf("Set parameter '%s' to '%s'\n", name, value);
     return 0;
@@ -432,7 +401,7 @@ static int turn(run_state *R, const char *line, size_t len)
     if (rc < 0) {
         if (R->tmpl)
             free((char *)R->msgs[--R->n_msgs].content); /* the turn did not happen */
-        if (rc != MS_EINVALID)
+        if (rc != MS_EINVALID && rc != MS_ETOOBIG) /* an empty turn, or one past the context */
             return -1;
         fprintf(stderr, "mstore: %s; /clear starts over\n", ms_err_msg());
         return 0;
@@ -635,7 +604,7 @@ static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store_mo
 
     if (!a->raw && template_text(&tmpl_text, &tmpl_len, a, sm) < 0)
         goto fail;
-    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->so) < 0)
+    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->mo.so) < 0)
         goto fail;
     if (!(R.msgs = calloc(1, sizeof *R.msgs))) {
         ms_err(MS_ENOMEM, "out of memory");

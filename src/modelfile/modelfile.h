@@ -26,32 +26,87 @@
 #define MODELFILE_MAX_BYTES (4u << 20) /* a Modelfile, or a text layer, larger than this is refused */
 #define MODELFILE_MAX_STOP  16
 
-/* A stored model's run defaults (params layer) and system prompt. Fields not in the params
- * layer keep has_* 0. */
+struct json_t; /* jansson's, for the JSON readers of the option table */
+
+/* ---------------------------------------------------------------- run options
+ *
+ * The one table of the sampler and generation options, as Redis keeps its config and git its
+ * parse-options: each row says an option's name (ollama's `options` key, the Modelfile's
+ * PARAMETER, chat's /set parameter), its `mstore run` flag, its OpenAI request fields, its type,
+ * bounds and default, and where the value goes. Every reader (run's flags, /set, ollama's
+ * options, OpenAI's fields, PARAMETER and a stored params layer) looks options up here, so an
+ * option is added with one row and refused everywhere with the same message:
+ *   "<option>: expected a number from 0 to 100; 300 is too large". */
+
+/* What the options set: a run's sampler, token budget and context. */
+typedef struct model_opts {
+    runtime_sampler_opts so;
+    int n_predict; /* < 0: until the context is full */
+    int n_ctx; /* <= 0: the model's own (runtime_opts.n_ctx) */
+    int seed_set; /* so.seed was given; else the reader draws one (a negative seed asks for that) */
+} model_opts;
+
+typedef enum model_opt_type {
+    MODEL_OPT_NUMBER,
+    MODEL_OPT_INTEGER,
+    MODEL_OPT_STRINGS, /* stop: each reader keeps the strings where its generation wants them */
+} model_opt_type;
+
+/* How a value is stored at `off` in model_opts. */
+typedef enum model_opt_store { MODEL_OPT_FLOAT, MODEL_OPT_INT, MODEL_OPT_SEED, MODEL_OPT_NONE } model_opt_store;
+
+typedef struct model_option {
+    const char *name; /* ollama's key, PARAMETER name, /set parameter name */
+    const char *flag; /* mstore run's flag, or NULL */
+    const char *openai[3]; /* OpenAI's request fields, NULL-terminated */
+    model_opt_type type;
+    double lo, hi; /* inclusive; for MODEL_OPT_STRINGS hi is the most strings */
+    double openai_lo, openai_hi; /* OpenAI's own range where its API documents another (else equal) */
+    double def; /* model_opts_defaults's value */
+    int load_only; /* applies when the model is loaded: chat's /set cannot change it */
+    model_opt_store store;
+    size_t off;
+} model_option;
+
+extern const model_option model_options[];
+extern const size_t model_options_n;
+#define MODEL_OPTIONS_MAX 32 /* model_options_n is at most this (a stored params layer's bitmask) */
+
+/* The row named `name` (exact, lower case), or whose flag is `flag`; NULL when none. */
+const model_option *model_option_find(const char *name);
+const model_option *model_option_find_flag(const char *flag);
+/* Parse `text` as o's value and check its bounds; `shown` names the option in the message (a
+ * flag, "PARAMETER top_k"). MS_EINVALID: "<shown>: expected an integer from 0 to 16777216;
+ * '1.5' is not an integer" (or "...; 300 is too large"). */
+int model_option_parse(double *out, const model_option *o, const char *shown, const char *text);
+/* The same for a JSON value (not null), with OpenAI's range when `openai`. */
+int model_option_json(double *out, const model_option *o, const char *shown, const struct json_t *v, int openai);
+/* Store a checked value where o says (a negative seed leaves the seed unset). */
+void model_option_set(model_opts *dst, const model_option *o, double v);
+/* Every number option present in a JSON object: ollama's keys ("options" object, shown with
+ * `prefix`, "options.") or OpenAI's fields (`openai`). Absent and null fields keep dst's value;
+ * other keys, and MODEL_OPT_STRINGS rows, are the caller's. MS_EINVALID as model_option_json. */
+int model_opts_from_json(model_opts *dst, const struct json_t *obj, const char *prefix, int openai);
+/* Every option's default (the sampler's are runtime_sampler_defaults's); no seed set. */
+void model_opts_defaults(model_opts *o);
+
+/* A stored model's run defaults (params layer) and system prompt. */
 typedef struct model_params {
-    int has_temperature, has_top_k, has_top_p, has_min_p, has_repeat_penalty, has_repeat_last_n, has_seed,
-        has_num_predict, has_num_ctx;
-    double temperature, top_p, min_p, repeat_penalty;
-    long long top_k, repeat_last_n, seed, num_predict, num_ctx;
+    double val[MODEL_OPTIONS_MAX]; /* by row of model_options */
+    uint32_t set; /* bit i: val[i] was given */
     char *stop[MODELFILE_MAX_STOP];
     size_t n_stop;
     char *system; /* NULL when the model has no system layer */
 } model_params;
 
 /* The defaults of an open stored model. *out NULL (and 0) when it has neither a params nor a
- * system layer. MS_EINVALID (params that are not an object of options of the right types: the
- * message names the key), or what reading the layers returns. */
+ * system layer. MS_EINVALID (params that are not an object of options of the right types and
+ * bounds: the message names the key), or what reading the layers returns. */
 int model_params_load(model_params **out, store_model *m);
 void model_params_free(model_params *p); /* NULL is fine */
-/* Apply the defaults to sampler options and the token budget / context length (each pointer
- * may be NULL): call before the caller's own flags, so that a flag still wins. */
-void model_params_apply(const model_params *p, runtime_sampler_opts *so, int *n_predict, int *n_ctx);
-
-/* Stop strings over streamed text. `pending` holds generated text not yet shown. Returns 1 when
- * a stop string occurs in it: *emit_out is then the length before the first occurrence (show
- * that, drop the rest, stop generating). Else 0 and *emit_out is what can be shown now: all but
- * the longest tail that could still grow into a stop string. */
-int model_params_stop_scan(const model_params *p, const char *pending, size_t len, size_t *emit_out);
+/* Apply the defaults to a run's options: call before the caller's own flags, so that a flag
+ * still wins. */
+void model_params_apply(const model_params *p, model_opts *o);
 
 /* ---------------------------------------------------------------- Modelfile */
 

@@ -11,8 +11,6 @@
 int mf_layer_text(char **out, size_t *len_out, store_model *m, const manifest_layer *l);
 /* Fill `p` from a params object; `what` names it in messages. */
 int mf_params_from_json(model_params *p, json_t *o, const char *what);
-/* 1 when `key` is an option this runtime applies; *is_int_out 1 / 0 for numbers, -1 for "stop". */
-int mf_params_known(const char *key, int *is_int_out);
 
 /* A parsed Modelfile. */
 struct modelfile {

@@ -1,5 +1,5 @@
 /* params.c: a stored model's run defaults (ollama's params and system layers), applied under
- * the caller's flags, and stop strings over streamed text. */
+ * the caller's flags through the option table. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,34 +28,6 @@ int mf_layer_text(char **out, size_t *len_out, store_model *m, const manifest_la
     return 0;
 }
 
-/* The option table: ollama's names and the JSON type each must have. */
-typedef struct opt {
-    const char *name;
-    int is_int;
-    size_t has_off, val_off;
-} opt;
-#define OPT_D(n)                                                          \
-    {                                                                     \
-#n, 0, offsetof(model_params, has_##n), offsetof(model_params, n) \
-    }
-#define OPT_I(n)                                                          \
-    {                                                                     \
-#n, 1, offsetof(model_params, has_##n), offsetof(model_params, n) \
-    }
-static const opt opts[] = {OPT_D(temperature),   OPT_I(top_k), OPT_D(top_p),       OPT_D(min_p),  OPT_D(repeat_penalty),
-                           OPT_I(repeat_last_n), OPT_I(seed),  OPT_I(num_predict), OPT_I(num_ctx)};
-
-int mf_params_known(const char *key, int *is_int_out)
-{
-    for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
-        if (!strcmp(opts[i].name, key)) {
-            *is_int_out = opts[i].is_int;
-            return 1;
-        }
-    *is_int_out = -1;
-    return !strcmp(key, "stop");
-}
-
 int mf_params_from_json(model_params *p, json_t *o, const char *what)
 {
     const char *key;
@@ -65,21 +37,13 @@ int mf_params_from_json(model_params *p, json_t *o, const char *what)
         return ms_err(MS_EINVALID, "%s: not a JSON object", what);
     json_object_foreach(o, key, v)
     {
-        size_t i;
-        for (i = 0; i < sizeof opts / sizeof *opts; i++)
-            if (!strcmp(opts[i].name, key))
-                break;
-        if (i < sizeof opts / sizeof *opts) {
-            char *base = (char *)p;
-            if (!json_is_number(v) || (opts[i].is_int && !json_is_integer(v)))
-                return ms_err(MS_EINVALID, "%s: '%s' must be %s", what, key,
-                              opts[i].is_int ? "an integer" : "a number");
-            *(int *)(base + opts[i].has_off) = 1;
-            if (opts[i].is_int)
-                *(long long *)(base + opts[i].val_off) = (long long)json_integer_value(v);
-            else
-                *(double *)(base + opts[i].val_off) = json_number_value(v);
-        } else if (!strcmp(key, "stop")) {
+        const model_option *opt = model_option_find(key);
+        size_t row = opt ? (size_t)(opt - model_options) : 0;
+        if (opt && opt->type != MODEL_OPT_STRINGS) {
+            if (model_option_json(&p->val[row], opt, key, v, 0) < 0)
+                return ms_err_ctx("%s", what);
+            p->set |= 1u << row;
+        } else if (opt) {
             size_t k;
             json_t *e;
             if (!json_is_array(v) || json_array_size(v) > MODELFILE_MAX_STOP)
@@ -151,59 +115,9 @@ done:
     return rc;
 }
 
-void model_params_apply(const model_params *p, runtime_sampler_opts *so, int *n_predict, int *n_ctx)
+void model_params_apply(const model_params *p, model_opts *o)
 {
-    if (!p)
-        return;
-    if (so) {
-        if (p->has_temperature)
-            so->temp = (float)p->temperature;
-        if (p->has_top_k)
-            so->top_k = (int)p->top_k;
-        if (p->has_top_p)
-            so->top_p = (float)p->top_p;
-        if (p->has_min_p)
-            so->min_p = (float)p->min_p;
-        if (p->has_repeat_penalty)
-            so->repeat_penalty = (float)p->repeat_penalty;
-        if (p->has_repeat_last_n)
-            so->repeat_last_n = (int)p->repeat_last_n;
-        if (p->has_seed && p->seed >= 0) /* ollama's seed -1: a random one, as without */
-            so->seed = (uint64_t)p->seed;
-    }
-    /* ollama: num_predict -1 means no limit; this runtime's budget is the context */
-    if (n_predict && p->has_num_predict)
-        *n_predict = p->num_predict < 0 || p->num_predict > (1 << 24) ? 1 << 24 : (int)p->num_predict;
-    if (n_ctx && p->has_num_ctx && p->num_ctx > 0 && p->num_ctx <= (1 << 22))
-        *n_ctx = (int)p->num_ctx;
-}
-
-int model_params_stop_scan(const model_params *p, const char *pending, size_t len, size_t *emit_out)
-{
-    size_t first = len, hold = 0;
-
-    *emit_out = len;
-    if (!p)
-        return 0;
-    for (size_t i = 0; i < p->n_stop; i++) {
-        const char *st = p->stop[i];
-        size_t sl = strlen(st);
-        for (size_t at = 0; at + sl <= len && at < first; at++)
-            if (!memcmp(pending + at, st, sl)) {
-                first = at;
-                break;
-            }
-        /* the longest tail of pending that is a proper prefix of this stop string */
-        for (size_t k = sl - 1 < len ? sl - 1 : len; k > hold; k--)
-            if (!memcmp(pending + len - k, st, k)) {
-                hold = k;
-                break;
-            }
-    }
-    if (first < len) {
-        *emit_out = first;
-        return 1;
-    }
-    *emit_out = len - hold;
-    return 0;
+    for (size_t i = 0; p && i < model_options_n; i++)
+        if (p->set & 1u << i)
+            model_option_set(o, &model_options[i], p->val[i]);
 }

@@ -91,11 +91,15 @@ static int read_value(cursor *c, char **out, int line)
     return 0;
 }
 
+/* PARAMETER name value: an option of the table, checked against its type and bounds here, so
+ * that `mstore create` refuses what a run would. */
 static int add_parameter(modelfile *mf, cursor *c, int line)
 {
-    char name[64], *val = NULL, *endp;
+    char name[64], shown[80], *val = NULL;
+    const model_option *opt;
     size_t n = 0;
-    int is_int, rc = 0;
+    double d;
+    int rc = 0;
     json_t *v = NULL;
 
     skip_blank(c);
@@ -104,32 +108,25 @@ static int add_parameter(modelfile *mf, cursor *c, int line)
     name[n] = '\0';
     if (!n)
         return lerr(MS_EINVALID, c, line, "PARAMETER needs a name and a value", NULL, NULL);
-    if (!mf_params_known(name, &is_int))
+    if (!(opt = model_option_find(name)))
         return lerr(MS_EINVALID, c, line, "PARAMETER: unknown parameter '", name, "'");
     if ((rc = read_value(c, &val, line)) < 0)
         return rc;
+    snprintf(shown, sizeof shown, "PARAMETER %s", name);
     if (!*val) {
         rc = lerr(MS_EINVALID, c, line, "PARAMETER ", name, ": no value");
-    } else if (is_int < 0) {
-        json_t *a = json_object_get(mf->params, "stop");
-        if (!a && json_object_set_new(mf->params, "stop", a = json_array()) < 0)
+    } else if (opt->type == MODEL_OPT_STRINGS) {
+        json_t *a = json_object_get(mf->params, name);
+        if (!a && json_object_set_new(mf->params, name, a = json_array()) < 0)
             rc = ms_err(MS_ENOMEM, "out of memory");
         else if (json_array_size(a) >= MODELFILE_MAX_STOP)
             rc = lerr(MS_EINVALID, c, line, "PARAMETER stop: more than 16 stop strings", NULL, NULL);
         else
             json_array_append_new(a, json_string(val));
-    } else if (is_int) {
-        long long x = strtoll(val, &endp, 10);
-        if (*endp || endp == val)
-            rc = lerr(MS_EINVALID, c, line, "PARAMETER ", name, ": the value is not an integer");
-        else
-            v = json_integer(x);
+    } else if ((rc = model_option_parse(&d, opt, shown, val)) < 0) {
+        rc = ms_err_ctx("%s:%d", c->path, line);
     } else {
-        double x = strtod(val, &endp);
-        if (*endp || endp == val)
-            rc = lerr(MS_EINVALID, c, line, "PARAMETER ", name, ": the value is not a number");
-        else
-            v = json_real(x);
+        v = opt->type == MODEL_OPT_INTEGER ? json_integer((json_int_t)d) : json_real(d);
     }
     if (rc == 0 && v)
         json_object_set_new(mf->params, name, v);

@@ -24,11 +24,10 @@ gen_job *gen_job_new(server *srv, gen_kind kind)
     if (!j)
         return NULL;
     j->srv = srv, j->kind = kind, j->fd = -1;
-    runtime_sampler_defaults(&j->so);
+    model_opts_defaults(&j->mo);
     if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
         rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)j;
-    j->so.seed = rnd & 0x7fffffffffffffffULL;
-    j->g.n_predict = -1;
+    j->mo.so.seed = rnd & 0x7fffffffffffffffULL;
     j->keep_alive_s = srv->o.keep_alive_s;
     j->created = time(NULL);
     snprintf(j->id, sizeof j->id, "%s-%016llx", kind == GEN_OPENAI_CHAT ? "chatcmpl" : "cmpl",
@@ -49,27 +48,46 @@ void gen_job_free(gen_job *j)
         free(j->stops[i]);
     free(j->prompt);
     free(j->system);
-    free(j->out);
+    free(j->out.p);
+    srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
     free(j);
 }
 
-int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len)
+int gen_job_stop_add(gen_job *j, const char *s)
 {
     if (!*s)
         return 0;
-    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN) {
-        snprintf(msg, msg_len, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
-                 SESSION_MAX_STOP_LEN);
-        return -1;
-    }
-    if (!(j->stops[j->g.n_stops] = strdup(s))) {
-        snprintf(msg, msg_len, "out of memory");
-        return -1;
-    }
+    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN)
+        return ms_err(MS_EINVALID, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
+                      SESSION_MAX_STOP_LEN);
+    if (!(j->stops[j->g.n_stops] = strdup(s)))
+        return ms_err(MS_ENOMEM, "out of memory");
     j->g.stops[j->g.n_stops] = j->stops[j->g.n_stops];
     j->g.n_stops++;
+    return 0;
+}
+
+int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string)
+{
+    size_t i;
+    json_t *s;
+    int rc;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (one_string && json_is_string(v))
+        return gen_job_stop_add(j, json_string_value(v));
+    if (!json_is_array(v))
+        return ms_err(MS_EINVALID, "%s: expected %san array of strings", shown, one_string ? "a string or " : "");
+    json_array_foreach(v, i, s)
+    {
+        if (!json_is_string(s))
+            return ms_err(MS_EINVALID, "%s[%zu]: expected a string", shown, i);
+        if ((rc = gen_job_stop_add(j, json_string_value(s))) < 0)
+            return rc;
+    }
     return 0;
 }
 
@@ -118,8 +136,8 @@ static json_t *usage(const gen_job *j)
 /* The last object: the whole text when not streamed, counts and reasons. */
 static json_t * final(const gen_job *j)
 {
-    const char *text = j->stream ? "" : j->out ? j->out : "";
-    size_t len = j->stream ? 0 : j->out_n;
+    const char *text = j->stream || !j->out.p ? "" : j->out.p;
+    size_t len = j->stream ? 0 : j->out.n;
     char when[64];
     json_t *o;
 
@@ -181,26 +199,16 @@ static int emit(void *ctx, const char *text, size_t len)
 
     if (j->fd >= 0)
         return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
-    if (j->out_n + len + 1 > j->out_cap) {
-        size_t cap = (j->out_n + len + 1) * 2;
-        char *p = realloc(j->out, cap);
-        if (!p)
-            return 1;
-        j->out = p, j->out_cap = cap;
-    }
-    memcpy(j->out + j->out_n, text, len);
-    j->out_n += len;
-    j->out[j->out_n] = '\0';
-    return 0;
+    return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
 }
 
 /* ---------------------------------------------------------------- running */
 
-static int fail(gen_job *j, int status, const char *msg)
+/* Keep the failure for the answer, which may be written after other calls reset ms_err_msg(). */
+static void fail(gen_job *j, int code)
 {
-    j->status = status;
-    snprintf(j->err, sizeof j->err, "%s", msg);
-    return -1;
+    j->code = code;
+    snprintf(j->err, sizeof j->err, "%s", ms_err_msg());
 }
 
 /* The prompt's text: rendered with the template, or the raw prompt. Chat conversations longer
@@ -245,7 +253,7 @@ static int prompt_feed(gen_job *j, session *S)
         if (rc == 0)
             rc = session_feed(S, text, len, 1, SESSION_FEED_EXACT);
         free(text);
-        if (rc != MS_EINVALID || !strstr(ms_err_msg(), "does not fit") || dropped < first)
+        if (rc != MS_ETOOBIG || dropped < first)
             return rc;
         first++; /* drop one more of the oldest turns */
     }
@@ -261,8 +269,8 @@ static void run(gen_job *j)
     const session_stats *st;
     int rc;
 
-    if ((rc = srv_model_acquire(j->srv, &j->name, j->num_ctx, &L)) < 0) {
-        fail(j, rc == MS_ENOTFOUND ? 404 : 500, ms_err_msg());
+    if ((rc = srv_model_acquire(j->srv, &j->ref, j->mo.n_ctx, &L)) < 0) {
+        fail(j, rc == MS_ENOTFOUND ? rc : MS_ERROR); /* a model that does not load is the server's failure */
         return;
     }
     t1 = now();
@@ -270,11 +278,12 @@ static void run(gen_job *j)
     S = L->S;
     session_stats_clear(S);
     if ((rc = prompt_feed(j, S)) < 0) {
-        fail(j, rc == MS_EINVALID ? 400 : 500, ms_err_msg());
+        fail(j, rc);
         goto done;
     }
-    if ((rc = session_sampler_set(S, &j->so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
-        fail(j, 500, ms_err_msg());
+    j->g.n_predict = j->mo.n_predict;
+    if ((rc = session_sampler_set(S, &j->mo.so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
+        fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;
     }
     st = session_stats_get(S);
@@ -296,11 +305,8 @@ static void stream_end(gen_job *j)
 
     if (j->done == SESSION_DONE_CANCELLED)
         return;
-    if (j->status) {
-        json_t *m = srv_json_text(j->err, strlen(j->err));
-        send_obj(j, openai ? json_pack("{s:{s:o,s:s,s:n,s:n}}", "error", "message", m, "type",
-                                       j->status == 400 ? "invalid_request_error" : "server_error", "param", "code")
-                           : json_pack("{s:o}", "error", m));
+    if (j->code) {
+        send_obj(j, srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
     } else {
         send_obj(j, final(j));
         if (j->kind == GEN_OPENAI_CHAT && j->include_usage)
@@ -330,10 +336,8 @@ enum MHD_Result gen_start(req *r, gen_job *j)
 
     if (!j->stream) {
         run(j);
-        if (j->status)
-            ret = openai ? srv_err_openai(r, (unsigned)j->status,
-                                          j->status == 400 ? "invalid_request_error" : "server_error", "%s", j->err)
-                         : srv_err_ollama(r, (unsigned)j->status, "%s", j->err);
+        if (j->code)
+            ret = srv_json(r, srv_status(j->code), srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
         else
             ret = srv_json(r, 200, final(j));
         gen_job_free(j);
@@ -348,7 +352,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     return MHD_YES;
 }
 
-int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len)
+int srv_duration_s(int *out, json_t *v)
 {
     const char *s;
     char *end;
@@ -380,6 +384,5 @@ int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len)
     *out = d < 0 ? -1 : d > 1e9 ? 1000000000 : (int)d;
     return 0;
 bad:
-    snprintf(msg, msg_len, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
-    return -1;
+    return ms_err(MS_EINVALID, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
 }

@@ -80,6 +80,39 @@ enum MHD_Result srv_err_openai(req *r, unsigned status, const char *type, const 
                     json_pack("{s:{s:o,s:s,s:n,s:n}}", "error", "message", m, "type", type, "param", "code"));
 }
 
+unsigned srv_status(int code)
+{
+    switch (code) {
+    case MS_EINVALID: /* a field of the wrong type or out of bounds, a bad name */
+    case MS_ETOOBIG: /* a prompt longer than the context */
+    case MS_EUNSUPPORTED: /* a feature that would change the answer and is not built */
+        return 400;
+    case MS_ENOTFOUND:
+        return 404;
+    default:
+        return 500;
+    }
+}
+
+json_t *srv_err_body(srv_api api, int code, const char *msg)
+{
+    json_t *m = srv_json_text(msg, strlen(msg));
+
+    if (api == SRV_OLLAMA)
+        return json_pack("{s:o}", "error", m);
+    /* OpenAI's clients tell a missing model by its code (NotFoundError, "model_not_found") */
+    if (code == MS_ENOTFOUND)
+        return json_pack("{s:{s:o,s:s,s:s,s:s}}", "error", "message", m, "type", "invalid_request_error", "param",
+                         "model", "code", "model_not_found");
+    return json_pack("{s:{s:o,s:s,s:n,s:n}}", "error", "message", m, "type",
+                     srv_status(code) < 500 ? "invalid_request_error" : "server_error", "param", "code");
+}
+
+enum MHD_Result srv_fail(req *r, srv_api api, int code)
+{
+    return srv_json(r, srv_status(code), srv_err_body(api, code, ms_err_msg()));
+}
+
 enum MHD_Result srv_err_oci(req *r, unsigned status, const char *code, const char *fmt, ...)
 {
     va_list ap;
@@ -131,25 +164,22 @@ int srv_write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
-json_t *srv_body_json(req *r, char *msg, size_t msg_len)
+int srv_body_json(json_t **out, req *r)
 {
     json_error_t e;
-    json_t *j;
 
-    if (!r->body || r->n == 0) {
-        snprintf(msg, msg_len, "missing request body");
-        return NULL;
+    *out = NULL;
+    if (r->body.n == 0)
+        return ms_err(MS_EINVALID, "missing request body");
+    if (!(*out = json_loadb(r->body.p, r->body.n, JSON_REJECT_DUPLICATES, &e)))
+        return ms_err(MS_EINVALID, "invalid JSON in the request body: %s (line %d, column %d)", e.text, e.line,
+                      e.column);
+    if (!json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return ms_err(MS_EINVALID, "the request body must be a JSON object");
     }
-    if (!(j = json_loadb(r->body, r->n, JSON_REJECT_DUPLICATES, &e))) {
-        snprintf(msg, msg_len, "invalid JSON in the request body: %s (line %d, column %d)", e.text, e.line, e.column);
-        return NULL;
-    }
-    if (!json_is_object(j)) {
-        json_decref(j);
-        snprintf(msg, msg_len, "the request body must be a JSON object");
-        return NULL;
-    }
-    return j;
+    return 0;
 }
 
 void srv_time_rfc3339(char *buf, size_t len, time_t t)
@@ -295,23 +325,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             ollama_blob_upload(r, data, len);
             return MHD_YES;
         }
-        if (r->too_big || r->n + len > srv->o.max_body) {
+        if (r->too_big || r->body.n + len > srv->o.max_body) {
             r->too_big = 1;
             return MHD_YES;
         }
-        if (r->n + len + 1 > r->cap) {
-            size_t cap = (r->n + len + 1) * 2;
-            char *p;
-            if (cap > srv->o.max_body + 1)
-                cap = srv->o.max_body + 1;
-            if (!(p = realloc(r->body, cap)))
-                return MHD_NO;
-            r->body = p, r->cap = cap;
-        }
-        memcpy(r->body + r->n, data, len);
-        r->n += len;
-        r->body[r->n] = '\0';
-        return MHD_YES;
+        return ms_text_put(&r->body, data, len) < 0 ? MHD_NO : MHD_YES;
     }
     if (r->responded)
         return MHD_YES;
@@ -328,7 +346,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (!r)
         return;
     ollama_upload_close(r); /* an upload cut short leaves nothing */
-    free(r->body);
+    free(r->body.p);
     free(r);
     *con_cls = NULL;
 }

@@ -1,4 +1,5 @@
 /* models.c: models stay loaded between requests; one load shared by all; keep_alive expiry. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,13 +12,47 @@ static void unload(loaded *L)
         return;
     session_free(L->S);
     runtime_model_close(L->m);
-    store_model_close(L->sm);   /* after the model: its weights are views into the handle */
+    store_model_close(L->sm); /* after the model: its weights are views into the handle */
     store_close(L->s);
     pthread_mutex_destroy(&L->run);
     free(L);
 }
 
-static int load(loaded **out, server *srv, const model_name *name, const char *shown, int num_ctx)
+int srv_model_name(model_name *out, const char *model)
+{
+    if (!model || !*model)
+        return ms_err(MS_EINVALID, "model: required");
+    if (name_parse(out, model) < 0)
+        return ms_err_ctx("model");
+    return 0;
+}
+
+int srv_model_open(srv_model *out, server *srv, const char *model)
+{
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if ((rc = srv_model_name(&out->name, model)) < 0)
+        return rc;
+    if ((rc = store_open(&out->s, srv->home)) == 0)
+        rc = store_model_open(&out->sm, out->s, &out->name);
+    if (rc < 0)
+        srv_model_close(out);
+    if (rc == MS_ENOTFOUND)
+        return ms_err(MS_ENOTFOUND, "model '%s' not found, try pulling it first", model);
+    return rc;
+}
+
+void srv_model_close(srv_model *m)
+{
+    store_model_close(m->sm);
+    store_close(m->s);
+    m->sm = NULL;
+    m->s = NULL;
+}
+
+/* Load from the request's handle, which L takes (its mappings are the weights' views). */
+static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, int num_ctx)
 {
     loaded *L = calloc(1, sizeof *L);
     runtime_opts ro = srv->o.ro;
@@ -25,19 +60,21 @@ static int load(loaded **out, server *srv, const model_name *name, const char *s
     size_t tmpl_len = 0;
     int rc;
 
+    assert(req_m->sm); /* opened by srv_model_open, not yet taken by another load */
     *out = NULL;
     if (!L)
         return ms_err(MS_ENOMEM, "out of memory");
     pthread_mutex_init(&L->run, NULL);
     snprintf(L->name, sizeof L->name, "%s", shown);
-    name_display(L->shown, sizeof L->shown, name);
+    name_display(L->shown, sizeof L->shown, &req_m->name);
+    L->s = req_m->s, L->sm = req_m->sm;
+    req_m->s = NULL, req_m->sm = NULL;
     L->n_ctx_asked = num_ctx;
     if (num_ctx > 0)
         ro.n_ctx = num_ctx;
     /* The model handle stays open with the model: the weights' mappings are its views. One
      * handle gives the digest, the weights and the template (session_new copies the text). */
-    if ((rc = store_open(&L->s, srv->home)) < 0 || (rc = store_model_open(&L->sm, L->s, name)) < 0 ||
-        (rc = runtime_model_open(&L->m, L->sm, &ro)) < 0 ||
+    if ((rc = runtime_model_open(&L->m, L->sm, &ro)) < 0 ||
         (rc = runtime_weights_tokenizer(&L->t, runtime_model_weights(L->m))) < 0)
         goto fail;
     snprintf(L->digest, sizeof L->digest, "%s", store_model_digest(L->sm));
@@ -54,14 +91,14 @@ fail:
     return rc;
 }
 
-int srv_model_acquire(server *srv, const model_name *name, int num_ctx, loaded **out)
+int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 {
     char shown[400];
     loaded *L, **pp;
     int rc = 0;
 
     *out = NULL;
-    name_format(shown, sizeof shown, name);
+    name_format(shown, sizeof shown, &m->name);
     pthread_mutex_lock(&srv->mu);
     for (pp = &srv->models; (L = *pp); pp = &L->next)
         if (strcmp(L->name, shown) == 0)
@@ -74,7 +111,7 @@ int srv_model_acquire(server *srv, const model_name *name, int num_ctx, loaded *
     }
     if (!L) {
         /* Loading holds the list lock: two clients asking for one model at once load it once. */
-        if ((rc = load(&L, srv, name, shown, num_ctx)) == 0) {
+        if ((rc = load(&L, srv, m, shown, num_ctx)) == 0) {
             L->next = srv->models;
             srv->models = L;
         }

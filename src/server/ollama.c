@@ -12,8 +12,8 @@
 
 /* ---------------------------------------------------------------- fields */
 
-int srv_field_num(json_t *o, const char *key, const char *shown, double lo, double hi, int integer, double *out,
-                  int *set, char *msg, size_t msg_len)
+int srv_field_num(double *out, int *set, json_t *o, const char *key, const char *shown, double lo, double hi,
+                  int integer)
 {
     json_t *v = o ? json_object_get(o, key) : NULL;
     double d;
@@ -30,65 +30,31 @@ int srv_field_num(json_t *o, const char *key, const char *shown, double lo, doub
     *set = 1;
     return 0;
 bad:
-    snprintf(msg, msg_len, "%s: expected %s from %g to %g", shown, integer ? "an integer" : "a number", lo, hi);
-    return -1;
+    return ms_err(MS_EINVALID, "%s: expected %s from %g to %g", shown, integer ? "an integer" : "a number", lo, hi);
 }
 
-int srv_field_str(json_t *o, const char *key, const char *shown, const char **out, char *msg, size_t msg_len)
+int srv_field_str(const char **out, json_t *o, const char *key, const char *shown)
 {
     json_t *v = json_object_get(o, key);
 
     *out = NULL;
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_string(v)) {
-        snprintf(msg, msg_len, "%s: expected a string", shown);
-        return -1;
-    }
+    if (!json_is_string(v))
+        return ms_err(MS_EINVALID, "%s: expected a string", shown);
     *out = json_string_value(v);
     return 0;
 }
 
-int srv_field_bool(json_t *o, const char *key, const char *shown, int *out, char *msg, size_t msg_len)
+int srv_field_bool(int *out, json_t *o, const char *key, const char *shown)
 {
     json_t *v = json_object_get(o, key);
 
     if (!v || json_is_null(v))
         return 0;
-    if (!json_is_boolean(v)) {
-        snprintf(msg, msg_len, "%s: expected true or false", shown);
-        return -1;
-    }
+    if (!json_is_boolean(v))
+        return ms_err(MS_EINVALID, "%s: expected true or false", shown);
     *out = json_is_true(v);
-    return 0;
-}
-
-int srv_model_check(server *srv, const char *model, model_name *out, char *msg, size_t msg_len)
-{
-    store *s = NULL;
-    store_model *sm = NULL;
-    int rc;
-
-    if (!model || !*model) {
-        snprintf(msg, msg_len, "model: required");
-        return -1;
-    }
-    if (name_parse(out, model) < 0) {
-        snprintf(msg, msg_len, "model: %s", ms_err_msg());
-        return -1;
-    }
-    if ((rc = store_open(&s, srv->home)) == 0)
-        rc = store_model_open(&sm, s, out);
-    store_model_close(sm);
-    store_close(s);
-    if (rc == MS_ENOTFOUND) {
-        snprintf(msg, msg_len, "model '%s' not found, try pulling it first", model);
-        return -2;
-    }
-    if (rc < 0) {
-        snprintf(msg, msg_len, "%s", ms_err_msg());
-        return -1;
-    }
     return 0;
 }
 
@@ -102,68 +68,36 @@ static const char *body_model(json_t *b)
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-/* Fields that would change what an answer means and are not built: refused by name. */
-static int refuse_unbuilt(json_t *b, const char *const *keys, char *msg, size_t msg_len)
+/* Fields that would change what an answer means and are not built: refused by name (`path`
+ * before it: "messages[0]."). MS_EUNSUPPORTED. */
+static int refuse_unbuilt(json_t *b, const char *const *keys, const char *path)
 {
     for (; *keys; keys++) {
         json_t *v = json_object_get(b, *keys);
         if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0) &&
-            !(json_is_string(v) && !*json_string_value(v)) && !(json_is_false(v))) {
-            snprintf(msg, msg_len, "%s: not supported by mstore yet", *keys);
-            return -1;
-        }
+            !(json_is_string(v) && !*json_string_value(v)) && !(json_is_false(v)))
+            return ms_err(MS_EUNSUPPORTED, "%s%s: not supported by mstore yet", path, *keys);
     }
     return 0;
 }
 
-/* ollama's "options" and the request's own fields shared by generate and chat. */
-static int job_options(gen_job *j, json_t *b, char *msg, size_t msg_len)
+/* ollama's "options" (through the option table) and the request's own fields shared by
+ * generate and chat. MS_EINVALID naming the field. */
+static int job_options(gen_job *j, json_t *b)
 {
-    json_t *o = json_object_get(b, "options"), *stop, *ka;
-    double d;
-    int set;
+    json_t *o = json_object_get(b, "options"), *ka;
+    int rc;
 
-    if (o && !json_is_null(o) && !json_is_object(o)) {
-        snprintf(msg, msg_len, "options: expected an object");
-        return -1;
-    }
-#define NUM(key, lo, hi, integer, dst)                                                      \
-    if (srv_field_num(o, key, "options." key, lo, hi, integer, &d, &set, msg, msg_len) < 0) \
-        return -1;                                                                          \
-    if (set)                                                                                \
-        dst;
-    NUM("temperature", 0, 100, 0, j->so.temp = (float)d)
-    NUM("top_k", 0, 1 << 24, 1, j->so.top_k = (int)d)
-    NUM("top_p", 0, 1, 0, j->so.top_p = (float)d)
-    NUM("min_p", 0, 1, 0, j->so.min_p = (float)d)
-    NUM("repeat_penalty", 0.01, 100, 0, j->so.repeat_penalty = (float)d)
-    NUM("repeat_last_n", 0, 1 << 20, 1, j->so.repeat_last_n = (int)d)
-    NUM("seed", -1, 9007199254740992.0, 1, j->so.seed = d < 0 ? j->so.seed : (uint64_t)d)
-    NUM("num_predict", -2, 1 << 24, 1, j->g.n_predict = d < 0 ? -1 : (int)d)
-    NUM("num_ctx", 0, 1 << 22, 1, j->num_ctx = (int)d)
-#undef NUM
-    if (o && (stop = json_object_get(o, "stop")) && !json_is_null(stop)) {
-        size_t i;
-        json_t *s;
-        if (!json_is_array(stop)) {
-            snprintf(msg, msg_len, "options.stop: expected an array of strings");
-            return -1;
-        }
-        json_array_foreach(stop, i, s)
-        {
-            if (!json_is_string(s)) {
-                snprintf(msg, msg_len, "options.stop[%zu]: expected a string", i);
-                return -1;
-            }
-            if (gen_job_stop_add(j, json_string_value(s), msg, msg_len) < 0)
-                return -1;
-        }
-    }
-    if ((ka = json_object_get(b, "keep_alive")) && !json_is_null(ka) &&
-        srv_duration_s(ka, &j->keep_alive_s, msg, msg_len) < 0)
-        return -1;
+    if (o && !json_is_null(o) && !json_is_object(o))
+        return ms_err(MS_EINVALID, "options: expected an object");
+    if (json_is_object(o) && (rc = model_opts_from_json(&j->mo, o, "options.", 0)) < 0)
+        return rc;
+    if (json_is_object(o) && (rc = gen_job_stops_json(j, json_object_get(o, "stop"), "options.stop", 0)) < 0)
+        return rc;
+    if ((ka = json_object_get(b, "keep_alive")) && !json_is_null(ka) && (rc = srv_duration_s(&j->keep_alive_s, ka)) < 0)
+        return rc;
     j->stream = 1;
-    return srv_field_bool(b, "stream", "stream", &j->stream, msg, msg_len);
+    return srv_field_bool(&j->stream, b, "stream", "stream");
 }
 
 static char *dup_str(const char *s)
@@ -180,8 +114,8 @@ static enum MHD_Result load_only(req *r, gen_job *j)
     int unload = j->keep_alive_s == 0;
 
     if (unload) {
-        srv_model_unload(r->srv, &j->name);
-    } else if (srv_model_acquire(r->srv, &j->name, j->num_ctx, &L) < 0) {
+        srv_model_unload(r->srv, &j->ref.name);
+    } else if (srv_model_acquire(r->srv, &j->ref, j->mo.n_ctx, &L) < 0) {
         gen_job_free(j);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     } else {
@@ -198,103 +132,99 @@ static enum MHD_Result load_only(req *r, gen_job *j)
     return srv_json(r, 200, o);
 }
 
-static int chat_messages(gen_job *j, json_t *msgs, char *msg, size_t msg_len)
+static int chat_message(gen_job *j, json_t *m, size_t i)
 {
     static const char *const unbuilt[] = {"images", "tool_calls", NULL};
+    const char *role, *content;
+    char field[64];
+    int rc;
+
+    if (!json_is_object(m))
+        return ms_err(MS_EINVALID, "messages[%zu]: expected an object", i);
+    snprintf(field, sizeof field, "messages[%zu].role", i);
+    if ((rc = srv_field_str(&role, m, "role", field)) < 0)
+        return rc;
+    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
+        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"user\" or \"assistant\"", i);
+    snprintf(field, sizeof field, "messages[%zu].content", i);
+    if ((rc = srv_field_str(&content, m, "content", field)) < 0)
+        return rc;
+    snprintf(field, sizeof field, "messages[%zu].", i);
+    if ((rc = refuse_unbuilt(m, unbuilt, field)) < 0)
+        return rc;
+    j->n_msgs = i + 1;
+    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
+        return ms_err(MS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int chat_messages(gen_job *j, json_t *msgs)
+{
     size_t i;
     json_t *m;
+    int rc;
 
-    if (!json_is_array(msgs)) {
-        snprintf(msg, msg_len, "messages: expected an array");
-        return -1;
-    }
-    if (!(j->msgs = calloc(json_array_size(msgs) + 1, sizeof *j->msgs))) {
-        snprintf(msg, msg_len, "out of memory");
-        return -1;
-    }
+    if (!json_is_array(msgs))
+        return ms_err(MS_EINVALID, "messages: expected an array");
+    if (!(j->msgs = calloc(json_array_size(msgs) + 1, sizeof *j->msgs)))
+        return ms_err(MS_ENOMEM, "out of memory");
     json_array_foreach(msgs, i, m)
     {
-        const char *role, *content;
-        char field[64];
-        if (!json_is_object(m)) {
-            snprintf(msg, msg_len, "messages[%zu]: expected an object", i);
-            return -1;
-        }
-        snprintf(field, sizeof field, "messages[%zu].role", i);
-        if (srv_field_str(m, "role", field, &role, msg, msg_len) < 0)
-            return -1;
-        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-            snprintf(msg, msg_len, "messages[%zu].role: expected \"system\", \"user\" or \"assistant\"", i);
-            return -1;
-        }
-        snprintf(field, sizeof field, "messages[%zu].content", i);
-        if (srv_field_str(m, "content", field, &content, msg, msg_len) < 0)
-            return -1;
-        if (refuse_unbuilt(m, unbuilt, msg, msg_len) < 0) {
-            char tmp[64];
-            size_t tl = (size_t)snprintf(tmp, sizeof tmp, "messages[%zu].", i), ml = strlen(msg);
-            if (tl + ml + 1 <= msg_len) { /* prefix the field's path */
-                memmove(msg + tl, msg, ml + 1);
-                memcpy(msg, tmp, tl);
-            }
-            return -1;
-        }
-        if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : ""))) {
-            j->n_msgs = i + 1;
-            snprintf(msg, msg_len, "out of memory");
-            return -1;
-        }
-        j->n_msgs = i + 1;
+        if ((rc = chat_message(j, m, i)) < 0)
+            return rc;
     }
     return 0;
 }
 
-static enum MHD_Result generate(req *r, int chat)
+/* The request's fields, in the order their refusals are checked. */
+static int generate_parse(gen_job *j, json_t *b, int chat, const char **prompt, const char **system)
 {
     static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
     static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
-    char msg[MSG];
-    json_t *b = srv_body_json(r, msg, sizeof msg);
-    gen_job *j = NULL;
-    const char *prompt = NULL, *system = NULL;
-    enum MHD_Result ret;
+    json_t *msgs = json_object_get(b, "messages");
     int rc;
 
-    if (!b)
-        return srv_err_ollama(r, 400, "%s", msg);
+    if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 || (rc = job_options(j, b)) < 0 ||
+        (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0)
+        return rc;
+    if (!chat && ((rc = srv_field_str(prompt, b, "prompt", "prompt")) < 0 ||
+                  (rc = srv_field_str(system, b, "system", "system")) < 0))
+        return rc;
+    if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
+        return rc;
+    return srv_model_open(&j->ref, j->srv, body_model(b));
+}
+
+static enum MHD_Result generate(req *r, int chat)
+{
+    json_t *b = NULL;
+    gen_job *j = NULL;
+    const char *prompt = NULL, *system = NULL;
+    int rc;
+
+    if ((rc = srv_body_json(&b, r)) < 0)
+        return srv_fail(r, SRV_OLLAMA, rc);
     if (!(j = gen_job_new(r->srv, chat ? GEN_OLLAMA_CHAT : GEN_OLLAMA_GENERATE))) {
-        json_decref(b);
-        return srv_err_ollama(r, 500, "out of memory");
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
     }
-    if (refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, msg, sizeof msg) < 0 ||
-        job_options(j, b, msg, sizeof msg) < 0 || srv_field_bool(b, "raw", "raw", &j->raw, msg, sizeof msg) < 0 ||
-        (!chat && (srv_field_str(b, "prompt", "prompt", &prompt, msg, sizeof msg) < 0 ||
-                   srv_field_str(b, "system", "system", &system, msg, sizeof msg) < 0)) ||
-        (chat && json_object_get(b, "messages") && !json_is_null(json_object_get(b, "messages")) &&
-         chat_messages(j, json_object_get(b, "messages"), msg, sizeof msg) < 0))
-        goto bad;
-    if ((rc = srv_model_check(r->srv, body_model(b), &j->name, msg, sizeof msg)) < 0) {
-        json_decref(b);
-        gen_job_free(j);
-        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
-    }
+    if ((rc = generate_parse(j, b, chat, &prompt, &system)) < 0)
+        goto fail;
     snprintf(j->model, sizeof j->model, "%s", body_model(b));
     if ((chat && j->n_msgs == 0) || (!chat && (!prompt || !*prompt))) {
         json_decref(b);
         return load_only(r, j); /* as ollama: no prompt loads (or with keep_alive 0 unloads) */
     }
     if (!chat && (!(j->prompt = dup_str(prompt)) || (system && !(j->system = dup_str(system))))) {
-        json_decref(b);
-        gen_job_free(j);
-        return srv_err_ollama(r, 500, "out of memory");
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
     }
     json_decref(b);
     return gen_start(r, j);
-bad:
+fail:
     json_decref(b);
     gen_job_free(j);
-    ret = srv_err_ollama(r, 400, "%s", msg);
-    return ret;
+    return srv_fail(r, SRV_OLLAMA, rc);
 }
 
 /* ---------------------------------------------------------------- the store */
@@ -354,36 +284,28 @@ static enum MHD_Result tags(req *r)
 
 static enum MHD_Result show(req *r)
 {
-    char msg[MSG], name[400];
-    json_t *b = srv_body_json(r, msg, sizeof msg), *cfg = NULL, *info;
-    model_name mn;
-    store *s = NULL;
-    store_model *sm = NULL;
+    char name[400];
+    json_t *b = NULL, *cfg = NULL, *info;
+    srv_model m = {0};
     const uint8_t *data;
     char *tmpl = NULL;
     size_t tmpl_len = 0;
     int rc;
 
-    if (!b)
-        return srv_err_ollama(r, 400, "%s", msg);
-    rc = srv_model_check(r->srv, body_model(b), &mn, msg, sizeof msg);
+    if ((rc = srv_body_json(&b, r)) == 0)
+        rc = srv_model_open(&m, r->srv, body_model(b));
     json_decref(b);
     if (rc < 0)
-        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
-    if (store_open(&s, r->srv->home) < 0 || store_model_open(&sm, s, &mn) < 0) {
-        store_close(s);
-        return srv_err_ollama(r, 500, "%s", ms_err_msg());
-    }
-    cfg = model_config(sm);
-    if (store_model_find(&data, &tmpl_len, sm, MT_TEMPLATE, NULL) == 0 && (tmpl = malloc(tmpl_len + 1))) {
+        return srv_fail(r, SRV_OLLAMA, rc);
+    cfg = model_config(m.sm);
+    if (store_model_find(&data, &tmpl_len, m.sm, MT_TEMPLATE, NULL) == 0 && (tmpl = malloc(tmpl_len + 1))) {
         memcpy(tmpl, data, tmpl_len);
         tmpl[tmpl_len] = '\0';
     } else {
         tmpl_len = 0;
     }
-    store_model_close(sm);
-    store_close(s);
-    name_display(name, sizeof name, &mn);
+    srv_model_close(&m);
+    name_display(name, sizeof name, &m.name);
     {
         const char *arch = json_string_value(json_object_get(cfg, "architecture"));
         char key[96];
@@ -417,40 +339,45 @@ static enum MHD_Result show(req *r)
 
 static enum MHD_Result copy_or_delete(req *r, int del)
 {
-    char msg[MSG];
-    json_t *b = srv_body_json(r, msg, sizeof msg);
+    json_t *b = NULL;
     const char *src = NULL, *dst = NULL;
-    model_name a, d;
-    store *s = NULL;
+    srv_model m = {0};
+    model_name d;
     int rc;
 
-    if (!b)
-        return srv_err_ollama(r, 400, "%s", msg);
+    if ((rc = srv_body_json(&b, r)) < 0)
+        return srv_fail(r, SRV_OLLAMA, rc);
     if (del)
         src = body_model(b);
-    else if (srv_field_str(b, "source", "source", &src, msg, sizeof msg) < 0 ||
-             srv_field_str(b, "destination", "destination", &dst, msg, sizeof msg) < 0)
-        goto bad;
-    if ((rc = srv_model_check(r->srv, src, &a, msg, sizeof msg)) < 0) {
-        json_decref(b);
-        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
+    else if ((rc = srv_field_str(&src, b, "source", "source")) < 0 ||
+             (rc = srv_field_str(&dst, b, "destination", "destination")) < 0)
+        goto fail;
+    if ((rc = srv_model_open(&m, r->srv, src)) < 0)
+        goto fail;
+    if (!del && !dst) {
+        rc = ms_err(MS_EINVALID, "destination: required");
+        goto fail;
     }
-    if (!del && (!dst || name_parse(&d, dst) < 0)) {
-        snprintf(msg, sizeof msg, "destination: %s", dst ? ms_err_msg() : "required");
-        goto bad;
+    if (!del && (rc = name_parse(&d, dst)) < 0) {
+        rc = ms_err_ctx("destination");
+        goto fail;
     }
     json_decref(b);
-    if ((rc = store_open(&s, r->srv->home)) == 0)
-        rc = del ? store_name_remove(s, &a) : store_name_copy(s, &a, &d);
-    store_close(s);
-    if (rc < 0)
+    b = NULL;
+    /* the name's change goes through the store the request resolved it in */
+    store_model_close(m.sm);
+    m.sm = NULL;
+    rc = del ? store_name_remove(m.s, &m.name) : store_name_copy(m.s, &m.name, &d);
+    srv_model_close(&m);
+    if (rc < 0) /* the store's failure, not the request's: 500 unless the name went meanwhile */
         return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", ms_err_msg());
     if (del)
-        srv_model_unload(r->srv, &a);
+        srv_model_unload(r->srv, &m.name);
     return srv_respond(r, 200, NULL, "", 0);
-bad:
+fail:
     json_decref(b);
-    return srv_err_ollama(r, 400, "%s", msg);
+    srv_model_close(&m);
+    return srv_fail(r, SRV_OLLAMA, rc);
 }
 
 /* ---------------------------------------------------------------- pull and push */
@@ -530,39 +457,47 @@ static void *xfer_thread(void *arg)
     return NULL;
 }
 
+/* A push names a stored model: 404 before the stream starts. The registry client opens it
+ * itself (it reads the layers by name). */
+static int push_check(xfer *x, server *srv, const char *model)
+{
+    srv_model m;
+    int rc = srv_model_open(&m, srv, model);
+
+    x->name = m.name;
+    srv_model_close(&m);
+    return rc;
+}
+
 static enum MHD_Result pull_push(req *r, int push)
 {
-    char msg[MSG];
-    json_t *b = srv_body_json(r, msg, sizeof msg);
+    json_t *b = NULL;
     xfer *x = calloc(1, sizeof *x);
     const char *model;
-    int rc = 0;
+    int rc;
 
-    if (!b || !x) {
-        free(x);
-        json_decref(b);
-        return srv_err_ollama(r, 400, "%s", b ? "out of memory" : msg);
+    if ((rc = srv_body_json(&b, r)) == 0 && !x)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    if (rc == 0) {
+        x->srv = r->srv, x->push = push, x->stream = 1, x->fd = -1;
+        model = body_model(b);
+        if ((rc = srv_field_bool(&x->insecure, b, "insecure", "insecure")) == 0 &&
+            (rc = srv_field_bool(&x->stream, b, "stream", "stream")) == 0)
+            rc = push ? push_check(x, r->srv, model) : srv_model_name(&x->name, model);
     }
-    x->srv = r->srv, x->push = push, x->stream = 1, x->fd = -1;
-    model = body_model(b);
-    if (srv_field_bool(b, "insecure", "insecure", &x->insecure, msg, sizeof msg) < 0 ||
-        srv_field_bool(b, "stream", "stream", &x->stream, msg, sizeof msg) < 0)
-        rc = -1;
-    else if (!model || name_parse(&x->name, model) < 0)
-        rc = -1, snprintf(msg, sizeof msg, "model: %s", model ? ms_err_msg() : "required");
-    else if (push)
-        rc = srv_model_check(r->srv, model, &x->name, msg, sizeof msg);
     json_decref(b);
     if (rc < 0) {
         free(x);
-        return srv_err_ollama(r, rc == -2 ? 404 : 400, "%s", msg);
+        return srv_fail(r, SRV_OLLAMA, rc);
     }
     if (!x->stream) {
+        char err[MSG];
         rc = xfer_run(x);
-        snprintf(msg, sizeof msg, "%s", x->err);
+        snprintf(err, sizeof err, "%s", x->err);
         free(x);
+        /* a registry's refusal is not the request's fault: 500, unless the model is not there */
         if (rc < 0)
-            return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", msg);
+            return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", err);
         return srv_json(r, 200, json_pack("{s:s}", "status", "success"));
     }
     if (srv_stream_open(r, "application/x-ndjson", &x->fd) < 0) {

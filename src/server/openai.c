@@ -5,201 +5,171 @@
 
 #include "server/server_int.h"
 
-#define MSG 1024
 #define BAD "invalid_request_error"
 
 /* "content": a string, or an array of {"type": "text", "text": ...} parts (joined). */
-static int content_text(json_t *c, size_t i, char **out, char *msg, size_t msg_len)
+static int content_text(char **out, json_t *c, size_t i)
 {
-    size_t k, len = 0;
+    ms_text t = {NULL, 0, 0};
+    size_t k;
     json_t *part;
+    int rc = 0;
 
     *out = NULL;
-    if (!c || json_is_null(c))
-        return (*out = strdup("")) ? 0 : -1;
-    if (json_is_string(c))
-        return (*out = strdup(json_string_value(c))) ? 0 : -1;
-    if (!json_is_array(c)) {
-        snprintf(msg, msg_len, "messages[%zu].content: expected a string or an array of text parts", i);
-        return -1;
-    }
-    json_array_foreach(c, k, part)
-    {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        if (!type || strcmp(type, "text") != 0 || !json_is_string(json_object_get(part, "text"))) {
-            snprintf(msg, msg_len,
-                     "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are "
-                     "supported (%s is not)",
-                     i, k, type ? type : "a part without a type");
-            return -1;
+    if (json_is_string(c)) {
+        rc = ms_text_put(&t, json_string_value(c), json_string_length(c));
+    } else if (json_is_array(c)) {
+        json_array_foreach(c, k, part)
+        {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            json_t *text = json_object_get(part, "text");
+            if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
+                rc = ms_err(MS_EINVALID,
+                            "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are "
+                            "supported (%s is not)",
+                            i, k, type ? type : "a part without a type");
+                break;
+            }
+            if ((rc = ms_text_put(&t, json_string_value(text), json_string_length(text))) < 0)
+                break;
         }
-        len += strlen(json_string_value(json_object_get(part, "text")));
+    } else if (c && !json_is_null(c)) {
+        rc = ms_err(MS_EINVALID, "messages[%zu].content: expected a string or an array of text parts", i);
     }
-    if (!(*out = calloc(1, len + 1)))
-        return -1;
-    json_array_foreach(c, k, part) strcat(*out, json_string_value(json_object_get(part, "text")));
+    if (rc == 0 && !t.p)
+        rc = ms_text_put(&t, "", 0); /* no content: an empty message */
+    if (rc == MS_ENOMEM)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    if (rc < 0) {
+        free(t.p);
+        return rc;
+    }
+    *out = t.p;
     return 0;
 }
 
-static int parse_messages(gen_job *j, json_t *msgs, char *msg, size_t msg_len)
+static int parse_message(gen_job *j, json_t *m, size_t i)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    char *text;
+    int rc;
+
+    if (!json_is_object(m))
+        return ms_err(MS_EINVALID, "messages[%zu]: expected an object", i);
+    if (role && strcmp(role, "developer") == 0)
+        role = "system";
+    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
+        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"developer\", \"user\" or \"assistant\"",
+                      i);
+    if (json_object_get(m, "tool_calls") && json_array_size(json_object_get(m, "tool_calls")))
+        return ms_err(MS_EUNSUPPORTED, "messages[%zu].tool_calls: not supported by mstore yet", i);
+    if ((rc = content_text(&text, json_object_get(m, "content"), i)) < 0)
+        return rc;
+    j->msgs[i].content = text;
+    j->n_msgs = i + 1;
+    if (!(j->msgs[i].role = strdup(role)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int parse_messages(gen_job *j, json_t *msgs)
 {
     size_t i;
     json_t *m;
+    int rc;
 
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        snprintf(msg, msg_len, "messages: expected a non-empty array");
-        return -1;
-    }
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return ms_err(MS_EINVALID, "messages: expected a non-empty array");
     if (!(j->msgs = calloc(json_array_size(msgs), sizeof *j->msgs)))
-        return snprintf(msg, msg_len, "out of memory"), -1;
+        return ms_err(MS_ENOMEM, "out of memory");
     json_array_foreach(msgs, i, m)
     {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        char *text;
-        if (!json_is_object(m)) {
-            snprintf(msg, msg_len, "messages[%zu]: expected an object", i);
-            return -1;
-        }
-        if (role && strcmp(role, "developer") == 0)
-            role = "system";
-        if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))) {
-            snprintf(msg, msg_len, "messages[%zu].role: expected \"system\", \"developer\", \"user\" or \"assistant\"",
-                     i);
-            return -1;
-        }
-        if (json_object_get(m, "tool_calls") && json_array_size(json_object_get(m, "tool_calls"))) {
-            snprintf(msg, msg_len, "messages[%zu].tool_calls: not supported by mstore yet", i);
-            return -1;
-        }
-        if (content_text(json_object_get(m, "content"), i, &text, msg, msg_len) < 0)
-            return -1;
-        j->msgs[i].content = text;
-        j->msgs[i].role = strdup(role);
-        j->n_msgs = i + 1;
-        if (!text || !j->msgs[i].role)
-            return snprintf(msg, msg_len, "out of memory"), -1;
+        if ((rc = parse_message(j, m, i)) < 0)
+            return rc;
     }
     return 0;
 }
 
-static int parse_common(gen_job *j, json_t *b, char *msg, size_t msg_len)
+static int parse_common(gen_job *j, json_t *b)
 {
     static const char *const unbuilt[] = {"tools", "functions", "logit_bias", "suffix", NULL};
-    json_t *stop = json_object_get(b, "stop"), *rf = json_object_get(b, "response_format");
+    /* accepted and without effect: one answer, and no penalties beyond repeat_penalty */
+    static const struct {
+        const char *key;
+        double lo, hi;
+        int integer;
+    } inert[] = {{"n", 1, 1, 1}, {"frequency_penalty", -2, 2, 0}, {"presence_penalty", -2, 2, 0}};
+    json_t *rf = json_object_get(b, "response_format"), *so = json_object_get(b, "stream_options");
     double d;
-    int set;
+    int set, rc;
 
     for (const char *const *k = unbuilt; *k; k++) {
         json_t *v = json_object_get(b, *k);
         if (v && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v)) &&
-            !(json_is_object(v) && !json_object_size(v))) {
-            snprintf(msg, msg_len, "%s: not supported by mstore yet", *k);
-            return -1;
-        }
+            !(json_is_object(v) && !json_object_size(v)))
+            return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
     }
     if (rf && !json_is_null(rf)) {
         const char *t = json_string_value(json_object_get(rf, "type"));
-        if (!t || strcmp(t, "text") != 0) {
-            snprintf(msg, msg_len, "response_format: only {\"type\": \"text\"} is supported by mstore yet");
-            return -1;
-        }
+        if (!t || strcmp(t, "text") != 0)
+            return ms_err(MS_EUNSUPPORTED, "response_format: only {\"type\": \"text\"} is supported by mstore yet");
     }
-    j->so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
-#define NUM(key, lo, hi, integer, dst)                                           \
-    if (srv_field_num(b, key, key, lo, hi, integer, &d, &set, msg, msg_len) < 0) \
-        return -1;                                                               \
-    if (set)                                                                     \
-        dst;
-    NUM("temperature", 0, 2, 0, j->so.temp = (float)d)
-    NUM("top_p", 0, 1, 0, j->so.top_p = (float)d)
-    NUM("seed", -9007199254740992.0, 9007199254740992.0, 1, j->so.seed = (uint64_t)(int64_t)d & 0x7fffffffffffffffULL)
-    NUM("max_tokens", 0, 1 << 24, 1, j->g.n_predict = (int)d)
-    NUM("max_completion_tokens", 0, 1 << 24, 1, j->g.n_predict = (int)d)
-    NUM("n", 1, 1, 1, (void)d)
-    NUM("frequency_penalty", -2, 2, 0, (void)d)
-    NUM("presence_penalty", -2, 2, 0, (void)d)
-#undef NUM
-    if (stop && json_is_string(stop)) {
-        if (gen_job_stop_add(j, json_string_value(stop), msg, msg_len) < 0)
-            return -1;
-    } else if (stop && json_is_array(stop)) {
-        size_t i;
-        json_t *s;
-        json_array_foreach(stop, i, s)
-        {
-            if (!json_is_string(s)) {
-                snprintf(msg, msg_len, "stop[%zu]: expected a string", i);
-                return -1;
-            }
-            if (gen_job_stop_add(j, json_string_value(s), msg, msg_len) < 0)
-                return -1;
-        }
-    } else if (stop && !json_is_null(stop)) {
-        snprintf(msg, msg_len, "stop: expected a string or an array of strings");
-        return -1;
-    }
+    j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
+    if ((rc = model_opts_from_json(&j->mo, b, NULL, 1)) < 0)
+        return rc;
+    for (size_t i = 0; i < sizeof inert / sizeof *inert; i++)
+        if ((rc = srv_field_num(&d, &set, b, inert[i].key, inert[i].key, inert[i].lo, inert[i].hi, inert[i].integer)) <
+            0)
+            return rc;
+    if ((rc = gen_job_stops_json(j, json_object_get(b, "stop"), "stop", 1)) < 0)
+        return rc;
     j->stream = 0;
-    if (srv_field_bool(b, "stream", "stream", &j->stream, msg, msg_len) < 0)
-        return -1;
-    {
-        json_t *so = json_object_get(b, "stream_options");
-        if (so && json_is_object(so) &&
-            srv_field_bool(so, "include_usage", "stream_options.include_usage", &j->include_usage, msg, msg_len) < 0)
-            return -1;
-    }
+    if ((rc = srv_field_bool(&j->stream, b, "stream", "stream")) < 0)
+        return rc;
+    if (so && json_is_object(so) &&
+        (rc = srv_field_bool(&j->include_usage, so, "include_usage", "stream_options.include_usage")) < 0)
+        return rc;
+    return 0;
+}
+
+/* A completion's "prompt": a string, or an array of one string. */
+static int parse_prompt(gen_job *j, json_t *p)
+{
+    j->mo.n_predict = 16; /* OpenAI's default max_tokens for completions */
+    if (json_is_array(p) && json_array_size(p) == 1)
+        p = json_array_get(p, 0);
+    if (!json_is_string(p))
+        return ms_err(MS_EINVALID, "prompt: expected a string (or an array of one string)");
+    if (!(j->prompt = strdup(json_string_value(p))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    j->raw = 1; /* a completion continues the text as it is */
     return 0;
 }
 
 static enum MHD_Result completions(req *r, int chat)
 {
-    char msg[MSG];
-    json_t *b = srv_body_json(r, msg, sizeof msg), *p;
+    json_t *b = NULL;
     gen_job *j = NULL;
     const char *model = NULL;
     int rc;
 
-    if (!b)
-        return srv_err_openai(r, 400, BAD, "%s", msg);
-    if (!(j = gen_job_new(r->srv, chat ? GEN_OPENAI_CHAT : GEN_OPENAI_COMPLETION)))
-        goto nomem;
-    if (chat) {
-        if (parse_messages(j, json_object_get(b, "messages"), msg, sizeof msg) < 0)
-            goto bad;
-    } else {
-        j->g.n_predict = 16; /* OpenAI's default max_tokens for completions */
-        p = json_object_get(b, "prompt");
-        if (json_is_array(p) && json_array_size(p) == 1)
-            p = json_array_get(p, 0);
-        if (!json_is_string(p)) {
-            snprintf(msg, sizeof msg, "prompt: expected a string (or an array of one string)");
-            goto bad;
-        }
-        if (!(j->prompt = strdup(json_string_value(p))))
-            goto nomem;
-        j->raw = 1; /* a completion continues the text as it is */
+    if ((rc = srv_body_json(&b, r)) < 0)
+        return srv_fail(r, SRV_OPENAI, rc);
+    if (!(j = gen_job_new(r->srv, chat ? GEN_OPENAI_CHAT : GEN_OPENAI_COMPLETION))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
     }
-    if (parse_common(j, b, msg, sizeof msg) < 0 || srv_field_str(b, "model", "model", &model, msg, sizeof msg) < 0)
-        goto bad;
-    if ((rc = srv_model_check(r->srv, model, &j->name, msg, sizeof msg)) < 0) {
-        json_decref(b);
-        gen_job_free(j);
-        if (rc == -2)
-            return srv_json(r, 404,
-                            json_pack("{s:{s:s,s:s,s:s,s:s}}", "error", "message", msg, "type", BAD, "param", "model",
-                                      "code", "model_not_found"));
-        return srv_err_openai(r, 400, BAD, "%s", msg);
-    }
+    rc = chat ? parse_messages(j, json_object_get(b, "messages")) : parse_prompt(j, json_object_get(b, "prompt"));
+    if (rc < 0 || (rc = parse_common(j, b)) < 0 || (rc = srv_field_str(&model, b, "model", "model")) < 0 ||
+        (rc = srv_model_open(&j->ref, r->srv, model)) < 0)
+        goto fail;
     snprintf(j->model, sizeof j->model, "%s", model);
     json_decref(b);
     return gen_start(r, j);
-bad:
+fail:
     json_decref(b);
     gen_job_free(j);
-    return srv_err_openai(r, 400, BAD, "%s", msg);
-nomem:
-    json_decref(b);
-    gen_job_free(j);
-    return srv_err_openai(r, 500, "server_error", "out of memory");
+    return srv_fail(r, SRV_OPENAI, rc);
 }
 
 static json_t *model_obj(const store_entry *m)

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "blob/blob.h"
+#include "modelfile/modelfile.h"
 #include "server/server.h"
 #include "session/session.h"
 #include "store/store.h"
@@ -33,8 +34,7 @@ typedef struct req {
     server *srv;
     struct MHD_Connection *c;
     const char *method, *url; /* borrowed from libmicrohttpd for the request's life */
-    char *body; /* JSON bodies, NUL-terminated */
-    size_t n, cap;
+    ms_text body; /* JSON bodies (at most max_body bytes), NUL-terminated */
     int too_big; /* the body passed the limit: discarded, answered 413 */
     int responded; /* a response was queued before the body ended */
     /* POST /api/blobs/:digest streams into bw, a writer of txn (a store_txn on st, opened at the
@@ -53,12 +53,22 @@ enum MHD_Result srv_json(req *r, unsigned status, json_t *j); /* takes j */
 enum MHD_Result srv_err_ollama(req *r, unsigned status, const char *fmt, ...) MS_PRINTF(3, 4);
 enum MHD_Result srv_err_openai(req *r, unsigned status, const char *type, const char *fmt, ...) MS_PRINTF(4, 5);
 enum MHD_Result srv_err_oci(req *r, unsigned status, const char *code, const char *fmt, ...) MS_PRINTF(4, 5);
+/* Errors of a request, on the house error path: a function returns an MS_E* code with its
+ * message (ms_err), and the handler answers it here. srv_status is the one place a code becomes
+ * an HTTP status: MS_EINVALID, MS_ETOOBIG, MS_EUNSUPPORTED 400; MS_ENOTFOUND 404; others 500. */
+typedef enum srv_api { SRV_OLLAMA, SRV_OPENAI } srv_api;
+unsigned srv_status(int code);
+/* The error object in the API's shape: {"error": msg}, or OpenAI's {"error": {"message", "type",
+ * "param", "code"}} (a missing model says "model_not_found"). */
+json_t *srv_err_body(srv_api api, int code, const char *msg);
+/* Answer `code` with ms_err_msg(). */
+enum MHD_Result srv_fail(req *r, srv_api api, int code);
 /* Queue a 200 whose body is what is written to *fd_out (chunked, until it is closed). */
 int srv_stream_open(req *r, const char *type, int *fd_out);
 /* Write all of s; -1 when the reader (the client) is gone. */
 int srv_write_all(int fd, const char *s, size_t n);
-/* The request body as JSON (an object), or NULL with the reason in msg. */
-json_t *srv_body_json(req *r, char *msg, size_t msg_len);
+/* The request body as JSON (an object). MS_EINVALID: missing, not JSON, not an object. */
+int srv_body_json(json_t **out, req *r);
 /* RFC 3339 time, UTC, with nanoseconds as ollama writes it. */
 void srv_time_rfc3339(char *buf, size_t len, time_t t);
 /* A copy of text with invalid UTF-8 bytes replaced by U+FFFD (JSON needs valid UTF-8). */
@@ -90,10 +100,23 @@ struct loaded {
     time_t expires; /* 0: never; unloaded by the reaper after it when refs == 0 */
     int unload_asap;
 };
-/* Find or load `name`, then take its run lock (waits for requests before it). num_ctx > 0 asks
- * for that context (a model loaded with another is reloaded when no one uses it).
- * MS_ENOTFOUND and load errors with their message. */
-int srv_model_acquire(server *srv, const model_name *name, int num_ctx, loaded **out);
+/* The model a request names: its name parsed, resolved and its handle opened once, when the
+ * request is read, so that the 404 and the work that follows read one manifest. srv_model_close
+ * releases what srv_model_acquire did not take ({0} and closed ones are fine). */
+typedef struct srv_model {
+    model_name name;
+    store *s;
+    store_model *sm;
+} srv_model;
+/* The model a request names, parsed: MS_EINVALID ("model: required", "model: <why>"). */
+int srv_model_name(model_name *out, const char *model);
+/* The same, then opened: MS_ENOTFOUND ("model 'x' not found, try pulling it first"). */
+int srv_model_open(srv_model *out, server *srv, const char *model);
+void srv_model_close(srv_model *m);
+/* Find m's model loaded (by name), or load it from m's handle (then taken from m), and take its
+ * run lock (waits for requests before it). num_ctx > 0 asks for that context (a model loaded
+ * with another is reloaded when no one uses it). Load errors with their message. */
+int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
 /* Give the run lock back; the model stays loaded keep_alive_s seconds (< 0 forever, 0: unload
  * now when no one else waits for it). */
 void srv_model_release(server *srv, loaded *L, int keep_alive_s);
@@ -114,22 +137,21 @@ typedef enum gen_kind { GEN_OLLAMA_GENERATE, GEN_OLLAMA_CHAT, GEN_OPENAI_CHAT, G
 typedef struct gen_job {
     server *srv;
     gen_kind kind;
-    model_name name;
+    srv_model ref; /* the model, resolved and opened once when the request is read */
     char model[400]; /* the model as the client named it, echoed back */
     chat_msg *msgs; /* chat kinds: owned role and content strings */
     size_t n_msgs;
     char *prompt, *system; /* generate kinds */
     int raw;
-    runtime_sampler_opts so;
-    session_gen g;
+    model_opts mo; /* sampler, num_predict, num_ctx: read through the option table */
+    session_gen g; /* stops; n_predict is mo's */
     char *stops[SESSION_MAX_STOPS];
-    int num_ctx, keep_alive_s, stream, include_usage;
+    int keep_alive_s, stream, include_usage;
     int fd; /* the stream's write end; -1 when not streaming */
     /* results */
-    char *out;
-    size_t out_n, out_cap;
+    ms_text out; /* the answer, when not streamed */
     session_done done;
-    int status; /* 0, or the HTTP status of the failure (message in err) */
+    int code; /* 0, or the failure's MS_E* code (message in err: the stream's thread writes it) */
     char err[1024];
     size_t n_prompt, n_prompt_total, n_gen;
     double t_load, t_prompt, t_gen, t_total;
@@ -139,21 +161,24 @@ typedef struct gen_job {
 
 gen_job *gen_job_new(server *srv, gen_kind kind);
 void gen_job_free(gen_job *j);
-int gen_job_stop_add(gen_job *j, const char *s, char *msg, size_t msg_len);
+/* A stop string (copied; "" is ignored). MS_EINVALID past SESSION_MAX_STOPS or _STOP_LEN. */
+int gen_job_stop_add(gen_job *j, const char *s);
+/* The option table's "stop" as a request spells it: an array of strings (`one_string`: or a
+ * single string, as OpenAI allows); `shown` names it ("options.stop"). MS_EINVALID. */
+int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string);
 /* Run the job: streamed (a thread writes the stream; the job is its) or answered in this thread.
  * Takes the job in every case. */
 enum MHD_Result gen_start(req *r, gen_job *j);
 
-/* Typed fields of a request object: 0 when absent (*set = 0) or valid; -1 with msg naming the
- * field ("options.temperature: expected a number from 0 to 100"). */
-int srv_field_num(json_t *o, const char *key, const char *shown, double lo, double hi, int integer, double *out,
-                  int *set, char *msg, size_t msg_len);
-int srv_field_str(json_t *o, const char *key, const char *shown, const char **out, char *msg, size_t msg_len);
-int srv_field_bool(json_t *o, const char *key, const char *shown, int *out, char *msg, size_t msg_len);
-/* The model a request names: 0; 400-worthy -1 (bad name, msg); 404-worthy -2 (not in the store). */
-int srv_model_check(server *srv, const char *model, model_name *out, char *msg, size_t msg_len);
+/* Typed fields of a request object (the sampler's are the option table's, modelfile.h): 0 when
+ * absent (*set = 0, out unchanged) or valid; MS_EINVALID naming the field ("stream: expected
+ * true or false"). */
+int srv_field_num(double *out, int *set, json_t *o, const char *key, const char *shown, double lo, double hi,
+                  int integer);
+int srv_field_str(const char **out, json_t *o, const char *key, const char *shown);
+int srv_field_bool(int *out, json_t *o, const char *key, const char *shown);
 
-/* Options shared by ollama's "options" and OpenAI's fields; 0 or -1 with msg. */
-int srv_duration_s(json_t *v, int *out, char *msg, size_t msg_len);
+/* ollama's keep_alive: seconds, or a duration ("5m"); < 0 forever. MS_EINVALID. */
+int srv_duration_s(int *out, json_t *v);
 
 #endif

@@ -148,7 +148,7 @@ static int ids_push(session *S, const int32_t *ids, size_t n)
     return 0;
 }
 
-/* Tokenize and run `s` after what the cache holds. Returns 0, or MS_EINVALID with nothing run
+/* Tokenize and run `s` after what the cache holds. Returns 0, or MS_ETOOBIG with nothing run
  * when it does not fit. */
 static int feed_after(session *S, const char *s, size_t len, int parse_special)
 {
@@ -169,7 +169,7 @@ static int feed_after(session *S, const char *s, size_t len, int parse_special)
     }
     /* ">=": one position must stay free for the first generated token */
     if (n_past + n >= (size_t)runtime_model_n_ctx(S->m)) {
-        rc = ms_err(MS_EINVALID, "prompt of %zu tokens does not fit the context of %d tokens", n_past + n,
+        rc = ms_err(MS_ETOOBIG, "prompt of %zu tokens does not fit the context of %d tokens", n_past + n,
                     runtime_model_n_ctx(S->m));
         goto done;
     }
@@ -208,7 +208,7 @@ static int feed_exact(session *S, const char *s, size_t len, int parse_special)
         goto done;
     }
     if (n >= (size_t)runtime_model_n_ctx(S->m)) {
-        rc = ms_err(MS_EINVALID, "prompt of %zu tokens does not fit the context of %d tokens", n,
+        rc = ms_err(MS_ETOOBIG, "prompt of %zu tokens does not fit the context of %d tokens", n,
                     runtime_model_n_ctx(S->m));
         goto done;
     }
@@ -249,7 +249,7 @@ int session_feed(session *S, const char *text, size_t len, int parse_special, in
     if (S->exact || S->cache.n > len || (S->cache.n && memcmp(S->cache.p, text, S->cache.n) != 0))
         session_reset(S);
     rc = feed_after(S, text + S->cache.n, len - S->cache.n, parse_special);
-    if (rc == MS_EINVALID && S->cache.n > 0) { /* the delta did not fit: try the whole text alone */
+    if (rc == MS_ETOOBIG && S->cache.n > 0) { /* the delta did not fit: try the whole text alone */
         session_reset(S);
         rc = feed_after(S, text, len, parse_special);
     }

@@ -60,10 +60,10 @@ enum {
 /* Tokenize `text` (parse_special: control tokens written in it are matched, as in a rendered
  * template) and run it through the model. BOS goes first when the cache is empty, unless the
  * text starts with the BOS text itself. With SESSION_FEED_WHOLE, a text that does not extend the
- * cache, or does not fit after it, is run from an empty cache. Returns 0; MS_EINVALID when it
+ * cache, or does not fit after it, is run from an empty cache. Returns 0; MS_ETOOBIG when it
  * does not fit the context ("prompt of N tokens does not fit the context of M tokens"; nothing
- * is run and, with SESSION_FEED_WHOLE, the cache is empty) or when there is nothing to start
- * from; MS_ENOMEM, runtime errors. */
+ * is run and, with SESSION_FEED_WHOLE, the cache is empty); MS_EINVALID when there is nothing to
+ * start from; MS_ENOMEM, runtime errors. */
 int session_feed(session *S, const char *text, size_t len, int parse_special, int mode);
 
 /* Forget the KV cache and its text. */

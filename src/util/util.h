@@ -24,6 +24,8 @@ enum {
     MS_EBUSY = -8,
     MS_EUNSUPPORTED = -9,
     MS_EINTR = -10,
+    MS_ETOOBIG = -11, /* input past a size limit that a caller may work around (a prompt longer than
+                       * the context: drop old turns, ask for a larger one) */
 };
 
 #if defined(__GNUC__)

@@ -86,7 +86,10 @@ bad "Bad:3: FROM 'nosuch': no such file or directory" $'# c\n\nFROM nosuch'
 bad "Bad:2: TEMPLATE does not parse: template line 1: 'if' has no 'end'" $'FROM s\nTEMPLATE "{{ if .System }}x"'
 bad "Bad:3: ADAPTER: LoRA adapters are not supported yet" $'FROM s\n\nADAPTER ./lora.gguf'
 bad "Bad:2: PARAMETER: unknown parameter 'tempreature'" $'FROM s\nPARAMETER tempreature 0.5'
-bad "Bad:2: PARAMETER seed: the value is not an integer" $'FROM s\nPARAMETER seed 4.5'
+bad "Bad:2: PARAMETER seed: expected an integer from -1 to 9007199254740992; '4.5' is not an integer" $'FROM s\nPARAMETER seed 4.5'
+# PARAMETER has the bounds of every other reader of the option table
+bad "Bad:3: PARAMETER temperature: expected a number from 0 to 100; '300' is too large" $'FROM s\nPARAMETER seed 1\nPARAMETER temperature 300'
+bad "Bad:2: PARAMETER num_ctx: expected an integer from 0 to 4194304; '-1' is too small" $'FROM s\nPARAMETER num_ctx -1'
 bad "Bad:2: unterminated \"\"\"" $'FROM s\nSYSTEM """never closed'
 bad "Bad:2: MESSAGE: role 'bot'" $'FROM s\nMESSAGE bot hi'
 expect_fail 1 "No such file" mstore create broken -f "$WORK/none"

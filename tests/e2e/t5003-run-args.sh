@@ -16,6 +16,9 @@ expect_ok mstore run stories:260k --temp 0 -n 12 -- Once upon a time
 expect_ok mstore run stories:260k --temp 0 -n 4 -- "-Once upon"
 expect_ok mstore run stories:260k --temp 0 -n 4 --raw -- "-Once upon"
 expect_fail 2 "after --" mstore run stories:260k --temp 0 -n 4 -Once
+# A flag past its bound is refused as every reader of the option table refuses it.
+expect_fail 2 "--temp: expected a number from 0 to 100; '300' is too large" mstore run stories:260k --temp 300 Once
+expect_fail 2 "--top-k: expected an integer from 0 to 16777216; '1.5' is not an integer" mstore run stories:260k --top-k 1.5 Once
 expect_ok mstore run --gguf "$src" --temp 0 -n 12 Once upon a time
 [ "$out" = "$one" ] || fail "--gguf with several words: '$out'"
 

@@ -71,7 +71,7 @@ contains "$(turn 2)" "Set parameter 'num_predict' to '3'"
 contains "$(turn 4)" "Cleared session context"
 # After /clear the same question costs the same prompt as at the start.
 [ "$after_clear" = "$first" ] || fail "after /clear: $after_clear tokens, at the start: $first"
-contains "$(turn 6)" "Couldn't set parameter: 'abc' is not a number"
+contains "$(turn 6)" "Couldn't set parameter: temperature: expected a number from 0 to 100; 'abc' is not a number"
 contains "$(turn 7)" "unknown parameter 'bogus'"
 contains "$(turn 8)" "Set system message."
 # A new system prompt changes the rendering's start: the whole conversation is prefilled again.

@@ -36,6 +36,7 @@ bad 400 '"error":"missing request body"' POST $G ''
 bad 400 '"error":"prompt: expected a string"' POST $G '{"model": "stories:260k", "prompt": 5}'
 bad 400 '"error":"options.temperature: expected a number' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"temperature": "hot"}}'
 bad 400 '"error":"options.top_k: expected an integer' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"top_k": 1.5}}'
+bad 400 '"error":"options.top_p: expected a number from 0 to 1; 1.5 is too large"' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"top_p": 1.5}}'
 bad 400 '"error":"options.stop[0]: expected a string' POST $G '{"model": "stories:260k", "prompt": "hi", "options": {"stop": [1]}}'
 bad 400 '"error":"stream: expected true or false' POST $G '{"model": "stories:260k", "prompt": "hi", "stream": "yes"}'
 bad 400 '"error":"keep_alive' POST $G '{"model": "stories:260k", "prompt": "hi", "keep_alive": "soon"}'
@@ -52,6 +53,7 @@ bad 400 '"error":"messages[0].images: not supported' POST /api/chat '{"model": "
 bad 404 '{"error":"model '"'"'nosuch'"'"' not found' POST $G '{"model": "nosuch", "prompt": "hi"}'
 bad 404 '"code":"model_not_found"' POST /v1/chat/completions '{"model": "nosuch", "messages": [{"role": "user", "content": "hi"}]}'
 bad 400 '"error":{"message":"invalid JSON' POST /v1/chat/completions '{'
+bad 400 '"error":{"message":"temperature: expected a number from 0 to 2; 3 is too large"' POST /v1/chat/completions '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "temperature": 3}'
 bad 404 '"error":"no such endpoint: GET /api/nothing' GET /api/nothing
 # bodies over the limit (4096 here): declared, and chunked without a length
 big=$("$PY" -c 'print("{\"model\": \"stories:260k\", \"prompt\": \"" + "a" * 10000 + "\"}")')

@@ -36,21 +36,18 @@ static void sample(const runtime_sampler_opts *so)
 static void params(json_t *o)
 {
     model_params *p = calloc(1, sizeof *p);
-    runtime_sampler_opts so;
-    int n_predict = 128, n_ctx = 2048;
-    size_t emit;
-    static const char pending[] = "Hello</s><|im_end|>USER:";
+    model_opts mo;
 
     CHECK(p);
     ms_err_clear();
     if (mf_params_from_json(p, o, "fuzz") == 0) {
         CHECK(p->n_stop <= MODELFILE_MAX_STOP);
-        runtime_sampler_defaults(&so);
-        model_params_apply(p, &so, &n_predict, &n_ctx);
-        CHECK(n_predict >= 0 && n_ctx >= 1);
-        sample(&so);
-        model_params_stop_scan(p, pending, sizeof pending - 1, &emit);
-        CHECK(emit <= sizeof pending - 1);
+        model_opts_defaults(&mo);
+        model_params_apply(p, &mo);
+        /* what the table's bounds promise every reader */
+        CHECK(mo.n_predict >= -2 && mo.n_predict <= 1 << 24 && mo.n_ctx >= 0 && mo.n_ctx <= 1 << 22);
+        CHECK(mo.so.temp >= 0 && mo.so.temp <= 100 && mo.so.top_k >= 0);
+        sample(&mo.so);
     } else {
         CHECK(ms_err_msg()[0]);
     }

@@ -1,4 +1,4 @@
-/* test_modelfile.c: Modelfile syntax, params of the wrong type, stop strings over streamed text. */
+/* test_modelfile.c: Modelfile syntax, params of the wrong type, the option table and its readers. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +46,14 @@ static const struct {
     const char *expect;
 } bad[] = {
     {"FROM a\nFROM b\n", MS_EINVALID, "MF:2: a second FROM"},
-    {"FROM a\nPARAMETER top_k 1.5\n", MS_EINVALID, "MF:2: PARAMETER top_k: the value is not an integer"},
-    {"FROM a\nPARAMETER temperature hot\n", MS_EINVALID, "MF:2: PARAMETER temperature: the value is not a number"},
+    {"FROM a\nPARAMETER top_k 1.5\n", MS_EINVALID,
+     "MF:2: PARAMETER top_k: expected an integer from 0 to 16777216; '1.5' is not an integer"},
+    {"FROM a\nPARAMETER temperature hot\n", MS_EINVALID,
+     "MF:2: PARAMETER temperature: expected a number from 0 to 100; 'hot' is not a number"},
+    {"FROM a\nPARAMETER temperature 300\n", MS_EINVALID,
+     "MF:2: PARAMETER temperature: expected a number from 0 to 100; '300' is too large"},
+    {"FROM a\nPARAMETER num_ctx -5\n", MS_EINVALID,
+     "MF:2: PARAMETER num_ctx: expected an integer from 0 to 4194304; '-5' is too small"},
     {"FROM a\nPARAMETER seed\n", MS_EINVALID, "MF:2: PARAMETER seed: no value"},
     {"FROM a\nSYSTEM \"open\n", MS_EINVALID, "MF:2: unterminated quote"},
     {"FROM a\nSYSTEM \"x\" y\n", MS_EINVALID, "MF:2: text after the closing quote"},
@@ -73,7 +79,8 @@ START_TEST(params_of_wrong_type_refused)
     json_t *o = json_loads("{\"top_k\": 1.5}", 0, NULL);
 
     ck_assert_int_eq(mf_params_from_json(&p, o, "params"), MS_EINVALID);
-    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'top_k' must be an integer"));
+    ck_assert_msg(strstr(ms_err_msg(), "params: top_k: expected an integer from 0 to 16777216; 1.5 is not an integer"),
+                  "%s", ms_err_msg());
     json_decref(o);
     o = json_loads("{\"stop\": [\"a\", 3]}", 0, NULL);
     ck_assert_int_eq(mf_params_from_json(&p, o, "params"), MS_EINVALID);
@@ -84,28 +91,150 @@ START_TEST(params_of_wrong_type_refused)
 }
 END_TEST
 
-/* Text streamed so far, stops "foo" and "<|end|>": how much may be shown, and whether to stop. */
+/* Each number option of the table, one value past a bound, as every reader spells it. */
 static const struct {
-    const char *pending;
-    int stop;
-    size_t emit;
-} scans[] = {
-    {"hello", 0, 5}, /* nothing like a stop */
-    {"hello f", 0, 6}, /* "f" may become "foo": held */
-    {"hello fo", 0, 6}, {"hello foo bar", 1, 6}, /* stop: show what precedes it */
-    {"a<|en", 0, 1},    {"a<|end|>b foo", 1, 1}, /* the first stop wins */
-    {"fox", 0, 3}, /* "fo" then "x": no longer a prefix */
+    const char *name, *text, *bound;
+} past[] = {
+    {"temperature", "100.5", "from 0 to 100; "},
+    {"top_k", "16777217", "from 0 to 16777216; "},
+    {"top_p", "-0.5", "from 0 to 1; "},
+    {"min_p", "2", "from 0 to 1; "},
+    {"repeat_penalty", "0", "from 0.01 to 100; "},
+    {"repeat_last_n", "1048577", "from 0 to 1048576; "},
+    {"seed", "-2", "from -1 to 9007199254740992; "},
+    {"num_predict", "-3", "from -2 to 16777216; "},
+    {"num_ctx", "4194305", "from 0 to 4194304; "},
 };
 
-START_TEST(stop_scan_holds_prefixes)
+/* The message names the option as the reader shows it, the bound and the value. */
+static void assert_refusal(const char *shown, const char *bound, const char *value)
 {
-    model_params p = {.n_stop = 2};
-    size_t emit;
+    const char *m = ms_err_msg();
 
-    p.stop[0] = "foo";
-    p.stop[1] = "<|end|>";
-    ck_assert_int_eq(model_params_stop_scan(&p, scans[_i].pending, strlen(scans[_i].pending), &emit), scans[_i].stop);
-    ck_assert_uint_eq(emit, scans[_i].emit);
+    ck_assert_msg(!strncmp(m, shown, strlen(shown)) && strstr(m, bound) && strstr(m, value),
+                  "'%s': wants '%s', '%s', '%s'", m, shown, bound, value);
+}
+
+START_TEST(every_reader_refuses_a_value_past_the_bounds)
+{
+    const model_option *o = model_option_find(past[_i].name);
+    char shown[64], text[256];
+    model_params p = {0};
+    model_opts mo;
+    modelfile *mf = NULL;
+    json_t *obj;
+    double d;
+
+    ck_assert_ptr_nonnull(o);
+    model_opts_defaults(&mo);
+    /* mstore run's flag and chat's /set parameter */
+    ck_assert_ptr_eq(model_option_find_flag(o->flag), o);
+    ck_assert_int_eq(model_option_parse(&d, o, o->flag, past[_i].text), MS_EINVALID);
+    snprintf(text, sizeof text, "'%s' is too", past[_i].text);
+    assert_refusal(o->flag, past[_i].bound, text);
+    ck_assert_int_eq(model_option_parse(&d, o, o->name, past[_i].text), MS_EINVALID);
+    assert_refusal(o->name, past[_i].bound, text);
+    /* ollama's options, and a stored params layer */
+    snprintf(text, sizeof text, "{\"%s\": %s}", o->name, past[_i].text);
+    ck_assert_ptr_nonnull(obj = json_loads(text, 0, NULL));
+    ck_assert_int_eq(model_opts_from_json(&mo, obj, "options.", 0), MS_EINVALID);
+    snprintf(shown, sizeof shown, "options.%s", o->name);
+    snprintf(text, sizeof text, " %s is too", past[_i].text);
+    assert_refusal(shown, past[_i].bound, text);
+    ck_assert_int_eq(mf_params_from_json(&p, obj, "params layer"), MS_EINVALID);
+    snprintf(shown, sizeof shown, "params layer: %s", o->name);
+    assert_refusal(shown, past[_i].bound, text);
+    ck_assert_uint_eq(p.set, 0);
+    json_decref(obj);
+    /* Modelfile PARAMETER */
+    snprintf(text, sizeof text, "FROM a\nPARAMETER %s %s\n", o->name, past[_i].text);
+    ck_assert_int_eq(modelfile_parse(&mf, text, strlen(text), "MF"), MS_EINVALID);
+    snprintf(shown, sizeof shown, "MF:2: PARAMETER %s", o->name);
+    snprintf(text, sizeof text, "'%s' is too", past[_i].text);
+    assert_refusal(shown, past[_i].bound, text);
+}
+END_TEST
+
+/* OpenAI's fields read the same rows, with the range OpenAI documents where it has its own. */
+START_TEST(openai_fields_refuse_past_their_range)
+{
+    static const struct {
+        const char *body, *expect;
+    } cases[] = {
+        {"{\"temperature\": 2.5}", "temperature: expected a number from 0 to 2; 2.5 is too large"},
+        {"{\"top_p\": \"high\"}", "top_p: expected a number from 0 to 1; \"high\" is not a number"},
+        {"{\"max_tokens\": -1}", "max_tokens: expected an integer from 0 to 16777216; -1 is too small"},
+        {"{\"max_completion_tokens\": 1.5}",
+         "max_completion_tokens: expected an integer from 0 to 16777216; 1.5 is not"},
+        {"{\"seed\": 1e300}",
+         "seed: expected an integer from -9007199254740992 to 9007199254740992; 1e+300 is too large"},
+    };
+    model_opts mo;
+
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *b = json_loads(cases[i].body, 0, NULL);
+        model_opts_defaults(&mo);
+        ck_assert_int_eq(model_opts_from_json(&mo, b, NULL, 1), MS_EINVALID);
+        ck_assert_msg(!strcmp(ms_err_msg(), cases[i].expect) || strstr(ms_err_msg(), cases[i].expect), "'%s' != '%s'",
+                      ms_err_msg(), cases[i].expect);
+        json_decref(b);
+    }
+}
+END_TEST
+
+/* One option spelled by mstore run, ollama's options, OpenAI's fields and PARAMETER: one value. */
+START_TEST(every_spelling_gives_the_same_value)
+{
+    static const char *const flags[][2] = {{"--temp", "0.7"}, {"--top-p", "0.5"}, {"--seed", "42"}, {"-n", "12"}};
+    json_t *ollama = json_loads("{\"temperature\": 0.7, \"top_p\": 0.5, \"seed\": 42, \"num_predict\": 12}", 0, NULL);
+    json_t *openai = json_loads("{\"temperature\": 0.7, \"top_p\": 0.5, \"seed\": 42, \"max_tokens\": 12}", 0, NULL);
+    const char *mf_text = "FROM a\nPARAMETER temperature 0.7\nPARAMETER top_p 0.5\nPARAMETER seed 42\n"
+                          "PARAMETER num_predict 12\n";
+    model_opts cli, oll, oai, layer;
+    model_params p = {0};
+    modelfile *mf = NULL;
+    double d;
+
+    model_opts_defaults(&cli), model_opts_defaults(&oll), model_opts_defaults(&oai), model_opts_defaults(&layer);
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        const model_option *o = model_option_find_flag(flags[i][0]);
+        ck_assert_ptr_nonnull(o);
+        ck_assert_int_eq(model_option_parse(&d, o, flags[i][0], flags[i][1]), 0);
+        model_option_set(&cli, o, d);
+    }
+    ck_assert_int_eq(model_opts_from_json(&oll, ollama, "options.", 0), 0);
+    ck_assert_int_eq(model_opts_from_json(&oai, openai, NULL, 1), 0);
+    ck_assert_msg(modelfile_parse(&mf, mf_text, strlen(mf_text), "MF") == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(mf_params_from_json(&p, mf->params, "params"), 0);
+    model_params_apply(&p, &layer);
+    ck_assert(cli.so.temp == 0.7f && cli.so.top_p == 0.5f && cli.so.seed == 42 && cli.seed_set && cli.n_predict == 12);
+    ck_assert_mem_eq(&cli, &oll, sizeof cli);
+    ck_assert_mem_eq(&cli, &oai, sizeof cli);
+    ck_assert_mem_eq(&cli, &layer, sizeof cli);
+    modelfile_free(mf);
+    json_decref(ollama);
+    json_decref(openai);
+}
+END_TEST
+
+/* The table's defaults are the sampler's; ollama's seed -1 asks for a random seed. */
+START_TEST(defaults_are_the_samplers)
+{
+    runtime_sampler_opts so;
+    model_opts mo;
+    double d;
+
+    runtime_sampler_defaults(&so);
+    model_opts_defaults(&mo);
+    ck_assert_mem_eq(&mo.so, &so, sizeof so);
+    ck_assert_int_eq(mo.seed_set, 0);
+    ck_assert_int_eq(mo.n_predict, -1);
+    ck_assert_int_eq(mo.n_ctx, 0);
+    ck_assert_int_eq(model_option_parse(&d, model_option_find("seed"), "seed", "-1"), 0);
+    model_option_set(&mo, model_option_find("seed"), d);
+    ck_assert_int_eq(mo.seed_set, 0);
+    ck_assert_ptr_null(model_option_find("mirostat"));
+    ck_assert_ptr_null(model_option_find_flag("--threads"));
 }
 END_TEST
 
@@ -117,7 +246,10 @@ Suite *modelfile_suite(void)
     tcase_add_test(tc, parses_every_value_form);
     tcase_add_loop_test(tc, refuses_naming_the_line, 0, sizeof bad / sizeof *bad);
     tcase_add_test(tc, params_of_wrong_type_refused);
-    tcase_add_loop_test(tc, stop_scan_holds_prefixes, 0, sizeof scans / sizeof *scans);
+    tcase_add_loop_test(tc, every_reader_refuses_a_value_past_the_bounds, 0, sizeof past / sizeof *past);
+    tcase_add_test(tc, openai_fields_refuse_past_their_range);
+    tcase_add_test(tc, every_spelling_gives_the_same_value);
+    tcase_add_test(tc, defaults_are_the_samplers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -173,7 +173,7 @@ START_TEST(session_context_full_and_cancel_say_why)
     /* a prompt over the context: refused, nothing cached */
     ck_assert_int_eq(session_feed(f.S, "Once upon a time there was a little girl named Lily who loved to play", 70, 0,
                                   SESSION_FEED_EXACT),
-                     MS_EINVALID);
+                     MS_ETOOBIG);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "does not fit the context of 16 tokens"));
     ck_assert_int_eq(runtime_model_n_past(f.m), 0);
     close_fx(&f);
