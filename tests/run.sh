@@ -19,12 +19,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 TEST_PACKAGES="python3 python3-numpy docker-registry curl procps mesa-vulkan-drivers skopeo clang libclang-rt-dev"
 command -v node >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES nodejs"
 command -v npm >/dev/null 2>&1 || TEST_PACKAGES="$TEST_PACKAGES npm"
+# qemu-user-static runs the x86-64 stage (tests/x86.sh: CPU models without AVX-512) and the
+# aarch64 one.
+if [ "$(uname -m)" = x86_64 ]; then TEST_PACKAGES="$TEST_PACKAGES qemu-user-static"; fi
 # The aarch64 stage (tests/arm64.sh): Debian's cross compiler, qemu-user, and mstore's libraries
 # for arm64 through multiarch. Not on an aarch64 host, whose own build runs the NEON paths;
 # MSTORE_TEST_ARM64=0 leaves it out.
 ARM64_PACKAGES=
 if [ "$(uname -m)" = x86_64 ] && [ "${MSTORE_TEST_ARM64:-1}" = 1 ]; then
-    ARM64_PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static libjansson-dev:arm64
+    ARM64_PACKAGES="gcc-aarch64-linux-gnu libc6-dev-arm64-cross libjansson-dev:arm64
 libssl-dev:arm64 libsqlite3-dev:arm64 check:arm64 libcurl4-openssl-dev:arm64 libpcre2-dev:arm64
 libmicrohttpd-dev:arm64 libedit-dev:arm64"
     TEST_PACKAGES="$TEST_PACKAGES $ARM64_PACKAGES"
@@ -70,6 +73,14 @@ done
 rc=0
 sh tests/fuzz/run.sh || rc=$?
 [ "$rc" -eq 77 ] && echo "fuzz: skipped (clang with libFuzzer missing)"
+[ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || exit "$rc"
+
+# x86-64 CPU classes without AVX-512 (Haswell: AVX2; Nehalem: no AVX) under qemu-x86_64, on the
+# plain build: the kernel and runtime suites and the runtime end-to-end tests with MSTORE_CPU
+# unset, whatever the host has (tests/x86.sh; a few minutes).
+rc=0
+sh tests/x86.sh build-test-plain || rc=$?
+[ "$rc" -eq 77 ] && echo "x86: skipped (qemu-x86_64-static missing or not an x86-64 host)"
 [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ] || exit "$rc"
 
 # aarch64: the cross build and its tests under qemu (a few minutes; no ASan there).
