@@ -256,7 +256,12 @@ int backend_devices(backend_device_info **out, size_t *n_out, char *why, size_t 
     *n_out = 0;
     if (!d)
         return ms_err(MS_ENOMEM, "out of memory");
-    cpu_path_select("auto");
+    /* a bad $MSTORE_CPU is refused here as by run and bench, not listed as the best path */
+    int rc = cpu_path_select("auto");
+    if (rc < 0) {
+        free(d);
+        return rc;
+    }
     snprintf(d->name, sizeof d->name, "cpu (%s)", cpu_path_name());
     snprintf(d->kind, sizeof d->kind, "cpu");
     snprintf(d->api, sizeof d->api, "cpu");

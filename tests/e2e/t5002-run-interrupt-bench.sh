@@ -27,6 +27,7 @@ expect_fail 1 "not found" mstore bench nosuch
 MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown; expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul" \
     mstore bench stories -p 4 -n 2 -r 1
 MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown" mstore run stories "Once" -n 2
+MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown" mstore devices
 MSTORE_CPU=vnni-emul expect_ok mstore bench stories -p 4 -n 2 -r 1
 contains "$out$err" "vnni-emul"
 echo "ok $TEST_NAME"
