@@ -24,7 +24,8 @@ if [ "${MSTORE_SETUP_MAIN_ONLY:-0}" != 1 ]; then
         DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
     fi
 
-    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    # without the -emul CPU paths, which only the tests use (src/cpu/CMakeLists.txt)
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMSTORE_EMUL_PATHS=OFF >/dev/null
     cmake --build build -j"$(nproc)"
     $SUDO cmake --install build --prefix /usr/local >/dev/null
     echo "setup: installed $(command -v mstore)"

@@ -6,6 +6,12 @@
  * reach needs an instruction the CPU may lack. */
 #include "cpu/kernels.h"
 
+#if defined(MSTORE_NO_EMUL_PATHS)   /* cmake -DMSTORE_EMUL_PATHS=OFF: a build without them */
+CPU_PATH_ABSENT(cpu_path_vnni_emul, "vnni-emul");
+CPU_PATH_ABSENT(cpu_path_vnni8_emul, "vnni-int8-emul");
+CPU_PATH_ABSENT(cpu_path_amx8_emul, "amx-int8-emul");
+CPU_PATH_ABSENT(cpu_path_amx16_emul, "amx-emul");
+#else
 #define VNNI_NAME      "vnni-emul"
 #define VNNI_PATH      cpu_path_vnni_emul
 #define VNNI_BASE_PATH cpu_path_scalar
@@ -16,3 +22,4 @@
 #define AMX16_NAME     "amx-emul"
 #define AMX16_PATH     cpu_path_amx16_emul
 #include "cpu/kernels_vnni.h"
+#endif
