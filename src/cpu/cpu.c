@@ -127,7 +127,7 @@ static const struct {
 } paths[] = {
     { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
     { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
-    { "avx2", cpu_has_avx2, rt_kernels_avx2, NULL },
+    { "avx2", cpu_has_avx2, rt_kernels_avx2, rt_fast_avx2 },
     { "neon-i8mm", cpu_has_i8mm, rt_kernels_neon_i8mm, rt_fast_neon_i8mm },
     { "neon-dotprod", cpu_has_dotprod, rt_kernels_neon_dotprod, NULL },
     { "neon", cpu_has_neon, rt_kernels_neon, NULL },

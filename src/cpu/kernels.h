@@ -66,6 +66,17 @@ typedef struct rt_fast {
     void (*act_quantize)(uint8_t *dst, const float *x, int type, int n_tok, int cols);
 } rt_fast;
 
+/* The avx2 path's gemms (kernels_avx2_gemm.c): Q8_0, Q4_0, Q4_K and Q6_K on 16-bit activations in
+ * its own layout (act_quantize), F16 and F32 on f32 ones; NULL when not compiled in. The row dots
+ * they equal are the avx2 table's (kernels_avx2.c) for those types. */
+const rt_fast *rt_fast_avx2(void);
+float rt_avx2_dot_q8_0(const void *x, const void *w, int n);
+float rt_avx2_dot_q4_0(const void *x, const void *w, int n);
+float rt_avx2_dot_q4_k(const void *x, const void *w, int n);
+float rt_avx2_dot_q6_k(const void *x, const void *w, int n);
+float rt_avx2_dot_f16(const void *x, const void *w, int n);
+float rt_avx2_dot_f32(const void *x, const void *w, int n);
+
 /* The AVX-512 path (F, BW, DQ, VL): NULL when not compiled in. Its dot table starts as the
  * AVX2 one (F16C, FMA) with the AVX-512 kernels put over it, so it needs both. */
 const rt_kernels *rt_kernels_avx512(void);

@@ -1,8 +1,10 @@
 /* kernels_avx2.c: the AVX2 + FMA + F16C path. Built with those flags (CMakeLists.txt of this
  * folder) on x86-64 only, and only ever called after __builtin_cpu_supports said the CPU has
  * them (cpu.c). It computes what kernels_scalar.c computes: the same integer block sums, only
- * the float additions happen in another order. */
-#include "cpu/cpu_int.h"
+ * the float additions happen in another order. Q8_0, Q4_0, Q4_K, Q6_K, F16 and F32 take the row
+ * dots of kernels_avx2_gemm.c instead, the ones its gemms (rt_fast_avx2) equal bit for bit. */
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -59,28 +61,6 @@ static float dot_f32_f16(const float *a, const uint16_t *b, int n)
     return s;
 }
 
-static float w_f32(const void *x, const void *w, int n) { return dot_f32(x, w, n); }
-
-static float w_f16(const void *x, const void *w, int n)
-{
-    const float *a = x;
-    const uint8_t *p = w;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    float s;
-
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(p + 2 * i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_f16(p + 2 * i + 16), s1);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(p + 2 * i), s0);
-    s = hsum(_mm256_add_ps(s0, s1));
-    for (; i < n; i++)
-        s += a[i] * rt_f16(rt_rd16(p + 2 * i));
-    return s;
-}
-
 static float w_bf16(const void *x, const void *w, int n)
 {
     const float *a = x;
@@ -134,32 +114,6 @@ static inline __m256 dot_w(__m256i w, const rt_q16 *b)
 /* d_w * d_x for one block; F16C converts the weight's scale without rt_f16's branches */
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(rt_rd16(p)); }
 static inline __m256 scale(const uint8_t *p, const rt_q16 *b) { return _mm256_set1_ps(h2f(p) * b->d); }
-
-static float w_q8_0(const void *x, const void *w, int n)
-{
-    const rt_q16 *xq = x;
-    const uint8_t *p = w;
-    __m256 acc = _mm256_setzero_ps();
-
-    for (int b = 0; b < n / QK; b++, p += RT_Q8_0_BYTES)
-        acc = _mm256_fmadd_ps(dot_w(_mm256_loadu_si256((const __m256i *)(p + 2)), &xq[b]),
-                              scale(p, &xq[b]), acc);
-    return hsum(acc);
-}
-
-static float w_q4_0(const void *x, const void *w, int n)
-{
-    const rt_q16 *xq = x;
-    const uint8_t *p = w;
-    __m256 acc = _mm256_setzero_ps();
-
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_0_BYTES) {
-        __m256i q = _mm256_sub_epi8(nibbles(p + 2), _mm256_set1_epi8(8));
-
-        acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
-    }
-    return hsum(acc);
-}
 
 static float w_q5_0(const void *x, const void *w, int n)
 {
@@ -270,9 +224,11 @@ static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m
 static const rt_kernels avx2 = {
     .name = "avx2",
     .dot = {
-        [GGML_TYPE_F32] = w_f32, [GGML_TYPE_F16] = w_f16, [GGML_TYPE_BF16] = w_bf16,
-        [GGML_TYPE_Q8_0] = w_q8_0, [GGML_TYPE_Q4_0] = w_q4_0, [GGML_TYPE_Q4_1] = w_q4_1,
-        [GGML_TYPE_Q5_0] = w_q5_0, [GGML_TYPE_Q5_1] = w_q5_1,
+        [GGML_TYPE_F32] = rt_avx2_dot_f32, [GGML_TYPE_F16] = rt_avx2_dot_f16, [GGML_TYPE_BF16] = w_bf16,
+        [GGML_TYPE_Q4_1] = w_q4_1, [GGML_TYPE_Q5_0] = w_q5_0, [GGML_TYPE_Q5_1] = w_q5_1,
+        /* kernels_avx2_gemm.c's, in rt_fast_avx2's activation layout: the dots its gemms equal */
+        [GGML_TYPE_Q8_0] = rt_avx2_dot_q8_0, [GGML_TYPE_Q4_0] = rt_avx2_dot_q4_0,
+        [GGML_TYPE_Q4_K] = rt_avx2_dot_q4_k, [GGML_TYPE_Q6_K] = rt_avx2_dot_q6_k,
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,
