@@ -120,10 +120,11 @@ AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *
         return;
     }
     case A_Q4_0: {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)bi * RT_Q4_0_BYTES + 2));
+        /* the 16 bytes widened once: each 16-bit lane holds both nibbles of one byte */
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)bi * RT_Q4_0_BYTES + 2)));
         const __m256i eight = _mm256_set1_epi16(8);
-        *lo = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(v, m4)), eight);
-        *hi = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m4)), eight);
+        *lo = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), eight);
+        *hi = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
         return;
     }
     case A_Q4_K: {
@@ -163,7 +164,15 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, __m256 *
     *b = *a2 = _mm256_setzero_ps();
     if (kind == A_Q4_0 || kind == A_Q8_0) {
         const uint8_t *p = row + (size_t)g0 * block_bytes(kind);
-        const size_t bb = block_bytes(kind);
+        const int bb = (int)block_bytes(kind);
+        if (n == 8 && kind == A_Q4_0) { /* one gather of the words at the blocks' starts (never past block 7); for
+                                        * Q8_0 the eight scalar loads measured faster */
+            const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bb));
+            __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)p, idx, 1),
+                                         _mm256_set1_epi32(0xffff));
+            *a = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
+            return;
+        }
         uint16_t h[8] = {0};
         for (int i = 0; i < n; i++)
             h[i] = rt_rd16(p + i * bb);
@@ -349,28 +358,44 @@ AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, 
     }
 }
 
-/* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [k0, k0 + nk): the block sums
- * in lanes, folded into facc with the scales `sa` (panel.a or panel.a2), and b * s where `offset`. */
-static __attribute__((noinline)) void tile(const int MT, int r0, const a2_group *const *xg, int t0, int k0, int nk,
-                                           const float (*sa)[8], int offset)
+/* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [K0, K0 + NK): the block sums
+ * in lanes, folded into facc with the scales `sa` (panel.a or panel.a2), and b * s where `offset`.
+ * The steps unroll whole, so that the accumulators stay in place (a rolled loop left gcc copying
+ * each one every step), and each weight vector is loaded once into a register for its MT uses. */
+AI void tile_k(const int MT, const int K0, const int NK, int r0, const a2_group *const *xg, int t0,
+               const float (*sa)[8], int offset)
 {
     __m256i c[4][2];
 
+#pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
         for (int t = 0; t < MT; t++)
             c[r][t] = _mm256_setzero_si256();
-    for (int k = k0; k < k0 + nk; k++) {
+#pragma GCC unroll 16
+    for (int k = K0; k < K0 + NK; k++) {
         __m256i xv[2];
+#pragma GCC unroll 2
         for (int t = 0; t < MT; t++)
             xv[t] = _mm256_loadu_si256((const __m256i *)(const void *)xg[t]->xt[k]);
+#pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             __m256i wv = _mm256_load_si256((const __m256i *)(const void *)panel.wt[r0 + r][k]);
-            for (int t = 0; t < MT; t++)
+            if (MT > 1)
+                __asm__("" : "+x"(wv)); /* in a register: folded into each vpmaddwd it was loaded MT times */
+#pragma GCC unroll 2
+            for (int t = 0; t < MT; t++) {
                 c[r][t] = _mm256_add_epi32(c[r][t], _mm256_madd_epi16(wv, xv[t]));
+                /* one running sum: unrolled, gcc reassociated the exact integer adds into a tree
+                 * of all 16 products per accumulator and spilled them */
+                __asm__("" : "+x"(c[r][t]));
+            }
         }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < 4; r++) {
         __m256 a = _mm256_load_ps(sa[r0 + r]), b = _mm256_load_ps(panel.b[r0 + r]);
+#pragma GCC unroll 2
         for (int t = 0; t < MT; t++) {
             float *f = facc[r0 + r][t0 + t];
             __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[r][t]), _mm256_mul_ps(a, _mm256_loadu_ps(xg[t]->dx)),
@@ -382,19 +407,37 @@ static __attribute__((noinline)) void tile(const int MT, int r0, const a2_group 
     }
 }
 
+/* Out of line, one copy per shape (inlined into the panel loop, gcc may merge the row tiles and
+ * spill, as it did with kernels_vnni.h's). */
+#define TILE(name, MT, K0, NK)                                                                                      \
+    static __attribute__((noinline)) void name(int r0, const a2_group *const *xg, int t0, const float (*sa)[8],      \
+                                               int offset)                                                           \
+    {                                                                                                               \
+        tile_k(MT, K0, NK, r0, xg, t0, sa, offset);                                                                 \
+    }
+TILE(tile2, 2, 0, 16)
+TILE(tile1, 1, 0, 16)
+TILE(tile2_lo, 2, 0, 8)
+TILE(tile1_lo, 1, 0, 8)
+TILE(tile2_hi, 2, 8, 8)
+TILE(tile1_hi, 1, 8, 8)
+#undef TILE
+
 /* The tiles of one group: Q6_K's two halves with their scales; Q4_K's b * s once. */
 AI void tiles(const int kind, int r0, const a2_group *const *xg, int t0, int mt)
 {
-    const int q6 = kind == A_Q6_K, q4k = kind == A_Q4_K;
-
-    if (mt == 2) {
-        tile(2, r0, xg, t0, 0, q6 ? 8 : 16, panel.a, q4k);
-        if (q6)
-            tile(2, r0, xg, t0, 8, 8, panel.a2, 0);
+    if (kind == A_Q6_K) {
+        if (mt == 2) {
+            tile2_lo(r0, xg, t0, panel.a, 0);
+            tile2_hi(r0, xg, t0, panel.a2, 0);
+        } else {
+            tile1_lo(r0, xg, t0, panel.a, 0);
+            tile1_hi(r0, xg, t0, panel.a2, 0);
+        }
+    } else if (mt == 2) {
+        tile2(r0, xg, t0, panel.a, kind == A_Q4_K);
     } else {
-        tile(1, r0, xg, t0, 0, q6 ? 8 : 16, panel.a, q4k);
-        if (q6)
-            tile(1, r0, xg, t0, 8, 8, panel.a2, 0);
+        tile1(r0, xg, t0, panel.a, kind == A_Q4_K);
     }
 }
 
