@@ -5,13 +5,11 @@
 #include "cpu/kernels.h"
 
 #if defined(__AVXVNNI__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-static const rt_fast *no_fast(void)
-{
-    return NULL;
-}
+/* over the avx2 path's gemms: its F16 and F32 ones stay (the avx2 table's dots for them are the
+ * ones they equal); kernels_vnni.h puts its block types and activation layout over the rest */
 #define VNNI_NAME        "avxvnni"
 #define VNNI_BASE        rt_kernels_avx2
-#define VNNI_BASE_FAST   no_fast
+#define VNNI_BASE_FAST   rt_fast_avx2
 #define VNNI_GETTER      rt_kernels_avxvnni
 #define VNNI_FAST_GETTER rt_fast_avxvnni
 #define VNNI8_NAME        "avxvnni-int8"
