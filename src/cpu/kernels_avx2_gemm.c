@@ -44,7 +44,8 @@ enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K };
 /* ---------------------------------------------------------------- activations */
 
 /* A token's activations for 8 blocks (zero past the row's last block), the size of 8 rt_q16:
- *   decode (a matmul of one token, and the row dot): q[i] = block i's codes in order;
+ *   decode (a matmul of one token, and the row dot): q[i] = block i's codes in order (for Q4_0, s[i]
+ *     holds the codes' sum as an int32 instead);
  *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair). */
 typedef struct a2_group {
     union {
@@ -95,6 +96,12 @@ static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int 
             }
             g->dx[i] = tmp[i].d;
             g->s[i] = tmp[i].s;
+            if (n_tok == 1 && type == GGML_TYPE_Q4_0) { /* decode takes the codes' sum instead (group_dot) */
+                int32_t sum = 0;
+                for (int j = 0; j < QK; j++)
+                    sum += tmp[i].q[j];
+                memcpy(&g->s[i], &sum, sizeof sum);
+            }
         }
     }
 }
@@ -251,7 +258,14 @@ AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *
             p[i] = p2[i] = _mm256_setzero_si256();
             continue;
         }
-        codes(kind, row, g0 + i, &lo, &hi);
+        if (kind == A_Q4_0) { /* the nibbles as they are: the - 8 is taken once per group below */
+            __m256i v = _mm256_cvtepu8_epi16(
+                _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)(g0 + i) * RT_Q4_0_BYTES + 2)));
+            lo = _mm256_and_si256(v, _mm256_set1_epi16(15));
+            hi = _mm256_srli_epi16(v, 4);
+        } else {
+            codes(kind, row, g0 + i, &lo, &hi);
+        }
         __m256i s0 = _mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i]));
         __m256i s1 = _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16)));
         if (kind == A_Q6_K) {
@@ -263,7 +277,10 @@ AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *
     }
     group_scales(kind, row, g0, FULL ? 8 : n, &a, &b, &a2);
     __m256 dx = _mm256_loadu_ps(xg->dx);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes(p)), _mm256_mul_ps(a, dx), acc);
+    __m256i isum = sum_lanes(p);
+    if (kind == A_Q4_0) /* sum (n - 8) x = sum n x - 8 sum x, exactly; the decode layout holds sum x in s */
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)xg->s), 3));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(a, dx), acc);
     if (kind == A_Q6_K)
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes(p2)), _mm256_mul_ps(a2, dx), acc);
     if (kind == A_Q4_K)
