@@ -281,7 +281,7 @@ static void run_op(cpu_ctx *c, const backend_op *op)
     switch (op->kind) {
     case BACKEND_OP_EMBED:
         for (int t = 0; t < op->n; t++)
-            rt_ext_tensor_row(f32(op->dst) + (size_t)t * op->cols, tensor_of(op->w), (uint64_t)op->tokens[t]);
+            cpu_ext_tensor_row(f32(op->dst) + (size_t)t * op->cols, tensor_of(op->w), (uint64_t)op->tokens[t]);
         break;
     case BACKEND_OP_RMS_NORM:
         cpu_rms_norm(f32(op->dst), f32(op->src), op->w->vec, op->n, op->cols, op->eps, op->w_offset);
@@ -298,7 +298,7 @@ static void run_op(cpu_ctx *c, const backend_op *op)
         break;
     case BACKEND_OP_STORE:
         if (op->dst.buf->dtype == BACKEND_F16)
-            rt_kernels_get()->f32_to_f16((uint16_t *)op->dst.buf->host + op->dst.off, f32(op->src), op->n);
+            cpu_kernels_get()->f32_to_f16((uint16_t *)op->dst.buf->host + op->dst.off, f32(op->src), op->n);
         else
             memcpy(f32(op->dst), f32(op->src), (size_t)op->n * sizeof(float));
         break;

@@ -17,16 +17,16 @@
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"   /* K-quants, IQ4, MLX: their own matmul, hooked below */
 
-static const rt_kernels *selected;
-static const rt_fast *selected_fast;
-static const rt_fast no_fast;   /* the scalar path: row dot products only */
+static const cpu_kernels *selected;
+static const cpu_fast *selected_fast;
+static const cpu_fast no_fast;   /* the scalar path: row dot products only */
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 
 static int cpu_has_avx2(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    return rt_kernels_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+    return cpu_kernels_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
 #else
     return 0;
@@ -36,7 +36,7 @@ static int cpu_has_avx2(void)
 static int cpu_has_avx512(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    return cpu_has_avx2() && rt_kernels_avx512() && __builtin_cpu_supports("avx512f") &&
+    return cpu_has_avx2() && cpu_kernels_avx512() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vl");
 #else
@@ -47,7 +47,7 @@ static int cpu_has_avx512(void)
 static int cpu_has_avx512vnni(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    return cpu_has_avx512() && rt_kernels_avx512vnni() && __builtin_cpu_supports("avx512vnni");
+    return cpu_has_avx512() && cpu_kernels_avx512vnni() && __builtin_cpu_supports("avx512vnni");
 #else
     return 0;
 #endif
@@ -59,7 +59,7 @@ static int cpu_has_avxvnni(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a = 7, b, c = 1, d;
-    if (!cpu_has_avx2() || !rt_kernels_avxvnni())
+    if (!cpu_has_avx2() || !cpu_kernels_avxvnni())
         return 0;
     __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
     return (a >> 4) & 1;
@@ -68,12 +68,12 @@ static int cpu_has_avxvnni(void)
 #endif
 }
 
-static int cpu_has_vnni_emul(void) { return rt_kernels_vnni_emul() != NULL; }
-static int cpu_has_avx512vnni8(void) { return cpu_has_avx512vnni() && rt_kernels_avx512vnni8(); }
-static int cpu_has_avxvnni8(void) { return cpu_has_avxvnni() && rt_kernels_avxvnni8(); }
-static int cpu_has_vnni8_emul(void) { return rt_kernels_vnni8_emul() != NULL; }
-static int cpu_has_amx8_emul(void) { return rt_kernels_amx8_emul() != NULL; }
-static int cpu_has_amx16_emul(void) { return rt_kernels_amx16_emul() != NULL; }
+static int cpu_has_vnni_emul(void) { return cpu_kernels_vnni_emul() != NULL; }
+static int cpu_has_avx512vnni8(void) { return cpu_has_avx512vnni() && cpu_kernels_avx512vnni8(); }
+static int cpu_has_avxvnni8(void) { return cpu_has_avxvnni() && cpu_kernels_avxvnni8(); }
+static int cpu_has_vnni8_emul(void) { return cpu_kernels_vnni8_emul() != NULL; }
+static int cpu_has_amx8_emul(void) { return cpu_kernels_amx8_emul() != NULL; }
+static int cpu_has_amx16_emul(void) { return cpu_kernels_amx16_emul() != NULL; }
 
 /* AMX-TILE and AMX-INT8 (cpuid leaf 7, edx bits 24 and 25), and Linux's leave to use the tile
  * data (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16 on; numbers from its
@@ -83,7 +83,7 @@ static int cpu_has_amx(void)
 {
 #if defined(__x86_64__)
     unsigned a = 7, b, c = 0, d;
-    if (!cpu_has_avx512vnni8() || !rt_kernels_amx8() || !rt_kernels_amx16())
+    if (!cpu_has_avx512vnni8() || !cpu_kernels_amx8() || !cpu_kernels_amx16())
         return 0;
     __asm__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
     if (!((d >> 24) & 1) || !((d >> 25) & 1))
@@ -98,7 +98,7 @@ static int cpu_has_amx(void)
  * kernel says which the CPU has (HWCAP_ASIMDDP, HWCAP2_I8MM; numbers from the kernel's uapi
  * hwcap.h, spelled out for older libc headers). */
 #if defined(__aarch64__)
-static int cpu_has_neon(void) { return rt_kernels_neon() != NULL; }
+static int cpu_has_neon(void) { return cpu_kernels_neon() != NULL; }
 static int cpu_has_dotprod(void) { return cpu_has_neon() && (getauxval(AT_HWCAP) & (1ul << 20)) != 0; }
 static int cpu_has_i8mm(void) { return cpu_has_dotprod() && (getauxval(AT_HWCAP2) & (1ul << 13)) != 0; }
 #else
@@ -122,25 +122,25 @@ static int cpu_has_i8mm(void) { return 0; }
 static const struct {
     const char *name;
     int (*has)(void);
-    const rt_kernels *(*kernels)(void);
-    const rt_fast *(*fast)(void);
+    const cpu_kernels *(*kernels)(void);
+    const cpu_fast *(*fast)(void);
 } paths[] = {
-    { "avx512vnni", cpu_has_avx512vnni, rt_kernels_avx512vnni, rt_fast_avx512vnni },
-    { "avx512", cpu_has_avx512, rt_kernels_avx512, rt_fast_avx512 },
-    { "avx2", cpu_has_avx2, rt_kernels_avx2, rt_fast_avx2 },
-    { "neon-i8mm", cpu_has_i8mm, rt_kernels_neon_i8mm, rt_fast_neon_i8mm },
-    { "neon-dotprod", cpu_has_dotprod, rt_kernels_neon_dotprod, NULL },
-    { "neon", cpu_has_neon, rt_kernels_neon, NULL },
-    { "scalar", NULL, rt_kernels_scalar, NULL },
-    { "avxvnni", cpu_has_avxvnni, rt_kernels_avxvnni, rt_fast_avxvnni },
-    { "vnni-emul", cpu_has_vnni_emul, rt_kernels_vnni_emul, rt_fast_vnni_emul },
-    { "avx512vnni-int8", cpu_has_avx512vnni8, rt_kernels_avx512vnni8, rt_fast_avx512vnni8 },
-    { "avxvnni-int8", cpu_has_avxvnni8, rt_kernels_avxvnni8, rt_fast_avxvnni8 },
-    { "vnni-int8-emul", cpu_has_vnni8_emul, rt_kernels_vnni8_emul, rt_fast_vnni8_emul },
-    { "amx-int8", cpu_has_amx, rt_kernels_amx8, rt_fast_amx8 },
-    { "amx-int8-emul", cpu_has_amx8_emul, rt_kernels_amx8_emul, rt_fast_amx8_emul },
-    { "amx", cpu_has_amx, rt_kernels_amx16, rt_fast_amx16 },
-    { "amx-emul", cpu_has_amx16_emul, rt_kernels_amx16_emul, rt_fast_amx16_emul },
+    { "avx512vnni", cpu_has_avx512vnni, cpu_kernels_avx512vnni, cpu_fast_avx512vnni },
+    { "avx512", cpu_has_avx512, cpu_kernels_avx512, cpu_fast_avx512 },
+    { "avx2", cpu_has_avx2, cpu_kernels_avx2, cpu_fast_avx2 },
+    { "neon-i8mm", cpu_has_i8mm, cpu_kernels_neon_i8mm, cpu_fast_neon_i8mm },
+    { "neon-dotprod", cpu_has_dotprod, cpu_kernels_neon_dotprod, NULL },
+    { "neon", cpu_has_neon, cpu_kernels_neon, NULL },
+    { "scalar", NULL, cpu_kernels_scalar, NULL },
+    { "avxvnni", cpu_has_avxvnni, cpu_kernels_avxvnni, cpu_fast_avxvnni },
+    { "vnni-emul", cpu_has_vnni_emul, cpu_kernels_vnni_emul, cpu_fast_vnni_emul },
+    { "avx512vnni-int8", cpu_has_avx512vnni8, cpu_kernels_avx512vnni8, cpu_fast_avx512vnni8 },
+    { "avxvnni-int8", cpu_has_avxvnni8, cpu_kernels_avxvnni8, cpu_fast_avxvnni8 },
+    { "vnni-int8-emul", cpu_has_vnni8_emul, cpu_kernels_vnni8_emul, cpu_fast_vnni8_emul },
+    { "amx-int8", cpu_has_amx, cpu_kernels_amx8, cpu_fast_amx8 },
+    { "amx-int8-emul", cpu_has_amx8_emul, cpu_kernels_amx8_emul, cpu_fast_amx8_emul },
+    { "amx", cpu_has_amx, cpu_kernels_amx16, cpu_fast_amx16 },
+    { "amx-emul", cpu_has_amx16_emul, cpu_kernels_amx16_emul, cpu_fast_amx16_emul },
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
@@ -233,19 +233,19 @@ static void select_default(void)
             use(i);
 }
 
-const rt_kernels *rt_kernels_get(void)
+const cpu_kernels *cpu_kernels_get(void)
 {
     pthread_once(&select_once, select_default);
     return selected;
 }
 
-const rt_fast *rt_fast_get(void)
+const cpu_fast *cpu_fast_get(void)
 {
     pthread_once(&select_once, select_default);
     return selected_fast;
 }
 
-const char *cpu_path_name(void) { return rt_kernels_get()->name; }
+const char *cpu_path_name(void) { return cpu_kernels_get()->name; }
 
 static int is_block_type(int type)
 {
@@ -256,20 +256,20 @@ static int is_block_type(int type)
 int cpu_type_supported(int type)
 {
     return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16 || is_block_type(type) ||
-           rt_ext_type(type);
+           cpu_ext_type(type);
 }
 
 /* 1 when the selected path has its own gemm (and dot) for this ext type (the AVX-512 Q4_K and
  * Q6_K): then it takes the table's way, not kquant_matmul.c's. */
 static int has_gemm(const runtime_tensor *w)
 {
-    return w->type >= 0 && w->type < GGML_TYPE_COUNT && rt_fast_get()->gemm[w->type] != NULL;
+    return w->type >= 0 && w->type < GGML_TYPE_COUNT && cpu_fast_get()->gemm[w->type] != NULL;
 }
 
 /* Scratch of a matmul: the 16-bit activation blocks. */
 size_t cpu_matmul_scratch(int n_tok, int cols)
 {
-    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(rt_q16);   /* rt_fast.act_bytes' bound */
+    return (size_t)n_tok * (size_t)(cols / QK + 16) * sizeof(cpu_q16);   /* cpu_fast.act_bytes' bound */
 }
 
 size_t cpu_attention_scratch(int n_ctx, int n_threads)
@@ -291,11 +291,11 @@ typedef struct mm_part {
 
 typedef struct mm_job {
     const float *x_in;           /* f32 activations as given */
-    rt_act a;                    /* as the kernels take them */
+    cpu_act a;                    /* as the kernels take them */
     size_t w_stride;             /* bytes per weight row */
     int type, n_tok, cols;
-    rt_dot_fn dot;
-    rt_gemm_fn gemm;
+    cpu_dot_fn dot;
+    cpu_gemm_fn gemm;
     mm_part part[MM_PARTS];      /* matrices of one type and width that take the same x */
     int n_parts, tiles;          /* tiles: of all parts */
 } mm_job;
@@ -346,22 +346,22 @@ static void quantize_task(void *ctx, int ith, int nth)
     const mm_job *j = ctx;
     int chunk = (j->n_tok + nth - 1) / nth, t0 = ith * chunk, t1 = t0 + chunk < j->n_tok ? t0 + chunk : j->n_tok;
 
-    const rt_fast *f = rt_fast_get();
+    const cpu_fast *f = cpu_fast_get();
 
     for (int t = t0; t < t1; t++) {
         uint8_t *dst = (uint8_t *)(uintptr_t)(j->a.x + (size_t)t * j->a.stride);
         if (f->act_quantize)
             f->act_quantize(dst, j->x_in + (size_t)t * j->cols, j->type, j->n_tok, j->cols);
         else
-            rt_quantize_q16((rt_q16 *)(void *)dst, j->x_in + (size_t)t * j->cols, j->cols);
+            cpu_quantize_q16((cpu_q16 *)(void *)dst, j->x_in + (size_t)t * j->cols, j->cols);
     }
 }
 
-/* The same type and width, on a kernel of ours (not rt_ext's matmul, which takes one matrix). */
+/* The same type and width, on a kernel of ours (not cpu_ext's matmul, which takes one matrix). */
 int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b)
 {
     return a->type == b->type && a->shape[a->n_dims - 1] == b->shape[b->n_dims - 1] &&
-           !(rt_ext_type(a->type) && !has_gemm(a));
+           !(cpu_ext_type(a->type) && !has_gemm(a));
 }
 
 void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
@@ -369,9 +369,9 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
 {
     const runtime_tensor *w = ws[0];
 
-    if (rt_ext_type(w->type) && !has_gemm(w)) {   /* kquant_*.c, mlx_*.c */
+    if (cpu_ext_type(w->type) && !has_gemm(w)) {   /* kquant_*.c, mlx_*.c */
         for (int i = 0; i < n; i++)
-            rt_ext_matmul(p, ys[i], x, n_tok, ws[i], scratch);
+            cpu_ext_matmul(p, ys[i], x, n_tok, ws[i], scratch);
         return;
     }
     if (n > MM_PARTS) {
@@ -379,9 +379,9 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
         cpu_matmul_n(p, n - MM_PARTS, ys + MM_PARTS, x, n_tok, ws + MM_PARTS, scratch);
         return;
     }
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_kernels *k = cpu_kernels_get();
     mm_job j = { .x_in = x, .type = w->type, .n_tok = n_tok, .cols = (int)w->shape[w->n_dims - 1],
-                 .dot = k->dot[w->type], .gemm = rt_fast_get()->gemm[w->type], .n_parts = n };
+                 .dot = k->dot[w->type], .gemm = cpu_fast_get()->gemm[w->type], .n_parts = n };
     uint64_t row_bytes = 0;
 
     for (int i = 0; i < n; i++) {
@@ -392,18 +392,18 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
     j.w_stride = (size_t)row_bytes;
     /* block types, and the K-quants that reach here (a path's own gemm), take 16-bit blocks
      * unless the path says f32 */
-    if ((is_block_type(w->type) || rt_ext_type(w->type)) && !rt_fast_get()->f32_act[w->type]) {
-        const rt_fast *f = rt_fast_get();
-        j.a = (rt_act){ .x = scratch, .stride = f->act_bytes ? f->act_bytes(n_tok, j.cols)
-                                                             : (size_t)(j.cols / QK) * sizeof(rt_q16) };
+    if ((is_block_type(w->type) || cpu_ext_type(w->type)) && !cpu_fast_get()->f32_act[w->type]) {
+        const cpu_fast *f = cpu_fast_get();
+        j.a = (cpu_act){ .x = scratch, .stride = f->act_bytes ? f->act_bytes(n_tok, j.cols)
+                                                             : (size_t)(j.cols / QK) * sizeof(cpu_q16) };
         if (n_tok == 1)
             quantize_task(&j, 0, 1);
         else
-            rt_pool_run(p, quantize_task, &j);
+            cpu_pool_run(p, quantize_task, &j);
     } else {
-        j.a = (rt_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
+        j.a = (cpu_act){ .x = (const uint8_t *)x, .stride = (size_t)j.cols * sizeof(float) };
     }
-    rt_pool_run(p, mm_task, &j);
+    cpu_pool_run(p, mm_task, &j);
 }
 
 void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
@@ -413,9 +413,9 @@ void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_
 
 float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
-    if (rt_ext_type(w->type) && !has_gemm(w))   /* kquant_*.c, mlx_*.c */
-        return rt_ext_dot_row(w, row, x);
-    const rt_kernels *k = rt_kernels_get();
+    if (cpu_ext_type(w->type) && !has_gemm(w))   /* kquant_*.c, mlx_*.c */
+        return cpu_ext_dot_row(w, row, x);
+    const cpu_kernels *k = cpu_kernels_get();
     int cols = (int)w->shape[w->n_dims - 1];
     uint64_t row_bytes = 0;
     const uint8_t *wr;
@@ -423,16 +423,16 @@ float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 
     ggml_row_nbytes(&row_bytes, w->type, (uint64_t)cols);
     wr = (const uint8_t *)w->data + row * row_bytes;
-    if (!(is_block_type(w->type) || rt_ext_type(w->type)) || rt_fast_get()->f32_act[w->type])
+    if (!(is_block_type(w->type) || cpu_ext_type(w->type)) || cpu_fast_get()->f32_act[w->type])
         return k->dot[w->type](x, wr, cols);
-    const rt_fast *f = rt_fast_get();   /* the path's own layout of one token, or rt_q16 blocks */
-    void *xq = malloc(f->act_bytes ? f->act_bytes(1, cols) : (size_t)(cols / QK) * sizeof(rt_q16));   /* tests only */
+    const cpu_fast *f = cpu_fast_get();   /* the path's own layout of one token, or cpu_q16 blocks */
+    void *xq = malloc(f->act_bytes ? f->act_bytes(1, cols) : (size_t)(cols / QK) * sizeof(cpu_q16));   /* tests only */
     if (!xq)
         return NAN;
     if (f->act_quantize)
         f->act_quantize(xq, x, w->type, 1, cols);
     else
-        rt_quantize_q16(xq, x, cols);
+        cpu_quantize_q16(xq, x, cols);
     r = k->dot[w->type](xq, wr, cols);
     free(xq);
     return r;
@@ -516,7 +516,7 @@ void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
 {
     swiglu_job j = { g, u, n };
 
-    rt_pool_run(p, swiglu_task, &j);
+    cpu_pool_run(p, swiglu_task, &j);
 }
 
 void cpu_add(float *y, const float *x, size_t n)
@@ -548,7 +548,7 @@ static int ring_run(int ring, int p, int n_pos, int *slot)
 static void att_task(void *ctx, int ith, int nth)
 {
     const att_job *j = ctx;
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_kernels *k = cpu_kernels_get();
     int n_items = j->n_tok * j->n_heads;
     int hd = j->head_dim, kv_dim = j->n_kv_heads * hd, group = j->n_heads / j->n_kv_heads;
     float *sc = j->scratch + (size_t)ith * j->n_ctx, scale = j->scale != 0 ? j->scale : 1.0f / sqrtf((float)hd);
@@ -609,6 +609,6 @@ void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k
 {
     att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, ring, scale };
 
-    rt_pool_run(p, att_task, &j);
+    cpu_pool_run(p, att_task, &j);
 }
 

@@ -13,17 +13,17 @@
  * activations (rounding error up to amax/254 per element) the first-step logits of
  * s260k-mixed and of a synthetic Q4_0 model drift 1.04e-2 and 1.15e-2 from the float64
  * reference, past the 1e-2 the issue allows; at 16 bits they stay at f32 rounding level. */
-typedef struct rt_q16 {
+typedef struct cpu_q16 {
     float d, s;
     int16_t q[QK];
-} rt_q16;
+} cpu_q16;
 
-/* One row dot product. Float weights: x is float[n]. Block weights: x is rt_q16[n / QK]. */
-typedef float (*rt_dot_fn)(const void *x, const void *w, int n);
+/* One row dot product. Float weights: x is float[n]. Block weights: x is cpu_q16[n / QK]. */
+typedef float (*cpu_dot_fn)(const void *x, const void *w, int n);
 
-typedef struct rt_kernels {
+typedef struct cpu_kernels {
     const char *name;
-    rt_dot_fn dot[GGML_TYPE_COUNT];
+    cpu_dot_fn dot[GGML_TYPE_COUNT];
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_f32_f16)(const float *a, const uint16_t *b, int n);
     void (*axpy_f32)(float *y, float a, const float *x, int n);       /* y += a * x */
@@ -40,26 +40,26 @@ typedef struct rt_kernels {
      * C loop. Exact integers, so every path gives the same sum. */
     int32_t (*mlx_block4)(const uint8_t *codes, const int16_t *x);
     int32_t (*mlx_block8)(const uint8_t *codes, const int16_t *x);
-} rt_kernels;
+} cpu_kernels;
 
-const rt_kernels *rt_kernels_scalar(void);
-const rt_kernels *rt_kernels_avx2(void);   /* NULL when not compiled in */
-const rt_kernels *rt_kernels_get(void);    /* the selected path */
+const cpu_kernels *cpu_kernels_scalar(void);
+const cpu_kernels *cpu_kernels_avx2(void);   /* NULL when not compiled in */
+const cpu_kernels *cpu_kernels_get(void);    /* the selected path */
 
 /* x[n] -> blocks[n / QK]; n a multiple of QK; q = round(x / d), d = max|x| / 32767. A block with a
  * NaN or infinity gets d = s = NaN and q = 0. The same code for every path, so that paths
  * differ only in how they sum. */
-void rt_quantize_q16(rt_q16 *out, const float *x, int n);
+void cpu_quantize_q16(cpu_q16 *out, const float *x, int n);
 /* The same with 8-bit codes, q in [-127, 127], d = max|x| / 127: the activations of the int8
  * paths (kernels_vnni8.h), an explicit opt-in for their speed at ggml's accuracy. */
-void rt_quantize_q8(rt_q16 *out, const float *x, int n);
+void cpu_quantize_q8(cpu_q16 *out, const float *x, int n);
 
 /* Thread pool: fn(ctx, ith, nth) runs on every thread (the caller is ith 0); returns when all
  * have finished. */
-typedef void (*rt_task_fn)(void *ctx, int ith, int nth);
-void rt_pool_run(cpu_pool *p, rt_task_fn fn, void *ctx);
+typedef void (*cpu_task_fn)(void *ctx, int ith, int nth);
+void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx);
 
-static inline float rt_f16(uint16_t h)
+static inline float cpu_f16(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
     float f;
@@ -78,7 +78,7 @@ static inline float rt_f16(uint16_t h)
     return f;
 }
 
-static inline float rt_bf16(uint16_t h)
+static inline float cpu_bf16(uint16_t h)
 {
     uint32_t bits = (uint32_t)h << 16;
     float f;
@@ -87,13 +87,13 @@ static inline float rt_bf16(uint16_t h)
     return f;
 }
 
-static inline uint16_t rt_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static inline uint32_t rt_rd32(const uint8_t *p)
+static inline uint16_t cpu_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t cpu_rd32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 /* Block sizes in bytes (ggml layouts). */
-enum { RT_Q4_0_BYTES = 18, RT_Q4_1_BYTES = 20, RT_Q5_0_BYTES = 22, RT_Q5_1_BYTES = 24, RT_Q8_0_BYTES = 34 };
+enum { CPU_Q4_0_BYTES = 18, CPU_Q4_1_BYTES = 20, CPU_Q5_0_BYTES = 22, CPU_Q5_1_BYTES = 24, CPU_Q8_0_BYTES = 34 };
 
 #endif

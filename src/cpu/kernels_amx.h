@@ -255,7 +255,7 @@ static inline v16f splat(float v)
  * of the definition takes them. The 16 accumulators stay in registers across the groups (the
  * lane's partial sums went through afacc once per block before); tokens past m compute on
  * whatever the tiles hold and are not stored. */
-AI8 void amx_lane(const int W16, const int kind, const rt_act *act, int t0, int tf, int m, int gc, int ngk, int i)
+AI8 void amx_lane(const int W16, const int kind, const cpu_act *act, int t0, int tf, int m, int gc, int ngk, int i)
 {
     const int sh = W16 ? -1 : off_shift(kind);
     const size_t gsz = W16 ? sizeof(vnni_group) : sizeof(vnni8_group);
@@ -301,7 +301,7 @@ AI8 void amx_lane(const int W16, const int kind, const rt_act *act, int t0, int 
             memcpy(afacc[tf + t][i], &acc[t], sizeof acc[t]);
 }
 
-AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, const rt_act *act, int n_tok,
+AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok,
                        const uint8_t *w, size_t ws, int n_rows, int cols)
 {
     const int nb = cols / QK, ng = (nb + 15) / 16;
@@ -326,7 +326,7 @@ AI8 void gemm_amx_kind(const int W16, const int kind, float *y, size_t ldy, cons
                 const size_t gb = group_bytes(kind);
                 for (int ts = 0; ts < nt; ts += 16) {
                     int m = nt - ts < 16 ? nt - ts : 16;
-                    rt_prefetch_panel(w, ws, rb, 16, n_rows, (size_t)(gc + AMX_KG) * gb, AMX_KG * gb,
+                    cpu_prefetch_panel(w, ws, rb, 16, n_rows, (size_t)(gc + AMX_KG) * gb, AMX_KG * gb,
                                       t0 + AMX_TB < n_tok, ts / 16, (nt + 15) / 16);
                     amx_configure(m);
                     /* blocks past the row's end too: their scales and activation codes are 0,
@@ -369,12 +369,12 @@ static void amx16_act_quantize(uint8_t *dst, const float *x, int type, int n_tok
 }
 
 #define AMX_TYPE(name, kind)                                                                                     \
-    static void gemm_amx_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,   \
+    static void gemm_amx_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,   \
                                 int n_rows, int cols)                                                            \
     {                                                                                                            \
         gemm_amx_kind(0, kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                           \
     }                                                                                                            \
-    static void gemm_amx16_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, \
+    static void gemm_amx16_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, \
                                   int n_rows, int cols)                                                          \
     {                                                                                                            \
         gemm_amx_kind(1, kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                           \
@@ -387,15 +387,15 @@ AMX_TYPE(q5_1, V_Q5_1)
 AMX_TYPE(q4_k, V_Q4_K)
 #undef AMX_TYPE
 
-static rt_kernels table_amx, table_amx16;
-static rt_fast fast_amx, fast_amx16;
+static cpu_kernels table_amx, table_amx16;
+static cpu_fast fast_amx, fast_amx16;
 static pthread_once_t table_amx_once = PTHREAD_ONCE_INIT;
 
 static void table_amx_init(void)
 {
     static const struct {
         int type;
-        rt_gemm_fn gemm, gemm16;
+        cpu_gemm_fn gemm, gemm16;
     } mine[] = {
         {GGML_TYPE_Q8_0, gemm_amx_q8_0, gemm_amx16_q8_0}, {GGML_TYPE_Q4_0, gemm_amx_q4_0, gemm_amx16_q4_0},
         {GGML_TYPE_Q4_1, gemm_amx_q4_1, gemm_amx16_q4_1}, {GGML_TYPE_Q5_0, gemm_amx_q5_0, gemm_amx16_q5_0},
@@ -425,24 +425,24 @@ static int amx_tables(void)
     return 1;
 }
 
-const rt_kernels *AMX8_GETTER(void)
+const cpu_kernels *AMX8_GETTER(void)
 {
     return amx_tables() ? &table_amx : NULL;
 }
 
-const rt_fast *AMX8_FAST_GETTER(void)
+const cpu_fast *AMX8_FAST_GETTER(void)
 {
     if (!AMX8_GETTER())
         return NULL;
     return &fast_amx;
 }
 
-const rt_kernels *AMX16_GETTER(void)
+const cpu_kernels *AMX16_GETTER(void)
 {
     return amx_tables() ? &table_amx16 : NULL;
 }
 
-const rt_fast *AMX16_FAST_GETTER(void)
+const cpu_fast *AMX16_FAST_GETTER(void)
 {
     if (!AMX16_GETTER())
         return NULL;

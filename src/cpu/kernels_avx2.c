@@ -2,7 +2,7 @@
  * folder) on x86-64 only, and only ever called after __builtin_cpu_supports said the CPU has
  * them (cpu.c). It computes what kernels_scalar.c computes: the same integer block sums, only
  * the float additions happen in another order. Q8_0, Q4_0, Q4_K, Q6_K, F16 and F32 take the row
- * dots of kernels_avx2_gemm.c instead, the ones its gemms (rt_fast_avx2) equal bit for bit. */
+ * dots of kernels_avx2_gemm.c instead, the ones its gemms (cpu_fast_avx2) equal bit for bit. */
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
@@ -57,7 +57,7 @@ static float dot_f32_f16(const float *a, const uint16_t *b, int n)
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(b + i), s0);
     s = hsum(_mm256_add_ps(s0, s1));
     for (; i < n; i++)
-        s += a[i] * rt_f16(b[i]);
+        s += a[i] * cpu_f16(b[i]);
     return s;
 }
 
@@ -73,7 +73,7 @@ static float w_bf16(const void *x, const void *w, int n)
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_bf16(p + 2 * i), s0);
     s = hsum(s0);
     for (; i < n; i++)
-        s += a[i] * rt_bf16(rt_rd16(p + 2 * i));
+        s += a[i] * cpu_bf16(cpu_rd16(p + 2 * i));
     return s;
 }
 
@@ -102,7 +102,7 @@ static inline __m256i high_bits(uint32_t qh)
 /* Eight partial sums of w[j] * x[j]: the 32 weights (int8, signed or 0..31) widened to int16
  * and multiplied with the 16-bit activations by madd; |w| <= 128 and |x| <= 32767 keep the
  * four products summed per lane far inside int32. */
-static inline __m256 dot_w(__m256i w, const rt_q16 *b)
+static inline __m256 dot_w(__m256i w, const cpu_q16 *b)
 {
     __m256i x0 = _mm256_loadu_si256((const __m256i *)b->q), x1 = _mm256_loadu_si256((const __m256i *)(b->q + 16));
     __m256i w0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(w));
@@ -111,18 +111,18 @@ static inline __m256 dot_w(__m256i w, const rt_q16 *b)
     return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(w0, x0), _mm256_madd_epi16(w1, x1)));
 }
 
-/* d_w * d_x for one block; F16C converts the weight's scale without rt_f16's branches */
-static inline float h2f(const uint8_t *p) { return _cvtsh_ss(rt_rd16(p)); }
-static inline __m256 scale(const uint8_t *p, const rt_q16 *b) { return _mm256_set1_ps(h2f(p) * b->d); }
+/* d_w * d_x for one block; F16C converts the weight's scale without cpu_f16's branches */
+static inline float h2f(const uint8_t *p) { return _cvtsh_ss(cpu_rd16(p)); }
+static inline __m256 scale(const uint8_t *p, const cpu_q16 *b) { return _mm256_set1_ps(h2f(p) * b->d); }
 
 static float w_q5_0(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     __m256 acc = _mm256_setzero_ps();
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q5_0_BYTES) {
-        __m256i q = _mm256_or_si256(nibbles(p + 6), high_bits(rt_rd32(p + 2)));
+    for (int b = 0; b < n / QK; b++, p += CPU_Q5_0_BYTES) {
+        __m256i q = _mm256_or_si256(nibbles(p + 6), high_bits(cpu_rd32(p + 2)));
 
         q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
         acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
@@ -132,12 +132,12 @@ static float w_q5_0(const void *x, const void *w, int n)
 
 static float w_q4_1(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     __m256 acc = _mm256_setzero_ps();
     float ms = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_1_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q4_1_BYTES) {
         acc = _mm256_fmadd_ps(dot_w(nibbles(p + 4), &xq[b]), scale(p, &xq[b]), acc);
         ms += h2f(p + 2) * xq[b].s;
     }
@@ -146,13 +146,13 @@ static float w_q4_1(const void *x, const void *w, int n)
 
 static float w_q5_1(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     __m256 acc = _mm256_setzero_ps();
     float ms = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q5_1_BYTES) {
-        __m256i q = _mm256_or_si256(nibbles(p + 8), high_bits(rt_rd32(p + 4)));
+    for (int b = 0; b < n / QK; b++, p += CPU_Q5_1_BYTES) {
+        __m256i q = _mm256_or_si256(nibbles(p + 8), high_bits(cpu_rd32(p + 4)));
 
         acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
         ms += h2f(p + 2) * xq[b].s;
@@ -179,7 +179,7 @@ static void axpy_f16(float *y, float a, const uint16_t *x, int n)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++)
-        y[i] += a * rt_f16(x[i]);
+        y[i] += a * cpu_f16(x[i]);
 }
 
 static void f32_to_f16(uint16_t *y, const float *x, int n)
@@ -221,14 +221,14 @@ static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m
         axpy_f32(y + c, s[i], v + (size_t)i * vs + c, n - c);
 }
 
-static const rt_kernels avx2 = {
+static const cpu_kernels avx2 = {
     .name = "avx2",
     .dot = {
-        [GGML_TYPE_F32] = rt_avx2_dot_f32, [GGML_TYPE_F16] = rt_avx2_dot_f16, [GGML_TYPE_BF16] = w_bf16,
+        [GGML_TYPE_F32] = cpu_avx2_dot_f32, [GGML_TYPE_F16] = cpu_avx2_dot_f16, [GGML_TYPE_BF16] = w_bf16,
         [GGML_TYPE_Q4_1] = w_q4_1, [GGML_TYPE_Q5_0] = w_q5_0, [GGML_TYPE_Q5_1] = w_q5_1,
-        /* kernels_avx2_gemm.c's, in rt_fast_avx2's activation layout: the dots its gemms equal */
-        [GGML_TYPE_Q8_0] = rt_avx2_dot_q8_0, [GGML_TYPE_Q4_0] = rt_avx2_dot_q4_0,
-        [GGML_TYPE_Q4_K] = rt_avx2_dot_q4_k, [GGML_TYPE_Q6_K] = rt_avx2_dot_q6_k,
+        /* kernels_avx2_gemm.c's, in cpu_fast_avx2's activation layout: the dots its gemms equal */
+        [GGML_TYPE_Q8_0] = cpu_avx2_dot_q8_0, [GGML_TYPE_Q4_0] = cpu_avx2_dot_q4_0,
+        [GGML_TYPE_Q4_K] = cpu_avx2_dot_q4_k, [GGML_TYPE_Q6_K] = cpu_avx2_dot_q6_k,
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,
@@ -239,10 +239,10 @@ static const rt_kernels avx2 = {
     .axpys_f32 = axpys_f32,
 };
 
-const rt_kernels *rt_kernels_avx2(void) { return &avx2; }
+const cpu_kernels *cpu_kernels_avx2(void) { return &avx2; }
 
 #else
 
-const rt_kernels *rt_kernels_avx2(void) { return NULL; }
+const cpu_kernels *cpu_kernels_avx2(void) { return NULL; }
 
 #endif

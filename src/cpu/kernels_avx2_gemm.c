@@ -1,10 +1,10 @@
-/* kernels_avx2_gemm.c: the avx2 path's gemms (rt_fast_avx2) and the row dots they must equal, for
+/* kernels_avx2_gemm.c: the avx2 path's gemms (cpu_fast_avx2) and the row dots they must equal, for
  * the types that dominate real models: Q8_0, Q4_0, Q4_K, Q6_K with 16-bit activations, F16 and
  * F32 with f32 ones. Built with -mavx2 -mfma -mf16c on x86-64 only, called only after cpu.c found
  * them (the rest of the avx2 table stays in kernels_avx2.c).
  *
  * Block types: kernels_vnni.h's design on eight 32-bit lanes, vpmaddwd + vpaddd standing for
- * vpdpwssd (the same exact integers). Activations keep rt_quantize_q16's codes (the scalar path's
+ * vpdpwssd (the same exact integers). Activations keep cpu_quantize_q16's codes (the scalar path's
  * accuracy). The arithmetic of a (token, row), whatever the kernel that computes it:
  *   the row's blocks of 32 go in groups of 8 (a K-quant group is one super-block: its eight
  *   sub-blocks of 32), block i of a group in lane i; per block the exact integer dot product
@@ -28,7 +28,7 @@
  * kernel has twice the f32 one's peak (the reverse of AVX-512 without VNNI, kernels_avx512.c).
  *
  * Float types: kernels_avx512.c's f32 design on 8 lanes: one 8-lane FMA accumulator per (row,
- * token) over the columns in order (a last partial vector zero-padded), chunks of RT_GEMM_KC
+ * token) over the columns in order (a last partial vector zero-padded), chunks of CPU_GEMM_KC
  * carried, summed as a tree at the end; prefill dequantizes each chunk of RB rows once into an f32
  * panel and 4 rows x 3 tokens of accumulators pass over it. */
 #include "cpu/kernels.h"
@@ -43,7 +43,7 @@ enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K };
 
 /* ---------------------------------------------------------------- activations */
 
-/* A token's activations for 8 blocks (zero past the row's last block), the size of 8 rt_q16:
+/* A token's activations for 8 blocks (zero past the row's last block), the size of 8 cpu_q16:
  *   decode (a matmul of one token, and the row dot): q[i] = block i's codes in order (for Q4_0, s[i]
  *     holds the codes' sum as an int32 instead);
  *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair). */
@@ -55,7 +55,7 @@ typedef struct a2_group {
     float dx[8], s[8];
 } a2_group;
 
-_Static_assert(sizeof(a2_group) == 8 * sizeof(rt_q16), "a group is the size of 8 rt_q16 blocks");
+_Static_assert(sizeof(a2_group) == 8 * sizeof(cpu_q16), "a group is the size of 8 cpu_q16 blocks");
 
 static int is_mine(int type)
 {
@@ -65,26 +65,26 @@ static int is_mine(int type)
 static size_t act_bytes(int n_tok, int cols)
 {
     (void)n_tok;
-    return (size_t)(cols / QK + 7) / 8 * sizeof(a2_group);   /* >= cols / QK rt_q16 blocks */
+    return (size_t)(cols / QK + 7) / 8 * sizeof(a2_group);   /* >= cols / QK cpu_q16 blocks */
 }
 
-/* One token: the groups of the types above, plain rt_q16 blocks for the others (Q4_1, Q5_0, Q5_1
+/* One token: the groups of the types above, plain cpu_q16 blocks for the others (Q4_1, Q5_0, Q5_1
  * keep kernels_avx2.c's row dots). */
 static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
 {
     int nb = cols / QK;
 
     if (!is_mine(type)) {
-        rt_quantize_q16((rt_q16 *)(void *)dst, x, cols);
+        cpu_quantize_q16((cpu_q16 *)(void *)dst, x, cols);
         return;
     }
     for (int g0 = 0; g0 < nb; g0 += 8) {
         a2_group *g = (a2_group *)(void *)dst + g0 / 8;
-        rt_q16 tmp[8];
+        cpu_q16 tmp[8];
         int n = nb - g0 < 8 ? nb - g0 : 8;
 
         memset(tmp, 0, sizeof tmp);
-        rt_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
+        cpu_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 8; i++) {
             if (n_tok == 1) {
                 memcpy(g->q[i], tmp[i].q, sizeof tmp[i].q);
@@ -110,7 +110,7 @@ static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int 
 
 static inline size_t block_bytes(int kind)
 {
-    return kind == A_Q8_0 ? RT_Q8_0_BYTES : kind == A_Q4_0 ? RT_Q4_0_BYTES : 0;
+    return kind == A_Q8_0 ? CPU_Q8_0_BYTES : kind == A_Q4_0 ? CPU_Q4_0_BYTES : 0;
 }
 
 /* Block bi of a row as 16-bit codes, offsets removed: elements 0-15 in *lo, 16-31 in *hi. K-quant
@@ -121,14 +121,14 @@ AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *
 
     switch (kind) {
     case A_Q8_0: {
-        const uint8_t *p = row + (size_t)bi * RT_Q8_0_BYTES + 2;
+        const uint8_t *p = row + (size_t)bi * CPU_Q8_0_BYTES + 2;
         *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
         *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
         return;
     }
     case A_Q4_0: {
         /* the 16 bytes widened once: each 16-bit lane holds both nibbles of one byte */
-        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)bi * RT_Q4_0_BYTES + 2)));
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)bi * CPU_Q4_0_BYTES + 2)));
         const __m256i eight = _mm256_set1_epi16(8);
         *lo = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), eight);
         *hi = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
@@ -136,7 +136,7 @@ AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *
     }
     case A_Q4_K: {
         int j = bi % 8;
-        const uint8_t *q = row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (j / 2);
+        const uint8_t *q = row + (size_t)(bi / 8) * CPU_Q4_K_BYTES + 16 + 32 * (j / 2);
         __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)q);
         __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(q + 16));
         if (j % 2) {
@@ -148,7 +148,7 @@ AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *
         return;
     }
     default: { /* A_Q6_K: elements 128h + 32jj + l, l < 32, of the super-block (kquant_scalar.c) */
-        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+        const uint8_t *p = row + (size_t)(bi / 8) * CPU_Q6_K_BYTES;
         int j = bi % 8, h = j / 4, jj = j % 4;
         __m256i l = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * h + 32 * (jj % 2)));
         __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(p + 128 + 32 * h));
@@ -182,27 +182,27 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, __m256 *
         }
         uint16_t h[8] = {0};
         for (int i = 0; i < n; i++)
-            h[i] = rt_rd16(p + i * bb);
+            h[i] = cpu_rd16(p + i * bb);
         *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
         return;
     }
     if (kind == A_Q4_K) {
-        /* rt_scale_min_k4's 6-bit fields, eight at a time in a 64-bit word */
-        const uint8_t *p = row + (size_t)(g0 / 8) * RT_Q4_K_BYTES;
-        uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+        /* cpu_scale_min_k4's 6-bit fields, eight at a time in a 64-bit word */
+        const uint8_t *p = row + (size_t)(g0 / 8) * CPU_Q4_K_BYTES;
+        uint32_t l0 = cpu_rd32(p + 4), l1 = cpu_rd32(p + 8), l2 = cpu_rd32(p + 12);
         uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u)) << 32;
         uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) | (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u))
                                                         << 32;
-        __m256 d = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p))), dmin = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p + 2)));
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p))), dmin = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p + 2)));
         *a = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc))));
         *b = _mm256_sub_ps(_mm256_setzero_ps(),
                            _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)))));
         return;
     }
     /* A_Q6_K: a = d * sc[2j], a2 = d * sc[2j + 1] */
-    const uint8_t *p = row + (size_t)(g0 / 8) * RT_Q6_K_BYTES;
+    const uint8_t *p = row + (size_t)(g0 / 8) * CPU_Q6_K_BYTES;
     __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(p + 192));
-    __m256 d = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p + 208)));
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p + 208)));
     __m128i ev = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
     *a = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev)));
     *a2 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ev, 8))));
@@ -238,7 +238,7 @@ AI float hsum8(__m256 v)
 /* Bytes of 8 blocks of a row (K-quants: one super-block). */
 static inline size_t group_bytes(int kind)
 {
-    return kind == A_Q4_K ? RT_Q4_K_BYTES : kind == A_Q6_K ? RT_Q6_K_BYTES : 8 * block_bytes(kind);
+    return kind == A_Q4_K ? CPU_Q4_K_BYTES : kind == A_Q6_K ? CPU_Q6_K_BYTES : 8 * block_bytes(kind);
 }
 
 /* Decode streams a matrix once, row after row; asking for the lines DEC_AHEAD bytes on keeps more
@@ -260,7 +260,7 @@ AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *
         }
         if (kind == A_Q4_0) { /* the nibbles as they are: the - 8 is taken once per group below */
             __m256i v = _mm256_cvtepu8_epi16(
-                _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)(g0 + i) * RT_Q4_0_BYTES + 2)));
+                _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)(g0 + i) * CPU_Q4_0_BYTES + 2)));
             lo = _mm256_and_si256(v, _mm256_set1_epi16(15));
             hi = _mm256_srli_epi16(v, 4);
         } else {
@@ -458,7 +458,7 @@ AI void tiles(const int kind, int r0, const a2_group *const *xg, int t0, int mt)
     }
 }
 
-AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
+AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok, const uint8_t *w, size_t ws,
                   int n_rows, int cols)
 {
     int nb = cols / QK, ng = (nb + 7) / 8;
@@ -480,7 +480,7 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n
                 for (int t = 0; t < nt; t += 2) {
                     const a2_group *xg[2];
                     int mt = nt - t < 2 ? nt - t : 2;
-                    rt_prefetch_panel(w, ws, rb, RB, n_rows, (size_t)(g + 1) * gb, gb, t0 + TB < n_tok, t / 2,
+                    cpu_prefetch_panel(w, ws, rb, RB, n_rows, (size_t)(g + 1) * gb, gb, t0 + TB < n_tok, t / 2,
                                       (nt + 1) / 2);
                     for (int i = 0; i < mt; i++)
                         xg[i] = (const a2_group *)(const void *)(act->x + (size_t)(t0 + t + i) * act->stride) + g;
@@ -497,12 +497,12 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n
 }
 
 #define BLOCK_TYPE(name, kind)                                                                                         \
-    static void gemm_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
+    static void gemm_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
                             int cols)                                                                                  \
     {                                                                                                                  \
         gemm_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                        \
     }                                                                                                                  \
-    float rt_avx2_dot_##name(const void *x, const void *w, int n)                                                      \
+    float cpu_avx2_dot_##name(const void *x, const void *w, int n)                                                      \
     {                                                                                                                  \
         return row_dot(kind, x, w, n / QK);                                                                            \
     }
@@ -603,7 +603,7 @@ AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t l
 #define FRB 8  /* rows per float panel */
 #define FTB 66 /* tokens per block: 22 tiles of 3 */
 /* Panel rows 2 KB + one line apart (kernels_avx512.c: x's rows often fill one L1 set already). */
-#define PSTRIDE (RT_GEMM_KC + 16)
+#define PSTRIDE (CPU_GEMM_KC + 16)
 static _Thread_local _Alignas(64) float fpanel[FRB * PSTRIDE];
 static _Thread_local __m256 facc3[FRB / 4][FTB / 3][12];
 
@@ -655,7 +655,7 @@ AI void float_decode(const int SRC, float *y, const float *x, const uint8_t *w, 
         float_tile(1, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
 }
 
-static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
+static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,
                        int n_rows, int cols)
 {
     const float *x = (const float *)(const void *)a->x;
@@ -676,15 +676,15 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
             int nt = n_tok - t0 < FTB ? n_tok - t0 : FTB;
             float *yb = y + (size_t)t0 * ldy + rb;
             const float *xb = x + (size_t)t0 * ldx;
-            for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
-                int last = k0 + RT_GEMM_KC >= cols, kc = last ? kfull - k0 : RT_GEMM_KC, tl = last ? tail : 0;
-                const size_t pnext = ws * (size_t)(k0 + RT_GEMM_KC) / (size_t)cols;
-                const size_t pchunk = ws * (size_t)RT_GEMM_KC / (size_t)cols;
+            for (int k0 = 0; k0 < cols; k0 += CPU_GEMM_KC) {
+                int last = k0 + CPU_GEMM_KC >= cols, kc = last ? kfull - k0 : CPU_GEMM_KC, tl = last ? tail : 0;
+                const size_t pnext = ws * (size_t)(k0 + CPU_GEMM_KC) / (size_t)cols;
+                const size_t pchunk = ws * (size_t)CPU_GEMM_KC / (size_t)cols;
                 fpanel_fill(kind, wb, ws, nr, k0, kc, tl);
                 /* token tiles outside, row tiles inside: a tile's x and the panel stay in L1 */
                 for (int t = 0; t < nt; t += 3) {
                     int n3 = nt - t < 3 ? nt - t : 3, r = 0;
-                    rt_prefetch_panel(w, ws, rb, FRB, n_rows, pnext, pchunk, t0 + FTB < n_tok, t / 3, (nt + 2) / 3);
+                    cpu_prefetch_panel(w, ws, rb, FRB, n_rows, pnext, pchunk, t0 + FTB < n_tok, t / 3, (nt + 2) / 3);
                     float *yt = yb + (size_t)t * ldy;
                     const float *xt = xb + (size_t)t * ldx;
                     for (; r + 4 <= nr; r += 4)
@@ -699,31 +699,31 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
     }
 }
 
-static void gemm_f32(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
+static void gemm_f32(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
                      int cols)
 {
     float_gemm(F_F32, y, ldy, a, n_tok, w, ws, n_rows, cols);
 }
 
-static void gemm_f16(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
+static void gemm_f16(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
                      int cols)
 {
     float_gemm(F_F16, y, ldy, a, n_tok, w, ws, n_rows, cols);
 }
 
 /* x is f32: one row is a 1 x 1 gemm. */
-float rt_avx2_dot_f32(const void *x, const void *w, int n)
+float cpu_avx2_dot_f32(const void *x, const void *w, int n)
 {
-    rt_act a = { .x = x, .stride = 0 };
+    cpu_act a = { .x = x, .stride = 0 };
     float y;
 
     gemm_f32(&y, 1, &a, 1, w, 0, 1, n);
     return y;
 }
 
-float rt_avx2_dot_f16(const void *x, const void *w, int n)
+float cpu_avx2_dot_f16(const void *x, const void *w, int n)
 {
-    rt_act a = { .x = x, .stride = 0 };
+    cpu_act a = { .x = x, .stride = 0 };
     float y;
 
     gemm_f16(&y, 1, &a, 1, w, 0, 1, n);
@@ -732,17 +732,17 @@ float rt_avx2_dot_f16(const void *x, const void *w, int n)
 
 /* ---------------------------------------------------------------- the table entries */
 
-static const rt_fast fast = {
+static const cpu_fast fast = {
     .gemm = { [GGML_TYPE_Q8_0] = gemm_q8_0, [GGML_TYPE_Q4_0] = gemm_q4_0, [GGML_TYPE_Q4_K] = gemm_q4_k,
               [GGML_TYPE_Q6_K] = gemm_q6_k, [GGML_TYPE_F16] = gemm_f16, [GGML_TYPE_F32] = gemm_f32 },
     .act_bytes = act_bytes,
     .act_quantize = act_quantize,
 };
 
-const rt_fast *rt_fast_avx2(void) { return &fast; }
+const cpu_fast *cpu_fast_avx2(void) { return &fast; }
 
 #else
 
-const rt_fast *rt_fast_avx2(void) { return NULL; }
+const cpu_fast *cpu_fast_avx2(void) { return NULL; }
 
 #endif

@@ -3,7 +3,7 @@
  * dominate real models (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16, F32); every other type keeps the AVX2 dot
  * product.
  *
- * All are float kernels: 16-lane FMA accumulators per (row, token) over chunks of RT_GEMM_KC
+ * All are float kernels: 16-lane FMA accumulators per (row, token) over chunks of CPU_GEMM_KC
  * columns, summed once at the end. Block-quantized weights are dequantized exactly (a 4- to
  * 8-bit integer times an f16-derived scale fits f32's 24 bits) and meet f32 activations, not
  * the 16-bit ones of the other paths: on a CPU without VNNI a 16-lane FMA does 16
@@ -34,9 +34,9 @@ static inline __mmask16 first(int n) { return (__mmask16)(n >= 16 ? 0xffff : (1u
  * Never reads past the n blocks (the last group's loads are masked). */
 AI void block_dws(float *d, const uint8_t *w, int bytes, int n)
 {
-    const int g = bytes == RT_Q4_0_BYTES ? 8 : 4;
+    const int g = bytes == CPU_Q4_0_BYTES ? 8 : 4;
     /* word k (of the 64 in lo:hi) holds block k's scale: k = 9 i (18-byte blocks) or 17 i */
-    const __m512i idx = bytes == RT_Q4_0_BYTES ? _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54,
+    const __m512i idx = bytes == CPU_Q4_0_BYTES ? _mm512_setr_epi32(9 << 16, 27 << 16 | 18, 45 << 16 | 36, 63 << 16 | 54,
                                                                  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                                                : _mm512_setr_epi32(17 << 16, 51 << 16 | 34, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                                                  0, 0, 0, 0, 0);
@@ -148,18 +148,18 @@ enum { K_F32, K_F16, K_Q4_0, K_Q8_0, K_Q4_K, K_Q5_K, K_Q6_K };
 
 static inline int kq_bytes(int kind)
 {
-    return kind == K_Q4_K ? RT_Q4_K_BYTES : kind == K_Q5_K ? RT_Q5_K_BYTES : RT_Q6_K_BYTES;
+    return kind == K_Q4_K ? CPU_Q4_K_BYTES : kind == K_Q5_K ? CPU_Q5_K_BYTES : CPU_Q6_K_BYTES;
 }
 
 /* Q4_K: w = a[j] * nibble + b[j] for sub-block j, a = d * scale, b = -(dmin * min). The 6-bit
- * scales and mins (rt_scale_min_k4's packing) are unpacked four at a time in 32-bit words, then
+ * scales and mins (cpu_scale_min_k4's packing) are unpacked four at a time in 32-bit words, then
  * converted and scaled as vectors: the scalar unpacking cost as much as the block's FMAs. */
 AI void q4k_scales(float *a, float *b, const uint8_t *p)
 {
-    uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+    uint32_t l0 = cpu_rd32(p + 4), l1 = cpu_rd32(p + 8), l2 = cpu_rd32(p + 12);
     uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u)) << 32;
     uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) | (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u)) << 32;
-    __m256 d = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p))), dmin = _mm256_set1_ps(_cvtsh_ss(rt_rd16(p + 2)));
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p))), dmin = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p + 2)));
 
     _mm256_storeu_ps(a, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc)))));
     _mm256_storeu_ps(b, _mm256_sub_ps(_mm256_setzero_ps(),
@@ -170,7 +170,7 @@ AI void q4k_scales(float *a, float *b, const uint8_t *p)
 /* Q6_K: the 16 scales times d. */
 AI void q6k_scales(float *s, const uint8_t *p)
 {
-    __m512 d = _mm512_set1_ps(_cvtsh_ss(rt_rd16(p + 208)));
+    __m512 d = _mm512_set1_ps(_cvtsh_ss(cpu_rd16(p + 208)));
 
     _mm512_storeu_ps(s, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
                                              _mm_loadu_si128((const __m128i *)(p + 192))))));
@@ -347,7 +347,7 @@ AI void kq_rows1(const int MR, const int kind, float *y, const float *x, const u
 #define DEC_BLOCKS 256
 AI void block_rows1(const int MR, const int q4, float *y, const float *x, const uint8_t *w, size_t ws, int cols)
 {
-    const int bytes = q4 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
+    const int bytes = q4 ? CPU_Q4_0_BYTES : CPU_Q8_0_BYTES;
     _Alignas(64) float d[8][DEC_BLOCKS + 8];
     __m512 c[8];
 
@@ -382,14 +382,14 @@ AI void block_rows1(const int MR, const int q4, float *y, const float *x, const 
 }
 
 /* Prefill blocking: RB rows x TB tokens of accumulators live in `acc` while the columns pass
- * in chunks of RT_GEMM_KC; each chunk of RB rows is dequantized once into `panel` for the TB
+ * in chunks of CPU_GEMM_KC; each chunk of RB rows is dequantized once into `panel` for the TB
  * tokens. The panel (16 KB) and a 6-token slice of x (12 KB) stay in L1. Both are static so
  * that a forward pass allocates nothing. */
 #define RB 8
 #define TB 66   /* 11 tiles of 6 tokens: a 64-token prompt dequantizes each chunk once */
 /* Panel rows 2 KB + one line apart: x's token rows are often 4 KB multiples apart and fill
  * ways of one L1 set already; panel rows at 2 KB would pile onto the same sets. */
-#define PSTRIDE (RT_GEMM_KC + 16)
+#define PSTRIDE (CPU_GEMM_KC + 16)
 static _Thread_local _Alignas(64) float panel[RB * PSTRIDE];
 static _Thread_local __m512 acc[RB / 4][TB / 6][24];
 
@@ -420,14 +420,14 @@ static void panel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, in
                 kq_superblock(kind, dst + QK_K * b, row + (size_t)(k0 / QK_K + b) * bytes);
             continue;
         }
-        int bytes = kind == K_Q4_0 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES;
+        int bytes = kind == K_Q4_0 ? CPU_Q4_0_BYTES : CPU_Q8_0_BYTES;
         for (int b = 0; b < kc / QK; b++) {
             const uint8_t *blk = row + (size_t)(k0 / QK + b) * bytes;
             __m512 lo, hi;
             if (kind == K_Q4_0)
-                q4_0_block(&lo, &hi, blk, _cvtsh_ss(rt_rd16(blk)));
+                q4_0_block(&lo, &hi, blk, _cvtsh_ss(cpu_rd16(blk)));
             else
-                q8_0_block(&lo, &hi, blk, _cvtsh_ss(rt_rd16(blk)));
+                q8_0_block(&lo, &hi, blk, _cvtsh_ss(cpu_rd16(blk)));
             _mm512_store_ps(dst + QK * b, lo);
             _mm512_store_ps(dst + QK * b + 16, hi);
         }
@@ -476,7 +476,7 @@ AI void kq_decode(const int kind, float *y, const float *x, const uint8_t *w, si
         kq_rows1(1, kind, y + r, x, w + (size_t)r * ws, ws, cols);
 }
 
-static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws,
+static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,
                        int n_rows, int cols)
 {
     const float *x = (const float *)(const void *)a->x;
@@ -515,19 +515,19 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
             int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
             float *yb = y + (size_t)t0 * ldy + rb;
             const float *xb = x + (size_t)t0 * ldx;
-            for (int k0 = 0; k0 < cols; k0 += RT_GEMM_KC) {
-                int last = k0 + RT_GEMM_KC >= cols, kc = last ? kfull - k0 : RT_GEMM_KC, tl = last ? tail : 0;
+            for (int k0 = 0; k0 < cols; k0 += CPU_GEMM_KC) {
+                int last = k0 + CPU_GEMM_KC >= cols, kc = last ? kfull - k0 : CPU_GEMM_KC, tl = last ? tail : 0;
                 panel_fill(kind, wb, ws, nr, k0, kc, tl);
                 /* the next panel, a share of its rows per token tile (F16 pp64 +5-10%): blocks
                  * are uniform, so a chunk's bytes are proportional to its columns */
-                const size_t pnext = ws * (size_t)(k0 + RT_GEMM_KC) / (size_t)cols;
-                const size_t pchunk = ws * (size_t)RT_GEMM_KC / (size_t)cols;
+                const size_t pnext = ws * (size_t)(k0 + CPU_GEMM_KC) / (size_t)cols;
+                const size_t pchunk = ws * (size_t)CPU_GEMM_KC / (size_t)cols;
                 /* token tiles outside, row tiles inside: a tile's x (6 x 2 KB) and the panel
                  * (16 KB) both stay in L1, where rows outside streamed x from L2 once per
                  * 4 rows (29 -> 40 GMAC/s a thread, F16 and Q4_0 alike) */
                 for (int t = 0; t < nt; t += 6) {
                     int n6 = nt - t < 6 ? nt - t : 6, r = 0;
-                    rt_prefetch_panel(w, ws, rb, RB, n_rows, pnext, pchunk, t0 + TB < n_tok, t / 6, (nt + 5) / 6);
+                    cpu_prefetch_panel(w, ws, rb, RB, n_rows, pnext, pchunk, t0 + TB < n_tok, t / 6, (nt + 5) / 6);
                     float *yt = yb + (size_t)t * ldy;
                     const float *xt = xb + (size_t)t * ldx;
                     for (; r + 4 <= nr; r += 4)
@@ -543,7 +543,7 @@ static void float_gemm(int kind, float *y, size_t ldy, const rt_act *a, int n_to
 }
 
 #define GEMM(name, kind)                                                                                       \
-    static void name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
+    static void name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
                      int cols)                                                                                 \
     {                                                                                                          \
         float_gemm(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                               \
@@ -559,11 +559,11 @@ GEMM(gemm_q6_k, K_Q6_K)
 
 /* ---------------------------------------------------------------- one row: this path's dots */
 
-/* x is f32 for all four types (rt_fast.f32_act): one row is a 1 x 1 gemm. */
+/* x is f32 for all four types (cpu_fast.f32_act): one row is a 1 x 1 gemm. */
 #define DOT(name, gemm)                                                             \
     static float name(const void *x, const void *w, int n)                        \
     {                                                                             \
-        rt_act a = { .x = x, .stride = 0 };                                       \
+        cpu_act a = { .x = x, .stride = 0 };                                       \
         float y;                                                                  \
         gemm(&y, 1, &a, 1, w, 0, 1, n);                                           \
         return y;                                                                 \
@@ -608,12 +608,12 @@ static void dots_f32(float *s, const float *q, const float *k, size_t ks, int m,
         s[i] = attn_dot(0, q, k + (size_t)i * ks, n);
 }
 
-static rt_kernels table;
+static cpu_kernels table;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void table_init(void)
 {
-    table = *rt_kernels_avx2();
+    table = *cpu_kernels_avx2();
     table.name = "avx512";
     table.dot[GGML_TYPE_Q4_0] = dot_q4_0;
     table.dot[GGML_TYPE_Q8_0] = dot_q8_0;
@@ -627,7 +627,7 @@ static void table_init(void)
     table.dots_f32 = dots_f32; /* axpys_f32 stays the AVX2 table's: axpy_f32 is */
 }
 
-static const rt_fast fast = {
+static const cpu_fast fast = {
     .gemm = { [GGML_TYPE_Q4_0] = gemm_q4_0, [GGML_TYPE_Q8_0] = gemm_q8_0, [GGML_TYPE_F16] = gemm_f16,
               [GGML_TYPE_F32] = gemm_f32, [GGML_TYPE_Q4_K] = gemm_q4_k,
               [GGML_TYPE_Q5_K] = gemm_q5_k, [GGML_TYPE_Q6_K] = gemm_q6_k },
@@ -635,19 +635,19 @@ static const rt_fast fast = {
                  [GGML_TYPE_Q6_K] = 1 },
 };
 
-const rt_kernels *rt_kernels_avx512(void)
+const cpu_kernels *cpu_kernels_avx512(void)
 {
-    if (!rt_kernels_avx2())
+    if (!cpu_kernels_avx2())
         return NULL;
     pthread_once(&table_once, table_init);
     return &table;
 }
 
-const rt_fast *rt_fast_avx512(void) { return rt_kernels_avx2() ? &fast : NULL; }
+const cpu_fast *cpu_fast_avx512(void) { return cpu_kernels_avx2() ? &fast : NULL; }
 
 #else
 
-const rt_kernels *rt_kernels_avx512(void) { return NULL; }
-const rt_fast *rt_fast_avx512(void) { return NULL; }
+const cpu_kernels *cpu_kernels_avx512(void) { return NULL; }
+const cpu_fast *cpu_fast_avx512(void) { return NULL; }
 
 #endif

@@ -8,28 +8,28 @@
 /* over the avx2 path's gemms: its F16 and F32 ones stay (the avx2 table's dots for them are the
  * ones they equal); kernels_vnni.h puts its block types and activation layout over the rest */
 #define VNNI_NAME        "avxvnni"
-#define VNNI_BASE        rt_kernels_avx2
-#define VNNI_BASE_FAST   rt_fast_avx2
-#define VNNI_GETTER      rt_kernels_avxvnni
-#define VNNI_FAST_GETTER rt_fast_avxvnni
+#define VNNI_BASE        cpu_kernels_avx2
+#define VNNI_BASE_FAST   cpu_fast_avx2
+#define VNNI_GETTER      cpu_kernels_avxvnni
+#define VNNI_FAST_GETTER cpu_fast_avxvnni
 #define VNNI8_NAME        "avxvnni-int8"
-#define VNNI8_GETTER      rt_kernels_avxvnni8
-#define VNNI8_FAST_GETTER rt_fast_avxvnni8
+#define VNNI8_GETTER      cpu_kernels_avxvnni8
+#define VNNI8_FAST_GETTER cpu_fast_avxvnni8
 #include "cpu/kernels_vnni.h"
 #else
-const rt_kernels *rt_kernels_avxvnni(void)
+const cpu_kernels *cpu_kernels_avxvnni(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_avxvnni(void)
+const cpu_fast *cpu_fast_avxvnni(void)
 {
     return NULL;
 }
-const rt_kernels *rt_kernels_avxvnni8(void)
+const cpu_kernels *cpu_kernels_avxvnni8(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_avxvnni8(void)
+const cpu_fast *cpu_fast_avxvnni8(void)
 {
     return NULL;
 }

@@ -53,7 +53,7 @@ static float dot_f32(const float *a, const float *b, int n)
     return s;
 }
 
-/* f16 -> f32 widening is exact (FCVTL), so it equals rt_f16 on every input. */
+/* f16 -> f32 widening is exact (FCVTL), so it equals cpu_f16 on every input. */
 static float dot_f32_f16(const float *a, const uint16_t *b, int n)
 {
     float32x4_t s0 = vdupq_n_f32(0), s1 = s0, s2 = s0, s3 = s0;
@@ -71,7 +71,7 @@ static float dot_f32_f16(const float *a, const uint16_t *b, int n)
         s0 = vfmaq_f32(s0, vld1q_f32(a + i), vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(b + i))));
     s = hsum4(s0, s1, s2, s3);
     for (; i < n; i++)
-        s += a[i] * rt_f16(b[i]);
+        s += a[i] * cpu_f16(b[i]);
     return s;
 }
 
@@ -92,7 +92,7 @@ static float dot_f32_bf16(const float *a, const uint16_t *b, int n)
         s0 = vfmaq_f32(s0, vld1q_f32(a + i), vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(b + i), 16)));
     s = hsum4(s0, s1, s2, s3);
     for (; i < n; i++)
-        s += a[i] * rt_bf16(b[i]);
+        s += a[i] * cpu_bf16(b[i]);
     return s;
 }
 
@@ -131,7 +131,7 @@ static void axpy_f16(float *y, float a, const uint16_t *x, int n)
         vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_n_f32(xf, a)));
     }
     for (; i < n; i++)
-        y[i] += a * rt_f16(x[i]);
+        y[i] += a * cpu_f16(x[i]);
 }
 
 /* The scalar conversion: its NaN and overflow results are the documented ones. */
@@ -166,18 +166,18 @@ static inline int32x4_t mla16(int32x4_t acc, int8x16_t w, const int16_t *x)
 }
 
 /* The scalar float step of every block type here: s += sumi * (d * dx). */
-static inline float block_acc(float s, int32_t sumi, const uint8_t *p, const rt_q16 *xb)
+static inline float block_acc(float s, int32_t sumi, const uint8_t *p, const cpu_q16 *xb)
 {
-    return s + (float)sumi * (rt_f16(rt_rd16(p)) * xb->d);
+    return s + (float)sumi * (cpu_f16(cpu_rd16(p)) * xb->d);
 }
 
 static float w_q8_0(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q8_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q8_0_BYTES) {
         int32x4_t acc = vdupq_n_s32(0);
         acc = mla16(acc, vld1q_s8((const int8_t *)p + 2), xq[b].q);
         acc = mla16(acc, vld1q_s8((const int8_t *)p + 18), xq[b].q + 16);
@@ -188,11 +188,11 @@ static float w_q8_0(const void *x, const void *w, int n)
 
 static float w_q4_0(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q4_0_BYTES) {
         int32x4_t acc = vdupq_n_s32(0);
         int8x16_t lo, hi;
         q4_0_codes(&lo, &hi, p + 2);
@@ -229,11 +229,11 @@ DOTPROD static inline int32x4_t sdot16(int32x4_t acc, int8x16_t w, const int16_t
 
 DOTPROD static float w_q8_0_dot(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q8_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q8_0_BYTES) {
         int32x4_t acc = vdupq_n_s32(0);
         acc = sdot16(acc, vld1q_s8((const int8_t *)p + 2), xq[b].q);
         acc = sdot16(acc, vld1q_s8((const int8_t *)p + 18), xq[b].q + 16);
@@ -244,11 +244,11 @@ DOTPROD static float w_q8_0_dot(const void *x, const void *w, int n)
 
 DOTPROD static float w_q4_0_dot(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q4_0_BYTES) {
         int32x4_t acc = vdupq_n_s32(0);
         int8x16_t lo, hi;
         q4_0_codes(&lo, &hi, p + 2);
@@ -272,11 +272,11 @@ I8MM static inline int32x4_t usdot16(int32x4_t acc, int8x16_t w, const int16_t *
 
 I8MM static float w_q8_0_i8mm(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q8_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q8_0_BYTES) {
         int32x4_t acc = vdupq_n_s32(0);
         acc = usdot16(acc, vld1q_s8((const int8_t *)p + 2), xq[b].q);
         acc = usdot16(acc, vld1q_s8((const int8_t *)p + 18), xq[b].q + 16);
@@ -287,11 +287,11 @@ I8MM static float w_q8_0_i8mm(const void *x, const void *w, int n)
 
 I8MM static float w_q4_0_i8mm(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q4_0_BYTES) {
         int32x4_t acc = vdupq_n_s32(0);
         int8x16_t lo, hi;
         q4_0_codes(&lo, &hi, p + 2);
@@ -316,7 +316,7 @@ I8MM static float w_q4_0_i8mm(const void *x, const void *w, int n)
  * per MM_PAIRS pairs: 8 pairs (10 KB of unpacked weights, well inside any ARM64 L1) split them
  * half as often as 4 did. Not measured: no ARM64 machine yet (BENCHMARKS.md). */
 #define MM_PAIRS  8
-#define MM_BLOCKS (RT_GEMM_KC / QK)    /* blocks per column chunk */
+#define MM_BLOCKS (CPU_GEMM_KC / QK)    /* blocks per column chunk */
 
 /* One block of two weight rows: v[k] holds both rows' elements 8k .. 8k + 7, SMMLA's columns. */
 typedef struct mm_wpair {
@@ -353,7 +353,7 @@ static inline int8x16_t zip64(int8x16_t a, int8x16_t b, int hi)
 static void mm_wpair_pack(mm_wpair *o, const uint8_t *p0, const uint8_t *p1, int type)
 {
     int8x16_t c0[2], c1[2];
-    float d0 = rt_f16(rt_rd16(p0)), d1 = rt_f16(rt_rd16(p1));
+    float d0 = cpu_f16(cpu_rd16(p0)), d1 = cpu_f16(cpu_rd16(p1));
 
     block_codes(c0, p0, type);
     block_codes(c1, p1, type);
@@ -362,7 +362,7 @@ static void mm_wpair_pack(mm_wpair *o, const uint8_t *p0, const uint8_t *p1, int
     o->d = (float32x4_t){ d0, d1, d0, d1 };
 }
 
-static void mm_xpair_pack(mm_xpair *o, const rt_q16 *x0, const rt_q16 *x1)
+static void mm_xpair_pack(mm_xpair *o, const cpu_q16 *x0, const cpu_q16 *x1)
 {
     for (int half = 0; half < 2; half++) {
         int8x16_t h0, h1;
@@ -389,12 +389,12 @@ I8MM static inline float32x4_t mm_block(float32x4_t s, const mm_xpair *x, const 
     return vaddq_f32(s, vmulq_f32(vcvtq_f32_s32(vaddq_s32(vshlq_n_s32(h, 8), l)), vmulq_f32(w->d, x->d)));
 }
 
-I8MM static void gemm_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+I8MM static void gemm_i8mm(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t w_stride,
                            int n_rows, int cols, int type)
 {
-    const int nb = cols / QK, bb = type == GGML_TYPE_Q8_0 ? RT_Q8_0_BYTES : RT_Q4_0_BYTES;
+    const int nb = cols / QK, bb = type == GGML_TYPE_Q8_0 ? CPU_Q8_0_BYTES : CPU_Q4_0_BYTES;
     const int even_rows = n_rows & ~1, even_tok = n_tok & ~1;
-    rt_dot_fn dot = type == GGML_TYPE_Q8_0 ? w_q8_0_i8mm : w_q4_0_i8mm;
+    cpu_dot_fn dot = type == GGML_TYPE_Q8_0 ? w_q8_0_i8mm : w_q4_0_i8mm;
     mm_wpair wp[MM_PAIRS][MM_BLOCKS];
     mm_xpair xp[MM_BLOCKS];
 
@@ -408,8 +408,8 @@ I8MM static void gemm_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, con
                     mm_wpair_pack(&wp[i][b], p0 + (size_t)b * bb, p0 + w_stride + (size_t)b * bb, type);
             }
             for (int t = 0; t < even_tok; t += 2) {
-                const rt_q16 *x0 = (const rt_q16 *)(const void *)(a->x + (size_t)t * a->stride) + b0;
-                const rt_q16 *x1 = (const rt_q16 *)(const void *)(a->x + (size_t)(t + 1) * a->stride) + b0;
+                const cpu_q16 *x0 = (const cpu_q16 *)(const void *)(a->x + (size_t)t * a->stride) + b0;
+                const cpu_q16 *x1 = (const cpu_q16 *)(const void *)(a->x + (size_t)(t + 1) * a->stride) + b0;
                 for (int b = 0; b < kb; b++)
                     mm_xpair_pack(&xp[b], x0 + b, x1 + b);
                 for (int i = 0; i < np; i++) {
@@ -433,13 +433,13 @@ I8MM static void gemm_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, con
     }
 }
 
-static void gemm_q8_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+static void gemm_q8_0_i8mm(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t w_stride,
                            int n_rows, int cols)
 {
     gemm_i8mm(y, ldy, a, n_tok, w, w_stride, n_rows, cols, GGML_TYPE_Q8_0);
 }
 
-static void gemm_q4_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t w_stride,
+static void gemm_q4_0_i8mm(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t w_stride,
                            int n_rows, int cols)
 {
     gemm_i8mm(y, ldy, a, n_tok, w, w_stride, n_rows, cols, GGML_TYPE_Q4_0);
@@ -454,22 +454,22 @@ static void gemm_q4_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, con
 #define W_Q4_K(NAME, ATTR, MLA)                                                                   \
     ATTR static float NAME(const void *vx, const void *vw, int n)                                 \
     {                                                                                             \
-        const rt_q16 *x = vx;                                                                     \
+        const cpu_q16 *x = vx;                                                                     \
         const uint8_t *p = vw;                                                                    \
         float s = 0.0f;                                                                           \
                                                                                                   \
-        for (int b = 0; b < n / QK_K; b++, p += RT_Q4_K_BYTES) {                                  \
+        for (int b = 0; b < n / QK_K; b++, p += CPU_Q4_K_BYTES) {                                  \
             const uint8_t *qs = p + 16;                                                           \
-            float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));                          \
+            float d = cpu_f16(cpu_rd16(p)), dmin = cpu_f16(cpu_rd16(p + 2));                          \
             for (int j = 0; j < 4; j++) {                                                         \
                 uint8x16_t b0 = vld1q_u8(qs + 32 * j), b1 = vld1q_u8(qs + 32 * j + 16);           \
                 for (int k = 0; k < 2; k++) {                                                     \
-                    const rt_q16 *xb = &x[b * 8 + 2 * j + k];                                     \
+                    const cpu_q16 *xb = &x[b * 8 + 2 * j + k];                                     \
                     int32x4_t acc = vdupq_n_s32(0);                                               \
                     int sc, m, sumi;                                                              \
                     uint8x16_t c0 = k ? vshrq_n_u8(b0, 4) : vandq_u8(b0, vdupq_n_u8(15));         \
                     uint8x16_t c1 = k ? vshrq_n_u8(b1, 4) : vandq_u8(b1, vdupq_n_u8(15));         \
-                    rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);                                   \
+                    cpu_scale_min_k4(2 * j + k, p + 4, &sc, &m);                                   \
                     acc = MLA(acc, vreinterpretq_s8_u8(c0), xb->q);                               \
                     acc = MLA(acc, vreinterpretq_s8_u8(c1), xb->q + 16);                          \
                     sumi = vaddvq_s32(acc);                                                       \
@@ -483,17 +483,17 @@ static void gemm_q4_0_i8mm(float *y, size_t ldy, const rt_act *a, int n_tok, con
 #define W_Q6_K(NAME, ATTR, MLA)                                                                            \
     ATTR static float NAME(const void *vx, const void *vw, int n)                                          \
     {                                                                                                      \
-        const rt_q16 *x = vx;                                                                              \
+        const cpu_q16 *x = vx;                                                                              \
         const uint8_t *p = vw;                                                                             \
         float s = 0.0f;                                                                                    \
                                                                                                            \
-        for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {                                           \
+        for (int b = 0; b < n / QK_K; b++, p += CPU_Q6_K_BYTES) {                                           \
             const uint8_t *ql = p, *qh = p + 128;                                                          \
             const int8_t *sc = (const int8_t *)(p + 192);                                                  \
-            float d = rt_f16(rt_rd16(p + 208));                                                            \
+            float d = cpu_f16(cpu_rd16(p + 208));                                                            \
             for (int h = 0; h < 2; h++)                                                                    \
                 for (int j = 0; j < 4; j++) {                                                              \
-                    const rt_q16 *xb = &x[b * 8 + 4 * h + j];                                              \
+                    const cpu_q16 *xb = &x[b * 8 + 4 * h + j];                                              \
                     int i = 8 * h + 2 * j, s0, s1;                                                         \
                     int8x16_t q[2];                                                                        \
                     for (int half = 0; half < 2; half++) {                                                 \
@@ -521,9 +521,9 @@ W_Q6_K(w_q6_k_i8mm, I8MM, usdot16)
 #undef W_Q4_K
 #undef W_Q6_K
 
-static rt_kernels neon, neon_dot, neon_i8mm;
+static cpu_kernels neon, neon_dot, neon_i8mm;
 
-rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type)
+cpu_dot_fn cpu_kq_dot_neon(const cpu_kernels *k, int type)
 {
     int v = k == &neon_i8mm ? 2 : k == &neon_dot ? 1 : 0;
 
@@ -626,10 +626,10 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
 
 /* Q4_1, Q5_0, Q5_1 stay on the scalar row dots; the tables are filled from the scalar one
  * once, under cpu.c's selection (pthread_once), before any kernel runs. */
-static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4_0,
+static void fill(cpu_kernels *out, const char *name, cpu_dot_fn q8_0, cpu_dot_fn q4_0,
                  int32_t (*mlx4)(const uint8_t *, const int16_t *), int32_t (*mlx8)(const uint8_t *, const int16_t *))
 {
-    rt_kernels k = *rt_kernels_scalar();
+    cpu_kernels k = *cpu_kernels_scalar();
 
     k.name = name;
     k.dot[GGML_TYPE_F32] = w_f32;
@@ -647,21 +647,21 @@ static void fill(rt_kernels *out, const char *name, rt_dot_fn q8_0, rt_dot_fn q4
     *out = k;
 }
 
-const rt_kernels *rt_kernels_neon(void)
+const cpu_kernels *cpu_kernels_neon(void)
 {
     if (!neon.name)
         fill(&neon, "neon", w_q8_0, w_q4_0, mlx_block4, mlx_block8);
     return &neon;
 }
 
-const rt_kernels *rt_kernels_neon_dotprod(void)
+const cpu_kernels *cpu_kernels_neon_dotprod(void)
 {
     if (!neon_dot.name)
         fill(&neon_dot, "neon-dotprod", w_q8_0_dot, w_q4_0_dot, mlx_block4_dot, mlx_block8_dot);
     return &neon_dot;
 }
 
-const rt_kernels *rt_kernels_neon_i8mm(void)
+const cpu_kernels *cpu_kernels_neon_i8mm(void)
 {
     if (!neon_i8mm.name)
         fill(&neon_i8mm, "neon-i8mm", w_q8_0_i8mm, w_q4_0_i8mm, mlx_block4_i8mm, mlx_block8_i8mm);
@@ -669,36 +669,36 @@ const rt_kernels *rt_kernels_neon_i8mm(void)
 }
 
 /* neon-i8mm's prefill: SMMLA tiles for Q8_0 and Q4_0 (the table's other types: tiles of row
- * dots). The activations stay rt_q16 blocks. */
-static const rt_fast fast_i8mm = { .gemm = { [GGML_TYPE_Q8_0] = gemm_q8_0_i8mm, [GGML_TYPE_Q4_0] = gemm_q4_0_i8mm } };
+ * dots). The activations stay cpu_q16 blocks. */
+static const cpu_fast fast_i8mm = { .gemm = { [GGML_TYPE_Q8_0] = gemm_q8_0_i8mm, [GGML_TYPE_Q4_0] = gemm_q4_0_i8mm } };
 
-const rt_fast *rt_fast_neon_i8mm(void)
+const cpu_fast *cpu_fast_neon_i8mm(void)
 {
     return &fast_i8mm;
 }
 
 #else
 
-rt_dot_fn rt_kq_dot_neon(const rt_kernels *k, int type)
+cpu_dot_fn cpu_kq_dot_neon(const cpu_kernels *k, int type)
 {
     (void)k;
     (void)type;
     return NULL;
 }
 
-const rt_kernels *rt_kernels_neon(void)
+const cpu_kernels *cpu_kernels_neon(void)
 {
     return NULL;
 }
-const rt_kernels *rt_kernels_neon_dotprod(void)
+const cpu_kernels *cpu_kernels_neon_dotprod(void)
 {
     return NULL;
 }
-const rt_kernels *rt_kernels_neon_i8mm(void)
+const cpu_kernels *cpu_kernels_neon_i8mm(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_neon_i8mm(void)
+const cpu_fast *cpu_fast_neon_i8mm(void)
 {
     return NULL;
 }

@@ -6,14 +6,14 @@
  *   Q5_0  f16 d | u32 qh | u8 qs[16]        q = nibble | bit j (or j+16) of qh << 4; w = (q - 16) * d
  *   Q5_1  f16 d | f16 m | u32 qh | qs[16]   w = q * d + m
  *   Q8_0  f16 d | i8 qs[32]                 w = q * d
- * Activations are quantized to 16-bit rt_q16 blocks (x ~= dx * qx) and each block's integer dot product
+ * Activations are quantized to 16-bit cpu_q16 blocks (x ~= dx * qx) and each block's integer dot product
  * is scaled once: sum_j w[j] x[j] ~= d dx sum_j q[j] qx[j] (+ m * s for the offset types). */
 #include <float.h>
 #include <math.h>
 
 #include "cpu/cpu_int.h"
 
-float cpu_f16_to_f32(uint16_t h) { return rt_f16(h); }
+float cpu_f16_to_f32(uint16_t h) { return cpu_f16(h); }
 
 uint16_t cpu_f32_to_f16(float f)
 {
@@ -49,8 +49,8 @@ static inline int round_half_away(float v)
     return t + (f >= 0.5f) - (f <= -0.5f);
 }
 
-/* Blocks of codes in [-qmax, qmax]: rt_quantize_q16 and rt_quantize_q8. */
-static void quantize_blocks(rt_q16 *out, const float *x, int n, float qmax)
+/* Blocks of codes in [-qmax, qmax]: cpu_quantize_q16 and cpu_quantize_q8. */
+static void quantize_blocks(cpu_q16 *out, const float *x, int n, float qmax)
 {
     for (int b = 0; b < n / QK; b++) {
         const float *xb = x + b * QK;
@@ -82,9 +82,9 @@ static void quantize_blocks(rt_q16 *out, const float *x, int n, float qmax)
     }
 }
 
-void rt_quantize_q16(rt_q16 *out, const float *x, int n) { quantize_blocks(out, x, n, 32767.0f); }
+void cpu_quantize_q16(cpu_q16 *out, const float *x, int n) { quantize_blocks(out, x, n, 32767.0f); }
 
-void rt_quantize_q8(rt_q16 *out, const float *x, int n) { quantize_blocks(out, x, n, 127.0f); }
+void cpu_quantize_q8(cpu_q16 *out, const float *x, int n) { quantize_blocks(out, x, n, 127.0f); }
 
 static float dot_f32(const float *a, const float *b, int n)
 {
@@ -100,7 +100,7 @@ static float dot_f32_f16(const float *a, const uint16_t *b, int n)
     float s = 0.0f;
 
     for (int i = 0; i < n; i++)
-        s += a[i] * rt_f16(b[i]);
+        s += a[i] * cpu_f16(b[i]);
     return s;
 }
 
@@ -113,7 +113,7 @@ static void axpy_f32(float *y, float a, const float *x, int n)
 static void axpy_f16(float *y, float a, const uint16_t *x, int n)
 {
     for (int i = 0; i < n; i++)
-        y[i] += a * rt_f16(x[i]);
+        y[i] += a * cpu_f16(x[i]);
 }
 
 static void f32_to_f16(uint16_t *y, const float *x, int n)
@@ -131,7 +131,7 @@ static float w_f16(const void *x, const void *w, int n)
     float s = 0.0f;
 
     for (int i = 0; i < n; i++)
-        s += a[i] * rt_f16(rt_rd16(p + 2 * i));
+        s += a[i] * cpu_f16(cpu_rd16(p + 2 * i));
     return s;
 }
 
@@ -142,22 +142,22 @@ static float w_bf16(const void *x, const void *w, int n)
     float s = 0.0f;
 
     for (int i = 0; i < n; i++)
-        s += a[i] * rt_bf16(rt_rd16(p + 2 * i));
+        s += a[i] * cpu_bf16(cpu_rd16(p + 2 * i));
     return s;
 }
 
 static float w_q8_0(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q8_0_BYTES) {
+    for (int b = 0; b < n / QK; b++, p += CPU_Q8_0_BYTES) {
         int sumi = 0;
 
         for (int j = 0; j < QK; j++)
             sumi += (int8_t)p[2 + j] * xq[b].q[j];
-        s += (float)sumi * (rt_f16(rt_rd16(p)) * xq[b].d);
+        s += (float)sumi * (cpu_f16(cpu_rd16(p)) * xq[b].d);
     }
     return s;
 }
@@ -178,51 +178,51 @@ static int block_dot(const uint8_t *qs, uint32_t qh, int off, const int16_t *xq)
 
 static float w_q4_0(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_0_BYTES)
-        s += (float)block_dot(p + 2, 0, 8, xq[b].q) * (rt_f16(rt_rd16(p)) * xq[b].d);
+    for (int b = 0; b < n / QK; b++, p += CPU_Q4_0_BYTES)
+        s += (float)block_dot(p + 2, 0, 8, xq[b].q) * (cpu_f16(cpu_rd16(p)) * xq[b].d);
     return s;
 }
 
 static float w_q4_1(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q4_1_BYTES)
-        s += (float)block_dot(p + 4, 0, 0, xq[b].q) * (rt_f16(rt_rd16(p)) * xq[b].d) +
-             rt_f16(rt_rd16(p + 2)) * xq[b].s;
+    for (int b = 0; b < n / QK; b++, p += CPU_Q4_1_BYTES)
+        s += (float)block_dot(p + 4, 0, 0, xq[b].q) * (cpu_f16(cpu_rd16(p)) * xq[b].d) +
+             cpu_f16(cpu_rd16(p + 2)) * xq[b].s;
     return s;
 }
 
 static float w_q5_0(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q5_0_BYTES)
-        s += (float)block_dot(p + 6, rt_rd32(p + 2), 16, xq[b].q) * (rt_f16(rt_rd16(p)) * xq[b].d);
+    for (int b = 0; b < n / QK; b++, p += CPU_Q5_0_BYTES)
+        s += (float)block_dot(p + 6, cpu_rd32(p + 2), 16, xq[b].q) * (cpu_f16(cpu_rd16(p)) * xq[b].d);
     return s;
 }
 
 static float w_q5_1(const void *x, const void *w, int n)
 {
-    const rt_q16 *xq = x;
+    const cpu_q16 *xq = x;
     const uint8_t *p = w;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_Q5_1_BYTES)
-        s += (float)block_dot(p + 8, rt_rd32(p + 4), 0, xq[b].q) * (rt_f16(rt_rd16(p)) * xq[b].d) +
-             rt_f16(rt_rd16(p + 2)) * xq[b].s;
+    for (int b = 0; b < n / QK; b++, p += CPU_Q5_1_BYTES)
+        s += (float)block_dot(p + 8, cpu_rd32(p + 4), 0, xq[b].q) * (cpu_f16(cpu_rd16(p)) * xq[b].d) +
+             cpu_f16(cpu_rd16(p + 2)) * xq[b].s;
     return s;
 }
 
-static const rt_kernels scalar = {
+static const cpu_kernels scalar = {
     .name = "scalar",
     .dot = {
         [GGML_TYPE_F32] = w_f32, [GGML_TYPE_F16] = w_f16, [GGML_TYPE_BF16] = w_bf16,
@@ -236,7 +236,7 @@ static const rt_kernels scalar = {
     .f32_to_f16 = f32_to_f16,
 };
 
-const rt_kernels *rt_kernels_scalar(void) { return &scalar; }
+const cpu_kernels *cpu_kernels_scalar(void) { return &scalar; }
 
 /* Dequantize one row (embedding lookup); the arithmetic is the definition of each layout. */
 void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
@@ -251,28 +251,28 @@ void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
     case GGML_TYPE_F16:
         p = (const uint8_t *)w->data + row * cols * 2;
         for (uint64_t i = 0; i < cols; i++)
-            out[i] = rt_f16(rt_rd16(p + 2 * i));
+            out[i] = cpu_f16(cpu_rd16(p + 2 * i));
         return;
     case GGML_TYPE_BF16:
         p = (const uint8_t *)w->data + row * cols * 2;
         for (uint64_t i = 0; i < cols; i++)
-            out[i] = rt_bf16(rt_rd16(p + 2 * i));
+            out[i] = cpu_bf16(cpu_rd16(p + 2 * i));
         return;
     default:
         break;
     }
     for (uint64_t b = 0; b < cols / QK; b++) {
         float *o = out + b * QK;
-        int bytes = w->type == GGML_TYPE_Q8_0 ? RT_Q8_0_BYTES : w->type == GGML_TYPE_Q4_0 ? RT_Q4_0_BYTES
-                    : w->type == GGML_TYPE_Q4_1 ? RT_Q4_1_BYTES : w->type == GGML_TYPE_Q5_0 ? RT_Q5_0_BYTES
-                    : RT_Q5_1_BYTES;
+        int bytes = w->type == GGML_TYPE_Q8_0 ? CPU_Q8_0_BYTES : w->type == GGML_TYPE_Q4_0 ? CPU_Q4_0_BYTES
+                    : w->type == GGML_TYPE_Q4_1 ? CPU_Q4_1_BYTES : w->type == GGML_TYPE_Q5_0 ? CPU_Q5_0_BYTES
+                    : CPU_Q5_1_BYTES;
         float d, m = 0.0f;
         uint32_t qh = 0;
         const uint8_t *qs;
         int off = 0;
 
         p = (const uint8_t *)w->data + (row * (cols / QK) + b) * (uint64_t)bytes;
-        d = rt_f16(rt_rd16(p));
+        d = cpu_f16(cpu_rd16(p));
         if (w->type == GGML_TYPE_Q8_0) {
             for (int j = 0; j < QK; j++)
                 o[j] = (float)(int8_t)p[2 + j] * d;
@@ -280,9 +280,9 @@ void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
         }
         switch (w->type) {
         case GGML_TYPE_Q4_0: qs = p + 2; off = 8; break;
-        case GGML_TYPE_Q4_1: qs = p + 4; m = rt_f16(rt_rd16(p + 2)); break;
-        case GGML_TYPE_Q5_0: qs = p + 6; qh = rt_rd32(p + 2); off = 16; break;
-        default: qs = p + 8; qh = rt_rd32(p + 4); m = rt_f16(rt_rd16(p + 2)); break;
+        case GGML_TYPE_Q4_1: qs = p + 4; m = cpu_f16(cpu_rd16(p + 2)); break;
+        case GGML_TYPE_Q5_0: qs = p + 6; qh = cpu_rd32(p + 2); off = 16; break;
+        default: qs = p + 8; qh = cpu_rd32(p + 4); m = cpu_f16(cpu_rd16(p + 2)); break;
         }
         for (int j = 0; j < QK / 2; j++) {
             int lo = (qs[j] & 15) | (int)((qh >> j) & 1) << 4;

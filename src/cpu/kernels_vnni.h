@@ -10,7 +10,7 @@
  * and every float operation below is written out (no contraction: the project builds with
  * -std=c11, where -ffp-contract is off), so the three give the same results bit for bit.
  *
- * Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, with the 16-bit activations of rt_q16 (the
+ * Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, with the 16-bit activations of cpu_q16 (the
  * accuracy of the scalar path; 8-bit activations were measured past the project's 1e-2 logit
  * bound, cpu_int.h). The arithmetic of a (token, row), whatever the kernel that computes it:
  *   the row's blocks of 32 go in groups of 16, block i of a group in lane i; per block the exact
@@ -138,9 +138,9 @@ AI float hsum(v16f v)
 AI float f16(const uint8_t *p)
 {
 #if defined(__F16C__)
-    return _cvtsh_ss(rt_rd16(p)); /* exact, as rt_f16 */
+    return _cvtsh_ss(cpu_rd16(p)); /* exact, as cpu_f16 */
 #else
-    return rt_f16(rt_rd16(p));
+    return cpu_f16(cpu_rd16(p));
 #endif
 }
 
@@ -160,7 +160,7 @@ AI v16f f16x16(v16u16 h)
 #else
     v16f r;
     for (int i = 0; i < 16; i++)
-        r[i] = rt_f16(h[i]);
+        r[i] = cpu_f16(h[i]);
     return r;
 #endif
 }
@@ -226,7 +226,7 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
     *b = *a2 = 0.0f;
     switch (kind) {
     case V_Q8_0: {
-        const uint8_t *p = row + (size_t)bi * RT_Q8_0_BYTES;
+        const uint8_t *p = row + (size_t)bi * CPU_Q8_0_BYTES;
         v32s8 q;
         memcpy(&q, p + 2, 32);
         *a = f16(p);
@@ -234,7 +234,7 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
     }
     case V_Q4_0:
     case V_Q4_1: {
-        const int bytes = kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES;
+        const int bytes = kind == V_Q4_0 ? CPU_Q4_0_BYTES : CPU_Q4_1_BYTES;
         const uint8_t *p = row + (size_t)bi * bytes;
         v16u8 q;
         memcpy(&q, p + (kind == V_Q4_0 ? 2 : 4), 16);
@@ -251,9 +251,9 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
     case V_Q5_1: {
         /* rare in real models: element by element */
         const int q5_1 = kind == V_Q5_1;
-        const uint8_t *p = row + (size_t)bi * (q5_1 ? RT_Q5_1_BYTES : RT_Q5_0_BYTES);
+        const uint8_t *p = row + (size_t)bi * (q5_1 ? CPU_Q5_1_BYTES : CPU_Q5_0_BYTES);
         const uint8_t *qs = p + (q5_1 ? 8 : 6);
-        uint32_t qh = rt_rd32(p + (q5_1 ? 4 : 2));
+        uint32_t qh = cpu_rd32(p + (q5_1 ? 4 : 2));
         int off = q5_1 ? 0 : 16;
         int16_t c[QK];
         for (int j = 0; j < QK / 2; j++) {
@@ -267,18 +267,18 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
         return w;
     }
     case V_Q4_K: {
-        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q4_K_BYTES;
+        const uint8_t *p = row + (size_t)(bi / 8) * CPU_Q4_K_BYTES;
         int j = bi % 8, sc, m;
         v32u8 q;
         memcpy(&q, p + 16 + 32 * (j / 2), 32);
         q = j % 2 ? q >> 4 : q & 15;
-        rt_scale_min_k4(j, p + 4, &sc, &m);
+        cpu_scale_min_k4(j, p + 4, &sc, &m);
         *a = f16(p) * (float)sc;
         *b = -(f16(p + 2) * (float)m);
         return __builtin_convertvector(q, v32s16);
     }
     default: { /* V_Q6_K */
-        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+        const uint8_t *p = row + (size_t)(bi / 8) * CPU_Q6_K_BYTES;
         int j = bi % 8, h = j / 4, jj = j % 4;
         float d = f16(p + 208);
         v32u8 l, hb;
@@ -296,7 +296,7 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
 /* ---------------------------------------------------------------- activations */
 
 /* A token's activations, per group of 16 blocks (zero past the last block), in one of two
- * layouts of the same size as 16 rt_q16 blocks:
+ * layouts of the same size as 16 cpu_q16 blocks:
  *   decode (a matmul of one token, and the row dot): pair m of blocks 2m, 2m + 1 as
  *     xp[m][0] = codes 0-15 of both, xp[m][1] = codes 16-31 of both (see decode below);
  *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair), so that lane i of a
@@ -320,7 +320,7 @@ static size_t act_bytes(int n_tok, int cols)
 }
 
 /* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`); the codes are
- * rt_quantize_q16's. */
+ * cpu_quantize_q16's. */
 static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
     (void)type;
@@ -328,11 +328,11 @@ static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int co
 
     for (int g0 = 0; g0 < nb; g0 += 16) {
         vnni_group *g = (vnni_group *)(void *)dst + g0 / 16;
-        rt_q16 tmp[16];
+        cpu_q16 tmp[16];
         int n = nb - g0 < 16 ? nb - g0 : 16;
 
         memset(tmp, 0, sizeof tmp);
-        rt_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
+        cpu_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 16; i++) {
             if (n_tok == 1) {
                 memcpy(g->xp[i / 2][0] + 16 * (i % 2), tmp[i].q, 16 * sizeof(int16_t));
@@ -366,19 +366,19 @@ static inline size_t group_bytes(int kind)
 {
     switch (kind) {
     case V_Q8_0:
-        return 16 * RT_Q8_0_BYTES;
+        return 16 * CPU_Q8_0_BYTES;
     case V_Q4_0:
-        return 16 * RT_Q4_0_BYTES;
+        return 16 * CPU_Q4_0_BYTES;
     case V_Q4_1:
-        return 16 * RT_Q4_1_BYTES;
+        return 16 * CPU_Q4_1_BYTES;
     case V_Q5_0:
-        return 16 * RT_Q5_0_BYTES;
+        return 16 * CPU_Q5_0_BYTES;
     case V_Q5_1:
-        return 16 * RT_Q5_1_BYTES;
+        return 16 * CPU_Q5_1_BYTES;
     case V_Q4_K:
-        return 2 * RT_Q4_K_BYTES;
+        return 2 * CPU_Q4_K_BYTES;
     default:
-        return 2 * RT_Q6_K_BYTES;
+        return 2 * CPU_Q6_K_BYTES;
     }
 }
 
@@ -390,7 +390,7 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a,
     if (n == 16 && (kind == V_Q4_0 || kind == V_Q8_0)) {
         /* the f16 scales picked out of 128-byte spans by one word shuffle each (8 Q4_0 blocks
          * of 18 bytes: words 9i; 4 Q8_0 blocks of 34: words 17i), never past the 16 blocks */
-        const uint8_t *p = row + (size_t)g0 * (kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q8_0_BYTES);
+        const uint8_t *p = row + (size_t)g0 * (kind == V_Q4_0 ? CPU_Q4_0_BYTES : CPU_Q8_0_BYTES);
         v32u16 w[8];
         v8u16 h0, h1;
         if (kind == V_Q4_0) {
@@ -412,13 +412,13 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a,
     }
 
     if (kind == V_Q4_K) {
-        /* rt_scale_min_k4's 6-bit fields, eight at a time in 64-bit words, then in vectors: the
+        /* cpu_scale_min_k4's 6-bit fields, eight at a time in 64-bit words, then in vectors: the
          * same products as fa[j] = d * sc[j] one by one, without the scalar loop decode paid */
         uint64_t sc[2] = {0, 0}, mn[2] = {0, 0};
         float d[2] = {0, 0}, dmin[2] = {0, 0};
         for (int i = 0; i < n / 8; i++) { /* super-blocks: g0 is a multiple of 8 */
-            const uint8_t *p = row + (size_t)(g0 / 8 + i) * RT_Q4_K_BYTES;
-            uint32_t l0 = rt_rd32(p + 4), l1 = rt_rd32(p + 8), l2 = rt_rd32(p + 12);
+            const uint8_t *p = row + (size_t)(g0 / 8 + i) * CPU_Q4_K_BYTES;
+            uint32_t l0 = cpu_rd32(p + 4), l1 = cpu_rd32(p + 8), l2 = cpu_rd32(p + 12);
             d[i] = f16(p);
             dmin[i] = f16(p + 2);
             sc[i] = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u)) << 32;
@@ -440,7 +440,7 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a,
         v16s8 s[2] = {{0}, {0}};
         float d[2] = {0, 0};
         for (int i = 0; i < n / 8; i++) {
-            const uint8_t *p = row + (size_t)(g0 / 8 + i) * RT_Q6_K_BYTES;
+            const uint8_t *p = row + (size_t)(g0 / 8 + i) * CPU_Q6_K_BYTES;
             d[i] = f16(p + 208);
             memcpy(&s[i], p + 192, sizeof s[i]);
         }
@@ -476,7 +476,7 @@ AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *
 
     switch (kind) {
     case V_Q8_0: {
-        const uint8_t *p = row + (size_t)bi * RT_Q8_0_BYTES + 2, *q = row + (size_t)bj * RT_Q8_0_BYTES + 2;
+        const uint8_t *p = row + (size_t)bi * CPU_Q8_0_BYTES + 2, *q = row + (size_t)bj * CPU_Q8_0_BYTES + 2;
         v16u8 p0, p1, q0, q1;
         memcpy(&p0, p, 16);
         memcpy(&p1, p + 16, 16);
@@ -488,8 +488,8 @@ AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *
     }
     case V_Q4_0: {
         v16u8 p, q;
-        memcpy(&p, row + (size_t)bi * RT_Q4_0_BYTES + 2, 16);
-        memcpy(&q, row + (size_t)bj * RT_Q4_0_BYTES + 2, 16);
+        memcpy(&p, row + (size_t)bi * CPU_Q4_0_BYTES + 2, 16);
+        memcpy(&q, row + (size_t)bj * CPU_Q4_0_BYTES + 2, 16);
         v32u8 c = __builtin_shufflevector(p, q, IOTA32);
         *lo = zx8(c & 15) - 8;
         *hi = zx8(c >> 4) - 8;
@@ -498,7 +498,7 @@ AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *
     case V_Q4_K:
         if (bj == bi + 1 && bi % 2 == 0) { /* the two nibbles of the same 32 bytes */
             v32u8 q;
-            memcpy(&q, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
+            memcpy(&q, row + (size_t)(bi / 8) * CPU_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
             v32u8 l = q & 15, h = q >> 4;
             *lo = zx8(__builtin_shufflevector(l, h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34,
                                               35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47));
@@ -613,14 +613,14 @@ AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb
 #define RB 8 /* rows per panel */
 #define TB 64 /* tokens whose float accumulators stay live across the groups */
 
-/* rt_prefetch_panel for the group gemms: panels of one group (16 blocks) of pr rows, group g
+/* cpu_prefetch_panel for the group gemms: panels of one group (16 blocks) of pr rows, group g
  * now; its next group starts past the row's end after the last one. */
 AI void prefetch_panel(const int kind, const uint8_t *w, size_t ws, int rb, int pr, int n_rows, int g, int more_tok,
                        int i, int n)
 {
     const size_t gb = group_bytes(kind);
 
-    rt_prefetch_panel(w, ws, rb, pr, n_rows, (size_t)(g + 1) * gb, gb, more_tok, i, n);
+    cpu_prefetch_panel(w, ws, rb, pr, n_rows, (size_t)(g + 1) * gb, gb, more_tok, i, n);
 }
 
 typedef struct vnni_panel {
@@ -735,7 +735,7 @@ AI void tiles(const int kind, int r0, const vnni_group *const *xg, int t0, int m
     }
 }
 
-AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
+AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok, const uint8_t *w, size_t ws,
                   int n_rows, int cols)
 {
     int nb = cols / QK, ng = (nb + 15) / 16;
@@ -772,7 +772,7 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n
 }
 
 #define VNNI_TYPE(name, kind)                                                                                          \
-    static void gemm_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
+    static void gemm_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows, \
                             int cols)                                                                                  \
     {                                                                                                                  \
         gemm_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                        \
@@ -790,23 +790,23 @@ VNNI_TYPE(q4_k, V_Q4_K)
 VNNI_TYPE(q6_k, V_Q6_K)
 #undef VNNI_TYPE
 
-static rt_kernels table;
-static rt_fast fast;
+static cpu_kernels table;
+static cpu_fast fast;
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 
 static void table_init(void)
 {
     static const struct {
         int type;
-        rt_dot_fn dot;
-        rt_gemm_fn gemm;
+        cpu_dot_fn dot;
+        cpu_gemm_fn gemm;
     } mine[] = {
         {GGML_TYPE_Q8_0, dot_q8_0, gemm_q8_0}, {GGML_TYPE_Q4_0, dot_q4_0, gemm_q4_0},
         {GGML_TYPE_Q4_1, dot_q4_1, gemm_q4_1}, {GGML_TYPE_Q5_0, dot_q5_0, gemm_q5_0},
         {GGML_TYPE_Q5_1, dot_q5_1, gemm_q5_1}, {GGML_TYPE_Q4_K, dot_q4_k, gemm_q4_k},
         {GGML_TYPE_Q6_K, dot_q6_k, gemm_q6_k},
     };
-    const rt_fast *base_fast = VNNI_BASE_FAST();
+    const cpu_fast *base_fast = VNNI_BASE_FAST();
 
     table = *VNNI_BASE();
     table.name = VNNI_NAME;
@@ -821,7 +821,7 @@ static void table_init(void)
     fast.act_quantize = act_quantize;
 }
 
-const rt_kernels *VNNI_GETTER(void)
+const cpu_kernels *VNNI_GETTER(void)
 {
     if (!VNNI_BASE())
         return NULL;
@@ -829,7 +829,7 @@ const rt_kernels *VNNI_GETTER(void)
     return &table;
 }
 
-const rt_fast *VNNI_FAST_GETTER(void)
+const cpu_fast *VNNI_FAST_GETTER(void)
 {
     if (!VNNI_GETTER())
         return NULL;

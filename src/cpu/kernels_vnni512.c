@@ -8,20 +8,20 @@
 #if defined(__AVX512VNNI__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && \
     defined(__AVX512VL__) && defined(__FMA__) && defined(__F16C__)
 #define VNNI_NAME        "avx512vnni"
-#define VNNI_BASE        rt_kernels_avx512
-#define VNNI_BASE_FAST   rt_fast_avx512
-#define VNNI_GETTER      rt_kernels_avx512vnni
-#define VNNI_FAST_GETTER rt_fast_avx512vnni
+#define VNNI_BASE        cpu_kernels_avx512
+#define VNNI_BASE_FAST   cpu_fast_avx512
+#define VNNI_GETTER      cpu_kernels_avx512vnni
+#define VNNI_FAST_GETTER cpu_fast_avx512vnni
 #define VNNI8_NAME        "avx512vnni-int8"
-#define VNNI8_GETTER      rt_kernels_avx512vnni8
-#define VNNI8_FAST_GETTER rt_fast_avx512vnni8
+#define VNNI8_GETTER      cpu_kernels_avx512vnni8
+#define VNNI8_FAST_GETTER cpu_fast_avx512vnni8
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__)
 #define AMX8_NAME        "amx-int8"
-#define AMX8_GETTER      rt_kernels_amx8
-#define AMX8_FAST_GETTER rt_fast_amx8
+#define AMX8_GETTER      cpu_kernels_amx8
+#define AMX8_FAST_GETTER cpu_fast_amx8
 #define AMX16_NAME        "amx"
-#define AMX16_GETTER      rt_kernels_amx16
-#define AMX16_FAST_GETTER rt_fast_amx16
+#define AMX16_GETTER      cpu_kernels_amx16
+#define AMX16_FAST_GETTER cpu_fast_amx16
 #endif
 #include "cpu/kernels_vnni.h"
 #else
@@ -29,38 +29,38 @@
 #endif
 
 #if defined(NO_VNNI512) || !defined(AMX8_NAME)
-const rt_kernels *rt_kernels_amx8(void)
+const cpu_kernels *cpu_kernels_amx8(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_amx8(void)
+const cpu_fast *cpu_fast_amx8(void)
 {
     return NULL;
 }
-const rt_kernels *rt_kernels_amx16(void)
+const cpu_kernels *cpu_kernels_amx16(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_amx16(void)
+const cpu_fast *cpu_fast_amx16(void)
 {
     return NULL;
 }
 #endif
 
 #if defined(NO_VNNI512)
-const rt_kernels *rt_kernels_avx512vnni(void)
+const cpu_kernels *cpu_kernels_avx512vnni(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_avx512vnni(void)
+const cpu_fast *cpu_fast_avx512vnni(void)
 {
     return NULL;
 }
-const rt_kernels *rt_kernels_avx512vnni8(void)
+const cpu_kernels *cpu_kernels_avx512vnni8(void)
 {
     return NULL;
 }
-const rt_fast *rt_fast_avx512vnni8(void)
+const cpu_fast *cpu_fast_avx512vnni8(void)
 {
     return NULL;
 }

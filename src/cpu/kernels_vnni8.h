@@ -5,7 +5,7 @@
  *   avxvnni-int8     vpdpbusd on two 256-bit halves;
  *   vnni-int8-emul   vpdpbusd emulated exactly in C: any CPU, the same bits.
  *
- * What ggml does: activations in 8-bit blocks (rt_quantize_q8: x ~= dx * q, |q| <= 127), so one
+ * What ggml does: activations in 8-bit blocks (cpu_quantize_q8: x ~= dx * q, |q| <= 127), so one
  * vpdpbusd does 64 multiply-adds where vpdpwssd does 32. It is an opt-in (MSTORE_CPU names it,
  * "auto" never does): rounding each activation to 8 bits moves the first-step logits of
  * s260k-mixed and of a synthetic Q4_0 model about 1e-2 from the float64 reference, where the
@@ -89,20 +89,20 @@ AI8 v32u8 unpack8(const int kind, const uint8_t *row, int bi)
 
     switch (kind) {
     case V_Q8_0:
-        memcpy(&u, row + (size_t)bi * RT_Q8_0_BYTES + 2, 32);
+        memcpy(&u, row + (size_t)bi * CPU_Q8_0_BYTES + 2, 32);
         return u ^ 0x80;
     case V_Q4_0:
     case V_Q4_1: {
         v16u8 q;
-        memcpy(&q, row + (size_t)bi * (kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES) + (kind == V_Q4_0 ? 2 : 4), 16);
+        memcpy(&q, row + (size_t)bi * (kind == V_Q4_0 ? CPU_Q4_0_BYTES : CPU_Q4_1_BYTES) + (kind == V_Q4_0 ? 2 : 4), 16);
         return __builtin_shufflevector(q & 15, q >> 4, IOTA32);
     }
     case V_Q5_0:
     case V_Q5_1: {
         const int q5_1 = kind == V_Q5_1;
-        const uint8_t *p = row + (size_t)bi * (q5_1 ? RT_Q5_1_BYTES : RT_Q5_0_BYTES);
+        const uint8_t *p = row + (size_t)bi * (q5_1 ? CPU_Q5_1_BYTES : CPU_Q5_0_BYTES);
         const uint8_t *qs = p + (q5_1 ? 8 : 6);
-        uint32_t qh = rt_rd32(p + (q5_1 ? 4 : 2));
+        uint32_t qh = cpu_rd32(p + (q5_1 ? 4 : 2));
         uint8_t c[QK];
         for (int j = 0; j < QK / 2; j++) {
             c[j] = (uint8_t)((qs[j] & 15) | ((qh >> j) & 1) << 4);
@@ -113,11 +113,11 @@ AI8 v32u8 unpack8(const int kind, const uint8_t *row, int bi)
     }
     case V_Q4_K: {
         const int j = bi % 8;
-        memcpy(&u, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (j / 2), 32);
+        memcpy(&u, row + (size_t)(bi / 8) * CPU_Q4_K_BYTES + 16 + 32 * (j / 2), 32);
         return j % 2 ? u >> 4 : u & 15;
     }
     default: { /* V_Q6_K */
-        const uint8_t *p = row + (size_t)(bi / 8) * RT_Q6_K_BYTES;
+        const uint8_t *p = row + (size_t)(bi / 8) * CPU_Q6_K_BYTES;
         int j = bi % 8, h = j / 4, jj = j % 4;
         v32u8 l, hb;
         memcpy(&l, p + 64 * h + 32 * (jj % 2), 32);
@@ -139,8 +139,8 @@ AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
     switch (kind) {
     case V_Q4_0: {
         v16u8 p, q;
-        memcpy(&p, row + (size_t)bi * RT_Q4_0_BYTES + 2, 16);
-        memcpy(&q, row + (size_t)bj * RT_Q4_0_BYTES + 2, 16);
+        memcpy(&p, row + (size_t)bi * CPU_Q4_0_BYTES + 2, 16);
+        memcpy(&q, row + (size_t)bj * CPU_Q4_0_BYTES + 2, 16);
         v32u8 c = __builtin_shufflevector(p, q, IOTA32), lo = c & 15, hi = c >> 4;
         return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 32, 33, 34, 35, 36,
                                        37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 24,
@@ -150,7 +150,7 @@ AI8 v64u8 unpack_pair8(const int kind, const uint8_t *row, int bi, int bj)
     case V_Q4_K:
         if (bj == bi + 1 && bi % 2 == 0) { /* the two nibbles of the same 32 bytes */
             v32u8 q;
-            memcpy(&q, row + (size_t)(bi / 8) * RT_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
+            memcpy(&q, row + (size_t)(bi / 8) * CPU_Q4_K_BYTES + 16 + 32 * (bi % 8 / 2), 32);
             return __builtin_shufflevector(q & 15, q >> 4, IOTA64);
         }
         break;
@@ -181,18 +181,18 @@ static size_t act8_bytes(int n_tok, int cols)
 }
 
 /* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`); codes of
- * rt_quantize_q8. */
+ * cpu_quantize_q8. */
 static void act8_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
     int nb = cols / QK;
 
     for (int g0 = 0; g0 < nb; g0 += 16) {
         vnni8_group *g = (vnni8_group *)(void *)dst + g0 / 16;
-        rt_q16 tmp[16];
+        cpu_q16 tmp[16];
         int n = nb - g0 < 16 ? nb - g0 : 16;
 
         memset(tmp, 0, sizeof tmp);
-        rt_quantize_q8(tmp, x + (size_t)g0 * QK, n * QK);
+        cpu_quantize_q8(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 16; i++) {
             int8_t c[QK];
             int lo = 0, hi = 0;
@@ -250,7 +250,7 @@ AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, cons
     v16s32 p[8];
 
     if (kind == V_Q4_0 || kind == V_Q4_1) {
-        const size_t bytes = kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, at = kind == V_Q4_0 ? 2 : 4;
+        const size_t bytes = kind == V_Q4_0 ? CPU_Q4_0_BYTES : CPU_Q4_1_BYTES, at = kind == V_Q4_0 ? 2 : 4;
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
             if (!FULL && 4 * q >= n) {
@@ -279,7 +279,7 @@ AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, cons
         }
         v64u8 v;
         v64s8 xl, xh;
-        memcpy(&v, row + (size_t)((g0 + 4 * q) / 8) * RT_Q4_K_BYTES + 16 + 64 * (q % 2), sizeof v);
+        memcpy(&v, row + (size_t)((g0 + 4 * q) / 8) * CPU_Q4_K_BYTES + 16 + 64 * (q % 2), sizeof v);
         memcpy(&xl, xg->xk[2 * q], sizeof xl);
         memcpy(&xh, xg->xk[2 * q + 1], sizeof xh);
         p[2 * q] = dpbusd((v16s32){0}, v & 15, xl);
@@ -306,7 +306,7 @@ AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row
             p[m] = p[m + 1] = (v16s32){0};
             continue;
         }
-        const uint8_t *sb = row + (size_t)(g0 / 8 + s) * RT_Q6_K_BYTES;
+        const uint8_t *sb = row + (size_t)(g0 / 8 + s) * CPU_Q6_K_BYTES;
         v64u8 v;
         v16u16 hb;
         v64s8 x0, x1;
@@ -460,7 +460,7 @@ AI8 void panel8_row(const int kind, const uint8_t *row, int g0, int n, v16s32 o[
     v16s32 v[8];
 
     if ((kind == V_Q4_0 || kind == V_Q4_1) && n == 16) {
-        panel8_q4(o, row, g0, kind == V_Q4_0 ? RT_Q4_0_BYTES : RT_Q4_1_BYTES, kind == V_Q4_0 ? 2 : 4);
+        panel8_q4(o, row, g0, kind == V_Q4_0 ? CPU_Q4_0_BYTES : CPU_Q4_1_BYTES, kind == V_Q4_0 ? 2 : 4);
         return;
     }
     for (int m = 0; m < 8; m++)
@@ -577,7 +577,7 @@ AI8 void tiles8(const int kind, int r0, const vnni8_group *const *xg, int t0, in
 #undef TILES8
 }
 
-AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int n_tok, const uint8_t *w, size_t ws,
+AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok, const uint8_t *w, size_t ws,
                     int n_rows, int cols)
 {
     int nb = cols / QK, ng = (nb + 15) / 16;
@@ -614,7 +614,7 @@ AI8 void gemm8_kind(const int kind, float *y, size_t ldy, const rt_act *act, int
 }
 
 #define VNNI8_TYPE(name, kind)                                                                              \
-    static void gemm8_##name(float *y, size_t ldy, const rt_act *a, int n_tok, const uint8_t *w, size_t ws, \
+    static void gemm8_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, \
                              int n_rows, int cols)                                                          \
     {                                                                                                       \
         gemm8_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                            \
@@ -632,23 +632,23 @@ VNNI8_TYPE(q4_k, V_Q4_K)
 VNNI8_TYPE(q6_k, V_Q6_K)
 #undef VNNI8_TYPE
 
-static rt_kernels table8;
-static rt_fast fast8;
+static cpu_kernels table8;
+static cpu_fast fast8;
 static pthread_once_t table8_once = PTHREAD_ONCE_INIT;
 
 static void table8_init(void)
 {
     static const struct {
         int type;
-        rt_dot_fn dot;
-        rt_gemm_fn gemm;
+        cpu_dot_fn dot;
+        cpu_gemm_fn gemm;
     } mine[] = {
         {GGML_TYPE_Q8_0, dot8_q8_0, gemm8_q8_0}, {GGML_TYPE_Q4_0, dot8_q4_0, gemm8_q4_0},
         {GGML_TYPE_Q4_1, dot8_q4_1, gemm8_q4_1}, {GGML_TYPE_Q5_0, dot8_q5_0, gemm8_q5_0},
         {GGML_TYPE_Q5_1, dot8_q5_1, gemm8_q5_1}, {GGML_TYPE_Q4_K, dot8_q4_k, gemm8_q4_k},
         {GGML_TYPE_Q6_K, dot8_q6_k, gemm8_q6_k},
     };
-    const rt_fast *base_fast = VNNI_BASE_FAST();
+    const cpu_fast *base_fast = VNNI_BASE_FAST();
 
     table8 = *VNNI_BASE();
     table8.name = VNNI8_NAME;
@@ -663,7 +663,7 @@ static void table8_init(void)
     fast8.act_quantize = act8_quantize;
 }
 
-const rt_kernels *VNNI8_GETTER(void)
+const cpu_kernels *VNNI8_GETTER(void)
 {
     if (!VNNI_BASE())
         return NULL;
@@ -671,7 +671,7 @@ const rt_kernels *VNNI8_GETTER(void)
     return &table8;
 }
 
-const rt_fast *VNNI8_FAST_GETTER(void)
+const cpu_fast *VNNI8_FAST_GETTER(void)
 {
     if (!VNNI8_GETTER())
         return NULL;

@@ -5,22 +5,22 @@
  * amx-emul for the AMX tiles (kernels_amx.h). */
 #include "cpu/kernels.h"
 
-static const rt_fast *no_fast(void)
+static const cpu_fast *no_fast(void)
 {
     return NULL;
 }
 #define VNNI_NAME        "vnni-emul"
-#define VNNI_BASE        rt_kernels_scalar
+#define VNNI_BASE        cpu_kernels_scalar
 #define VNNI_BASE_FAST   no_fast
-#define VNNI_GETTER      rt_kernels_vnni_emul
-#define VNNI_FAST_GETTER rt_fast_vnni_emul
+#define VNNI_GETTER      cpu_kernels_vnni_emul
+#define VNNI_FAST_GETTER cpu_fast_vnni_emul
 #define VNNI8_NAME        "vnni-int8-emul"
-#define VNNI8_GETTER      rt_kernels_vnni8_emul
-#define VNNI8_FAST_GETTER rt_fast_vnni8_emul
+#define VNNI8_GETTER      cpu_kernels_vnni8_emul
+#define VNNI8_FAST_GETTER cpu_fast_vnni8_emul
 #define AMX8_NAME         "amx-int8-emul"
-#define AMX8_GETTER       rt_kernels_amx8_emul
-#define AMX8_FAST_GETTER  rt_fast_amx8_emul
+#define AMX8_GETTER       cpu_kernels_amx8_emul
+#define AMX8_FAST_GETTER  cpu_fast_amx8_emul
 #define AMX16_NAME        "amx-emul"
-#define AMX16_GETTER      rt_kernels_amx16_emul
-#define AMX16_FAST_GETTER rt_fast_amx16_emul
+#define AMX16_GETTER      cpu_kernels_amx16_emul
+#define AMX16_FAST_GETTER cpu_fast_amx16_emul
 #include "cpu/kernels_vnni.h"

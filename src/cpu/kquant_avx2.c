@@ -1,6 +1,6 @@
 /* kquant_avx2.c: the K-quant and IQ4 row dot products of kquant_scalar.c with AVX2 + FMA. The
  * functions carry their own target attribute, so this file needs no build flags; they run only
- * after cpu.c found AVX2, FMA and F16C (rt_kq_dot_avx2 is consulted only on a SIMD path).
+ * after cpu.c found AVX2, FMA and F16C (cpu_kq_dot_avx2 is consulted only on a SIMD path).
  * Per 32-weight span: the codes become signed bytes (every type's codes fit: Q6_K -32..31, IQ4
  * -127..113), are widened to 16 bits and multiplied with the 16-bit activations by
  * _mm256_madd_epi16 (exact 32-bit sums); each span's 8 partial sums are scaled into one float
@@ -45,17 +45,17 @@ TARGET static inline __m256i xsum16(const int16_t *x)
 
 TARGET static float dot_q2_k(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     __m256 acc = _mm256_setzero_ps();
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q2_K_BYTES) {
+    for (int b = 0; b < n / QK_K; b++, p += CPU_Q2_K_BYTES) {
         const uint8_t *sc = p;
-        float d = rt_f16(rt_rd16(p + 80)), dmin = rt_f16(rt_rd16(p + 82));
+        float d = cpu_f16(cpu_rd16(p + 80)), dmin = cpu_f16(cpu_rd16(p + 82));
         for (int h = 0; h < 2; h++) {
             __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(p + 16 + 32 * h));
             for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                const cpu_q16 *xb = &x[b * 8 + 4 * h + j];
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), _mm256_set1_epi8(3));
                 int i = 8 * h + 2 * j;
                 acc = fma_i(acc, mul16(_mm256_castsi256_si128(v), xb->q), xb->d * d * (float)(sc[i] & 15));
@@ -70,19 +70,19 @@ TARGET static float dot_q2_k(const void *vx, const void *vw, int n)
 
 TARGET static float dot_q3_k(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     __m256 acc = _mm256_setzero_ps();
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q3_K_BYTES) {
+    for (int b = 0; b < n / QK_K; b++, p += CPU_Q3_K_BYTES) {
         __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)p);
-        float d = rt_f16(rt_rd16(p + 108));
+        float d = cpu_f16(cpu_rd16(p + 108));
         int sc[16];
-        rt_q3k_scales(sc, p + 96);
+        cpu_q3k_scales(sc, p + 96);
         for (int h = 0; h < 2; h++) {
             __m256i qs = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 + 32 * h));
             for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                const cpu_q16 *xb = &x[b * 8 + 4 * h + j];
                 __m256i bit = _mm256_set1_epi8((char)(1 << (4 * h + j)));
                 __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit);
                 __m256i v = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * j), _mm256_set1_epi8(3));
@@ -96,21 +96,21 @@ TARGET static float dot_q3_k(const void *vx, const void *vw, int n)
     return hsum(acc);
 }
 
-TARGET static float dot_q45_k(const rt_q16 *x, const uint8_t *p, int n, int q5)
+TARGET static float dot_q45_k(const cpu_q16 *x, const uint8_t *p, int n, int q5)
 {
     __m256 acc = _mm256_setzero_ps();
     __m256i m4 = _mm256_set1_epi8(15);
     float mins = 0.0f;
-    int bytes = q5 ? RT_Q5_K_BYTES : RT_Q4_K_BYTES;
+    int bytes = q5 ? CPU_Q5_K_BYTES : CPU_Q4_K_BYTES;
 
     for (int b = 0; b < n / QK_K; b++, p += bytes) {
         const uint8_t *qs = p + (q5 ? 48 : 16);
         __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(p + 16));
-        float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));
+        float d = cpu_f16(cpu_rd16(p)), dmin = cpu_f16(cpu_rd16(p + 2));
         for (int j = 0; j < 4; j++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * j));
             for (int k = 0; k < 2; k++) {
-                const rt_q16 *xb = &x[b * 8 + 2 * j + k];
+                const cpu_q16 *xb = &x[b * 8 + 2 * j + k];
                 __m256i v = _mm256_and_si256(k ? _mm256_srli_epi16(q, 4) : q, m4);
                 int sc, m;
                 if (q5) {
@@ -118,7 +118,7 @@ TARGET static float dot_q45_k(const rt_q16 *x, const uint8_t *p, int n, int q5)
                     __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit);
                     v = _mm256_or_si256(v, _mm256_and_si256(set, _mm256_set1_epi8(16)));
                 }
-                rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);
+                cpu_scale_min_k4(2 * j + k, p + 4, &sc, &m);
                 acc = fma_i(acc, mul32(v, xb->q), d * (float)sc * xb->d);
                 mins += dmin * (float)m * xb->s;
             }
@@ -132,20 +132,20 @@ TARGET static float dot_q5_k(const void *x, const void *w, int n) { return dot_q
 
 TARGET static float dot_q6_k(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     __m256 acc = _mm256_setzero_ps();
     __m256i m4 = _mm256_set1_epi8(15), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {
+    for (int b = 0; b < n / QK_K; b++, p += CPU_Q6_K_BYTES) {
         const int8_t *sc = (const int8_t *)(p + 192);
-        float d = rt_f16(rt_rd16(p + 208));
+        float d = cpu_f16(cpu_rd16(p + 208));
         for (int h = 0; h < 2; h++) {
             __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * h));
             __m256i c = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * h + 32));
             __m256i hh = _mm256_loadu_si256((const __m256i *)(const void *)(p + 128 + 32 * h));
             for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                const cpu_q16 *xb = &x[b * 8 + 4 * h + j];
                 __m256i lo = j % 2 ? c : a, v;
                 int i = 8 * h + 2 * j;
                 lo = _mm256_and_si256(j < 2 ? lo : _mm256_srli_epi16(lo, 4), m4);
@@ -162,7 +162,7 @@ TARGET static float dot_q6_k(const void *vx, const void *vw, int n)
 /* One IQ4 block of 32 (16 bytes of nibbles): 8 int32 partial sums of values[nibble] * x. */
 TARGET static inline __m256i iq4_block(const uint8_t *qs, const int16_t *x)
 {
-    __m128i table = _mm_loadu_si128((const __m128i *)(const void *)rt_iq4_values), m4 = _mm_set1_epi8(15);
+    __m128i table = _mm_loadu_si128((const __m128i *)(const void *)cpu_iq4_values), m4 = _mm_set1_epi8(15);
     __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs);
     __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
     __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
@@ -172,24 +172,24 @@ TARGET static inline __m256i iq4_block(const uint8_t *qs, const int16_t *x)
 
 TARGET static float dot_iq4_nl(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     __m256 acc = _mm256_setzero_ps();
 
-    for (int b = 0; b < n / QK; b++, p += RT_IQ4_NL_BYTES)
-        acc = fma_i(acc, iq4_block(p + 2, x[b].q), rt_f16(rt_rd16(p)) * x[b].d);
+    for (int b = 0; b < n / QK; b++, p += CPU_IQ4_NL_BYTES)
+        acc = fma_i(acc, iq4_block(p + 2, x[b].q), cpu_f16(cpu_rd16(p)) * x[b].d);
     return hsum(acc);
 }
 
 TARGET static float dot_iq4_xs(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     __m256 acc = _mm256_setzero_ps();
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_IQ4_XS_BYTES) {
-        float d = rt_f16(rt_rd16(p));
-        unsigned sh = rt_rd16(p + 2);
+    for (int b = 0; b < n / QK_K; b++, p += CPU_IQ4_XS_BYTES) {
+        float d = cpu_f16(cpu_rd16(p));
+        unsigned sh = cpu_rd16(p + 2);
         for (int i = 0; i < 8; i++) {
             int ls = ((p[4 + i / 2] >> (4 * (i % 2))) & 15) | (int)((sh >> (2 * i)) & 3) << 4;
             acc = fma_i(acc, iq4_block(p + 8 + 16 * i, x[b * 8 + i].q), d * (float)(ls - 32) * x[b * 8 + i].d);
@@ -198,7 +198,7 @@ TARGET static float dot_iq4_xs(const void *vx, const void *vw, int n)
     return hsum(acc);
 }
 
-rt_dot_fn rt_kq_dot_avx2(int type)
+cpu_dot_fn cpu_kq_dot_avx2(int type)
 {
     switch (type) {
     case GGML_TYPE_Q2_K: return dot_q2_k;
@@ -214,7 +214,7 @@ rt_dot_fn rt_kq_dot_avx2(int type)
 
 #else
 
-rt_dot_fn rt_kq_dot_avx2(int type)
+cpu_dot_fn cpu_kq_dot_avx2(int type)
 {
     (void)type;
     return NULL;

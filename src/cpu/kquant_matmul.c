@@ -8,27 +8,27 @@
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
-int rt_ext_type(int type)
+int cpu_ext_type(int type)
 {
-    return type == RUNTIME_TYPE_MLX || rt_kq_dot_scalar(type) != NULL;
+    return type == RUNTIME_TYPE_MLX || cpu_kq_dot_scalar(type) != NULL;
 }
 
 /* The dot of the selected path: on x86 AVX2 whenever cpu.c chose a SIMD path (they all imply
  * AVX2); on AArch64 the NEON one where there is one. */
-static rt_dot_fn kq_dot(int type)
+static cpu_dot_fn kq_dot(int type)
 {
-    const rt_kernels *k = rt_kernels_get();
-    rt_dot_fn f = NULL;
+    const cpu_kernels *k = cpu_kernels_get();
+    cpu_dot_fn f = NULL;
 
-    if (k != rt_kernels_scalar() && k != rt_kernels_vnni_emul())   /* vnni-emul runs where AVX2 may not */
-        f = strncmp(k->name, "neon", 4) == 0 ? rt_kq_dot_neon(k, type) : rt_kq_dot_avx2(type);
+    if (k != cpu_kernels_scalar() && k != cpu_kernels_vnni_emul())   /* vnni-emul runs where AVX2 may not */
+        f = strncmp(k->name, "neon", 4) == 0 ? cpu_kq_dot_neon(k, type) : cpu_kq_dot_avx2(type);
 
-    return f ? f : rt_kq_dot_scalar(type);
+    return f ? f : cpu_kq_dot_scalar(type);
 }
 
 static int wants_q16(const runtime_tensor *w)
 {
-    return w->type != RUNTIME_TYPE_MLX || rt_mlx_wants_q16(w);
+    return w->type != RUNTIME_TYPE_MLX || cpu_mlx_wants_q16(w);
 }
 
 typedef struct ext_job {
@@ -38,7 +38,7 @@ typedef struct ext_job {
     const runtime_tensor *w;
     size_t w_stride;
     int n_tok, rows, cols;
-    rt_dot_fn dot;   /* NULL: MLX */
+    cpu_dot_fn dot;   /* NULL: MLX */
 } ext_job;
 
 #define ROW_TILE 16
@@ -56,12 +56,12 @@ static void ext_task(void *ctx, int ith, int nth)
             float *y = j->y + (size_t)t * (size_t)j->rows;
             for (int r = rt; r < re; r++)
                 y[r] = j->dot ? j->dot(x, wd + (size_t)r * j->w_stride, j->cols)
-                              : rt_mlx_dot(j->w, (uint64_t)r, x, j->cols);
+                              : cpu_mlx_dot(j->w, (uint64_t)r, x, j->cols);
         }
     }
 }
 
-void rt_ext_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
+void cpu_ext_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
 {
     ext_job j = { .y = y, .w = w, .n_tok = n_tok, .rows = (int)w->shape[0], .cols = (int)w->shape[w->n_dims - 1] };
     uint64_t row_bytes = 0;
@@ -74,31 +74,31 @@ void rt_ext_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runti
     if (wants_q16(w)) {
         int nb = j.cols / QK;
         for (int t = 0; t < n_tok; t++)
-            rt_quantize_q16((rt_q16 *)scratch + (size_t)t * nb, x + (size_t)t * j.cols, j.cols);
+            cpu_quantize_q16((cpu_q16 *)scratch + (size_t)t * nb, x + (size_t)t * j.cols, j.cols);
         j.x = scratch;
-        j.x_stride = (size_t)nb * sizeof(rt_q16);
+        j.x_stride = (size_t)nb * sizeof(cpu_q16);
     } else {
         j.x = (const uint8_t *)x;
         j.x_stride = (size_t)j.cols * sizeof(float);
     }
-    rt_pool_run(p, ext_task, &j);
+    cpu_pool_run(p, ext_task, &j);
 }
 
-float rt_ext_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
+float cpu_ext_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
 {
     int cols = (int)w->shape[w->n_dims - 1];
     uint64_t row_bytes = 0;
-    rt_q16 *xq;
+    cpu_q16 *xq;
     float r;
 
     if (!wants_q16(w))
-        return rt_mlx_dot(w, row, x, cols);
+        return cpu_mlx_dot(w, row, x, cols);
     xq = malloc((size_t)(cols / QK) * sizeof *xq);   /* tests only */
     if (!xq)
         return NAN;
-    rt_quantize_q16(xq, x, cols);
+    cpu_quantize_q16(xq, x, cols);
     if (w->type == RUNTIME_TYPE_MLX) {
-        r = rt_mlx_dot(w, row, xq, cols);
+        r = cpu_mlx_dot(w, row, xq, cols);
     } else {
         ggml_row_nbytes(&row_bytes, w->type, (uint64_t)cols);
         r = kq_dot(w->type)(xq, (const uint8_t *)w->data + row * row_bytes, cols);
@@ -107,7 +107,7 @@ float rt_ext_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
     return r;
 }
 
-void rt_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
+void cpu_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
 {
     uint64_t cols = w->shape[w->n_dims - 1], row_bytes = 0;
 
@@ -120,7 +120,7 @@ void rt_ext_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
                              (st_dtype)w->scale_dtype, w->group_size, (size_t)cols, out);
         return;
     }
-    if (!rt_ext_type(w->type)) {
+    if (!cpu_ext_type(w->type)) {
         cpu_tensor_row(out, w, row);
         return;
     }

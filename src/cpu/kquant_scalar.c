@@ -5,8 +5,8 @@
  *   Q2_K   u8 scales[16] | u8 qs[64] | d | dmin          16 sub-blocks of 16:
  *          w = d * (scales[i] & 15) * q - dmin * (scales[i] >> 4), q 2 bits
  *   Q3_K   u8 hmask[32] | u8 qs[64] | u8 scales[12] | d  16 sub-blocks of 16, 6-bit scales - 32
- *          (rt_q3k_scales): w = d * s[i] * (q2 - (hmask bit ? 0 : 4))
- *   Q4_K   d | dmin | u8 scales[12] | u8 qs[128]         8 sub-blocks of 32 (rt_scale_min_k4):
+ *          (cpu_q3k_scales): w = d * s[i] * (q2 - (hmask bit ? 0 : 4))
+ *   Q4_K   d | dmin | u8 scales[12] | u8 qs[128]         8 sub-blocks of 32 (cpu_scale_min_k4):
  *          w = d * sc[i] * q - dmin * m[i], q 4 bits
  *   Q5_K   d | dmin | u8 scales[12] | u8 qh[32] | u8 qs[128]   as Q4_K, q = nibble | qh bit << 4
  *   Q6_K   u8 ql[128] | u8 qh[64] | i8 scales[16] | d    16 sub-blocks of 16: w = d * s[i] * (q - 32),
@@ -22,12 +22,12 @@
  * 2j + k of qh[l]), sub-block 2j + k. IQ4 blocks of 32: element l is the low nibble of qs[l],
  * element 16 + l the high one.
  *
- * Activations come as rt_q16 blocks of 32 (x = dx * qx, s = dx * sum qx): a 32-weight span
+ * Activations come as cpu_q16 blocks of 32 (x = dx * qx, s = dx * sum qx): a 32-weight span
  * (one sub-block, or two of 16) meets exactly one activation block, so each span costs one
  * integer dot product, and the min terms use the activation block sums. */
 #include "cpu/kquant_int.h"
 
-const int8_t rt_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+const int8_t cpu_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
 
 /* sum over 16 of q[l] * x[l] */
 static int sum16(const int8_t *q, const int16_t *x)
@@ -50,16 +50,16 @@ static int xsum16(const int16_t *x)
 
 static float dot_q2_k(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q2_K_BYTES) {
+    for (int b = 0; b < n / QK_K; b++, p += CPU_Q2_K_BYTES) {
         const uint8_t *sc = p, *qs = p + 16;
-        float d = rt_f16(rt_rd16(p + 80)), dmin = rt_f16(rt_rd16(p + 82));
+        float d = cpu_f16(cpu_rd16(p + 80)), dmin = cpu_f16(cpu_rd16(p + 82));
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                const cpu_q16 *xb = &x[b * 8 + 4 * h + j];
                 int8_t q[32];
                 int i = 8 * h + 2 * j;
                 for (int l = 0; l < 32; l++)
@@ -73,18 +73,18 @@ static float dot_q2_k(const void *vx, const void *vw, int n)
 
 static float dot_q3_k(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q3_K_BYTES) {
+    for (int b = 0; b < n / QK_K; b++, p += CPU_Q3_K_BYTES) {
         const uint8_t *hm = p, *qs = p + 32;
-        float d = rt_f16(rt_rd16(p + 108));
+        float d = cpu_f16(cpu_rd16(p + 108));
         int sc[16];
-        rt_q3k_scales(sc, p + 96);
+        cpu_q3k_scales(sc, p + 96);
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                const cpu_q16 *xb = &x[b * 8 + 4 * h + j];
                 int8_t q[32];
                 int i = 8 * h + 2 * j;
                 for (int l = 0; l < 32; l++)
@@ -96,19 +96,19 @@ static float dot_q3_k(const void *vx, const void *vw, int n)
 }
 
 /* Q4_K and Q5_K (qh NULL for Q4_K). */
-static float dot_q45_k(const rt_q16 *x, const uint8_t *p, int n, int q5)
+static float dot_q45_k(const cpu_q16 *x, const uint8_t *p, int n, int q5)
 {
     float s = 0.0f;
-    int bytes = q5 ? RT_Q5_K_BYTES : RT_Q4_K_BYTES;
+    int bytes = q5 ? CPU_Q5_K_BYTES : CPU_Q4_K_BYTES;
 
     for (int b = 0; b < n / QK_K; b++, p += bytes) {
         const uint8_t *qh = p + 16, *qs = p + (q5 ? 48 : 16);
-        float d = rt_f16(rt_rd16(p)), dmin = rt_f16(rt_rd16(p + 2));
+        float d = cpu_f16(cpu_rd16(p)), dmin = cpu_f16(cpu_rd16(p + 2));
         for (int j = 0; j < 4; j++)
             for (int k = 0; k < 2; k++) {
-                const rt_q16 *xb = &x[b * 8 + 2 * j + k];
+                const cpu_q16 *xb = &x[b * 8 + 2 * j + k];
                 int sc, m, sumi = 0;
-                rt_scale_min_k4(2 * j + k, p + 4, &sc, &m);
+                cpu_scale_min_k4(2 * j + k, p + 4, &sc, &m);
                 for (int l = 0; l < 32; l++) {
                     int q = (qs[32 * j + l] >> (4 * k)) & 15;
                     if (q5)
@@ -126,17 +126,17 @@ static float dot_q5_k(const void *x, const void *w, int n) { return dot_q45_k(x,
 
 static float dot_q6_k(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_Q6_K_BYTES) {
+    for (int b = 0; b < n / QK_K; b++, p += CPU_Q6_K_BYTES) {
         const uint8_t *ql = p, *qh = p + 128;
         const int8_t *sc = (const int8_t *)(p + 192);
-        float d = rt_f16(rt_rd16(p + 208));
+        float d = cpu_f16(cpu_rd16(p + 208));
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < 4; j++) {
-                const rt_q16 *xb = &x[b * 8 + 4 * h + j];
+                const cpu_q16 *xb = &x[b * 8 + 4 * h + j];
                 int8_t q[32];
                 int i = 8 * h + 2 * j;
                 for (int l = 0; l < 32; l++) {
@@ -156,30 +156,30 @@ static int iq4_block(const uint8_t *qs, const int16_t *x)
     int s = 0;
 
     for (int l = 0; l < 16; l++)
-        s += rt_iq4_values[qs[l] & 15] * x[l] + rt_iq4_values[qs[l] >> 4] * x[l + 16];
+        s += cpu_iq4_values[qs[l] & 15] * x[l] + cpu_iq4_values[qs[l] >> 4] * x[l + 16];
     return s;
 }
 
 static float dot_iq4_nl(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK; b++, p += RT_IQ4_NL_BYTES)
-        s += rt_f16(rt_rd16(p)) * x[b].d * (float)iq4_block(p + 2, x[b].q);
+    for (int b = 0; b < n / QK; b++, p += CPU_IQ4_NL_BYTES)
+        s += cpu_f16(cpu_rd16(p)) * x[b].d * (float)iq4_block(p + 2, x[b].q);
     return s;
 }
 
 static float dot_iq4_xs(const void *vx, const void *vw, int n)
 {
-    const rt_q16 *x = vx;
+    const cpu_q16 *x = vx;
     const uint8_t *p = vw;
     float s = 0.0f;
 
-    for (int b = 0; b < n / QK_K; b++, p += RT_IQ4_XS_BYTES) {
-        float d = rt_f16(rt_rd16(p));
-        unsigned sh = rt_rd16(p + 2);
+    for (int b = 0; b < n / QK_K; b++, p += CPU_IQ4_XS_BYTES) {
+        float d = cpu_f16(cpu_rd16(p));
+        unsigned sh = cpu_rd16(p + 2);
         for (int i = 0; i < 8; i++) {
             int ls = ((p[4 + i / 2] >> (4 * (i % 2))) & 15) | (int)((sh >> (2 * i)) & 3) << 4;
             s += d * (float)(ls - 32) * x[b * 8 + i].d * (float)iq4_block(p + 8 + 16 * i, x[b * 8 + i].q);
@@ -188,7 +188,7 @@ static float dot_iq4_xs(const void *vx, const void *vw, int n)
     return s;
 }
 
-rt_dot_fn rt_kq_dot_scalar(int type)
+cpu_dot_fn cpu_kq_dot_scalar(int type)
 {
     switch (type) {
     case GGML_TYPE_Q2_K: return dot_q2_k;

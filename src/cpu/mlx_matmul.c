@@ -2,7 +2,7 @@
  *
  * Affine (int2 .. int8): w = scale_g * q + bias_g, so over a group g
  *     sum_i w_i x_i = scale_g * sum_i q_i x_i + bias_g * sum_i x_i,
- * and with x in rt_q16 blocks of 32 (groups of 32, 64, 128 hold whole blocks) each block costs
+ * and with x in cpu_q16 blocks of 32 (groups of 32, 64, 128 hold whole blocks) each block costs
  * one integer sum of codes times 16-bit activations plus its stored block sum: a real quantized
  * dot product for every bit width. 4 and 8 bits read whole nibbles and bytes (AVX2 when the
  * path allows); 2, 3, 5, 6 bits take the code at bit i * bits of the row's stream.
@@ -21,18 +21,18 @@ static float scale_at(const void *base, int dtype, size_t i)
     float f;
 
     switch (dtype) {
-    case ST_F16: return rt_f16(rt_rd16(p + 2 * i));
-    case ST_BF16: return rt_bf16(rt_rd16(p + 2 * i));
+    case ST_F16: return cpu_f16(cpu_rd16(p + 2 * i));
+    case ST_BF16: return cpu_bf16(cpu_rd16(p + 2 * i));
     default: memcpy(&f, p + 4 * i, 4); return f;
     }
 }
 
 /* Affine formats, and only they, have biases (weights.c checks that at open). */
-int rt_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
+int cpu_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
 
 /* sum over the 32 codes of block `b` (codes b*32 .. b*32+31 of the row) times xq; the path's
  * own int4 / int8 block sums where it has them (NEON) */
-static int block_sum(const rt_kernels *k, const uint8_t *codes, int bits, int b, const int16_t *xq,
+static int block_sum(const cpu_kernels *k, const uint8_t *codes, int bits, int b, const int16_t *xq,
                      uint64_t row_bytes)
 {
     int s = 0;
@@ -61,12 +61,12 @@ static int block_sum(const rt_kernels *k, const uint8_t *codes, int bits, int b,
     return s;
 }
 
-static float dot_affine(const runtime_tensor *w, uint64_t row, const rt_q16 *x, int cols)
+static float dot_affine(const runtime_tensor *w, uint64_t row, const cpu_q16 *x, int cols)
 {
     uint64_t row_bytes = (uint64_t)cols * (uint64_t)w->bits / 8;
     const uint8_t *codes = (const uint8_t *)w->data + row * row_bytes;
     size_t ng = (size_t)(cols / w->group_size), bpg = (size_t)(w->group_size / QK);
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_kernels *k = cpu_kernels_get();
     float s = 0.0f;
 
     for (size_t g = 0; g < ng; g++) {
@@ -100,7 +100,7 @@ static float dot_fp(const runtime_tensor *w, uint64_t row, const float *x, int c
     return s;
 }
 
-float rt_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols)
+float cpu_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols)
 {
-    return rt_mlx_wants_q16(w) ? dot_affine(w, row, x, cols) : dot_fp(w, row, x, cols);
+    return cpu_mlx_wants_q16(w) ? dot_affine(w, row, x, cols) : dot_fp(w, row, x, cols);
 }

@@ -22,7 +22,7 @@ struct cpu_pool {
     worker *w;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    rt_task_fn fn;
+    cpu_task_fn fn;
     void *ctx;
     atomic_uint_fast64_t gen;   /* bumped once per job */
     atomic_int pending;         /* workers still inside the current job */
@@ -107,7 +107,7 @@ int cpu_pool_new(cpu_pool **out, int n_threads)
 
 int cpu_pool_threads(const cpu_pool *p) { return p ? p->n : 1; }
 
-void rt_pool_run(cpu_pool *p, rt_task_fn fn, void *ctx)
+void cpu_pool_run(cpu_pool *p, cpu_task_fn fn, void *ctx)
 {
     if (!p || p->n == 1) {
         fn(ctx, 0, 1);

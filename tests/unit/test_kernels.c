@@ -2,7 +2,7 @@
  * neon-dotprod, neon-i8mm, the -int8 ones, amx, amx-int8: each that this CPU runs; the -emul ones
  * everywhere; tests/arm64.sh runs the NEON ones under qemu-aarch64). Which result each path is
  * held to: its own row dot bit for bit, and the float64 sum over the activations it takes: f32
- * for the avx512 path's block types, the 16-bit rt_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
+ * for the avx512 path's block types, the 16-bit cpu_q16 codes for the others (the VNNI paths included: vpdpwssd multiplies 16-bit
  * codes, so they are not compared with the avx512 path's f32 results). The VNNI paths compute one
  * arithmetic (kernels_vnni.h), so they also equal vnni-emul bit for bit (the AMX tiles too).
  * For every path: the tiled matmul equals the path's row dot products bit for bit at every
@@ -27,7 +27,7 @@ static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnn
                                "amx", "amx-emul" };
 #define N_PATHS 16
 
-/* The int8 paths: 8-bit activations (rt_quantize_q8), an opt-in that trades accuracy for speed. */
+/* The int8 paths: 8-bit activations (cpu_quantize_q8), an opt-in that trades accuracy for speed. */
 static int is_int8(int path) { return strstr(paths[path], "int8") != NULL; }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -89,7 +89,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
             p[j] = (uint8_t)rnd();
         if (kq) {   /* super-block d (and Q4_K's dmin) in range; scales and codes stay random */
             h = cpu_f32_to_f16((0.01f + 0.025f * (unif() + 1.0f)) / 16);
-            memcpy(p + (type == GGML_TYPE_Q6_K ? RT_Q6_K_BYTES - 2 : 0), &h, 2);
+            memcpy(p + (type == GGML_TYPE_Q6_K ? CPU_Q6_K_BYTES - 2 : 0), &h, 2);
             if (type != GGML_TYPE_Q6_K) {   /* Q4_K, Q5_K: dmin */
                 h = cpu_f32_to_f16(0.002f * (unif() + 1.0f));
                 memcpy(p + 2, &h, 2);
@@ -138,16 +138,16 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                 float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
                 float *wr = malloc(sizeof(float) * cols);
                 void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
-                rt_q16 *xq = malloc(sizeof(rt_q16) * (cols / QK + 1));
+                cpu_q16 *xq = malloc(sizeof(cpu_q16) * (cols / QK + 1));
 
                 for (int i = 0; i < n_tok * cols; i++)
                     x[i] = 3.0f * unif();
                 cpu_matmul(pool, y, x, n_tok, &w, scratch);
                 /* the activations the kernels see: 16-bit blocks (8-bit for the types an int8 path
                  * has its own kernels for), or f32 where the path takes them */
-                int q16 = is_block(type) && !rt_fast_get()->f32_act[type];
-                void (*quantize)(rt_q16 *, const float *, int) =
-                    is_int8(_i) && rt_fast_get()->gemm[type] ? rt_quantize_q8 : rt_quantize_q16;
+                int q16 = is_block(type) && !cpu_fast_get()->f32_act[type];
+                void (*quantize)(cpu_q16 *, const float *, int) =
+                    is_int8(_i) && cpu_fast_get()->gemm[type] ? cpu_quantize_q8 : cpu_quantize_q16;
                 for (int t = 0; t < n_tok; t++) {
                     const float *xt = x + (size_t)t * cols;
                     if (q16)
@@ -157,7 +157,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                         double seen = 0, mag = 0;
                         ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s %s cols %d tokens %d [%d][%d]: %.9g vs dot %.9g",
                                       paths[_i], ggml_type_name(type), cols, n_tok, t, r, got, one);
-                        rt_ext_tensor_row(wr, &w, (uint64_t)r);
+                        cpu_ext_tensor_row(wr, &w, (uint64_t)r);
                         for (int i = 0; i < cols; i++) {
                             double xs = q16 ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : xt[i];
                             seen += (double)wr[i] * xs;
@@ -224,7 +224,7 @@ START_TEST(attention_batches_equal_the_per_key_calls_bit_for_bit)
 
     if (!use_path(_i))
         return;
-    const rt_kernels *k = rt_kernels_get();
+    const cpu_kernels *k = cpu_kernels_get();
     if (!k->dots_f32 || !k->axpys_f32) {
         ck_assert_ptr_null(k->dots_f32); /* both or neither: cpu.c takes them together */
         ck_assert_ptr_null(k->axpys_f32);
@@ -294,9 +294,9 @@ START_TEST(fused_matmuls_equal_the_single_ones_bit_for_bit)
                     make_weights(&w[p], type, rows[p], cols);
                     ws[p] = &w[p];
                     ys[p] = malloc(sizeof(float) * n_tok * rows[p]);
-                    /* a K-quant on a path without its own gemm takes rt_ext's matmul: not fused */
+                    /* a K-quant on a path without its own gemm takes cpu_ext's matmul: not fused */
                     ck_assert_int_eq(cpu_matmul_fusable(ws[0], ws[p]),
-                                     !is_kquant(type) || rt_fast_get()->gemm[type] != NULL);
+                                     !is_kquant(type) || cpu_fast_get()->gemm[type] != NULL);
                 }
                 cpu_matmul_n(pool, 5, ys, x, n_tok, ws, scratch);
                 for (int p = 0; p < 5; p++) {

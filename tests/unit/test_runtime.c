@@ -70,8 +70,8 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
             break;
         }
         default: {
-            uint32_t bb = type == GGML_TYPE_Q8_0 ? RT_Q8_0_BYTES : type == GGML_TYPE_Q4_0 ? RT_Q4_0_BYTES
-                          : type == GGML_TYPE_Q4_1 ? RT_Q4_1_BYTES : type == GGML_TYPE_Q5_0 ? RT_Q5_0_BYTES : RT_Q5_1_BYTES;
+            uint32_t bb = type == GGML_TYPE_Q8_0 ? CPU_Q8_0_BYTES : type == GGML_TYPE_Q4_0 ? CPU_Q4_0_BYTES
+                          : type == GGML_TYPE_Q4_1 ? CPU_Q4_1_BYTES : type == GGML_TYPE_Q5_0 ? CPU_Q5_0_BYTES : CPU_Q5_1_BYTES;
             for (uint32_t j = 0; j < bb; j++)
                 p[j] = (uint8_t)rnd();
             h = cpu_f32_to_f16(0.01f + 0.025f * (unif() + 1.0f));
@@ -124,7 +124,7 @@ START_TEST(row_dot_matches_definition_for_every_type_and_path)
             runtime_tensor w;
             uint8_t *buf;
             float *x, *wr;
-            rt_q16 *xq;
+            cpu_q16 *xq;
 
             if (block && cols % QK)
                 continue;
@@ -134,7 +134,7 @@ START_TEST(row_dot_matches_definition_for_every_type_and_path)
             xq = malloc((cols / QK + 1) * sizeof *xq);
             for (int i = 0; i < cols; i++)
                 x[i] = 2.0f * unif();
-            rt_quantize_q16(xq, x, cols - cols % QK);
+            cpu_quantize_q16(xq, x, cols - cols % QK);
             for (int r = 0; r < rows; r++) {
                 double exact = 0, seen = 0, mag = 0, bound = 0;
                 float got = cpu_dot_row(&w, (uint64_t)r, x);
@@ -164,7 +164,7 @@ END_TEST
 /* Known block values decode as the ggml layouts say. */
 START_TEST(block_layouts_decode_as_documented)
 {
-    uint8_t b5[RT_Q5_1_BYTES] = { 0 }, b4[RT_Q4_0_BYTES] = { 0 };
+    uint8_t b5[CPU_Q5_1_BYTES] = { 0 }, b4[CPU_Q4_0_BYTES] = { 0 };
     runtime_tensor t = { .name = "b", .n_dims = 2, .shape = { 1, 32 } };
     float out[32];
     uint16_t one = cpu_f32_to_f16(1.0f), half = cpu_f32_to_f16(0.5f);

@@ -221,20 +221,20 @@ START_TEST(kquant_row_dots_match_the_dequantized_rows)
         runtime_tensor w;
         uint8_t *buf = make_kq(&w, kq_types[ti], rows, cols);
         float *x = malloc(cols * sizeof *x), *wr = malloc(cols * sizeof *wr), *wr2 = malloc(cols * sizeof *wr2);
-        rt_q16 *xq = malloc(cols / QK * sizeof *xq);
+        cpu_q16 *xq = malloc(cols / QK * sizeof *xq);
         uint64_t row_bytes;
 
         ck_assert(cpu_type_supported(kq_types[ti]));
         ggml_row_nbytes(&row_bytes, kq_types[ti], (uint64_t)cols);
         for (int i = 0; i < cols; i++)
             x[i] = 2.0f * unif();
-        rt_quantize_q16(xq, x, cols);
+        cpu_quantize_q16(xq, x, cols);
         for (int r = 0; r < rows; r++) {
             double exact = 0, seen = 0, mag = 0, bound = 0;
             float got = cpu_dot_row(&w, (uint64_t)r, x);
             ck_assert_int_eq(quant_dequantize_row(ggml_type_name(kq_types[ti]), buf + r * row_bytes, NULL, NULL, ST_F32,
                                                   0, (size_t)cols, wr), 0);
-            rt_ext_tensor_row(wr2, &w, (uint64_t)r);
+            cpu_ext_tensor_row(wr2, &w, (uint64_t)r);
             ck_assert_int_eq(memcmp(wr, wr2, cols * sizeof *wr), 0);
             for (int i = 0; i < cols; i++) {
                 double xs = (double)xq[i / QK].d * xq[i / QK].q[i % QK];
@@ -335,14 +335,14 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
         int g = mlx_cases[c].group, affine = f->mode == QUANT_AFFINE;
         size_t ss = affine ? 2 : 1;
         float *x = malloc(cols * sizeof *x), *wr = malloc(cols * sizeof *wr), *wr2 = malloc(cols * sizeof *wr2);
-        rt_q16 *xq = malloc(cols / QK * sizeof *xq);
+        cpu_q16 *xq = malloc(cols / QK * sizeof *xq);
         runtime_tensor w;
 
         ck_assert(cpu_type_supported(RUNTIME_TYPE_MLX));
         make_mlx(&w, f, g, rows, cols);
         for (int i = 0; i < cols; i++)
             x[i] = 2.0f * unif();
-        rt_quantize_q16(xq, x, cols);
+        cpu_quantize_q16(xq, x, cols);
         for (int r = 0; r < rows; r++) {
             double seen = 0, mag = 0;
             float got = cpu_dot_row(&w, (uint64_t)r, x), scalar;
@@ -357,7 +357,7 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
                                                   (const uint8_t *)w.scales + r * ng * ss,
                                                   affine ? (const uint8_t *)w.biases + r * ng * ss : NULL,
                                                   (st_dtype)w.scale_dtype, g, (size_t)cols, wr), 0);
-            rt_ext_tensor_row(wr2, &w, (uint64_t)r);
+            cpu_ext_tensor_row(wr2, &w, (uint64_t)r);
             ck_assert_int_eq(memcmp(wr, wr2, cols * sizeof *wr), 0);
             for (int i = 0; i < cols; i++) {
                 double xs = affine ? (double)xq[i / QK].d * xq[i / QK].q[i % QK] : x[i];

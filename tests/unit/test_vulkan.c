@@ -360,7 +360,7 @@ START_TEST(matmul_matches_the_cpu_on_every_weight_type)
     for (int i = 0; i < max_n * cols; i++)
         xmax = fmax(xmax, fabs(xs[i]));
     for (int r = 0; r < rows; r++) {
-        rt_ext_tensor_row(row, &w.t, (uint64_t)r);
+        cpu_ext_tensor_row(row, &w.t, (uint64_t)r);
         wabs[r] = 0;
         for (int j = 0; j < cols; j++)
             wabs[r] += fabs(row[j]);
@@ -847,7 +847,7 @@ START_TEST(matmul_id_matches_the_cpu_on_every_weight_type)
     float *row = malloc(sizeof(float) * cols);
     double *wabs = malloc(sizeof(double) * ne * rows), xmax = 0;
     for (int r = 0; r < ne * rows; r++) {
-        rt_ext_tensor_row(row, &w.t, (uint64_t)r);
+        cpu_ext_tensor_row(row, &w.t, (uint64_t)r);
         wabs[r] = 0;
         for (int j = 0; j < cols; j++)
             wabs[r] += fabs(row[j]);
