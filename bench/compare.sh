@@ -14,11 +14,16 @@
 # /tmp/mstore-compare-home, kept between runs so imports are paid once), THREADS (2), P (64),
 # N (32), R (3), RSS (1: also measure `mstore run`), MSTORE_CPU (passed through), DEVICE (cpu;
 # vulkan: `mstore bench --device vulkan` against `llama-bench -ngl 99`, which must then be a
-# Vulkan build of llama.cpp; the CPU's bandwidth ceiling and RSS columns are left out).
+# Vulkan build of llama.cpp; the CPU's bandwidth ceiling and RSS columns are left out),
+# LLAMA_CLASS (what the llama.cpp build was restricted to, printed in the header; say "avx2" for
+# the AVX2 class of issue 38, built outside this tree with
+#   cmake -B build-avx2 -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON \
+#     -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DLLAMA_BUILD_TESTS=OFF
+# and run beside MSTORE_CPU=avx2; default "native", a build for the CPU it runs on).
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 LLAMA_BENCH=$1
@@ -26,6 +31,7 @@ shift
 HERE=$(cd "$(dirname "$0")" && pwd)
 MSTORE=${MSTORE_BIN:-$HERE/../build/mstore}
 HOME_DIR=${BENCH_HOME:-/tmp/mstore-compare-home}
+LLAMA_CLASS=${LLAMA_CLASS:-native}
 THREADS=${THREADS:-2} P=${P:-64} N=${N:-32} R=${R:-3} RSS=${RSS:-1} DEVICE=${DEVICE:-cpu}
 case "$DEVICE" in
 cpu) MS_DEV=(--device cpu) LL_DEV=() ;;
@@ -39,7 +45,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cc -O2 -march=native -pthread -o "$TMP/bwprobe" "$HERE/bwprobe.c"
 BW=$("$TMP/bwprobe" "$THREADS" 1024 | awk '{print $2}')
-echo "# $(date -u +%FT%TZ) threads=$THREADS p=$P n=$N r=$R $("$MSTORE" --version 2>/dev/null | head -1 || true) MSTORE_CPU=${MSTORE_CPU:-auto}"
+echo "# $(date -u +%FT%TZ) threads=$THREADS p=$P n=$N r=$R $("$MSTORE" --version 2>/dev/null | head -1 || true) MSTORE_CPU=${MSTORE_CPU:-auto} llama.cpp build: $LLAMA_CLASS"
 echo "# cpu: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | xargs); flags: $(grep -m1 flags /proc/cpuinfo | tr " " "\n" | grep -E "^(avx2|fma|f16c|avx512[a-z_0-9]*|avx_vnni|amx[a-z_0-9]*)$" | tr "\n" " ")"
 echo "# bandwidth probe: $BW GB/s ($THREADS threads); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ "$DEVICE" = cpu ] || echo "# device: $DEVICE: $("$MSTORE" devices 2>/dev/null | awk -v d="$DEVICE" '$0 ~ " " d " " {sub(/ +[a-z]+ +'"$DEVICE"' .*/, ""); print; exit}')"

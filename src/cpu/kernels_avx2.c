@@ -1,7 +1,8 @@
 /* kernels_avx2.c: the AVX2 + FMA + F16C path. Built with those flags (CMakeLists.txt of this
  * folder) on x86-64 only, and only ever called after __builtin_cpu_supports said the CPU has
  * them (cpu.c). It computes what kernels_scalar.c computes: the same integer block sums, only
- * the float additions happen in another order. */
+ * the float additions happen in another order. Q8_0, Q4_0, Q4_K, Q6_K, F16 and F32 take the row
+ * dots of kernels_avx2_gemm.c instead, the ones its gemms equal bit for bit. */
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
@@ -60,28 +61,6 @@ static float dot_f32_f16(const float *a, const uint16_t *b, int n)
     return s;
 }
 
-static float w_f32(const void *x, const void *w, int n) { return dot_f32(x, w, n); }
-
-static float w_f16(const void *x, const void *w, int n)
-{
-    const float *a = x;
-    const uint8_t *p = w;
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    float s;
-
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(p + 2 * i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_f16(p + 2 * i + 16), s1);
-    }
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(p + 2 * i), s0);
-    s = hsum(_mm256_add_ps(s0, s1));
-    for (; i < n; i++)
-        s += a[i] * cpu_f16(cpu_rd16(p + 2 * i));
-    return s;
-}
-
 static float w_bf16(const void *x, const void *w, int n)
 {
     const float *a = x;
@@ -135,32 +114,6 @@ static inline __m256 dot_w(__m256i w, const cpu_q16 *b)
 /* d_w * d_x for one block; F16C converts the weight's scale without cpu_f16's branches */
 static inline float h2f(const uint8_t *p) { return _cvtsh_ss(cpu_rd16(p)); }
 static inline __m256 scale(const uint8_t *p, const cpu_q16 *b) { return _mm256_set1_ps(h2f(p) * b->d); }
-
-static float w_q8_0(const void *x, const void *w, int n)
-{
-    const cpu_q16 *xq = x;
-    const uint8_t *p = w;
-    __m256 acc = _mm256_setzero_ps();
-
-    for (int b = 0; b < n / QK; b++, p += CPU_Q8_0_BYTES)
-        acc = _mm256_fmadd_ps(dot_w(_mm256_loadu_si256((const __m256i *)(p + 2)), &xq[b]),
-                              scale(p, &xq[b]), acc);
-    return hsum(acc);
-}
-
-static float w_q4_0(const void *x, const void *w, int n)
-{
-    const cpu_q16 *xq = x;
-    const uint8_t *p = w;
-    __m256 acc = _mm256_setzero_ps();
-
-    for (int b = 0; b < n / QK; b++, p += CPU_Q4_0_BYTES) {
-        __m256i q = _mm256_sub_epi8(nibbles(p + 2), _mm256_set1_epi8(8));
-
-        acc = _mm256_fmadd_ps(dot_w(q, &xq[b]), scale(p, &xq[b]), acc);
-    }
-    return hsum(acc);
-}
 
 static float w_q5_0(const void *x, const void *w, int n)
 {
@@ -268,19 +221,25 @@ static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m
         axpy_f32(y + c, s[i], v + (size_t)i * vs + c, n - c);
 }
 
-/* Q4_1 to Q5_1 and the K-quants: the scalar integer sums, added in another order. */
+/* Q4_1 to Q5_1 and the K-quants other than Q4_K and Q6_K: the scalar integer sums, added in another
+ * order. Q8_0, Q4_0, Q4_K and Q6_K: kernels_avx2_gemm.c's 8-lane groups, on its activation layout;
+ * F16 and F32: its f32 panels. */
 const cpu_path cpu_path_avx2 = {
     .name = "avx2",
     .base = &cpu_path_scalar,
     .built = 1,
     .type = {
-        [GGML_TYPE_F32] = CPU_F32(w_f32, NULL), [GGML_TYPE_F16] = CPU_F32(w_f16, NULL),
-        [GGML_TYPE_BF16] = CPU_F32(w_bf16, NULL), [GGML_TYPE_Q8_0] = CPU_Q16(w_q8_0, NULL),
-        [GGML_TYPE_Q4_0] = CPU_Q16(w_q4_0, NULL), [GGML_TYPE_Q4_1] = CPU_Q16(w_q4_1, NULL),
-        [GGML_TYPE_Q5_0] = CPU_Q16(w_q5_0, NULL), [GGML_TYPE_Q5_1] = CPU_Q16(w_q5_1, NULL),
+        [GGML_TYPE_F32] = CPU_F32(cpu_avx2_dot_f32, cpu_avx2_gemm_f32),
+        [GGML_TYPE_F16] = CPU_F32(cpu_avx2_dot_f16, cpu_avx2_gemm_f16),
+        [GGML_TYPE_BF16] = CPU_F32(w_bf16, NULL),
+        [GGML_TYPE_Q8_0] = CPU_OWN(cpu_avx2_dot_q8_0, cpu_avx2_gemm_q8_0),
+        [GGML_TYPE_Q4_0] = CPU_OWN(cpu_avx2_dot_q4_0, cpu_avx2_gemm_q4_0),
+        [GGML_TYPE_Q4_1] = CPU_Q16(w_q4_1, NULL), [GGML_TYPE_Q5_0] = CPU_Q16(w_q5_0, NULL),
+        [GGML_TYPE_Q5_1] = CPU_Q16(w_q5_1, NULL),
         [GGML_TYPE_Q2_K] = CPU_Q16(cpu_kq_avx2_dot_q2_k, NULL), [GGML_TYPE_Q3_K] = CPU_Q16(cpu_kq_avx2_dot_q3_k, NULL),
-        [GGML_TYPE_Q4_K] = CPU_Q16(cpu_kq_avx2_dot_q4_k, NULL), [GGML_TYPE_Q5_K] = CPU_Q16(cpu_kq_avx2_dot_q5_k, NULL),
-        [GGML_TYPE_Q6_K] = CPU_Q16(cpu_kq_avx2_dot_q6_k, NULL),
+        [GGML_TYPE_Q4_K] = CPU_OWN(cpu_avx2_dot_q4_k, cpu_avx2_gemm_q4_k),
+        [GGML_TYPE_Q5_K] = CPU_Q16(cpu_kq_avx2_dot_q5_k, NULL),
+        [GGML_TYPE_Q6_K] = CPU_OWN(cpu_avx2_dot_q6_k, cpu_avx2_gemm_q6_k),
         [GGML_TYPE_IQ4_NL] = CPU_Q16(cpu_kq_avx2_dot_iq4_nl, NULL),
         [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_avx2_dot_iq4_xs, NULL),
     },
@@ -291,6 +250,8 @@ const cpu_path cpu_path_avx2 = {
     .f32_to_f16 = f32_to_f16,
     .dots_f32 = dots_f32,
     .axpys_f32 = axpys_f32,
+    .act_bytes = cpu_avx2_act_bytes,
+    .act_quantize = cpu_avx2_act_quantize,
 };
 
 #else

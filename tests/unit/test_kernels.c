@@ -135,11 +135,12 @@ static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_
 
 /* Shapes that cross every edge of the tiles: rows not a multiple of 4, token counts not a
  * multiple of 4 or 6 or past a 66-token block, block counts not a multiple of 16, float rows longer than a 512-column
- * chunk and with a tail that is not a multiple of 16, rows past DEC_BLOCKS blocks, K-quant rows
- * ending in half a 512-column chunk. */
+ * chunk and with a tail that is not a multiple of 16 (nor of 8, the avx2 path's vectors: 1003, and 5,
+ * shorter than one), rows past DEC_BLOCKS blocks, K-quant rows ending in half a 512-column chunk,
+ * block counts not a multiple of 8 (the avx2 path's groups: 37, 258). */
 START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 {
-    static const int cols_cases[] = { 64, 1184, 552, 40, 8256, 2304 }, tok_cases[] = { 1, 3, 7, 13, 70 };
+    static const int cols_cases[] = { 64, 1184, 552, 40, 8256, 2304, 1003, 5 }, tok_cases[] = { 1, 3, 7, 13, 70 };
     cpu_pool *pool;
 
     if (!use_path(_i))

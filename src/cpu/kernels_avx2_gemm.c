@@ -1,0 +1,723 @@
+/* kernels_avx2_gemm.c: the avx2 path's gemms and the row dots they must equal, for
+ * the types that dominate real models: Q8_0, Q4_0, Q4_K, Q6_K with 16-bit activations, F16 and
+ * F32 with f32 ones. Built with -mavx2 -mfma -mf16c on x86-64 only, called only after cpu.c found
+ * them (the avx2 path's table, kernels_avx2.c, holds them beside the rest).
+ *
+ * Block types: kernels_vnni.h's design on eight 32-bit lanes, vpmaddwd + vpaddd standing for
+ * vpdpwssd (the same exact integers). Activations keep cpu_quantize_q16's codes (the scalar path's
+ * accuracy). The arithmetic of a (token, row), whatever the kernel that computes it:
+ *   the row's blocks of 32 go in groups of 8 (a K-quant group is one super-block: its eight
+ *   sub-blocks of 32), block i of a group in lane i; per block the exact integer dot product
+ *   isum of its weight codes (offsets removed: q - 8, q - 32) with the activation codes, then in
+ *   lane i, in this order:
+ *       acc = fma((float)isum, a * dx, acc)      a: the block's weight scale, dx the activations'
+ *       acc = fma(b, s, acc)                     Q4_K only: b = -dmin * min, s = dx * sum(codes)
+ *   Q6_K has two scales per block (sub-blocks of 16): isum over elements 0-15 with a, then over
+ *   16-31 with a2, one fma each. Lanes past the row's last block add nothing. The result is the
+ *   8 lanes summed as a tree (4 + 4, 2 + 2, 1 + 1).
+ * Two kernels meet it:
+ *   decode (one token; also the row dot): activations in element order; per block two vpmaddwd
+ *     leave 8 partial sums, and a transposing add tree turns 8 blocks' partials into the 8 block
+ *     sums of a group;
+ *   prefill: act_quantize lays each token out per group as 16 steps of 8 lanes of 32-bit pairs
+ *     (lane i = block i's elements 2k, 2k + 1) and a panel of RB rows holds the weight codes the
+ *     same way, so 16 vpmaddwd + vpaddd per (row, token, group) leave the 8 block sums in their
+ *     lanes with no reduction at all. 4 rows x 2 tokens of accumulators, 2 activation vectors, a
+ *     weight vector and a product: 12 of the 16 ymm registers.
+ * Without VNNI a 256-bit FMA does 8 multiply-adds; vpmaddwd does 16, so on this class the integer
+ * kernel has twice the f32 one's peak (the reverse of AVX-512 without VNNI, kernels_avx512.c).
+ *
+ * Float types: kernels_avx512.c's f32 design on 8 lanes: one 8-lane FMA accumulator per (row,
+ * token) over the columns in order (a last partial vector zero-padded), chunks of CPU_GEMM_KC
+ * carried, summed as a tree at the end; prefill dequantizes each chunk of RB rows once into an f32
+ * panel and 4 rows x 3 tokens of accumulators pass over it. */
+#include "cpu/kernels.h"
+#include "cpu/kquant_int.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#define AI static inline __attribute__((always_inline))
+
+enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K };
+
+/* ---------------------------------------------------------------- activations */
+
+/* A token's activations for 8 blocks (zero past the row's last block), the size of 8 cpu_q16:
+ *   decode (a matmul of one token, and the row dot): q[i] = block i's codes in order (for Q4_0, s[i]
+ *     holds the codes' sum as an int32 instead);
+ *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair). */
+typedef struct a2_group {
+    union {
+        int16_t q[8][QK];
+        int32_t xt[16][8];
+    };
+    float dx[8], s[8];
+} a2_group;
+
+_Static_assert(sizeof(a2_group) == 8 * sizeof(cpu_q16), "a group is the size of 8 cpu_q16 blocks");
+
+size_t cpu_avx2_act_bytes(int n_tok, int cols)
+{
+    (void)n_tok;
+    return (size_t)(cols / QK + 7) / 8 * sizeof(a2_group);   /* >= cols / QK cpu_q16 blocks */
+}
+
+/* One token of the types above (the others take plain cpu_q16 blocks: their table entries say so). */
+void cpu_avx2_act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
+{
+    int nb = cols / QK;
+
+    for (int g0 = 0; g0 < nb; g0 += 8) {
+        a2_group *g = (a2_group *)(void *)dst + g0 / 8;
+        cpu_q16 tmp[8];
+        int n = nb - g0 < 8 ? nb - g0 : 8;
+
+        memset(tmp, 0, sizeof tmp);
+        cpu_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
+        for (int i = 0; i < 8; i++) {
+            if (n_tok == 1) {
+                memcpy(g->q[i], tmp[i].q, sizeof tmp[i].q);
+            } else {
+                int32_t pair[16];
+                memcpy(pair, tmp[i].q, sizeof pair);
+                for (int k = 0; k < 16; k++)
+                    g->xt[k][i] = pair[k];
+            }
+            g->dx[i] = tmp[i].d;
+            g->s[i] = tmp[i].s;
+            if (n_tok == 1 && type == GGML_TYPE_Q4_0) { /* decode takes the codes' sum instead (group_dot) */
+                int32_t sum = 0;
+                for (int j = 0; j < QK; j++)
+                    sum += tmp[i].q[j];
+                memcpy(&g->s[i], &sum, sizeof sum);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- the weight blocks */
+
+static inline size_t block_bytes(int kind)
+{
+    return kind == A_Q8_0 ? CPU_Q8_0_BYTES : kind == A_Q4_0 ? CPU_Q4_0_BYTES : 0;
+}
+
+/* Block bi of a row as 16-bit codes, offsets removed: elements 0-15 in *lo, 16-31 in *hi. K-quant
+ * blocks are the sub-blocks of 32 of each super-block, in order. */
+AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *hi)
+{
+    const __m128i m4 = _mm_set1_epi8(15);
+
+    switch (kind) {
+    case A_Q8_0: {
+        const uint8_t *p = row + (size_t)bi * CPU_Q8_0_BYTES + 2;
+        *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
+        *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(p + 16)));
+        return;
+    }
+    case A_Q4_0: {
+        /* the 16 bytes widened once: each 16-bit lane holds both nibbles of one byte */
+        __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)bi * CPU_Q4_0_BYTES + 2)));
+        const __m256i eight = _mm256_set1_epi16(8);
+        *lo = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), eight);
+        *hi = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
+        return;
+    }
+    case A_Q4_K: {
+        int j = bi % 8;
+        const uint8_t *q = row + (size_t)(bi / 8) * CPU_Q4_K_BYTES + 16 + 32 * (j / 2);
+        __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)q);
+        __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(q + 16));
+        if (j % 2) {
+            v0 = _mm_srli_epi16(v0, 4);
+            v1 = _mm_srli_epi16(v1, 4);
+        }
+        *lo = _mm256_cvtepu8_epi16(_mm_and_si128(v0, m4));
+        *hi = _mm256_cvtepu8_epi16(_mm_and_si128(v1, m4));
+        return;
+    }
+    default: { /* A_Q6_K: elements 128h + 32jj + l, l < 32, of the super-block (kquant_scalar.c) */
+        const uint8_t *p = row + (size_t)(bi / 8) * CPU_Q6_K_BYTES;
+        int j = bi % 8, h = j / 4, jj = j % 4;
+        __m256i l = _mm256_loadu_si256((const __m256i *)(const void *)(p + 64 * h + 32 * (jj % 2)));
+        __m256i hb = _mm256_loadu_si256((const __m256i *)(const void *)(p + 128 + 32 * h));
+        if (jj / 2)
+            l = _mm256_srli_epi16(l, 4);
+        l = _mm256_and_si256(l, _mm256_set1_epi8(15));
+        hb = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * jj), _mm256_set1_epi8(3));
+        l = _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
+        *lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(l));
+        *hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(l, 1));
+        return;
+    }
+    }
+}
+
+/* The scales of blocks g0 .. g0 + n - 1 of a row into lanes 0 .. n - 1 (0 past them): a, and b
+ * (Q4_K) or a2 (Q6_K). K-quant groups are whole super-blocks (n = 8). */
+AI void group_scales(const int kind, const uint8_t *row, int g0, int n, __m256 *a, __m256 *b, __m256 *a2)
+{
+    *b = *a2 = _mm256_setzero_ps();
+    if (kind == A_Q4_0 || kind == A_Q8_0) {
+        const uint8_t *p = row + (size_t)g0 * block_bytes(kind);
+        const int bb = (int)block_bytes(kind);
+        if (n == 8 && kind == A_Q4_0) { /* one gather of the words at the blocks' starts (never past block 7); for
+                                        * Q8_0 the eight scalar loads measured faster */
+            const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bb));
+            __m256i g = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)p, idx, 1),
+                                         _mm256_set1_epi32(0xffff));
+            *a = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(g), _mm256_extracti128_si256(g, 1)));
+            return;
+        }
+        uint16_t h[8] = {0};
+        for (int i = 0; i < n; i++)
+            h[i] = cpu_rd16(p + i * bb);
+        *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+        return;
+    }
+    if (kind == A_Q4_K) {
+        /* cpu_scale_min_k4's 6-bit fields, eight at a time in a 64-bit word */
+        const uint8_t *p = row + (size_t)(g0 / 8) * CPU_Q4_K_BYTES;
+        uint32_t l0 = cpu_rd32(p + 4), l1 = cpu_rd32(p + 8), l2 = cpu_rd32(p + 12);
+        uint64_t sc = (uint64_t)(l0 & 0x3f3f3f3fu) | (uint64_t)((l2 & 0x0f0f0f0fu) | ((l0 >> 2) & 0x30303030u)) << 32;
+        uint64_t mn = (uint64_t)(l1 & 0x3f3f3f3fu) | (uint64_t)(((l2 >> 4) & 0x0f0f0f0fu) | ((l1 >> 2) & 0x30303030u))
+                                                        << 32;
+        __m256 d = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p))), dmin = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p + 2)));
+        *a = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)sc))));
+        *b = _mm256_sub_ps(_mm256_setzero_ps(),
+                           _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn)))));
+        return;
+    }
+    /* A_Q6_K: a = d * sc[2j], a2 = d * sc[2j + 1] */
+    const uint8_t *p = row + (size_t)(g0 / 8) * CPU_Q6_K_BYTES;
+    __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)(p + 192));
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(cpu_rd16(p + 208)));
+    __m128i ev = _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15));
+    *a = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(ev)));
+    *a2 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ev, 8))));
+}
+
+/* Lane i = the sum of v[i]'s 8 lanes: a transposing add tree (exact integers, so the order of the
+ * additions does not matter). */
+AI __m256i sum_lanes(const __m256i v[8])
+{
+    __m256i s[4], t[2];
+
+    for (int i = 0; i < 4; i++)
+        s[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; i++)
+        t[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(s[2 * i], s[2 * i + 1]),
+                                _mm256_unpackhi_epi64(s[2 * i], s[2 * i + 1]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(t[0], t[1], 0x20), _mm256_permute2x128_si256(t[0], t[1], 0x31));
+}
+
+/* The 8 lanes as a tree: (4 + 4, 2 + 2, 1 + 1). */
+AI float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---------------------------------------------------------------- decode and the row dot */
+
+/* Bytes of 8 blocks of a row (K-quants: one super-block). */
+static inline size_t group_bytes(int kind)
+{
+    return kind == A_Q4_K ? CPU_Q4_K_BYTES : kind == A_Q6_K ? CPU_Q6_K_BYTES : 8 * block_bytes(kind);
+}
+
+/* Decode streams a matrix once, row after row; asking for the lines DEC_AHEAD bytes on keeps more
+ * of them in flight than the hardware prefetcher does behind the unpacking (kernels_vnni.h). */
+#define DEC_AHEAD 2048
+
+/* One group of a row against one token (decode layout), n blocks (8 in FULL groups). */
+AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *xg, const uint8_t *row, int g0, int n)
+{
+    __m256i p[8], p2[8];
+    __m256 a, b, a2;
+
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        __m256i lo, hi;
+        if (!FULL && i >= n) {
+            p[i] = p2[i] = _mm256_setzero_si256();
+            continue;
+        }
+        if (kind == A_Q4_0) { /* the nibbles as they are: the - 8 is taken once per group below */
+            __m256i v = _mm256_cvtepu8_epi16(
+                _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)(g0 + i) * CPU_Q4_0_BYTES + 2)));
+            lo = _mm256_and_si256(v, _mm256_set1_epi16(15));
+            hi = _mm256_srli_epi16(v, 4);
+        } else {
+            codes(kind, row, g0 + i, &lo, &hi);
+        }
+        __m256i s0 = _mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i]));
+        __m256i s1 = _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16)));
+        if (kind == A_Q6_K) {
+            p[i] = s0;
+            p2[i] = s1;
+        } else {
+            p[i] = _mm256_add_epi32(s0, s1);
+        }
+    }
+    group_scales(kind, row, g0, FULL ? 8 : n, &a, &b, &a2);
+    __m256 dx = _mm256_loadu_ps(xg->dx);
+    __m256i isum = sum_lanes(p);
+    if (kind == A_Q4_0) /* sum (n - 8) x = sum n x - 8 sum x, exactly; the decode layout holds sum x in s */
+        isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)xg->s), 3));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(a, dx), acc);
+    if (kind == A_Q6_K)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes(p2)), _mm256_mul_ps(a2, dx), acc);
+    if (kind == A_Q4_K)
+        acc = _mm256_fmadd_ps(b, _mm256_loadu_ps(xg->s), acc);
+    return acc;
+}
+
+AI float row_dot(const int kind, const a2_group *x, const uint8_t *row, int nb)
+{
+    const size_t gb = group_bytes(kind);
+    __m256 acc = _mm256_setzero_ps();
+    int g0 = 0;
+
+    for (; g0 + 8 <= nb; g0 += 8) {
+        const uint8_t *ahead = row + (size_t)g0 / 8 * gb + DEC_AHEAD;
+        for (size_t l = 0; l < gb; l += 64)
+            _mm_prefetch((const char *)ahead + l, _MM_HINT_T0);
+        acc = group_dot(kind, 1, acc, x + g0 / 8, row, g0, 8);
+    }
+    if (g0 < nb)
+        acc = group_dot(kind, 0, acc, x + g0 / 8, row, g0, nb - g0);
+    return hsum8(acc);
+}
+
+/* ---------------------------------------------------------------- prefill */
+
+#define RB 8  /* rows per panel */
+#define TB 64 /* tokens whose float accumulators stay live across the groups */
+
+typedef struct a2_panel {
+    int32_t wt[RB][16][8]; /* [r][k][i]: row r, block i's weight codes 2k, 2k + 1 */
+    float a[RB][8], b[RB][8], a2[RB][8];
+} a2_panel;
+
+static _Thread_local _Alignas(64) a2_panel panel;
+static _Thread_local _Alignas(64) float facc[RB][TB][8];
+
+/* r[i] = column i of the 8 x 8 matrix of 32-bit lanes in r. */
+AI void transpose8(__m256i r[8])
+{
+    __m256i t[8], u[8];
+
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x31);
+    }
+}
+
+/* Rows [0, nr) of the panel from group g0 of w (zero past the rows and blocks). */
+AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
+{
+    int n = nb - g0 < 8 ? nb - g0 : 8;
+
+    for (int r = 0; r < RB; r++) {
+        __m256i lo[8], hi[8], a, b, a2;
+        if (r >= nr) {
+            memset(panel.wt[r], 0, sizeof panel.wt[r]);
+            memset(panel.a[r], 0, sizeof panel.a[r]);
+            memset(panel.b[r], 0, sizeof panel.b[r]);
+            memset(panel.a2[r], 0, sizeof panel.a2[r]);
+            continue;
+        }
+        const uint8_t *row = w + (size_t)r * ws;
+        for (int i = 0; i < 8; i++) {
+            if (i < n)
+                codes(kind, row, g0 + i, &lo[i], &hi[i]);
+            else
+                lo[i] = hi[i] = _mm256_setzero_si256();
+        }
+        transpose8(lo);
+        transpose8(hi);
+        for (int k = 0; k < 8; k++) {
+            _mm256_store_si256((__m256i *)(void *)panel.wt[r][k], lo[k]);
+            _mm256_store_si256((__m256i *)(void *)panel.wt[r][8 + k], hi[k]);
+        }
+        __m256 fa, fb, fa2;
+        group_scales(kind, row, g0, n, &fa, &fb, &fa2);
+        _mm256_store_ps(panel.a[r], fa);
+        _mm256_store_ps(panel.b[r], fb);
+        _mm256_store_ps(panel.a2[r], fa2);
+        (void)a, (void)b, (void)a2;
+    }
+}
+
+/* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [K0, K0 + NK): the block sums
+ * in lanes, folded into facc with the scales `sa` (panel.a or panel.a2), and b * s where `offset`.
+ * The steps unroll whole, so that the accumulators stay in place (a rolled loop left gcc copying
+ * each one every step), and each weight vector is loaded once into a register for its MT uses. */
+AI void tile_k(const int MT, const int K0, const int NK, int r0, const a2_group *const *xg, int t0,
+               const float (*sa)[8], int offset)
+{
+    __m256i c[4][2];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 2
+        for (int t = 0; t < MT; t++)
+            c[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int k = K0; k < K0 + NK; k++) {
+        __m256i xv[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < MT; t++)
+            xv[t] = _mm256_loadu_si256((const __m256i *)(const void *)xg[t]->xt[k]);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            __m256i wv = _mm256_load_si256((const __m256i *)(const void *)panel.wt[r0 + r][k]);
+            if (MT > 1)
+                __asm__("" : "+x"(wv)); /* in a register: folded into each vpmaddwd it was loaded MT times */
+#pragma GCC unroll 2
+            for (int t = 0; t < MT; t++) {
+                c[r][t] = _mm256_add_epi32(c[r][t], _mm256_madd_epi16(wv, xv[t]));
+                /* one running sum: unrolled, gcc reassociated the exact integer adds into a tree
+                 * of all 16 products per accumulator and spilled them */
+                __asm__("" : "+x"(c[r][t]));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        __m256 a = _mm256_load_ps(sa[r0 + r]), b = _mm256_load_ps(panel.b[r0 + r]);
+#pragma GCC unroll 2
+        for (int t = 0; t < MT; t++) {
+            float *f = facc[r0 + r][t0 + t];
+            __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c[r][t]), _mm256_mul_ps(a, _mm256_loadu_ps(xg[t]->dx)),
+                                         _mm256_load_ps(f));
+            if (offset)
+                acc = _mm256_fmadd_ps(b, _mm256_loadu_ps(xg[t]->s), acc);
+            _mm256_store_ps(f, acc);
+        }
+    }
+}
+
+/* Out of line, one copy per shape (inlined into the panel loop, gcc may merge the row tiles and
+ * spill, as it did with kernels_vnni.h's). */
+#define TILE(name, MT, K0, NK)                                                                                      \
+    static __attribute__((noinline)) void name(int r0, const a2_group *const *xg, int t0, const float (*sa)[8],      \
+                                               int offset)                                                           \
+    {                                                                                                               \
+        tile_k(MT, K0, NK, r0, xg, t0, sa, offset);                                                                 \
+    }
+TILE(tile2, 2, 0, 16)
+TILE(tile1, 1, 0, 16)
+TILE(tile2_lo, 2, 0, 8)
+TILE(tile1_lo, 1, 0, 8)
+TILE(tile2_hi, 2, 8, 8)
+TILE(tile1_hi, 1, 8, 8)
+#undef TILE
+
+/* The tiles of one group: Q6_K's two halves with their scales; Q4_K's b * s once. */
+AI void tiles(const int kind, int r0, const a2_group *const *xg, int t0, int mt)
+{
+    if (kind == A_Q6_K) {
+        if (mt == 2) {
+            tile2_lo(r0, xg, t0, panel.a, 0);
+            tile2_hi(r0, xg, t0, panel.a2, 0);
+        } else {
+            tile1_lo(r0, xg, t0, panel.a, 0);
+            tile1_hi(r0, xg, t0, panel.a2, 0);
+        }
+    } else if (mt == 2) {
+        tile2(r0, xg, t0, panel.a, kind == A_Q4_K);
+    } else {
+        tile1(r0, xg, t0, panel.a, kind == A_Q4_K);
+    }
+}
+
+AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok, const uint8_t *w, size_t ws,
+                  int n_rows, int cols)
+{
+    int nb = cols / QK, ng = (nb + 7) / 8;
+    const size_t gb = group_bytes(kind);
+
+    if (n_tok == 1) {
+        for (int r = 0; r < n_rows; r++)
+            y[r] = row_dot(kind, (const a2_group *)(const void *)act->x, w + (size_t)r * ws, nb);
+        return;
+    }
+    for (int rb = 0; rb < n_rows; rb += RB) {
+        int nr = n_rows - rb < RB ? n_rows - rb : RB;
+        const uint8_t *wb = w + (size_t)rb * ws;
+        for (int t0 = 0; t0 < n_tok; t0 += TB) {
+            int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
+            memset(facc, 0, sizeof facc);
+            for (int g = 0; g < ng; g++) {
+                panel_fill(kind, wb, ws, nr, 8 * g, nb);
+                for (int t = 0; t < nt; t += 2) {
+                    const a2_group *xg[2];
+                    int mt = nt - t < 2 ? nt - t : 2;
+                    cpu_prefetch_panel(w, ws, rb, RB, n_rows, (size_t)(g + 1) * gb, gb, t0 + TB < n_tok, t / 2,
+                                      (nt + 1) / 2);
+                    for (int i = 0; i < mt; i++)
+                        xg[i] = (const a2_group *)(const void *)(act->x + (size_t)(t0 + t + i) * act->stride) + g;
+                    tiles(kind, 0, xg, t, mt);
+                    if (nr > 4)
+                        tiles(kind, 4, xg, t, mt);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++)
+                    y[(size_t)(t0 + t) * ldy + rb + r] = hsum8(_mm256_load_ps(facc[r][t]));
+        }
+    }
+}
+
+#define BLOCK_TYPE(name, kind)                                                                                         \
+    void cpu_avx2_gemm_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,         \
+                              int n_rows, int cols)                                                                    \
+    {                                                                                                                  \
+        gemm_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                        \
+    }                                                                                                                  \
+    float cpu_avx2_dot_##name(const void *x, const void *w, int n)                                                      \
+    {                                                                                                                  \
+        return row_dot(kind, x, w, n / QK);                                                                            \
+    }
+BLOCK_TYPE(q8_0, A_Q8_0)
+BLOCK_TYPE(q4_0, A_Q4_0)
+BLOCK_TYPE(q4_k, A_Q4_K)
+BLOCK_TYPE(q6_k, A_Q6_K)
+#undef BLOCK_TYPE
+
+/* ---------------------------------------------------------------- float weights */
+
+enum { F_F32, F_F16 };
+
+/* Lanes [0, n) set, for the partial last vector of a row (n < 8). */
+AI __m256i first(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Row r's 8 weights at column k: from the f32 panel (SRC_PANEL: rows `wst` floats apart, the
+ * partial last vector stored zero-padded), or straight from the f16 or f32 weights. */
+enum { SRC_PANEL, SRC_F16, SRC_F32 };
+
+AI __m256 load_w(const int SRC, const void *w, size_t wst, int r, int k)
+{
+    if (SRC == SRC_PANEL)
+        return _mm256_load_ps((const float *)w + (size_t)r * wst + k);
+    if (SRC == SRC_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)w + (size_t)r * wst + k)));
+    return _mm256_loadu_ps((const float *)w + (size_t)r * wst + k);
+}
+
+AI __m256 load_w_tail(const int SRC, const void *w, size_t wst, int r, int k, int tail)
+{
+    if (SRC == SRC_PANEL)
+        return _mm256_load_ps((const float *)w + (size_t)r * wst + k);
+    if (SRC == SRC_F16) {
+        uint16_t h[8] = {0};
+        memcpy(h, (const uint16_t *)w + (size_t)r * wst + k, (size_t)tail * 2);
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+    }
+    return _mm256_maskload_ps((const float *)w + (size_t)r * wst + k, first(tail));
+}
+
+/* MR rows x MT tokens over columns [0, kc) of w (kc a multiple of 8) and [kx, kx + kc) of x. The
+ * accumulators continue from acc[r * 3 + t] (or from 0 when `start`); when `last`, the `tail`
+ * columns after kc are added (zero-padded) and each sum goes to y[t * ldy + r], else the
+ * accumulators go back to acc. One reduction per (row, token), so chunking never changes the
+ * arithmetic. */
+AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t ldy, const float *x, size_t ldx,
+                   const void *w, size_t wst, int kx, int kc, int start, int last, int tail, __m256 *acc)
+{
+    __m256 c[4][3];
+
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < MT; t++)
+            c[r][t] = start ? _mm256_setzero_ps() : acc[r * 3 + t];
+    for (int k = 0; k < kc; k += 8) {
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int t = 0; t < MT; t++)
+            xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + kx + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            __m256 wv = load_w(SRC, w, wst, r, k);
+#pragma GCC unroll 3
+            for (int t = 0; t < MT; t++)
+                c[r][t] = _mm256_fmadd_ps(wv, xv[t], c[r][t]);
+        }
+    }
+    if (!last) {
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+#pragma GCC unroll 3
+            for (int t = 0; t < MT; t++)
+                acc[r * 3 + t] = c[r][t];
+        return;
+    }
+    if (tail) {
+        __m256 xv[3];
+        for (int t = 0; t < MT; t++)
+            xv[t] = _mm256_maskload_ps(x + (size_t)t * ldx + kx + kc, first(tail));
+        for (int r = 0; r < MR; r++) {
+            __m256 wv = load_w_tail(SRC, w, wst, r, kc, tail);
+            for (int t = 0; t < MT; t++)
+                c[r][t] = _mm256_fmadd_ps(wv, xv[t], c[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < MT; t++)
+            y[(size_t)t * ldy + r] = hsum8(c[r][t]);
+}
+
+#define FRB 8  /* rows per float panel */
+#define FTB 66 /* tokens per block: 22 tiles of 3 */
+/* Panel rows 2 KB + one line apart (kernels_avx512.c: x's rows often fill one L1 set already). */
+#define PSTRIDE (CPU_GEMM_KC + 16)
+static _Thread_local _Alignas(64) float fpanel[FRB * PSTRIDE];
+static _Thread_local __m256 facc3[FRB / 4][FTB / 3][12];
+
+static void fpanel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, int kc, int tail)
+{
+    for (int r = 0; r < nr; r++) {
+        float *dst = fpanel + (size_t)r * PSTRIDE;
+        if (kind == F_F32) {
+            const float *src = (const float *)(const void *)(w + (size_t)r * ws) + k0;
+            for (int k = 0; k < kc; k += 8)
+                _mm256_store_ps(dst + k, _mm256_loadu_ps(src + k));
+            if (tail)
+                _mm256_store_ps(dst + kc, _mm256_maskload_ps(src + kc, first(tail)));
+        } else {
+            const uint16_t *src = (const uint16_t *)(const void *)(w + (size_t)r * ws) + k0;
+            for (int k = 0; k < kc; k += 8)
+                _mm256_store_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(src + k))));
+            if (tail)
+                _mm256_store_ps(dst + kc, load_w_tail(SRC_F16, src, 0, 0, kc, tail));
+        }
+    }
+}
+
+/* Tokens in tiles of 3 over MR panel rows. */
+AI void float_rows(const int MR, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const float *pw, int k0,
+                   int kc, int start, int last, int tail, __m256 (*acc_t)[12], int acc_r)
+{
+    for (int t = 0; t < n_tok; t += 3) {
+        float *yt = y + (size_t)t * ldy;
+        const float *xt = x + (size_t)t * ldx;
+        __m256 *a = acc_t[t / 3] + acc_r * 3;
+        switch (n_tok - t < 3 ? n_tok - t : 3) {
+        case 3: float_tile(MR, 3, SRC_PANEL, yt, ldy, xt, ldx, pw, PSTRIDE, k0, kc, start, last, tail, a); break;
+        case 2: float_tile(MR, 2, SRC_PANEL, yt, ldy, xt, ldx, pw, PSTRIDE, k0, kc, start, last, tail, a); break;
+        default: float_tile(MR, 1, SRC_PANEL, yt, ldy, xt, ldx, pw, PSTRIDE, k0, kc, start, last, tail, a); break;
+        }
+    }
+}
+
+AI void float_decode(const int SRC, float *y, const float *x, const uint8_t *w, size_t ws, int n_rows, int cols)
+{
+    size_t we = ws / (SRC == SRC_F16 ? 2 : 4);
+    int tail = cols % 8, kfull = cols - tail, r = 0;
+
+    /* four rows at once: four chains of FMAs, where one would wait on each FMA's latency */
+    for (; r + 4 <= n_rows; r += 4)
+        float_tile(4, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+    for (; r < n_rows; r++)
+        float_tile(1, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+}
+
+static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,
+                       int n_rows, int cols)
+{
+    const float *x = (const float *)(const void *)a->x;
+    size_t ldx = a->stride / sizeof(float);
+    int tail = cols % 8, kfull = cols - tail;
+
+    if (n_tok == 1) {
+        if (kind == F_F16)
+            float_decode(SRC_F16, y, x, w, ws, n_rows, cols);
+        else
+            float_decode(SRC_F32, y, x, w, ws, n_rows, cols);
+        return;
+    }
+    for (int rb = 0; rb < n_rows; rb += FRB) {
+        int nr = n_rows - rb < FRB ? n_rows - rb : FRB;
+        const uint8_t *wb = w + (size_t)rb * ws;
+        for (int t0 = 0; t0 < n_tok; t0 += FTB) {
+            int nt = n_tok - t0 < FTB ? n_tok - t0 : FTB;
+            float *yb = y + (size_t)t0 * ldy + rb;
+            const float *xb = x + (size_t)t0 * ldx;
+            for (int k0 = 0; k0 < cols; k0 += CPU_GEMM_KC) {
+                int last = k0 + CPU_GEMM_KC >= cols, kc = last ? kfull - k0 : CPU_GEMM_KC, tl = last ? tail : 0;
+                const size_t pnext = ws * (size_t)(k0 + CPU_GEMM_KC) / (size_t)cols;
+                const size_t pchunk = ws * (size_t)CPU_GEMM_KC / (size_t)cols;
+                fpanel_fill(kind, wb, ws, nr, k0, kc, tl);
+                /* token tiles outside, row tiles inside: a tile's x and the panel stay in L1 */
+                for (int t = 0; t < nt; t += 3) {
+                    int n3 = nt - t < 3 ? nt - t : 3, r = 0;
+                    cpu_prefetch_panel(w, ws, rb, FRB, n_rows, pnext, pchunk, t0 + FTB < n_tok, t / 3, (nt + 2) / 3);
+                    float *yt = yb + (size_t)t * ldy;
+                    const float *xt = xb + (size_t)t * ldx;
+                    for (; r + 4 <= nr; r += 4)
+                        float_rows(4, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc, k0 == 0, last,
+                                   tl, facc3[r / 4] + t / 3, 0);
+                    for (; r < nr; r++)
+                        float_rows(1, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc, k0 == 0, last,
+                                   tl, facc3[r / 4] + t / 3, r % 4);
+                }
+            }
+        }
+    }
+}
+
+void cpu_avx2_gemm_f32(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
+                     int cols)
+{
+    float_gemm(F_F32, y, ldy, a, n_tok, w, ws, n_rows, cols);
+}
+
+void cpu_avx2_gemm_f16(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws, int n_rows,
+                     int cols)
+{
+    float_gemm(F_F16, y, ldy, a, n_tok, w, ws, n_rows, cols);
+}
+
+/* x is f32: one row is a 1 x 1 gemm. */
+float cpu_avx2_dot_f32(const void *x, const void *w, int n)
+{
+    cpu_act a = { .x = x, .stride = 0 };
+    float y;
+
+    cpu_avx2_gemm_f32(&y, 1, &a, 1, w, 0, 1, n);
+    return y;
+}
+
+float cpu_avx2_dot_f16(const void *x, const void *w, int n)
+{
+    cpu_act a = { .x = x, .stride = 0 };
+    float y;
+
+    cpu_avx2_gemm_f16(&y, 1, &a, 1, w, 0, 1, n);
+    return y;
+}
+
+#endif
