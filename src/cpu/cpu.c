@@ -26,7 +26,7 @@ enum {
     F_AVX512 = 1 << 1,        /* AVX-512 F, BW, DQ, VL, with the OS saving the zmm state */
     F_AVX512VNNI = 1 << 2,
     F_AVXVNNI = 1 << 3,       /* the VEX encoding */
-    F_AMX = 1 << 4,           /* AMX-TILE, AMX-INT8, and Linux's leave to use the tile data */
+    F_AMX = 1 << 4,           /* AMX-TILE and AMX-INT8 (Linux's leave to use them: amx_granted) */
     F_NEON = 1 << 5,          /* AArch64's Advanced SIMD: part of the architecture */
     F_DOTPROD = 1 << 6,       /* SDOT */
     F_I8MM = 1 << 7,          /* USDOT, SMMLA */
@@ -46,8 +46,8 @@ static void cpuid(unsigned leaf, unsigned sub, unsigned r[4])
  * bits. AVX-VNNI (leaf 7 subleaf 1, eax bit 4) is a feature gcc 12 does not know; AMX-TILE and
  * AMX-INT8 are leaf 7 edx bits 24 and 25, and without arch_prctl(ARCH_REQ_XCOMP_PERM,
  * XFEATURE_XTILEDATA) (Linux 5.16 on; numbers from its uapi headers, spelled out for older ones)
- * the first tile instruction would kill the process. The leave is the process's, for every
- * thread, and asking again is harmless. AArch64: SDOT and USDOT are optional, and the kernel says
+ * the first tile instruction would kill the process: amx_ask below asks for it, once, for every
+ * thread of the process. AArch64: SDOT and USDOT are optional, and the kernel says
  * which the CPU has (HWCAP_ASIMDDP bit 20, HWCAP2_I8MM bit 13). */
 static void features_read(void)
 {
@@ -70,8 +70,7 @@ static void features_read(void)
             f |= F_AVXVNNI;
         cpuid(7, 0, r);
 #if defined(__x86_64__)
-        if (((r[3] >> 24) & 1) && ((r[3] >> 25) & 1) &&
-            syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0)
+        if (((r[3] >> 24) & 1) && ((r[3] >> 25) & 1))
             f |= F_AMX;
 #endif
     }
@@ -135,6 +134,18 @@ static size_t path_index(const cpu_path *p)
     return i;
 }
 
+/* Linux's leave to use the tile data, asked only when an AMX path is (as before the table: the
+ * grant enlarges every signal frame of the process, which no other path needs). */
+static int amx_granted;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_ask(void)
+{
+#if defined(__x86_64__)
+    amx_granted = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#endif
+}
+
 /* 1 when this build has the path's code and this CPU everything it and its bases need. Reads
  * only the constant tables and the features: safe on any CPU. */
 static int runnable(size_t i)
@@ -144,6 +155,10 @@ static int runnable(size_t i)
         size_t k = path_index(p);
         if (k == N_PATHS || !p->built || (features & paths[k].need) != paths[k].need)
             return 0;
+    }
+    if (paths[i].need & F_AMX) {
+        pthread_once(&amx_once, amx_ask);
+        return amx_granted;
     }
     return 1;
 }
