@@ -47,7 +47,9 @@ expect_ok nob export s --gguf "$WORK/out/s.gguf"
 [ "$(sha256sum <"$WORK/out/s.gguf")" = "$(sha256sum <"$src")" ] || fail "export as nobody differs"
 
 port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-nob serve --listen "127.0.0.1:$port" >"$WORK/serve.log" 2>&1 &
+# exec: $! must be the server itself. Backgrounding the nob function forked a shell whose kill
+# left setpriv's mstore serving, as nobody, after the test had ended.
+(exec setpriv --reuid=nobody --regid=nogroup --clear-groups "$WORK/bin/mstore" serve --listen "127.0.0.1:$port") >"$WORK/serve.log" 2>&1 &
 spid=$!
 trap 'kill $spid 2>/dev/null || true; wait $spid 2>/dev/null || true; rm -rf "$WORK"' EXIT
 tags=""
@@ -61,6 +63,7 @@ curl -sf "http://127.0.0.1:$port/v2/s/manifests/latest" -o "$WORK/out/m.json" ||
 up=$(curl -s -X POST --data-binary x "http://127.0.0.1:$port/api/blobs/sha256:$(printf x | sha256sum | cut -d' ' -f1)")
 contains "$up" "read-only"
 kill $spid; wait $spid 2>/dev/null || true
+pgrep -f "serve --listen 127.0.0.1:$port" >/dev/null && fail "mstore serve on port $port still runs after the test stopped it"
 
 # Writing verbs: refused, naming the reason; nothing changed.
 expect_fail 1 "the store is read-only" nob rm s
