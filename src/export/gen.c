@@ -203,9 +203,17 @@ static int tensor_write(gen *g, const manifest_layer *l, const st_file *st, cons
 
     if ((rc = tensor_blob_meta_get(&tm, st, t, l->name, l->digest)) < 0)
         return rc;
-    if (tm.quant_type || st_count(st) != 1)
-        return ms_err(MS_EUNSUPPORTED, "tensor '%s' (%s): %s has no GGUF equivalent; export the float model",
-                      t->name, l->digest, st_count(st) != 1 ? "an expert pack" : tm.quant_type);
+    /* A quantized weight's blob holds its .scale/.bias too, so it has several tensors like an
+     * expert pack: name the quantization first, it is the reason that applies to both. */
+    if (tm.quant_type)
+        return ms_err(MS_EUNSUPPORTED,
+                      "tensor '%s' (%s): %s quantization (group size %d) has no GGUF equivalent; "
+                      "export the float model",
+                      t->name, l->digest, tm.quant_type, tm.group_size);
+    if (st_count(st) != 1)
+        return ms_err(MS_EUNSUPPORTED,
+                      "tensor '%s' (%s): an expert pack has no GGUF equivalent; export the float model", t->name,
+                      l->digest);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (types[i].st == t->dtype)
             type = types[i].ggml;

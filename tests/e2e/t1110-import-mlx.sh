@@ -15,6 +15,10 @@ line=$(printf '%s\n' "$out" | grep ' model.layers.1.mlp.down_proj.weight.scale '
 contains "$line" "F16"
 contains "$line" "[64, 4]"
 contains "$(printf '%s\n' "$out" | grep ' lm_head.weight ')" "F16"
+# GGUF has no MLX affine types: export says that, not that a weight is an expert pack.
+expect_fail 1 "quantization (group size 32) has no GGUF equivalent" mstore export q4 --gguf "$WORK/q4.gguf"
+case "$err" in *"expert pack"*) fail "export of an MLX-quantized weight blames an expert pack: $err" ;; esac
+[ ! -e "$WORK/q4.gguf" ] || fail "a refused export left $WORK/q4.gguf"
 expect_ok mstore show q4 --json
 contains "$out" '"format": "mlx"'
 contains "$out" '"int4": 14'
