@@ -1,9 +1,26 @@
 #!/bin/sh
 # tests/run.sh: build and run every test (Check unit suites and end-to-end scripts) twice:
 # a plain build and one under AddressSanitizer + UBSan. Exits non-zero if any test fails.
+#
+# tests/run.sh --quick: the development loop instead: the plain build and the tests labelled
+# quick (no GPU, network, kill or slow tests; no ASan, fuzz or qemu stages), a few minutes on
+# 2 cores. The full run is what CI runs. tests/README.md lists the labels.
 set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+quick=0
+case "${1:-}" in
+--quick) quick=1 ;;
+"") ;;
+-h | --help)
+    sed -n '2,/^set -eu/p' "$0" | sed '$d; s/^# \{0,1\}//'
+    exit 0
+    ;;
+*)
+    echo "tests/run.sh: unknown option '$1' (--quick, or nothing for the full run)" >&2
+    exit 2
+    ;;
+esac
 
 # Packages only the tests need (setup.sh installs what mstore itself needs): the Distribution
 # registry the pull/push tests start on 127.0.0.1, numpy for the reference scripts, curl and
@@ -32,6 +49,11 @@ libssl-dev:arm64 libsqlite3-dev:arm64 check:arm64 libcurl4-openssl-dev:arm64 lib
 libmicrohttpd-dev:arm64 libedit-dev:arm64"
     TEST_PACKAGES="$TEST_PACKAGES $ARM64_PACKAGES"
 fi
+# The quick tier needs only what the quick tests run (python3 with numpy for fixtures, curl).
+if [ "$quick" = 1 ]; then
+    TEST_PACKAGES="python3 python3-numpy curl procps"
+    ARM64_PACKAGES=
+fi
 missing=
 for p in $TEST_PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -53,6 +75,14 @@ if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
     if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
         $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 || true
     fi
+fi
+
+if [ "$quick" = 1 ]; then
+    echo "=== plain build (quick)"
+    cmake -S . -B build-test-plain -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build build-test-plain -j"$jobs"
+    echo "=== quick tests"
+    exec ctest --test-dir build-test-plain -L quick --output-on-failure -j"$jobs"
 fi
 
 for variant in plain asan; do
