@@ -196,7 +196,7 @@ void backend_buf_free(backend *b, backend_buf *buf)
     }
 }
 
-int backend_weight_import(const backend_weight **out, backend *b, const runtime_tensor *t)
+int backend_weight_import(const backend_weight **out, backend *b, const backend_tensor *t)
 {
     backend_weight *w;
     int rc;

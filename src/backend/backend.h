@@ -7,7 +7,7 @@
  *   buffers   activations, KV cache, logits: f32 or f16 elements, zeroed at creation, alive until
  *             backend_buf_free / backend_close. The CPU backend gives host memory; a GPU backend
  *             gives device memory the host never sees.
- *   weights   runtime_tensor views of the mmapped blobs, as the device reads them: the CPU uses
+ *   weights   backend_tensor views of the mmapped blobs, as the device reads them: the CPU uses
  *             the mapping in place; a GPU imports the mapping (no copy) or uploads it once.
  *   scratch   whatever its kernels need (quantized activations, attention rows), sized once by
  *             backend_reserve, so that a forward pass allocates nothing.
@@ -32,7 +32,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/runtime.h"   /* runtime_tensor: a weight as a view into host memory */
+#include "format/format.h"   /* GGML_TYPE_*: the ids of weight types */
+
+/* A weight as a view into host memory: what a weight provider (src/runtime's) fills from the
+ * mapped blobs, and what backend_weight_import reads. It is the seam's type, so that the
+ * devices below compile without the store, the tokenizer or the decoder. */
+typedef struct backend_tensor {
+    const char *name;     /* canonical name, "model.layers.0.self_attn.q_proj.weight" */
+    int type;             /* GGML_TYPE_F32, _F16, _BF16, _Q8_0, _Q4_0, ... */
+    int n_dims;           /* 1..4 */
+    uint64_t shape[4];    /* Hugging Face order: shape[n_dims-1] is the contiguous row */
+    const void *data;     /* view into a read-only mapping; valid until the weights close */
+    uint64_t nbytes;
+    /* BACKEND_TYPE_MLX only (import.h's combined blob): `data` holds each row's codes as one
+     * little-endian bit stream of cols * bits bits; each group of group_size weights along the
+     * row has one scale (and for affine formats one bias): scales / biases are [rows][cols /
+     * group_size] of scale_dtype (an st_dtype). w = scale * q + bias (affine), else the fp
+     * format's code times its scale (src/quant/quant.h). */
+    const char *quant_type;   /* "int4", "int8", "nvfp4", "mxfp8", ...; NULL for ggml types */
+    int bits, group_size, scale_dtype;
+    const void *scales, *biases;
+    /* The whole read-only mapping that data (and scales, biases) lie in: page-aligned, so that a
+     * device that imports host memory can take the mapping once and use the tensor in place. */
+    const void *map;
+    uint64_t map_nbytes;
+} backend_tensor;
+
+/* The type id of MLX-quantized tensors: past every ggml type id. */
+#define BACKEND_TYPE_MLX 64
 
 typedef struct backend backend;
 
@@ -50,7 +77,7 @@ typedef struct backend_buf {
 
 /* A weight the backend can read: the tensor it came from, and the backend's form of it. */
 typedef struct backend_weight {
-    const runtime_tensor *t;   /* borrowed: valid while the weights are open */
+    const backend_tensor *t;   /* borrowed: valid while the weights are open */
     const float *vec;          /* CPU backend, 1-D weights: f32 values (a view, or a copy) */
     void *dev;                 /* device backends: their handle */
 } backend_weight;
@@ -116,7 +143,7 @@ typedef struct backend_op {
     int n, rows, cols;
     float eps;                        /* RMS_NORM */
     const int32_t *tokens;            /* EMBED: n ids, valid until backend_run returns */
-    /* ROPE: `freqs` holds n_rot / 2 angular frequencies (runtime_rope_freqs), valid while the
+    /* ROPE: `freqs` holds n_rot / 2 angular frequencies (the decoder computes them: runtime_rope_freqs), valid while the
      * model is open; angles are taken in double, as pos * freq in float is off by ~1e-4 rad at
      * position 4000. interleaved: pairs (2i, 2i+1); else (i, i + n_rot/2). n_rot <= 1024. */
     const double *freqs;
@@ -222,7 +249,7 @@ void backend_buf_free(backend *b, backend_buf *buf);   /* NULL is fine */
 /* The backend's form of weight `t`: a matrix for MATMUL / EMBED, a vector (1-D F32, F16 or BF16)
  * for RMS_NORM / ADD_ROW. MS_EUNSUPPORTED naming the tensor and its type when this backend cannot
  * run it; MS_EINVALID for a shape it cannot hold; MS_ENOMEM. Freed by backend_close. */
-int backend_weight_import(const backend_weight **out, backend *b, const runtime_tensor *t);
+int backend_weight_import(const backend_weight **out, backend *b, const backend_tensor *t);
 
 /* 1 when this backend runs ops of `kind`. The nine original kinds (EMBED .. ADD) always; the
  * others only where the device's `supports` says so. A decoder asks at open for every kind it

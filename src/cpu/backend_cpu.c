@@ -21,11 +21,11 @@ typedef struct cpu_ctx {
  * f32), or a float matrix whose elements are not aligned to their size (GGUF general.alignment
  * 1, odd safetensors offsets), which the kernels would load through misaligned pointers. */
 typedef struct cpu_weight {
-    runtime_tensor t;   /* the original, with data pointing at `copy` */
+    backend_tensor t;   /* the original, with data pointing at `copy` */
     void *copy;
 } cpu_weight;
 
-static const runtime_tensor *tensor_of(const backend_weight *w)
+static const backend_tensor *tensor_of(const backend_weight *w)
 {
     return w->dev ? &((const cpu_weight *)w->dev)->t : w->t;
 }
@@ -75,7 +75,7 @@ static void buf_free(void *vctx, backend_buf *buf)
 
 static int vector_new(backend_weight *w)
 {
-    const runtime_tensor *t = w->t;
+    const backend_tensor *t = w->t;
     cpu_weight *cw;
 
     if (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
@@ -88,7 +88,7 @@ static int vector_new(backend_weight *w)
         free(cw);
         return ms_err(MS_ENOMEM, "out of memory");
     }
-    runtime_tensor row = *t;   /* a 1 x n matrix, so that the embedding-row converter reads it */
+    backend_tensor row = *t;   /* a 1 x n matrix, so that the embedding-row converter reads it */
     row.n_dims = 2;
     row.shape[0] = 1;
     row.shape[1] = t->shape[0];
@@ -104,7 +104,7 @@ static int vector_new(backend_weight *w)
 
 static int weight_new(void *vctx, backend_weight *w)
 {
-    const runtime_tensor *t = w->t;
+    const backend_tensor *t = w->t;
     size_t align = t->type == GGML_TYPE_F32 ? 4 : t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16 ? 2 : 1;
     cpu_weight *cw;
 
@@ -143,16 +143,16 @@ static float *f32(backend_ref r) { return (float *)r.buf->host + r.off; }
 static int32_t *i32(backend_ref r) { return (int32_t *)r.buf->host + r.off; }
 
 /* Expert e of a pack [n_expert][rows][cols] as a 2-D tensor: a view of its rows, no copy. */
-static runtime_tensor expert_view(const runtime_tensor *pack, int e)
+static backend_tensor expert_view(const backend_tensor *pack, int e)
 {
-    runtime_tensor v = *pack;
+    backend_tensor v = *pack;
     uint64_t rows = pack->shape[1], cols = pack->shape[2], row_bytes = 0;
 
     v.n_dims = 2;
     v.shape[0] = rows;
     v.shape[1] = cols;
     v.shape[2] = 0;
-    if (pack->type == RUNTIME_TYPE_MLX) {
+    if (pack->type == BACKEND_TYPE_MLX) {
         uint64_t groups = rows * (cols / (uint64_t)pack->group_size), ssz = st_dtype_size(pack->scale_dtype);
         uint64_t codes = rows * cols * (uint64_t)pack->bits / 8;
         v.data = (const uint8_t *)pack->data + (uint64_t)e * codes;
@@ -172,7 +172,7 @@ static runtime_tensor expert_view(const runtime_tensor *pack, int e)
  * the expert's rows, scatter the results. Experts nobody selected are never touched. */
 static void matmul_id(cpu_ctx *c, const backend_op *op)
 {
-    const runtime_tensor *pack = tensor_of(op->w);
+    const backend_tensor *pack = tensor_of(op->w);
     const int32_t *ids = i32(op->ids);
     const float *src = f32(op->src);
     float *dst = f32(op->dst);
@@ -190,7 +190,7 @@ static void matmul_id(cpu_ctx *c, const backend_op *op)
                 }
         if (!cnt)
             continue;
-        runtime_tensor v = expert_view(pack, e);
+        backend_tensor v = expert_view(pack, e);
         cpu_matmul(c->pool, c->id_out, c->id_in, cnt, &v, c->mm_scratch);
         for (int i = 0; i < cnt; i++)
             memcpy(dst + (size_t)c->id_rows[i] * rows, c->id_out + (size_t)i * rows, rows * sizeof(float));
@@ -349,7 +349,7 @@ static size_t matmul_run(const backend_op *ops, size_t n_ops, size_t i)
 static void run_matmuls(cpu_ctx *c, const backend_op *ops, size_t n)
 {
     float *ys[FUSE_MAX];
-    const runtime_tensor *ws[FUSE_MAX];
+    const backend_tensor *ws[FUSE_MAX];
 
     for (size_t i = 0; i < n; i++) {
         ys[i] = f32(ops[i].dst);

@@ -270,7 +270,7 @@ const char *cpu_path_name(void) { return cpu_path_get()->name; }
 
 int cpu_type_supported(int type)
 {
-    return type == RUNTIME_TYPE_MLX || (type >= 0 && type < GGML_TYPE_COUNT && cpu_path_scalar.type[type].dot);
+    return type == BACKEND_TYPE_MLX || (type >= 0 && type < GGML_TYPE_COUNT && cpu_path_scalar.type[type].dot);
 }
 
 /* Scratch of a matmul: the 16-bit activation blocks. */
@@ -379,17 +379,17 @@ static void quantize_task(void *ctx, int ith, int nth)
 }
 
 /* The same type and width, on a kernel of the path table (MLX weights take one matrix at a time). */
-int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b)
+int cpu_matmul_fusable(const backend_tensor *a, const backend_tensor *b)
 {
-    return a->type == b->type && a->shape[a->n_dims - 1] == b->shape[b->n_dims - 1] && a->type != RUNTIME_TYPE_MLX;
+    return a->type == b->type && a->shape[a->n_dims - 1] == b->shape[b->n_dims - 1] && a->type != BACKEND_TYPE_MLX;
 }
 
-void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
+void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const backend_tensor *const *ws,
                   void *scratch)
 {
-    const runtime_tensor *w = ws[0];
+    const backend_tensor *w = ws[0];
 
-    if (w->type == RUNTIME_TYPE_MLX) {   /* mlx_matmul.c */
+    if (w->type == BACKEND_TYPE_MLX) {   /* mlx_matmul.c */
         for (int i = 0; i < n; i++)
             cpu_mlx_matmul(p, ys[i], x, n_tok, ws[i], scratch);
         return;
@@ -422,14 +422,14 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
     cpu_pool_run(p, mm_task, &j);
 }
 
-void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
+void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const backend_tensor *w, void *scratch)
 {
     cpu_matmul_n(p, 1, &y, x, n_tok, &w, scratch);
 }
 
-float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
+float cpu_dot_row(const backend_tensor *w, uint64_t row, const float *x)
 {
-    if (w->type == RUNTIME_TYPE_MLX)
+    if (w->type == BACKEND_TYPE_MLX)
         return cpu_mlx_dot_row(w, row, x);
     const cpu_path *k = cpu_path_get();
     const cpu_type_traits *tt = &k->type[w->type];

@@ -8,7 +8,7 @@
  * batch, in chunks or token by token gives the same logits bit for bit.
  *
  * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts) and MLX-quantized weights (RUNTIME_TYPE_MLX).
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts) and MLX-quantized weights (BACKEND_TYPE_MLX).
  * Quantized weights are used block by block; no matrix is ever dequantized whole.
  *
  * The op functions below are the backend's ops on host pointers, for tests and benchmarks. */
@@ -31,7 +31,7 @@ const char *cpu_path_name(void);   /* the selected path's name */
 /* 0, or the error cpu_path_select would give for $MSTORE_CPU (cpu_backend_new refuses to open). */
 int cpu_path_check_env(void);
 
-/* 1 when matmul supports weights of this type (ggml id or RUNTIME_TYPE_MLX). */
+/* 1 when matmul supports weights of this type (ggml id or BACKEND_TYPE_MLX). */
 int cpu_type_supported(int type);
 
 typedef struct cpu_pool cpu_pool;
@@ -43,14 +43,14 @@ void cpu_pool_free(cpu_pool *p);   /* NULL is fine */
 
 /* The ops (backend.h gives their arithmetic). Shapes: row-major, n_tok rows of activations. */
 /* y[n_tok][rows] = x[n_tok][cols] . W[rows][cols]^T; `scratch` holds cpu_matmul_scratch(n_tok, cols). */
-void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
+void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const backend_tensor *w, void *scratch);
 size_t cpu_matmul_scratch(int n_tok, int cols);
 /* n matmuls of the same x, as cpu_matmul each, in one pass of the pool: x is quantized once and
  * the threads split the matrices' rows end to end (Q, K and V; gate and up). The weights must
  * be cpu_matmul_fusable with each other. */
-void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const runtime_tensor *const *ws,
+void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const backend_tensor *const *ws,
                   void *scratch);
-int cpu_matmul_fusable(const runtime_tensor *a, const runtime_tensor *b);
+int cpu_matmul_fusable(const backend_tensor *a, const backend_tensor *b);
 /* y = x / rms(x) * (w + w_offset), token by token (w_offset: Gemma's (1 + w) norms 1, else 0). */
 void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float w_offset);
 void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, const double *freqs,
@@ -70,10 +70,10 @@ void cpu_add(float *y, const float *x, size_t n);                         /* y +
 
 /* Row `row` of a 2-D tensor of any supported weight type as f32, into out[cols] (embedding
  * lookup; K-quants, IQ4 and MLX through src/quant's dequantizers). */
-void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row);
+void cpu_tensor_row(float *out, const backend_tensor *w, uint64_t row);
 /* One dot product through the current path (tests): x[cols] . W[row]. Quantized types quantize x
  * to 16-bit blocks first, as matmul does. */
-float cpu_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
+float cpu_dot_row(const backend_tensor *w, uint64_t row, const float *x);
 
 /* f16 <-> f32, round to nearest even. */
 float cpu_f16_to_f32(uint16_t h);

@@ -248,7 +248,7 @@ const cpu_path cpu_path_scalar = {
 
 /* One row of an F32, F16, BF16 or 32-block type (cpu_tensor_row's share); the arithmetic is the
  * definition of each layout. */
-static void row_basic(float *out, const runtime_tensor *w, uint64_t row)
+static void row_basic(float *out, const backend_tensor *w, uint64_t row)
 {
     uint64_t cols = w->shape[w->n_dims - 1];
     const uint8_t *p;
@@ -302,11 +302,11 @@ static void row_basic(float *out, const runtime_tensor *w, uint64_t row)
     }
 }
 
-void cpu_tensor_row(float *out, const runtime_tensor *w, uint64_t row)
+void cpu_tensor_row(float *out, const backend_tensor *w, uint64_t row)
 {
     uint64_t cols = w->shape[w->n_dims - 1], row_bytes = 0;
 
-    if (w->type == RUNTIME_TYPE_MLX) {
+    if (w->type == BACKEND_TYPE_MLX) {
         size_t ng = (size_t)(cols / (uint64_t)w->group_size), ss = st_dtype_size((st_dtype)w->scale_dtype);
         /* the format and group were checked at open, so this cannot fail */
         quant_dequantize_row(w->quant_type, (const uint8_t *)w->data + row * (cols * (uint64_t)w->bits / 8),

@@ -1,6 +1,6 @@
 /* kquant_int.h: weight types beyond the row-kernel tables of kernels_*.c, shared by src/runtime
  * only: ggml's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_NL, IQ4_XS (kquant_scalar.c,
- * kquant_avx2.c), and MLX-quantized weights (mlx_matmul.c, type RUNTIME_TYPE_MLX).
+ * kquant_avx2.c), and MLX-quantized weights (mlx_matmul.c, type BACKEND_TYPE_MLX).
  *
  * The K-quant and IQ4 row dots are entries of the paths' type tables like any block type's
  * (cpu_int.h); MLX weights, which carry their own scales and group size, come in through one hook
@@ -24,11 +24,11 @@
 CPU_KQ_DOTS(CPU_KQ_DECLARE)
 #undef CPU_KQ_DECLARE
 
-/* MLX-quantized weights (mlx_matmul.c, RUNTIME_TYPE_MLX): their matmul (activations as cpu_q16
+/* MLX-quantized weights (mlx_matmul.c, BACKEND_TYPE_MLX): their matmul (activations as cpu_q16
  * blocks for the affine formats, f32 for the fp ones; rows split over the pool), and one row's
  * dot as that matmul computes it (tests; NAN when out of memory). */
-void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch);
-float cpu_mlx_dot_row(const runtime_tensor *w, uint64_t row, const float *x);
+void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const backend_tensor *w, void *scratch);
+float cpu_mlx_dot_row(const backend_tensor *w, uint64_t row, const float *x);
 
 /* The IQ4 code book: 16 signed values. */
 extern const int8_t cpu_iq4_values[16];
@@ -62,7 +62,7 @@ static inline void cpu_q3k_scales(int out[16], const uint8_t *s)
 
 /* MLX (mlx_matmul.c): dot of x (cpu_q16 blocks for affine formats, f32 for the fp formats) with
  * row `row` of `w`. */
-float cpu_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols);
-int cpu_mlx_wants_q16(const runtime_tensor *w);   /* 1: affine (integer sums); 0: f32 activations */
+float cpu_mlx_dot(const backend_tensor *w, uint64_t row, const void *x, int cols);
+int cpu_mlx_wants_q16(const backend_tensor *w);   /* 1: affine (integer sums); 0: f32 activations */
 
 #endif

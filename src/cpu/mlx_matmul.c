@@ -1,4 +1,4 @@
-/* mlx_matmul.c: row dot products of MLX-quantized weights (RUNTIME_TYPE_MLX, runtime.h).
+/* mlx_matmul.c: row dot products of MLX-quantized weights (BACKEND_TYPE_MLX, runtime.h).
  *
  * Affine (int2 .. int8): w = scale_g * q + bias_g, so over a group g
  *     sum_i w_i x_i = scale_g * sum_i q_i x_i + bias_g * sum_i x_i,
@@ -30,7 +30,7 @@ static float scale_at(const void *base, int dtype, size_t i)
 }
 
 /* Affine formats, and only they, have biases (weights.c checks that at open). */
-int cpu_mlx_wants_q16(const runtime_tensor *w) { return w->biases != NULL; }
+int cpu_mlx_wants_q16(const backend_tensor *w) { return w->biases != NULL; }
 
 /* sum over the 32 codes of block `b` (codes b*32 .. b*32+31 of the row) times xq; the path's
  * own int4 / int8 block sums where it has them (NEON) */
@@ -63,7 +63,7 @@ static int block_sum(const cpu_path *k, const uint8_t *codes, int bits, int b, c
     return s;
 }
 
-static float dot_affine(const runtime_tensor *w, uint64_t row, const cpu_q16 *x, int cols)
+static float dot_affine(const backend_tensor *w, uint64_t row, const cpu_q16 *x, int cols)
 {
     uint64_t row_bytes = (uint64_t)cols * (uint64_t)w->bits / 8;
     const uint8_t *codes = (const uint8_t *)w->data + row * row_bytes;
@@ -82,7 +82,7 @@ static float dot_affine(const runtime_tensor *w, uint64_t row, const cpu_q16 *x,
     return s;
 }
 
-static float dot_fp(const runtime_tensor *w, uint64_t row, const float *x, int cols)
+static float dot_fp(const backend_tensor *w, uint64_t row, const float *x, int cols)
 {
     float buf[FP_CHUNK], s = 0.0f;
     size_t ng = (size_t)(cols / w->group_size), ss = st_dtype_size((st_dtype)w->scale_dtype);
@@ -102,7 +102,7 @@ static float dot_fp(const runtime_tensor *w, uint64_t row, const float *x, int c
     return s;
 }
 
-float cpu_mlx_dot(const runtime_tensor *w, uint64_t row, const void *x, int cols)
+float cpu_mlx_dot(const backend_tensor *w, uint64_t row, const void *x, int cols)
 {
     return cpu_mlx_wants_q16(w) ? dot_affine(w, row, x, cols) : dot_fp(w, row, x, cols);
 }
@@ -116,7 +116,7 @@ typedef struct mlx_job {
     float *y;
     const uint8_t *x;
     size_t x_stride;
-    const runtime_tensor *w;
+    const backend_tensor *w;
     int n_tok, rows, cols;
 } mlx_job;
 
@@ -138,7 +138,7 @@ static void mlx_task(void *ctx, int ith, int nth)
     }
 }
 
-void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runtime_tensor *w, void *scratch)
+void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const backend_tensor *w, void *scratch)
 {
     mlx_job j = { .y = y, .w = w, .n_tok = n_tok, .rows = (int)w->shape[0], .cols = (int)w->shape[w->n_dims - 1] };
 
@@ -155,7 +155,7 @@ void cpu_mlx_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const runt
     cpu_pool_run(p, mlx_task, &j);
 }
 
-float cpu_mlx_dot_row(const runtime_tensor *w, uint64_t row, const float *x)
+float cpu_mlx_dot_row(const backend_tensor *w, uint64_t row, const float *x)
 {
     int cols = (int)w->shape[w->n_dims - 1];
     cpu_q16 *xq;

@@ -31,9 +31,9 @@ uint32_t gpu_kernel_threads(gpu_kernel k)
 
 /* ---------------------------------------------------------------- weights */
 
-static int vt_of(const runtime_tensor *t)
+static int vt_of(const backend_tensor *t)
 {
-    if (t->type == RUNTIME_TYPE_MLX) {
+    if (t->type == BACKEND_TYPE_MLX) {
         if (!t->quant_type || !t->biases || t->group_size <= 0 || t->group_size % 32 ||
             (t->scale_dtype != ST_F32 && t->scale_dtype != ST_F16 && t->scale_dtype != ST_BF16))
             return -1;
@@ -67,7 +67,7 @@ static int vt_of(const runtime_tensor *t)
     }
 }
 
-int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_tensor *t, uint64_t max_range,
+int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const backend_tensor *t, uint64_t max_range,
                       const char *dev)
 {
     uint64_t cols = t->shape[t->n_dims - 1], rows = 1, row_bytes = 0;
@@ -82,7 +82,7 @@ int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_t
     if (t->n_dims == 1 && t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16)
         return ms_err(MS_EINVALID, "tensor '%s': expected a vector of F32/F16/BF16 values", t->name);
     if (vt < 0) {
-        const char *tn = t->type == RUNTIME_TYPE_MLX ? (t->quant_type ? t->quant_type : "mlx ?")
+        const char *tn = t->type == BACKEND_TYPE_MLX ? (t->quant_type ? t->quant_type : "mlx ?")
                          : ggml_type_name(t->type)   ? ggml_type_name(t->type)
                                                      : "?";
         return ms_err(MS_EUNSUPPORTED,
@@ -90,7 +90,7 @@ int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_t
                       "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX int4 and int8 (affine)",
                       t->name, tn, dev);
     }
-    if (t->type == RUNTIME_TYPE_MLX)
+    if (t->type == BACKEND_TYPE_MLX)
         row_bytes = cols * (uint64_t)t->bits / 8;
     else if (ggml_row_nbytes(&row_bytes, t->type, cols) < 0)
         return ms_err(MS_EINVALID, "tensor '%s': %llu columns do not fill whole blocks", t->name,
@@ -102,7 +102,7 @@ int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_t
     w->row_bytes = (uint32_t)row_bytes;
     *lo = (uintptr_t)t->data;
     *hi = *lo + row_bytes * rows;
-    if (t->type == RUNTIME_TYPE_MLX) {
+    if (t->type == BACKEND_TYPE_MLX) {
         uint64_t ssz = st_dtype_size((st_dtype)t->scale_dtype), sbytes = rows * (cols / (uint64_t)t->group_size) * ssz;
         uint64_t s = (uintptr_t)t->scales, b = (uintptr_t)t->biases;
         w->s_row_bytes = (uint32_t)((cols / (uint64_t)t->group_size) * ssz);
@@ -118,7 +118,7 @@ int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_t
     return 0;
 }
 
-void gpu_weight_place(gpu_weight *w, const runtime_tensor *t, const void *base)
+void gpu_weight_place(gpu_weight *w, const backend_tensor *t, const void *base)
 {
     uint64_t data_n = w->data_end, s_n = w->scales_end;
 

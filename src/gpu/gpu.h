@@ -89,10 +89,10 @@ int gpu_region_add(void *list, size_t *n, size_t *cap, void *region);
  * kernels read (data, and MLX scales and biases). MS_EUNSUPPORTED naming the tensor, its type
  * and `dev` when the kernels cannot run it; MS_EINVALID for a shape they cannot hold or one
  * past max_range bytes (what one binding can address). */
-int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const runtime_tensor *t, uint64_t max_range,
+int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const backend_tensor *t, uint64_t max_range,
                       const char *dev);
 /* The offsets of t's bytes in a region whose first byte is at host address `base`. */
-void gpu_weight_place(gpu_weight *w, const runtime_tensor *t, const void *base);
+void gpu_weight_place(gpu_weight *w, const backend_tensor *t, const void *base);
 
 /* What the kernels of one run may address: the limits backend_reserve set, and the host's
  * binding alignment (bytes; a power of two, at least 4) and largest binding (bytes). */

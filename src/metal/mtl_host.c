@@ -205,7 +205,7 @@ static int region_wrap(mtl_ctx *c, mtl_region *r)
 /* The region tensor t's bytes [lo, hi) lie in: its blob mapping, wrapped once and shared by every
  * tensor in it; where the mapping is larger than one buffer may be, a page-aligned window of it
  * around the tensor (still no copy); memory that is not a mapping (tests' tensors): a copy. */
-static int weight_region(mtl_ctx *c, mtl_region **out, const runtime_tensor *t, uint64_t lo, uint64_t hi)
+static int weight_region(mtl_ctx *c, mtl_region **out, const backend_tensor *t, uint64_t lo, uint64_t hi)
 {
     const uint8_t *map = t->map;
     uint64_t whole = (t->map_nbytes + c->page - 1) / c->page * c->page;
@@ -253,7 +253,7 @@ static int weight_region(mtl_ctx *c, mtl_region **out, const runtime_tensor *t, 
 static int weight_new(void *vctx, backend_weight *w)
 {
     mtl_ctx *c = vctx;
-    const runtime_tensor *t = w->t;
+    const backend_tensor *t = w->t;
     gpu_weight *gw;
     mtl_region *reg;
     uint64_t lo, hi, max_range = c->lim.max_range;

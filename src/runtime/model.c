@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "runtime/runtime.h"
 
 typedef struct layer {
     const backend_weight *wq, *wk, *wv, *wo, *w1, *w2, *w3;
@@ -29,8 +30,8 @@ typedef struct layer {
      * qwen2moe's shared expert with its gate (NULL when absent) */
     const backend_weight *router, *ex_gate, *ex_up, *ex_down;
     const backend_weight *sh_gate, *sh_up, *sh_down, *sh_gate_inp;
-    runtime_tensor sh_gate_row;   /* a 1-D shared_expert_gate seen as a [1][dim] matrix (a view) */
-    runtime_tensor fused[5];      /* [phi3] q, k, v rows of qkv_proj; gate, up rows of gate_up_proj (views) */
+    backend_tensor sh_gate_row;   /* a 1-D shared_expert_gate seen as a [1][dim] matrix (a view) */
+    backend_tensor fused[5];      /* [phi3] q, k, v rows of qkv_proj; gate, up rows of gate_up_proj (views) */
     /* The layer's KV cache: kv_slots rows of kv_dim from element kv_off of kc and vc. A layer with
      * a window keeps a ring of window + n_batch - 1 slots (kv_ring, position p in slot p % slots)
      * when that is shorter than the context: its cache never grows past what attention reads. */
@@ -59,7 +60,7 @@ struct runtime_model {
 
 static int expect_matrix(const backend_weight **out, runtime_model *m, const char *name, uint64_t rows, uint64_t cols)
 {
-    const runtime_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(m->w, name);
     uint64_t row_bytes;
     int rc;
 
@@ -75,7 +76,7 @@ static int expect_matrix(const backend_weight **out, runtime_model *m, const cha
     }
     if ((rc = backend_weight_import(out, m->be, t)) < 0)
         return rc;
-    if (t->type == RUNTIME_TYPE_MLX)   /* codes, scales and groups were checked by weights.c */
+    if (t->type == BACKEND_TYPE_MLX)   /* codes, scales and groups were checked by weights.c */
         return 0;
     if (ggml_row_nbytes(&row_bytes, t->type, cols) < 0 || row_bytes * rows != t->nbytes)
         return ms_err(MS_EINVALID, "tensor '%s': %llu bytes, expected %llu rows of %llu", name,
@@ -86,7 +87,7 @@ static int expect_matrix(const backend_weight **out, runtime_model *m, const cha
 /* A norm (or bias) vector of `dim` F32, F16 or BF16 values; the backend keeps it as f32. */
 static int expect_norm(const backend_weight **out, runtime_model *m, const char *name, int dim)
 {
-    const runtime_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(m->w, name);
 
     *out = NULL;
     if (!t)
@@ -132,7 +133,7 @@ static int bind_qwen(runtime_model *m, layer *L, int l)
 static int expect_pack(const backend_weight **out, runtime_model *m, int l, const char *kind, uint64_t rows,
                        uint64_t cols)
 {
-    const runtime_tensor *t;
+    const backend_tensor *t;
     uint64_t n_exp = (uint64_t)m->c.n_experts, row_bytes;
     char name[128];
     int rc;
@@ -148,7 +149,7 @@ static int expect_pack(const backend_weight **out, runtime_model *m, int l, cons
                       (unsigned long long)rows, (unsigned long long)cols);
     if ((rc = backend_weight_import(out, m->be, t)) < 0)
         return rc;
-    if (t->type != RUNTIME_TYPE_MLX &&
+    if (t->type != BACKEND_TYPE_MLX &&
         (ggml_row_nbytes(&row_bytes, t->type, cols) < 0 || row_bytes * rows * n_exp != t->nbytes))
         return ms_err(MS_EINVALID, "tensor '%s': %llu bytes, expected %llu experts of %llu rows of %llu", name,
                       (unsigned long long)t->nbytes, (unsigned long long)n_exp, (unsigned long long)rows,
@@ -160,7 +161,7 @@ static int expect_pack(const backend_weight **out, runtime_model *m, int l, cons
 static int bind_moe(runtime_model *m, layer *L, int l)
 {
     const runtime_config *c = &m->c;
-    const runtime_tensor *g;
+    const backend_tensor *g;
     uint64_t eff = (uint64_t)c->expert_ffn_dim, dim = (uint64_t)c->dim, sff = (uint64_t)c->shared_ffn_dim;
     char name[128];
     int rc;
@@ -232,13 +233,13 @@ static int check_ops(runtime_model *m)
 }
 
 /* Rows r0 .. r0 + rows of matrix t as a matrix of its own: a view into the same bytes. */
-static runtime_tensor row_view(const runtime_tensor *t, uint64_t r0, uint64_t rows)
+static backend_tensor row_view(const backend_tensor *t, uint64_t r0, uint64_t rows)
 {
-    runtime_tensor v = *t;
+    backend_tensor v = *t;
     uint64_t cols = t->shape[1], row_bytes = 0;
 
     v.shape[0] = rows;
-    if (t->type == RUNTIME_TYPE_MLX) {
+    if (t->type == BACKEND_TYPE_MLX) {
         uint64_t g = (cols / (uint64_t)t->group_size) * st_dtype_size(t->scale_dtype), code = cols * t->bits / 8;
         v.data = (const uint8_t *)t->data + r0 * code;
         v.scales = (const uint8_t *)t->scales + r0 * g;
@@ -260,7 +261,7 @@ static int bind_phi3(runtime_model *m, layer *L, int l)
     uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, kv_dim = (uint64_t)c->n_kv_heads * c->head_dim;
     uint64_t ff = (uint64_t)c->ffn_dim;
     const backend_weight *fw;
-    const runtime_tensor *t;
+    const backend_tensor *t;
     char name[128];
     int rc;
 
@@ -351,7 +352,7 @@ static int bind_tensors(runtime_model *m)
 /* A vector of `n` F32 rope divisors, tensor `name` (NULL when absent). */
 static int rope_divisors(const float **out, runtime_model *m, const char *name, int n)
 {
-    const runtime_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(m->w, name);
 
     *out = NULL;
     if (!t)

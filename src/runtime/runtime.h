@@ -13,7 +13,7 @@
  *
  * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
  * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts; ids are ggml's, GGML_TYPE_* in
- * format/format.h), and MLX-quantized weights (RUNTIME_TYPE_MLX: affine int2..int8 in groups of
+ * format/format.h), and MLX-quantized weights (BACKEND_TYPE_MLX: affine int2..int8 in groups of
  * 32/64/128, mxfp4, nvfp4, mxfp8). Quantized weights are used block by block (dot products per
  * row); no matrix is ever dequantized whole. */
 #ifndef MSTORE_RUNTIME_H
@@ -22,35 +22,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "format/format.h"
 #include "store/store.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- tensors and weights */
 
-typedef struct runtime_tensor {
-    const char *name;     /* canonical name, "model.layers.0.self_attn.q_proj.weight" */
-    int type;             /* GGML_TYPE_F32, _F16, _BF16, _Q8_0, _Q4_0, ... */
-    int n_dims;           /* 1..4 */
-    uint64_t shape[4];    /* Hugging Face order: shape[n_dims-1] is the contiguous row */
-    const void *data;     /* view into a read-only mapping; valid until the weights close */
-    uint64_t nbytes;
-    /* RUNTIME_TYPE_MLX only (import.h's combined blob): `data` holds each row's codes as one
-     * little-endian bit stream of cols * bits bits; each group of group_size weights along the
-     * row has one scale (and for affine formats one bias): scales / biases are [rows][cols /
-     * group_size] of scale_dtype (an st_dtype). w = scale * q + bias (affine), else the fp
-     * format's code times its scale (src/quant/quant.h). */
-    const char *quant_type;   /* "int4", "int8", "nvfp4", "mxfp8", ...; NULL for ggml types */
-    int bits, group_size, scale_dtype;
-    const void *scales, *biases;
-    /* The whole read-only mapping that data (and scales, biases) lie in: page-aligned, so that a
-     * device that imports host memory can take the mapping once and use the tensor in place. */
-    const void *map;
-    uint64_t map_nbytes;
-} runtime_tensor;
-
-/* The type id of MLX-quantized tensors: past every ggml type id. */
-#define RUNTIME_TYPE_MLX 64
+/* A weight is a backend_tensor (backend/backend.h): the seam owns the type, as ggml owns
+ * ggml_tensor, and the weight provider below fills it. */
 
 /* The architectures the decoder runs (GGUF names; Hugging Face model_type names map onto them:
  * mixtral -> llama with experts, qwen3_moe -> qwen3moe, qwen2_moe -> qwen2moe, mistral -> llama,
@@ -115,9 +95,9 @@ int runtime_weights_open_model(runtime_weights **out, store_model *sm);
 /* The same, opening (and owning) the handle of `name`. MS_ENOTFOUND (name). */
 int runtime_weights_open_store(runtime_weights **out, store *s, const model_name *name);
 const runtime_config *runtime_weights_config(const runtime_weights *w);
-const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name);   /* NULL if absent */
+const backend_tensor *runtime_weights_find(const runtime_weights *w, const char *name);   /* NULL if absent */
 size_t runtime_weights_count(const runtime_weights *w);
-const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i);
+const backend_tensor *runtime_weights_at(const runtime_weights *w, size_t i);
 /* The tokenizer built at open: from the GGUF metadata (the file's, or the store's MT_GGUF_META
  * layer), else from tokenizer.json (+ tokenizer_config.json) of a Hugging Face / MLX import
  * (runtime_tokenizer_from_model). Borrowed. When none could be built: the reason, as MS_ENOTFOUND / MS_EUNSUPPORTED /

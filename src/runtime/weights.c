@@ -12,7 +12,7 @@
 
 struct runtime_weights {
     runtime_config cfg;
-    runtime_tensor *t;
+    backend_tensor *t;
     size_t n;
     char *names;          /* GGUF: the canonical names, packed */
     gguf_file *g;
@@ -26,10 +26,10 @@ struct runtime_weights {
 
 const runtime_config *runtime_weights_config(const runtime_weights *w) { return &w->cfg; }
 size_t runtime_weights_count(const runtime_weights *w) { return w->n; }
-const runtime_tensor *runtime_weights_at(const runtime_weights *w, size_t i) { return i < w->n ? &w->t[i] : NULL; }
+const backend_tensor *runtime_weights_at(const runtime_weights *w, size_t i) { return i < w->n ? &w->t[i] : NULL; }
 uint64_t runtime_weights_nbytes(const runtime_weights *w) { return w->nbytes; }
 
-const runtime_tensor *runtime_weights_find(const runtime_weights *w, const char *name)
+const backend_tensor *runtime_weights_find(const runtime_weights *w, const char *name)
 {
     for (size_t i = 0; i < w->n; i++)
         if (strcmp(w->t[i].name, name) == 0)
@@ -96,7 +96,7 @@ int runtime_weights_open_gguf(runtime_weights **out, const char *path)
     }
     for (size_t i = 0; i < w->n; i++) {
         const gguf_tensor *gt = gguf_tensor_at(w->g, i);
-        runtime_tensor *t = &w->t[i];
+        backend_tensor *t = &w->t[i];
         gguf_name_to_hf(name, sizeof name, NULL, 0, w->cfg.architecture, gt->name);
         t->name = strcpy(w->names + pos, name);
         pos += strlen(name) + 1;
@@ -122,7 +122,7 @@ fail:
 /* ---------------------------------------------------------------- store */
 
 /* The logical shape into t: 1 to 4 dims. */
-static int logical_shape(runtime_tensor *t, const tensor_blob_meta *m, const char *name)
+static int logical_shape(backend_tensor *t, const tensor_blob_meta *m, const char *name)
 {
     if (m->n_dims < 1 || m->n_dims > 4)
         return ms_err(MS_EINVALID, "tensor '%s': logical_shape of %d dims, expected 1 to 4", name, m->n_dims);
@@ -132,7 +132,7 @@ static int logical_shape(runtime_tensor *t, const tensor_blob_meta *m, const cha
 }
 
 /* The runtime view of one safetensors tensor in a blob, m its metadata (tensor_blob). */
-static int tensor_from_st(runtime_tensor *t, const st_tensor *s, const tensor_blob_meta *m)
+static int tensor_from_st(backend_tensor *t, const st_tensor *s, const tensor_blob_meta *m)
 {
     const char *qt = m->quant_type;
     char ls[TENSOR_BLOB_SHAPE_MAX];
@@ -172,10 +172,10 @@ static int tensor_from_st(runtime_tensor *t, const st_tensor *s, const tensor_bl
 
 /* An MLX-quantized tensor (import.h): {name} U32 codes, {name}.scale, {name}.bias (affine only),
  * "quant_type", "group_size", "logical_shape" in __metadata__ (the blob's, or inside an expert
- * pack each tensor's own, "key:<name>"); one runtime tensor of type RUNTIME_TYPE_MLX: a matrix,
+ * pack each tensor's own, "key:<name>"); one runtime tensor of type BACKEND_TYPE_MLX: a matrix,
  * or an expert pack [n_experts][rows][cols] whose experts follow each other in codes, scales
  * and biases alike. Every size the kernels rely on is checked here, so they need not. */
-static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor *codes, const quant_format *fmt,
+static int tensor_from_mlx(backend_tensor *t, const st_file *f, const st_tensor *codes, const quant_format *fmt,
                            const tensor_blob_meta *m)
 {
     const st_tensor *sc, *bi;
@@ -222,7 +222,7 @@ static int tensor_from_mlx(runtime_tensor *t, const st_file *f, const st_tensor 
     if (sc->nbytes != ng * ssz || (bi && (bi->dtype != sc->dtype || bi->nbytes != sc->nbytes)))
         return ms_err(MS_EINVALID, "tensor '%s': scales/biases of %llu bytes, expected %llu groups of %s", codes->name,
                       (unsigned long long)sc->nbytes, (unsigned long long)ng, st_dtype_name(sc->dtype));
-    t->type = RUNTIME_TYPE_MLX;
+    t->type = BACKEND_TYPE_MLX;
     t->data = codes->data;
     t->nbytes = codes->nbytes + sc->nbytes + (bi ? bi->nbytes : 0);
     t->quant_type = fmt->name;

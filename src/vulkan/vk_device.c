@@ -535,7 +535,7 @@ static int region_upload(vk_ctx *c, vk_region *r)
 
 /* The region that holds [lo, hi) of tensor t: its blob mapping, imported once and shared, or an
  * upload of just that range. */
-int vk_weight_region(vk_ctx *c, vk_region **out, const runtime_tensor *t, uint64_t lo, uint64_t hi)
+int vk_weight_region(vk_ctx *c, vk_region **out, const backend_tensor *t, uint64_t lo, uint64_t hi)
 {
     const uint8_t *map = t->map;
     vk_region *r;

@@ -75,7 +75,7 @@ static void buf_free(void *vctx, backend_buf *buf)
 static int weight_new(void *vctx, backend_weight *w)
 {
     vk_ctx *c = vctx;
-    const runtime_tensor *t = w->t;
+    const backend_tensor *t = w->t;
     gpu_weight *gw;
     vk_region *reg;
     uint64_t lo, hi;

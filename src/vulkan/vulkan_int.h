@@ -134,7 +134,7 @@ int vk_mem_new(vk_ctx *c, vk_mem *m, VkDeviceSize size, int host_visible, const 
 void vk_mem_free(vk_ctx *c, vk_mem *m);
 int vk_oneshot_begin(vk_ctx *c, VkCommandBuffer *cmd);
 int vk_oneshot_end(vk_ctx *c, VkCommandBuffer cmd);
-int vk_weight_region(vk_ctx *c, vk_region **out, const runtime_tensor *t, uint64_t lo, uint64_t hi);
+int vk_weight_region(vk_ctx *c, vk_region **out, const backend_tensor *t, uint64_t lo, uint64_t hi);
 int vk_pipeline_get(vk_ctx *c, VkPipeline *out, gpu_kernel k);
 int vk_frame_wait(vk_ctx *c, int i);
 int vk_flush(vk_ctx *c);

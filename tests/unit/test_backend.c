@@ -19,9 +19,9 @@ static float unif(void)   /* xorshift64: [-1, 1) */
     return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
-static runtime_tensor f32_tensor(const char *name, float *data, int n_dims, uint64_t rows, uint64_t cols)
+static backend_tensor f32_tensor(const char *name, float *data, int n_dims, uint64_t rows, uint64_t cols)
 {
-    runtime_tensor t = { .name = name, .type = GGML_TYPE_F32, .n_dims = n_dims, .data = data };
+    backend_tensor t = { .name = name, .type = GGML_TYPE_F32, .n_dims = n_dims, .data = data };
 
     if (n_dims == 1) {
         t.shape[0] = cols;
@@ -34,7 +34,7 @@ static runtime_tensor f32_tensor(const char *name, float *data, int n_dims, uint
 }
 
 /* Q8_0 weights: per 32 values an f16 scale and 32 int8 codes. */
-static uint8_t *q8_0_weights(runtime_tensor *t, int rows, int cols)
+static uint8_t *q8_0_weights(backend_tensor *t, int rows, int cols)
 {
     size_t nb = (size_t)rows * (size_t)(cols / 32) * 34;
     uint8_t *p = malloc(nb);
@@ -45,7 +45,7 @@ static uint8_t *q8_0_weights(runtime_tensor *t, int rows, int cols)
         for (int i = 0; i < 32; i++)
             p[b * 34 + 2 + i] = (uint8_t)(int8_t)(unif() * 127);
     }
-    *t = (runtime_tensor){ .name = "q8", .type = GGML_TYPE_Q8_0, .n_dims = 2, .data = p, .nbytes = nb };
+    *t = (backend_tensor){ .name = "q8", .type = GGML_TYPE_Q8_0, .n_dims = 2, .data = p, .nbytes = nb };
     t->shape[0] = (uint64_t)rows;
     t->shape[1] = (uint64_t)cols;
     return p;
@@ -93,7 +93,7 @@ START_TEST(sequence_equals_kernels_bit_for_bit)
     static float emb[VOCAB * DIM], mat[ROWS * DIM], nw[DIM], bias[ROWS];
     int32_t tokens[N] = { 3, 10, 0 };
     double freqs[HD / 2];
-    runtime_tensor te, tm, tn, tb, tq;
+    backend_tensor te, tm, tn, tb, tq;
     const backend_weight *we, *wm, *wn, *wb, *wq;
     uint8_t *q8 = q8_0_weights(&tq, ROWS, DIM);
 
@@ -201,7 +201,7 @@ START_TEST(out_of_bounds_sequences_and_reads_are_refused)
     backend_seq s = { ops, 0, 1, 0 };
     backend_limits lim = { .max_rows = 1, .max_cols = 32, .n_ctx = 4, .heads = 1 };
     static float mat[2 * 64];
-    runtime_tensor tm = f32_tensor("wide", mat, 2, 2, 64);
+    backend_tensor tm = f32_tensor("wide", mat, 2, 2, 64);
     const backend_weight *wm;
     float out[4];
 
@@ -232,7 +232,7 @@ START_TEST(weight_import_refuses_types_the_cpu_cannot_run)
 {
     backend *b;
     static uint8_t bytes[256];
-    runtime_tensor t = { .name = "blk.0.odd", .type = GGML_TYPE_IQ2_XXS, .n_dims = 2, .data = bytes,
+    backend_tensor t = { .name = "blk.0.odd", .type = GGML_TYPE_IQ2_XXS, .n_dims = 2, .data = bytes,
                          .nbytes = sizeof bytes, .shape = { 1, 256 } };
     const backend_weight *w = (const backend_weight *)1;
 
@@ -257,7 +257,7 @@ START_TEST(misaligned_float_weights_give_the_aligned_results)
     backend_limits lim = { .max_rows = 1, .max_cols = COLS, .n_ctx = 1, .heads = 1 };
     static float mat[ROWS * COLS], xin[COLS];
     uint8_t *odd = malloc(sizeof mat + 1);
-    runtime_tensor ta = f32_tensor("aligned", mat, 2, ROWS, COLS), tm = ta;
+    backend_tensor ta = f32_tensor("aligned", mat, 2, ROWS, COLS), tm = ta;
     const backend_weight *wa, *wm;
     float ya[ROWS], ym[ROWS];
 

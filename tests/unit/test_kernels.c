@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "helpers/fixture.h"
+#include "runtime/runtime.h"
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
@@ -77,7 +78,7 @@ static int is_block(int type) { return type != GGML_TYPE_F32 && type != GGML_TYP
 static int is_kquant(int type) { return type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q5_K || type == GGML_TYPE_Q6_K; }
 
 /* Random weights with realistic block scales (0.01..0.06); Q8_0 never holds -128 (ggml never writes it). */
-static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
+static uint8_t *make_weights(backend_tensor *t, int type, int rows, int cols)
 {
     uint64_t row_bytes;
     uint8_t *buf;
@@ -85,7 +86,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
     ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
     buf = malloc(row_bytes * rows);
     ck_assert_ptr_nonnull(buf);
-    *t = (runtime_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+    *t = (backend_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
                            .data = buf, .nbytes = row_bytes * rows };
     if (!is_block(type)) {
         for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
@@ -153,7 +154,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
                 continue;
             for (size_t ki = 0; ki < 5; ki++) {
                 int n_tok = tok_cases[ki];
-                runtime_tensor w;
+                backend_tensor w;
                 uint8_t *buf = make_weights(&w, type, rows, cols);
                 float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
                 float *wr = malloc(sizeof(float) * cols);
@@ -213,7 +214,7 @@ START_TEST(neon_block_dots_equal_the_scalar_ones_bit_for_bit)
     if (strncmp(paths[_i], "neon", 4) != 0 || !use_path(_i))
         return;
     for (size_t ti = 0; ti < sizeof block_types / sizeof block_types[0]; ti++) {
-        runtime_tensor w;
+        backend_tensor w;
         uint8_t *buf = make_weights(&w, block_types[ti], rows, cols);
         float *x = malloc(sizeof(float) * cols), got[16], want[16];
 
@@ -304,8 +305,8 @@ START_TEST(fused_matmuls_equal_the_single_ones_bit_for_bit)
                 continue;
             for (size_t ki = 0; ki < 3; ki++) {
                 int n_tok = tok_cases[ki];
-                runtime_tensor w[5];
-                const runtime_tensor *ws[5];
+                backend_tensor w[5];
+                const backend_tensor *ws[5];
                 float *x = malloc(sizeof(float) * n_tok * cols), *ys[5], *one = malloc(sizeof(float) * n_tok * 40);
                 void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
                 for (int i = 0; i < n_tok * cols; i++)
@@ -333,7 +334,7 @@ START_TEST(fused_matmuls_equal_the_single_ones_bit_for_bit)
         }
     }
     { /* another type or width does not fuse */
-        runtime_tensor a, b, c;
+        backend_tensor a, b, c;
         make_weights(&a, GGML_TYPE_Q4_0, 8, 256);
         make_weights(&b, GGML_TYPE_Q8_0, 8, 256);
         make_weights(&c, GGML_TYPE_Q4_0, 8, 512);
@@ -479,7 +480,7 @@ START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
                 continue;
             for (size_t ki = 0; ki < sizeof tok_cases / sizeof tok_cases[0]; ki++) {
                 int n_tok = tok_cases[ki];
-                runtime_tensor w;
+                backend_tensor w;
                 uint8_t *buf = make_weights(&w, type, rows, cols);
                 float *x = malloc(sizeof(float) * n_tok * cols), *ye = malloc(sizeof(float) * n_tok * rows);
                 float *yr = malloc(sizeof(float) * n_tok * rows);

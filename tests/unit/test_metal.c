@@ -374,12 +374,12 @@ static uint8_t *map_new(size_t n)
     return m;
 }
 
-static runtime_tensor tensor_at(const char *name, int type, uint8_t *map, size_t map_n, size_t off, int rows,
+static backend_tensor tensor_at(const char *name, int type, uint8_t *map, size_t map_n, size_t off, int rows,
                                 int cols)
 {
     uint64_t rb;
     ck_assert_int_eq(ggml_row_nbytes(&rb, type, (uint64_t)cols), 0);
-    runtime_tensor t = {.name = name,
+    backend_tensor t = {.name = name,
                         .type = type,
                         .n_dims = rows ? 2 : 1,
                         .shape = {rows ? (uint64_t)rows : (uint64_t)cols, (uint64_t)cols},
@@ -398,7 +398,7 @@ START_TEST(every_mapping_is_wrapped_without_copy_once)
     size_t pg = page(), na = 3 * pg + 100, nb = pg + 8;
     uint8_t *ma = map_new(na), *mb = map_new(nb);
     static float loose[64 * 4];
-    runtime_tensor t[4];
+    backend_tensor t[4];
     backend_weight w[4];
     int before;
 
@@ -445,7 +445,7 @@ START_TEST(mapping_past_the_largest_buffer_is_wrapped_in_windows)
     host h;
     size_t pg = page(), n = 8 * pg;
     uint8_t *m = map_new(n);
-    runtime_tensor t;
+    backend_tensor t;
     backend_weight w = {0};
 
     h = host_open();
@@ -475,11 +475,11 @@ START_TEST(a_forward_is_one_command_buffer_and_only_the_read_waits)
     enum { D = 64, HEADS = 4, KV = 2, HD = 16, F = 128, V = 32 };
     size_t pg = page(), n = 64 * pg;
     uint8_t *m = map_new(n);
-    runtime_tensor te = tensor_at("tok_embd", GGML_TYPE_Q8_0, m, n, 0, V, D);
-    runtime_tensor tn = tensor_at("norm", GGML_TYPE_F32, m, n, 4 * pg, 0, D);
-    runtime_tensor tq = tensor_at("q", GGML_TYPE_Q4_0, m, n, 5 * pg, HEADS * HD, D);
-    runtime_tensor tk = tensor_at("k", GGML_TYPE_F16, m, n, 8 * pg, KV * HD, D);
-    runtime_tensor tu = tensor_at("up", GGML_TYPE_Q6_K, m, n, 12 * pg, F, 256);
+    backend_tensor te = tensor_at("tok_embd", GGML_TYPE_Q8_0, m, n, 0, V, D);
+    backend_tensor tn = tensor_at("norm", GGML_TYPE_F32, m, n, 4 * pg, 0, D);
+    backend_tensor tq = tensor_at("q", GGML_TYPE_Q4_0, m, n, 5 * pg, HEADS * HD, D);
+    backend_tensor tk = tensor_at("k", GGML_TYPE_F16, m, n, 8 * pg, KV * HD, D);
+    backend_tensor tu = tensor_at("up", GGML_TYPE_Q6_K, m, n, 12 * pg, F, 256);
     backend_weight we = {.t = &te}, wn = {.t = &tn}, wq = {.t = &tq}, wk = {.t = &tk}, wu = {.t = &tu};
     backend_weight *ws[] = {&we, &wn, &wq, &wk, &wu};
     backend_buf *x = buf_new(&h, D, BACKEND_F32), *y = buf_new(&h, D, BACKEND_F32);
@@ -620,7 +620,7 @@ START_TEST(types_the_kernels_cannot_run_are_refused_by_name)
     host h = host_open();
     size_t n = page();
     uint8_t *m = map_new(n);
-    runtime_tensor t = tensor_at("blk.0.ffn_up.weight", GGML_TYPE_IQ4_NL, m, n, 0, 4, 32);
+    backend_tensor t = tensor_at("blk.0.ffn_up.weight", GGML_TYPE_IQ4_NL, m, n, 0, 4, 32);
     backend_weight w = {.t = &t};
 
     ck_assert_int_eq(h.impl->weight_new(h.ctx, &w), MS_EUNSUPPORTED);

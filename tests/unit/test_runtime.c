@@ -13,6 +13,7 @@
 
 #include "blob/blob.h"
 #include "helpers/fixture.h"
+#include "runtime/runtime.h"
 #include "import/import.h"
 #include "cpu/cpu_int.h"
 
@@ -44,7 +45,7 @@ static int use_path(int i)
 }
 
 /* Random weights of `type`, rows x cols, with realistic scales (d ~ 0.01..0.06). */
-static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
+static uint8_t *make_weights(backend_tensor *t, int type, int rows, int cols)
 {
     uint64_t row_bytes;
     uint8_t *buf, *p;
@@ -52,7 +53,7 @@ static uint8_t *make_weights(runtime_tensor *t, int type, int rows, int cols)
     ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
     buf = malloc(row_bytes * rows);
     ck_assert_ptr_nonnull(buf);
-    *t = (runtime_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+    *t = (backend_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
                            .data = buf, .nbytes = row_bytes * rows };
     for (p = buf; p < buf + row_bytes * rows;) {
         float f;
@@ -121,7 +122,7 @@ START_TEST(row_dot_matches_definition_for_every_type_and_path)
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         for (size_t ci = 0; ci < 3; ci++) {
             int type = types[ti], cols = col_cases[ci], rows = 7, block = type >= GGML_TYPE_Q4_0 && type != GGML_TYPE_BF16;
-            runtime_tensor w;
+            backend_tensor w;
             uint8_t *buf;
             float *x, *wr;
             cpu_q16 *xq;
@@ -165,7 +166,7 @@ END_TEST
 START_TEST(block_layouts_decode_as_documented)
 {
     uint8_t b5[CPU_Q5_1_BYTES] = { 0 }, b4[CPU_Q4_0_BYTES] = { 0 };
-    runtime_tensor t = { .name = "b", .n_dims = 2, .shape = { 1, 32 } };
+    backend_tensor t = { .name = "b", .n_dims = 2, .shape = { 1, 32 } };
     float out[32];
     uint16_t one = cpu_f32_to_f16(1.0f), half = cpu_f32_to_f16(0.5f);
 
@@ -199,7 +200,7 @@ START_TEST(threaded_matmul_equals_row_dots)
     ck_assert_int_eq(cpu_pool_new(&pool, 3), 0);
     ck_assert_int_eq(cpu_pool_threads(pool), 3);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        runtime_tensor w;
+        backend_tensor w;
         uint8_t *buf = make_weights(&w, types[ti], rows, cols);
         float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
         void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));

@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "cpu/cpu.h"
 #include "helpers/fixture.h"
+#include "runtime/runtime.h"
 #include "import/import.h"
 
 static const char *src_dir(void)
@@ -150,7 +151,7 @@ static void check_model(runtime_model *m, json_t *ref, const char *what, double 
 static void expect_expert_pack(runtime_model *m, const char *kind, int type)
 {
     char name[128];
-    const runtime_tensor *t;
+    const backend_tensor *t;
 
     snprintf(name, sizeof name, "model.layers.1.mlp.experts.%s.weight", kind);
     t = runtime_weights_find(runtime_model_weights(m), name);
@@ -299,7 +300,7 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
          * out of expert order would route to other weights) */
         runtime_model *mg = import_open(st, path, "moe:gguf-int4", "int4", &o);
         m = import_open(st, hf, "moe:hf-int4", "int4", &o);
-        expect_expert_pack(m, "down_proj", RUNTIME_TYPE_MLX);
+        expect_expert_pack(m, "down_proj", BACKEND_TYPE_MLX);
         check_same_logits(m, mg, ref, what);
         runtime_model_close(mg);
         runtime_model_close(m);
@@ -335,7 +336,7 @@ START_TEST(moe_from_mlx_community_directories)
         ck_assert_int_eq(store_open(&st, home), 0);
         m = import_open(st, hf, "moe:mlx", NULL, &o);
         w = runtime_model_weights(m);
-        expect_expert_pack(m, "gate_proj", RUNTIME_TYPE_MLX);
+        expect_expert_pack(m, "gate_proj", BACKEND_TYPE_MLX);
         ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.weight"));
         /* the twin's F32 values and the kernels' s * q + b round differently: 3e-5 to 8e-5
          * measured on every CPU path, so 1e-3, and every greedy token */
@@ -370,7 +371,7 @@ START_TEST(moe_int4_packs_run_from_the_store)
     if (ref) {
         ck_assert_int_eq(store_open(&st, home), 0);
         m = import_open(st, path, "moe:int4", io.quantize, &o);
-        expect_expert_pack(m, "down_proj", RUNTIME_TYPE_MLX);
+        expect_expert_pack(m, "down_proj", BACKEND_TYPE_MLX);
         check_model(m, ref, what, 0.35, -1);
         runtime_model_close(m);
         store_close(st);
@@ -552,7 +553,7 @@ START_TEST(moe_ops_read_only_the_selected_experts)
     enum { E = 6, ROWS = 5, COLS = 32, N = 3, K = 2 };
     static float pack[E][ROWS][COLS], x[N][COLS], logits[N][E];
     static const int chosen[N][K] = {{4, 0}, {0, 2}, {2, 4}}; /* experts 1, 3, 5 never */
-    runtime_tensor t = {.name = "pack",
+    backend_tensor t = {.name = "pack",
                         .type = GGML_TYPE_F32,
                         .n_dims = 3,
                         .data = pack,

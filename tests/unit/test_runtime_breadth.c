@@ -13,6 +13,7 @@
 #include "blob/blob.h"
 #include "import/import.h"
 #include "helpers/fixture.h"
+#include "runtime/runtime.h"
 #include "quant/quant.h"
 #include "cpu/kquant_int.h"
 
@@ -181,7 +182,7 @@ static void f16_fields(int type, int *d_off, int *dmin_off)
 }
 
 /* Random blocks: every code and sub-block scale bit random, the f16 scales ~0.001..0.01. */
-static uint8_t *make_kq(runtime_tensor *t, int type, int rows, int cols)
+static uint8_t *make_kq(backend_tensor *t, int type, int rows, int cols)
 {
     uint32_t blck_elems, blck_bytes;
     uint64_t row_bytes;
@@ -203,7 +204,7 @@ static uint8_t *make_kq(runtime_tensor *t, int type, int rows, int cols)
             memcpy(buf + b * blck_bytes + dmin_off, &d, 2);
         }
     }
-    *t = (runtime_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+    *t = (backend_tensor){ .name = "w", .type = type, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
                            .data = buf, .nbytes = row_bytes * rows };
     return buf;
 }
@@ -218,7 +219,7 @@ START_TEST(kquant_row_dots_match_the_dequantized_rows)
     if (!use_path(_i))
         return;
     for (size_t ti = 0; ti < sizeof kq_types / sizeof kq_types[0]; ti++) {
-        runtime_tensor w;
+        backend_tensor w;
         uint8_t *buf = make_kq(&w, kq_types[ti], rows, cols);
         float *x = malloc(cols * sizeof *x), *wr = malloc(cols * sizeof *wr), *wr2 = malloc(cols * sizeof *wr2);
         cpu_q16 *xq = malloc(cols / QK * sizeof *xq);
@@ -268,7 +269,7 @@ START_TEST(kquant_threaded_matmul_equals_row_dots)
         return;
     ck_assert_int_eq(cpu_pool_new(&pool, 3), 0);
     for (size_t ti = 0; ti < sizeof kq_types / sizeof kq_types[0]; ti++) {
-        runtime_tensor w;
+        backend_tensor w;
         uint8_t *buf = make_kq(&w, kq_types[ti], rows, cols);
         float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
         void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
@@ -297,7 +298,7 @@ static const struct { const char *type; int group; } mlx_cases[] = {
 
 /* Random codes and plausible scales (affine: F16 scale ~0.01, bias ~-0.05; fp: E8M0 around 2^-4,
  * E4M3 around 0.05). The caller frees t->data, scales, biases. */
-static void make_mlx(runtime_tensor *t, const quant_format *f, int group, int rows, int cols)
+static void make_mlx(backend_tensor *t, const quant_format *f, int group, int rows, int cols)
 {
     size_t ng = (size_t)rows * (size_t)(cols / group), code_bytes = (size_t)rows * cols * f->bits / 8;
     uint8_t *codes = malloc(code_bytes), *sc = malloc(ng * 2), *bi = f->mode == QUANT_AFFINE ? malloc(ng * 2) : NULL;
@@ -316,7 +317,7 @@ static void make_mlx(runtime_tensor *t, const quant_format *f, int group, int ro
             sc[g] = f->mode == QUANT_NVFP4 ? quant_f32_to_e4m3(0.05f * (1.5f + unif())) : (uint8_t)(123 + rnd() % 3);
         }
     }
-    *t = (runtime_tensor){ .name = "w", .type = RUNTIME_TYPE_MLX, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
+    *t = (backend_tensor){ .name = "w", .type = BACKEND_TYPE_MLX, .n_dims = 2, .shape = { (uint64_t)rows, (uint64_t)cols },
                            .data = codes, .nbytes = code_bytes, .quant_type = f->name, .bits = f->bits, .group_size = group,
                            .scale_dtype = f->mode == QUANT_AFFINE ? ST_F16 : f->mode == QUANT_NVFP4 ? ST_F8_E4M3 : ST_U8,
                            .scales = sc, .biases = bi };
@@ -336,9 +337,9 @@ START_TEST(mlx_row_dots_match_the_dequantized_rows)
         size_t ss = affine ? 2 : 1;
         float *x = malloc(cols * sizeof *x), *wr = malloc(cols * sizeof *wr), *wr2 = malloc(cols * sizeof *wr2);
         cpu_q16 *xq = malloc(cols / QK * sizeof *xq);
-        runtime_tensor w;
+        backend_tensor w;
 
-        ck_assert(cpu_type_supported(RUNTIME_TYPE_MLX));
+        ck_assert(cpu_type_supported(BACKEND_TYPE_MLX));
         make_mlx(&w, f, g, rows, cols);
         for (int i = 0; i < cols; i++)
             x[i] = 2.0f * unif();

@@ -16,6 +16,7 @@
 #include "cpu/cpu.h"
 #include "cpu/kquant_int.h"
 #include "helpers/fixture.h"
+#include "runtime/runtime.h"
 #include "import/import.h"
 #include "quant/quant.h"
 
@@ -65,7 +66,7 @@ static void reserve(backend *b, int rows, int cols, int ctx)
 
 /* Weights live in an anonymous mapping, as blobs do, so that the device imports them. */
 typedef struct tensor {
-    runtime_tensor t;
+    backend_tensor t;
     uint8_t *map;
     size_t map_n;
 } tensor;
@@ -105,7 +106,7 @@ static void make_ggml(tensor *x, int type, int rows, int cols, size_t skew)
 
     ck_assert_int_eq(ggml_row_nbytes(&row_bytes, type, (uint64_t)cols), 0);
     buf = map_new(x, row_bytes * rows + skew) + skew;
-    x->t = (runtime_tensor){.name = "blk.0.ffn_up.weight",
+    x->t = (backend_tensor){.name = "blk.0.ffn_up.weight",
                             .type = type,
                             .n_dims = 2,
                             .shape = {(uint64_t)rows, (uint64_t)cols},
@@ -168,8 +169,8 @@ static void make_mlx(tensor *x, int bits, int group, int rows, int cols, int sdt
         ck_assert_int_eq(quant_from_f32(sc + g * ssz, sdt, &s, 1), 0);
         ck_assert_int_eq(quant_from_f32(bi + g * ssz, sdt, &b, 1), 0);
     }
-    x->t = (runtime_tensor){.name = "blk.0.ffn_up.weight",
-                            .type = RUNTIME_TYPE_MLX,
+    x->t = (backend_tensor){.name = "blk.0.ffn_up.weight",
+                            .type = BACKEND_TYPE_MLX,
                             .n_dims = 2,
                             .shape = {(uint64_t)rows, (uint64_t)cols},
                             .data = buf,
@@ -200,7 +201,7 @@ static void make_vec(tensor *x, int type, int n)
         else
             memcpy(buf + 2 * i, (uint16_t[]){(uint16_t)(bits >> 16)}, 2);
     }
-    x->t = (runtime_tensor){.name = "blk.0.attn_norm.weight",
+    x->t = (backend_tensor){.name = "blk.0.attn_norm.weight",
                             .type = type,
                             .n_dims = 1,
                             .shape = {(uint64_t)n},
@@ -263,7 +264,7 @@ static int pair_buf(pair *p, size_t n, int dtype, float amp)
     tensor *w = &p->vals[k];
     uint8_t *m = map_new(w, n * 4);
     memcpy(m, vals, n * 4);
-    w->t = (runtime_tensor){.name = "values",
+    w->t = (backend_tensor){.name = "values",
                             .type = GGML_TYPE_F32,
                             .n_dims = 2,
                             .shape = {1, n},
@@ -531,7 +532,7 @@ START_TEST(store_converts_to_f16_bit_for_bit)
     memset(&w, 0, sizeof w);
     float *vals = (float *)map_new(&w, sizeof special);
     memcpy(vals, special, sizeof special);
-    w.t = (runtime_tensor){.name = "specials",
+    w.t = (backend_tensor){.name = "specials",
                            .type = GGML_TYPE_F32,
                            .n_dims = 2,
                            .shape = {1, 16},
