@@ -309,212 +309,314 @@ static int groups_grid(gpu_dispatch *d, uint64_t groups)
     return 0;
 }
 
-static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
+static int plan_embed(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 {
     const gpu_limits *l = p->l;
-    const gpu_weight *w = op->w ? op->w->dev : NULL;
+    const gpu_weight *w = op->w->dev;
+    gpu_push *pc = &d->pc;
+    uint32_t nb = (uint32_t)((op->cols + 31) / 32);
+    int rc;
+
+    memcpy(p->params + p->p_off, op->tokens, (size_t)op->n * 4);
+    bind_params(&d->b[1], p->p_off, align_up((size_t)op->n * 4, 4));
+    p->p_off += align_up((size_t)op->n * 4, l->align);
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+        (rc = bind_matrix(l, d, w)) < 0)
+        return rc;
+    pc->cols = (uint32_t)op->cols;
+    d->k = GPU_K_EMBED + w->vt;
+    return groups_grid(d, ((uint64_t)op->n * nb + 63) / 64);
+}
+
+static int plan_rms_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w->dev;
     gpu_push *pc = &d->pc;
     int rc;
 
-    *n_out = 1;
-    pc->n = (uint32_t)op->n;
-    d->wr = op->dst.buf;
-    switch (op->kind) {
-    case BACKEND_OP_EMBED: {
-        uint32_t nb = (uint32_t)((op->cols + 31) / 32);
-        memcpy(p->params + p->p_off, op->tokens, (size_t)op->n * 4);
-        bind_params(&d->b[1], p->p_off, align_up((size_t)op->n * 4, 4));
-        p->p_off += align_up((size_t)op->n * 4, l->align);
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
-            (rc = bind_matrix(l, d, w)) < 0)
-            return rc;
-        pc->cols = (uint32_t)op->cols;
-        d->k = GPU_K_EMBED + w->vt;
-        return groups_grid(d, ((uint64_t)op->n * nb + 63) / 64);
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
+        (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
+        return rc;
+    pc->cols = (uint32_t)op->cols;
+    pc->wtype = (uint32_t)op->w->t->type;
+    pc->eps = op->eps;
+    pc->scale = op->w_offset; /* Gemma's (1 + w): 1; else 0 */
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_NORM;
+    return groups_grid(d, (uint64_t)op->n);
+}
+
+static int plan_matmul(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w->dev;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->rows)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
+        (rc = bind_matrix(l, d, w)) < 0)
+        return rc;
+    pc->rows = (uint32_t)op->rows;
+    pc->cols = (uint32_t)op->cols;
+    d->rd[d->n_rd++] = op->src.buf;
+    if (op->n <= 2) { /* decode: the weight is read once per token either way; no tile to fill */
+        d->k = GPU_K_MV + w->vt;
+        return groups_grid(d, ((uint64_t)op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
     }
-    case BACKEND_OP_RMS_NORM:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
-            (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
-            return rc;
-        pc->cols = (uint32_t)op->cols;
-        pc->wtype = (uint32_t)op->w->t->type;
-        pc->eps = op->eps;
-        pc->scale = op->w_offset; /* Gemma's (1 + w): 1; else 0 */
-        d->rd[d->n_rd++] = op->src.buf;
-        d->k = GPU_K_NORM;
-        return groups_grid(d, (uint64_t)op->n);
-    case BACKEND_OP_MATMUL:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->rows)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
-            (rc = bind_matrix(l, d, w)) < 0)
-            return rc;
-        pc->rows = (uint32_t)op->rows;
-        pc->cols = (uint32_t)op->cols;
-        d->rd[d->n_rd++] = op->src.buf;
-        if (op->n <= 2) { /* decode: the weight is read once per token either way; no tile to fill */
-            d->k = GPU_K_MV + w->vt;
-            return groups_grid(d, ((uint64_t)op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
-        }
-        d->k = GPU_K_MM + w->vt;
-        d->gx = (uint32_t)((op->rows + 63) / 64);
-        d->gy = (uint32_t)((op->n + 31) / 32);
-        return 0;
-    case BACKEND_OP_ADD_ROW:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
-            (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
-            return rc;
-        pc->n = (uint32_t)(op->n * op->cols);
-        pc->cols = (uint32_t)op->cols;
-        pc->wtype = (uint32_t)op->w->t->type;
-        pc->mode = 2;
-        d->k = GPU_K_ELEM;
-        return groups_grid(d, (pc->n + 255u) / 256u);
-    case BACKEND_OP_ROPE: {
-        int half = op->n_rot / 2;
-        const backend_op *pv = p->rope_prev;
-        if (!pv || pv->n != op->n || pv->pos0 != op->pos0 || pv->n_rot != op->n_rot || pv->freqs != op->freqs) {
-            /* cos and sin in double, as the CPU takes them; one table serves every head and layer */
-            float *tab = (float *)(p->params + p->p_off);
-            for (int t = 0; t < op->n; t++) {
-                for (int i = 0; i < half; i++) {
-                    double a = (double)(op->pos0 + t) * op->freqs[i];
-                    tab[2 * ((size_t)t * half + i)] = (float)cos(a);
-                    tab[2 * ((size_t)t * half + i) + 1] = (float)sin(a);
-                }
+    d->k = GPU_K_MM + w->vt;
+    d->gx = (uint32_t)((op->rows + 63) / 64);
+    d->gy = (uint32_t)((op->n + 31) / 32);
+    return 0;
+}
+
+static int plan_add_row(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w->dev;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+        (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
+        return rc;
+    pc->n = (uint32_t)(op->n * op->cols);
+    pc->cols = (uint32_t)op->cols;
+    pc->wtype = (uint32_t)op->w->t->type;
+    pc->mode = 2;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, (pc->n + 255u) / 256u);
+}
+
+static int plan_rope(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int half = op->n_rot / 2;
+    const backend_op *pv = p->rope_prev;
+    int rc;
+
+    if (!pv || pv->n != op->n || pv->pos0 != op->pos0 || pv->n_rot != op->n_rot || pv->freqs != op->freqs) {
+        /* cos and sin in double, as the CPU takes them; one table serves every head and layer */
+        float *tab = (float *)(p->params + p->p_off);
+        for (int t = 0; t < op->n; t++) {
+            for (int i = 0; i < half; i++) {
+                double a = (double)(op->pos0 + t) * op->freqs[i];
+                tab[2 * ((size_t)t * half + i)] = (float)cos(a);
+                tab[2 * ((size_t)t * half + i) + 1] = (float)sin(a);
             }
-            p->rope_off = p->p_off;
-            p->p_off += align_up((size_t)op->n * (size_t)half * 8, l->align);
-            p->rope_prev = op;
         }
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0)
-            return rc;
-        bind_params(&d->b[3], p->rope_off, (size_t)op->n * (size_t)half * 8 + 4);
-        pc->heads = (uint32_t)op->heads;
-        pc->head_dim = (uint32_t)op->head_dim;
-        pc->n_rot = (uint32_t)op->n_rot;
-        pc->interleaved = (uint32_t)op->interleaved;
-        if (half == 0) {
-            *n_out = 0;
-            return 0;
-        }
-        d->k = GPU_K_ROPE;
-        return groups_grid(d, ((uint64_t)op->n * op->heads * half + 63) / 64);
+        p->rope_off = p->p_off;
+        p->p_off += align_up((size_t)op->n * (size_t)half * 8, l->align);
+        p->rope_prev = op;
     }
-    case BACKEND_OP_STORE:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
-            return rc;
-        pc->mode = op->dst.buf->dtype == BACKEND_F16 ? 4 : 3;
-        d->rd[d->n_rd++] = op->src.buf;
-        d->k = GPU_K_ELEM;
-        return groups_grid(d, pc->mode == 4 ? ((pc->dst_off & 1u) + pc->n + 1u) / 2u / 256u + 1u
-                                            : (pc->n + 255u) / 256u);
-    case BACKEND_OP_ATTENTION: {
-        /* a ring holds position p at slot p % ring: the slots read are below min(ring, positions) */
-        uint64_t slots = (uint64_t)(op->pos0 + op->n);
-        if (op->ring > 0 && (uint64_t)op->ring < slots)
-            slots = (uint64_t)op->ring;
-        uint64_t kv_need = slots * op->kv_heads * op->head_dim;
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
-            (rc = bind_ref(l, &d->b[3], &pc->a_off, op->k, kv_need)) < 0 ||
-            (rc = bind_ref(l, &d->b[4], &pc->b_off, op->v, kv_need)) < 0)
-            return rc;
-        if (op->k.buf->dtype != op->v.buf->dtype)
-            return ms_err(MS_ERROR, "gpu: attention over k and v caches of different types");
-        pc->pos0 = (uint32_t)op->pos0;
-        pc->heads = (uint32_t)op->heads;
-        pc->kv_heads = (uint32_t)op->kv_heads;
-        pc->head_dim = (uint32_t)op->head_dim;
-        pc->scale = op->scale != 0 ? op->scale : 1.0f / sqrtf((float)op->head_dim);
-        pc->rows = (uint32_t)(op->window > 0 ? op->window : 0);
-        pc->cols = (uint32_t)(op->ring > 0 ? op->ring : 0);
-        d->rd[d->n_rd++] = op->src.buf;
-        d->rd[d->n_rd++] = op->k.buf;
-        d->rd[d->n_rd++] = op->v.buf;
-        d->k = op->k.buf->dtype == BACKEND_F16 ? GPU_K_ATT_F16 : GPU_K_ATT_F32;
-        return groups_grid(d, (uint64_t)op->n * op->heads);
-    }
-    case BACKEND_OP_SWIGLU:
-    case BACKEND_OP_ADD:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
-            return rc;
-        pc->mode = op->kind == BACKEND_OP_SWIGLU ? 1 : 0;
-        d->rd[d->n_rd++] = op->src.buf;
-        d->k = GPU_K_ELEM;
-        return groups_grid(d, (pc->n + 255u) / 256u);
-    case BACKEND_OP_GEGLU:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
-            return rc;
-        pc->mode = 5;
-        d->rd[d->n_rd++] = op->src.buf;
-        d->k = GPU_K_ELEM;
-        return groups_grid(d, (pc->n + 255u) / 256u);
-    case BACKEND_OP_SCALE:
-    case BACKEND_OP_SOFTCAP:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0)
-            return rc;
-        pc->mode = op->kind == BACKEND_OP_SCALE ? 6 : 7;
-        pc->scale = op->scale;
-        d->k = GPU_K_ELEM;
-        return groups_grid(d, (pc->n + 255u) / 256u);
-    case BACKEND_OP_GATED_ADD:
-    case BACKEND_OP_MOE_SUM: {
-        int sum = op->kind == BACKEND_OP_MOE_SUM;
-        uint64_t n_src = (uint64_t)op->n * (sum ? op->n_used : 1) * op->cols;
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, n_src)) < 0 ||
-            (rc = bind_ref(l, &d->b[3], &pc->a_off, op->wts, (uint64_t)op->n * (sum ? op->n_used : 1))) < 0)
-            return rc;
-        pc->n = (uint32_t)(op->n * op->cols);
-        pc->cols = (uint32_t)op->cols;
-        pc->rows = (uint32_t)(sum ? op->n_used : 1);
-        pc->mode = sum ? 9 : 8;
-        d->rd[d->n_rd++] = op->src.buf;
-        d->rd[d->n_rd++] = op->wts.buf;
-        d->k = GPU_K_ELEM;
-        return groups_grid(d, (pc->n + 255u) / 256u);
-    }
-    case BACKEND_OP_MOE_ROUTE:
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->n_used)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->n_expert)) < 0 ||
-            (rc = bind_ref(l, &d->b[3], &pc->a_off, op->ids, (uint64_t)op->n * op->n_used)) < 0)
-            return rc;
-        pc->rows = (uint32_t)op->n_used;
-        pc->cols = (uint32_t)op->n_expert;
-        pc->mode = (uint32_t)op->route;
-        d->wr2 = op->ids.buf;
-        d->rd[d->n_rd++] = op->src.buf;
-        d->k = GPU_K_ROUTE;
-        return groups_grid(d, ((uint64_t)op->n + 63) / 64);
-    case BACKEND_OP_MATMUL_ID: {
-        uint64_t pairs = (uint64_t)op->n * op->n_used;
-        /* push constants past matmul's: pos0 = the ids' offset, heads = n_used, interleaved =
-         * src_bcast, n_rot = n_expert */
-        if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, pairs * op->rows)) < 0 ||
-            (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (op->src_bcast ? (uint64_t)op->n : pairs) * op->cols)) <
-                0 ||
-            (rc = bind_ref(l, &d->b[3], &pc->pos0, op->ids, pairs)) < 0 || (rc = bind_pack(l, d, w)) < 0)
-            return rc;
-        pc->rows = (uint32_t)op->rows;
-        pc->cols = (uint32_t)op->cols;
-        pc->heads = (uint32_t)op->n_used;
-        pc->interleaved = (uint32_t)(op->src_bcast != 0);
-        pc->n_rot = (uint32_t)op->n_expert;
-        d->rd[d->n_rd++] = op->src.buf;
-        d->rd[d->n_rd++] = op->ids.buf;
-        d->k = GPU_K_MI + w->vt;
-        d->gx = (uint32_t)((op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
-        d->gy = (uint32_t)pairs;
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0)
+        return rc;
+    bind_params(&d->b[3], p->rope_off, (size_t)op->n * (size_t)half * 8 + 4);
+    pc->heads = (uint32_t)op->heads;
+    pc->head_dim = (uint32_t)op->head_dim;
+    pc->n_rot = (uint32_t)op->n_rot;
+    pc->interleaved = (uint32_t)op->interleaved;
+    d->k = GPU_K_ROPE;
+    return groups_grid(d, ((uint64_t)op->n * op->heads * half + 63) / 64);
+}
+
+static int plan_store(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
+        return rc;
+    pc->mode = op->dst.buf->dtype == BACKEND_F16 ? 4 : 3;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, pc->mode == 4 ? ((pc->dst_off & 1u) + pc->n + 1u) / 2u / 256u + 1u
+                                        : (pc->n + 255u) / 256u);
+}
+
+static int plan_attention(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    /* a ring holds position p at slot p % ring: the slots read are below min(ring, positions) */
+    uint64_t slots = (uint64_t)(op->pos0 + op->n);
+    if (op->ring > 0 && (uint64_t)op->ring < slots)
+        slots = (uint64_t)op->ring;
+    uint64_t kv_need = slots * op->kv_heads * op->head_dim;
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->heads * op->head_dim)) < 0 ||
+        (rc = bind_ref(l, &d->b[3], &pc->a_off, op->k, kv_need)) < 0 ||
+        (rc = bind_ref(l, &d->b[4], &pc->b_off, op->v, kv_need)) < 0)
+        return rc;
+    if (op->k.buf->dtype != op->v.buf->dtype)
+        return ms_err(MS_ERROR, "gpu: attention over k and v caches of different types");
+    pc->pos0 = (uint32_t)op->pos0;
+    pc->heads = (uint32_t)op->heads;
+    pc->kv_heads = (uint32_t)op->kv_heads;
+    pc->head_dim = (uint32_t)op->head_dim;
+    pc->scale = op->scale != 0 ? op->scale : 1.0f / sqrtf((float)op->head_dim);
+    pc->rows = (uint32_t)(op->window > 0 ? op->window : 0);
+    pc->cols = (uint32_t)(op->ring > 0 ? op->ring : 0);
+    d->rd[d->n_rd++] = op->src.buf;
+    d->rd[d->n_rd++] = op->k.buf;
+    d->rd[d->n_rd++] = op->v.buf;
+    d->k = op->k.buf->dtype == BACKEND_F16 ? GPU_K_ATT_F16 : GPU_K_ATT_F32;
+    return groups_grid(d, (uint64_t)op->n * op->heads);
+}
+
+static int plan_pairwise(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
+        return rc;
+    pc->mode = op->kind == BACKEND_OP_SWIGLU ? 1 : 0;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, (pc->n + 255u) / 256u);
+}
+
+static int plan_geglu(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
+        return rc;
+    pc->mode = 5;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, (pc->n + 255u) / 256u);
+}
+
+static int plan_scale(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0)
+        return rc;
+    pc->mode = op->kind == BACKEND_OP_SCALE ? 6 : 7;
+    pc->scale = op->scale;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, (pc->n + 255u) / 256u);
+}
+
+static int plan_weighted_sum(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int sum = op->kind == BACKEND_OP_MOE_SUM;
+    uint64_t n_src = (uint64_t)op->n * (sum ? op->n_used : 1) * op->cols;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, n_src)) < 0 ||
+        (rc = bind_ref(l, &d->b[3], &pc->a_off, op->wts, (uint64_t)op->n * (sum ? op->n_used : 1))) < 0)
+        return rc;
+    pc->n = (uint32_t)(op->n * op->cols);
+    pc->cols = (uint32_t)op->cols;
+    pc->rows = (uint32_t)(sum ? op->n_used : 1);
+    pc->mode = sum ? 9 : 8;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->rd[d->n_rd++] = op->wts.buf;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, (pc->n + 255u) / 256u);
+}
+
+static int plan_moe_route(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->n_used)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->n_expert)) < 0 ||
+        (rc = bind_ref(l, &d->b[3], &pc->a_off, op->ids, (uint64_t)op->n * op->n_used)) < 0)
+        return rc;
+    pc->rows = (uint32_t)op->n_used;
+    pc->cols = (uint32_t)op->n_expert;
+    pc->mode = (uint32_t)op->route;
+    d->wr2 = op->ids.buf;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_ROUTE;
+    return groups_grid(d, ((uint64_t)op->n + 63) / 64);
+}
+
+static int plan_matmul_id(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w->dev;
+    gpu_push *pc = &d->pc;
+    uint64_t pairs = (uint64_t)op->n * op->n_used;
+    int rc;
+
+    /* push constants past matmul's: pos0 = the ids' offset, heads = n_used, interleaved =
+     * src_bcast, n_rot = n_expert */
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, pairs * op->rows)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (op->src_bcast ? (uint64_t)op->n : pairs) * op->cols)) <
+            0 ||
+        (rc = bind_ref(l, &d->b[3], &pc->pos0, op->ids, pairs)) < 0 || (rc = bind_pack(l, d, w)) < 0)
+        return rc;
+    pc->rows = (uint32_t)op->rows;
+    pc->cols = (uint32_t)op->cols;
+    pc->heads = (uint32_t)op->n_used;
+    pc->interleaved = (uint32_t)(op->src_bcast != 0);
+    pc->n_rot = (uint32_t)op->n_expert;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->rd[d->n_rd++] = op->ids.buf;
+    d->k = GPU_K_MI + w->vt;
+    d->gx = (uint32_t)((op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
+    d->gy = (uint32_t)pairs;
+    return 0;
+}
+
+/* One planner per op kind: each binds the op's buffers, fills the push constants and picks the
+ * kernel and grid. */
+typedef int (*planner)(gpu_plan *p, const backend_op *op, gpu_dispatch *d);
+static const planner planners[] = {
+    [BACKEND_OP_EMBED] = plan_embed,
+    [BACKEND_OP_RMS_NORM] = plan_rms_norm,
+    [BACKEND_OP_MATMUL] = plan_matmul,
+    [BACKEND_OP_ADD_ROW] = plan_add_row,
+    [BACKEND_OP_ROPE] = plan_rope,
+    [BACKEND_OP_STORE] = plan_store,
+    [BACKEND_OP_ATTENTION] = plan_attention,
+    [BACKEND_OP_SWIGLU] = plan_pairwise,
+    [BACKEND_OP_ADD] = plan_pairwise,
+    [BACKEND_OP_GEGLU] = plan_geglu,
+    [BACKEND_OP_SCALE] = plan_scale,
+    [BACKEND_OP_SOFTCAP] = plan_scale,
+    [BACKEND_OP_GATED_ADD] = plan_weighted_sum,
+    [BACKEND_OP_MOE_SUM] = plan_weighted_sum,
+    [BACKEND_OP_MOE_ROUTE] = plan_moe_route,
+    [BACKEND_OP_MATMUL_ID] = plan_matmul_id,
+};
+
+static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
+{
+    if ((size_t)op->kind >= sizeof planners / sizeof planners[0] || !planners[op->kind])
+        return ms_err(MS_ERROR, "gpu: op kind %d is unknown", (int)op->kind);
+    /* A rope over no dimensions is the identity: nothing to dispatch. */
+    *n_out = op->kind == BACKEND_OP_ROPE && op->n_rot / 2 == 0 ? 0 : 1;
+    if (*n_out == 0)
         return 0;
-    }
-    default:
-        break;
-    }
-    return ms_err(MS_ERROR, "gpu: op kind %d is unknown", (int)op->kind);
+    d->pc.n = (uint32_t)op->n;
+    d->wr = op->dst.buf;
+    return planners[op->kind](p, op, d);
 }
 
 int gpu_plan_op(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)
