@@ -420,12 +420,81 @@ static int parse_pipeline(lexer *lx, expr **out)
 }
 
 /* One action's node (lx spans its content); control words end or continue the enclosing list. */
+/* The else branch of block n: its list must end at the block's 'end'. */
+static int parse_else(parser *ps, node *n, lexer *sl, int depth)
+{
+    stop_kind st;
+    int rc;
+
+    if ((rc = parse_list(ps, &n->alt, &n->n_alt, &st, sl, depth + 1)) < 0)
+        return rc;
+    if (st != A_END)
+        return perr(MS_EINVALID, sl, "'%s' after 'else'", st == A_NONE ? "end of template" : "else");
+    return 0;
+}
+
+/* else if C ...: each a nested if in the alt of the one before, all sharing the outer block's
+ * end. `sl` holds the first condition; *st is where the chain stopped (A_END when whole). */
+static int parse_else_if(parser *ps, node *x, lexer *sl, stop_kind *st, int depth)
+{
+    node *cur = x;
+    int rc;
+
+    while (*st == A_ELSE_IF) {
+        node *y = calloc(1, sizeof *y);
+        if (!y || push_node(&cur->alt, &cur->n_alt, y) < 0) {
+            free(y);
+            return ms_err(MS_ENOMEM, "out of memory");
+        }
+        cur = y;
+        cur->kind = N_IF;
+        cur->line = sl->line;
+        if ((rc = parse_pipeline(sl, &cur->e)) < 0 ||
+            (rc = parse_list(ps, &cur->body, &cur->n_body, st, sl, depth + 1)) < 0)
+            return rc;
+        if (*st == A_ELSE) {
+            if ((rc = parse_else(ps, cur, sl, depth)) < 0)
+                return rc;
+            *st = A_END;
+        }
+    }
+    return 0;
+}
+
+/* An if or range after its keyword: the header (range's variables, the pipeline), the body,
+ * and the else or else-if chain up to the one 'end'. */
+static int parse_block(parser *ps, lexer *lx, node *x, int depth)
+{
+    int rc = 0, assign = 0, is_if = x->kind == N_IF;
+    stop_kind st;
+    lexer sl;
+
+    if (!is_if && (rc = parse_decl(lx, &x->var, &x->var2, &assign)) < 0)
+        return rc;
+    if (rc == 1 && assign)
+        return perr(MS_EINVALID, lx, "range needs ':=', not '='");
+    if ((rc = parse_pipeline(lx, &x->e)) < 0)
+        return rc;
+    if (depth >= MAX_DEPTH)
+        return perr(MS_EUNSUPPORTED, lx, "blocks nested deeper than %d", MAX_DEPTH);
+    if ((rc = parse_list(ps, &x->body, &x->n_body, &st, &sl, depth + 1)) < 0)
+        return rc;
+    if (st == A_ELSE) {
+        if ((rc = parse_else(ps, x, &sl, depth)) < 0)
+            return rc;
+        st = A_END;
+    } else if (st == A_ELSE_IF && (rc = parse_else_if(ps, x, &sl, &st, depth)) < 0) {
+        return rc;
+    }
+    if (st != A_END)
+        return perr(MS_EINVALID, lx, "'%s' has no 'end'", is_if ? "if" : "range");
+    return 0;
+}
+
 static int parse_action(parser *ps, lexer *lx, node **out, stop_kind *stop, int depth)
 {
     node *x = calloc(1, sizeof *x);
     int rc = 0, assign = 0;
-    stop_kind st;
-    lexer sl;
 
     *out = NULL;
     *stop = A_NONE;
@@ -452,70 +521,8 @@ static int parse_action(parser *ps, lexer *lx, node **out, stop_kind *stop, int 
         int is_if = word_is(lx, "if");
         lx->p += is_if ? 2 : 5;
         x->kind = is_if ? N_IF : N_RANGE;
-        if (!is_if && (rc = parse_decl(lx, &x->var, &x->var2, &assign)) < 0)
+        if ((rc = parse_block(ps, lx, x, depth)) < 0)
             goto fail;
-        if (rc == 1 && assign) {
-            rc = perr(MS_EINVALID, lx, "range needs ':=', not '='");
-            goto fail;
-        }
-        if ((rc = parse_pipeline(lx, &x->e)) < 0)
-            goto fail;
-        if (depth >= MAX_DEPTH) {
-            rc = perr(MS_EUNSUPPORTED, lx, "blocks nested deeper than %d", MAX_DEPTH);
-            goto fail;
-        }
-        if ((rc = parse_list(ps, &x->body, &x->n_body, &st, &sl, depth + 1)) < 0)
-            goto fail;
-        if (st == A_ELSE) {
-            stop_kind st2;
-            if ((rc = parse_list(ps, &x->alt, &x->n_alt, &st2, &sl, depth + 1)) < 0)
-                goto fail;
-            if (st2 != A_END) {
-                rc = perr(MS_EINVALID, &sl, "'%s' after 'else'", st2 == A_NONE ? "end of template" : "else");
-                goto fail;
-            }
-        } else if (st == A_ELSE_IF) {
-            /* else if C: a nested if that shares this one's end. */
-            node *y = calloc(1, sizeof *y);
-            stop_kind st2 = A_ELSE_IF;
-            node *cur;
-            if (!y || push_node(&x->alt, &x->n_alt, y) < 0) {
-                free(y);
-                rc = ms_err(MS_ENOMEM, "out of memory");
-                goto fail;
-            }
-            cur = y;
-            while (st2 == A_ELSE_IF) {
-                cur->kind = N_IF;
-                cur->line = sl.line;
-                if ((rc = parse_pipeline(&sl, &cur->e)) < 0 ||
-                    (rc = parse_list(ps, &cur->body, &cur->n_body, &st2, &sl, depth + 1)) < 0)
-                    goto fail;
-                if (st2 == A_ELSE_IF) {
-                    node *z = calloc(1, sizeof *z);
-                    if (!z || push_node(&cur->alt, &cur->n_alt, z) < 0) {
-                        free(z);
-                        rc = ms_err(MS_ENOMEM, "out of memory");
-                        goto fail;
-                    }
-                    cur = z;
-                } else if (st2 == A_ELSE) {
-                    if ((rc = parse_list(ps, &cur->alt, &cur->n_alt, &st2, &sl, depth + 1)) < 0)
-                        goto fail;
-                    if (st2 != A_END) {
-                        rc = perr(MS_EINVALID, &sl, "'%s' after 'else'", st2 == A_NONE ? "end of template" : "else");
-                        goto fail;
-                    }
-                }
-            }
-            if (st2 != A_END) {
-                rc = perr(MS_EINVALID, lx, "'%s' has no 'end'", is_if ? "if" : "range");
-                goto fail;
-            }
-        } else if (st != A_END) {
-            rc = perr(MS_EINVALID, lx, "'%s' has no 'end'", is_if ? "if" : "range");
-            goto fail;
-        }
         *out = x;
         return 0;
     }

@@ -133,6 +133,10 @@ static const struct {
      "none|x|true|assistant"},
     /* printf, variables assigned in a range, whitespace trimming both ways */
     {"{{- $n := 0 }}{{ range .Messages }}{{ $n = printf \"%s+%s\" .Role \"x\" }}{{ end }}  {{- $n -}}  \n!", "user+x!"},
+    /* an else-if chain with a final else, inside a range */
+    {"{{ range .Messages }}{{ if eq .Role \"system\" }}S{{ else if eq .Role \"user\" }}U{{ else if .Images }}I"
+     "{{ else }}A{{ end }}{{ end }}",
+     "SUAU"},
 };
 
 START_TEST(subset_edges_render)
@@ -159,6 +163,9 @@ static const struct {
     {"{{ with .System }}{{ . }}{{ end }}", MS_EUNSUPPORTED, "'with'"},
     {"{{ template \"x\" }}", MS_EUNSUPPORTED, "'template'"},
     {"{{ if .A }}{{ else }}{{ else }}{{ end }}", MS_EINVALID, "after 'else'"},
+    {"{{ if .A }}{{ else if .B }}x", MS_EINVALID, "line 1: 'if' has no 'end'"},
+    {"{{ range .A }}{{ else if .B }}{{ else }}{{ else }}{{ end }}", MS_EINVALID, "after 'else'"},
+    {"{{ if .A }}{{ else while }}{{ end }}", MS_EUNSUPPORTED, "only 'else if' may follow 'else'"},
 };
 
 START_TEST(refusals_name_the_line)
