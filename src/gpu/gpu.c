@@ -480,22 +480,8 @@ static int plan_pairwise(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
         (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
         return rc;
-    pc->mode = op->kind == BACKEND_OP_SWIGLU ? 1 : 0;
-    d->rd[d->n_rd++] = op->src.buf;
-    d->k = GPU_K_ELEM;
-    return groups_grid(d, (pc->n + 255u) / 256u);
-}
-
-static int plan_geglu(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
-{
-    const gpu_limits *l = p->l;
-    gpu_push *pc = &d->pc;
-    int rc;
-
-    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
-        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
-        return rc;
-    pc->mode = 5;
+    /* the element kernel's modes: 0 add, 1 swiglu, 5 geglu */
+    pc->mode = op->kind == BACKEND_OP_SWIGLU ? 1 : op->kind == BACKEND_OP_GEGLU ? 5 : 0;
     d->rd[d->n_rd++] = op->src.buf;
     d->k = GPU_K_ELEM;
     return groups_grid(d, (pc->n + 255u) / 256u);
@@ -597,7 +583,7 @@ static const planner planners[] = {
     [BACKEND_OP_ATTENTION] = plan_attention,
     [BACKEND_OP_SWIGLU] = plan_pairwise,
     [BACKEND_OP_ADD] = plan_pairwise,
-    [BACKEND_OP_GEGLU] = plan_geglu,
+    [BACKEND_OP_GEGLU] = plan_pairwise,
     [BACKEND_OP_SCALE] = plan_scale,
     [BACKEND_OP_SOFTCAP] = plan_scale,
     [BACKEND_OP_GATED_ADD] = plan_weighted_sum,
