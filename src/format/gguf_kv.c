@@ -276,55 +276,19 @@ int gguf_arr_float(const gguf_file *g, const char *key, uint64_t i, double *out)
 
 /* ---------------------------------------------------------------- JSON */
 
-/* Length of the valid UTF-8 sequence at s (as jansson accepts it: no overlongs, no surrogates,
- * at most U+10FFFF), or 0 when the bytes there are not one. */
-static size_t utf8_seq(const uint8_t *s, size_t left)
-{
-    uint32_t c;
-    size_t n;
-
-    if (s[0] < 0x80)
-        return 1;
-    n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
-    if (n == 0 || n > left || s[0] > 0xf4)
-        return 0;
-    c = s[0] & (0x7f >> n);
-    for (size_t k = 1; k < n; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-        c = c << 6 | (s[k] & 0x3f);
-    }
-    if ((n == 2 && c < 0x80) || (n == 3 && c < 0x800) || (n == 4 && c < 0x10000) || c > 0x10ffff ||
-        (c >= 0xd800 && c <= 0xdfff))
-        return 0;
-    return n;
-}
-
 /* A JSON string of bytes that should be UTF-8; each byte that is not part of a valid sequence
  * becomes U+FFFD, so any file's metadata can be shown. */
 static json_t *json_bytes(const uint8_t *s, size_t len)
 {
-    uint8_t *fixed, *o;
+    char *fixed;
+    size_t n;
     json_t *j;
-    size_t i = 0, n;
 
-    while (i < len && (n = utf8_seq(s + i, len - i)) > 0)
-        i += n;
-    if (i == len)
+    if (ms_utf8_valid((const char *)s, len))
         return json_stringn((const char *)s, len);
-    if (len > SIZE_MAX / 3 || !(fixed = malloc(len * 3)))
+    if (!(fixed = ms_utf8_repair((const char *)s, len, &n)))
         return NULL;
-    for (o = fixed, i = 0; i < len; i += n ? n : 1) {
-        n = utf8_seq(s + i, len - i);
-        if (n) {
-            memcpy(o, s + i, n);
-            o += n;
-        } else {
-            memcpy(o, "\xef\xbf\xbd", 3);
-            o += 3;
-        }
-    }
-    j = json_stringn((const char *)fixed, (size_t)(o - fixed));
+    j = json_stringn(fixed, n);
     free(fixed);
     return j;
 }

@@ -192,28 +192,16 @@ void srv_time_rfc3339(char *buf, size_t len, time_t t)
 
 json_t *srv_json_text(const char *s, size_t len)
 {
-    char *c;
-    size_t n = 0;
+    char *fixed;
+    size_t n;
     json_t *j;
 
-    if (session_utf8_valid(s, len))
+    if (ms_utf8_valid(s, len))
         return json_stringn(s, len);
-    if (!(c = malloc(len * 3 + 1)))
+    if (!(fixed = ms_utf8_repair(s, len, &n)))
         return NULL;
-    for (size_t i = 0; i < len;) {
-        size_t k = 1;
-        while (k <= 4 && i + k <= len && !session_utf8_valid(s + i, k))
-            k++;
-        if (k <= 4 && i + k <= len) {
-            memcpy(c + n, s + i, k);
-            n += k, i += k;
-        } else {
-            memcpy(c + n, "\xef\xbf\xbd", 3);
-            n += 3, i++;
-        }
-    }
-    j = json_stringn(c, n);
-    free(c);
+    j = json_stringn(fixed, n);
+    free(fixed);
     return j;
 }
 

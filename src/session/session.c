@@ -265,54 +265,6 @@ const char *session_done_name(session_done d)
     return (unsigned)d < sizeof names / sizeof *names ? names[d] : "?";
 }
 
-/* Length of the complete UTF-8 characters at the start of s[0..len): a last character cut short
- * is left out; invalid bytes count as complete (they are passed on as they are). */
-static size_t utf8_complete(const char *s, size_t len)
-{
-    size_t i = len, back = 0;
-
-    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
-        i--, back++;
-    if (i == 0)
-        return len;
-    {
-        unsigned char c = (unsigned char)s[i - 1];
-        size_t need = c >= 0xf0 && c < 0xf8 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-        if (c >= 0xf8 || c < 0xc0)
-            return len;
-        return back + 1 < need ? i - 1 : len;
-    }
-}
-
-int session_utf8_valid(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-
-    while (i < len) {
-        unsigned c = p[i];
-        size_t need;
-
-        if (c < 0x80)
-            need = 0;
-        else if (c >= 0xc2 && c < 0xe0)
-            need = 1;
-        else if (c >= 0xe0 && c < 0xf0)
-            need = 2;
-        else if (c >= 0xf0 && c < 0xf5)
-            need = 3;
-        else
-            return 0;
-        if (need > len - i - 1)
-            return 0;
-        for (size_t k = 1; k <= need; k++)
-            if ((p[i + k] & 0xc0) != 0x80)
-                return 0;
-        i += need + 1;
-    }
-    return 1;
-}
-
 /* Where in pend[0..n) the earliest stop string begins (n when none), and how much of its tail
  * could still begin one (*hold). */
 static size_t stop_scan(const session_gen *g, const char *pend, size_t n, size_t *hold)
@@ -373,7 +325,7 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
             pend.n = 0;
             break;
         }
-        ready = utf8_complete(pend.p, pend.n - hold);
+        ready = ms_utf8_complete(pend.p, pend.n - hold);
         if (ready) {
             if (emit(ctx, pend.p, ready) != 0) {
                 *done = SESSION_DONE_CANCELLED;

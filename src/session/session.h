@@ -104,7 +104,4 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
 const session_stats *session_stats_get(const session *S);
 void session_stats_clear(session *S);
 
-/* 1 when `text` (len bytes) is valid UTF-8. Used to sanitize text before JSON. */
-int session_utf8_valid(const char *text, size_t len);
-
 #endif

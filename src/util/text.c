@@ -5,34 +5,6 @@
 
 #include "util/util.h"
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 when it is not one. Overlong
- * forms and surrogates count as malformed, as the terminal might decode them differently. */
-static size_t utf8_len(const unsigned char *s)
-{
-    unsigned c = s[0];
-    size_t n;
-    unsigned cp;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07;
-    else
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 const char *ms_str_safe(char *buf, size_t len, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
@@ -41,7 +13,7 @@ const char *ms_str_safe(char *buf, size_t len, const char *s)
     if (!len)
         return "";
     while (*p && o + 1 < len) {
-        size_t n = utf8_len(p);
+        size_t n = ms_utf8_seq(p, 4); /* a NUL ends a sequence before the string does */
         /* C0 controls, DEL, and C1 controls (U+0080..U+009F, 0xc2 0x80..0x9f in UTF-8) can move
          * the cursor, retitle the window or rewrite what the user sees; so can bytes that are
          * not UTF-8, in a terminal set to a legacy 8-bit charset where 0x9b is CSI. */

@@ -152,6 +152,20 @@ int ms_is_file(const char *path);
  * every string that comes from a file, a blob or the network. */
 const char *ms_str_safe(char *buf, size_t len, const char *s);
 
+/* UTF-8 (utf8.c), one definition for every module: well-formed means no overlong forms, no
+ * surrogates and nothing past U+10FFFF, as jansson accepts and a terminal decodes it. */
+/* Length of the well-formed sequence at s (1..4) within `left` bytes; 0 when it is malformed
+ * or cut short. */
+size_t ms_utf8_seq(const void *s, size_t left);
+/* 1 when all of s[0..len) is well-formed UTF-8. */
+int ms_utf8_valid(const char *s, size_t len);
+/* For streaming text: the length of s[0..len) without a last character that is cut short
+ * (invalid bytes count as whole: they are passed on as they are). */
+size_t ms_utf8_complete(const char *s, size_t len);
+/* s[0..len) with each byte that begins no well-formed sequence replaced by U+FFFD: malloc'd,
+ * NUL-terminated, *out_len bytes long; NULL when out of memory. */
+char *ms_utf8_repair(const char *s, size_t len, size_t *out_len);
+
 /* A growable NUL-terminated byte string: {NULL, 0, 0} is empty, free(p) releases it. */
 typedef struct ms_text {
     char *p;

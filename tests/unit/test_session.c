@@ -180,19 +180,6 @@ START_TEST(session_context_full_and_cancel_say_why)
 }
 END_TEST
 
-START_TEST(session_utf8_validity)
-{
-    ck_assert_int_eq(session_utf8_valid("abc", 3), 1);
-    ck_assert_int_eq(session_utf8_valid("\xc3\xa9", 2), 1);
-    ck_assert_int_eq(session_utf8_valid("\xc3", 1), 0); /* cut short */
-    ck_assert_int_eq(session_utf8_valid("\xe2\x82\xac", 3), 1); /* euro sign */
-    ck_assert_int_eq(session_utf8_valid("\xe2\x82", 2), 0);
-    ck_assert_int_eq(session_utf8_valid("\xff", 1), 0);
-    ck_assert_int_eq(session_utf8_valid("\xc0\xaf", 2), 0); /* overlong */
-    ck_assert_int_eq(session_utf8_valid("\xf0\x9f\x98\x80", 4), 1);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("session");
@@ -205,7 +192,6 @@ int main(void)
     tcase_add_test(tc, session_whole_feeds_only_the_text_after_the_cache);
     tcase_add_test(tc, session_stop_string_is_cut_and_never_shown);
     tcase_add_test(tc, session_context_full_and_cancel_say_why);
-    tcase_add_test(tc, session_utf8_validity);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

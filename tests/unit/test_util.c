@@ -184,6 +184,41 @@ START_TEST(atomic_abort_leaves_the_old_file_and_no_temp)
 }
 END_TEST
 
+/* The one UTF-8 definition: jansson's (no overlongs, surrogates or code points past U+10FFFF),
+ * which the server's JSON, GGUF metadata, manifests and the terminal filter all use. */
+START_TEST(utf8_is_one_definition)
+{
+    char *r;
+    size_t n;
+
+    ck_assert_int_eq(ms_utf8_valid("abc", 3), 1);
+    ck_assert_int_eq(ms_utf8_valid("\xc3\xa9", 2), 1);
+    ck_assert_int_eq(ms_utf8_valid("\xc3", 1), 0); /* cut short */
+    ck_assert_int_eq(ms_utf8_valid("\xe2\x82\xac", 3), 1); /* euro sign */
+    ck_assert_int_eq(ms_utf8_valid("\xe2\x82", 2), 0);
+    ck_assert_int_eq(ms_utf8_valid("\xff", 1), 0);
+    ck_assert_int_eq(ms_utf8_valid("\xc0\xaf", 2), 0);         /* overlong, 2 bytes */
+    ck_assert_int_eq(ms_utf8_valid("\xe0\x80\xaf", 3), 0);     /* overlong, 3 bytes */
+    ck_assert_int_eq(ms_utf8_valid("\xed\xa0\x80", 3), 0);     /* a surrogate */
+    ck_assert_int_eq(ms_utf8_valid("\xf4\x90\x80\x80", 4), 0); /* past U+10FFFF */
+    ck_assert_int_eq(ms_utf8_valid("\xf0\x9f\x98\x80", 4), 1);
+    ck_assert_int_eq(ms_utf8_valid("a\0" "b", 3), 1); /* a NUL is a character like any other */
+    ck_assert_uint_eq(ms_utf8_seq("\xf0\x9f\x98\x80", 3), 0); /* within `left` only */
+
+    /* streaming: a last character cut short waits; a bad byte does not */
+    ck_assert_uint_eq(ms_utf8_complete("ab\xe2\x82", 4), 2);
+    ck_assert_uint_eq(ms_utf8_complete("ab\xe2\x82\xac", 5), 5);
+    ck_assert_uint_eq(ms_utf8_complete("ab\xff", 3), 3);
+
+    /* repair: each byte that starts nothing well-formed becomes U+FFFD */
+    ck_assert_ptr_nonnull(r = ms_utf8_repair("a\xed\xa0\x80" "b\xc3\xa9", 7, &n));
+    ck_assert_uint_eq(n, strlen("a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "b\xc3\xa9"));
+    ck_assert_str_eq(r, "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "b\xc3\xa9");
+    ck_assert_int_eq(ms_utf8_valid(r, n), 1);
+    free(r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -193,6 +228,7 @@ int main(void)
 
     tcase_add_test(tc, le_round_trips_at_unaligned_offsets);
     tcase_add_test(tc, f16_specials);
+    tcase_add_test(tc, utf8_is_one_definition);
     tcase_add_test(tc, grow_keeps_contents_and_fails_cleanly);
     suite_add_tcase(s, tc);
     tc = tcase_create("atomic");
