@@ -49,7 +49,7 @@ int cmd_list(int argc, char **argv)
         char name[600], size[32], age[64];
         name_display(name, sizeof name, &m[i].name);
         fmt_age(age, sizeof age, m[i].modified_at);
-        printf("%-40s %-12.12s %-10s %s\n", name, m[i].digest + 7, ms_fmt_bytes(size, sizeof size, m[i].size), age);
+        printf("%-40s %-12.12s %-10s %s\n", name, blob_digest_hex(m[i].digest), ms_fmt_bytes(size, sizeof size, m[i].size), age);
     }
     free(m);
     return 0;

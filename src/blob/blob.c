@@ -20,7 +20,7 @@ int blob_path(char **out, const char *home, const char *digest)
     *out = NULL;
     if (!blob_digest_valid(digest))
         return ms_err(MS_EINVALID, "digest '%.80s' is not of the form sha256:<64 lowercase hex>", digest);
-    *out = ms_strdup_printf("%s/blobs/sha256-%s", home, digest + 7);
+    *out = ms_strdup_printf("%s/blobs/sha256-%s", home, blob_digest_hex(digest));
     return *out ? 0 : ms_err(MS_ENOMEM, "out of memory");
 }
 

@@ -47,6 +47,9 @@ void blob_digest_buf(ms_digest digest_out, const void *buf, size_t len);
 
 /* 1 when `digest` is "sha256:" + 64 lowercase hex, else 0. */
 int blob_digest_valid(const char *digest);
+/* The 64 hex digits of a valid digest (what names its file, and what ollama's listings show):
+ * the one place that knows the prefix is "sha256:". */
+const char *blob_digest_hex(const char *digest);
 /* malloc'd <home>/blobs/sha256-<hex>; MS_EINVALID for a malformed digest. */
 int blob_path(char **out, const char *home, const char *digest);
 /* Creates <home>, <home>/blobs and <home>/tmp if missing. */

@@ -1,5 +1,6 @@
 /* hash.c: sha256, on the CPU's SHA extensions (sha256.c) where it has them, else OpenSSL's
  * EVP interface; and digest strings. */
+#include <assert.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -120,4 +121,10 @@ int blob_digest_valid(const char *d)
         if (!((d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f')))
             return 0;
     return 1;
+}
+
+const char *blob_digest_hex(const char *digest)
+{
+    assert(blob_digest_valid(digest));
+    return digest + sizeof "sha256:" - 1;
 }

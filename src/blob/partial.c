@@ -139,8 +139,8 @@ int blob_partial_open(blob_partial **out, const char *home, const char *digest, 
         return ms_err(MS_ENOMEM, "out of memory");
     p->fd = p->rfd = -1;
     if (!(dir = ms_strdup_printf("%s/tmp/pull", home)) ||
-        !(p->path = ms_strdup_printf("%s/%s.partial", dir, digest + 7)) ||
-        (n_parts > 1 && !(p->rpath = ms_strdup_printf("%s/%s.ranges", dir, digest + 7)))) {
+        !(p->path = ms_strdup_printf("%s/%s.partial", dir, blob_digest_hex(digest))) ||
+        (n_parts > 1 && !(p->rpath = ms_strdup_printf("%s/%s.ranges", dir, blob_digest_hex(digest))))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
