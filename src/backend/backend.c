@@ -1,6 +1,7 @@
 /* backend.c: choosing a device, and the bookkeeping every backend shares: the buffers and weights
  * it made (freed together at close) and the op-sequence builders. The devices themselves are in
  * src/cpu, src/vulkan, src/metal behind backend_impl. */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ struct backend {
     size_t n_bufs, cap_bufs;
     backend_weight **weights;
     size_t n_weights, cap_weights;
+    int reserved;   /* backend_reserve succeeded: the scratch every run uses exists */
 };
 
 /* The devices this build knows, in the order "auto" tries them. A device that is not built in
@@ -145,7 +147,15 @@ void backend_close(backend *b)
     free(b);
 }
 
-int backend_reserve(backend *b, const backend_limits *l) { return b->impl->reserve(b->ctx, l); }
+int backend_reserve(backend *b, const backend_limits *l)
+{
+    int rc;
+
+    assert(b && l && l->max_rows > 0 && l->max_cols > 0 && l->n_ctx > 0 && l->heads > 0);
+    if ((rc = b->impl->reserve(b->ctx, l)) == 0)
+        b->reserved = 1;
+    return rc;
+}
 
 /* Room for one more pointer in a grow-array. */
 static int grow(void ***arr, size_t n, size_t *cap)
@@ -166,6 +176,7 @@ int backend_buf_new(backend_buf **out, backend *b, size_t n, int dtype, const ch
     backend_buf *buf = calloc(1, sizeof *buf);
     int rc;
 
+    assert(dtype == BACKEND_F32 || dtype == BACKEND_F16 || dtype == BACKEND_I32);
     *out = NULL;
     if (!buf || grow((void ***)&b->bufs, b->n_bufs, &b->cap_bufs) < 0) {
         free(buf);
@@ -225,6 +236,8 @@ int backend_weight_import(const backend_weight **out, backend *b, const backend_
 
 int backend_run(backend *b, const backend_seq *s)
 {
+    /* The contract's order (backend.h): reserve sizes the scratch, then sequences run. */
+    assert(b && s && b->reserved);
     if (s->overflow)
         return ms_err(MS_ERROR, "internal error: more ops than the sequence's capacity of %zu", s->cap);
     for (size_t i = 0; i < s->n; i++) {   /* the decoder asked at open; this keeps a slip from running wrong */
@@ -242,6 +255,7 @@ int backend_run(backend *b, const backend_seq *s)
 
 int backend_read(backend *b, float *dst, backend_ref src, size_t n)
 {
+    assert(b && dst && src.buf);
     if (src.buf->dtype != BACKEND_F32 || src.off > src.buf->n || n > src.buf->n - src.off)
         return ms_err(MS_EINVALID, "read of %zu elements at %zu: outside the buffer of %zu", n, src.off, src.buf->n);
     return b->impl->read(b->ctx, dst, src, n);

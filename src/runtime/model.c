@@ -12,6 +12,7 @@
  * at open for n_batch tokens and the KV cache for n_ctx positions, so a forward pass allocates
  * nothing. Each chunk of up to n_batch tokens is recorded as one op sequence and run at once; only
  * the logits are read back. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -765,8 +766,11 @@ int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logit
     const runtime_config *c = &m->c;
     int rc;
 
+    /* The KV cache holds positions 0 .. n_past-1 of a context of n_ctx: every forward keeps it. */
+    assert(m && logits && m->n_past >= 0 && m->n_past <= m->n_ctx);
     if (n <= 0)
         return ms_err(MS_EINVALID, "forward: no tokens");
+    assert(tokens);
     if (n > m->n_ctx - m->n_past)
         return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->n_past, m->n_ctx);
     for (int i = 0; i < n; i++)

@@ -1,5 +1,6 @@
 /* txn.c: the write transaction (store.h, "Writing: store_txn"): the lock, the blob batch and
  * the index commit, in the one order that keeps invariants 2 and 4. */
+#include <assert.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,7 +24,11 @@ struct store_txn {
     size_t n_added, cap_added;
     txn_seen *seen;       /* registry_blobs rows for the commit */
     size_t n_seen, cap_seen;
+    pthread_t owner;      /* the one thread that may call anything but store_txn_blob_adopt */
 };
+
+/* store.h's contract: a transaction is used by the thread that began it, except adopt. */
+#define TXN_OWNED(t) assert((t) && (t)->batch && pthread_equal((t)->owner, pthread_self()))
 
 int store_txn_begin(store_txn **out, store *s)
 {
@@ -38,6 +43,7 @@ int store_txn_begin(store_txn **out, store *s)
         return rc;
     }
     t->s = s;
+    t->owner = pthread_self();
     pthread_mutex_init(&t->mu, NULL);
     if ((rc = blob_batch_new(&t->batch, s->home)) < 0) {
         store_txn_abort(t);
@@ -71,13 +77,18 @@ done:
     return rc;
 }
 
-int store_txn_blob_open(store_txn *t, blob_writer **out) { return blob_writer_open(out, t->s->home); }
+int store_txn_blob_open(store_txn *t, blob_writer **out)
+{
+    TXN_OWNED(t);
+    return blob_writer_open(out, t->s->home);
+}
 
 int store_txn_blob_add(store_txn *t, ms_digest digest_out, uint64_t *size_out, blob_writer *w, const char *expect)
 {
     uint64_t size = blob_writer_size(w);
     int rc;
 
+    TXN_OWNED(t);
     /* The batch drops bytes already stored intact or already added: both still count as added,
      * since the lock keeps the stored copy and the commit lands the pending one. */
     if ((rc = blob_batch_add(t->batch, digest_out, w, expect)) < 0)
@@ -122,6 +133,7 @@ int store_txn_blob_adopt(store_txn *t, ms_digest digest_out, const char *path, c
     struct stat st;
     int rc;
 
+    assert(t && t->batch && path);
     /* The file is complete and the caller's own (blob.h): its size now is the blob's. */
     if (stat(path, &st) < 0)
         return ms_err_os("%s", path);
@@ -130,12 +142,17 @@ int store_txn_blob_adopt(store_txn *t, ms_digest digest_out, const char *path, c
     return rc < 0 ? rc : added_push(t, digest_out, (uint64_t)st.st_size);
 }
 
-int store_txn_flush(store_txn *t) { return blob_batch_commit(t->batch); }
+int store_txn_flush(store_txn *t)
+{
+    TXN_OWNED(t);
+    return blob_batch_commit(t->batch);
+}
 
 int store_txn_registry_blob(store_txn *t, const char *host, const char *repo, const char *digest)
 {
     txn_seen *e;
 
+    TXN_OWNED(t);
     if (t->n_seen == t->cap_seen) {
         size_t cap = t->cap_seen ? t->cap_seen * 2 : 16;
         txn_seen *n = realloc(t->seen, cap * sizeof *n);
@@ -170,6 +187,8 @@ int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_
     store *s = t->s;
     int rc;
 
+    TXN_OWNED(t);
+    assert(name && manifest_json);
     if (digest_out)
         digest_out[0] = '\0';
     if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
