@@ -415,13 +415,17 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 /* libmicrohttpd's accept policy, before a new connection counts. With max_clients connections
  * open, the one that has gone longest without progress and is not answering a request (headers
  * trickled in, a stalled body, an idle keep-alive) is shut down to make room: its thread sees
- * the end of the stream and closes it. When every one is answering a request the new one is let
- * in all the same, up to SRV_CONN_HEADROOM more, so that a short request still gets through
- * while long generations hold the slots. */
+ * the end of the stream and closes it. A connection younger than SRV_EVICT_GRACE_S is spared
+ * (a burst of clients is let in, up to SRV_CONN_HEADROOM past max_clients, rather than cut off
+ * before they could send) until that headroom is nearly gone: it must never fill, because at
+ * libmicrohttpd's hard limit no new connection reaches this function to make room. When every
+ * connection is answering a request, the new one is let in all the same, so that a short
+ * request still gets through while long generations hold the slots. */
 static enum MHD_Result make_room(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
     server *srv = cls;
     srv_conn *victim = NULL;
+    double now = mono_s();
     int live = 0;
 
     (void)addr, (void)addrlen;
@@ -433,7 +437,8 @@ static enum MHD_Result make_room(void *cls, const struct sockaddr *addr, socklen
         if (!k->busy && k->fd >= 0 && (!victim || k->since < victim->since))
             victim = k;
     }
-    if (live >= srv->o.max_clients && victim) {
+    if (victim && live >= srv->o.max_clients &&
+        (now - victim->since >= SRV_EVICT_GRACE_S || live >= srv->o.max_clients + SRV_CONN_HEADROOM - 1)) {
         victim->evicted = 1;
         shutdown(victim->fd, SHUT_RDWR);
     }

@@ -19,7 +19,8 @@ typedef struct srv_conn srv_conn;
 /* How long the server waits on a client (http.c says why each is what it is). */
 #define SRV_IDLE_S          30 /* silence mid-request, or between keep-alive requests */
 #define SRV_BODY_S          120 /* a JSON body, from its headers to its end (blob uploads: unbounded) */
-#define SRV_CONN_HEADROOM   16 /* connections past max_clients while every one answers a request */
+#define SRV_CONN_HEADROOM   16 /* connections past max_clients (libmicrohttpd's hard limit) */
+#define SRV_EVICT_GRACE_S   2 /* a connection this young keeps its slot while headroom is left */
 #define SRV_LINGER_S        30 /* draining a body after an early answer (413, 401, 403) */
 #define SRV_LINGER_QUIET_MS 2000
 #define SRV_LINGER_BYTES    (64u << 20)
