@@ -14,7 +14,13 @@
 #include "modelfile/modelfile.h"
 #include "server/server_int.h"
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "fuzz_serve: %s:%d: %s (%s)\n", __FILE__, __LINE__, #c, ms_err_msg()); abort(); } } while (0)
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "fuzz_serve: %s:%d: %s (%s)\n", __FILE__, __LINE__, #c, ms_err_msg()); \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 
 static char *cstr(const uint8_t *data, size_t size)
 {
