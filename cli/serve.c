@@ -18,12 +18,16 @@ static const char help[] =
     "                        unless you say otherwise: set MSTORE_API_KEY before listening wider\n"
     "  --keep-alive SECONDS  how long an idle model stays loaded (default 300; -1 forever)\n"
     "  --max-body BYTES      largest JSON request body (default 16 MiB)\n"
-    "  --max-clients N       connections at once (default 64)\n"
+    "  --max-clients N       connections at once (default 64); when all are taken, the one that\n"
+    "                        has waited longest without sending a whole request gives way\n"
     "  --threads N           worker threads per model (default: all cores)\n"
     "  --ctx N               context length (default: the model's, at most 4096; num_ctx overrides)\n"
     "  --kv-f16              keep KV caches in f16\n\n"
     "Environment: MSTORE_HOST (listen address), MSTORE_API_KEY (every request must then send\n"
-    "'Authorization: Bearer KEY', /v2 included).\n";
+    "'Authorization: Bearer KEY', /v2 included), MSTORE_ORIGINS (web pages that may use the\n"
+    "server besides localhost's, comma-separated, '*' matching any characters:\n"
+    "'https://chat.example.com,http://192.168.1.*'). A request from a page of any other origin,\n"
+    "or, listening on loopback, one sent to a Host name that is not this machine's, gets 403.\n";
 
 int cmd_serve(int argc, char **argv)
 {
@@ -37,6 +41,7 @@ int cmd_serve(int argc, char **argv)
     server_opts_init(&o);
     o.listen = getenv("MSTORE_HOST");
     o.api_key = getenv("MSTORE_API_KEY");
+    o.origins = getenv("MSTORE_ORIGINS");
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(f)) {

@@ -1,9 +1,11 @@
-/* http.c: libmicrohttpd glue: the listening socket, bounded bodies, the token, routing, responses. */
+/* http.c: libmicrohttpd glue: the listening socket, connection slots, what is refused at the headers
+ * (Host, Origin, the token, a declared size), bounded bodies, routing, responses. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,19 +23,29 @@ void server_opts_init(server_opts *o)
 
 /* ---------------------------------------------------------------- responses */
 
-enum MHD_Result srv_respond(req *r, unsigned status, const char *type, const char *body, size_t len)
+enum MHD_Result srv_queue(req *r, unsigned status, struct MHD_Response *resp)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result ret;
 
     if (!resp)
         return MHD_NO;
-    if (type)
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (r->origin) { /* an allowed page may read the answer (gin-contrib/cors, as ollama) */
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", r->origin);
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
     ret = MHD_queue_response(r->c, status, resp);
     MHD_destroy_response(resp);
     r->responded = 1;
     return ret;
+}
+
+enum MHD_Result srv_respond(req *r, unsigned status, const char *type, const char *body, size_t len)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+
+    if (resp && type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    return srv_queue(r, status, resp);
 }
 
 enum MHD_Result srv_json(req *r, unsigned status, json_t *j)
@@ -128,7 +140,6 @@ int srv_stream_open(req *r, const char *type, int *fd_out)
 {
     struct MHD_Response *resp;
     int p[2];
-    enum MHD_Result ret;
 
     *fd_out = -1;
     if (pipe2(p, O_CLOEXEC) < 0)
@@ -140,10 +151,7 @@ int srv_stream_open(req *r, const char *type, int *fd_out)
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    ret = MHD_queue_response(r->c, 200, resp);
-    MHD_destroy_response(resp);
-    r->responded = 1;
-    if (ret != MHD_YES) {
+    if (srv_queue(r, 200, resp) != MHD_YES) {
         close(p[1]);
         return ms_err(MS_EIO, "cannot queue a streamed response");
     }
@@ -205,7 +213,7 @@ json_t *srv_json_text(const char *s, size_t len)
     return j;
 }
 
-/* ---------------------------------------------------------------- requests */
+/* ---------------------------------------------------------------- refusals */
 
 /* Constant time: the token must not leak through timing. */
 static int token_ok(const server *srv, struct MHD_Connection *c)
@@ -224,36 +232,33 @@ static int token_ok(const server *srv, struct MHD_Connection *c)
     return diff == 0 && hl == kl;
 }
 
-static enum MHD_Result unauthorized(req *r)
+/* A refusal at the headers in the shape of the API the URL names: OpenAI's under /v1 (with
+ * `openai_code`), the distribution spec's under /v2 (`oci_code`), ollama's elsewhere. */
+static enum MHD_Result refuse(req *r, unsigned status, const char *openai_code, const char *oci_code, const char *msg)
 {
-    const char *msg = "unauthorized: this server requires 'Authorization: Bearer <MSTORE_API_KEY>'";
     struct MHD_Response *resp;
-    json_t *j;
+    json_t *j, *m = srv_json_text(msg, strlen(msg));
     char *s;
-    enum MHD_Result ret;
 
     if (strncmp(r->url, "/v1/", 4) == 0)
-        j = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg, "type", "invalid_request_error", "param",
-                      "code", "invalid_api_key");
+        j = json_pack("{s:{s:o,s:s,s:n,s:s}}", "error", "message", m, "type", "invalid_request_error", "param", "code",
+                      openai_code);
     else if (strncmp(r->url, "/v2/", 4) == 0 || strcmp(r->url, "/v2") == 0)
-        j = json_pack("{s:[{s:s,s:s,s:n}]}", "errors", "code", "UNAUTHORIZED", "message", msg, "detail");
+        j = json_pack("{s:[{s:s,s:o,s:n}]}", "errors", "code", oci_code, "message", m, "detail");
     else
-        j = json_pack("{s:s}", "error", msg);
-    s = json_dumps(j, JSON_COMPACT);
+        j = json_pack("{s:o}", "error", m);
+    s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s)
         return MHD_NO;
-    resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
+    if (!(resp = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE))) {
         free(s);
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"mstore\"");
-    ret = MHD_queue_response(r->c, 401, resp);
-    MHD_destroy_response(resp);
-    r->responded = 1;
-    return ret;
+    if (status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"mstore\"");
+    return srv_queue(r, status, resp);
 }
 
 static enum MHD_Result too_large(req *r)
@@ -263,6 +268,59 @@ static enum MHD_Result too_large(req *r)
     if (strncmp(r->url, "/v1/", 4) == 0)
         return srv_err_openai(r, 413, "invalid_request_error", "request body over the limit of %zu bytes", max);
     return srv_err_ollama(r, 413, "request body over the limit of %zu bytes", max);
+}
+
+/* A CORS preflight from an allowed page: what ollama's gin-contrib/cors answers (204, its
+ * methods and request headers, OpenAI's SDK headers among them, cached 12 hours). */
+static enum MHD_Result preflight(req *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+
+    if (resp) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS");
+        MHD_add_response_header(
+            resp, "Access-Control-Allow-Headers",
+            "Authorization, Content-Type, User-Agent, Accept, X-Requested-With, OpenAI-Beta, x-stainless-arch, "
+            "x-stainless-async, x-stainless-custom-poll-interval, x-stainless-helper-method, x-stainless-lang, "
+            "x-stainless-os, x-stainless-package-version, x-stainless-poll-helper, x-stainless-retry-count, "
+            "x-stainless-runtime, x-stainless-runtime-version, x-stainless-timeout");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "43200");
+    }
+    return srv_queue(r, 204, resp);
+}
+
+/* What a browser may do on a page's behalf (gate.c says why): a foreign Host or Origin is
+ * refused, an allowed page's preflight answered, here at the headers, before the token is looked
+ * at, a byte of the body is read or the store is opened. 1 when it answered. */
+static int gate(req *r, enum MHD_Result *ret)
+{
+    server *srv = r->srv;
+    const char *host = MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    const char *origin = MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+    char msg[800];
+
+    if (srv->check_host && !srv_host_allowed(host, srv->own_name)) {
+        snprintf(msg, sizeof msg,
+                 "forbidden: Host '%.200s' does not name this machine (a page using DNS rebinding?); listening on "
+                 "loopback, the server answers localhost, loopback and private addresses and '%.200s'",
+                 host, srv->own_name);
+        *ret = refuse(r, 403, "forbidden", "DENIED", msg);
+        return 1;
+    }
+    if (!srv_origin_allowed(srv->origins, origin)) {
+        snprintf(msg, sizeof msg,
+                 "forbidden: origin '%.200s' is not allowed; to let its pages use this server, add it to "
+                 "MSTORE_ORIGINS (comma-separated, '*' matches any characters)",
+                 origin);
+        *ret = refuse(r, 403, "forbidden", "DENIED", msg);
+        return 1;
+    }
+    r->origin = origin;
+    if (origin && strcmp(r->method, "OPTIONS") == 0) {
+        *ret = preflight(r);
+        return 1;
+    }
+    return 0;
 }
 
 static int is_blob_upload(const char *method, const char *url)
@@ -283,46 +341,218 @@ static enum MHD_Result route(req *r)
     return srv_err_ollama(r, 404, "no such endpoint: %s %s", r->method, r->url);
 }
 
+/* ---------------------------------------------------------------- connection slots */
+
+/* Every open connection, so that one that has not sent a whole request can give its slot up.
+ * Without this, max_clients connections that each send half a request (a byte now and then)
+ * lock every client out. */
+struct srv_conn {
+    srv_conn *prev, *next;
+    int fd;
+    int busy; /* its request is whole and being answered: never closed for another */
+    int evicted; /* shut down for a newer connection; libmicrohttpd closes it next */
+    double since; /* monotonic seconds of its last progress: accepted, a body chunk, an answer sent */
+};
+
+static double mono_s(void)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* libmicrohttpd's connection start and end, both in its listening thread, which is also the one
+ * that closes sockets: an fd in the list is open while make_room uses it. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    server *srv = cls;
+    srv_conn *k = *socket_context;
+    const union MHD_ConnectionInfo *ci;
+
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        if (!(k = calloc(1, sizeof *k)))
+            return; /* left out of the list: never closed for another */
+        ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        k->fd = ci ? ci->connect_fd : -1;
+        k->since = mono_s();
+        pthread_mutex_lock(&srv->conns_mu);
+        k->next = srv->conns;
+        if (srv->conns)
+            srv->conns->prev = k;
+        srv->conns = k;
+        pthread_mutex_unlock(&srv->conns_mu);
+        *socket_context = k;
+        return;
+    }
+    if (!k)
+        return;
+    pthread_mutex_lock(&srv->conns_mu);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        srv->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    pthread_mutex_unlock(&srv->conns_mu);
+    free(k);
+    *socket_context = NULL;
+}
+
+/* libmicrohttpd's accept policy, before a new connection counts. With max_clients connections
+ * open, the one that has gone longest without progress and is not answering a request (headers
+ * trickled in, a stalled body, an idle keep-alive) is shut down to make room: its thread sees
+ * the end of the stream and closes it. A connection younger than SRV_EVICT_GRACE_S is spared
+ * (a burst of clients is let in, up to SRV_CONN_HEADROOM past max_clients, rather than cut off
+ * before they could send) until that headroom is nearly gone: it must never fill, because at
+ * libmicrohttpd's hard limit no new connection reaches this function to make room. When every
+ * connection is answering a request, the new one is let in all the same, so that a short
+ * request still gets through while long generations hold the slots. */
+static enum MHD_Result make_room(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    server *srv = cls;
+    srv_conn *victim = NULL;
+    double now = mono_s();
+    int live = 0;
+
+    (void)addr, (void)addrlen;
+    pthread_mutex_lock(&srv->conns_mu);
+    for (srv_conn *k = srv->conns; k; k = k->next) {
+        if (k->evicted)
+            continue;
+        live++;
+        if (!k->busy && k->fd >= 0 && (!victim || k->since < victim->since))
+            victim = k;
+    }
+    if (victim && live >= srv->o.max_clients &&
+        (now - victim->since >= SRV_EVICT_GRACE_S || live >= srv->o.max_clients + SRV_CONN_HEADROOM - 1)) {
+        victim->evicted = 1;
+        shutdown(victim->fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&srv->conns_mu);
+    return MHD_YES;
+}
+
+static void conn_mark(req *r, int busy)
+{
+    if (!r->conn)
+        return;
+    pthread_mutex_lock(&r->srv->conns_mu);
+    r->conn->busy = busy;
+    r->conn->since = mono_s();
+    pthread_mutex_unlock(&r->srv->conns_mu);
+}
+
+/* Answered at its headers while the client still sends a body: libmicrohttpd closes the socket
+ * with those bytes unread, and the kernel then resets the connection, often before the client
+ * has read the answer (a 413 seen as a broken pipe). So, as web servers' lingering close does:
+ * end our side (a FIN after the answer), then read and drop what comes until the client closes,
+ * stays silent SRV_LINGER_QUIET_MS, or SRV_LINGER_BYTES or SRV_LINGER_S pass. */
+static void linger_drain(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    double end = mono_s() + SRV_LINGER_S;
+    size_t total = 0;
+    char buf[16384];
+
+    if (!ci || ci->connect_fd < 0 || shutdown(ci->connect_fd, SHUT_WR) < 0)
+        return;
+    while (total < SRV_LINGER_BYTES && mono_s() < end) {
+        struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN};
+        ssize_t n;
+        if (poll(&p, 1, SRV_LINGER_QUIET_MS) <= 0)
+            break;
+        n = recv(ci->connect_fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            continue;
+        if (n <= 0)
+            break;
+        total += (size_t)n;
+    }
+}
+
+/* ---------------------------------------------------------------- requests */
+
+/* The first call, when the headers are in: every refusal that needs no body (foreign Host or
+ * Origin, the token, a declared length over the limit) is answered here, before any of it is
+ * read; a body on its way is then drained at the end (linger_drain). */
+static enum MHD_Result on_headers(req *r)
+{
+    server *srv = r->srv;
+    const char *cl = MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    int has_body = (cl && strtoull(cl, NULL, 10) > 0) || te;
+    enum MHD_Result ret = MHD_YES;
+
+    if (gate(r, &ret)) {
+    } else if (srv->api_key && !token_ok(srv, r->c)) {
+        ret = refuse(r, 401, "invalid_api_key", "UNAUTHORIZED",
+                     "unauthorized: this server requires 'Authorization: Bearer <MSTORE_API_KEY>'");
+    } else if (!is_blob_upload(r->method, r->url) && cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
+        r->too_big = 1;
+        ret = too_large(r);
+    }
+    r->linger = r->responded && has_body;
+    return ret;
+}
+
+/* A JSON body chunk (blob uploads stream to disk instead). One over the limit is dropped and
+ * answered 413 at the end; past SRV_LINGER_BYTES more, or SRV_BODY_S after its headers, the
+ * connection is closed unanswered (libmicrohttpd answers only before or after a body). */
+static enum MHD_Result on_body(req *r, const char *data, size_t len)
+{
+    server *srv = r->srv;
+
+    if (mono_s() - r->t_headers > SRV_BODY_S) {
+        fprintf(stderr, "mstore: %s %s: the body took over %d s to arrive: connection closed\n", r->method, r->url,
+                SRV_BODY_S);
+        return MHD_NO;
+    }
+    if (r->too_big || r->body.n + len > srv->o.max_body) {
+        r->too_big = 1;
+        r->dropped += len;
+        return r->dropped > SRV_LINGER_BYTES ? MHD_NO : MHD_YES;
+    }
+    return ms_text_put(&r->body, data, len) < 0 ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *data_size, void **con_cls)
 {
     server *srv = cls;
     req *r = *con_cls;
+    const union MHD_ConnectionInfo *ci;
 
     (void)version;
     if (!r) { /* headers are in; no body yet */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (!(r = calloc(1, sizeof *r)))
             return MHD_NO;
         r->srv = srv, r->c = c, r->url = url, r->method = method;
+        r->t_headers = mono_s();
+        if ((ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT)))
+            r->conn = ci->socket_context;
         *con_cls = r;
-        if (srv->api_key && !token_ok(srv, c))
-            return unauthorized(r);
-        if (!is_blob_upload(method, url) && cl && strtoull(cl, NULL, 10) > srv->o.max_body) {
-            r->too_big = 1;
-            return too_large(r);
-        }
-        return MHD_YES;
+        conn_mark(r, 0);
+        return on_headers(r);
     }
     if (*data_size) {
         size_t len = *data_size;
         *data_size = 0;
         if (r->responded)
             return MHD_YES; /* answered already (token, size): the rest is discarded */
+        conn_mark(r, 0);
         if (is_blob_upload(method, url)) {
             ollama_blob_upload(r, data, len);
             return MHD_YES;
         }
-        if (r->too_big || r->body.n + len > srv->o.max_body) {
-            r->too_big = 1;
-            return MHD_YES;
-        }
-        return ms_text_put(&r->body, data, len) < 0 ? MHD_NO : MHD_YES;
+        return on_body(r, data, len);
     }
     if (r->responded)
         return MHD_YES;
     if (r->too_big)
         return too_large(r);
+    conn_mark(r, 1);
     return route(r);
 }
 
@@ -330,9 +560,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 {
     req *r = *con_cls;
 
-    (void)cls, (void)c, (void)toe;
+    (void)cls;
     if (!r)
         return;
+    if (r->linger && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        linger_drain(c);
+    conn_mark(r, 0);
     ollama_upload_close(r); /* an upload cut short leaves nothing */
     free(r->body.p);
     free(r);
@@ -402,14 +635,19 @@ static int open_listener(server *srv, const char *spec)
         goto done;
     }
     getsockname(fd, (struct sockaddr *)&ss, &sl);
+    /* Listening on loopback, only this machine's browsers can reach the server, through a name
+     * that resolves here: Host is checked (ollama does the same). Wider, anyone may connect. */
     if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
         inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
         snprintf(shown, sizeof shown, "[%s]:%u", host, ntohs(a->sin6_port));
+        srv->check_host = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr) ||
+                          (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) && a->sin6_addr.s6_addr[12] == 127);
     } else {
         struct sockaddr_in *a = (struct sockaddr_in *)&ss;
         inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
         snprintf(shown, sizeof shown, "%s:%u", host, ntohs(a->sin_port));
+        srv->check_host = (ntohl(a->sin_addr.s_addr) >> 24) == 127;
     }
     snprintf(srv->addr, sizeof srv->addr, "%s", shown);
     srv->listen_fd = fd;
@@ -439,17 +677,26 @@ int server_start(server **out, const server_opts *o)
         srv->o.max_clients = 64;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cv, NULL);
+    pthread_mutex_init(&srv->conns_mu, NULL);
     if (!(srv->home = ms_strdup_printf("%s", o->home)) ||
         (o->api_key && *o->api_key && !(srv->api_key = ms_strdup_printf("%s", o->api_key)))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = open_listener(srv, spec)) < 0 || (rc = srv_models_start(srv)) < 0)
+    if (gethostname(srv->own_name, sizeof srv->own_name) < 0)
+        srv->own_name[0] = '\0';
+    srv->own_name[sizeof srv->own_name - 1] = '\0';
+    if ((rc = srv_origins_new(&srv->origins, o->origins)) < 0 || (rc = open_listener(srv, spec)) < 0 ||
+        (rc = srv_models_start(srv)) < 0)
         goto fail;
+    /* The idle timeout is short (SRV_IDLE_S) because a connection that sends nothing holds a
+     * thread and a slot; it does not cut answers: a generation runs inside on_request or writes
+     * into a pipe that libmicrohttpd waits on, and queuing an answer counts as activity. */
     srv->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-                              NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->o.max_clients, MHD_OPTION_CONNECTION_TIMEOUT,
-                              600u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+                              make_room, srv, on_request, srv, MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->o.max_clients + SRV_CONN_HEADROOM,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
+                              on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_END);
     if (!srv->d) {
         rc = ms_err(MS_EIO, "cannot start the HTTP server on %s", srv->addr);
         goto fail;
@@ -478,6 +725,8 @@ void server_stop(server *srv)
     srv_models_stop(srv);
     pthread_cond_destroy(&srv->cv);
     pthread_mutex_destroy(&srv->mu);
+    pthread_mutex_destroy(&srv->conns_mu);
+    srv_origins_free(srv->origins);
     free(srv->home);
     free(srv->api_key);
     free(srv);

@@ -16,13 +16,8 @@
 
 static enum MHD_Result add_api_header(req *r, struct MHD_Response *resp, unsigned status)
 {
-    enum MHD_Result ret;
-
     MHD_add_response_header(resp, API_HEADER, "registry/2.0");
-    ret = MHD_queue_response(r->c, status, resp);
-    MHD_destroy_response(resp);
-    r->responded = 1;
-    return ret;
+    return srv_queue(r, status, resp);
 }
 
 /* "library/stories" + tag -> a model name; 0 or -1 (not a name). */

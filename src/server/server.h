@@ -11,7 +11,11 @@
  * request ends), one load shared by every client; requests to one model run one at a time in
  * the order they took its lock. A client that goes away mid-stream stops its generation at the
  * next token. With an API key every request must carry "Authorization: Bearer KEY" (/v2 too).
- * Request bodies are bounded (SERVER_MAX_BODY) before anything is allocated for them.
+ * Browser pages: a request with an Origin outside the allow list (MSTORE_ORIGINS and
+ * localhost's) is refused 403, as is, when listening on loopback, one whose Host does not name
+ * this machine (DNS rebinding); allowed pages get CORS headers and their preflights answered.
+ * Request bodies are bounded (SERVER_MAX_BODY) before anything is allocated for them; one
+ * declared too large is answered 413 before it is read.
  * The process must ignore SIGPIPE: a stream's writer learns of a gone client from EPIPE. */
 #ifndef MSTORE_SERVER_H
 #define MSTORE_SERVER_H
@@ -27,9 +31,10 @@ typedef struct server_opts {
     const char *home; /* the store */
     const char *listen; /* "HOST:PORT" ("[::1]:PORT" for IPv6); NULL: SERVER_DEFAULT_LISTEN */
     const char *api_key; /* NULL or "": no token required */
+    const char *origins; /* MSTORE_ORIGINS: web pages allowed besides localhost's (comma-separated) */
     size_t max_body; /* 0: SERVER_MAX_BODY */
     int keep_alive_s; /* default keep_alive; < 0: forever */
-    int max_clients; /* connections at once; 0: 64 */
+    int max_clients; /* connections at once before the idlest gives way; 0: 64 */
     runtime_opts ro; /* threads, ctx (a request's num_ctx overrides), kv_f16 */
 } server_opts;
 

@@ -14,6 +14,33 @@
 #include "store/store.h"
 
 typedef struct loaded loaded;
+typedef struct srv_conn srv_conn;
+
+/* How long the server waits on a client (http.c says why each is what it is). */
+#define SRV_IDLE_S          30 /* silence mid-request, or between keep-alive requests */
+#define SRV_BODY_S          120 /* a JSON body, from its headers to its end (blob uploads: unbounded) */
+#define SRV_CONN_HEADROOM   16 /* connections past max_clients (libmicrohttpd's hard limit) */
+#define SRV_EVICT_GRACE_S   2 /* a connection this young keeps its slot while headroom is left */
+#define SRV_LINGER_S        30 /* draining a body after an early answer (413, 401, 403) */
+#define SRV_LINGER_QUIET_MS 2000
+#define SRV_LINGER_BYTES    (64u << 20)
+
+/* ---- gate.c: which pages (Origin) and Host names are answered; string checks, no state */
+typedef struct srv_origins srv_origins;
+/* The allow list: `extra` (MSTORE_ORIGINS: comma-separated, at most one '*' an entry, standing
+ * for any characters) and ollama's defaults: http(s)://localhost, 127.0.0.1 and 0.0.0.0 with or
+ * without a port, app://, file://, tauri://, vscode-webview://, vscode-file:// and browser
+ * extensions. MS_EINVALID (two '*' in an entry), MS_ENOMEM. */
+int srv_origins_new(srv_origins **out, const char *extra);
+void srv_origins_free(srv_origins *o);
+/* 1 when a request whose Origin header is `origin` may be served: no Origin (NULL: not a
+ * browser, or a same-origin GET), or one the list matches; else 0. */
+int srv_origin_allowed(const srv_origins *o, const char *origin);
+/* 1 when the Host header names this machine as a browser on it would: none, localhost and
+ * *.localhost, *.local, *.internal, `own_name` (gethostname; NULL is fine), an IP literal that is
+ * loopback, private, unspecified or one of this machine's; else 0 (a name DNS rebinding can
+ * point here). */
+int srv_host_allowed(const char *host, const char *own_name);
 
 struct server {
     struct MHD_Daemon *d;
@@ -27,6 +54,13 @@ struct server {
     pthread_t reaper;
     int reaper_started, stopping;
     int n_jobs; /* streaming jobs (generations, pulls, pushes) running in their own threads */
+    srv_origins *origins; /* MSTORE_ORIGINS and the defaults */
+    int check_host; /* listening on loopback: Host must name this machine (srv_host_allowed) */
+    char own_name[256]; /* gethostname() */
+    /* Every open connection (libmicrohttpd's socket context), so that one that has not sent a
+     * whole request can make room for a new one (http.c, make_room). Guarded by conns_mu. */
+    pthread_mutex_t conns_mu;
+    srv_conn *conns;
 };
 
 /* One HTTP request, from its first byte to its response. */
@@ -37,6 +71,11 @@ typedef struct req {
     ms_text body; /* JSON bodies (at most max_body bytes), NUL-terminated */
     int too_big; /* the body passed the limit: discarded, answered 413 */
     int responded; /* a response was queued before the body ended */
+    const char *origin; /* an allowed Origin, echoed in Access-Control-Allow-Origin; NULL: none */
+    int linger; /* answered at its headers while a body was on its way: drain it before closing */
+    srv_conn *conn; /* its connection's slot */
+    double t_headers; /* monotonic seconds when its headers were in */
+    size_t dropped; /* body bytes dropped past max_body */
     /* POST /api/blobs/:digest streams into bw, a writer of txn (a store_txn on st, opened at the
      * first chunk), so the upload holds the store's shared lock like every other blob write */
     store *st;
@@ -48,6 +87,8 @@ typedef struct req {
 } req;
 
 /* ---- http.c: responses */
+/* Queue resp (taken) with the CORS header the request's Origin earns; sets r->responded. */
+enum MHD_Result srv_queue(req *r, unsigned status, struct MHD_Response *resp);
 enum MHD_Result srv_respond(req *r, unsigned status, const char *type, const char *body, size_t len);
 enum MHD_Result srv_json(req *r, unsigned status, json_t *j); /* takes j */
 enum MHD_Result srv_err_ollama(req *r, unsigned status, const char *fmt, ...) MS_PRINTF(3, 4);

@@ -95,7 +95,7 @@ def exclusive_free():
         return True
 assert exclusive_free(), "the lock is taken before the upload"
 s = socket.create_connection(("127.0.0.1", port))
-s.sendall(b"POST /api/blobs/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (d.encode(), len(body)))
+s.sendall(b"POST /api/blobs/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % (d.encode(), len(body)))
 s.sendall(body[:65536])
 for _ in range(600):
     if not exclusive_free():
@@ -121,7 +121,7 @@ PYEOF
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 body = b'{"model": "stories:260k", "prompt": "Once upon a time", "options": {"num_predict": 100000, "num_ctx": 2048}}'
-s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+s.sendall(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
 got = b""
 s.settimeout(60)
 while got.count(b"\n") < 12:   # the headers and the first objects

@@ -20,7 +20,7 @@ TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src
 GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c"
 
 # target: its sources (besides tests/fuzz/<target>.c)
-targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuzz_registry fuzz_gotmpl fuzz_modelfile"
+targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuzz_registry fuzz_gotmpl fuzz_modelfile fuzz_serve"
 srcs() {
     case $1 in
     fuzz_gguf) echo "$UTIL $GGUF" ;;
@@ -31,6 +31,7 @@ srcs() {
     fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
     fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
     fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
+    fuzz_serve) echo "$UTIL src/modelfile/options.c src/runtime/sampler.c src/server/gate.c" ;;
     esac
 }
 

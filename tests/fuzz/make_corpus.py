@@ -247,3 +247,14 @@ put("fuzz_modelfile", "params.json", json.dumps({"temperature": 0.2, "top_k": 5,
                                                  "repeat_penalty": 1.1, "repeat_last_n": 32, "seed": 7,
                                                  "num_predict": -1, "num_ctx": 4096, "stop": ["</s>", "USER:"],
                                                  "mirostat": 2}))
+
+# ---------------------------------------------------------------- serve: Origin, Host, request bodies
+put("fuzz_serve", "origin", b"\0https://chat.example.com, http://*.lan.example:8080\nhttp://box.lan.example:8080")
+put("fuzz_serve", "origin-default", b"\0\nvscode-webview://abc")
+put("fuzz_serve", "host", b"\1localhost:11434")
+put("fuzz_serve", "host-v6", b"\1[::ffff:127.0.0.1]:80")
+put("fuzz_serve", "host-private", b"\x01172.16.0.1")
+put("fuzz_serve", "body-ollama", b"\2" + json.dumps({"model": "m", "prompt": "hi", "options": {
+    "temperature": 0.5, "top_k": 3, "num_ctx": 2048, "num_predict": 8, "seed": 1}}).encode())
+put("fuzz_serve", "body-openai", b"\2" + json.dumps({"model": "m", "messages": [], "temperature": 1.5,
+                                                       "top_p": 0.5, "max_tokens": 9, "seed": 3}).encode())

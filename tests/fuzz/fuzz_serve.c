@@ -1,0 +1,112 @@
+/* fuzz_serve.c: libFuzzer target for what `mstore serve` reads from a request before any work:
+ * the Origin check against an allow list (srv_origins_new parses MSTORE_ORIGINS), the Host
+ * check (srv_host_allowed), and a JSON request body as the handlers read it (jansson, duplicates
+ * refused, as srv_body_json) into the option table (model_opts_from_json: ollama's "options",
+ * OpenAI's top-level fields). The first byte picks the parser (0 origin, 1 host, 2 body); an
+ * origin input is "LIST\nORIGIN". Each must answer yes or no, or refuse with a message, and
+ * keep the promises the server relies on: the defaults are always allowed, no Origin is always
+ * allowed, a port does not change a Host's answer, accepted options are inside the table. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modelfile/modelfile.h"
+#include "server/server_int.h"
+
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "fuzz_serve: %s:%d: %s (%s)\n", __FILE__, __LINE__, #c, ms_err_msg()); \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static char *cstr(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+
+    CHECK(s);
+    memcpy(s, data, size);
+    s[size] = '\0';
+    return s;
+}
+
+static void origin(const uint8_t *data, size_t size)
+{
+    char *in = cstr(data, size), *nl = strchr(in, '\n');
+    srv_origins *o = NULL;
+
+    if (nl)
+        *nl = '\0';
+    ms_err_clear();
+    if (srv_origins_new(&o, in) < 0) {
+        CHECK(o == NULL && strstr(ms_err_msg(), "MSTORE_ORIGINS"));
+    } else {
+        int a = srv_origin_allowed(o, nl ? nl + 1 : in);
+        CHECK(a == 0 || a == 1);
+        CHECK(srv_origin_allowed(o, NULL) == 1);
+        CHECK(srv_origin_allowed(o, "http://localhost:11434") == 1);
+        CHECK(srv_origin_allowed(o, "https://127.0.0.1") == 1);
+        srv_origins_free(o);
+    }
+    free(in);
+}
+
+static void host(const uint8_t *data, size_t size)
+{
+    char *h = cstr(data, size), with_port[600];
+    int a = srv_host_allowed(h, "fuzzhost");
+
+    CHECK(a == 0 || a == 1);
+    /* "name" and "name:port" get one answer (a bare name: no colon, no brackets) */
+    if (size > 0 && size < 500 && h[0] != '[' && !strchr(h, ':') && strlen(h) == size) {
+        snprintf(with_port, sizeof with_port, "%s:11434", h);
+        CHECK(srv_host_allowed(with_port, "fuzzhost") == a);
+    }
+    free(h);
+}
+
+static void body(const uint8_t *data, size_t size)
+{
+    json_error_t e;
+    json_t *b = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &e), *o;
+    model_opts mo;
+
+    if (!b)
+        return;
+    for (int openai = 0; openai <= 1; openai++) {
+        model_opts_defaults(&mo);
+        o = openai ? b : json_object_get(b, "options");
+        ms_err_clear();
+        if (!json_is_object(o))
+            continue;
+        if (model_opts_from_json(&mo, o, openai ? NULL : "options.", openai) < 0) {
+            CHECK(ms_err_msg()[0]);
+            continue;
+        }
+        /* what the table's bounds promise every reader */
+        CHECK(mo.n_predict >= -2 && mo.n_predict <= 1 << 24 && mo.n_ctx >= 0 && mo.n_ctx <= 1 << 22);
+        CHECK(mo.so.temp >= 0 && mo.so.temp <= 100 && mo.so.top_k >= 0);
+        CHECK(mo.so.top_p >= 0 && mo.so.top_p <= 1 && mo.so.min_p >= 0 && mo.so.min_p <= 1);
+    }
+    json_decref(b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    switch (data[0] % 3) {
+    case 0:
+        origin(data + 1, size - 1);
+        break;
+    case 1:
+        host(data + 1, size - 1);
+        break;
+    default:
+        body(data + 1, size - 1);
+        break;
+    }
+    return 0;
+}

@@ -1,0 +1,123 @@
+/* test_server.c: what the server decides at a request's headers (src/server/gate.c): which
+ * browser origins are allowed (ollama's defaults, MSTORE_ORIGINS, one '*' an entry) and which
+ * Host names are this machine's when it listens on loopback. */
+#include <check.h>
+#include <string.h>
+
+#include "server/server_int.h"
+
+static const struct {
+    const char *extra, *origin;
+    int allowed;
+} origin_cases[] = {
+    {NULL, "http://localhost", 1},
+    {NULL, "http://localhost:3000", 1},
+    {NULL, "https://127.0.0.1:8443", 1},
+    {NULL, "http://0.0.0.0:5173", 1},
+    {NULL, "HTTP://LOCALHOST:3000", 1}, /* scheme and host are case-insensitive */
+    {NULL, "app://obsidian.md", 1},
+    {NULL, "file://", 1},
+    {NULL, "tauri://localhost", 1},
+    {NULL, "vscode-webview://1234", 1},
+    {NULL, "chrome-extension://abcdef", 1},
+    {NULL, "http://evil.example", 0},
+    {NULL, "http://localhost.evil.example", 0},
+    {NULL, "http://127.0.0.1.evil.example", 0},
+    {NULL, "https://evil.example:443", 0},
+    {NULL, "null", 0}, /* sandboxed frames, data: pages */
+    {NULL, "", 0},
+    {"https://chat.example.com", "https://chat.example.com", 1},
+    {"https://chat.example.com", "http://chat.example.com", 0},
+    {" https://a.example , ,https://b.example ", "https://b.example", 1}, /* spaces, empty entries */
+    {"http://*.lan.example:8080", "http://box.lan.example:8080", 1},
+    {"http://*.lan.example:8080", "http://box.lan.example:8081", 0},
+    {"http://a*a", "http://a", 0}, /* prefix and suffix never overlap */
+    {"*", "http://anything.example", 1},
+    {"https://chat.example.com", "http://localhost:3000", 1}, /* the defaults stay */
+};
+
+START_TEST(origins_allowed_as_ollama_allows_them)
+{
+    srv_origins *o;
+
+    ck_assert_int_eq(srv_origins_new(&o, origin_cases[_i].extra), 0);
+    ck_assert_msg(srv_origin_allowed(o, origin_cases[_i].origin) == origin_cases[_i].allowed, "%s with '%s'",
+                  origin_cases[_i].origin, origin_cases[_i].extra ? origin_cases[_i].extra : "");
+    ck_assert_int_eq(srv_origin_allowed(o, NULL), 1); /* no Origin: not a browser's cross-site request */
+    srv_origins_free(o);
+}
+END_TEST
+
+START_TEST(origins_refuse_two_wildcards_in_an_entry)
+{
+    srv_origins *o = (srv_origins *)1;
+
+    ck_assert_int_eq(srv_origins_new(&o, "https://ok.example,http://*.a.*"), MS_EINVALID);
+    ck_assert_ptr_null(o);
+    ck_assert_str_eq(ms_err_msg(), "MSTORE_ORIGINS: 'http://*.a.*': at most one '*' in an origin");
+}
+END_TEST
+
+static const struct {
+    const char *host;
+    int allowed;
+} host_cases[] = {
+    {NULL, 1}, /* HTTP/1.0 */
+    {"", 1},
+    {"localhost", 1},
+    {"LocalHost:11434", 1},
+    {"127.0.0.1", 1},
+    {"127.0.0.1:11434", 1},
+    {"127.1.2.3", 1},
+    {"[::1]:11434", 1},
+    {"[::1]", 1},
+    {"::1", 1}, /* unbracketed, as ollama takes a host without a port */
+    {"[::ffff:127.0.0.1]:80", 1},
+    {"0.0.0.0", 1},
+    {"10.0.0.7", 1},
+    {"172.16.0.1", 1},
+    {"172.32.0.1", 0},
+    {"192.168.1.20:8080", 1},
+    {"[fd00::1]", 1},
+    {"app.localhost", 1},
+    {"printer.local", 1},
+    {"host.docker.internal", 1},
+    {"testhost", 1}, /* the machine's own name */
+    {"TESTHOST:11434", 1},
+    {"evil.example", 0},
+    {"evil.example:11434", 0},
+    {"localhost.evil.example", 0},
+    {"127.0.0.1.nip.io", 0},
+    {"8.8.8.8", 0},
+    {"[2001:4860:4860::8888]:80", 0},
+    {"[::1", 0},
+    {"[::1]x", 0},
+    {"localhost.", 0},
+    {"local", 0},
+};
+
+START_TEST(hosts_allowed_name_this_machine)
+{
+    ck_assert_msg(srv_host_allowed(host_cases[_i].host, "testhost") == host_cases[_i].allowed, "Host '%s'",
+                  host_cases[_i].host ? host_cases[_i].host : "(none)");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("server");
+    TCase *tc = tcase_create("gate");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_loop_test(tc, origins_allowed_as_ollama_allows_them, 0,
+                        (int)(sizeof origin_cases / sizeof *origin_cases));
+    tcase_add_test(tc, origins_refuse_two_wildcards_in_an_entry);
+    tcase_add_loop_test(tc, hosts_allowed_name_this_machine, 0, (int)(sizeof host_cases / sizeof *host_cases));
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
