@@ -1,5 +1,5 @@
-/* kquant_int.h: weight types beyond the row-kernel tables of kernels_*.c, shared by src/runtime
- * only: ggml's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_NL, IQ4_XS (kquant_scalar.c,
+/* kquant_int.h: weight types beyond the block types of kernels_*.c, shared within src/cpu (and
+ * its unit tests) only: ggml's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K), IQ4_NL, IQ4_XS (kquant_scalar.c,
  * kquant_avx2.c), and MLX-quantized weights (mlx_matmul.c, type BACKEND_TYPE_MLX).
  *
  * The K-quant and IQ4 row dots are entries of the paths' type tables like any block type's

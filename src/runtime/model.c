@@ -1,6 +1,9 @@
-/* model.c: the llama-family decoder: Llama 2/3, TinyLlama, Mistral, llama2.c story models, and
- * Qwen 2 / Qwen 3, which differ only where marked [qwen2] / [qwen3]; their mixtures of experts
- * (Mixtral, Qwen2-MoE, Qwen3-MoE), whose FFN is record_moe's.
+/* model.c: the llama-family decoder (RUNTIME_ARCHS): Llama 2/3, TinyLlama, Mistral, llama2.c story
+ * models, Qwen 2 / Qwen 3, Gemma 3 and Phi-3, which differ only where marked [qwen2] / [qwen3] /
+ * [gemma] / [phi3]; and their mixtures of experts (Mixtral, Qwen2-MoE with its shared expert,
+ * Qwen3-MoE), whose FFN is record_moe's. [gemma]: norms after attention and FFN as well, GeGLU,
+ * embeddings scaled by sqrt(dim), local (sliding) and global layers, a logit softcap. [phi3]: q, k, v
+ * and gate, up fused in one tensor each (viewed as rows), longrope scaling.
  *   x = embed[tokens]
  *   per layer: q = Wq . n(x) + bq, k = Wk . n(x) + bk, v = Wv . n(x) + bv    biases: [qwen2]
  *              q = n_head(q), k = n_head(k)   per-head RMSNorm over head_dim     QK-norm: [qwen3]
