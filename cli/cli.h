@@ -32,6 +32,29 @@ int cli_name_parse(model_name *out, const char *arg);
 int cli_parse_long(long *out, const char *verb, const char *flag, const char *value, long min, long max);
 int cli_parse_double(double *out, const char *verb, const char *flag, const char *value, double min, double max);
 
+/* A verb's options, one row each, in the manner of git's parse-options: the spelling, what it
+ * takes and where its value goes. A table ends with a row whose name is NULL. */
+typedef enum {
+    CLI_OPT_FLAG,     /* int *: set to 1 */
+    CLI_OPT_STRING,   /* const char **: the next argument */
+    CLI_OPT_LONG,     /* long *: the next argument, a whole number in [min, max] */
+    CLI_OPT_SELF      /* const char **: the option's own name (one of several that pick a thing) */
+} cli_opt_kind;
+typedef struct cli_opt {
+    const char *name;    /* "--gguf" */
+    const char *alias;   /* "-n", or NULL */
+    cli_opt_kind kind;
+    void *value;
+    const char *needs;   /* STRING: what the error says it needs ("a file name") */
+    long min, max;       /* LONG */
+} cli_opt;
+/* Parse argv[1..] (argv[0] is the verb) against `opts`. -h / --help prints `help`; other
+ * arguments are positionals, at most max_pos of them into pos (*n_pos counts them); "--" makes
+ * every later argument a positional. Returns 0 to go on, -1 when help was printed (the verb
+ * exits 0), 2 after printing a usage error (unknown option, missing value, extra argument). */
+int cli_args_parse(int argc, char **argv, const char *help, const cli_opt *opts, const char **pos, int max_pos,
+                   int *n_pos);
+
 /* `run` of a model not in the store: on a terminal, ask and pull it (0 when pulled); otherwise
  * MS_ENOTFOUND saying how to pull it. insecure: plain http (loopback registries). */
 int cli_pull_offer(store *s, const model_name *name, int insecure);

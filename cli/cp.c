@@ -7,18 +7,16 @@ static const char help[] = "usage: mstore cp SRC DST\n\nGive the model SRC a sec
 
 int cmd_cp(int argc, char **argv)
 {
+    const char *pos[2];
     model_name src, dst;
     store *s;
-    int rc;
+    int rc, n;
 
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        }
-    if (argc != 3)
+    if ((rc = cli_args_parse(argc, argv, help, NULL, pos, 2, &n)) != 0)
+        return rc < 0 ? 0 : rc;
+    if (n != 2)
         return cli_usage_error("cp", "needs SRC and DST");
-    if (cli_name_parse(&src, argv[1]) < 0 || cli_name_parse(&dst, argv[2]) < 0)
+    if (cli_name_parse(&src, pos[0]) < 0 || cli_name_parse(&dst, pos[1]) < 0)
         return 1;
     if (!(s = cli_store_open()))
         return 1;
@@ -26,6 +24,6 @@ int cmd_cp(int argc, char **argv)
     store_close(s);
     if (rc < 0)
         return cli_fail();
-    printf("copied '%s' to '%s'\n", argv[1], argv[2]);
+    printf("copied '%s' to '%s'\n", pos[0], pos[1]);
     return 0;
 }

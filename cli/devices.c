@@ -21,13 +21,10 @@ int cmd_devices(int argc, char **argv)
     size_t n = 0;
     char why[256] = "";
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        }
-        return cli_usage_error("devices", "unexpected argument '%s'", argv[i]);
-    }
+    int rc;
+
+    if ((rc = cli_args_parse(argc, argv, help, NULL, NULL, 0, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (backend_devices(&d, &n, why, sizeof why) < 0)
         return cli_fail();
     printf("%-48s %-11s %-7s %10s  %s\n", "NAME", "KIND", "API", "MEMORY", "HOST IMPORT");

@@ -19,22 +19,13 @@ int cmd_export(int argc, char **argv)
     store *s;
     int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--gguf") == 0) {
-            if (++i >= argc)
-                return cli_usage_error("export", "--gguf needs a file name");
-            out = argv[i];
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("export", "unknown option '%s'", argv[i]);
-        } else if (!arg) {
-            arg = argv[i];
-        } else {
-            return cli_usage_error("export", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "--gguf", NULL, CLI_OPT_STRING, &out, "a file name", 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+
+    if ((rc = cli_args_parse(argc, argv, help, opts, &arg, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (!arg || !out)
         return cli_usage_error("export", "needs NAME and --gguf OUT");
     if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))

@@ -25,18 +25,14 @@ int cmd_gc(int argc, char **argv)
     char b[32];
     store *s;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--dry-run") == 0 || strcmp(argv[i], "-n") == 0) {
-            dry = 1;
-        } else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
-            verbose = 1;
-        } else {
-            return cli_usage_error("gc", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "--dry-run", "-n", CLI_OPT_FLAG, &dry, NULL, 0, 0 },
+        { "--verbose", "-v", CLI_OPT_FLAG, &verbose, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+
+    if ((rc = cli_args_parse(argc, argv, help, opts, NULL, 0, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (!(s = cli_store_open_to_free()))
         return 1;
     rc = store_gc(s, dry, dry || verbose ? each : NULL, &dry, &n, &bytes);

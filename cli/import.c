@@ -29,35 +29,18 @@ int cmd_import(int argc, char **argv)
     store *s;
     int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--name") == 0 || strcmp(argv[i], "-n") == 0) {
-            if (++i >= argc)
-                return cli_usage_error("import", "--name needs a value");
-            name_arg = argv[i];
-        } else if (strcmp(argv[i], "--quantize") == 0) {
-            if (++i >= argc)
-                return cli_usage_error("import", "--quantize needs a type (int4, int8, nvfp4, mxfp8)");
-            o.quantize = argv[i];
-        } else if (strcmp(argv[i], "--group-size") == 0) {
-            long g;
-            if (++i >= argc)
-                return cli_usage_error("import", "--group-size needs a value");
-            if (cli_parse_long(&g, "import", "--group-size", argv[i], 1, 1024) != 0)
-                return 2;
-            o.group_size = (int)g;
-        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-            o.quiet = 1;
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("import", "unknown option '%s'", argv[i]);
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            return cli_usage_error("import", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    long group_size = 0;
+    const cli_opt opts[] = {
+        { "--name", "-n", CLI_OPT_STRING, &name_arg, "a value", 0, 0 },
+        { "--quantize", NULL, CLI_OPT_STRING, &o.quantize, "a type (int4, int8, nvfp4, mxfp8)", 0, 0 },
+        { "--group-size", NULL, CLI_OPT_LONG, &group_size, NULL, 1, 1024 },
+        { "--quiet", "-q", CLI_OPT_FLAG, &o.quiet, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+
+    if ((rc = cli_args_parse(argc, argv, help, opts, &path, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
+    o.group_size = (int)group_size;
     if (!path || !name_arg)
         return cli_usage_error("import", "needs PATH and --name NAME");
     if (o.group_size && !o.quantize)

@@ -29,15 +29,8 @@ int cmd_list(int argc, char **argv)
     store *s;
     int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        }
-        if (argv[i][0] == '-')
-            return cli_usage_error("list", "unknown option '%s'", argv[i]);
-        return cli_usage_error("list", "unexpected argument '%s'", argv[i]);
-    }
+    if ((rc = cli_args_parse(argc, argv, help, NULL, NULL, 0, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (!(s = cli_store_open()))
         return 1;
     rc = store_list(s, &m, &n);

@@ -110,6 +110,55 @@ int cli_parse_long(long *out, const char *verb, const char *flag, const char *va
     return 0;
 }
 
+static const cli_opt *opt_find(const cli_opt *opts, const char *arg)
+{
+    for (; opts && opts->name; opts++)
+        if (strcmp(arg, opts->name) == 0 || (opts->alias && strcmp(arg, opts->alias) == 0))
+            return opts;
+    return NULL;
+}
+
+int cli_args_parse(int argc, char **argv, const char *help, const cli_opt *opts, const char **pos, int max_pos,
+                   int *n_pos)
+{
+    const char *verb = argv[0];
+    int only_pos = 0, np = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const cli_opt *o;
+
+        if (!only_pos && cli_is_help(a)) {
+            fputs(help, stdout);
+            return -1;
+        }
+        if (!only_pos && strcmp(a, "--") == 0) {
+            only_pos = 1;
+        } else if (!only_pos && (o = opt_find(opts, a))) {
+            if (o->kind == CLI_OPT_FLAG) {
+                *(int *)o->value = 1;
+            } else if (o->kind == CLI_OPT_SELF) {
+                *(const char **)o->value = o->name;
+            } else if (i + 1 >= argc) {
+                return cli_usage_error(verb, "%s needs %s", a, o->needs ? o->needs : "a value");
+            } else if (o->kind == CLI_OPT_STRING) {
+                *(const char **)o->value = argv[++i];
+            } else if (cli_parse_long(o->value, verb, a, argv[++i], o->min, o->max) < 0) {
+                return 2;
+            }
+        } else if (!only_pos && a[0] == '-' && a[1] != '\0') {
+            return cli_usage_error(verb, "unknown option '%s'", a);
+        } else if (np < max_pos) {
+            pos[np++] = a;
+        } else {
+            return cli_usage_error(verb, "unexpected argument '%s'", a);
+        }
+    }
+    if (n_pos)
+        *n_pos = np;
+    return 0;
+}
+
 int cli_parse_double(double *out, const char *verb, const char *flag, const char *value, double min, double max)
 {
     char *end;

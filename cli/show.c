@@ -158,27 +158,21 @@ int cmd_show(int argc, char **argv)
     size_t n = 0;
     store *s;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--tensors") == 0) {
-            want_tensors = 1;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            want_json = 1;
-        } else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) {
-            verbose = 1;
-        } else if (!strcmp(argv[i], "--modelfile") || !strcmp(argv[i], "--parameters") ||
-                   !strcmp(argv[i], "--template") || !strcmp(argv[i], "--system") || !strcmp(argv[i], "--license")) {
-            part = argv[i];
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("show", "unknown option '%s'", argv[i]);
-        } else if (!arg) {
-            arg = argv[i];
-        } else {
-            return cli_usage_error("show", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "--tensors", NULL, CLI_OPT_FLAG, &want_tensors, NULL, 0, 0 },
+        { "--json", NULL, CLI_OPT_FLAG, &want_json, NULL, 0, 0 },
+        { "--verbose", "-v", CLI_OPT_FLAG, &verbose, NULL, 0, 0 },
+        { "--modelfile", NULL, CLI_OPT_SELF, &part, NULL, 0, 0 },
+        { "--parameters", NULL, CLI_OPT_SELF, &part, NULL, 0, 0 },
+        { "--template", NULL, CLI_OPT_SELF, &part, NULL, 0, 0 },
+        { "--system", NULL, CLI_OPT_SELF, &part, NULL, 0, 0 },
+        { "--license", NULL, CLI_OPT_SELF, &part, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+
+    if ((rc = cli_args_parse(argc, argv, help, opts, &arg, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
+    rc = 1;
     if (!arg)
         return cli_usage_error("show", "needs a NAME");
     if (cli_name_parse(&name, arg) < 0 || !(s = cli_store_open()))

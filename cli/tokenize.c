@@ -94,35 +94,25 @@ static int encode_batch(const tokenizer *t, int add_special, int parse_special)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *file = NULL, *pos[2] = { NULL, NULL }, *model, *text;
-    int add_special = 1, parse_special = 0, n_pos = 0, rc = 1, only_pos = 0, batch = 0;
+    int add_special = 1, parse_special = 0, n_pos = 0, rc, batch = 0;
     tokenizer *t = NULL;
     int32_t *ids = NULL;
     size_t n;
 
-    for (int i = 1; i < argc; i++) {
-        if (!only_pos && cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (!only_pos && strcmp(argv[i], "--no-special") == 0) {
-            add_special = 0;
-        } else if (!only_pos && strcmp(argv[i], "--parse-special") == 0) {
-            parse_special = 1;
-        } else if (!only_pos && strcmp(argv[i], "--batch") == 0) {
-            batch = 1;
-        } else if (!only_pos && strcmp(argv[i], "--gguf") == 0) {
-            if (i + 1 >= argc)
-                return cli_usage_error("tokenize", "--gguf needs a FILE");
-            file = argv[++i];
-        } else if (!only_pos && strcmp(argv[i], "--") == 0) {
-            only_pos = 1;   /* what follows is NAME / TEXT even when it starts with '-' */
-        } else if (!only_pos && argv[i][0] == '-' && argv[i][1] != '\0') {
-            return cli_usage_error("tokenize", "unknown option '%s'", argv[i]);
-        } else if (n_pos < 2) {
-            pos[n_pos++] = argv[i];
-        } else {
-            return cli_usage_error("tokenize", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    int no_special = 0;
+    const cli_opt opts[] = {
+        { "--no-special", NULL, CLI_OPT_FLAG, &no_special, NULL, 0, 0 },
+        { "--parse-special", NULL, CLI_OPT_FLAG, &parse_special, NULL, 0, 0 },
+        { "--batch", NULL, CLI_OPT_FLAG, &batch, NULL, 0, 0 },
+        { "--gguf", NULL, CLI_OPT_STRING, &file, "a FILE", 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+
+    /* after "--", NAME / TEXT may start with '-' */
+    if ((rc = cli_args_parse(argc, argv, help, opts, pos, 2, &n_pos)) != 0)
+        return rc < 0 ? 0 : rc;
+    rc = 1;
+    add_special = !no_special;
     if (n_pos != (file ? 0 : 1) + !batch)
         return cli_usage_error("tokenize", batch ? (file ? "--batch reads TEXT from stdin, not the arguments"
                                                          : "--batch needs NAME only")

@@ -24,18 +24,8 @@ int cmd_verify(int argc, char **argv)
     store *s;
     int rc;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("verify", "unknown option '%s'", argv[i]);
-        } else if (!arg) {
-            arg = argv[i];
-        } else {
-            return cli_usage_error("verify", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    if ((rc = cli_args_parse(argc, argv, help, NULL, &arg, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (arg && cli_name_parse(&name, arg) < 0)
         return 1;
     if (!(s = cli_store_open()))
