@@ -3,7 +3,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "blob/blob.h"
 #include "cli.h"
 
 static const char help[] =
@@ -30,10 +29,14 @@ int cmd_blob(int argc, char **argv)
     if (!(s = cli_store_open()))
         return 1;
     if (strcmp(argv[1], "put") == 0) {
-        rc = blob_put_file(digest, store_home(s), argv[2]);
-        if (rc == 0)
+        store_txn *t = NULL;
+        /* Through a transaction, as every writer: the shared lock keeps gc from removing the
+         * blob while it lands, and the flush makes it durable before its name exists. */
+        if ((rc = store_txn_begin(&t, s)) == 0 && (rc = store_txn_blob_put_file(t, digest, NULL, argv[2])) == 0 &&
+            (rc = store_txn_flush(t)) == 0)
             printf("%s\n", digest);
-    } else if ((rc = blob_open(&v, store_home(s), argv[2])) == 0) {
+        store_txn_abort(t);
+    } else if ((rc = store_blob_open(&v, s, argv[2])) == 0) {
         if (v.size && ms_write_all(STDOUT_FILENO, v.data, v.size) < 0)
             rc = ms_err_os("standard output: write");
         blob_close(&v);

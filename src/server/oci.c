@@ -88,30 +88,28 @@ static enum MHD_Result blob_get(req *r, const char *digest)
 {
     const char *range = MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
     struct MHD_Response *resp;
-    struct stat st;
-    uint64_t from = 0, to;
-    char *path = NULL, cr[128];
+    uint64_t from = 0, to, size = 0;
     unsigned status = 200;
-    int fd;
+    char cr[128];
+    store *s = NULL;
+    int fd = -1, rc;
 
     if (!blob_digest_valid(digest))
         return srv_err_oci(r, 400, "DIGEST_INVALID", "'%.100s' is not a sha256 digest", digest);
-    if (blob_path(&path, r->srv->home, digest) < 0)
-        return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    free(path);
-    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        if (fd >= 0)
-            close(fd);
+    if ((rc = store_open(&s, r->srv->home)) == 0)
+        rc = store_blob_fd(&fd, &size, s, digest);
+    store_close(s);
+    if (rc == MS_ENOTFOUND || rc == MS_EIO)
         return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", digest);
-    }
-    to = st.st_size ? (uint64_t)st.st_size - 1 : 0;
+    if (rc < 0)
+        return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
+    to = size ? size - 1 : 0;
     if (range) { /* one range, "bytes=A-B" or "bytes=A-" */
         unsigned long long a, b;
         int n = sscanf(range, "bytes=%llu-%llu", &a, &b);
-        if (n < 1 || a >= (uint64_t)st.st_size || (n == 2 && b < a)) {
+        if (n < 1 || a >= size || (n == 2 && b < a)) {
             close(fd);
-            snprintf(cr, sizeof cr, "bytes */%" PRIu64, (uint64_t)st.st_size);
+            snprintf(cr, sizeof cr, "bytes */%" PRIu64, size);
             resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
             return add_api_header(r, resp, 416);
@@ -121,13 +119,13 @@ static enum MHD_Result blob_get(req *r, const char *digest)
             to = b;
         status = 206;
     }
-    resp = MHD_create_response_from_fd_at_offset64(st.st_size ? to - from + 1 : 0, fd, (int64_t)from);
+    resp = MHD_create_response_from_fd_at_offset64(size ? to - from + 1 : 0, fd, (int64_t)from);
     if (!resp) {
         close(fd);
         return MHD_NO;
     }
     if (status == 206) {
-        snprintf(cr, sizeof cr, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, (uint64_t)st.st_size);
+        snprintf(cr, sizeof cr, "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, from, to, size);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");

@@ -129,6 +129,18 @@ typedef struct store_tensor {
 int store_tensors_list(store *s, const char *manifest_digest, store_tensor **out, size_t *n_out);
 void store_tensors_free(store_tensor *t, size_t n);
 
+/* Blob bytes by digest, for what works on blobs rather than on a model (the registry's push and
+ * pull, the server's /v2 and /api/blobs, `mstore blob`): the one way to a blob's file outside
+ * src/store and src/blob. store_blob_open maps a stored blob (MS_ENOTFOUND, MS_EINVALID for a
+ * malformed digest, MS_EIO); store_blob_fd opens it for ranged reads, *size_out its size;
+ * store_blob_intact is 1 when the blob is stored with that size (BLOB_SIZE_ANY: any) and its
+ * bytes hash to its name; store_blobs_intact checks many, as blob_intact_each. */
+int store_blob_open(blob_view *out, store *s, const char *digest);
+int store_blob_fd(int *fd_out, uint64_t *size_out, store *s, const char *digest);
+int store_blob_intact(store *s, const char *digest, uint64_t size);
+void store_blobs_intact(store *s, const char *const *digests, const uint64_t *sizes, size_t n, unsigned char *ok,
+                        int threads);
+
 int store_name_copy(store *s, const model_name *src, const model_name *dst);   /* MS_ENOTFOUND */
 int store_name_remove(store *s, const model_name *name);                        /* MS_ENOTFOUND */
 /* Remove `n` names in one transaction: all of them, or (one is not found, or any error) none.

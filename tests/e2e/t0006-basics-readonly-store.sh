@@ -69,6 +69,7 @@ pgrep -f "serve --listen 127.0.0.1:$port" >/dev/null && fail "mstore serve on po
 expect_fail 1 "the store is read-only" nob rm s
 expect_fail 1 "the store is read-only" nob gc
 expect_fail 1 "the store is read-only" nob cp s t
+expect_fail 1 "the store is read-only" nob blob put "$WORK/out/m.json"   # a writer like any other
 expect_fail 1 "read-only" nob import "$WORK/out/s.gguf" --name t
 [ "$(snapshot)" = "$before" ] || fail "reading a read-only store changed it: $(diff <(echo "$before") <(snapshot))"
 
