@@ -34,17 +34,68 @@ int import_config_store(store_txn *t, manifest *m, json_t *config)
     return rc;
 }
 
-int import_config_commit(store_txn *t, manifest *m, json_t *hf, json_t *dtypes, const char *format, const char *source_path,
-                         json_t *extra)
+/* Gemma3TextConfig's defaults (transformers): a multimodal checkpoint's text_config states only
+ * what differs from them, and its readers fill in the rest, so this import must too. */
+static const char gemma3_text_defaults[] =
+    "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, \"num_hidden_layers\": 26,"
+    " \"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"head_dim\": 256,"
+    " \"hidden_activation\": \"gelu_pytorch_tanh\", \"max_position_embeddings\": 131072, \"rms_norm_eps\": 1e-6,"
+    " \"pad_token_id\": 0, \"eos_token_id\": 1, \"bos_token_id\": 2, \"tie_word_embeddings\": true,"
+    " \"rope_theta\": 1000000.0, \"query_pre_attn_scalar\": 256, \"sliding_window\": 4096,"
+    " \"final_logit_softcapping\": null, \"rope_scaling\": null, \"rope_local_base_freq\": 10000.0,"
+    " \"sliding_window_pattern\": 6}";
+
+/* The text model's config of a multimodal checkpoint (config.json with a text_config and no
+ * hidden_size of its own), as a text-only config.json would say it: the text_config's keys, then
+ * the top level's (token ids, tie_word_embeddings), then the text model's defaults. NULL when hf
+ * is not such a checkpoint; MS_ENOMEM through *rc. */
+static json_t *text_config_flatten(json_t *hf, int *rc)
 {
-    json_t *c = json_object(), *v;
-    const char *arch = json_string_value(json_object_get(hf, "model_type"));
+    json_t *text = json_object_get(hf, "text_config"), *flat, *v;
+    const char *key, *type;
+
+    *rc = 0;
+    if (!json_is_object(text) || json_object_get(hf, "hidden_size"))
+        return NULL;
+    type = json_string_value(json_object_get(text, "model_type"));
+    if (!type && json_is_string(json_object_get(hf, "model_type")) &&
+        strcmp(json_string_value(json_object_get(hf, "model_type")), "gemma3") == 0)
+        type = "gemma3_text";
+    flat = type && strcmp(type, "gemma3_text") == 0 ? json_loads(gemma3_text_defaults, 0, NULL) : json_object();
+    if (!flat) {
+        *rc = ms_err(MS_ENOMEM, "out of memory");
+        return NULL;
+    }
+    json_object_foreach(hf, key, v)
+        if (strcmp(key, "text_config") != 0 && strcmp(key, "vision_config") != 0 && strcmp(key, "model_type") != 0 &&
+            strcmp(key, "architectures") != 0 && json_object_set(flat, key, v) < 0)
+            *rc = ms_err(MS_ENOMEM, "out of memory");
+    if (json_object_update(flat, text) < 0 || (type && json_object_set_new(flat, "model_type", json_string(type)) < 0))
+        *rc = ms_err(MS_ENOMEM, "out of memory");
+    if (*rc < 0) {
+        json_decref(flat);
+        return NULL;
+    }
+    return flat;
+}
+
+int import_config_commit(store_txn *t, manifest *m, json_t *hf_in, json_t *dtypes, const char *format,
+                         const char *source_path, json_t *extra)
+{
+    json_t *c = json_object(), *v, *flat, *hf;
+    const char *arch;
     const char *base = strrchr(source_path, '/');
     json_int_t hidden, heads;
     int rc;
 
     if (!c)
         return ms_err(MS_ENOMEM, "out of memory");
+    if (!(flat = text_config_flatten(hf_in, &rc)) && rc < 0) {
+        json_decref(c);
+        return rc;
+    }
+    hf = flat ? flat : hf_in;
+    arch = json_string_value(json_object_get(hf, "model_type"));
     if (!arch) {
         json_t *a = json_array_get(json_object_get(hf, "architectures"), 0);
         arch = json_is_string(a) ? json_string_value(a) : "unknown";
@@ -79,10 +130,13 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf, json_t *dtypes, 
     json_object_set(c, "quantization", dtypes);
     json_object_set_new(c, "source", json_pack("{s:s, s:s}", "format", format, "file", base ? base + 1 : source_path));
     json_object_set(c, "hf_config", hf);   /* everything else config.json said, kept whole */
+    if (flat)   /* the checkpoint's own config, vision tower included, for when it is run */
+        json_object_set(c, "hf_multimodal_config", hf_in);
     if (extra)
         json_object_update(c, extra);
     rc = import_config_store(t, m, c);
     json_decref(c);
+    json_decref(flat);
     return rc;
 }
 
@@ -144,10 +198,27 @@ static long take_num(const char **p)
  *     model.layers.L.mlp.shared_experts (Qwen2-MoE);
  *   model.layers.L.{block_sparse_moe,mlp}.switch_mlp.X (mlx-lm, whose experts come stacked
  *     already, with their .scales / .biases): model.layers.L.mlp.experts.X, in the same pack.
+ * A multimodal checkpoint's text model (Gemma 3's Gemma3ForConditionalGeneration) is named as the
+ * text-only one: language_model.model.X and model.language_model.X are model.X, and
+ * language_model.lm_head.X is lm_head.X; its vision tower and projector keep their names.
  * Every other tensor keeps its name. *expert is E for one expert of a tensor to stack, else -1;
  * pack is "" for a tensor with a blob of its own. hf.c and mlx.c name tensors only through this. */
-void import_moe_name(const char *name, char *out, size_t out_len, char *pack, size_t pack_len, long *expert)
+void import_moe_name(const char *in, char *out, size_t out_len, char *pack, size_t pack_len, long *expert)
 {
+    static const struct { const char *from, *to; } text[] = {
+        { "language_model.model.", "model." },
+        { "model.language_model.", "model." },
+        { "language_model.lm_head.", "lm_head." },
+    };
+    char canon[512];
+    const char *name = in;
+
+    for (size_t k = 0; k < sizeof text / sizeof text[0]; k++)
+        if (strncmp(in, text[k].from, strlen(text[k].from)) == 0) {
+            snprintf(canon, sizeof canon, "%s%s", text[k].to, in + strlen(text[k].from));
+            name = canon;
+            break;
+        }
     static const struct { const char *hf, *store; } kinds[] = {
         { "w1.weight", "gate_proj.weight" }, { "w3.weight", "up_proj.weight" }, { "w2.weight", "down_proj.weight" },
         { "gate_proj.weight", "gate_proj.weight" }, { "up_proj.weight", "up_proj.weight" },

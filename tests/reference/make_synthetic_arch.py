@@ -111,6 +111,11 @@ def main():
     ap.add_argument('-o', '--out', required=True)
     ap.add_argument('--hf', help='gemma3, mixtral, qwen3moe, qwen2moe: also write the same model as a Hugging Face directory (config.json, '
                     'model.safetensors with HF names; norms hold w, not 1 + w)')
+    ap.add_argument('--multimodal', action='store_true',
+                    help='with --hf (gemma3): the directory as a Gemma3ForConditionalGeneration checkpoint ships: '
+                    'the text model under language_model.model.*, config.json with a text_config that states only '
+                    'what differs from Gemma3TextConfig\'s defaults, a vision_config, and vision tower and projector '
+                    'tensors the text model does not use')
     ap.add_argument('--mlx', type=int, default=0, metavar='GROUP',
                     help='with --hf (MoE): the directory as mlx-lm writes a 4-bit model: every matrix (experts stacked '
                     'into switch_mlp, the routers, embeddings, lm_head, the shared expert and its gate) as U32 codes '
@@ -287,7 +292,6 @@ def write_hf(a, tensors, n_vocab, mlxq):
         else:
             _, i, kind, _ = name.split('.')
             out['model.layers.%s.%s.weight' % (i, HF_NAMES[kind])] = x - 1 if kind.endswith('norm') else x
-    write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
     cfg = {'architectures': ['Gemma3ForCausalLM'], 'model_type': 'gemma3_text', 'hidden_size': a.dim,
            'num_hidden_layers': a.layers, 'num_attention_heads': a.heads, 'num_key_value_heads': a.kv_heads,
            'head_dim': a.head_dim, 'intermediate_size': a.ffn, 'vocab_size': n_vocab,
@@ -296,6 +300,27 @@ def write_hf(a, tensors, n_vocab, mlxq):
            'query_pre_attn_scalar': a.head_dim, 'hidden_activation': 'gelu_pytorch_tanh',
            'final_logit_softcapping': a.softcap or None, 'tie_word_embeddings': True, 'rope_scaling': None,
            'bos_token_id': 1, 'eos_token_id': 2}
+    if a.multimodal:
+        defaults = {'vocab_size': 262208, 'hidden_size': 2304, 'intermediate_size': 9216, 'num_hidden_layers': 26,
+                    'num_attention_heads': 8, 'num_key_value_heads': 4, 'head_dim': 256, 'max_position_embeddings': 131072,
+                    'rms_norm_eps': 1e-6, 'tie_word_embeddings': True, 'rope_theta': 1000000.0,
+                    'query_pre_attn_scalar': 256, 'sliding_window': 4096, 'final_logit_softcapping': None,
+                    'rope_scaling': None, 'rope_local_base_freq': 10000.0, 'sliding_window_pattern': 6,
+                    'hidden_activation': 'gelu_pytorch_tanh'}
+        text = {k: v for k, v in cfg.items()
+                if k not in ('architectures', 'bos_token_id', 'eos_token_id') and defaults.get(k, object()) != v}
+        text['model_type'] = 'gemma3_text'
+        cfg = {'architectures': ['Gemma3ForConditionalGeneration'], 'model_type': 'gemma3',
+               'bos_token_id': 1, 'eos_token_id': [2, 106], 'image_token_index': 262144, 'mm_tokens_per_image': 4,
+               'text_config': text,
+               'vision_config': {'model_type': 'siglip_vision_model', 'hidden_size': 16, 'image_size': 32,
+                                 'patch_size': 16, 'num_hidden_layers': 1, 'num_attention_heads': 2,
+                                 'intermediate_size': 32}}
+        out = {('language_model.' + k): v for k, v in out.items()}
+        rng = np.random.default_rng(5)
+        out['vision_tower.vision_model.embeddings.patch_embedding.weight'] = rng.standard_normal((16, 3, 16, 16)).astype(np.float32)
+        out['multi_modal_projector.mm_input_projection_weight'] = rng.standard_normal((16, a.dim)).astype(np.float32)
+    write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
     with open(os.path.join(a.hf, 'config.json'), 'w') as f:
         json.dump(cfg, f, indent=1)
 

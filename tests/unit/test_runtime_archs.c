@@ -544,6 +544,53 @@ START_TEST(gemma3_from_hugging_face_matches_its_gguf_twin)
 }
 END_TEST
 
+/* Gemma 3 as its multimodal checkpoints ship it (Gemma3ForConditionalGeneration): the text model
+ * under language_model.model.*, a sparse text_config over Gemma3TextConfig's defaults, a vision
+ * tower beside it. The import runs the text model, the same as the text-only directory's; the
+ * vision tensors are kept in the store. Before, the import failed on "hidden_size: missing". */
+START_TEST(gemma3_multimodal_checkpoint_runs_its_text_model)
+{
+    char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/hf", dir);
+    char *flags = ms_strdup_printf("--layers 6 --hf '%s' --multimodal", hf), *home = ms_strdup_printf("%s/home", dir);
+    json_t *ref = make_model(dir, "gemma3", "f32", flags, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    runtime_model *m;
+    store *st;
+
+    if (ref) {
+        store_tensor *t = NULL;
+        size_t n = 0, vision = 0;
+        store_model *sm;
+        model_name name;
+
+        ck_assert_int_eq(store_open(&st, home), 0);
+        m = import_open(st, hf, "gemma3:mm", NULL, &o);
+        ck_assert(runtime_model_config(m)->norm_offset == 1.0);
+        ck_assert_int_eq(runtime_model_config(m)->swa_pattern, 6);
+        ck_assert_int_eq(runtime_model_config(m)->n_layers, 6);
+        check_model(m, ref, "gemma3 multimodal checkpoint (store)", 1e-4, 0);
+        runtime_model_close(m);
+        ck_assert_int_eq(name_parse(&name, "gemma3:mm"), 0);
+        ck_assert_int_eq(store_model_open(&sm, st, &name), 0);
+        ck_assert_int_eq(store_tensors_list(st, store_model_digest(sm), &t, &n), 0);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert_msg(strncmp(t[i].name, "language_model.", 15) != 0, "%s kept its prefix", t[i].name);
+            vision += strncmp(t[i].name, "vision_tower.", 13) == 0 || strncmp(t[i].name, "multi_modal_projector.", 22) == 0;
+        }
+        ck_assert_uint_eq(vision, 2);
+        store_tensors_free(t, n);
+        store_model_close(sm);
+        store_close(st);
+        json_decref(ref);
+        free(path);
+    }
+    free(flags);
+    free(home);
+    free(hf);
+    fixture_rmrf(dir);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- ops */
 
 /* The MoE ops on the CPU backend against a direct double computation, with the experts that no
@@ -632,6 +679,7 @@ Suite *archs_suite(void)
     suite_add_tcase(s, o);
     tcase_set_timeout(m, 600);
     tcase_add_test(m, gemma3_from_hugging_face_matches_its_gguf_twin);
+    tcase_add_test(m, gemma3_multimodal_checkpoint_runs_its_text_model);
     tcase_add_test(m, window_layers_keep_a_ring_cache);
     tcase_add_loop_test(m, phi3_longrope_matches_the_float64_reference, 0, 2);
     tcase_add_test(m, rope_freqs_apply_from_the_gguf_and_the_store);
