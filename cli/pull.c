@@ -20,8 +20,9 @@ static const char help[] =
     "  --parallel N    downloads at once (default 4)\n"
     "  --quiet         no progress display\n"
     "  --from DIR      read an OCI image layout directory instead of a registry\n\n"
-    "credentials: $MSTORE_REGISTRY_AUTH (user:password) or <home>/credentials.json\n"
-    "({\"host\": \"user:password\"}).\n";
+    "credentials, each bound to its host: $MSTORE_REGISTRY_AUTH (user:password) for $MSTORE_REGISTRY's\n"
+    "host only; <home>/credentials.json for any host ({\"host:port\": \"user:password\"}, or\n"
+    "{\"host:port\": {\"token\": \"...\"}} for a bearer token such as an mstore serve's API key).\n";
 
 int cmd_pull(int argc, char **argv)
 {

@@ -23,9 +23,17 @@
  * the manifest. The default pushes the stored manifest bytes as they are (OCI); docker format
  * rewrites the media types into the Docker v2 form that ollama-style registries expect.
  *
- * Auth: Bearer token flow (WWW-Authenticate realm/service/scope) and Basic, with credentials from
- * opts->auth, else $MSTORE_REGISTRY_AUTH ("user:password"), else <home>/credentials.json
- * ({"host": "user:password"}). Credentials and tokens never appear in messages. */
+ * Auth: Bearer token flow (WWW-Authenticate realm/service/scope) and Basic. Credentials are bound
+ * to one registry host each, because a name's host is whoever typed the name's choice (a client
+ * of `mstore serve` too): opts->auth (for the host being pulled), else $MSTORE_REGISTRY_AUTH
+ * ("user:password") for the host $MSTORE_REGISTRY names only (unset: registry.ollama.ai), else
+ * <home>/credentials.json, keyed by host ("host:port" as in names), flat or under "auths" as
+ * Docker's config.json has it:
+ *   {"reg.example:5000": "user:password",
+ *    "other.example": {"username": "u", "password": "p"},
+ *    "docker.example": {"auth": "<base64 of user:password>"},
+ *    "127.0.0.1:11434": {"token": "<bearer token, sent with every request to that host>"}}
+ * Credentials and tokens never appear in messages, nor go to another origin (http.c). */
 #ifndef MSTORE_REGISTRY_H
 #define MSTORE_REGISTRY_H
 

@@ -92,9 +92,14 @@ size_t reg_resp_header(char *buf, size_t size, size_t n, void *ctx);
 int reg_token_parse(char **out, const char *body, size_t len, const char *realm);
 void reg_url_origin(char *out, size_t len, const char *url);
 
-/* Credentials for `host`: opts_auth, else $MSTORE_REGISTRY_AUTH, else <home>/credentials.json.
- * *out malloc'd "user:password" or NULL when none. MS_EINVALID for a malformed file. */
-int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth);
+/* Credentials for `host`, bound to the host they were given for: opts_auth (the caller's, for
+ * this host); else $MSTORE_REGISTRY_AUTH when `host` is the registry $MSTORE_REGISTRY names
+ * (unset: registry.ollama.ai), never another; else the entry for `host` in
+ * <home>/credentials.json (registry.h has its shape). *basic_out malloc'd "user:password",
+ * *token_out a malloc'd Bearer token sent with every request to the host, either NULL.
+ * MS_EINVALID for a malformed file or entry (the message names the file and the host, never
+ * the secret). */
+int reg_credentials_find(char **basic_out, char **token_out, const char *home, const char *host, const char *opts_auth);
 
 /* Downloads (download.c). Each missing blob is fetched into ONE partial blob (blob.h, "Partial
  * blobs": <home>/tmp/pull/<hex>.partial and its .ranges sidecar, locked while in use, resumed by
