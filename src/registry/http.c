@@ -120,16 +120,45 @@ void reg_backoff(int n)
         ;
 }
 
-int reg_http_err(int code, const char *what, const reg_resp *r)
+/* `src` into `out` (`cap` bytes), printable ASCII as it is and every other byte, '\\' and '"' as
+ * \xNN, cut at a whole character with "..." when it does not fit: the text came from the network
+ * and goes to terminals and JSON error fields. */
+static void text_escape(char *out, size_t cap, const char *src)
 {
-    char snippet[201] = "";
     size_t n = 0;
 
-    /* The registry's error body ({"errors":[...]}) usually says why; show its start, printable only. */
-    for (size_t i = 0; r->body && i < r->body_len && n < sizeof snippet - 1; i++)
-        snippet[n++] = isprint((unsigned char)r->body[i]) ? r->body[i] : ' ';
-    snippet[n] = '\0';
-    return ms_err(code, "%s: HTTP %ld%s%s", what, r->status, n ? ": " : "", snippet);
+    out[0] = '\0';
+    for (const unsigned char *p = (const unsigned char *)(src ? src : ""); *p; p++) {
+        int plain = *p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"';
+        size_t w = plain ? 1 : 4;
+
+        if (n + w + 4 > cap) { /* room for this character, "..." and the NUL */
+            snprintf(out + n, cap - n, "...");
+            return;
+        }
+        if (plain)
+            out[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", *p);
+        out[n] = '\0';
+    }
+}
+
+int reg_http_err(int code, const char *what, const reg_resp *r)
+{
+    char ecode[48], emsg[164];
+    json_t *root = r->body && r->body_len ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
+    json_t *e0 = json_array_get(json_object_get(root, "errors"), 0);
+
+    /* Only the registry's own error JSON ({"errors": [{"code", "message"}]}, the distribution
+     * spec's) says why, and only its code and message are shown, escaped and cut. Any other
+     * body is not shown at all: the host may be no registry (a client of `mstore serve` can
+     * name an internal address), and its error page may hold anything, secrets included. */
+    text_escape(ecode, sizeof ecode, json_string_value(json_object_get(e0, "code")));
+    text_escape(emsg, sizeof emsg, json_string_value(json_object_get(e0, "message")));
+    json_decref(root);
+    return ms_err(code, "%s: HTTP %ld%s%s%s%s", what, r->status, ecode[0] ? ": " : "", ecode, emsg[0] ? ": " : "",
+                  emsg);
 }
 
 /* ------------------------------------------------------------------ challenge */

@@ -33,8 +33,9 @@ static int manifest_fetch(reg_client *c, CURL *h, const char *tag, char **out, s
     }
     blob_digest_buf(digest, r.body ? r.body : "", r.body_len);
     if (r.digest[0] && strcmp(r.digest, digest) != 0) {
-        rc = ms_err(MS_EMISMATCH, "manifest %s%s: the registry says %.80s but its bytes hash to %s", c->base, url,
-                    r.digest, digest);
+        /* the header is the host's text: quoted only when it is a digest */
+        rc = ms_err(MS_EMISMATCH, "manifest %s%s: the registry says %s but its bytes hash to %s", c->base, url,
+                    blob_digest_valid(r.digest) ? r.digest : "another digest", digest);
         goto done;
     }
     *out = r.body ? r.body : strdup("");

@@ -71,7 +71,8 @@ int reg_request_retry(reg_client *c, CURL *h, const char *method, const char *ur
 void reg_resp_reset(reg_resp *r);   /* frees the body, keeps the sink */
 /* Sleep before attempt `n` (1-based): 200 ms doubling, at most 5 s. */
 void reg_backoff(int n);
-/* "HTTP 404 from <url>: <first bytes of the body>" as the message; returns `code`. */
+/* "<what>: HTTP 404: MANIFEST_UNKNOWN: <message>" as the message, code and message from the
+ * body only when it is a registry's error JSON, escaped and cut; returns `code`. */
 int reg_http_err(int code, const char *what, const reg_resp *r);
 
 /* Parse a WWW-Authenticate value: scheme ("Bearer"/"Basic") and the realm, service and scope
