@@ -101,12 +101,18 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     const char *hdrs[] = { ct, NULL, NULL };
     reg_resp r = { 0 };
     blob_view v = { 0 };
+    blob_hash *hash = blob_hash_new();
+    ms_digest got;
     reg_body b;
     int rc;
 
     snprintf(location, sizeof location, "%s", start_location);
-    if ((rc = blob_open(&v, home, digest)) < 0)
+    if (!hash)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = blob_open(&v, home, digest)) < 0) {
+        blob_hash_free(hash);
         return rc;
+    }
     /* Large blobs go up in chunks: each PATCH carries its Content-Range, and the registry answers
      * with the Location for the next one. */
     for (size_t off = 0; v.size > PUSH_CHUNK && off < v.size; off += PUSH_CHUNK) {
@@ -114,6 +120,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
         b = (reg_body){ v.data + off, n, 0 };
         snprintf(range, sizeof range, "Content-Range: %zu-%zu", off, off + n - 1);
         hdrs[1] = range;
+        blob_hash_update(hash, v.data + off, n);
         if ((rc = reg_request_retry(c, h, "PATCH", location, hdrs, &b, &r)) < 0)
             goto done;
         if (r.status != 202 || !r.location[0]) {
@@ -125,6 +132,20 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     }
     hdrs[1] = NULL;
     b = v.size > PUSH_CHUNK ? (reg_body){ NULL, 0, 0 } : (reg_body){ v.data, v.size, 0 };
+    if (b.len)
+        blob_hash_update(hash, b.data, b.len);
+    blob_hash_final(got, hash);
+    hash = NULL;
+    /* The PUT below commits the upload. A registry is not bound to check the digest (and some
+     * do not), so bytes that no longer hash to their name (bit rot in the store) stop here,
+     * before they would be published under that name. */
+    if (strcmp(got, digest) != 0) {
+        rc = ms_err(MS_EMISMATCH,
+                    "blob %s is damaged: its %zu stored bytes hash to %s (mstore verify names the models "
+                    "it belongs to; pull or import them again)",
+                    digest, v.size, got);
+        goto done;
+    }
     url_with_digest(url, sizeof url, location, digest);
     if ((rc = reg_request_retry(c, h, "PUT", url, hdrs, &b, &r)) < 0)
         goto done;
@@ -133,6 +154,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     else
         progress_add(p, b.len);
 done:
+    blob_hash_free(hash);
     reg_resp_reset(&r);
     blob_close(&v);
     return rc;
