@@ -338,6 +338,15 @@ static int index_find(ms_digest digest_out, uint64_t *size_out, json_t *index, c
     json_t *ms = json_object_get(index, "manifests");
     size_t i = json_array_size(ms);
 
+    /* A reference by digest: the entry with that digest, whatever its ref.name (the bytes are
+     * checked against it by the caller). */
+    for (size_t k = 0; name->digest[0] && k < json_array_size(ms) && i == json_array_size(ms); k++) {
+        const char *dg = json_string_value(json_object_get(json_array_get(ms, k), "digest"));
+        if (dg && !strcmp(dg, name->digest))
+            i = k;
+    }
+    if (name->digest[0] && i == json_array_size(ms))
+        return ms_err(MS_ENOTFOUND, "%s/index.json: no manifest with digest %s", dir, name->digest);
     /* The entry of the full name; failing that, one keyed by the bare tag (skopeo's and older
      * layouts), so a name never resolves to another name's entry when its own is there. */
     for (size_t k = 0; k < json_array_size(ms) && i == json_array_size(ms); k++)

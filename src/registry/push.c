@@ -199,7 +199,7 @@ done:
 int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
                   ms_digest digest_out)
 {
-    char host[NAME_HOST_MAX], label[600], url[600], ct[300], *bytes = NULL;
+    char host[NAME_HOST_MAX], label[600], url[600], ct[300], implicit[NAME_PART_MAX], *bytes = NULL;
     const char *hdrs[] = { ct, NULL };
     const model_name *dst = dest ? dest : name;
     reg_resp r = { 0 };
@@ -219,6 +219,14 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
         goto done;
     if ((rc = reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
         goto done;
+    /* A destination by digest names the version to publish: the bytes must be it (docker
+     * format, for one, makes other bytes), checked before anything is uploaded. */
+    blob_digest_buf(digest_out, bytes, len);
+    if (dst->digest[0] && strcmp(dst->digest, digest_out) != 0) {
+        rc = ms_err(MS_EMISMATCH, "the manifest to push is %s, not %s", digest_out, dst->digest);
+        goto done;
+    }
+    digest_out[0] = '\0';
     if ((rc = reg_client_init(&c, store_home(s), host, dst, o, 1)) < 0)
         goto done;
     inited = 1;
@@ -240,7 +248,10 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     /* The manifest goes last: a registry may refuse one whose blobs it lacks, and a reader must
      * never find a tag whose blobs are still on their way. */
     snprintf(ct, sizeof ct, "Content-Type: %s", m->media_type);
-    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c.repo, dst->tag);
+    /* by digest when the name gave no tag of its own (its tag is then "sha256-<hex>") */
+    snprintf(implicit, sizeof implicit, "sha256-%s", dst->digest[0] ? dst->digest + 7 : "");
+    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c.repo,
+             dst->digest[0] && !strcmp(dst->tag, implicit) ? dst->digest : dst->tag);
     b = (reg_body){ bytes, len, 0 };
     if ((rc = reg_request_retry(&c, h, "PUT", url, hdrs, &b, &r)) < 0)
         goto done;
@@ -250,7 +261,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     }
     blob_digest_buf(digest_out, bytes, len);
     if (r.digest[0] && strcmp(r.digest, digest_out) != 0)
-        rc = ms_err(MS_EMISMATCH, "manifest: the registry stored %.80s, the bytes sent hash to %s", r.digest, digest_out);
+        rc = ms_err(MS_EMISMATCH, "manifest: the registry stored %s, the bytes sent hash to %s",
+                    blob_digest_valid(r.digest) ? r.digest : "another digest", digest_out);
 done:
     if (rc < 0)
         ms_err_ctx("push %s to %s", label, host[0] ? host : "?");
