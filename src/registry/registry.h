@@ -74,7 +74,9 @@ void registry_opts_init(registry_opts *o);
 #define REGISTRY_DEFAULT_HOST "registry.ollama.ai"
 int registry_host(char host_out[NAME_HOST_MAX], const model_name *name);
 
-/* Pull `name` from its registry into the store, under `name` as given. A manifest the runtime
+/* Pull `name` from its registry into the store, under `name` as given (a reference by digest,
+ * name->digest, fetches the manifest by that digest and refuses bytes that hash to another;
+ * it is stored under name->tag, which name_parse made "sha256-<hex>" when none was given). A manifest the runtime
  * cannot use as received (ollama's whole-GGUF layer, a Docker config) is stored in the store's
  * own form, derived at pull time (ollama.c); the received bytes are kept beside it and push
  * sends them back unchanged. digest_out: the digest of the manifest as received (the version).
