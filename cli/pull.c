@@ -9,19 +9,21 @@
 #include "registry/registry.h"
 
 static const char help[] =
-    "usage: mstore pull [--insecure] [--parallel N] [--quiet] [host/][namespace/]model[:tag]\n"
+    "usage: mstore pull [--insecure] [--parallel N] [--quiet] [host/][namespace/]model[:tag][@sha256:HEX]\n"
     "       mstore pull --from DIR NAME\n\n"
     "Download a model from an OCI registry (https://host; $MSTORE_REGISTRY when the name has no\n"
     "host) or from an OCI image layout directory. Every blob is checked against its sha256 before\n"
     "it is stored; blobs already in the store are not downloaded again; an interrupted pull\n"
-    "continues where it stopped when run again.\n\n"
+    "continues where it stopped when run again. By digest (@sha256:HEX) the manifest must hash to\n"
+    "it; without a tag such a model is stored under the tag sha256-HEX.\n\n"
     "options:\n"
     "  --insecure      use plain http (loopback and test registries)\n"
     "  --parallel N    downloads at once (default 4)\n"
     "  --quiet         no progress display\n"
     "  --from DIR      read an OCI image layout directory instead of a registry\n\n"
-    "credentials: $MSTORE_REGISTRY_AUTH (user:password) or <home>/credentials.json\n"
-    "({\"host\": \"user:password\"}).\n";
+    "credentials, each bound to its host: $MSTORE_REGISTRY_AUTH (user:password) for $MSTORE_REGISTRY's\n"
+    "host only; <home>/credentials.json for any host ({\"host:port\": \"user:password\"}, or\n"
+    "{\"host:port\": {\"token\": \"...\"}} for a bearer token such as an mstore serve's API key).\n";
 
 int cmd_pull(int argc, char **argv)
 {

@@ -17,7 +17,8 @@ static const char help[] =
     "  --format F      oci (default: the stored manifest bytes as they are) or docker (Docker v2\n"
     "                  manifest and config media types, for ollama-style registries)\n"
     "  --quiet         no progress display\n"
-    "  --to DIR        write an OCI image layout directory instead of pushing to a registry\n";
+    "  --to DIR        write an OCI image layout directory instead of pushing to a registry\n\n"
+    "credentials: as for mstore pull (see mstore pull --help), each bound to its registry host.\n";
 
 int cmd_push(int argc, char **argv)
 {

@@ -22,7 +22,10 @@ static const char help[] =
     "                        has waited longest without sending a whole request gives way\n"
     "  --threads N           worker threads per model (default: all cores)\n"
     "  --ctx N               context length (default: the model's, at most 4096; num_ctx overrides)\n"
-    "  --kv-f16              keep KV caches in f16\n\n"
+    "  --kv-f16              keep KV caches in f16\n"
+    "  --no-remote-pull      /api/pull and /api/push refuse names with a host other than\n"
+    "                        $MSTORE_REGISTRY's (403): clients cannot make the server reach a host\n"
+    "                        they name (default: any host, as ollama)\n\n"
     "Environment: MSTORE_HOST (listen address), MSTORE_API_KEY (every request must then send\n"
     "'Authorization: Bearer KEY', /v2 included), MSTORE_ORIGINS (web pages that may use the\n"
     "server besides localhost's, comma-separated, '*' matching any characters:\n"
@@ -49,6 +52,8 @@ int cmd_serve(int argc, char **argv)
             return 0;
         } else if (strcmp(f, "--kv-f16") == 0) {
             o.ro.kv_f16 = 1;
+        } else if (strcmp(f, "--no-remote-pull") == 0) {
+            o.no_remote_pull = 1;
         } else if (strcmp(f, "--listen") == 0 && v) {
             o.listen = v, i++;
         } else if (strcmp(f, "--keep-alive") == 0) {

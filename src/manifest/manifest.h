@@ -11,7 +11,10 @@
  *   namespace  default "library"; the characters and length of a model
  *   model      [A-Za-z0-9][A-Za-z0-9._-]*, at most 80 characters, never "." or ".."
  *   tag        [A-Za-z0-9_][A-Za-z0-9._-]*, at most 128 characters, default "latest"
- * Nothing in a valid name can name a path outside the store ("/" only separates components). */
+ * Nothing in a valid name can name a path outside the store ("/" only separates components).
+ * An OCI reference by digest adds "@sha256:<64 lowercase hex>" (after the tag, if any): the
+ * manifest must hash to it. Stored models are named by tag; a reference by digest without a
+ * tag gets the tag "sha256-<64 hex>". */
 #ifndef MSTORE_MANIFEST_H
 #define MSTORE_MANIFEST_H
 
@@ -83,9 +86,11 @@ typedef struct model_name {
     char namespace_[NAME_PART_MAX];
     char model[NAME_PART_MAX];
     char tag[NAME_PART_MAX];
+    char digest[72]; /* "sha256:<64 hex>" of a reference by digest, else "" */
 } model_name;
 
-/* MS_EINVALID naming what is wrong ("name '../x': model: ..."). */
+/* MS_EINVALID naming what is wrong ("name '../x': model: ..."). out->digest is set for a
+ * reference by digest (and out->tag then defaults to "sha256-<hex>", not "latest"). */
 int name_parse(model_name *out, const char *s);
 /* "host/namespace/model:tag" with every part (host omitted when empty). */
 void name_format(char *buf, size_t len, const model_name *n);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blob/blob.h"
 #include "manifest/manifest.h"
 
 #define MODEL_MAX 80
@@ -133,7 +134,7 @@ static int split_path(span comp[3], int *n_out, span path)
     return 0;
 }
 
-static int parse(model_name *out, const char *s)
+static int parse(model_name *out, const char *s, int *tagged_out)
 {
     size_t len = strlen(s);
     const char *last_slash, *colon;
@@ -148,6 +149,7 @@ static int parse(model_name *out, const char *s)
     last_slash = strrchr(s, '/');
     colon = strchr(last_slash ? last_slash + 1 : s, ':');
     path = (span){ s, colon ? (size_t)(colon - s) : len };
+    *tagged_out = colon != NULL;
     if (colon) {
         tag = (span){ colon + 1, len - path.n - 1 };
         if (memchr(tag.p, ':', tag.n))
@@ -177,9 +179,23 @@ static int parse(model_name *out, const char *s)
     return 0;
 }
 
+/* "@sha256:<64 lowercase hex>" at `at`, into out->digest; the rest of the name is parsed by
+ * the caller without it. */
+static int digest_read(model_name *out, const char *at)
+{
+    if (strchr(at + 1, '@'))
+        return ms_err(MS_EINVALID, "more than one '@'");
+    if (!blob_digest_valid(at + 1))
+        return ms_err(MS_EINVALID, "digest '%.80s' is not of the form sha256:<64 lowercase hex>", at + 1);
+    snprintf(out->digest, sizeof out->digest, "%s", at + 1);
+    return 0;
+}
+
 int name_parse(model_name *out, const char *s)
 {
-    int rc;
+    char base[NAME_HOST_MAX + 3 * NAME_PART_MAX + 2];
+    const char *at;
+    int rc = 0, tagged = 0;
 
     memset(out, 0, sizeof *out);
     if (!s)
@@ -187,10 +203,24 @@ int name_parse(model_name *out, const char *s)
     /* Quote the name in messages only once it is known to be printable; cap its length. */
     if (check_chars(s, strlen(s)) < 0)
         return ms_err_ctx("name");
-    if ((rc = parse(out, s)) < 0) {
+    /* An OCI reference by digest: NAME@sha256:<hex> or NAME:TAG@sha256:<hex>. The name before
+     * the '@' follows the usual rules. */
+    if ((at = strchr(s, '@')) != NULL) {
+        if ((size_t)(at - s) >= sizeof base)
+            rc = ms_err(MS_EINVALID, "name is %zu characters (max %zu)", (size_t)(at - s), sizeof base - 1);
+        else if ((rc = digest_read(out, at)) == 0) {
+            memcpy(base, s, (size_t)(at - s));
+            base[at - s] = '\0';
+        }
+    }
+    if (rc < 0 || (rc = parse(out, at ? base : s, &tagged)) < 0) {
         memset(out, 0, sizeof *out);
         return ms_err_ctx("name '%.200s'", s);
     }
+    /* Without a tag, a model pulled by digest is stored under the tag "sha256-<hex>": a name of
+     * its own that no other version takes, and that the same reference finds again. */
+    if (out->digest[0] && !tagged)
+        snprintf(out->tag, sizeof out->tag, "sha256-%s", out->digest + 7);
     return 0;
 }
 

@@ -76,7 +76,7 @@ int reg_client_init(reg_client *c, const char *home, const char *host, const mod
     for (char *p = c->repo; *p; p++)
         *p = (char)tolower((unsigned char)*p);
     snprintf(c->scope_actions, sizeof c->scope_actions, "%s", push ? "pull,push" : "pull");
-    if ((rc = reg_credentials_find(&c->basic, home, host, o->auth)) < 0)
+    if ((rc = reg_credentials_find(&c->basic, &c->token, home, host, o->auth)) < 0)
         return rc;
     return 0;
 }
@@ -87,6 +87,8 @@ void reg_client_fini(reg_client *c)
         memset(c->basic, 0, strlen(c->basic));   /* a password should not linger in freed memory */
         free(c->basic);
     }
+    if (c->token)
+        memset(c->token, 0, strlen(c->token));
     free(c->token);
     c->basic = c->token = NULL;
     pthread_mutex_destroy(&c->mu);
@@ -118,16 +120,45 @@ void reg_backoff(int n)
         ;
 }
 
-int reg_http_err(int code, const char *what, const reg_resp *r)
+/* `src` into `out` (`cap` bytes), printable ASCII as it is and every other byte, '\\' and '"' as
+ * \xNN, cut at a whole character with "..." when it does not fit: the text came from the network
+ * and goes to terminals and JSON error fields. */
+static void text_escape(char *out, size_t cap, const char *src)
 {
-    char snippet[201] = "";
     size_t n = 0;
 
-    /* The registry's error body ({"errors":[...]}) usually says why; show its start, printable only. */
-    for (size_t i = 0; r->body && i < r->body_len && n < sizeof snippet - 1; i++)
-        snippet[n++] = isprint((unsigned char)r->body[i]) ? r->body[i] : ' ';
-    snippet[n] = '\0';
-    return ms_err(code, "%s: HTTP %ld%s%s", what, r->status, n ? ": " : "", snippet);
+    out[0] = '\0';
+    for (const unsigned char *p = (const unsigned char *)(src ? src : ""); *p; p++) {
+        int plain = *p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '"';
+        size_t w = plain ? 1 : 4;
+
+        if (n + w + 4 > cap) { /* room for this character, "..." and the NUL */
+            snprintf(out + n, cap - n, "...");
+            return;
+        }
+        if (plain)
+            out[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", *p);
+        out[n] = '\0';
+    }
+}
+
+int reg_http_err(int code, const char *what, const reg_resp *r)
+{
+    char ecode[48], emsg[164];
+    json_t *root = r->body && r->body_len ? json_loadb(r->body, r->body_len, 0, NULL) : NULL;
+    json_t *e0 = json_array_get(json_object_get(root, "errors"), 0);
+
+    /* Only the registry's own error JSON ({"errors": [{"code", "message"}]}, the distribution
+     * spec's) says why, and only its code and message are shown, escaped and cut. Any other
+     * body is not shown at all: the host may be no registry (a client of `mstore serve` can
+     * name an internal address), and its error page may hold anything, secrets included. */
+    text_escape(ecode, sizeof ecode, json_string_value(json_object_get(e0, "code")));
+    text_escape(emsg, sizeof emsg, json_string_value(json_object_get(e0, "message")));
+    json_decref(root);
+    return ms_err(code, "%s: HTTP %ld%s%s%s%s", what, r->status, ecode[0] ? ": " : "", ecode, emsg[0] ? ": " : "",
+                  emsg);
 }
 
 /* ------------------------------------------------------------------ challenge */
@@ -211,27 +242,105 @@ int reg_challenge_parse(reg_challenge *out, const char *value)
 
 /* ------------------------------------------------------------------ credentials */
 
-int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth)
+/* The host that names without a host go to: the one $MSTORE_REGISTRY_AUTH is for. */
+static const char *env_registry_host(void)
 {
-    const char *env = getenv("MSTORE_REGISTRY_AUTH");
-    char *path = NULL, *buf = NULL;
-    json_t *root = NULL, *v;
-    json_error_t jerr;
-    size_t len;
-    int rc = 0;
+    const char *env = getenv("MSTORE_REGISTRY");
+
+    return env && *env ? env : REGISTRY_DEFAULT_HOST;
+}
+
+/* Docker's config.json keys may be URLs ("https://index.docker.io/v1/"): compare the host
+ * part only, case-insensitively, as host names are. */
+static int host_key_matches(const char *key, const char *host)
+{
+    size_t n;
+
+    if (!strncasecmp(key, "https://", 8))
+        key += 8;
+    else if (!strncasecmp(key, "http://", 7))
+        key += 7;
+    n = strcspn(key, "/");
+    return n == strlen(host) && !strncasecmp(key, host, n);
+}
+
+/* RFC 4648 base64 into *out (NUL-terminated); -1 for anything else. */
+static int base64_decode(char **out, const char *s)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t len = strlen(s), n = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    char *b = malloc(len + 1);
 
     *out = NULL;
-    if (opts_auth && *opts_auth)
-        env = opts_auth;
-    if (env && *env) {
-        if (!strchr(env, ':'))
-            return ms_err(MS_EINVALID, "registry credentials: expected user:password (no ':' found)");
-        return (*out = strdup(env)) ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    if (!b)
+        return -1;
+    for (size_t i = 0; i < len && s[i] != '='; i++) {
+        const char *p = memchr(tab, s[i], 64);
+        if (!p || !s[i]) {
+            free(b);
+            return -1;
+        }
+        acc = (acc << 6) | (unsigned)(p - tab);
+        if ((bits += 6) >= 8) {
+            bits -= 8;
+            b[n++] = (char)((acc >> bits) & 0xff);
+        }
     }
-    if (!home || !(path = ms_path_join(home, "credentials.json")))
-        return home ? ms_err(MS_ENOMEM, "out of memory") : 0;
-    if (!ms_is_file(path))
-        goto done;
+    b[n] = '\0';
+    *out = b;
+    return 0;
+}
+
+/* One entry of the credentials file: "user:password", or an object with "username" and
+ * "password", "auth" (base64 of user:password, as Docker's config.json has it), or "token"
+ * (a Bearer token sent with every request, e.g. an `mstore serve` MSTORE_API_KEY). */
+static int entry_read(char **basic_out, char **token_out, const json_t *v, const char *path, const char *host)
+{
+    const json_t *user, *pass, *auth, *tok;
+    char *b = NULL;
+
+    if (json_is_string(v)) {
+        if (!strchr(json_string_value(v), ':'))
+            goto bad;
+        b = strdup(json_string_value(v));
+    } else if (json_is_object(v) && json_is_string(tok = json_object_get(v, "token")) && *json_string_value(tok)) {
+        if (!(*token_out = strdup(json_string_value(tok))))
+            return ms_err(MS_ENOMEM, "out of memory");
+        return 0;
+    } else if (json_is_object(v) && json_is_string(user = json_object_get(v, "username")) &&
+               json_is_string(pass = json_object_get(v, "password"))) {
+        b = ms_strdup_printf("%s:%s", json_string_value(user), json_string_value(pass));
+    } else if (json_is_object(v) && json_is_string(auth = json_object_get(v, "auth"))) {
+        if (base64_decode(&b, json_string_value(auth)) < 0 || !strchr(b, ':')) {
+            free(b);
+            goto bad;
+        }
+    } else {
+        goto bad;
+    }
+    if (!b)
+        return ms_err(MS_ENOMEM, "out of memory");
+    *basic_out = b;
+    return 0;
+bad:
+    /* The value is a secret: the message names the host, never the value. */
+    return ms_err(MS_EINVALID,
+                  "%s: entry for '%s' is not \"user:password\" nor an object with \"username\" and "
+                  "\"password\", \"auth\" (base64 of user:password) or \"token\"",
+                  path, host);
+}
+
+static int file_find(char **basic_out, char **token_out, const char *path, const char *host)
+{
+    char *buf = NULL;
+    json_t *root = NULL, *auths, *v;
+    json_error_t jerr;
+    const char *key;
+    size_t len = 0;
+    int rc;
+
     if ((rc = ms_file_read(&buf, &len, path, 1u << 20)) < 0)
         goto done;
     if (!(root = json_loadb(buf, len, 0, &jerr)) || !json_is_object(root)) {
@@ -239,18 +348,46 @@ int reg_credentials_find(char **out, const char *home, const char *host, const c
                     root ? 0 : jerr.line);
         goto done;
     }
-    if ((v = json_object_get(root, host)) != NULL) {
-        /* The value is a secret: the message names the host, never the value. */
-        if (!json_is_string(v) || !strchr(json_string_value(v), ':'))
-            rc = ms_err(MS_EINVALID, "%s: entry for '%s' is not a \"user:password\" string", path, host);
-        else if (!(*out = strdup(json_string_value(v))))
-            rc = ms_err(MS_ENOMEM, "out of memory");
+    /* Docker's config.json keeps its entries under "auths"; a flat object is ours. */
+    auths = json_object_get(root, "auths");
+    if (!json_is_object(auths))
+        auths = root;
+    json_object_foreach(auths, key, v)
+    {
+        if (host_key_matches(key, host)) {
+            rc = entry_read(basic_out, token_out, v, path, host);
+            break;
+        }
     }
 done:
     json_decref(root);
     if (buf)
         memset(buf, 0, len);
     free(buf);
+    return rc;
+}
+
+int reg_credentials_find(char **basic_out, char **token_out, const char *home, const char *host, const char *opts_auth)
+{
+    const char *env = getenv("MSTORE_REGISTRY_AUTH");
+    char *path = NULL;
+    int rc = 0;
+
+    *basic_out = *token_out = NULL;
+    /* Credentials are bound to the host they were given for. A name's host is chosen by whoever
+     * typed the name (a client of `mstore serve` included), so the environment's password goes
+     * only to the registry the environment names, never to any host a name brings. */
+    if (!(opts_auth && *opts_auth) && env && *env && strcasecmp(host, env_registry_host()) == 0)
+        opts_auth = env;
+    if (opts_auth && *opts_auth) {
+        if (!strchr(opts_auth, ':'))
+            return ms_err(MS_EINVALID, "registry credentials: expected user:password (no ':' found)");
+        return (*basic_out = strdup(opts_auth)) ? 0 : ms_err(MS_ENOMEM, "out of memory");
+    }
+    if (!home || !(path = ms_path_join(home, "credentials.json")))
+        return home ? ms_err(MS_ENOMEM, "out of memory") : 0;
+    if (ms_is_file(path))
+        rc = file_find(basic_out, token_out, path, host);
     free(path);
     return rc;
 }

@@ -92,14 +92,44 @@ static int ref_is_name(const char *rn, const model_name *name)
 
 /* ------------------------------------------------------------------ push */
 
-/* Copy a stored blob into the layout unless a file of the right size is there already. The
- * copy goes to a temp name first: a reader of the directory never sees a half blob. */
+/* 1 when `path` is a regular file of `len` bytes that hash to `digest`, else 0. A file of the
+ * right size may still hold other bytes (a damaged earlier push, bit rot on the stick): it is
+ * read through, or a push would keep it forever. */
+static int layout_file_intact(const char *path, const char *digest, size_t len)
+{
+    const size_t cap = (size_t)1 << 20;
+    unsigned char *buf = NULL;
+    blob_hash *h = NULL;
+    struct stat st;
+    ms_digest got = "";
+    ssize_t n = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len && (buf = malloc(cap)) &&
+        (h = blob_hash_new())) {
+        while ((n = read(fd, buf, cap)) > 0 || (n < 0 && errno == EINTR))
+            if (n > 0)
+                blob_hash_update(h, buf, (size_t)n);
+        blob_hash_final(got, h);
+    }
+    close(fd);
+    free(buf);
+    return n == 0 && strcmp(got, digest) == 0;
+}
+
+/* Copy a stored blob into the layout unless an intact copy is there already (a damaged one is
+ * replaced). The copy goes to a temp name first: a reader of the directory never sees a half
+ * blob. The bytes are hashed as they are written: a stored blob whose bytes no longer hash to
+ * its name (bit rot) fails the push, MS_EMISMATCH, and leaves no file. */
 static int blob_export(const char *home, const char *dir, const char *digest, const void *buf, size_t len)
 {
     char *dst = layout_blob_path(dir, digest), *tmp = NULL;
     blob_view v = { 0 };
     ms_atomic a = { .fd = -1 };
-    struct stat st;
+    blob_hash *h = NULL;
+    ms_digest got;
     int rc = 0;
 
     if (!dst)
@@ -110,21 +140,36 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
         buf = v.data;
         len = v.size;
     }
-    if (stat(dst, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == len)
+    if (layout_file_intact(dst, digest, len))
         goto done;
-    if (!(tmp = ms_strdup_printf("%s.%ld.tmp", dst, (long)getpid()))) {
+    if (!(tmp = ms_strdup_printf("%s.%ld.tmp", dst, (long)getpid())) || !(h = blob_hash_new())) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
     /* "<hex>.<pid>.tmp": the name layout_tmp_clean looks for */
     if ((rc = ms_atomic_open(&a, dst, tmp, 0644)) < 0)
         goto done;
-    if (len && ms_write_all(a.fd, buf, len) < 0) {
-        rc = ms_err_os("%s: write", tmp);
+    for (size_t off = 0; off < len;) {
+        size_t n = len - off < ((size_t)4 << 20) ? len - off : ((size_t)4 << 20);
+        blob_hash_update(h, (const char *)buf + off, n);
+        if (ms_write_all(a.fd, (const char *)buf + off, n) < 0) {
+            rc = ms_err_os("%s: write", tmp);
+            goto done;
+        }
+        off += n;
+    }
+    blob_hash_final(got, h);
+    h = NULL;
+    if (strcmp(got, digest) != 0) {
+        rc = ms_err(MS_EMISMATCH,
+                    "blob %s is damaged: its %zu stored bytes hash to %s (mstore verify names the models "
+                    "it belongs to; pull or import them again)",
+                    digest, len, got);
         goto done;
     }
     rc = ms_atomic_commit(&a);
 done:
+    blob_hash_free(h);
     ms_atomic_abort(&a);
     blob_close(&v);
     free(tmp);
@@ -293,6 +338,15 @@ static int index_find(ms_digest digest_out, uint64_t *size_out, json_t *index, c
     json_t *ms = json_object_get(index, "manifests");
     size_t i = json_array_size(ms);
 
+    /* A reference by digest: the entry with that digest, whatever its ref.name (the bytes are
+     * checked against it by the caller). */
+    for (size_t k = 0; name->digest[0] && k < json_array_size(ms) && i == json_array_size(ms); k++) {
+        const char *dg = json_string_value(json_object_get(json_array_get(ms, k), "digest"));
+        if (dg && !strcmp(dg, name->digest))
+            i = k;
+    }
+    if (name->digest[0] && i == json_array_size(ms))
+        return ms_err(MS_ENOTFOUND, "%s/index.json: no manifest with digest %s", dir, name->digest);
     /* The entry of the full name; failing that, one keyed by the bare tag (skopeo's and older
      * layouts), so a name never resolves to another name's entry when its own is there. */
     for (size_t k = 0; k < json_array_size(ms) && i == json_array_size(ms); k++)

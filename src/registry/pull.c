@@ -13,7 +13,8 @@
 #include "blob/blob.h"
 #include "registry/registry_int.h"
 
-static int manifest_fetch(reg_client *c, CURL *h, const char *tag, char **out, size_t *len_out)
+/* GET the manifest `ref` (a tag, or a digest the bytes must hash to). */
+static int manifest_fetch(reg_client *c, CURL *h, const char *ref, char **out, size_t *len_out)
 {
     const char *hdrs[] = { REG_ACCEPT_MANIFEST, NULL };
     char url[600];
@@ -22,7 +23,7 @@ static int manifest_fetch(reg_client *c, CURL *h, const char *tag, char **out, s
     int rc;
 
     *out = NULL;
-    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c->repo, tag);
+    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c->repo, ref);
     r.body_max = MANIFEST_MAX_BYTES;
     if ((rc = reg_request_retry(c, h, "GET", url, hdrs, NULL, &r)) < 0)
         goto done;
@@ -33,8 +34,15 @@ static int manifest_fetch(reg_client *c, CURL *h, const char *tag, char **out, s
     }
     blob_digest_buf(digest, r.body ? r.body : "", r.body_len);
     if (r.digest[0] && strcmp(r.digest, digest) != 0) {
-        rc = ms_err(MS_EMISMATCH, "manifest %s%s: the registry says %.80s but its bytes hash to %s", c->base, url,
-                    r.digest, digest);
+        /* the header is the host's text: quoted only when it is a digest */
+        rc = ms_err(MS_EMISMATCH, "manifest %s%s: the registry says %s but its bytes hash to %s", c->base, url,
+                    blob_digest_valid(r.digest) ? r.digest : "another digest", digest);
+        goto done;
+    }
+    /* By digest, the digest is the only trust: whatever the registry says, the bytes decide. */
+    if (!strncmp(ref, "sha256:", 7) && strcmp(ref, digest) != 0) {
+        rc = ms_err(MS_EMISMATCH, "manifest %s%s: its bytes hash to %s, not to the digest asked for", c->base, url,
+                    digest);
         goto done;
     }
     *out = r.body ? r.body : strdup("");
@@ -71,7 +79,7 @@ int registry_pull(store *s, const model_name *name, const registry_opts *o, ms_d
         rc = ms_err(MS_ENOMEM, "curl: out of memory");
         goto done;
     }
-    if ((rc = manifest_fetch(&c, h, name->tag, &bytes, &len)) < 0)
+    if ((rc = manifest_fetch(&c, h, name->digest[0] ? name->digest : name->tag, &bytes, &len)) < 0)
         goto done;
     if ((rc = manifest_parse(&m, bytes, len, "manifest")) < 0)
         goto done;

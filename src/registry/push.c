@@ -101,12 +101,18 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     const char *hdrs[] = { ct, NULL, NULL };
     reg_resp r = { 0 };
     blob_view v = { 0 };
+    blob_hash *hash = blob_hash_new();
+    ms_digest got;
     reg_body b;
     int rc;
 
     snprintf(location, sizeof location, "%s", start_location);
-    if ((rc = blob_open(&v, home, digest)) < 0)
+    if (!hash)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = blob_open(&v, home, digest)) < 0) {
+        blob_hash_free(hash);
         return rc;
+    }
     /* Large blobs go up in chunks: each PATCH carries its Content-Range, and the registry answers
      * with the Location for the next one. */
     for (size_t off = 0; v.size > PUSH_CHUNK && off < v.size; off += PUSH_CHUNK) {
@@ -114,6 +120,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
         b = (reg_body){ v.data + off, n, 0 };
         snprintf(range, sizeof range, "Content-Range: %zu-%zu", off, off + n - 1);
         hdrs[1] = range;
+        blob_hash_update(hash, v.data + off, n);
         if ((rc = reg_request_retry(c, h, "PATCH", location, hdrs, &b, &r)) < 0)
             goto done;
         if (r.status != 202 || !r.location[0]) {
@@ -125,6 +132,20 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     }
     hdrs[1] = NULL;
     b = v.size > PUSH_CHUNK ? (reg_body){ NULL, 0, 0 } : (reg_body){ v.data, v.size, 0 };
+    if (b.len)
+        blob_hash_update(hash, b.data, b.len);
+    blob_hash_final(got, hash);
+    hash = NULL;
+    /* The PUT below commits the upload. A registry is not bound to check the digest (and some
+     * do not), so bytes that no longer hash to their name (bit rot in the store) stop here,
+     * before they would be published under that name. */
+    if (strcmp(got, digest) != 0) {
+        rc = ms_err(MS_EMISMATCH,
+                    "blob %s is damaged: its %zu stored bytes hash to %s (mstore verify names the models "
+                    "it belongs to; pull or import them again)",
+                    digest, v.size, got);
+        goto done;
+    }
     url_with_digest(url, sizeof url, location, digest);
     if ((rc = reg_request_retry(c, h, "PUT", url, hdrs, &b, &r)) < 0)
         goto done;
@@ -133,6 +154,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     else
         progress_add(p, b.len);
 done:
+    blob_hash_free(hash);
     reg_resp_reset(&r);
     blob_close(&v);
     return rc;
@@ -177,7 +199,7 @@ done:
 int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
                   ms_digest digest_out)
 {
-    char host[NAME_HOST_MAX], label[600], url[600], ct[300], *bytes = NULL;
+    char host[NAME_HOST_MAX], label[600], url[600], ct[300], implicit[NAME_PART_MAX], *bytes = NULL;
     const char *hdrs[] = { ct, NULL };
     const model_name *dst = dest ? dest : name;
     reg_resp r = { 0 };
@@ -197,6 +219,14 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
         goto done;
     if ((rc = reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
         goto done;
+    /* A destination by digest names the version to publish: the bytes must be it (docker
+     * format, for one, makes other bytes), checked before anything is uploaded. */
+    blob_digest_buf(digest_out, bytes, len);
+    if (dst->digest[0] && strcmp(dst->digest, digest_out) != 0) {
+        rc = ms_err(MS_EMISMATCH, "the manifest to push is %s, not %s", digest_out, dst->digest);
+        goto done;
+    }
+    digest_out[0] = '\0';
     if ((rc = reg_client_init(&c, store_home(s), host, dst, o, 1)) < 0)
         goto done;
     inited = 1;
@@ -218,7 +248,10 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     /* The manifest goes last: a registry may refuse one whose blobs it lacks, and a reader must
      * never find a tag whose blobs are still on their way. */
     snprintf(ct, sizeof ct, "Content-Type: %s", m->media_type);
-    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c.repo, dst->tag);
+    /* by digest when the name gave no tag of its own (its tag is then "sha256-<hex>") */
+    snprintf(implicit, sizeof implicit, "sha256-%s", dst->digest[0] ? dst->digest + 7 : "");
+    snprintf(url, sizeof url, "/v2/%s/manifests/%s", c.repo,
+             dst->digest[0] && !strcmp(dst->tag, implicit) ? dst->digest : dst->tag);
     b = (reg_body){ bytes, len, 0 };
     if ((rc = reg_request_retry(&c, h, "PUT", url, hdrs, &b, &r)) < 0)
         goto done;
@@ -228,7 +261,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     }
     blob_digest_buf(digest_out, bytes, len);
     if (r.digest[0] && strcmp(r.digest, digest_out) != 0)
-        rc = ms_err(MS_EMISMATCH, "manifest: the registry stored %.80s, the bytes sent hash to %s", r.digest, digest_out);
+        rc = ms_err(MS_EMISMATCH, "manifest: the registry stored %s, the bytes sent hash to %s",
+                    blob_digest_valid(r.digest) ? r.digest : "another digest", digest_out);
 done:
     if (rc < 0)
         ms_err_ctx("push %s to %s", label, host[0] ? host : "?");

@@ -23,9 +23,17 @@
  * the manifest. The default pushes the stored manifest bytes as they are (OCI); docker format
  * rewrites the media types into the Docker v2 form that ollama-style registries expect.
  *
- * Auth: Bearer token flow (WWW-Authenticate realm/service/scope) and Basic, with credentials from
- * opts->auth, else $MSTORE_REGISTRY_AUTH ("user:password"), else <home>/credentials.json
- * ({"host": "user:password"}). Credentials and tokens never appear in messages. */
+ * Auth: Bearer token flow (WWW-Authenticate realm/service/scope) and Basic. Credentials are bound
+ * to one registry host each, because a name's host is whoever typed the name's choice (a client
+ * of `mstore serve` too): opts->auth (for the host being pulled), else $MSTORE_REGISTRY_AUTH
+ * ("user:password") for the host $MSTORE_REGISTRY names only (unset: registry.ollama.ai), else
+ * <home>/credentials.json, keyed by host ("host:port" as in names), flat or under "auths" as
+ * Docker's config.json has it:
+ *   {"reg.example:5000": "user:password",
+ *    "other.example": {"username": "u", "password": "p"},
+ *    "docker.example": {"auth": "<base64 of user:password>"},
+ *    "127.0.0.1:11434": {"token": "<bearer token, sent with every request to that host>"}}
+ * Credentials and tokens never appear in messages, nor go to another origin (http.c). */
 #ifndef MSTORE_REGISTRY_H
 #define MSTORE_REGISTRY_H
 
@@ -66,7 +74,9 @@ void registry_opts_init(registry_opts *o);
 #define REGISTRY_DEFAULT_HOST "registry.ollama.ai"
 int registry_host(char host_out[NAME_HOST_MAX], const model_name *name);
 
-/* Pull `name` from its registry into the store, under `name` as given. A manifest the runtime
+/* Pull `name` from its registry into the store, under `name` as given (a reference by digest,
+ * name->digest, fetches the manifest by that digest and refuses bytes that hash to another;
+ * it is stored under name->tag, which name_parse made "sha256-<hex>" when none was given). A manifest the runtime
  * cannot use as received (ollama's whole-GGUF layer, a Docker config) is stored in the store's
  * own form, derived at pull time (ollama.c); the received bytes are kept beside it and push
  * sends them back unchanged. digest_out: the digest of the manifest as received (the version).

@@ -71,7 +71,8 @@ int reg_request_retry(reg_client *c, CURL *h, const char *method, const char *ur
 void reg_resp_reset(reg_resp *r);   /* frees the body, keeps the sink */
 /* Sleep before attempt `n` (1-based): 200 ms doubling, at most 5 s. */
 void reg_backoff(int n);
-/* "HTTP 404 from <url>: <first bytes of the body>" as the message; returns `code`. */
+/* "<what>: HTTP 404: MANIFEST_UNKNOWN: <message>" as the message, code and message from the
+ * body only when it is a registry's error JSON, escaped and cut; returns `code`. */
 int reg_http_err(int code, const char *what, const reg_resp *r);
 
 /* Parse a WWW-Authenticate value: scheme ("Bearer"/"Basic") and the realm, service and scope
@@ -92,9 +93,14 @@ size_t reg_resp_header(char *buf, size_t size, size_t n, void *ctx);
 int reg_token_parse(char **out, const char *body, size_t len, const char *realm);
 void reg_url_origin(char *out, size_t len, const char *url);
 
-/* Credentials for `host`: opts_auth, else $MSTORE_REGISTRY_AUTH, else <home>/credentials.json.
- * *out malloc'd "user:password" or NULL when none. MS_EINVALID for a malformed file. */
-int reg_credentials_find(char **out, const char *home, const char *host, const char *opts_auth);
+/* Credentials for `host`, bound to the host they were given for: opts_auth (the caller's, for
+ * this host); else $MSTORE_REGISTRY_AUTH when `host` is the registry $MSTORE_REGISTRY names
+ * (unset: registry.ollama.ai), never another; else the entry for `host` in
+ * <home>/credentials.json (registry.h has its shape). *basic_out malloc'd "user:password",
+ * *token_out a malloc'd Bearer token sent with every request to the host, either NULL.
+ * MS_EINVALID for a malformed file or entry (the message names the file and the host, never
+ * the secret). */
+int reg_credentials_find(char **basic_out, char **token_out, const char *home, const char *host, const char *opts_auth);
 
 /* Downloads (download.c). Each missing blob is fetched into ONE partial blob (blob.h, "Partial
  * blobs": <home>/tmp/pull/<hex>.partial and its .ranges sidecar, locked while in use, resumed by

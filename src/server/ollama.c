@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "chat/chat.h"
@@ -457,6 +458,26 @@ static void *xfer_thread(void *arg)
     return NULL;
 }
 
+/* With --no-remote-pull (MS_EINVALID, answered 403), the host a pull or push reaches is the operator's choice only: the
+ * registry names without a host go to. A host in the request's name is the client's choice,
+ * and would let any client make the server connect where the client cannot (an internal
+ * address). */
+static int remote_check(const server *srv, const model_name *name)
+{
+    model_name bare = *name;
+    char own[NAME_HOST_MAX];
+
+    if (!srv->o.no_remote_pull || !name->host[0])
+        return 0;
+    bare.host[0] = '\0';
+    if (registry_host(own, &bare) == 0 && strcasecmp(own, name->host) == 0)
+        return 0;
+    return ms_err(MS_EINVALID,
+                  "host '%s': this server does not pull from or push to hosts named by clients "
+                  "(mstore serve --no-remote-pull); names without a host use %s",
+                  name->host, own[0] ? own : "$MSTORE_REGISTRY");
+}
+
 /* A push names a stored model: 404 before the stream starts. The registry client opens it
  * itself (it reads the layers by name). */
 static int push_check(xfer *x, server *srv, const char *model)
@@ -484,6 +505,11 @@ static enum MHD_Result pull_push(req *r, int push)
         if ((rc = srv_field_bool(&x->insecure, b, "insecure", "insecure")) == 0 &&
             (rc = srv_field_bool(&x->stream, b, "stream", "stream")) == 0)
             rc = push ? push_check(x, r->srv, model) : srv_model_name(&x->name, model);
+        if (rc == 0 && remote_check(r->srv, &x->name) < 0) {
+            json_decref(b);
+            free(x);
+            return srv_err_ollama(r, 403, "%s", ms_err_msg());
+        }
     }
     json_decref(b);
     if (rc < 0) {

@@ -36,6 +36,10 @@ typedef struct server_opts {
     int keep_alive_s; /* default keep_alive; < 0: forever */
     int max_clients; /* connections at once before the idlest gives way; 0: 64 */
     runtime_opts ro; /* threads, ctx (a request's num_ctx overrides), kv_f16 */
+    /* 1: /api/pull and /api/push refuse (403) a name whose host the client chose, other than
+     * the registry names without a host go to ($MSTORE_REGISTRY): the server then reaches no
+     * host a remote client names. 0 (default, as ollama): any host. */
+    int no_remote_pull;
 } server_opts;
 
 void server_opts_init(server_opts *o); /* defaults: keep_alive 300 s */

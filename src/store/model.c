@@ -168,7 +168,9 @@ static int slot_map(slot **out, store_model *m, const manifest_layer *l)
     }
     /* checked on every slot, not only the owner: two layers may claim one digest with two sizes */
     if (sl->view.size != l->size)
-        return ms_err(MS_EMISMATCH, "model '%s': layer '%s': blob %s has %zu bytes, the manifest says %llu",
+        return ms_err(MS_EMISMATCH,
+                      "model '%s': layer '%s': blob %s has %zu bytes, the manifest says %llu: the blob is "
+                      "damaged or the manifest wrong (mstore verify checks every blob)",
                       m->shown, layer_label(l), l->digest, sl->view.size, (unsigned long long)l->size);
     *out = sl;
     return 0;

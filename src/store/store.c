@@ -564,6 +564,29 @@ void store_write_end(store *s)
 #define NAME_MATCH \
     "host = ?1 COLLATE NOCASE AND namespace = ?2 COLLATE NOCASE AND model = ?3 COLLATE NOCASE AND tag = ?4 COLLATE NOCASE"
 
+/* A reference by digest finds the model stored under its name only when that model is the
+ * version the digest names: its manifest, or the manifest it was derived from at pull time
+ * (an ollama model, kept as its MT_SOURCE_MANIFEST layer). */
+static int version_check(store *s, const model_name *name, const char *digest)
+{
+    char disp[NAME_HOST_MAX + 3 * NAME_PART_MAX];
+    const manifest_layer *src;
+    manifest *m = NULL;
+    int rc, same;
+
+    if (!name->digest[0] || strcmp(name->digest, digest) == 0)
+        return 0;
+    if ((rc = store_manifest_load(s, digest, &m)) < 0)
+        return rc;
+    src = manifest_layer_find(m, MT_SOURCE_MANIFEST, NULL);
+    same = src && strcmp(src->digest, name->digest) == 0;
+    manifest_free(m);
+    if (same)
+        return 0;
+    name_display(disp, sizeof disp, name);
+    return ms_err(MS_ENOTFOUND, "model '%s' is version %s, not %s", disp, digest, name->digest);
+}
+
 int store_name_resolve(store *s, const model_name *name, ms_digest digest_out)
 {
     sqlite3_stmt *st = NULL;
@@ -589,6 +612,8 @@ int store_name_resolve(store *s, const model_name *name, ms_digest digest_out)
         rc = store__db_err(s, "resolve name");
     }
     sqlite3_finalize(st);
+    if (rc == 0 && (rc = version_check(s, name, digest_out)) < 0)
+        digest_out[0] = '\0';
     return rc;
 }
 
@@ -643,8 +668,12 @@ int store_name_copy(store *s, const model_name *src, const model_name *dst)
 int store_name_remove(store *s, const model_name *name)
 {
     sqlite3_stmt *st = NULL;
+    ms_digest digest;
     int rc;
 
+    /* rm of a reference by digest removes the name only when it is that version */
+    if (name->digest[0] && (rc = store_name_resolve(s, name, digest)) < 0)
+        return rc;
     if ((rc = store__writable(s, "remove a name")) < 0 ||
         (rc = store__prepare(s, &st, "DELETE FROM names WHERE " NAME_MATCH)) < 0)
         return rc;

@@ -252,6 +252,7 @@ END_TEST
 
 #define X80 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 #define X128 X80 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+#define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define L63 "lllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllll"
 
 static const struct {
@@ -295,49 +296,76 @@ START_TEST(name_parse_accepts_good_names)
 }
 END_TEST
 
+/* OCI references by digest: the digest is kept, the tag is the one given, else "sha256-<hex>"
+ * (the name the model is stored under). */
+START_TEST(name_parse_reads_references_by_digest)
+{
+    model_name n;
+
+    ck_assert_msg(name_parse(&n, "h.io:5000/ns/m@sha256:" HEX64) == 0, "%s", ms_err_msg());
+    ck_assert_str_eq(n.host, "h.io:5000");
+    ck_assert_str_eq(n.namespace_, "ns");
+    ck_assert_str_eq(n.model, "m");
+    ck_assert_str_eq(n.tag, "sha256-" HEX64);
+    ck_assert_str_eq(n.digest, "sha256:" HEX64);
+    ck_assert_int_eq(name_parse(&n, "m:v1@sha256:" HEX64), 0);
+    ck_assert_str_eq(n.tag, "v1");
+    ck_assert_str_eq(n.digest, "sha256:" HEX64);
+    ck_assert_int_eq(name_parse(&n, "m:v1"), 0);
+    ck_assert_str_eq(n.digest, "");
+}
+END_TEST
+
 static const struct {
     const char *in, *expect;
 } bad_names[] = {
-    { "", "name '': is empty" },
-    { "../x", "name '../x': component '..' is not allowed" },
-    { "a/./b", "component '.' is not allowed" },
-    { ".", "component '.' is not allowed" },
-    { "..:latest", "component '..' is not allowed" },
-    { "a:b:c", "name 'a:b:c': more than one ':' after the last '/'" },
-    { "a//b", "name 'a//b': empty component" },
-    { "/x", "empty component" },
-    { "x/", "empty component" },
-    { ":t", "empty component" },
-    { "a/b/c/d", "name 'a/b/c/d': more than 3 components" },
-    { "a b", "name: byte 0x20 at position 1 is not allowed" },
-    { "a\tb", "byte 0x09 at position 1" },
-    { "a\nb", "byte 0x0a at position 1" },
-    { "caf\xc3\xa9", "byte 0xc3 at position 3" },
-    { "a\x7f", "byte 0x7f" },
-    { X80 "y", "model is 81 characters (max 80)" },
-    { X80 "y/m", "namespace is 81 characters (max 80)" },
-    { "m:" X128 "y", "tag is 129 characters (max 128)" },
-    { "m:", "name 'm:': tag is empty" },
-    { "m:-x", "tag '-x' must start with a letter or digit or '_'" },
-    { "m:a/b", "host 'm:a': port 'a' is not a number" },
-    { "-m", "model '-m' must start with a letter or digit" },
-    { "_m", "model '_m' must start" },
-    { "ns/m!x", "model 'm!x': character '!' is not allowed" },
-    { "n$/m", "namespace 'n$': character '$' is not allowed" },
-    { "m:t~", "tag 't~': character '~' is not allowed" },
-    { "a:b/m", "host 'a:b': port 'b' is not a number from 1 to 65535" },
-    { "h.io:0/m", "host 'h.io:0': port 0 is out of range 1..65535" },
-    { "h.io:65536/m", "port 65536 is out of range" },
-    { "h.io:123456/m", "port '123456' is not a number" },
-    { "h.io:/m", "port '' is not a number" },
-    { ":80/m", "host ':80': host name is empty" },
-    { "-bad.com/m", "host '-bad.com': character '-' is not allowed" },
-    { "bad-.com/m", "host 'bad-.com': empty label or label ending in '-'" },
-    { "a..b/m", "empty label" },
-    { ".a/m", "empty label" },
-    { "a./m", "empty label" },
-    { "h_st/ns/m", "host 'h_st': character '_' is not allowed" },
-    { L63 "l.io/m", "a label is longer than 63 characters" },
+    {"", "name '': is empty"},
+    {"../x", "name '../x': component '..' is not allowed"},
+    {"a/./b", "component '.' is not allowed"},
+    {".", "component '.' is not allowed"},
+    {"..:latest", "component '..' is not allowed"},
+    {"a:b:c", "name 'a:b:c': more than one ':' after the last '/'"},
+    {"a//b", "name 'a//b': empty component"},
+    {"/x", "empty component"},
+    {"x/", "empty component"},
+    {":t", "empty component"},
+    {"a/b/c/d", "name 'a/b/c/d': more than 3 components"},
+    {"a b", "name: byte 0x20 at position 1 is not allowed"},
+    {"a\tb", "byte 0x09 at position 1"},
+    {"a\nb", "byte 0x0a at position 1"},
+    {"caf\xc3\xa9", "byte 0xc3 at position 3"},
+    {"a\x7f", "byte 0x7f"},
+    {X80 "y", "model is 81 characters (max 80)"},
+    {X80 "y/m", "namespace is 81 characters (max 80)"},
+    {"m:" X128 "y", "tag is 129 characters (max 128)"},
+    {"m:", "name 'm:': tag is empty"},
+    {"m:-x", "tag '-x' must start with a letter or digit or '_'"},
+    {"m:a/b", "host 'm:a': port 'a' is not a number"},
+    {"-m", "model '-m' must start with a letter or digit"},
+    {"_m", "model '_m' must start"},
+    {"ns/m!x", "model 'm!x': character '!' is not allowed"},
+    {"n$/m", "namespace 'n$': character '$' is not allowed"},
+    {"m:t~", "tag 't~': character '~' is not allowed"},
+    {"a:b/m", "host 'a:b': port 'b' is not a number from 1 to 65535"},
+    {"h.io:0/m", "host 'h.io:0': port 0 is out of range 1..65535"},
+    {"h.io:65536/m", "port 65536 is out of range"},
+    {"h.io:123456/m", "port '123456' is not a number"},
+    {"h.io:/m", "port '' is not a number"},
+    {":80/m", "host ':80': host name is empty"},
+    {"-bad.com/m", "host '-bad.com': character '-' is not allowed"},
+    {"bad-.com/m", "host 'bad-.com': empty label or label ending in '-'"},
+    {"a..b/m", "empty label"},
+    {".a/m", "empty label"},
+    {"a./m", "empty label"},
+    {"h_st/ns/m", "host 'h_st': character '_' is not allowed"},
+    {L63 "l.io/m", "a label is longer than 63 characters"},
+    {"m@sha256:abc", "name 'm@sha256:abc': digest 'sha256:abc' is not of the form sha256:<64 lowercase hex>"},
+    {"m@", "digest '' is not of the form"},
+    {"m@sha256:" HEX64 "@sha256:" HEX64, "more than one '@'"},
+    {"m@SHA256:" HEX64, "digest 'SHA256:"},
+    {"@sha256:" HEX64, "is empty"},
+    {"m:@sha256:" HEX64, "tag is empty"},
+    {"m!@sha256:" HEX64, "model 'm!': character '!' is not allowed"},
 };
 
 START_TEST(name_parse_refuses_bad_names)
@@ -396,6 +424,7 @@ int main(void)
     tcase_add_test(tm, builders_refuse_bad_descriptors);
     tcase_add_test(tm, layers_added_after_parse_and_found);
     tcase_add_loop_test(tn, name_parse_accepts_good_names, 0, (int)(sizeof good / sizeof good[0]));
+    tcase_add_test(tn, name_parse_reads_references_by_digest);
     tcase_add_loop_test(tn, name_parse_refuses_bad_names, 0, (int)(sizeof bad_names / sizeof bad_names[0]));
     tcase_add_test(tn, name_parse_refuses_null_and_overlong_hosts);
     tcase_add_test(tn, name_format_fits_or_truncates);

@@ -173,6 +173,8 @@ static void *serve(void *arg)
     return NULL;
 }
 
+static char mock_host[64];
+
 static void mock_start(void)
 {
     struct sockaddr_in a = { 0 };
@@ -200,6 +202,9 @@ static void mock_start(void)
     getsockname(mk.fd, (struct sockaddr *)&a, &al);
     mk.port = ntohs(a.sin_port);
     ck_assert_int_eq(pthread_create(&mk.thread, NULL, serve, NULL), 0);
+    /* $MSTORE_REGISTRY_AUTH is for the registry $MSTORE_REGISTRY names only: the mock's */
+    snprintf(mock_host, sizeof mock_host, "127.0.0.1:%d", mk.port);
+    setenv("MSTORE_REGISTRY", mock_host, 1);
 }
 
 static void mock_stop(void)
@@ -216,7 +221,6 @@ static void setup(void)
     ck_assert_ptr_nonnull(tmpdir);
     home = ms_path_join(tmpdir, "home");
     ck_assert_msg(store_open(&st, home) == 0, "%s", ms_err_msg());
-    unsetenv("MSTORE_REGISTRY");
     setenv("MSTORE_REGISTRY_AUTH", "user:pass", 1);
     signal(SIGPIPE, SIG_IGN);   /* the mock writes to clients that gave up on it (trickle) */
     mock_start();
@@ -455,31 +459,72 @@ END_TEST
 
 START_TEST(credentials_from_env_then_file)
 {
-    char *cred, *p;
+    char *cred, *tok, *p;
 
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), 0);
+    setenv("MSTORE_REGISTRY", "h:1", 1);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", NULL), 0);
     ck_assert_str_eq(cred, "user:pass");
+    ck_assert_ptr_null(tok);
     free(cred);
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", "a:b"), 0);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", "a:b"), 0);
     ck_assert_str_eq(cred, "a:b");
     free(cred);
     unsetenv("MSTORE_REGISTRY_AUTH");
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), 0);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", NULL), 0);
     ck_assert_ptr_null(cred);
     p = fixture_write(home, "credentials.json", "{\"h:1\": \"u:topsecret\", \"bad\": 5}", 32);
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), 0);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", NULL), 0);
     ck_assert_str_eq(cred, "u:topsecret");
     free(cred);
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "bad", NULL), MS_EINVALID);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "bad", NULL), MS_EINVALID);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'bad'"));
     free(p);
     p = fixture_write(home, "credentials.json", "{\"h:1\": \"u:topsecret\"", 21);
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), MS_EINVALID);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", NULL), MS_EINVALID);
     ck_assert_ptr_null(strstr(ms_err_msg(), "topsecret"));
     free(p);
     setenv("MSTORE_REGISTRY_AUTH", "nocolon", 1);
-    ck_assert_int_eq(reg_credentials_find(&cred, home, "h:1", NULL), MS_EINVALID);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", NULL), MS_EINVALID);
     ck_assert_ptr_null(strstr(ms_err_msg(), "nocolon"));
+}
+END_TEST
+
+/* The environment's password is for $MSTORE_REGISTRY's host (ollama's registry when unset),
+ * never for a host a name brings; the file's entries are each for their own host. */
+START_TEST(credentials_bound_to_their_host)
+{
+    static const char file[] = "{\"auths\": {\"https://Reg.Example:5000/v1/\": {\"auth\": \"ZG9jazpzZWNyZXQ=\"},"
+                               " \"o.example\": {\"username\": \"u\", \"password\": \"p\"},"
+                               " \"127.0.0.1:11434\": {\"token\": \"k3y\"}, \"nul.example\": {\"auth\": \"!!\"}}}";
+    char *cred, *tok, *p;
+
+    setenv("MSTORE_REGISTRY", "h:1", 1);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "evil.example:80", NULL), 0);
+    ck_assert_ptr_null(cred);
+    ck_assert_ptr_null(tok);
+    unsetenv("MSTORE_REGISTRY");
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "h:1", NULL), 0);
+    ck_assert_ptr_null(cred);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "registry.ollama.ai", NULL), 0);
+    ck_assert_str_eq(cred, "user:pass");
+    free(cred);
+    p = fixture_write(home, "credentials.json", file, sizeof file - 1);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "reg.example:5000", NULL), 0);
+    ck_assert_str_eq(cred, "dock:secret");
+    free(cred);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "reg.example", NULL), 0);
+    ck_assert_ptr_null(cred);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "o.example", NULL), 0);
+    ck_assert_str_eq(cred, "u:p");
+    free(cred);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "127.0.0.1:11434", NULL), 0);
+    ck_assert_ptr_null(cred);
+    ck_assert_str_eq(tok, "k3y");
+    free(tok);
+    ck_assert_int_eq(reg_credentials_find(&cred, &tok, home, "nul.example", NULL), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'nul.example'"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "credentials.json"));
+    free(p);
 }
 END_TEST
 
@@ -613,6 +658,7 @@ int main(void)
     tcase_add_test(tc, challenge_parses_bearer_and_basic);
     tcase_add_loop_test(tc, challenge_refuses_malformed, 0, sizeof bad_challenge / sizeof bad_challenge[0]);
     tcase_add_test(tc, credentials_from_env_then_file);
+    tcase_add_test(tc, credentials_bound_to_their_host);
     tcase_add_test(tc, host_from_name_then_environment);
     tcase_add_test(tc, docker_form_rewrites_media_types_only);
     tcase_add_test(tc, ranges_sidecar_parses_its_own_format);
