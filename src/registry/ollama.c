@@ -338,7 +338,7 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
         return ms_err_ctx("rebuilding layer %s", l->digest);
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from
      * tmp/ re-hashes it, so the blob appears only if it is the very file the manifest names. */
-    snprintf(path, sizeof path, "%s/tmp/source-%d-%s.gguf", home, (int)getpid(), l->digest + 7);
+    snprintf(path, sizeof path, "%s/tmp/source-%d-%s.gguf", home, (int)getpid(), blob_digest_hex(l->digest));
     if ((rc = export_gguf(s, name, path, &res)) < 0)
         goto fail;
     if ((rc = store_txn_blob_adopt(t, digest, path, l->digest, NULL)) < 0) {

@@ -249,7 +249,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
      * never find a tag whose blobs are still on their way. */
     snprintf(ct, sizeof ct, "Content-Type: %s", m->media_type);
     /* by digest when the name gave no tag of its own (its tag is then "sha256-<hex>") */
-    snprintf(implicit, sizeof implicit, "sha256-%s", dst->digest[0] ? dst->digest + 7 : "");
+    snprintf(implicit, sizeof implicit, "sha256-%s", dst->digest[0] ? blob_digest_hex(dst->digest) : "");
     snprintf(url, sizeof url, "/v2/%s/manifests/%s", c.repo,
              dst->digest[0] && !strcmp(dst->tag, implicit) ? dst->digest : dst->tag);
     b = (reg_body){ bytes, len, 0 };
