@@ -161,10 +161,7 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
     blob_hash_final(got, h);
     h = NULL;
     if (strcmp(got, digest) != 0) {
-        rc = ms_err(MS_EMISMATCH,
-                    "blob %s is damaged: its %zu stored bytes hash to %s (mstore verify names the models "
-                    "it belongs to; pull or import them again)",
-                    digest, len, got);
+        rc = reg_blob_damaged(digest, len, got);
         goto done;
     }
     rc = ms_atomic_commit(&a);

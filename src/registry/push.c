@@ -140,10 +140,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
      * do not), so bytes that no longer hash to their name (bit rot in the store) stop here,
      * before they would be published under that name. */
     if (strcmp(got, digest) != 0) {
-        rc = ms_err(MS_EMISMATCH,
-                    "blob %s is damaged: its %zu stored bytes hash to %s (mstore verify names the models "
-                    "it belongs to; pull or import them again)",
-                    digest, v.size, got);
+        rc = reg_blob_damaged(digest, v.size, got);
         goto done;
     }
     url_with_digest(url, sizeof url, location, digest);
@@ -278,4 +275,12 @@ done:
     manifest_free(m);
     free(bytes);
     return rc;
+}
+
+int reg_blob_damaged(const char *digest, uint64_t len, const char *got)
+{
+    return ms_err(MS_EMISMATCH,
+                  "blob %s is damaged: its %" PRIu64 " stored bytes hash to %s (mstore verify names the models it "
+                  "belongs to; pull or import them again)",
+                  digest, len, got);
 }

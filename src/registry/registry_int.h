@@ -54,6 +54,10 @@ typedef struct reg_body {
     size_t len, off;
 } reg_body;
 
+/* MS_EMISMATCH for a stored blob whose bytes (len of them) hash to `got`, not to its name:
+ * what push says before it would publish bit rot (layout.c, push.c). */
+int reg_blob_damaged(const char *digest, uint64_t len, const char *got);
+
 int reg_client_init(reg_client *c, const char *home, const char *host, const model_name *name,
                     const registry_opts *o, int push);
 void reg_client_fini(reg_client *c);
