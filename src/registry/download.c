@@ -373,7 +373,7 @@ static void *worker(void *arg)
     return NULL;
 }
 
-int reg_manifest_intact(unsigned char **ok_out, const char *home, const manifest *m,
+int reg_manifest_intact(unsigned char **ok_out, store *s, const manifest *m,
                         int (*skip)(const manifest_layer *l))
 {
     size_t n = m->n_layers + 1;
@@ -396,7 +396,7 @@ int reg_manifest_intact(unsigned char **ok_out, const char *home, const manifest
         digests[i] = again ? NULL : l->digest;
         sizes[i] = l->size;
     }
-    blob_intact_each(home, digests, sizes, n, ok, 0);
+    store_blobs_intact(s, digests, sizes, n, ok, 0);
     for (size_t i = 0; i < n; i++)
         if (!digests[i])
             ok[i] = REG_INTACT_SKIPPED;
@@ -422,7 +422,7 @@ static int blobs_plan(dl_job *j, const manifest *m)
      * would skip, once, at disk speed, on a thread a core: a pull of a model already stored
      * costs a `verify` of it instead of nothing, and still far less than the download it checks
      * against. A size that differs from the manifest's is found by stat alone. */
-    if ((rc = reg_manifest_intact(&ok, j->home, m, NULL)) < 0)
+    if ((rc = reg_manifest_intact(&ok, store_txn_store(j->t), m, NULL)) < 0)
         return rc;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];

@@ -123,7 +123,7 @@ static int layout_file_intact(const char *path, const char *digest, size_t len)
  * replaced). The copy goes to a temp name first: a reader of the directory never sees a half
  * blob. The bytes are hashed as they are written: a stored blob whose bytes no longer hash to
  * its name (bit rot) fails the push, MS_EMISMATCH, and leaves no file. */
-static int blob_export(const char *home, const char *dir, const char *digest, const void *buf, size_t len)
+static int blob_export(store *s, const char *dir, const char *digest, const void *buf, size_t len)
 {
     char *dst = layout_blob_path(dir, digest), *tmp = NULL;
     blob_view v = { 0 };
@@ -135,7 +135,7 @@ static int blob_export(const char *home, const char *dir, const char *digest, co
     if (!dst)
         return ms_err(MS_ENOMEM, "out of memory");
     if (!buf) {
-        if ((rc = blob_open(&v, home, digest)) < 0)
+        if ((rc = store_blob_open(&v, s, digest)) < 0)
             goto done;
         buf = v.data;
         len = v.size;
@@ -220,7 +220,6 @@ static const char *ref_name(json_t *desc)
 int registry_layout_push(store *s, const model_name *name, const char *dir, const registry_opts *o,
                          ms_digest digest_out)
 {
-    const char *home = store_home(s);
     char *bytes = NULL, *sub = NULL, *path = NULL, *text = NULL, label[600];
     json_t *index = NULL, *ms, *desc;
     manifest *m = NULL;
@@ -241,9 +240,9 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
         goto done;
     layout_tmp_clean(sub);
     for (size_t i = 0; i <= m->n_layers; i++)
-        if ((rc = blob_export(home, dir, i == 0 ? m->config.digest : m->layers[i - 1].digest, NULL, 0)) < 0)
+        if ((rc = blob_export(s, dir, i == 0 ? m->config.digest : m->layers[i - 1].digest, NULL, 0)) < 0)
             goto done;
-    if ((rc = blob_export(home, dir, digest_out, bytes, len)) < 0)
+    if ((rc = blob_export(s, dir, digest_out, bytes, len)) < 0)
         goto done;
     free(path);
     if (!(path = ms_path_join(dir, "oci-layout"))) {
@@ -380,7 +379,6 @@ static int index_find(ms_digest digest_out, uint64_t *size_out, json_t *index, c
 int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
                          ms_digest digest_out)
 {
-    const char *home = store_home(s);
     char label[600], *path = NULL, *bytes = NULL;
     ms_digest want, got;
     json_t *index = NULL;
@@ -413,7 +411,7 @@ int registry_layout_pull(store *s, const char *dir, const model_name *name, cons
     if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
     /* Intact, not merely present: pulling again replaces a damaged blob (blob.h invariant 3). */
-    if ((rc = reg_manifest_intact(&ok, home, m, NULL)) < 0)
+    if ((rc = reg_manifest_intact(&ok, s, m, NULL)) < 0)
         goto done;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];

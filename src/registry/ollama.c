@@ -33,14 +33,14 @@
 #define CONFIG_MAX_BYTES   (16u << 20)
 #define GGUF_TEMPLATE_NAME "tokenizer.chat_template" /* the GGUF's own template, as a layer name */
 
-static int blob_json(json_t **out, const char *home, const char *digest)
+static int blob_json(json_t **out, store *s, const char *digest)
 {
     blob_view v = {0};
     json_error_t e;
     int rc;
 
     *out = NULL;
-    if ((rc = blob_open(&v, home, digest)) < 0)
+    if ((rc = store_blob_open(&v, s, digest)) < 0)
         return rc;
     if (v.size > CONFIG_MAX_BYTES)
         rc = ms_err(MS_EINVALID, "blob %s: %zu bytes, more than a config may have (%u)", digest, v.size,
@@ -92,7 +92,7 @@ static int prior_split(manifest **out, store *s, const char *gguf)
         goto done;
     /* every blob re-hashed, on a thread a core; one missing or damaged (gc raced us, or the
      * store is damaged) means split again */
-    if ((rc = reg_manifest_intact(&ok, store_home(s), p, not_from_import)) < 0 || ok[0] != 1)
+    if ((rc = reg_manifest_intact(&ok, s, p, not_from_import)) < 0 || ok[0] != 1)
         goto done;
     for (size_t i = 0; i < p->n_layers; i++) {
         const manifest_layer *l = &p->layers[i];
@@ -117,7 +117,6 @@ done:
 static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const registry_opts *o, int *reused_out)
 {
     store *s = store_txn_store(t);
-    const char *home = store_home(s);
     import_opts io = {.quiet = o->quiet};
     char *path = NULL;
     json_t *cfg = NULL;
@@ -129,12 +128,14 @@ static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const
         *reused_out = *d != NULL;
         return rc;
     }
-    if ((rc = blob_path(&path, home, l->digest)) < 0)
+    /* The importer reads a GGUF by path (pread, with its file-changed checks): the one place
+     * outside the store that names a blob's file, for reading only. */
+    if ((rc = blob_path(&path, store_home(s), l->digest)) < 0)
         return rc;
     /* The split's blobs land now, still unnamed: its config is read back just below. */
     if ((rc = import_gguf_manifest(d, t, path, "model.gguf", &io)) < 0 || (rc = store_txn_flush(t)) < 0)
         goto done;
-    if ((rc = blob_json(&cfg, home, (*d)->config.digest)) < 0)
+    if ((rc = blob_json(&cfg, s, (*d)->config.digest)) < 0)
         goto done;
     src = json_string_value(json_object_get(json_object_get(cfg, "source"), "digest"));
     if (!src || strcmp(src, l->digest) != 0)
@@ -157,7 +158,7 @@ int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m)
     int rc;
 
     *fetch_out = NULL;
-    if (!g || blob_intact(store_home(s), g->digest, g->size))
+    if (!g || store_blob_intact(s, g->digest, g->size))
         return 0;
     if ((rc = prior_split(&prior, s, g->digest)) < 0 || !prior)
         return rc;
@@ -178,12 +179,12 @@ fail:
 
 /* An mstore config pushed under the Docker media type: it names the architecture and its
  * dimensions, which ollama's ConfigV2 never does. */
-static int is_mstore_config(const char *home, const manifest_layer *config)
+static int is_mstore_config(store *s, const manifest_layer *config)
 {
     json_t *c = NULL;
     int yes;
 
-    if (blob_json(&c, home, config->digest) < 0)
+    if (blob_json(&c, s, config->digest) < 0)
         return 0;
     yes = json_is_string(json_object_get(c, "architecture")) && json_object_get(c, "hidden_size") &&
           json_object_get(c, "num_hidden_layers");
@@ -208,7 +209,6 @@ int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest 
                       const registry_opts *o, registry_pull_report *rep)
 {
     store *s = store_txn_store(t);
-    const char *home = store_home(s);
     const manifest_layer *gguf = NULL, *tmpl;
     manifest *d = NULL;
     ms_digest src;
@@ -257,7 +257,7 @@ int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest 
         manifest_free(k);
         if (rc < 0)
             goto done;
-    } else if (!strcmp(m->config.media_type, MT_DOCKER_CONFIG) && is_mstore_config(home, &m->config)) {
+    } else if (!strcmp(m->config.media_type, MT_DOCKER_CONFIG) && is_mstore_config(s, &m->config)) {
         if ((rc = manifest_new(&d)) < 0 ||
             (rc = manifest_config_set(d, MT_CONFIG, m->config.digest, m->config.size)) < 0)
             goto done;
@@ -332,7 +332,7 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
     int rc;
 
     *t_out = NULL;
-    if (!l || blob_intact(home, l->digest, l->size))
+    if (!l || store_blob_intact(s, l->digest, l->size))
         return 0;
     if ((rc = store_txn_begin(&t, s)) < 0)
         return ms_err_ctx("rebuilding layer %s", l->digest);

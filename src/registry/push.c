@@ -93,7 +93,7 @@ static void progress_add(push_progress *p, uint64_t n)
     ms_progress_update(p->bar, p->done);
 }
 
-static int upload(reg_client *c, CURL *h, const char *home, const char *digest, const char *start_location,
+static int upload(reg_client *c, CURL *h, store *s, const char *digest, const char *start_location,
                   push_progress *p)
 {
     const char *ct = "Content-Type: application/octet-stream";
@@ -109,7 +109,7 @@ static int upload(reg_client *c, CURL *h, const char *home, const char *digest, 
     snprintf(location, sizeof location, "%s", start_location);
     if (!hash)
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = blob_open(&v, home, digest)) < 0) {
+    if ((rc = store_blob_open(&v, s, digest)) < 0) {
         blob_hash_free(hash);
         return rc;
     }
@@ -185,7 +185,7 @@ static int blob_push(reg_client *c, CURL *h, store *s, const char *digest, uint6
         rc = reg_http_err(MS_EIO, "start upload", &r);
         goto done;
     }
-    rc = upload(c, h, store_home(s), digest, r.location, p);
+    rc = upload(c, h, s, digest, r.location, p);
 done:
     if (rc < 0)
         ms_err_ctx("blob %s", digest);

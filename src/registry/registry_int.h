@@ -126,7 +126,7 @@ int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const regist
  * which may be NULL and is asked about layers only, said so, or an earlier checked entry has the
  * same digest). *ok_out malloc'd. */
 #define REG_INTACT_SKIPPED 2
-int reg_manifest_intact(unsigned char **ok_out, const char *home, const manifest *m,
+int reg_manifest_intact(unsigned char **ok_out, store *s, const manifest *m,
                         int (*skip)(const manifest_layer *l));
 
 /* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
