@@ -177,6 +177,19 @@ static int chat_messages(gen_job *j, json_t *msgs)
     return 0;
 }
 
+/* Request fields that generate and chat refuse, not being built; /api/show's capabilities read
+ * them too, so that a capability appears when its field is accepted. */
+static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
+static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
+
+static int unbuilt(const char *const *keys, const char *key)
+{
+    for (; *keys; keys++)
+        if (strcmp(*keys, key) == 0)
+            return 1;
+    return 0;
+}
+
 /* The model's own defaults, as `mstore run` applies them: its params layer under the request's
  * options (parsed again over them, checked already), its stop strings when the request sends
  * none, its system prompt when the request has none. `base` is the job's options before the
@@ -217,8 +230,6 @@ done:
 /* The request's fields, in the order their refusals are checked. */
 static int generate_parse(gen_job *j, json_t *b, int chat, const char **prompt, const char **system)
 {
-    static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
-    static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
     json_t *msgs = json_object_get(b, "messages");
     model_opts base = j->mo;
     int rc;
@@ -324,6 +335,29 @@ static enum MHD_Result tags(req *r)
     return srv_json(r, 200, json_pack("{s:o}", "models", arr));
 }
 
+/* What the model can do with what mstore builds, as ollama's clients (Open WebUI, the ollama CLI)
+ * read /api/show's "capabilities": "completion" when the runtime runs its architecture (its
+ * config reads as one the decoders take); "insert" when its template takes a suffix and
+ * generate accepts one; "tools" when chat accepts tools. Embedding, vision and thinking are not
+ * built, so never claimed. */
+static json_t *capabilities(store_model *sm, const char *tmpl)
+{
+    json_t *caps = json_array();
+    const uint8_t *data;
+    runtime_config *c = malloc(sizeof *c); /* about 4 KiB of rope factors */
+    size_t len;
+
+    if (c && store_model_config(&data, &len, sm) == 0 &&
+        runtime_config_from_json(c, (const char *)data, len, "config") == 0)
+        json_array_append_new(caps, json_string("completion"));
+    free(c);
+    if (tmpl && strstr(tmpl, ".Suffix") && !unbuilt(unbuilt_gen, "suffix"))
+        json_array_append_new(caps, json_string("insert"));
+    if (!unbuilt(unbuilt_chat, "tools"))
+        json_array_append_new(caps, json_string("tools"));
+    return caps;
+}
+
 /* The messages layer as JSON (an empty array when none or unreadable). */
 static json_t *show_messages(store_model *sm)
 {
@@ -399,10 +433,11 @@ static enum MHD_Result show(req *r)
     if (model_info_load(&mi, m.sm) < 0)
         memset(&mi, 0, sizeof mi);
     /* text of the model's layers, made valid UTF-8 for JSON (srv_json_text) */
-    o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "modelfile", text(mi.modelfile), "parameters",
+    o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "modelfile", text(mi.modelfile), "parameters",
                   text(mi.parameters), "template", srv_json_text(tmpl ? tmpl : "", tmpl_len), "system", text(mi.system),
                   "license", text(mi.license), "messages", show_messages(m.sm), "details", details(cfg), "model_info",
-                  show_model_info(cfg), "config", cfg ? json_incref(cfg) : json_object());
+                  show_model_info(cfg), "capabilities", capabilities(m.sm, tmpl), "config",
+                  cfg ? json_incref(cfg) : json_object());
     model_info_fini(&mi);
     srv_model_close(&m);
     free(tmpl);
