@@ -808,10 +808,12 @@ static enum MHD_Result blobs(req *r)
 
     if (!blob_digest_valid(digest))
         return srv_err_ollama(r, 400, "digest '%.100s': expected sha256:<64 hex>", digest);
-    /* a damaged blob answers 404, so the client uploads the bytes again and the POST replaces
-     * it (blob_intact re-hashes a blob of the right size: a full read, as a verify) */
+    /* HEAD only looks for the file: re-hashing it here would let anyone who can name a digest
+     * keep the server reading whole blobs. The bytes are checked where they are used (a create
+     * hashes the GGUF as it imports it, and removes a damaged upload so that the next HEAD
+     * answers 404 and the client sends it again). */
     if (strcmp(r->method, "HEAD") == 0)
-        return srv_respond(r, blob_intact(r->srv->home, digest, BLOB_SIZE_ANY) ? 200 : 404, NULL, "", 0);
+        return srv_respond(r, blob_exists(r->srv->home, digest, NULL) ? 200 : 404, NULL, "", 0);
     if (strcmp(r->method, "POST") != 0)
         return srv_err_ollama(r, 405, "method %s not allowed on /api/blobs", r->method);
     if (r->upload_failed)
