@@ -748,13 +748,14 @@ static enum MHD_Result create(req *r)
 
 /* ---------------------------------------------------------------- blobs */
 
-/* The upload's store_txn and its blob writer (a read-only store fails here, clearly). */
+/* The upload's store and its temp file, without the store's lock: a client may take its time
+ * (or stall) sending the bytes, and rm and gc must not wait on it meanwhile. The lock is taken
+ * when the body is complete (blobs), for the commit only. A read-only store fails here, clearly. */
 static int upload_open(req *r)
 {
     int rc;
 
-    if ((rc = store_open(&r->st, r->srv->home)) < 0 || (rc = store_txn_begin(&r->txn, r->st)) < 0 ||
-        (rc = store_txn_blob_open(r->txn, &r->bw)) < 0)
+    if ((rc = store_open(&r->st, r->srv->home)) < 0 || (rc = store_blob_writer_open(r->st, &r->bw)) < 0)
         return rc;
     return 0;
 }
@@ -822,9 +823,12 @@ static enum MHD_Result blobs(req *r)
         ollama_upload_close(r);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     }
-    /* durable under blobs/ now, and unnamed until a create names it (as ollama's blobs are) */
-    rc = store_txn_blob_add(r->txn, got, NULL, r->bw, digest);
-    r->bw = NULL;
+    /* durable under blobs/ now, and unnamed until a create names it (as ollama's blobs are); the
+     * transaction holds the lock from here to the flush, so gc cannot remove it in between */
+    if ((rc = store_txn_begin(&r->txn, r->st)) == 0) {
+        rc = store_txn_blob_add(r->txn, got, NULL, r->bw, digest);
+        r->bw = NULL;
+    }
     if (rc == 0)
         rc = store_txn_flush(r->txn);
     if (rc < 0) /* "digest mismatch: expected ..., got ... (N bytes)" or why the write failed */

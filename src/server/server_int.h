@@ -37,8 +37,9 @@ typedef struct req {
     ms_text body; /* JSON bodies (at most max_body bytes), NUL-terminated */
     int too_big; /* the body passed the limit: discarded, answered 413 */
     int responded; /* a response was queued before the body ended */
-    /* POST /api/blobs/:digest streams into bw, a writer of txn (a store_txn on st, opened at the
-     * first chunk), so the upload holds the store's shared lock like every other blob write */
+    /* POST /api/blobs/:digest streams into bw, a temp file of st opened at the first chunk
+     * without the store's lock (an idle client must not hold up rm and gc); txn, a store_txn on
+     * st, takes the lock when the body is complete and lands the blob */
     store *st;
     store_txn *txn;
     blob_writer *bw;
