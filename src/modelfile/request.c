@@ -151,6 +151,8 @@ static int add_license(modelfile *mf, const json_t *v, const char *shown)
 
     if (!json_is_string(v))
         return ms_err(MS_EINVALID, "%s: expected a string or an array of strings", shown);
+    if (json_string_length(v) == 0) /* no license, as an empty field means elsewhere */
+        return 0;
     if (!(l = realloc(mf->licenses, (mf->n_licenses + 1) * sizeof *l)))
         return ms_err(MS_ENOMEM, "out of memory");
     mf->licenses = l;
