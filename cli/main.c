@@ -85,7 +85,21 @@ static store *store_open_with(int (*open_fn)(store **, const char *))
 }
 
 store *cli_store_open(void) { return store_open_with(store_open); }
-store *cli_store_open_to_free(void) { return store_open_with(store_open_to_free); }
+static void wait_note(void *ctx, const char *message)
+{
+    (void)ctx;
+    fprintf(stderr, "mstore: %s\n", message);
+}
+
+/* rm and gc: a wait for the store's lock was silent, and looked like a hang */
+store *cli_store_open_to_free(void)
+{
+    store *s = store_open_with(store_open_to_free);
+
+    if (s)
+        store_lock_wait_notify(s, wait_note, NULL);
+    return s;
+}
 
 int cli_name_parse(model_name *out, const char *arg)
 {

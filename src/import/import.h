@@ -46,6 +46,11 @@ typedef struct import_opts {
      * the type's default (int4 32, int8 64; fixed for the fp types). */
     const char *quantize;
     int group_size;
+    /* GGUF: the digest the whole file must hash to (a stored blob read as a file, as a create
+     * from an uploaded GGUF does), NULL: none. The whole-file hash is computed anyway for the
+     * config's source.digest, so checking it costs nothing; a mismatch is MS_EMISMATCH and the
+     * caller's transaction is aborted before any blob of it lands. */
+    const char *expect_digest;
 } import_opts;
 
 /* Import a Hugging Face directory of safetensors: unquantized, or MLX-quantized (config.json

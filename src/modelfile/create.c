@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "blob/blob.h"
 #include "import/import.h"
@@ -33,23 +34,110 @@ typedef struct base_model {
     const manifest *m;
 } base_model;
 
-static int base_load(base_model *out, store_txn *t, const modelfile *mf, const char *mpath, const model_name *name,
-                     int quiet)
+static void status(const modelfile_create_opts *o, const char *fmt, const char *arg)
 {
-    import_opts io = {.quiet = quiet};
-    char *path = from_path(mpath, mf->from);
-    ms_digest digest;
+    char buf[600];
+
+    if (!o->status)
+        return;
+    snprintf(buf, sizeof buf, fmt, arg ? arg : "");
+    o->status(o->ctx, buf);
+}
+
+/* The one GGUF of a request's `files`, and its blob's path. MS_EUNSUPPORTED for other files
+ * (a safetensors model, several GGUFs), MS_EINVALID for a blob not in the store. */
+static int files_gguf(const char **name_out, const char **digest_out, char **path_out, store *s, const json_t *files)
+{
+    const char *fname, *gguf = NULL;
+    json_t *v;
+    size_t n;
+
+    *path_out = NULL;
+    json_object_foreach((json_t *)files, fname, v)
+    {
+        n = strlen(fname);
+        if (n < 5 || strcasecmp(fname + n - 5, ".gguf") != 0)
+            return ms_err(MS_EUNSUPPORTED,
+                          "files: '%s': only one GGUF file is supported yet (safetensors files: import the "
+                          "directory with mstore import)",
+                          fname);
+        if (gguf)
+            return ms_err(MS_EUNSUPPORTED, "files: '%s' and '%s': a model of several GGUF files is not supported", gguf,
+                          fname);
+        gguf = fname;
+        *digest_out = json_string_value(v);
+    }
+    if (!gguf)
+        return ms_err(MS_EINVALID, "files: empty");
+    *name_out = gguf;
+    if (!blob_exists(store_home(s), *digest_out, NULL))
+        return ms_err(MS_EINVALID, "files: '%s': blob %s is not in the store; upload it first", gguf, *digest_out);
+    return blob_path(path_out, store_home(s), *digest_out);
+}
+
+int modelfile_base_check(store *s, const modelfile *mf)
+{
+    const char *fname, *digest;
+    char *path = NULL;
+    store_model *sm = NULL;
+    model_name base;
+    int rc;
+
+    if (mf->files) {
+        rc = files_gguf(&fname, &digest, &path, s, mf->files);
+        free(path);
+        return rc;
+    }
+    if (!mf->from_store_only)
+        return 0;
+    if ((rc = name_parse(&base, mf->from)) < 0)
+        return ms_err_ctx("from");
+    rc = store_model_open(&sm, s, &base);
+    store_model_close(sm);
+    return rc;
+}
+
+static int base_load(base_model *out, store_txn *t, const modelfile *mf, const char *mpath, const model_name *name,
+                     const modelfile_create_opts *o)
+{
+    import_opts io = {.quiet = o->quiet};
+    char *path = NULL;
+    const char *fname, *digest;
+    ms_digest imported;
     model_name base;
     store *s = store_txn_store(t);
     int rc;
 
-    if (!path)
-        return ms_err(MS_ENOMEM, "out of memory");
-    if (ms_is_dir(path)) {
+    if (mf->files) {
+        /* An uploaded blob is read as the GGUF file it is; its digest, checked as the import
+         * hashes it anyway, is the verification (HEAD /api/blobs only looks for the file). */
+        if ((rc = files_gguf(&fname, &digest, &path, s, mf->files)) == 0) {
+            status(o, "parsing GGUF %s", fname);
+            io.expect_digest = digest;
+            rc = import_gguf_manifest(&out->own, t, path, fname, &io);
+            /* A damaged upload goes (unless a model uses it: verify names it then), so that the
+             * client's next HEAD misses it and it sends the bytes again. */
+            if (rc == MS_EMISMATCH) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", ms_err_msg()); /* the release may set another */
+                store_blob_release(s, digest);
+                rc = ms_err(MS_EMISMATCH, "%s", why);
+            }
+        }
+    } else if (mf->from_store_only) {
+        if ((rc = name_parse(&base, mf->from)) < 0)
+            rc = ms_err_ctx("from");
+        else if ((rc = store_model_open(&out->sm, s, &base)) == 0)
+            status(o, "using base model %s", store_model_shown(out->sm));
+    } else if (!(path = from_path(mpath, mf->from))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    } else if (ms_is_dir(path)) {
         /* import_hf_dir names what it imports: under the new name, replaced at the commit. */
-        if ((rc = import_hf_dir(s, path, name, &io, digest)) == 0)
-            rc = store_model_open_digest(&out->sm, s, digest);
+        status(o, "importing %s", path);
+        if ((rc = import_hf_dir(s, path, name, &io, imported)) == 0)
+            rc = store_model_open_digest(&out->sm, s, imported);
     } else if (ms_is_file(path)) {
+        status(o, "parsing GGUF %s", path);
         rc = import_gguf_manifest(&out->own, t, path, NULL, &io);
     } else if (name_parse(&base, mf->from) < 0) {
         rc = ms_err(MS_ENOTFOUND, "%s:%d: FROM '%s': no such file or directory (%s), nor a model name", mpath,
@@ -109,7 +197,8 @@ static int params_merged(json_t **out, const base_model *base, const json_t *min
     return 0;
 }
 
-static int build(manifest **out, store_txn *t, const base_model *bm, const modelfile *mf)
+static int build(manifest **out, store_txn *t, const base_model *bm, const modelfile *mf,
+                 const modelfile_create_opts *o)
 {
     const manifest *base = bm->m;
     manifest *m = NULL;
@@ -131,17 +220,27 @@ static int build(manifest **out, store_txn *t, const base_model *bm, const model
         if ((rc = manifest_layer_add(m, mt, l->digest, l->size, l->name)) < 0)
             goto done;
     }
+    if (mf->template_)
+        status(o, "creating template layer", NULL);
     if (mf->template_ && (rc = text_layer(m, t, MT_TEMPLATE, mf->template_, strlen(mf->template_))) < 0)
         goto done;
+    if (mf->system)
+        status(o, "creating system layer", NULL);
     if (mf->system && (rc = text_layer(m, t, MT_OLLAMA_SYSTEM, mf->system, strlen(mf->system))) < 0)
         goto done;
     if ((rc = params_merged(&params, bm, mf->params)) < 0)
         goto done;
+    if (json_object_size(mf->params))
+        status(o, "creating parameters layer", NULL);
     if (json_object_size(params) && (rc = json_layer(m, t, MT_OLLAMA_PARAMS, params)) < 0)
         goto done;
+    if (mf->n_licenses)
+        status(o, "creating license layer", NULL);
     for (size_t i = 0; i < mf->n_licenses; i++)
         if ((rc = text_layer(m, t, MT_OLLAMA_LICENSE, mf->licenses[i], strlen(mf->licenses[i]))) < 0)
             goto done;
+    if (json_array_size(mf->messages))
+        status(o, "creating messages layer", NULL);
     if (json_array_size(mf->messages) && (rc = json_layer(m, t, MT_OLLAMA_MESSAGES, mf->messages)) < 0)
         goto done;
     *out = m;
@@ -152,34 +251,47 @@ done:
     return rc;
 }
 
-int modelfile_create(store *s, const model_name *name, const char *path, int quiet, ms_digest digest_out)
+int modelfile_create_from(store *s, const model_name *name, const modelfile *mf, const char *path,
+                          const modelfile_create_opts *o, ms_digest digest_out)
 {
-    modelfile *mf = NULL;
     base_model base = {0};
     manifest *m = NULL;
-    char *text = NULL, *bytes = NULL;
+    char *bytes = NULL;
     size_t len = 0;
     store_txn *t = NULL;
     int rc;
 
     digest_out[0] = '\0';
-    if ((rc = ms_file_read(&text, &len, path, MODELFILE_MAX_BYTES)) < 0 ||
-        (rc = modelfile_parse(&mf, text, len, path)) < 0)
-        goto done;
-    /* Everything the Modelfile can get wrong is refused above, before any blob is written. */
     if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
-    if ((rc = base_load(&base, t, mf, path, name, quiet)) < 0 || (rc = build(&m, t, &base, mf)) < 0 ||
+    if ((rc = base_load(&base, t, mf, path, name, o)) < 0 || (rc = build(&m, t, &base, mf, o)) < 0 ||
         (rc = manifest_serialize(&bytes, &len, m)) < 0)
         goto done;
+    status(o, "writing manifest", NULL);
     rc = store_txn_commit(t, name, bytes, len, digest_out);
-    t = NULL;   /* the commit ended it */
+    t = NULL; /* the commit ended it */
 done:
     store_txn_abort(t);
     free(bytes);
     manifest_free(m);
     store_model_close(base.sm);
     manifest_free(base.own);
+    return rc;
+}
+
+int modelfile_create(store *s, const model_name *name, const char *path, int quiet, ms_digest digest_out)
+{
+    modelfile_create_opts o = {.quiet = quiet};
+    modelfile *mf = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+
+    digest_out[0] = '\0';
+    /* Everything the Modelfile can get wrong is refused here, before any blob is written. */
+    if ((rc = ms_file_read(&text, &len, path, MODELFILE_MAX_BYTES)) == 0 &&
+        (rc = modelfile_parse(&mf, text, len, path)) == 0)
+        rc = modelfile_create_from(s, name, mf, path, &o, digest_out);
     modelfile_free(mf);
     free(text);
     return rc;

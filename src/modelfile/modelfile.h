@@ -119,12 +119,43 @@ typedef struct modelfile modelfile;
 int modelfile_parse(modelfile **out, const char *text, size_t len, const char *path);
 void modelfile_free(modelfile *mf); /* NULL is fine */
 
-/* Create model `name` from the Modelfile at `path`: the FROM model (imported first when it is
- * a file or a directory) with the Modelfile's layers in place of its own. Every tensor blob is
- * the base's; only new layers are written. Nothing is named unless all succeeds (a safetensors
- * directory is imported under `name` and then replaced). MS_EINVALID / MS_EUNSUPPORTED as
- * modelfile_parse, MS_ENOTFOUND for a FROM that is neither a file nor a stored model (the
- * message names the line), MS_EIO. `quiet`: no import progress. */
+/* ollama's create request (POST /api/create) read into a modelfile: the same parts a Modelfile
+ * has, as JSON fields, checked as strictly as modelfile_parse checks its lines:
+ *   from (a stored model's name, never a path) or files ({"<name>.gguf": "sha256:..."}: a GGUF
+ *   uploaded before as a blob), template, system, license (a string or an array of strings),
+ *   parameters (an object of the option table's options: stop is an array of strings),
+ *   messages ([{"role", "content"}]); adapters and quantize are refused by name.
+ * Other fields (model, stream) are the caller's. MS_EINVALID naming the field
+ * ("parameters.tempreature: unknown parameter"), MS_EUNSUPPORTED (adapters, quantize). */
+int modelfile_from_request(modelfile **out, const struct json_t *req);
+
+/* What a create reports as it goes ("importing model.gguf", "writing manifest"), for a
+ * server's progress stream. */
+typedef void (*modelfile_status_fn)(void *ctx, const char *status);
+typedef struct modelfile_create_opts {
+    int quiet; /* no import progress on the terminal */
+    modelfile_status_fn status; /* NULL: none */
+    void *ctx;
+} modelfile_create_opts;
+
+/* Check, without writing, that mf's base is there: the stored model `from` names (MS_ENOTFOUND
+ * "model 'x:latest' not found"), or every blob of `files` (MS_EINVALID naming the file), so that
+ * a server answers 404 / 400 before its progress stream starts. A path FROM is left to the
+ * create. */
+int modelfile_base_check(store *s, const modelfile *mf);
+
+/* Create model `name` from `mf`: the base (FROM: a stored model, or a file or a directory
+ * imported first; files: the uploaded GGUF, its digest checked as it is read) with mf's layers
+ * in place of its own. Every tensor blob is the base's; only new layers are written. Nothing
+ * is named unless all succeeds (a safetensors directory is imported under `name` and then
+ * replaced). `path` is the Modelfile's (relative FROM paths are read from its folder, messages
+ * name it). MS_ENOTFOUND for a FROM that is neither a file nor a stored model (the message names
+ * the line), MS_EMISMATCH (an uploaded blob that does not hash to its digest), MS_EINVALID,
+ * MS_EUNSUPPORTED, MS_EIO. */
+int modelfile_create_from(store *s, const model_name *name, const modelfile *mf, const char *path,
+                          const modelfile_create_opts *o, ms_digest digest_out);
+/* modelfile_parse of the file at `path`, then modelfile_create_from (what `mstore create`
+ * runs). `quiet`: no import progress. */
 int modelfile_create(store *s, const model_name *name, const char *path, int quiet, ms_digest digest_out);
 
 /* What `mstore show` prints of a stored model, each malloc'd and NUL-terminated, NULL when the

@@ -11,11 +11,18 @@
 int mf_layer_text(char **out, size_t *len_out, store_model *m, const manifest_layer *l);
 /* Fill `p` from a params object; `what` names it in messages. */
 int mf_params_from_json(model_params *p, json_t *o, const char *what);
+/* MS_EINVALID "<what>: TEMPLATE does not parse: ..." when `text` is not a Go template (valid Go
+ * outside the subset run knows is kept: run falls back to the family). */
+int mf_template_check(const char *text, const char *what);
 
-/* A parsed Modelfile. */
+/* A parsed Modelfile, or ollama's create request (request.c) read into the same parts. */
 struct modelfile {
     char *from;
     int from_line;
+    int from_store_only; /* from names a stored model, never a path: a request over the network
+                          * must not make the server read its own files */
+    json_t *files; /* the request's "files": file name -> digest of an uploaded blob; NULL for a
+                    * Modelfile (the base is then `from`) */
     json_t *params; /* object, built from PARAMETER lines */
     char *template_, *system;
     int template_line;

@@ -14,6 +14,7 @@ void modelfile_free(modelfile *mf)
     if (!mf)
         return;
     free(mf->from);
+    json_decref(mf->files);
     json_decref(mf->params);
     free(mf->template_);
     free(mf->system);
@@ -153,19 +154,27 @@ static int add_message(modelfile *mf, cursor *c, int line)
     return 0;
 }
 
-static int check_template(const modelfile *mf, const cursor *c)
+int mf_template_check(const char *text, const char *what)
 {
     chat_gotmpl *t = NULL;
-    int rc = chat_gotmpl_parse(&t, mf->template_, strlen(mf->template_));
+    int rc = chat_gotmpl_parse(&t, text, strlen(text));
 
     chat_gotmpl_free(t);
     /* Valid Go outside the subset is kept: run falls back to the family, with a warning. */
     if (rc == MS_EINVALID) {
         char why[512];
         snprintf(why, sizeof why, "%s", ms_err_msg());   /* ms_err overwrites the message it reads */
-        return ms_err(MS_EINVALID, "%s:%d: TEMPLATE does not parse: %s", c->path, mf->template_line, why);
+        return ms_err(MS_EINVALID, "%s: TEMPLATE does not parse: %s", what, why);
     }
     return rc == MS_EUNSUPPORTED ? 0 : rc;
+}
+
+static int check_template(const modelfile *mf, const cursor *c)
+{
+    char what[512];
+
+    snprintf(what, sizeof what, "%s:%d", c->path, mf->template_line);
+    return mf_template_check(mf->template_, what);
 }
 
 static int instruction(modelfile *mf, cursor *c, const char *word, int line)

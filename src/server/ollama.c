@@ -1,4 +1,5 @@
-/* ollama.c: ollama's /api: generate, chat, tags, show, ps, version, copy, delete, pull, push, blobs. */
+/* ollama.c: ollama's /api: generate, chat, tags, show, ps, version, copy, delete, pull, push, create,
+ * blobs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,12 +178,61 @@ static int chat_messages(gen_job *j, json_t *msgs)
     return 0;
 }
 
+/* Request fields that generate and chat refuse, not being built; /api/show's capabilities read
+ * them too, so that a capability appears when its field is accepted. */
+static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
+static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
+
+static int unbuilt(const char *const *keys, const char *key)
+{
+    for (; *keys; keys++)
+        if (strcmp(*keys, key) == 0)
+            return 1;
+    return 0;
+}
+
+/* The model's own defaults, as `mstore run` applies them: its params layer under the request's
+ * options (parsed again over them, checked already), its stop strings when the request sends
+ * none, its system prompt when the request has none. `base` is the job's options before the
+ * request's. */
+static int model_defaults(gen_job *j, json_t *b, int chat, const model_opts *base, const char **system)
+{
+    json_t *o = json_object_get(b, "options");
+    model_params *p = NULL;
+    model_opts mo = *base;
+    int rc, has_system = 0;
+
+    if ((rc = model_params_load(&p, j->ref.sm)) < 0 || !p)
+        return rc;
+    model_params_apply(p, &mo);
+    if (json_is_object(o) && (rc = model_opts_from_json(&mo, o, "options.", 0)) < 0)
+        goto done;
+    j->mo = mo;
+    for (size_t i = 0; j->g.n_stops == 0 && i < p->n_stop && rc == 0; i++)
+        rc = gen_job_stop_add(j, p->stop[i]);
+    for (size_t i = 0; i < j->n_msgs; i++)
+        has_system |= strcmp(j->msgs[i].role, "system") == 0;
+    if (rc < 0 || !p->system)
+        goto done;
+    if (!chat && (!*system || !**system) && !(j->system = strdup(p->system)))
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    if (chat && j->n_msgs && !has_system) { /* chat_messages left room for one more */
+        memmove(j->msgs + 1, j->msgs, j->n_msgs * sizeof *j->msgs);
+        j->n_msgs++;
+        j->msgs[0].content = NULL;
+        if (!(j->msgs[0].role = strdup("system")) || !(j->msgs[0].content = strdup(p->system)))
+            rc = ms_err(MS_ENOMEM, "out of memory");
+    }
+done:
+    model_params_free(p);
+    return rc;
+}
+
 /* The request's fields, in the order their refusals are checked. */
 static int generate_parse(gen_job *j, json_t *b, int chat, const char **prompt, const char **system)
 {
-    static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
-    static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
     json_t *msgs = json_object_get(b, "messages");
+    model_opts base = j->mo;
     int rc;
 
     if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 || (rc = job_options(j, b)) < 0 ||
@@ -193,7 +243,9 @@ static int generate_parse(gen_job *j, json_t *b, int chat, const char **prompt, 
         return rc;
     if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
         return rc;
-    return srv_model_open(&j->ref, j->srv, body_model(b));
+    if ((rc = srv_model_open(&j->ref, j->srv, body_model(b))) < 0)
+        return rc;
+    return model_defaults(j, b, chat, &base, system);
 }
 
 static enum MHD_Result generate(req *r, int chat)
@@ -216,7 +268,8 @@ static enum MHD_Result generate(req *r, int chat)
         json_decref(b);
         return load_only(r, j); /* as ollama: no prompt loads (or with keep_alive 0 unloads) */
     }
-    if (!chat && (!(j->prompt = dup_str(prompt)) || (system && !(j->system = dup_str(system))))) {
+    if (!chat &&
+        (!(j->prompt = dup_str(prompt)) || (system && *system && !j->system && !(j->system = dup_str(system))))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
@@ -283,11 +336,82 @@ static enum MHD_Result tags(req *r)
     return srv_json(r, 200, json_pack("{s:o}", "models", arr));
 }
 
+/* What the model can do with what mstore builds, as ollama's clients (Open WebUI, the ollama CLI)
+ * read /api/show's "capabilities": "completion" when the runtime runs its architecture (its
+ * config reads as one the decoders take); "insert" when its template takes a suffix and
+ * generate accepts one; "tools" when chat accepts tools. Embedding, vision and thinking are not
+ * built, so never claimed. */
+static json_t *capabilities(store_model *sm, const char *tmpl)
+{
+    json_t *caps = json_array();
+    const uint8_t *data;
+    runtime_config *c = malloc(sizeof *c); /* about 4 KiB of rope factors */
+    size_t len;
+
+    if (c && store_model_config(&data, &len, sm) == 0 &&
+        runtime_config_from_json(c, (const char *)data, len, "config") == 0)
+        json_array_append_new(caps, json_string("completion"));
+    free(c);
+    if (tmpl && strstr(tmpl, ".Suffix") && !unbuilt(unbuilt_gen, "suffix"))
+        json_array_append_new(caps, json_string("insert"));
+    if (!unbuilt(unbuilt_chat, "tools"))
+        json_array_append_new(caps, json_string("tools"));
+    return caps;
+}
+
+/* The messages layer as JSON (an empty array when none or unreadable). */
+static json_t *show_messages(store_model *sm)
+{
+    const uint8_t *data;
+    size_t len;
+    json_t *a = NULL;
+
+    if (store_model_find(&data, &len, sm, MT_OLLAMA_MESSAGES, NULL) == 0)
+        a = json_loadb((const char *)data, len, 0, NULL);
+    if (!json_is_array(a)) {
+        json_decref(a);
+        a = json_array();
+    }
+    return a;
+}
+
+static json_t *show_model_info(json_t *cfg)
+{
+    const char *arch = json_string_value(json_object_get(cfg, "architecture"));
+    char key[96];
+    static const struct {
+        const char *cfg, *gguf;
+    } keys[] = {
+        {"max_position_embeddings", "context_length"},
+        {"hidden_size", "embedding_length"},
+        {"num_hidden_layers", "block_count"},
+        {"num_attention_heads", "attention.head_count"},
+        {"num_key_value_heads", "attention.head_count_kv"},
+        {"intermediate_size", "feed_forward_length"},
+        {"vocab_size", "vocab_size"},
+        {"rope_theta", "rope.freq_base"},
+    };
+    json_t *info = json_pack("{s:s}", "general.architecture", arch ? arch : "");
+
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(cfg, keys[i].cfg);
+        snprintf(key, sizeof key, "%s.%s", arch ? arch : "model", keys[i].gguf);
+        if (v && !json_is_null(v))
+            json_object_set(info, key, v);
+    }
+    return info;
+}
+
+static json_t *text(const char *s)
+{
+    return srv_json_text(s ? s : "", s ? strlen(s) : 0);
+}
+
 static enum MHD_Result show(req *r)
 {
-    char name[400];
-    json_t *b = NULL, *cfg = NULL, *info;
+    json_t *b = NULL, *cfg = NULL, *o;
     srv_model m = {0};
+    model_info mi = {0};
     const uint8_t *data;
     char *tmpl = NULL;
     size_t tmpl_len = 0;
@@ -305,37 +429,21 @@ static enum MHD_Result show(req *r)
     } else {
         tmpl_len = 0;
     }
+    /* parameters, system, license and the Modelfile as `mstore show` prints them; a layer that
+     * does not read leaves its field empty rather than hiding the rest */
+    if (model_info_load(&mi, m.sm) < 0)
+        memset(&mi, 0, sizeof mi);
+    /* text of the model's layers, made valid UTF-8 for JSON (srv_json_text) */
+    o = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "modelfile", text(mi.modelfile), "parameters",
+                  text(mi.parameters), "template", srv_json_text(tmpl ? tmpl : "", tmpl_len), "system", text(mi.system),
+                  "license", text(mi.license), "messages", show_messages(m.sm), "details", details(cfg), "model_info",
+                  show_model_info(cfg), "capabilities", capabilities(m.sm, tmpl), "config",
+                  cfg ? json_incref(cfg) : json_object());
+    model_info_fini(&mi);
     srv_model_close(&m);
-    name_display(name, sizeof name, &m.name);
-    {
-        const char *arch = json_string_value(json_object_get(cfg, "architecture"));
-        char key[96];
-        static const struct {
-            const char *cfg, *gguf;
-        } keys[] = {
-            {"max_position_embeddings", "context_length"},
-            {"hidden_size", "embedding_length"},
-            {"num_hidden_layers", "block_count"},
-            {"num_attention_heads", "attention.head_count"},
-            {"num_key_value_heads", "attention.head_count_kv"},
-            {"intermediate_size", "feed_forward_length"},
-            {"vocab_size", "vocab_size"},
-            {"rope_theta", "rope.freq_base"},
-        };
-        info = json_pack("{s:s}", "general.architecture", arch ? arch : "");
-        for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
-            json_t *v = json_object_get(cfg, keys[i].cfg);
-            snprintf(key, sizeof key, "%s.%s", arch ? arch : "model", keys[i].gguf);
-            if (v && !json_is_null(v))
-                json_object_set(info, key, v);
-        }
-    }
-    json_t *o = json_pack("{s:s+,s:s,s:s#,s:o,s:o,s:o}", "modelfile", "# Modelfile generated by mstore\nFROM ", name,
-                          "parameters", "", "template", tmpl ? tmpl : "", (int)tmpl_len, "details", details(cfg),
-                          "model_info", info, "config", cfg ? json_incref(cfg) : json_object());
     free(tmpl);
     json_decref(cfg);
-    return srv_json(r, 200, o);
+    return o ? srv_json(r, 200, o) : srv_err_ollama(r, 500, "out of memory");
 }
 
 static enum MHD_Result copy_or_delete(req *r, int del)
@@ -537,15 +645,143 @@ static enum MHD_Result pull_push(req *r, int push)
     return MHD_YES;
 }
 
+/* ---------------------------------------------------------------- create */
+
+/* POST /api/create: ollama's request read by src/modelfile into the Modelfile's parts, then the
+ * same modelfile_create_from as `mstore create`. Everything the request can get wrong (fields,
+ * parameters, a base that is not there) is answered 400 / 404 before the stream starts; the
+ * stream then says what the create does and ends with {"status":"success"} or {"error"}. */
+typedef struct creation {
+    server *srv;
+    model_name name;
+    modelfile *mf;
+    int fd, failed;
+    char err[MSG];
+} creation;
+
+static void creation_send(creation *c, json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT);
+
+    json_decref(o);
+    if (s && c->fd >= 0 && !c->failed && (srv_write_all(c->fd, s, strlen(s)) < 0 || srv_write_all(c->fd, "\n", 1) < 0))
+        c->failed = 1; /* the client left: the create goes on, unseen, as a pull does */
+    free(s);
+}
+
+static void creation_status(void *ctx, const char *status)
+{
+    creation *c = ctx;
+
+    if (c->fd >= 0)
+        creation_send(c, json_pack("{s:o}", "status", srv_json_text(status, strlen(status))));
+}
+
+static void creation_free(creation *c)
+{
+    if (!c)
+        return;
+    modelfile_free(c->mf);
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+}
+
+static int creation_run(creation *c)
+{
+    modelfile_create_opts o = {.quiet = 1, .status = creation_status, .ctx = c};
+    ms_digest digest;
+    store *s = NULL;
+    int rc;
+
+    if ((rc = store_open(&s, c->srv->home)) == 0)
+        rc = modelfile_create_from(s, &c->name, c->mf, "request", &o, digest);
+    store_close(s);
+    if (rc < 0) {
+        snprintf(c->err, sizeof c->err, "%s", ms_err_msg());
+        return rc;
+    }
+    /* a loaded model of that name is the one the name meant before */
+    srv_model_unload(c->srv, &c->name);
+    return 0;
+}
+
+static void *creation_thread(void *arg)
+{
+    creation *c = arg;
+    server *srv = c->srv;
+
+    if (creation_run(c) < 0)
+        creation_send(c, json_pack("{s:o}", "error", srv_json_text(c->err, strlen(c->err))));
+    else
+        creation_send(c, json_pack("{s:s}", "status", "success"));
+    creation_free(c);
+    srv_job_done(srv);
+    return NULL;
+}
+
+/* The request read and its base checked: MS_EINVALID / MS_EUNSUPPORTED (400), MS_ENOTFOUND. */
+static int creation_parse(creation *c, json_t *b, int *stream)
+{
+    store *s = NULL;
+    int rc;
+
+    if ((rc = srv_model_name(&c->name, body_model(b))) < 0 ||
+        (rc = srv_field_bool(stream, b, "stream", "stream")) < 0 || (rc = modelfile_from_request(&c->mf, b)) < 0)
+        return rc;
+    if ((rc = store_open(&s, c->srv->home)) == 0)
+        rc = modelfile_base_check(s, c->mf);
+    store_close(s);
+    return rc;
+}
+
+static enum MHD_Result create(req *r)
+{
+    json_t *b = NULL;
+    creation *c = calloc(1, sizeof *c);
+    int stream = 1, rc;
+
+    if ((rc = srv_body_json(&b, r)) == 0 && !c)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    if (rc == 0) {
+        c->srv = r->srv, c->fd = -1;
+        rc = creation_parse(c, b, &stream);
+    }
+    json_decref(b);
+    if (rc < 0) {
+        creation_free(c);
+        return srv_fail(r, SRV_OLLAMA, rc);
+    }
+    if (!stream) {
+        if ((rc = creation_run(c)) < 0) {
+            /* an uploaded blob whose bytes are not its digest: the client uploads it again */
+            unsigned st = rc == MS_EMISMATCH ? 400 : srv_status(rc);
+            enum MHD_Result ret = srv_json(r, st, srv_err_body(SRV_OLLAMA, rc, c->err));
+            creation_free(c);
+            return ret;
+        }
+        creation_free(c);
+        return srv_json(r, 200, json_pack("{s:s}", "status", "success"));
+    }
+    if (srv_stream_open(r, "application/x-ndjson", &c->fd) < 0) {
+        creation_free(c);
+        return MHD_NO;
+    }
+    if (srv_job_spawn(r->srv, creation_thread, c) < 0)
+        creation_free(c); /* closes the stream: it ends empty */
+    return MHD_YES;
+}
+
 /* ---------------------------------------------------------------- blobs */
 
-/* The upload's store_txn and its blob writer (a read-only store fails here, clearly). */
+/* The upload's store and its temp file, without the store's lock: a client may take its time
+ * (or stall) sending the bytes, and rm and gc must not wait on it meanwhile. The lock is taken
+ * when the body is complete (blobs), for the commit only. A read-only store fails here, clearly. */
 static int upload_open(req *r)
 {
     int rc;
 
-    if ((rc = store_open(&r->st, r->srv->home)) < 0 || (rc = store_txn_begin(&r->txn, r->st)) < 0 ||
-        (rc = store_txn_blob_open(r->txn, &r->bw)) < 0)
+    if ((rc = store_open(&r->st, r->srv->home)) < 0 || (rc = store_blob_writer_open(r->st, &r->bw)) < 0)
         return rc;
     return 0;
 }
@@ -599,10 +835,12 @@ static enum MHD_Result blobs(req *r)
 
     if (!blob_digest_valid(digest))
         return srv_err_ollama(r, 400, "digest '%.100s': expected sha256:<64 hex>", digest);
-    /* a damaged blob answers 404, so the client uploads the bytes again and the POST replaces
-     * it (blob_intact re-hashes a blob of the right size: a full read, as a verify) */
+    /* HEAD only looks for the file: re-hashing it here would let anyone who can name a digest
+     * keep the server reading whole blobs. The bytes are checked where they are used (a create
+     * hashes the GGUF as it imports it, and removes a damaged upload so that the next HEAD
+     * answers 404 and the client sends it again). */
     if (strcmp(r->method, "HEAD") == 0)
-        return srv_respond(r, blob_intact(r->srv->home, digest, BLOB_SIZE_ANY) ? 200 : 404, NULL, "", 0);
+        return srv_respond(r, blob_exists(r->srv->home, digest, NULL) ? 200 : 404, NULL, "", 0);
     if (strcmp(r->method, "POST") != 0)
         return srv_err_ollama(r, 405, "method %s not allowed on /api/blobs", r->method);
     if (r->upload_failed)
@@ -611,9 +849,12 @@ static enum MHD_Result blobs(req *r)
         ollama_upload_close(r);
         return srv_err_ollama(r, 500, "%s", ms_err_msg());
     }
-    /* durable under blobs/ now, and unnamed until a create names it (as ollama's blobs are) */
-    rc = store_txn_blob_add(r->txn, got, NULL, r->bw, digest);
-    r->bw = NULL;
+    /* durable under blobs/ now, and unnamed until a create names it (as ollama's blobs are); the
+     * transaction holds the lock from here to the flush, so gc cannot remove it in between */
+    if ((rc = store_txn_begin(&r->txn, r->st)) == 0) {
+        rc = store_txn_blob_add(r->txn, got, NULL, r->bw, digest);
+        r->bw = NULL;
+    }
     if (rc == 0)
         rc = store_txn_flush(r->txn);
     if (rc < 0) /* "digest mismatch: expected ..., got ... (N bytes)" or why the write failed */
@@ -653,7 +894,9 @@ enum MHD_Result ollama_route(req *r)
         return pull_push(r, 0);
     if (strcmp(u, "/api/push") == 0 && post)
         return pull_push(r, 1);
-    if (!strcmp(u, "/api/embed") || !strcmp(u, "/api/embeddings") || !strcmp(u, "/api/create"))
+    if (strcmp(u, "/api/create") == 0 && post)
+        return create(r);
+    if (!strcmp(u, "/api/embed") || !strcmp(u, "/api/embeddings"))
         return srv_err_ollama(r, 501, "%s is not implemented by mstore yet", u);
     return srv_err_ollama(r, 404, "no such endpoint: %s %s", m, u);
 }

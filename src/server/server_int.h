@@ -76,8 +76,9 @@ typedef struct req {
     srv_conn *conn; /* its connection's slot */
     double t_headers; /* monotonic seconds when its headers were in */
     size_t dropped; /* body bytes dropped past max_body */
-    /* POST /api/blobs/:digest streams into bw, a writer of txn (a store_txn on st, opened at the
-     * first chunk), so the upload holds the store's shared lock like every other blob write */
+    /* POST /api/blobs/:digest streams into bw, a temp file of st opened at the first chunk
+     * without the store's lock (an idle client must not hold up rm and gc); txn, a store_txn on
+     * st, takes the lock when the body is complete and lands the blob */
     store *st;
     store_txn *txn;
     blob_writer *bw;

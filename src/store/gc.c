@@ -156,9 +156,8 @@ int store_gc(store *s, int dry_run, store_gc_cb each, void *ctx, size_t *n_out, 
         return ms_err(MS_EBUSY, "%s: gc: this store handle is in the middle of a write", s->home);
     if ((rc = store__writable(s, "gc")) < 0)
         return rc;
-    while (flock(s->lock_fd, LOCK_EX) < 0)
-        if (errno != EINTR)
-            return ms_err_os("%s/lock: take exclusive lock", s->home);
+    if ((rc = store__lock_exclusive(s)) < 0)
+        return rc;
     s->full = 0;
     rc = index_prune(s, dry_run, &live, &n_live);
     if (store__retry_full(s, rc))   /* a full disk: once more, in the reserve's space */

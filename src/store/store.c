@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -535,6 +536,87 @@ static int lock_take(store *s, int op, const char *what)
             return ms_err_os("%s/lock: %s", s->home, what);
     }
     return 0;
+}
+
+void store_lock_wait_notify(store *s, store_wait_fn fn, void *ctx)
+{
+    s->wait_fn = fn;
+    s->wait_ctx = ctx;
+}
+
+/* A holder's command line, NULs as spaces, made printable, cut at `len`. */
+static void holder_cmdline(char *buf, size_t len, long pid)
+{
+    char path[64], raw[160], safe[480];
+    ssize_t n;
+    int fd;
+
+    buf[0] = '\0';
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return;
+    n = read(fd, raw, sizeof raw - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    while (n > 0 && raw[n - 1] == '\0')
+        n--;
+    for (ssize_t i = 0; i < n; i++)
+        if (raw[i] == '\0')
+            raw[i] = ' ';
+    raw[n] = '\0';
+    snprintf(buf, len, " (%s%s)", ms_str_safe(safe, sizeof safe, raw), (size_t)n == sizeof raw - 1 ? "..." : "");
+}
+
+/* "pid 123 (mstore import ...), pid 456 (...)": the processes holding <home>/lock, as Linux lists
+ * them in /proc/locks ("1: FLOCK  ADVISORY  READ 123 08:01:4242 0 EOF"; lines with "->" are
+ * waiters). Empty where the system does not say. flock records the process that took the lock,
+ * which is the one holding it for every writer of this store. */
+static void lock_holders(store *s, char *buf, size_t len)
+{
+    struct stat st;
+    char line[256], cmd[200];
+    size_t at = 0;
+    FILE *f;
+
+    buf[0] = '\0';
+    if (fstat(s->lock_fd, &st) < 0 || !(f = fopen("/proc/locks", "re")))
+        return;
+    while (fgets(line, sizeof line, f) && at + 1 < len) {
+        char kind[16], mode[16];
+        unsigned maj, min;
+        unsigned long long ino;
+        long pid;
+        if (strstr(line, "->") ||
+            sscanf(line, "%*[^:]: %15s %*s %15s %ld %x:%x:%llu", kind, mode, &pid, &maj, &min, &ino) != 6 ||
+            strcmp(kind, "FLOCK") != 0 || ino != (unsigned long long)st.st_ino || maj != major(st.st_dev) ||
+            min != minor(st.st_dev) || pid == (long)getpid())
+            continue;
+        holder_cmdline(cmd, sizeof cmd, pid);
+        at += (size_t)snprintf(buf + at, len - at, "%spid %ld%s", at ? ", " : "", pid, cmd);
+    }
+    fclose(f);
+}
+
+int store__lock_exclusive(store *s)
+{
+    char who[1024], safe[1024];
+
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) == 0)
+        return 0;
+    if (errno != EWOULDBLOCK && errno != EINTR)
+        return ms_err_os("%s/lock: take exclusive lock", s->home);
+    /* Work in progress holds it shared (imports, pulls, creates): say whose it is, since the
+     * wait may be long and was silent. */
+    if (s->wait_fn) {
+        char msg[2600];
+        lock_holders(s, who, sizeof who);
+        snprintf(msg, sizeof msg, "waiting for the store's lock at %s/lock, held by %s",
+                 ms_str_safe(safe, sizeof safe, s->home),
+                 who[0] ? who : "another process (an import, pull or create in progress)");
+        s->wait_fn(s->wait_ctx, msg);
+    }
+    return lock_take(s, LOCK_EX, "take exclusive lock");
 }
 
 int store_write_begin(store *s)

@@ -52,6 +52,12 @@ int store_open(store **out, const char *home);
  * opened here deletes it when opening, store_names_remove or store_gc fail for a full disk,
  * then retries once; store_gc makes it again after removing blobs. */
 int store_open_to_free(store **out, const char *home);
+/* Who waits for the store's lock learns why: gc (and rm, which ends with one) takes it
+ * exclusive and waits for every import, pull and create in progress. When it has to wait, `fn`
+ * gets a message naming the holders as the system lists them ("waiting for the store's lock,
+ * held by pid 123 (mstore import big.gguf --name big)"), once, before the wait. NULL: silent. */
+typedef void (*store_wait_fn)(void *ctx, const char *message);
+void store_lock_wait_notify(store *s, store_wait_fn fn, void *ctx);
 /* 1 when `s` was opened read-only (see store_open). */
 int store_readonly(const store *s);
 void store_close(store *s);   /* NULL is fine */
@@ -191,6 +197,12 @@ store *store_txn_store(const store_txn *t);
 /* A blob writer for the transaction's temp files; finish it with store_txn_blob_add (or
  * blob_writer_abort). */
 int store_txn_blob_open(store_txn *t, blob_writer **out);
+/* A blob writer that belongs to no transaction yet and holds no lock: for bytes that arrive at
+ * their sender's pace (an HTTP upload), which must not keep gc and rm waiting meanwhile. Its temp
+ * file under tmp/ is spared by gc while this process lives; once the bytes are in, a
+ * transaction takes it with store_txn_blob_add, and the lock is held only from there to the
+ * commit. MS_EIO on a read-only store. */
+int store_blob_writer_open(store *s, blob_writer **out);
 /* Hash `w` (always consumed), compare with `expect` (NULL: none; MS_EMISMATCH and its temp file
  * removed) and add it to the batch; *size_out (may be NULL) gets its size. */
 int store_txn_blob_add(store_txn *t, ms_digest digest_out, uint64_t *size_out, blob_writer *w, const char *expect);

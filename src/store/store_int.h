@@ -17,12 +17,16 @@ struct store {
     int to_free;      /* opened by store_open_to_free: may give up the space reserve (space.c) */
     int schema;       /* a read-only handle's PRAGMA user_version (store.c SCHEMA_READABLE); 0 when migrated */
     int full;         /* the last SQLite failure was a full disk (store__db_err) */
+    store_wait_fn wait_fn; /* told when taking the lock exclusive has to wait (store_lock_wait_notify) */
+    void *wait_ctx;
 };
 
 /* The shared write lock (invariant 4), taken by store_txn_begin; nested calls are fine. MS_EIO
  * on a read-only store. */
 int store_write_begin(store *s);
 void store_write_end(store *s);
+/* The lock exclusive (gc), telling s->wait_fn who holds it when it must wait. MS_EIO. */
+int store__lock_exclusive(store *s);
 /* The raw handle (tests). */
 struct sqlite3 *store_db(store *s);
 /* store_txn_begin + store_txn_commit: a model whose blobs are all stored already (tests). */

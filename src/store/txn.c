@@ -83,6 +83,16 @@ int store_txn_blob_open(store_txn *t, blob_writer **out)
     return blob_writer_open(out, t->s->home);
 }
 
+int store_blob_writer_open(store *s, blob_writer **out)
+{
+    int rc;
+
+    *out = NULL;
+    if ((rc = store__writable(s, "write")) < 0)
+        return rc;
+    return blob_writer_open(out, s->home);
+}
+
 int store_txn_blob_add(store_txn *t, ms_digest digest_out, uint64_t *size_out, blob_writer *w, const char *expect)
 {
     uint64_t size = blob_writer_size(w);

@@ -238,6 +238,77 @@ START_TEST(defaults_are_the_samplers)
 }
 END_TEST
 
+/* ollama's create request gives the parts a Modelfile of the same content gives. */
+START_TEST(request_reads_as_the_modelfile)
+{
+    const char *text = "FROM base\nPARAMETER temperature 0\nPARAMETER num_predict 20\nPARAMETER stop \" box\"\n"
+                       "SYSTEM Be kind.\nTEMPLATE \"{{ .Prompt }}\"\nLICENSE MIT\nMESSAGE user Hi\n";
+    const char *req =
+        "{\"model\": \"m\", \"from\": \"base\", \"system\": \"Be kind.\", \"template\": \"{{ .Prompt }}\","
+        " \"license\": \"MIT\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}],"
+        " \"parameters\": {\"temperature\": 0, \"num_predict\": 20, \"stop\": [\" box\"]},"
+        " \"stream\": false, \"adapters\": {}, \"quantize\": \"\"}";
+    modelfile *a = NULL, *b = NULL;
+    json_t *j = json_loads(req, 0, NULL);
+
+    ck_assert_msg(modelfile_parse(&a, text, strlen(text), "MF") == 0, "%s", ms_err_msg());
+    ck_assert_msg(modelfile_from_request(&b, j) == 0, "%s", ms_err_msg());
+    ck_assert_str_eq(b->from, a->from);
+    ck_assert_int_eq(b->from_store_only, 1);
+    ck_assert_int_eq(a->from_store_only, 0);
+    ck_assert_str_eq(b->system, a->system);
+    ck_assert_str_eq(b->template_, a->template_);
+    ck_assert_uint_eq(b->n_licenses, 1);
+    ck_assert_str_eq(b->licenses[0], a->licenses[0]);
+    ck_assert(json_equal(b->params, a->params));
+    ck_assert(json_equal(b->messages, a->messages));
+    modelfile_free(a);
+    modelfile_free(b);
+    json_decref(j);
+}
+END_TEST
+
+static const struct {
+    const char *json;
+    int code;
+    const char *expect;
+} bad_request[] = {
+    {"{}", MS_EINVALID, "from or files: required"},
+    {"{\"from\": 3}", MS_EINVALID, "from: expected a string"},
+    {"{\"from\": \"a\", \"files\": {\"m.gguf\": \"sha256:"
+     "0000000000000000000000000000000000000000000000000000000000000000\"}}",
+     MS_EINVALID, "from and files: give one of them"},
+    {"{\"files\": {\"m.gguf\": \"sha256:short\"}}", MS_EINVALID, "files.m.gguf: expected a blob digest"},
+    {"{\"files\": {\"a/m.gguf\": \"sha256:short\"}}", MS_EINVALID, "files: 'a/m.gguf': expected a file name"},
+    {"{\"files\": [\"m.gguf\"]}", MS_EINVALID, "files: expected an object"},
+    {"{\"from\": \"a\", \"adapters\": {\"l.gguf\": \"sha256:x\"}}", MS_EUNSUPPORTED, "adapters: LoRA adapters"},
+    {"{\"from\": \"a\", \"quantize\": \"q8_0\"}", MS_EUNSUPPORTED, "quantize: quantizing on create"},
+    {"{\"from\": \"a\", \"parameters\": []}", MS_EINVALID, "parameters: expected an object"},
+    {"{\"from\": \"a\", \"parameters\": {\"mirostat\": 1}}", MS_EINVALID, "parameters.mirostat: unknown parameter"},
+    {"{\"from\": \"a\", \"parameters\": {\"top_k\": 1.5}}", MS_EINVALID, "parameters.top_k: expected an integer"},
+    {"{\"from\": \"a\", \"parameters\": {\"temperature\": \"hot\"}}", MS_EINVALID, "parameters.temperature: expected"},
+    {"{\"from\": \"a\", \"parameters\": {\"stop\": [\"\"]}}", MS_EINVALID, "parameters.stop[0]: expected a non-empty"},
+    {"{\"from\": \"a\", \"template\": \"{{ end }}\"}", MS_EINVALID, "template: TEMPLATE does not parse"},
+    {"{\"from\": \"a\", \"messages\": [{\"role\": \"tool\"}]}", MS_EINVALID, "messages[0].role: expected"},
+    {"{\"from\": \"a\", \"messages\": {}}", MS_EINVALID, "messages: expected an array"},
+    {"{\"from\": \"a\", \"license\": [\"x\", 1]}", MS_EINVALID, "license[1]: expected a string"},
+    {"{\"from\": \"a\", \"system\": \"a\\u0000b\"}", MS_EINVALID, "system: a NUL character"},
+};
+
+START_TEST(request_refuses_naming_the_field)
+{
+    modelfile *mf = (modelfile *)1;
+    json_t *j = json_loads(bad_request[_i].json, JSON_ALLOW_NUL, NULL);
+
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(modelfile_from_request(&mf, j), bad_request[_i].code);
+    ck_assert_ptr_null(mf);
+    ck_assert_msg(strstr(ms_err_msg(), bad_request[_i].expect), "'%s' lacks '%s'", ms_err_msg(),
+                  bad_request[_i].expect);
+    json_decref(j);
+}
+END_TEST
+
 Suite *modelfile_suite(void)
 {
     Suite *s = suite_create("modelfile");
@@ -250,6 +321,8 @@ Suite *modelfile_suite(void)
     tcase_add_test(tc, openai_fields_refuse_past_their_range);
     tcase_add_test(tc, every_spelling_gives_the_same_value);
     tcase_add_test(tc, defaults_are_the_samplers);
+    tcase_add_test(tc, request_reads_as_the_modelfile);
+    tcase_add_loop_test(tc, request_refuses_naming_the_field, 0, sizeof bad_request / sizeof *bad_request);
     suite_add_tcase(s, tc);
     return s;
 }
