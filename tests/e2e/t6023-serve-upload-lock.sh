@@ -21,7 +21,7 @@ d = "sha256:" + hashlib.sha256(body).hexdigest()
 tmp = os.path.join(home, "tmp")
 before = set(os.listdir(tmp))
 s = socket.create_connection(("127.0.0.1", port))
-s.sendall(b"POST /api/blobs/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (d.encode(), len(body)))
+s.sendall(b"POST /api/blobs/%s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % (d.encode(), len(body)))
 s.sendall(body[:3])
 # the server has the first bytes once its temp file exists (bounded wait, not a timing guess)
 for _ in range(600):
