@@ -70,9 +70,9 @@ static int files_gguf(const char **name_out, const char **digest_out, char **pat
     if (!gguf)
         return ms_err(MS_EINVALID, "files: empty");
     *name_out = gguf;
-    if (!blob_exists(store_home(s), *digest_out, NULL))
+    if (!store_blob_exists(s, *digest_out, NULL))
         return ms_err(MS_EINVALID, "files: '%s': blob %s is not in the store; upload it first", gguf, *digest_out);
-    return blob_path(path_out, store_home(s), *digest_out);
+    return store_blob_file(path_out, s, *digest_out);
 }
 
 int modelfile_base_check(store *s, const modelfile *mf)

@@ -128,9 +128,7 @@ static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const
         *reused_out = *d != NULL;
         return rc;
     }
-    /* The importer reads a GGUF by path (pread, with its file-changed checks): the one place
-     * outside the store that names a blob's file, for reading only. */
-    if ((rc = blob_path(&path, store_home(s), l->digest)) < 0)
+    if ((rc = store_blob_file(&path, s, l->digest)) < 0)
         return rc;
     /* The split's blobs land now, still unnamed: its config is read back just below. */
     if ((rc = import_gguf_manifest(d, t, path, "model.gguf", &io)) < 0 || (rc = store_txn_flush(t)) < 0)

@@ -327,7 +327,7 @@ static enum MHD_Result tags(req *r)
         name_display(name, sizeof name, &ms[i].name);
         srv_time_rfc3339(when, sizeof when, (time_t)ms[i].modified_at);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:o}", "name", name, "model", name, "modified_at",
-                                             when, "size", (json_int_t)ms[i].size, "digest", ms[i].digest + 7,
+                                             when, "size", (json_int_t)ms[i].size, "digest", blob_digest_hex(ms[i].digest),
                                              "details", details(cfg)));
         json_decref(cfg);
     }
@@ -839,8 +839,13 @@ static enum MHD_Result blobs(req *r)
      * keep the server reading whole blobs. The bytes are checked where they are used (a create
      * hashes the GGUF as it imports it, and removes a damaged upload so that the next HEAD
      * answers 404 and the client sends it again). */
-    if (strcmp(r->method, "HEAD") == 0)
-        return srv_respond(r, blob_exists(r->srv->home, digest, NULL) ? 200 : 404, NULL, "", 0);
+    if (strcmp(r->method, "HEAD") == 0) {
+        store *s = NULL;
+        int found = store_open(&s, r->srv->home) == 0 && store_blob_exists(s, digest, NULL);
+
+        store_close(s);
+        return srv_respond(r, found ? 200 : 404, NULL, "", 0);
+    }
     if (strcmp(r->method, "POST") != 0)
         return srv_err_ollama(r, 405, "method %s not allowed on /api/blobs", r->method);
     if (r->upload_failed)

@@ -42,6 +42,19 @@ done:
 
 int store_blob_intact(store *s, const char *digest, uint64_t size) { return blob_intact(s->home, digest, size); }
 
+int store_blob_exists(store *s, const char *digest, uint64_t *size_out)
+{
+    return blob_exists(s->home, digest, size_out);
+}
+
+int store_blob_file(char **path_out, store *s, const char *digest)
+{
+    *path_out = NULL;
+    if (blob_digest_valid(digest) && !blob_exists(s->home, digest, NULL))
+        return ms_err(MS_ENOTFOUND, "blob %s is not in the store", digest);
+    return blob_path(path_out, s->home, digest);
+}
+
 void store_blobs_intact(store *s, const char *const *digests, const uint64_t *sizes, size_t n, unsigned char *ok,
                         int threads)
 {

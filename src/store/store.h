@@ -144,6 +144,12 @@ void store_tensors_free(store_tensor *t, size_t n);
 int store_blob_open(blob_view *out, store *s, const char *digest);
 int store_blob_fd(int *fd_out, uint64_t *size_out, store *s, const char *digest);
 int store_blob_intact(store *s, const char *digest, uint64_t size);
+/* 1 when a file stands under the blob's name (its bytes unchecked: a HEAD, before a use that
+ * checks them), *size_out (may be NULL) its size. */
+int store_blob_exists(store *s, const char *digest, uint64_t *size_out);
+/* The file of a stored blob (malloc'd), for a reader that needs a path: the GGUF importer preads
+ * a file with its file-changed checks. Read it only. MS_ENOTFOUND when no such blob is stored. */
+int store_blob_file(char **path_out, store *s, const char *digest);
 void store_blobs_intact(store *s, const char *const *digests, const uint64_t *sizes, size_t n, unsigned char *ok,
                         int threads);
 

@@ -28,6 +28,8 @@ $hits"
 check "SQLite" 'sqlite3[_.h]|store_db\(' src/store
 check "the write lock" 'store_write_(begin|end)\(' src/store
 check "a blob batch" 'blob_batch_[a-z]+\(' src/store src/blob
+# blob files by path: everything else names a blob by digest through store.h's blob calls
+check "a blob's file" '\bblob_(open|path|intact|intact_each|put_file|exists)\(' src/store src/blob
 check "a hand-made commit" 'store_model_commit\(' src/store
 check "name resolution" 'store_name_resolve\(|store_manifest_(load|bytes)\(' src/store
 check "safetensors __metadata__" 'st_meta(_at|_count)?\(|st_writer_meta\(' src/format
