@@ -411,7 +411,7 @@ int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const c
     }
     if ((rc = import_source_hash_finish(src, file_digest)) < 0 || (rc = import_source_check(src)) < 0)
         goto done;
-    if (o->expect_digest && strcmp(o->expect_digest, file_digest) != 0) {
+    if (o && o->expect_digest && strcmp(o->expect_digest, file_digest) != 0) {
         rc = ms_err(MS_EMISMATCH, "digest mismatch: expected %s, got %s (%llu bytes)", o->expect_digest, file_digest,
                     (unsigned long long)import_source_size(src));
         goto done;
