@@ -270,7 +270,8 @@ static void run(gen_job *j)
     int rc;
 
     if ((rc = srv_model_acquire(j->srv, &j->ref, j->mo.n_ctx, &L)) < 0) {
-        fail(j, rc == MS_ENOTFOUND ? rc : MS_ERROR); /* a model that does not load is the server's failure */
+        /* a model that does not load is the server's failure; a busy server says so (503) */
+        fail(j, rc == MS_ENOTFOUND || rc == MS_EBUSY ? rc : MS_ERROR);
         return;
     }
     t1 = now();

@@ -101,6 +101,8 @@ unsigned srv_status(int code)
         return 400;
     case MS_ENOTFOUND:
         return 404;
+    case MS_EBUSY: /* out of memory or descriptors for a load, or stopping: try again later */
+        return 503;
     default:
         return 500;
     }
