@@ -1,9 +1,11 @@
 /* gen.c: one generation request, the same for ollama's and OpenAI's APIs: the model from the
  * shared pool, the prompt rendered, the answer streamed in the API's framing or returned whole. */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/server_int.h"
@@ -193,12 +195,34 @@ static int send_obj(gen_job *j, json_t *o)
     return rc;
 }
 
+/* Whether the client of a request answered in one piece has closed its connection. Nothing is
+ * written to it before the end, so no EPIPE tells: its socket is asked instead, without waiting.
+ * Readable with nothing to read is the peer's end of file (POLLRDHUP says so first on Linux);
+ * bytes waiting (a pipelined request) are left where they are. */
+static int client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p;
+    char b;
+
+    if (!ci)
+        return 0;
+    p = (struct pollfd){.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return 1;
+    return (p.revents & POLLIN) && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static int emit(void *ctx, const char *text, size_t len)
 {
     gen_job *j = ctx;
 
     if (j->fd >= 0)
         return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
+    if (j->conn && client_gone(j->conn))
+        return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
     return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
 }
 
@@ -336,6 +360,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     enum MHD_Result ret;
 
     if (!j->stream) {
+        j->conn = r->c;
         run(j);
         if (j->code)
             ret = srv_json(r, srv_status(j->code), srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));

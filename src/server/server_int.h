@@ -197,6 +197,7 @@ typedef struct gen_job {
     char *stops[SESSION_MAX_STOPS];
     int keep_alive_s, stream, include_usage;
     int fd; /* the stream's write end; -1 when not streaming */
+    struct MHD_Connection *conn; /* not streaming: the client's connection, watched for its close */
     /* results */
     ms_text out; /* the answer, when not streamed */
     session_done done;
