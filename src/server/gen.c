@@ -219,6 +219,8 @@ static int emit(void *ctx, const char *text, size_t len)
 {
     gen_job *j = ctx;
 
+    if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
+        return 1; /* the server is stopping: end here, and let it exit */
     if (j->fd >= 0)
         return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
     if (j->conn && client_gone(j->conn))
@@ -311,13 +313,17 @@ static void run(gen_job *j)
         fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;
     }
+    if (j->done == SESSION_DONE_CANCELLED && __atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
+        fail(j, ms_err(MS_EBUSY, "the server is stopping")); /* not a whole answer: say why (503) */
     st = session_stats_get(S);
     j->n_prompt = st->n_prompt, j->n_prompt_total = st->n_prompt_total, j->n_gen = st->n_gen;
     j->t_prompt = st->t_prompt, j->t_gen = st->t_gen;
     /* One line per generation for whoever runs the server; "cancelled" says the client left. */
     fprintf(stderr, "mstore: %s %s: %zu of %zu prompt tokens run, %zu generated, %s\n", kind_name[j->kind], L->shown,
             j->n_prompt, j->n_prompt_total, j->n_gen,
-            j->done == SESSION_DONE_CANCELLED ? "cancelled (client gone)" : session_done_name(j->done));
+            j->done != SESSION_DONE_CANCELLED                      ? session_done_name(j->done)
+            : __atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED) ? "cancelled (server stopping)"
+                                                                   : "cancelled (client gone)");
 done:
     j->t_total = now() - t0;
     srv_model_release(j->srv, L, j->keep_alive_s);

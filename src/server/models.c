@@ -348,6 +348,14 @@ void srv_job_done(server *srv)
     pthread_mutex_unlock(&srv->mu);
 }
 
+void srv_models_cancel(server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    __atomic_store_n(&srv->stopping, 1, __ATOMIC_RELAXED); /* read without the lock between tokens */
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
 void srv_models_stop(server *srv)
 {
     pthread_mutex_lock(&srv->mu);

@@ -426,6 +426,7 @@ static int xfer_run(xfer *x)
     registry_opts_init(&o);
     o.quiet = 1;
     o.insecure = x->insecure;
+    o.cancel = &x->srv->stopping; /* a stopping server ends even a stalled transfer */
     if (x->fd >= 0 && !x->push) {
         o.progress = on_progress;
         o.progress_ctx = x;

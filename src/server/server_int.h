@@ -52,7 +52,8 @@ struct server {
     pthread_cond_t cv; /* wakes the reaper: a release, or stop */
     loaded *models;
     pthread_t reaper;
-    int reaper_started, stopping;
+    int reaper_started;
+    int stopping; /* set once, by srv_models_cancel; read atomically without `mu` by running work */
     uint64_t n_uses; /* acquisitions so far: the clock of least-recently-used eviction */
     int n_jobs; /* streaming jobs (generations, pulls, pushes) running in their own threads */
     srv_origins *origins; /* MSTORE_ORIGINS and the defaults */
@@ -173,6 +174,9 @@ void srv_model_unload(server *srv, const srv_model *m);
 void srv_model_renamed(server *srv, const model_name *name, const char *digest);
 json_t *srv_models_ps(server *srv);
 int srv_models_start(server *srv);
+/* The server is stopping: generations end at their next token, transfers at their next step
+ * (registry_opts.cancel), requests waiting for a model get MS_EBUSY. */
+void srv_models_cancel(server *srv);
 /* Waits for the streaming jobs (srv_job_spawn) to end, then unloads every model. */
 void srv_models_stop(server *srv);
 /* Run fn(arg) on a detached thread counted in n_jobs, which ends by calling srv_job_done.
