@@ -219,14 +219,19 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
     pthread_mutex_unlock(&srv->mu);
     if (rc < 0)
         return rc;
-    pthread_mutex_lock(&L->run);
     *out = L;
     return 0;
 }
 
-void srv_model_release(server *srv, loaded *L, int keep_alive_s)
+void srv_model_lock(loaded *L)
 {
-    pthread_mutex_unlock(&L->run);
+    pthread_mutex_lock(&L->run);
+}
+
+void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s)
+{
+    if (locked)
+        pthread_mutex_unlock(&L->run);
     pthread_mutex_lock(&srv->mu);
     L->refs--;
     L->expires = keep_alive_s < 0 ? 0 : time(NULL) + keep_alive_s;

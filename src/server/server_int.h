@@ -158,15 +158,18 @@ int srv_model_name(model_name *out, const char *model);
 int srv_model_open(srv_model *out, server *srv, const char *model);
 void srv_model_close(srv_model *m);
 /* Find m's model loaded (by manifest digest: names of one manifest share a load), or load it
- * from m's handle (then taken from m), and take its run lock (waits for requests before it).
+ * from m's handle (then taken from m), and hold it (it stays loaded until released); its
+ * template and tokenizer may be used at once, its session only under srv_model_lock.
  * num_ctx > 0 asks for that context, 0 the default; a load with another is reloaded once no one
  * uses it. At the cap of loaded models (server_opts.max_loaded) the least recently used unused
  * one is unloaded first, or the request waits for one to be released. Load errors with their
  * message; MS_EBUSY (503) when memory or descriptors ran out, or the server is stopping. */
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
-/* Give the run lock back; the model stays loaded keep_alive_s seconds (< 0 forever, 0: unload
- * now when no one else waits for it). */
-void srv_model_release(server *srv, loaded *L, int keep_alive_s);
+/* Take the model's run lock: waits for the requests before it (one generation at a time). */
+void srv_model_lock(loaded *L);
+/* Let go of the model (and its run lock when `locked`); it stays loaded keep_alive_s seconds
+ * (< 0 forever, 0: unload now when no one else waits for it). */
+void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s);
 /* Unload m's model (its manifest's load when m is open, else loads last used by its name) when
  * no request uses it (keep_alive 0 with no prompt, a deleted name). */
 void srv_model_unload(server *srv, const srv_model *m);
