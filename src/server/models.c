@@ -33,6 +33,23 @@ int srv_model_name(model_name *out, const char *model)
     return 0;
 }
 
+/* A model that could not be opened or loaded for want of memory or descriptors is the server's
+ * condition, not the request's: MS_EBUSY (503; a load first gives back every unused model and
+ * tries once more). */
+static int out_of_resources(int rc, int err)
+{
+    return rc == MS_ENOMEM || err == EMFILE || err == ENFILE || err == ENOMEM;
+}
+
+/* MS_EBUSY with the failure's own message kept (copied: ms_err writes where it reads). */
+static int busy(const char *what)
+{
+    char why[512];
+
+    snprintf(why, sizeof why, "%s", ms_err_msg());
+    return ms_err(MS_EBUSY, "not enough resources to %s the model now (%s): try again later", what, why);
+}
+
 int srv_model_open(srv_model *out, server *srv, const char *model)
 {
     int rc;
@@ -40,8 +57,11 @@ int srv_model_open(srv_model *out, server *srv, const char *model)
     memset(out, 0, sizeof *out);
     if ((rc = srv_model_name(&out->name, model)) < 0)
         return rc;
+    errno = 0;
     if ((rc = store_open(&out->s, srv->home)) == 0)
         rc = store_model_open(&out->sm, out->s, &out->name);
+    if (rc < 0 && rc != MS_ENOTFOUND && out_of_resources(rc, errno))
+        rc = busy("open");
     if (rc < 0)
         srv_model_close(out);
     if (rc == MS_ENOTFOUND)
@@ -143,13 +163,6 @@ static int make_room(server *srv, int cap)
     return 0;
 }
 
-/* A load that failed for want of memory or descriptors is the server's condition, not the
- * request's: MS_EBUSY (503), after giving back every unused model and trying once more. */
-static int out_of_resources(int rc, int err)
-{
-    return rc == MS_ENOMEM || err == EMFILE || err == ENFILE || err == ENOMEM;
-}
-
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 {
     char shown[400], digest[sizeof(ms_digest)];
@@ -202,7 +215,7 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
         if (!out_of_resources(rc, errno))
             break;
         if (retried) {
-            rc = ms_err(MS_EBUSY, "not enough resources to load the model now (%s): try again later", ms_err_msg());
+            rc = busy("load");
             break;
         }
         retried = 1;
