@@ -30,7 +30,9 @@ static const char help[] =
     "'Authorization: Bearer KEY', /v2 included), MSTORE_ORIGINS (web pages that may use the\n"
     "server besides localhost's, comma-separated, '*' matching any characters:\n"
     "'https://chat.example.com,http://192.168.1.*'). A request from a page of any other origin,\n"
-    "or, listening on loopback, one sent to a Host name that is not this machine's, gets 403.\n";
+    "or, listening on loopback, one sent to a Host name that is not this machine's, gets 403.\n"
+    "MSTORE_MAX_LOADED_MODELS: models loaded at once (default 3); the least recently used idle\n"
+    "one is unloaded to make room.\n";
 
 int cmd_serve(int argc, char **argv)
 {
@@ -38,6 +40,7 @@ int cmd_serve(int argc, char **argv)
     server *srv = NULL;
     store *s;
     sigset_t set;
+    const char *v0;
     long l;
     int sig;
 
@@ -45,6 +48,11 @@ int cmd_serve(int argc, char **argv)
     o.listen = getenv("MSTORE_HOST");
     o.api_key = getenv("MSTORE_API_KEY");
     o.origins = getenv("MSTORE_ORIGINS");
+    if ((v0 = getenv("MSTORE_MAX_LOADED_MODELS")) && *v0) {
+        if (cli_parse_long(&l, "serve", "MSTORE_MAX_LOADED_MODELS", v0, 1, 1024) < 0)
+            return 2;
+        o.max_loaded = (int)l;
+    }
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(f)) {

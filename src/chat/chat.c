@@ -11,6 +11,7 @@ enum {
     F_SYS = 4,             /* Phi-3: renders system turns */
     F_SYS_NONEMPTY = 8,    /* Phi-3.5: only when their content is not empty */
     F_GEN = 16,            /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
+    F_BARE = 32,           /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
 };
 
 struct chat_template {
@@ -171,7 +172,8 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
         goto fail;
     }
     if (!text || len == 0) {
-        if ((rc = set_warning(t, "the model has no chat template: rendering plainly")) < 0)
+        t->flags = F_BARE;
+        if ((rc = set_warning(t, "the model has no chat template: the user's messages are the bare prompt")) < 0)
             goto fail;
         *out = t;
         return 0;
@@ -412,6 +414,17 @@ static void render_phi3(sbuf *b, const chat_template *t, const chat_msg *m, size
         puts_(b, t->eos);
 }
 
+/* No template: as ollama renders its default template "{{ .Prompt }}" over a conversation, turn
+ * by turn with only .Prompt in it: the user messages' contents back to back; system and
+ * assistant messages leave nothing. `mstore run` and the server both come here, so a chat of
+ * one message is the prompt that `mstore run MODEL PROMPT` sends. */
+static void render_bare(sbuf *b, const chat_msg *m, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (is(&m[i], "user"))
+            puts_(b, content(&m[i]));
+}
+
 static void render_plain(sbuf *b, const chat_msg *m, size_t n, int gen)
 {
     for (size_t i = 0; i < n; i++) {
@@ -440,7 +453,12 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
     case CHAT_CHATML: render_chatml(&b, t, msgs, n, add_generation_prompt); break;
     case CHAT_GEMMA: rc = render_gemma(&b, t, msgs, n, add_generation_prompt); break;
     case CHAT_PHI3: render_phi3(&b, t, msgs, n, add_generation_prompt); break;
-    default: render_plain(&b, msgs, n, add_generation_prompt); break;
+    default:
+        if (t->flags & F_BARE)
+            render_bare(&b, msgs, n);
+        else
+            render_plain(&b, msgs, n, add_generation_prompt);
+        break;
     }
     if (rc == 0 && !b.oom && !b.p && !(b.p = calloc(1, 1)))
         b.oom = 1;

@@ -13,9 +13,10 @@
  *   phi3     "<|user|>" + "<|end|>"         Phi-3 (4k: <|assistant|> after each user turn) and
  *                                           Phi-3.5 (system turns, generation prompt or eos)
  * Details a template varies within a family (a BOS text, a default system prompt, Phi-3's
- * variants) are read from the template text. Anything else, or no template at all, renders
- * plainly ("role: content" lines) and the template says why in chat_template_warning: a
- * template is never a reason to fail. */
+ * variants) are read from the template text. Anything else renders plainly ("role: content"
+ * lines) and the template says why in chat_template_warning: a template is never a reason to
+ * fail. No template at all renders as ollama's default, "{{ .Prompt }}", does: the user
+ * messages' contents, one after another, nothing else (one message: the bare prompt). */
 #ifndef MSTORE_CHAT_H
 #define MSTORE_CHAT_H
 
@@ -25,7 +26,7 @@
 #include "manifest/manifest.h"
 
 typedef enum chat_family {
-    CHAT_PLAIN = 0,   /* no template, or one we do not recognize */
+    CHAT_PLAIN = 0,   /* no template (rendered bare), or one we do not recognize */
     CHAT_LLAMA2,
     CHAT_LLAMA3,
     CHAT_CHATML,

@@ -76,6 +76,7 @@ int reg_client_init(reg_client *c, const char *home, const char *host, const mod
     for (char *p = c->repo; *p; p++)
         *p = (char)tolower((unsigned char)*p);
     snprintf(c->scope_actions, sizeof c->scope_actions, "%s", push ? "pull,push" : "pull");
+    c->cancel = o->cancel;
     if ((rc = reg_credentials_find(&c->basic, &c->token, home, host, o->auth)) < 0)
         return rc;
     return 0;
@@ -514,6 +515,19 @@ static int same_origin(const reg_client *c, const char *url)
 }
 
 /* `for_token`: a token request, which carries the Basic credentials (if any), never a token. */
+static int cancelled(const reg_client *c)
+{
+    return c->cancel && __atomic_load_n(c->cancel, __ATOMIC_RELAXED);
+}
+
+/* libcurl calls it often while bytes move and about once a second while they do not, so a
+ * stalled transfer notices a cancel as soon as a moving one: non-zero aborts the transfer. */
+static int on_xferinfo(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    return cancelled(ctx);
+}
+
 static int perform(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
                    const reg_body *body, reg_resp *r, int *transient_out, int for_token)
 {
@@ -542,6 +556,10 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     if ((t = curl_slist_append(hl, "Expect:")))   /* no 100-continue round trip before PUT bodies */
         hl = t;
     reg_resp_reset(r);
+    if (cancelled(c)) {   /* between requests (a retry, the next part): stop before starting one */
+        curl_slist_free_all(hl);
+        return ms_err(MS_EINTR, "%s %s: cancelled", method, full);
+    }
     curl_easy_reset(h);   /* keeps the connection cache: later requests reuse the connection */
     curl_easy_setopt(h, CURLOPT_URL, full);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -555,6 +573,11 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, reg_env_long("MSTORE_REGISTRY_MIN_RATE", REG_MIN_RATE, 1, 1L << 30));
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, reg_env_long("MSTORE_REGISTRY_STALL_SECONDS", REG_STALL_SECONDS, 1, 3600));
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    if (c->cancel) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_xferinfo);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);
+    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reg_resp_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -590,7 +613,9 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
     if (e != CURLE_OK && r->sink_rc > 0) {
         e = CURLE_OK;   /* the sink had every byte it asked for and stopped the transfer */
     } else if (e != CURLE_OK) {
-        if (r->sink_rc < 0)
+        if (e == CURLE_ABORTED_BY_CALLBACK && cancelled(c))
+            rc = ms_err(MS_EINTR, "%s %s: cancelled", method, full);   /* not transient: no retry */
+        else if (r->sink_rc < 0)
             rc = r->sink_rc;   /* the sink's own message (disk full, too many bytes) stands */
         else if (r->overflow)
             rc = ms_err(MS_EINVALID, "%s: response body larger than %zu bytes", full,

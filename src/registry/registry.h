@@ -64,6 +64,11 @@ typedef struct registry_opts {
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
     registry_pull_report *report;   /* pull: filled when not NULL */
+    /* Not NULL: once *cancel is non-zero (read atomically), the transfer stops within about a
+     * second, even a stalled one, and the call returns MS_EINTR ("cancelled"). What a pull had
+     * received stays in tmp/ for the next pull to resume; nothing half-written is adopted.
+     * `mstore serve` sets it when it stops. */
+    const int *cancel;
 } registry_opts;
 
 void registry_opts_init(registry_opts *o);

@@ -28,6 +28,7 @@ typedef struct reg_client {
     char *token;                      /* bearer token or NULL; never printed */
     char scope_actions[16];           /* "pull" or "pull,push" */
     int use_basic;                    /* the registry asked for Basic: send it on every request */
+    const int *cancel;                /* registry_opts.cancel */
     pthread_mutex_t mu;
 } reg_client;
 

@@ -1,9 +1,11 @@
 /* gen.c: one generation request, the same for ollama's and OpenAI's APIs: the model from the
  * shared pool, the prompt rendered, the answer streamed in the API's framing or returned whole. */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "server/server_int.h"
@@ -193,12 +195,36 @@ static int send_obj(gen_job *j, json_t *o)
     return rc;
 }
 
+/* Whether the client of a request answered in one piece has closed its connection. Nothing is
+ * written to it before the end, so no EPIPE tells: its socket is asked instead, without waiting.
+ * Readable with nothing to read is the peer's end of file (POLLRDHUP says so first on Linux);
+ * bytes waiting (a pipelined request) are left where they are. */
+static int client_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct pollfd p;
+    char b;
+
+    if (!ci)
+        return 0;
+    p = (struct pollfd){.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP))
+        return 1;
+    return (p.revents & POLLIN) && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static int emit(void *ctx, const char *text, size_t len)
 {
     gen_job *j = ctx;
 
+    if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
+        return 1; /* the server is stopping: end here, and let it exit */
     if (j->fd >= 0)
         return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
+    if (j->conn && client_gone(j->conn))
+        return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
     return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
 }
 
@@ -211,52 +237,98 @@ static void fail(gen_job *j, int code)
     snprintf(j->err, sizeof j->err, "%s", ms_err_msg());
 }
 
-/* The prompt's text: rendered with the template, or the raw prompt. Chat conversations longer
- * than the context lose their oldest turns (system messages and the last turn stay), as ollama
- * does; what still does not fit is refused. */
-static int prompt_feed(gen_job *j, session *S)
+/* Chat messages with the `drop` oldest turns left out (system messages and the last message
+ * stay), rendered. */
+static int render_dropped(char **text, size_t *len, const gen_job *j, const session *S, size_t drop)
 {
-    int chat = j->kind == GEN_OLLAMA_CHAT || j->kind == GEN_OPENAI_CHAT;
-    size_t first = 0;
+    chat_msg *m = malloc((j->n_msgs + 1) * sizeof *m);
+    size_t n = 0, dropped = 0;
     int rc;
 
+    *text = NULL;
+    if (!m)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < j->n_msgs; i++) {
+        if (strcmp(j->msgs[i].role, "system") != 0 && dropped < drop && i + 1 < j->n_msgs) {
+            dropped++;
+            continue;
+        }
+        m[n++] = j->msgs[i];
+    }
+    rc = session_render(S, text, len, m, n);
+    free(m);
+    return rc;
+}
+
+/* Render with `drop` turns left out and count its tokens: 0 when it fits (text kept), else
+ * MS_ETOOBIG (text freed) or another failure. */
+static int try_fit(char **text, size_t *len, const gen_job *j, const session *S, size_t drop)
+{
+    size_t n;
+    int rc = render_dropped(text, len, j, S, drop);
+
+    if (rc == 0 && (rc = session_count(S, *text, *len, 1, &n)) < 0) {
+        free(*text);
+        *text = NULL;
+    }
+    return rc;
+}
+
+/* The prompt's text, chosen before the model's lock is taken (rendering and counting read only
+ * the template and the tokenizer, so a long conversation delays no other request): rendered
+ * with the template, or the raw prompt. Chat conversations longer than the context lose their
+ * oldest turns (system messages and the last turn stay), as ollama does; what still does not
+ * fit is refused. Fewer turns never take more tokens, so the fewest to drop is found by
+ * bisection: O(log n) renderings of the conversation, each tokenized only when its bytes could
+ * fit the context (session_count), so the cost grows with the request's bytes times log n. */
+static int prompt_choose(char **text, size_t *len, int *special, const gen_job *j, const session *S)
+{
+    int chat = j->kind == GEN_OLLAMA_CHAT || j->kind == GEN_OPENAI_CHAT, rc;
+    size_t droppable = 0, fits, fails, n;
+
+    *text = NULL, *special = 1;
     if (!chat) {
         chat_msg m[2];
-        size_t n = 0, len;
-        char *text = NULL;
-        if (j->raw || !session_has_template(S))
-            return session_feed(S, j->prompt, strlen(j->prompt), 0, SESSION_FEED_EXACT);
-        if (j->system)
-            m[n++] = (chat_msg){"system", j->system};
-        m[n++] = (chat_msg){"user", j->prompt};
-        if ((rc = session_render(S, &text, &len, m, n)) == 0)
-            rc = session_feed(S, text, len, 1, SESSION_FEED_EXACT);
-        free(text);
+        size_t k = 0;
+        if (j->raw || !session_has_template(S)) {
+            *special = 0, *len = strlen(j->prompt);
+            if (!(*text = strdup(j->prompt)))
+                return ms_err(MS_ENOMEM, "out of memory");
+        } else {
+            if (j->system)
+                m[k++] = (chat_msg){"system", j->system};
+            m[k++] = (chat_msg){"user", j->prompt};
+            if ((rc = session_render(S, text, len, m, k)) < 0)
+                return rc;
+        }
+        if ((rc = session_count(S, *text, *len, *special, &n)) < 0) {
+            free(*text);
+            *text = NULL;
+        }
         return rc;
     }
-    for (;;) {
-        chat_msg *m = malloc((j->n_msgs + 1) * sizeof *m);
-        size_t n = 0, len, dropped = 0;
-        char *text = NULL;
-        if (!m)
-            return ms_err(MS_ENOMEM, "out of memory");
-        for (size_t i = 0; i < j->n_msgs; i++) {
-            int sys = strcmp(j->msgs[i].role, "system") == 0;
-            if (!sys && dropped < first && i + 1 < j->n_msgs) {
-                dropped++;
-                continue;
-            }
-            m[n++] = j->msgs[i];
-        }
-        rc = session_render(S, &text, &len, m, n);
-        free(m);
-        if (rc == 0)
-            rc = session_feed(S, text, len, 1, SESSION_FEED_EXACT);
-        free(text);
-        if (rc != MS_ETOOBIG || dropped < first)
+    for (size_t i = 0; i + 1 < j->n_msgs; i++)
+        droppable += strcmp(j->msgs[i].role, "system") != 0;
+    if ((rc = try_fit(text, len, j, S, 0)) != MS_ETOOBIG || droppable == 0)
+        return rc;
+    if ((rc = try_fit(text, len, j, S, droppable)) < 0)
+        return rc; /* the last turn and the system messages alone do not fit */
+    free(*text);
+    *text = NULL;
+    fails = 0, fits = droppable;
+    while (fits - fails > 1) {
+        size_t mid = fails + (fits - fails) / 2;
+        if ((rc = try_fit(text, len, j, S, mid)) == 0) {
+            free(*text);
+            *text = NULL;
+            fits = mid;
+        } else if (rc == MS_ETOOBIG) {
+            fails = mid;
+        } else {
             return rc;
-        first++; /* drop one more of the oldest turns */
+        }
     }
+    return try_fit(text, len, j, S, fits);
 }
 
 static const char *const kind_name[] = {"/api/generate", "/api/chat", "/v1/chat/completions", "/v1/completions"};
@@ -267,17 +339,26 @@ static void run(gen_job *j)
     loaded *L = NULL;
     session *S;
     const session_stats *st;
-    int rc;
+    char *text = NULL;
+    size_t len = 0;
+    int rc, special, locked = 0;
 
     if ((rc = srv_model_acquire(j->srv, &j->ref, j->mo.n_ctx, &L)) < 0) {
-        fail(j, rc == MS_ENOTFOUND ? rc : MS_ERROR); /* a model that does not load is the server's failure */
+        /* a model that does not load is the server's failure; a busy server says so (503) */
+        fail(j, rc == MS_ENOTFOUND || rc == MS_EBUSY ? rc : MS_ERROR);
         return;
     }
     t1 = now();
     j->t_load = t1 - t0;
     S = L->S;
+    if ((rc = prompt_choose(&text, &len, &special, j, S)) < 0) {
+        fail(j, rc);
+        goto done;
+    }
+    srv_model_lock(L);
+    locked = 1;
     session_stats_clear(S);
-    if ((rc = prompt_feed(j, S)) < 0) {
+    if ((rc = session_feed(S, text, len, special, SESSION_FEED_EXACT)) < 0) {
         fail(j, rc);
         goto done;
     }
@@ -286,16 +367,21 @@ static void run(gen_job *j)
         fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;
     }
+    if (j->done == SESSION_DONE_CANCELLED && __atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
+        fail(j, ms_err(MS_EBUSY, "the server is stopping")); /* not a whole answer: say why (503) */
     st = session_stats_get(S);
     j->n_prompt = st->n_prompt, j->n_prompt_total = st->n_prompt_total, j->n_gen = st->n_gen;
     j->t_prompt = st->t_prompt, j->t_gen = st->t_gen;
     /* One line per generation for whoever runs the server; "cancelled" says the client left. */
     fprintf(stderr, "mstore: %s %s: %zu of %zu prompt tokens run, %zu generated, %s\n", kind_name[j->kind], L->shown,
             j->n_prompt, j->n_prompt_total, j->n_gen,
-            j->done == SESSION_DONE_CANCELLED ? "cancelled (client gone)" : session_done_name(j->done));
+            j->done != SESSION_DONE_CANCELLED                      ? session_done_name(j->done)
+            : __atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED) ? "cancelled (server stopping)"
+                                                                   : "cancelled (client gone)");
 done:
+    free(text);
     j->t_total = now() - t0;
-    srv_model_release(j->srv, L, j->keep_alive_s);
+    srv_model_release(j->srv, L, locked, j->keep_alive_s);
 }
 
 /* The end of a stream: the final object (or the error, in the API's shape), [DONE] for SSE. */
@@ -335,6 +421,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     enum MHD_Result ret;
 
     if (!j->stream) {
+        j->conn = r->c;
         run(j);
         if (j->code)
             ret = srv_json(r, srv_status(j->code), srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));

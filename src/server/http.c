@@ -101,6 +101,8 @@ unsigned srv_status(int code)
         return 400;
     case MS_ENOTFOUND:
         return 404;
+    case MS_EBUSY: /* out of memory or descriptors for a load, or stopping: try again later */
+        return 503;
     default:
         return 500;
     }
@@ -718,6 +720,10 @@ void server_stop(server *srv)
 {
     if (!srv)
         return;
+    /* First the work in progress is told to stop (generations at their next token, transfers at
+     * their next step, requests waiting for a model refused): stopping the daemon waits for
+     * every connection's thread, and one running a long generation would hold it up. */
+    srv_models_cancel(srv);
     if (srv->d)
         MHD_stop_daemon(srv->d);
     if (srv->listen_fd >= 0)

@@ -1,20 +1,26 @@
 /* models.c: models stay loaded between requests; one load shared by all; keep_alive expiry. */
 #include <assert.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "chat/chat.h"
 #include "server/server_int.h"
 
+static void unload_model_only(loaded *L)
+{
+    session_free(L->S);
+    runtime_model_close(L->m);
+    pthread_mutex_destroy(&L->run);
+}
+
 static void unload(loaded *L)
 {
     if (!L)
         return;
-    session_free(L->S);
-    runtime_model_close(L->m);
+    unload_model_only(L);
     store_model_close(L->sm); /* after the model: its weights are views into the handle */
     store_close(L->s);
-    pthread_mutex_destroy(&L->run);
     free(L);
 }
 
@@ -27,6 +33,23 @@ int srv_model_name(model_name *out, const char *model)
     return 0;
 }
 
+/* A model that could not be opened or loaded for want of memory or descriptors is the server's
+ * condition, not the request's: MS_EBUSY (503; a load first gives back every unused model and
+ * tries once more). */
+static int out_of_resources(int rc, int err)
+{
+    return rc == MS_ENOMEM || err == EMFILE || err == ENFILE || err == ENOMEM;
+}
+
+/* MS_EBUSY with the failure's own message kept (copied: ms_err writes where it reads). */
+static int busy(const char *what)
+{
+    char why[512];
+
+    snprintf(why, sizeof why, "%s", ms_err_msg());
+    return ms_err(MS_EBUSY, "not enough resources to %s the model now (%s): try again later", what, why);
+}
+
 int srv_model_open(srv_model *out, server *srv, const char *model)
 {
     int rc;
@@ -34,8 +57,11 @@ int srv_model_open(srv_model *out, server *srv, const char *model)
     memset(out, 0, sizeof *out);
     if ((rc = srv_model_name(&out->name, model)) < 0)
         return rc;
+    errno = 0;
     if ((rc = store_open(&out->s, srv->home)) == 0)
         rc = store_model_open(&out->sm, out->s, &out->name);
+    if (rc < 0 && rc != MS_ENOTFOUND && out_of_resources(rc, errno))
+        rc = busy("open");
     if (rc < 0)
         srv_model_close(out);
     if (rc == MS_ENOTFOUND)
@@ -87,50 +113,138 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
     *out = L;
     return 0;
 fail:
-    unload(L);
+    /* the handle goes back to the request, which may try again once others are unloaded */
+    unload_model_only(L);
+    req_m->s = L->s, req_m->sm = L->sm;
+    free(L);
     return rc;
+}
+
+/* Loads not in use whose name now resolves elsewhere (`mstore cp` over it, a pull) are stale:
+ * no request reaches them by that name again, and /api/ps must not show the name with the old
+ * digest. Unloaded now when unused, else when their requests end. Called with srv->mu held. */
+static void drop_stale(server *srv, const char *name, const char *digest)
+{
+    loaded **pp = &srv->models, *L;
+
+    while ((L = *pp)) {
+        if (strcmp(L->name, name) == 0 && strcmp(L->digest, digest) != 0) {
+            L->unload_asap = 1;
+            if (L->refs == 0) {
+                *pp = L->next;
+                unload(L);
+                continue;
+            }
+        }
+        pp = &L->next;
+    }
+}
+
+/* Make room for one more load under the cap: unload the least recently used model that no
+ * request holds. 0 when there is room; 1 when every loaded model is in use (then the caller
+ * waits for a release). Called with srv->mu held. */
+static int make_room(server *srv, int cap)
+{
+    loaded **pp, **lru = NULL, *L;
+    int n = 0;
+
+    for (pp = &srv->models; (L = *pp); pp = &L->next) {
+        n++;
+        if (L->refs == 0 && (!lru || L->last_used < (*lru)->last_used))
+            lru = pp;
+    }
+    if (n < cap)
+        return 0;
+    if (!lru)
+        return 1;
+    L = *lru;
+    *lru = L->next;
+    unload(L);
+    return 0;
 }
 
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 {
-    char shown[400];
-    loaded *L, **pp;
-    int rc = 0;
+    char shown[400], digest[sizeof(ms_digest)];
+    int cap = srv->o.max_loaded > 0 ? srv->o.max_loaded : SERVER_DEFAULT_MAX_LOADED;
+    loaded *L = NULL, **pp;
+    int rc = 0, retried = 0;
 
     *out = NULL;
+    assert(m->sm);
     name_format(shown, sizeof shown, &m->name);
+    snprintf(digest, sizeof digest, "%s", store_model_digest(m->sm));
     pthread_mutex_lock(&srv->mu);
-    for (pp = &srv->models; (L = *pp); pp = &L->next)
-        if (strcmp(L->name, shown) == 0)
+    drop_stale(srv, shown, digest);
+    for (;;) {
+        if (srv->stopping) {
+            rc = ms_err(MS_EBUSY, "the server is stopping");
+            L = NULL;
             break;
-    /* Another context asked for: reload, as ollama does, when no one is using this one. */
-    if (L && num_ctx > 0 && num_ctx != L->n_ctx_asked && L->refs == 0) {
-        *pp = L->next;
-        unload(L);
-        L = NULL;
-    }
-    if (!L) {
+        }
+        /* One load per manifest digest: every name of one manifest shares it, and a name whose
+         * manifest changed reaches the new one. */
+        for (pp = &srv->models; (L = *pp); pp = &L->next)
+            if (strcmp(L->digest, digest) == 0)
+                break;
+        /* Load options are the request's, as in ollama: a request asking for another context
+         * than the load has (no num_ctx asks for the default) reloads once the model is free,
+         * so that no request changes what later ones get. */
+        if (L && num_ctx != L->n_ctx_asked) {
+            if (L->refs > 0) {
+                pthread_cond_wait(&srv->cv, &srv->mu);
+                continue;
+            }
+            *pp = L->next;
+            unload(L);
+            L = NULL;
+        }
+        if (L)
+            break;
+        if (make_room(srv, cap)) {
+            pthread_cond_wait(&srv->cv, &srv->mu);
+            continue;
+        }
         /* Loading holds the list lock: two clients asking for one model at once load it once. */
+        errno = 0;
         if ((rc = load(&L, srv, m, shown, num_ctx)) == 0) {
             L->next = srv->models;
             srv->models = L;
+            break;
         }
+        if (!out_of_resources(rc, errno))
+            break;
+        if (retried) {
+            rc = busy("load");
+            break;
+        }
+        retried = 1;
+        while (!make_room(srv, 1) && srv->models) /* every unused model, then once more */
+            ;
     }
     if (L) {
         L->refs++;
         L->expires = 0;
+        L->last_used = ++srv->n_uses;
+        name_display(L->shown, sizeof L->shown, &m->name); /* /api/ps names the last name used */
+        snprintf(L->name, sizeof L->name, "%s", shown);
     }
     pthread_mutex_unlock(&srv->mu);
     if (rc < 0)
         return rc;
-    pthread_mutex_lock(&L->run);
     *out = L;
     return 0;
 }
 
-void srv_model_release(server *srv, loaded *L, int keep_alive_s)
+void srv_model_lock(loaded *L)
 {
-    pthread_mutex_unlock(&L->run);
+    pthread_mutex_lock(&L->run);
+}
+
+void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s)
+{
+    if (locked)
+        pthread_mutex_unlock(&L->run);
     pthread_mutex_lock(&srv->mu);
     L->refs--;
     L->expires = keep_alive_s < 0 ? 0 : time(NULL) + keep_alive_s;
@@ -139,15 +253,26 @@ void srv_model_release(server *srv, loaded *L, int keep_alive_s)
     pthread_mutex_unlock(&srv->mu);
 }
 
-void srv_model_unload(server *srv, const model_name *name)
+void srv_model_unload(server *srv, const srv_model *m)
+{
+    char shown[400];
+
+    name_format(shown, sizeof shown, &m->name);
+    pthread_mutex_lock(&srv->mu);
+    for (loaded *L = srv->models; L; L = L->next)
+        if (m->sm ? strcmp(L->digest, store_model_digest(m->sm)) == 0 : strcmp(L->name, shown) == 0)
+            L->unload_asap = 1;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+void srv_model_renamed(server *srv, const model_name *name, const char *digest)
 {
     char shown[400];
 
     name_format(shown, sizeof shown, name);
     pthread_mutex_lock(&srv->mu);
-    for (loaded *L = srv->models; L; L = L->next)
-        if (strcmp(L->name, shown) == 0)
-            L->unload_asap = 1;
+    drop_stale(srv, shown, digest);
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
 }
@@ -237,6 +362,14 @@ void srv_job_done(server *srv)
 {
     pthread_mutex_lock(&srv->mu);
     srv->n_jobs--;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+void srv_models_cancel(server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    __atomic_store_n(&srv->stopping, 1, __ATOMIC_RELAXED); /* read without the lock between tokens */
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
 }

@@ -113,15 +113,15 @@ static enum MHD_Result load_only(req *r, gen_job *j)
 {
     char when[64];
     loaded *L;
-    int unload = j->keep_alive_s == 0;
+    int unload = j->keep_alive_s == 0, rc;
 
     if (unload) {
-        srv_model_unload(r->srv, &j->ref.name);
-    } else if (srv_model_acquire(r->srv, &j->ref, j->mo.n_ctx, &L) < 0) {
+        srv_model_unload(r->srv, &j->ref);
+    } else if ((rc = srv_model_acquire(r->srv, &j->ref, j->mo.n_ctx, &L)) < 0) {
         gen_job_free(j);
-        return srv_err_ollama(r, 500, "%s", ms_err_msg());
+        return srv_err_ollama(r, rc == MS_EBUSY ? 503 : 500, "%s", ms_err_msg());
     } else {
-        srv_model_release(r->srv, L, j->keep_alive_s);
+        srv_model_release(r->srv, L, 0, j->keep_alive_s);
     }
     srv_time_rfc3339(when, sizeof when, time(NULL));
     json_t *o = json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", j->model, "created_at", when, "response", "", "done", 1,
@@ -452,6 +452,7 @@ static enum MHD_Result copy_or_delete(req *r, int del)
     const char *src = NULL, *dst = NULL;
     srv_model m = {0};
     model_name d;
+    ms_digest digest;
     int rc;
 
     if ((rc = srv_body_json(&b, r)) < 0)
@@ -474,6 +475,7 @@ static enum MHD_Result copy_or_delete(req *r, int del)
     json_decref(b);
     b = NULL;
     /* the name's change goes through the store the request resolved it in */
+    snprintf(digest, sizeof digest, "%s", store_model_digest(m.sm));
     store_model_close(m.sm);
     m.sm = NULL;
     rc = del ? store_name_remove(m.s, &m.name) : store_name_copy(m.s, &m.name, &d);
@@ -481,7 +483,9 @@ static enum MHD_Result copy_or_delete(req *r, int del)
     if (rc < 0) /* the store's failure, not the request's: 500 unless the name went meanwhile */
         return srv_err_ollama(r, rc == MS_ENOTFOUND ? 404 : 500, "%s", ms_err_msg());
     if (del)
-        srv_model_unload(r->srv, &m.name);
+        srv_model_unload(r->srv, &m);
+    else
+        srv_model_renamed(r->srv, &d, digest); /* a load the destination named serves no one now */
     return srv_respond(r, 200, NULL, "", 0);
 fail:
     json_decref(b);
@@ -530,6 +534,7 @@ static int xfer_run(xfer *x)
     registry_opts_init(&o);
     o.quiet = 1;
     o.insecure = x->insecure;
+    o.cancel = &x->srv->stopping; /* a stopping server ends even a stalled transfer */
     if (x->fd >= 0 && !x->push) {
         o.progress = on_progress;
         o.progress_ctx = x;

@@ -5,7 +5,8 @@
 
 #include "server/server_int.h"
 
-#define BAD "invalid_request_error"
+#define BAD       "invalid_request_error"
+#define MAX_PARTS 4096 /* text parts of one message's content */
 
 /* "content": a string, or an array of {"type": "text", "text": ...} parts (joined). */
 static int content_text(char **out, json_t *c, size_t i)
@@ -18,6 +19,9 @@ static int content_text(char **out, json_t *c, size_t i)
     *out = NULL;
     if (json_is_string(c)) {
         rc = ms_text_put(&t, json_string_value(c), json_string_length(c));
+    } else if (json_is_array(c) && json_array_size(c) > MAX_PARTS) {
+        /* refused before joining them: each part costs, and no one writes a message this way */
+        rc = ms_err(MS_EINVALID, "messages[%zu].content: %zu parts, at most %d", i, json_array_size(c), MAX_PARTS);
     } else if (json_is_array(c)) {
         json_array_foreach(c, k, part)
         {

@@ -27,6 +27,8 @@
 #define SERVER_MAX_BLOB_BODY  (1ull << 40) /* POST /api/blobs/:digest, streamed to disk */
 #define SERVER_VERSION        "0.6.0" /* what /api/version says: the ollama API level spoken */
 
+#define SERVER_DEFAULT_MAX_LOADED 3 /* models loaded at once, as ollama's default on a CPU */
+
 typedef struct server_opts {
     const char *home; /* the store */
     const char *listen; /* "HOST:PORT" ("[::1]:PORT" for IPv6); NULL: SERVER_DEFAULT_LISTEN */
@@ -35,6 +37,7 @@ typedef struct server_opts {
     size_t max_body; /* 0: SERVER_MAX_BODY */
     int keep_alive_s; /* default keep_alive; < 0: forever */
     int max_clients; /* connections at once before the idlest gives way; 0: 64 */
+    int max_loaded; /* models loaded at once (MSTORE_MAX_LOADED_MODELS); 0: SERVER_DEFAULT_MAX_LOADED */
     runtime_opts ro; /* threads, ctx (a request's num_ctx overrides), kv_f16 */
     /* 1: /api/pull and /api/push refuse (403) a name whose host the client chose, other than
      * the registry names without a host go to ($MSTORE_REGISTRY): the server then reaches no

@@ -52,7 +52,9 @@ struct server {
     pthread_cond_t cv; /* wakes the reaper: a release, or stop */
     loaded *models;
     pthread_t reaper;
-    int reaper_started, stopping;
+    int reaper_started;
+    int stopping; /* set once, by srv_models_cancel; read atomically without `mu` by running work */
+    uint64_t n_uses; /* acquisitions so far: the clock of least-recently-used eviction */
     int n_jobs; /* streaming jobs (generations, pulls, pushes) running in their own threads */
     srv_origins *origins; /* MSTORE_ORIGINS and the defaults */
     int check_host; /* listening on loopback: Host must name this machine (srv_host_allowed) */
@@ -127,9 +129,9 @@ void ollama_upload_close(req *r);
 /* ---- models.c: loaded models */
 struct loaded {
     struct loaded *next;
-    char name[400]; /* canonical "host/namespace/model:tag" as name_format writes it */
-    char shown[400]; /* as name_display writes it ("stories:260k"), for /api/ps */
-    ms_digest digest; /* manifest digest when loaded */
+    char name[400]; /* the name last used, canonical "host/namespace/model:tag" (name_format) */
+    char shown[400]; /* the same as name_display writes it ("stories:260k"), for /api/ps */
+    ms_digest digest; /* manifest digest: the key, one load per manifest */
     store_model *sm; /* the model's handle: owns the mappings m's weights view */
     int n_ctx_asked; /* num_ctx it was loaded for (0: default) */
     store *s;
@@ -141,6 +143,7 @@ struct loaded {
     int refs; /* requests holding or waiting for `run` */
     time_t expires; /* 0: never; unloaded by the reaper after it when refs == 0 */
     int unload_asap;
+    uint64_t last_used; /* srv->n_uses at its last acquisition */
 };
 /* The model a request names: its name parsed, resolved and its handle opened once, when the
  * request is read, so that the 404 and the work that follows read one manifest. srv_model_close
@@ -155,17 +158,29 @@ int srv_model_name(model_name *out, const char *model);
 /* The same, then opened: MS_ENOTFOUND ("model 'x' not found, try pulling it first"). */
 int srv_model_open(srv_model *out, server *srv, const char *model);
 void srv_model_close(srv_model *m);
-/* Find m's model loaded (by name), or load it from m's handle (then taken from m), and take its
- * run lock (waits for requests before it). num_ctx > 0 asks for that context (a model loaded
- * with another is reloaded when no one uses it). Load errors with their message. */
+/* Find m's model loaded (by manifest digest: names of one manifest share a load), or load it
+ * from m's handle (then taken from m), and hold it (it stays loaded until released); its
+ * template and tokenizer may be used at once, its session only under srv_model_lock.
+ * num_ctx > 0 asks for that context, 0 the default; a load with another is reloaded once no one
+ * uses it. At the cap of loaded models (server_opts.max_loaded) the least recently used unused
+ * one is unloaded first, or the request waits for one to be released. Load errors with their
+ * message; MS_EBUSY (503) when memory or descriptors ran out, or the server is stopping. */
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
-/* Give the run lock back; the model stays loaded keep_alive_s seconds (< 0 forever, 0: unload
- * now when no one else waits for it). */
-void srv_model_release(server *srv, loaded *L, int keep_alive_s);
-/* Unload `name` when no request uses it (keep_alive 0 with no prompt). */
-void srv_model_unload(server *srv, const model_name *name);
+/* Take the model's run lock: waits for the requests before it (one generation at a time). */
+void srv_model_lock(loaded *L);
+/* Let go of the model (and its run lock when `locked`); it stays loaded keep_alive_s seconds
+ * (< 0 forever, 0: unload now when no one else waits for it). */
+void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s);
+/* Unload m's model (its manifest's load when m is open, else loads last used by its name) when
+ * no request uses it (keep_alive 0 with no prompt, a deleted name). */
+void srv_model_unload(server *srv, const srv_model *m);
+/* `name` now names manifest `digest` (a copy over it): loads it named before are unloaded. */
+void srv_model_renamed(server *srv, const model_name *name, const char *digest);
 json_t *srv_models_ps(server *srv);
 int srv_models_start(server *srv);
+/* The server is stopping: generations end at their next token, transfers at their next step
+ * (registry_opts.cancel), requests waiting for a model get MS_EBUSY. */
+void srv_models_cancel(server *srv);
 /* Waits for the streaming jobs (srv_job_spawn) to end, then unloads every model. */
 void srv_models_stop(server *srv);
 /* Run fn(arg) on a detached thread counted in n_jobs, which ends by calling srv_job_done.
@@ -190,6 +205,7 @@ typedef struct gen_job {
     char *stops[SESSION_MAX_STOPS];
     int keep_alive_s, stream, include_usage;
     int fd; /* the stream's write end; -1 when not streaming */
+    struct MHD_Connection *conn; /* not streaming: the client's connection, watched for its close */
     /* results */
     ms_text out; /* the answer, when not streamed */
     session_done done;

@@ -14,6 +14,7 @@ struct session {
     int has_template;
     float *logits;
     char *bos_text; /* what BOS is in text ("<s>"), or "" */
+    size_t max_token_len; /* bytes of the vocab's longest token text: bounds bytes per token */
     ms_text cache; /* the text whose tokens are in the KV cache */
     int32_t *ids; /* those tokens (for the repeat penalty of a new sampler) */
     size_t n_ids, cap_ids;
@@ -55,6 +56,11 @@ int session_new(session **out, runtime_model *m, const tokenizer *t, const char 
     }
     if ((rc = chat_template_new(&S->tmpl, tmpl_text, tmpl_len, S->bos_text, eos)) < 0)
         goto fail;
+    for (size_t i = 0; i < tokenizer_n_vocab(t); i++) {
+        size_t len = 0;
+        if (tokenizer_token_text(t, (int32_t)i, &len) && len > S->max_token_len)
+            S->max_token_len = len;
+    }
     runtime_sampler_defaults(&S->so);
     if ((rc = session_sampler_set(S, &S->so)) < 0)
         goto fail;
@@ -101,7 +107,7 @@ void session_stats_clear(session *S)
     memset(&S->st, 0, sizeof S->st);
 }
 
-int session_render(session *S, char **out, size_t *len_out, const chat_msg *msgs, size_t n)
+int session_render(const session *S, char **out, size_t *len_out, const chat_msg *msgs, size_t n)
 {
     return chat_render(out, len_out, S->tmpl, msgs, n, 1);
 }
@@ -192,15 +198,57 @@ done:
 
 /* SESSION_FEED_EXACT: tokenize the whole text; run only the tokens after the longest prefix it
  * shares with the cached ones. At least one token is always run: its logits start the answer. */
+/* Whether text starting with BOS's text gets no BOS of its own: it is written in it. */
+static int adds_bos(const session *S, const char *s, size_t len, int parse_special)
+{
+    size_t bos_len = strlen(S->bos_text);
+
+    return !(parse_special && bos_len && len >= bos_len && memcmp(s, S->bos_text, bos_len) == 0);
+}
+
+/* A token stands for at most its vocab text's bytes (a normalizer's "▁" and "<0x0A>" are longer
+ * than what they stand for); twice that and some, for any normalizer that shrinks text. A text
+ * longer than that many bytes per position cannot fit: MS_ETOOBIG without tokenizing it, so
+ * that refusing a huge prompt costs nothing. */
+static int too_long(const session *S, size_t len, size_t *n_out)
+{
+    size_t n_ctx = (size_t)runtime_model_n_ctx(S->m), per_token = 2 * S->max_token_len + 8;
+
+    if (len / per_token < n_ctx)
+        return 0;
+    *n_out = len / per_token;
+    return ms_err(MS_ETOOBIG, "prompt of at least %zu tokens (%zu bytes) does not fit the context of %zu tokens",
+                  *n_out, len, n_ctx);
+}
+
+int session_count(const session *S, const char *text, size_t len, int parse_special, size_t *n_out)
+{
+    size_t n_ctx = (size_t)runtime_model_n_ctx(S->m);
+    int32_t *ids = NULL;
+    int rc;
+
+    *n_out = 0;
+    if ((rc = too_long(S, len, n_out)) < 0)
+        return rc;
+    if ((rc = tokenizer_encode_alloc(S->t, text, len, adds_bos(S, text, len, parse_special), parse_special, &ids,
+                                     n_out)) < 0)
+        return rc;
+    free(ids);
+    if (*n_out >= n_ctx)
+        return ms_err(MS_ETOOBIG, "prompt of %zu tokens does not fit the context of %zu tokens", *n_out, n_ctx);
+    return 0;
+}
+
 static int feed_exact(session *S, const char *s, size_t len, int parse_special)
 {
-    const char *bos = S->bos_text;
-    size_t bos_len = strlen(bos), n, from = 0;
-    int add = !(parse_special && bos_len && len >= bos_len && memcmp(s, bos, bos_len) == 0);
+    size_t n, from = 0;
+    int add = adds_bos(S, s, len, parse_special);
     int32_t *ids = NULL;
     double t0 = now();
     int rc;
 
+    if ((rc = too_long(S, len, &n)) < 0)
+        goto done;
     if ((rc = tokenizer_encode_alloc(S->t, s, len, add, parse_special, &ids, &n)) < 0)
         return rc;
     if (n == 0) {

@@ -44,8 +44,9 @@ int session_has_template(const session *S);
 const chat_template *session_template(const session *S);
 
 /* Render msgs[0..n) with the template, ending with the assistant's turn opening: malloc'd *out.
- * MS_EINVALID (roles the template refuses), MS_ENOMEM. */
-int session_render(session *S, char **out, size_t *len_out, const chat_msg *msgs, size_t n);
+ * MS_EINVALID (roles the template refuses), MS_ENOMEM. Reads only the template: a request may
+ * render while another uses the session. */
+int session_render(const session *S, char **out, size_t *len_out, const chat_msg *msgs, size_t n);
 
 /* Replace the sampler (options as runtime_sampler_new). The repeat penalty sees the tokens
  * already in the cache. */
@@ -66,6 +67,13 @@ enum {
  * start from; MS_ENOMEM, runtime errors. */
 int session_feed(session *S, const char *text, size_t len, int parse_special, int mode);
 
+/* The tokens `text` takes fed with SESSION_FEED_EXACT (BOS included), without running it: 0,
+ * or MS_ETOOBIG when they do not fit the context, with session_feed's message. A text longer
+ * in bytes than the context could hold in the vocab's longest tokens is refused without being
+ * tokenized, so the cost is bounded by the context, not by the text ("prompt of at least N
+ * tokens ..."). Reads only what session_new set up (tokenizer, BOS, context length): a
+ * request may call it while another uses the session. MS_ENOMEM. */
+int session_count(const session *S, const char *text, size_t len, int parse_special, size_t *n_out);
 /* Forget the KV cache and its text. */
 void session_reset(session *S);
 

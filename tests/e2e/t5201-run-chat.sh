@@ -92,10 +92,11 @@ e1=$(jq_ "$WORK/e.json" '[l.split()[2] for l in d["stderr"].splitlines() if l.st
 [ "$e1" -lt 40 ] || fail "the answer did not stop at the end token ($e1 tokens)"
 [ "$(jq_ "$WORK/e.json" 'len(d["turns"])')" = 2 ] || fail "the chat did not go on after an end token"
 
-# No template: plain rendering with a warning; --raw: the text simply continues.
+# No template: the user's messages bare, as ollama renders them, with a warning; --raw: the
+# text simply continues.
 printf '%s\n' "Once upon a time" >"$WORK/in3"
 chat "$WORK/p.json" s260k --temp 0 -n 8 <"$WORK/in3"
-contains "$(jq_ "$WORK/p.json" 'd["stderr"]')" "the model has no chat template: rendering plainly"
+contains "$(jq_ "$WORK/p.json" 'd["stderr"]')" "the model has no chat template: the user's messages are the bare prompt"
 chat "$WORK/r.json" s260k --raw --temp 0 -n 12 <"$WORK/in3"
 [ "$(jq_ "$WORK/r.json" "d['turns'][0]['output']")" = "$raw_s260k" ] || fail "raw chat: $(jq_ "$WORK/r.json" "d['turns'][0]['output']")"
 echo "ok $TEST_NAME"

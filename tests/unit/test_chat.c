@@ -162,10 +162,33 @@ START_TEST(plain_rendering)
     char *out;
     size_t len;
 
-    ck_assert_int_eq(chat_template_new(&t, NULL, 0, "<s>", "</s>"), 0);
+    /* a template of no family: role lines */
+    ck_assert_int_eq(chat_template_new(&t, "{{ messages }}", 14, "<s>", "</s>"), 0);
     ck_assert_int_eq(chat_template_family(t), CHAT_PLAIN);
     ck_assert_int_eq(chat_render(&out, &len, t, msgs, 2, 1), 0);
     ck_assert_str_eq(out, "system: be kind\nuser: hi\nassistant: ");
+    free(out);
+    chat_template_free(t);
+}
+END_TEST
+
+/* No template: ollama's "{{ .Prompt }}", the user messages' contents and nothing else, so that
+ * a chat of one message is the bare prompt `mstore run` sends (issue 40 item 13). */
+START_TEST(no_template_renders_bare_prompt)
+{
+    chat_template *t;
+    const chat_msg msgs[] = { { "system", "be kind" }, { "user", "hi" }, { "assistant", "hello" }, { "user", " again" } };
+    char *out;
+    size_t len;
+
+    ck_assert_int_eq(chat_template_new(&t, NULL, 0, "<s>", "</s>"), 0);
+    ck_assert_int_eq(chat_template_family(t), CHAT_PLAIN);
+    ck_assert_int_eq(chat_render(&out, &len, t, msgs + 1, 1, 1), 0);
+    ck_assert_str_eq(out, "hi");
+    free(out);
+    ck_assert_int_eq(chat_render(&out, &len, t, msgs, 4, 1), 0);
+    ck_assert_str_eq(out, "hi again");
+    ck_assert_uint_eq(len, 8);
     free(out);
     chat_template_free(t);
 }
@@ -290,6 +313,7 @@ Suite *chat_suite(void)
     tcase_add_test(tc, renders_match_jinja2);
     tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
     tcase_add_test(tc, plain_rendering);
+    tcase_add_test(tc, no_template_renders_bare_prompt);
     tcase_add_test(tc, template_text_from_gguf);
     tcase_add_test(tc, templated_gguf_round_trip);
     suite_add_tcase(s, tc);

@@ -124,6 +124,34 @@ START_TEST(session_exact_keeps_the_longest_common_prefix)
 }
 END_TEST
 
+/* session_count gives the tokens session_feed runs, and refuses a text whose bytes alone cannot
+ * fit the context without tokenizing it ("at least"), so that refusing it costs nothing. */
+START_TEST(session_count_matches_feed_and_refuses_by_bytes)
+{
+    const char *a = "Once upon a time, there was a cat";
+    size_t n = 0, big_len = 1 << 20;
+    char *big;
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 256);
+    ck_assert_ptr_nonnull(big = malloc(big_len));
+    ck_assert_int_eq(session_count(f.S, a, strlen(a), 0, &n), 0);
+    ck_assert_int_eq(session_feed(f.S, a, strlen(a), 0, SESSION_FEED_EXACT), 0);
+    ck_assert_uint_eq(n, session_stats_get(f.S)->n_prompt_total);
+    memset(big, 'a', big_len);
+    ck_assert_int_eq(session_count(f.S, big, big_len, 0, &n), MS_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "prompt of at least"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "does not fit the context of 256 tokens"));
+    ck_assert_int_eq(session_feed(f.S, big, big_len, 0, SESSION_FEED_EXACT), MS_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "prompt of at least"));
+    /* a text that tokenizes past the context, though its bytes could fit: counted, refused */
+    ck_assert_int_eq(session_count(f.S, big, 300 * 2, 0, &n), MS_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tokens does not fit the context of 256 tokens"));
+    free(big);
+    close_fx(&f);
+}
+END_TEST
+
 START_TEST(session_whole_feeds_only_the_text_after_the_cache)
 {
     const char *a = "Once upon a time", *b = "Once upon a time there was";
@@ -190,6 +218,7 @@ int main(void)
     tcase_add_test(tc, session_exact_reuses_an_extended_prompt_and_answers_as_fresh);
     tcase_add_test(tc, session_exact_keeps_the_longest_common_prefix);
     tcase_add_test(tc, session_whole_feeds_only_the_text_after_the_cache);
+    tcase_add_test(tc, session_count_matches_feed_and_refuses_by_bytes);
     tcase_add_test(tc, session_stop_string_is_cut_and_never_shown);
     tcase_add_test(tc, session_context_full_and_cancel_say_why);
     suite_add_tcase(s, tc);
