@@ -321,7 +321,7 @@ json_t *srv_models_ps(server *srv)
         srv_time_rfc3339(when, sizeof when, L->refs ? time(NULL) + srv->o.keep_alive_s : exp);
         json_array_append_new(arr,
                               json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:[s],s:s,s:s},s:s,s:I,s:i}", "name", L->shown,
-                                        "model", L->shown, "size", (json_int_t)L->nbytes, "digest", L->digest + 7,
+                                        "model", L->shown, "size", (json_int_t)L->nbytes, "digest", blob_digest_hex(L->digest),
                                         "details", "format", "mstore", "family", c->architecture, "families",
                                         c->architecture, "parameter_size", "", "quantization_level", "", "expires_at",
                                         when, "size_vram", (json_int_t)0, "context_length", runtime_model_n_ctx(L->m)));

@@ -706,8 +706,8 @@ static int creation_run(creation *c)
         snprintf(c->err, sizeof c->err, "%s", ms_err_msg());
         return rc;
     }
-    /* a loaded model of that name is the one the name meant before */
-    srv_model_unload(c->srv, &c->name);
+    /* a load under that name is of the manifest the name meant before: it serves no one now */
+    srv_model_renamed(c->srv, &c->name, digest);
     return 0;
 }
 
