@@ -41,56 +41,12 @@ void gen_job_free(gen_job *j)
 {
     if (!j)
         return;
-    for (size_t i = 0; i < j->n_msgs; i++) {
-        free((char *)j->msgs[i].role);
-        free((char *)j->msgs[i].content);
-    }
-    free(j->msgs);
-    for (size_t i = 0; i < j->g.n_stops; i++)
-        free(j->stops[i]);
-    free(j->prompt);
-    free(j->system);
+    srv_request_fields_free(j);
     free(j->out.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
     free(j);
-}
-
-int gen_job_stop_add(gen_job *j, const char *s)
-{
-    if (!*s)
-        return 0;
-    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN)
-        return ms_err(MS_EINVALID, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
-                      SESSION_MAX_STOP_LEN);
-    if (!(j->stops[j->g.n_stops] = strdup(s)))
-        return ms_err(MS_ENOMEM, "out of memory");
-    j->g.stops[j->g.n_stops] = j->stops[j->g.n_stops];
-    j->g.n_stops++;
-    return 0;
-}
-
-int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string)
-{
-    size_t i;
-    json_t *s;
-    int rc;
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (one_string && json_is_string(v))
-        return gen_job_stop_add(j, json_string_value(v));
-    if (!json_is_array(v))
-        return ms_err(MS_EINVALID, "%s: expected %san array of strings", shown, one_string ? "a string or " : "");
-    json_array_foreach(v, i, s)
-    {
-        if (!json_is_string(s))
-            return ms_err(MS_EINVALID, "%s[%zu]: expected a string", shown, i);
-        if ((rc = gen_job_stop_add(j, json_string_value(s))) < 0)
-            return rc;
-    }
-    return 0;
 }
 
 /* ---------------------------------------------------------------- framing */
@@ -439,37 +395,3 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     return MHD_YES;
 }
 
-int srv_duration_s(int *out, json_t *v)
-{
-    const char *s;
-    char *end;
-    double d, unit = 1;
-
-    if (json_is_integer(v) || json_is_real(v)) {
-        d = json_number_value(v);
-    } else if (json_is_string(v)) {
-        s = json_string_value(v);
-        d = strtod(s, &end);
-        if (end == s)
-            goto bad;
-        if (strcmp(end, "ms") == 0)
-            unit = 1e-3;
-        else if (strcmp(end, "s") == 0 || !*end)
-            unit = 1;
-        else if (strcmp(end, "m") == 0)
-            unit = 60;
-        else if (strcmp(end, "h") == 0)
-            unit = 3600;
-        else
-            goto bad;
-        d *= unit;
-    } else {
-        goto bad;
-    }
-    if (d != d)
-        goto bad;
-    *out = d < 0 ? -1 : d > 1e9 ? 1000000000 : (int)d;
-    return 0;
-bad:
-    return ms_err(MS_EINVALID, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
-}

@@ -14,94 +14,6 @@
 
 /* ---------------------------------------------------------------- fields */
 
-int srv_field_num(double *out, int *set, json_t *o, const char *key, const char *shown, double lo, double hi,
-                  int integer)
-{
-    json_t *v = o ? json_object_get(o, key) : NULL;
-    double d;
-
-    *set = 0;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_number(v))
-        goto bad;
-    d = json_number_value(v);
-    if (d != d || d < lo || d > hi || (integer && d != (double)(long long)d))
-        goto bad;
-    *out = d;
-    *set = 1;
-    return 0;
-bad:
-    return ms_err(MS_EINVALID, "%s: expected %s from %g to %g", shown, integer ? "an integer" : "a number", lo, hi);
-}
-
-int srv_field_str(const char **out, json_t *o, const char *key, const char *shown)
-{
-    json_t *v = json_object_get(o, key);
-
-    *out = NULL;
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_string(v))
-        return ms_err(MS_EINVALID, "%s: expected a string", shown);
-    *out = json_string_value(v);
-    return 0;
-}
-
-int srv_field_bool(int *out, json_t *o, const char *key, const char *shown)
-{
-    json_t *v = json_object_get(o, key);
-
-    if (!v || json_is_null(v))
-        return 0;
-    if (!json_is_boolean(v))
-        return ms_err(MS_EINVALID, "%s: expected true or false", shown);
-    *out = json_is_true(v);
-    return 0;
-}
-
-/* The model a request body names ("model", or the older "name"). */
-static const char *body_model(json_t *b)
-{
-    json_t *v = json_object_get(b, "model");
-
-    if (!json_is_string(v))
-        v = json_object_get(b, "name");
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-/* Fields that would change what an answer means and are not built: refused by name (`path`
- * before it: "messages[0]."). MS_EUNSUPPORTED. */
-static int refuse_unbuilt(json_t *b, const char *const *keys, const char *path)
-{
-    for (; *keys; keys++) {
-        json_t *v = json_object_get(b, *keys);
-        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0) &&
-            !(json_is_string(v) && !*json_string_value(v)) && !(json_is_false(v)))
-            return ms_err(MS_EUNSUPPORTED, "%s%s: not supported by mstore yet", path, *keys);
-    }
-    return 0;
-}
-
-/* ollama's "options" (through the option table) and the request's own fields shared by
- * generate and chat. MS_EINVALID naming the field. */
-static int job_options(gen_job *j, json_t *b)
-{
-    json_t *o = json_object_get(b, "options"), *ka;
-    int rc;
-
-    if (o && !json_is_null(o) && !json_is_object(o))
-        return ms_err(MS_EINVALID, "options: expected an object");
-    if (json_is_object(o) && (rc = model_opts_from_json(&j->mo, o, "options.", 0)) < 0)
-        return rc;
-    if (json_is_object(o) && (rc = gen_job_stops_json(j, json_object_get(o, "stop"), "options.stop", 0)) < 0)
-        return rc;
-    if ((ka = json_object_get(b, "keep_alive")) && !json_is_null(ka) && (rc = srv_duration_s(&j->keep_alive_s, ka)) < 0)
-        return rc;
-    j->stream = 1;
-    return srv_field_bool(&j->stream, b, "stream", "stream");
-}
-
 static char *dup_str(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -132,63 +44,6 @@ static enum MHD_Result load_only(req *r, gen_job *j)
     }
     gen_job_free(j);
     return srv_json(r, 200, o);
-}
-
-static int chat_message(gen_job *j, json_t *m, size_t i)
-{
-    static const char *const unbuilt[] = {"images", "tool_calls", NULL};
-    const char *role, *content;
-    char field[64];
-    int rc;
-
-    if (!json_is_object(m))
-        return ms_err(MS_EINVALID, "messages[%zu]: expected an object", i);
-    snprintf(field, sizeof field, "messages[%zu].role", i);
-    if ((rc = srv_field_str(&role, m, "role", field)) < 0)
-        return rc;
-    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
-        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"user\" or \"assistant\"", i);
-    snprintf(field, sizeof field, "messages[%zu].content", i);
-    if ((rc = srv_field_str(&content, m, "content", field)) < 0)
-        return rc;
-    snprintf(field, sizeof field, "messages[%zu].", i);
-    if ((rc = refuse_unbuilt(m, unbuilt, field)) < 0)
-        return rc;
-    j->n_msgs = i + 1;
-    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
-        return ms_err(MS_ENOMEM, "out of memory");
-    return 0;
-}
-
-static int chat_messages(gen_job *j, json_t *msgs)
-{
-    size_t i;
-    json_t *m;
-    int rc;
-
-    if (!json_is_array(msgs))
-        return ms_err(MS_EINVALID, "messages: expected an array");
-    if (!(j->msgs = calloc(json_array_size(msgs) + 1, sizeof *j->msgs)))
-        return ms_err(MS_ENOMEM, "out of memory");
-    json_array_foreach(msgs, i, m)
-    {
-        if ((rc = chat_message(j, m, i)) < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Request fields that generate and chat refuse, not being built; /api/show's capabilities read
- * them too, so that a capability appears when its field is accepted. */
-static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
-static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
-
-static int unbuilt(const char *const *keys, const char *key)
-{
-    for (; *keys; keys++)
-        if (strcmp(*keys, key) == 0)
-            return 1;
-    return 0;
 }
 
 /* The model's own defaults, as `mstore run` applies them: its params layer under the request's
@@ -228,22 +83,14 @@ done:
     return rc;
 }
 
-/* The request's fields, in the order their refusals are checked. */
+/* The request's fields (request.c), then its model and the model's defaults. */
 static int generate_parse(gen_job *j, json_t *b, int chat, const char **prompt, const char **system)
 {
-    json_t *msgs = json_object_get(b, "messages");
     model_opts base = j->mo;
     int rc;
 
-    if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 || (rc = job_options(j, b)) < 0 ||
-        (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0)
-        return rc;
-    if (!chat && ((rc = srv_field_str(prompt, b, "prompt", "prompt")) < 0 ||
-                  (rc = srv_field_str(system, b, "system", "system")) < 0))
-        return rc;
-    if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
-        return rc;
-    if ((rc = srv_model_open(&j->ref, j->srv, body_model(b))) < 0)
+    if ((rc = srv_ollama_fields(j, b, chat, prompt, system)) < 0 ||
+        (rc = srv_model_open(&j->ref, j->srv, srv_body_model(b))) < 0)
         return rc;
     return model_defaults(j, b, chat, &base, system);
 }
@@ -263,7 +110,7 @@ static enum MHD_Result generate(req *r, int chat)
     }
     if ((rc = generate_parse(j, b, chat, &prompt, &system)) < 0)
         goto fail;
-    snprintf(j->model, sizeof j->model, "%s", body_model(b));
+    snprintf(j->model, sizeof j->model, "%s", srv_body_model(b));
     if ((chat && j->n_msgs == 0) || (!chat && (!prompt || !*prompt))) {
         json_decref(b);
         return load_only(r, j); /* as ollama: no prompt loads (or with keep_alive 0 unloads) */
@@ -352,9 +199,9 @@ static json_t *capabilities(store_model *sm, const char *tmpl)
         runtime_config_from_json(c, (const char *)data, len, "config") == 0)
         json_array_append_new(caps, json_string("completion"));
     free(c);
-    if (tmpl && strstr(tmpl, ".Suffix") && !unbuilt(unbuilt_gen, "suffix"))
+    if (tmpl && strstr(tmpl, ".Suffix") && !srv_unbuilt(0, "suffix"))
         json_array_append_new(caps, json_string("insert"));
-    if (!unbuilt(unbuilt_chat, "tools"))
+    if (!srv_unbuilt(1, "tools"))
         json_array_append_new(caps, json_string("tools"));
     return caps;
 }
@@ -418,7 +265,7 @@ static enum MHD_Result show(req *r)
     int rc;
 
     if ((rc = srv_body_json(&b, r)) == 0)
-        rc = srv_model_open(&m, r->srv, body_model(b));
+        rc = srv_model_open(&m, r->srv, srv_body_model(b));
     json_decref(b);
     if (rc < 0)
         return srv_fail(r, SRV_OLLAMA, rc);
@@ -458,7 +305,7 @@ static enum MHD_Result copy_or_delete(req *r, int del)
     if ((rc = srv_body_json(&b, r)) < 0)
         return srv_fail(r, SRV_OLLAMA, rc);
     if (del)
-        src = body_model(b);
+        src = srv_body_model(b);
     else if ((rc = srv_field_str(&src, b, "source", "source")) < 0 ||
              (rc = srv_field_str(&dst, b, "destination", "destination")) < 0)
         goto fail;
@@ -614,7 +461,7 @@ static enum MHD_Result pull_push(req *r, int push)
         rc = ms_err(MS_ENOMEM, "out of memory");
     if (rc == 0) {
         x->srv = r->srv, x->push = push, x->stream = 1, x->fd = -1;
-        model = body_model(b);
+        model = srv_body_model(b);
         if ((rc = srv_field_bool(&x->insecure, b, "insecure", "insecure")) == 0 &&
             (rc = srv_field_bool(&x->stream, b, "stream", "stream")) == 0)
             rc = push ? push_check(x, r->srv, model) : srv_model_name(&x->name, model);
@@ -731,7 +578,7 @@ static int creation_parse(creation *c, json_t *b, int *stream)
     store *s = NULL;
     int rc;
 
-    if ((rc = srv_model_name(&c->name, body_model(b))) < 0 ||
+    if ((rc = srv_model_name(&c->name, srv_body_model(b))) < 0 ||
         (rc = srv_field_bool(stream, b, "stream", "stream")) < 0 || (rc = modelfile_from_request(&c->mf, b)) < 0)
         return rc;
     if ((rc = store_open(&s, c->srv->home)) == 0)

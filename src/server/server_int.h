@@ -239,4 +239,21 @@ int srv_field_bool(int *out, json_t *o, const char *key, const char *shown);
 /* ollama's keep_alive: seconds, or a duration ("5m"); < 0 forever. MS_EINVALID. */
 int srv_duration_s(int *out, json_t *v);
 
+/* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */
+/* The model a body names ("model", or the older "name"); NULL when neither is a string. */
+const char *srv_body_model(json_t *b);
+/* /api/generate (chat 0) and /api/chat (1): the fields refused as not built, "options" through
+ * the option table, stop, keep_alive, stream, raw; generate's prompt and system (borrowed from
+ * b), chat's messages into j (with room for one more, a model's system prompt). MS_EINVALID
+ * or MS_EUNSUPPORTED naming the field. */
+int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, const char **system);
+/* 1 when generate (chat 0) or chat (1) refuses `key` as not built: /api/show's capabilities
+ * appear when their field is accepted. */
+int srv_unbuilt(int chat, const char *key);
+/* /v1/chat/completions (chat 1) and /v1/completions (0): messages or prompt, the OpenAI fields
+ * through the option table, stop, stream, stream_options; *model borrowed from b. */
+int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model);
+/* Free what the two readers above put into j (messages, stops, prompt, system). */
+void srv_request_fields_free(gen_job *j);
+
 #endif

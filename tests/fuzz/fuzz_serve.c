@@ -2,10 +2,14 @@
  * the Origin check against an allow list (srv_origins_new parses MSTORE_ORIGINS), the Host
  * check (srv_host_allowed), and a JSON request body as the handlers read it (jansson, duplicates
  * refused, as srv_body_json) into the option table (model_opts_from_json: ollama's "options",
- * OpenAI's top-level fields). The first byte picks the parser (0 origin, 1 host, 2 body); an
- * origin input is "LIST\nORIGIN". Each must answer yes or no, or refuse with a message, and
- * keep the promises the server relies on: the defaults are always allowed, no Origin is always
- * allowed, a port does not change a Host's answer, accepted options are inside the table. */
+ * OpenAI's top-level fields), and each endpoint's reading of its body (request.c: /api/generate,
+ * /api/chat, /v1/completions, /v1/chat/completions; modelfile_from_request: /api/create). The
+ * first byte picks the parser (0 origin, 1 host, 2 options, 3-6 the four generation endpoints,
+ * 7 create); an origin input is "LIST\nORIGIN". Each must answer yes or no, or refuse with a
+ * message, and keep the promises the server relies on: the defaults are always allowed, no
+ * Origin is always allowed, a port does not change a Host's answer, accepted options are inside
+ * the table, an accepted body's messages all have a role and a content, and what a refusal
+ * left behind is freed. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,19 +97,59 @@ static void body(const uint8_t *data, size_t size)
     json_decref(b);
 }
 
+/* An endpoint's reading of a whole body: which = 0 generate, 1 chat, 2 completions, 3 chat
+ * completions, 4 create. */
+static void endpoint(const uint8_t *data, size_t size, int which)
+{
+    json_error_t e;
+    json_t *b = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &e);
+    const char *prompt = NULL, *system = NULL, *model = NULL;
+    gen_job j;
+    int rc;
+
+    if (!b)
+        return;
+    ms_err_clear();
+    if (which == 4) {
+        modelfile *mf = NULL;
+        rc = modelfile_from_request(&mf, b);
+        CHECK(rc == 0 ? mf != NULL : mf == NULL && ms_err_msg()[0]);
+        modelfile_free(mf);
+        json_decref(b);
+        return;
+    }
+    memset(&j, 0, sizeof j);
+    model_opts_defaults(&j.mo);
+    rc = which < 2 ? srv_ollama_fields(&j, b, which, &prompt, &system) : srv_openai_fields(&j, b, which == 3, &model);
+    if (rc < 0) {
+        CHECK(ms_err_msg()[0]);
+    } else {
+        for (size_t i = 0; i < j.n_msgs; i++)
+            CHECK(j.msgs[i].role && j.msgs[i].content);
+        CHECK(j.g.n_stops <= SESSION_MAX_STOPS);
+        CHECK(j.mo.so.temp >= 0 && j.mo.so.top_p >= 0 && j.mo.so.top_p <= 1);
+        CHECK(which != 2 || j.prompt);
+    }
+    srv_request_fields_free(&j);
+    json_decref(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    switch (data[0] % 3) {
+    switch (data[0] % 8) {
     case 0:
         origin(data + 1, size - 1);
         break;
     case 1:
         host(data + 1, size - 1);
         break;
-    default:
+    case 2:
         body(data + 1, size - 1);
+        break;
+    default:
+        endpoint(data + 1, size - 1, data[0] % 8 - 3);
         break;
     }
     return 0;

@@ -1,0 +1,416 @@
+/* request.c: what the ollama and OpenAI handlers read from a request body before any model is
+ * opened: typed fields, options through the option table, stop strings, keep_alive, messages,
+ * and the fields refused as not built. Pure JSON in, a gen_job's fields out (nothing here
+ * opens the store or touches a connection), so that fuzz_serve runs every body through it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server_int.h"
+
+#define MAX_PARTS 4096 /* text parts of one message's content */
+
+int srv_field_num(double *out, int *set, json_t *o, const char *key, const char *shown, double lo, double hi,
+                  int integer)
+{
+    json_t *v = o ? json_object_get(o, key) : NULL;
+    double d;
+
+    *set = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        goto bad;
+    d = json_number_value(v);
+    if (d != d || d < lo || d > hi || (integer && d != (double)(long long)d))
+        goto bad;
+    *out = d;
+    *set = 1;
+    return 0;
+bad:
+    return ms_err(MS_EINVALID, "%s: expected %s from %g to %g", shown, integer ? "an integer" : "a number", lo, hi);
+}
+
+int srv_field_str(const char **out, json_t *o, const char *key, const char *shown)
+{
+    json_t *v = json_object_get(o, key);
+
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return ms_err(MS_EINVALID, "%s: expected a string", shown);
+    *out = json_string_value(v);
+    return 0;
+}
+
+int srv_field_bool(int *out, json_t *o, const char *key, const char *shown)
+{
+    json_t *v = json_object_get(o, key);
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return ms_err(MS_EINVALID, "%s: expected true or false", shown);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* The model a request body names ("model", or the older "name"). */
+const char *srv_body_model(json_t *b)
+{
+    json_t *v = json_object_get(b, "model");
+
+    if (!json_is_string(v))
+        v = json_object_get(b, "name");
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* Fields that would change what an answer means and are not built: refused by name (`path`
+ * before it: "messages[0]."). MS_EUNSUPPORTED. */
+static int refuse_unbuilt(json_t *b, const char *const *keys, const char *path)
+{
+    for (; *keys; keys++) {
+        json_t *v = json_object_get(b, *keys);
+        if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0) &&
+            !(json_is_string(v) && !*json_string_value(v)) && !(json_is_false(v)))
+            return ms_err(MS_EUNSUPPORTED, "%s%s: not supported by mstore yet", path, *keys);
+    }
+    return 0;
+}
+
+/* ollama's "options" (through the option table) and the request's own fields shared by
+ * generate and chat. MS_EINVALID naming the field. */
+static int job_options(gen_job *j, json_t *b)
+{
+    json_t *o = json_object_get(b, "options"), *ka;
+    int rc;
+
+    if (o && !json_is_null(o) && !json_is_object(o))
+        return ms_err(MS_EINVALID, "options: expected an object");
+    if (json_is_object(o) && (rc = model_opts_from_json(&j->mo, o, "options.", 0)) < 0)
+        return rc;
+    if (json_is_object(o) && (rc = gen_job_stops_json(j, json_object_get(o, "stop"), "options.stop", 0)) < 0)
+        return rc;
+    if ((ka = json_object_get(b, "keep_alive")) && !json_is_null(ka) && (rc = srv_duration_s(&j->keep_alive_s, ka)) < 0)
+        return rc;
+    j->stream = 1;
+    return srv_field_bool(&j->stream, b, "stream", "stream");
+}
+
+static int chat_message(gen_job *j, json_t *m, size_t i)
+{
+    static const char *const unbuilt[] = {"images", "tool_calls", NULL};
+    const char *role, *content;
+    char field[64];
+    int rc;
+
+    if (!json_is_object(m))
+        return ms_err(MS_EINVALID, "messages[%zu]: expected an object", i);
+    snprintf(field, sizeof field, "messages[%zu].role", i);
+    if ((rc = srv_field_str(&role, m, "role", field)) < 0)
+        return rc;
+    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
+        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"user\" or \"assistant\"", i);
+    snprintf(field, sizeof field, "messages[%zu].content", i);
+    if ((rc = srv_field_str(&content, m, "content", field)) < 0)
+        return rc;
+    snprintf(field, sizeof field, "messages[%zu].", i);
+    if ((rc = refuse_unbuilt(m, unbuilt, field)) < 0)
+        return rc;
+    j->n_msgs = i + 1;
+    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
+        return ms_err(MS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int chat_messages(gen_job *j, json_t *msgs)
+{
+    size_t i;
+    json_t *m;
+    int rc;
+
+    if (!json_is_array(msgs))
+        return ms_err(MS_EINVALID, "messages: expected an array");
+    if (!(j->msgs = calloc(json_array_size(msgs) + 1, sizeof *j->msgs)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    json_array_foreach(msgs, i, m)
+    {
+        if ((rc = chat_message(j, m, i)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* "content": a string, or an array of {"type": "text", "text": ...} parts (joined). */
+static int content_text(char **out, json_t *c, size_t i)
+{
+    ms_text t = {NULL, 0, 0};
+    size_t k;
+    json_t *part;
+    int rc = 0;
+
+    *out = NULL;
+    if (json_is_string(c)) {
+        rc = ms_text_put(&t, json_string_value(c), json_string_length(c));
+    } else if (json_is_array(c) && json_array_size(c) > MAX_PARTS) {
+        /* refused before joining them: each part costs, and no one writes a message this way */
+        rc = ms_err(MS_EINVALID, "messages[%zu].content: %zu parts, at most %d", i, json_array_size(c), MAX_PARTS);
+    } else if (json_is_array(c)) {
+        json_array_foreach(c, k, part)
+        {
+            const char *type = json_string_value(json_object_get(part, "type"));
+            json_t *text = json_object_get(part, "text");
+            if (!type || strcmp(type, "text") != 0 || !json_is_string(text)) {
+                rc = ms_err(MS_EINVALID,
+                            "messages[%zu].content[%zu]: only {\"type\": \"text\", \"text\": ...} parts are "
+                            "supported (%s is not)",
+                            i, k, type ? type : "a part without a type");
+                break;
+            }
+            if ((rc = ms_text_put(&t, json_string_value(text), json_string_length(text))) < 0)
+                break;
+        }
+    } else if (c && !json_is_null(c)) {
+        rc = ms_err(MS_EINVALID, "messages[%zu].content: expected a string or an array of text parts", i);
+    }
+    if (rc == 0 && !t.p)
+        rc = ms_text_put(&t, "", 0); /* no content: an empty message */
+    if (rc == MS_ENOMEM)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    if (rc < 0) {
+        free(t.p);
+        return rc;
+    }
+    *out = t.p;
+    return 0;
+}
+
+static int parse_message(gen_job *j, json_t *m, size_t i)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    char *text;
+    int rc;
+
+    if (!json_is_object(m))
+        return ms_err(MS_EINVALID, "messages[%zu]: expected an object", i);
+    if (role && strcmp(role, "developer") == 0)
+        role = "system";
+    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
+        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"developer\", \"user\" or \"assistant\"",
+                      i);
+    if (json_object_get(m, "tool_calls") && json_array_size(json_object_get(m, "tool_calls")))
+        return ms_err(MS_EUNSUPPORTED, "messages[%zu].tool_calls: not supported by mstore yet", i);
+    if ((rc = content_text(&text, json_object_get(m, "content"), i)) < 0)
+        return rc;
+    j->msgs[i].content = text;
+    j->n_msgs = i + 1;
+    if (!(j->msgs[i].role = strdup(role)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int parse_messages(gen_job *j, json_t *msgs)
+{
+    size_t i;
+    json_t *m;
+    int rc;
+
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return ms_err(MS_EINVALID, "messages: expected a non-empty array");
+    if (!(j->msgs = calloc(json_array_size(msgs), sizeof *j->msgs)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    json_array_foreach(msgs, i, m)
+    {
+        if ((rc = parse_message(j, m, i)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int parse_common(gen_job *j, json_t *b)
+{
+    static const char *const unbuilt[] = {"tools", "functions", "logit_bias", "suffix", NULL};
+    /* accepted and without effect: one answer, and no penalties beyond repeat_penalty */
+    static const struct {
+        const char *key;
+        double lo, hi;
+        int integer;
+    } inert[] = {{"n", 1, 1, 1}, {"frequency_penalty", -2, 2, 0}, {"presence_penalty", -2, 2, 0}};
+    json_t *rf = json_object_get(b, "response_format"), *so = json_object_get(b, "stream_options");
+    double d;
+    int set, rc;
+
+    for (const char *const *k = unbuilt; *k; k++) {
+        json_t *v = json_object_get(b, *k);
+        if (v && !json_is_null(v) && !(json_is_array(v) && !json_array_size(v)) &&
+            !(json_is_object(v) && !json_object_size(v)))
+            return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
+    }
+    if (rf && !json_is_null(rf)) {
+        const char *t = json_string_value(json_object_get(rf, "type"));
+        if (!t || strcmp(t, "text") != 0)
+            return ms_err(MS_EUNSUPPORTED, "response_format: only {\"type\": \"text\"} is supported by mstore yet");
+    }
+    j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
+    if ((rc = model_opts_from_json(&j->mo, b, NULL, 1)) < 0)
+        return rc;
+    for (size_t i = 0; i < sizeof inert / sizeof *inert; i++)
+        if ((rc = srv_field_num(&d, &set, b, inert[i].key, inert[i].key, inert[i].lo, inert[i].hi, inert[i].integer)) <
+            0)
+            return rc;
+    if ((rc = gen_job_stops_json(j, json_object_get(b, "stop"), "stop", 1)) < 0)
+        return rc;
+    j->stream = 0;
+    if ((rc = srv_field_bool(&j->stream, b, "stream", "stream")) < 0)
+        return rc;
+    if (so && json_is_object(so) &&
+        (rc = srv_field_bool(&j->include_usage, so, "include_usage", "stream_options.include_usage")) < 0)
+        return rc;
+    return 0;
+}
+
+/* A completion's "prompt": a string, or an array of one string. */
+static int parse_prompt(gen_job *j, json_t *p)
+{
+    j->mo.n_predict = 16; /* OpenAI's default max_tokens for completions */
+    if (json_is_array(p) && json_array_size(p) == 1)
+        p = json_array_get(p, 0);
+    if (!json_is_string(p))
+        return ms_err(MS_EINVALID, "prompt: expected a string (or an array of one string)");
+    if (!(j->prompt = strdup(json_string_value(p))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    j->raw = 1; /* a completion continues the text as it is */
+    return 0;
+}
+
+int gen_job_stop_add(gen_job *j, const char *s)
+{
+    if (!*s)
+        return 0;
+    if (j->g.n_stops >= SESSION_MAX_STOPS || strlen(s) > SESSION_MAX_STOP_LEN)
+        return ms_err(MS_EINVALID, "at most %d stop strings of at most %d bytes each", SESSION_MAX_STOPS,
+                      SESSION_MAX_STOP_LEN);
+    if (!(j->stops[j->g.n_stops] = strdup(s)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    j->g.stops[j->g.n_stops] = j->stops[j->g.n_stops];
+    j->g.n_stops++;
+    return 0;
+}
+
+int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string)
+{
+    size_t i;
+    json_t *s;
+    int rc;
+
+    if (!v || json_is_null(v))
+        return 0;
+    if (one_string && json_is_string(v))
+        return gen_job_stop_add(j, json_string_value(v));
+    if (!json_is_array(v))
+        return ms_err(MS_EINVALID, "%s: expected %san array of strings", shown, one_string ? "a string or " : "");
+    json_array_foreach(v, i, s)
+    {
+        if (!json_is_string(s))
+            return ms_err(MS_EINVALID, "%s[%zu]: expected a string", shown, i);
+        if ((rc = gen_job_stop_add(j, json_string_value(s))) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int srv_duration_s(int *out, json_t *v)
+{
+    const char *s;
+    char *end;
+    double d, unit = 1;
+
+    if (json_is_integer(v) || json_is_real(v)) {
+        d = json_number_value(v);
+    } else if (json_is_string(v)) {
+        s = json_string_value(v);
+        d = strtod(s, &end);
+        if (end == s)
+            goto bad;
+        if (strcmp(end, "ms") == 0)
+            unit = 1e-3;
+        else if (strcmp(end, "s") == 0 || !*end)
+            unit = 1;
+        else if (strcmp(end, "m") == 0)
+            unit = 60;
+        else if (strcmp(end, "h") == 0)
+            unit = 3600;
+        else
+            goto bad;
+        d *= unit;
+    } else {
+        goto bad;
+    }
+    if (d != d)
+        goto bad;
+    *out = d < 0 ? -1 : d > 1e9 ? 1000000000 : (int)d;
+    return 0;
+bad:
+    return ms_err(MS_EINVALID, "keep_alive: expected a number of seconds or a duration such as \"5m\"");
+}
+
+/* Request fields that generate and chat refuse, not being built; /api/show's capabilities read
+ * them too, so that a capability appears when its field is accepted. */
+static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
+static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
+
+static int unbuilt(const char *const *keys, const char *key)
+{
+    for (; *keys; keys++)
+        if (strcmp(*keys, key) == 0)
+            return 1;
+    return 0;
+}
+
+int srv_unbuilt(int chat, const char *key) { return unbuilt(chat ? unbuilt_chat : unbuilt_gen, key); }
+
+int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, const char **system)
+{
+    json_t *msgs = json_object_get(b, "messages");
+    int rc;
+
+    *prompt = *system = NULL;
+    if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 || (rc = job_options(j, b)) < 0 ||
+        (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0)
+        return rc;
+    if (!chat && ((rc = srv_field_str(prompt, b, "prompt", "prompt")) < 0 ||
+                  (rc = srv_field_str(system, b, "system", "system")) < 0))
+        return rc;
+    if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
+        return rc;
+    return 0;
+}
+
+int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model)
+{
+    int rc;
+
+    *model = NULL;
+    rc = chat ? parse_messages(j, json_object_get(b, "messages")) : parse_prompt(j, json_object_get(b, "prompt"));
+    if (rc < 0 || (rc = parse_common(j, b)) < 0)
+        return rc;
+    return srv_field_str(model, b, "model", "model");
+}
+
+void srv_request_fields_free(gen_job *j)
+{
+    for (size_t i = 0; i < j->n_msgs; i++) {
+        free((char *)j->msgs[i].role);
+        free((char *)j->msgs[i].content);
+    }
+    free(j->msgs);
+    j->msgs = NULL;
+    j->n_msgs = 0;
+    for (size_t i = 0; i < j->g.n_stops; i++)
+        free(j->stops[i]);
+    j->g.n_stops = 0;
+    free(j->prompt);
+    free(j->system);
+    j->prompt = j->system = NULL;
+}
