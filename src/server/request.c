@@ -368,7 +368,10 @@ static int unbuilt(const char *const *keys, const char *key)
     return 0;
 }
 
-int srv_unbuilt(int chat, const char *key) { return unbuilt(chat ? unbuilt_chat : unbuilt_gen, key); }
+int srv_unbuilt(int chat, const char *key)
+{
+    return unbuilt(chat ? unbuilt_chat : unbuilt_gen, key);
+}
 
 int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, const char **system)
 {
