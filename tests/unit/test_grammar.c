@@ -1,0 +1,227 @@
+/* test_grammar.c: JSON Schema to grammar, refusals that name the keyword, byte-level acceptance
+ * of valid and invalid documents, and token masks over a small vocabulary. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar.h"
+
+static grammar *compile_ok(const char *schema)
+{
+    grammar *g = NULL;
+    int rc = grammar_from_format(&g, schema, strlen(schema), "--format");
+
+    ck_assert_msg(rc == 0, "%s: %s", schema, ms_err_msg());
+    return g;
+}
+
+/* Each schema with documents it must accept (+) and refuse (-). */
+static const struct {
+    const char *schema;
+    const char *docs[12];
+} cases[] = {
+    {"json",
+     {"+{}", "+{\"a\": [1, 2.5e3, \"x\", null, true]}", "+ {\n  \"a\": {\"b\": {}}\n}", "-[1]", "-\"x\"", "-{\"a\":}",
+      "-{,}", "-{\"a\":1,}", "-{\"a\" 1}", "-{\"a\": 01}", "-{\"a\": \"\x01\"}"}},
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"}},"
+     "\"required\":[\"name\"]}",
+     {"+{\"name\":\"Ann\"}", "+{\"name\": \"Ann\", \"age\": 31}", "-{\"age\": 31}", "-{\"name\":\"Ann\",\"x\":1}",
+      "-{\"age\":3,\"name\":\"A\"}", "-{\"name\": 3}", "-{\"name\":\"A\",\"age\":1.5}"}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}",
+     {"+[1,2]", "+[1, 2, 3]", "+[ 1 ,\n 2 ]", "-[1]", "-[]", "-[1,2,3,4]", "-[1,\"2\"]"}},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"boolean\"}],\"items\":false}",
+     {"+[\"a\",true]", "+[\"a\"]", "+[]", "-[\"a\",true,1]", "-[true]"}},
+    {"{\"enum\":[\"red\",\"green\",3,null]}", {"+\"red\"", "+3", "+null", "-\"blue\"", "-\"re\"", "-4"}},
+    {"{\"const\":{\"k\":[1,\"v\"]}}", {"+{\"k\":[1,\"v\"]}", "-{\"k\":[1]}"}},
+    {"{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"integer\",\"minimum\":5}]}",
+     {"+\"ab\"", "+\"\"", "+5", "+123", "-\"abc\"", "-4", "--1"}},
+    {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":{\"anyOf\":"
+     "[{\"$ref\":\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/node\"}",
+     {"+{\"v\":1,\"next\":null}", "+{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3,\"next\":null}}}", "-{\"v\":1}",
+      "-{\"v\":1,\"next\":{\"v\":2}}"}},
+    {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":[\"string\",\"null\"]},\"m\":{\"type\":\"string\","
+     "\"nullable\":true}},\"required\":[\"n\",\"m\"]}",
+     {"+{\"n\":null,\"m\":\"x\"}", "+{\"n\":\"y\",\"m\":null}", "-{\"n\":1,\"m\":null}"}},
+    {"{\"type\":\"string\"}",
+     {"+\"a\\\"b\\\\c\\n\\u00e9\"", "+\"h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80\"", "-\"\xc3\"", "-\"\xc0\xaf\"",
+      "-\"\xed\xa0\x80\"", "-\"a\\x\"", "-\"a\\u12\"", "-\"tab\there\""}},
+    {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}",
+     {"+\"ab\"", "+\"\xc3\xa9\xc3\xa9\xc3\xa9\"", "+\"a\\nb\"", "-\"a\"", "-\"abcd\""}},
+    {"{\"type\":\"integer\",\"minimum\":-15,\"maximum\":127}",
+     {"+-15", "+0", "+9", "+10", "+99", "+127", "+-1", "--16", "-128", "--0", "-007", "-200"}},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1000}",
+     {"+1", "+999", "+500", "-0", "-1000", "--5"}},
+    {"{\"type\":\"string\",\"format\":\"date\"}",
+     {"+\"2024-02-29\"", "+\"1999-12-31\"", "-\"2024-13-01\"", "-\"2024-00-10\"", "-\"2024-01-32\"", "-\"24-01-01\""}},
+    {"{\"type\":\"string\",\"format\":\"date-time\"}",
+     {"+\"2024-02-29T23:59:59Z\"", "+\"2024-02-29T00:00:00.123+05:30\"", "-\"2024-02-29T24:00:00Z\"",
+      "-\"2024-02-29 10:00:00Z\""}},
+    {"{\"type\":\"string\",\"format\":\"time\"}", {"+\"10:20:30Z\"", "-\"10:20\""}},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}",
+     {"+\"123e4567-e89b-12d3-a456-426614174000\"", "-\"123e4567e89b12d3a456426614174000\"",
+      "-\"123e4567-e89b-12d3-a456-42661417400g\""}},
+    {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}(x|yz)?$\"}",
+     {"+\"AB-123\"", "+\"QQ-000yz\"", "+\"AB-123x\"", "-\"ab-123\"", "-\"AB-12\"", "-\"AB-123y\""}},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}}",
+     {"+{}", "+{\"a\":1,\"b\":-2.5}", "-{\"a\":\"x\"}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"additionalProperties\":true}",
+     {"+{\"a\":true,\"z\":[1]}", "+{\"z\":{}}", "+{}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{},\"c\":{}}}",
+     {"+{}", "+{\"a\":1,\"c\":3}", "+{\"b\":[],\"c\":{}}", "+{\"a\":1,\"b\":2,\"c\":3}", "-{\"c\":3,\"a\":1}",
+      "-{,\"b\":1}"}},
+    {"{\"type\":\"number\"}", {"+0", "+-1.5", "+2e10", "+3.25E-2", "-1.", "-.5", "-+1", "-01"}},
+    {"{\"type\":\"array\"}", {"+[]", "+[1,{\"a\":[null]}]", "-[1,]"}},
+    {"true", {"+1", "+\"x\"", "+[]", "-"}},
+};
+
+START_TEST(grammar_schema_accepts_exactly_its_documents)
+{
+    grammar *g = compile_ok(cases[_i].schema);
+
+    for (size_t k = 0; k < sizeof cases[_i].docs / sizeof *cases[_i].docs && cases[_i].docs[k]; k++) {
+        const char *d = cases[_i].docs[k];
+        int want = d[0] == '+';
+        ck_assert_msg(grammar_accepts(g, d + 1, strlen(d + 1)) == want, "schema %s: %s should be %s", cases[_i].schema,
+                      d + 1, want ? "accepted" : "refused");
+    }
+    grammar_free(g);
+}
+END_TEST
+
+static const struct {
+    const char *schema;
+    int code;
+    const char *expect;
+} refusals[] = {
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[]}}}", MS_EUNSUPPORTED,
+     "schema keyword 'allOf' at '/properties/a' is not supported"},
+    {"{\"not\":{}}", MS_EUNSUPPORTED, "schema keyword 'not' at '' is not supported"},
+    {"{\"type\":\"array\",\"items\":{\"uniqueItems\":true}}", MS_EUNSUPPORTED, "'uniqueItems' at '/items'"},
+    {"{\"type\":\"number\",\"minimum\":1}", MS_EUNSUPPORTED, "'minimum' at '' is not supported for type 'number'"},
+    {"{\"type\":\"string\",\"format\":\"email\"}", MS_EUNSUPPORTED, "format 'email' is not supported"},
+    {"{\"type\":\"string\",\"pattern\":\"abc\"}", MS_EUNSUPPORTED, "must be anchored"},
+    {"{\"type\":\"string\",\"pattern\":\"^a(?=b)$\"}", MS_EUNSUPPORTED, "a group of this kind"},
+    {"{\"$ref\":\"https://example.com/s.json\"}", MS_EUNSUPPORTED, "'$ref' at ''"},
+    {"{\"$ref\":\"#/$defs/missing\"}", MS_EINVALID, "'#/$defs/missing' resolves to nothing"},
+    {"{\"type\":\"strin\"}", MS_EINVALID, "unknown type 'strin'"},
+    {"{\"enum\":[]}", MS_EINVALID, "accepts nothing"},
+    {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", MS_EINVALID, "accepts nothing"},
+    {"{\"type\":\"string\",\"maxLength\":-1}", MS_EINVALID, "'maxLength' at ''"},
+    {"{\"type\":\"string\",\"maxLength\":1000000}", MS_ETOOBIG, "'maxLength' at '': 1000000 is more than"},
+    {"{\"properties\":{\"a\":false},\"required\":[\"a\"]}", MS_EINVALID, "schema at '/properties/a' accepts nothing"},
+    {"{\"type\":", MS_EINVALID, "--format: expected \"json\" or a JSON schema"},
+    {"{\"type\":\"object\",\"minProperties\":1}", MS_EUNSUPPORTED, "'minProperties'"},
+};
+
+START_TEST(grammar_schema_refusal_names_the_keyword)
+{
+    grammar *g = (grammar *)1;
+    int rc = grammar_from_format(&g, refusals[_i].schema, strlen(refusals[_i].schema), "--format");
+
+    ck_assert_msg(rc == refusals[_i].code, "%s: rc %d (%s)", refusals[_i].schema, rc, ms_err_msg());
+    ck_assert_ptr_null(g);
+    ck_assert_msg(strstr(ms_err_msg(), refusals[_i].expect), "%s: message '%s' lacks '%s'", refusals[_i].schema,
+                  ms_err_msg(), refusals[_i].expect);
+}
+END_TEST
+
+START_TEST(grammar_schema_bounds_nesting_and_size)
+{
+    char deep[2048] = "";
+    grammar *g = NULL;
+    size_t n = 0;
+
+    for (int i = 0; i < 80; i++)
+        n += (size_t)snprintf(deep + n, sizeof deep - n, "{\"items\":");
+    n += (size_t)snprintf(deep + n, sizeof deep - n, "{}");
+    for (int i = 0; i < 80; i++)
+        deep[n++] = '}';
+    deep[n] = '\0';
+    ck_assert_int_eq(grammar_from_format(&g, deep, n, "s"), MS_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "nested more than 64 deep"));
+    /* a $ref cycle that never reaches a byte is not left recursion here: it still compiles to
+     * something bounded, and ws is bounded so no document is endless whitespace */
+    g = compile_ok("json");
+    ck_assert(grammar_accepts(g, "{\n                    }", 23));
+    ck_assert(!grammar_accepts(g, "{\n                     }", 24)); /* 21 spaces of indent */
+    ck_assert(!grammar_accepts(g, "{  }", 4));
+    grammar_free(g);
+}
+END_TEST
+
+/* A vocab where every token is a few bytes: the mask must allow exactly the tokens whose bytes
+ * continue the answer, and end tokens only when it is complete. */
+START_TEST(grammar_mask_allows_exactly_the_continuing_tokens)
+{
+    static const char *const toks[] = {"<unk>", "<s>", "</s>", "{", "}",  "{\"",  "\"a\"", ":",        " ",   "1", "12",
+                                       "a",     "\"",  ",",    "x", "{}", "\xc3", "\xa9",  "\xc3\xa9", "tru", "e"};
+    size_t n = sizeof toks / sizeof *toks;
+    int32_t types[sizeof toks / sizeof *toks];
+    tokenizer *t = NULL;
+    grammar *g = compile_ok("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]}");
+    grammar_vocab *v = NULL;
+    grammar_matcher *m = NULL;
+    float logits[sizeof toks / sizeof *toks];
+    size_t allowed;
+
+    for (size_t i = 0; i < n; i++)
+        types[i] = i < 3 ? TOKEN_TYPE_CONTROL : TOKEN_TYPE_USER_DEFINED;
+    ck_assert_int_eq(tokenizer_new_spm(&t, n, toks, NULL, NULL, types, NULL), 0);
+    ck_assert_int_eq(grammar_vocab_new(&v, t), 0);
+    ck_assert_int_eq(grammar_matcher_new(&m, g), 0);
+    for (size_t i = 0; i < n; i++)
+        logits[i] = 1.0f;
+    ck_assert_int_eq(grammar_matcher_mask(m, v, logits, &allowed), 0);
+    /* start: "{", "{\"", " " */
+    ck_assert_uint_eq(allowed, 3);
+    ck_assert(isinf(logits[2]) && isinf(logits[15]) && !isinf(logits[3]) && !isinf(logits[5]) && !isinf(logits[8]));
+    ck_assert_int_eq(grammar_matcher_accept(m, "{\"", 2), 0);
+    ck_assert_int_eq(grammar_matcher_accept(m, "}", 1), MS_EINVALID);
+    ck_assert_int_eq(grammar_matcher_accept(m, "a\":\"", 4), 0);
+    /* inside the string: a UTF-8 lead byte alone is allowed, a continuation byte alone is not */
+    for (size_t i = 0; i < n; i++)
+        logits[i] = 1.0f;
+    ck_assert_int_eq(grammar_matcher_mask(m, v, logits, &allowed), 0);
+    ck_assert(!isinf(logits[16]) && isinf(logits[17]) && !isinf(logits[18]) && !isinf(logits[12]));
+    ck_assert_int_eq(grammar_matcher_accept(m, "\xc3", 1), 0);
+    for (size_t i = 0; i < n; i++)
+        logits[i] = 1.0f;
+    ck_assert_int_eq(grammar_matcher_mask(m, v, logits, &allowed), 0);
+    ck_assert_uint_eq(allowed, 1);
+    ck_assert(!isinf(logits[17]));
+    ck_assert_int_eq(grammar_matcher_accept(m, "\xa9\"}", 3), 0);
+    ck_assert(grammar_matcher_complete(m));
+    for (size_t i = 0; i < n; i++)
+        logits[i] = 1.0f;
+    ck_assert_int_eq(grammar_matcher_mask(m, v, logits, &allowed), 0);
+    ck_assert(!isinf(logits[2]) && !isinf(logits[8]) && isinf(logits[4])); /* </s> or trailing space */
+    ck_assert(!grammar_matcher_finished(m));
+    grammar_matcher_reset(m);
+    ck_assert(!grammar_matcher_complete(m));
+    grammar_matcher_free(m);
+    grammar_vocab_free(v);
+    grammar_free(g);
+    tokenizer_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("grammar");
+    TCase *tc = tcase_create("grammar");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_loop_test(tc, grammar_schema_accepts_exactly_its_documents, 0, sizeof cases / sizeof *cases);
+    tcase_add_loop_test(tc, grammar_schema_refusal_names_the_keyword, 0, sizeof refusals / sizeof *refusals);
+    tcase_add_test(tc, grammar_schema_bounds_nesting_and_size);
+    tcase_add_test(tc, grammar_mask_allows_exactly_the_continuing_tokens);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
