@@ -12,6 +12,7 @@
 
 #include "chat/chat.h"
 #include "cli.h"
+#include "grammar/grammar.h"
 #include "modelfile/modelfile.h"
 #include "runtime/runtime.h"
 #include "session/session.h"
@@ -40,6 +41,8 @@ static const char help[] =
     "  --min-p F             drop tokens below F x the top probability; 0 = off (default 0.05)\n"
     "  --repeat-penalty F    divide logits of recent tokens by F; 1 = off (default 1.0)\n"
     "  --repeat-last-n N     how many recent tokens the penalty sees (default 64)\n"
+    "  --format F            constrain the answer: json (any JSON object), a JSON Schema's text, or\n"
+    "                        @FILE, a schema in a file; greedy and seeded sampling both obey it\n"
     "  --seed N              sampling seed; the same seed gives the same output (default, or -1:\n"
     "                        random)\n"
     "  --threads N           worker threads (default: all cores)\n"
@@ -75,6 +78,7 @@ typedef struct run_args {
     runtime_opts o;
     model_opts mo; /* sampler, -n and --ctx: the option table's (modelfile.h) */
     model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
+    char *format_file; /* the text of --format @FILE, which mo.format points into */
 } run_args;
 
 /* A seed nobody else gets: runs started in the same second must not repeat each other. */
@@ -145,7 +149,19 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
         } else if (!v) {
             return cli_usage_error("run", "%s needs a value or is unknown (a prompt starting with '-' goes after --)",
                                    f);
-        } else if ((opt = model_option_find_flag(f))) {
+        } else if ((opt = model_option_find_flag(f)) && opt->type == MODEL_OPT_TEXT) {
+            const char *text = v;
+            if (v[0] == '@') {
+                free(a->format_file);
+                a->format_file = NULL;
+                if (ms_file_read(&a->format_file, NULL, v + 1, GRAMMAR_MAX_SCHEMA_BYTES) < 0)
+                    return ms_err_ctx("%s", f), cli_usage_error("run", "%s", ms_err_msg());
+                text = a->format_file;
+            }
+            if (model_option_set_text(&a->mo, opt, f, text) < 0)
+                return cli_usage_error("run", "%s", ms_err_msg());
+            i++;
+        } else if (opt) {
             if (model_option_parse(&d, opt, f, v) < 0)
                 return cli_usage_error("run", "%s", ms_err_msg());
             model_option_set(&a->mo, opt, d);
@@ -332,7 +348,7 @@ static int set_parameter(run_state *R, const char *name, const char *value)
 
     if (!name || !value)
         return printf("Usage: /set parameter NAME VALUE\n"), -1;
-    if (!opt || opt->type == MODEL_OPT_STRINGS || opt->load_only)
+    if (!opt || opt->type == MODEL_OPT_STRINGS || opt->type == MODEL_OPT_TEXT || opt->load_only)
         return printf("Couldn't set parameter: unknown parameter '%s'%s\n", name,
                       opt && opt->load_only ? " (it is set when the model loads)" : ""),
                -1;
@@ -604,7 +620,8 @@ static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store_mo
 
     if (!a->raw && template_text(&tmpl_text, &tmpl_len, a, sm) < 0)
         goto fail;
-    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->mo.so) < 0)
+    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->mo.so) < 0 ||
+        (a->mo.format && session_format_set(R.S, a->mo.format, strlen(a->mo.format)) < 0))
         goto fail;
     if (!(R.msgs = calloc(1, sizeof *R.msgs))) {
         ms_err(MS_ENOMEM, "out of memory");
@@ -753,6 +770,7 @@ done:
     store_close(s);
     free(a.prompt);
     model_params_free(a.mp);
+    free(a.format_file);
     free(pos);
     free(stdin_prompt);
     return rc;
