@@ -4,10 +4,14 @@
  * Nodes are hash-consed, so equal stacks are the same node and a set of stacks is a list of
  * distinct node ids. Node 0 is the empty stack: the root has been matched whole.
  *
- * The mask walks the vocab's prefix trie depth first: at each trie edge the stacks advance by
- * that byte; the tokens that end below an edge are allowed when some stack survives, and a
- * subtree is skipped as soon as none does. The nodes a walk creates are dropped when it comes
- * back up (a mark and a rollback), so a mask leaves the node store as it found it. */
+ * A set of stacks is interned too, as a state of a lazily built DFA: its transition by a byte is
+ * computed once and kept, and so is its token mask. Inside a JSON string the state after each
+ * character is the same state again, so after the first token there a mask is a cache hit, and
+ * a new state's walk over the trie is mostly table lookups.
+ *
+ * The mask walks the vocab's prefix trie depth first: at each trie edge the state steps by that
+ * byte; the tokens that end below an edge are allowed when some stack survives, and a subtree
+ * is skipped as soon as none does. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +36,24 @@ struct grammar_vocab {
     size_t n_eog, n_vocab;
 };
 
+#define MAX_STATES \
+    (1u << 14) /* past this many, the DFA cache starts over (memory: each may hold
+                                 a mask of n_vocab bits and 256 transitions) */
+#define DEAD    (-2) /* a transition to no stack at all */
+#define UNKNOWN (-1)
+
 typedef struct stack_node {
     uint32_t pos, parent, hnext;
 } stack_node;
+
+typedef struct dstate {
+    uint32_t off, n; /* its stacks: sbuf[off .. off + n), sorted */
+    uint32_t hash, hnext;
+    int complete; /* holds the empty stack */
+    int32_t *next; /* 256 transitions (UNKNOWN, DEAD or a state), or NULL before the first */
+    uint64_t *mask; /* the tokens allowed here, one bit each, or NULL before the first mask */
+    size_t n_allowed;
+} dstate;
 
 struct grammar_matcher {
     const grammar *g;
@@ -44,12 +63,15 @@ struct grammar_matcher {
     uint32_t *bucket;
     size_t n_bucket; /* a power of two */
     uint32_t epoch;
-    uint32_t *cur; /* the stacks after the answer so far */
-    size_t n_cur, cap_cur;
-    uint32_t *buf; /* scratch lists of stacks, one segment per trie depth */
+    dstate *st;
+    size_t n_st, cap_st;
+    uint32_t *sbuf; /* the states' stacks */
+    size_t n_sbuf, cap_sbuf;
+    uint32_t *sbucket; /* MAX_STATES * 2 heads */
+    int32_t cur; /* the state after the answer so far */
+    uint32_t *buf; /* scratch: the stacks one step makes */
     size_t n_buf, cap_buf;
-    uint8_t *allowed;
-    size_t n_allowed;
+    size_t n_vocab; /* of the masks cached, set by the first mask */
     int err;
 };
 
@@ -141,7 +163,6 @@ static int rehash(grammar_matcher *m, size_t n)
         return m->err = ms_err(MS_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
         b[i] = UINT32_MAX;
-    /* in index order, so each chain's head is its newest node: rollback removes heads */
     for (size_t i = 1; i < m->n_nd; i++) {
         uint32_t h = hash2(m->nd[i].pos, m->nd[i].parent) & (uint32_t)(n - 1);
         m->nd[i].hnext = b[h];
@@ -182,15 +203,6 @@ static uint32_t intern(grammar_matcher *m, uint32_t pos, uint32_t parent)
     m->mark[i] = 0;
     m->bucket[h] = i;
     return i;
-}
-
-/* Drop the nodes made since n_nd was `to`, newest first (each is its chain's head). */
-static void rollback(grammar_matcher *m, size_t to)
-{
-    while (m->n_nd > to) {
-        stack_node *s = &m->nd[--m->n_nd];
-        m->bucket[hash2(s->pos, s->parent) & (uint32_t)(m->n_bucket - 1)] = s->hnext;
-    }
 }
 
 static void buf_push(grammar_matcher *m, uint32_t node)
@@ -242,37 +254,117 @@ static void new_epoch(grammar_matcher *m)
     }
 }
 
-/* Append to m->buf the stacks that m->buf[from..from + n) become after byte c. By offset, not
- * pointer: appending may move m->buf. */
-static void advance(grammar_matcher *m, size_t from, size_t n, unsigned c)
+/* ---------------------------------------------------------------- DFA states */
+
+static int cmp_u32(const void *a, const void *b)
 {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The state whose stacks are m->buf[0..n_buf) (sorted here), made when new; -1 on error. */
+static int32_t state_of(grammar_matcher *m)
+{
+    uint32_t h = 2166136261u, b;
+    size_t n = m->n_buf;
+    dstate *d;
+
+    if (m->err)
+        return -1;
+    qsort(m->buf, n, sizeof *m->buf, cmp_u32);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ m->buf[i]) * 16777619u;
+    b = h & (MAX_STATES * 2 - 1);
+    for (uint32_t i = m->sbucket[b]; i != UINT32_MAX; i = m->st[i].hnext)
+        if (m->st[i].hash == h && m->st[i].n == n && !memcmp(m->sbuf + m->st[i].off, m->buf, n * sizeof *m->buf))
+            return (int32_t)i;
+    if (ms_grow(&m->st, &m->cap_st, m->n_st + 1, sizeof *m->st) < 0 ||
+        ms_grow(&m->sbuf, &m->cap_sbuf, m->n_sbuf + n, sizeof *m->sbuf) < 0) {
+        m->err = ms_err(MS_ENOMEM, "out of memory");
+        return -1;
+    }
+    d = &m->st[m->n_st];
+    memset(d, 0, sizeof *d);
+    d->off = (uint32_t)m->n_sbuf, d->n = (uint32_t)n, d->hash = h, d->hnext = m->sbucket[b];
+    d->complete = n > 0 && m->buf[0] == 0;
+    memcpy(m->sbuf + m->n_sbuf, m->buf, n * sizeof *m->buf);
+    m->n_sbuf += n;
+    m->sbucket[b] = (uint32_t)m->n_st;
+    return (int32_t)m->n_st++;
+}
+
+/* The state after byte c from state s: DEAD when no stack survives, -1 on error. */
+static int32_t step(grammar_matcher *m, int32_t s, unsigned c)
+{
+    int32_t r;
+
+    if (!m->st[s].next) {
+        if (!(m->st[s].next = malloc(256 * sizeof *m->st[s].next)))
+            return m->err = ms_err(MS_ENOMEM, "out of memory"), -1;
+        for (int i = 0; i < 256; i++)
+            m->st[s].next[i] = UNKNOWN;
+    }
+    if ((r = m->st[s].next[c]) != UNKNOWN)
+        return r;
+    m->n_buf = 0;
     new_epoch(m);
-    for (size_t i = from; i < from + n; i++) {
-        uint32_t id = m->buf[i], pos = m->nd[id].pos;
+    for (uint32_t i = 0; i < m->st[s].n; i++) {
+        uint32_t id = m->sbuf[m->st[s].off + i], pos = m->nd[id].pos;
         if (id == 0 || !gr_set_has(&m->g->sets[m->g->el[pos].arg], c))
             continue;
         expand(m, pos + 1, m->nd[id].parent, 0);
     }
+    if (m->err)
+        return -1;
+    r = m->n_buf ? state_of(m) : DEAD;
+    if (r != -1)
+        m->st[s].next[c] = r;
+    return r;
+}
+
+/* The start state: the root's alternatives expanded. */
+static int32_t start_state(grammar_matcher *m)
+{
+    const grammar *g = m->g;
+
+    m->n_buf = 0;
+    new_epoch(m);
+    for (uint32_t a = g->rule_first[0]; a < g->rule_first[1]; a++)
+        expand(m, g->alt_start[a], 0, 0);
+    return state_of(m);
+}
+
+/* Forget every state (not the nodes) when there are too many, keeping the current one. */
+static int flush(grammar_matcher *m)
+{
+    dstate cur;
+
+    if (m->n_st < MAX_STATES)
+        return 0;
+    cur = m->st[m->cur];
+    if (ms_grow(&m->buf, &m->cap_buf, cur.n + 1, sizeof *m->buf) < 0)
+        return ms_err(MS_ENOMEM, "out of memory");
+    memcpy(m->buf, m->sbuf + cur.off, cur.n * sizeof *m->buf);
+    m->n_buf = cur.n;
+    for (size_t i = 0; i < m->n_st; i++)
+        free(m->st[i].next), free(m->st[i].mask);
+    m->n_st = 0, m->n_sbuf = 0;
+    for (size_t i = 0; i < MAX_STATES * 2; i++)
+        m->sbucket[i] = UINT32_MAX;
+    m->cur = state_of(m);
+    return m->cur < 0 ? m->err : 0;
 }
 
 /* ---------------------------------------------------------------- matcher */
 
 void grammar_matcher_reset(grammar_matcher *m)
 {
-    const grammar *g = m->g;
+    int32_t s;
 
-    rollback(m, 1);
     m->err = 0;
-    m->n_buf = 0;
-    new_epoch(m);
-    for (uint32_t a = g->rule_first[0]; a < g->rule_first[1]; a++)
-        expand(m, g->alt_start[a], 0, 0);
-    m->n_cur = 0;
-    if (!m->err && ms_grow(&m->cur, &m->cap_cur, m->n_buf + 1, sizeof *m->cur) == 0) {
-        memcpy(m->cur, m->buf, m->n_buf * sizeof *m->cur);
-        m->n_cur = m->n_buf;
-    }
-    m->n_buf = 0;
+    if (flush(m) == 0 && (s = start_state(m)) >= 0)
+        m->cur = s;
 }
 
 int grammar_matcher_new(grammar_matcher **out, const grammar *g)
@@ -285,14 +377,15 @@ int grammar_matcher_new(grammar_matcher **out, const grammar *g)
     m->g = g;
     m->cap_nd = 256;
     if (!(m->nd = malloc(m->cap_nd * sizeof *m->nd)) || !(m->mark = calloc(m->cap_nd, sizeof *m->mark)) ||
-        rehash(m, 512) < 0) {
+        !(m->sbucket = malloc(MAX_STATES * 2 * sizeof *m->sbucket)) || rehash(m, 512) < 0) {
         grammar_matcher_free(m);
         return ms_err(MS_ENOMEM, "out of memory");
     }
+    for (size_t i = 0; i < MAX_STATES * 2; i++)
+        m->sbucket[i] = UINT32_MAX;
     m->nd[0] = (stack_node){UINT32_MAX, 0, UINT32_MAX}; /* the empty stack; never hashed */
     m->n_nd = 1;
-    grammar_matcher_reset(m);
-    if (m->err) {
+    if ((m->cur = start_state(m)) < 0) {
         int rc = m->err;
         grammar_matcher_free(m);
         return rc;
@@ -305,118 +398,97 @@ void grammar_matcher_free(grammar_matcher *m)
 {
     if (!m)
         return;
+    for (size_t i = 0; i < m->n_st; i++)
+        free(m->st[i].next), free(m->st[i].mask);
+    free(m->st);
+    free(m->sbuf);
+    free(m->sbucket);
     free(m->nd);
     free(m->mark);
     free(m->bucket);
-    free(m->cur);
     free(m->buf);
-    free(m->allowed);
     free(m);
 }
 
 int grammar_matcher_complete(const grammar_matcher *m)
 {
-    for (size_t i = 0; i < m->n_cur; i++)
-        if (m->cur[i] == 0)
-            return 1;
-    return 0;
+    return m->st[m->cur].complete;
 }
 
 int grammar_matcher_finished(const grammar_matcher *m)
 {
-    return m->n_cur == 0 || (m->n_cur == 1 && m->cur[0] == 0);
+    const dstate *d = &m->st[m->cur];
+
+    return d->n == 0 || (d->n == 1 && d->complete);
 }
 
 int grammar_matcher_accept(grammar_matcher *m, const char *bytes, size_t len)
 {
-    size_t from = 0, n = m->n_cur;
+    int32_t s;
+    int rc;
 
-    m->n_buf = 0;
     m->err = 0;
-    if (ms_grow(&m->buf, &m->cap_buf, n + 1, sizeof *m->buf) < 0)
-        return ms_err(MS_ENOMEM, "out of memory");
-    memcpy(m->buf, m->cur, n * sizeof *m->buf);
-    m->n_buf = n;
+    if ((rc = flush(m)) < 0)
+        return rc;
+    s = m->cur;
     for (size_t i = 0; i < len; i++) {
-        size_t start = m->n_buf;
-        advance(m, from, n, (unsigned char)bytes[i]);
-        if (m->err)
+        if ((s = step(m, s, (unsigned char)bytes[i])) == -1)
             return m->err;
-        if (m->n_buf == start)
+        if (s == DEAD)
             return ms_err(MS_EINVALID, "grammar: byte %zu of the token (0x%02x) does not continue the answer", i,
                           (unsigned char)bytes[i]);
-        from = start, n = m->n_buf - start;
     }
-    if (ms_grow(&m->cur, &m->cap_cur, n + 1, sizeof *m->cur) < 0)
-        return ms_err(MS_ENOMEM, "out of memory");
-    memmove(m->cur, m->buf + from, n * sizeof *m->cur);
-    m->n_cur = n;
-    m->n_buf = 0;
+    m->cur = s;
     return 0;
 }
 
-/* The bytes any of list[0..n)'s tops accept. */
-static void tops_union(const grammar_matcher *m, const uint32_t *list, size_t n, gr_set *u)
+static void walk(grammar_matcher *m, const grammar_vocab *v, int32_t s, uint32_t at, uint64_t *mask, size_t *n)
 {
-    memset(u, 0, sizeof *u);
-    for (size_t i = 0; i < n; i++) {
-        const gr_set *s;
-        if (list[i] == 0)
-            continue;
-        s = &m->g->sets[m->g->el[m->nd[list[i]].pos].arg];
-        for (int k = 0; k < 8; k++)
-            u->bits[k] |= s->bits[k];
-    }
-}
-
-static void walk(grammar_matcher *m, const grammar_vocab *v, uint32_t at, size_t from, size_t n)
-{
-    gr_set u;
-
-    tops_union(m, m->buf + from, n, &u);
     for (uint32_t k = v->t[at].child; k && !m->err; k = v->t[k].sibling) {
-        size_t start = m->n_buf, mark = m->n_nd;
-        if (!gr_set_has(&u, v->t[k].byte))
+        int32_t ns = step(m, s, v->t[k].byte);
+        if (ns < 0)
             continue;
-        advance(m, from, n, v->t[k].byte);
-        if (m->n_buf > start) {
-            for (int32_t id = v->t[k].token; id >= 0; id = v->tok_next[id])
-                m->allowed[id] = 1, m->n_allowed++;
-            if (v->t[k].child)
-                walk(m, v, k, start, m->n_buf - start);
-        }
-        m->n_buf = start;
-        rollback(m, mark);
+        for (int32_t id = v->t[k].token; id >= 0; id = v->tok_next[id])
+            mask[id >> 6] |= 1ull << (id & 63), (*n)++;
+        if (v->t[k].child)
+            walk(m, v, ns, k, mask, n);
     }
 }
 
 int grammar_matcher_mask(grammar_matcher *m, const grammar_vocab *v, float *logits, size_t *n_allowed_out)
 {
-    size_t n = m->n_cur;
+    uint64_t *mask;
+    size_t words = (v->n_vocab + 63) / 64, n = 0;
+    int rc;
 
     *n_allowed_out = 0;
     m->err = 0;
-    if (!m->allowed && !(m->allowed = malloc(v->n_vocab ? v->n_vocab : 1)))
-        return ms_err(MS_ENOMEM, "out of memory");
-    memset(m->allowed, 0, v->n_vocab);
-    m->n_allowed = 0;
-    m->n_buf = 0;
-    if (ms_grow(&m->buf, &m->cap_buf, n + 1, sizeof *m->buf) < 0)
-        return ms_err(MS_ENOMEM, "out of memory");
-    memcpy(m->buf, m->cur, n * sizeof *m->buf);
-    m->n_buf = n;
-    walk(m, v, 0, 0, n);
-    m->n_buf = 0;
-    if (m->err)
-        return m->err;
-    if (grammar_matcher_complete(m))
-        for (size_t i = 0; i < v->n_eog; i++)
-            m->allowed[v->eog[i]] = 1, m->n_allowed++;
+    if ((rc = flush(m)) < 0)
+        return rc;
+    if (m->n_vocab != v->n_vocab) { /* masks are per vocab: another one was used before */
+        for (size_t i = 0; i < m->n_st; i++)
+            free(m->st[i].mask), m->st[i].mask = NULL;
+        m->n_vocab = v->n_vocab;
+    }
+    if (!(mask = m->st[m->cur].mask)) {
+        if (!(mask = calloc(words ? words : 1, sizeof *mask)))
+            return ms_err(MS_ENOMEM, "out of memory");
+        walk(m, v, m->cur, 0, mask, &n);
+        if (m->err) {
+            free(mask);
+            return m->err;
+        }
+        if (m->st[m->cur].complete)
+            for (size_t i = 0; i < v->n_eog; i++)
+                mask[v->eog[i] >> 6] |= 1ull << (v->eog[i] & 63), n++;
+        m->st[m->cur].mask = mask;
+        m->st[m->cur].n_allowed = n;
+    }
     for (size_t i = 0; i < v->n_vocab; i++)
-        if (!m->allowed[i])
+        if (!(mask[i >> 6] >> (i & 63) & 1))
             logits[i] = -INFINITY;
-    *n_allowed_out = m->n_allowed;
-    if (!m->n_allowed)
+    *n_allowed_out = m->st[m->cur].n_allowed;
+    if (!*n_allowed_out)
         return ms_err(MS_EINVALID, "grammar: no token of the vocabulary can continue the answer");
     return 0;
 }

@@ -207,6 +207,32 @@ START_TEST(grammar_mask_allows_exactly_the_continuing_tokens)
 }
 END_TEST
 
+/* Past MAX_STATES distinct states the matcher's cache starts over, keeping the current state:
+ * two long bounded strings make about 18000 states, and the answer still goes on correctly. */
+START_TEST(grammar_matcher_survives_its_cache_starting_over)
+{
+    grammar *g = compile_ok("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\",\"maxLength\":10000},"
+                            "{\"type\":\"string\",\"maxLength\":10000}],\"items\":false,\"minItems\":2}");
+    grammar_matcher *m = NULL;
+    char chunk[100];
+
+    memset(chunk, 'a', sizeof chunk);
+    ck_assert_int_eq(grammar_matcher_new(&m, g), 0);
+    ck_assert_int_eq(grammar_matcher_accept(m, "[\"", 2), 0);
+    for (int i = 0; i < 90; i++)
+        ck_assert_int_eq(grammar_matcher_accept(m, chunk, sizeof chunk), 0);
+    ck_assert_int_eq(grammar_matcher_accept(m, "\",\"", 3), 0);
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(grammar_matcher_accept(m, chunk, sizeof chunk), 0);
+    ck_assert(!grammar_matcher_complete(m));
+    ck_assert_int_eq(grammar_matcher_accept(m, "a", 1), MS_EINVALID); /* the 10001st character */
+    ck_assert_int_eq(grammar_matcher_accept(m, "\"]", 2), 0);
+    ck_assert(grammar_matcher_complete(m) && !grammar_matcher_finished(m)); /* whitespace may follow */
+    grammar_matcher_free(m);
+    grammar_free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grammar");
@@ -218,6 +244,7 @@ int main(void)
     tcase_add_loop_test(tc, grammar_schema_refusal_names_the_keyword, 0, sizeof refusals / sizeof *refusals);
     tcase_add_test(tc, grammar_schema_bounds_nesting_and_size);
     tcase_add_test(tc, grammar_mask_allows_exactly_the_continuing_tokens);
+    tcase_add_test(tc, grammar_matcher_survives_its_cache_starting_over);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
