@@ -25,7 +25,8 @@ static const char help[] =
     "               host waits (stderr)\n"
     "  --gguf FILE  bench a GGUF file instead of a model in the store\n"
     "  --format F   also decode -n tokens greedily under F (json, a JSON Schema, @FILE) and print\n"
-    "               that rate (tgN+format) and the grammar's own cost per token (mask + accept)\n\n"
+    "               that rate (tgN+format), the same greedy loop without it (tgN+greedy) and the\n"
+    "               grammar's own cost per token (mask + accept)\n\n"
     "On the CPU, $MSTORE_CPU picks the kernel path (default auto; the first line printed names\n"
     "it): e.g. avx512vnni-int8 for 8-bit activations as llama.cpp rounds them, faster and about\n"
     "1e-2 from exact logits (README lists every path).\n";
@@ -73,7 +74,8 @@ static int measure(double *rate_out, runtime_model *m, const int32_t *ids, int n
 
 /* Greedy decoding of n tokens from BOS under grammar g: each step masks the logits, takes the
  * best allowed token and advances the grammar by its bytes (a finished answer starts over).
- * Median tokens/s of the whole loop and median microseconds per token of the grammar's part. */
+ * Median tokens/s of the whole loop and median microseconds per token of the grammar's part.
+ * With g NULL: the same loop without the grammar, the baseline. */
 static int measure_format(double *rate_out, double *us_out, runtime_model *m, const grammar *g, int n, int reps,
                           float *logits)
 {
@@ -81,20 +83,22 @@ static int measure_format(double *rate_out, double *us_out, runtime_model *m, co
     grammar_vocab *v = NULL;
     grammar_matcher *gm = NULL;
     double *r = calloc((size_t)reps, sizeof *r), *u = calloc((size_t)reps, sizeof *u);
+    int32_t n_vocab = runtime_model_config(m)->vocab_size;
     int rc = -1;
 
     if (!r || !u) {
         ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0 || grammar_vocab_new(&v, t) < 0 ||
-        grammar_matcher_new(&gm, g) < 0)
+    if (runtime_weights_tokenizer(&t, runtime_model_weights(m)) < 0 ||
+        (g && (grammar_vocab_new(&v, t) < 0 || grammar_matcher_new(&gm, g) < 0)))
         goto done;
     for (int k = 0; k < reps; k++) {
         int32_t tok = tokenizer_bos(t) >= 0 ? tokenizer_bos(t) : 0;
         double t0, tg = 0;
         runtime_model_reset(m);
-        grammar_matcher_reset(gm);
+        if (gm)
+            grammar_matcher_reset(gm);
         t0 = now();
         for (int i = 0; i < n; i++) {
             size_t n_allowed, len = 0;
@@ -104,14 +108,17 @@ static int measure_format(double *rate_out, double *us_out, runtime_model *m, co
             if (runtime_forward(m, &tok, 1, logits) < 0)
                 goto done;
             t1 = now();
-            if (grammar_matcher_mask(gm, v, logits, &n_allowed) < 0)
+            if (gm && grammar_matcher_mask(gm, v, logits, &n_allowed) < 0)
                 goto done;
-            for (int32_t j = 1; j < runtime_model_config(m)->vocab_size; j++)
+            tg += now() - t1;
+            for (int32_t j = 1; j < n_vocab; j++)
                 if (logits[j] > logits[best])
                     best = j;
-            if (tokenizer_is_eog(t, best) ||
-                tokenizer_decode_piece(t, best, 0, piece, sizeof piece, &len) < 0 ||
-                grammar_matcher_accept(gm, piece, len) < 0 || grammar_matcher_finished(gm))
+            if (tokenizer_decode_piece(t, best, 0, piece, sizeof piece, &len) < 0)
+                len = 0;
+            t1 = now();
+            if (gm && (tokenizer_is_eog(t, best) || grammar_matcher_accept(gm, piece, len) < 0 ||
+                       grammar_matcher_finished(gm)))
                 grammar_matcher_reset(gm); /* the answer is over: the next one starts */
             tg += now() - t1;
             tok = best;
@@ -223,6 +230,9 @@ int cmd_bench(int argc, char **argv)
             goto done;
         printf("tg%ld %10.2f t/s\n", n_g, rate);
         if (g) {
+            if (measure_format(&rate, &us, m, NULL, (int)n_g, (int)reps, logits) < 0)
+                goto done;
+            printf("tg%ld+greedy %10.2f t/s\n", n_g, rate);
             if (measure_format(&rate, &us, m, g, (int)n_g, (int)reps, logits) < 0)
                 goto done;
             printf("tg%ld+format %10.2f t/s  (grammar %.1f us/token)\n", n_g, rate, us);
