@@ -13,7 +13,9 @@
  *   grammar_matcher  one answer in progress: the set of parse stacks of a nondeterministic
  *                    pushdown automaton over bytes. A mask walks the vocab trie depth first,
  *                    advancing the stacks byte by byte and pruning a subtree as soon as none
- *                    survives.
+ *                    survives. Each set of stacks is interned as a state of a lazily built
+ *                    DFA that keeps its transitions and its mask, so a state seen before (the
+ *                    inside of a string, again and again) costs one pass over the logits.
  *
  * Invariants:
  *   1. Each stack's top is a byte set; a stack that has matched all of the root is "complete".
@@ -32,7 +34,8 @@
  * below). Annotations (title, description, $schema, $id, $comment, default, examples, readOnly,
  * writeOnly, deprecated) are accepted and ignored; any other keyword is refused:
  *   MS_EUNSUPPORTED "schema keyword 'allOf' at '/properties/a' is not supported".
- * Properties come out in the order the schema lists them. JSON whitespace between tokens is
+ * Properties come out in the order the schema lists them. With additionalProperties true or a
+ * schema, the extra keys are any strings: one may repeat a declared name (not excluded). JSON whitespace between tokens is
  * bounded: none, one space, or a newline and at most GRAMMAR_MAX_INDENT spaces or tabs.
  * Numbers have at most 16 digits before and after the point and 3 in the exponent.
  *
