@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "grammar/grammar.h"
+#include "helpers/fixture.h"
+#include <jansson.h>
 
 static grammar *compile_ok(const char *schema)
 {
@@ -233,6 +235,94 @@ START_TEST(grammar_matcher_survives_its_cache_starting_over)
 }
 END_TEST
 
+/* On real vocabularies (SentencePiece llama, byte-level BPE gpt-2): random walks that pick any
+ * allowed token each step must only ever build answers the grammar accepts, and every answer
+ * that ends (an end token allowed and taken, or nothing more possible) parses as JSON. This is
+ * the mask and accept agreeing on tokens of many bytes, byte tokens and split characters. */
+static const char *const vocabs[] = {"ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"};
+
+START_TEST(grammar_random_walks_over_real_vocabs_stay_valid)
+{
+    static const char *const formats[] = {
+        "json",
+        "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":5},\"n\":{\"type\":"
+        "\"integer\",\"minimum\":-20,\"maximum\":300},\"e\":{\"enum\":[\"a\",1,null]},\"d\":{\"type\":\"string\","
+        "\"format\":\"date\"}},\"required\":[\"s\",\"n\",\"e\",\"d\"]}",
+    };
+    char *models = fixture_models_dir(), *path;
+    gguf_file *gf = NULL;
+    tokenizer *t = NULL;
+    grammar_vocab *v = NULL;
+    size_t n_vocab, n_ended = 0;
+    float *logits;
+    unsigned seed = 12345;
+
+    if (!models)
+        return;
+    path = ms_strdup_printf("%s/vocab/%s", models, vocabs[_i]);
+    free(models);
+    ck_assert_msg(gguf_open(&gf, path) == 0, "%s", ms_err_msg());
+    ck_assert_msg(tokenizer_from_gguf(&t, gf, path) == 0, "%s", ms_err_msg());
+    free(path);
+    ck_assert_int_eq(grammar_vocab_new(&v, t), 0);
+    n_vocab = tokenizer_n_vocab(t);
+    logits = malloc(n_vocab * sizeof *logits);
+    for (size_t fi = 0; fi < sizeof formats / sizeof *formats; fi++) {
+        grammar *g = compile_ok(formats[fi]);
+        grammar_matcher *m = NULL;
+        ck_assert_int_eq(grammar_matcher_new(&m, g), 0);
+        for (int walk = 0; walk < 20; walk++) {
+            char text[4096];
+            size_t n = 0, allowed;
+            grammar_matcher_reset(m);
+            for (int step = 0; step < 200; step++) {
+                size_t pick, len = 0;
+                int32_t id = 0;
+                char piece[256];
+                for (size_t i = 0; i < n_vocab; i++)
+                    logits[i] = 0;
+                ck_assert_int_eq(grammar_matcher_mask(m, v, logits, &allowed), 0);
+                /* the pick-th allowed token, short answers favoured by preferring end tokens */
+                seed = seed * 1103515245u + 12345u;
+                pick = (seed >> 8) % allowed;
+                for (size_t i = 0; i < n_vocab; i++)
+                    if (!isinf(logits[i]) && pick-- == 0) {
+                        id = (int32_t)i;
+                        break;
+                    }
+                if (grammar_matcher_complete(m) && (seed & 0x300) == 0)
+                    break; /* stop as an end token would */
+                if (tokenizer_is_eog(t, id))
+                    break;
+                ck_assert_int_eq(tokenizer_decode_piece(t, id, 0, piece, sizeof piece, &len), 0);
+                ck_assert_uint_gt(len, 0);
+                ck_assert_msg(grammar_matcher_accept(m, piece, len) == 0, "%s", ms_err_msg());
+                ck_assert_uint_lt(n + len, sizeof text);
+                memcpy(text + n, piece, len);
+                n += len;
+                if (grammar_matcher_finished(m))
+                    break;
+            }
+            if (grammar_matcher_complete(m)) {
+                json_error_t je;
+                json_t *j = json_loadb(text, n, JSON_DECODE_ANY, &je);
+                ck_assert_msg(j != NULL, "%s: %.*s: %s", formats[fi], (int)n, text, je.text);
+                ck_assert(grammar_accepts(g, text, n));
+                json_decref(j);
+                n_ended++;
+            }
+        }
+        grammar_matcher_free(m);
+        grammar_free(g);
+    }
+    ck_assert_uint_gt(n_ended, 0);
+    free(logits);
+    grammar_vocab_free(v);
+    tokenizer_free(t);
+    gguf_close(gf);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("grammar");
@@ -245,6 +335,7 @@ int main(void)
     tcase_add_test(tc, grammar_schema_bounds_nesting_and_size);
     tcase_add_test(tc, grammar_mask_allows_exactly_the_continuing_tokens);
     tcase_add_test(tc, grammar_matcher_survives_its_cache_starting_over);
+    tcase_add_loop_test(tc, grammar_random_walks_over_real_vocabs_stay_valid, 0, sizeof vocabs / sizeof *vocabs);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
