@@ -204,6 +204,7 @@ typedef struct run_state {
     chat_msg *msgs; /* user / assistant turns (owned strings) */
     size_t n_msgs, cap_msgs;
     ms_text *reply; /* where the answer also goes (chat), or NULL */
+    char *format; /* the format set by /set parameter format, which a->mo.format points to */
 } run_state;
 
 /* Print each piece as it comes; Ctrl-C stops at the next token. */
@@ -307,6 +308,7 @@ static int generate(run_state *R, double t_load)
 static const char chat_help[] = "Available Commands:\n"
                                 "  /set parameter NAME VALUE   temperature, top_k, top_p, min_p, repeat_penalty,\n"
                                 "                              repeat_last_n, seed, num_predict\n"
+                                "  /set parameter format F     json, a JSON Schema (the rest of the line) or off\n"
                                 "  /set system TEXT            set the system message (the context starts over)\n"
                                 "  /clear                      clear the session context\n"
                                 "  /bye                        exit\n"
@@ -348,7 +350,20 @@ static int set_parameter(run_state *R, const char *name, const char *value)
 
     if (!name || !value)
         return printf("Usage: /set parameter NAME VALUE\n"), -1;
-    if (!opt || opt->type == MODEL_OPT_STRINGS || opt->type == MODEL_OPT_TEXT || opt->load_only)
+    if (opt && opt->type == MODEL_OPT_TEXT && value) { /* format: kept by the run, as the session reads it */
+        char *copy = ms_strdup_printf("%s", value);
+        const char *text = strcmp(value, "off") == 0 ? NULL : copy;
+        if (!copy || session_format_set(R->S, text, text ? strlen(text) : 0) < 0 ||
+            model_option_set_text(&R->a->mo, opt, name, text) < 0) {
+            free(copy);
+            return printf("Couldn't set parameter: %s\n", ms_err_msg()), -1;
+        }
+        free(R->format);
+        R->format = copy;
+        printf("Set parameter '%s' to '%s'\n", name, value);
+        return 0;
+    }
+    if (!opt || opt->type == MODEL_OPT_STRINGS || opt->load_only)
         return printf("Couldn't set parameter: unknown parameter '%s'%s\n", name,
                       opt && opt->load_only ? " (it is set when the model loads)" : ""),
                -1;
@@ -375,7 +390,12 @@ static int command(run_state *R, char *line)
         session_reset(R->S);
         printf("Cleared session context\n");
     } else if (strcmp(cmd, "/set") == 0 && (what = strtok_r(NULL, " \t", &save)) && strcmp(what, "parameter") == 0) {
-        char *name = strtok_r(NULL, " \t", &save), *value = strtok_r(NULL, " \t", &save);
+        char *name = strtok_r(NULL, " \t", &save), *value;
+        /* format takes the rest of the line: a schema has spaces */
+        if (name && strcmp(name, "format") == 0 && save && *(save += strspn(save, " \t")))
+            value = save;
+        else
+            value = strtok_r(NULL, " \t", &save);
         set_parameter(R, name, value);
     } else if (strcmp(cmd, "/set") == 0 && what && strcmp(what, "system") == 0) {
         char *sys = save ? save + strspn(save, " \t") : NULL, *copy;
@@ -662,6 +682,7 @@ done:
     clear_msgs(&R);
     free(R.msgs);
     free(R.system);
+    free(R.format);
     free(tmpl_text);
     session_free(R.S);
     return rc;

@@ -79,4 +79,18 @@ printf 'FROM stories:260k\nPARAMETER format {"enum":[true,false]}\n' >"$WORK/Mod
 expect_ok mstore create yesno -f "$WORK/Modelfile"
 expect_ok mstore run yesno "Once upon a time" --temp 0 -n 20
 case "$(printf '%s' "$out" | tr -d ' \n\t')" in true | false) ;; *) fail "PARAMETER format not applied: $out" ;; esac
+# The chat's /set parameter format: the rest of the line (a schema has spaces), off again after.
+if "$PY" -c 'import pty; pty.openpty()' 2>/dev/null; then
+    printf '%s\n' '/set parameter format {"enum": ["alpha", "beta"]}' 'Once upon a time' \
+        '/set parameter format {"allOf": []}' '/set parameter format off' 'Once upon a time' |
+        MSTORE_NO_EDIT=1 "$PY" "$MSTORE_SRC/tests/e2e/ptychat.py" "$WORK/chat.json" -- \
+            "$MSTORE_BIN" run stories:260k --temp 0 -n 30 --raw
+    turn() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][int(sys.argv[2])]["output"])' \
+        "$WORK/chat.json" "$1"; }
+    contains "$(turn 0)" "Set parameter 'format' to '{\"enum\": [\"alpha\", \"beta\"]}'"
+    case "$(turn 1 | tr -d ' \r\n\t')" in '"alpha"' | '"beta"') ;; *) fail "chat answer under the enum: $(turn 1)" ;; esac
+    contains "$(turn 2)" "schema keyword 'allOf' at '' is not supported"
+    contains "$(turn 3)" "Set parameter 'format' to 'off'"
+    case "$(turn 4)" in *'"alpha"'* | *'"beta"'*) fail "format still on after off: $(turn 4)" ;; esac
+fi
 echo "ok $TEST_NAME"
