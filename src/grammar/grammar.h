@@ -29,7 +29,7 @@
  * absent means false when properties are given, else any), items, prefixItems, minItems,
  * maxItems, enum, const, anyOf, oneOf (as anyOf: exclusivity is not enforced), $defs /
  * definitions with local $ref ("#", "#/$defs/x", any local JSON pointer; recursion allowed),
- * nullable (OpenAPI), minLength, maxLength, minimum / maximum / exclusiveMinimum /
+ * allOf of exactly one schema (as pydantic writes a described $ref), nullable (OpenAPI), minLength, maxLength, minimum / maximum / exclusiveMinimum /
  * exclusiveMaximum on integers, format (date, time, date-time, uuid), pattern (the regex subset
  * below). Annotations (title, description, $schema, $id, $comment, default, examples, readOnly,
  * writeOnly, deprecated) are accepted and ignored; any other keyword is refused:

@@ -261,30 +261,12 @@ static uint32_t value(sc *c)
 
 static const char *const annotations[] = {"title",   "description", "$schema",  "$id",       "$comment",
                                           "default", "examples",    "readOnly", "writeOnly", "deprecated"};
-static const char *const supported[] = {"type",
-                                        "properties",
-                                        "required",
-                                        "additionalProperties",
-                                        "items",
-                                        "prefixItems",
-                                        "minItems",
-                                        "maxItems",
-                                        "enum",
-                                        "const",
-                                        "anyOf",
-                                        "oneOf",
-                                        "$defs",
-                                        "definitions",
-                                        "$ref",
-                                        "nullable",
-                                        "minLength",
-                                        "maxLength",
-                                        "minimum",
-                                        "maximum",
-                                        "exclusiveMinimum",
-                                        "exclusiveMaximum",
-                                        "format",
-                                        "pattern"};
+/* clang-format off */
+static const char *const supported[] = {
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems", "minItems", "maxItems",
+    "enum", "const", "anyOf", "oneOf", "allOf", "$defs", "definitions", "$ref", "nullable", "minLength",
+    "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format", "pattern"};
+/* clang-format on */
 
 static int in(const char *k, const char *const *list, size_t n)
 {
@@ -891,6 +873,15 @@ static uint32_t body(sc *c, json_t *s, const char *path, int depth)
 
     if (has(s, "$ref"))
         return ref(c, s, path, depth);
+    if (has(s, "allOf")) { /* pydantic wraps a described $ref so: allOf of one schema is that schema */
+        json_t *a = json_object_get(s, "allOf");
+        char sub[512];
+        if (!json_is_array(a) || json_array_size(a) != 1 || t || implied_type(s) || has(s, "anyOf") ||
+            has(s, "oneOf") || has(s, "enum") || has(s, "const"))
+            return unsupported(c, "allOf", path, " (only as the one keyword, of exactly one schema)");
+        snprintf(sub, sizeof sub, "%s/allOf/0", path);
+        return compile(c, json_array_get(a, 0), sub, depth + 1);
+    }
     if (has(s, "const"))
         return literal(c, json_object_get(s, "const"));
     if (has(s, "enum"))

@@ -76,6 +76,10 @@ static const struct {
     {"{\"type\":\"object\",\"properties\":{\"a\":{},\"b\":{},\"c\":{}}}",
      {"+{}", "+{\"a\":1,\"c\":3}", "+{\"b\":[],\"c\":{}}", "+{\"a\":1,\"b\":2,\"c\":3}", "-{\"c\":3,\"a\":1}",
       "-{,\"b\":1}"}},
+    {"{\"$defs\":{\"p\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"boolean\"}},\"required\":[\"x\"]}},"
+     "\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/p\"}],\"description\":\"d\"}},"
+     "\"required\":[\"a\"]}",
+     {"+{\"a\":{\"x\":true}}", "-{\"a\":{}}", "-{\"a\":true}"}},
     {"{\"type\":\"number\"}", {"+0", "+-1.5", "+2e10", "+3.25E-2", "-1.", "-.5", "-+1", "-01"}},
     {"{\"type\":\"array\"}", {"+[]", "+[1,{\"a\":[null]}]", "-[1,]"}},
     {"true", {"+1", "+\"x\"", "+[]", "-"}},
@@ -102,6 +106,8 @@ static const struct {
 } refusals[] = {
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"allOf\":[]}}}", MS_EUNSUPPORTED,
      "schema keyword 'allOf' at '/properties/a' is not supported"},
+    {"{\"allOf\":[{\"type\":\"string\"},{\"maxLength\":3}]}", MS_EUNSUPPORTED,
+     "'allOf' at '' is not supported (only as the one keyword, of exactly one schema)"},
     {"{\"not\":{}}", MS_EUNSUPPORTED, "schema keyword 'not' at '' is not supported"},
     {"{\"type\":\"array\",\"items\":{\"uniqueItems\":true}}", MS_EUNSUPPORTED, "'uniqueItems' at '/items'"},
     {"{\"type\":\"number\",\"minimum\":1}", MS_EUNSUPPORTED, "'minimum' at '' is not supported for type 'number'"},
