@@ -36,11 +36,12 @@ struct grammar_vocab {
     size_t n_eog, n_vocab;
 };
 
-#define MAX_STATES \
-    (1u << 14) /* past this many, the DFA cache starts over (memory: each may hold
-                                 a mask of n_vocab bits and 256 transitions) */
-#define DEAD    (-2) /* a transition to no stack at all */
-#define UNKNOWN (-1)
+/* The DFA cache starts over past MAX_STATES states or MAX_MASK_BYTES of masks (each state may
+ * hold 256 transitions and a mask of n_vocab bits; 64 MiB is 4096 masks of a 128k vocab). */
+#define MAX_STATES     (1u << 14)
+#define MAX_MASK_BYTES (64u << 20)
+#define DEAD           (-2) /* a transition to no stack at all */
+#define UNKNOWN        (-1)
 
 typedef struct stack_node {
     uint32_t pos, parent, hnext;
@@ -72,6 +73,7 @@ struct grammar_matcher {
     uint32_t *buf; /* scratch: the stacks one step makes */
     size_t n_buf, cap_buf;
     size_t n_vocab; /* of the masks cached, set by the first mask */
+    size_t mask_bytes; /* held by the cached masks */
     int err;
 };
 
@@ -340,7 +342,7 @@ static int flush(grammar_matcher *m)
 {
     dstate cur;
 
-    if (m->n_st < MAX_STATES)
+    if (m->n_st < MAX_STATES && m->mask_bytes < MAX_MASK_BYTES)
         return 0;
     cur = m->st[m->cur];
     if (ms_grow(&m->buf, &m->cap_buf, cur.n + 1, sizeof *m->buf) < 0)
@@ -349,7 +351,7 @@ static int flush(grammar_matcher *m)
     m->n_buf = cur.n;
     for (size_t i = 0; i < m->n_st; i++)
         free(m->st[i].next), free(m->st[i].mask);
-    m->n_st = 0, m->n_sbuf = 0;
+    m->n_st = 0, m->n_sbuf = 0, m->mask_bytes = 0;
     for (size_t i = 0; i < MAX_STATES * 2; i++)
         m->sbucket[i] = UINT32_MAX;
     m->cur = state_of(m);
@@ -468,7 +470,7 @@ int grammar_matcher_mask(grammar_matcher *m, const grammar_vocab *v, float *logi
     if (m->n_vocab != v->n_vocab) { /* masks are per vocab: another one was used before */
         for (size_t i = 0; i < m->n_st; i++)
             free(m->st[i].mask), m->st[i].mask = NULL;
-        m->n_vocab = v->n_vocab;
+        m->n_vocab = v->n_vocab, m->mask_bytes = 0;
     }
     if (!(mask = m->st[m->cur].mask)) {
         if (!(mask = calloc(words ? words : 1, sizeof *mask)))
@@ -482,6 +484,7 @@ int grammar_matcher_mask(grammar_matcher *m, const grammar_vocab *v, float *logi
             for (size_t i = 0; i < v->n_eog; i++)
                 mask[v->eog[i] >> 6] |= 1ull << (v->eog[i] & 63), n++;
         m->st[m->cur].mask = mask;
+        m->mask_bytes += words * sizeof *mask;
         m->st[m->cur].n_allowed = n;
     }
     for (size_t i = 0; i < v->n_vocab; i++)
