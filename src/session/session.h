@@ -115,9 +115,8 @@ typedef struct session_stats {
 /* Sample and stream up to g->n_predict tokens after the last feed, under the format if one is
  * set. Every token emitted also goes through the model, so the cache holds exactly its text
  * (the next feed can reuse it). lstrip: drop the first piece's leading space (sentencepiece
- * right after a bare BOS). Returns 0 with
- * *done set, or an error (runtime, MS_ENOMEM; with a format, MS_EINVALID when no token of the
- * vocab can continue the answer). */
+ * right after a bare BOS). Returns 0 with *done set, or an error (runtime, MS_ENOMEM; with a
+ * format, MS_EINVALID when no token of the vocab can continue the answer). */
 int session_generate(session *S, const session_gen *g, int lstrip, session_emit_fn emit, void *ctx, session_done *done);
 
 /* Counters since the last session_stats_clear. */
