@@ -12,6 +12,7 @@
 
 #include "chat/chat.h"
 #include "cli.h"
+#include "grammar/grammar.h"
 #include "modelfile/modelfile.h"
 #include "runtime/runtime.h"
 #include "session/session.h"
@@ -40,6 +41,8 @@ static const char help[] =
     "  --min-p F             drop tokens below F x the top probability; 0 = off (default 0.05)\n"
     "  --repeat-penalty F    divide logits of recent tokens by F; 1 = off (default 1.0)\n"
     "  --repeat-last-n N     how many recent tokens the penalty sees (default 64)\n"
+    "  --format F            constrain the answer: json (any JSON object), a JSON Schema's text, or\n"
+    "                        @FILE, a schema in a file; greedy and seeded sampling both obey it\n"
     "  --seed N              sampling seed; the same seed gives the same output (default, or -1:\n"
     "                        random)\n"
     "  --threads N           worker threads (default: all cores)\n"
@@ -75,6 +78,7 @@ typedef struct run_args {
     runtime_opts o;
     model_opts mo; /* sampler, -n and --ctx: the option table's (modelfile.h) */
     model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
+    char *format_file; /* the text of --format @FILE, which mo.format points into */
 } run_args;
 
 /* A seed nobody else gets: runs started in the same second must not repeat each other. */
@@ -145,7 +149,19 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
         } else if (!v) {
             return cli_usage_error("run", "%s needs a value or is unknown (a prompt starting with '-' goes after --)",
                                    f);
-        } else if ((opt = model_option_find_flag(f))) {
+        } else if ((opt = model_option_find_flag(f)) && opt->type == MODEL_OPT_TEXT) {
+            const char *text = v;
+            if (v[0] == '@') {
+                free(a->format_file);
+                a->format_file = NULL;
+                if (ms_file_read(&a->format_file, NULL, v + 1, GRAMMAR_MAX_SCHEMA_BYTES) < 0)
+                    return ms_err_ctx("%s", f), cli_usage_error("run", "%s", ms_err_msg());
+                text = a->format_file;
+            }
+            if (model_option_set_text(&a->mo, opt, f, text) < 0)
+                return cli_usage_error("run", "%s", ms_err_msg());
+            i++;
+        } else if (opt) {
             if (model_option_parse(&d, opt, f, v) < 0)
                 return cli_usage_error("run", "%s", ms_err_msg());
             model_option_set(&a->mo, opt, d);
@@ -188,6 +204,7 @@ typedef struct run_state {
     chat_msg *msgs; /* user / assistant turns (owned strings) */
     size_t n_msgs, cap_msgs;
     ms_text *reply; /* where the answer also goes (chat), or NULL */
+    char *format; /* the format set by /set parameter format, which a->mo.format points to */
 } run_state;
 
 /* Print each piece as it comes; Ctrl-C stops at the next token. */
@@ -291,6 +308,7 @@ static int generate(run_state *R, double t_load)
 static const char chat_help[] = "Available Commands:\n"
                                 "  /set parameter NAME VALUE   temperature, top_k, top_p, min_p, repeat_penalty,\n"
                                 "                              repeat_last_n, seed, num_predict\n"
+                                "  /set parameter format F     json, a JSON Schema (the rest of the line) or off\n"
                                 "  /set system TEXT            set the system message (the context starts over)\n"
                                 "  /clear                      clear the session context\n"
                                 "  /bye                        exit\n"
@@ -332,6 +350,19 @@ static int set_parameter(run_state *R, const char *name, const char *value)
 
     if (!name || !value)
         return printf("Usage: /set parameter NAME VALUE\n"), -1;
+    if (opt && opt->type == MODEL_OPT_TEXT && value) { /* format: kept by the run, as the session reads it */
+        char *copy = ms_strdup_printf("%s", value);
+        const char *text = strcmp(value, "off") == 0 ? NULL : copy;
+        if (!copy || session_format_set(R->S, text, text ? strlen(text) : 0) < 0 ||
+            model_option_set_text(&R->a->mo, opt, name, text) < 0) {
+            free(copy);
+            return printf("Couldn't set parameter: %s\n", ms_err_msg()), -1;
+        }
+        free(R->format);
+        R->format = copy;
+        printf("Set parameter '%s' to '%s'\n", name, value);
+        return 0;
+    }
     if (!opt || opt->type == MODEL_OPT_STRINGS || opt->load_only)
         return printf("Couldn't set parameter: unknown parameter '%s'%s\n", name,
                       opt && opt->load_only ? " (it is set when the model loads)" : ""),
@@ -359,7 +390,12 @@ static int command(run_state *R, char *line)
         session_reset(R->S);
         printf("Cleared session context\n");
     } else if (strcmp(cmd, "/set") == 0 && (what = strtok_r(NULL, " \t", &save)) && strcmp(what, "parameter") == 0) {
-        char *name = strtok_r(NULL, " \t", &save), *value = strtok_r(NULL, " \t", &save);
+        char *name = strtok_r(NULL, " \t", &save), *value;
+        /* format takes the rest of the line: a schema has spaces */
+        if (name && strcmp(name, "format") == 0 && save && *(save += strspn(save, " \t")))
+            value = save;
+        else
+            value = strtok_r(NULL, " \t", &save);
         set_parameter(R, name, value);
     } else if (strcmp(cmd, "/set") == 0 && what && strcmp(what, "system") == 0) {
         char *sys = save ? save + strspn(save, " \t") : NULL, *copy;
@@ -604,7 +640,8 @@ static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store_mo
 
     if (!a->raw && template_text(&tmpl_text, &tmpl_len, a, sm) < 0)
         goto fail;
-    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->mo.so) < 0)
+    if (session_new(&R.S, m, t, tmpl_text, tmpl_len) < 0 || session_sampler_set(R.S, &a->mo.so) < 0 ||
+        (a->mo.format && session_format_set(R.S, a->mo.format, strlen(a->mo.format)) < 0))
         goto fail;
     if (!(R.msgs = calloc(1, sizeof *R.msgs))) {
         ms_err(MS_ENOMEM, "out of memory");
@@ -645,6 +682,7 @@ done:
     clear_msgs(&R);
     free(R.msgs);
     free(R.system);
+    free(R.format);
     free(tmpl_text);
     session_free(R.S);
     return rc;
@@ -753,6 +791,7 @@ done:
     store_close(s);
     free(a.prompt);
     model_params_free(a.mp);
+    free(a.format_file);
     free(pos);
     free(stdin_prompt);
     return rc;

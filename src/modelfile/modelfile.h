@@ -44,16 +44,25 @@ typedef struct model_opts {
     int n_predict; /* < 0: until the context is full */
     int n_ctx; /* <= 0: the model's own (runtime_opts.n_ctx) */
     int seed_set; /* so.seed was given; else the reader draws one (a negative seed asks for that) */
+    const char *format; /* NULL: free text; "json" or a JSON Schema's text (session_format_set).
+                         * Borrowed: the reader keeps the string alive while the opts are used */
 } model_opts;
 
 typedef enum model_opt_type {
     MODEL_OPT_NUMBER,
     MODEL_OPT_INTEGER,
     MODEL_OPT_STRINGS, /* stop: each reader keeps the strings where its generation wants them */
+    MODEL_OPT_TEXT, /* format: one string, stored by pointer with model_option_set_text */
 } model_opt_type;
 
 /* How a value is stored at `off` in model_opts. */
-typedef enum model_opt_store { MODEL_OPT_FLOAT, MODEL_OPT_INT, MODEL_OPT_SEED, MODEL_OPT_NONE } model_opt_store;
+typedef enum model_opt_store {
+    MODEL_OPT_FLOAT,
+    MODEL_OPT_INT,
+    MODEL_OPT_SEED,
+    MODEL_OPT_NONE,
+    MODEL_OPT_PTR /* a const char * */
+} model_opt_store;
 
 typedef struct model_option {
     const char *name; /* ollama's key, PARAMETER name, /set parameter name */
@@ -83,6 +92,9 @@ int model_option_parse(double *out, const model_option *o, const char *shown, co
 int model_option_json(double *out, const model_option *o, const char *shown, const struct json_t *v, int openai);
 /* Store a checked value where o says (a negative seed leaves the seed unset). */
 void model_option_set(model_opts *dst, const model_option *o, double v);
+/* Check a MODEL_OPT_TEXT value (format: "json" or a JSON Schema that compiles; `shown` names it)
+ * and store the pointer. MS_EINVALID / MS_EUNSUPPORTED as grammar_from_format. */
+int model_option_set_text(model_opts *dst, const model_option *o, const char *shown, const char *text);
 /* Every number option present in a JSON object: ollama's keys ("options" object, shown with
  * `prefix`, "options.") or OpenAI's fields (`openai`). Absent and null fields keep dst's value;
  * other keys, and MODEL_OPT_STRINGS rows, are the caller's. MS_EINVALID as model_option_json. */
@@ -96,6 +108,7 @@ typedef struct model_params {
     uint32_t set; /* bit i: val[i] was given */
     char *stop[MODELFILE_MAX_STOP];
     size_t n_stop;
+    char *format; /* the format option (a schema object is kept as its JSON text), or NULL */
     char *system; /* NULL when the model has no system layer */
 } model_params;
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "modelfile/modelfile_int.h"
 
 #define MAX_SAFE_INT 9007199254740992.0 /* 2^53: above it a JSON number is no longer an integer */
@@ -35,6 +36,8 @@ const model_option model_options[] = {
     {"num_predict",    "-n",               {"max_tokens", "max_completion_tokens"}, INT, -2, TOP,      0,     TOP,     -1,   0, MODEL_OPT_INT,   AT(n_predict)},
     {"num_ctx",        "--ctx",            {NULL},                                INT, 0,    1 << 22,  0,     1 << 22, 0,    1, MODEL_OPT_INT,   AT(n_ctx)},
     {"stop",           NULL,               {"stop"},                              STR, 0,    MODELFILE_MAX_STOP, 0, MODELFILE_MAX_STOP, 0, 0, MODEL_OPT_NONE, 0},
+    /* OpenAI's response_format is an object of its own shape: its reader maps it */
+    {"format",         "--format",         {NULL},                                MODEL_OPT_TEXT, 0, 0, 0, 0,         0,    0, MODEL_OPT_PTR,   AT(format)},
 };
 /* clang-format on */
 #undef NUM
@@ -99,7 +102,7 @@ int model_option_parse(double *out, const model_option *o, const char *shown, co
     char value[80], *end;
     double d;
 
-    assert(o->type != MODEL_OPT_STRINGS);
+    assert(o->type == MODEL_OPT_NUMBER || o->type == MODEL_OPT_INTEGER);
     snprintf(value, sizeof value, "'%.64s%s'", text, strlen(text) > 64 ? "..." : "");
     d = strtod(text, &end);
     if (end == text || *end)
@@ -116,7 +119,7 @@ int model_option_json(double *out, const model_option *o, const char *shown, con
     char *dump = NULL;
     double d;
 
-    assert(o->type != MODEL_OPT_STRINGS);
+    assert(o->type == MODEL_OPT_NUMBER || o->type == MODEL_OPT_INTEGER);
     if (json_is_number(v)) {
         d = json_number_value(v);
         if (check(o, shown, openai, d, num(value, d)) < 0)
@@ -148,8 +151,23 @@ void model_option_set(model_opts *dst, const model_option *o, double v)
         }
         break;
     case MODEL_OPT_NONE:
+    case MODEL_OPT_PTR:
         break;
     }
+}
+
+int model_option_set_text(model_opts *dst, const model_option *o, const char *shown, const char *text)
+{
+    grammar *g = NULL;
+    int rc;
+
+    assert(o->type == MODEL_OPT_TEXT);
+    /* compiled once here so that a bad schema is refused where it is read, with its name */
+    if (text && *text && (rc = grammar_from_format(&g, text, strlen(text), shown)) < 0)
+        return rc;
+    grammar_free(g);
+    *(const char **)((char *)dst + o->off) = text && *text ? text : NULL;
+    return 0;
 }
 
 int model_opts_from_json(model_opts *dst, const json_t *obj, const char *prefix, int openai)
@@ -160,7 +178,7 @@ int model_opts_from_json(model_opts *dst, const json_t *obj, const char *prefix,
     for (size_t i = 0; i < model_options_n; i++) {
         const model_option *o = &model_options[i];
         const char *const *keys = openai ? o->openai : &o->name;
-        if (o->type == MODEL_OPT_STRINGS)
+        if (o->type != MODEL_OPT_NUMBER && o->type != MODEL_OPT_INTEGER)
             continue;
         for (size_t k = 0; k < (openai ? sizeof o->openai / sizeof *o->openai : 1) && keys[k]; k++) {
             json_t *v = obj ? json_object_get(obj, keys[k]) : NULL;
@@ -180,4 +198,5 @@ void model_opts_defaults(model_opts *o)
     memset(o, 0, sizeof *o);
     for (size_t i = 0; i < model_options_n; i++)
         model_option_set(o, &model_options[i], model_options[i].def);
+    o->format = NULL;
 }

@@ -39,7 +39,20 @@ int mf_params_from_json(model_params *p, json_t *o, const char *what)
     {
         const model_option *opt = model_option_find(key);
         size_t row = opt ? (size_t)(opt - model_options) : 0;
-        if (opt && opt->type != MODEL_OPT_STRINGS) {
+        if (opt && opt->type == MODEL_OPT_TEXT) {
+            model_opts scratch;
+            char *text = json_is_string(v)   ? strdup(json_string_value(v))
+                         : json_is_object(v) ? json_dumps(v, JSON_COMPACT)
+                                             : NULL;
+            if (!text && !json_is_string(v) && !json_is_object(v))
+                return ms_err(MS_EINVALID, "%s: '%s' must be a string or a JSON schema object", what, key);
+            if (!text)
+                return ms_err(MS_ENOMEM, "out of memory");
+            free(p->format);
+            p->format = text;
+            if (model_option_set_text(&scratch, opt, key, text) < 0)
+                return ms_err_ctx("%s", what);
+        } else if (opt && opt->type != MODEL_OPT_STRINGS) {
             if (model_option_json(&p->val[row], opt, key, v, 0) < 0)
                 return ms_err_ctx("%s", what);
             p->set |= 1u << row;
@@ -70,6 +83,7 @@ void model_params_free(model_params *p)
         return;
     for (size_t i = 0; i < p->n_stop; i++)
         free(p->stop[i]);
+    free(p->format);
     free(p->system);
     free(p);
 }
@@ -120,4 +134,6 @@ void model_params_apply(const model_params *p, model_opts *o)
     for (size_t i = 0; p && i < model_options_n; i++)
         if (p->set & 1u << i)
             model_option_set(o, &model_options[i], p->val[i]);
+    if (p && p->format)
+        o->format = p->format;
 }

@@ -116,6 +116,12 @@ static int add_parameter(modelfile *mf, cursor *c, int line)
     snprintf(shown, sizeof shown, "PARAMETER %s", name);
     if (!*val) {
         rc = lerr(MS_EINVALID, c, line, "PARAMETER ", name, ": no value");
+    } else if (opt->type == MODEL_OPT_TEXT) {
+        model_opts scratch;
+        if ((rc = model_option_set_text(&scratch, opt, shown, val)) < 0)
+            rc = ms_err_ctx("%s:%d", c->path, line);
+        else
+            v = json_string(val);
     } else if (opt->type == MODEL_OPT_STRINGS) {
         json_t *a = json_object_get(mf->params, name);
         if (!a && json_object_set_new(mf->params, name, a = json_array()) < 0)

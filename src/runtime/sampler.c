@@ -134,6 +134,10 @@ int32_t runtime_sampler_sample(runtime_sampler *s, float *logits)
     }
     qsort(s->c, (size_t)n, sizeof *s->c, by_logit_desc);
     keep = s->o.top_k > 0 && s->o.top_k < n ? s->o.top_k : n;
+    /* masked tokens (-inf, a grammar's) never stay: rounding in the draw below could else fall
+     * through to the last kept one */
+    while (keep > 1 && isinf(s->c[keep - 1].logit) && s->c[keep - 1].logit < 0)
+        keep--;
     mx = s->c[0].logit;
     for (int i = 0; i < keep; i++)
         sum += s->c[i].p = expf(s->c[i].logit - mx);

@@ -20,6 +20,9 @@ struct session {
     size_t n_ids, cap_ids;
     int exact; /* the cache was fed by SESSION_FEED_EXACT: `cache` does not describe it */
     session_stats st;
+    grammar *gr; /* the format's grammar, or NULL */
+    grammar_vocab *gv; /* the tokenizer's trie, built with the first format */
+    grammar_matcher *gm; /* the answer in progress under gr */
 };
 
 static double now(void)
@@ -83,7 +86,30 @@ void session_free(session *S)
     free(S->bos_text);
     free(S->cache.p);
     free(S->ids);
+    grammar_matcher_free(S->gm);
+    grammar_free(S->gr);
+    grammar_vocab_free(S->gv);
     free(S);
+}
+
+int session_format_set(session *S, const char *format, size_t len)
+{
+    grammar *g = NULL;
+    grammar_matcher *m = NULL;
+    int rc;
+
+    if (format && len) {
+        if ((rc = grammar_from_format(&g, format, len, "format")) < 0)
+            return rc;
+        if ((!S->gv && (rc = grammar_vocab_new(&S->gv, S->t)) < 0) || (rc = grammar_matcher_new(&m, g)) < 0) {
+            grammar_free(g);
+            return rc;
+        }
+    }
+    grammar_matcher_free(S->gm);
+    grammar_free(S->gr);
+    S->gr = g, S->gm = m;
+    return 0;
 }
 
 runtime_model *session_model(const session *S)
@@ -345,11 +371,16 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
     int n = 0, rc = 0;
 
     *done = SESSION_DONE_LENGTH;
+    if (S->gm)
+        grammar_matcher_reset(S->gm);
     while (g->n_predict < 0 || n < g->n_predict) {
         int32_t tok;
         char buf[256];
-        size_t len, hold, at, ready;
+        size_t len, hold, at, ready, n_allowed;
 
+        /* the mask goes before the sampler's chain, so no setting can pick a masked token */
+        if (S->gm && (rc = grammar_matcher_mask(S->gm, S->gv, S->logits, &n_allowed)) < 0)
+            goto done;
         tok = runtime_sampler_sample(S->smp, S->logits);
         if (tokenizer_is_eog(S->t, tok)) {
             *done = SESSION_DONE_STOP;
@@ -359,6 +390,10 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
         if (tokenizer_decode_piece(S->t, tok, n == 0 && lstrip ? TOKENIZER_DECODE_LSTRIP : 0, buf, sizeof buf, &len) <
             0)
             len = 0;
+        /* with lstrip the piece lost a leading space the mask saw; the grammar allows the space
+         * to be absent wherever it allowed it present (whitespace before a value is optional) */
+        if (S->gm && (rc = grammar_matcher_accept(S->gm, buf, len)) < 0)
+            goto done;
         n++;
         S->st.n_gen++;
         runtime_sampler_accept(S->smp, tok);
@@ -394,6 +429,10 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
         }
         if ((rc = ids_push(S, &tok, 1)) < 0 || (rc = ms_text_put(&S->cache, buf, len)) < 0)
             goto done;
+        if (S->gm && grammar_matcher_finished(S->gm)) { /* nothing can follow: the answer is whole */
+            *done = SESSION_DONE_STOP;
+            break;
+        }
     }
     if (pend.n && emit(ctx, pend.p, pend.n) != 0)
         *done = SESSION_DONE_CANCELLED;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "chat/chat.h"
+#include "grammar/grammar.h"
 #include "runtime/runtime.h"
 
 #define SESSION_MAX_STOPS    16
@@ -74,6 +75,15 @@ int session_feed(session *S, const char *text, size_t len, int parse_special, in
  * tokens ..."). Reads only what session_new set up (tokenizer, BOS, context length): a
  * request may call it while another uses the session. MS_ENOMEM. */
 int session_count(const session *S, const char *text, size_t len, int parse_special, size_t *n_out);
+
+/* Constrain every answer to `len` bytes of `format`: "json" (any JSON object) or a JSON Schema's
+ * text (grammar.h); NULL or empty: no constraint. Each step then masks the tokens that cannot
+ * continue a valid answer before the sampler sees the logits (so greedy and seeded sampling both
+ * obey it), end tokens only once the answer is complete, and the answer ends when the grammar
+ * can take nothing more. The vocab's token trie is built on first use and kept. Returns 0, or
+ * what grammar_from_format returns (the old format stays). */
+int session_format_set(session *S, const char *format, size_t len);
+
 /* Forget the KV cache and its text. */
 void session_reset(session *S);
 
@@ -102,10 +112,11 @@ typedef struct session_stats {
     double t_prompt, t_gen; /* seconds */
 } session_stats;
 
-/* Sample and stream up to g->n_predict tokens after the last feed. Every token emitted also goes
- * through the model, so the cache holds exactly its text (the next feed can reuse it). lstrip:
- * drop the first piece's leading space (sentencepiece right after a bare BOS). Returns 0 with
- * *done set, or an error (runtime, MS_ENOMEM). */
+/* Sample and stream up to g->n_predict tokens after the last feed, under the format if one is
+ * set. Every token emitted also goes through the model, so the cache holds exactly its text
+ * (the next feed can reuse it). lstrip: drop the first piece's leading space (sentencepiece
+ * right after a bare BOS). Returns 0 with *done set, or an error (runtime, MS_ENOMEM; with a
+ * format, MS_EINVALID when no token of the vocab can continue the answer). */
 int session_generate(session *S, const session_gen *g, int lstrip, session_emit_fn emit, void *ctx, session_done *done);
 
 /* Counters since the last session_stats_clear. */

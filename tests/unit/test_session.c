@@ -208,6 +208,38 @@ START_TEST(session_context_full_and_cancel_say_why)
 }
 END_TEST
 
+/* With a format the answer is what the grammar allows and ends as soon as nothing can follow;
+ * a bad schema is refused and leaves the old format; NULL frees the text again. */
+START_TEST(session_format_constrains_the_answer_and_ends_it)
+{
+    static const char schema[] = "{\"enum\":[\"yes\",\"no\"]}";
+    sink k = {0}, free_text = {0};
+    fx f;
+
+    SKIP_WITHOUT_MODEL(&f, 256);
+    ck_assert_int_eq(session_format_set(f.S, schema, strlen(schema)), 0);
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_WHOLE), 0);
+    ck_assert_int_eq(gen(&f, 100, NULL, &k), SESSION_DONE_STOP);
+    {
+        char v[sizeof k.text];
+        size_t n = 0;
+        for (size_t i = 0; i < k.n; i++) /* JSON whitespace may go around the value */
+            if (!strchr(" \n\t", k.text[i]))
+                v[n++] = k.text[i];
+        v[n] = '\0';
+        ck_assert_msg(!strcmp(v, "\"yes\"") || !strcmp(v, "\"no\""), "answer '%s'", k.text);
+    }
+    ck_assert_int_eq(session_format_set(f.S, "{\"allOf\":[]}", 12), MS_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "schema keyword 'allOf' at ''"));
+    ck_assert_int_eq(session_format_set(f.S, NULL, 0), 0);
+    session_reset(f.S);
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_WHOLE), 0);
+    ck_assert_int_eq(gen(&f, 12, NULL, &free_text), SESSION_DONE_LENGTH);
+    ck_assert_ptr_nonnull(strstr(free_text.text, "there was a little girl named Lily"));
+    close_fx(&f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("session");
@@ -221,6 +253,7 @@ int main(void)
     tcase_add_test(tc, session_count_matches_feed_and_refuses_by_bytes);
     tcase_add_test(tc, session_stop_string_is_cut_and_never_shown);
     tcase_add_test(tc, session_context_full_and_cancel_say_why);
+    tcase_add_test(tc, session_format_constrains_the_answer_and_ends_it);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
