@@ -41,8 +41,10 @@ uint32_t gb_rule_new(gr_builder *b)
         b->err = ms_err(MS_ETOOBIG, "the grammar needs more than %u rules (GRAMMAR_MAX_RULES)", GRAMMAR_MAX_RULES);
         return 0;
     }
-    if (ms_grow(&b->rules, &b->cap_rules, b->n_rules + 1, sizeof *b->rules) < 0)
-        return (uint32_t)oom(b), 0;
+    if (ms_grow(&b->rules, &b->cap_rules, b->n_rules + 1, sizeof *b->rules) < 0) {
+        oom(b);
+        return 0;
+    }
     memset(&b->rules[b->n_rules], 0, sizeof *b->rules);
     return (uint32_t)b->n_rules++;
 }
@@ -55,8 +57,10 @@ uint32_t gb_set_new(gr_builder *b, const gr_set *s)
     for (size_t i = b->n_sets, k = 0; i > 0 && k < 8; i--, k++)
         if (!memcmp(&b->sets[i - 1], s, sizeof *s))
             return (uint32_t)(i - 1);
-    if (ms_grow(&b->sets, &b->cap_sets, b->n_sets + 1, sizeof *b->sets) < 0)
-        return (uint32_t)oom(b), 0;
+    if (ms_grow(&b->sets, &b->cap_sets, b->n_sets + 1, sizeof *b->sets) < 0) {
+        oom(b);
+        return 0;
+    }
     b->sets[b->n_sets] = *s;
     return (uint32_t)b->n_sets++;
 }

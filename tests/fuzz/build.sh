@@ -18,6 +18,8 @@ BLOB=$(echo src/blob/*.c)
 TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src/tokenizer/merge.c
     src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/vocab.c"
 GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c"
+# the option table compiles a "format" (JSON Schema) where it is read: its readers link src/grammar
+GRAMMAR="$(echo src/grammar/*.c) $GGUF $TOK"
 
 # target: its sources (besides tests/fuzz/<target>.c)
 targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuzz_registry fuzz_gotmpl fuzz_modelfile fuzz_serve"
@@ -30,8 +32,8 @@ srcs() {
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
     fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
     fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
-    fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
-    fuzz_serve) echo "$UTIL $GOTMPL $BLOB src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c tests/fuzz/stubs.c" ;;
+    fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
+    fuzz_serve) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c tests/fuzz/stubs.c" ;;
     esac
 }
 
