@@ -99,7 +99,7 @@ static enum MHD_Result blob_get(req *r, const char *digest)
     if ((rc = store_open(&s, r->srv->home)) == 0)
         rc = store_blob_fd(&fd, &size, s, digest);
     store_close(s);
-    if (rc == MS_ENOTFOUND || rc == MS_EIO)
+    if (rc == MS_ENOTFOUND || rc == MS_EINVALID || rc == MS_EIO) /* the digest was checked: no such file */
         return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", digest);
     if (rc < 0)
         return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());

@@ -1,7 +1,5 @@
 /* blobs.c: blob bytes by digest (store.h, "Blob bytes by digest"). The store knows where its
  * blobs live; callers name a blob by digest and never build its path. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,14 +20,12 @@ int store_blob_fd(int *fd_out, uint64_t *size_out, store *s, const char *digest)
     *fd_out = -1;
     if ((rc = blob_path(&path, s->home, digest)) < 0)
         return rc;
-    /* O_NONBLOCK: a FIFO planted under a blob's name must not block the open; blobs are
-     * regular files, so it changes nothing for them. */
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0) {
-        rc = errno == ENOENT ? ms_err(MS_ENOTFOUND, "blob %s not found", digest) : ms_err_os("%s", path);
+    if ((fd = ms_open_regular(path)) < 0) { /* a FIFO planted under a blob's name: refused */
+        rc = fd;
         goto done;
     }
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        rc = ms_err(MS_EIO, "%s: not a regular file", path);
+    if (fstat(fd, &st) < 0) {
+        rc = ms_err_os("%s: stat", path);
         close(fd);
         goto done;
     }

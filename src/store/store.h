@@ -138,7 +138,8 @@ void store_tensors_free(store_tensor *t, size_t n);
 /* Blob bytes by digest, for what works on blobs rather than on a model (the registry's push and
  * pull, the server's /v2 and /api/blobs, `mstore blob`): the one way to a blob's file outside
  * src/store and src/blob. store_blob_open maps a stored blob (MS_ENOTFOUND, MS_EINVALID for a
- * malformed digest, MS_EIO); store_blob_fd opens it for ranged reads, *size_out its size;
+ * malformed digest, MS_EIO); store_blob_fd opens it for ranged reads, *size_out its size (as
+ * ms_open_regular: MS_ENOTFOUND, MS_EINVALID when not a regular file, MS_EIO);
  * store_blob_intact is 1 when the blob is stored with that size (BLOB_SIZE_ANY: any) and its
  * bytes hash to its name; store_blobs_intact checks many, as blob_intact_each. */
 int store_blob_open(blob_view *out, store *s, const char *digest);
