@@ -265,7 +265,7 @@ static int render(run_state *R, char **out, size_t *len)
     if (!all)
         return ms_err(MS_ENOMEM, "out of memory");
     if (R->system)
-        all[n++] = (chat_msg){"system", R->system};
+        all[n++] = (chat_msg){.role = "system", .content = R->system};
     memcpy(all + n, R->msgs, R->n_msgs * sizeof *all);
     rc = session_render(R->S, out, len, all, n + R->n_msgs);
     free(all);
@@ -281,7 +281,7 @@ static int generate(run_state *R, double t_load)
     int rc;
 
     if (R->tmpl && *prompt) {
-        R->msgs[0] = (chat_msg){"user", prompt};
+        R->msgs[0] = (chat_msg){.role = "user", .content = prompt};
         R->n_msgs = 1;
         rc = render(R, &full, &len);
         R->n_msgs = 0;
@@ -330,7 +330,7 @@ static int push_msg(run_state *R, const char *role, const char *content, size_t 
         return ms_err(MS_ENOMEM, "out of memory");
     memcpy(c, content, len);
     c[len] = '\0';
-    R->msgs[R->n_msgs++] = (chat_msg){role, c};
+    R->msgs[R->n_msgs++] = (chat_msg){.role = role, .content = c};
     return 0;
 }
 

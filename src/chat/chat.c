@@ -6,31 +6,37 @@
 
 /* Flags read from the template text. */
 enum {
-    F_BOS = 1,             /* the template writes bos_token */
-    F_EOS = 2,             /* ... eos_token (Phi-3.5: when there is no generation prompt) */
-    F_SYS = 4,             /* Phi-3: renders system turns */
-    F_SYS_NONEMPTY = 8,    /* Phi-3.5: only when their content is not empty */
-    F_GEN = 16,            /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
-    F_BARE = 32,           /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
+    F_BOS = 1, /* the template writes bos_token */
+    F_EOS = 2, /* ... eos_token (Phi-3.5: when there is no generation prompt) */
+    F_SYS = 4, /* Phi-3: renders system turns */
+    F_SYS_NONEMPTY = 8, /* Phi-3.5: only when their content is not empty */
+    F_GEN = 16, /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
+    F_BARE = 32, /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
 };
 
 struct chat_template {
     chat_family family;
     unsigned flags;
     char *bos, *eos;
-    char *default_system;  /* chatml: the system turn written when the conversation has none */
+    char *default_system; /* chatml: the system turn written when the conversation has none */
     char *warning;
-    chat_gotmpl *go;       /* CHAT_OLLAMA: the parsed Go template */
+    chat_gotmpl *go; /* CHAT_OLLAMA: the parsed Go template */
 };
 
 const char *chat_family_name(chat_family f)
 {
-    static const char *const names[] = { "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" };
+    static const char *const names[] = {"plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama"};
     return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
 }
 
-chat_family chat_template_family(const chat_template *t) { return t->family; }
-const char *chat_template_warning(const chat_template *t) { return t->warning; }
+chat_family chat_template_family(const chat_template *t)
+{
+    return t->family;
+}
+const char *chat_template_warning(const chat_template *t)
+{
+    return t->warning;
+}
 
 void chat_template_free(chat_template *t)
 {
@@ -44,7 +50,10 @@ void chat_template_free(chat_template *t)
     free(t);
 }
 
-static char *dup_or_empty(const char *s) { return ms_strdup_printf("%s", s ? s : ""); }
+static char *dup_or_empty(const char *s)
+{
+    return ms_strdup_printf("%s", s ? s : "");
+}
 
 /* ChatML templates that write a system turn of their own when the conversation has none (Qwen 2:
  * "You are a helpful assistant."; Qwen 2.5: "You are Qwen, created by Alibaba Cloud. ..."):
@@ -52,7 +61,7 @@ static char *dup_or_empty(const char *s) { return ms_strdup_printf("%s", s ? s :
  * literal. The Jinja escapes \n, \' and \" in that text are undone. */
 static int chatml_default_system(chat_template *t, const char *s)
 {
-    static const char *const heads[] = { "<|im_start|>system\\n", "<|im_start|>system\n" };
+    static const char *const heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n"};
     const char *best = NULL, *end;
     size_t k, o = 0;
 
@@ -130,7 +139,10 @@ static int detect(chat_template *t, const char *s)
  * conversation; otherwise the family by markers (detect) with a warning that says why. */
 static int go_template(chat_template *t, const char *s, size_t len)
 {
-    static const chat_msg trial[] = { { "system", "s" }, { "user", "u" }, { "assistant", "a" }, { "user", "u" } };
+    static const chat_msg trial[] = {{.role = "system", .content = "s"},
+                                     {.role = "user", .content = "u"},
+                                     {.role = "assistant", .content = "a"},
+                                     {.role = "user", .content = "u"}};
     char *out = NULL, *why;
     size_t olen;
     int rc;
@@ -147,8 +159,9 @@ static int go_template(chat_template *t, const char *s, size_t len)
     if (!(why = ms_strdup_printf("%s", ms_err_msg())))
         return ms_err(MS_ENOMEM, "chat: out of memory");
     if ((rc = detect(t, s)) == 0) {
-        char *w = ms_strdup_printf("the Go template is outside the subset mstore renders (%s): rendering as %s%s%s", why,
-                                   chat_family_name(t->family), t->warning ? "; " : "", t->warning ? t->warning : "");
+        char *w =
+            ms_strdup_printf("the Go template is outside the subset mstore renders (%s): rendering as %s%s%s", why,
+                             chat_family_name(t->family), t->warning ? "; " : "", t->warning ? t->warning : "");
         free(t->warning);
         t->warning = w;
         rc = w ? 0 : ms_err(MS_ENOMEM, "chat: out of memory");
@@ -223,7 +236,10 @@ static void put(sbuf *b, const char *s, size_t len)
     b->p[b->n] = '\0';
 }
 
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(sbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
 
 /* Python's str.isspace at the start of s (Jinja's trim and str.strip use it): its length in
  * bytes, or 0. */
@@ -272,8 +288,14 @@ static void put_trimmed(sbuf *b, const char *s)
         put(b, s + start, end - start);
 }
 
-static int is(const chat_msg *m, const char *role) { return m->role && strcmp(m->role, role) == 0; }
-static const char *content(const chat_msg *m) { return m->content ? m->content : ""; }
+static int is(const chat_msg *m, const char *role)
+{
+    return m->role && strcmp(m->role, role) == 0;
+}
+static const char *content(const chat_msg *m)
+{
+    return m->content ? m->content : "";
+}
 
 static int alternation_error(void)
 {
@@ -297,7 +319,7 @@ static int render_llama2(sbuf *b, const chat_template *t, const chat_msg *m, siz
             if (k == 0 && sys) {
                 /* The template strips the system block and the message as one string: an empty
                  * message lets the strip reach into the block's "\n\n". */
-                sbuf c = { NULL, 0, 0, 0 };
+                sbuf c = {NULL, 0, 0, 0};
                 puts_(&c, "<<SYS>>\n");
                 puts_(&c, sys);
                 puts_(&c, "\n<</SYS>>\n\n");
@@ -405,7 +427,7 @@ static void render_phi3(sbuf *b, const chat_template *t, const chat_msg *m, size
         }
         puts_(b, c);
         puts_(b, "<|end|>\n");
-        if (!(f & F_GEN) && is(&m[i], "user"))   /* Phi-3 4k opens the answer after each question */
+        if (!(f & F_GEN) && is(&m[i], "user")) /* Phi-3 4k opens the answer after each question */
             puts_(b, "<|assistant|>\n");
     }
     if ((f & F_GEN) && gen)
@@ -437,22 +459,44 @@ static void render_plain(sbuf *b, const chat_msg *m, size_t n, int gen)
         puts_(b, "assistant: ");
 }
 
+int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                      const chat_tool *tools, size_t n_tools, int add_generation_prompt)
+{
+    *out = NULL;
+    *len_out = 0;
+    if (n_tools == 0)
+        return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
+    if (t->family == CHAT_OLLAMA)
+        return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
+    return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
+}
+
 int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                 int add_generation_prompt)
 {
-    sbuf b = { NULL, 0, 0, 0 };
+    sbuf b = {NULL, 0, 0, 0};
     int rc = 0;
 
     *out = NULL;
     *len_out = 0;
-    if (t->family == CHAT_OLLAMA)   /* ollama's templates always end ready for the answer */
+    if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
         return chat_gotmpl_render(out, len_out, t->go, msgs, n);
     switch (t->family) {
-    case CHAT_LLAMA2: rc = render_llama2(&b, t, msgs, n); break;
-    case CHAT_LLAMA3: render_llama3(&b, t, msgs, n, add_generation_prompt); break;
-    case CHAT_CHATML: render_chatml(&b, t, msgs, n, add_generation_prompt); break;
-    case CHAT_GEMMA: rc = render_gemma(&b, t, msgs, n, add_generation_prompt); break;
-    case CHAT_PHI3: render_phi3(&b, t, msgs, n, add_generation_prompt); break;
+    case CHAT_LLAMA2:
+        rc = render_llama2(&b, t, msgs, n);
+        break;
+    case CHAT_LLAMA3:
+        render_llama3(&b, t, msgs, n, add_generation_prompt);
+        break;
+    case CHAT_CHATML:
+        render_chatml(&b, t, msgs, n, add_generation_prompt);
+        break;
+    case CHAT_GEMMA:
+        rc = render_gemma(&b, t, msgs, n, add_generation_prompt);
+        break;
+    case CHAT_PHI3:
+        render_phi3(&b, t, msgs, n, add_generation_prompt);
+        break;
     default:
         if (t->flags & F_BARE)
             render_bare(&b, msgs, n);

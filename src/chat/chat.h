@@ -26,23 +26,46 @@
 #include "manifest/manifest.h"
 
 typedef enum chat_family {
-    CHAT_PLAIN = 0,   /* no template (rendered bare), or one we do not recognize */
+    CHAT_PLAIN = 0, /* no template (rendered bare), or one we do not recognize */
     CHAT_LLAMA2,
     CHAT_LLAMA3,
     CHAT_CHATML,
     CHAT_GEMMA,
     CHAT_PHI3,
-    CHAT_OLLAMA,      /* an ollama Go template inside the subset gotmpl.c renders */
+    CHAT_OLLAMA, /* an ollama Go template inside the subset gotmpl.c renders */
 } chat_family;
 
-const char *chat_family_name(chat_family f);   /* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" */
+const char *chat_family_name(chat_family f); /* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" */
 
-/* One message. role: "system", "user" or "assistant" (others render where the template would,
- * as their own role; renderers that know only these drop or refuse them as the template does). */
+/* A tool call, as an assistant message carries it (input) or as chat_tool_calls_parse finds it
+ * in a model's answer (output: owned, free with chat_tool_calls_free). arguments: a JSON object's
+ * text. id: the client's id for it (OpenAI "call_..."), or NULL. */
+typedef struct chat_tool_call {
+    const char *id;
+    const char *name;
+    const char *arguments;
+} chat_tool_call;
+
+/* One message. role: "system", "user", "assistant" or "tool" (others render where the template
+ * would, as their own role; renderers that know only these drop or refuse them as the template
+ * does). An assistant message may carry tool calls; a "tool" message is a call's result
+ * (content), naming the tool (tool_name) and the call (tool_call_id) where the client did. */
 typedef struct chat_msg {
     const char *role;
     const char *content;
+    const chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    const char *tool_name; /* role "tool": the function whose result this is, or NULL */
+    const char *tool_call_id; /* role "tool": the call answered, or NULL */
 } chat_msg;
+
+/* A tool the model may call (ollama's and OpenAI's {"type": "function", "function": {...}}):
+ * parameters is a JSON Schema's text (NULL: none). */
+typedef struct chat_tool {
+    const char *name;
+    const char *description; /* NULL: none */
+    const char *parameters;
+} chat_tool;
 
 typedef struct chat_template chat_template;
 
@@ -50,7 +73,7 @@ typedef struct chat_template chat_template;
  * bos_token / eos_token stand for (the tokenizer's; NULL: ""). Copies what it needs. Never
  * refuses a template: an unknown one gives CHAT_PLAIN with a warning. MS_ENOMEM only. */
 int chat_template_new(chat_template **out, const char *text, size_t len, const char *bos, const char *eos);
-void chat_template_free(chat_template *t);   /* NULL is fine */
+void chat_template_free(chat_template *t); /* NULL is fine */
 chat_family chat_template_family(const chat_template *t);
 /* Why the template renders plainly or not quite as its Jinja would; NULL when it renders
  * exactly. Borrowed. */
@@ -63,6 +86,30 @@ const char *chat_template_warning(const chat_template *t);
  * MS_ENOMEM. */
 int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                 int add_generation_prompt);
+
+/* chat_render with tool definitions offered to the model, rendered where and as the template
+ * renders them (ollama's .Tools; the Jinja families' `tools`). With n_tools 0 it is chat_render.
+ * MS_EUNSUPPORTED when tools are given and the template has no place for them ("the model's
+ * template (chatml) does not support tools"). */
+int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                      const chat_tool *tools, size_t n_tools, int add_generation_prompt);
+
+/* How a template's model writes tool calls in its answer. */
+typedef struct chat_tool_syntax {
+    char prefix[64]; /* opens the call(s): "<tool_call>\n", "[TOOL_CALLS]", "" (a bare JSON object) */
+    char suffix[64]; /* closes one call: "\n</tool_call>", or "" */
+    char args_key[16]; /* the call's arguments member: "arguments" or "parameters" */
+    int array; /* the calls are one JSON array after the prefix (Mistral), not one object each */
+} chat_tool_syntax;
+/* The syntax of t's tool calls. MS_EUNSUPPORTED when the template renders no tools. */
+int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out);
+/* The tool calls in a model's answer written with syntax s: *calls (owned, *n_calls of them; NULL
+ * and 0 when there are none) and *content_len, the bytes of text before the first call (the
+ * answer's content). Arguments come out as compact JSON object text; a call whose JSON does not
+ * parse, or has no name, ends the calls (what precedes it is kept). MS_ENOMEM only. */
+int chat_tool_calls_parse(const chat_tool_syntax *s, const char *text, size_t len, chat_tool_call **calls,
+                          size_t *n_calls, size_t *content_len);
+void chat_tool_calls_free(chat_tool_call *calls, size_t n); /* NULL is fine */
 
 /* The template text of a GGUF (tokenizer.chat_template), malloc'd and NUL-terminated.
  * MS_ENOTFOUND when there is none; MS_EINVALID, MS_EIO, MS_ENOMEM. A stored model's template
@@ -78,8 +125,11 @@ int chat_template_text_gguf(char **out, size_t *len_out, const gguf_file *g);
 #define CHAT_GOTMPL_MAX_TEXT (1u << 20)
 typedef struct chat_gotmpl chat_gotmpl;
 int chat_gotmpl_parse(chat_gotmpl **out, const char *text, size_t len);
-void chat_gotmpl_free(chat_gotmpl *t);   /* NULL is fine */
+void chat_gotmpl_free(chat_gotmpl *t); /* NULL is fine */
 int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n);
+/* The same with .Tools (ollama's api.Tool values: printed as ollama's json.Marshal prints them). */
+int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
+                             const chat_tool *tools, size_t n_tools);
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
 int chat_gotmpl_looks(const char *text, size_t len);
 

@@ -40,7 +40,7 @@ typedef struct rctx {
     char **owned; /* strings made while rendering (printf, merged messages) */
     size_t n_owned;
     size_t steps; /* nodes executed, over every execution of one render: at most MAX_STEPS */
-    size_t made;  /* bytes of printf results, all kept until the end: at most MAX_OUT */
+    size_t made; /* bytes of printf results, all kept until the end: at most MAX_OUT */
 } rctx;
 
 enum { X_OK = 0, X_BREAK = 1, X_CONTINUE = 2, X_HALT = 3 };
@@ -183,7 +183,7 @@ static int compare(const value *a, const value *b, int *cmp_out, int line)
 static int call_printf(rctx *r, value *args, size_t n, value *out, int line)
 {
     char *buf = NULL;
-    size_t len = 0, k = 1, w = 0;   /* w: bytes written so far (the stream's len lags) */
+    size_t len = 0, k = 1, w = 0; /* w: bytes written so far (the stream's len lags) */
     FILE *f;
     int rc = 0;
 
@@ -471,8 +471,14 @@ static int execute(rctx *r)
     return rc < 0 ? rc : 0;
 }
 
-static const char *role_of(const chat_msg *m) { return m->role ? m->role : ""; }
-static const char *content_of(const chat_msg *m) { return m->content ? m->content : ""; }
+static const char *role_of(const chat_msg *m)
+{
+    return m->role ? m->role : "";
+}
+static const char *content_of(const chat_msg *m)
+{
+    return m->content ? m->content : "";
+}
 
 /* The contents of m[0..n) whose role is `role`, "\n\n"-joined into one string owned by r (the
  * content itself when only one has the role; "" when none). Sized first, then copied once:
@@ -531,7 +537,7 @@ int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const 
         const char *role = role_of(&msgs[i]);
         for (j = i + 1; j < n && strcmp(role, "tool") != 0 && !strcmp(role_of(&msgs[j]), role); j++)
             ;
-        col[nc++] = (chat_msg){role, join_role(&r, msgs + i, j - i, role)};
+        col[nc++] = (chat_msg){.role = role, .content = join_role(&r, msgs + i, j - i, role)};
         if (!col[nc - 1].content)
             rc = ms_err(MS_ENOMEM, "out of memory");
     }
@@ -578,4 +584,15 @@ int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const 
     *out = r.out;
     *len_out = r.n;
     return 0;
+}
+
+int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
+                             const chat_tool *tools, size_t n_tools)
+{
+    *out = NULL;
+    *len_out = 0;
+    if (n_tools == 0)
+        return chat_gotmpl_render(out, len_out, t, msgs, n);
+    (void)tools;
+    return ms_err(MS_EUNSUPPORTED, "tools in ollama templates: not supported by mstore yet");
 }

@@ -252,8 +252,8 @@ static int prompt_choose(char **text, size_t *len, int *special, const gen_job *
                 return ms_err(MS_ENOMEM, "out of memory");
         } else {
             if (j->system)
-                m[k++] = (chat_msg){"system", j->system};
-            m[k++] = (chat_msg){"user", j->prompt};
+                m[k++] = (chat_msg){.role = "system", .content = j->system};
+            m[k++] = (chat_msg){.role = "user", .content = j->prompt};
             if ((rc = session_render(S, text, len, m, k)) < 0)
                 return rc;
         }

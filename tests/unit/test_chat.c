@@ -11,7 +11,10 @@
 #include "chat/chat.h"
 #include "helpers/fixture.h"
 
-static const char *src_dir(void) { return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : "."; }
+static const char *src_dir(void)
+{
+    return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".";
+}
 
 static json_t *load_json(const char *rel)
 {
@@ -41,7 +44,8 @@ static chat_msg *conversation(json_t *convs, size_t i, size_t *n)
     size_t k;
 
     ck_assert_ptr_nonnull(msgs);
-    json_array_foreach(c, k, m) {
+    json_array_foreach(c, k, m)
+    {
         msgs[k].role = json_string_value(json_object_get(m, "role"));
         msgs[k].content = json_string_value(json_object_get(m, "content"));
     }
@@ -56,7 +60,8 @@ START_TEST(renders_match_jinja2)
     const char *name;
     size_t n_checked = 0, n_templates = 0;
 
-    json_object_foreach(expected, name, spec) {
+    json_object_foreach(expected, name, spec)
+    {
         const char *family = json_string_value(json_object_get(spec, "family"));
         json_t *renders = json_object_get(spec, "renders"), *r;
         size_t len, i;
@@ -64,13 +69,15 @@ START_TEST(renders_match_jinja2)
         chat_template *t;
 
         ck_assert_int_eq(chat_template_new(&t, text, len, json_string_value(json_object_get(spec, "bos")),
-                                           json_string_value(json_object_get(spec, "eos"))), 0);
-        ck_assert_msg(strcmp(chat_family_name(chat_template_family(t)), family) == 0, "%s: family %s, want %s",
-                      name, chat_family_name(chat_template_family(t)), family);
+                                           json_string_value(json_object_get(spec, "eos"))),
+                         0);
+        ck_assert_msg(strcmp(chat_family_name(chat_template_family(t)), family) == 0, "%s: family %s, want %s", name,
+                      chat_family_name(chat_template_family(t)), family);
         /* A template we render exactly says nothing; the plain fallback says why. */
-        ck_assert_msg((chat_template_warning(t) != NULL) == (strcmp(family, "plain") == 0), "%s: warning '%s'",
-                      name, chat_template_warning(t) ? chat_template_warning(t) : "(none)");
-        json_array_foreach(renders, i, r) {
+        ck_assert_msg((chat_template_warning(t) != NULL) == (strcmp(family, "plain") == 0), "%s: warning '%s'", name,
+                      chat_template_warning(t) ? chat_template_warning(t) : "(none)");
+        json_array_foreach(renders, i, r)
+        {
             size_t ci = (size_t)json_integer_value(json_object_get(r, "conv")), n, out_len;
             int gen = json_is_true(json_object_get(r, "gen"));
             const char *want = json_string_value(json_object_get(r, "text"));
@@ -95,7 +102,7 @@ START_TEST(renders_match_jinja2)
                     ck_assert_int_eq(rc, 0);
                 }
             } else {
-                ck_assert_int_eq(rc, 0);   /* plain: no crash, something rendered */
+                ck_assert_int_eq(rc, 0); /* plain: no crash, something rendered */
                 ck_assert_uint_gt(out_len, 0);
             }
             if (rc == 0)
@@ -117,24 +124,27 @@ END_TEST
 /* Templates that are no template, or odd ones: plain or a family, never a failure. */
 static const struct {
     const char *text;
-    size_t len;   /* 0: strlen */
+    size_t len; /* 0: strlen */
     const char *family, *warning;
 } odd[] = {
-    { "", 0, "plain", "no chat template" },
-    { "{{ messages }}", 0, "plain", "of no family" },
-    { "[INST] {{ m }} [/INST]", 0, "plain", "Mistral style" },
-    { "{% for m in messages %}<|im_start|>{{ m.role }}", 0, "chatml", NULL },
-    { "<|im_start|>system\\n", 0, "chatml", NULL },   /* a default system prompt without its end */
-    { "<|start_header_id|> <|end_header_id|> Cutting Knowledge Date", 0, "llama3", "Llama 3.1" },
-    { "x\0<|im_start|>", 14, "plain", "of no family" },   /* what follows a NUL is not looked at */
-    { "{{ '<|user|>' }}", 0, "plain", "of no family" },  /* <|user|> alone is not Phi-3 */
+    {"", 0, "plain", "no chat template"},
+    {"{{ messages }}", 0, "plain", "of no family"},
+    {"[INST] {{ m }} [/INST]", 0, "plain", "Mistral style"},
+    {"{% for m in messages %}<|im_start|>{{ m.role }}", 0, "chatml", NULL},
+    {"<|im_start|>system\\n", 0, "chatml", NULL}, /* a default system prompt without its end */
+    {"<|start_header_id|> <|end_header_id|> Cutting Knowledge Date", 0, "llama3", "Llama 3.1"},
+    {"x\0<|im_start|>", 14, "plain", "of no family"}, /* what follows a NUL is not looked at */
+    {"{{ '<|user|>' }}", 0, "plain", "of no family"}, /* <|user|> alone is not Phi-3 */
 };
 
 START_TEST(odd_templates_fall_back)
 {
     chat_template *t;
-    const chat_msg msgs[] = { { "system", "S" }, { "user", "U" }, { "assistant", "A" }, { "user", NULL },
-                              { NULL, "no role" } };
+    const chat_msg msgs[] = {{.role = "system", .content = "S"},
+                             {.role = "user", .content = "U"},
+                             {.role = "assistant", .content = "A"},
+                             {.role = "user", .content = NULL},
+                             {.role = NULL, .content = "no role"}};
     size_t len = odd[_i].len ? odd[_i].len : strlen(odd[_i].text), out_len;
     char *out;
 
@@ -158,7 +168,7 @@ END_TEST
 START_TEST(plain_rendering)
 {
     chat_template *t;
-    const chat_msg msgs[] = { { "system", "be kind" }, { "user", "hi" } };
+    const chat_msg msgs[] = {{.role = "system", .content = "be kind"}, {.role = "user", .content = "hi"}};
     char *out;
     size_t len;
 
@@ -177,7 +187,10 @@ END_TEST
 START_TEST(no_template_renders_bare_prompt)
 {
     chat_template *t;
-    const chat_msg msgs[] = { { "system", "be kind" }, { "user", "hi" }, { "assistant", "hello" }, { "user", " again" } };
+    const chat_msg msgs[] = {{.role = "system", .content = "be kind"},
+                             {.role = "user", .content = "hi"},
+                             {.role = "assistant", .content = "hello"},
+                             {.role = "user", .content = " again"}};
     char *out;
     size_t len;
 
@@ -337,7 +350,7 @@ int main(void)
         char *tpath = ms_strdup_printf("%s/tests/data/chat/templates/qwen2.jinja", src_dir());
 
         src = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
-        tmpl = NULL;   /* no ck_assert here: Check's asserts need a running test */
+        tmpl = NULL; /* no ck_assert here: Check's asserts need a running test */
         if ((rc = ms_file_read(&tmpl, &len, tpath, 1 << 20)) == 0)
             rc = write_templated(src, getenv("MSTORE_CHAT_WRITE_GGUF"), tmpl, len,
                                  getenv("MSTORE_CHAT_EOS") ? atol(getenv("MSTORE_CHAT_EOS")) : -1);

@@ -23,10 +23,10 @@ static char *load(const char *name, const char *file, size_t *len)
 }
 
 static const chat_msg convo[] = {
-    {"system", "You are a helpful assistant."},
-    {"user", "Hello, how are you?"},
-    {"assistant", "I'm doing great. How can I help you today?"},
-    {"user", "I'd like to show off how chat templating works!"},
+    {.role = "system", .content = "You are a helpful assistant."},
+    {.role = "user", .content = "Hello, how are you?"},
+    {.role = "assistant", .content = "I'm doing great. How can I help you today?"},
+    {.role = "user", .content = "I'd like to show off how chat templating works!"},
 };
 static const struct {
     const char *file;
@@ -253,7 +253,7 @@ START_TEST(merging_many_messages_keeps_one_copy)
     memset(text, 'x', LEN);
     text[LEN] = '\0';
     for (int i = 0; i < N; i++)
-        m[i] = (chat_msg){ "user", text };
+        m[i] = (chat_msg){.role = "user", .content = text};
     ck_assert_int_eq(chat_gotmpl_parse(&t, tmpl, strlen(tmpl)), 0);
     ck_assert_msg(chat_gotmpl_render(&out, &len, t, m, N) == 0, "%s", ms_err_msg());
     snprintf(want, sizeof want, "%d", N * LEN + (N - 1) * 2);
