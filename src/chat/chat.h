@@ -130,6 +130,9 @@ int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const 
 /* The same with .Tools (ollama's api.Tool values: printed as ollama's json.Marshal prints them). */
 int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
                              const chat_tool *tools, size_t n_tools);
+/* How an ollama template's model writes tool calls, found as ollama finds it: from what the
+ * template renders for a tool call. MS_EUNSUPPORTED when the template has no .ToolCalls. */
+int chat_gotmpl_tool_syntax(const chat_gotmpl *t, chat_tool_syntax *out);
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
 int chat_gotmpl_looks(const char *text, size_t len);
 

@@ -596,3 +596,10 @@ int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, 
     (void)tools;
     return ms_err(MS_EUNSUPPORTED, "tools in ollama templates: not supported by mstore yet");
 }
+
+int chat_gotmpl_tool_syntax(const chat_gotmpl *t, chat_tool_syntax *out)
+{
+    (void)t;
+    memset(out, 0, sizeof *out);
+    return ms_err(MS_EUNSUPPORTED, "tools in ollama templates: not supported by mstore yet");
+}
