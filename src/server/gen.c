@@ -314,6 +314,11 @@ static void run(gen_job *j)
     srv_model_lock(L);
     locked = 1;
     session_stats_clear(S);
+    /* every request sets the session's format, none included: the last request's must not stay */
+    if ((rc = session_format_set(S, j->mo.format, j->mo.format ? strlen(j->mo.format) : 0)) < 0) {
+        fail(j, rc);
+        goto done;
+    }
     if ((rc = session_feed(S, text, len, special, SESSION_FEED_EXACT)) < 0) {
         fail(j, rc);
         goto done;

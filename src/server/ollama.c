@@ -62,6 +62,8 @@ static int model_defaults(gen_job *j, json_t *b, int chat, const model_opts *bas
     model_params_apply(p, &mo);
     if (json_is_object(o) && (rc = model_opts_from_json(&mo, o, "options.", 0)) < 0)
         goto done;
+    if (j->format) /* the request's format over the model's PARAMETER format */
+        mo.format = j->format;
     j->mo = mo;
     for (size_t i = 0; j->g.n_stops == 0 && i < p->n_stop && rc == 0; i++)
         rc = gen_job_stop_add(j, p->stop[i]);

@@ -79,6 +79,60 @@ static int refuse_unbuilt(json_t *b, const char *const *keys, const char *path)
     return 0;
 }
 
+/* The request's format (text taken), checked through the option table's row: a schema that
+ * does not compile is refused here, naming its keyword (400). */
+static int format_set(gen_job *j, char *text, const char *shown)
+{
+    if (!text)
+        return ms_err(MS_ENOMEM, "out of memory");
+    free(j->format);
+    j->format = text;
+    return model_option_set_text(&j->mo, model_option_find("format"), shown, text);
+}
+
+/* ollama's "format": "json" or a JSON Schema object; absent, null or "": free text. */
+static int ollama_format(gen_job *j, json_t *b)
+{
+    json_t *f = json_object_get(b, "format");
+
+    if (!f || json_is_null(f) || (json_is_string(f) && !*json_string_value(f)))
+        return 0;
+    if (json_is_string(f) && strcmp(json_string_value(f), "json") == 0)
+        return format_set(j, strdup("json"), "format");
+    if (!json_is_object(f))
+        return ms_err(MS_EINVALID, "format: expected \"json\" or a JSON Schema object");
+    return format_set(j, json_dumps(f, JSON_COMPACT | JSON_PRESERVE_ORDER), "format");
+}
+
+/* OpenAI's "response_format": {"type": "text"}, {"type": "json_object"} (any JSON object), or
+ * {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}. The schema is enforced
+ * whether or not strict is set: the grammar costs nothing extra. */
+static int openai_format(gen_job *j, json_t *rf)
+{
+    const char *type;
+    json_t *js, *schema;
+
+    if (!rf || json_is_null(rf))
+        return 0;
+    if (!json_is_object(rf) || !(type = json_string_value(json_object_get(rf, "type"))))
+        return ms_err(MS_EINVALID, "response_format: expected an object with a \"type\"");
+    if (strcmp(type, "text") == 0)
+        return 0;
+    if (strcmp(type, "json_object") == 0)
+        return format_set(j, strdup("json"), "response_format");
+    if (strcmp(type, "json_schema") != 0)
+        return ms_err(MS_EINVALID, "response_format.type: expected \"text\", \"json_object\" or \"json_schema\"");
+    js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js))
+        return ms_err(MS_EINVALID, "response_format.json_schema: expected an object");
+    schema = json_object_get(js, "schema");
+    if (!schema || json_is_null(schema)) /* OpenAI allows it: any JSON object */
+        return format_set(j, strdup("json"), "response_format.json_schema");
+    if (!json_is_object(schema))
+        return ms_err(MS_EINVALID, "response_format.json_schema.schema: expected a JSON Schema object");
+    return format_set(j, json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER), "response_format.json_schema.schema");
+}
+
 /* ollama's "options" (through the option table) and the request's own fields shared by
  * generate and chat. MS_EINVALID naming the field. */
 static int job_options(gen_job *j, json_t *b)
@@ -247,11 +301,8 @@ static int parse_common(gen_job *j, json_t *b)
             !(json_is_object(v) && !json_object_size(v)))
             return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
     }
-    if (rf && !json_is_null(rf)) {
-        const char *t = json_string_value(json_object_get(rf, "type"));
-        if (!t || strcmp(t, "text") != 0)
-            return ms_err(MS_EUNSUPPORTED, "response_format: only {\"type\": \"text\"} is supported by mstore yet");
-    }
+    if ((rc = openai_format(j, rf)) < 0)
+        return rc;
     j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
     if ((rc = model_opts_from_json(&j->mo, b, NULL, 1)) < 0)
         return rc;
@@ -357,8 +408,8 @@ bad:
 
 /* Request fields that generate and chat refuse, not being built; /api/show's capabilities read
  * them too, so that a capability appears when its field is accepted. */
-static const char *const unbuilt_gen[] = {"images", "format", "suffix", "template", "context", "tools", NULL};
-static const char *const unbuilt_chat[] = {"tools", "format", "template", NULL};
+static const char *const unbuilt_gen[] = {"images", "suffix", "template", "context", "tools", NULL};
+static const char *const unbuilt_chat[] = {"tools", "template", NULL};
 
 static int unbuilt(const char *const *keys, const char *key)
 {
@@ -380,7 +431,7 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
 
     *prompt = *system = NULL;
     if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 || (rc = job_options(j, b)) < 0 ||
-        (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0)
+        (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0 || (rc = ollama_format(j, b)) < 0)
         return rc;
     if (!chat && ((rc = srv_field_str(prompt, b, "prompt", "prompt")) < 0 ||
                   (rc = srv_field_str(system, b, "system", "system")) < 0))
@@ -415,5 +466,7 @@ void srv_request_fields_free(gen_job *j)
     j->g.n_stops = 0;
     free(j->prompt);
     free(j->system);
-    j->prompt = j->system = NULL;
+    free(j->format);
+    j->prompt = j->system = j->format = NULL;
+    j->mo.format = NULL;
 }

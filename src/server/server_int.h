@@ -199,6 +199,7 @@ typedef struct gen_job {
     chat_msg *msgs; /* chat kinds: owned role and content strings */
     size_t n_msgs;
     char *prompt, *system; /* generate kinds */
+    char *format; /* the request's format ("json" or a schema's text), which mo.format points at */
     int raw;
     model_opts mo; /* sampler, num_predict, num_ctx: read through the option table */
     session_gen g; /* stops; n_predict is mo's */

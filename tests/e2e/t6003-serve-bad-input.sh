@@ -46,7 +46,11 @@ bad 400 '"error":"model: ' POST $G '{"model": "../../etc/passwd", "prompt": "hi"
 bad 400 '"error":"model: required' POST $G '{"prompt": "hi"}'
 # unbuilt features that change an answer's meaning are named
 bad 400 '"error":"images: not supported' POST $G '{"model": "stories:260k", "prompt": "hi", "images": ["aGk="]}'
-bad 400 '"error":"format: not supported' POST $G '{"model": "stories:260k", "prompt": "hi", "format": "json"}'
+# formats: what is not a format, and schema keywords the grammar does not build, named (issue 33)
+bad 400 '"error":"format: expected \"json\" or a JSON Schema object' POST $G '{"model": "stories:260k", "prompt": "hi", "format": "yaml"}'
+bad 400 '"error":"format: schema keyword '"'"'uniqueItems'"'"' at '"'"'/properties/a'"'"' is not supported' POST $G '{"model": "stories:260k", "prompt": "hi", "format": {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}}}'
+bad 400 '"message":"response_format.json_schema.schema: schema keyword '"'"'not'"'"' at' POST /v1/chat/completions '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}}}'
+bad 400 '"message":"response_format.type: expected' POST /v1/completions '{"model": "stories:260k", "prompt": "hi", "response_format": {"type": "xml"}}'
 bad 400 '"error":"tools: not supported' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}'
 bad 400 '"error":"messages[0].images: not supported' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}'
 # unknown model: 404, ollama's shape; OpenAI's shape on /v1

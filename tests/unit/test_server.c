@@ -1,7 +1,9 @@
 /* test_server.c: what the server decides at a request's headers (src/server/gate.c): which
  * browser origins are allowed (ollama's defaults, MSTORE_ORIGINS, one '*' an entry) and which
- * Host names are this machine's when it listens on loopback. */
+ * Host names are this machine's when it listens on loopback; and what the request readers
+ * (src/server/request.c) make of a body's format fields. */
 #include <check.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "server/server_int.h"
@@ -103,6 +105,77 @@ START_TEST(hosts_allowed_name_this_machine)
 }
 END_TEST
 
+/* A body through the reader of its API; the job's format afterwards in *format (copied), the
+ * reader's code returned. */
+static int read_format(const char *body, int openai, int chat, char *format, size_t cap)
+{
+    json_t *b = json_loads(body, 0, NULL);
+    gen_job j = {0};
+    const char *p, *q;
+    int rc;
+
+    ck_assert_ptr_nonnull(b);
+    model_opts_defaults(&j.mo);
+    rc = openai ? srv_openai_fields(&j, b, chat, &p) : srv_ollama_fields(&j, b, chat, &p, &q);
+    snprintf(format, cap, "%s", j.mo.format ? j.mo.format : "(none)");
+    srv_request_fields_free(&j);
+    json_decref(b);
+    return rc;
+}
+
+static const struct {
+    int openai, chat;
+    const char *body, *rc_or_format; /* what mo.format holds, or the start of the error message */
+} format_cases[] = {
+    {0, 0, "{\"prompt\": \"x\"}", "(none)"},
+    {0, 0, "{\"prompt\": \"x\", \"format\": \"\"}", "(none)"},
+    {0, 0, "{\"prompt\": \"x\", \"format\": \"json\"}", "json"},
+    {0, 1, "{\"messages\": [], \"format\": {\"type\": \"object\", \"properties\": {\"b\": {}, \"a\": {}}}}",
+     "{\"type\":\"object\",\"properties\":{\"b\":{},\"a\":{}}}"}, /* the schema's own order */
+    {0, 0, "{\"prompt\": \"x\", \"format\": \"yaml\"}", "E:format: expected \"json\" or a JSON Schema object"},
+    {0, 0, "{\"prompt\": \"x\", \"format\": [1]}", "E:format: expected"},
+    {0, 0, "{\"prompt\": \"x\", \"format\": {\"type\": \"string\", \"contentEncoding\": \"base64\"}}",
+     "E:format: schema keyword 'contentEncoding'"},
+    {1, 1, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"text\"}}",
+     "(none)"},
+    {1, 1,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_object\"}}",
+     "json"},
+    {1, 0,
+     "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\", "
+     "\"strict\": true, \"schema\": {\"enum\": [1, 2]}}}}",
+     "{\"enum\":[1,2]}"},
+    {1, 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"n\"}}}",
+     "json"},
+    {1, 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\"}}",
+     "E:response_format.json_schema: expected an object"},
+    {1, 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": 5}}}",
+     "E:response_format.json_schema.schema: expected"},
+    {1, 0, "{\"prompt\": \"x\", \"response_format\": \"json\"}", "E:response_format: expected an object"},
+    {1, 0, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"grammar\"}}", "E:response_format.type: expected"},
+    {1, 1,
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"response_format\": {\"type\": \"json_schema\", "
+     "\"json_schema\": {\"schema\": {\"type\": \"object\", \"not\": {}}}}}",
+     "E:response_format.json_schema.schema: schema keyword 'not'"},
+};
+
+START_TEST(formats_read_from_both_apis)
+{
+    char format[256];
+    const char *want = format_cases[_i].rc_or_format;
+    int rc = read_format(format_cases[_i].body, format_cases[_i].openai, format_cases[_i].chat, format, sizeof format);
+
+    if (want[0] == 'E' && want[1] == ':') {
+        ck_assert_msg(rc == MS_EINVALID || rc == MS_EUNSUPPORTED, "%s: rc %d", format_cases[_i].body, rc);
+        ck_assert_msg(strncmp(ms_err_msg(), want + 2, strlen(want + 2)) == 0, "%s: '%s'", format_cases[_i].body,
+                      ms_err_msg());
+    } else {
+        ck_assert_msg(rc == 0, "%s: %s", format_cases[_i].body, ms_err_msg());
+        ck_assert_str_eq(format, want);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -114,6 +187,9 @@ int main(void)
                         (int)(sizeof origin_cases / sizeof *origin_cases));
     tcase_add_test(tc, origins_refuse_two_wildcards_in_an_entry);
     tcase_add_loop_test(tc, hosts_allowed_name_this_machine, 0, (int)(sizeof host_cases / sizeof *host_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("request");
+    tcase_add_loop_test(tc, formats_read_from_both_apis, 0, (int)(sizeof format_cases / sizeof *format_cases));
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
