@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "chat/chat.h"
+#include "chat/chat_int.h"
 
 /* Flags read from the template text. */
 enum {
@@ -12,13 +13,30 @@ enum {
     F_SYS_NONEMPTY = 8, /* Phi-3.5: only when their content is not empty */
     F_GEN = 16, /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
     F_BARE = 32, /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
+    F_TOOLS = 64, /* renders tools, tool calls and results: Llama 3.1 / 3.2, Qwen 2.5 */
+    F_LLAMA31 = 128, /* llama3: the 3.1 system header (knowledge date, today's date, tools) */
 };
+
+/* The texts the tool-rendering templates write around tools, shared by detection (which finds
+ * them in the template's source) and rendering. */
+static const char QWEN_TOOLS_HEAD[] = "\n\n# Tools\n\nYou may call one or more functions to assist with the user "
+                                      "query.\n\nYou are provided with function signatures within <tools></tools> "
+                                      "XML tags:\n<tools>";
+static const char QWEN_TOOLS_TAIL[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call><|im_end|>\n";
+static const char LLAMA31_TOOLS_USER[] =
+    "Given the following functions, please respond with a JSON for a function call with its proper arguments "
+    "that best answers the given prompt.\n\nRespond in the format {\"name\": function name, \"parameters\": "
+    "dictionary of argument name and its value}.Do not use variables.\n\n";
 
 struct chat_template {
     chat_family family;
     unsigned flags;
     char *bos, *eos;
     char *default_system; /* chatml: the system turn written when the conversation has none */
+    char *date; /* F_LLAMA31: the "Today Date" the template falls back to */
     char *warning;
     chat_gotmpl *go; /* CHAT_OLLAMA: the parsed Go template */
 };
@@ -45,6 +63,7 @@ void chat_template_free(chat_template *t)
     free(t->bos);
     free(t->eos);
     free(t->default_system);
+    free(t->date);
     free(t->warning);
     chat_gotmpl_free(t->go);
     free(t);
@@ -94,6 +113,55 @@ static int set_warning(chat_template *t, const char *msg)
     return 0;
 }
 
+/* 1 when the template's source holds `text` as a double-quoted Jinja string literal would write
+ * it (\n, \" and \\ escaped): how the tool-rendering templates write their fixed texts. */
+static int has_literal(const char *s, const char *text)
+{
+    char esc[1024];
+    size_t o = 0;
+
+    for (const char *p = text; *p && o + 2 < sizeof esc; p++) {
+        if (*p == '\n' || *p == '"' || *p == '\\')
+            esc[o++] = '\\';
+        esc[o++] = *p == '\n' ? 'n' : *p;
+    }
+    esc[o] = '\0';
+    return strstr(s, esc) != NULL;
+}
+
+/* Qwen 2.5's tools: its "# Tools" system block, a "\n" before each <tool_call> and the results in
+ * <tool_response>. Qwen 3 and QwQ differ (reasoning, no "\n" before a first call): not these. */
+static int qwen25_tools(const char *s)
+{
+    return has_literal(s, QWEN_TOOLS_HEAD) && has_literal(s, QWEN_TOOLS_TAIL) &&
+           strstr(s, "'\\n<tool_call>\\n{\"name\": \"'") && strstr(s, "'\\n<tool_response>\\n'") &&
+           !strstr(s, "reasoning_content") && !strstr(s, "<think>");
+}
+
+/* Llama 3.1 / 3.2 / 3.3 instruct: the system header with its dates, tools in the first user
+ * message, "parameters" calls and "ipython" results. 3.2 writes strftime_now's date where the
+ * renderer defines it (transformers); without it, as here and as jinja2 alone renders it, the
+ * date the template falls back to ("26 Jul 2024"), so that a prompt does not change by the day. */
+static int llama31(chat_template *t, const char *s)
+{
+    const char *d = strstr(s, "set date_string = \""), *end;
+
+    if (!(strstr(s, "Cutting Knowledge Date: December 2023\\n") && strstr(s, "Today Date: \" + date_string") &&
+          strstr(s, "Environment: ipython\\n") && strstr(s, "tools_in_user_message") &&
+          strstr(s, "Given the following functions, please respond with a JSON for a function call ") &&
+          strstr(s, "'\"parameters\": '") && strstr(s, "<|start_header_id|>ipython<|end_header_id|>\\n\\n") &&
+          strstr(s, "message.content | tojson")))
+        return set_warning(t, "a Llama 3.1+ template unlike Meta's: rendered as Llama 3, without its "
+                              "knowledge-date system header and tools");
+    d = d ? d + strlen("set date_string = \"") : NULL;
+    end = d ? strchr(d, '"') : NULL;
+    t->date = d && end && end - d < 64 ? ms_strdup_printf("%.*s", (int)(end - d), d) : ms_strdup_printf("26 Jul 2024");
+    if (!t->date)
+        return ms_err(MS_ENOMEM, "chat: out of memory");
+    t->flags |= F_LLAMA31 | F_TOOLS;
+    return 0;
+}
+
 /* Family by markers, in llama.cpp's order of checks. */
 static int detect(chat_template *t, const char *s)
 {
@@ -101,6 +169,7 @@ static int detect(chat_template *t, const char *s)
 
     if (strstr(s, "<|im_start|>")) {
         t->family = CHAT_CHATML;
+        t->flags = qwen25_tools(s) ? F_TOOLS : 0;
         return chatml_default_system(t, s);
     }
     if (strstr(s, "[INST]")) {
@@ -113,10 +182,7 @@ static int detect(chat_template *t, const char *s)
     if (strstr(s, "<|start_header_id|>") && strstr(s, "<|end_header_id|>")) {
         t->family = CHAT_LLAMA3;
         t->flags = has_bos ? F_BOS : 0;
-        if (strstr(s, "Cutting Knowledge Date"))
-            return set_warning(t, "a Llama 3.1+ template: rendered as Llama 3, without its knowledge-date "
-                                  "system header and tools");
-        return 0;
+        return strstr(s, "Cutting Knowledge Date") ? llama31(t, s) : 0;
     }
     if (strstr(s, "<start_of_turn>")) {
         t->family = CHAT_GEMMA;
@@ -212,33 +278,16 @@ fail:
 
 /* ---------------------------------------------------------------- rendering */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
+typedef chat_buf sbuf;
 
 static void put(sbuf *b, const char *s, size_t len)
 {
-    if (b->oom || len == 0)
-        return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = (b->n + len + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
+    chat__put(b, s, len);
 }
 
 static void puts_(sbuf *b, const char *s)
 {
-    put(b, s, strlen(s));
+    chat__puts(b, s);
 }
 
 /* Python's str.isspace at the start of s (Jinja's trim and str.strip use it): its length in
@@ -376,6 +425,177 @@ static void render_chatml(sbuf *b, const chat_template *t, const chat_msg *m, si
         puts_(b, "<|im_start|>assistant\n");
 }
 
+static int refuse(const char *why)
+{
+    return ms_err(MS_EINVALID, "chat: %s", why);
+}
+
+/* A call's arguments as the templates' `tool_call.arguments | tojson` writes the dict the client
+ * sent (a missing one: as "{}"). */
+static int put_arguments(sbuf *b, const chat_tool_call *c)
+{
+    char *what = ms_strdup_printf("tool call '%s': arguments", c->name ? c->name : "");
+    int rc = what ? chat__tojson(b, c->arguments ? c->arguments : "{}", 0, what) : (b->oom = 1, 0);
+
+    free(what);
+    return rc;
+}
+
+/* Llama 3.1's system turn: tools announced by "Environment: ipython", then the template's dates
+ * and the system message, trimmed. */
+static void llama31_system(sbuf *b, const chat_template *t, const char *sys, int tools)
+{
+    puts_(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (tools)
+        puts_(b, "Environment: ipython\n");
+    puts_(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+    puts_(b, t->date);
+    puts_(b, "\n\n");
+    put_trimmed(b, sys);
+    puts_(b, "<|eot_id|>");
+}
+
+/* One message after Llama 3.1's header: a tool call as {"name": .., "parameters": ..}, a tool's
+ * result as the JSON string of its content (the template's `content is iterable` holds for
+ * strings), any other turn as Llama 3 writes it. */
+static int llama31_message(sbuf *b, const chat_msg *m)
+{
+    if (m->n_tool_calls > 0) {
+        if (m->n_tool_calls != 1)
+            return refuse("This model only supports single tool-calls at once!");
+        puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+        puts_(b, m->tool_calls[0].name ? m->tool_calls[0].name : "");
+        puts_(b, "\", \"parameters\": ");
+        if (put_arguments(b, &m->tool_calls[0]) < 0)
+            return MS_EINVALID;
+        puts_(b, "}<|eot_id|>");
+    } else if (is(m, "tool") || is(m, "ipython")) {
+        puts_(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+        if (m->content)
+            chat__tojson_str(b, m->content);
+        else
+            puts_(b, "None"); /* the template prints a None content as Python does */
+        puts_(b, "<|eot_id|>");
+    } else {
+        puts_(b, "<|start_header_id|>");
+        puts_(b, m->role ? m->role : "");
+        puts_(b, "<|end_header_id|>\n\n");
+        put_trimmed(b, content(m));
+        puts_(b, "<|eot_id|>");
+    }
+    return 0;
+}
+
+/* Llama 3.1 / 3.2 instruct: the tools go into the first message after the system turn, whatever
+ * its role, which the template refuses to do without one. */
+static int render_llama31(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                          size_t n_tools, int gen)
+{
+    size_t i = 0;
+    int rc;
+
+    if (t->flags & F_BOS)
+        puts_(b, t->bos);
+    if (n > 0 && is(&m[0], "system"))
+        i = 1;
+    llama31_system(b, t, i ? content(&m[0]) : "", n_tools > 0);
+    if (n_tools > 0) {
+        if (i == n)
+            return refuse("Cannot put tools in the first user message when there's no first user message!");
+        puts_(b, "<|start_header_id|>user<|end_header_id|>\n\n");
+        puts_(b, LLAMA31_TOOLS_USER);
+        for (size_t k = 0; k < n_tools; k++) {
+            if ((rc = chat__tojson_tool(b, &tools[k], 4)) < 0)
+                return rc;
+            puts_(b, "\n\n");
+        }
+        put_trimmed(b, content(&m[i++]));
+        puts_(b, "<|eot_id|>");
+    }
+    for (; i < n; i++)
+        if ((rc = llama31_message(b, &m[i])) < 0)
+            return rc;
+    if (gen)
+        puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return 0;
+}
+
+/* Qwen 2.5: the system turn (the conversation's first or the default), with the tools' block
+ * when there are tools. */
+static int qwen25_system(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                         size_t n_tools)
+{
+    int rc;
+
+    puts_(b, "<|im_start|>system\n");
+    puts_(b, n > 0 && is(&m[0], "system") ? content(&m[0]) : t->default_system ? t->default_system : "");
+    if (n_tools == 0) {
+        puts_(b, "<|im_end|>\n");
+        return 0;
+    }
+    puts_(b, QWEN_TOOLS_HEAD);
+    for (size_t k = 0; k < n_tools; k++) {
+        puts_(b, "\n");
+        if ((rc = chat__tojson_tool(b, &tools[k], 0)) < 0)
+            return rc;
+    }
+    puts_(b, QWEN_TOOLS_TAIL);
+    return 0;
+}
+
+/* Qwen 2.5's assistant turn with calls: its content if any, then each call in <tool_call>. */
+static int qwen25_calls(sbuf *b, const chat_msg *m)
+{
+    puts_(b, "<|im_start|>assistant");
+    if (*content(m)) {
+        puts_(b, "\n");
+        puts_(b, content(m));
+    }
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        puts_(b, "\n<tool_call>\n{\"name\": \"");
+        puts_(b, m->tool_calls[k].name ? m->tool_calls[k].name : "");
+        puts_(b, "\", \"arguments\": ");
+        if (put_arguments(b, &m->tool_calls[k]) < 0)
+            return MS_EINVALID;
+        puts_(b, "}\n</tool_call>");
+    }
+    puts_(b, "<|im_end|>\n");
+    return 0;
+}
+
+/* Qwen 2.5 (ChatML with tools): tool results go into one user turn per run of them, each in
+ * <tool_response>; roles other than system, user, assistant and tool are dropped, as there. */
+static int render_qwen25(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                         size_t n_tools, int gen)
+{
+    int rc;
+
+    if (n > 0 && (rc = qwen25_system(b, t, m, n, tools, n_tools)) < 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (is(&m[i], "user") || (is(&m[i], "system") && i > 0) || (is(&m[i], "assistant") && !m[i].n_tool_calls)) {
+            puts_(b, "<|im_start|>");
+            puts_(b, m[i].role);
+            puts_(b, "\n");
+            puts_(b, content(&m[i]));
+            puts_(b, "<|im_end|>\n");
+        } else if (is(&m[i], "assistant") && (rc = qwen25_calls(b, &m[i])) < 0) {
+            return rc;
+        } else if (is(&m[i], "tool")) {
+            if (i == 0 || !is(&m[i - 1], "tool"))
+                puts_(b, "<|im_start|>user");
+            puts_(b, "\n<tool_response>\n");
+            puts_(b, content(&m[i]));
+            puts_(b, "\n</tool_response>");
+            if (i + 1 == n || !is(&m[i + 1], "tool"))
+                puts_(b, "<|im_end|>\n");
+        }
+    }
+    if (gen)
+        puts_(b, "<|im_start|>assistant\n");
+    return 0;
+}
+
 static int render_gemma(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
 {
     const char *sys = NULL;
@@ -459,51 +679,43 @@ static void render_plain(sbuf *b, const chat_msg *m, size_t n, int gen)
         puts_(b, "assistant: ");
 }
 
-int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
-                      const chat_tool *tools, size_t n_tools, int add_generation_prompt)
+/* The built-in families; tools only reach the ones with F_TOOLS. */
+static int render_family(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                         size_t n_tools, int gen)
 {
-    *out = NULL;
-    *len_out = 0;
-    if (n_tools == 0)
-        return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
-    if (t->family == CHAT_OLLAMA)
-        return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
-    return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
-}
-
-int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
-                int add_generation_prompt)
-{
-    sbuf b = {NULL, 0, 0, 0};
-    int rc = 0;
-
-    *out = NULL;
-    *len_out = 0;
-    if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
-        return chat_gotmpl_render(out, len_out, t->go, msgs, n);
     switch (t->family) {
     case CHAT_LLAMA2:
-        rc = render_llama2(&b, t, msgs, n);
-        break;
+        return render_llama2(b, t, m, n);
     case CHAT_LLAMA3:
-        render_llama3(&b, t, msgs, n, add_generation_prompt);
-        break;
+        if (t->flags & F_LLAMA31)
+            return render_llama31(b, t, m, n, tools, n_tools, gen);
+        render_llama3(b, t, m, n, gen);
+        return 0;
     case CHAT_CHATML:
-        render_chatml(&b, t, msgs, n, add_generation_prompt);
-        break;
+        if (t->flags & F_TOOLS)
+            return render_qwen25(b, t, m, n, tools, n_tools, gen);
+        render_chatml(b, t, m, n, gen);
+        return 0;
     case CHAT_GEMMA:
-        rc = render_gemma(&b, t, msgs, n, add_generation_prompt);
-        break;
+        return render_gemma(b, t, m, n, gen);
     case CHAT_PHI3:
-        render_phi3(&b, t, msgs, n, add_generation_prompt);
-        break;
+        render_phi3(b, t, m, n, gen);
+        return 0;
     default:
         if (t->flags & F_BARE)
-            render_bare(&b, msgs, n);
+            render_bare(b, m, n);
         else
-            render_plain(&b, msgs, n, add_generation_prompt);
-        break;
+            render_plain(b, m, n, gen);
+        return 0;
     }
+}
+
+static int render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                  const chat_tool *tools, size_t n_tools, int gen)
+{
+    sbuf b = {NULL, 0, 0, 0};
+    int rc = render_family(&b, t, msgs, n, tools, n_tools, gen);
+
     if (rc == 0 && !b.oom && !b.p && !(b.p = calloc(1, 1)))
         b.oom = 1;
     if (rc == 0 && b.oom)
@@ -515,6 +727,50 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
     *out = b.p;
     *len_out = b.n;
     return 0;
+}
+
+int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                      const chat_tool *tools, size_t n_tools, int add_generation_prompt)
+{
+    *out = NULL;
+    *len_out = 0;
+    if (n_tools == 0)
+        return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
+    if (t->family == CHAT_OLLAMA)
+        return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
+    if (!(t->flags & F_TOOLS))
+        return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
+    return render(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt);
+}
+
+int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                int add_generation_prompt)
+{
+    *out = NULL;
+    *len_out = 0;
+    if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
+        return chat_gotmpl_render(out, len_out, t->go, msgs, n);
+    return render(out, len_out, t, msgs, n, NULL, 0, add_generation_prompt);
+}
+
+/* How the model of a template that renders tools writes its calls: as the template shows them
+ * (Llama 3.1: a bare {"name": .., "parameters": ..}; Qwen 2.5: each in <tool_call> tags). */
+int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out)
+{
+    memset(out, 0, sizeof *out);
+    if (t->family == CHAT_OLLAMA)
+        return chat_gotmpl_tool_syntax(t->go, out);
+    if (t->family == CHAT_LLAMA3 && (t->flags & F_TOOLS)) {
+        strcpy(out->args_key, "parameters");
+        return 0;
+    }
+    if (t->family == CHAT_CHATML && (t->flags & F_TOOLS)) {
+        strcpy(out->prefix, "<tool_call>\n");
+        strcpy(out->suffix, "\n</tool_call>");
+        strcpy(out->args_key, "arguments");
+        return 0;
+    }
+    return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
 }
 
 /* ---------------------------------------------------------------- template sources */

@@ -5,13 +5,6 @@
 #include "chat/chat.h"
 #include "util/util.h"
 
-int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out)
-{
-    memset(out, 0, sizeof *out);
-    return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools",
-                  chat_family_name(chat_template_family(t)));
-}
-
 int chat_tool_calls_parse(const chat_tool_syntax *s, const char *text, size_t len, chat_tool_call **calls,
                           size_t *n_calls, size_t *content_len)
 {

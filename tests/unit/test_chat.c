@@ -122,6 +122,143 @@ START_TEST(renders_match_jinja2)
 END_TEST
 
 /* Templates that are no template, or odd ones: plain or a family, never a failure. */
+/* A tools.json case as chat_msg / chat_tool: strings borrowed from the JSON, the JSON texts of
+ * parameters and arguments written compactly by jansson (the order of keys kept) and owned here. */
+typedef struct tool_case {
+    chat_msg *msgs;
+    chat_tool_call *calls;
+    chat_tool *tools;
+    char *texts[64];
+    size_t n_msgs, n_tools, n_texts;
+} tool_case;
+
+static const char *dump(tool_case *c, const json_t *v)
+{
+    if (!v)
+        return NULL;
+    ck_assert_uint_lt(c->n_texts, 64);
+    c->texts[c->n_texts] = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    ck_assert_ptr_nonnull(c->texts[c->n_texts]);
+    return c->texts[c->n_texts++];
+}
+
+static void tool_case_load(tool_case *c, const json_t *tc)
+{
+    json_t *msgs = json_object_get(tc, "messages"), *tools = json_object_get(tc, "tools"), *m, *x;
+    size_t i, k, n_calls = 0;
+
+    memset(c, 0, sizeof *c);
+    c->msgs = calloc(json_array_size(msgs) + 1, sizeof *c->msgs);
+    c->calls = calloc(64, sizeof *c->calls);
+    c->tools = calloc(json_array_size(tools) + 1, sizeof *c->tools);
+    ck_assert(c->msgs && c->calls && c->tools);
+    json_array_foreach(tools, i, x)
+    {
+        json_t *fn = json_object_get(x, "function");
+        c->tools[i].name = json_string_value(json_object_get(fn, "name"));
+        c->tools[i].description = json_string_value(json_object_get(fn, "description"));
+        c->tools[i].parameters = dump(c, json_object_get(fn, "parameters"));
+    }
+    c->n_tools = json_array_size(tools);
+    json_array_foreach(msgs, i, m)
+    {
+        c->msgs[i].role = json_string_value(json_object_get(m, "role"));
+        c->msgs[i].content = json_string_value(json_object_get(m, "content"));
+        c->msgs[i].tool_name = json_string_value(json_object_get(m, "name"));
+        c->msgs[i].tool_call_id = json_string_value(json_object_get(m, "tool_call_id"));
+        c->msgs[i].tool_calls = c->calls + n_calls;
+        json_array_foreach(json_object_get(m, "tool_calls"), k, x)
+        {
+            json_t *fn = json_object_get(x, "function");
+            ck_assert_uint_lt(n_calls, 64);
+            c->calls[n_calls].name = json_string_value(json_object_get(fn, "name"));
+            c->calls[n_calls++].arguments = dump(c, json_object_get(fn, "arguments"));
+            c->msgs[i].n_tool_calls++;
+        }
+    }
+    c->n_msgs = json_array_size(msgs);
+}
+
+static void tool_case_free(tool_case *c)
+{
+    for (size_t i = 0; i < c->n_texts; i++)
+        free(c->texts[i]);
+    free(c->msgs);
+    free(c->calls);
+    free(c->tools);
+}
+
+/* One tool render of expected.json: the text byte for byte, the template's own refusal
+ * (MS_EINVALID with its message), or, for a template mstore renders no tools for,
+ * MS_EUNSUPPORTED naming the family. */
+static int check_tool_render(const char *name, chat_template *t, const json_t *r, const tool_case *c)
+{
+    const char *want = json_string_value(json_object_get(r, "text"));
+    const char *err = json_string_value(json_object_get(r, "error"));
+    int gen = json_is_true(json_object_get(r, "gen"));
+    size_t ci = (size_t)json_integer_value(json_object_get(r, "conv")), out_len;
+    char *out;
+    int rc = chat_render_tools(&out, &out_len, t, c->msgs, c->n_msgs, c->tools, c->n_tools, gen);
+
+    if (json_is_true(json_object_get(r, "unsupported"))) {
+        ck_assert_msg(rc == MS_EUNSUPPORTED, "%s tools %zu: rc %d", name, ci, rc);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), chat_family_name(chat_template_family(t))));
+        ck_assert_ptr_null(out);
+        return 0;
+    }
+    if (err) {
+        ck_assert_msg(rc == MS_EINVALID, "%s tools %zu: rc %d", name, ci, rc);
+        ck_assert_msg(strstr(ms_err_msg(), err), "%s tools %zu: '%s'", name, ci, ms_err_msg());
+        ck_assert_ptr_null(out);
+        return 0;
+    }
+    ck_assert_msg(rc == 0, "%s tools %zu: %s", name, ci, ms_err_msg());
+    ck_assert_msg(out_len == strlen(want) && memcmp(out, want, out_len) == 0,
+                  "%s tools %zu gen %d:\n got '%s'\nwant '%s'", name, ci, gen, out, want);
+    free(out);
+    return 1;
+}
+
+/* Tool definitions, calls and results (tools.json) in every template of expected.json. */
+START_TEST(tool_renders_match_jinja2)
+{
+    json_t *expected = load_json("expected.json"), *cases = load_json("tools.json"), *spec, *r;
+    const char *name;
+    size_t n_checked = 0, n_refused = 0, i;
+
+    json_object_foreach(expected, name, spec)
+    {
+        size_t len;
+        char *text = load_template(name, &len);
+        chat_template *t;
+        chat_tool_syntax syn;
+
+        ck_assert_int_eq(chat_template_new(&t, text, len, json_string_value(json_object_get(spec, "bos")),
+                                           json_string_value(json_object_get(spec, "eos"))),
+                         0);
+        /* a template renders tools exactly when its model's calls can be read back */
+        ck_assert_int_eq(chat_template_tool_syntax(t, &syn),
+                         json_is_true(json_object_get(spec, "tools")) ? 0 : MS_EUNSUPPORTED);
+        json_array_foreach(json_object_get(spec, "tool_renders"), i, r)
+        {
+            tool_case c;
+            tool_case_load(&c, json_array_get(cases, (size_t)json_integer_value(json_object_get(r, "conv"))));
+            if (check_tool_render(name, t, r, &c))
+                n_checked++;
+            else
+                n_refused++;
+            tool_case_free(&c);
+        }
+        chat_template_free(t);
+        free(text);
+    }
+    ck_assert_uint_ge(n_checked, 28);
+    ck_assert_uint_ge(n_refused, 40);
+    json_decref(expected);
+    json_decref(cases);
+}
+END_TEST
+
 static const struct {
     const char *text;
     size_t len; /* 0: strlen */
@@ -324,6 +461,7 @@ Suite *chat_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, renders_match_jinja2);
+    tcase_add_test(tc, tool_renders_match_jinja2);
     tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
     tcase_add_test(tc, plain_rendering);
     tcase_add_test(tc, no_template_renders_bare_prompt);
