@@ -259,6 +259,135 @@ START_TEST(tool_renders_match_jinja2)
 }
 END_TEST
 
+/* Tool calls read back from answers: Qwen's tags, Llama 3.1's bare object, Mistral's array. */
+static const chat_tool_syntax syntaxes[] = {
+    {.prefix = "<tool_call>\n", .suffix = "\n</tool_call>", .args_key = "arguments"},
+    {.prefix = "", .suffix = "", .args_key = "parameters"},
+    {.prefix = "[TOOL_CALLS]", .suffix = "", .args_key = "arguments", .array = 1},
+};
+#define ALL ((size_t)-1) /* content_len: the whole answer (no calls) */
+/* want: "name arguments" for each call, one a line */
+static const struct {
+    int syn;
+    const char *text;
+    size_t content_len;
+    const char *want;
+} answers[] = {
+    {0,
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"S\xc3\xa3o Paulo\", \"n\": "
+     "1.50}}\n</tool_call>",
+     0, "get_weather {\"city\":\"S\xc3\xa3o Paulo\",\"n\":1.5}"},
+    {0,
+     "Let me check.\n<tool_call>{\"name\":\"a\",\"arguments\":{\"x\":[1,{}]}}</tool_call>\n\n<tool_call>\n {\"name\": "
+     "\"b\", \"arguments\": {}} \n</tool_call> and then",
+     14, "a {\"x\":[1,{}]}\nb {}"},
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":\"{\\\"x\\\": 1}\"}</tool_call>", 0,
+     "a {\"x\":1}"}, /* arguments in a string */
+    {0, "<tool_call>{\"name\":\"a\",\"parameters\":{\"y\":[1,2]}}", 0,
+     "a {\"y\":[1,2]}"}, /* the other key, no suffix */
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":{\"s\":\"}{\\\"]</tool_call>\"}}</tool_call>", 0,
+     "a {\"s\":\"}{\\\"]</tool_call>\"}"}, /* tags in strings */
+    {0, "<tool_call>{\"name\":\"a\"}</tool_call>", 0, "a {}"}, /* no arguments: none needed */
+    {0, "x <tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": ", ALL, ""}, /* truncated */
+    {0, "<tool_call> hello </tool_call>", ALL, ""}, /* no JSON */
+    {0, "<tool_call>{\"arguments\": {}}</tool_call>", ALL, ""}, /* no name */
+    {0, "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>", ALL, ""},
+    {0, "<tool_call>{\"name\": 7, \"arguments\": {}}</tool_call>", ALL, ""},
+    {0, "<tool_call>{\"name\": \"a\", \"arguments\": 5}</tool_call>", ALL, ""}, /* arguments not an object */
+    {0, "<tool_call>{\"name\": \"a\", \"arguments\": \"{oops\"}</tool_call>", ALL, ""},
+    {0, "<tool_call>{\"name\":\"\xff\",\"arguments\":{}}</tool_call>", ALL, ""}, /* not UTF-8 */
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{bad", 0, "a {}"}, /* the good one kept */
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>text<tool_call>{\"name\":\"b\",\"arguments\":{}}", 0,
+     "a {}"}, /* text ends the calls */
+    {0, "Just text, no call at all.", ALL, ""},
+    {0, "", ALL, ""},
+    {1, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", 0, "get_weather {\"city\":\"Paris\"}"},
+    {1, " \n<|python_tag|>{\"name\": \"f\", \"arguments\": {}}", 2, "f {}"},
+    {1, "{\"name\": \"f\", \"parameters\": {\"a\": 1}}; {\"name\": \"g\", \"parameters\": {}}", 0, "f {\"a\":1}\ng {}"},
+    {1, "{\"name\": \"f\"}", ALL, ""}, /* a JSON answer, not a call */
+    {1, "{\"a\": 1}", ALL, ""},
+    {1, "The call is {\"name\": \"f\", \"parameters\": {}}", ALL, ""},
+    {1, "{\"name\": \"f\", \"parameters\": {}", ALL, ""},
+    {1, "<|python_tag|>", ALL, ""},
+    {2, "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", \"arguments\": {}}]", 0,
+     "a {\"x\":1}\nb {}"},
+    {2, "ok [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"nope\": 1}]", 3, "a {}"},
+    {2, "[TOOL_CALLS] []", ALL, ""},
+    {2, "[TOOL_CALLS]", ALL, ""},
+};
+
+START_TEST(tool_calls_read_back)
+{
+    size_t len = strlen(answers[_i].text), n, content_len;
+    chat_tool_call *calls;
+
+    ck_assert_int_eq(chat_tool_calls_parse(&syntaxes[answers[_i].syn], answers[_i].text, len, &calls, &n, &content_len),
+                     0);
+    char got[512] = "";
+
+    ck_assert_uint_eq(content_len, answers[_i].content_len == ALL ? len : answers[_i].content_len);
+    ck_assert(n > 0 ? calls != NULL : calls == NULL);
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_ptr_null(calls[k].id); /* the server gives ids */
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", k ? "\n" : "", calls[k].name,
+                 calls[k].arguments);
+    }
+    ck_assert_str_eq(got, answers[_i].want);
+    chat_tool_calls_free(calls, n);
+}
+END_TEST
+
+/* Garbage never crashes nor gives a call without a name and an object: every truncation of
+ * answers, deep nesting, many calls (bounded), random bytes. */
+static void parse_checked(const chat_tool_syntax *s, const char *text, size_t len, size_t *n)
+{
+    size_t content_len;
+    chat_tool_call *calls;
+
+    ck_assert_int_eq(chat_tool_calls_parse(s, text, len, &calls, n, &content_len), 0);
+    ck_assert_uint_le(content_len, len);
+    ck_assert_uint_le(*n, 64);
+    for (size_t k = 0; k < *n; k++) {
+        json_t *a = json_loads(calls[k].arguments, 0, NULL);
+        ck_assert(calls[k].name[0] != '\0' && json_is_object(a));
+        json_decref(a);
+    }
+    chat_tool_calls_free(calls, *n);
+}
+
+START_TEST(tool_calls_garbage)
+{
+    size_t n, big = 200000;
+    char *deep = malloc(big + 32), *many = malloc(100 * 64);
+    unsigned seed = 1;
+
+    ck_assert(deep && many);
+    for (size_t i = 0; i < sizeof answers / sizeof *answers; i++)
+        for (size_t len = 0; len <= strlen(answers[i].text); len++)
+            for (int s = 0; s < 3; s++)
+                parse_checked(&syntaxes[s], answers[i].text, len, &n);
+    for (int s = 0; s < 3; s++) {
+        size_t o = (size_t)sprintf(deep, "%s", syntaxes[s].prefix);
+        memset(deep + o, s == 1 ? '{' : '[', big);
+        parse_checked(&syntaxes[s], deep, o + big, &n);
+        ck_assert_uint_eq(n, 0);
+    }
+    many[0] = '\0';
+    for (int k = 0; k < 100; k++)
+        strcat(many, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>");
+    parse_checked(&syntaxes[0], many, strlen(many), &n);
+    ck_assert_uint_eq(n, 64);
+    for (int round = 0; round < 2000; round++) {
+        char buf[96];
+        for (size_t i = 0; i < sizeof buf; i++) /* mostly JSON punctuation, some of the tags */
+            buf[i] = "{}[]\":,ab \\n<tool_call>\xff\x80"[(seed = seed * 1103515245 + 12345) >> 16 & 31];
+        parse_checked(&syntaxes[round % 3], buf, sizeof buf, &n);
+    }
+    free(deep);
+    free(many);
+}
+END_TEST
+
 static const struct {
     const char *text;
     size_t len; /* 0: strlen */
@@ -462,6 +591,8 @@ Suite *chat_suite(void)
 
     tcase_add_test(tc, renders_match_jinja2);
     tcase_add_test(tc, tool_renders_match_jinja2);
+    tcase_add_loop_test(tc, tool_calls_read_back, 0, sizeof answers / sizeof *answers);
+    tcase_add_test(tc, tool_calls_garbage);
     tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
     tcase_add_test(tc, plain_rendering);
     tcase_add_test(tc, no_template_renders_bare_prompt);
