@@ -6,12 +6,17 @@
  * does, and render with a built-in renderer per family, byte for byte what the official
  * templates produce (tests/data/chat holds the templates and their renders by jinja2):
  *   llama2   "[INST]" with "<<SYS>>"         Llama 2 chat: <s>[INST] <<SYS>>..<</SYS>> .. [/INST] .. </s>
- *   llama3   "<|start_header_id|>"          Llama 3 instruct: headers, trimmed contents, <|eot_id|>
- *   chatml   "<|im_start|>"                 ChatML (Qwen 2 / 2.5 with their default system prompt)
+ *   llama3   "<|start_header_id|>"          Llama 3 instruct: headers, trimmed contents, <|eot_id|>;
+ *                                           Meta's Llama 3.1 / 3.2 templates with their dated system
+ *                                           header, and tools
+ *   chatml   "<|im_start|>"                 ChatML (Qwen 2 / 2.5 with their default system prompt);
+ *                                           Qwen 2.5's template with tools
  *   gemma    "<start_of_turn>"              Gemma 1/2/3: "model" for assistant, system folded into
  *                                           the first user turn as Gemma 3 does
  *   phi3     "<|user|>" + "<|end|>"         Phi-3 (4k: <|assistant|> after each user turn) and
  *                                           Phi-3.5 (system turns, generation prompt or eos)
+ * Tools (chat_render_tools) render in the Llama 3.1 / 3.2 and Qwen 2.5 templates, and in ollama
+ * templates with .Tools; the other templates refuse them.
  * Details a template varies within a family (a BOS text, a default system prompt, Phi-3's
  * variants) are read from the template text. Anything else renders plainly ("role: content"
  * lines) and the template says why in chat_template_warning: a template is never a reason to
@@ -90,7 +95,9 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
 /* chat_render with tool definitions offered to the model, rendered where and as the template
  * renders them (ollama's .Tools; the Jinja families' `tools`). With n_tools 0 it is chat_render.
  * MS_EUNSUPPORTED when tools are given and the template has no place for them ("the model's
- * template (chatml) does not support tools"). */
+ * template (chatml) does not support tools"). MS_EINVALID where the template itself refuses (Llama
+ * 3.1: more than one call in a message, tools without a user message) and where a tool's
+ * parameters or a call's arguments are not JSON. */
 int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                       const chat_tool *tools, size_t n_tools, int add_generation_prompt);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chat/chat.h"
+#include "chat/chat_int.h"
 #include "helpers/fixture.h"
 
 static const char *src_dir(void)
@@ -256,6 +257,53 @@ START_TEST(tool_renders_match_jinja2)
     ck_assert_uint_ge(n_refused, 40);
     json_decref(expected);
     json_decref(cases);
+}
+END_TEST
+
+/* pyjson.c against Python: json.dumps(json.loads(in), ensure_ascii=False[, indent=4]), as
+ * written by Python 3.11 (duplicate keys, float repr, escapes, empty containers). */
+static const struct {
+    const char *in, *flat, *indented;
+} pyjson[] = {
+    {"{\"a\": 1, \"b\": 2, \"a\": 3}", "{\"a\": 3, \"b\": 2}", "{\n    \"a\": 3,\n    \"b\": 2\n}"},
+    {"[0.1, 1e22, 1e16, 9999999999999998.0, 123456789012345678, -1e-300, 5e-324, 1.7976931348623157e308, "
+     "0.30000000000000004, 100.0, 1E2, -0.5, -0.0, 0]",
+     "[0.1, 1e+22, 1e+16, 9999999999999998.0, 123456789012345678, -1e-300, 5e-324, 1.7976931348623157e+308, "
+     "0.30000000000000004, 100.0, 100.0, -0.5, -0.0, 0]",
+     "[\n    0.1,\n    1e+22,\n    1e+16,\n    9999999999999998.0,\n    123456789012345678,\n    -1e-300,\n    "
+     "5e-324,\n    1.7976931348623157e+308,\n    0.30000000000000004,\n    100.0,\n    100.0,\n    -0.5,\n    -0.0,\n  "
+     "  0\n]"},
+    {"{\"key\": \"v\\u0000al\", \"\\u00e9\": \"\\ud83d\\ude42\\u2028<>&'\", \"c\": "
+     "\"\\u001f\\u007f\\b\\f\\r\\t\\n\\\"\\\\/\"}",
+     "{\"key\": \"v\\u0000al\", \"\303\251\": \"\360\237\231\202\342\200\250<>&'\", \"c\": "
+     "\"\\u001f\177\\b\\f\\r\\t\\n\\\"\\\\/\"}",
+     "{\n    \"key\": \"v\\u0000al\",\n    \"\303\251\": \"\360\237\231\202\342\200\250<>&'\",\n    \"c\": "
+     "\"\\u001f\177\\b\\f\\r\\t\\n\\\"\\\\/\"\n}"},
+    {"\"just a string\"", "\"just a string\"", "\"just a string\""},
+    {"{\"nested\": {\"deep\": [[], {}, [{}]]}}", "{\"nested\": {\"deep\": [[], {}, [{}]]}}",
+     "{\n    \"nested\": {\n        \"deep\": [\n            [],\n            {},\n            [\n                {}\n "
+     "           ]\n        ]\n    }\n}"},
+    {"[true, false, null, -9223372036854775808]", "[true, false, null, -9223372036854775808]",
+     "[\n    true,\n    false,\n    null,\n    -9223372036854775808\n]"},
+    {"{}", "{}", "{}"},
+    {"[]", "[]", "[]"},
+};
+
+START_TEST(tojson_as_python)
+{
+    chat_buf b = {NULL, 0, 0, 0};
+
+    ck_assert_int_eq(chat__tojson(&b, pyjson[_i].in, 0, "x"), 0);
+    ck_assert_str_eq(b.p, pyjson[_i].flat);
+    b.n = 0;
+    ck_assert_int_eq(chat__tojson(&b, pyjson[_i].in, 4, "x"), 0);
+    ck_assert_str_eq(b.p, pyjson[_i].indented);
+    ck_assert(!b.oom);
+    free(b.p);
+    b = (chat_buf){NULL, 0, 0, 0};
+    ck_assert_int_eq(chat__tojson(&b, "{\"a\": ", 0, "tool 'f': arguments"), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tool 'f': arguments: not JSON"));
+    free(b.p);
 }
 END_TEST
 
@@ -591,6 +639,7 @@ Suite *chat_suite(void)
 
     tcase_add_test(tc, renders_match_jinja2);
     tcase_add_test(tc, tool_renders_match_jinja2);
+    tcase_add_loop_test(tc, tojson_as_python, 0, sizeof pyjson / sizeof *pyjson);
     tcase_add_loop_test(tc, tool_calls_read_back, 0, sizeof answers / sizeof *answers);
     tcase_add_test(tc, tool_calls_garbage);
     tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
