@@ -70,7 +70,8 @@ static json_t *json_at(const char *t, size_t len, size_t i, size_t *end)
 
 /* The call's arguments: the syntax's member or the other name for it; a JSON string holding an
  * object is read as that object. strict (no prefix: any JSON answer could be taken for a call):
- * they must be there. Borrowed into *out, or a new reference in *owned. */
+ * they must be there. NULL when they are not an object; else borrowed from obj, or *owned (a new
+ * reference the caller drops). */
 static const json_t *arguments(const json_t *obj, const chat_tool_syntax *s, int strict, json_t **owned)
 {
     const char *other = strcmp(s->args_key, "parameters") == 0 ? "arguments" : "parameters";
@@ -176,12 +177,16 @@ static int read_calls(chat_tool_call *c, size_t *n, const chat_tool_syntax *s, c
 int chat_tool_calls_parse(const chat_tool_syntax *s, const char *text, size_t len, chat_tool_call **calls,
                           size_t *n_calls, size_t *content_len)
 {
+    chat_tool_syntax syn = *s; /* with its strings surely terminated, whoever filled it */
     const char *pre;
     size_t npre, start, n = 0;
     chat_tool_call *c;
     int rc;
 
     *calls = NULL, *n_calls = 0, *content_len = len;
+    syn.prefix[sizeof syn.prefix - 1] = syn.suffix[sizeof syn.suffix - 1] = syn.args_key[sizeof syn.args_key - 1] =
+        '\0';
+    s = &syn;
     core(s->prefix, &pre, &npre);
     /* with a prefix the calls start at its first appearance; without, the answer is a call or not */
     start = npre > 0 ? find(text, len, 0, pre, npre) : skip_space(text, len, 0);
