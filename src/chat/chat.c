@@ -43,7 +43,7 @@ struct chat_template {
 
 const char *chat_family_name(chat_family f)
 {
-    static const char *const names[] = {"plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama"};
+    static const char *const names[] = {"plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama", "mistral"};
     return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
 }
 
@@ -162,6 +162,20 @@ static int llama31(chat_template *t, const char *s)
     return 0;
 }
 
+/* Mistral Nemo 2407's template, as its tokenizer_config.json has it. Mistral's other templates
+ * ("[INST] " with spaces in v0.3, trimmed contents, different eos placement) would render
+ * differently: they stay plain. */
+static int mistral_nemo(const char *s)
+{
+    return strstr(s, "{{- \"[AVAILABLE_TOOLS][\" }}") && strstr(s, "{{- \"[TOOL_CALLS][\" }}") &&
+           strstr(s, "{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}") &&
+           strstr(s, "{{- \"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + \"[/INST]\" }}") &&
+           strstr(s, "{%- if loop.last and system_message is defined %}") &&
+           strstr(s, "{{- message[\"content\"] + eos_token}}") && strstr(s, "{{- out[:-1] }}") &&
+           strstr(s, "'[TOOL_RESULTS]{\"content\": ' + content|string + \", \"") &&
+           strstr(s, "'\"call_id\": \"' + message.tool_call_id + '\"}[/TOOL_RESULTS]'");
+}
+
 /* Family by markers, in llama.cpp's order of checks. */
 static int detect(chat_template *t, const char *s)
 {
@@ -173,9 +187,14 @@ static int detect(chat_template *t, const char *s)
         return chatml_default_system(t, s);
     }
     if (strstr(s, "[INST]")) {
+        if (!strstr(s, "<<SYS>>") && mistral_nemo(s)) {
+            t->family = CHAT_MISTRAL;
+            t->flags = F_TOOLS | (has_bos ? F_BOS : 0);
+            return 0;
+        }
         if (!strstr(s, "<<SYS>>"))
-            return set_warning(t, "an [INST] template without <<SYS>> (Mistral style) is not supported: "
-                                  "rendering plainly");
+            return set_warning(t, "an [INST] template without <<SYS>> (Mistral style) other than Mistral "
+                                  "Nemo's is not supported: rendering plainly");
         t->family = CHAT_LLAMA2;
         return 0;
     }
@@ -198,7 +217,7 @@ static int detect(chat_template *t, const char *s)
         return 0;
     }
     return set_warning(t, "the chat template is of no family mstore knows (llama2, llama3, chatml, gemma, "
-                          "phi3): rendering plainly");
+                          "phi3, mistral): rendering plainly");
 }
 
 /* An ollama Go template: rendered by gotmpl.c when it is inside the subset and renders a trial
@@ -596,6 +615,127 @@ static int render_qwen25(sbuf *b, const chat_template *t, const chat_msg *m, siz
     return 0;
 }
 
+/* Mistral: the 9 characters the template demands of an id (Mistral's tokenizer checks them). */
+static int mistral_id(const char *id)
+{
+    size_t chars = 0;
+
+    for (const char *p = id ? id : ""; *p; p++)
+        chars += ((unsigned char)*p & 0xC0) != 0x80; /* Jinja's length counts characters */
+    return id && chars == 9 ? 0 : refuse("Tool call IDs should be alphanumeric strings with length 9!");
+}
+
+/* Mistral's [AVAILABLE_TOOLS]: each function's members in order, the template writing strings
+ * between quotes unescaped and the rest with tojson. */
+static int mistral_tools(sbuf *b, const chat_tool *tools, size_t n_tools)
+{
+    int rc;
+
+    puts_(b, "[AVAILABLE_TOOLS][");
+    for (size_t k = 0; k < n_tools; k++) {
+        puts_(b, "{\"type\": \"function\", \"function\": {\"name\": \"");
+        puts_(b, tools[k].name ? tools[k].name : "");
+        puts_(b, "\"");
+        if (tools[k].description) {
+            puts_(b, ", \"description\": \"");
+            puts_(b, tools[k].description);
+            puts_(b, "\"");
+        }
+        if (tools[k].parameters) {
+            puts_(b, ", \"parameters\": ");
+            if ((rc = chat__tojson(b, tools[k].parameters, 0, "tool parameters")) < 0)
+                return rc;
+        }
+        puts_(b, k + 1 < n_tools ? "}}, " : "}}]");
+    }
+    puts_(b, "[/AVAILABLE_TOOLS]");
+    return 0;
+}
+
+/* An assistant turn's calls: the tojson of each {"name", "arguments"} with its id added, then eos;
+ * a tool's result: its content as it is, and the call's id. */
+static int mistral_calls(sbuf *b, const chat_template *t, const chat_msg *m)
+{
+    puts_(b, "[TOOL_CALLS][");
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        puts_(b, "{\"name\": ");
+        chat__tojson_str(b, m->tool_calls[k].name ? m->tool_calls[k].name : "");
+        puts_(b, ", \"arguments\": ");
+        if (put_arguments(b, &m->tool_calls[k]) < 0 || mistral_id(m->tool_calls[k].id) < 0)
+            return MS_EINVALID;
+        puts_(b, ", \"id\": \"");
+        puts_(b, m->tool_calls[k].id);
+        puts_(b, k + 1 < m->n_tool_calls ? "\"}, " : "\"}]");
+    }
+    puts_(b, t->eos);
+    return 0;
+}
+
+static int mistral_result(sbuf *b, const chat_msg *m)
+{
+    puts_(b, "[TOOL_RESULTS]{\"content\": ");
+    puts_(b, m->content ? m->content : "None");
+    puts_(b, ", ");
+    if (mistral_id(m->tool_call_id) < 0)
+        return MS_EINVALID;
+    puts_(b, "\"call_id\": \"");
+    puts_(b, m->tool_call_id);
+    puts_(b, "\"}[/TOOL_RESULTS]");
+    return 0;
+}
+
+static int is_tool_result(const chat_msg *m)
+{
+    return is(m, "tool") || is(m, "tool_results");
+}
+
+/* Mistral Nemo: after the system message, user and assistant alternate (calls and results
+ * aside); the system message goes into the last turn only if that is the user's, and the tools
+ * before the last user message (and any user message equal to it, as the template compares). */
+static int render_mistral(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                          size_t n_tools)
+{
+    const char *sys = NULL, *last_user = NULL;
+    size_t k = 0;
+    int rc = 0;
+
+    if (n > 0 && is(&m[0], "system"))
+        sys = content(&m[0]), m++, n--;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_tool_result(&m[i]) && !m[i].n_tool_calls && is(&m[i], "user") != (k++ % 2 == 0))
+            return refuse("After the optional system message, conversation roles must alternate "
+                          "user/assistant/user/assistant/...");
+        if (is(&m[i], "user"))
+            last_user = content(&m[i]);
+    }
+    if (t->flags & F_BOS)
+        puts_(b, t->bos);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (is(&m[i], "user")) {
+            if (n_tools > 0 && strcmp(content(&m[i]), last_user) == 0 && (rc = mistral_tools(b, tools, n_tools)) < 0)
+                return rc;
+            puts_(b, "[INST]");
+            if (i + 1 == n && sys) {
+                puts_(b, sys);
+                puts_(b, "\n\n");
+            }
+            puts_(b, content(&m[i]));
+            puts_(b, "[/INST]");
+        } else if (m[i].n_tool_calls > 0) {
+            rc = mistral_calls(b, t, &m[i]);
+        } else if (is(&m[i], "assistant")) {
+            puts_(b, content(&m[i]));
+            puts_(b, t->eos);
+        } else if (is_tool_result(&m[i])) {
+            rc = mistral_result(b, &m[i]);
+        } else {
+            rc = refuse("Only user and assistant roles are supported, with the exception of an initial optional "
+                        "system message!");
+        }
+    }
+    return rc;
+}
+
 static int render_gemma(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
 {
     const char *sys = NULL;
@@ -701,6 +841,8 @@ static int render_family(sbuf *b, const chat_template *t, const chat_msg *m, siz
     case CHAT_PHI3:
         render_phi3(b, t, m, n, gen);
         return 0;
+    case CHAT_MISTRAL: /* the template has no generation prompt: [/INST] ends the prompt */
+        return render_mistral(b, t, m, n, tools, n_tools);
     default:
         if (t->flags & F_BARE)
             render_bare(b, m, n);
@@ -768,6 +910,12 @@ int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out)
         strcpy(out->prefix, "<tool_call>\n");
         strcpy(out->suffix, "\n</tool_call>");
         strcpy(out->args_key, "arguments");
+        return 0;
+    }
+    if (t->family == CHAT_MISTRAL) {
+        strcpy(out->prefix, "[TOOL_CALLS]");
+        strcpy(out->args_key, "arguments");
+        out->array = 1;
         return 0;
     }
     return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));

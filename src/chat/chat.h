@@ -15,7 +15,11 @@
  *                                           the first user turn as Gemma 3 does
  *   phi3     "<|user|>" + "<|end|>"         Phi-3 (4k: <|assistant|> after each user turn) and
  *                                           Phi-3.5 (system turns, generation prompt or eos)
- * Tools (chat_render_tools) render in the Llama 3.1 / 3.2 and Qwen 2.5 templates, and in ollama
+ *   mistral  "[INST]" + "[TOOL_CALLS]["     Mistral Nemo 2407's template exactly (other [INST]
+ *                                           templates without <<SYS>> render plainly): the system
+ *                                           message in the last user turn, tools before it; calls
+ *                                           and results need the 9-character ids it demands
+ * Tools (chat_render_tools) render in the Llama 3.1 / 3.2, Qwen 2.5 and Mistral Nemo templates, and in ollama
  * templates with .Tools; the other templates refuse them.
  * Details a template varies within a family (a BOS text, a default system prompt, Phi-3's
  * variants) are read from the template text. Anything else renders plainly ("role: content"
@@ -38,9 +42,11 @@ typedef enum chat_family {
     CHAT_GEMMA,
     CHAT_PHI3,
     CHAT_OLLAMA, /* an ollama Go template inside the subset gotmpl.c renders */
+    CHAT_MISTRAL, /* Mistral Nemo's [INST] template, with [AVAILABLE_TOOLS] and [TOOL_CALLS] */
 } chat_family;
 
-const char *chat_family_name(chat_family f); /* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" */
+/* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama", "mistral" */
+const char *chat_family_name(chat_family f);
 
 /* A tool call, as an assistant message carries it (input) or as chat_tool_calls_parse finds it
  * in a model's answer (output: owned, free with chat_tool_calls_free). arguments: a JSON object's
@@ -96,8 +102,8 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
  * renders them (ollama's .Tools; the Jinja families' `tools`). With n_tools 0 it is chat_render.
  * MS_EUNSUPPORTED when tools are given and the template has no place for them ("the model's
  * template (chatml) does not support tools"). MS_EINVALID where the template itself refuses (Llama
- * 3.1: more than one call in a message, tools without a user message) and where a tool's
- * parameters or a call's arguments are not JSON. */
+ * 3.1: more than one call in a message, tools without a user message; Mistral: a call or result
+ * whose id is not 9 characters) and where a tool's parameters or a call's arguments are not JSON. */
 int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                       const chat_tool *tools, size_t n_tools, int add_generation_prompt);
 

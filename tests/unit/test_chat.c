@@ -172,6 +172,7 @@ static void tool_case_load(tool_case *c, const json_t *tc)
         {
             json_t *fn = json_object_get(x, "function");
             ck_assert_uint_lt(n_calls, 64);
+            c->calls[n_calls].id = json_string_value(json_object_get(x, "id"));
             c->calls[n_calls].name = json_string_value(json_object_get(fn, "name"));
             c->calls[n_calls++].arguments = dump(c, json_object_get(fn, "arguments"));
             c->msgs[i].n_tool_calls++;
@@ -253,8 +254,8 @@ START_TEST(tool_renders_match_jinja2)
         chat_template_free(t);
         free(text);
     }
-    ck_assert_uint_ge(n_checked, 28);
-    ck_assert_uint_ge(n_refused, 40);
+    ck_assert_uint_ge(n_checked, 36);
+    ck_assert_uint_ge(n_refused, 100);
     json_decref(expected);
     json_decref(cases);
 }

@@ -30,6 +30,7 @@ TEMPLATES = {
     "gemma3": ("gemma", "<bos>", "<eos>", False),
     "phi3": ("phi3", "<s>", "<|endoftext|>", False),
     "phi3.5": ("phi3", "<s>", "<|endoftext|>", False),
+    "mistral-nemo": ("mistral", "<s>", "</s>", True),
     "unknown-alpaca": ("plain", "<s>", "</s>", False),
 }
 
