@@ -250,7 +250,8 @@ json_t *gen_tool_calls_json(const gen_job *j, int openai)
         if (!args)
             args = json_object();
         if (openai) {
-            snprintf(id, sizeof id, "call_%.16s%02zu", hex ? hex + 1 : j->id, i);
+            /* Mistral's template takes only ids of 9 letters and digits back */
+            snprintf(id, sizeof id, j->syn.array ? "%.7s%02zu" : "call_%.16s%02zu", hex ? hex + 1 : j->id, i);
             json_array_append_new(a, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function",
                                                "name", c->name, "arguments", c->arguments));
             json_decref(args);
