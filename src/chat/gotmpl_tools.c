@@ -321,6 +321,7 @@ int gotmpl__calls_new(json_t **out, const chat_tool_call *calls, size_t n)
     for (size_t i = 0; a && i < n; i++) {
         if (calls[i].arguments && *calls[i].arguments &&
             (load(&args, calls[i].arguments, "arguments") < 0 || any_depth(args, 1) < 0)) {
+            json_decref(args); /* any_depth refused it: loaded, not kept */
             json_decref(a);
             return ms_err_ctx("tool call %zu ('%s')", i, calls[i].name ? calls[i].name : "");
         }
