@@ -112,6 +112,7 @@ typedef struct chat_tool_syntax {
     char prefix[64]; /* opens the call(s): "<tool_call>\n", "[TOOL_CALLS]", "" (a bare JSON object) */
     char suffix[64]; /* closes one call: "\n</tool_call>", or "" */
     char args_key[16]; /* the call's arguments member: "arguments" or "parameters" */
+    char name_key[16]; /* the call's name member: "" for "name" (Command R+ writes "tool_name") */
     int array; /* the calls are one JSON array after the prefix (Mistral), not one object each */
 } chat_tool_syntax;
 /* The syntax of t's tool calls. MS_EUNSUPPORTED when the template renders no tools. */

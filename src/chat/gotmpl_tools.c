@@ -649,21 +649,23 @@ static const node *find_calls(node *const *v, size_t n, node_kind kind)
  * is an object (the arguments: its key goes to args_key). */
 static int sample_call(const json_t *j, chat_tool_syntax *out)
 {
-    const char *key, *args = NULL;
+    const char *key, *args = NULL, *named = NULL;
     json_t *v;
-    int named = 0;
 
     if (!json_is_object(j))
         return 0;
     json_object_foreach((json_t *)j, key, v)
     {
-        named |= json_is_string(v) && !strcmp(json_string_value(v), "@@name@@");
+        if (json_is_string(v) && !strcmp(json_string_value(v), "@@name@@"))
+            named = key;
         if (json_is_object(v))
             args = key;
     }
-    if (!named || !args || strlen(args) >= sizeof out->args_key)
+    if (!named || !args || strlen(args) >= sizeof out->args_key || strlen(named) >= sizeof out->name_key)
         return 0;
     strcpy(out->args_key, args);
+    if (strcmp(named, "name") != 0)
+        strcpy(out->name_key, named);
     return 1;
 }
 

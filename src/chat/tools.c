@@ -92,7 +92,7 @@ static const json_t *arguments(const json_t *obj, const chat_tool_syntax *s, int
 /* One call from a JSON object: 1, 0 when it is not a call, MS_ENOMEM. */
 static int call_from(chat_tool_call *c, const json_t *obj, const chat_tool_syntax *s, int strict)
 {
-    const char *name = json_string_value(json_object_get(obj, "name"));
+    const char *name = json_string_value(json_object_get(obj, s->name_key[0] ? s->name_key : "name"));
     json_t *owned = NULL;
     const json_t *args = NULL;
 
@@ -185,7 +185,7 @@ int chat_tool_calls_parse(const chat_tool_syntax *s, const char *text, size_t le
 
     *calls = NULL, *n_calls = 0, *content_len = len;
     syn.prefix[sizeof syn.prefix - 1] = syn.suffix[sizeof syn.suffix - 1] = syn.args_key[sizeof syn.args_key - 1] =
-        '\0';
+        syn.name_key[sizeof syn.name_key - 1] = '\0';
     s = &syn;
     core(s->prefix, &pre, &npre);
     /* with a prefix the calls start at its first appearance; without, the answer is a call or not */

@@ -388,16 +388,17 @@ static const struct {
     const char *prefix, *suffix, *args_key;
     int array;
     const char *ollama_tag;
+    const char *name_key; /* "" for "name" */
 } tool_templates[] = {
-    {"qwen2.5", "<tool_call>\n", "\n</tool_call>", "arguments", 0, "<tool_call>"},
-    {"qwen3", "<tool_call>\n", "\n</tool_call>", "arguments", 0, "<tool_call>"},
-    {"llama3-groq-tool-use", "<tool_call>\n", "\n</tool_call>", "arguments", 0, "<tool_call>"},
-    {"llama3.2", "", "", "parameters", 0, "{"},
-    {"mistral", "[TOOL_CALLS] ", "</s>", "arguments", 1, "[TOOL_CALLS] ["},
-    {"command-r-plus", "Action: ```json\n", "```", "parameters", 1, "Action: ```json\n["},
-    {"firefunction", "functools", "", "arguments", 1, "functools["},
-    {"nemotron", "<toolcall> ", " </toolcall>", "arguments", 0, "<toolcall>"},
-    {"xlam", "### Response:\n{\"tool_calls\": ", "}\n<|EOT|>", "arguments", 1, NULL},
+    {"qwen2.5", "<tool_call>\n", "\n</tool_call>", "arguments", 0, "<tool_call>", ""},
+    {"qwen3", "<tool_call>\n", "\n</tool_call>", "arguments", 0, "<tool_call>", ""},
+    {"llama3-groq-tool-use", "<tool_call>\n", "\n</tool_call>", "arguments", 0, "<tool_call>", ""},
+    {"llama3.2", "", "", "parameters", 0, "{", ""},
+    {"mistral", "[TOOL_CALLS] ", "</s>", "arguments", 1, "[TOOL_CALLS] [", ""},
+    {"command-r-plus", "Action: ```json\n", "```", "parameters", 1, "Action: ```json\n[", "tool_name"},
+    {"firefunction", "functools", "", "arguments", 1, "functools[", ""},
+    {"nemotron", "<toolcall> ", " </toolcall>", "arguments", 0, "<toolcall>", ""},
+    {"xlam", "### Response:\n{\"tool_calls\": ", "}\n<|EOT|>", "arguments", 1, NULL, ""},
 };
 
 static chat_gotmpl *tool_template(const char *name)
@@ -459,6 +460,7 @@ START_TEST(tool_templates_syntax_as_ollama_finds_it)
     ck_assert_str_eq(s.prefix, tool_templates[_i].prefix);
     ck_assert_str_eq(s.suffix, tool_templates[_i].suffix);
     ck_assert_str_eq(s.args_key, tool_templates[_i].args_key);
+    ck_assert_str_eq(s.name_key, tool_templates[_i].name_key ? tool_templates[_i].name_key : "");
     ck_assert_int_eq(s.array, tool_templates[_i].array);
     if (tool_templates[_i].ollama_tag) {
         snprintf(want_tag, sizeof want_tag, "%s%s", s.prefix, s.array ? "[" : "");
