@@ -313,6 +313,7 @@ static const chat_tool_syntax syntaxes[] = {
     {.prefix = "<tool_call>\n", .suffix = "\n</tool_call>", .args_key = "arguments"},
     {.prefix = "", .suffix = "", .args_key = "parameters"},
     {.prefix = "[TOOL_CALLS]", .suffix = "", .args_key = "arguments", .array = 1},
+    {.prefix = "Action: ```json\n", .suffix = "```", .args_key = "parameters", .name_key = "tool_name", .array = 1},
 };
 #define ALL ((size_t)-1) /* content_len: the whole answer (no calls) */
 /* want: "name arguments" for each call, one a line */
@@ -363,6 +364,9 @@ static const struct {
     {2, "ok [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"nope\": 1}]", 3, "a {}"},
     {2, "[TOOL_CALLS] []", ALL, ""},
     {2, "[TOOL_CALLS]", ALL, ""},
+    {3, "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {\"q\": 1}}]\n```", 0,
+     "f {\"q\":1}"}, /* Command R+ */
+    {3, "Action: ```json\n[{\"name\": \"f\", \"parameters\": {}}]```", ALL, ""}, /* its name key, not another */
 };
 
 START_TEST(tool_calls_read_back)
