@@ -113,14 +113,12 @@ static int blobs_missing(unsigned char **ok_out, store *s, const manifest *m, re
  * commit happens inside `t`, so gc never removes what this pull is about to name and a failed
  * pull adds no name (registry.h invariant 2). *derived_out: the store's form when it is not
  * `m` itself (ollama.c). Always ends `t`. */
-static int pull_commit(store_txn *t, reg_source *src, const model_name *name, const manifest *m, const char *bytes,
-                       size_t len, const registry_opts *o, const char *label, int *derived_out)
+static int pull_commit(store_txn *t, reg_source *src, const model_name *name, const manifest *m,
+                       const registry_opts *o, const char *label, int *derived_out)
 {
     store *s = store_txn_store(t);
-    manifest *fetch = NULL;
+    manifest *fetch = NULL, *derived = NULL;
     unsigned char *ok = NULL;
-    char *derived = NULL;
-    size_t dlen = 0;
     int rc;
 
     *derived_out = 0;
@@ -129,7 +127,7 @@ static int pull_commit(store_txn *t, reg_source *src, const model_name *name, co
         goto done;
     if ((rc = src->ops->blobs_fetch(src, t, fetch ? fetch : m, ok, o, label)) < 0)
         goto done;
-    if ((rc = reg_ollama_derive(&derived, &dlen, t, m, bytes, len, o, o->report)) < 0)
+    if ((rc = reg_ollama_derive(&derived, t, m, o, o->report)) < 0)
         goto done;
     /* What a registry repository holds, for a later push's cross-repository mounts: recorded
      * with the commit, so a failed pull records nothing. */
@@ -137,13 +135,13 @@ static int pull_commit(store_txn *t, reg_source *src, const model_name *name, co
         rc = store_txn_registry_blob(t, src->host, src->repo, i == 0 ? m->config.digest : m->layers[i - 1].digest);
     if (rc < 0)
         goto done;
-    rc = store_txn_commit(t, name, derived ? derived : bytes, derived ? dlen : len, NULL);
+    rc = store_txn_commit(t, name, derived ? derived : m, NULL);
     t = NULL;   /* the commit ended it */
     *derived_out = derived != NULL;
 done:
     store_txn_abort(t);
     manifest_free(fetch);
-    free(derived);
+    manifest_free(derived);
     free(ok);
     return rc;
 }
@@ -176,7 +174,7 @@ int reg_pull(store *s, reg_source *src, const model_name *name, const registry_o
         goto done;
     }
     if ((rc = store_txn_begin(&t, s)) < 0 ||
-        (rc = pull_commit(t, src, name, m, bytes, len, o, label, &derived)) < 0)
+        (rc = pull_commit(t, src, name, m, o, label, &derived)) < 0)
         goto done;
     blob_digest_buf(digest_out, bytes, len);
     if (o->report)

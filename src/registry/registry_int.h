@@ -173,11 +173,12 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
                       int docker);
 
 /* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
- * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are added to the
- * pull's transaction `t` (the GGUF split, the received manifest), for its commit.
- * MS_EMISMATCH (the GGUF split hashed to another digest), MS_EUNSUPPORTED, MS_EINVALID. */
-int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest *m, const char *bytes, size_t len,
-                      const registry_opts *o, registry_pull_report *rep);
+ * manifest `m` (as manifest_parse left it, its bytes kept), or NULL when `m` is usable as it
+ * is; blobs it needs are added to the pull's transaction `t` (the GGUF split, the received
+ * manifest's bytes), for its commit. MS_EMISMATCH (the GGUF split hashed to another digest),
+ * MS_EUNSUPPORTED, MS_EINVALID. */
+int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const registry_opts *o,
+                      registry_pull_report *rep);
 /* *fetch_out: `m` without its whole-GGUF layer when an earlier pull split the same file and its
  * blobs are all stored (the download is then skipped and the split reused), else NULL. */
 int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m);
