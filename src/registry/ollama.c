@@ -227,6 +227,10 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     }
     if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
         return 0; /* the store's own form already */
+    /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
+     * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
+    if ((rc = store_txn_flush(t)) < 0)
+        goto done;
     if (gguf) {
         manifest *k = NULL;
         int reused = 0;
