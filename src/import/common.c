@@ -140,21 +140,6 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf_in, json_t *dtype
     return rc;
 }
 
-int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, ms_digest digest_out)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int rc;
-
-    if ((rc = manifest_serialize(&text, &len, m)) < 0) {
-        store_txn_abort(t);
-        return rc;
-    }
-    rc = store_txn_commit(t, name, text, len, digest_out);
-    free(text);
-    return rc;
-}
-
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out)
 {
     ms_map m;

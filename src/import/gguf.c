@@ -449,7 +449,7 @@ int import_gguf_file(store *s, const char *path, const model_name *name, const i
     if ((rc = store_txn_begin(&t, s)) < 0)
         return rc;
     if ((rc = import_gguf_manifest(&m, t, path, NULL, o)) == 0)
-        rc = import_manifest_commit(t, m, name, digest_out);   /* ends t */
+        rc = store_txn_commit(t, name, m, digest_out);   /* ends t */
     else
         store_txn_abort(t);
     manifest_free(m);

@@ -532,7 +532,7 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
             ms_err_ctx("%s/%s", dir, h.shards[i].file);
     if (rc < 0)
         goto done;
-    rc = import_manifest_commit(h.t, h.m, name, digest_out);
+    rc = store_txn_commit(h.t, name, h.m, digest_out);
     h.t = NULL;   /* the commit ended it */
 done:
     free(config_path);

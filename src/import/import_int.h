@@ -75,8 +75,6 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf_config, json_t *d
                          const char *source_path, json_t *extra);
 /* Add a config object as the config blob of `m` to `t` (sorted keys, compact). */
 int import_config_store(store_txn *t, manifest *m, json_t *config);
-/* Serialize `m` and commit it under `name` (store_txn_commit: `t` always ends). */
-int import_manifest_commit(store_txn *t, manifest *m, const model_name *name, ms_digest digest_out);
 
 /* GGUF file import (gguf.c). */
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out);

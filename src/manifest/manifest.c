@@ -24,7 +24,16 @@ void manifest_free(manifest *m)
     for (size_t i = 0; i < m->n_layers; i++)
         layer_clear(&m->layers[i]);
     free(m->layers);
+    free(m->parsed);
     free(m);
+}
+
+/* The fields change: the parsed bytes no longer describe `m`. */
+static void parsed_drop(manifest *m)
+{
+    free(m->parsed);
+    m->parsed = NULL;
+    m->parsed_len = 0;
 }
 
 /* 1 when s is well-formed UTF-8, as jansson wants it, so serializing it cannot fail. */
@@ -174,6 +183,13 @@ int manifest_parse(manifest **out, const char *buf, size_t len, const char *what
     }
     if ((rc = parse_layers(m, json_object_get(root, "layers"))) < 0)
         goto fail;
+    if (!(m->parsed = malloc(len + 1))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto fail;
+    }
+    memcpy(m->parsed, buf, len);
+    m->parsed[len] = '\0';
+    m->parsed_len = len;
     json_decref(root);
     *out = m;
     return 0;
@@ -243,6 +259,18 @@ int manifest_serialize(char **out, size_t *len_out, const manifest *m)
     return rc;
 }
 
+int manifest_bytes(char **out, size_t *len_out, const manifest *m)
+{
+    *out = NULL;
+    if (!m->parsed)
+        return manifest_serialize(out, len_out, m);
+    if (!(*out = malloc(m->parsed_len + 1)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    memcpy(*out, m->parsed, m->parsed_len + 1);
+    *len_out = m->parsed_len;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- build */
 
 int manifest_new(manifest **out)
@@ -261,6 +289,7 @@ int manifest_new(manifest **out)
 
 int manifest_config_set(manifest *m, const char *media_type, const char *digest, uint64_t size)
 {
+    parsed_drop(m);
     return layer_fill(&m->config, media_type, digest, size, NULL) < 0 ? ms_err_ctx("config") : 0;
 }
 
@@ -273,6 +302,7 @@ int manifest_layer_add(manifest *m, const char *media_type, const char *digest, 
         return ms_err(MS_EINVALID, "manifest already has %zu layers (max %d)", m->n_layers, MANIFEST_MAX_LAYERS);
     if ((rc = layer_check(media_type, digest, size, name)) < 0)
         return ms_err_ctx("layers[%zu]", m->n_layers);
+    parsed_drop(m);
     /* Grow by doubling: importers add one layer per tensor, up to thousands. The capacity is not
      * stored: it is the next power of two >= n_layers, which manifest_parse keeps too. */
     if ((m->n_layers & (m->n_layers - 1)) == 0) {

@@ -61,6 +61,13 @@ typedef struct manifest {
     manifest_layer config;
     size_t n_layers;
     manifest_layer *layers;
+    /* The bytes manifest_parse read (a NUL-terminated copy), or NULL for a manifest built in
+     * memory. Kept because their sha256 is the model version: a pull stores a registry's bytes
+     * as received, never a re-serialization of them. manifest_config_set and manifest_layer_add
+     * drop them (they would describe another manifest); code that writes the fields directly
+     * must do the same. Read them through manifest_bytes. */
+    char *parsed;
+    size_t parsed_len;
 } manifest;
 
 /* Parse and validate (schemaVersion 2, media types present, digests well formed, sizes >= 0,
@@ -69,6 +76,9 @@ int manifest_parse(manifest **out, const char *buf, size_t len, const char *what
 /* Serialize as compact JSON with keys in a fixed order (the same manifest always gives the same
  * bytes). *out is malloc'd. */
 int manifest_serialize(char **out, size_t *len_out, const manifest *m);
+/* The bytes of `m`: those it was parsed from while it is unchanged since, else
+ * manifest_serialize's. *out malloc'd. MS_ENOMEM. */
+int manifest_bytes(char **out, size_t *len_out, const manifest *m);
 /* An empty OCI manifest (schemaVersion 2, MT_OCI_MANIFEST, no config yet). */
 int manifest_new(manifest **out);
 int manifest_config_set(manifest *m, const char *media_type, const char *digest, uint64_t size);

@@ -256,23 +256,19 @@ int modelfile_create_from(store *s, const model_name *name, const modelfile *mf,
 {
     base_model base = {0};
     manifest *m = NULL;
-    char *bytes = NULL;
-    size_t len = 0;
     store_txn *t = NULL;
     int rc;
 
     digest_out[0] = '\0';
     if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
-    if ((rc = base_load(&base, t, mf, path, name, o)) < 0 || (rc = build(&m, t, &base, mf, o)) < 0 ||
-        (rc = manifest_serialize(&bytes, &len, m)) < 0)
+    if ((rc = base_load(&base, t, mf, path, name, o)) < 0 || (rc = build(&m, t, &base, mf, o)) < 0)
         goto done;
     status(o, "writing manifest", NULL);
-    rc = store_txn_commit(t, name, bytes, len, digest_out);
+    rc = store_txn_commit(t, name, m, digest_out);
     t = NULL; /* the commit ended it */
 done:
     store_txn_abort(t);
-    free(bytes);
     manifest_free(m);
     store_model_close(base.sm);
     manifest_free(base.own);

@@ -409,21 +409,13 @@ done:
     return rc;
 }
 
-/* The blobs of `m` not yet stored, once each, with their parts. */
-static int blobs_plan(dl_job *j, const manifest *m)
+/* The blobs of `m` whose ok[] entry is 0, with their parts. */
+static int blobs_plan(dl_job *j, const manifest *m, const unsigned char *ok)
 {
-    unsigned char *ok = NULL;
-    int rc;
+    int rc = 0;
 
     if (!(j->blobs = calloc(m->n_layers + 1, sizeof *j->blobs)))
         return ms_err(MS_ENOMEM, "out of memory");
-    /* Stored bytes are not fetched again, but only intact ones count as stored: pulling a model
-     * again is how a user repairs what `verify` found damaged. That re-reads each blob this pull
-     * would skip, once, at disk speed, on a thread a core: a pull of a model already stored
-     * costs a `verify` of it instead of nothing, and still far less than the download it checks
-     * against. A size that differs from the manifest's is found by stat alone. */
-    if ((rc = reg_manifest_intact(&ok, store_txn_store(j->t), m, NULL)) < 0)
-        return rc;
     for (size_t i = 0; i <= m->n_layers; i++) {
         const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
         dl_blob *b = &j->blobs[j->n_blobs];
@@ -459,7 +451,6 @@ static int blobs_plan(dl_job *j, const manifest *m)
         }
     }
 done:
-    free(ok);
     return rc;
 }
 
@@ -476,7 +467,8 @@ static void blobs_free(dl_job *j)
     free(j->blobs);
 }
 
-int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label)
+int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const unsigned char *ok, const registry_opts *o,
+                    const char *label)
 {
     const char *home = store_home(store_txn_store(t));
     pthread_t threads[64];
@@ -492,7 +484,7 @@ int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const regist
     j.t = t;
     j.home = home;
     pthread_mutex_init(&j.mu, NULL);
-    if ((rc = blobs_plan(&j, m)) < 0 || j.n_blobs == 0)
+    if ((rc = blobs_plan(&j, m, ok)) < 0 || j.n_blobs == 0)
         goto done;
     if (!(dir = ms_strdup_printf("%s/tmp/pull", home))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
@@ -503,10 +495,6 @@ int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const regist
     for (size_t i = 0; i < j.n_blobs; i++) {
         n_parts += (size_t)j.blobs[i].n_parts;
         total += j.blobs[i].size;
-    }
-    if (o->report) {   /* counted from the plan: each blob was checked once, above */
-        o->report->blobs_downloaded += j.n_blobs;
-        o->report->bytes_downloaded += total;
     }
     n_threads = o->parallel < 1 ? 1 : o->parallel > 64 ? 64 : (size_t)o->parallel;
     if (n_threads > n_parts)

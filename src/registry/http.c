@@ -528,6 +528,31 @@ static int on_xferinfo(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
     return cancelled(ctx);
 }
 
+/* The method and its body on `h`; `b` is read during the transfer. */
+static void method_set(CURL *h, const char *method, reg_body *b)
+{
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
+        /* Blob GETs redirect to storage (S3 and the like); curl drops our Authorization header
+         * when the redirect goes to another host. */
+        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+        curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+        if (!strcmp(method, "HEAD"))
+            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (!strcmp(method, "POST")) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, b->data ? (const char *)b->data : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b->len);
+    } else {   /* PUT, PATCH, DELETE */
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        if (strcmp(method, "DELETE") != 0) {
+            curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+            curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(h, CURLOPT_READDATA, b);
+            curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)b->len);
+        }
+    }
+}
+
 static int perform(reg_client *c, CURL *h, const char *method, const char *url, const char *const *headers,
                    const reg_body *body, reg_resp *r, int *transient_out, int for_token)
 {
@@ -589,26 +614,7 @@ static int perform(reg_client *c, CURL *h, const char *method, const char *url, 
         curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
         curl_easy_setopt(h, CURLOPT_USERPWD, c->basic);
     }
-    if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
-        /* Blob GETs redirect to storage (S3 and the like); curl drops our Authorization header
-         * when the redirect goes to another host. */
-        curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
-        curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
-        if (!strcmp(method, "HEAD"))
-            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (!strcmp(method, "POST")) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, b.data ? (const char *)b.data : "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b.len);
-    } else {   /* PUT, PATCH, DELETE */
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        if (strcmp(method, "DELETE") != 0) {
-            curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-            curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-            curl_easy_setopt(h, CURLOPT_READDATA, &b);
-            curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)b.len);
-        }
-    }
+    method_set(h, method, &b);
     e = curl_easy_perform(h);
     if (e != CURLE_OK && r->sink_rc > 0) {
         e = CURLE_OK;   /* the sink had every byte it asked for and stopped the transfer */

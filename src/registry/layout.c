@@ -376,58 +376,67 @@ static int index_find(ms_digest digest_out, uint64_t *size_out, json_t *index, c
     }
 }
 
-int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
-                         ms_digest digest_out)
+/* ------------------------------------------------------------------ the directory as a source */
+
+typedef struct dir_source {
+    reg_source base;   /* first: a reg_source * is a dir_source * */
+    const char *dir;
+    char *path;        /* the manifest's file, named in parse messages */
+} dir_source;
+
+/* The manifest the index names, its bytes checked against the descriptor's digest and size. */
+static int dir_manifest_get(reg_source *src, const model_name *name, char **bytes_out, size_t *len_out,
+                            const char **what_out)
 {
-    char label[600], *path = NULL, *bytes = NULL;
+    dir_source *d = (dir_source *)src;
     ms_digest want, got;
     json_t *index = NULL;
-    manifest *m = NULL;
     uint64_t want_size = 0;
-    size_t len = 0;
-    store_txn *t = NULL;
-    unsigned char *ok = NULL;
     int rc;
 
-    (void)o;
-    digest_out[0] = '\0';
-    name_display(label, sizeof label, name);
-    if ((rc = index_load(&index, dir, 1)) < 0 || (rc = index_find(want, &want_size, index, name, dir)) < 0)
+    *bytes_out = NULL;
+    if ((rc = index_load(&index, d->dir, 1)) < 0 || (rc = index_find(want, &want_size, index, name, d->dir)) < 0)
         goto done;
-    if (!(path = layout_blob_path(dir, want))) {
+    if (!(d->path = layout_blob_path(d->dir, want))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((rc = ms_file_read(&bytes, &len, path, MANIFEST_MAX_BYTES)) < 0)
+    *what_out = d->path;
+    if ((rc = ms_file_read(bytes_out, len_out, d->path, MANIFEST_MAX_BYTES)) < 0)
         goto done;
-    blob_digest_buf(got, bytes, len);
-    if (strcmp(got, want) != 0 || len != want_size) {
-        rc = ms_err(MS_EMISMATCH, "manifest %s: digest mismatch: %s hashes to %s (%zu bytes, index says %" PRIu64 ")", want, path, got,
-                    len, want_size);
-        goto done;
-    }
-    if ((rc = manifest_parse(&m, bytes, len, path)) < 0)
-        goto done;
-    if ((rc = store_txn_begin(&t, s)) < 0)
-        goto done;
-    /* Intact, not merely present: pulling again replaces a damaged blob (blob.h invariant 3). */
-    if ((rc = reg_manifest_intact(&ok, s, m, NULL)) < 0)
-        goto done;
-    for (size_t i = 0; i <= m->n_layers; i++) {
-        const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
-        if (!ok[i] && (rc = blob_import(t, dir, l->digest, l->size)) < 0)
-            goto done;
-    }
-    rc = store_txn_commit(t, name, bytes, len, digest_out);
-    t = NULL;   /* the commit ended it */
+    blob_digest_buf(got, *bytes_out, *len_out);
+    if (strcmp(got, want) != 0 || *len_out != want_size)
+        rc = ms_err(MS_EMISMATCH, "manifest %s: digest mismatch: %s hashes to %s (%zu bytes, index says %" PRIu64 ")",
+                    want, d->path, got, *len_out, want_size);
 done:
-    store_txn_abort(t);
-    if (rc < 0)
-        ms_err_ctx("pull %s from %s", label, dir);
     json_decref(index);
-    manifest_free(m);
-    free(ok);
-    free(bytes);
-    free(path);
+    return rc;
+}
+
+static int dir_blobs_fetch(reg_source *src, store_txn *t, const manifest *m, const unsigned char *ok,
+                           const registry_opts *o, const char *label)
+{
+    dir_source *d = (dir_source *)src;
+    int rc = 0;
+
+    (void)o;
+    (void)label;
+    for (size_t i = 0; i <= m->n_layers && rc == 0; i++) {
+        const manifest_layer *l = i == 0 ? &m->config : &m->layers[i - 1];
+        if (!ok[i])
+            rc = blob_import(t, d->dir, l->digest, l->size);
+    }
+    return rc;
+}
+
+static const reg_source_ops dir_ops = { dir_manifest_get, dir_blobs_fetch };
+
+int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
+                         ms_digest digest_out)
+{
+    dir_source d = { .base = { .ops = &dir_ops, .where = dir }, .dir = dir };
+    int rc = reg_pull(s, &d.base, name, o, digest_out);
+
+    free(d.path);
     return rc;
 }

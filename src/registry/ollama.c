@@ -203,13 +203,15 @@ static void count_tensors(store *s, const manifest *d, registry_pull_report *rep
     }
 }
 
-int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest *m, const char *bytes, size_t len,
-                      const registry_opts *o, registry_pull_report *rep)
+int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const registry_opts *o,
+                      registry_pull_report *rep)
 {
     store *s = store_txn_store(t);
     const manifest_layer *gguf = NULL, *tmpl;
     manifest *d = NULL;
     ms_digest src;
+    char *bytes = NULL;
+    size_t len = 0;
     int rc = 0;
 
     *out = NULL;
@@ -225,6 +227,10 @@ int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest 
     }
     if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
         return 0; /* the store's own form already */
+    /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
+     * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
+    if ((rc = store_txn_flush(t)) < 0)
+        goto done;
     if (gguf) {
         manifest *k = NULL;
         int reused = 0;
@@ -270,15 +276,17 @@ int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest 
     if (strcmp(d->config.digest, m->config.digest) != 0 &&
         (rc = manifest_layer_add(d, m->config.media_type, m->config.digest, m->config.size, NULL)) < 0)
         goto done;
-    if ((rc = store_txn_blob_put(t, src, bytes, len)) < 0 ||
+    if ((rc = manifest_bytes(&bytes, &len, m)) < 0 || (rc = store_txn_blob_put(t, src, bytes, len)) < 0 ||
         (rc = manifest_layer_add(d, MT_SOURCE_MANIFEST, src, len, NULL)) < 0)
         goto done;
     count_tensors(s, d, rep);
-    rc = manifest_serialize(out, len_out, d);
+    *out = d;
+    d = NULL;
 done:
     if (rc < 0)
         ms_err_ctx("deriving the store's form of the model");
     manifest_free(d);
+    free(bytes);
     return rc;
 }
 

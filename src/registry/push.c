@@ -19,6 +19,7 @@ int reg_manifest_docker(char **out, size_t *len_out, const manifest *m)
 {
     manifest d = *m;   /* shallow: only the two media type pointers differ */
 
+    d.parsed = NULL;   /* another manifest now: its bytes are not m's */
     d.media_type = (char *)MT_DOCKER_MANIFEST;
     d.config.media_type = (char *)MT_DOCKER_CONFIG;
     return manifest_serialize(out, len_out, &d);

@@ -96,8 +96,10 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
                   ms_digest digest_out);
 
 /* OCI image layout directory: oci-layout, index.json (manifest descriptors annotated with
- * org.opencontainers.image.ref.name = tag), blobs/sha256/<hex>. Pull verifies every blob like a
- * registry pull. Push creates the directory if needed and adds or replaces the tag's entry. */
+ * org.opencontainers.image.ref.name = tag), blobs/sha256/<hex>. Pull runs a registry pull's
+ * steps over the directory (one skeleton, registry_int.h: reg_pull): every blob verified, the
+ * store's form derived for an ollama or docker-format model, digest_out the manifest's digest.
+ * Push creates the directory if needed and adds or replaces the tag's entry. */
 int registry_layout_pull(store *s, const char *dir, const model_name *name, const registry_opts *o,
                          ms_digest digest_out);
 int registry_layout_push(store *s, const model_name *name, const char *dir, const registry_opts *o,

@@ -121,7 +121,9 @@ int reg_credentials_find(char **basic_out, char **token_out, const char *home, c
 #define REG_PART_BYTES ((uint64_t)64 << 20)
 #define REG_MAX_PARTS ((uint64_t)1024)   /* per blob; larger blobs get larger parts */
 #define REG_BLOB_MAX ((uint64_t)1 << 48)
-int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const registry_opts *o, const char *label);
+/* Fetch the blobs of `m` whose ok[] entry (as reg_manifest_intact gives it) is 0. */
+int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const unsigned char *ok, const registry_opts *o,
+                    const char *label);
 /* Which blobs of `m` are stored intact (*ok_out[0] its config, [i + 1] its layer i), re-hashed
  * on a thread a core (blob_intact_each): 1 intact, 0 missing or damaged, 2 not checked (`skip`,
  * which may be NULL and is asked about layers only, said so, or an earlier checked entry has the
@@ -129,6 +131,39 @@ int reg_blobs_fetch(reg_client *c, store_txn *t, const manifest *m, const regist
 #define REG_INTACT_SKIPPED 2
 int reg_manifest_intact(unsigned char **ok_out, store *s, const manifest *m,
                         int (*skip)(const manifest_layer *l));
+
+/* Sources: where a pull gets a model from (git's transport_vtable, which puts a bundle file
+ * and the network behind one table). A registry, ollama's included (the same distribution API;
+ * what differs is the model it sends, which reg_pull derives whatever the source), is pull.c's
+ * source; an OCI layout directory is layout.c's. reg_pull runs the steps once over either: get
+ * the manifest, parse it and check it is an image manifest, open a store_txn, find the blobs
+ * not stored intact, have the source fetch them, derive the store's form (ollama.c), queue the
+ * registry_blobs rows (a source with a host), commit manifest and name, release a split GGUF.
+ * A source embeds reg_source as its first member, as libgit2's transports embed git_transport;
+ * the function that opens one (registry_pull, registry_layout_pull) closes it. */
+typedef struct reg_source reg_source;
+typedef struct reg_source_ops {
+    /* The bytes of the manifest `name` denotes (name->digest, else name->tag), exactly as the
+     * source holds them, already checked against every digest the source or the name states
+     * (a reference by digest, Docker-Content-Digest, an index descriptor): a mismatch is the
+     * source's MS_EMISMATCH, in its words. *what_out names the manifest in parse messages;
+     * borrowed from the source. MS_ENOTFOUND, MS_EMISMATCH, MS_EIO. */
+    int (*manifest_get)(reg_source *src, const model_name *name, char **bytes_out, size_t *len_out,
+                        const char **what_out);
+    /* Add every blob of `m` whose ok[i] is 0 (i = 0 its config, i + 1 its layer i) to `t`,
+     * each verified against its digest and size. One call for the whole set, not one a blob,
+     * so that a registry downloads several at once. MS_EMISMATCH, MS_ENOTFOUND, MS_EIO, MS_EINTR. */
+    int (*blobs_fetch)(reg_source *src, store_txn *t, const manifest *m, const unsigned char *ok,
+                       const registry_opts *o, const char *label);
+} reg_source_ops;
+struct reg_source {
+    const reg_source_ops *ops;
+    const char *where;        /* for messages: "pull tiny:latest from <where>" */
+    const char *host, *repo;  /* the registry repository, for registry_blobs rows; NULL: none */
+};
+/* Pull `name` from `src` into the store (registry.h: registry_pull's contract, whatever the
+ * source). Does not close `src`. */
+int reg_pull(store *s, reg_source *src, const model_name *name, const registry_opts *o, ms_digest digest_out);
 
 /* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
 int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);
@@ -138,11 +173,12 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
                       int docker);
 
 /* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
- * manifest `m` (`bytes`), or NULL when `m` is usable as it is; blobs it needs are added to the
- * pull's transaction `t` (the GGUF split, the received manifest), for its commit.
- * MS_EMISMATCH (the GGUF split hashed to another digest), MS_EUNSUPPORTED, MS_EINVALID. */
-int reg_ollama_derive(char **out, size_t *len_out, store_txn *t, const manifest *m, const char *bytes, size_t len,
-                      const registry_opts *o, registry_pull_report *rep);
+ * manifest `m` (as manifest_parse left it, its bytes kept), or NULL when `m` is usable as it
+ * is; blobs it needs are added to the pull's transaction `t` (the GGUF split, the received
+ * manifest's bytes), for its commit. MS_EMISMATCH (the GGUF split hashed to another digest),
+ * MS_EUNSUPPORTED, MS_EINVALID. */
+int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const registry_opts *o,
+                      registry_pull_report *rep);
 /* *fetch_out: `m` without its whole-GGUF layer when an earlier pull split the same file and its
  * blobs are all stored (the download is then skipped and the split reused), else NULL. */
 int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m);

@@ -224,14 +224,15 @@ int store_txn_blob_adopt(store_txn *t, ms_digest digest_out, const char *path, c
 int store_txn_flush(store_txn *t);
 /* Queue a registry_blobs row (host, repo, digest), written with the commit. */
 int store_txn_registry_blob(store_txn *t, const char *host, const char *repo, const char *digest);
-/* Parse `manifest_json`, check that every blob it references is added or stored with the
- * manifest's size (else MS_ENOTFOUND / MS_EMISMATCH and no change), make the batch and the
- * manifest blob durable, then record the manifest, its layers, the tensors of each tensor layer
- * (from the blobs' safetensors headers), `name` -> it (an existing name moves) and the queued
- * registry rows in one SQLite transaction. Always ends `t` (as store_txn_abort on failure).
- * digest_out (may be NULL) gets the manifest's digest. */
-int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len,
-                     ms_digest digest_out);
+/* Check that every blob manifest `m` references is added or stored with the manifest's size
+ * (else MS_ENOTFOUND / MS_EMISMATCH and no change), make the batch and the manifest blob
+ * durable, then record the manifest, its layers, the tensors of each tensor layer (from the
+ * blobs' safetensors headers), `name` -> it (an existing name moves) and the queued registry
+ * rows in one SQLite transaction. The manifest blob holds manifest_bytes(m): the bytes `m` was
+ * parsed from (a pull's, as received), or its serialization when it was built in memory (an
+ * import's). MS_EINVALID for a manifest without a config. Always ends `t` (as store_txn_abort
+ * on failure); `m` stays the caller's. digest_out (may be NULL) gets the manifest's digest. */
+int store_txn_commit(store_txn *t, const model_name *name, const manifest *m, ms_digest digest_out);
 /* Remove the batch's temp files, release the lock, free; the index is unchanged. NULL is fine. */
 void store_txn_abort(store_txn *t);
 

@@ -190,25 +190,32 @@ static void added_sort(store_txn *t)
         qsort(t->added, t->n_added, sizeof *t->added, store__digest_cmp);
 }
 
-int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_json, size_t len, ms_digest digest_out)
+int store_txn_commit(store_txn *t, const model_name *name, const manifest *m, ms_digest digest_out)
 {
     ms_digest digest;
-    manifest *m = NULL;
+    char *bytes = NULL;
     store *s = t->s;
+    size_t len = 0;
     int rc;
 
     TXN_OWNED(t);
-    assert(name && manifest_json);
+    assert(name && m);
     if (digest_out)
         digest_out[0] = '\0';
-    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
+    /* A manifest built in memory has every field checked by its builders but one: a config
+     * never set. */
+    if (!blob_digest_valid(m->config.digest)) {
+        rc = ms_err(MS_EINVALID, "manifest: config is missing");
+        goto done;
+    }
+    if ((rc = manifest_bytes(&bytes, &len, m)) < 0)
         goto done;
     added_sort(t);
     if ((rc = store__blobs_check(s, m, t->added, t->n_added)) < 0)
         goto done;
     /* The manifest blob joins the batch: one sync makes every blob of the model durable, and
      * the renames into blobs/ come after it, before any row names them. */
-    if ((rc = store_txn_blob_put(t, digest, manifest_json, len)) < 0 || (rc = blob_batch_commit(t->batch)) < 0)
+    if ((rc = store_txn_blob_put(t, digest, bytes, len)) < 0 || (rc = blob_batch_commit(t->batch)) < 0)
         goto done;
     if ((rc = store__begin(s, 1)) < 0)
         goto done;
@@ -222,7 +229,7 @@ int store_txn_commit(store_txn *t, const model_name *name, const char *manifest_
     if (digest_out)
         snprintf(digest_out, sizeof(ms_digest), "%s", digest);
 done:
-    manifest_free(m);
+    free(bytes);
     store_txn_abort(t);   /* after a commit there is nothing left to remove: it only frees */
     return rc;
 }
@@ -247,11 +254,15 @@ void store_txn_abort(store_txn *t)
 int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len, ms_digest digest_out)
 {
     store_txn *t = NULL;
+    manifest *m = NULL;
     int rc;
 
     if (digest_out)
         digest_out[0] = '\0';
-    if ((rc = store_txn_begin(&t, s)) < 0)
+    if ((rc = manifest_parse(&m, manifest_json, len, "manifest")) < 0)
         return rc;
-    return store_txn_commit(t, name, manifest_json, len, digest_out);
+    if ((rc = store_txn_begin(&t, s)) == 0)
+        rc = store_txn_commit(t, name, m, digest_out);
+    manifest_free(m);
+    return rc;
 }

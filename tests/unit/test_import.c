@@ -317,7 +317,7 @@ START_TEST(export_refuses_a_source_size_past_the_padding)
                         json_integer(json_integer_value(json_object_get(json_object_get(c, "source"), "size")) + (64 << 20)));
     ck_assert_int_eq(store_txn_begin(&t, s), 0);
     ck_assert_int_eq(import_config_store(t, m, c), 0);
-    ck_assert_int_eq(import_manifest_commit(t, m, &big, text), 0);
+    ck_assert_int_eq(store_txn_commit(t, &big, m, text), 0);
     json_decref(c);
     manifest_free(m);
     ck_assert_int_eq(export_gguf(s, &big, out, &res), MS_EINVALID);

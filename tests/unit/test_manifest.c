@@ -220,6 +220,40 @@ START_TEST(builders_refuse_bad_descriptors)
 }
 END_TEST
 
+/* A pulled manifest is stored as received (its digest is the model version), not as this
+ * code would write it; once changed, its bytes are its serialization. */
+START_TEST(bytes_are_the_parsed_bytes_until_changed)
+{
+    static const char in[] =
+        "{ \"schemaVersion\": 2, \"mediaType\": \"" MT_OCI_MANIFEST "\",\n"
+        "  \"config\": {\"mediaType\": \"" MT_CONFIG "\", \"size\": 0, \"digest\": \"" DA "\"},\n  \"layers\": [] }\n";
+    manifest *m, *built;
+    char *s, *want;
+    size_t n, wn;
+
+    ck_assert_int_eq(manifest_parse(&m, in, sizeof in - 1, "reg"), 0);
+    ck_assert_int_eq(manifest_bytes(&s, &n, m), 0);
+    ck_assert_uint_eq(n, sizeof in - 1);
+    ck_assert_str_eq(s, in);
+    free(s);
+    ck_assert_int_eq(manifest_layer_add(m, MT_TEMPLATE, DB, 7, NULL), 0);
+    ck_assert_int_eq(manifest_bytes(&s, &n, m), 0);
+    ck_assert_int_eq(manifest_serialize(&want, &wn, m), 0);
+    ck_assert_str_eq(s, want);
+    free(s);
+    free(want);
+    ck_assert_int_eq(manifest_new(&built), 0);   /* built in memory: serialized */
+    ck_assert_int_eq(manifest_config_set(built, MT_CONFIG, DA, 0), 0);
+    ck_assert_int_eq(manifest_bytes(&s, &n, built), 0);
+    ck_assert_int_eq(manifest_serialize(&want, &wn, built), 0);
+    ck_assert_str_eq(s, want);
+    free(s);
+    free(want);
+    manifest_free(built);
+    manifest_free(m);
+}
+END_TEST
+
 START_TEST(layers_added_after_parse_and_found)
 {
     manifest *m;
@@ -422,6 +456,7 @@ int main(void)
     tcase_add_loop_test(tm, parse_refuses_bad_manifests, 0, (int)(sizeof bad / sizeof bad[0]));
     tcase_add_test(tm, parse_refuses_oversized_input_before_reading_it);
     tcase_add_test(tm, builders_refuse_bad_descriptors);
+    tcase_add_test(tm, bytes_are_the_parsed_bytes_until_changed);
     tcase_add_test(tm, layers_added_after_parse_and_found);
     tcase_add_loop_test(tn, name_parse_accepts_good_names, 0, (int)(sizeof good / sizeof good[0]));
     tcase_add_test(tn, name_parse_reads_references_by_digest);

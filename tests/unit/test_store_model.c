@@ -68,10 +68,10 @@ static fixture make(void)
     ck_assert_int_eq(manifest_layer_add(m, MT_TENSOR, f.tensor.digest, f.tensor.size, "b"), 0);
     ck_assert_int_eq(manifest_layer_add(m, MT_TEMPLATE, f.tmpl.digest, f.tmpl.size, NULL), 0);
     ck_assert_int_eq(manifest_serialize(&f.json, &f.len, m), 0);
-    manifest_free(m);
     ck_assert_int_eq(name_parse(&n, "tiny"), 0);
     ck_assert_int_eq(store_txn_begin(&t, st), 0);
-    ck_assert_msg(store_txn_commit(t, &n, f.json, f.len, f.digest) == 0, "%s", ms_err_msg());
+    ck_assert_msg(store_txn_commit(t, &n, m, f.digest) == 0, "%s", ms_err_msg());
+    manifest_free(m);
     return f;
 }
 

@@ -65,6 +65,18 @@ static model_name name_of(const char *s)
 
 /* Into `t`: a config, a one-tensor safetensors blob through a blob writer, a template; the
  * manifest naming them in *json. */
+/* store_txn_commit of the manifest `json` as a pull would commit it: parsed, its bytes kept. */
+static int commit_json(store_txn *t, const model_name *n, const char *json, size_t len, ms_digest d)
+{
+    manifest *m = NULL;
+    int rc;
+
+    ck_assert_int_eq(manifest_parse(&m, json, len, "m"), 0);
+    rc = store_txn_commit(t, n, m, d);
+    manifest_free(m);
+    return rc;
+}
+
 static void model_add(store_txn *t, char **json, size_t *len)
 {
     static const float data[4] = { 1, 2, 3, 4 };
@@ -129,7 +141,7 @@ START_TEST(commit_makes_the_name_resolvable)
     ck_assert_int_eq(store_txn_begin(&t, st), 0);
     model_add(t, &json, &len);
     ck_assert_int_eq(store_txn_registry_blob(t, "r.example", "library/tiny", "sha256:aa"), 0);
-    ck_assert_msg(store_txn_commit(t, &n, json, len, d) == 0, "%s", ms_err_msg());
+    ck_assert_msg(commit_json(t, &n, json, len, d) == 0, "%s", ms_err_msg());
     blob_digest_buf(want, json, len);
     ck_assert_str_eq(d, want);
     ck_assert_int_eq(store_name_resolve(st, &n, got), 0);
@@ -165,7 +177,7 @@ START_TEST(commit_refuses_a_missing_blob_and_lands_nothing)
     ck_assert_int_eq(manifest_layer_add(m, MT_TENSOR, "sha256:0000000000000000000000000000000000000000000000000000000000000000",
                                         8, "missing"), 0);
     ck_assert_int_eq(manifest_serialize(&json2, &len2, m), 0);
-    ck_assert_int_eq(store_txn_commit(t, &n, json2, len2, d), MS_ENOTFOUND);
+    ck_assert_int_eq(commit_json(t, &n, json2, len2, d), MS_ENOTFOUND);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "'missing'"));
     ck_assert_int_eq(files_in("blobs"), 0);
     ck_assert_int_eq(files_in("tmp"), 0);
@@ -200,7 +212,7 @@ START_TEST(adopted_file_counts_for_the_commit)
     ck_assert_int_eq(manifest_new(&m), 0);
     ck_assert_int_eq(manifest_config_set(m, MT_CONFIG, want, strlen(cfg)), 0);
     ck_assert_int_eq(manifest_serialize(&json, &len, m), 0);
-    ck_assert_msg(store_txn_commit(t, &n, json, len, mdg) == 0, "%s", ms_err_msg());
+    ck_assert_msg(commit_json(t, &n, json, len, mdg) == 0, "%s", ms_err_msg());
     ck_assert_int_eq(store_name_resolve(st, &n, d), 0);
     ck_assert_str_eq(d, mdg);
     manifest_free(m);
@@ -229,7 +241,7 @@ START_TEST(gc_waits_for_an_open_transaction)
     fixture_gc_start(&g, home);
     nanosleep(&pause, NULL);
     ck_assert_int_eq(fixture_gc_done(&g), 0);
-    ck_assert_msg(store_txn_commit(t, &n, json, len, d) == 0, "%s", ms_err_msg());
+    ck_assert_msg(commit_json(t, &n, json, len, d) == 0, "%s", ms_err_msg());
     ck_assert_int_eq(fixture_gc_join(&g), 0);
     ck_assert_int_eq(files_in("blobs"), 4);
     free(json);
