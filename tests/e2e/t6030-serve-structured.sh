@@ -176,7 +176,11 @@ const recurses = (model, s) => model === 'tiny:random' && s.temperature === 0;
       eq(finish, 'stop', 'finish_reason');
       valid(text, TREE, 'streamed content');
     });
-    if (model !== 'stories:260k') await check(`${tag} openai chat json_object stream`, async () => {
+    if (model === 'stories:260k') await check(`${tag} openai chat json_object, cut`, async () => {
+      const r = await oa.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' }, ...oopts, max_tokens: 40 });
+      eq(r.choices[0].finish_reason, 'length', 'finish_reason');
+      assert(/^\s*\{\s*"/.test(r.choices[0].message.content), `does not begin an object: ${r.choices[0].message.content}`);
+    }); else await check(`${tag} openai chat json_object stream`, async () => {
       let text = '', finish = null;
       for await (const ch of await oa.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }], response_format: { type: 'json_object' }, stream: true, ...oopts })) {
         if (ch.choices.length) { text += ch.choices[0].delta.content || ''; finish = ch.choices[0].finish_reason || finish; }
@@ -220,6 +224,20 @@ const recurses = (model, s) => model === 'tiny:random' && s.temperature === 0;
       eq(r.raw.response_metadata.finish_reason, 'stop', 'finish_reason');
       valid(r.raw.content, PERSON, 'raw content');
       valid(JSON.stringify(r.parsed), PERSON, 'parsed');
+    });
+    await check(`${tag} langchain ChatOpenAI zod`, async () => {
+      const Order = z.object({
+        item: z.enum(['tea', 'cake', 'soup']),
+        qty: z.number().int().min(1).max(9),
+        note: z.string().max(6).nullable(),
+        extras: z.array(z.object({ name: z.string().max(5), free: z.boolean() })).max(2),
+      });
+      const llm = new ChatOpenAI({ model, apiKey: 'unused', configuration: { baseURL: process.env.SERVE + '/v1' },
+                                   temperature: s.temperature, maxTokens: N, maxRetries: 0, modelKwargs: { seed: s.seed } });
+      const r = await llm.withStructuredOutput(Order, { name: 'order', method: 'jsonSchema', includeRaw: true }).invoke('An order.');
+      eq(r.raw.response_metadata.finish_reason, 'stop', 'finish_reason');
+      valid(r.raw.content, z.toJSONSchema(Order), 'raw content');
+      assert(Order.safeParse(r.parsed).success, `parsed: ${JSON.stringify(r.parsed)}`);
     });
   }
   // A request without a format after all these is free text again: mstore run's greedy text.
