@@ -65,6 +65,11 @@ typedef struct grammar grammar;
  * schema path; MS_EUNSUPPORTED (a keyword or format this compiler does not support, naming it);
  * MS_ETOOBIG (past GRAMMAR_MAX_*); MS_ENOMEM. */
 int grammar_from_format(grammar **out, const char *format, size_t len, const char *what);
+/* The same between two literals: prefix, then the answer (with the JSON whitespace allowed
+ * around it), then suffix (NULL or "": none). A forced tool call is one: "<tool_call>\n", the
+ * call's object, "\n</tool_call>". */
+int grammar_from_format_framed(grammar **out, const char *format, size_t len, const char *prefix, const char *suffix,
+                               const char *what);
 /* Any JSON value, with the bounds above. */
 int grammar_json_any(grammar **out);
 void grammar_free(grammar *g); /* NULL is fine */

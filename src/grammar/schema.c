@@ -959,8 +959,9 @@ static uint32_t compile(sc *c, json_t *s, const char *path, int depth)
     return c->b->err ? 0 : r;
 }
 
-/* root ::= ws value ws, compiled from the schema `s` (NULL: "json", any object) */
-static int build(grammar **out, json_t *s, int any_value)
+/* root ::= prefix ws value ws suffix, compiled from the schema `s` (NULL: "json", any object;
+ * any_value: any JSON value); prefix and suffix are literal bytes (NULL: none). */
+static int build(grammar **out, json_t *s, int any_value, const char *prefix, const char *suffix)
 {
     gr_builder b;
     sc c = {&b, s, NULL, 0, 0, NONE, NONE, NONE, NONE, NONE, NONE, NONE, NONE};
@@ -972,7 +973,11 @@ static int build(grammar **out, json_t *s, int any_value)
     root = gb_rule_new(&b);
     v = s ? compile(&c, s, "", 0) : any_value ? value(&c) : object_any(&c);
     seq_init(&q, &b);
+    if (prefix && *prefix)
+        seq_str(&q, prefix);
     seq_ref(&q, ws(&c)), seq_ref(&q, v), seq_ref(&q, ws(&c));
+    if (suffix && *suffix)
+        seq_str(&q, suffix);
     gb_alt(&b, root, &q);
     seq_fini(&q);
     rc = gb_finish(out, &b);
@@ -985,10 +990,11 @@ static int build(grammar **out, json_t *s, int any_value)
 
 int grammar_json_any(grammar **out)
 {
-    return build(out, NULL, 1);
+    return build(out, NULL, 1, NULL, NULL);
 }
 
-int grammar_from_format(grammar **out, const char *format, size_t len, const char *what)
+int grammar_from_format_framed(grammar **out, const char *format, size_t len, const char *prefix, const char *suffix,
+                               const char *what)
 {
     json_error_t je;
     json_t *s;
@@ -996,13 +1002,18 @@ int grammar_from_format(grammar **out, const char *format, size_t len, const cha
 
     *out = NULL;
     if (len == 4 && !memcmp(format, "json", 4))
-        return build(out, NULL, 0);
+        return build(out, NULL, 0, prefix, suffix);
     if (len > GRAMMAR_MAX_SCHEMA_BYTES)
         return ms_err(MS_ETOOBIG, "%s: a schema of %zu bytes is more than %u", what, len, GRAMMAR_MAX_SCHEMA_BYTES);
     if (!(s = json_loadb(format, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je)))
         return ms_err(MS_EINVALID, "%s: expected \"json\" or a JSON schema; line %d column %d: %s", what, je.line,
                       je.column, je.text);
-    rc = build(out, s, 0);
+    rc = build(out, s, 0, prefix, suffix);
     json_decref(s);
     return rc < 0 ? ms_err_ctx("%s", what) : 0;
+}
+
+int grammar_from_format(grammar **out, const char *format, size_t len, const char *what)
+{
+    return grammar_from_format_framed(out, format, len, NULL, NULL, what);
 }

@@ -42,6 +42,7 @@ void gen_job_free(gen_job *j)
     if (!j)
         return;
     srv_request_fields_free(j);
+    chat_tool_calls_free(j->calls, j->n_calls);
     free(j->out.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
@@ -55,10 +56,19 @@ void gen_job_free(gen_job *j)
  * "length" at num_predict / max_tokens or a full context (both APIs have no other word for it). */
 static const char *finish_reason(const gen_job *j)
 {
+    if (j->n_calls && j->kind == GEN_OPENAI_CHAT)
+        return "tool_calls"; /* ollama says "stop" after calls too */
     return j->done == SESSION_DONE_STOP ? "stop" : "length";
 }
 
-static json_t *chunk(const gen_job *j, const char *text, size_t len)
+json_t *gen_delta(const gen_job *j, json_t *delta)
+{
+    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:n}]}", "id", j->id, "object", "chat.completion.chunk",
+                     "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore", "choices",
+                     "index", 0, "delta", delta, "finish_reason");
+}
+
+json_t *gen_chunk(const gen_job *j, const char *text, size_t len)
 {
     char when[64];
     json_t *t = srv_json_text(text, len);
@@ -72,10 +82,7 @@ static json_t *chunk(const gen_job *j, const char *text, size_t len)
         return json_pack("{s:s,s:s,s:{s:s,s:o},s:b}", "model", j->model, "created_at", when, "message", "role",
                          "assistant", "content", t, "done", 0);
     case GEN_OPENAI_CHAT:
-        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{s:s,s:o},s:n}]}", "id", j->id, "object",
-                         "chat.completion.chunk", "created", (json_int_t)j->created, "model", j->model,
-                         "system_fingerprint", "fp_mstore", "choices", "index", 0, "delta", "role", "assistant",
-                         "content", t, "finish_reason");
+        return gen_delta(j, json_pack("{s:s,s:o}", "role", "assistant", "content", t));
     case GEN_OPENAI_COMPLETION:
         return json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:n}]}", "id", j->id, "object", "text_completion", "created",
                          (json_int_t)j->created, "model", j->model, "choices", "text", t, "index", 0, "logprobs",
@@ -92,6 +99,25 @@ static json_t *usage(const gen_job *j)
 }
 
 /* The last object: the whole text when not streamed, counts and reasons. */
+/* The answer's message when it is returned whole: its content (the text before any calls) and
+ * its calls. OpenAI's content is null when there are calls and no text. */
+static json_t *message(const gen_job *j, const char *text, size_t len)
+{
+    int openai = j->kind == GEN_OPENAI_CHAT;
+    json_t *m;
+    size_t k = 0;
+
+    if (j->n_calls)
+        len = j->content_len;
+    while (j->n_calls && k < len && strchr(" \t\r\n", text[k]))
+        k++;
+    m = json_pack("{s:s,s:o}", "role", "assistant", "content",
+                  openai && j->n_calls && k == len ? json_null() : srv_json_text(text, len));
+    if (j->n_calls)
+        json_object_set_new(m, "tool_calls", gen_tool_calls_json(j, openai));
+    return m;
+}
+
 static json_t * final(const gen_job *j)
 {
     const char *text = j->stream || !j->out.p ? "" : j->out.p;
@@ -112,17 +138,18 @@ static json_t * final(const gen_job *j)
             json_object_set_new(o, "response", srv_json_text(text, len));
         else
             json_object_set_new(o, "message",
-                                json_pack("{s:s,s:o}", "role", "assistant", "content", srv_json_text(text, len)));
+                                j->stream ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
+                                          : message(j, text, len));
         return o;
     case GEN_OPENAI_CHAT:
         if (j->stream)
             return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{},s:s}]}", "id", j->id, "object", "chat.completion.chunk",
                              "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore",
                              "choices", "index", 0, "delta", "finish_reason", finish_reason(j));
-        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{s:s,s:o},s:n,s:s}],s:o}", "id", j->id, "object",
-                         "chat.completion", "created", (json_int_t)j->created, "model", j->model, "system_fingerprint",
-                         "fp_mstore", "choices", "index", 0, "message", "role", "assistant", "content",
-                         srv_json_text(text, len), "logprobs", "finish_reason", finish_reason(j), "usage", usage(j));
+        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", j->id, "object", "chat.completion",
+                         "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore",
+                         "choices", "index", 0, "message", message(j, text, len), "logprobs", "finish_reason",
+                         finish_reason(j), "usage", usage(j));
     case GEN_OPENAI_COMPLETION:
         o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:s}]}", "id", j->id, "object", "text_completion", "created",
                       (json_int_t)j->created, "model", j->model, "choices", "text", srv_json_text(text, len), "index",
@@ -135,7 +162,7 @@ static json_t * final(const gen_job *j)
 }
 
 /* One object onto the stream in the API's framing: NDJSON lines, or server-sent events. */
-static int send_obj(gen_job *j, json_t *o)
+int gen_send_obj(gen_job *j, json_t *o)
 {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION, rc;
@@ -177,8 +204,10 @@ static int emit(void *ctx, const char *text, size_t len)
 
     if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
         return 1; /* the server is stopping: end here, and let it exit */
+    if (gen_tools_on(j) && j->fd >= 0) /* the whole answer is kept: its calls are read at the end */
+        return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
     if (j->fd >= 0)
-        return send_obj(j, chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
+        return gen_send_obj(j, gen_chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
     if (j->conn && client_gone(j->conn))
         return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
     return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
@@ -211,7 +240,8 @@ static int render_dropped(char **text, size_t *len, const gen_job *j, const sess
         }
         m[n++] = j->msgs[i];
     }
-    rc = session_render(S, text, len, m, n);
+    rc = gen_tools_on(j) ? chat_render_tools(text, len, session_template(S), m, n, j->tools, j->n_tools, 1)
+                         : session_render(S, text, len, m, n);
     free(m);
     return rc;
 }
@@ -307,7 +337,7 @@ static void run(gen_job *j)
     t1 = now();
     j->t_load = t1 - t0;
     S = L->S;
-    if ((rc = prompt_choose(&text, &len, &special, j, S)) < 0) {
+    if ((rc = gen_tools_syntax(j, session_template(S))) < 0 || (rc = prompt_choose(&text, &len, &special, j, S)) < 0) {
         fail(j, rc);
         goto done;
     }
@@ -315,7 +345,7 @@ static void run(gen_job *j)
     locked = 1;
     session_stats_clear(S);
     /* every request sets the session's format, none included: the last request's must not stay */
-    if ((rc = session_format_set(S, j->mo.format, j->mo.format ? strlen(j->mo.format) : 0)) < 0) {
+    if ((rc = gen_tools_grammar(j, S)) < 0) {
         fail(j, rc);
         goto done;
     }
@@ -326,6 +356,10 @@ static void run(gen_job *j)
     j->g.n_predict = j->mo.n_predict;
     if ((rc = session_sampler_set(S, &j->mo.so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
         fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
+        goto done;
+    }
+    if (j->done != SESSION_DONE_CANCELLED && gen_tools_finish(j) < 0 && j->fd < 0) {
+        fail(j, MS_ENOMEM);
         goto done;
     }
     if (j->done == SESSION_DONE_CANCELLED && __atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
@@ -353,12 +387,13 @@ static void stream_end(gen_job *j)
     if (j->done == SESSION_DONE_CANCELLED)
         return;
     if (j->code) {
-        send_obj(j, srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
+        gen_send_obj(j, srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
     } else {
-        send_obj(j, final(j));
+        gen_send_obj(j, final(j));
         if (j->kind == GEN_OPENAI_CHAT && j->include_usage)
-            send_obj(j, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object", "chat.completion.chunk",
-                                  "created", (json_int_t)j->created, "model", j->model, "choices", "usage", usage(j)));
+            gen_send_obj(j,
+                         json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object", "chat.completion.chunk",
+                                   "created", (json_int_t)j->created, "model", j->model, "choices", "usage", usage(j)));
     }
     if (openai)
         srv_write_all(j->fd, "data: [DONE]\n\n", 14);
@@ -380,7 +415,12 @@ enum MHD_Result gen_start(req *r, gen_job *j)
 {
     int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION;
     enum MHD_Result ret;
+    int rc;
 
+    if ((rc = gen_tools_check(j)) < 0) {
+        gen_job_free(j);
+        return srv_fail(r, openai ? SRV_OPENAI : SRV_OLLAMA, rc);
+    }
     if (!j->stream) {
         j->conn = r->c;
         run(j);
@@ -399,4 +439,3 @@ enum MHD_Result gen_start(req *r, gen_job *j)
         gen_job_free(j); /* the stream ends empty */
     return MHD_YES;
 }
-

@@ -319,12 +319,12 @@ json_t *srv_models_ps(server *srv)
         const runtime_config *c = runtime_model_config(L->m);
         time_t exp = L->expires ? L->expires : (time_t)253402300799; /* 9999-12-31: forever */
         srv_time_rfc3339(when, sizeof when, L->refs ? time(NULL) + srv->o.keep_alive_s : exp);
-        json_array_append_new(arr,
-                              json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:[s],s:s,s:s},s:s,s:I,s:i}", "name", L->shown,
-                                        "model", L->shown, "size", (json_int_t)L->nbytes, "digest", blob_digest_hex(L->digest),
-                                        "details", "format", "mstore", "family", c->architecture, "families",
-                                        c->architecture, "parameter_size", "", "quantization_level", "", "expires_at",
-                                        when, "size_vram", (json_int_t)0, "context_length", runtime_model_n_ctx(L->m)));
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:[s],s:s,s:s},s:s,s:I,s:i}", "name",
+                                             L->shown, "model", L->shown, "size", (json_int_t)L->nbytes, "digest",
+                                             blob_digest_hex(L->digest), "details", "format", "mstore", "family",
+                                             c->architecture, "families", c->architecture, "parameter_size", "",
+                                             "quantization_level", "", "expires_at", when, "size_vram", (json_int_t)0,
+                                             "context_length", runtime_model_n_ctx(L->m)));
     }
     pthread_mutex_unlock(&srv->mu);
     return json_pack("{s:o}", "models", arr);

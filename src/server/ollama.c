@@ -76,7 +76,7 @@ static int model_defaults(gen_job *j, json_t *b, int chat, const model_opts *bas
     if (chat && j->n_msgs && !has_system) { /* chat_messages left room for one more */
         memmove(j->msgs + 1, j->msgs, j->n_msgs * sizeof *j->msgs);
         j->n_msgs++;
-        j->msgs[0].content = NULL;
+        j->msgs[0] = (chat_msg){0}; /* its old fields are message 1's now */
         if (!(j->msgs[0].role = strdup("system")) || !(j->msgs[0].content = strdup(p->system)))
             rc = ms_err(MS_ENOMEM, "out of memory");
     }
@@ -176,8 +176,8 @@ static enum MHD_Result tags(req *r)
         name_display(name, sizeof name, &ms[i].name);
         srv_time_rfc3339(when, sizeof when, (time_t)ms[i].modified_at);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:I,s:s,s:o}", "name", name, "model", name, "modified_at",
-                                             when, "size", (json_int_t)ms[i].size, "digest", blob_digest_hex(ms[i].digest),
-                                             "details", details(cfg)));
+                                             when, "size", (json_int_t)ms[i].size, "digest",
+                                             blob_digest_hex(ms[i].digest), "details", details(cfg)));
         json_decref(cfg);
     }
     free(ms);
@@ -188,8 +188,19 @@ static enum MHD_Result tags(req *r)
 /* What the model can do with what mstore builds, as ollama's clients (Open WebUI, the ollama CLI)
  * read /api/show's "capabilities": "completion" when the runtime runs its architecture (its
  * config reads as one the decoders take); "insert" when its template takes a suffix and
- * generate accepts one; "tools" when chat accepts tools. Embedding, vision and thinking are not
+ * generate accepts one; "tools" when the template renders tools and says how calls are written. Embedding, vision and thinking are not
  * built, so never claimed. */
+/* Whether chat would take tools with this template: it says how its model writes a call. */
+static int template_has_tools(const char *tmpl)
+{
+    chat_template *t = NULL;
+    chat_tool_syntax syn;
+    int ok = chat_template_new(&t, tmpl, strlen(tmpl), NULL, NULL) == 0 && chat_template_tool_syntax(t, &syn) == 0;
+
+    chat_template_free(t);
+    return ok;
+}
+
 static json_t *capabilities(store_model *sm, const char *tmpl)
 {
     json_t *caps = json_array();
@@ -203,7 +214,7 @@ static json_t *capabilities(store_model *sm, const char *tmpl)
     free(c);
     if (tmpl && strstr(tmpl, ".Suffix") && !srv_unbuilt(0, "suffix"))
         json_array_append_new(caps, json_string("insert"));
-    if (!srv_unbuilt(1, "tools"))
+    if (tmpl && template_has_tools(tmpl))
         json_array_append_new(caps, json_string("tools"));
     return caps;
 }

@@ -5,7 +5,7 @@
 
 #include "server/server_int.h"
 
-#define BAD       "invalid_request_error"
+#define BAD "invalid_request_error"
 
 static enum MHD_Result completions(req *r, int chat)
 {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "server/server_int.h"
 
 #define MAX_PARTS 4096 /* text parts of one message's content */
@@ -133,6 +134,179 @@ static int openai_format(gen_job *j, json_t *rf)
     return format_set(j, json_dumps(schema, JSON_COMPACT | JSON_PRESERVE_ORDER), "response_format.json_schema.schema");
 }
 
+#define MAX_TOOLS      128 /* tools offered in one request */
+#define MAX_TOOL_CALLS 64 /* calls in one assistant message */
+#define MAX_NAME       64 /* a function's name, as OpenAI bounds it */
+
+/* A function name: 1 to 64 of [A-Za-z0-9_.-], as OpenAI's API requires (so it can sit in a
+ * JSON Schema const and a template unescaped). */
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > MAX_NAME)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '-' || *s == '.'))
+            return 0;
+    return 1;
+}
+
+/* One of "tools": {"type": "function", "function": {"name", "description", "parameters"}}. A
+ * forced call compiles its parameters, so their schema is checked here, where a bad keyword
+ * can still be answered 400 naming it. */
+static int tool_read(chat_tool *t, json_t *v, size_t i, int check_schema)
+{
+    json_t *f = json_object_get(v, "function"), *params;
+    const char *type = json_string_value(json_object_get(v, "type")), *name, *desc;
+    char shown[64];
+    grammar *g = NULL;
+    int rc;
+
+    if (!json_is_object(v) || (type && strcmp(type, "function") != 0) || !json_is_object(f))
+        return ms_err(MS_EINVALID, "tools[%zu]: expected {\"type\": \"function\", \"function\": {...}}", i);
+    snprintf(shown, sizeof shown, "tools[%zu].function.name", i);
+    if ((rc = srv_field_str(&name, f, "name", shown)) < 0)
+        return rc;
+    if (!name || !name_ok(name))
+        return ms_err(MS_EINVALID, "%s: expected 1 to %d letters, digits, '_', '-' or '.'", shown, MAX_NAME);
+    snprintf(shown, sizeof shown, "tools[%zu].function.description", i);
+    if ((rc = srv_field_str(&desc, f, "description", shown)) < 0)
+        return rc;
+    params = json_object_get(f, "parameters");
+    if (params && !json_is_null(params) && !json_is_object(params))
+        return ms_err(MS_EINVALID, "tools[%zu].function.parameters: expected a JSON Schema object", i);
+    if (!(t->name = strdup(name)) || (desc && !(t->description = strdup(desc))) ||
+        (json_is_object(params) && !(t->parameters = json_dumps(params, JSON_COMPACT | JSON_PRESERVE_ORDER))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    snprintf(shown, sizeof shown, "tools[%zu].function.parameters", i);
+    if (check_schema && t->parameters &&
+        (rc = grammar_from_format(&g, t->parameters, strlen(t->parameters), shown)) < 0)
+        return rc;
+    grammar_free(g);
+    return 0;
+}
+
+static int tools_read(gen_job *j, json_t *tools)
+{
+    size_t i;
+    json_t *v;
+    int rc;
+
+    if (!tools || json_is_null(tools))
+        return 0;
+    if (!json_is_array(tools))
+        return ms_err(MS_EINVALID, "tools: expected an array");
+    if (json_array_size(tools) > MAX_TOOLS)
+        return ms_err(MS_EINVALID, "tools: %zu tools, at most %d", json_array_size(tools), MAX_TOOLS);
+    if (!(j->tools = calloc(json_array_size(tools) + 1, sizeof *j->tools)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    json_array_foreach(tools, i, v)
+    {
+        j->n_tools = i + 1;
+        if ((rc = tool_read(&j->tools[i], v, i, j->tool_choice >= GEN_TOOLS_REQUIRED)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* OpenAI's "tool_choice": "auto", "none", "required", or {"type": "function", "function":
+ * {"name"}} naming one of the tools. Read before the tools (a forced call checks their
+ * schemas); the name is checked against them after. */
+static int tool_choice_read(gen_job *j, json_t *c)
+{
+    const char *s = json_string_value(c), *name;
+
+    if (!c || json_is_null(c) || (s && strcmp(s, "auto") == 0))
+        return 0;
+    if (s && strcmp(s, "none") == 0)
+        j->tool_choice = GEN_TOOLS_NONE;
+    else if (s && strcmp(s, "required") == 0)
+        j->tool_choice = GEN_TOOLS_REQUIRED;
+    else if (json_is_object(c) && (name = json_string_value(json_object_get(json_object_get(c, "function"), "name")))) {
+        j->tool_choice = GEN_TOOLS_NAMED;
+        if (!(j->tool_named = strdup(name)))
+            return ms_err(MS_ENOMEM, "out of memory");
+    } else {
+        return ms_err(MS_EINVALID, "tool_choice: expected \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                                   "\"function\": {\"name\": ...}}");
+    }
+    return 0;
+}
+
+static int tool_choice_check(const gen_job *j)
+{
+    if (j->tool_choice >= GEN_TOOLS_REQUIRED && j->n_tools == 0)
+        return ms_err(MS_EINVALID, "tool_choice: a call is required, but no tools are given");
+    for (size_t i = 0; j->tool_choice == GEN_TOOLS_NAMED && i < j->n_tools; i++)
+        if (strcmp(j->tools[i].name, j->tool_named) == 0)
+            return 0;
+    if (j->tool_choice == GEN_TOOLS_NAMED)
+        return ms_err(MS_EINVALID, "tool_choice: no tool is named '%s'", j->tool_named);
+    return 0;
+}
+
+/* An assistant message's "tool_calls": ollama's {"function": {"name", "arguments": {...}}} or
+ * OpenAI's {"id", "type": "function", "function": {"name", "arguments": "<JSON text>"}}. The
+ * arguments are kept as a JSON object's compact text, the way templates print them. */
+static int tool_calls_read(chat_msg *m, json_t *a, size_t i)
+{
+    chat_tool_call *c;
+    size_t k;
+    json_t *v;
+
+    if (!a || json_is_null(a) || (json_is_array(a) && json_array_size(a) == 0))
+        return 0;
+    if (!json_is_array(a) || json_array_size(a) > MAX_TOOL_CALLS)
+        return ms_err(MS_EINVALID, "messages[%zu].tool_calls: expected an array of at most %d calls", i,
+                      MAX_TOOL_CALLS);
+    if (!(c = calloc(json_array_size(a), sizeof *c)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    m->tool_calls = c;
+    json_array_foreach(a, k, v)
+    {
+        json_t *f = json_object_get(v, "function"), *args = json_object_get(f, "arguments"), *parsed = NULL;
+        const char *name = json_string_value(json_object_get(f, "name")),
+                   *id = json_string_value(json_object_get(v, "id"));
+        m->n_tool_calls = k + 1;
+        if (!name)
+            return ms_err(MS_EINVALID, "messages[%zu].tool_calls[%zu].function.name: expected a string", i, k);
+        if (json_is_string(args))
+            args = parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
+        if (args && !json_is_null(args) && !json_is_object(args)) {
+            json_decref(parsed);
+            return ms_err(MS_EINVALID, "messages[%zu].tool_calls[%zu].function.arguments: expected a JSON object", i,
+                          k);
+        }
+        c[k].name = strdup(name);
+        c[k].id = id ? strdup(id) : NULL;
+        c[k].arguments = json_is_object(args) ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : strdup("{}");
+        json_decref(parsed);
+        if (!c[k].name || (id && !c[k].id) || !c[k].arguments)
+            return ms_err(MS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* A "tool" message's own fields: the function (ollama's tool_name, OpenAI's name) and the call
+ * it answers (OpenAI's tool_call_id, whose function an earlier assistant message named). */
+static int tool_result_read(gen_job *j, chat_msg *m, json_t *o, size_t i)
+{
+    const char *name = json_string_value(json_object_get(o, "tool_name")),
+               *id = json_string_value(json_object_get(o, "tool_call_id"));
+
+    if (!name)
+        name = json_string_value(json_object_get(o, "name"));
+    for (size_t k = i; !name && id && k-- > 0;)
+        for (size_t c = 0; c < j->msgs[k].n_tool_calls; c++)
+            if (j->msgs[k].tool_calls[c].id && strcmp(j->msgs[k].tool_calls[c].id, id) == 0)
+                name = j->msgs[k].tool_calls[c].name;
+    if ((name && !(m->tool_name = strdup(name))) || (id && !(m->tool_call_id = strdup(id))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    return 0;
+}
+
 /* ollama's "options" (through the option table) and the request's own fields shared by
  * generate and chat. MS_EINVALID naming the field. */
 static int job_options(gen_job *j, json_t *b)
@@ -154,7 +328,7 @@ static int job_options(gen_job *j, json_t *b)
 
 static int chat_message(gen_job *j, json_t *m, size_t i)
 {
-    static const char *const unbuilt[] = {"images", "tool_calls", NULL};
+    static const char *const unbuilt[] = {"images", NULL};
     const char *role, *content;
     char field[64];
     int rc;
@@ -164,8 +338,8 @@ static int chat_message(gen_job *j, json_t *m, size_t i)
     snprintf(field, sizeof field, "messages[%zu].role", i);
     if ((rc = srv_field_str(&role, m, "role", field)) < 0)
         return rc;
-    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
-        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"user\" or \"assistant\"", i);
+    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool")))
+        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"user\", \"assistant\" or \"tool\"", i);
     snprintf(field, sizeof field, "messages[%zu].content", i);
     if ((rc = srv_field_str(&content, m, "content", field)) < 0)
         return rc;
@@ -175,7 +349,9 @@ static int chat_message(gen_job *j, json_t *m, size_t i)
     j->n_msgs = i + 1;
     if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
         return ms_err(MS_ENOMEM, "out of memory");
-    return 0;
+    if ((rc = tool_calls_read(&j->msgs[i], json_object_get(m, "tool_calls"), i)) < 0)
+        return rc;
+    return strcmp(role, "tool") == 0 ? tool_result_read(j, &j->msgs[i], m, i) : 0;
 }
 
 static int chat_messages(gen_job *j, json_t *msgs)
@@ -250,18 +426,18 @@ static int parse_message(gen_job *j, json_t *m, size_t i)
         return ms_err(MS_EINVALID, "messages[%zu]: expected an object", i);
     if (role && strcmp(role, "developer") == 0)
         role = "system";
-    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant")))
-        return ms_err(MS_EINVALID, "messages[%zu].role: expected \"system\", \"developer\", \"user\" or \"assistant\"",
-                      i);
-    if (json_object_get(m, "tool_calls") && json_array_size(json_object_get(m, "tool_calls")))
-        return ms_err(MS_EUNSUPPORTED, "messages[%zu].tool_calls: not supported by mstore yet", i);
+    if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "tool")))
+        return ms_err(MS_EINVALID,
+                      "messages[%zu].role: expected \"system\", \"developer\", \"user\", \"assistant\" or \"tool\"", i);
     if ((rc = content_text(&text, json_object_get(m, "content"), i)) < 0)
         return rc;
     j->msgs[i].content = text;
     j->n_msgs = i + 1;
     if (!(j->msgs[i].role = strdup(role)))
         return ms_err(MS_ENOMEM, "out of memory");
-    return 0;
+    if ((rc = tool_calls_read(&j->msgs[i], json_object_get(m, "tool_calls"), i)) < 0)
+        return rc;
+    return strcmp(role, "tool") == 0 ? tool_result_read(j, &j->msgs[i], m, i) : 0;
 }
 
 static int parse_messages(gen_job *j, json_t *msgs)
@@ -282,9 +458,9 @@ static int parse_messages(gen_job *j, json_t *msgs)
     return 0;
 }
 
-static int parse_common(gen_job *j, json_t *b)
+static int parse_common(gen_job *j, json_t *b, int chat)
 {
-    static const char *const unbuilt[] = {"tools", "functions", "logit_bias", "suffix", NULL};
+    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", NULL};
     /* accepted and without effect: one answer, and no penalties beyond repeat_penalty */
     static const struct {
         const char *key;
@@ -302,6 +478,11 @@ static int parse_common(gen_job *j, json_t *b)
             return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
     }
     if ((rc = openai_format(j, rf)) < 0)
+        return rc;
+    if (!chat && json_object_get(b, "tools") && !json_is_null(json_object_get(b, "tools")))
+        return ms_err(MS_EINVALID, "tools: only /v1/chat/completions takes tools");
+    if (chat && ((rc = tool_choice_read(j, json_object_get(b, "tool_choice"))) < 0 ||
+                 (rc = tools_read(j, json_object_get(b, "tools"))) < 0 || (rc = tool_choice_check(j)) < 0))
         return rc;
     j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
     if ((rc = model_opts_from_json(&j->mo, b, NULL, 1)) < 0)
@@ -409,7 +590,7 @@ bad:
 /* Request fields that generate and chat refuse, not being built; /api/show's capabilities read
  * them too, so that a capability appears when its field is accepted. */
 static const char *const unbuilt_gen[] = {"images", "suffix", "template", "context", "tools", NULL};
-static const char *const unbuilt_chat[] = {"tools", "template", NULL};
+static const char *const unbuilt_chat[] = {"template", NULL};
 
 static int unbuilt(const char *const *keys, const char *key)
 {
@@ -438,7 +619,7 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
         return rc;
     if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
         return rc;
-    return 0;
+    return chat ? tools_read(j, json_object_get(b, "tools")) : 0;
 }
 
 int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model)
@@ -447,7 +628,7 @@ int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model)
 
     *model = NULL;
     rc = chat ? parse_messages(j, json_object_get(b, "messages")) : parse_prompt(j, json_object_get(b, "prompt"));
-    if (rc < 0 || (rc = parse_common(j, b)) < 0)
+    if (rc < 0 || (rc = parse_common(j, b, chat)) < 0)
         return rc;
     return srv_field_str(model, b, "model", "model");
 }
@@ -457,7 +638,19 @@ void srv_request_fields_free(gen_job *j)
     for (size_t i = 0; i < j->n_msgs; i++) {
         free((char *)j->msgs[i].role);
         free((char *)j->msgs[i].content);
+        chat_tool_calls_free((chat_tool_call *)j->msgs[i].tool_calls, j->msgs[i].n_tool_calls);
+        free((char *)j->msgs[i].tool_name);
+        free((char *)j->msgs[i].tool_call_id);
     }
+    for (size_t i = 0; i < j->n_tools; i++) {
+        free((char *)j->tools[i].name);
+        free((char *)j->tools[i].description);
+        free((char *)j->tools[i].parameters);
+    }
+    free(j->tools);
+    free(j->tool_named);
+    j->tools = NULL, j->tool_named = NULL;
+    j->n_tools = 0;
     free(j->msgs);
     j->msgs = NULL;
     j->n_msgs = 0;

@@ -191,6 +191,15 @@ void srv_job_done(server *srv);
 /* ---- gen.c: one generation, for both APIs */
 typedef enum gen_kind { GEN_OLLAMA_GENERATE, GEN_OLLAMA_CHAT, GEN_OPENAI_CHAT, GEN_OPENAI_COMPLETION } gen_kind;
 
+/* OpenAI's tool_choice (ollama's API has only auto). */
+typedef enum gen_tool_choice {
+    GEN_TOOLS_AUTO = 0,
+    GEN_TOOLS_NONE,
+    GEN_TOOLS_REQUIRED,
+    GEN_TOOLS_NAMED
+} gen_tool_choice;
+enum { GEN_CALLS_UNDECIDED = 0, GEN_CALLS_CONTENT, GEN_CALLS_CALLS };
+
 typedef struct gen_job {
     server *srv;
     gen_kind kind;
@@ -200,6 +209,16 @@ typedef struct gen_job {
     size_t n_msgs;
     char *prompt, *system; /* generate kinds */
     char *format; /* the request's format ("json" or a schema's text), which mo.format points at */
+    /* tools (tools.c): offered to the model, rendered through its template, its calls parsed */
+    chat_tool *tools; /* owned strings */
+    size_t n_tools;
+    gen_tool_choice tool_choice;
+    char *tool_named; /* GEN_TOOLS_NAMED: the function */
+    chat_tool_syntax syn; /* how the model writes calls (its template's), once loaded */
+    int tool_state; /* streaming: GEN_CALLS_UNDECIDED, _CONTENT or _CALLS */
+    size_t sent, call_at; /* bytes of out streamed as content; where the calls begin */
+    chat_tool_call *calls; /* found in the answer */
+    size_t n_calls, content_len;
     int raw;
     model_opts mo; /* sampler, num_predict, num_ctx: read through the option table */
     session_gen g; /* stops; n_predict is mo's */
@@ -239,6 +258,32 @@ int srv_field_bool(int *out, json_t *o, const char *key, const char *shown);
 
 /* ollama's keep_alive: seconds, or a duration ("5m"); < 0 forever. MS_EINVALID. */
 int srv_duration_s(int *out, json_t *v);
+
+/* ---- tools.c: tool calling, between the request, the template and the answer */
+/* 1 when the job offers tools to the model (tools given, tool_choice not "none"). */
+int gen_tools_on(const gen_job *j);
+/* The model's tool-call syntax from its template: MS_EUNSUPPORTED (400) when it has none. */
+int gen_tools_syntax(gen_job *j, const chat_template *t);
+/* The same from the stored model's template, before anything is loaded or streamed, so that
+ * a model without tool support is answered 400. */
+int gen_tools_check(gen_job *j);
+/* The session's grammar for this request: a forced call (required, named) framed by the
+ * syntax, else the request's format, else none. */
+int gen_tools_grammar(gen_job *j, session *S);
+/* Streaming with tools: the answer so far is in j->out; write what is known to be content,
+ * hold back what may begin a call. 0, or -1 when the client is gone. */
+int gen_tools_stream(gen_job *j);
+/* The answer is whole: find its calls (j->calls, j->content_len); when streaming, write the
+ * content held back, then the calls. */
+int gen_tools_finish(gen_job *j);
+/* The calls as the API writes them in a message: ollama's objects or OpenAI's (arguments as
+ * text, ids "call_..."). */
+json_t *gen_tool_calls_json(const gen_job *j, int openai);
+/* Stream framing (gen.c): one object written in the API's framing (taken); a chunk of content
+ * text; an OpenAI chat chunk around `delta` (taken). */
+int gen_send_obj(gen_job *j, json_t *o);
+json_t *gen_chunk(const gen_job *j, const char *text, size_t len);
+json_t *gen_delta(const gen_job *j, json_t *delta);
 
 /* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */
 /* The model a body names ("model", or the older "name"); NULL when neither is a string. */

@@ -94,12 +94,17 @@ void session_free(session *S)
 
 int session_format_set(session *S, const char *format, size_t len)
 {
+    return session_format_set_framed(S, format, len, NULL, NULL);
+}
+
+int session_format_set_framed(session *S, const char *format, size_t len, const char *prefix, const char *suffix)
+{
     grammar *g = NULL;
     grammar_matcher *m = NULL;
     int rc;
 
     if (format && len) {
-        if ((rc = grammar_from_format(&g, format, len, "format")) < 0)
+        if ((rc = grammar_from_format_framed(&g, format, len, prefix, suffix, "format")) < 0)
             return rc;
         if ((!S->gv && (rc = grammar_vocab_new(&S->gv, S->t)) < 0) || (rc = grammar_matcher_new(&m, g)) < 0) {
             grammar_free(g);

@@ -83,6 +83,8 @@ int session_count(const session *S, const char *text, size_t len, int parse_spec
  * can take nothing more. The vocab's token trie is built on first use and kept. Returns 0, or
  * what grammar_from_format returns (the old format stays). */
 int session_format_set(session *S, const char *format, size_t len);
+/* The same between literal prefix and suffix (grammar_from_format_framed): a forced tool call. */
+int session_format_set_framed(session *S, const char *format, size_t len, const char *prefix, const char *suffix);
 
 /* Forget the KV cache and its text. */
 void session_reset(session *S);

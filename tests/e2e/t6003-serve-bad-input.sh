@@ -51,7 +51,12 @@ bad 400 '"error":"format: expected \"json\" or a JSON Schema object' POST $G '{"
 bad 400 '"error":"format: schema keyword '"'"'uniqueItems'"'"' at '"'"'/properties/a'"'"' is not supported' POST $G '{"model": "stories:260k", "prompt": "hi", "format": {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true}}}}'
 bad 400 '"message":"response_format.json_schema.schema: schema keyword '"'"'not'"'"' at' POST /v1/chat/completions '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"not": {}}}}}'
 bad 400 '"message":"response_format.type: expected' POST /v1/completions '{"model": "stories:260k", "prompt": "hi", "response_format": {"type": "xml"}}'
-bad 400 '"error":"tools: not supported' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}'
+bad 400 '"error":"tools[0]: expected {\"type\": \"function\", \"function\": {...}}' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}'
+bad 400 '"error":"tools[0].function.name: expected 1 to 64 letters' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "a b"}}]}'
+bad 400 '"error":"stories:260k: the model'"'"'s template (plain) does not support tools' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]}'
+bad 400 '"message":"tool_choice: no tool is named '"'"'g'"'"'' POST /v1/chat/completions '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}}}'
+bad 400 '"message":"tools[0].function.parameters: schema keyword '"'"'not'"'"'' POST /v1/chat/completions '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}], "tool_choice": "required"}'
+bad 400 '"message":"tools: only /v1/chat/completions takes tools' POST /v1/completions '{"model": "stories:260k", "prompt": "hi", "tools": []}'
 bad 400 '"error":"messages[0].images: not supported' POST /api/chat '{"model": "stories:260k", "messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}'
 # unknown model: 404, ollama's shape; OpenAI's shape on /v1
 bad 404 '{"error":"model '"'"'nosuch'"'"' not found' POST $G '{"model": "nosuch", "prompt": "hi"}'

@@ -2,8 +2,9 @@
 # /api/show's "capabilities" (Open WebUI and the ollama CLI read them) says what a model can do
 # with what mstore builds, and each claim agrees with what the server then does: "completion"
 # for an architecture the runtime runs (and generate answers), none for one it does not (and
-# generate refuses it); no "insert" even for a template that takes .Suffix, and no "tools",
-# while generate refuses suffix and chat refuses tools; never embedding, vision or thinking.
+# generate refuses it); no "insert" even for a template that takes .Suffix, while generate
+# refuses suffix; "tools" exactly for a template that renders tools (chat then takes them, and
+# refuses them for the others); never embedding, vision or thinking.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 S260K=$MODELS/stories260K/stories260K.gguf
@@ -27,6 +28,42 @@ FROM stories:260k
 TEMPLATE """{{ if .Suffix }}<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>{{ else }}{{ .Prompt }}{{ end }}"""
 MF
 expect_ok mstore create fim -f "$WORK/Modelfile"
+# A template that renders tools and their calls (ollama's qwen2.5 template, shortened).
+cat >"$WORK/Modelfile.tools" <<'MF'
+FROM stories:260k
+TEMPLATE """{{- if .Tools }}<|im_start|>system
+# Tools
+<tools>
+{{- range .Tools }}
+{"type": "function", "function": {{ .Function }}}
+{{- end }}
+</tools>
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{{ end }}
+{{- range $i, $_ := .Messages }}
+{{- $last := eq (len (slice $.Messages $i)) 1 -}}
+{{- if eq .Role "user" }}<|im_start|>user
+{{ .Content }}<|im_end|>
+{{ else if eq .Role "assistant" }}<|im_start|>assistant
+{{ if .Content }}{{ .Content }}
+{{- else if .ToolCalls }}<tool_call>
+{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ .Function.Arguments }}}
+{{ end }}</tool_call>
+{{- end }}{{ if not $last }}<|im_end|>
+{{ end }}
+{{- else if eq .Role "tool" }}<|im_start|>user
+<tool_response>
+{{ .Content }}
+</tool_response><|im_end|>
+{{ end }}
+{{- if and (ne .Role "assistant") $last }}<|im_start|>assistant
+{{ end }}
+{{- end }}"""
+MF
+expect_ok mstore create toolish -f "$WORK/Modelfile.tools"
 serve_start
 export SERVE
 
@@ -40,6 +77,8 @@ c=$(caps mamba) || fail "show mamba has no capabilities"
 [ "$c" = '[]' ] || fail "an architecture no decoder runs claims: $c"
 c=$(caps fim) || fail "show fim has no capabilities"
 [ "$c" = '["completion"]' ] || fail "fim capabilities (suffix is refused by generate): $c"
+c=$(caps toolish) || fail "show toolish has no capabilities"
+[ "$c" = '["completion", "tools"]' ] || fail "toolish capabilities: $c"
 
 # Each claim agrees with what the server does.
 code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
@@ -51,7 +90,12 @@ code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
 code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
     '{"model": "fim", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "stream": false}' \
     "$SERVE/api/chat")
-[ "$code" = 400 ] && grep -q '"tools: not supported' "$WORK/r" || fail "chat with tools: $code $(cat "$WORK/r")"
+[ "$code" = 400 ] && grep -q '"error":"fim: the model.s template .* does not support tools' "$WORK/r" ||
+    fail "chat with tools, template without: $code $(cat "$WORK/r")"
+code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
+    '{"model": "toolish", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "stream": false, "options": {"num_predict": 4}}' \
+    "$SERVE/api/chat")
+[ "$code" = 200 ] || fail "chat with tools, template with: $code $(cat "$WORK/r")"
 
 node - <<'JS' >"$WORK/node.out" 2>&1 || fail "ollama-js: $(cat "$WORK/node.out")"
 const { Ollama } = require('ollama');

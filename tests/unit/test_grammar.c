@@ -138,6 +138,36 @@ START_TEST(grammar_schema_refusal_names_the_keyword)
 }
 END_TEST
 
+/* A framed grammar (a forced tool call) takes the literals around the answer, exactly. */
+START_TEST(grammar_framed_takes_its_literals_exactly)
+{
+    static const char schema[] =
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"f\"}},\"required\":[\"name\"]}";
+    static const struct {
+        const char *text;
+        int ok;
+    } docs[] = {
+        {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>", 1},
+        {"<tool_call>\n{\"name\":\"f\"}\n</tool_call>", 1},
+        {"<tool_call>\n{\"name\": \"f\"}", 0}, /* no suffix */
+        {"{\"name\": \"f\"}\n</tool_call>", 0}, /* no prefix */
+        {"<tool_call>{\"name\": \"f\"}\n</tool_call>", 0}, /* the prefix's newline is part of it */
+        {"<tool_call>\n{\"name\": \"g\"}\n</tool_call>", 0},
+        {"<tool_call>\n{\"name\": \"f\"}\n</tool_call>x", 0},
+    };
+    grammar *g;
+
+    ck_assert_int_eq(grammar_from_format_framed(&g, schema, strlen(schema), "<tool_call>\n", "\n</tool_call>", "t"), 0);
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++)
+        ck_assert_msg(grammar_accepts(g, docs[i].text, strlen(docs[i].text)) == docs[i].ok, "%s", docs[i].text);
+    grammar_free(g);
+    /* no literals: the plain grammar */
+    ck_assert_int_eq(grammar_from_format_framed(&g, schema, strlen(schema), NULL, "", "t"), 0);
+    ck_assert(grammar_accepts(g, "{\"name\":\"f\"}", 12));
+    grammar_free(g);
+}
+END_TEST
+
 START_TEST(grammar_schema_bounds_nesting_and_size)
 {
     char deep[2048] = "";
@@ -341,6 +371,7 @@ int main(void)
 
     tcase_add_loop_test(tc, grammar_schema_accepts_exactly_its_documents, 0, sizeof cases / sizeof *cases);
     tcase_add_loop_test(tc, grammar_schema_refusal_names_the_keyword, 0, sizeof refusals / sizeof *refusals);
+    tcase_add_test(tc, grammar_framed_takes_its_literals_exactly);
     tcase_add_test(tc, grammar_schema_bounds_nesting_and_size);
     tcase_add_test(tc, grammar_mask_allows_exactly_the_continuing_tokens);
     tcase_add_test(tc, grammar_matcher_survives_its_cache_starting_over);

@@ -176,6 +176,104 @@ START_TEST(formats_read_from_both_apis)
 }
 END_TEST
 
+/* Tools, tool_choice and a conversation with a call and its result, through both readers. */
+START_TEST(tools_and_tool_messages_are_read)
+{
+    static const char openai[] =
+        "{\"model\": \"m\", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get\"}},"
+        " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get\", \"description\": \"d\","
+        " \"parameters\": {\"type\": \"object\", \"properties\": {\"z\": {}, \"a\": {}}}}}],"
+        " \"messages\": [{\"role\": \"user\", \"content\": \"q\"},"
+        " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"call_1\", \"type\": \"function\","
+        " \"function\": {\"name\": \"get\", \"arguments\": \"{\\\"z\\\": 1}\"}}]},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"call_1\", \"content\": \"r\"}]}";
+    static const char ollama[] =
+        "{\"model\": \"m\", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get\"}}],"
+        " \"messages\": [{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"function\": {\"name\":"
+        " \"get\", \"arguments\": {\"b\": [1], \"a\": \"x\"}}}]}, {\"role\": \"tool\", \"content\": \"r\","
+        " \"tool_name\": \"get\"}]}";
+    json_t *b = json_loads(openai, 0, NULL);
+    gen_job j = {0};
+    const char *p, *q;
+
+    ck_assert_ptr_nonnull(b);
+    model_opts_defaults(&j.mo);
+    ck_assert_msg(srv_openai_fields(&j, b, 1, &p) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(j.tool_choice, GEN_TOOLS_NAMED);
+    ck_assert_str_eq(j.tool_named, "get");
+    ck_assert_uint_eq(j.n_tools, 1);
+    ck_assert_str_eq(j.tools[0].description, "d");
+    ck_assert_str_eq(j.tools[0].parameters, "{\"type\":\"object\",\"properties\":{\"z\":{},\"a\":{}}}");
+    ck_assert_uint_eq(j.n_msgs, 3);
+    ck_assert_uint_eq(j.msgs[1].n_tool_calls, 1);
+    ck_assert_str_eq(j.msgs[1].tool_calls[0].id, "call_1");
+    ck_assert_str_eq(j.msgs[1].tool_calls[0].arguments, "{\"z\":1}");
+    ck_assert_str_eq(j.msgs[1].content, "");
+    ck_assert_str_eq(j.msgs[2].role, "tool");
+    ck_assert_str_eq(j.msgs[2].tool_name, "get"); /* found from the call it answers */
+    ck_assert_str_eq(j.msgs[2].tool_call_id, "call_1");
+    srv_request_fields_free(&j);
+    json_decref(b);
+
+    b = json_loads(ollama, 0, NULL);
+    memset(&j, 0, sizeof j);
+    model_opts_defaults(&j.mo);
+    ck_assert_msg(srv_ollama_fields(&j, b, 1, &p, &q) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(j.tool_choice, GEN_TOOLS_AUTO);
+    ck_assert_ptr_null(j.tools[0].parameters);
+    ck_assert_str_eq(j.msgs[0].tool_calls[0].arguments, "{\"b\":[1],\"a\":\"x\"}");
+    ck_assert_ptr_null(j.msgs[0].tool_calls[0].id);
+    ck_assert_str_eq(j.msgs[1].tool_name, "get");
+    srv_request_fields_free(&j);
+    json_decref(b);
+}
+END_TEST
+
+static const struct {
+    const char *body, *msg;
+} tool_refusals[] = {
+    {"{\"tools\": {}}", "tools: expected an array"},
+    {"{\"tools\": [{\"type\": \"retrieval\"}]}", "tools[0]: expected"},
+    {"{\"tools\": [{\"function\": {\"name\": \"\"}}]}", "tools[0].function.name: expected 1 to 64"},
+    {"{\"tools\": [{\"function\": {\"name\": \"f\", \"parameters\": []}}]}", "tools[0].function.parameters: expected"},
+    {"{\"tool_choice\": \"always\", \"tools\": []}", "tool_choice: expected"},
+    {"{\"tool_choice\": \"required\"}", "tool_choice: a call is required, but no tools are given"},
+    {"{\"tool_choice\": \"required\", \"tools\": [{\"function\": {\"name\": \"f\", \"parameters\": {\"uniqueItems\": "
+     "true}}}]}",
+     "tools[0].function.parameters: schema keyword 'uniqueItems'"},
+    {"{\"tools\": [{\"function\": {\"name\": \"f\", \"parameters\": {\"uniqueItems\": true}}}]}",
+     NULL}, /* not forced */
+    {"{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"arguments\": \"{}\"}}]}]}",
+     "messages[0].tool_calls[0].function.name: expected a string"},
+    {"{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"function\": {\"name\": \"f\", \"arguments\": "
+     "\"[1]\"}}]}]}",
+     "messages[0].tool_calls[0].function.arguments: expected a JSON object"},
+    {"{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": 3}]}", "messages[0].tool_calls: expected an array"},
+};
+
+START_TEST(tool_fields_refused_by_name)
+{
+    json_t *b = json_loads(tool_refusals[_i].body, 0, NULL);
+    gen_job j = {0};
+    const char *p;
+    int rc;
+
+    ck_assert_ptr_nonnull(b);
+    model_opts_defaults(&j.mo);
+    if (!json_object_get(b, "messages"))
+        json_object_set_new(b, "messages", json_pack("[{s:s,s:s}]", "role", "user", "content", "q"));
+    rc = srv_openai_fields(&j, b, 1, &p);
+    if (tool_refusals[_i].msg) {
+        ck_assert_msg(rc == MS_EINVALID || rc == MS_EUNSUPPORTED, "%s: rc %d", tool_refusals[_i].body, rc);
+        ck_assert_msg(strstr(ms_err_msg(), tool_refusals[_i].msg), "%s: '%s'", tool_refusals[_i].body, ms_err_msg());
+    } else {
+        ck_assert_msg(rc == 0, "%s: %s", tool_refusals[_i].body, ms_err_msg());
+    }
+    srv_request_fields_free(&j);
+    json_decref(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -190,6 +288,8 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("request");
     tcase_add_loop_test(tc, formats_read_from_both_apis, 0, (int)(sizeof format_cases / sizeof *format_cases));
+    tcase_add_test(tc, tools_and_tool_messages_are_read);
+    tcase_add_loop_test(tc, tool_fields_refused_by_name, 0, (int)(sizeof tool_refusals / sizeof *tool_refusals));
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
