@@ -217,6 +217,13 @@ const recurses = (model, s) => model === 'tiny:random' && s.temperature === 0;
       valid(r.raw.content, z.toJSONSchema(Pet), 'raw content');
       assert(Pet.safeParse(r.parsed).success, `parsed: ${JSON.stringify(r.parsed)}`);
     });
+    if (!recurses(model, s)) await check(`${tag} langchain ChatOllama JSON Schema`, async () => {
+      const llm = new ChatOllama({ baseUrl: process.env.SERVE, model, temperature: s.temperature, seed: s.seed, numPredict: N });
+      const r = await llm.withStructuredOutput(TREE, { name: 'tree', includeRaw: true }).invoke('A tree, please.');
+      eq(r.raw.response_metadata.done_reason, 'stop', 'done_reason');
+      valid(r.raw.content, TREE, 'raw content');
+      valid(JSON.stringify(r.parsed), TREE, 'parsed');
+    });
     await check(`${tag} langchain ChatOpenAI jsonSchema`, async () => {
       const llm = new ChatOpenAI({ model, apiKey: 'unused', configuration: { baseURL: process.env.SERVE + '/v1' },
                                    temperature: s.temperature, maxTokens: N, maxRetries: 0, modelKwargs: { seed: s.seed } });
