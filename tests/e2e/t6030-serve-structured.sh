@@ -2,14 +2,15 @@
 # Structured outputs through the clients and frameworks people use (issue 33): ollama-js
 # `format` (a JSON Schema, and "json") on generate and chat, openai-node `response_format`
 # (json_schema strict, json_object) on chat completions and completions, streamed and not, and
-# LangChain JS `withStructuredOutput` over ChatOllama (a zod schema) and ChatOpenAI (a JSON
-# Schema, method jsonSchema, at the server's /v1), on stories260K (vocab 512) and
+# LangChain JS `withStructuredOutput` over ChatOllama and ChatOpenAI (method jsonSchema, at the
+# server's /v1), each with a zod schema and a JSON Schema, on stories260K (vocab 512) and
 # llama-2-tiny-random (vocab 32000), greedy and seeded. Every finished answer (done_reason /
 # finish_reason "stop") parses and validates with ajv (draft 2020, ajv-formats) against its
 # schema: nesting, arrays with minItems / maxItems, enums, anyOf, recursive $ref into $defs,
 # nullable types, integer ranges, date and uuid formats, patterns. Streamed and whole answers
-# agree. Schema keywords the grammar does not build are refused with 400 naming them, on both
-# APIs.
+# agree, and a request without a format is free text again. Answers that cannot finish (see
+# below) are checked cut at the token limit instead. Schema keywords the grammar does not
+# build are refused with 400 naming them, on both APIs.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 S260K=$MODELS/stories260K/stories260K.gguf
