@@ -132,6 +132,11 @@ const recurses = (model, s) => model === 'tiny:random' && s.temperature === 0;
       eq(last.done_reason, 'stop', 'streamed done_reason');
       eq(text, g.response, 'streamed and whole answers');
     });
+    await check(`${tag} ollama chat PERSON`, async () => {
+      const c = await o.chat({ model, messages: [{ role: 'user', content: 'Describe a person.' }], format: PERSON, stream: false, options: opts });
+      eq(c.done_reason, 'stop', 'done_reason');
+      valid(c.message.content, PERSON, 'content');
+    });
     // chat with a recursive schema, streamed
     if (recurses(model, s)) await check(`${tag} ollama chat TREE stream, cut`, async () => {
       let text = '', last;
@@ -156,10 +161,16 @@ const recurses = (model, s) => model === 'tiny:random' && s.temperature === 0;
       eq(c.done_reason, 'length', 'done_reason');
       eq(c.eval_count, 40, 'eval_count');
       assert(/^\s*\{\s*"/.test(c.message.content), `does not begin an object: ${c.message.content}`);
-    }); else await check(`${tag} ollama chat json`, async () => {
+    }); else await check(`${tag} ollama chat json, generate json stream`, async () => {
       const c = await o.chat({ model, messages: [{ role: 'user', content: 'hi' }], format: 'json', stream: false, options: opts });
       eq(c.done_reason, 'stop', 'done_reason');
       valid(c.message.content, ANY_OBJECT, 'content');
+      let text = '', last;
+      for await (const p of await o.generate({ model, prompt: 'hi', format: 'json', stream: true, options: opts })) {
+        text += p.response; last = p;
+      }
+      eq(last.done_reason, 'stop', 'generate done_reason');
+      valid(text, ANY_OBJECT, 'generate streamed');
     });
     const oopts = { temperature: s.temperature, seed: s.seed, max_tokens: N };
     const strict = (name, schema) => ({ type: 'json_schema', json_schema: { name, schema, strict: true } });
