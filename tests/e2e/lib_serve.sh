@@ -1,6 +1,7 @@
 # lib_serve.sh: sourced after lib.sh (and after lib_registry.sh when a test wants both) by the serve tests (family 6). Starts `mstore serve` on a
 # free 127.0.0.1 port and installs the real npm clients people use with it, ollama (ollama-js)
-# and openai (openai-node), once per build folder, for node scripts to require.
+# and openai (openai-node), once per build folder, for node scripts to require (npm_frameworks
+# adds ajv and LangChain JS for the structured-output and tool tests).
 SERVE_PIDS=""
 serve_cleanup() {
     local st=$?
@@ -42,6 +43,30 @@ npm_clients() {
             npm install --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error ollama@0.6 openai@6 >"$WORK/npm.log" 2>&1
         fi
     ) 9>"$NPM_DIR.lock" || fail "npm install ollama openai failed: $(tail -5 "$WORK/npm.log")"
+    export NODE_PATH=$NPM_DIR/node_modules
+}
+
+# npm_frameworks: npm_clients' clients plus what the structured-output and tool tests use, in the
+# same folder under the same lock: ajv (JSON Schema validation, draft 2020 included) with
+# ajv-formats, LangChain's core, ollama and openai integrations, and zod. One npm invocation
+# installs what is missing; the two clients keep npm_clients' versions.
+NPM_FRAMEWORKS="ajv@8 ajv-formats@3 @langchain/core@1 @langchain/ollama@1 @langchain/openai@1 zod@4"
+npm_frameworks() {
+    local p missing=0
+    command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
+        skip "node and npm are not installed (tests/run.sh installs nodejs and npm)"
+    mkdir -p "$NPM_DIR"
+    (
+        flock 9
+        for p in ollama openai ajv ajv-formats @langchain/core @langchain/ollama @langchain/openai zod; do
+            [ -f "$NPM_DIR/node_modules/$p/package.json" ] || missing=1
+        done
+        if [ "$missing" = 1 ]; then
+            # shellcheck disable=SC2086
+            npm install --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error ollama@0.6 openai@6 \
+                $NPM_FRAMEWORKS >"$WORK/npm.log" 2>&1
+        fi
+    ) 9>"$NPM_DIR.lock" || fail "npm install $NPM_FRAMEWORKS failed: $(tail -5 "$WORK/npm.log")"
     export NODE_PATH=$NPM_DIR/node_modules
 }
 
