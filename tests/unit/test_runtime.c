@@ -753,6 +753,60 @@ START_TEST(stories260K_f32_reproduces_the_200_step_greedy_text)
 }
 END_TEST
 
+/* The penalties on a real model, against ref_forward.py's greedy with them (written from OpenAI's
+ * definition, apart from src/runtime): the session's order, prompt tokens into the sampler's
+ * window, then sample, accept, forward. The penalized path must also leave plain argmax. */
+START_TEST(stories260K_penalties_match_the_reference_greedy)
+{
+    char *path = model_path("stories260K/stories260K.gguf");
+    json_t *ref = load_ref("stories260K-penalties.json"), *ps = json_object_get(ref, "prompts");
+    runtime_model *m;
+
+    for (size_t pi = 0; path && pi < json_array_size(ps); pi++) {
+        json_t *p = json_array_get(ps, pi), *toks = json_object_get(p, "tokens"),
+               *greedy = json_object_get(p, "greedy");
+        json_t *pen = json_object_get(p, "penalties");
+        int n = (int)json_array_size(toks), V, left_argmax = 0;
+        runtime_sampler_opts o;
+        runtime_sampler *s;
+        int32_t *ids = malloc(sizeof *ids * n), next;
+        float *lg;
+
+        m = open_model(path, 2, 0, 0);
+        V = runtime_model_config(m)->vocab_size;
+        lg = malloc(sizeof *lg * V);
+        runtime_sampler_defaults(&o);
+        o.temp = 0.0f;
+        o.frequency_penalty = (float)json_number_value(json_object_get(pen, "frequency_penalty"));
+        o.presence_penalty = (float)json_number_value(json_object_get(pen, "presence_penalty"));
+        o.repeat_last_n = (int)json_integer_value(json_object_get(pen, "repeat_last_n"));
+        ck_assert(o.frequency_penalty != 0.0f && o.presence_penalty != 0.0f);
+        ck_assert_int_eq(runtime_sampler_new(&s, &o, V), 0);
+        for (int i = 0; i < n; i++) {
+            ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+            runtime_sampler_accept(s, ids[i]);
+        }
+        ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
+        for (size_t k = 0; k < json_array_size(greedy); k++) {
+            int plain = argmax(lg, V);
+            next = runtime_sampler_sample(s, lg);
+            ck_assert_msg(next == json_integer_value(json_array_get(greedy, k)), "prompt %zu step %zu: %d, want %lld",
+                          pi, k, next, json_integer_value(json_array_get(greedy, k)));
+            left_argmax += next != plain;
+            runtime_sampler_accept(s, next);
+            ck_assert_int_eq(runtime_forward(m, &next, 1, lg), 0);
+        }
+        ck_assert_msg(left_argmax > 0, "prompt %zu: the penalties never changed a choice", pi);
+        runtime_sampler_free(s);
+        runtime_model_close(m);
+        free(ids);
+        free(lg);
+    }
+    free(path);
+    json_decref(ref);
+}
+END_TEST
+
 /* `need_greedy` leading tokens must agree (0 = all the reference has); logits within `tol`. */
 static void check_file(const char *file, const char *ref_name, double tol, int need_greedy, int kv_f16)
 {
@@ -1023,6 +1077,7 @@ static void add_model_tests(TCase *m)
     tcase_set_timeout(m, 300);
     tcase_add_loop_test(m, stories260K_f32_reproduces_the_200_step_greedy_text, 0, N_PATHS);
     tcase_add_test(m, s260k_f16_gives_the_reference_32_greedy_tokens_per_prompt);
+    tcase_add_test(m, stories260K_penalties_match_the_reference_greedy);
     tcase_add_test(m, s260k_mixed_agrees_on_first_step_logits_and_first_tokens);
     tcase_add_test(m, f16_kv_cache_keeps_the_f16_model_on_the_reference);
     tcase_add_loop_test(m, synthetic_models_match_reference_logits, 0, 4);
