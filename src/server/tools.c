@@ -206,7 +206,7 @@ static int send_calls(gen_job *j)
         json_t *args = json_incref(json_object_get(f, "arguments"));
         json_object_set_new(c, "index", json_integer((json_int_t)i));
         json_object_set_new(f, "arguments", json_string(""));
-        rc = gen_send_obj(j, gen_delta(j, json_pack("{s:[O]}", "tool_calls", c)));
+        rc = gen_send_obj(j, gen_delta(j, json_pack("{s:s,s:[O]}", "role", "assistant", "tool_calls", c)));
         if (rc == 0)
             rc = gen_send_obj(j, gen_delta(j, json_pack("{s:[{s:I,s:{s:o}}]}", "tool_calls", "index", (json_int_t)i,
                                                         "function", "arguments", args)));

@@ -11,10 +11,10 @@
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "fuzz_gotmpl: %s:%d: %s (%s)\n", __FILE__, __LINE__, #c, ms_err_msg()); abort(); } } while (0)
 
 static const chat_msg msgs[] = {
-    { "system", "Be brief." },
-    { "user", "Hi {{ .Prompt }}" },
-    { "assistant", "Hello." },
-    { "user", "Bye" },
+    {.role = "system", .content = "Be brief."},
+    {.role = "user", .content = "Hi {{ .Prompt }}"},
+    {.role = "assistant", .content = "Hello."},
+    {.role = "user", .content = "Bye"},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
