@@ -17,9 +17,9 @@
  * still works; only the seed stops at 2^53, where a JSON number (a double) stops being an exact
  * integer, and PARAMETER, which had no bounds, now has these. OpenAI documents temperature 0-2
  * and any integer seed; its max_tokens has no "until the context is full" value, ollama's
- * num_predict -1 (and -2) has. frequency_penalty and presence_penalty are new with the table:
- * OpenAI's -2..2 everywhere, ollama's options and PARAMETER included (ollama passes any float
- * to llama.cpp; past 2 a penalty only bans a token, which a grammar or a stop does better). */
+ * num_predict -1 (and -2) has. frequency_penalty and presence_penalty came after the table:
+ * OpenAI's -2..2 on every surface, ollama's options and PARAMETER included (ollama hands any
+ * float to llama.cpp), so that a value means the same wherever it is written. */
 #define NUM  MODEL_OPT_NUMBER
 #define INT  MODEL_OPT_INTEGER
 #define STR  MODEL_OPT_STRINGS

@@ -1,7 +1,7 @@
 /* sampler.c: choosing the next token. The chain is llama.cpp's: penalties (repeat, frequency,
- * presence), top-k, softmax,
- * top-p, min-p, temperature, then a draw from the remaining distribution. The PRNG is our own
- * (PCG32), so the same seed gives the same tokens on every machine. */
+ * presence), top-k, softmax, top-p, min-p, temperature, then a draw from the remaining
+ * distribution. The PRNG is our own (PCG32), so the same seed gives the same tokens on every
+ * machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,7 @@ struct runtime_sampler {
     runtime_sampler_opts o;
     int n_vocab;
     cand *c;
-    int32_t *hist; /* ring of the last repeat_last_n tokens */
+    int32_t *hist;   /* ring of the last repeat_last_n tokens */
     int n_hist, hist_pos;
     uint64_t state, inc;
 };
@@ -103,7 +103,7 @@ static int by_logit_desc(const void *a, const void *b)
 
     if (x->logit != y->logit)
         return x->logit < y->logit ? 1 : -1;
-    return x->id < y->id ? -1 : x->id > y->id; /* ties: lower id first, deterministic */
+    return x->id < y->id ? -1 : x->id > y->id;   /* ties: lower id first, deterministic */
 }
 
 /* The penalties, all three over one history: the last repeat_last_n tokens, prompt included.
