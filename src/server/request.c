@@ -500,7 +500,8 @@ static int refuse_unbuilt_values(json_t *b, int openai, int chat)
 
 static int parse_common(gen_job *j, json_t *b, int chat)
 {
-    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", NULL};
+    /* "reasoning": {"effort"}, the newer spelling of reasoning_effort (refuse_unbuilt_values) */
+    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", "reasoning", NULL};
     /* accepted and without effect: one answer (frequency_penalty and presence_penalty are the
      * option table's now, and change the answer) */
     static const struct {

@@ -310,6 +310,8 @@ static const struct {
     {1, 0, "{\"reasoning_effort\": \"minimal\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported by mstore yet", 0,
      0},
     {1, 1, "{\"reasoning_effort\": 3}", MS_EINVALID, "reasoning_effort: expected \"none\"", 0, 0},
+    {1, 1, "{\"reasoning\": {\"effort\": \"high\"}}", MS_EUNSUPPORTED, "reasoning: not supported by mstore yet", 0, 0},
+    {1, 1, "{\"reasoning\": {}}", 0, NULL, 0, 0},
     {0, 0, "{\"think\": false, \"logprobs\": false, \"top_logprobs\": 0}", 0, NULL, 0, 0},
     {0, 1, "{\"think\": true}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
     {0, 0, "{\"think\": \"medium\"}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
