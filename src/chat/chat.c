@@ -3,29 +3,11 @@
 #include <string.h>
 
 #include "chat/chat.h"
-
-/* Flags read from the template text. */
-enum {
-    F_BOS = 1, /* the template writes bos_token */
-    F_EOS = 2, /* ... eos_token (Phi-3.5: when there is no generation prompt) */
-    F_SYS = 4, /* Phi-3: renders system turns */
-    F_SYS_NONEMPTY = 8, /* Phi-3.5: only when their content is not empty */
-    F_GEN = 16, /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
-    F_BARE = 32, /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
-};
-
-struct chat_template {
-    chat_family family;
-    unsigned flags;
-    char *bos, *eos;
-    char *default_system; /* chatml: the system turn written when the conversation has none */
-    char *warning;
-    chat_gotmpl *go; /* CHAT_OLLAMA: the parsed Go template */
-};
+#include "chat/chat_int.h"
 
 const char *chat_family_name(chat_family f)
 {
-    static const char *const names[] = {"plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama"};
+    static const char *const names[] = {"plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama", "mistral"};
     return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
 }
 
@@ -45,6 +27,7 @@ void chat_template_free(chat_template *t)
     free(t->bos);
     free(t->eos);
     free(t->default_system);
+    free(t->date);
     free(t->warning);
     chat_gotmpl_free(t->go);
     free(t);
@@ -87,7 +70,7 @@ static int chatml_default_system(chat_template *t, const char *s)
     return 0;
 }
 
-static int set_warning(chat_template *t, const char *msg)
+int chat__warning_set(chat_template *t, const char *msg)
 {
     if (!(t->warning = ms_strdup_printf("%s", msg)))
         return ms_err(MS_ENOMEM, "chat: out of memory");
@@ -101,22 +84,25 @@ static int detect(chat_template *t, const char *s)
 
     if (strstr(s, "<|im_start|>")) {
         t->family = CHAT_CHATML;
+        t->flags = chat__qwen25_tools(s) ? F_TOOLS : 0;
         return chatml_default_system(t, s);
     }
     if (strstr(s, "[INST]")) {
+        if (!strstr(s, "<<SYS>>") && chat__mistral_nemo(s)) {
+            t->family = CHAT_MISTRAL;
+            t->flags = F_TOOLS | (has_bos ? F_BOS : 0);
+            return 0;
+        }
         if (!strstr(s, "<<SYS>>"))
-            return set_warning(t, "an [INST] template without <<SYS>> (Mistral style) is not supported: "
-                                  "rendering plainly");
+            return chat__warning_set(t, "an [INST] template without <<SYS>> (Mistral style) other than Mistral "
+                                        "Nemo's is not supported: rendering plainly");
         t->family = CHAT_LLAMA2;
         return 0;
     }
     if (strstr(s, "<|start_header_id|>") && strstr(s, "<|end_header_id|>")) {
         t->family = CHAT_LLAMA3;
         t->flags = has_bos ? F_BOS : 0;
-        if (strstr(s, "Cutting Knowledge Date"))
-            return set_warning(t, "a Llama 3.1+ template: rendered as Llama 3, without its knowledge-date "
-                                  "system header and tools");
-        return 0;
+        return strstr(s, "Cutting Knowledge Date") ? chat__llama31(t, s) : 0;
     }
     if (strstr(s, "<start_of_turn>")) {
         t->family = CHAT_GEMMA;
@@ -131,8 +117,8 @@ static int detect(chat_template *t, const char *s)
                    (strstr(s, "add_generation_prompt") ? F_GEN : 0);
         return 0;
     }
-    return set_warning(t, "the chat template is of no family mstore knows (llama2, llama3, chatml, gemma, "
-                          "phi3): rendering plainly");
+    return chat__warning_set(t, "the chat template is of no family mstore knows (llama2, llama3, chatml, gemma, "
+                                "phi3, mistral): rendering plainly");
 }
 
 /* An ollama Go template: rendered by gotmpl.c when it is inside the subset and renders a trial
@@ -186,7 +172,7 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     }
     if (!text || len == 0) {
         t->flags = F_BARE;
-        if ((rc = set_warning(t, "the model has no chat template: the user's messages are the bare prompt")) < 0)
+        if ((rc = chat__warning_set(t, "the model has no chat template: the user's messages are the bare prompt")) < 0)
             goto fail;
         *out = t;
         return 0;
@@ -212,33 +198,16 @@ fail:
 
 /* ---------------------------------------------------------------- rendering */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf;
+typedef chat_buf sbuf;
 
 static void put(sbuf *b, const char *s, size_t len)
 {
-    if (b->oom || len == 0)
-        return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = (b->n + len + 1) * 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
+    chat__put(b, s, len);
 }
 
 static void puts_(sbuf *b, const char *s)
 {
-    put(b, s, strlen(s));
+    chat__puts(b, s);
 }
 
 /* Python's str.isspace at the start of s (Jinja's trim and str.strip use it): its length in
@@ -265,7 +234,7 @@ static size_t space_at(const unsigned char *s, size_t left)
 }
 
 /* Put s without leading and trailing white space (Python's str.strip()). */
-static void put_trimmed(sbuf *b, const char *s)
+void chat__put_trimmed(chat_buf *b, const char *s)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t len = strlen(s), start = 0, end = 0, k;
@@ -327,15 +296,15 @@ static int render_llama2(sbuf *b, const chat_template *t, const chat_msg *m, siz
                 if (c.oom)
                     b->oom = 1;
                 else
-                    put_trimmed(b, c.p);
+                    chat__put_trimmed(b, c.p);
                 free(c.p);
             } else {
-                put_trimmed(b, content(&m[i]));
+                chat__put_trimmed(b, content(&m[i]));
             }
             puts_(b, " [/INST]");
         } else if (is(&m[i], "assistant")) {
             puts_(b, " ");
-            put_trimmed(b, content(&m[i]));
+            chat__put_trimmed(b, content(&m[i]));
             puts_(b, " ");
             puts_(b, t->eos);
         }
@@ -351,7 +320,7 @@ static void render_llama3(sbuf *b, const chat_template *t, const chat_msg *m, si
         puts_(b, "<|start_header_id|>");
         puts_(b, m[i].role ? m[i].role : "");
         puts_(b, "<|end_header_id|>\n\n");
-        put_trimmed(b, content(&m[i]));
+        chat__put_trimmed(b, content(&m[i]));
         puts_(b, "<|eot_id|>");
     }
     if (gen)
@@ -397,7 +366,7 @@ static int render_gemma(sbuf *b, const chat_template *t, const chat_msg *m, size
             puts_(b, sys);
             puts_(b, "\n\n");
         }
-        put_trimmed(b, content(&m[i]));
+        chat__put_trimmed(b, content(&m[i]));
         puts_(b, "<end_of_turn>\n");
     }
     if (gen)
@@ -459,51 +428,45 @@ static void render_plain(sbuf *b, const chat_msg *m, size_t n, int gen)
         puts_(b, "assistant: ");
 }
 
-int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
-                      const chat_tool *tools, size_t n_tools, int add_generation_prompt)
+/* The built-in families; tools only reach the ones with F_TOOLS. */
+static int render_family(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                         size_t n_tools, int gen)
 {
-    *out = NULL;
-    *len_out = 0;
-    if (n_tools == 0)
-        return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
-    if (t->family == CHAT_OLLAMA)
-        return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
-    return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
-}
-
-int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
-                int add_generation_prompt)
-{
-    sbuf b = {NULL, 0, 0, 0};
-    int rc = 0;
-
-    *out = NULL;
-    *len_out = 0;
-    if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
-        return chat_gotmpl_render(out, len_out, t->go, msgs, n);
     switch (t->family) {
     case CHAT_LLAMA2:
-        rc = render_llama2(&b, t, msgs, n);
-        break;
+        return render_llama2(b, t, m, n);
     case CHAT_LLAMA3:
-        render_llama3(&b, t, msgs, n, add_generation_prompt);
-        break;
+        if (t->flags & F_LLAMA31)
+            return chat__render_llama31(b, t, m, n, tools, n_tools, gen);
+        render_llama3(b, t, m, n, gen);
+        return 0;
     case CHAT_CHATML:
-        render_chatml(&b, t, msgs, n, add_generation_prompt);
-        break;
+        if (t->flags & F_TOOLS)
+            return chat__render_qwen25(b, t, m, n, tools, n_tools, gen);
+        render_chatml(b, t, m, n, gen);
+        return 0;
     case CHAT_GEMMA:
-        rc = render_gemma(&b, t, msgs, n, add_generation_prompt);
-        break;
+        return render_gemma(b, t, m, n, gen);
     case CHAT_PHI3:
-        render_phi3(&b, t, msgs, n, add_generation_prompt);
-        break;
+        render_phi3(b, t, m, n, gen);
+        return 0;
+    case CHAT_MISTRAL: /* the template has no generation prompt: [/INST] ends the prompt */
+        return chat__render_mistral(b, t, m, n, tools, n_tools);
     default:
         if (t->flags & F_BARE)
-            render_bare(&b, msgs, n);
+            render_bare(b, m, n);
         else
-            render_plain(&b, msgs, n, add_generation_prompt);
-        break;
+            render_plain(b, m, n, gen);
+        return 0;
     }
+}
+
+static int render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                  const chat_tool *tools, size_t n_tools, int gen)
+{
+    sbuf b = {NULL, 0, 0, 0};
+    int rc = render_family(&b, t, msgs, n, tools, n_tools, gen);
+
     if (rc == 0 && !b.oom && !b.p && !(b.p = calloc(1, 1)))
         b.oom = 1;
     if (rc == 0 && b.oom)
@@ -515,6 +478,56 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
     *out = b.p;
     *len_out = b.n;
     return 0;
+}
+
+int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                      const chat_tool *tools, size_t n_tools, int add_generation_prompt)
+{
+    *out = NULL;
+    *len_out = 0;
+    if (n_tools == 0)
+        return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
+    if (t->family == CHAT_OLLAMA)
+        return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
+    if (!(t->flags & F_TOOLS))
+        return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
+    return render(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt);
+}
+
+int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                int add_generation_prompt)
+{
+    *out = NULL;
+    *len_out = 0;
+    if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
+        return chat_gotmpl_render(out, len_out, t->go, msgs, n);
+    return render(out, len_out, t, msgs, n, NULL, 0, add_generation_prompt);
+}
+
+/* How the model of a template that renders tools writes its calls: as the template shows them
+ * (Llama 3.1: a bare {"name": .., "parameters": ..}; Qwen 2.5: each in <tool_call> tags). */
+int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out)
+{
+    memset(out, 0, sizeof *out);
+    if (t->family == CHAT_OLLAMA)
+        return chat_gotmpl_tool_syntax(t->go, out);
+    if (t->family == CHAT_LLAMA3 && (t->flags & F_TOOLS)) {
+        strcpy(out->args_key, "parameters");
+        return 0;
+    }
+    if (t->family == CHAT_CHATML && (t->flags & F_TOOLS)) {
+        strcpy(out->prefix, "<tool_call>\n");
+        strcpy(out->suffix, "\n</tool_call>");
+        strcpy(out->args_key, "arguments");
+        return 0;
+    }
+    if (t->family == CHAT_MISTRAL) {
+        strcpy(out->prefix, "[TOOL_CALLS]");
+        strcpy(out->args_key, "arguments");
+        out->array = 1;
+        return 0;
+    }
+    return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
 }
 
 /* ---------------------------------------------------------------- template sources */

@@ -6,12 +6,21 @@
  * does, and render with a built-in renderer per family, byte for byte what the official
  * templates produce (tests/data/chat holds the templates and their renders by jinja2):
  *   llama2   "[INST]" with "<<SYS>>"         Llama 2 chat: <s>[INST] <<SYS>>..<</SYS>> .. [/INST] .. </s>
- *   llama3   "<|start_header_id|>"          Llama 3 instruct: headers, trimmed contents, <|eot_id|>
- *   chatml   "<|im_start|>"                 ChatML (Qwen 2 / 2.5 with their default system prompt)
+ *   llama3   "<|start_header_id|>"          Llama 3 instruct: headers, trimmed contents, <|eot_id|>;
+ *                                           Meta's Llama 3.1 / 3.2 templates with their dated system
+ *                                           header, and tools
+ *   chatml   "<|im_start|>"                 ChatML (Qwen 2 / 2.5 with their default system prompt);
+ *                                           Qwen 2.5's template with tools
  *   gemma    "<start_of_turn>"              Gemma 1/2/3: "model" for assistant, system folded into
  *                                           the first user turn as Gemma 3 does
  *   phi3     "<|user|>" + "<|end|>"         Phi-3 (4k: <|assistant|> after each user turn) and
  *                                           Phi-3.5 (system turns, generation prompt or eos)
+ *   mistral  "[INST]" + "[TOOL_CALLS]["     Mistral Nemo 2407's template exactly (other [INST]
+ *                                           templates without <<SYS>> render plainly): the system
+ *                                           message in the last user turn, tools before it; calls
+ *                                           and results need the 9-character ids it demands
+ * Tools (chat_render_tools) render in the Llama 3.1 / 3.2, Qwen 2.5 and Mistral Nemo templates, and in ollama
+ * templates with .Tools; the other templates refuse them.
  * Details a template varies within a family (a BOS text, a default system prompt, Phi-3's
  * variants) are read from the template text. Anything else renders plainly ("role: content"
  * lines) and the template says why in chat_template_warning: a template is never a reason to
@@ -33,9 +42,11 @@ typedef enum chat_family {
     CHAT_GEMMA,
     CHAT_PHI3,
     CHAT_OLLAMA, /* an ollama Go template inside the subset gotmpl.c renders */
+    CHAT_MISTRAL, /* Mistral Nemo's [INST] template, with [AVAILABLE_TOOLS] and [TOOL_CALLS] */
 } chat_family;
 
-const char *chat_family_name(chat_family f); /* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama" */
+/* "plain", "llama2", "llama3", "chatml", "gemma", "phi3", "ollama", "mistral" */
+const char *chat_family_name(chat_family f);
 
 /* A tool call, as an assistant message carries it (input) or as chat_tool_calls_parse finds it
  * in a model's answer (output: owned, free with chat_tool_calls_free). arguments: a JSON object's
@@ -90,7 +101,9 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
 /* chat_render with tool definitions offered to the model, rendered where and as the template
  * renders them (ollama's .Tools; the Jinja families' `tools`). With n_tools 0 it is chat_render.
  * MS_EUNSUPPORTED when tools are given and the template has no place for them ("the model's
- * template (chatml) does not support tools"). */
+ * template (chatml) does not support tools"). MS_EINVALID where the template itself refuses (Llama
+ * 3.1: more than one call in a message, tools without a user message; Mistral: a call or result
+ * whose id is not 9 characters) and where a tool's parameters or a call's arguments are not JSON. */
 int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                       const chat_tool *tools, size_t n_tools, int add_generation_prompt);
 
@@ -99,6 +112,7 @@ typedef struct chat_tool_syntax {
     char prefix[64]; /* opens the call(s): "<tool_call>\n", "[TOOL_CALLS]", "" (a bare JSON object) */
     char suffix[64]; /* closes one call: "\n</tool_call>", or "" */
     char args_key[16]; /* the call's arguments member: "arguments" or "parameters" */
+    char name_key[16]; /* the call's name member: "" for "name" (Command R+ writes "tool_name") */
     int array; /* the calls are one JSON array after the prefix (Mistral), not one object each */
 } chat_tool_syntax;
 /* The syntax of t's tool calls. MS_EUNSUPPORTED when the template renders no tools. */

@@ -5,15 +5,18 @@
  * end; range [$i,] [$x :=] pipeline ... [else] end, with break and continue; variables ($,
  * $x := v, $x = v, $x.Field); fields .A.B of the data, of a message, of a variable; literals
  * ("...", `...`, integers, true, false); parentheses; the functions eq (several operands: any
- * equal), ne, lt, le, gt, ge, not, and, or, len, index, slice, printf (%s %d %v %q %%). Anything
- * else (pipes with |, with, define, template, block, other functions) refuses to parse with
- * MS_EUNSUPPORTED naming the line, so the caller can fall back.
+ * equal), ne, lt, le, gt, ge, not, and, or, len, index, slice, printf (%s %d %v %q %%) and
+ * ollama's json (Go's json.Marshal). Anything else (pipes with |, with, define, template,
+ * block, other functions) refuses to parse with MS_EUNSUPPORTED naming the line, so the caller
+ * can fall back.
  *
  * Data, as ollama's template.Execute gives it: with the template mentioning .Messages, one
  * execution with .System (every system message, "\n\n"-joined), .Messages (consecutive messages
- * of one role merged with "\n\n"), .Response "" ; otherwise the legacy loop, one execution per
- * (system, prompt, response) round with .System .Prompt .Response, the last one cut right after
- * its first .Response.
+ * of one role, tool results excepted, merged into the first with "\n\n"), .Tools, .Response "" ;
+ * otherwise the legacy loop, one execution per (system, prompt, response) round with .System
+ * .Prompt .Response, the last one cut right after its first .Response. A message has .Role
+ * .Content .ToolCalls .ToolName .ToolCallID; the tools and the calls are Go values whose fields,
+ * ranges and printing follow ollama's Go types (gotmpl_tools.c).
  *
  * Bounds: the template text (CHAT_GOTMPL_MAX_TEXT), nesting depth, variables, the output
  * (CHAT_GOTMPL_MAX_OUT) and the actions executed (MAX_STEPS): a template has no loops but range
@@ -183,8 +186,19 @@ static int parse_string(lexer *lx, expr *e)
     return 0;
 }
 
-static const char *const funcs[] = {"eq",  "ne", "lt",  "le",    "gt",    "ge",    "not",
-                                    "and", "or", "len", "index", "slice", "printf"};
+static const char *const funcs[] = {"eq",  "ne", "lt",  "le",    "gt",    "ge",     "not",
+                                    "and", "or", "len", "index", "slice", "printf", "json"};
+
+/* What the template mentions decides how it executes: .Messages (as ollama's Vars finds it)
+ * and whether it has a place for tools and their calls. */
+static void note_fields(chat_gotmpl *t, const expr *e)
+{
+    for (size_t i = 0; i < e->n_fields; i++) {
+        t->uses_messages |= !strcmp(e->fields[i], "Messages");
+        t->uses_tools |= !strcmp(e->fields[i], "Tools");
+        t->uses_tool_calls |= !strcmp(e->fields[i], "ToolCalls");
+    }
+}
 
 static int parse_command(lexer *lx, expr **out, int depth);
 
@@ -219,11 +233,7 @@ static int parse_operand(lexer *lx, expr **out, int depth)
             lx->p++;
         else
             rc = parse_fields(lx, e);
-        if (e->kind == E_FIELD) {
-            for (size_t i = 0; i < e->n_fields; i++)
-                if (!strcmp(e->fields[i], "Messages"))
-                    lx->t->uses_messages = 1;
-        }
+        note_fields(lx->t, e);
     } else if (*lx->p == '$') {
         size_t n;
         lx->p++;
@@ -237,9 +247,7 @@ static int parse_operand(lexer *lx, expr **out, int depth)
             e->name[n + 1] = '\0';
             lx->p += n;
             rc = parse_fields(lx, e);
-            for (size_t i = 0; i < e->n_fields; i++)
-                if (!strcmp(e->fields[i], "Messages"))
-                    lx->t->uses_messages = 1;
+            note_fields(lx->t, e);
         }
     } else if (*lx->p == '"' || *lx->p == '`') {
         rc = parse_string(lx, e);

@@ -94,8 +94,9 @@ static int call_schema(char **out, const gen_job *j)
             json_decref(params);
             break;
         }
-        json_array_append_new(any, json_pack("{s:s,s:{s:{s:s},s:o},s:[s,s]}", "type", "object", "properties", "name",
-                                             "const", t->name, j->syn.args_key, params, "required", "name",
+        const char *name_key = j->syn.name_key[0] ? j->syn.name_key : "name";
+        json_array_append_new(any, json_pack("{s:s,s:{s:{s:s},s:o},s:[s,s]}", "type", "object", "properties", name_key,
+                                             "const", t->name, j->syn.args_key, params, "required", name_key,
                                              j->syn.args_key));
     }
     if (rc == 0) {
@@ -118,7 +119,9 @@ int gen_tools_grammar(gen_job *j, session *S)
     if ((rc = call_schema(&schema, j)) < 0)
         return rc;
     snprintf(prefix, sizeof prefix, "%s%s", j->syn.prefix, j->syn.array ? "[" : "");
-    snprintf(suffix, sizeof suffix, "%s%s", j->syn.array ? "]" : "", j->syn.suffix);
+    /* An array's ']' closes the calls; what follows it in such templates is an end token's text
+     * (Mistral's "</s>") or a fence, which the model need not write as bytes. */
+    snprintf(suffix, sizeof suffix, "%s", j->syn.array ? "]" : j->syn.suffix);
     rc = session_format_set_framed(S, schema, strlen(schema), prefix, suffix);
     free(schema);
     return rc;
@@ -250,7 +253,8 @@ json_t *gen_tool_calls_json(const gen_job *j, int openai)
         if (!args)
             args = json_object();
         if (openai) {
-            snprintf(id, sizeof id, "call_%.16s%02zu", hex ? hex + 1 : j->id, i);
+            /* Mistral's template takes only ids of 9 letters and digits back */
+            snprintf(id, sizeof id, j->syn.array ? "%.7s%02zu" : "call_%.16s%02zu", hex ? hex + 1 : j->id, i);
             json_array_append_new(a, json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function",
                                                "name", c->name, "arguments", c->arguments));
             json_decref(args);

@@ -90,7 +90,7 @@ code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
 code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
     '{"model": "fim", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "stream": false}' \
     "$SERVE/api/chat")
-[ "$code" = 400 ] && grep -q '"error":"fim: the model.s template .* does not support tools' "$WORK/r" ||
+[ "$code" = 400 ] && grep -q '"error":"fim: the model.s template.* does not support tools' "$WORK/r" ||
     fail "chat with tools, template without: $code $(cat "$WORK/r")"
 code=$(curl -s -o "$WORK/r" -w '%{http_code}' -X POST --data-binary \
     '{"model": "toolish", "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "stream": false, "options": {"num_predict": 4}}' \

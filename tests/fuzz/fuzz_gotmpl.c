@@ -1,7 +1,9 @@
 /* fuzz_gotmpl.c: libFuzzer target for the chat templates: ollama's Go template subset
  * (chat_gotmpl_parse, then rendered over a short conversation) and the template recognizer
- * (chat_template_new + chat_render). A refusal must say why; a parsed template must render or
- * refuse in bounded time and memory (the renderer caps its output). */
+ * (chat_template_new + chat_render, with a tool), and the input read as a model's answer for
+ * tool calls (chat_tool_calls_parse, with the template's syntax and the built-in ones). A refusal
+ * must say why; a parsed template must render or refuse in bounded time and memory (the renderer
+ * caps its output); calls found have a name and arguments inside the answer's bounds. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,20 @@ static const chat_msg msgs[] = {
     {.role = "assistant", .content = "Hello."},
     {.role = "user", .content = "Bye"},
 };
+
+static const chat_tool tool = { .name = "get_weather", .description = "the weather", .parameters = "{\"type\": \"object\", \"properties\": {}}" };
+
+static void tool_calls(const chat_tool_syntax *s, const char *text, size_t size)
+{
+    chat_tool_call *calls;
+    size_t n, content_len;
+
+    CHECK(chat_tool_calls_parse(s, text, size, &calls, &n, &content_len) == 0);
+    CHECK(content_len <= size && n <= 64 && (n == 0) == (calls == NULL));
+    for (size_t i = 0; i < n; i++)
+        CHECK(calls[i].name[0] && calls[i].arguments[0] == '{');
+    chat_tool_calls_free(calls, n);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -46,6 +62,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (chat_render(&out, &len, t, msgs, sizeof msgs / sizeof msgs[0], 1) == 0)
         CHECK(out);
     free(out);
+    out = NULL;
+    if (chat_render_tools(&out, &len, t, msgs, sizeof msgs / sizeof msgs[0], &tool, 1, 1) == 0)
+        CHECK(out);
+    free(out);
+    {
+        static const chat_tool_syntax fixed[] = {
+            { .prefix = "<tool_call>\n", .suffix = "\n</tool_call>", .args_key = "arguments" },
+            { .args_key = "parameters" },
+            { .prefix = "[TOOL_CALLS]", .args_key = "arguments", .array = 1 },
+        };
+        chat_tool_syntax syn;
+        if (chat_template_tool_syntax(t, &syn) == 0)
+            tool_calls(&syn, text, size);
+        for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+            tool_calls(&fixed[i], text, size);
+    }
     chat_template_free(t);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "chat/chat.h"
+#include "chat/chat_int.h"
 #include "helpers/fixture.h"
 
 static const char *src_dir(void)
@@ -122,6 +123,324 @@ START_TEST(renders_match_jinja2)
 END_TEST
 
 /* Templates that are no template, or odd ones: plain or a family, never a failure. */
+/* A tools.json case as chat_msg / chat_tool: strings borrowed from the JSON, the JSON texts of
+ * parameters and arguments written compactly by jansson (the order of keys kept) and owned here. */
+typedef struct tool_case {
+    chat_msg *msgs;
+    chat_tool_call *calls;
+    chat_tool *tools;
+    char *texts[64];
+    size_t n_msgs, n_tools, n_texts;
+} tool_case;
+
+static const char *dump(tool_case *c, const json_t *v)
+{
+    if (!v)
+        return NULL;
+    ck_assert_uint_lt(c->n_texts, 64);
+    c->texts[c->n_texts] = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    ck_assert_ptr_nonnull(c->texts[c->n_texts]);
+    return c->texts[c->n_texts++];
+}
+
+static void tool_case_load(tool_case *c, const json_t *tc)
+{
+    json_t *msgs = json_object_get(tc, "messages"), *tools = json_object_get(tc, "tools"), *m, *x;
+    size_t i, k, n_calls = 0;
+
+    memset(c, 0, sizeof *c);
+    c->msgs = calloc(json_array_size(msgs) + 1, sizeof *c->msgs);
+    c->calls = calloc(64, sizeof *c->calls);
+    c->tools = calloc(json_array_size(tools) + 1, sizeof *c->tools);
+    ck_assert(c->msgs && c->calls && c->tools);
+    json_array_foreach(tools, i, x)
+    {
+        json_t *fn = json_object_get(x, "function");
+        c->tools[i].name = json_string_value(json_object_get(fn, "name"));
+        c->tools[i].description = json_string_value(json_object_get(fn, "description"));
+        c->tools[i].parameters = dump(c, json_object_get(fn, "parameters"));
+    }
+    c->n_tools = json_array_size(tools);
+    json_array_foreach(msgs, i, m)
+    {
+        c->msgs[i].role = json_string_value(json_object_get(m, "role"));
+        c->msgs[i].content = json_string_value(json_object_get(m, "content"));
+        c->msgs[i].tool_name = json_string_value(json_object_get(m, "name"));
+        c->msgs[i].tool_call_id = json_string_value(json_object_get(m, "tool_call_id"));
+        c->msgs[i].tool_calls = c->calls + n_calls;
+        json_array_foreach(json_object_get(m, "tool_calls"), k, x)
+        {
+            json_t *fn = json_object_get(x, "function");
+            ck_assert_uint_lt(n_calls, 64);
+            c->calls[n_calls].id = json_string_value(json_object_get(x, "id"));
+            c->calls[n_calls].name = json_string_value(json_object_get(fn, "name"));
+            c->calls[n_calls++].arguments = dump(c, json_object_get(fn, "arguments"));
+            c->msgs[i].n_tool_calls++;
+        }
+    }
+    c->n_msgs = json_array_size(msgs);
+}
+
+static void tool_case_free(tool_case *c)
+{
+    for (size_t i = 0; i < c->n_texts; i++)
+        free(c->texts[i]);
+    free(c->msgs);
+    free(c->calls);
+    free(c->tools);
+}
+
+/* One tool render of expected.json: the text byte for byte, the template's own refusal
+ * (MS_EINVALID with its message), or, for a template mstore renders no tools for,
+ * MS_EUNSUPPORTED naming the family. */
+static int check_tool_render(const char *name, chat_template *t, const json_t *r, const tool_case *c)
+{
+    const char *want = json_string_value(json_object_get(r, "text"));
+    const char *err = json_string_value(json_object_get(r, "error"));
+    int gen = json_is_true(json_object_get(r, "gen"));
+    size_t ci = (size_t)json_integer_value(json_object_get(r, "conv")), out_len;
+    char *out;
+    int rc = chat_render_tools(&out, &out_len, t, c->msgs, c->n_msgs, c->tools, c->n_tools, gen);
+
+    if (json_is_true(json_object_get(r, "unsupported"))) {
+        ck_assert_msg(rc == MS_EUNSUPPORTED, "%s tools %zu: rc %d", name, ci, rc);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), chat_family_name(chat_template_family(t))));
+        ck_assert_ptr_null(out);
+        return 0;
+    }
+    if (err) {
+        ck_assert_msg(rc == MS_EINVALID, "%s tools %zu: rc %d", name, ci, rc);
+        ck_assert_msg(strstr(ms_err_msg(), err), "%s tools %zu: '%s'", name, ci, ms_err_msg());
+        ck_assert_ptr_null(out);
+        return 0;
+    }
+    ck_assert_msg(rc == 0, "%s tools %zu: %s", name, ci, ms_err_msg());
+    ck_assert_msg(out_len == strlen(want) && memcmp(out, want, out_len) == 0,
+                  "%s tools %zu gen %d:\n got '%s'\nwant '%s'", name, ci, gen, out, want);
+    free(out);
+    return 1;
+}
+
+/* Tool definitions, calls and results (tools.json) in every template of expected.json. */
+START_TEST(tool_renders_match_jinja2)
+{
+    json_t *expected = load_json("expected.json"), *cases = load_json("tools.json"), *spec, *r;
+    const char *name;
+    size_t n_checked = 0, n_refused = 0, i;
+
+    json_object_foreach(expected, name, spec)
+    {
+        size_t len;
+        char *text = load_template(name, &len);
+        chat_template *t;
+        chat_tool_syntax syn;
+
+        ck_assert_int_eq(chat_template_new(&t, text, len, json_string_value(json_object_get(spec, "bos")),
+                                           json_string_value(json_object_get(spec, "eos"))),
+                         0);
+        /* a template renders tools exactly when its model's calls can be read back */
+        ck_assert_int_eq(chat_template_tool_syntax(t, &syn),
+                         json_is_true(json_object_get(spec, "tools")) ? 0 : MS_EUNSUPPORTED);
+        json_array_foreach(json_object_get(spec, "tool_renders"), i, r)
+        {
+            tool_case c;
+            tool_case_load(&c, json_array_get(cases, (size_t)json_integer_value(json_object_get(r, "conv"))));
+            if (check_tool_render(name, t, r, &c))
+                n_checked++;
+            else
+                n_refused++;
+            tool_case_free(&c);
+        }
+        chat_template_free(t);
+        free(text);
+    }
+    ck_assert_uint_ge(n_checked, 36);
+    ck_assert_uint_ge(n_refused, 100);
+    json_decref(expected);
+    json_decref(cases);
+}
+END_TEST
+
+/* pyjson.c against Python: json.dumps(json.loads(in), ensure_ascii=False[, indent=4]), as
+ * written by Python 3.11 (duplicate keys, float repr, escapes, empty containers). */
+static const struct {
+    const char *in, *flat, *indented;
+} pyjson[] = {
+    {"{\"a\": 1, \"b\": 2, \"a\": 3}", "{\"a\": 3, \"b\": 2}", "{\n    \"a\": 3,\n    \"b\": 2\n}"},
+    {"[0.1, 1e22, 1e16, 9999999999999998.0, 123456789012345678, -1e-300, 5e-324, 1.7976931348623157e308, "
+     "0.30000000000000004, 100.0, 1E2, -0.5, -0.0, 0]",
+     "[0.1, 1e+22, 1e+16, 9999999999999998.0, 123456789012345678, -1e-300, 5e-324, 1.7976931348623157e+308, "
+     "0.30000000000000004, 100.0, 100.0, -0.5, -0.0, 0]",
+     "[\n    0.1,\n    1e+22,\n    1e+16,\n    9999999999999998.0,\n    123456789012345678,\n    -1e-300,\n    "
+     "5e-324,\n    1.7976931348623157e+308,\n    0.30000000000000004,\n    100.0,\n    100.0,\n    -0.5,\n    -0.0,\n  "
+     "  0\n]"},
+    {"{\"key\": \"v\\u0000al\", \"\\u00e9\": \"\\ud83d\\ude42\\u2028<>&'\", \"c\": "
+     "\"\\u001f\\u007f\\b\\f\\r\\t\\n\\\"\\\\/\"}",
+     "{\"key\": \"v\\u0000al\", \"\303\251\": \"\360\237\231\202\342\200\250<>&'\", \"c\": "
+     "\"\\u001f\177\\b\\f\\r\\t\\n\\\"\\\\/\"}",
+     "{\n    \"key\": \"v\\u0000al\",\n    \"\303\251\": \"\360\237\231\202\342\200\250<>&'\",\n    \"c\": "
+     "\"\\u001f\177\\b\\f\\r\\t\\n\\\"\\\\/\"\n}"},
+    {"\"just a string\"", "\"just a string\"", "\"just a string\""},
+    {"{\"nested\": {\"deep\": [[], {}, [{}]]}}", "{\"nested\": {\"deep\": [[], {}, [{}]]}}",
+     "{\n    \"nested\": {\n        \"deep\": [\n            [],\n            {},\n            [\n                {}\n "
+     "           ]\n        ]\n    }\n}"},
+    {"[true, false, null, -9223372036854775808]", "[true, false, null, -9223372036854775808]",
+     "[\n    true,\n    false,\n    null,\n    -9223372036854775808\n]"},
+    {"{}", "{}", "{}"},
+    {"[]", "[]", "[]"},
+};
+
+START_TEST(tojson_as_python)
+{
+    chat_buf b = {NULL, 0, 0, 0};
+
+    ck_assert_int_eq(chat__tojson(&b, pyjson[_i].in, 0, "x"), 0);
+    ck_assert_str_eq(b.p, pyjson[_i].flat);
+    b.n = 0;
+    ck_assert_int_eq(chat__tojson(&b, pyjson[_i].in, 4, "x"), 0);
+    ck_assert_str_eq(b.p, pyjson[_i].indented);
+    ck_assert(!b.oom);
+    free(b.p);
+    b = (chat_buf){NULL, 0, 0, 0};
+    ck_assert_int_eq(chat__tojson(&b, "{\"a\": ", 0, "tool 'f': arguments"), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tool 'f': arguments: not JSON"));
+    free(b.p);
+}
+END_TEST
+
+/* Tool calls read back from answers: Qwen's tags, Llama 3.1's bare object, Mistral's array. */
+static const chat_tool_syntax syntaxes[] = {
+    {.prefix = "<tool_call>\n", .suffix = "\n</tool_call>", .args_key = "arguments"},
+    {.prefix = "", .suffix = "", .args_key = "parameters"},
+    {.prefix = "[TOOL_CALLS]", .suffix = "", .args_key = "arguments", .array = 1},
+    {.prefix = "Action: ```json\n", .suffix = "```", .args_key = "parameters", .name_key = "tool_name", .array = 1},
+};
+#define ALL ((size_t)-1) /* content_len: the whole answer (no calls) */
+/* want: "name arguments" for each call, one a line */
+static const struct {
+    int syn;
+    const char *text;
+    size_t content_len;
+    const char *want;
+} answers[] = {
+    {0,
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"S\xc3\xa3o Paulo\", \"n\": "
+     "1.50}}\n</tool_call>",
+     0, "get_weather {\"city\":\"S\xc3\xa3o Paulo\",\"n\":1.5}"},
+    {0,
+     "Let me check.\n<tool_call>{\"name\":\"a\",\"arguments\":{\"x\":[1,{}]}}</tool_call>\n\n<tool_call>\n {\"name\": "
+     "\"b\", \"arguments\": {}} \n</tool_call> and then",
+     14, "a {\"x\":[1,{}]}\nb {}"},
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":\"{\\\"x\\\": 1}\"}</tool_call>", 0,
+     "a {\"x\":1}"}, /* arguments in a string */
+    {0, "<tool_call>{\"name\":\"a\",\"parameters\":{\"y\":[1,2]}}", 0,
+     "a {\"y\":[1,2]}"}, /* the other key, no suffix */
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":{\"s\":\"}{\\\"]</tool_call>\"}}</tool_call>", 0,
+     "a {\"s\":\"}{\\\"]</tool_call>\"}"}, /* tags in strings */
+    {0, "<tool_call>{\"name\":\"a\"}</tool_call>", 0, "a {}"}, /* no arguments: none needed */
+    {0, "x <tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": ", ALL, ""}, /* truncated */
+    {0, "<tool_call> hello </tool_call>", ALL, ""}, /* no JSON */
+    {0, "<tool_call>{\"arguments\": {}}</tool_call>", ALL, ""}, /* no name */
+    {0, "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>", ALL, ""},
+    {0, "<tool_call>{\"name\": 7, \"arguments\": {}}</tool_call>", ALL, ""},
+    {0, "<tool_call>{\"name\": \"a\", \"arguments\": 5}</tool_call>", ALL, ""}, /* arguments not an object */
+    {0, "<tool_call>{\"name\": \"a\", \"arguments\": \"{oops\"}</tool_call>", ALL, ""},
+    {0, "<tool_call>{\"name\":\"\xff\",\"arguments\":{}}</tool_call>", ALL, ""}, /* not UTF-8 */
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call><tool_call>{bad", 0, "a {}"}, /* the good one kept */
+    {0, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>text<tool_call>{\"name\":\"b\",\"arguments\":{}}", 0,
+     "a {}"}, /* text ends the calls */
+    {0, "Just text, no call at all.", ALL, ""},
+    {0, "", ALL, ""},
+    {1, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", 0, "get_weather {\"city\":\"Paris\"}"},
+    {1, " \n<|python_tag|>{\"name\": \"f\", \"arguments\": {}}", 2, "f {}"},
+    {1, "{\"name\": \"f\", \"parameters\": {\"a\": 1}}; {\"name\": \"g\", \"parameters\": {}}", 0, "f {\"a\":1}\ng {}"},
+    {1, "{\"name\": \"f\"}", ALL, ""}, /* a JSON answer, not a call */
+    {1, "{\"a\": 1}", ALL, ""},
+    {1, "The call is {\"name\": \"f\", \"parameters\": {}}", ALL, ""},
+    {1, "{\"name\": \"f\", \"parameters\": {}", ALL, ""},
+    {1, "<|python_tag|>", ALL, ""},
+    {2, "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {\"x\": 1}}, {\"name\": \"b\", \"arguments\": {}}]", 0,
+     "a {\"x\":1}\nb {}"},
+    {2, "ok [TOOL_CALLS][{\"name\": \"a\", \"arguments\": {}}, {\"nope\": 1}]", 3, "a {}"},
+    {2, "[TOOL_CALLS] []", ALL, ""},
+    {2, "[TOOL_CALLS]", ALL, ""},
+    {3, "Action: ```json\n[{\"tool_name\": \"f\", \"parameters\": {\"q\": 1}}]\n```", 0,
+     "f {\"q\":1}"}, /* Command R+ */
+    {3, "Action: ```json\n[{\"name\": \"f\", \"parameters\": {}}]```", ALL, ""}, /* its name key, not another */
+};
+
+START_TEST(tool_calls_read_back)
+{
+    size_t len = strlen(answers[_i].text), n, content_len;
+    chat_tool_call *calls;
+
+    ck_assert_int_eq(chat_tool_calls_parse(&syntaxes[answers[_i].syn], answers[_i].text, len, &calls, &n, &content_len),
+                     0);
+    char got[512] = "";
+
+    ck_assert_uint_eq(content_len, answers[_i].content_len == ALL ? len : answers[_i].content_len);
+    ck_assert(n > 0 ? calls != NULL : calls == NULL);
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_ptr_null(calls[k].id); /* the server gives ids */
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s %s", k ? "\n" : "", calls[k].name,
+                 calls[k].arguments);
+    }
+    ck_assert_str_eq(got, answers[_i].want);
+    chat_tool_calls_free(calls, n);
+}
+END_TEST
+
+/* Garbage never crashes nor gives a call without a name and an object: every truncation of
+ * answers, deep nesting, many calls (bounded), random bytes. */
+static void parse_checked(const chat_tool_syntax *s, const char *text, size_t len, size_t *n)
+{
+    size_t content_len;
+    chat_tool_call *calls;
+
+    ck_assert_int_eq(chat_tool_calls_parse(s, text, len, &calls, n, &content_len), 0);
+    ck_assert_uint_le(content_len, len);
+    ck_assert_uint_le(*n, 64);
+    for (size_t k = 0; k < *n; k++) {
+        json_t *a = json_loads(calls[k].arguments, 0, NULL);
+        ck_assert(calls[k].name[0] != '\0' && json_is_object(a));
+        json_decref(a);
+    }
+    chat_tool_calls_free(calls, *n);
+}
+
+START_TEST(tool_calls_garbage)
+{
+    size_t n, big = 200000;
+    char *deep = malloc(big + 32), *many = malloc(100 * 64);
+    unsigned seed = 1;
+
+    ck_assert(deep && many);
+    for (size_t i = 0; i < sizeof answers / sizeof *answers; i++)
+        for (size_t len = 0; len <= strlen(answers[i].text); len++)
+            for (int s = 0; s < 3; s++)
+                parse_checked(&syntaxes[s], answers[i].text, len, &n);
+    for (int s = 0; s < 3; s++) {
+        size_t o = (size_t)sprintf(deep, "%s", syntaxes[s].prefix);
+        memset(deep + o, s == 1 ? '{' : '[', big);
+        parse_checked(&syntaxes[s], deep, o + big, &n);
+        ck_assert_uint_eq(n, 0);
+    }
+    many[0] = '\0';
+    for (int k = 0; k < 100; k++)
+        strcat(many, "<tool_call>{\"name\":\"f\",\"arguments\":{}}</tool_call>");
+    parse_checked(&syntaxes[0], many, strlen(many), &n);
+    ck_assert_uint_eq(n, 64);
+    for (int round = 0; round < 2000; round++) {
+        char buf[96];
+        for (size_t i = 0; i < sizeof buf; i++) /* mostly JSON punctuation, some of the tags */
+            buf[i] = "{}[]\":,ab \\n<tool_call>\xff\x80"[(seed = seed * 1103515245 + 12345) >> 16 & 31];
+        parse_checked(&syntaxes[round % 3], buf, sizeof buf, &n);
+    }
+    free(deep);
+    free(many);
+}
+END_TEST
+
 static const struct {
     const char *text;
     size_t len; /* 0: strlen */
@@ -324,6 +643,10 @@ Suite *chat_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, renders_match_jinja2);
+    tcase_add_test(tc, tool_renders_match_jinja2);
+    tcase_add_loop_test(tc, tojson_as_python, 0, sizeof pyjson / sizeof *pyjson);
+    tcase_add_loop_test(tc, tool_calls_read_back, 0, sizeof answers / sizeof *answers);
+    tcase_add_test(tc, tool_calls_garbage);
     tcase_add_loop_test(tc, odd_templates_fall_back, 0, sizeof odd / sizeof *odd);
     tcase_add_test(tc, plain_rendering);
     tcase_add_test(tc, no_template_renders_bare_prompt);

@@ -1,0 +1,71 @@
+/* chat_int.h: helpers shared by the files of src/chat only (tests may use them). */
+#ifndef MSTORE_CHAT_INT_H
+#define MSTORE_CHAT_INT_H
+
+#include <stddef.h>
+
+#include "chat/chat.h"
+
+/* Flags read from the template text (chat.c detect, tooltmpl.c). */
+enum {
+    F_BOS = 1, /* the template writes bos_token */
+    F_EOS = 2, /* ... eos_token (Phi-3.5: when there is no generation prompt) */
+    F_SYS = 4, /* Phi-3: renders system turns */
+    F_SYS_NONEMPTY = 8, /* Phi-3.5: only when their content is not empty */
+    F_GEN = 16, /* Phi-3: add_generation_prompt decides; else <|assistant|> after each user turn */
+    F_BARE = 32, /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
+    F_TOOLS = 64, /* renders tools, calls and results (tooltmpl.c): Llama 3.1 / 3.2, Qwen 2.5, Mistral Nemo */
+    F_LLAMA31 = 128, /* llama3: the 3.1 system header (knowledge date, today's date, tools) */
+};
+
+/* What chat_template_new learned from a template; read by the renderers. */
+struct chat_template {
+    chat_family family;
+    unsigned flags;
+    char *bos, *eos;
+    char *default_system; /* chatml: the system turn written when the conversation has none */
+    char *date; /* F_LLAMA31: the "Today Date" the template falls back to */
+    char *warning;
+    chat_gotmpl *go; /* CHAT_OLLAMA: the parsed Go template */
+};
+
+/* A growing NUL-terminated string; an allocation failure sets oom and drops what follows, so
+ * renderers check once at the end. */
+typedef struct chat_buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} chat_buf;
+void chat__put(chat_buf *b, const char *s, size_t len);
+void chat__puts(chat_buf *b, const char *s);
+/* chat.c: s without leading and trailing white space as Python's str.strip() sees it (Jinja's
+ * trim); a template's warning. */
+void chat__put_trimmed(chat_buf *b, const char *s);
+int chat__warning_set(chat_template *t, const char *msg);
+
+/* tooltmpl.c: recognizing the templates that render tools from their source s (1 or 0;
+ * chat__llama31 sets F_LLAMA31 | F_TOOLS and the date, or a warning: 0 or MS_ENOMEM) ... */
+int chat__qwen25_tools(const char *s);
+int chat__llama31(chat_template *t, const char *s);
+int chat__mistral_nemo(const char *s);
+/* ... and rendering them: 0, MS_EINVALID where the template refuses, MS_ENOMEM. */
+int chat__render_llama31(chat_buf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                         size_t n_tools, int gen);
+int chat__render_qwen25(chat_buf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                        size_t n_tools, int gen);
+int chat__render_mistral(chat_buf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
+                         size_t n_tools);
+
+/* What the Jinja templates' `tojson` writes under transformers (pyjson.c): Python's
+ * json.dumps(x, ensure_ascii=False, indent=indent), indent 0 meaning none. */
+/* x is the JSON text `json` (a client's arguments or parameters); MS_EINVALID when it is not JSON,
+ * the message naming `what`. */
+int chat__tojson(chat_buf *b, const char *json, int indent, const char *what);
+/* x is the string s ({{ message.content | tojson }}). */
+void chat__tojson_str(chat_buf *b, const char *s);
+/* x is the tool as transformers passes it: {"type": "function", "function": {"name": ..,
+ * "description": .., "parameters": ..}}, description and parameters only where given.
+ * MS_EINVALID when its parameters are not JSON. */
+int chat__tojson_tool(chat_buf *b, const chat_tool *tool, int indent);
+
+#endif
