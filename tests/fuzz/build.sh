@@ -17,7 +17,7 @@ GGUF=$(echo src/format/*.c)
 BLOB=$(echo src/blob/*.c)
 TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src/tokenizer/merge.c
     src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/vocab.c"
-GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c"
+GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c src/chat/gotmpl_tools.c"
 # the option table compiles a "format" (JSON Schema) where it is read: its readers link src/grammar
 GRAMMAR="$(echo src/grammar/*.c) $GGUF $TOK"
 
@@ -33,7 +33,7 @@ srcs() {
     fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
     fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
     fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
-    fuzz_serve) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c src/chat/tools.c src/chat/chat.c tests/fuzz/stubs.c" ;;
+    fuzz_serve) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c src/chat/chat.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c tests/fuzz/stubs.c" ;;
     esac
 }
 
