@@ -12,8 +12,9 @@ static const char help[] = "usage: mstore create NAME [-f Modelfile] [--quiet]\n
                            "  --quiet           no import progress\n\n"
                            "Instructions: FROM (a model in the store, a GGUF file or a safetensors directory; paths\n"
                            "relative to the Modelfile), PARAMETER name value (temperature, top_k, top_p, min_p,\n"
-                           "repeat_penalty, repeat_last_n, seed, num_predict, num_ctx, stop), TEMPLATE (an ollama Go\n"
-                           "template), SYSTEM, LICENSE, MESSAGE role text. ADAPTER is not supported yet.\n";
+                           "repeat_penalty, repeat_last_n, frequency_penalty, presence_penalty, seed, num_predict,\n"
+                           "num_ctx, stop), TEMPLATE (an ollama Go template), SYSTEM, LICENSE, MESSAGE role text.\n"
+                           "ADAPTER is not supported yet.\n";
 
 int cmd_create(int argc, char **argv)
 {

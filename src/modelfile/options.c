@@ -17,7 +17,9 @@
  * still works; only the seed stops at 2^53, where a JSON number (a double) stops being an exact
  * integer, and PARAMETER, which had no bounds, now has these. OpenAI documents temperature 0-2
  * and any integer seed; its max_tokens has no "until the context is full" value, ollama's
- * num_predict -1 (and -2) has. */
+ * num_predict -1 (and -2) has. frequency_penalty and presence_penalty came after the table:
+ * OpenAI's -2..2 on every surface, ollama's options and PARAMETER included (ollama hands any
+ * float to llama.cpp), so that a value means the same wherever it is written. */
 #define NUM  MODEL_OPT_NUMBER
 #define INT  MODEL_OPT_INTEGER
 #define STR  MODEL_OPT_STRINGS
@@ -32,6 +34,8 @@ const model_option model_options[] = {
     {"min_p",          "--min-p",          {NULL},                                NUM, 0,    1,        0,     1,       0.05, 0, MODEL_OPT_FLOAT, AT(so.min_p)},
     {"repeat_penalty", "--repeat-penalty", {NULL},                                NUM, 0.01, 100,      0.01,  100,     1.0,  0, MODEL_OPT_FLOAT, AT(so.repeat_penalty)},
     {"repeat_last_n",  "--repeat-last-n",  {NULL},                                INT, 0,    1 << 20,  0,     1 << 20, 64,   0, MODEL_OPT_INT,   AT(so.repeat_last_n)},
+    {"frequency_penalty", "--frequency-penalty", {"frequency_penalty"},          NUM, -2,   2,        -2,    2,       0,    0, MODEL_OPT_FLOAT, AT(so.frequency_penalty)},
+    {"presence_penalty",  "--presence-penalty",  {"presence_penalty"},           NUM, -2,   2,        -2,    2,       0,    0, MODEL_OPT_FLOAT, AT(so.presence_penalty)},
     {"seed",           "--seed",           {"seed"},                              INT, -1,   SAFE,     -SAFE, SAFE,    -1,   0, MODEL_OPT_SEED,  AT(so.seed)},
     {"num_predict",    "-n",               {"max_tokens", "max_completion_tokens"}, INT, -2, TOP,      0,     TOP,     -1,   0, MODEL_OPT_INT,   AT(n_predict)},
     {"num_ctx",        "--ctx",            {NULL},                                INT, 0,    1 << 22,  0,     1 << 22, 0,    1, MODEL_OPT_INT,   AT(n_ctx)},

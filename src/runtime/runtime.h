@@ -9,7 +9,8 @@
  *   config    model hyper-parameters, from GGUF metadata or the config blob (import.h).
  *   model     the llama decoder: every buffer allocated at open; a forward pass allocates
  *             nothing. Prefill runs a whole chunk of tokens as one matrix-matrix batch.
- *   sampler   greedy, temperature, top-k, top-p, min-p, repeat penalty, seeded PRNG.
+ *   sampler   greedy, temperature, top-k, top-p, min-p, repeat/frequency/presence penalties,
+ *             seeded PRNG.
  *
  * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
  * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts; ids are ggml's, GGML_TYPE_* in
@@ -166,14 +167,18 @@ typedef struct runtime_sampler_opts {
     float top_p;            /* >= 1: off */
     float min_p;            /* <= 0: off */
     float repeat_penalty;   /* 1: off */
-    int repeat_last_n;      /* window of past tokens the penalty looks at */
+    int repeat_last_n;      /* window of past tokens (prompt included) every penalty looks at */
     uint64_t seed;
+    /* OpenAI's: logit -= count * frequency_penalty + (count > 0) * presence_penalty, for each
+     * token counted in that window; 0: off; negative values favour repeats */
+    float frequency_penalty;
+    float presence_penalty;
 } runtime_sampler_opts;
-void runtime_sampler_defaults(runtime_sampler_opts *o);   /* llama.cpp's: 0.8, 40, 0.95, 0.05, 1.0, 64 */
+void runtime_sampler_defaults(runtime_sampler_opts *o);   /* llama.cpp's: 0.8, 40, 0.95, 0.05, 1.0, 64, 0, 0 */
 
 typedef struct runtime_sampler runtime_sampler;
 int runtime_sampler_new(runtime_sampler **out, const runtime_sampler_opts *o, int n_vocab);
-/* Remember a token (prompt or generated) for the repeat penalty. */
+/* Remember a token (prompt or generated) for the penalties. */
 void runtime_sampler_accept(runtime_sampler *s, int32_t token);
 /* Pick the next token from logits[n_vocab] (modified in place). Same seed, same sequence. */
 int32_t runtime_sampler_sample(runtime_sampler *s, float *logits);

@@ -1,6 +1,7 @@
-/* sampler.c: choosing the next token. The chain is llama.cpp's: repeat penalty, top-k, softmax,
- * top-p, min-p, temperature, then a draw from the remaining distribution. The PRNG is our own
- * (PCG32), so the same seed gives the same tokens on every machine. */
+/* sampler.c: choosing the next token. The chain is llama.cpp's: penalties (repeat, frequency,
+ * presence), top-k, softmax, top-p, min-p, temperature, then a draw from the remaining
+ * distribution. The PRNG is our own (PCG32), so the same seed gives the same tokens on every
+ * machine. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,8 @@ void runtime_sampler_defaults(runtime_sampler_opts *o)
     o->min_p = 0.05f;
     o->repeat_penalty = 1.0f;
     o->repeat_last_n = 64;
+    o->frequency_penalty = 0.0f;
+    o->presence_penalty = 0.0f;
     o->seed = 0;
 }
 
@@ -50,6 +53,11 @@ int runtime_sampler_new(runtime_sampler **out, const runtime_sampler_opts *o, in
         return ms_err(MS_EINVALID, "sampler: vocab size %d", n_vocab);
     if (o->repeat_last_n < 0 || o->repeat_last_n > 1 << 20)
         return ms_err(MS_EINVALID, "repeat-last-n: %d out of range [0, %d]", o->repeat_last_n, 1 << 20);
+    /* the option table bounds them to OpenAI's -2..2; here only what would poison every logit */
+    if (!isfinite(o->frequency_penalty))
+        return ms_err(MS_EINVALID, "frequency_penalty: %g is not a finite number", (double)o->frequency_penalty);
+    if (!isfinite(o->presence_penalty))
+        return ms_err(MS_EINVALID, "presence_penalty: %g is not a finite number", (double)o->presence_penalty);
     s = calloc(1, sizeof *s);
     if (!s)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -98,20 +106,39 @@ static int by_logit_desc(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;   /* ties: lower id first, deterministic */
 }
 
+/* The penalties, all three over one history: the last repeat_last_n tokens, prompt included.
+ * For a token t seen count[t] > 0 times there (llama.cpp's llama_sampler_penalties):
+ *   logit[t] = logit[t] > 0 ? logit[t] / repeat_penalty : logit[t] * repeat_penalty
+ *   logit[t] -= count[t] * frequency_penalty + presence_penalty
+ * OpenAI defines frequency and presence over the tokens of the completion so far; llama.cpp
+ * (and ollama, which hands them to it) over this window, prompt included. We keep llama.cpp's
+ * window: one history for every penalty, whose width the caller already sets (repeat_last_n,
+ * 0 = all penalties off), and a model moved from ollama answers the same. Each distinct token
+ * is penalized once per call, whatever its count. A masked token (-inf) stays masked. */
 static void penalize(runtime_sampler *s, float *logits)
 {
-    if (s->o.repeat_penalty == 1.0f || s->o.repeat_penalty <= 0.0f)
+    const runtime_sampler_opts *o = &s->o;
+    int rep = o->repeat_penalty != 1.0f && o->repeat_penalty > 0.0f;
+
+    if (!rep && o->frequency_penalty == 0.0f && o->presence_penalty == 0.0f)
         return;
-    /* each distinct token is penalized once, however often it occurs (as llama.cpp does):
-     * c[t].p marks the tokens already penalized in this call */
-    for (int i = 0; i < s->n_vocab; i++)
-        s->c[i].p = 0.0f;
+    /* c[t].p is scratch here (sample overwrites it): the count of t in the window. Only the
+     * history's entries are touched, so a call costs O(repeat_last_n), not O(n_vocab). */
+    for (int i = 0; i < s->n_hist; i++)
+        if (s->hist[i] >= 0 && s->hist[i] < s->n_vocab)
+            s->c[s->hist[i]].p = 0.0f;
+    for (int i = 0; i < s->n_hist; i++)
+        if (s->hist[i] >= 0 && s->hist[i] < s->n_vocab)
+            s->c[s->hist[i]].p += 1.0f;
     for (int i = 0; i < s->n_hist; i++) {
         int32_t t = s->hist[i];
-        if (t < 0 || t >= s->n_vocab || s->c[t].p != 0.0f)
+        float count;
+        if (t < 0 || t >= s->n_vocab || (count = s->c[t].p) == 0.0f)
             continue;
-        s->c[t].p = 1.0f;
-        logits[t] = logits[t] > 0 ? logits[t] / s->o.repeat_penalty : logits[t] * s->o.repeat_penalty;
+        s->c[t].p = 0.0f; /* done: a later occurrence of t is skipped */
+        if (rep)
+            logits[t] = logits[t] > 0 ? logits[t] / o->repeat_penalty : logits[t] * o->repeat_penalty;
+        logits[t] -= count * o->frequency_penalty + o->presence_penalty;
     }
 }
 

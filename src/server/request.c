@@ -458,15 +458,57 @@ static int parse_messages(gen_job *j, json_t *msgs)
     return 0;
 }
 
+/* Fields that change an answer and are not built, but whose "off" value clients send anyway
+ * (OpenAI's SDKs send logprobs: false, ollama's think: false): that value is accepted, any
+ * other refused by name. logprobs would need the session to hand each token's distribution
+ * to the framing; think, the template's <think> split into thinking / reasoning_content.
+ *   openai: logprobs (chat: true or false; completions: an integer 0..5), top_logprobs
+ *           (0..20), reasoning_effort ("none", or "minimal" .. "high")
+ *   ollama: logprobs (true or false), top_logprobs (0..20), think (false, true, "low",
+ *           "medium", "high")
+ * MS_EINVALID for a value of the wrong type or range, MS_EUNSUPPORTED for one that asks. */
+static int refuse_unbuilt_values(json_t *b, int openai, int chat)
+{
+    const char *key = openai ? "reasoning_effort" : "think", *s;
+    json_t *v;
+    double d;
+    int set, on = 0, rc;
+
+    if (openai && !chat)
+        rc = srv_field_num(&d, &set, b, "logprobs", "logprobs", 0, 5, 1), on = rc == 0 && set && d > 0;
+    else
+        rc = srv_field_bool(&on, b, "logprobs", "logprobs");
+    if (rc < 0)
+        return rc;
+    if (on)
+        return ms_err(MS_EUNSUPPORTED, "logprobs: not supported by mstore yet");
+    if ((rc = srv_field_num(&d, &set, b, "top_logprobs", "top_logprobs", 0, 20, 1)) < 0)
+        return rc;
+    if (set && d > 0)
+        return ms_err(MS_EUNSUPPORTED, "top_logprobs: not supported by mstore yet");
+    v = json_object_get(b, key);
+    s = json_string_value(v);
+    if (!v || json_is_null(v) || json_is_false(v) || (openai && s && !strcmp(s, "none")))
+        return 0;
+    if (json_is_true(v) ||
+        (s && (!strcmp(s, "low") || !strcmp(s, "medium") || !strcmp(s, "high") || (openai && !strcmp(s, "minimal")))))
+        return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", key);
+    return ms_err(MS_EINVALID, "%s: expected %s", key,
+                  openai ? "\"none\", \"minimal\", \"low\", \"medium\" or \"high\""
+                         : "true, false, \"low\", \"medium\" or \"high\"");
+}
+
 static int parse_common(gen_job *j, json_t *b, int chat)
 {
-    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", NULL};
-    /* accepted and without effect: one answer, and no penalties beyond repeat_penalty */
+    /* "reasoning": {"effort"}, the newer spelling of reasoning_effort (refuse_unbuilt_values) */
+    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", "reasoning", NULL};
+    /* accepted and without effect: one answer (frequency_penalty and presence_penalty are the
+     * option table's now, and change the answer) */
     static const struct {
         const char *key;
         double lo, hi;
         int integer;
-    } inert[] = {{"n", 1, 1, 1}, {"frequency_penalty", -2, 2, 0}, {"presence_penalty", -2, 2, 0}};
+    } inert[] = {{"n", 1, 1, 1}};
     json_t *rf = json_object_get(b, "response_format"), *so = json_object_get(b, "stream_options");
     double d;
     int set, rc;
@@ -477,7 +519,7 @@ static int parse_common(gen_job *j, json_t *b, int chat)
             !(json_is_object(v) && !json_object_size(v)))
             return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
     }
-    if ((rc = openai_format(j, rf)) < 0)
+    if ((rc = refuse_unbuilt_values(b, 1, chat)) < 0 || (rc = openai_format(j, rf)) < 0)
         return rc;
     if (!chat && json_object_get(b, "tools") && !json_is_null(json_object_get(b, "tools")))
         return ms_err(MS_EINVALID, "tools: only /v1/chat/completions takes tools");
@@ -611,7 +653,8 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
     int rc;
 
     *prompt = *system = NULL;
-    if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 || (rc = job_options(j, b)) < 0 ||
+    if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 ||
+        (rc = refuse_unbuilt_values(b, 0, chat)) < 0 || (rc = job_options(j, b)) < 0 ||
         (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0 || (rc = ollama_format(j, b)) < 0)
         return rc;
     if (!chat && ((rc = srv_field_str(prompt, b, "prompt", "prompt")) < 0 ||

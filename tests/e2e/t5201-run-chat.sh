@@ -3,7 +3,7 @@
 # (stories260K rewritten with Qwen 2's ChatML template by the GGUF writer: test_chat's fixture
 # mode), --system and --raw; with no prompt on a terminal (a pty here) an interactive chat that
 # keeps its KV cache between turns (only the new turn is prefilled), stops at end-of-turn
-# tokens, and has /set parameter, /set system, /clear, /?, /bye like ollama.
+# tokens, and has /set parameter (penalties included), /set system, /clear, /?, /bye like ollama.
 . "$(dirname "$0")/lib.sh"
 
 S260K=$MODELS/stories260K/stories260K.gguf
@@ -99,4 +99,12 @@ chat "$WORK/p.json" s260k --temp 0 -n 8 <"$WORK/in3"
 contains "$(jq_ "$WORK/p.json" 'd["stderr"]')" "the model has no chat template: the user's messages are the bare prompt"
 chat "$WORK/r.json" s260k --raw --temp 0 -n 12 <"$WORK/in3"
 [ "$(jq_ "$WORK/r.json" "d['turns'][0]['output']")" = "$raw_s260k" ] || fail "raw chat: $(jq_ "$WORK/r.json" "d['turns'][0]['output']")"
+# /set parameter reaches the penalties (issue 39 item 6): the answer is the flags' answer.
+printf '%s\n' "/set parameter frequency_penalty 0.75" "/set parameter presence_penalty 0.5" "Once upon a time" >"$WORK/in4"
+chat "$WORK/q.json" s260k --raw --temp 0 -n 32 <"$WORK/in4"
+contains "$(jq_ "$WORK/q.json" "d['turns'][1]['output']")" "Set parameter 'presence_penalty' to '0.5'"
+expect_ok mstore run s260k --raw "Once upon a time" --temp 0 -n 32 --frequency-penalty 0.75 --presence-penalty 0.5
+[ "$(jq_ "$WORK/q.json" "d['turns'][2]['output']")" = "$out" ] || fail "/set penalties: '$(jq_ "$WORK/q.json" "d['turns'][2]['output']")' != flags: '$out'"
+expect_ok mstore run s260k --raw "Once upon a time" --temp 0 -n 32
+[ "$(jq_ "$WORK/q.json" "d['turns'][2]['output']")" != "$out" ] || fail "/set penalties changed nothing"
 echo "ok $TEST_NAME"

@@ -12,7 +12,8 @@ Everything here is written from the published formats, independent of src/runtim
     QK-norm (RMSNorm of each head of q and k, before rope) and head_dim = <arch>.attention.key_length.
 
 Usage:
-  ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits] > out.json
+  ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits]
+                 [--frequency-penalty F] [--presence-penalty P] [--repeat-last-n N] > out.json
 Prints JSON: {"model", "sha256", "prompts": [{"tokens", "greedy", "logits"?, "top5"}]}.
 "greedy" is N tokens chosen by argmax, each fed back in; "logits" are the logits after the
 prompt's last token (the first step). Needs numpy (use /usr/bin/python3 on Debian/Ubuntu).
@@ -369,12 +370,33 @@ class Model:
         return self.softcap * np.tanh(logits / self.softcap) if self.softcap else logits
 
 
+def penalized(logits, seen, args):
+    """OpenAI's frequency and presence penalties, written from its definition, over the last
+    repeat_last_n tokens seen (the prompt's and the answer's), as llama.cpp windows them:
+    logit[t] -= count[t] * frequency + (count[t] > 0) * presence. Greedy only, so no temperature."""
+    if not (args.frequency_penalty or args.presence_penalty) or args.repeat_last_n <= 0:
+        return logits
+    out = logits.copy()
+    counts = {}
+    for t in seen[-args.repeat_last_n:]:
+        counts[t] = counts.get(t, 0) + 1
+    for t, c in counts.items():
+        out[t] -= c * args.frequency_penalty + args.presence_penalty
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('model')
     ap.add_argument('--prompt', action='append', required=True, help='comma-separated token ids')
     ap.add_argument('--steps', type=int, default=32)
     ap.add_argument('--logits', action='store_true', help='include the first-step logits')
+    ap.add_argument('--frequency-penalty', type=float, default=0.0,
+                    help="OpenAI's: subtract count x F from the logit of each token in the window")
+    ap.add_argument('--presence-penalty', type=float, default=0.0,
+                    help="OpenAI's: subtract P from the logit of each token in the window")
+    ap.add_argument('--repeat-last-n', type=int, default=64,
+                    help='the penalties\' window: the last N tokens, prompt included (llama.cpp\'s); 0 = none')
     ap.add_argument('--n-ctx', type=int, default=4096, help='the context the model runs with (longrope picks '
                     'its factors by it)')
     args = ap.parse_args()
@@ -390,6 +412,7 @@ def main():
         first = logits.copy()
         greedy, margin = [], float('inf')
         for _ in range(args.steps):
+            logits = penalized(logits, toks + greedy, args)
             nxt = int(np.argmax(logits))
             top2 = np.partition(logits, -2)[-2:]
             margin = min(margin, float(abs(top2[1] - top2[0])))
@@ -401,6 +424,9 @@ def main():
         # steps; a small one means a near tie that f32 (or quantized) arithmetic may flip
         e = {'tokens': toks, 'greedy': greedy, 'min_margin': margin,
              'top5': [[int(i), float(first[i])] for i in top]}
+        if args.frequency_penalty or args.presence_penalty:
+            e['penalties'] = {'frequency_penalty': args.frequency_penalty,
+                              'presence_penalty': args.presence_penalty, 'repeat_last_n': args.repeat_last_n}
         if args.logits:
             e['logits'] = [float('%.9g' % v) for v in first]
         res['prompts'].append(e)

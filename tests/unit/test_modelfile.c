@@ -101,6 +101,8 @@ static const struct {
     {"min_p", "2", "from 0 to 1; "},
     {"repeat_penalty", "0", "from 0.01 to 100; "},
     {"repeat_last_n", "1048577", "from 0 to 1048576; "},
+    {"frequency_penalty", "2.5", "from -2 to 2; "},
+    {"presence_penalty", "-2.25", "from -2 to 2; "},
     {"seed", "-2", "from -1 to 9007199254740992; "},
     {"num_predict", "-3", "from -2 to 16777216; "},
     {"num_ctx", "4194305", "from 0 to 4194304; "},
@@ -155,6 +157,33 @@ START_TEST(every_reader_refuses_a_value_past_the_bounds)
 }
 END_TEST
 
+/* The penalties are rows like the others: a flag, /set's and PARAMETER's name, ollama's key and
+ * OpenAI's field all reach the sampler's options; 0 (off) unless given. */
+START_TEST(penalties_reach_the_sampler_from_every_reader)
+{
+    const model_option *f = model_option_find("frequency_penalty"), *p = model_option_find("presence_penalty");
+    json_t *obj = json_loads("{\"frequency_penalty\": 0.25, \"presence_penalty\": 2}", 0, NULL);
+    model_opts mo;
+    double d;
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_eq(model_option_find_flag("--frequency-penalty"), f);
+    ck_assert_ptr_eq(model_option_find_flag("--presence-penalty"), p);
+    model_opts_defaults(&mo);
+    ck_assert(mo.so.frequency_penalty == 0.0f && mo.so.presence_penalty == 0.0f);
+    ck_assert_int_eq(model_option_parse(&d, f, "--frequency-penalty", "-1.5"), 0);
+    model_option_set(&mo, f, d);
+    ck_assert(mo.so.frequency_penalty == -1.5f);
+    for (int openai = 0; openai < 2; openai++) {
+        model_opts_defaults(&mo);
+        ck_assert_int_eq(model_opts_from_json(&mo, obj, openai ? NULL : "options.", openai), 0);
+        ck_assert(mo.so.frequency_penalty == 0.25f && mo.so.presence_penalty == 2.0f);
+    }
+    json_decref(obj);
+}
+END_TEST
+
 /* OpenAI's fields read the same rows, with the range OpenAI documents where it has its own. */
 START_TEST(openai_fields_refuse_past_their_range)
 {
@@ -164,6 +193,7 @@ START_TEST(openai_fields_refuse_past_their_range)
         {"{\"temperature\": 2.5}", "temperature: expected a number from 0 to 2; 2.5 is too large"},
         {"{\"top_p\": \"high\"}", "top_p: expected a number from 0 to 1; \"high\" is not a number"},
         {"{\"max_tokens\": -1}", "max_tokens: expected an integer from 0 to 16777216; -1 is too small"},
+        {"{\"presence_penalty\": -3}", "presence_penalty: expected a number from -2 to 2; -3 is too small"},
         {"{\"max_completion_tokens\": 1.5}",
          "max_completion_tokens: expected an integer from 0 to 16777216; 1.5 is not"},
         {"{\"seed\": 1e300}",
@@ -318,6 +348,7 @@ Suite *modelfile_suite(void)
     tcase_add_loop_test(tc, refuses_naming_the_line, 0, sizeof bad / sizeof *bad);
     tcase_add_test(tc, params_of_wrong_type_refused);
     tcase_add_loop_test(tc, every_reader_refuses_a_value_past_the_bounds, 0, sizeof past / sizeof *past);
+    tcase_add_test(tc, penalties_reach_the_sampler_from_every_reader);
     tcase_add_test(tc, openai_fields_refuse_past_their_range);
     tcase_add_test(tc, every_spelling_gives_the_same_value);
     tcase_add_test(tc, defaults_are_the_samplers);

@@ -352,7 +352,7 @@ END_TEST
 
 static runtime_sampler *sampler(float temp, int top_k, float top_p, float min_p, float pen, uint64_t seed)
 {
-    runtime_sampler_opts o = { temp, top_k, top_p, min_p, pen, 64, seed };
+    runtime_sampler_opts o = { temp, top_k, top_p, min_p, pen, 64, seed, 0.0f, 0.0f };
     runtime_sampler *s;
 
     ck_assert_int_eq(runtime_sampler_new(&s, &o, 16), 0);
@@ -418,6 +418,91 @@ START_TEST(sampler_is_deterministic_per_seed_and_honours_each_filter)
     runtime_sampler_free(s1);
     runtime_sampler_free(s2);
     runtime_sampler_free(s3);
+}
+END_TEST
+
+/* Greedy, penalties only, over 16 tokens: all logits 0 but lg[3] = 2, lg[5] = 1.5, lg[9] = -1. */
+static runtime_sampler *penalized(float rep, float freq, float pres, int last_n, const int32_t *hist, int n_hist)
+{
+    runtime_sampler_opts o;
+    runtime_sampler *s;
+
+    runtime_sampler_defaults(&o);
+    o.temp = 0.0f;
+    o.repeat_penalty = rep;
+    o.repeat_last_n = last_n;
+    o.frequency_penalty = freq;
+    o.presence_penalty = pres;
+    ck_assert_int_eq(runtime_sampler_new(&s, &o, 16), 0);
+    for (int i = 0; i < n_hist; i++)
+        runtime_sampler_accept(s, hist[i]);
+    return s;
+}
+
+static int32_t greedy_after(float l[16], float rep, float freq, float pres, int last_n, const int32_t *hist, int n_hist)
+{
+    runtime_sampler *s = penalized(rep, freq, pres, last_n, hist, n_hist);
+    int32_t tok;
+
+    memset(l, 0, 16 * sizeof *l);
+    l[3] = 2.0f, l[5] = 1.5f, l[9] = -1.0f;
+    tok = runtime_sampler_sample(s, l);
+    runtime_sampler_free(s);
+    return tok;
+}
+
+/* OpenAI's definition, logit[t] -= count[t] * frequency + (count[t] > 0) * presence, over the
+ * repeat_last_n window; every expected logit below is that formula worked by hand, and each is
+ * exact in binary floating point. */
+START_TEST(sampler_frequency_and_presence_penalties_follow_openai)
+{
+    static const int32_t h33395[] = {3, 3, 3, 9, 5}, h3[] = {3}, h33[] = {3, 3}, h355[] = {3, 5, 5}, h39[] = {3, 9},
+                         h4[] = {4};
+    float l[16];
+    runtime_sampler_opts o;
+    runtime_sampler *s;
+
+    /* counts 3, 1, 1: 2 - (3 x 0.5 + 0.25), 1.5 - (0.5 + 0.25), -1 - (0.5 + 0.25); the rest untouched */
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.5f, 0.25f, 64, h33395, 5), 5);
+    ck_assert(l[3] == 0.25f && l[5] == 0.75f && l[9] == -1.75f);
+    for (int i = 0; i < 16; i++)
+        ck_assert(i == 3 || i == 5 || i == 9 || l[i] == 0.0f);
+    /* presence: the greedy choice flips once the penalty passes the gap of 0.5, whatever the count */
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.0f, 0.375f, 64, h33, 2), 3);
+    ck_assert(l[3] == 1.625f);
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.0f, 0.625f, 64, h33, 2), 5);
+    ck_assert(l[3] == 1.375f);
+    /* frequency: scales with the count; 2 x 0.25 = 0.5 is a tie (the lower id wins), 2 x 0.375 is past it */
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.25f, 0.0f, 64, h33, 2), 3);
+    ck_assert(l[3] == 1.5f);
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.375f, 0.0f, 64, h33, 2), 5);
+    ck_assert(l[3] == 1.25f);
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.375f, 0.0f, 64, h3, 1), 3); /* once: 2 - 0.375 */
+    ck_assert(l[3] == 1.625f);
+    /* negative values favour what was seen: 1.5 + 1 passes 2 */
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.0f, -1.0f, 64, h355 + 1, 2), 5);
+    ck_assert(l[5] == 2.5f && l[3] == 2.0f);
+    /* the window is repeat_last_n: with 2, the 3 of {3, 5, 5} has left it */
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.25f, 0.5f, 2, h355, 3), 3);
+    ck_assert(l[3] == 2.0f && l[5] == 0.5f);
+    ck_assert_int_eq(greedy_after(l, 1.0f, 0.25f, 0.5f, 0, h355, 3), 3); /* 0: no window, no penalty */
+    ck_assert(l[3] == 2.0f && l[5] == 1.5f);
+    /* after the repeat penalty, as llama.cpp: 2 / 2 - 0.5; -1 x 2 - 0.5 */
+    ck_assert_int_eq(greedy_after(l, 2.0f, 0.5f, 0.0f, 64, h39, 2), 5);
+    ck_assert(l[3] == 0.5f && l[9] == -2.5f);
+    /* a masked token stays masked, however negative the penalty */
+    s = penalized(1.0f, -2.0f, -2.0f, 64, h4, 1);
+    memset(l, 0, sizeof l);
+    l[4] = -INFINITY;
+    ck_assert_int_ne(runtime_sampler_sample(s, l), 4);
+    ck_assert(isinf(l[4]) && l[4] < 0);
+    runtime_sampler_free(s);
+    /* a value the option table would never pass is still refused, naming it */
+    runtime_sampler_defaults(&o);
+    o.presence_penalty = NAN;
+    ck_assert_int_eq(runtime_sampler_new(&s, &o, 16), MS_EINVALID);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "presence_penalty"));
 }
 END_TEST
 
@@ -662,6 +747,60 @@ START_TEST(stories260K_f32_reproduces_the_200_step_greedy_text)
         ck_assert(rel < 1e-4);
         runtime_model_close(m);
         cpu_path_select("auto");
+    }
+    free(path);
+    json_decref(ref);
+}
+END_TEST
+
+/* The penalties on a real model, against ref_forward.py's greedy with them (written from OpenAI's
+ * definition, apart from src/runtime): the session's order, prompt tokens into the sampler's
+ * window, then sample, accept, forward. The penalized path must also leave plain argmax. */
+START_TEST(stories260K_penalties_match_the_reference_greedy)
+{
+    char *path = model_path("stories260K/stories260K.gguf");
+    json_t *ref = load_ref("stories260K-penalties.json"), *ps = json_object_get(ref, "prompts");
+    runtime_model *m;
+
+    for (size_t pi = 0; path && pi < json_array_size(ps); pi++) {
+        json_t *p = json_array_get(ps, pi), *toks = json_object_get(p, "tokens"),
+               *greedy = json_object_get(p, "greedy");
+        json_t *pen = json_object_get(p, "penalties");
+        int n = (int)json_array_size(toks), V, left_argmax = 0;
+        runtime_sampler_opts o;
+        runtime_sampler *s;
+        int32_t *ids = malloc(sizeof *ids * n), next;
+        float *lg;
+
+        m = open_model(path, 2, 0, 0);
+        V = runtime_model_config(m)->vocab_size;
+        lg = malloc(sizeof *lg * V);
+        runtime_sampler_defaults(&o);
+        o.temp = 0.0f;
+        o.frequency_penalty = (float)json_number_value(json_object_get(pen, "frequency_penalty"));
+        o.presence_penalty = (float)json_number_value(json_object_get(pen, "presence_penalty"));
+        o.repeat_last_n = (int)json_integer_value(json_object_get(pen, "repeat_last_n"));
+        ck_assert(o.frequency_penalty != 0.0f && o.presence_penalty != 0.0f);
+        ck_assert_int_eq(runtime_sampler_new(&s, &o, V), 0);
+        for (int i = 0; i < n; i++) {
+            ids[i] = (int32_t)json_integer_value(json_array_get(toks, i));
+            runtime_sampler_accept(s, ids[i]);
+        }
+        ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
+        for (size_t k = 0; k < json_array_size(greedy); k++) {
+            int plain = argmax(lg, V);
+            next = runtime_sampler_sample(s, lg);
+            ck_assert_msg(next == json_integer_value(json_array_get(greedy, k)), "prompt %zu step %zu: %d, want %lld",
+                          pi, k, next, json_integer_value(json_array_get(greedy, k)));
+            left_argmax += next != plain;
+            runtime_sampler_accept(s, next);
+            ck_assert_int_eq(runtime_forward(m, &next, 1, lg), 0);
+        }
+        ck_assert_msg(left_argmax > 0, "prompt %zu: the penalties never changed a choice", pi);
+        runtime_sampler_free(s);
+        runtime_model_close(m);
+        free(ids);
+        free(lg);
     }
     free(path);
     json_decref(ref);
@@ -938,6 +1077,7 @@ static void add_model_tests(TCase *m)
     tcase_set_timeout(m, 300);
     tcase_add_loop_test(m, stories260K_f32_reproduces_the_200_step_greedy_text, 0, N_PATHS);
     tcase_add_test(m, s260k_f16_gives_the_reference_32_greedy_tokens_per_prompt);
+    tcase_add_test(m, stories260K_penalties_match_the_reference_greedy);
     tcase_add_test(m, s260k_mixed_agrees_on_first_step_logits_and_first_tokens);
     tcase_add_test(m, f16_kv_cache_keeps_the_f16_model_on_the_reference);
     tcase_add_loop_test(m, synthetic_models_match_reference_logits, 0, 4);
@@ -961,6 +1101,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(k, rope_scaling_linear_and_llama3);
     tcase_add_test(k, attention_matches_naive_causal_gqa);
     tcase_add_test(k, sampler_is_deterministic_per_seed_and_honours_each_filter);
+    tcase_add_test(k, sampler_frequency_and_presence_penalties_follow_openai);
     suite_add_tcase(s, k);
     tcase_add_test(c, config_gguf_refuses_non_finite_floats);
     tcase_add_loop_test(c, config_json_refusals_name_the_field, 0, sizeof bad_config / sizeof bad_config[0]);

@@ -274,6 +274,82 @@ START_TEST(tool_fields_refused_by_name)
 }
 END_TEST
 
+/* A field that changes an answer is honoured or refused by name (issue 39 item 6): the
+ * penalties go to the sampler through the option table; logprobs, top_logprobs, think and
+ * reasoning_effort are accepted only with the value that asks for nothing. api: 0 ollama, 1
+ * OpenAI; rc 0 with the penalties read, else the code and the start of the message. */
+static const struct {
+    int openai, chat;
+    const char *body;
+    int rc;
+    const char *msg;
+    float freq, pres;
+} answer_fields[] = {
+    {1, 1, "{\"frequency_penalty\": 0.5, \"presence_penalty\": -1.5}", 0, NULL, 0.5f, -1.5f},
+    {1, 0, "{\"frequency_penalty\": -2, \"presence_penalty\": 2}", 0, NULL, -2.0f, 2.0f},
+    {1, 1, "{\"frequency_penalty\": 2.5}", MS_EINVALID,
+     "frequency_penalty: expected a number from -2 to 2; 2.5 is too large", 0, 0},
+    {1, 0, "{\"presence_penalty\": \"x\"}", MS_EINVALID,
+     "presence_penalty: expected a number from -2 to 2; \"x\" is not a number", 0, 0},
+    {0, 0, "{\"options\": {\"frequency_penalty\": 1, \"presence_penalty\": 0.25}}", 0, NULL, 1.0f, 0.25f},
+    {0, 1, "{\"options\": {\"presence_penalty\": -3}}", MS_EINVALID,
+     "options.presence_penalty: expected a number from -2 to 2; -3 is too small", 0, 0},
+    {0, 0, "{\"frequency_penalty\": 1}", 0, NULL, 0, 0}, /* ollama reads options only, as before */
+    {1, 1, "{\"logprobs\": false, \"top_logprobs\": 0, \"reasoning_effort\": \"none\"}", 0, NULL, 0, 0},
+    {1, 1, "{\"logprobs\": null, \"top_logprobs\": null, \"reasoning_effort\": null}", 0, NULL, 0, 0},
+    {1, 1, "{\"logprobs\": true}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
+    {1, 1, "{\"logprobs\": true, \"top_logprobs\": 5}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
+    {1, 1, "{\"logprobs\": 1}", MS_EINVALID, "logprobs: expected true or false", 0, 0},
+    {1, 1, "{\"top_logprobs\": 3}", MS_EUNSUPPORTED, "top_logprobs: not supported by mstore yet", 0, 0},
+    {1, 1, "{\"top_logprobs\": 21}", MS_EINVALID, "top_logprobs: expected an integer from 0 to 20", 0, 0},
+    {1, 0, "{\"logprobs\": 0}", 0, NULL, 0, 0},
+    {1, 0, "{\"logprobs\": 2}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
+    {1, 0, "{\"logprobs\": 6}", MS_EINVALID, "logprobs: expected an integer from 0 to 5", 0, 0},
+    {1, 0, "{\"logprobs\": true}", MS_EINVALID, "logprobs: expected an integer from 0 to 5", 0, 0},
+    {1, 1, "{\"reasoning_effort\": \"high\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported by mstore yet", 0, 0},
+    {1, 0, "{\"reasoning_effort\": \"minimal\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported by mstore yet", 0,
+     0},
+    {1, 1, "{\"reasoning_effort\": 3}", MS_EINVALID, "reasoning_effort: expected \"none\"", 0, 0},
+    {1, 1, "{\"reasoning\": {\"effort\": \"high\"}}", MS_EUNSUPPORTED, "reasoning: not supported by mstore yet", 0, 0},
+    {1, 1, "{\"reasoning\": {}}", 0, NULL, 0, 0},
+    {0, 0, "{\"think\": false, \"logprobs\": false, \"top_logprobs\": 0}", 0, NULL, 0, 0},
+    {0, 1, "{\"think\": true}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
+    {0, 0, "{\"think\": \"medium\"}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
+    {0, 1, "{\"think\": \"max\"}", MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"", 0, 0},
+    {0, 0, "{\"think\": 1}", MS_EINVALID, "think: expected true, false", 0, 0},
+    {0, 1, "{\"logprobs\": true}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
+    {0, 0, "{\"logprobs\": \"yes\"}", MS_EINVALID, "logprobs: expected true or false", 0, 0},
+    {0, 1, "{\"top_logprobs\": 5}", MS_EUNSUPPORTED, "top_logprobs: not supported by mstore yet", 0, 0},
+};
+
+START_TEST(answer_changing_fields_honoured_or_refused)
+{
+    json_t *b = json_loads(answer_fields[_i].body, 0, NULL);
+    gen_job j = {0};
+    const char *p, *q;
+    int rc;
+
+    ck_assert_ptr_nonnull(b);
+    model_opts_defaults(&j.mo);
+    if (answer_fields[_i].openai && answer_fields[_i].chat)
+        json_object_set_new(b, "messages", json_pack("[{s:s,s:s}]", "role", "user", "content", "q"));
+    else if (answer_fields[_i].openai)
+        json_object_set_new(b, "prompt", json_string("q"));
+    rc = answer_fields[_i].openai ? srv_openai_fields(&j, b, answer_fields[_i].chat, &p)
+                                  : srv_ollama_fields(&j, b, answer_fields[_i].chat, &p, &q);
+    ck_assert_msg(rc == answer_fields[_i].rc, "%s: rc %d: %s", answer_fields[_i].body, rc, ms_err_msg());
+    if (rc == 0) {
+        ck_assert(j.mo.so.frequency_penalty == answer_fields[_i].freq);
+        ck_assert(j.mo.so.presence_penalty == answer_fields[_i].pres);
+    } else {
+        ck_assert_msg(strncmp(ms_err_msg(), answer_fields[_i].msg, strlen(answer_fields[_i].msg)) == 0, "%s: '%s'",
+                      answer_fields[_i].body, ms_err_msg());
+    }
+    srv_request_fields_free(&j);
+    json_decref(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -290,6 +366,8 @@ int main(void)
     tcase_add_loop_test(tc, formats_read_from_both_apis, 0, (int)(sizeof format_cases / sizeof *format_cases));
     tcase_add_test(tc, tools_and_tool_messages_are_read);
     tcase_add_loop_test(tc, tool_fields_refused_by_name, 0, (int)(sizeof tool_refusals / sizeof *tool_refusals));
+    tcase_add_loop_test(tc, answer_changing_fields_honoured_or_refused, 0,
+                        (int)(sizeof answer_fields / sizeof *answer_fields));
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
