@@ -28,41 +28,8 @@ FROM stories:260k
 TEMPLATE """{{ if .Suffix }}<PRE> {{ .Prompt }} <SUF>{{ .Suffix }} <MID>{{ else }}{{ .Prompt }}{{ end }}"""
 MF
 expect_ok mstore create fim -f "$WORK/Modelfile"
-# A template that renders tools and their calls (ollama's qwen2.5 template, shortened).
-cat >"$WORK/Modelfile.tools" <<'MF'
-FROM stories:260k
-TEMPLATE """{{- if .Tools }}<|im_start|>system
-# Tools
-<tools>
-{{- range .Tools }}
-{"type": "function", "function": {{ .Function }}}
-{{- end }}
-</tools>
-For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
-<tool_call>
-{"name": <function-name>, "arguments": <args-json-object>}
-</tool_call><|im_end|>
-{{ end }}
-{{- range $i, $_ := .Messages }}
-{{- $last := eq (len (slice $.Messages $i)) 1 -}}
-{{- if eq .Role "user" }}<|im_start|>user
-{{ .Content }}<|im_end|>
-{{ else if eq .Role "assistant" }}<|im_start|>assistant
-{{ if .Content }}{{ .Content }}
-{{- else if .ToolCalls }}<tool_call>
-{{ range .ToolCalls }}{"name": "{{ .Function.Name }}", "arguments": {{ .Function.Arguments }}}
-{{ end }}</tool_call>
-{{- end }}{{ if not $last }}<|im_end|>
-{{ end }}
-{{- else if eq .Role "tool" }}<|im_start|>user
-<tool_response>
-{{ .Content }}
-</tool_response><|im_end|>
-{{ end }}
-{{- if and (ne .Role "assistant") $last }}<|im_start|>assistant
-{{ end }}
-{{- end }}"""
-MF
+# A template that renders tools and their calls: ollama's qwen2.5 (tests/data/gotmpl-tools).
+printf 'FROM stories:260k\nTEMPLATE """%s"""\n' "$(cat "$MSTORE_SRC/tests/data/gotmpl-tools/qwen2.5.gotmpl")" >"$WORK/Modelfile.tools"
 expect_ok mstore create toolish -f "$WORK/Modelfile.tools"
 serve_start
 export SERVE
