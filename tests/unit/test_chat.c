@@ -431,9 +431,10 @@ START_TEST(tool_calls_garbage)
     parse_checked(&syntaxes[0], many, strlen(many), &n);
     ck_assert_uint_eq(n, 64);
     for (int round = 0; round < 2000; round++) {
+        static const char alphabet[] = "{}[]\":,ab \\n<tool_call>\xff\x80";
         char buf[96];
         for (size_t i = 0; i < sizeof buf; i++) /* mostly JSON punctuation, some of the tags */
-            buf[i] = "{}[]\":,ab \\n<tool_call>\xff\x80"[(seed = seed * 1103515245 + 12345) >> 16 & 31];
+            buf[i] = alphabet[((seed = seed * 1103515245 + 12345) >> 16) % (sizeof alphabet - 1)];
         parse_checked(&syntaxes[round % 3], buf, sizeof buf, &n);
     }
     free(deep);
