@@ -61,11 +61,11 @@ static const char *finish_reason(const gen_job *j)
     return j->done == SESSION_DONE_STOP ? "stop" : "length";
 }
 
-json_t *gen_delta(const gen_job *j, json_t *delta)
+json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish)
 {
-    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:n}]}", "id", j->id, "object", "chat.completion.chunk",
+    return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:o}]}", "id", j->id, "object", "chat.completion.chunk",
                      "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore", "choices",
-                     "index", 0, "delta", delta, "finish_reason");
+                     "index", 0, "delta", delta, "finish_reason", finish ? json_string(finish) : json_null());
 }
 
 json_t *gen_chunk(const gen_job *j, const char *text, size_t len)
@@ -82,7 +82,7 @@ json_t *gen_chunk(const gen_job *j, const char *text, size_t len)
         return json_pack("{s:s,s:s,s:{s:s,s:o},s:b}", "model", j->model, "created_at", when, "message", "role",
                          "assistant", "content", t, "done", 0);
     case GEN_OPENAI_CHAT:
-        return gen_delta(j, json_pack("{s:s,s:o}", "role", "assistant", "content", t));
+        return gen_delta(j, json_pack("{s:s,s:o}", "role", "assistant", "content", t), NULL);
     case GEN_OPENAI_COMPLETION:
         return json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:n}]}", "id", j->id, "object", "text_completion", "created",
                          (json_int_t)j->created, "model", j->model, "choices", "text", t, "index", 0, "logprobs",
@@ -98,7 +98,6 @@ static json_t *usage(const gen_job *j)
                      (json_int_t)j->n_gen, "total_tokens", (json_int_t)(j->n_prompt_total + j->n_gen));
 }
 
-/* The last object: the whole text when not streamed, counts and reasons. */
 /* The answer's message when it is returned whole: its content (the text before any calls) and
  * its calls. OpenAI's content is null when there are calls and no text. */
 static json_t *message(const gen_job *j, const char *text, size_t len)
@@ -118,6 +117,7 @@ static json_t *message(const gen_job *j, const char *text, size_t len)
     return m;
 }
 
+/* The last object: the whole text when not streamed, counts and reasons. */
 static json_t * final(const gen_job *j)
 {
     const char *text = j->stream || !j->out.p ? "" : j->out.p;
@@ -143,9 +143,7 @@ static json_t * final(const gen_job *j)
         return o;
     case GEN_OPENAI_CHAT:
         if (j->stream)
-            return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:{},s:s}]}", "id", j->id, "object", "chat.completion.chunk",
-                             "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore",
-                             "choices", "index", 0, "delta", "finish_reason", finish_reason(j));
+            return gen_delta(j, json_object(), finish_reason(j));
         return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", j->id, "object", "chat.completion",
                          "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore",
                          "choices", "index", 0, "message", message(j, text, len), "logprobs", "finish_reason",
@@ -337,7 +335,7 @@ static void run(gen_job *j)
     t1 = now();
     j->t_load = t1 - t0;
     S = L->S;
-    if ((rc = gen_tools_syntax(j, session_template(S))) < 0 || (rc = prompt_choose(&text, &len, &special, j, S)) < 0) {
+    if ((rc = prompt_choose(&text, &len, &special, j, S)) < 0) {
         fail(j, rc);
         goto done;
     }

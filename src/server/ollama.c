@@ -188,21 +188,11 @@ static enum MHD_Result tags(req *r)
 /* What the model can do with what mstore builds, as ollama's clients (Open WebUI, the ollama CLI)
  * read /api/show's "capabilities": "completion" when the runtime runs its architecture (its
  * config reads as one the decoders take); "insert" when its template takes a suffix and
- * generate accepts one; "tools" when the template renders tools and says how calls are written. Embedding, vision and thinking are not
- * built, so never claimed. */
-/* Whether chat would take tools with this template: it says how its model writes a call. */
-static int template_has_tools(const char *tmpl)
-{
-    chat_template *t = NULL;
-    chat_tool_syntax syn;
-    int ok = chat_template_new(&t, tmpl, strlen(tmpl), NULL, NULL) == 0 && chat_template_tool_syntax(t, &syn) == 0;
-
-    chat_template_free(t);
-    return ok;
-}
-
+ * generate accepts one; "tools" when chat would take tools: the template renders them and says
+ * how calls are written. Embedding, vision and thinking are not built, so never claimed. */
 static json_t *capabilities(store_model *sm, const char *tmpl)
 {
+    chat_tool_syntax syn;
     json_t *caps = json_array();
     const uint8_t *data;
     runtime_config *c = malloc(sizeof *c); /* about 4 KiB of rope factors */
@@ -214,7 +204,7 @@ static json_t *capabilities(store_model *sm, const char *tmpl)
     free(c);
     if (tmpl && strstr(tmpl, ".Suffix") && !srv_unbuilt(0, "suffix"))
         json_array_append_new(caps, json_string("insert"));
-    if (tmpl && template_has_tools(tmpl))
+    if (tmpl && srv_template_tool_syntax(tmpl, strlen(tmpl), &syn) == 0)
         json_array_append_new(caps, json_string("tools"));
     return caps;
 }

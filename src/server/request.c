@@ -307,6 +307,16 @@ static int tool_result_read(gen_job *j, chat_msg *m, json_t *o, size_t i)
     return 0;
 }
 
+/* Message i's tool fields, as both APIs spell them: an assistant's calls, a result's names. */
+static int message_tools_read(gen_job *j, json_t *m, size_t i)
+{
+    int rc;
+
+    if ((rc = tool_calls_read(&j->msgs[i], json_object_get(m, "tool_calls"), i)) < 0)
+        return rc;
+    return strcmp(j->msgs[i].role, "tool") == 0 ? tool_result_read(j, &j->msgs[i], m, i) : 0;
+}
+
 /* ollama's "options" (through the option table) and the request's own fields shared by
  * generate and chat. MS_EINVALID naming the field. */
 static int job_options(gen_job *j, json_t *b)
@@ -349,9 +359,7 @@ static int chat_message(gen_job *j, json_t *m, size_t i)
     j->n_msgs = i + 1;
     if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = tool_calls_read(&j->msgs[i], json_object_get(m, "tool_calls"), i)) < 0)
-        return rc;
-    return strcmp(role, "tool") == 0 ? tool_result_read(j, &j->msgs[i], m, i) : 0;
+    return message_tools_read(j, m, i);
 }
 
 static int chat_messages(gen_job *j, json_t *msgs)
@@ -435,9 +443,7 @@ static int parse_message(gen_job *j, json_t *m, size_t i)
     j->n_msgs = i + 1;
     if (!(j->msgs[i].role = strdup(role)))
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = tool_calls_read(&j->msgs[i], json_object_get(m, "tool_calls"), i)) < 0)
-        return rc;
-    return strcmp(role, "tool") == 0 ? tool_result_read(j, &j->msgs[i], m, i) : 0;
+    return message_tools_read(j, m, i);
 }
 
 static int parse_messages(gen_job *j, json_t *msgs)

@@ -262,10 +262,12 @@ int srv_duration_s(int *out, json_t *v);
 /* ---- tools.c: tool calling, between the request, the template and the answer */
 /* 1 when the job offers tools to the model (tools given, tool_choice not "none"). */
 int gen_tools_on(const gen_job *j);
-/* The model's tool-call syntax from its template: MS_EUNSUPPORTED (400) when it has none. */
-int gen_tools_syntax(gen_job *j, const chat_template *t);
-/* The same from the stored model's template, before anything is loaded or streamed, so that
- * a model without tool support is answered 400. */
+/* The tool-call syntax of a template's text (NULL or empty: none): MS_EUNSUPPORTED when it
+ * renders no tools. /api/show's capabilities ask it too. */
+int srv_template_tool_syntax(const char *text, size_t len, chat_tool_syntax *out);
+/* The job's syntax (j->syn) from the stored model's template, before anything is loaded or
+ * streamed, so that a model without tool support is answered 400 ("m: the model's template
+ * ..."). */
 int gen_tools_check(gen_job *j);
 /* The session's grammar for this request: a forced call (required, named) framed by the
  * syntax, else the request's format, else none. */
@@ -280,10 +282,10 @@ int gen_tools_finish(gen_job *j);
  * text, ids "call_..."). */
 json_t *gen_tool_calls_json(const gen_job *j, int openai);
 /* Stream framing (gen.c): one object written in the API's framing (taken); a chunk of content
- * text; an OpenAI chat chunk around `delta` (taken). */
+ * text; an OpenAI chat chunk around `delta` (taken), finish_reason NULL for null. */
 int gen_send_obj(gen_job *j, json_t *o);
 json_t *gen_chunk(const gen_job *j, const char *text, size_t len);
-json_t *gen_delta(const gen_job *j, json_t *delta);
+json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish_reason);
 
 /* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */
 /* The model a body names ("model", or the older "name"); NULL when neither is a string. */

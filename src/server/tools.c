@@ -21,21 +21,22 @@ int gen_tools_on(const gen_job *j)
     return j->n_tools > 0 && j->tool_choice != GEN_TOOLS_NONE;
 }
 
-int gen_tools_syntax(gen_job *j, const chat_template *t)
+int srv_template_tool_syntax(const char *text, size_t len, chat_tool_syntax *out)
 {
-    char why[256];
+    chat_template *t = NULL;
+    int rc;
 
-    if (!gen_tools_on(j) || chat_template_tool_syntax(t, &j->syn) == 0)
-        return 0;
-    snprintf(why, sizeof why, "%s", ms_err_msg()); /* ms_err writes over it */
-    return ms_err(MS_EUNSUPPORTED, "%s: %s", j->model, why);
+    if ((rc = chat_template_new(&t, text, len, NULL, NULL)) == 0)
+        rc = chat_template_tool_syntax(t, out);
+    chat_template_free(t);
+    return rc;
 }
 
 int gen_tools_check(gen_job *j)
 {
     const uint8_t *data = NULL;
     size_t len = 0;
-    chat_template *t = NULL;
+    char why[256];
     int rc;
 
     if (!gen_tools_on(j))
@@ -43,10 +44,12 @@ int gen_tools_check(gen_job *j)
     rc = store_model_find(&data, &len, j->ref.sm, MT_TEMPLATE, NULL);
     if (rc < 0 && rc != MS_ENOTFOUND)
         return rc;
-    if ((rc = chat_template_new(&t, rc == 0 ? (const char *)data : NULL, rc == 0 ? len : 0, NULL, NULL)) == 0)
-        rc = gen_tools_syntax(j, t);
-    chat_template_free(t);
-    return rc;
+    /* the stored template is the one the loaded session renders with */
+    if ((rc = srv_template_tool_syntax(rc == 0 ? (const char *)data : NULL, rc == 0 ? len : 0, &j->syn)) !=
+        MS_EUNSUPPORTED)
+        return rc;
+    snprintf(why, sizeof why, "%s", ms_err_msg()); /* ms_err writes over it */
+    return ms_err(MS_EUNSUPPORTED, "%s: %s", j->model, why);
 }
 
 /* Move a tool's $defs (or definitions) into the forced call's root, where its "#/$defs/x"
@@ -209,10 +212,12 @@ static int send_calls(gen_job *j)
         json_t *args = json_incref(json_object_get(f, "arguments"));
         json_object_set_new(c, "index", json_integer((json_int_t)i));
         json_object_set_new(f, "arguments", json_string(""));
-        rc = gen_send_obj(j, gen_delta(j, json_pack("{s:s,s:[O]}", "role", "assistant", "tool_calls", c)));
+        rc = gen_send_obj(j, gen_delta(j, json_pack("{s:s,s:[O]}", "role", "assistant", "tool_calls", c), NULL));
         if (rc == 0)
-            rc = gen_send_obj(j, gen_delta(j, json_pack("{s:[{s:I,s:{s:o}}]}", "tool_calls", "index", (json_int_t)i,
-                                                        "function", "arguments", args)));
+            rc = gen_send_obj(j, gen_delta(j,
+                                           json_pack("{s:[{s:I,s:{s:o}}]}", "tool_calls", "index", (json_int_t)i,
+                                                     "function", "arguments", args),
+                                           NULL));
         else
             json_decref(args);
     }
