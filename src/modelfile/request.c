@@ -57,6 +57,26 @@ static int read_files(modelfile *mf, const json_t *files)
     return 0;
 }
 
+/* A MODEL_OPT_TEXT row (format): a string, or a schema object kept as its compact text; checked
+ * as the Modelfile's PARAMETER checks it, so a stored model never holds a format that fails. */
+static int read_text_parameter(modelfile *mf, const model_option *opt, const char *shown, json_t *v)
+{
+    model_opts scratch;
+    char *text;
+    int rc = 0;
+
+    if (!json_is_string(v) && !json_is_object(v))
+        return ms_err(MS_EINVALID, "%s: expected \"json\" or a JSON schema object", shown);
+    text = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_COMPACT);
+    if (!text)
+        return ms_err(MS_ENOMEM, "out of memory");
+    rc = model_option_set_text(&scratch, opt, shown, text);
+    if (rc == 0 && json_object_set_new(mf->params, opt->name, json_string(text)) < 0)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    free(text);
+    return rc;
+}
+
 /* One option of "parameters": the table's row, its type and bounds; stop is an array of strings
  * (or one string, as some clients send a single stop). */
 static int read_parameter(modelfile *mf, const char *key, json_t *v)
@@ -73,6 +93,8 @@ static int read_parameter(modelfile *mf, const char *key, json_t *v)
         return ms_err(MS_EINVALID, "%s: unknown parameter", shown);
     if (json_is_null(v))
         return 0;
+    if (opt->type == MODEL_OPT_TEXT) /* format: "json" or a schema, kept as PARAMETER keeps it */
+        return read_text_parameter(mf, opt, shown, v);
     if (opt->type != MODEL_OPT_STRINGS) {
         if ((rc = model_option_json(&d, opt, shown, v, 0)) < 0)
             return rc;

@@ -258,3 +258,29 @@ put("fuzz_serve", "body-ollama", b"\2" + json.dumps({"model": "m", "prompt": "hi
     "temperature": 0.5, "top_k": 3, "num_ctx": 2048, "num_predict": 8, "seed": 1}}).encode())
 put("fuzz_serve", "body-openai", b"\2" + json.dumps({"model": "m", "messages": [], "temperature": 1.5,
                                                        "top_p": 0.5, "max_tokens": 9, "seed": 3}).encode())
+# each endpoint's body (the first byte: 3 generate, 4 chat, 5 completions, 6 chat completions, 7 create)
+put("fuzz_serve", "generate", b"\3" + json.dumps({"model": "m", "prompt": "hi", "system": "s", "stream": False,
+    "keep_alive": "5m", "options": {"temperature": 0.5, "stop": ["a", "b"]}}).encode())
+put("fuzz_serve", "chat", b"\4" + json.dumps({"model": "m", "messages": [{"role": "system", "content": "be brief"},
+    {"role": "user", "content": "hi"}], "options": {"num_ctx": 64}}).encode())
+put("fuzz_serve", "completions", b"\5" + json.dumps({"model": "m", "prompt": ["Once"], "max_tokens": 8, "stop": "x",
+                                                       "temperature": 1}).encode())
+put("fuzz_serve", "chat-completions", b"\6" + json.dumps({"model": "m", "messages": [
+    {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+    {"role": "user", "content": "hi"}], "stream": True, "stream_options": {"include_usage": True}}).encode())
+put("fuzz_serve", "create", b"\7" + json.dumps({"model": "m2", "from": "m", "system": "s", "template": "{{ .Prompt }}",
+    "parameters": {"temperature": 0.2, "stop": ["x"]}, "messages": [{"role": "user", "content": "a"}],
+    "license": ["MIT"]}).encode())
+# formats and tools: a schema in each place one is read, a forced call, a call answered by a tool
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+TOOL = {"type": "function", "function": {"name": "f", "parameters": SCHEMA}}
+put("fuzz_serve", "create-format", b"\7" + json.dumps({"model": "m2", "from": "m",
+    "parameters": {"format": SCHEMA}}).encode())
+put("fuzz_serve", "chat-format-tools", b"\4" + json.dumps({"model": "m", "format": SCHEMA, "tools": [TOOL],
+    "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "",
+    "tool_calls": [{"function": {"name": "f", "arguments": {"n": 1}}}]},
+    {"role": "tool", "content": "2", "tool_name": "f"}]}).encode())
+put("fuzz_serve", "chat-completions-tools", b"\6" + json.dumps({"model": "m", "tools": [TOOL],
+    "tool_choice": {"type": "function", "function": {"name": "f"}},
+    "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA, "strict": True}},
+    "messages": [{"role": "user", "content": "hi"}]}).encode())

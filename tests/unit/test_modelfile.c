@@ -272,11 +272,13 @@ END_TEST
 START_TEST(request_reads_as_the_modelfile)
 {
     const char *text = "FROM base\nPARAMETER temperature 0\nPARAMETER num_predict 20\nPARAMETER stop \" box\"\n"
+                       "PARAMETER format {\"type\":\"object\"}\n"
                        "SYSTEM Be kind.\nTEMPLATE \"{{ .Prompt }}\"\nLICENSE MIT\nMESSAGE user Hi\n";
     const char *req =
         "{\"model\": \"m\", \"from\": \"base\", \"system\": \"Be kind.\", \"template\": \"{{ .Prompt }}\","
         " \"license\": \"MIT\", \"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}],"
-        " \"parameters\": {\"temperature\": 0, \"num_predict\": 20, \"stop\": [\" box\"]},"
+        " \"parameters\": {\"temperature\": 0, \"num_predict\": 20, \"stop\": [\" box\"],"
+        " \"format\": {\"type\": \"object\"}},"
         " \"stream\": false, \"adapters\": {}, \"quantize\": \"\"}";
     modelfile *a = NULL, *b = NULL;
     json_t *j = json_loads(req, 0, NULL);
@@ -318,6 +320,10 @@ static const struct {
     {"{\"from\": \"a\", \"parameters\": {\"top_k\": 1.5}}", MS_EINVALID, "parameters.top_k: expected an integer"},
     {"{\"from\": \"a\", \"parameters\": {\"temperature\": \"hot\"}}", MS_EINVALID, "parameters.temperature: expected"},
     {"{\"from\": \"a\", \"parameters\": {\"stop\": [\"\"]}}", MS_EINVALID, "parameters.stop[0]: expected a non-empty"},
+    {"{\"from\": \"a\", \"parameters\": {\"format\": [\"x\"]}}", MS_EINVALID, "parameters.format: expected \"json\""},
+    {"{\"from\": \"a\", \"parameters\": {\"format\": 3}}", MS_EINVALID, "parameters.format: expected"},
+    {"{\"from\": \"a\", \"parameters\": {\"format\": \"yaml\"}}", MS_EINVALID, "parameters.format"},
+    {"{\"from\": \"a\", \"parameters\": {\"format\": {\"type\": \"nope\"}}}", MS_EINVALID, "parameters.format"},
     {"{\"from\": \"a\", \"template\": \"{{ end }}\"}", MS_EINVALID, "template: TEMPLATE does not parse"},
     {"{\"from\": \"a\", \"messages\": [{\"role\": \"tool\"}]}", MS_EINVALID, "messages[0].role: expected"},
     {"{\"from\": \"a\", \"messages\": {}}", MS_EINVALID, "messages: expected an array"},
