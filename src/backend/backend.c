@@ -243,7 +243,9 @@ int backend_run(backend *b, const backend_seq *s)
     for (size_t i = 0; i < s->n; i++) {   /* the decoder asked at open; this keeps a slip from running wrong */
         const backend_op *op = &s->ops[i];
         int att_ex = op->kind == BACKEND_OP_ATTENTION && (op->window || op->scale != 0 || op->ring);
-        backend_op_kind k = att_ex                                                  ? BACKEND_OP_ATTENTION_WINDOW
+        /* a bidirectional op's scale is part of ATTENTION_BIDIR: an encoder asks for that kind alone */
+        backend_op_kind k = op->kind == BACKEND_OP_ATTENTION && op->bidir             ? BACKEND_OP_ATTENTION_BIDIR
+                          : att_ex                                                  ? BACKEND_OP_ATTENTION_WINDOW
                           : op->kind == BACKEND_OP_RMS_NORM && op->w_offset != 0 ? BACKEND_OP_RMS_NORM_OFFSET
                                                                                  : op->kind;
         if (!backend_supports(b, k))
@@ -514,12 +516,42 @@ void backend_seq_softcap(backend_seq *s, backend_ref dst, int n, float cap)
     op->scale = cap;
 }
 
+void backend_seq_layer_norm(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w,
+                            const backend_weight *b, int n, int cols, float eps)
+{
+    backend_op *op = push(s, BACKEND_OP_LAYER_NORM);
+    op->dst = dst;
+    op->src = src;
+    op->w = w;
+    op->w2 = b;
+    op->n = n;
+    op->cols = cols;
+    op->eps = eps;
+}
+
+void backend_seq_gelu(backend_seq *s, backend_ref dst, int n)
+{
+    backend_op *op = push(s, BACKEND_OP_GELU);
+    op->dst = dst;
+    op->n = n;
+}
+
+void backend_seq_attention_bidir(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                                 int heads, int kv_heads, int head_dim, float scale)
+{
+    backend_seq_attention(s, dst, q, k, v, n, 0, heads, kv_heads, head_dim);
+    if (!s->overflow) {
+        s->ops[s->n - 1].scale = scale;
+        s->ops[s->n - 1].bidir = 1;
+    }
+}
+
 /* ---------------------------------------------------------------- capabilities */
 
 static const char *const op_names[BACKEND_OP_COUNT] = {
     "embed", "rms_norm", "matmul", "add_row", "rope", "store", "attention", "swiglu", "add",
-    "moe_route", "matmul_id", "moe_sum", "gated_add", "geglu", "scale", "softcap", "attention with a window",
-    "rms_norm with a weight offset",
+    "moe_route", "matmul_id", "moe_sum", "gated_add", "geglu", "scale", "softcap", "layer_norm", "gelu",
+    "attention with a window", "rms_norm with a weight offset", "bidirectional attention",
 };
 
 const char *backend_op_name(backend_op_kind kind)

@@ -119,9 +119,15 @@ typedef enum backend_op_kind {
                               0.7978845608 (x + 0.044715 x^3))), in float */
     BACKEND_OP_SCALE,      /* dst[i] *= scale, i < n */
     BACKEND_OP_SOFTCAP,    /* dst[i] = scale * tanhf(dst[i] / scale), i < n (logit soft-capping) */
+    /* Encoders (BERT, nomic-bert): */
+    BACKEND_OP_LAYER_NORM, /* dst[r][cols] = (src[r] - mean) / sqrt(var + eps) * w[cols] + w2[cols], r < n;
+                              var the mean of squared deviations; mean and var summed in double, the
+                              rest in float; w2 (the bias) may be NULL: none. dst may equal src. */
+    BACKEND_OP_GELU,       /* dst[i] = 0.5 x (1 + erff(x / sqrt(2))), i < n, in float (BERT's exact GELU) */
     /* Never in a sequence: parameters of the original kinds, asked for with backend_supports. */
     BACKEND_OP_ATTENTION_WINDOW,   /* ATTENTION with window, scale or ring set */
     BACKEND_OP_RMS_NORM_OFFSET,    /* RMS_NORM with w_offset set */
+    BACKEND_OP_ATTENTION_BIDIR,    /* ATTENTION with bidir set (an encoder) */
     BACKEND_OP_COUNT
 } backend_op_kind;
 
@@ -140,6 +146,7 @@ typedef struct backend_op {
     backend_op_kind kind;
     backend_ref dst, src;
     const backend_weight *w;
+    const backend_weight *w2;         /* LAYER_NORM: the bias, or NULL */
     int n, rows, cols;
     float eps;                        /* RMS_NORM */
     const int32_t *tokens;            /* EMBED: n ids, valid until backend_run returns */
@@ -155,12 +162,16 @@ typedef struct backend_op {
      * window > 0 (sliding-window attention): token t sees only positions max(0, pos0 + t -
      * window + 1) .. pos0 + t, the last `window` (HF's and llama.cpp's convention). scale != 0:
      * scores = q.k * scale instead of / sqrt(head_dim) (Gemma's query_pre_attn_scalar).
+     * bidir 1 (an encoder; window and ring 0): token t sees every position 0 .. pos0 + n - 1,
+     * not only those up to its own; the caches then need hold only those positions, so a batch
+     * of packed sequences runs one ATTENTION op per sequence, each with pos0 0 and k, v at that
+     * sequence's first row.
      * ring > 0 (with window > 0 only): the caches hold `ring` slots and position p lies in slot
      * p % ring, so a window layer's cache stays at window + n_batch - 1 slots however long the
      * context; ring >= window + n - 1 keeps every position the n tokens see. A backend that runs
      * ATTENTION_WINDOW runs rings too. */
     backend_ref k, v;
-    int window, ring;
+    int window, ring, bidir;
     float scale;   /* ATTENTION (above), SCALE, SOFTCAP */
     /* RMS_NORM: w_offset is added to each weight: dst = src / rms * (w[c] + w_offset); Gemma's
      * (1 + w) norms use 1, every other model 0. The sum w[c] + w_offset is in float. */
@@ -215,6 +226,14 @@ void backend_seq_gated_add(backend_seq *s, backend_ref dst, backend_ref src, bac
 void backend_seq_geglu(backend_seq *s, backend_ref dst, backend_ref src, int n);
 void backend_seq_scale(backend_seq *s, backend_ref dst, int n, float scale);
 void backend_seq_softcap(backend_seq *s, backend_ref dst, int n, float cap);
+/* `b` may be NULL (no bias). */
+void backend_seq_layer_norm(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w,
+                            const backend_weight *b, int n, int cols, float eps);
+void backend_seq_gelu(backend_seq *s, backend_ref dst, int n);
+/* ATTENTION with bidir set: q, k, v hold the n rows of one sequence (position 0 at k, v); scale 0:
+ * 1 / sqrt(head_dim). */
+void backend_seq_attention_bidir(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                                 int heads, int kv_heads, int head_dim, float scale);
 
 /* ---------------------------------------------------------------- using a backend */
 

@@ -427,7 +427,8 @@ static void close_ctx(void *vctx)
 static int supports(void *vctx, backend_op_kind kind)
 {
     (void)vctx;
-    return (unsigned)kind < BACKEND_OP_COUNT;
+    return (unsigned)kind < BACKEND_OP_COUNT && kind != BACKEND_OP_LAYER_NORM && kind != BACKEND_OP_GELU &&
+           kind != BACKEND_OP_ATTENTION_BIDIR;   /* the encoders' ops: not yet */
 }
 
 static const backend_impl cpu_impl = {

@@ -159,6 +159,30 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m);
 const char *runtime_model_device(const runtime_model *m);
 void runtime_model_close(runtime_model *m);   /* NULL is fine */
 
+/* ---------------------------------------------------------------- embeddings
+ * Encoders (bert, nomic-bert: bidirectional attention over the whole sequence) and decoders whose
+ * model names a pooling (Qwen3-Embedding: last-token) turn a sequence into one vector: the final
+ * hidden states (after the last norm), pooled, then L2-normalized as ollama does. An encoder has
+ * no logits: runtime_forward refuses it (MS_EUNSUPPORTED "... is an embedding model"). */
+
+/* Pooling kinds, numbered as GGUF's <arch>.pooling_type (llama.cpp's enum llama_pooling_type). */
+enum { RUNTIME_POOL_NONE = 0, RUNTIME_POOL_MEAN = 1, RUNTIME_POOL_CLS = 2, RUNTIME_POOL_LAST = 3 };
+
+/* The model's own pooling (GGUF <arch>.pooling_type; sentence-transformers' 1_Pooling/config.json
+ * in an import; an encoder with neither: MEAN, sentence-transformers' default), or
+ * RUNTIME_POOL_NONE for a model that cannot embed (a plain decoder). */
+int runtime_model_pooling(const runtime_model *m);
+/* The length of one embedding (the hidden size). */
+int runtime_model_embed_dim(const runtime_model *m);
+/* Embed n_seqs sequences: sequence s is tokens[s][0 .. n_tokens[s]) (1 .. n_ctx tokens, the
+ * tokenizer's specials already added: [CLS] ... [SEP]). Writes the pooled, L2-normalized vectors
+ * to out[s * dim .. (s + 1) * dim). Sequences are packed into batches of at most n_batch tokens
+ * (a sequence longer than n_batch runs alone): one forward per batch, attention per sequence.
+ * Leaves a decoder's KV cache empty. MS_EUNSUPPORTED "<model>: cannot embed (...)" when the
+ * pooling is NONE; MS_EINVALID for an empty sequence, one past the context ("... N tokens exceeds
+ * the context of M"), a token id out of range. */
+int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out);
+
 /* ---------------------------------------------------------------- sampler */
 
 typedef struct runtime_sampler_opts {
