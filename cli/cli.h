@@ -75,6 +75,7 @@ int cli_pull_offer(store *s, const model_name *name, int insecure);
     X(run, "run a model on a prompt")                                                            \
     X(serve, "serve the ollama, OpenAI and OCI registry APIs over HTTP")                         \
     X(tokenize, "print the token ids of a text")                                                 \
+    X(embed, "print the embeddings of texts as JSON")                                           \
     X(bench, "measure prefill and decode speed")                                                 \
     X(devices, "list the devices models can run on")                                             \
     X(bench_import, "measure import speed of a file")

@@ -409,6 +409,15 @@ static void *stream_thread(void *arg)
     return NULL;
 }
 
+int gen_model_check(const gen_job *j, const char *model)
+{
+    int chat = j->kind == GEN_OLLAMA_CHAT || j->kind == GEN_OPENAI_CHAT;
+
+    if (srv_model_caps(j->ref.sm) & SRV_CAN_EMBED)
+        return ms_err(MS_EUNSUPPORTED, "model '%s' does not support %s", model ? model : "", chat ? "chat" : "generate");
+    return 0;
+}
+
 enum MHD_Result gen_start(req *r, gen_job *j)
 {
     int openai = j->kind == GEN_OPENAI_CHAT || j->kind == GEN_OPENAI_COMPLETION;

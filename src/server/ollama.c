@@ -1,5 +1,5 @@
 /* ollama.c: ollama's /api: generate, chat, tags, show, ps, version, copy, delete, pull, push, create,
- * blobs. */
+ * blobs (embed and embeddings: embed.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,7 +110,8 @@ static enum MHD_Result generate(req *r, int chat)
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = generate_parse(j, b, chat, &prompt, &system)) < 0)
+    if ((rc = generate_parse(j, b, chat, &prompt, &system)) < 0 ||
+        (rc = gen_model_check(j, srv_body_model(b))) < 0)
         goto fail;
     snprintf(j->model, sizeof j->model, "%s", srv_body_model(b));
     if ((chat && j->n_msgs == 0) || (!chat && (!prompt || !*prompt))) {
@@ -189,19 +190,20 @@ static enum MHD_Result tags(req *r)
  * read /api/show's "capabilities": "completion" when the runtime runs its architecture (its
  * config reads as one the decoders take); "insert" when its template takes a suffix and
  * generate accepts one; "tools" when chat would take tools: the template renders them and says
- * how calls are written. Embedding, vision and thinking are not built, so never claimed. */
+ * how calls are written; "embedding" alone for an embedding model (srv_model_caps). Vision and
+ * thinking are not built, so never claimed. */
 static json_t *capabilities(store_model *sm, const char *tmpl)
 {
     chat_tool_syntax syn;
     json_t *caps = json_array();
-    const uint8_t *data;
-    runtime_config *c = malloc(sizeof *c); /* about 4 KiB of rope factors */
-    size_t len;
+    int can = srv_model_caps(sm);
 
-    if (c && store_model_config(&data, &len, sm) == 0 &&
-        runtime_config_from_json(c, (const char *)data, len, "config") == 0)
+    if (can & SRV_CAN_EMBED) { /* as ollama: an embedding model claims nothing else */
+        json_array_append_new(caps, json_string("embedding"));
+        return caps;
+    }
+    if (can & SRV_CAN_COMPLETE)
         json_array_append_new(caps, json_string("completion"));
-    free(c);
     if (tmpl && strstr(tmpl, ".Suffix") && !srv_unbuilt(0, "suffix"))
         json_array_append_new(caps, json_string("insert"));
     if (tmpl && srv_template_tool_syntax(tmpl, strlen(tmpl), &syn) == 0)
@@ -756,7 +758,9 @@ enum MHD_Result ollama_route(req *r)
         return pull_push(r, 1);
     if (strcmp(u, "/api/create") == 0 && post)
         return create(r);
-    if (!strcmp(u, "/api/embed") || !strcmp(u, "/api/embeddings"))
-        return srv_err_ollama(r, 501, "%s is not implemented by mstore yet", u);
+    if (strcmp(u, "/api/embed") == 0 && post)
+        return embed_handle(r, EMBED_OLLAMA);
+    if (strcmp(u, "/api/embeddings") == 0 && post)
+        return embed_handle(r, EMBED_OLLAMA_OLD);
     return srv_err_ollama(r, 404, "no such endpoint: %s %s", m, u);
 }

@@ -1,4 +1,4 @@
-/* openai.c: OpenAI's /v1: chat/completions, completions, models. */
+/* openai.c: OpenAI's /v1: chat/completions, completions, models (embeddings: embed.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,8 @@ static enum MHD_Result completions(req *r, int chat)
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = srv_openai_fields(j, b, chat, &model)) < 0 || (rc = srv_model_open(&j->ref, r->srv, model)) < 0)
+    if ((rc = srv_openai_fields(j, b, chat, &model)) < 0 || (rc = srv_model_open(&j->ref, r->srv, model)) < 0 ||
+        (rc = gen_model_check(j, model)) < 0)
         goto fail;
     snprintf(j->model, sizeof j->model, "%s", model);
     json_decref(b);
@@ -83,6 +84,8 @@ enum MHD_Result openai_route(req *r)
         return completions(r, 1);
     if (strcmp(u, "/v1/completions") == 0 && post)
         return completions(r, 0);
+    if (strcmp(u, "/v1/embeddings") == 0 && post)
+        return embed_handle(r, EMBED_OPENAI);
     if (strcmp(u, "/v1/models") == 0 && get)
         return models(r, NULL);
     if (strncmp(u, "/v1/models/", 11) == 0 && get)

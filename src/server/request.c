@@ -712,3 +712,170 @@ void srv_request_fields_free(gen_job *j)
     j->prompt = j->system = j->format = NULL;
     j->mo.format = NULL;
 }
+
+/* ---------------------------------------------------------------- embeddings */
+
+/* What an "input" holds, counted before anything is allocated for it: the inputs, the token
+ * ids of OpenAI's token arrays, the bytes of the texts. Each element is checked here, so the
+ * copy that follows cannot fail on one. MS_EINVALID naming the element. */
+typedef struct input_shape {
+    size_t n, n_ids, bytes;
+    int tokens; /* 1: the input is token arrays (one, or an array of them) */
+} input_shape;
+
+static int token_ids_check(json_t *a, const char *shown, size_t *n_ids)
+{
+    size_t k;
+    json_t *v;
+
+    if (json_array_size(a) > SESSION_EMBED_MAX_IDS)
+        return ms_err(MS_EINVALID, "%s: %zu token ids, at most %u", shown, json_array_size(a), SESSION_EMBED_MAX_IDS);
+    json_array_foreach(a, k, v)
+    {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+            return ms_err(MS_EINVALID, "%s[%zu]: expected a token id (an integer from 0)", shown, k);
+    }
+    *n_ids += json_array_size(a);
+    return 0;
+}
+
+static int input_count(input_shape *sh, json_t *in, int openai)
+{
+    const char *expect = openai ? "a string, an array of strings, an array of token ids or an array of them"
+                                : "a string or an array of strings";
+    char shown[48];
+    size_t i;
+    json_t *v;
+    int rc;
+
+    memset(sh, 0, sizeof *sh);
+    if (json_is_string(in)) {
+        sh->n = json_string_length(in) > 0 || openai;
+        sh->bytes = json_string_length(in);
+        return 0;
+    }
+    if (!json_is_array(in))
+        return ms_err(MS_EINVALID, "input: expected %s", expect);
+    if (json_array_size(in) > SESSION_EMBED_MAX_INPUTS)
+        return ms_err(MS_EINVALID, "input: %zu inputs, at most %d", json_array_size(in), SESSION_EMBED_MAX_INPUTS);
+    if (openai && json_is_integer(json_array_get(in, 0))) { /* one token array */
+        sh->n = 1, sh->tokens = 1;
+        return token_ids_check(in, "input", &sh->n_ids);
+    }
+    sh->tokens = openai && json_is_array(json_array_get(in, 0));
+    json_array_foreach(in, i, v)
+    {
+        snprintf(shown, sizeof shown, "input[%zu]", i);
+        if (sh->tokens && json_is_array(v)) {
+            if ((rc = token_ids_check(v, shown, &sh->n_ids)) < 0)
+                return rc;
+        } else if (!sh->tokens && json_is_string(v)) {
+            sh->bytes += json_string_length(v);
+        } else if (i == 0) {
+            return ms_err(MS_EINVALID, "%s: expected %s", shown,
+                          openai ? "a string, an array of token ids or a token id" : "a string");
+        } else {
+            return ms_err(MS_EINVALID, "%s: expected %s, as input[0] is", shown,
+                          sh->tokens ? "an array of token ids" : "a string");
+        }
+        if (sh->n_ids > SESSION_EMBED_MAX_IDS || sh->bytes > SESSION_EMBED_MAX_BYTES)
+            return ms_err(MS_EINVALID, "input: more than %u bytes of text or %u token ids", SESSION_EMBED_MAX_BYTES,
+                          SESSION_EMBED_MAX_IDS);
+    }
+    sh->n = json_array_size(in);
+    return 0;
+}
+
+/* The counted input into e: texts borrowed from the body, ids copied into e->ids. */
+static int input_read(embed_req *e, json_t *in, const input_shape *sh)
+{
+    size_t i, at = 0;
+    int one_array = json_is_array(in) && json_is_integer(json_array_get(in, 0)); /* [1, 2, 3] */
+
+    if (sh->n == 0)
+        return 0;
+    if (!(e->in = calloc(sh->n, sizeof *e->in)) || (sh->n_ids && !(e->ids = malloc(sh->n_ids * sizeof *e->ids))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    e->n = sh->n;
+    if (json_is_string(in)) {
+        e->in[0].text = json_string_value(in), e->in[0].len = json_string_length(in);
+        return 0;
+    }
+    for (i = 0; i < sh->n; i++) {
+        json_t *a = one_array ? in : json_array_get(in, i);
+        if (!sh->tokens) {
+            e->in[i].text = json_string_value(a), e->in[i].len = json_string_length(a);
+            continue;
+        }
+        e->in[i].ids = e->ids ? e->ids + at : NULL;
+        e->in[i].n_ids = json_array_size(a);
+        for (size_t k = 0; k < e->in[i].n_ids; k++)
+            e->ids[at++] = (int32_t)json_integer_value(json_array_get(a, k));
+    }
+    return 0;
+}
+
+/* The fields beside the input: ollama's truncate, keep_alive and options; OpenAI's
+ * encoding_format and user; dimensions on both new endpoints. */
+static int embed_options(embed_req *e, json_t *b)
+{
+    json_t *o = json_object_get(b, "options"), *ka = json_object_get(b, "keep_alive");
+    const char *fmt, *user;
+    double d;
+    int set, rc;
+
+    if (e->kind != EMBED_OLLAMA_OLD) {
+        if ((rc = srv_field_num(&d, &set, b, "dimensions", "dimensions", 1, 1 << 20, 1)) < 0)
+            return rc;
+        e->dimensions = set ? (int)d : 0;
+    }
+    if (e->kind == EMBED_OPENAI) {
+        if ((rc = srv_field_str(&fmt, b, "encoding_format", "encoding_format")) < 0 ||
+            (rc = srv_field_str(&user, b, "user", "user")) < 0) /* user: OpenAI's abuse tracking, unused */
+            return rc;
+        if (fmt && strcmp(fmt, "float") != 0 && strcmp(fmt, "base64") != 0)
+            return ms_err(MS_EINVALID, "encoding_format: expected \"float\" or \"base64\"");
+        e->base64 = fmt && strcmp(fmt, "base64") == 0;
+        return 0;
+    }
+    if (e->kind == EMBED_OLLAMA && (rc = srv_field_bool(&e->truncate, b, "truncate", "truncate")) < 0)
+        return rc;
+    if (ka && !json_is_null(ka) && (rc = srv_duration_s(&e->keep_alive_s, ka)) < 0)
+        return rc;
+    if (o && !json_is_null(o) && !json_is_object(o))
+        return ms_err(MS_EINVALID, "options: expected an object");
+    return json_is_object(o) ? model_opts_from_json(&e->mo, o, "options.", 0) : 0;
+}
+
+int srv_embed_fields(embed_req *e, json_t *b, embed_kind kind, int keep_alive_s, const char **model)
+{
+    json_t *in = json_object_get(b, kind == EMBED_OLLAMA_OLD ? "prompt" : "input");
+    input_shape sh = {0};
+    int rc;
+
+    memset(e, 0, sizeof *e);
+    e->kind = kind, e->truncate = 1, e->keep_alive_s = keep_alive_s;
+    model_opts_defaults(&e->mo);
+    *model = kind == EMBED_OPENAI ? json_string_value(json_object_get(b, "model")) : srv_body_model(b);
+    if (kind == EMBED_OPENAI && json_object_get(b, "model") && !json_is_string(json_object_get(b, "model")))
+        return ms_err(MS_EINVALID, "model: expected a string");
+    if (kind == EMBED_OLLAMA_OLD && in && !json_is_null(in) && !json_is_string(in))
+        return ms_err(MS_EINVALID, "prompt: expected a string");
+    if (kind == EMBED_OPENAI && (!in || json_is_null(in)))
+        return ms_err(MS_EINVALID, "input: required");
+    if (in && !json_is_null(in) && (rc = input_count(&sh, in, kind == EMBED_OPENAI)) < 0)
+        return rc;
+    if (kind == EMBED_OPENAI && (sh.n == 0 || (json_is_string(in) && sh.bytes == 0)))
+        return ms_err(MS_EINVALID, "input: expected a non-empty string or array");
+    if ((rc = embed_options(e, b)) < 0)
+        return rc;
+    return input_read(e, in, &sh);
+}
+
+void srv_embed_fields_free(embed_req *e)
+{
+    free(e->in);
+    free(e->ids);
+    e->in = NULL, e->ids = NULL;
+    e->n = 0;
+}

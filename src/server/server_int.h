@@ -176,6 +176,12 @@ void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s);
 void srv_model_unload(server *srv, const srv_model *m);
 /* `name` now names manifest `digest` (a copy over it): loads it named before are unloaded. */
 void srv_model_renamed(server *srv, const model_name *name, const char *digest);
+/* What a stored model is for, read from its config blob without loading it, as ollama reads a
+ * GGUF's <arch>.pooling_type: SRV_CAN_EMBED for an encoder or a model that names a pooling
+ * (Qwen3-Embedding), which then does not generate; SRV_CAN_COMPLETE for a decoder the runtime
+ * runs; 0 when the config does not read. */
+enum { SRV_CAN_COMPLETE = 1, SRV_CAN_EMBED = 2 };
+int srv_model_caps(store_model *sm);
 json_t *srv_models_ps(server *srv);
 int srv_models_start(server *srv);
 /* The server is stopping: generations end at their next token, transfers at their next step
@@ -244,6 +250,9 @@ int gen_job_stop_add(gen_job *j, const char *s);
 /* The option table's "stop" as a request spells it: an array of strings (`one_string`: or a
  * single string, as OpenAI allows); `shown` names it ("options.stop"). MS_EINVALID. */
 int gen_job_stops_json(gen_job *j, json_t *v, const char *shown, int one_string);
+/* An embedding model (srv_model_caps) asked to generate: MS_EUNSUPPORTED "model 'x' does not
+ * support generate" (chat: "chat"), as ollama words it, before anything is loaded. */
+int gen_model_check(const gen_job *j, const char *model);
 /* Run the job: streamed (a thread writes the stream; the job is its) or answered in this thread.
  * Takes the job in every case. */
 enum MHD_Result gen_start(req *r, gen_job *j);
@@ -303,5 +312,31 @@ int srv_unbuilt(int chat, const char *key);
 int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model);
 /* Free what the two readers above put into j (messages, stops, prompt, system). */
 void srv_request_fields_free(gen_job *j);
+
+/* The embedding endpoints' requests (embed.c answers them through session_embed). */
+typedef enum embed_kind {
+    EMBED_OLLAMA = 0, /* /api/embed: input (a string or strings), truncate, dimensions, keep_alive, options */
+    EMBED_OLLAMA_OLD, /* /api/embeddings: prompt (one string), keep_alive, options */
+    EMBED_OPENAI, /* /v1/embeddings: input (a string, strings, token ids, arrays of them), encoding_format,
+                   * dimensions, user */
+} embed_kind;
+typedef struct embed_req {
+    embed_kind kind;
+    session_embed_input *in; /* texts borrowed from the body, ids from `ids` */
+    size_t n;
+    int32_t *ids; /* every token array's ids, one after another (owned) */
+    int truncate; /* default 1, as ollama */
+    int dimensions; /* 0: the model's */
+    int base64; /* OpenAI's encoding_format "base64" */
+    int keep_alive_s;
+    model_opts mo; /* ollama's options through the option table (num_ctx is the one used) */
+} embed_req;
+/* Read an embedding request's body (which must outlive e: texts are borrowed from it); *model
+ * borrowed from b. Sizes are bounded before anything is allocated (SESSION_EMBED_MAX_*).
+ * keep_alive_s starts from `keep_alive_s`. MS_EINVALID naming the field, MS_ENOMEM. */
+int srv_embed_fields(embed_req *e, json_t *b, embed_kind kind, int keep_alive_s, const char **model);
+void srv_embed_fields_free(embed_req *e);
+/* embed.c: POST /api/embed, /api/embeddings and /v1/embeddings answered */
+enum MHD_Result embed_handle(req *r, embed_kind kind);
 
 #endif

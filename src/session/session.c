@@ -129,6 +129,11 @@ const chat_template *session_template(const session *S)
 {
     return S->tmpl;
 }
+const tokenizer *session_tokenizer(const session *S)
+{
+    return S->t;
+}
+
 const session_stats *session_stats_get(const session *S)
 {
     return &S->st;

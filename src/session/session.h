@@ -43,6 +43,7 @@ runtime_model *session_model(const session *S);
 /* 1 when the model ships a chat template; 0 when it has none (the template then renders plainly). */
 int session_has_template(const session *S);
 const chat_template *session_template(const session *S);
+const tokenizer *session_tokenizer(const session *S);
 
 /* Render msgs[0..n) with the template, ending with the assistant's turn opening: malloc'd *out.
  * MS_EINVALID (roles the template refuses), MS_ENOMEM. Reads only the template: a request may
@@ -120,6 +121,44 @@ typedef struct session_stats {
  * right after a bare BOS). Returns 0 with *done set, or an error (runtime, MS_ENOMEM; with a
  * format, MS_EINVALID when no token of the vocab can continue the answer). */
 int session_generate(session *S, const session_gen *g, int lstrip, session_emit_fn emit, void *ctx, session_done *done);
+
+/* ---------------------------------------------------------------- embeddings
+ * What `mstore embed` and the server's three embedding endpoints share: inputs to token
+ * sequences (the tokenizer's specials added: [CLS] ... [SEP] for BERT), fitted to the context,
+ * one runtime_embed call for the whole list (it packs the sequences into batches), then
+ * `dimensions` applied. The callers only read requests and write answers. */
+
+#define SESSION_EMBED_MAX_INPUTS 2048 /* inputs in one call, as OpenAI bounds a request */
+#define SESSION_EMBED_MAX_BYTES  (64u << 20) /* bytes of text in one call, all inputs together */
+#define SESSION_EMBED_MAX_IDS    (4u << 20) /* token ids given in one call, all inputs together */
+
+/* One input: a text (tokenized with add_special, control-token texts left as text), or, when
+ * text is NULL, token ids run exactly as given (nothing added). Borrowed. */
+typedef struct session_embed_input {
+    const char *text;
+    size_t len;
+    const int32_t *ids;
+    size_t n_ids;
+} session_embed_input;
+
+typedef struct session_embed_opts {
+    /* 1: an input past the model's context keeps its first tokens and, when its last token is
+     * a control token (the [SEP] / EOS that add_special appends), that one last, as ollama
+     * keeps it; 0: such an input is refused giving both sizes */
+    int truncate;
+    int dimensions; /* 0: the model's; else the first d components, renormalized (Matryoshka) */
+    const char *model; /* the model's name, for messages */
+} session_embed_opts;
+
+/* Embed in[0..n): on success *out is n * *dim_out floats (malloc'd; the caller frees it), row i
+ * input i's vector, L2-normalized; *n_tokens_out the tokens run (after truncation). n == 0
+ * gives *out NULL, 0 tokens. The model's KV cache is left empty (session_reset).
+ * MS_EUNSUPPORTED "model 'x' does not support embeddings" (runtime_model_pooling NONE);
+ * MS_EINVALID: "input 3 has 700 tokens, past the context of 512" (truncate 0), an input with
+ * no tokens, a token id outside the vocab, dimensions past the model's, more than the
+ * SESSION_EMBED_MAX_* limits; MS_ENOMEM, runtime errors. */
+int session_embed(session *S, float **out, int *dim_out, size_t *n_tokens_out, const session_embed_input *in, size_t n,
+                  const session_embed_opts *o);
 
 /* Counters since the last session_stats_clear. */
 const session_stats *session_stats_get(const session *S);
