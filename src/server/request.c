@@ -756,12 +756,12 @@ static int input_count(input_shape *sh, json_t *in, int openai)
     }
     if (!json_is_array(in))
         return ms_err(MS_EINVALID, "input: expected %s", expect);
-    if (json_array_size(in) > SESSION_EMBED_MAX_INPUTS)
-        return ms_err(MS_EINVALID, "input: %zu inputs, at most %d", json_array_size(in), SESSION_EMBED_MAX_INPUTS);
     if (openai && json_is_integer(json_array_get(in, 0))) { /* one token array */
         sh->n = 1, sh->tokens = 1;
         return token_ids_check(in, "input", &sh->n_ids);
     }
+    if (json_array_size(in) > SESSION_EMBED_MAX_INPUTS)
+        return ms_err(MS_EINVALID, "input: %zu inputs, at most %d", json_array_size(in), SESSION_EMBED_MAX_INPUTS);
     sh->tokens = openai && json_is_array(json_array_get(in, 0));
     json_array_foreach(in, i, v)
     {

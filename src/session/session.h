@@ -130,7 +130,7 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
 
 #define SESSION_EMBED_MAX_INPUTS 2048 /* inputs in one call, as OpenAI bounds a request */
 #define SESSION_EMBED_MAX_BYTES  (64u << 20) /* bytes of text in one call, all inputs together */
-#define SESSION_EMBED_MAX_IDS    (4u << 20) /* token ids given in one call, all inputs together */
+#define SESSION_EMBED_MAX_IDS    (1u << 20) /* token ids given in one call, all inputs together */
 
 /* One input: a text (tokenized with add_special, control-token texts left as text), or, when
  * text is NULL, token ids run exactly as given (nothing added). Borrowed. */

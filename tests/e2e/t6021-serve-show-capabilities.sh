@@ -4,7 +4,8 @@
 # for an architecture the runtime runs (and generate answers), none for one it does not (and
 # generate refuses it); no "insert" even for a template that takes .Suffix, while generate
 # refuses suffix; "tools" exactly for a template that renders tools (chat then takes them, and
-# refuses them for the others); never embedding, vision or thinking.
+# refuses them for the others); "embedding" only for an embedding model (e2e t6024), never for
+# these decoders; never vision or thinking.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 S260K=$MODELS/stories260K/stories260K.gguf

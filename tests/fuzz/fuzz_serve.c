@@ -3,13 +3,15 @@
  * check (srv_host_allowed), and a JSON request body as the handlers read it (jansson, duplicates
  * refused, as srv_body_json) into the option table (model_opts_from_json: ollama's "options",
  * OpenAI's top-level fields), and each endpoint's reading of its body (request.c: /api/generate,
- * /api/chat, /v1/completions, /v1/chat/completions; modelfile_from_request: /api/create). The
- * first byte picks the parser (0 origin, 1 host, 2 options, 3-6 the four generation endpoints,
- * 7 create); an origin input is "LIST\nORIGIN". Each must answer yes or no, or refuse with a
+ * /api/chat, /v1/completions, /v1/chat/completions; srv_embed_fields: /api/embed,
+ * /api/embeddings, /v1/embeddings; modelfile_from_request: /api/create). The first byte picks
+ * the parser (0 origin, 1 host, 2 options, 3-6 the four generation endpoints, 7 create, 8-10
+ * the three embedding endpoints); an origin input is "LIST\nORIGIN". Each must answer yes or no, or refuse with a
  * message, and keep the promises the server relies on: the defaults are always allowed, no
  * Origin is always allowed, a port does not change a Host's answer, accepted options are inside
- * the table, an accepted body's messages all have a role and a content, and what a refusal
- * left behind is freed. */
+ * the table, an accepted body's messages all have a role and a content, an accepted embedding
+ * request's inputs are each a text or token ids within the limits, and what a refusal left
+ * behind is freed. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,11 +136,42 @@ static void endpoint(const uint8_t *data, size_t size, int which)
     json_decref(b);
 }
 
+/* An embedding endpoint's reading of a whole body (request.c, srv_embed_fields). */
+static void embed(const uint8_t *data, size_t size, embed_kind kind)
+{
+    json_error_t e;
+    json_t *b = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, &e);
+    const char *model = NULL;
+    embed_req r;
+    size_t ids = 0;
+
+    if (!b)
+        return;
+    ms_err_clear();
+    if (srv_embed_fields(&r, b, kind, 300, &model) < 0) {
+        CHECK(ms_err_msg()[0]);
+    } else {
+        CHECK(r.n <= SESSION_EMBED_MAX_INPUTS && (r.n == 0 || r.in));
+        for (size_t i = 0; i < r.n; i++) {
+            CHECK(r.in[i].text || r.in[i].n_ids == 0 || r.in[i].ids);
+            CHECK(!r.in[i].text || kind != EMBED_OLLAMA_OLD || r.n == 1);
+            for (size_t k = 0; !r.in[i].text && k < r.in[i].n_ids; k++)
+                CHECK(r.in[i].ids[k] >= 0);
+            ids += r.in[i].text ? 0 : r.in[i].n_ids;
+        }
+        CHECK(kind == EMBED_OPENAI ? r.n > 0 : ids == 0); /* token arrays are OpenAI's only */
+        CHECK(ids <= SESSION_EMBED_MAX_IDS && r.dimensions >= 0 && r.dimensions <= 1 << 20);
+        CHECK(!r.base64 || kind == EMBED_OPENAI);
+    }
+    srv_embed_fields_free(&r);
+    json_decref(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    switch (data[0] % 8) {
+    switch (data[0] % 11) {
     case 0:
         origin(data + 1, size - 1);
         break;
@@ -148,8 +181,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 2:
         body(data + 1, size - 1);
         break;
+    case 8:
+    case 9:
+    case 10:
+        embed(data + 1, size - 1, (embed_kind)(data[0] % 11 - 8));
+        break;
     default:
-        endpoint(data + 1, size - 1, data[0] % 8 - 3);
+        endpoint(data + 1, size - 1, data[0] % 11 - 3);
         break;
     }
     return 0;

@@ -271,6 +271,14 @@ put("fuzz_serve", "chat-completions", b"\6" + json.dumps({"model": "m", "message
 put("fuzz_serve", "create", b"\7" + json.dumps({"model": "m2", "from": "m", "system": "s", "template": "{{ .Prompt }}",
     "parameters": {"temperature": 0.2, "stop": ["x"]}, "messages": [{"role": "user", "content": "a"}],
     "license": ["MIT"]}).encode())
+# the embedding endpoints (8 /api/embed, 9 /api/embeddings, 10 /v1/embeddings)
+put("fuzz_serve", "embed", b"\x08" + json.dumps({"model": "m", "input": ["a", "b c"], "truncate": False,
+    "dimensions": 4, "keep_alive": "1m", "options": {"num_ctx": 64}}).encode())
+put("fuzz_serve", "embeddings", b"\x09" + json.dumps({"model": "m", "prompt": "why", "options": {"num_ctx": 8}}).encode())
+put("fuzz_serve", "v1-embeddings", b"\x0a" + json.dumps({"model": "m", "input": [[101, 7592, 102], [5]],
+    "encoding_format": "base64", "dimensions": 2, "user": "u"}).encode())
+put("fuzz_serve", "v1-embeddings-text", b"\x0a" + json.dumps({"model": "m", "input": "x y",
+    "encoding_format": "float"}).encode())
 # formats and tools: a schema in each place one is read, a forced call, a call answered by a tool
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
 TOOL = {"type": "function", "function": {"name": "f", "parameters": SCHEMA}}

@@ -1,9 +1,11 @@
 /* test_server.c: what the server decides at a request's headers (src/server/gate.c): which
  * browser origins are allowed (ollama's defaults, MSTORE_ORIGINS, one '*' an entry) and which
  * Host names are this machine's when it listens on loopback; and what the request readers
- * (src/server/request.c) make of a body's format fields. */
+ * (src/server/request.c) make of a body's format fields, and of the embedding endpoints'
+ * bodies. */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/server_int.h"
@@ -350,6 +352,182 @@ START_TEST(answer_changing_fields_honoured_or_refused)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- embedding requests */
+
+/* What srv_embed_fields made of a body, as text: "T:hello|T:x" (texts), "I:1,2|I:3" (token
+ * arrays), "" (no inputs). */
+static void embed_describe(char *buf, size_t cap, const embed_req *e)
+{
+    size_t at = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < e->n && at < cap; i++) {
+        const session_embed_input *in = &e->in[i];
+        at += (size_t)snprintf(buf + at, cap - at, "%s%s", i ? "|" : "", in->text ? "T:" : "I:");
+        if (in->text)
+            at += (size_t)snprintf(buf + at, cap > at ? cap - at : 0, "%.*s", (int)in->len, in->text);
+        for (size_t k = 0; !in->text && k < in->n_ids && at < cap; k++)
+            at += (size_t)snprintf(buf + at, cap - at, "%s%d", k ? "," : "", (int)in->ids[k]);
+    }
+}
+
+static const struct {
+    embed_kind kind;
+    const char *body, *want; /* the inputs as embed_describe writes them, or "E:" and the error's start */
+} embed_cases[] = {
+    {EMBED_OLLAMA, "{\"input\": \"hello\"}", "T:hello"},
+    {EMBED_OLLAMA, "{\"input\": [\"a\", \"bc\", \"\"]}", "T:a|T:bc|T:"},
+    {EMBED_OLLAMA, "{\"input\": \"\"}", ""}, /* as ollama: nothing to embed, the model is loaded */
+    {EMBED_OLLAMA, "{\"input\": []}", ""},
+    {EMBED_OLLAMA, "{\"model\": \"m\"}", ""},
+    {EMBED_OLLAMA_OLD, "{\"prompt\": \"why\"}", "T:why"},
+    {EMBED_OLLAMA_OLD, "{\"prompt\": \"\"}", ""},
+    {EMBED_OLLAMA_OLD, "{\"input\": \"not read here\"}", ""},
+    {EMBED_OPENAI, "{\"input\": \"x y\"}", "T:x y"},
+    {EMBED_OPENAI, "{\"input\": [\"x\", \"y\"]}", "T:x|T:y"},
+    {EMBED_OPENAI, "{\"input\": [101, 7592, 102]}", "I:101,7592,102"},
+    {EMBED_OPENAI, "{\"input\": [[101, 102], [5], []]}", "I:101,102|I:5|I:"},
+    {EMBED_OPENAI, "{\"input\": \"x\", \"user\": \"u-1\", \"encoding_format\": \"float\"}", "T:x"},
+    {EMBED_OLLAMA, "{\"input\": 5}", "E:input: expected a string or an array of strings"},
+    {EMBED_OLLAMA, "{\"input\": [\"a\", 1]}", "E:input[1]: expected a string, as input[0] is"},
+    {EMBED_OLLAMA, "{\"input\": [1]}", "E:input[0]: expected a string"},
+    {EMBED_OLLAMA, "{\"input\": \"x\", \"truncate\": \"no\"}", "E:truncate: expected true or false"},
+    {EMBED_OLLAMA, "{\"input\": \"x\", \"dimensions\": 0}", "E:dimensions: expected an integer from 1"},
+    {EMBED_OLLAMA, "{\"input\": \"x\", \"dimensions\": 2.5}", "E:dimensions: expected an integer"},
+    {EMBED_OLLAMA, "{\"input\": \"x\", \"keep_alive\": \"soon\"}", "E:keep_alive: expected"},
+    {EMBED_OLLAMA, "{\"input\": \"x\", \"options\": []}", "E:options: expected an object"},
+    {EMBED_OLLAMA, "{\"input\": \"x\", \"options\": {\"num_ctx\": -1}}", "E:options.num_ctx: expected"},
+    {EMBED_OLLAMA_OLD, "{\"prompt\": [\"a\"]}", "E:prompt: expected a string"},
+    {EMBED_OLLAMA_OLD, "{\"prompt\": \"x\", \"options\": {\"num_ctx\": \"big\"}}", "E:options.num_ctx: expected"},
+    {EMBED_OPENAI, "{}", "E:input: required"},
+    {EMBED_OPENAI, "{\"input\": \"\"}", "E:input: expected a non-empty string or array"},
+    {EMBED_OPENAI, "{\"input\": []}", "E:input: expected a non-empty string or array"},
+    {EMBED_OPENAI, "{\"input\": {\"text\": \"x\"}}", "E:input: expected a string, an array of strings, an array"},
+    {EMBED_OPENAI, "{\"input\": [1, -2]}", "E:input[1]: expected a token id"},
+    {EMBED_OPENAI, "{\"input\": [1, \"a\"]}", "E:input[1]: expected a token id"},
+    {EMBED_OPENAI, "{\"input\": [1, 4294967296]}", "E:input[1]: expected a token id"},
+    {EMBED_OPENAI, "{\"input\": [[1], \"a\"]}", "E:input[1]: expected an array of token ids, as input[0] is"},
+    {EMBED_OPENAI, "{\"input\": [\"a\", [1]]}", "E:input[1]: expected a string, as input[0] is"},
+    {EMBED_OPENAI, "{\"input\": [[1], [2.5]]}", "E:input[1][0]: expected a token id"},
+    {EMBED_OPENAI, "{\"input\": [true]}", "E:input[0]: expected a string, an array of token ids or a token id"},
+    {EMBED_OPENAI, "{\"input\": \"x\", \"encoding_format\": \"hex\"}",
+     "E:encoding_format: expected \"float\" or \"base64\""},
+    {EMBED_OPENAI, "{\"input\": \"x\", \"user\": 5}", "E:user: expected a string"},
+    {EMBED_OPENAI, "{\"input\": \"x\", \"model\": 5}", "E:model: expected a string"},
+    {EMBED_OPENAI, "{\"input\": \"x\", \"dimensions\": 1048577}", "E:dimensions: expected an integer from 1"},
+};
+
+START_TEST(embed_inputs_read_in_each_form_or_refused_by_field)
+{
+    json_t *b = json_loads(embed_cases[_i].body, 0, NULL);
+    const char *want = embed_cases[_i].want, *model;
+    embed_req e;
+    char got[256];
+    int rc;
+
+    ck_assert_ptr_nonnull(b);
+    rc = srv_embed_fields(&e, b, embed_cases[_i].kind, 300, &model);
+    if (strncmp(want, "E:", 2) == 0) {
+        ck_assert_msg(rc == MS_EINVALID, "%s: rc %d", embed_cases[_i].body, rc);
+        ck_assert_msg(strncmp(ms_err_msg(), want + 2, strlen(want + 2)) == 0, "%s: '%s'", embed_cases[_i].body,
+                      ms_err_msg());
+    } else {
+        ck_assert_msg(rc == 0, "%s: %s", embed_cases[_i].body, ms_err_msg());
+        embed_describe(got, sizeof got, &e);
+        ck_assert_str_eq(got, want);
+    }
+    srv_embed_fields_free(&e);
+    json_decref(b);
+}
+END_TEST
+
+/* The fields beside the input: defaults, then each one read. */
+START_TEST(embed_fields_beside_the_input_are_read)
+{
+    json_t *b = json_loads("{\"model\": \"bge\", \"input\": \"x\"}", 0, NULL);
+    const char *model;
+    embed_req e;
+
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OLLAMA, 300, &model), 0);
+    ck_assert_str_eq(model, "bge");
+    ck_assert(e.truncate == 1 && e.dimensions == 0 && e.base64 == 0 && e.keep_alive_s == 300 && e.mo.n_ctx <= 0);
+    srv_embed_fields_free(&e);
+    json_decref(b);
+
+    b = json_loads("{\"name\": \"bge\", \"input\": \"x\", \"truncate\": false, \"dimensions\": 8, \"keep_alive\": "
+                   "\"2m\", \"options\": {\"num_ctx\": 32}}",
+                   0, NULL);
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OLLAMA, 300, &model), 0);
+    ck_assert_str_eq(model, "bge"); /* ollama's older "name" */
+    ck_assert(e.truncate == 0 && e.dimensions == 8 && e.keep_alive_s == 120 && e.mo.n_ctx == 32);
+    srv_embed_fields_free(&e);
+    json_decref(b);
+
+    b = json_loads("{\"model\": \"bge\", \"input\": [1], \"encoding_format\": \"base64\", \"dimensions\": 4}", 0, NULL);
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OPENAI, 300, &model), 0);
+    ck_assert(e.base64 == 1 && e.dimensions == 4 && e.truncate == 1);
+    srv_embed_fields_free(&e);
+    json_decref(b);
+
+    /* the older endpoint has no dimensions or truncate: they are not read there */
+    b = json_loads("{\"model\": \"bge\", \"prompt\": \"x\", \"dimensions\": 0, \"truncate\": 1, \"keep_alive\": 0}", 0,
+                   NULL);
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OLLAMA_OLD, 300, &model), 0);
+    ck_assert(e.dimensions == 0 && e.truncate == 1 && e.keep_alive_s == 0 && e.n == 1);
+    srv_embed_fields_free(&e);
+    json_decref(b);
+}
+END_TEST
+
+/* Past the limits, refused before anything is allocated for the inputs (the bodies repeat one
+ * element, so the test itself stays small). */
+START_TEST(embed_limits_refused_before_allocating)
+{
+    json_t *one = json_string("x"), *big = json_stringn(NULL, 0), *id = json_integer(7), *a, *b;
+    char *text = malloc((SESSION_EMBED_MAX_BYTES / SESSION_EMBED_MAX_INPUTS) + 2);
+    const char *model;
+    embed_req e;
+
+    ck_assert_ptr_nonnull(text);
+    memset(text, 'a', SESSION_EMBED_MAX_BYTES / SESSION_EMBED_MAX_INPUTS + 1);
+    text[SESSION_EMBED_MAX_BYTES / SESSION_EMBED_MAX_INPUTS + 1] = '\0';
+    json_decref(big);
+    big = json_string(text);
+    free(text);
+
+    a = json_array(); /* one input too many */
+    for (int i = 0; i <= SESSION_EMBED_MAX_INPUTS; i++)
+        json_array_append(a, one);
+    b = json_pack("{s:o}", "input", a);
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OLLAMA, 300, &model), MS_EINVALID);
+    ck_assert_str_eq(ms_err_msg(), "input: 2049 inputs, at most 2048");
+    ck_assert_ptr_null(e.in);
+    json_decref(b);
+
+    a = json_array(); /* as many inputs as allowed, each a little over its share of the bytes */
+    for (int i = 0; i < SESSION_EMBED_MAX_INPUTS; i++)
+        json_array_append(a, big);
+    b = json_pack("{s:o}", "input", a);
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OPENAI, 300, &model), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "bytes of text"));
+    ck_assert_ptr_null(e.in);
+    json_decref(b);
+
+    a = json_array(); /* one token array of one id too many */
+    for (unsigned i = 0; i <= SESSION_EMBED_MAX_IDS; i++)
+        json_array_append(a, id);
+    b = json_pack("{s:o}", "input", a);
+    ck_assert_int_eq(srv_embed_fields(&e, b, EMBED_OPENAI, 300, &model), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "token ids, at most"));
+    ck_assert_ptr_null(e.ids);
+    json_decref(b);
+
+    json_decref(one);
+    json_decref(big);
+    json_decref(id);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("server");
@@ -368,6 +546,10 @@ int main(void)
     tcase_add_loop_test(tc, tool_fields_refused_by_name, 0, (int)(sizeof tool_refusals / sizeof *tool_refusals));
     tcase_add_loop_test(tc, answer_changing_fields_honoured_or_refused, 0,
                         (int)(sizeof answer_fields / sizeof *answer_fields));
+    tcase_add_loop_test(tc, embed_inputs_read_in_each_form_or_refused_by_field, 0,
+                        (int)(sizeof embed_cases / sizeof *embed_cases));
+    tcase_add_test(tc, embed_fields_beside_the_input_are_read);
+    tcase_add_test(tc, embed_limits_refused_before_allocating);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
