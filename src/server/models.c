@@ -390,7 +390,7 @@ void srv_models_stop(server *srv)
 }
 
 /* Encoders: the architectures that embed and never generate. */
-static const char *const encoder_archs[] = {"bert", "nomic-bert", NULL};
+static const char *const encoder_archs[] = {"bert", "nomic-bert", "nomic_bert", NULL};
 
 int srv_model_caps(store_model *sm)
 {
@@ -408,7 +408,7 @@ int srv_model_caps(store_model *sm)
     pool = json_object_get(cfg, "pooling_type");
     for (size_t i = 0; arch && encoder_archs[i]; i++)
         caps |= strcmp(arch, encoder_archs[i]) == 0 ? SRV_CAN_EMBED : 0;
-    if (json_is_integer(pool) && json_integer_value(pool) > 0)
+    if (json_is_integer(pool) && json_integer_value(pool) >= 1 && json_integer_value(pool) <= 3) /* mean, cls, last */
         caps |= SRV_CAN_EMBED; /* a decoder that names a pooling is an embedding model (Qwen3-Embedding) */
     json_decref(cfg);
     if (caps)
