@@ -234,8 +234,10 @@ int tokenizer_decode_piece(const tokenizer *t, int32_t id, unsigned flags, char 
                            size_t *n_out);
 /* Decode a sequence as sentencepiece does: the pieces concatenated, and when the vocab uses
  * add_space_prefix, the first piece that is not a control/unknown token loses one leading space
- * (so decode(encode(s)) == s for text without special-token texts). `flags` may hold
- * TOKENIZER_DECODE_SPECIAL. Same buffer contract as tokenizer_decode_piece. MS_EINVALID. */
+ * (so decode(encode(s)) == s for text without special-token texts). WordPiece decodes the same
+ * way: each word's first piece ("▁x") brings a space, the text's first loses it; what its
+ * pre-processing changed (case, accents, spaces around punctuation) stays changed. `flags` may
+ * hold TOKENIZER_DECODE_SPECIAL. Same buffer contract as tokenizer_decode_piece. MS_EINVALID. */
 int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char *buf, size_t cap,
                      size_t *n_out);
 
