@@ -330,7 +330,9 @@ static int plan_embed(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     return groups_grid(d, ((uint64_t)op->n * nb + 63) / 64);
 }
 
-static int plan_rms_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+/* RMS_NORM and LAYER_NORM: norm.comp's modes 0 (RMS), 1 (LayerNorm) and 2 (LayerNorm with the
+ * bias at binding 5, its type in stype). */
+static int plan_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 {
     const gpu_limits *l = p->l;
     const gpu_weight *w = op->w->dev;
@@ -341,38 +343,17 @@ static int plan_rms_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
         (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
         (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
         return rc;
-    pc->cols = (uint32_t)op->cols;
-    pc->wtype = (uint32_t)op->w->t->type;
-    pc->eps = op->eps;
-    pc->scale = op->w_offset; /* Gemma's (1 + w): 1; else 0 */
-    d->rd[d->n_rd++] = op->src.buf;
-    d->k = GPU_K_NORM;
-    return groups_grid(d, (uint64_t)op->n);
-}
-
-/* LAYER_NORM: norm.comp's modes 1 (no bias) and 2 (the bias at binding 5, its type in stype). */
-static int plan_layer_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
-{
-    const gpu_limits *l = p->l;
-    const gpu_weight *w = op->w->dev;
-    gpu_push *pc = &d->pc;
-    int rc;
-
-    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n * op->cols)) < 0 ||
-        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
-        (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
-        return rc;
-    pc->mode = 1;
-    if (op->w2) {
+    if (op->kind == BACKEND_OP_LAYER_NORM && op->w2) {
         const gpu_weight *b = op->w2->dev;
         if ((rc = bind_weight(l, &d->b[4], &pc->b_off, b, b->data_off, b->data_end)) < 0)
             return rc;
         pc->stype = (uint32_t)op->w2->t->type;
-        pc->mode = 2;
     }
+    pc->mode = op->kind == BACKEND_OP_RMS_NORM ? 0 : op->w2 ? 2 : 1;
     pc->cols = (uint32_t)op->cols;
     pc->wtype = (uint32_t)op->w->t->type;
     pc->eps = op->eps;
+    pc->scale = op->w_offset; /* RMS_NORM: Gemma's (1 + w): 1; else 0 */
     d->rd[d->n_rd++] = op->src.buf;
     d->k = GPU_K_NORM;
     return groups_grid(d, (uint64_t)op->n);
@@ -608,7 +589,7 @@ static int plan_matmul_id(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 typedef int (*planner)(gpu_plan *p, const backend_op *op, gpu_dispatch *d);
 static const planner planners[] = {
     [BACKEND_OP_EMBED] = plan_embed,
-    [BACKEND_OP_RMS_NORM] = plan_rms_norm,
+    [BACKEND_OP_RMS_NORM] = plan_norm,
     [BACKEND_OP_MATMUL] = plan_matmul,
     [BACKEND_OP_ADD_ROW] = plan_add_row,
     [BACKEND_OP_ROPE] = plan_rope,
@@ -620,7 +601,7 @@ static const planner planners[] = {
     [BACKEND_OP_SCALE] = plan_scale,
     [BACKEND_OP_SOFTCAP] = plan_scale,
     [BACKEND_OP_GELU] = plan_scale,
-    [BACKEND_OP_LAYER_NORM] = plan_layer_norm,
+    [BACKEND_OP_LAYER_NORM] = plan_norm,
     [BACKEND_OP_GATED_ADD] = plan_weighted_sum,
     [BACKEND_OP_MOE_SUM] = plan_weighted_sum,
     [BACKEND_OP_MOE_ROUTE] = plan_moe_route,
