@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 typedef struct layer {
     const backend_weight *wq, *wk, *wv, *wo, *w1, *w2, *w3;
@@ -56,15 +56,19 @@ struct runtime_model {
     backend_seq seq;
     double *freqs;
     double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
+    runtime_encoder *enc;  /* an encoder (bert, nomic-bert): encoder.c runs it; the rest above unused */
+    float *rows;           /* a decoder that embeds: n_batch hidden rows read back, and pooling's */
+    double *acc;           /* sums (dim) */
 };
 
 /* Ops recorded per layer at most, and around the layers (embedding, final norm, head). */
 #define OPS_PER_LAYER 40
 #define OPS_OUTSIDE 8
 
-static int expect_matrix(const backend_weight **out, runtime_model *m, const char *name, uint64_t rows, uint64_t cols)
+int runtime__expect_matrix(const backend_weight **out, backend *be, const runtime_weights *w, const char *name,
+                           uint64_t rows, uint64_t cols)
 {
-    const backend_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(w, name);
     uint64_t row_bytes;
     int rc;
 
@@ -72,13 +76,13 @@ static int expect_matrix(const backend_weight **out, runtime_model *m, const cha
     if (!t)
         return ms_err(MS_ENOTFOUND, "tensor '%s' not found", name);
     if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
-        if (t->n_dims == 1 && (rc = backend_weight_import(out, m->be, t)) < 0)   /* the type's refusal first */
+        if (t->n_dims == 1 && (rc = backend_weight_import(out, be, t)) < 0)   /* the type's refusal first */
             return rc;
         return ms_err(MS_EINVALID, "tensor '%s': shape [%llu, %llu] (%d dims), expected [%llu, %llu]", name,
                       (unsigned long long)t->shape[0], (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 0),
                       t->n_dims, (unsigned long long)rows, (unsigned long long)cols);
     }
-    if ((rc = backend_weight_import(out, m->be, t)) < 0)
+    if ((rc = backend_weight_import(out, be, t)) < 0)
         return rc;
     if (t->type == BACKEND_TYPE_MLX)   /* codes, scales and groups were checked by weights.c */
         return 0;
@@ -89,9 +93,9 @@ static int expect_matrix(const backend_weight **out, runtime_model *m, const cha
 }
 
 /* A norm (or bias) vector of `dim` F32, F16 or BF16 values; the backend keeps it as f32. */
-static int expect_norm(const backend_weight **out, runtime_model *m, const char *name, int dim)
+int runtime__expect_vec(const backend_weight **out, backend *be, const runtime_weights *w, const char *name, int dim)
 {
-    const backend_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(w, name);
 
     *out = NULL;
     if (!t)
@@ -99,7 +103,17 @@ static int expect_norm(const backend_weight **out, runtime_model *m, const char 
     if (t->n_dims != 1 || t->shape[0] != (uint64_t)dim ||
         (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16))
         return ms_err(MS_EINVALID, "tensor '%s': expected a vector of %d F32/F16/BF16 values", name, dim);
-    return backend_weight_import(out, m->be, t);
+    return backend_weight_import(out, be, t);
+}
+
+static int expect_matrix(const backend_weight **out, runtime_model *m, const char *name, uint64_t rows, uint64_t cols)
+{
+    return runtime__expect_matrix(out, m->be, m->w, name, rows, cols);
+}
+
+static int expect_norm(const backend_weight **out, runtime_model *m, const char *name, int dim)
+{
+    return runtime__expect_vec(out, m->be, m->w, name, dim);
 }
 
 /* Optional vector `kind` of layer l: *out stays NULL when absent and `required` is 0. */
@@ -500,6 +514,14 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     m->kv_f16 = o ? o->kv_f16 != 0 : 0;
     if ((rc = backend_open(&m->be, o ? o->device : NULL, &bo)) < 0)
         return rc;
+    if (c->encoder)
+        return runtime__encoder_new(&m->enc, m->be, m->w, c, m->n_ctx, m->n_batch);
+    if (c->pooling != RUNTIME_POOL_NONE) {   /* a decoder that embeds (Qwen3-Embedding) */
+        m->rows = malloc((size_t)m->n_batch * c->dim * sizeof *m->rows);
+        m->acc = malloc((size_t)c->dim * sizeof *m->acc);
+        if (!m->rows || !m->acc)
+            return ms_err(MS_ENOMEM, "out of memory");
+    }
     max_cols = c->dim > q_dim ? c->dim : q_dim;
     if (c->ffn_dim > max_cols)
         max_cols = c->ffn_dim;
@@ -600,7 +622,10 @@ void runtime_model_close(runtime_model *m)
 {
     if (!m)
         return;
+    runtime__encoder_free(m->enc);
     backend_close(m->be);   /* its buffers and weights with it */
+    free(m->rows);
+    free(m->acc);
     runtime_weights_close(m->w);
     free(m->layers);
     free(m->seq.ops);
@@ -617,7 +642,7 @@ int runtime_model_truncate(runtime_model *m, int n)
 {
     if (n < 0 || n > m->n_past)
         return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, m->n_past);
-    for (int l = 0; l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
+    for (int l = 0; m->layers && l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
         const layer *L = &m->layers[l];
         int first = n - L->window + 1 > 0 ? n - L->window + 1 : 0;
         if (L->kv_ring && first < m->n_past - L->kv_ring)
@@ -636,7 +661,7 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 {
     uint64_t slots = 0;
 
-    for (int l = 0; l < m->c.n_layers; l++)
+    for (int l = 0; m->layers && l < m->c.n_layers; l++)   /* an encoder keeps none */
         slots += (uint64_t)m->layers[l].kv_slots;
     return 2ull * slots * (uint64_t)m->c.n_kv_heads * m->c.head_dim * (m->kv_f16 ? 2 : 4);
 }
@@ -734,8 +759,9 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
 }
 
 /* n tokens (n <= n_batch) at positions n_past.. through every layer as one op sequence; with
- * `logits`, the last token's logits are read back. */
-static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *logits)
+ * `logits`, the last token's logits are read back; with hn > 0, the final hidden states (after the
+ * output norm) of rows h0 .. h0 + hn into m->rows (a decoder that embeds). */
+static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *logits, int h0, int hn)
 {
     const runtime_config *c = &m->c;
     int rc;
@@ -753,8 +779,12 @@ static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *
         if (c->final_softcap != 0)
             backend_seq_softcap(&m->seq, backend_at(m->logits, 0), c->vocab_size, (float)c->final_softcap);
     }
+    if (hn > 0)
+        backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)h0 * c->dim), m->out_norm, hn,
+                                c->dim, (float)c->rms_eps, (float)c->norm_offset);
     if ((rc = backend_run(m->be, &m->seq)) < 0 ||
-        (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0))
+        (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0) ||
+        (hn > 0 && (rc = backend_read(m->be, m->rows, backend_at(m->xb, 0), (size_t)hn * c->dim)) < 0))
         return rc;
     m->n_past += n;
     for (int i = 0; logits && i < c->vocab_size; i++)   /* a sampler fed NaN picks nonsense silently */
@@ -771,6 +801,9 @@ int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logit
 
     /* The KV cache holds positions 0 .. n_past-1 of a context of n_ctx: every forward keeps it. */
     assert(m && logits && m->n_past >= 0 && m->n_past <= m->n_ctx);
+    if (m->enc)
+        return ms_err(MS_EUNSUPPORTED, "%s is an embedding model: it gives embeddings (runtime_embed), not logits",
+                      c->architecture);
     if (n <= 0)
         return ms_err(MS_EINVALID, "forward: no tokens");
     assert(tokens);
@@ -781,9 +814,79 @@ int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logit
             return ms_err(MS_EINVALID, "token %d at index %d out of range [0, %d)", tokens[i], i, c->vocab_size);
     for (int done = 0; done < n;) {
         int chunk = n - done < m->n_batch ? n - done : m->n_batch;
-        if ((rc = forward_batch(m, tokens + done, chunk, done + chunk == n ? logits : NULL)) < 0)
+        if ((rc = forward_batch(m, tokens + done, chunk, done + chunk == n ? logits : NULL, 0, 0)) < 0)
             return rc;
         done += chunk;
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- embeddings */
+
+int runtime_model_pooling(const runtime_model *m)
+{
+    return m->c.pooling >= RUNTIME_POOL_NONE && m->c.pooling <= RUNTIME_POOL_LAST ? m->c.pooling : RUNTIME_POOL_NONE;
+}
+
+int runtime_model_embed_dim(const runtime_model *m) { return m->c.dim; }
+
+/* One sequence through a decoder, from position 0 in chunks of n_batch (its attention is causal:
+ * the KV cache carries the earlier chunks), pooled from the final normed hidden rows. Sequences
+ * run one after another; packing them would need causal attention per sequence. */
+static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *out)
+{
+    const runtime_config *c = &m->c;
+    int pool = c->pooling, dim = c->dim, rc = 0;
+
+    m->n_past = 0;
+    for (int j = 0; j < dim; j++)
+        m->acc[j] = 0;
+    for (int done = 0; done < n && rc == 0;) {
+        int chunk = n - done < m->n_batch ? n - done : m->n_batch, last = done + chunk == n;
+        int h0 = pool == RUNTIME_POOL_LAST ? chunk - 1 : 0;
+        int hn = pool == RUNTIME_POOL_MEAN                ? chunk
+                 : pool == RUNTIME_POOL_CLS ? done == 0 : last;
+        if ((rc = forward_batch(m, tokens + done, chunk, NULL, h0, hn)) < 0)
+            break;
+        for (size_t i = 0; i < (size_t)hn * dim; i++)
+            if (!isfinite(m->rows[i]))
+                rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
+                            isnan(m->rows[i]) ? "NaN" : "infinite");
+        for (int r = 0; rc == 0 && r < hn; r++)
+            for (int j = 0; j < dim; j++)
+                m->acc[j] += m->rows[(size_t)r * dim + j];
+        done += chunk;
+    }
+    m->n_past = 0;   /* the cache is left empty, as runtime_embed promises */
+    if (rc == 0)
+        runtime__pool_finish(out, m->acc, n, dim, pool);
+    return rc;
+}
+
+int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
+{
+    const runtime_config *c = &m->c;
+    int rc;
+
+    assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
+    if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
+        return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
+                      c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
+                                      : "a decoder whose model names no pooling");
+    for (int s = 0; s < n_seqs; s++) {
+        if (n_tokens[s] <= 0)
+            return ms_err(MS_EINVALID, "sequence %d is empty", s);
+        if (n_tokens[s] > m->n_ctx)
+            return ms_err(MS_EINVALID, "sequence %d: %d tokens exceeds the context of %d", s, n_tokens[s], m->n_ctx);
+        for (int i = 0; i < n_tokens[s]; i++)
+            if (tokens[s][i] < 0 || tokens[s][i] >= c->vocab_size)
+                return ms_err(MS_EINVALID, "sequence %d: token %d at index %d out of range [0, %d)", s, tokens[s][i], i,
+                              c->vocab_size);
+    }
+    if (m->enc)
+        return runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out);
+    for (int s = 0; s < n_seqs; s++)
+        if ((rc = decoder_embed(m, tokens[s], n_tokens[s], out + (size_t)s * c->dim)) < 0)
+            return rc;
     return 0;
 }
