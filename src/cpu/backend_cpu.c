@@ -305,11 +305,23 @@ static void run_op(cpu_ctx *c, const backend_op *op)
     case BACKEND_OP_ATTENTION: {
         int f16 = op->k.buf->dtype == BACKEND_F16;
         size_t elt = f16 ? 2 : 4;
-        cpu_attention_window(c->pool, f32(op->dst), f32(op->src), (const uint8_t *)op->k.buf->host + op->k.off * elt,
-                             (const uint8_t *)op->v.buf->host + op->v.off * elt, f16, op->n, op->pos0, op->heads,
-                             op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale, op->ring);
+        const uint8_t *k = (const uint8_t *)op->k.buf->host + op->k.off * elt;
+        const uint8_t *v = (const uint8_t *)op->v.buf->host + op->v.off * elt;
+        if (op->bidir)
+            cpu_attention_bidir(c->pool, f32(op->dst), f32(op->src), k, v, f16, op->n, op->heads, op->kv_heads,
+                                op->head_dim, c->att_scratch, c->n_ctx, op->scale);
+        else
+            cpu_attention_window(c->pool, f32(op->dst), f32(op->src), k, v, f16, op->n, op->pos0, op->heads,
+                                 op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale,
+                                 op->ring);
         break;
     }
+    case BACKEND_OP_LAYER_NORM:
+        cpu_layer_norm(f32(op->dst), f32(op->src), op->w->vec, op->w2 ? op->w2->vec : NULL, op->n, op->cols, op->eps);
+        break;
+    case BACKEND_OP_GELU:
+        cpu_gelu(f32(op->dst), (size_t)op->n);
+        break;
     default:
         run_moe_op(c, op);
         break;
@@ -373,6 +385,8 @@ static int check_op(const cpu_ctx *c, const backend_op *op)
     if (op->kind == BACKEND_OP_MOE_ROUTE && (op->n_expert > c->max_cols || op->n_used > op->n_expert))
         return ms_err(MS_ERROR, "moe_route of %d of %d experts: past the reserved %d", op->n_used, op->n_expert,
                       c->max_cols);
+    if (op->kind == BACKEND_OP_ATTENTION && op->bidir && (op->window || op->ring || op->pos0))
+        return ms_err(MS_ERROR, "bidirectional attention with a window, a ring or a start position");
     if (op->kind == BACKEND_OP_ATTENTION && op->ring && (op->window <= 0 || op->ring < op->window + op->n - 1))
         return ms_err(MS_ERROR, "attention over a ring of %d slots: %d tokens in a window of %d need %d", op->ring,
                       op->n, op->window, op->window + op->n - 1);
@@ -427,8 +441,7 @@ static void close_ctx(void *vctx)
 static int supports(void *vctx, backend_op_kind kind)
 {
     (void)vctx;
-    return (unsigned)kind < BACKEND_OP_COUNT && kind != BACKEND_OP_LAYER_NORM && kind != BACKEND_OP_GELU &&
-           kind != BACKEND_OP_ATTENTION_BIDIR;   /* the encoders' ops: not yet */
+    return (unsigned)kind < BACKEND_OP_COUNT;
 }
 
 static const backend_impl cpu_impl = {

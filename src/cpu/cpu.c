@@ -469,6 +469,32 @@ void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, 
     }
 }
 
+void cpu_layer_norm(float *y, const float *x, const float *w, const float *b, int n_tok, int dim, float eps)
+{
+    for (int t = 0; t < n_tok; t++) {
+        const float *xt = x + (size_t)t * dim;
+        float *yt = y + (size_t)t * dim;
+        double m = 0.0, ss = 0.0;
+        float mean, sc;
+
+        for (int i = 0; i < dim; i++)
+            m += xt[i];
+        m /= dim;
+        for (int i = 0; i < dim; i++)
+            ss += (xt[i] - m) * (xt[i] - m);
+        mean = (float)m;
+        sc = (float)(1.0 / sqrt(ss / dim + eps));
+        for (int i = 0; i < dim; i++)
+            yt[i] = (xt[i] - mean) * sc * w[i] + (b ? b[i] : 0.0f);
+    }
+}
+
+void cpu_gelu(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
 void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0,
                      const double *freqs, int interleaved)
 {
@@ -548,6 +574,7 @@ typedef struct att_job {
     float *scratch;
     int window, ring;
     float scale;
+    int bidir;   /* every token sees positions 0 .. pos0 + n_tok - 1 */
 } att_job;
 
 /* Positions p .. n_pos - 1 of a cache that is a ring of `ring` slots (0: none): the first run
@@ -570,7 +597,8 @@ static void att_task(void *ctx, int ith, int nth)
      * its position, so the thread with the last tokens of a long prefill had three times the
      * work of the one with the first (pp512 +7-10%: BENCHMARKS.md, issue 15 session 5) */
     for (int it = ith; it < n_items; it += nth) {
-        int t = it / j->n_heads, h = it % j->n_heads, kvo = (h / group) * hd, n_pos = j->pos0 + t + 1;
+        int t = it / j->n_heads, h = it % j->n_heads, kvo = (h / group) * hd;
+        int n_pos = j->bidir ? j->pos0 + j->n_tok : j->pos0 + t + 1;
         int p0 = j->window > 0 && n_pos > j->window ? n_pos - j->window : 0;   /* the window's first position */
         const float *q = j->q + (size_t)t * j->n_heads * hd + (size_t)h * hd;
         float *o = j->out + (size_t)t * j->n_heads * hd + (size_t)h * hd;
@@ -620,7 +648,16 @@ void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k
                           int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
                           int window, float scale, int ring)
 {
-    att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, ring, scale };
+    att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, ring,
+                  scale, 0 };
+
+    cpu_pool_run(p, att_task, &j);
+}
+
+void cpu_attention_bidir(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
+                         int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx, float scale)
+{
+    att_job j = { out, q, k, v, kv_f16, n_tok, 0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, 0, 0, scale, 1 };
 
     cpu_pool_run(p, att_task, &j);
 }

@@ -53,6 +53,10 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
 int cpu_matmul_fusable(const backend_tensor *a, const backend_tensor *b);
 /* y = x / rms(x) * (w + w_offset), token by token (w_offset: Gemma's (1 + w) norms 1, else 0). */
 void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float w_offset);
+/* LayerNorm, token by token: y = (x - mean) / sqrt(var + eps) * w + b (b NULL: none); mean and
+ * var in double. y may equal x. */
+void cpu_layer_norm(float *y, const float *x, const float *w, const float *b, int n_tok, int dim, float eps);
+void cpu_gelu(float *x, size_t n);   /* x = 0.5 x (1 + erf(x / sqrt 2)) */
 void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos0, const double *freqs,
               int interleaved);
 /* `scratch` holds cpu_attention_scratch(n_ctx, threads) bytes; k, v are [n_ctx][n_kv*hd]. */
@@ -63,6 +67,10 @@ void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const
 void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16,
                           int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
                           int window, float scale, int ring);
+/* An encoder's attention over one sequence: every token sees all n_tok rows of k, v (position 0
+ * first); scale 0: 1 / sqrt(head_dim). */
+void cpu_attention_bidir(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
+                         int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx, float scale);
 size_t cpu_attention_scratch(int n_ctx, int n_threads);
 void cpu_softmax(float *x, int n);
 void cpu_swiglu(cpu_pool *p, float *gate, const float *up, size_t n);   /* gate = silu(gate) * up */

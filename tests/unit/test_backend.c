@@ -191,6 +191,124 @@ START_TEST(sequence_equals_kernels_bit_for_bit)
 }
 END_TEST
 
+/* The encoders' ops against the arithmetic backend.h defines, computed here in double: LayerNorm
+ * with and without its bias (in place), the erf GELU, and attention in which every token of a
+ * sequence sees all of it, over f32 and f16 caches. */
+START_TEST(encoder_ops_match_their_definition)
+{
+    enum { N = 5, DIM = 48, HEADS = 4, KVH = 2, HD = 12, CTX = 8 };
+    backend_opts o = { .n_threads = 2 };
+    backend_limits lim = { .max_rows = N, .max_cols = DIM, .n_ctx = CTX, .heads = HEADS };
+    backend *b;
+    backend_buf *x, *y, *g, *q, *k32, *v32, *k16, *v16, *a32, *a16;
+    backend_op ops[8];
+    backend_seq s = { ops, 0, 8, 0 };
+    static float hx[N * DIM], nw[DIM], nb[DIM];
+    backend_tensor tw, tb;
+    const backend_weight *ww, *wb;
+
+    for (int i = 0; i < N * DIM; i++)
+        hx[i] = 3.0f * unif() + 0.5f;   /* an offset, so that the mean matters */
+    for (int i = 0; i < DIM; i++) {
+        nw[i] = 1.0f + 0.5f * unif();
+        nb[i] = unif();
+    }
+    tw = f32_tensor("ln.weight", nw, 1, 1, DIM);
+    tb = f32_tensor("ln.bias", nb, 1, 1, DIM);
+    ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
+    ck_assert(backend_supports(b, BACKEND_OP_LAYER_NORM) && backend_supports(b, BACKEND_OP_GELU) &&
+              backend_supports(b, BACKEND_OP_ATTENTION_BIDIR));
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_weight_import(&ww, b, &tw), 0);
+    ck_assert_int_eq(backend_weight_import(&wb, b, &tb), 0);
+    ck_assert_int_eq(backend_buf_new(&x, b, N * DIM, BACKEND_F32, "x"), 0);
+    ck_assert_int_eq(backend_buf_new(&y, b, N * DIM, BACKEND_F32, "y"), 0);
+    ck_assert_int_eq(backend_buf_new(&g, b, N * DIM, BACKEND_F32, "g"), 0);
+    ck_assert_int_eq(backend_buf_new(&q, b, N * HEADS * HD, BACKEND_F32, "q"), 0);
+    ck_assert_int_eq(backend_buf_new(&k32, b, CTX * KVH * HD, BACKEND_F32, "k32"), 0);
+    ck_assert_int_eq(backend_buf_new(&v32, b, CTX * KVH * HD, BACKEND_F32, "v32"), 0);
+    ck_assert_int_eq(backend_buf_new(&k16, b, CTX * KVH * HD, BACKEND_F16, "k16"), 0);
+    ck_assert_int_eq(backend_buf_new(&v16, b, CTX * KVH * HD, BACKEND_F16, "v16"), 0);
+    ck_assert_int_eq(backend_buf_new(&a32, b, N * HEADS * HD, BACKEND_F32, "a32"), 0);
+    ck_assert_int_eq(backend_buf_new(&a16, b, N * HEADS * HD, BACKEND_F32, "a16"), 0);
+    memcpy(x->host, hx, sizeof hx);
+    memcpy(g->host, hx, sizeof hx);
+    for (int i = 0; i < N * HEADS * HD; i++)
+        ((float *)q->host)[i] = unif();
+    /* the sequence's rows start at row 1 of the caches: k, v refs point at its first row */
+    for (int i = 0; i < CTX * KVH * HD; i++) {
+        float kv = unif(), vv = unif();
+        ((float *)k32->host)[i] = kv;
+        ((float *)v32->host)[i] = vv;
+        ((uint16_t *)k16->host)[i] = cpu_f32_to_f16(kv);
+        ((uint16_t *)v16->host)[i] = cpu_f32_to_f16(vv);
+    }
+
+    backend_seq_layer_norm(&s, backend_at(y, 0), backend_at(x, 0), ww, wb, N, DIM, 1e-12f);
+    backend_seq_layer_norm(&s, backend_at(x, 0), backend_at(x, 0), ww, NULL, N, DIM, 1e-5f);
+    backend_seq_gelu(&s, backend_at(g, 0), N * DIM);
+    backend_seq_attention_bidir(&s, backend_at(a32, 0), backend_at(q, 0), backend_at(k32, KVH * HD),
+                                backend_at(v32, KVH * HD), N, HEADS, KVH, HD, 0.0f);
+    backend_seq_attention_bidir(&s, backend_at(a16, 0), backend_at(q, 0), backend_at(k16, KVH * HD),
+                                backend_at(v16, KVH * HD), N, HEADS, KVH, HD, 0.25f);
+    ck_assert_int_eq(backend_run(b, &s), 0);
+
+    for (int t = 0; t < N; t++) {
+        const float *xt = hx + t * DIM;
+        double m = 0, var = 0;
+        for (int i = 0; i < DIM; i++)
+            m += xt[i];
+        m /= DIM;
+        for (int i = 0; i < DIM; i++)
+            var += (xt[i] - m) * (xt[i] - m) / DIM;
+        for (int i = 0; i < DIM; i++) {
+            double z = (xt[i] - m) / sqrt(var + 1e-12);
+            ck_assert_double_eq_tol(((float *)y->host)[t * DIM + i], z * nw[i] + nb[i], 1e-5);
+            ck_assert_double_eq_tol(((float *)x->host)[t * DIM + i], (xt[i] - m) / sqrt(var + 1e-5) * nw[i], 1e-5);
+        }
+    }
+    for (int i = 0; i < N * DIM; i++)
+        ck_assert_double_eq_tol(((float *)g->host)[i], 0.5 * hx[i] * (1.0 + erf(hx[i] / sqrt(2.0))), 1e-5);
+    for (int f16 = 0; f16 < 2; f16++) {
+        const float *out = (float *)(f16 ? a16 : a32)->host, *hq = q->host;
+        double scale = f16 ? 0.25 : 1.0 / sqrt(HD);
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < HEADS; h++) {
+                double sc[N], mx = -1e300, sum = 0;
+                int kvo = (h / (HEADS / KVH)) * HD;
+                for (int p = 0; p < N; p++) {   /* every position of the sequence, after t's too */
+                    double d = 0;
+                    for (int i = 0; i < HD; i++) {
+                        int at = (1 + p) * KVH * HD + kvo + i;
+                        double kv = f16 ? cpu_f16_to_f32(((uint16_t *)k16->host)[at]) : ((float *)k32->host)[at];
+                        d += hq[(t * HEADS + h) * HD + i] * kv;
+                    }
+                    sc[p] = d * scale;
+                    mx = fmax(mx, sc[p]);
+                }
+                for (int p = 0; p < N; p++)
+                    sum += sc[p] = exp(sc[p] - mx);
+                for (int i = 0; i < HD; i++) {
+                    double acc = 0;
+                    for (int p = 0; p < N; p++) {
+                        int at = (1 + p) * KVH * HD + kvo + i;
+                        double vv = f16 ? cpu_f16_to_f32(((uint16_t *)v16->host)[at]) : ((float *)v32->host)[at];
+                        acc += sc[p] / sum * vv;
+                    }
+                    ck_assert_double_eq_tol(out[(t * HEADS + h) * HD + i], acc, 1e-5);
+                }
+            }
+    }
+    /* a window, a ring or a start position makes no sense for an encoder: refused, nothing run */
+    s.n = 0;
+    backend_seq_attention_bidir(&s, backend_at(a32, 0), backend_at(q, 0), backend_at(k32, 0), backend_at(v32, 0), N,
+                                HEADS, KVH, HD, 0.0f);
+    ops[0].window = 2;
+    ck_assert_int_eq(backend_run(b, &s), MS_ERROR);
+    backend_close(b);
+}
+END_TEST
+
 /* A sequence that outgrew its capacity, a read past a buffer and a matmul past the reserved sizes
  * are refused before anything runs. */
 START_TEST(out_of_bounds_sequences_and_reads_are_refused)
@@ -295,6 +413,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, open_refuses_unknown_device_by_name_and_env);
     tcase_add_test(tc, open_cpu_by_name_describes_it);
     tcase_add_test(tc, sequence_equals_kernels_bit_for_bit);
+    tcase_add_test(tc, encoder_ops_match_their_definition);
     tcase_add_test(tc, out_of_bounds_sequences_and_reads_are_refused);
     tcase_add_test(tc, weight_import_refuses_types_the_cpu_cannot_run);
     tcase_add_test(tc, misaligned_float_weights_give_the_aligned_results);
