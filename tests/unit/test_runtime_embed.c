@@ -1,0 +1,364 @@
+/* test_runtime_embed.c: the encoders (bert, nomic-bert) and runtime_embed.
+ *
+ * Each model is a small synthetic GGUF written at test time by tests/reference/make_bert_gguf.py
+ * (dim 64, 2 layers, 4 heads, ffn 128, context 64, random F32 weights, the bge WordPiece vocab of
+ * 30522 tokens) and judged against tests/reference/ref_embed.py, a float64 encoder written from
+ * Hugging Face's BertModel / NomicBertModel and sentence-transformers' pooling, run here on the
+ * same file: every component within 1e-4 of the reference. The sequences are packed into batches of
+ * n_batch 16 tokens (several per batch, and one of 23 tokens that runs alone), each pooling kind is
+ * checked, and the same model from its Hugging Face directory imported into a store gives the
+ * same vectors. */
+#include <check.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers/fixture.h"
+#include "import/import.h"
+#include "runtime/runtime.h"
+
+static const char *src_dir(void)
+{
+    return getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".";
+}
+
+/* Sequences of [CLS] w... [SEP] with these lengths: with n_batch 16, {5, 9} share a batch, 23 runs
+ * alone, {1, 12} then {3, 7, 2} pack again (a sequence of 1: [CLS] alone). */
+static const int seq_len[] = { 5, 9, 23, 1, 12, 3, 7, 2 };
+#define N_SEQS ((int)(sizeof seq_len / sizeof seq_len[0]))
+#define DIM 64
+
+static int32_t seqs[N_SEQS][64];
+
+static void make_seqs(void)
+{
+    uint32_t x = 12345;
+
+    for (int s = 0; s < N_SEQS; s++)
+        for (int i = 0; i < seq_len[s]; i++) {
+            x = x * 1103515245u + 12345u;
+            seqs[s][i] = i == 0 ? 101 : i == seq_len[s] - 1 ? 102 : 1000 + (int32_t)((x >> 8) % 29000);
+        }
+}
+
+/* The model (GGUF at *path_out, and an HF directory at `hf` when not NULL) and the reference's
+ * embeddings of seqs; NULL with a skip message when python3 + numpy or the vocab are missing. */
+static json_t *make_model(const char *dir, const char *arch, const char *pooling, const char *hf, char **path_out)
+{
+    char *models = fixture_models_dir(), *out = ms_strdup_printf("%s/%s-%s.gguf", dir, arch, pooling);
+    char *ref = ms_strdup_printf("%s/%s-%s.json", dir, arch, pooling), *cmd, *args = ms_strdup_printf("%s", "");
+    json_error_t e;
+    json_t *j = NULL;
+
+    *path_out = NULL;
+    make_seqs();
+    if (!models) {
+        printf("skipped: shared models folder not found (the vocab is vocab/ggml-vocab-bert-bge.gguf)\n");
+        goto done;
+    }
+    for (int s = 0; s < N_SEQS; s++) {
+        char *a = ms_strdup_printf("%s --seq %d", args, seqs[s][0]);
+        free(args);
+        args = a;
+        for (int i = 1; i < seq_len[s]; i++) {
+            a = ms_strdup_printf("%s,%d", args, seqs[s][i]);
+            free(args);
+            args = a;
+        }
+    }
+    cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/reference/make_bert_gguf.py' --arch %s --pooling %s "
+                           "--vocab '%s/vocab/ggml-vocab-bert-bge.gguf' --out '%s' %s%s%s && /usr/bin/python3 "
+                           "'%s/tests/reference/ref_embed.py' '%s' %s > '%s'",
+                           src_dir(), arch, pooling, models, out, hf ? "--hf-dir '" : "", hf ? hf : "", hf ? "'" : "",
+                           src_dir(), out, args, ref);
+    if (system(cmd) != 0) {
+        printf("skipped: %s failed (numpy missing?)\n", cmd);
+        free(cmd);
+        goto done;
+    }
+    free(cmd);
+    j = json_load_file(ref, 0, &e);
+    ck_assert_msg(j != NULL, "%s: %s", ref, e.text);
+    *path_out = out;
+    out = NULL;
+done:
+    free(args);
+    free(models);
+    free(out);
+    free(ref);
+    return j;
+}
+
+static void embed_all(runtime_model *m, float *out)
+{
+    const int32_t *ptr[N_SEQS];
+
+    for (int s = 0; s < N_SEQS; s++)
+        ptr[s] = seqs[s];
+    ck_assert_msg(runtime_embed(m, ptr, seq_len, N_SEQS, out) == 0, "%s", ms_err_msg());
+}
+
+/* max over every component of |got - ref| */
+static double max_diff_ref(const float *got, json_t *ref)
+{
+    json_t *es = json_object_get(ref, "embeddings");
+    double d = 0;
+
+    ck_assert_int_eq((int)json_array_size(es), N_SEQS);
+    for (int s = 0; s < N_SEQS; s++) {
+        json_t *e = json_array_get(es, (size_t)s);
+        ck_assert_int_eq((int)json_array_size(e), DIM);
+        for (int i = 0; i < DIM; i++)
+            d = fmax(d, fabs(got[s * DIM + i] - json_number_value(json_array_get(e, (size_t)i))));
+    }
+    return d;
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0;
+
+    for (size_t i = 0; i < n; i++)
+        d = fmax(d, fabs(a[i] - b[i]));
+    return d;
+}
+
+static const struct {
+    const char *arch, *pooling;
+    int kind;
+} variants[] = {
+    { "bert", "mean", RUNTIME_POOL_MEAN },       { "bert", "cls", RUNTIME_POOL_CLS },
+    { "bert", "last", RUNTIME_POOL_LAST },       { "nomic-bert", "mean", RUNTIME_POOL_MEAN },
+    { "nomic-bert", "cls", RUNTIME_POOL_CLS },   { "nomic-bert", "last", RUNTIME_POOL_LAST },
+};
+
+/* Packed batches against the float64 reference, and against each sequence embedded alone. */
+START_TEST(embeddings_match_the_float64_reference)
+{
+    char *dir = fixture_tmpdir(), *path;
+    json_t *ref = make_model(dir, variants[_i].arch, variants[_i].pooling, NULL, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    float got[N_SEQS * DIM], alone[DIM];
+    runtime_model *m;
+    double d, da = 0;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_model_pooling(m), variants[_i].kind);
+        ck_assert_int_eq(runtime_model_embed_dim(m), DIM);
+        embed_all(m, got);
+        d = max_diff_ref(got, ref);
+        for (int s = 0; s < N_SEQS; s++) {
+            const int32_t *p = seqs[s];
+            ck_assert_msg(runtime_embed(m, &p, &seq_len[s], 1, alone) == 0, "%s", ms_err_msg());
+            da = fmax(da, max_diff(alone, got + s * DIM, DIM));
+        }
+        printf("measured: %s %s pooling: max |runtime - float64 reference| %.3g per component over %d sequences; "
+               "packed vs alone %.3g\n", variants[_i].arch, variants[_i].pooling, d, N_SEQS, da);
+        ck_assert_msg(d <= 1e-4, "%s %s: %g from the reference", variants[_i].arch, variants[_i].pooling, d);
+        ck_assert_msg(da <= 1e-6, "packing changed a vector by %g", da);
+        runtime_model_close(m);
+        json_decref(ref);
+        free(path);
+    }
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* The generator's Hugging Face directory (config.json, model.safetensors, tokenizer.json,
+ * modules.json, 1_Pooling/config.json) imported into a store: its pooling reaches the runtime and
+ * its vectors are the GGUF's (the same F32 weights under Hugging Face's names); so are those of the
+ * GGUF imported. */
+START_TEST(hugging_face_directory_gives_the_same_vectors)
+{
+    static const char *const arch[] = { "bert", "nomic-bert" };
+    char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/hf", dir), *home = ms_strdup_printf("%s/home", dir);
+    json_t *ref = make_model(dir, arch[_i], "cls", hf, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    float g[N_SEQS * DIM], h[N_SEQS * DIM], s2[N_SEQS * DIM];
+    import_opts io = {.quiet = 1};
+    runtime_model *m;
+    model_name name;
+    ms_digest digest;
+    store *st;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        embed_all(m, g);
+        runtime_model_close(m);
+        ck_assert_int_eq(store_open(&st, home), 0);
+        ck_assert_int_eq(name_parse(&name, "enc:hf"), 0);
+        ck_assert_msg(import_path(st, hf, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_model_pooling(m), RUNTIME_POOL_CLS);   /* from 1_Pooling/config.json */
+        embed_all(m, h);
+        runtime_model_close(m);
+        ck_assert_int_eq(name_parse(&name, "enc:gguf"), 0);
+        ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
+        ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
+        embed_all(m, s2);
+        runtime_model_close(m);
+        store_close(st);
+        printf("measured: %s: Hugging Face directory vs GGUF %.3g, GGUF imported vs GGUF %.3g, GGUF vs reference "
+               "%.3g\n", arch[_i], max_diff(h, g, N_SEQS * DIM), max_diff(s2, g, N_SEQS * DIM), max_diff_ref(g, ref));
+        ck_assert(max_diff(h, g, N_SEQS * DIM) <= 1e-6);
+        ck_assert(max_diff(s2, g, N_SEQS * DIM) <= 1e-6);
+        ck_assert(max_diff_ref(h, ref) <= 1e-4);
+        json_decref(ref);
+        free(path);
+    }
+    free(hf);
+    free(home);
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* An encoder has no logits; runtime_embed refuses bad sequences by index. */
+START_TEST(encoder_refuses_forward_and_bad_sequences)
+{
+    char *dir = fixture_tmpdir(), *path;
+    json_t *ref = make_model(dir, "bert", "mean", NULL, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    int32_t toks[65] = { 101, 102 }, bad[2] = { 101, 30522 };
+    const int32_t *p[2] = { toks, bad };
+    int n[2] = { 2, 2 };
+    float out[2 * DIM], lg[8];
+    runtime_model *m;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_forward(m, toks, 2, lg), MS_EUNSUPPORTED);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), "is an embedding model"));
+        ck_assert_int_eq(runtime_embed(m, p, n, 2, out), MS_EINVALID);
+        ck_assert_msg(strstr(ms_err_msg(), "sequence 1: token 30522 at index 1 out of range"), "%s", ms_err_msg());
+        n[1] = 0;
+        ck_assert_int_eq(runtime_embed(m, p, n, 2, out), MS_EINVALID);
+        ck_assert_msg(strstr(ms_err_msg(), "sequence 1 is empty"), "%s", ms_err_msg());
+        n[0] = 65;
+        ck_assert_int_eq(runtime_embed(m, p, n, 1, out), MS_EINVALID);
+        ck_assert_msg(strstr(ms_err_msg(), "65 tokens exceeds the context of 64"), "%s", ms_err_msg());
+        ck_assert_uint_eq(runtime_model_kv_nbytes(m), 0);
+        runtime_model_close(m);
+        json_decref(ref);
+        free(path);
+    }
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* Overwrite the first `old` in the file with `new` (same length) or, with val set, the u32 value
+ * stored after the key `old` (key string, u32 type, value). */
+static void patch(const char *path, const char *old, const char *new, int64_t val)
+{
+    FILE *f = fopen(path, "r+b");
+    char *buf;
+    long len;
+    size_t n = strlen(old);
+
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    buf = malloc((size_t)len);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_int_eq(fread(buf, 1, (size_t)len, f), len);
+    for (long i = 0; i + (long)n <= len; i++)
+        if (memcmp(buf + i, old, n) == 0) {
+            if (val >= 0) {
+                uint32_t v = (uint32_t)val;
+                memcpy(buf + i + n + 4, &v, 4);
+            } else {
+                memcpy(buf + i, new, n);
+            }
+            fseek(f, 0, SEEK_SET);
+            ck_assert_int_eq(fwrite(buf, 1, (size_t)len, f), len);
+            fclose(f);
+            free(buf);
+            return;
+        }
+    ck_abort_msg("%s: '%s' not found", path, old);
+}
+
+static const struct {
+    const char *key, *new;
+    int64_t val;
+    const char *expect;
+} bad_fields[] = {
+    { "bert.pooling_type", NULL, 7, "kv 'bert.pooling_type': 7 out of range" },
+    { "bert.attention.head_count", NULL, 5, "kv 'bert.attention.head_count': 5 heads do not divide" },
+    { "token_types.weight", "token_typez.weight", -1, "token_types.weight" },
+    { "blk.1.ffn_up.bias", "blk.1.ffn_up.biaz", -1, "encoder.layer.1.intermediate.dense.bias" },
+};
+
+/* A GGUF that says nonsense is refused with MS_EINVALID naming the key or tensor. */
+START_TEST(bad_gguf_fields_are_refused_by_name)
+{
+    char *dir = fixture_tmpdir(), *path;
+    json_t *ref = make_model(dir, "bert", "mean", NULL, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    runtime_model *m;
+
+    if (ref) {
+        patch(path, bad_fields[_i].key, bad_fields[_i].new, bad_fields[_i].val);
+        ck_assert_int_eq(runtime_model_open_gguf(&m, path, &o), MS_EINVALID);
+        ck_assert_ptr_null(m);
+        ck_assert_msg(strstr(ms_err_msg(), bad_fields[_i].expect), "%s", ms_err_msg());
+        json_decref(ref);
+        free(path);
+    }
+    fixture_rmrf(dir);
+}
+END_TEST
+
+/* A plain decoder cannot embed: pooling none, and runtime_embed says so. */
+START_TEST(a_decoder_without_pooling_cannot_embed)
+{
+    char *models = fixture_models_dir(), *path;
+    runtime_opts o = {.n_threads = 2};
+    int32_t toks[2] = { 1, 403 };
+    const int32_t *p = toks;
+    int n = 2;
+    float out[512];
+    runtime_model *m;
+
+    if (!models) {
+        printf("skipped: shared models folder not found\n");
+        return;
+    }
+    path = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
+    ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(runtime_model_pooling(m), RUNTIME_POOL_NONE);
+    ck_assert_int_eq(runtime_embed(m, &p, &n, 1, out), MS_EUNSUPPORTED);
+    ck_assert_msg(strstr(ms_err_msg(), "cannot embed"), "%s", ms_err_msg());
+    runtime_model_close(m);
+    free(path);
+    free(models);
+}
+END_TEST
+
+Suite *embed_suite(void)
+{
+    Suite *s = suite_create("runtime_embed");
+    TCase *t = tcase_create("embed");
+
+    tcase_set_timeout(t, 300);
+    tcase_add_loop_test(t, embeddings_match_the_float64_reference, 0, sizeof variants / sizeof variants[0]);
+    tcase_add_loop_test(t, hugging_face_directory_gives_the_same_vectors, 0, 2);
+    tcase_add_test(t, encoder_refuses_forward_and_bad_sequences);
+    tcase_add_loop_test(t, bad_gguf_fields_are_refused_by_name, 0, sizeof bad_fields / sizeof bad_fields[0]);
+    tcase_add_test(t, a_decoder_without_pooling_cannot_embed);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(embed_suite());
+    int failed;
+
+    srunner_run_all(r, CK_NORMAL);
+    failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
