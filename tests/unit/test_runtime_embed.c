@@ -337,6 +337,71 @@ START_TEST(a_decoder_without_pooling_cannot_embed)
 }
 END_TEST
 
+/* A decoder whose GGUF names a pooling (Qwen3-Embedding: qwen3 with last-token pooling) embeds its
+ * final normed hidden states: a synthetic qwen3 (make_synthetic_qwen.py, stories260K's vocab of
+ * 512) against ref_forward.py --embed, with n_batch 8 so that a sequence of 23 runs in three chunks;
+ * the KV cache is left empty. */
+START_TEST(a_decoder_with_pooling_embeds_its_hidden_states)
+{
+    static const char *const pool[] = { "mean", "cls", "last" };
+    char *models = fixture_models_dir(), *dir = fixture_tmpdir(), *out = ms_strdup_printf("%s/q.gguf", dir);
+    char *ref = ms_strdup_printf("%s/q.json", dir), *args = ms_strdup_printf("%s", ""), *cmd, *a;
+    runtime_opts o = {.n_threads = 2, .n_batch = 8};
+    float got[N_SEQS * DIM];
+    const int32_t *ptr[N_SEQS];
+    int32_t toks[N_SEQS][64];
+    json_error_t e;
+    runtime_model *m;
+    json_t *j;
+    double d = 0;
+
+    if (!models) {
+        printf("skipped: shared models folder not found\n");
+        goto done;
+    }
+    for (int s = 0; s < N_SEQS; s++) {
+        a = ms_strdup_printf("%s --prompt 1", args);
+        free(args);
+        args = a;
+        toks[s][0] = 1;
+        for (int i = 1; i < seq_len[s]; i++) {
+            toks[s][i] = 3 + (int32_t)((i * 37 + s * 101) % 500);
+            a = ms_strdup_printf("%s,%d", args, toks[s][i]);
+            free(args);
+            args = a;
+        }
+        ptr[s] = toks[s];
+    }
+    cmd = ms_strdup_printf("/usr/bin/python3 '%s/tests/reference/make_synthetic_qwen.py' --arch qwen3 --dim 64 "
+                           "--heads 4 --kv-heads 2 --ffn 128 --ctx 64 --pooling-type %d --vocab "
+                           "'%s/stories260K/stories260K.gguf' -o '%s' && /usr/bin/python3 "
+                           "'%s/tests/reference/ref_forward.py' '%s' --embed %s %s > '%s'",
+                           src_dir(), _i + 1, models, out, src_dir(), out, pool[_i], args, ref);
+    if (system(cmd) != 0) {
+        printf("skipped: %s failed (numpy missing?)\n", cmd);
+        free(cmd);
+        goto done;
+    }
+    free(cmd);
+    ck_assert_ptr_nonnull(j = json_load_file(ref, 0, &e));
+    ck_assert_msg(runtime_model_open_gguf(&m, out, &o) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(runtime_model_pooling(m), _i + 1);
+    ck_assert_msg(runtime_embed(m, ptr, seq_len, N_SEQS, got) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(runtime_model_n_past(m), 0);
+    d = max_diff_ref(got, j);
+    printf("measured: qwen3 with %s pooling: max |runtime - float64 reference| %.3g per component\n", pool[_i], d);
+    ck_assert_msg(d <= 1e-4, "%g from the reference", d);
+    runtime_model_close(m);
+    json_decref(j);
+done:
+    free(models);
+    free(out);
+    free(ref);
+    free(args);
+    fixture_rmrf(dir);
+}
+END_TEST
+
 Suite *embed_suite(void)
 {
     Suite *s = suite_create("runtime_embed");
@@ -348,6 +413,7 @@ Suite *embed_suite(void)
     tcase_add_test(t, encoder_refuses_forward_and_bad_sequences);
     tcase_add_loop_test(t, bad_gguf_fields_are_refused_by_name, 0, sizeof bad_fields / sizeof bad_fields[0]);
     tcase_add_test(t, a_decoder_without_pooling_cannot_embed);
+    tcase_add_loop_test(t, a_decoder_with_pooling_embeds_its_hidden_states, 0, 3);
     suite_add_tcase(s, t);
     return s;
 }
