@@ -14,7 +14,9 @@
  * Written once, against the backend seam (backend/backend.h): every buffer is the backend's, sized
  * at open for n_batch tokens and the KV cache for n_ctx positions, so a forward pass allocates
  * nothing. Each chunk of up to n_batch tokens is recorded as one op sequence and run at once; only
- * the logits are read back. */
+ * the logits are read back. The encoders (bert, nomic-bert) are encoder.c's: opening one here hands
+ * it the weights and the backend, and runtime_embed dispatches to it; a decoder whose model names a
+ * pooling embeds here, from the normed hidden rows (decoder_embed). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
