@@ -34,7 +34,8 @@ struct runtime_encoder {
     runtime_config c;
     backend *be;
     const runtime_weights *w;
-    int nomic, n_rows, n_ctx;
+    int nomic, n_rows, n_ctx, n_batch;
+    int runs;         /* forwards (backend_run) of the last runtime_embed */
     enc_layer *layers;
     const backend_weight *tok, *pos, *types, *emb_ln, *emb_ln_b;
     backend_buf *x, *xb, *q, *k, *v, *att, *hb, *hb2;
@@ -233,6 +234,7 @@ int runtime__encoder_new(runtime_encoder **out, backend *be, const runtime_weigh
     e->w = w;
     e->nomic = strcmp(c->architecture, "nomic-bert") == 0;
     e->n_ctx = n_ctx;
+    e->n_batch = n_batch;
     e->n_rows = n_batch > n_ctx ? n_batch : n_ctx;   /* a sequence runs whole: attention sees all of it */
     max_seqs = e->n_rows < MAX_SEQS ? e->n_rows : MAX_SEQS;
     max_cols = c->ffn_dim > c->dim ? c->ffn_dim : c->dim;
@@ -372,19 +374,23 @@ static int embed_batch(runtime_encoder *e, const int32_t *const *tokens, const i
 int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
                            float *out)
 {
-    int n_batch = e->n_rows < e->n_ctx ? e->n_rows : e->n_ctx, rc;
+    int rc;
 
+    e->runs = 0;
     for (int i = 0; i < n_seqs;) {
         /* pack while the rows fit in n_batch; a sequence longer than that runs alone */
         int j = i + 1, rows = n_tokens[i];
-        while (j < n_seqs && j - i < MAX_SEQS && rows + n_tokens[j] <= n_batch)
+        while (j < n_seqs && j - i < MAX_SEQS && rows + n_tokens[j] <= e->n_batch)
             rows += n_tokens[j++];
         if ((rc = embed_batch(e, tokens + i, n_tokens + i, j - i, out + (size_t)i * e->c.dim)) < 0)
             return rc;
+        e->runs++;
         i = j;
     }
     return 0;
 }
+
+int runtime__encoder_runs(const runtime_encoder *e) { return e->runs; }
 
 /* ---------------------------------------------------------------- pooling */
 

@@ -831,6 +831,7 @@ int runtime_model_pooling(const runtime_model *m)
 }
 
 int runtime_model_embed_dim(const runtime_model *m) { return m->c.dim; }
+int runtime__model_embed_runs(const runtime_model *m) { return m->enc ? runtime__encoder_runs(m->enc) : 0; }
 
 /* One sequence through a decoder, from position 0 in chunks of n_batch (its attention is causal:
  * the KV cache carries the earlier chunks), pooled from the final normed hidden rows. Sequences

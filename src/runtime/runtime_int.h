@@ -25,6 +25,11 @@ void runtime__encoder_free(runtime_encoder *e);   /* host memory only: the buffe
 int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
                            float *out);
 
+/* The forwards (one backend_run each) the last runtime__encoder_embed ran; and the same of a
+ * model (0 for a decoder). For the tests of packing. */
+int runtime__encoder_runs(const runtime_encoder *e);
+int runtime__model_embed_runs(const runtime_model *m);
+
 /* out[dim] = rows[n][dim] pooled (RUNTIME_POOL_MEAN: the mean of the rows, CLS: row 0, LAST: row
  * n - 1), then L2-normalized as ollama does: v / max(||v||, 1e-12). Sums in double, in acc[dim]. */
 void runtime__pool(float *out, double *acc, const float *rows, int n, int dim, int pooling);

@@ -18,6 +18,7 @@
 #include "helpers/fixture.h"
 #include "import/import.h"
 #include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 static const char *src_dir(void)
 {
@@ -25,7 +26,7 @@ static const char *src_dir(void)
 }
 
 /* Sequences of [CLS] w... [SEP] with these lengths: with n_batch 16, {5, 9} share a batch, 23 runs
- * alone, {1, 12} then {3, 7, 2} pack again (a sequence of 1: [CLS] alone). */
+ * alone, then {1, 12, 3} and {7, 2} (a sequence of 1: [CLS] alone). */
 static const int seq_len[] = { 5, 9, 23, 1, 12, 3, 7, 2 };
 #define N_SEQS ((int)(sizeof seq_len / sizeof seq_len[0]))
 #define DIM 64
@@ -149,6 +150,8 @@ START_TEST(embeddings_match_the_float64_reference)
         ck_assert_int_eq(runtime_model_pooling(m), variants[_i].kind);
         ck_assert_int_eq(runtime_model_embed_dim(m), DIM);
         embed_all(m, got);
+        /* packed greedily into 16 rows: {5, 9}, {23} alone, {1, 12, 3}, {7, 2} */
+        ck_assert_int_eq(runtime__model_embed_runs(m), 4);
         d = max_diff_ref(got, ref);
         for (int s = 0; s < N_SEQS; s++) {
             const int32_t *p = seqs[s];
