@@ -405,12 +405,57 @@ done:
 }
 END_TEST
 
+/* The one GGUF name table maps the encoders' tensors both ways: GGUF (llama.cpp's names) to
+ * Hugging Face's (BertModel's, NomicBertModel's, as gguf-py's tensor_mapping.py lists them) and back,
+ * as the import and export do; the decoders' shared rows do not leak into an encoder's names. */
+START_TEST(encoder_names_map_both_ways)
+{
+    static const char *const map[][3] = {
+        { "bert", "token_embd.weight", "embeddings.word_embeddings.weight" },
+        { "bert", "position_embd.weight", "embeddings.position_embeddings.weight" },
+        { "bert", "token_types.weight", "embeddings.token_type_embeddings.weight" },
+        { "bert", "token_embd_norm.bias", "embeddings.LayerNorm.bias" },
+        { "bert", "blk.3.attn_q.bias", "encoder.layer.3.attention.self.query.bias" },
+        { "bert", "blk.0.attn_output.weight", "encoder.layer.0.attention.output.dense.weight" },
+        { "bert", "blk.0.attn_output_norm.weight", "encoder.layer.0.attention.output.LayerNorm.weight" },
+        { "bert", "blk.11.ffn_up.weight", "encoder.layer.11.intermediate.dense.weight" },
+        { "bert", "blk.1.ffn_down.bias", "encoder.layer.1.output.dense.bias" },
+        { "bert", "blk.1.layer_output_norm.bias", "encoder.layer.1.output.LayerNorm.bias" },
+        { "nomic-bert", "token_embd_norm.weight", "emb_ln.weight" },
+        { "nomic-bert", "blk.2.attn_qkv.weight", "encoder.layers.2.attn.Wqkv.weight" },
+        { "nomic-bert", "blk.2.attn_output.weight", "encoder.layers.2.attn.out_proj.weight" },
+        { "nomic-bert", "blk.2.attn_output_norm.bias", "encoder.layers.2.norm1.bias" },
+        { "nomic-bert", "blk.2.ffn_up.weight", "encoder.layers.2.mlp.fc11.weight" },
+        { "nomic-bert", "blk.2.ffn_gate.weight", "encoder.layers.2.mlp.fc12.weight" },
+        { "nomic-bert", "blk.2.ffn_down.weight", "encoder.layers.2.mlp.fc2.weight" },
+        { "nomic-bert", "blk.2.layer_output_norm.weight", "encoder.layers.2.norm2.weight" },
+        { "nomic_bert", "blk.2.layer_output_norm.weight", "encoder.layers.2.norm2.weight" },   /* HF spelling */
+    };
+    char buf[256];
+
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        if (strcmp(map[i][0], "nomic_bert") != 0) {   /* a Hugging Face spelling names no GGUF file */
+            gguf_name_to_hf(buf, sizeof buf, NULL, 0, map[i][0], map[i][1]);
+            ck_assert_str_eq(buf, map[i][2]);
+        }
+        ck_assert_int_eq(gguf_name_from_hf(buf, sizeof buf, map[i][0], map[i][2]), 0);
+        ck_assert_str_eq(buf, map[i][1]);
+    }
+    gguf_name_to_hf(buf, sizeof buf, NULL, 0, "bert", "blk.0.attn_norm.weight");   /* a decoder's row: kept */
+    ck_assert_str_eq(buf, "blk.0.attn_norm.weight");
+    gguf_name_to_hf(buf, sizeof buf, NULL, 0, "llama", "token_embd.weight");       /* the decoders' unchanged */
+    ck_assert_str_eq(buf, "model.embed_tokens.weight");
+    ck_assert_str_eq(gguf_arch_decoder("nomic_bert"), "nomic-bert");
+}
+END_TEST
+
 Suite *embed_suite(void)
 {
     Suite *s = suite_create("runtime_embed");
     TCase *t = tcase_create("embed");
 
     tcase_set_timeout(t, 300);
+    tcase_add_test(t, encoder_names_map_both_ways);
     tcase_add_loop_test(t, embeddings_match_the_float64_reference, 0, sizeof variants / sizeof variants[0]);
     tcase_add_loop_test(t, hugging_face_directory_gives_the_same_vectors, 0, 2);
     tcase_add_test(t, encoder_refuses_forward_and_bad_sequences);
