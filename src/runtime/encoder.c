@@ -329,8 +329,10 @@ static void record_layer(runtime_encoder *e, const enc_layer *L, int n, const in
     backend_seq_layer_norm(s, x, xb, L->out_ln, L->out_ln_b, n, dim, eps);
 }
 
-/* Sequences first .. first + n_seqs as one forward, their vectors into out (row per sequence). */
-static int embed_batch(runtime_encoder *e, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
+/* n_seqs sequences (the first is sequence `first` of the caller's) as one forward, their vectors
+ * into out (a row per sequence). */
+static int embed_batch(runtime_encoder *e, const int32_t *const *tokens, const int *n_tokens, int n_seqs, int first,
+                       float *out)
 {
     const runtime_config *c = &e->c;
     int start[MAX_SEQS], n = 0, dim = c->dim, rc;
@@ -365,7 +367,7 @@ static int embed_batch(runtime_encoder *e, const int32_t *const *tokens, const i
         for (size_t j = 0; j < (size_t)nr * dim; j++)
             if (!isfinite(e->rows[j]))
                 return ms_err(MS_EINVALID, "sequence %d: hidden state %zu is %s: the model's weights or activations "
-                              "overflow", i, j, isnan(e->rows[j]) ? "NaN" : "infinite");
+                              "overflow", first + i, j, isnan(e->rows[j]) ? "NaN" : "infinite");
         runtime__pool(out + (size_t)i * dim, e->acc, e->rows, nr, dim, RUNTIME_POOL_MEAN);   /* of the rows read */
     }
     return 0;
@@ -382,7 +384,7 @@ int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, con
         int j = i + 1, rows = n_tokens[i];
         while (j < n_seqs && j - i < MAX_SEQS && rows + n_tokens[j] <= e->n_batch)
             rows += n_tokens[j++];
-        if ((rc = embed_batch(e, tokens + i, n_tokens + i, j - i, out + (size_t)i * e->c.dim)) < 0)
+        if ((rc = embed_batch(e, tokens + i, n_tokens + i, j - i, i, out + (size_t)i * e->c.dim)) < 0)
             return rc;
         e->runs++;
         i = j;
