@@ -1,4 +1,4 @@
-/* tokenize.c: mstore tokenize (NAME | --gguf FILE) (TEXT | --batch) [--no-special] [--parse-special] */
+/* tokenize.c: mstore tokenize (NAME | --gguf FILE) (TEXT | --batch) [--no-special] [--parse-special] [--verbose] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +13,13 @@ static const char help[] =
     "       mstore tokenize (NAME | --gguf FILE) --batch [...] < TEXTS\n\n"
     "Print the token ids of TEXT on one line, separated by spaces, as the model's tokenizer\n"
     "(from its GGUF metadata, or its tokenizer.json when it came from a Hugging Face or MLX\n"
-    "directory) encodes it. BOS is included when the vocab adds it.\n\n"
+    "directory) encodes it. BOS is included when the vocab adds it (WordPiece: [CLS] first and\n"
+    "[SEP] last).\n\n"
     "  --gguf FILE       use the tokenizer of a GGUF file instead of a model in the store\n"
     "  --no-special      add no BOS / EOS\n"
     "  --parse-special   turn the texts of control tokens (\"<s>\", \"<|end|>\") into those tokens\n"
+    "  --verbose         first print the tokenizer's kind (SPM, BPE, WPM), size and special tokens\n"
+    "                    on standard error\n"
     "  --batch           read texts from standard input, each ended by a NUL byte (as find -print0\n"
     "                    writes), and print one line of ids per text: one tokenizer load for many\n";
 
@@ -51,6 +54,45 @@ static int load_from_file(tokenizer **out, const char *path)
     }
     gguf_close(g);
     return rc;
+}
+
+/* A token's text on a terminal: control bytes and the quote as \xNN, the rest as it is. */
+static void print_escaped(FILE *f, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\')
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+/* One special token for --verbose: "BOS 101 '[CLS]' added", or "EOS none". */
+static void describe_special(const tokenizer *t, const char *what, int32_t id, int added)
+{
+    size_t len = 0;
+    const char *s = tokenizer_token_text(t, id, &len);
+
+    if (id == TOKEN_NONE) {
+        fprintf(stderr, ", %s none", what);
+        return;
+    }
+    fprintf(stderr, ", %s %ld '", what, (long)id);
+    print_escaped(stderr, s, len);
+    fprintf(stderr, "'%s", added ? " added" : "");
+}
+
+static void describe(const tokenizer *t)
+{
+    const char *pre = tokenizer_pre_name(t);
+
+    fprintf(stderr, "tokenizer: %s%s%s%s, %zu tokens", tokenizer_kind_name(tokenizer_kind_get(t)), pre ? " (" : "",
+            pre ? pre : "", pre ? ")" : "", tokenizer_n_vocab(t));
+    describe_special(t, "BOS", tokenizer_bos(t), tokenizer_adds_bos(t));
+    describe_special(t, "EOS", tokenizer_eos(t), tokenizer_adds_eos(t));
+    describe_special(t, "UNK", tokenizer_unk(t), 0);
+    fprintf(stderr, "\n");
 }
 
 /* Returns the exit status: 1 when stdout fails (a closed pipe, a full disk). */
@@ -94,7 +136,7 @@ static int encode_batch(const tokenizer *t, int add_special, int parse_special)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *file = NULL, *pos[2] = { NULL, NULL }, *model, *text;
-    int add_special = 1, parse_special = 0, n_pos = 0, rc, batch = 0;
+    int add_special = 1, parse_special = 0, n_pos = 0, rc, batch = 0, verbose = 0;
     tokenizer *t = NULL;
     int32_t *ids = NULL;
     size_t n;
@@ -104,6 +146,7 @@ int cmd_tokenize(int argc, char **argv)
         { "--no-special", NULL, CLI_OPT_FLAG, &no_special, NULL, 0, 0 },
         { "--parse-special", NULL, CLI_OPT_FLAG, &parse_special, NULL, 0, 0 },
         { "--batch", NULL, CLI_OPT_FLAG, &batch, NULL, 0, 0 },
+        { "--verbose", NULL, CLI_OPT_FLAG, &verbose, NULL, 0, 0 },
         { "--gguf", NULL, CLI_OPT_STRING, &file, "a FILE", 0, 0 },
         { NULL, NULL, 0, NULL, NULL, 0, 0 },
     };
@@ -121,6 +164,8 @@ int cmd_tokenize(int argc, char **argv)
     text = pos[file ? 0 : 1];
     if ((file ? load_from_file(&t, file) : load_from_store(&t, model)) < 0)
         return 1;
+    if (verbose)
+        describe(t);
     if (batch)
         rc = encode_batch(t, add_special, parse_special);
     else if (tokenizer_encode_alloc(t, text, strlen(text), add_special, parse_special, &ids, &n) < 0)

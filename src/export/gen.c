@@ -102,9 +102,9 @@ done:
 
 /* The vocabulary as the tokenizer module reads it from tokenizer.json (+ tokenizer_config.json,
  * generation_config.json): SentencePiece-style as "llama" with scores, byte-level BPE as "gpt2"
- * with its pre-tokenizer and merges; tokens, types, BOS/EOS and whether to add them. Padded to
- * the model's vocab size with unused tokens. A model without a tokenizer llama.cpp can use is
- * written as "no_vocab" (llama.cpp loads it with dummy tokens). */
+ * with its pre-tokenizer and merges, WordPiece as "bert"; tokens, types, BOS/EOS and whether to
+ * add them. Padded to the model's vocab size with unused tokens. A model without a tokenizer
+ * llama.cpp can use is written as "no_vocab" (llama.cpp loads it with dummy tokens). */
 static int vocab_write(gen *g)
 {
     size_t n = (size_t)cfg_int(g, "vocab_size"), nt;
@@ -113,11 +113,12 @@ static int vocab_write(gen *g)
     int32_t *types = NULL;
     float *scores = NULL;
     tokenizer *t = NULL;
-    int rc = 0, spm;
+    int rc = 0, spm, wpm;
 
     if (!g->tok || runtime_tokenizer_from_model(&t, g->sm) < 0)
         return gguf_writer_set_str(g->w, "tokenizer.ggml.model", "no_vocab", 8);
     spm = tokenizer_kind_get(t) == TOKENIZER_SPM;
+    wpm = tokenizer_kind_get(t) == TOKENIZER_WPM;
     nt = tokenizer_n_vocab(t);
     if (nt > n)
         n = nt;
@@ -144,13 +145,19 @@ static int vocab_write(gen *g)
         types[i] = text ? tokenizer_token_type(t, (int32_t)i) : TOKEN_TYPE_UNUSED;
         scores[i] = text ? tokenizer_token_score(t, (int32_t)i) : -1e9f;
     }
-    if ((rc = gguf_writer_set_str(g->w, "tokenizer.ggml.model", spm ? "llama" : "gpt2", spm ? 5 : 4)) < 0 ||
-        (!spm && (rc = gguf_writer_set_str(g->w, "tokenizer.ggml.pre", gguf_pre_name(tokenizer_pre_name(t)),
-                                           strlen(gguf_pre_name(tokenizer_pre_name(t))))) < 0) ||
+    /* WordPiece: "bert", its texts already in the converter's "▁" form; [CLS] / [SEP] by their
+     * own keys, which is what tokenizer_from_gguf reads first */
+    if ((rc = gguf_writer_set_str(g->w, "tokenizer.ggml.model", spm ? "llama" : wpm ? "bert" : "gpt2", spm ? 5 : 4)) < 0 ||
+        (!spm && !wpm && (rc = gguf_writer_set_str(g->w, "tokenizer.ggml.pre", gguf_pre_name(tokenizer_pre_name(t)),
+                                                   strlen(gguf_pre_name(tokenizer_pre_name(t))))) < 0) ||
         (rc = gguf_writer_set_arr_str(g->w, "tokenizer.ggml.tokens", toks, NULL, n)) < 0 ||
         (spm && (rc = gguf_writer_set_arr(g->w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, scores, n)) < 0) ||
         (rc = gguf_writer_set_arr(g->w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n)) < 0 ||
-        (!spm && (rc = merges_write(g)) < 0))
+        (!spm && !wpm && (rc = merges_write(g)) < 0))
+        goto done;
+    if (wpm && tokenizer_bos(t) != TOKEN_NONE && (rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.cls_token_id", (uint32_t)tokenizer_bos(t))) < 0)
+        goto done;
+    if (wpm && tokenizer_eos(t) != TOKEN_NONE && (rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.seperator_token_id", (uint32_t)tokenizer_eos(t))) < 0)
         goto done;
     if (tokenizer_bos(t) != TOKEN_NONE && (rc = gguf_writer_set_u32(g->w, "tokenizer.ggml.bos_token_id", (uint32_t)tokenizer_bos(t))) < 0)
         goto done;

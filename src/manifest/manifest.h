@@ -41,6 +41,15 @@
 #define MT_OLLAMA_SYSTEM "application/vnd.ollama.image.system"
 #define MT_OLLAMA_LICENSE "application/vnd.ollama.image.license"
 #define MT_OLLAMA_MESSAGES "application/vnd.ollama.image.messages"
+/* Docker Model Runner's artifacts (docker/model-runner pkg/distribution/types): a config of
+ * its own (format, quantization, context_size, ...), one whole GGUF file per layer, license and
+ * Jinja chat template layers, a vision projector. */
+#define MT_DMR_CONFIG_V01 "application/vnd.docker.ai.model.config.v0.1+json"
+#define MT_DMR_CONFIG_V02 "application/vnd.docker.ai.model.config.v0.2+json"
+#define MT_DMR_GGUF "application/vnd.docker.ai.gguf.v3"
+#define MT_DMR_LICENSE "application/vnd.docker.ai.license"
+#define MT_DMR_CHAT_TEMPLATE "application/vnd.docker.ai.chat.template.jinja"
+#define MT_DMR_MMPROJ "application/vnd.docker.ai.mmproj"
 /* The manifest as a registry sent it, when the store keeps a model in another form (an
  * ollama whole-GGUF model split into tensor blobs): push sends these bytes back unchanged. */
 #define MT_SOURCE_MANIFEST "application/vnd.mstore.source.manifest"

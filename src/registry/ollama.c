@@ -18,7 +18,10 @@
  *      stored.
  *   4. The whole GGUF blob is removed once the split is committed, unless a manifest in the
  *      index still references it: its tensors are stored once, in the blobs they share with
- *      every other model. */
+ *      every other model.
+ * Docker Model Runner artifacts take the same path: their MT_DMR_GGUF layer is a whole GGUF file
+ * as ollama's is, their config (MT_DMR_CONFIG_*) is kept as a received layer, and its
+ * context_size becomes the model's num_ctx (a params layer), as `docker model run` would use it. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +63,29 @@ static int digest_referenced(store *s, const char *digest)
 {
     /* when in doubt (an error), keep the blob: gc removes it later if it is unused */
     return store_blob_referenced(s, digest) != 0;
+}
+
+/* A layer that holds a whole GGUF file: ollama's, or Docker Model Runner's. */
+static int is_whole_gguf(const manifest_layer *l)
+{
+    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF);
+}
+
+/* The first whole-GGUF layer of `m`, or NULL. */
+static const manifest_layer *whole_gguf(const manifest *m)
+{
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (is_whole_gguf(&m->layers[i]))
+            return &m->layers[i];
+    return NULL;
+}
+
+/* The store's name for a received layer's media type: Docker Model Runner's chat template (Jinja,
+ * which the chat module reads as it reads a GGUF's) and license are the store's template and
+ * license; the received manifest, kept beside, still names them as sent. */
+static const char *store_media_type(const char *mt)
+{
+    return !strcmp(mt, MT_DMR_CHAT_TEMPLATE) ? MT_TEMPLATE : !strcmp(mt, MT_DMR_LICENSE) ? MT_OLLAMA_LICENSE : mt;
 }
 
 /* Not a layer the GGUF split makes, so not one prior_split reuses. */
@@ -137,7 +163,7 @@ static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const
         goto done;
     src = json_string_value(json_object_get(json_object_get(cfg, "source"), "digest"));
     if (!src || strcmp(src, l->digest) != 0)
-        rc = ms_err(MS_EMISMATCH, "layer %s (%s): the bytes split hash to %s", l->digest, MT_OLLAMA_MODEL,
+        rc = ms_err(MS_EMISMATCH, "layer %s (%s): the bytes split hash to %s", l->digest, l->media_type,
                     src ? src : "?");
 done:
     if (rc < 0) {
@@ -151,7 +177,7 @@ done:
 
 int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m)
 {
-    const manifest_layer *g = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
+    const manifest_layer *g = whole_gguf(m);
     manifest *prior = NULL, *f = NULL;
     int rc;
 
@@ -190,6 +216,36 @@ static int is_mstore_config(store *s, const manifest_layer *config)
     return yes;
 }
 
+/* A Docker Model Runner config's context_size as a params layer {"num_ctx": N} of `d`, unless the
+ * received manifest has params of its own. A value outside num_ctx's bounds refuses the pull. */
+static int dmr_params(manifest *d, store_txn *t, const manifest *m)
+{
+    const json_t *cs;
+    json_t *cfg = NULL;
+    ms_digest digest;
+    char text[64];
+    int rc;
+
+    if ((strcmp(m->config.media_type, MT_DMR_CONFIG_V01) && strcmp(m->config.media_type, MT_DMR_CONFIG_V02)) ||
+        manifest_layer_find(m, MT_OLLAMA_PARAMS, NULL))
+        return 0;
+    if ((rc = blob_json(&cfg, store_txn_store(t), m->config.digest)) < 0)
+        return rc;
+    cs = json_object_get(json_object_get(cfg, "config"), "context_size");
+    if (!cs || json_is_null(cs)) {
+        rc = 0;
+    } else if (!json_is_integer(cs) || json_integer_value(cs) < 1 || json_integer_value(cs) > (1 << 22)) {
+        rc = ms_err(MS_EINVALID, "config %s: config.context_size: expected an integer from 1 to %d", m->config.digest,
+                    1 << 22);
+    } else {
+        int n = snprintf(text, sizeof text, "{\"num_ctx\":%" JSON_INTEGER_FORMAT "}", json_integer_value(cs));
+        if ((rc = store_txn_blob_put(t, digest, text, (size_t)n)) == 0)
+            rc = manifest_layer_add(d, MT_OLLAMA_PARAMS, digest, (uint64_t)n, NULL);
+    }
+    json_decref(cfg);
+    return rc;
+}
+
 static void count_tensors(store *s, const manifest *d, registry_pull_report *rep)
 {
     for (size_t i = 0; rep && i < d->n_layers; i++) {
@@ -216,13 +272,13 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
 
     *out = NULL;
     for (size_t i = 0; i < m->n_layers; i++) {
-        if (strcmp(m->layers[i].media_type, MT_OLLAMA_MODEL) != 0)
+        if (!is_whole_gguf(&m->layers[i]))
             continue;
         if (gguf)
             return ms_err(MS_EUNSUPPORTED,
                           "manifest: %s layers %s and %s: models of several GGUF files "
-                          "(vision projectors, adapters) are not supported yet",
-                          MT_OLLAMA_MODEL, gguf->digest, m->layers[i].digest);
+                          "(sharded GGUFs, vision projectors, adapters) are not supported yet",
+                          m->layers[i].media_type, gguf->digest, m->layers[i].digest);
         gguf = &m->layers[i];
     }
     if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
@@ -243,6 +299,8 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
          * GGUF_TEMPLATE_NAME. A template layer from the registry replaces the file's (ollama
          * renders its Go template, never the GGUF's). */
         tmpl = manifest_layer_find(m, MT_TEMPLATE, NULL);
+        if (!tmpl)
+            tmpl = manifest_layer_find(m, MT_DMR_CHAT_TEMPLATE, NULL);
         if ((rc = manifest_new(&d)) < 0 ||
             (rc = manifest_config_set(d, k->config.media_type, k->config.digest, k->config.size)) < 0) {
             manifest_free(k);
@@ -270,11 +328,13 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     }
     for (size_t i = 0; i < m->n_layers; i++) {
         const manifest_layer *l = &m->layers[i];
-        if (l != gguf && (rc = manifest_layer_add(d, l->media_type, l->digest, l->size, l->name)) < 0)
+        if (l != gguf && (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
             goto done;
     }
     if (strcmp(d->config.digest, m->config.digest) != 0 &&
         (rc = manifest_layer_add(d, m->config.media_type, m->config.digest, m->config.size, NULL)) < 0)
+        goto done;
+    if ((rc = dmr_params(d, t, m)) < 0)
         goto done;
     if ((rc = manifest_bytes(&bytes, &len, m)) < 0 || (rc = store_txn_blob_put(t, src, bytes, len)) < 0 ||
         (rc = manifest_layer_add(d, MT_SOURCE_MANIFEST, src, len, NULL)) < 0)
@@ -292,7 +352,7 @@ done:
 
 void reg_ollama_release(store *s, const manifest *m)
 {
-    const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
+    const manifest_layer *l = whole_gguf(m);
 
     if (l)
         store_blob_release(s, l->digest);
@@ -329,7 +389,7 @@ int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
 
 int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m)
 {
-    const manifest_layer *l = manifest_layer_find(m, MT_OLLAMA_MODEL, NULL);
+    const manifest_layer *l = whole_gguf(m);
     const char *home = store_home(s);
     char path[4200];
     ms_digest digest;

@@ -181,6 +181,31 @@ done:
     return rc;
 }
 
+/* The WordPiece half: llama.cpp's "bert" defaults (each one only when the vocab has that id),
+ * then what the file states; [CLS] / [SEP] by their own keys when present. */
+static int load_wpm(tokenizer **out, const gguf_file *g, uint64_t n, const char **texts, const size_t *lens,
+                    const int32_t *types, const char *what)
+{
+    tokenizer_special sp;
+    char *name = NULL;
+    int32_t *ids[] = { &sp.bos, &sp.eos, &sp.unk, &sp.pad };
+    int rc;
+
+    tokenizer_special_init_wpm(&sp);
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
+        if (*ids[i] != TOKEN_NONE && (uint64_t)*ids[i] >= n)
+            *ids[i] = TOKEN_NONE;
+    if ((rc = read_specials(g, n, &sp, &name, what)) < 0 ||
+        (rc = special_id(g, "tokenizer.ggml.cls_token_id", n, &sp.bos, what)) < 0 ||
+        (rc = special_id(g, "tokenizer.ggml.seperator_token_id", n, &sp.eos, what)) < 0)
+        goto done;
+    if ((rc = tokenizer_new_wpm(out, n, texts, lens, types, NULL, &sp)) < 0)
+        ms_err_ctx("%s", what);
+done:
+    free(name);
+    return rc;
+}
+
 int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
 {
     const char **texts = NULL;
@@ -194,7 +219,7 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
     const char *model;
     size_t model_len;
     tokenizer_special sp;
-    int rc, is_bpe = 0;
+    int rc, is_bpe = 0, is_wpm = 0;
 
     *out = NULL;
     if (gguf_kv_find(g, KEY_MODEL) < 0) {
@@ -205,8 +230,10 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
         goto done;
     if (model_len == 4 && memcmp(model, "gpt2", 4) == 0) {
         is_bpe = 1;
+    } else if (model_len == 4 && memcmp(model, "bert", 4) == 0) {
+        is_wpm = 1;
     } else if (model_len != 5 || memcmp(model, "llama", 5) != 0) {
-        rc = ms_err(MS_EUNSUPPORTED, "%s: tokenizer '%.*s' is not supported (supported: llama, gpt2)", what,
+        rc = ms_err(MS_EUNSUPPORTED, "%s: tokenizer '%.*s' is not supported (supported: llama, gpt2, bert)", what,
                     (int)(model_len > 64 ? 64 : model_len), model);
         goto done;
     }
@@ -261,8 +288,8 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
         scores[i] = (float)f;
         types[i] = (int32_t)ty;
     }
-    if (is_bpe) {
-        rc = load_bpe(out, g, n, texts, lens, types, what);
+    if (is_bpe || is_wpm) {
+        rc = (is_bpe ? load_bpe : load_wpm)(out, g, n, texts, lens, types, what);
         goto done;
     }
     tokenizer_special_init_spm(&sp);

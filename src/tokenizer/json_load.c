@@ -1,7 +1,7 @@
 /* json_load.c: a tokenizer from Hugging Face's tokenizer.json (+ tokenizer_config.json), as
  * Hugging Face and MLX directories hold it.
  *
- * Only model.type "BPE" is read, in the two forms that cover the llama-family models:
+ * model.type "BPE" is read in the two forms that cover the llama-family models:
  *   - byte-level BPE (GPT-2, Llama 3, Qwen 2/3, DeepSeek): a ByteLevel pre-tokenizer or decoder.
  *     The pre-tokenizer's regexes (Split patterns, Digits, ByteLevel's implied GPT-2 regex) are
  *     matched against the configurations llama.cpp knows, and the tokenizer is built with that
@@ -13,6 +13,9 @@
  *     adjacent pair whose merged token scores highest, so a token's score is minus the rank of
  *     the first merge that makes it: the same order as sentencepiece's scores, from which
  *     transformers derived the merges (sorted by the merged piece's score).
+ * model.type "WordPiece" (BERT and the embedding models built on it) becomes a WPM tokenizer over
+ * the vocab as llama.cpp's converter writes it into a GGUF ("▁" for word-initial pieces, "##"
+ * dropped from continuations), so both give the same ids; BertNormalizer's switches are kept.
  * Special tokens: added_tokens (special: CONTROL, else USER_DEFINED), model.unk_token (UNKNOWN),
  * post_processor TemplateProcessing (a special token before / after the sequence: add BOS / EOS),
  * then tokenizer_config.json's add_bos_token / add_eos_token / bos_token / eos_token, which win. */
@@ -386,10 +389,13 @@ static int post_processor_read(tokenizer_special *sp, const vocab *v, json_t *pp
         }
         if (!name)
             continue;
-        if (json_is_integer(json_array_get(ids, 0)) && json_integer_value(json_array_get(ids, 0)) >= 0 &&
-            (size_t)json_integer_value(json_array_get(ids, 0)) < v->n)
-            id = (int32_t)json_integer_value(json_array_get(ids, 0));
-        else if ((rc = special_from_name(&id, v, st ? json_object_get(st, "id") : NULL, what,
+        if (json_is_integer(json_array_get(ids, 0))) {
+            json_int_t k = json_integer_value(json_array_get(ids, 0));
+            if (k < 0 || (size_t)k >= v->n)
+                return ms_err(MS_EINVALID, "%s: post_processor.special_tokens['%.64s'].ids[0]: id %lld out of range "
+                              "(vocab has %zu tokens)", what, name, (long long)k, v->n);
+            id = (int32_t)k;
+        } else if ((rc = special_from_name(&id, v, st ? json_object_get(st, "id") : NULL, what,
                                          "post_processor.single[].SpecialToken.id")) < 0)
             return rc;
         if (!seen_a)
@@ -400,8 +406,9 @@ static int post_processor_read(tokenizer_special *sp, const vocab *v, json_t *pp
     return 0;
 }
 
-/* tokenizer_config.json: explicit add_bos_token / add_eos_token and the token names win. */
-static int config_read(tokenizer_special *sp, const vocab *v, const char *cfg_text, const char *what)
+/* tokenizer_config.json: explicit add_bos_token / add_eos_token and the token names win; for
+ * WordPiece (wpm), cls_token and sep_token name BOS and EOS too. */
+static int config_read(tokenizer_special *sp, const vocab *v, const char *cfg_text, int wpm, const char *what)
 {
     json_error_t err;
     json_t *c = json_loads(cfg_text, 0, &err), *x;
@@ -421,6 +428,9 @@ static int config_read(tokenizer_special *sp, const vocab *v, const char *cfg_te
         (rc = special_from_name(&sp->eos, v, json_object_get(c, "eos_token"), what, "tokenizer_config.json: eos_token")) < 0 ||
         (rc = special_from_name(&sp->unk, v, json_object_get(c, "unk_token"), what, "tokenizer_config.json: unk_token")) < 0 ||
         (rc = special_from_name(&sp->pad, v, json_object_get(c, "pad_token"), what, "tokenizer_config.json: pad_token")) < 0)
+        goto done;
+    if (wpm && ((rc = special_from_name(&sp->bos, v, json_object_get(c, "cls_token"), what, "tokenizer_config.json: cls_token")) < 0 ||
+                (rc = special_from_name(&sp->eos, v, json_object_get(c, "sep_token"), what, "tokenizer_config.json: sep_token")) < 0))
         goto done;
 done:
     json_decref(c);
@@ -498,7 +508,7 @@ static int load_spm(tokenizer **out, vocab *v, json_t *root, const pre_walk *w, 
     sp.add_space_prefix = add_prefix;
     sp.unk = find_text(v, str_or(model, "unk_token", "<unk>"));
     if ((rc = post_processor_read(&sp, v, json_object_get(root, "post_processor"), what, 0)) < 0 ||
-        (cfg && (rc = config_read(&sp, v, cfg, what)) < 0))
+        (cfg && (rc = config_read(&sp, v, cfg, 0, what)) < 0))
         return rc;
     /* the SPM defaults (bos 1, eos 2) when nothing named them, and a vocab that small has no such ids */
     if (sp.bos >= (int32_t)v->n)
@@ -542,7 +552,7 @@ static int load_bpe(tokenizer **out, vocab *v, json_t *root, const pre_walk *w, 
     tokenizer_special_init_bpe(&sp);
     sp.bos = sp.eos = TOKEN_NONE;   /* not llama.cpp's "gpt2" placeholder 11: the file names them */
     if ((rc = post_processor_read(&sp, v, json_object_get(root, "post_processor"), what, 0)) < 0 ||
-        (cfg && (rc = config_read(&sp, v, cfg, what)) < 0))
+        (cfg && (rc = config_read(&sp, v, cfg, 0, what)) < 0))
         goto done;
     if ((rc = tokenizer_new_bpe(out, v->n, v->text, v->len, v->type, n_merges, lines, NULL, pre, &sp)) < 0)
         ms_err_ctx("%s", what);
@@ -551,6 +561,126 @@ done:
         free(owned[i]);
     free(owned);
     free(lines);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- WordPiece */
+
+/* BertNormalizer's switches; null is no normalizer at all. */
+static int bert_normalizer(tokenizer_wpm_opts *o, json_t *norm, const char *what)
+{
+    json_t *x;
+
+    if (!norm || json_is_null(norm)) {
+        o->lowercase = o->strip_accents = o->split_chinese = o->clean_text = 0;
+        return 0;
+    }
+    if (strcmp(str_or(norm, "type", ""), "BertNormalizer") != 0)
+        return ms_err(MS_EUNSUPPORTED, "%s: normalizer.type: '%.32s' is not supported for WordPiece (only "
+                      "BertNormalizer)", what, str_or(norm, "type", "?"));
+    o->lowercase = !json_is_false(json_object_get(norm, "lowercase"));
+    o->clean_text = !json_is_false(json_object_get(norm, "clean_text"));
+    o->split_chinese = !json_is_false(json_object_get(norm, "handle_chinese_chars"));
+    /* strip_accents null (or absent): what lowercase says, as in Hugging Face's BertNormalizer */
+    x = json_object_get(norm, "strip_accents");
+    o->strip_accents = json_is_boolean(x) ? json_is_true(x) : o->lowercase;
+    return 0;
+}
+
+/* BertProcessing: "cls" and "sep" are ["[CLS]", 101] pairs, both added. */
+static int bert_processing(tokenizer_special *sp, const vocab *v, json_t *pp, const char *what)
+{
+    static const char *const keys[] = { "cls", "sep" };
+
+    for (int k = 0; k < 2; k++) {
+        json_t *pair = json_object_get(pp, keys[k]), *id = json_array_get(pair, 1);
+        const char *name = json_string_value(json_array_get(pair, 0));
+        json_int_t i = json_integer_value(id);
+
+        if (!name || !json_is_integer(id))
+            return ms_err(MS_EINVALID, "%s: post_processor.%s: expected [\"token\", id]", what, keys[k]);
+        if (i < 0 || (size_t)i >= v->n)
+            return ms_err(MS_EINVALID, "%s: post_processor.%s: id %lld out of range (vocab has %zu tokens)", what,
+                          keys[k], (long long)i, v->n);
+        *(k ? &sp->eos : &sp->bos) = (int32_t)i;
+    }
+    sp->add_bos = sp->add_eos = 1;
+    return 0;
+}
+
+/* The texts in the GGUF converter's form: "[X]" as it is, "##x" -> "x", anything else "▁x". */
+static int phantom_texts(char ***out, const vocab *v, const char *what)
+{
+    char **t = calloc(v->n, sizeof *t);
+
+    *out = t;
+    if (!t)
+        return ms_err(MS_ENOMEM, "%s: out of memory for %zu tokens", what, v->n);
+    for (size_t i = 0; i < v->n; i++) {
+        const char *s = v->text[i];
+        size_t len = v->len[i];
+
+        if (len > 0 && s[0] == '[' && s[len - 1] == ']')
+            t[i] = ms_strdup_printf("%s", s);
+        else if (len >= 2 && s[0] == '#' && s[1] == '#')
+            t[i] = ms_strdup_printf("%s", s + 2);
+        else
+            t[i] = ms_strdup_printf("\xe2\x96\x81%s", s);
+        if (!t[i])
+            return ms_err(MS_ENOMEM, "%s: out of memory", what);
+    }
+    return 0;
+}
+
+static int load_wpm(tokenizer **out, vocab *v, json_t *root, const char *cfg, const char *what)
+{
+    json_t *model = json_object_get(root, "model"), *pp = json_object_get(root, "post_processor");
+    json_t *pre = json_object_get(root, "pre_tokenizer"), *mx = json_object_get(model, "max_input_chars_per_word");
+    const char *unk = str_or(model, "unk_token", NULL), *prefix = str_or(model, "continuing_subword_prefix", "##");
+    const char *pp_type = str_or(pp, "type", "");
+    tokenizer_wpm_opts opts;
+    tokenizer_special sp;
+    char **texts = NULL;
+    int rc;
+
+    tokenizer_wpm_opts_init(&opts);
+    if (!unk)
+        return ms_err(MS_EINVALID, "%s: model.unk_token: required for WordPiece", what);
+    if (find_text(v, unk) < 0)
+        return ms_err(MS_EINVALID, "%s: model.unk_token: '%.64s' is not a token of the vocab", what, unk);
+    if (strcmp(prefix, "##") != 0)
+        return ms_err(MS_EUNSUPPORTED, "%s: model.continuing_subword_prefix: '%.16s' is not supported (only ##)",
+                      what, prefix);
+    if (mx && !json_is_null(mx) && !json_is_integer(mx))
+        return ms_err(MS_EINVALID, "%s: model.max_input_chars_per_word: expected an integer", what);
+    if (json_is_integer(mx) && (json_integer_value(mx) < 1 || json_integer_value(mx) > TOKENIZER_WPM_MAX_WORD))
+        return ms_err(MS_EINVALID, "%s: model.max_input_chars_per_word: %lld out of range (1..%d)", what,
+                      (long long)json_integer_value(mx), TOKENIZER_WPM_MAX_WORD);
+    opts.max_word_chars = json_is_integer(mx) ? (size_t)json_integer_value(mx) : 100;   /* Hugging Face's default */
+    if (strcmp(str_or(pre, "type", ""), "BertPreTokenizer") != 0)
+        return ms_err(MS_EUNSUPPORTED, "%s: pre_tokenizer: '%.32s' is not supported for WordPiece (only "
+                      "BertPreTokenizer)", what, str_or(pre, "type", "null"));
+    if ((rc = bert_normalizer(&opts, json_object_get(root, "normalizer"), what)) < 0)
+        return rc;
+    tokenizer_special_init_wpm(&sp);
+    sp.bos = find_text(v, "[CLS]"), sp.eos = find_text(v, "[SEP]"), sp.pad = find_text(v, "[PAD]");
+    sp.unk = find_text(v, unk);
+    sp.add_bos = sp.add_eos = 0;   /* no post_processor: nothing added */
+    if (strcmp(pp_type, "BertProcessing") == 0)
+        rc = bert_processing(&sp, v, pp, what);
+    else if (strcmp(pp_type, "TemplateProcessing") == 0 || strcmp(pp_type, "Sequence") == 0)
+        rc = post_processor_read(&sp, v, pp, what, 0);
+    else if (pp && !json_is_null(pp))
+        rc = ms_err(MS_EUNSUPPORTED, "%s: post_processor.type: '%.32s' is not supported for WordPiece", what,
+                    pp_type);
+    if (rc < 0 || (cfg && (rc = config_read(&sp, v, cfg, 1, what)) < 0) || (rc = phantom_texts(&texts, v, what)) < 0)
+        goto done;
+    if ((rc = tokenizer_new_wpm(out, v->n, (const char *const *)texts, NULL, v->type, &opts, &sp)) < 0)
+        ms_err_ctx("%s", what);
+done:
+    for (size_t i = 0; texts && i < v->n; i++)
+        free(texts[i]);
+    free(texts);
     return rc;
 }
 
@@ -576,17 +706,27 @@ int tokenizer_from_json(tokenizer **out, const char *json, size_t len, const cha
         goto done;
     }
     type = str_or(model, "type", json_object_get(model, "merges") ? "BPE" : "");
-    if (strcmp(type, "BPE") != 0) {
-        rc = ms_err(MS_EUNSUPPORTED, "%s: model.type: '%.32s' is not supported (supported: BPE)", what, type);
+    if (strcmp(type, "BPE") != 0 && strcmp(type, "WordPiece") != 0) {
+        rc = ms_err(MS_EUNSUPPORTED, "%s: model.type: '%.32s' is not supported (supported: BPE, WordPiece)", what,
+                    type);
         goto done;
     }
-    if (!json_is_object(json_object_get(model, "vocab")) || !json_is_array(json_object_get(model, "merges"))) {
-        rc = ms_err(MS_EINVALID, "%s: model.vocab (object) and model.merges (array) are required", what);
+    if (!json_is_object(json_object_get(model, "vocab"))) {
+        rc = ms_err(MS_EINVALID, "%s: model.vocab: required, an object", what);
+        goto done;
+    }
+    if (type[0] == 'B' && !json_is_array(json_object_get(model, "merges"))) {
+        rc = ms_err(MS_EINVALID, "%s: model.merges: required for BPE, an array", what);
         goto done;
     }
     if (json_object_get(root, "added_tokens") && !json_is_array(json_object_get(root, "added_tokens")) &&
         !json_is_null(json_object_get(root, "added_tokens"))) {
         rc = ms_err(MS_EINVALID, "%s: added_tokens: expected an array", what);
+        goto done;
+    }
+    if (type[0] == 'W') {
+        if ((rc = vocab_build(&v, json_object_get(model, "vocab"), json_object_get(root, "added_tokens"), what)) == 0)
+            rc = load_wpm(out, &v, root, config_json, what);
         goto done;
     }
     if (json_is_object(json_object_get(root, "pre_tokenizer")) &&

@@ -26,6 +26,7 @@ void tokenizer_free(tokenizer *t)
     if (!t)
         return;
     bpe_data_free(t->bpe);
+    wpm_data_free(t->wpm);
     free(t->text);
     free(t->text_off);
     free(t->scores);
@@ -61,6 +62,11 @@ int tokenizer_new_spm(tokenizer **out, size_t n_vocab, const char *const *tokens
 }
 
 tokenizer_kind tokenizer_kind_get(const tokenizer *t) { return t->kind; }
+
+const char *tokenizer_kind_name(tokenizer_kind k)
+{
+    return k == TOKENIZER_SPM ? "SPM" : k == TOKENIZER_BPE ? "BPE" : k == TOKENIZER_WPM ? "WPM" : "?";
+}
 size_t tokenizer_n_vocab(const tokenizer *t) { return t->n_vocab; }
 int32_t tokenizer_bos(const tokenizer *t) { return t->bos; }
 int32_t tokenizer_eos(const tokenizer *t) { return t->eos; }
@@ -98,6 +104,8 @@ static int encode_ids(const tokenizer *t, const char *text, size_t len, int add_
         return spm_encode(t, text, len, add_special, parse_special, ids);
     case TOKENIZER_BPE:
         return bpe_encode(t, text, len, add_special, parse_special, ids);
+    case TOKENIZER_WPM:
+        return wpm_encode(t, text, len, add_special, parse_special, ids);
     default:
         return ms_err(MS_EUNSUPPORTED, "tokenizer: kind %d cannot encode yet", (int)t->kind);
     }

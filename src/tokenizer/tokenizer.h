@@ -9,6 +9,16 @@
  *                  its pre-tokenizer (tokenizer.ggml.pre; PCRE2, UTF + UCP), each word's bytes are
  *                  spelled in GPT-2's byte alphabet, then merged pairwise by rank (the order of
  *                  tokenizer.ggml.merges).
+ *   TOKENIZER_WPM  WordPiece as llama.cpp runs it for tokenizer.ggml.model "bert" (BERT, bge,
+ *                  all-MiniLM, nomic-embed, ...): each code point goes to the first code point of
+ *                  its NFD decomposition (which drops the accents of precomposed letters) and to
+ *                  lower case; control characters go; the text is split at white space, and each
+ *                  punctuation character, ASCII symbol and CJK ideograph is a word of its own;
+ *                  each word, prefixed with "▁", is cut greedily into the longest tokens from the
+ *                  left (a word with a piece no token matches becomes the unknown token). The
+ *                  vocab is in the GGUF converter's form: word-initial pieces "▁x", continuation
+ *                  pieces bare ("##x" in BERT's vocab.txt / tokenizer.json). Unicode data: ucd.c,
+ *                  generated from the UCD by ucd_gen.py.
  * The aim is exact agreement with llama.cpp (llama-vocab.cpp) on the same vocab, which its test
  * vectors (models/ggml-vocab-*.gguf.inp/.out) check.
  *
@@ -31,8 +41,11 @@
 #define TOKEN_NONE (-1)
 #define TOKENIZER_MAX_VOCAB (1u << 24)      /* far above any real vocab (256k) */
 #define TOKENIZER_MAX_TOKEN_LEN 4096        /* bytes of one token's text */
+#define TOKENIZER_WPM_MAX_WORD 1000000      /* max_input_chars_per_word: far above BERT's 100 */
 
-typedef enum tokenizer_kind { TOKENIZER_SPM = 1, TOKENIZER_BPE = 2 } tokenizer_kind;
+typedef enum tokenizer_kind { TOKENIZER_SPM = 1, TOKENIZER_BPE = 2, TOKENIZER_WPM = 3 } tokenizer_kind;
+/* "SPM", "BPE", "WPM" (llama.cpp's names of the vocab types); "?" for anything else. Static. */
+const char *tokenizer_kind_name(tokenizer_kind k);
 
 /* Token types, numbered as in GGUF's tokenizer.ggml.token_type (llama.cpp's llama_token_type). */
 enum token_type {
@@ -63,6 +76,22 @@ void tokenizer_special_init_spm(tokenizer_special *s);
  * add_space_prefix 0. */
 void tokenizer_special_init_bpe(tokenizer_special *s);
 
+/* llama.cpp's "bert" defaults: bos (= [CLS]) 101, eos (= [SEP]) 102, unk 100, pad 0, eot/eom
+ * TOKEN_NONE, add_bos 1, add_eos 1 (add_special puts [CLS] first and [SEP] last),
+ * add_space_prefix 0 (unused by WordPiece). */
+void tokenizer_special_init_wpm(tokenizer_special *s);
+
+/* WordPiece's switches, as Hugging Face's BertNormalizer and WordPiece model name them. */
+typedef struct tokenizer_wpm_opts {
+    int lowercase;           /* map to lower case (Unicode's simple mapping) */
+    int strip_accents;       /* map each code point to the first of its NFD decomposition */
+    int split_chinese;       /* each CJK ideograph is a word of its own (handle_chinese_chars) */
+    int clean_text;          /* drop NUL, U+FFFD and control characters (Cc, Cf, Co, Cs) */
+    size_t max_word_chars;   /* a longer word (in code points) is the unknown token; 0: no limit */
+} tokenizer_wpm_opts;
+/* What llama.cpp does for every "bert" vocab: every switch on, no word limit. */
+void tokenizer_wpm_opts_init(tokenizer_wpm_opts *o);
+
 typedef struct tokenizer tokenizer;
 
 /* Build an SPM tokenizer from plain arrays of n_vocab entries: tokens[i] is token i's text,
@@ -84,13 +113,24 @@ int tokenizer_new_spm(tokenizer **out, size_t n_vocab, const char *const *tokens
 int tokenizer_new_bpe(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
                       const int32_t *types, size_t n_merges, const char *const *merges, const size_t *merge_lens,
                       const char *pre, const tokenizer_special *special);
+/* Build a WordPiece tokenizer: tokens / token_lens / types as for tokenizer_new_spm, texts in the
+ * GGUF form ("▁word" starts a word, "ing" continues one). `opts` NULL: tokenizer_wpm_opts_init's;
+ * `special` NULL: tokenizer_special_init_wpm's defaults (which must then lie inside the vocab).
+ * Encoding needs an unknown token only for a word that no tokens spell. Returns 0, MS_EINVALID,
+ * MS_ENOMEM. */
+int tokenizer_new_wpm(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
+                      const int32_t *types, const tokenizer_wpm_opts *opts, const tokenizer_special *special);
+
 /* The pre-tokenizer family of a BPE tokenizer ("gpt2", "llama3", "qwen2", "deepseek-llm", ...),
  * NULL for SPM. Borrowed, static. */
 const char *tokenizer_pre_name(const tokenizer *t);
 
 /* Build from a GGUF's metadata (a whole file or a GGUF_HEADER_ONLY buffer): tokenizer.ggml.model
- * ("llama" -> SPM, "gpt2" -> BPE with .merges (strings, required) and .pre (absent: "default");
- * anything else: MS_EUNSUPPORTED "tokenizer 'x' is not supported"), tokenizer.ggml.tokens
+ * ("llama" -> SPM, "gpt2" -> BPE with .merges (strings, required) and .pre (absent: "default"),
+ * "bert" -> WPM, whose [CLS] is .cls_token_id, else .bos_token_id, and whose [SEP] is
+ * .seperator_token_id (sic), else .eos_token_id, over tokenizer_special_init_wpm's defaults (a
+ * default outside the vocab is TOKEN_NONE); anything else: MS_EUNSUPPORTED "tokenizer 'x' is not
+ * supported"), tokenizer.ggml.tokens
  * (strings), .scores (floats; absent: all 0; unused by BPE), .token_type (integers; absent: all
  * NORMAL), .bos_token_id / .eos_token_id / .unknown_token_id / .padding_token_id /
  * .eot_token_id / .eom_token_id (0xFFFFFFFF or -1 means none), .add_bos_token / .add_eos_token /
@@ -107,6 +147,13 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what);
  *     strings or ["a", "b"] pairs. Normalizer null or NFC (not applied, as in llama.cpp).
  *   - SentencePiece-style (model.byte_fallback, or a Metaspace pre-tokenizer; normalizer
  *     Prepend "▁" / Replace " " -> "▁"): TOKENIZER_SPM, scores from the merge ranks.
+ * model.type "WordPiece": TOKENIZER_WPM, the vocab turned into the GGUF form as llama.cpp's
+ * converter does ("[X]" kept, "##x" -> "x", "x" -> "▁x"); normalizer BertNormalizer (lowercase,
+ * strip_accents (null: as lowercase), handle_chinese_chars, clean_text) or null; pre-tokenizer
+ * BertPreTokenizer; model.unk_token (required, a token), continuing_subword_prefix
+ * "##", max_input_chars_per_word (1..TOKENIZER_WPM_MAX_WORD); post_processor TemplateProcessing
+ * or BertProcessing names [CLS] / [SEP] and whether they are added (no post_processor: "[CLS]" /
+ * "[SEP]" by text, not added); tokenizer_config.json's cls_token / sep_token win.
  * added_tokens: special -> CONTROL, others USER_DEFINED; ids no entry names -> "[PAD<id>]"
  * unused. BOS / EOS and whether they are added: post_processor TemplateProcessing, then
  * tokenizer_config.json (add_bos_token, add_eos_token, bos_token, eos_token, unk_token,
@@ -187,8 +234,10 @@ int tokenizer_decode_piece(const tokenizer *t, int32_t id, unsigned flags, char 
                            size_t *n_out);
 /* Decode a sequence as sentencepiece does: the pieces concatenated, and when the vocab uses
  * add_space_prefix, the first piece that is not a control/unknown token loses one leading space
- * (so decode(encode(s)) == s for text without special-token texts). `flags` may hold
- * TOKENIZER_DECODE_SPECIAL. Same buffer contract as tokenizer_decode_piece. MS_EINVALID. */
+ * (so decode(encode(s)) == s for text without special-token texts). WordPiece decodes the same
+ * way: each word's first piece ("▁x") brings a space, the text's first loses it; what its
+ * pre-processing changed (case, accents, spaces around punctuation) stays changed. `flags` may
+ * hold TOKENIZER_DECODE_SPECIAL. Same buffer contract as tokenizer_decode_piece. MS_EINVALID. */
 int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char *buf, size_t cap,
                      size_t *n_out);
 

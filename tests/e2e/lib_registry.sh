@@ -138,10 +138,51 @@ open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
 PYEOF
 }
 
+# dmr_model DIR GGUF [CONTEXT_SIZE] [TEMPLATE_FILE] [LICENSE_TEXT]: a Docker Model Runner
+# artifact as `docker model package --gguf` writes it (docker/model-runner
+# pkg/distribution/types): an OCI manifest, config v0.1 (format, quantization, context_size;
+# rootfs diff_ids), the GGUF as application/vnd.docker.ai.gguf.v3 with its file path
+# annotation, then license and Jinja chat template layers. Files as ollama_model's.
+dmr_model() {
+    "$PY" - "$@" <<'PYEOF'
+import hashlib, json, os, sys
+d, gguf = sys.argv[1], sys.argv[2]
+ctx = sys.argv[3] if len(sys.argv) > 3 else ""
+tmpl = sys.argv[4] if len(sys.argv) > 4 else ""
+lic = sys.argv[5] if len(sys.argv) > 5 else ""
+os.makedirs(d, exist_ok=True)
+digests = []
+def put(b, mt, path=None):
+    h = hashlib.sha256(b).hexdigest()
+    open("%s/%s" % (d, h), "wb").write(b)
+    digests.append("sha256:" + h)
+    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
+    if path:
+        l["annotations"] = {"org.cncf.model.filepath": path}
+    return l
+layers = [put(open(gguf, "rb").read(), "application/vnd.docker.ai.gguf.v3", "model.gguf")]
+if lic:
+    layers.append(put(lic.encode(), "application/vnd.docker.ai.license", "LICENSE"))
+if tmpl:
+    layers.append(put(open(tmpl, "rb").read(), "application/vnd.docker.ai.chat.template.jinja", "template.jinja"))
+cfg = {"config": {"format": "gguf", "quantization": "F32", "parameters": "260K", "architecture": "llama",
+                  "size": "1.19MB"},
+       "descriptor": {"created": "2025-06-01T00:00:00Z"},
+       "rootfs": {"type": "rootfs", "diff_ids": [layers[0]["digest"]]}}
+if ctx:
+    cfg["config"]["context_size"] = json.loads(ctx)
+config = put(json.dumps(cfg).encode(), "application/vnd.docker.ai.model.config.v0.1+json")
+m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+     "artifactType": "application/vnd.docker.ai.model.config.v0.1+json", "config": config, "layers": layers}
+open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
+open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+PYEOF
+}
+
 # curl_push DIR REPO TAG: upload what ollama_model wrote to the loopback registry with curl
 # (POST an upload, PUT the bytes with ?digest=), then PUT the manifest. Prints its digest.
 curl_push() {
-    local dir=$1 repo=$2 tag=$3 d loc
+    local dir=$1 repo=$2 tag=$3 d loc mt
     while read -r d; do
         loc=$(curl -sS -o /dev/null -D - -X POST "http://$REG_HOST/v2/$repo/blobs/uploads/" |
             tr -d '\r' | sed -n 's/^[Ll]ocation: //p')
@@ -151,7 +192,9 @@ curl_push() {
         curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/octet-stream' \
             --data-binary "@$dir/${d#sha256:}" "$loc" || fail "upload of $d failed"
     done <"$dir/blobs.txt"
-    curl -sSf -o /dev/null -X PUT -H 'Content-Type: application/vnd.docker.distribution.manifest.v2+json' \
+    # the manifest's own media type (Docker v2 for ollama_model, OCI for dmr_model)
+    mt=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["mediaType"])' "$dir/manifest.json")
+    curl -sSf -o /dev/null -X PUT -H "Content-Type: $mt" \
         --data-binary "@$dir/manifest.json" "http://$REG_HOST/v2/$repo/manifests/$tag" || fail "manifest PUT failed"
     echo "sha256:$(sha256sum "$dir/manifest.json" | cut -d' ' -f1)"
 }

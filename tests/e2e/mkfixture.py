@@ -242,9 +242,12 @@ def spm_merges(tokens, types, scores):
 def tokenizer_json_from_gguf(meta, merges_as_pairs=False):
     """(tokenizer.json, tokenizer_config.json) holding the GGUF's vocab as Hugging Face does:
     byte-level BPE for tokenizer.ggml.model "gpt2", SentencePiece-style BPE with byte fallback
-    for "llama". Control tokens become special added tokens, user-defined ones non-special added
-    tokens, unused ids are left out (holes), as llama.cpp's converter reads them back."""
+    for "llama", WordPiece for "bert". Control tokens become special added tokens, user-defined
+    ones non-special added tokens, unused ids are left out (holes), as llama.cpp's converter
+    reads them back."""
     model = meta["tokenizer.ggml.model"]
+    if model == "bert":
+        return wordpiece_json_from_gguf(meta)
     tokens = meta["tokenizer.ggml.tokens"]
     types = meta.get("tokenizer.ggml.token_type", [1] * len(tokens))
     bos, eos = meta.get("tokenizer.ggml.bos_token_id"), meta.get("tokenizer.ggml.eos_token_id")
@@ -302,6 +305,41 @@ def tokenizer_json_from_gguf(meta, merges_as_pairs=False):
     for key, tid in (("bos_token", bos), ("eos_token", eos), ("unk_token", unk)):
         if tid is not None and 0 <= tid < len(tokens):
             cfg[key] = tokens[tid]
+    return out, cfg
+
+
+def wordpiece_json_from_gguf(meta):
+    """BERT's tokenizer.json (bge's normalizer, pre-tokenizer and template) from a "bert" GGUF:
+    the converter's phantom-space form undone ("\u2581x" -> "x", "[X]" kept, "y" -> "##y").
+    llama.cpp has no word limit, so max_input_chars_per_word is set above any test word (BERT's
+    own files say 100)."""
+    tokens = meta["tokenizer.ggml.tokens"]
+    types = meta.get("tokenizer.ggml.token_type", [1] * len(tokens))
+    cls = meta.get("tokenizer.ggml.cls_token_id", meta.get("tokenizer.ggml.bos_token_id", 101))
+    sep = meta.get("tokenizer.ggml.seperator_token_id", meta.get("tokenizer.ggml.eos_token_id", 102))
+    unk = meta.get("tokenizer.ggml.unknown_token_id", 100)
+
+    def hf_text(t):
+        if t.startswith("\u2581"):
+            return t[1:]
+        return t if t.startswith("[") and t.endswith("]") else "##" + t
+    texts = [hf_text(t) for t in tokens]
+    added = [{"id": i, "content": texts[i], "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, ty in enumerate(types) if ty == 3]
+    single = [{"SpecialToken": {"id": texts[cls], "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+              {"SpecialToken": {"id": texts[sep], "type_id": 0}}]
+    out = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                          "strip_accents": None, "lowercase": True},
+           "pre_tokenizer": {"type": "BertPreTokenizer"},
+           "post_processor": {"type": "TemplateProcessing", "single": single, "pair": single + single[1:],
+                              "special_tokens": {texts[i]: {"id": texts[i], "ids": [i], "tokens": [texts[i]]}
+                                                 for i in (cls, sep)}},
+           "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+           "model": {"type": "WordPiece", "unk_token": texts[unk], "continuing_subword_prefix": "##",
+                     "max_input_chars_per_word": 1000000, "vocab": {t: i for i, t in enumerate(texts)}}}
+    cfg = {"do_lower_case": True, "model_max_length": 512, "tokenizer_class": "BertTokenizer",
+           "cls_token": texts[cls], "sep_token": texts[sep], "unk_token": texts[unk]}
     return out, cfg
 
 

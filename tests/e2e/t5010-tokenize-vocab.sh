@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mstore tokenize prints llama.cpp's ids for the Llama 2 SPM vocab (BOS added, or not with
-# --no-special) and for byte-level BPE vocabs, from a GGUF file and from a model in the store;
-# unknown names and models without a readable tokenizer are refused with a message.
+# --no-special), for byte-level BPE vocabs and for WordPiece (bge; --verbose names the kind),
+# from a GGUF file and from a model in the store; unknown names and models without a readable
+# tokenizer are refused with a message.
 . "$(dirname "$0")/lib.sh"
 
 VOCAB=$MODELS/vocab/ggml-vocab-llama-spm.gguf
@@ -47,6 +48,21 @@ expect_ok mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-gpt-2.gguf" "Hello wo
 [ "$out" = "15496 995" ] || fail "gpt-2: $out"
 expect_ok mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-deepseek-llm.gguf" "Hello world"
 [ "$out" = "100000 17464 1843" ] || fail "deepseek-llm (BOS first): $out"
+
+# WordPiece (tokenizer.ggml.model "bert"): [CLS] ... [SEP]; ids from llama.cpp's .out file.
+BGE=$MODELS/vocab/ggml-vocab-bert-bge.gguf
+if [ -f "$BGE" ]; then
+    expect_ok mstore tokenize --gguf "$BGE" "Hello world"
+    [ "$out" = "101 7592 2088 102" ] || fail "bert-bge: $out"
+    expect_ok mstore tokenize --gguf "$BGE" --no-special ""
+    [ -z "$out" ] || fail "bert-bge, empty text without specials: '$out'"
+    # --verbose says what the tokenizer is, on stderr only
+    expect_ok mstore tokenize --gguf "$BGE" "" --verbose
+    [ "$out" = "101 102" ] || fail "bert-bge, empty text: $out"
+    contains "$err" "tokenizer: WPM, 30522 tokens, BOS 101 '[CLS]' added, EOS 102 '[SEP]' added, UNK 100 '[UNK]'"
+fi
+expect_ok mstore tokenize --gguf "$MODELS/vocab/ggml-vocab-gpt-2.gguf" "Hello world" --verbose
+contains "$err" "tokenizer: BPE (gpt2), 50257 tokens"
 
 # Refusals.
 before=$(store_state)

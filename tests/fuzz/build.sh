@@ -16,7 +16,8 @@ UTIL=$(echo src/util/*.c)
 GGUF=$(echo src/format/*.c)
 BLOB=$(echo src/blob/*.c)
 TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src/tokenizer/merge.c
-    src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/vocab.c"
+    src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/ucd.c src/tokenizer/vocab.c
+    src/tokenizer/wpm.c"
 GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c src/chat/gotmpl_tools.c"
 # the option table compiles a "format" (JSON Schema) where it is read: its readers link src/grammar
 GRAMMAR="$(echo src/grammar/*.c) $GGUF $TOK"

@@ -103,6 +103,19 @@ BPE_KV = [
     kv("tokenizer.ggml.token_type", T_ARR, (T_I32, [1, 1, 1, 1, 1, 1, 1, 3])),
     kv("tokenizer.ggml.eos_token_id", T_U32, 7),
 ]
+# WordPiece in the GGUF converter's form: "▁" starts a word, continuation pieces are bare
+WPM_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", SP + "hello", SP + "world", "s", SP + "!", SP + "caf", "\u00e9",
+              SP + "\u4e2d", SP + "1", "2", SP + "x", "x"]
+WPM_KV = [
+    kv("tokenizer.ggml.model", T_STR, "bert"),
+    kv("tokenizer.ggml.pre", T_STR, "bert-bge"),
+    kv("tokenizer.ggml.tokens", T_ARR, (T_STR, WPM_TOKENS)),
+    kv("tokenizer.ggml.token_type", T_ARR, (T_I32, [3, 3, 3, 3] + [1] * (len(WPM_TOKENS) - 4))),
+    kv("tokenizer.ggml.unknown_token_id", T_U32, 1),
+    kv("tokenizer.ggml.seperator_token_id", T_U32, 3),
+    kv("tokenizer.ggml.padding_token_id", T_U32, 0),
+    kv("tokenizer.ggml.cls_token_id", T_U32, 2),
+]
 TENSORS = [("token_embd.weight", 0, [8, 2], f32(*range(16))), ("output_norm.weight", 0, [8], f32(*([1.0] * 8))),
            ("empty", 0, [0], b"")]
 
@@ -125,6 +138,7 @@ put("fuzz_config", "bert.gguf", gguf([
     kv("bert.attention.causal", T_BOOL, 0), kv("bert.vocab_size", T_U32, 100)]))
 put("fuzz_tokenizer", "spm.gguf", gguf(SPM_KV))
 put("fuzz_tokenizer", "bpe.gguf", gguf(BPE_KV))
+put("fuzz_tokenizer", "wpm.gguf", gguf(WPM_KV))
 
 # ---------------------------------------------------------------- safetensors
 def safetensors(tensors, meta=None):
@@ -218,6 +232,23 @@ split["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
     {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
 put("fuzz_tokenizer", "split.json", json.dumps(split))
+wp = {"added_tokens": [{"id": i, "content": c, "special": True} for i, c in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]"])],
+      "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
+                     "lowercase": True},
+      "pre_tokenizer": {"type": "BertPreTokenizer"},
+      "post_processor": {"type": "TemplateProcessing",
+                         "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                    {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                         "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [2], "tokens": ["[CLS]"]},
+                                            "[SEP]": {"id": "[SEP]", "ids": [3], "tokens": ["[SEP]"]}}},
+      "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+      "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 8,
+                "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "hello": 4, "world": 5, "##s": 6, "!": 7,
+                          "caf": 8, "##\u00e9": 9, "\u4e2d": 10, "1": 11, "##2": 12, "x": 13, "##x": 14}}}
+put("fuzz_tokenizer", "wordpiece.json", json.dumps(wp))
+bp = dict(wp, post_processor={"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})
+put("fuzz_tokenizer", "wordpiece-bertproc-config.json", json.dumps(bp).encode() + b"\0" + json.dumps(
+    {"cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]", "pad_token": "[PAD]"}).encode())
 
 # ---------------------------------------------------------------- registry responses
 # first byte: 0 headers, 1 challenge, 2 token, 3 error body, 4 url origin, 5 ranges sidecar

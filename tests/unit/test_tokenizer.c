@@ -1,6 +1,7 @@
 /* test_tokenizer.c: the tokenizer (src/tokenizer): SPM merging on a hand-made vocab, the buffer
  * contracts, refusals of corrupt vocabs (arrays and GGUF), and exact agreement with llama.cpp's
- * test vectors, llama2.c's Llama 2 vectors and the stories260K prompt counts. */
+ * test vectors (SPM, BPE and WordPiece), llama2.c's Llama 2 vectors and the stories260K prompt
+ * counts. WordPiece on hand-made vocabs and from tokenizer.json: test_tokenizer_wpm.c. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -327,7 +328,7 @@ static int mem_sink(void *ctx, const void *buf, size_t len)
 }
 
 /* What to break in the small GGUF vocab. */
-enum { G_OK, G_GPT2, G_BERT, G_PRE_UNKNOWN, G_MERGES_U32, G_NO_MODEL, G_NO_TOKENS, G_SCORES_SHORT, G_TYPES_LONG, G_BOS_RANGE, G_TOKENS_U32,
+enum { G_OK, G_GPT2, G_T5, G_BERT_CLS, G_BERT_SEP, G_PRE_UNKNOWN, G_MERGES_U32, G_NO_MODEL, G_NO_TOKENS, G_SCORES_SHORT, G_TYPES_LONG, G_BOS_RANGE, G_TOKENS_U32,
        G_TYPE_VALUE, G_SCORES_I32, G_BOOL_TYPE };
 
 static mem tiny_gguf(int variant)
@@ -341,7 +342,9 @@ static mem tiny_gguf(int variant)
 
     ck_assert_int_eq(gguf_writer_new(&w, 3, 0), 0);
     ck_assert_int_eq(gguf_writer_set_str(w, "general.name", "tiny", 4), 0);
-    if (variant == G_BERT)
+    if (variant == G_T5)
+        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "t5", 2), 0);
+    else if (variant == G_BERT_CLS || variant == G_BERT_SEP)
         ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "bert", 4), 0);
     else if (variant == G_GPT2 || variant == G_PRE_UNKNOWN || variant == G_MERGES_U32)
         ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2", 4), 0);
@@ -349,6 +352,10 @@ static mem tiny_gguf(int variant)
         ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama", 5), 0);
     if (variant == G_PRE_UNKNOWN)
         ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.pre", "klingon-9", 9), 0);
+    if (variant == G_BERT_CLS)
+        ck_assert_int_eq(gguf_writer_set_u32(w, "tokenizer.ggml.cls_token_id", 6), 0);
+    if (variant == G_BERT_SEP)
+        ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.seperator_token_id", "2", 1), 0);
     if (variant == G_MERGES_U32)
         ck_assert_int_eq(gguf_writer_set_arr(w, "tokenizer.ggml.merges", GGUF_TYPE_UINT32, u32s, 6), 0);
     if (variant == G_TOKENS_U32)
@@ -380,7 +387,9 @@ static const struct {
     const char *expect;
 } bad_gguf[] = {
     { G_GPT2, MS_ENOTFOUND, "tiny.gguf: tokenizer.ggml.merges not found (tokenizer 'gpt2' needs it)" },
-    { G_BERT, MS_EUNSUPPORTED, "tiny.gguf: tokenizer 'bert' is not supported (supported: llama, gpt2)" },
+    { G_T5, MS_EUNSUPPORTED, "tiny.gguf: tokenizer 't5' is not supported (supported: llama, gpt2, bert)" },
+    { G_BERT_CLS, MS_EINVALID, "tiny.gguf: tokenizer.ggml.cls_token_id: token id 6 out of range (vocab has 6 tokens)" },
+    { G_BERT_SEP, MS_EINVALID, "tokenizer.ggml.seperator_token_id" },
     { G_PRE_UNKNOWN, MS_EUNSUPPORTED, "tiny.gguf: tokenizer.ggml.pre: unknown pre-tokenizer 'klingon-9'" },
     { G_MERGES_U32, MS_EINVALID, "tokenizer.ggml.merges is an array of u32, expected string" },
     { G_NO_MODEL, MS_ENOTFOUND, "tiny.gguf: no tokenizer (tokenizer.ggml.model not found)" },
@@ -501,7 +510,9 @@ static void check_vectors(const char *models, const char *vocab)
         }
         ck_assert_msg(k == n, "%s case %zu: %zu ids, want %zu", vocab, n_cases, n, k);
         free(ids);
-        expect_round_trip(t, s, (size_t)(e - s));
+        /* WordPiece lowers case, drops accents and spaces before punctuation: no round trip */
+        if (tokenizer_kind_get(t) != TOKENIZER_WPM)
+            expect_round_trip(t, s, (size_t)(e - s));
         line = nl + 1;
     }
     ck_assert_uint_eq(n_cases, 46);
@@ -552,6 +563,38 @@ START_TEST(phi3_vectors)
 }
 END_TEST
 
+/* WordPiece: llama.cpp's vectors for BAAI/bge-small-en-v1.5, whose vocab is BERT's uncased one. */
+START_TEST(wpm_vectors)
+{
+    char *models = fixture_models_dir();
+    tokenizer *t;
+
+    if (!models) {
+        printf("test_tokenizer: skipped: shared models not found\n");
+        return;
+    }
+    check_vectors(models, "ggml-vocab-bert-bge.gguf");
+    if ((t = load_vocab(models, "vocab/ggml-vocab-bert-bge.gguf")) != NULL) {
+        /* the GGUF names [CLS] by cls_token_id and [SEP] by seperator_token_id only */
+        ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_WPM);
+        ck_assert_str_eq(tokenizer_kind_name(tokenizer_kind_get(t)), "WPM");
+        ck_assert_int_eq(tokenizer_bos(t), 101);
+        ck_assert_int_eq(tokenizer_eos(t), 102);
+        ck_assert_int_eq(tokenizer_unk(t), 100);
+        ck_assert_int_eq(tokenizer_adds_bos(t), 1);
+        ck_assert_int_eq(tokenizer_adds_eos(t), 1);
+        ck_assert_ptr_null(tokenizer_pre_name(t));
+        /* empty text: [CLS] [SEP]; nothing at all without add_special */
+        expect_ids(t, "", 1, 0, (const int32_t[]){ 101, 102, -1 });
+        expect_ids(t, " \t\n", 0, 0, (const int32_t[]){ -1 });
+        /* ids from the vocab file: "hello" 7592, "world" 2088, "!" 999 */
+        expect_ids(t, "Hello World!", 1, 0, (const int32_t[]){ 101, 7592, 2088, 999, 102, -1 });
+        tokenizer_free(t);
+    }
+    free(models);
+}
+END_TEST
+
 START_TEST(bpe_vectors)
 {
     static const char *const vocabs[] = { "ggml-vocab-gpt-2.gguf", "ggml-vocab-deepseek-llm.gguf",
@@ -570,7 +613,7 @@ END_TEST
 /* tests/data/tokenizer: llama-tokenize's ids for our own strings (see its README). */
 START_TEST(llama_tokenize_agreement)
 {
-    static const char *const vocabs[] = { "llama-spm", "phi-3", "gpt-2", "deepseek-llm", "deepseek-coder" };
+    static const char *const vocabs[] = { "llama-spm", "phi-3", "gpt-2", "deepseek-llm", "deepseek-coder", "bert-bge" };
     char *models = fixture_models_dir(), *json_path, *gguf_rel;
     json_t *root, *c;
     json_error_t jerr;
@@ -782,7 +825,8 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, llama_spm_vectors);
     tcase_add_test(tc, phi3_vectors);
     tcase_add_loop_test(tc, bpe_vectors, 0, 3);
-    tcase_add_loop_test(tc, llama_tokenize_agreement, 0, 5);
+    tcase_add_test(tc, wpm_vectors);
+    tcase_add_loop_test(tc, llama_tokenize_agreement, 0, 6);
     tcase_add_test(tc, llama2_c_vectors);
     tcase_add_test(tc, stories260k_prompt_counts);
     tcase_add_test(tc, encode_long_text_is_fast);

@@ -1,8 +1,10 @@
 /* test_tokenizer_json.c: tokenizers from Hugging Face's tokenizer.json (src/tokenizer/json_load.c)
  * on hand-made files: byte-level BPE and SentencePiece-style BPE, merge order from the ranks
  * (both spellings of a merge), added tokens, BOS/EOS from post_processor and
- * tokenizer_config.json, extra end-of-generation ids, and a table of refusals. Agreement with
- * llama.cpp on its real vocabs, converted to tokenizer.json, is tests/e2e/t5012. */
+ * tokenizer_config.json, extra end-of-generation ids, WordPiece (the vocab in GGUF form,
+ * BertNormalizer's switches, max_input_chars_per_word, [CLS] / [SEP]), and a table of
+ * refusals. Agreement with llama.cpp on its real vocabs, converted to tokenizer.json, is
+ * tests/e2e/t5012 (and, for WordPiece, test_tokenizer_wpm.c). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,26 @@ static const char SPM[] =
     "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"unk_token\":\"<unk>\","
     "\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,\"<0x0A>\":3,\"" SP "\":4,\"a\":5,\"b\":6,\"c\":7,\"ab\":8,\"bc\":9,\"" SP "a\":10},"
     "\"merges\":[[\"b\",\"c\"],[\"a\",\"b\"],[\"" SP "\",\"a\"]]}}";
+
+/* WordPiece, as BERT's tokenizer.json holds it: [PAD] [UNK] [CLS] [SEP] un ##aff ##able hello !
+ * cafe ##s a 中 x ##x ##é, BertNormalizer with its defaults, [CLS] $A [SEP] by template. */
+static const char WP[] =
+    "{\"added_tokens\":[{\"id\":0,\"content\":\"[PAD]\",\"special\":true},"
+    "{\"id\":1,\"content\":\"[UNK]\",\"special\":true},{\"id\":2,\"content\":\"[CLS]\",\"special\":true},"
+    "{\"id\":3,\"content\":\"[SEP]\",\"special\":true}],"
+    "\"normalizer\":{\"type\":\"BertNormalizer\",\"clean_text\":true,\"handle_chinese_chars\":true,"
+    "\"strip_accents\":null,\"lowercase\":true},"
+    "\"pre_tokenizer\":{\"type\":\"BertPreTokenizer\"},"
+    "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"[CLS]\",\"type_id\":0}},"
+    "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":\"[SEP]\",\"type_id\":0}}],"
+    "\"special_tokens\":{\"[CLS]\":{\"id\":\"[CLS]\",\"ids\":[2],\"tokens\":[\"[CLS]\"]},"
+    "\"[SEP]\":{\"id\":\"[SEP]\",\"ids\":[3],\"tokens\":[\"[SEP]\"]}}},"
+    "\"decoder\":{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":true},"
+    "\"model\":{\"type\":\"WordPiece\",\"unk_token\":\"[UNK]\",\"continuing_subword_prefix\":\"##\","
+    "\"max_input_chars_per_word\":100,\"vocab\":{\"[PAD]\":0,\"[UNK]\":1,\"[CLS]\":2,\"[SEP]\":3,\"un\":4,"
+    "\"##aff\":5,\"##able\":6,\"hello\":7,\"!\":8,\"cafe\":9,\"##s\":10,\"a\":11,\"\xe4\xb8\xad\":12,\"x\":13,"
+    "\"##x\":14,\"##\xc3\xa9\":15}}}";
+enum { W_PAD, W_UNK, W_CLS, W_SEP, W_UN, W_AFF, W_ABLE, W_HELLO, W_BANG, W_CAFE, W_S, W_A, W_ZH, W_X, W_XX, W_EACUTE };
 
 /* base with the one occurrence of `from` replaced by `to` (from NULL: `to` is the whole text). */
 static char *patched(const char *base, const char *from, const char *to)
@@ -329,6 +351,136 @@ START_TEST(from_manifest_reads_tokenizer_json_and_eos_lists)
 }
 END_TEST
 
+START_TEST(wordpiece_in_gguf_form)
+{
+    tokenizer *t = load(WP, NULL);
+    size_t len;
+    const char *p;
+    char buf[64];
+
+    ck_assert_int_eq(tokenizer_kind_get(t), TOKENIZER_WPM);
+    /* the vocab as llama.cpp's converter writes it: "▁" starts a word, "##" is gone, "[X]" kept */
+    p = tokenizer_token_text(t, W_UN, &len);
+    ck_assert_int_eq(len, 5);
+    ck_assert_int_eq(memcmp(p, SP "un", 5), 0);
+    p = tokenizer_token_text(t, W_AFF, &len);
+    ck_assert_int_eq(len, 3);
+    ck_assert_int_eq(memcmp(p, "aff", 3), 0);
+    p = tokenizer_token_text(t, W_CLS, &len);
+    ck_assert_int_eq(memcmp(p, "[CLS]", len), 0);
+    ck_assert_int_eq(tokenizer_token_type(t, W_CLS), TOKEN_TYPE_CONTROL);
+    ck_assert_int_eq(tokenizer_bos(t), W_CLS);
+    ck_assert_int_eq(tokenizer_eos(t), W_SEP);
+    ck_assert_int_eq(tokenizer_unk(t), W_UNK);
+    expect_ids(t, "UnAffable hello!", 1, 0, (const int32_t[]){ W_CLS, W_UN, W_AFF, W_ABLE, W_HELLO, W_BANG, W_SEP, -1 });
+    expect_ids(t, "", 1, 0, (const int32_t[]){ W_CLS, W_SEP, -1 });
+    /* "[CLS]" is text unless parse_special; "[" is no token: unknown */
+    expect_ids(t, "[CLS]a", 0, 1, (const int32_t[]){ W_CLS, W_A, -1 });
+    expect_ids(t, "[CLS]a", 0, 0, (const int32_t[]){ W_UNK, W_UNK, W_UNK, W_A, -1 });
+    /* decoding: a word's first piece brings its space, the text's first loses it */
+    ck_assert_int_eq(tokenizer_decode(t, (const int32_t[]){ W_CLS, W_UN, W_AFF, W_ABLE, W_HELLO, W_BANG, W_SEP }, 7, 0,
+                                      buf, sizeof buf, &len), 0);
+    ck_assert_str_eq((buf[len] = '\0', buf), "unaffable hello !");
+    tokenizer_free(t);
+}
+END_TEST
+
+/* BertNormalizer's switches, each against the default. */
+START_TEST(wordpiece_normalizer_switches)
+{
+    static const char norm[] = "\"clean_text\":true,\"handle_chinese_chars\":true,\"strip_accents\":null,\"lowercase\":true";
+    static const struct {
+        const char *to, *text;
+        int32_t want[4], want_default[4];
+    } rows[] = {
+        /* lower case, accents follow it (null): CAFÉS -> cafes; without both nothing matches */
+        { "\"strip_accents\":null,\"lowercase\":false", "CAFES", { W_UNK, -1 }, { W_CAFE, W_S, -1 } },
+        /* "cafeé": ##é stays a token of its own, or becomes e (and "##e" is no token) */
+        { "\"strip_accents\":false,\"lowercase\":false", "cafe\xc3\xa9", { W_CAFE, W_EACUTE, -1 }, { W_UNK, -1 } },
+        { "\"strip_accents\":false,\"lowercase\":true", "CAFE\xc3\x89", { W_CAFE, W_EACUTE, -1 }, { W_UNK, -1 } },
+        { "\"strip_accents\":true,\"lowercase\":false", "CAF\xc3\x89S", { W_UNK, -1 }, { W_CAFE, W_S, -1 } },
+        /* CJK ideographs alone, or inside the word */
+        { "\"handle_chinese_chars\":false", "\xe4\xb8\xad\xe4\xb8\xad", { W_UNK, -1 }, { W_ZH, W_ZH, -1 } },
+        /* control characters dropped, or kept (and so unknown) */
+        { "\"clean_text\":false", "x\x01x", { W_UNK, -1 }, { W_X, W_XX, -1 } },
+    };
+    char *from = strdup(norm), *j;
+    tokenizer *t, *d = load(WP, NULL);
+
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        char *to = ms_strdup_printf("%s%s%s", norm, ",", rows[i].to);   /* the later key wins in jansson */
+        j = patched(WP, from, to);
+        t = load(j, NULL);
+        expect_ids(t, rows[i].text, 0, 0, rows[i].want);
+        expect_ids(d, rows[i].text, 0, 0, rows[i].want_default);
+        tokenizer_free(t);
+        free(j);
+        free(to);
+    }
+    /* no normalizer at all: no lower case */
+    j = patched(WP, "{\"type\":\"BertNormalizer\",", "null,\"x\":{");
+    t = load(j, NULL);
+    expect_ids(t, "HELLO hello", 0, 0, (const int32_t[]){ W_UNK, W_HELLO, -1 });
+    tokenizer_free(t);
+    free(j);
+    tokenizer_free(d);
+    free(from);
+}
+END_TEST
+
+START_TEST(wordpiece_max_input_chars_per_word)
+{
+    char *j = patched(WP, "\"max_input_chars_per_word\":100", "\"max_input_chars_per_word\":5");
+    tokenizer *t = load(j, NULL), *d = load(WP, NULL);
+    char x[102];
+    int32_t *ids;
+    size_t n;
+
+    expect_ids(t, "hello unaffable", 0, 0, (const int32_t[]){ W_HELLO, W_UNK, -1 });
+    expect_ids(d, "hello unaffable", 0, 0, (const int32_t[]){ W_HELLO, W_UN, W_AFF, W_ABLE, -1 });
+    /* the default, 100 code points: a word of 100 is cut into pieces, one of 101 is unknown */
+    memset(x, 'x', 101);
+    ck_assert_int_eq(tokenizer_encode_alloc(d, x, 100, 0, 0, &ids, &n), 0);
+    ck_assert_uint_eq(n, 100);
+    ck_assert_int_eq(ids[0], W_X);
+    ck_assert_int_eq(ids[99], W_XX);
+    free(ids);
+    ck_assert_int_eq(tokenizer_encode_alloc(d, x, 101, 0, 0, &ids, &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ids[0], W_UNK);
+    free(ids);
+    tokenizer_free(t);
+    tokenizer_free(d);
+    free(j);
+}
+END_TEST
+
+/* [CLS] / [SEP] from BertProcessing, from nothing (not added), and from tokenizer_config.json. */
+START_TEST(wordpiece_special_tokens)
+{
+    const char *tmpl = strstr(WP, "\"post_processor\":"), *end = strstr(WP, ",\"decoder\":");
+    char *from = strndup(tmpl, (size_t)(end - tmpl));
+    char *j = patched(WP, from, "\"post_processor\":{\"type\":\"BertProcessing\",\"sep\":[\"[SEP]\",3],\"cls\":[\"[CLS]\",2]}");
+    tokenizer *t = load(j, NULL);
+
+    expect_ids(t, "a", 1, 0, (const int32_t[]){ W_CLS, W_A, W_SEP, -1 });
+    tokenizer_free(t);
+    free(j);
+    j = patched(WP, from, "\"post_processor\":null");
+    t = load(j, NULL);
+    ck_assert_int_eq(tokenizer_bos(t), W_CLS);
+    ck_assert_int_eq(tokenizer_adds_bos(t), 0);
+    ck_assert_int_eq(tokenizer_adds_eos(t), 0);
+    expect_ids(t, "a", 1, 0, (const int32_t[]){ W_A, -1 });
+    tokenizer_free(t);
+    free(j);
+    t = load(WP, "{\"cls_token\": \"[PAD]\", \"sep_token\": {\"content\": \"[UNK]\"}}");
+    expect_ids(t, "a", 1, 0, (const int32_t[]){ W_PAD, W_A, W_UNK, -1 });
+    tokenizer_free(t);
+    free(from);
+}
+END_TEST
+
 START_TEST(from_manifest_without_tokenizer_is_not_found)
 {
     store *s;
@@ -360,9 +512,10 @@ static const struct bad_json {
 } bad[] = {
     { BL, NULL, "{\"model\":", NULL, MS_EINVALID, "tokenizer.json: line 1" },
     { BL, NULL, "{\"a\":1}", NULL, MS_EINVALID, "model: expected an object" },
-    { BL, NULL, "{\"model\":{\"type\":\"BPE\"}}", NULL, MS_EINVALID, "model.vocab (object) and model.merges (array) are required" },
+    { BL, NULL, "{\"model\":{\"type\":\"BPE\"}}", NULL, MS_EINVALID, "model.vocab: required, an object" },
+    { BL, "\"merges\":[", "\"merges_\":[", NULL, MS_EINVALID, "model.merges: required for BPE, an array" },
     { BL, "\"type\":\"BPE\"", "\"type\":\"Unigram\"", NULL, MS_EUNSUPPORTED, "model.type: 'Unigram' is not supported" },
-    { BL, "\"type\":\"BPE\"", "\"type\":\"WordPiece\"", NULL, MS_EUNSUPPORTED, "model.type: 'WordPiece' is not supported" },
+    { BL, "\"type\":\"BPE\"", "\"type\":\"WordLevel\"", NULL, MS_EUNSUPPORTED, "model.type: 'WordLevel' is not supported" },
     { BL, "\"use_regex\":true", "\"use_regex\":true,\"add_prefix_space\":true", NULL, MS_EUNSUPPORTED,
       "pre_tokenizer.add_prefix_space: true is not supported" },
     { BL, "{\"type\":\"ByteLevel\",\"use_regex\":true}", "{\"type\":\"Whitespace\"}", NULL, MS_EUNSUPPORTED,
@@ -410,6 +563,38 @@ static const struct bad_json {
       "{\"type\":\"NFKC\"}", NULL, MS_EUNSUPPORTED, "normalizer: 'NFKC' is not supported for a byte_fallback BPE" },
     { SPM, ",{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"}", "", NULL, MS_EUNSUPPORTED,
       "a byte_fallback BPE that does not turn spaces into U+2581 is not supported" },
+    { WP, "\"vocab\":{", "\"vocab_\":{", NULL, MS_EINVALID, "tokenizer.json: model.vocab: required, an object" },
+    { WP, "\"unk_token\":\"[UNK]\",", "", NULL, MS_EINVALID, "model.unk_token: required for WordPiece" },
+    { WP, "\"unk_token\":\"[UNK]\"", "\"unk_token\":\"[NOPE]\"", NULL, MS_EINVALID,
+      "model.unk_token: '[NOPE]' is not a token of the vocab" },
+    { WP, "\"max_input_chars_per_word\":100", "\"max_input_chars_per_word\":100000000", NULL, MS_EINVALID,
+      "model.max_input_chars_per_word: 100000000 out of range (1..1000000)" },
+    { WP, "\"max_input_chars_per_word\":100", "\"max_input_chars_per_word\":0", NULL, MS_EINVALID,
+      "model.max_input_chars_per_word: 0 out of range" },
+    { WP, "\"max_input_chars_per_word\":100", "\"max_input_chars_per_word\":\"100\"", NULL, MS_EINVALID,
+      "model.max_input_chars_per_word: expected an integer" },
+    { WP, "\"un\":4", "\"un\":16777216", NULL, MS_EINVALID, "model.vocab['un']: id 16777216 out of range" },
+    { WP, "\"un\":4", "\"un\":-4", NULL, MS_EINVALID, "model.vocab['un']: id -4 out of range" },
+    { WP, "\"continuing_subword_prefix\":\"##\"", "\"continuing_subword_prefix\":\"@@\"", NULL, MS_EUNSUPPORTED,
+      "model.continuing_subword_prefix: '@@' is not supported" },
+    { WP, "{\"type\":\"BertNormalizer\",", "{\"type\":\"Lowercase\",", NULL, MS_EUNSUPPORTED,
+      "normalizer.type: 'Lowercase' is not supported for WordPiece" },
+    { WP, "{\"type\":\"BertPreTokenizer\"}", "{\"type\":\"Whitespace\"}", NULL, MS_EUNSUPPORTED,
+      "pre_tokenizer: 'Whitespace' is not supported for WordPiece" },
+    { WP, "{\"type\":\"BertPreTokenizer\"}", "null", NULL, MS_EUNSUPPORTED,
+      "pre_tokenizer: 'null' is not supported for WordPiece" },
+    { WP, "\"type\":\"TemplateProcessing\"", "\"type\":\"RobertaProcessing\"", NULL, MS_EUNSUPPORTED,
+      "post_processor.type: 'RobertaProcessing' is not supported for WordPiece" },
+    { WP, "\"type\":\"TemplateProcessing\"", "\"type\":\"BertProcessing\",\"cls\":[\"[CLS]\",2],\"sep\":[\"[SEP]\",999]",
+      NULL, MS_EINVALID, "post_processor.sep: id 999 out of range (vocab has 16 tokens)" },
+    { WP, "\"type\":\"TemplateProcessing\"", "\"type\":\"BertProcessing\",\"cls\":\"[CLS]\"", NULL, MS_EINVALID,
+      "post_processor.cls: expected [\"token\", id]" },
+    { WP, "\"ids\":[3],\"tokens\":[\"[SEP]\"]", "\"ids\":[99],\"tokens\":[\"[SEP]\"]", NULL, MS_EINVALID,
+      "post_processor.special_tokens['[SEP]'].ids[0]: id 99 out of range (vocab has 16 tokens)" },
+    { WP, "\"id\":\"[SEP]\",\"type_id\"", "\"id\":\"[NOPE]\",\"type_id\"", NULL, MS_EINVALID,
+      "post_processor.single[].SpecialToken.id: '[NOPE]' is not a token of the vocab" },
+    { WP, "\"normalizer\":", "\"normalizer\":", "{\"sep_token\": \"[NOPE]\"}", MS_EINVALID,
+      "tokenizer_config.json: sep_token: '[NOPE]' is not a token of the vocab" },
 };
 
 START_TEST(from_json_refuses_bad_input)
@@ -441,6 +626,10 @@ Suite *tokenizer_json_suite(void)
     tcase_add_test(tc, eog_add_marks_ids);
     tcase_add_test(tc, from_manifest_reads_tokenizer_json_and_eos_lists);
     tcase_add_test(tc, from_manifest_without_tokenizer_is_not_found);
+    tcase_add_test(tc, wordpiece_in_gguf_form);
+    tcase_add_test(tc, wordpiece_normalizer_switches);
+    tcase_add_test(tc, wordpiece_max_input_chars_per_word);
+    tcase_add_test(tc, wordpiece_special_tokens);
     tcase_add_loop_test(tc, from_json_refuses_bad_input, 0, sizeof bad / sizeof *bad);
     suite_add_tcase(s, tc);
     return s;

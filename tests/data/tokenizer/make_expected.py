@@ -49,6 +49,19 @@ STRINGS = [
     "   \n\t  \n", "Hello\u200bworld", "zero\u0000byte",
 ]
 BYTES = [b"bad \xff\xfe utf8 \xc3", b"\xed\xa0\x80 surrogate \xc0\x80 overlong"]
+# WordPiece (bert vocabs) only: what its normalizer and pre-tokenizer look at.
+STRINGS_WPM = [
+    "[CLS] [SEP] [MASK] [UNK] [PAD] [cls]", "\u00c0\u00c9\u00ce\u00d5\u00dc \u00e0\u00e9\u00ee\u00f5\u00fc \u0130stanbul \u01c5 \u1e9e \u03a3\u0391\u03a3",
+    "ﬁne ﬂower \u212b \u2126 \u00b5 \u1f80", "tab\tnew\nline\rcr\u0085nel\u000bvt\u000cff",
+    "soft\u00adhyphen zero\u200cwidth bom\ufeffx rtl\u200fmark priv\ue000ate",
+    "don't stop\u2014now!!! (really?) [x] {y} <z> a/b\\c a_b a-b a'b",
+    "$5 + 3 = 8 ^ 2 ~ 4 | 5 ` 6 \u00a7 \u00b6 \u00a9 \u00ae \u2122 \u20ac \u00a3 \u00a5",
+    "\u4f60\u597d\u4e16\u754c abc\u6f22\u5b57def \u3042\u3044\u3046 \u30a2\u30a4 \uac00\ub098 \U00020000\U0002b820\U0002b920",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism pneumonoultramicroscopic",
+    "x" * 99 + " " + "y" * 100 + " " + "z" * 101,
+    "12,345.67 1st 2nd 3rd 4th 10km 3.14e-10 0xdeadbeef",
+    "\U0001f600 \U0001f44d\U0001f3fd \u2603 \u2665\ufe0f a\U0001f600b",
+]
 
 
 def ids_of(tool, vocab, data, parse_special):
@@ -74,7 +87,7 @@ def main():
         if not name.endswith(".gguf"):
             continue
         cases = []
-        for s in STRINGS + BYTES:
+        for s in STRINGS + BYTES + (STRINGS_WPM if "bert" in name else []):
             data = s if isinstance(s, bytes) else s.encode("utf-8")
             if b"\0" in data:   # neither a file name argv nor llama-tokenize's C string keeps a NUL
                 continue
