@@ -170,6 +170,25 @@ START_TEST(embeddings_match_the_float64_reference)
 }
 END_TEST
 
+/* Text reaches the encoder as llama.cpp b4748 tokenizes it: the model's own tokenizer (the GGUF's
+ * WordPiece vocab, or the directory's tokenizer.json) gives llama-tokenize's ids for a text with
+ * accents, CJK, punctuation and numbers ([CLS] ... [SEP] added). */
+static void check_text_ids(runtime_model *m, const char *what)
+{
+    static const char text[] = "H\xc3\xa9llo w\xc3\xb6rld, \xe6\x9d\xb1\xe4\xba\xac is 42!";   /* Héllo wörld, 東京 is 42! */
+    static const int32_t want[] = { 101, 7592, 2088, 1010, 1879, 1755, 2003, 4413, 999, 102 };   /* llama-tokenize --ids */
+    const tokenizer *tk;
+    int32_t *ids;
+    size_t n;
+
+    ck_assert_msg(runtime_weights_tokenizer(&tk, runtime_model_weights(m)) == 0, "%s: %s", what, ms_err_msg());
+    ck_assert_int_eq(tokenizer_encode_alloc(tk, text, strlen(text), 1, 0, &ids, &n), 0);
+    ck_assert_int_eq((int)n, (int)(sizeof want / sizeof want[0]));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(ids[i] == want[i], "%s: id %zu is %d, llama.cpp's %d", what, i, ids[i], want[i]);
+    free(ids);
+}
+
 /* The generator's Hugging Face directory (config.json, model.safetensors, tokenizer.json,
  * modules.json, 1_Pooling/config.json) imported into a store: its pooling reaches the runtime and
  * its vectors are the GGUF's (the same F32 weights under Hugging Face's names); so are those of the
@@ -190,6 +209,7 @@ START_TEST(hugging_face_directory_gives_the_same_vectors)
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
         embed_all(m, g);
+        check_text_ids(m, "gguf");
         runtime_model_close(m);
         ck_assert_int_eq(store_open(&st, home), 0);
         ck_assert_int_eq(name_parse(&name, "enc:hf"), 0);
@@ -197,6 +217,7 @@ START_TEST(hugging_face_directory_gives_the_same_vectors)
         ck_assert_msg(runtime_model_open_store(&m, st, &name, &o) == 0, "%s", ms_err_msg());
         ck_assert_int_eq(runtime_model_pooling(m), RUNTIME_POOL_CLS);   /* from 1_Pooling/config.json */
         embed_all(m, h);
+        check_text_ids(m, "hf");
         runtime_model_close(m);
         ck_assert_int_eq(name_parse(&name, "enc:gguf"), 0);
         ck_assert_msg(import_path(st, path, &name, &io, digest) == 0, "%s", ms_err_msg());
