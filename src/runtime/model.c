@@ -875,6 +875,7 @@ int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_t
     if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
         return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
                       c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
+                      : c->encoder    ? "its pooling_type is none: one vector per token, which runtime_embed does not give"
                                       : "a decoder whose model names no pooling");
     for (int s = 0; s < n_seqs; s++) {
         if (n_tokens[s] <= 0)

@@ -335,6 +335,33 @@ START_TEST(bad_gguf_fields_are_refused_by_name)
 }
 END_TEST
 
+/* An encoder whose GGUF says pooling none (llama.cpp's per-token output) or rank (a reranker)
+ * opens, and runtime_embed refuses it saying which. */
+START_TEST(an_encoder_without_pooling_is_refused_by_kind)
+{
+    char *dir = fixture_tmpdir(), *path;
+    json_t *ref = make_model(dir, "bert", "mean", NULL, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    int32_t toks[2] = { 101, 102 };
+    const int32_t *p = toks;
+    int n = 2;
+    float out[DIM];
+    runtime_model *m;
+
+    if (ref) {
+        patch(path, "bert.pooling_type", NULL, _i ? 4 : 0);
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(runtime_model_pooling(m), RUNTIME_POOL_NONE);
+        ck_assert_int_eq(runtime_embed(m, &p, &n, 1, out), MS_EUNSUPPORTED);
+        ck_assert_msg(strstr(ms_err_msg(), _i ? "pooling is rank" : "pooling_type is none"), "%s", ms_err_msg());
+        runtime_model_close(m);
+        json_decref(ref);
+        free(path);
+    }
+    fixture_rmrf(dir);
+}
+END_TEST
+
 /* A plain decoder cannot embed: pooling none, and runtime_embed says so. */
 START_TEST(a_decoder_without_pooling_cannot_embed)
 {
@@ -481,6 +508,7 @@ Suite *embed_suite(void)
     tcase_add_loop_test(t, hugging_face_directory_gives_the_same_vectors, 0, 2);
     tcase_add_test(t, encoder_refuses_forward_and_bad_sequences);
     tcase_add_loop_test(t, bad_gguf_fields_are_refused_by_name, 0, sizeof bad_fields / sizeof bad_fields[0]);
+    tcase_add_loop_test(t, an_encoder_without_pooling_is_refused_by_kind, 0, 2);
     tcase_add_test(t, a_decoder_without_pooling_cannot_embed);
     tcase_add_loop_test(t, a_decoder_with_pooling_embeds_its_hidden_states, 0, 3);
     suite_add_tcase(s, t);
