@@ -61,7 +61,15 @@ struct runtime_model {
     runtime_encoder *enc;  /* an encoder (bert, nomic-bert): encoder.c runs it; the rest above unused */
     float *rows;           /* a decoder that embeds: n_batch hidden rows read back, and pooling's */
     double *acc;           /* sums (dim) */
+    /* runtime_embed's packed batch (pk_n sequences; 0: a plain forward): sequence i is rows
+     * pk_start[i] .. + pk_len[i], each from position 0 */
+    int32_t *pk_toks;
+    int pk_start[32], pk_len[32], pk_n;
+    int embed_runs;        /* forwards of the last runtime_embed (runtime__model_embed_runs) */
 };
+
+/* Sequences a decoder packs into one forward at most (each costs a few ops per layer). */
+#define EMBED_MAX_SEQS 32
 
 /* Ops recorded per layer at most, and around the layers (embedding, final norm, head). */
 #define OPS_PER_LAYER 40
@@ -521,7 +529,8 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     if (c->pooling != RUNTIME_POOL_NONE) {   /* a decoder that embeds (Qwen3-Embedding) */
         m->rows = malloc((size_t)m->n_batch * c->dim * sizeof *m->rows);
         m->acc = malloc((size_t)c->dim * sizeof *m->acc);
-        if (!m->rows || !m->acc)
+        m->pk_toks = malloc((size_t)m->n_batch * sizeof *m->pk_toks);
+        if (!m->rows || !m->acc || !m->pk_toks)
             return ms_err(MS_ENOMEM, "out of memory");
     }
     max_cols = c->dim > q_dim ? c->dim : q_dim;
@@ -536,7 +545,9 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
             max_cols = c->n_experts;
     }
     backend_limits lim = { .max_rows = m->n_batch, .max_cols = max_cols, .n_ctx = m->n_ctx, .heads = c->n_heads };
-    m->seq.cap = (size_t)c->n_layers * OPS_PER_LAYER + OPS_OUTSIDE;
+    /* a packed embedding batch: a rope pair and an attention per sequence and layer */
+    m->seq.cap = (size_t)c->n_layers * (OPS_PER_LAYER + (c->pooling != RUNTIME_POOL_NONE ? 3 * EMBED_MAX_SEQS : 0)) +
+                 OPS_OUTSIDE;
     m->seq.ops = calloc(m->seq.cap, sizeof *m->seq.ops);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     m->freqs = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs);
@@ -628,6 +639,7 @@ void runtime_model_close(runtime_model *m)
     backend_close(m->be);   /* its buffers and weights with it */
     free(m->rows);
     free(m->acc);
+    free(m->pk_toks);
     runtime_weights_close(m->w);
     free(m->layers);
     free(m->seq.ops);
@@ -697,6 +709,56 @@ static void record_moe(runtime_model *m, const layer *L, int n)
     backend_seq_moe_sum(s, x, eo, backend_at(m->r_wts, 0), n, k, c->dim);
 }
 
+/* Attention of n tokens at positions pos.. : q, k roped, k and v into the layer's cache (a ring
+ * wraps), att = attention over the cache. */
+static void record_attention(runtime_model *m, const layer *L, int n, int pos, const double *freqs)
+{
+    const runtime_config *c = &m->c;
+    backend_seq *s = &m->seq;
+    int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
+    size_t layer_kv = L->kv_off;
+    int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
+    backend_ref q = backend_at(m->q, 0), k = backend_at(m->k, 0), v = backend_at(m->v, 0);
+
+    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
+    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
+    backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)slot * kv_dim), k, n1 * kv_dim);
+    backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)slot * kv_dim), v, n1 * kv_dim);
+    if (n1 < n) {   /* the chunk wraps around the ring: the rest from slot 0 */
+        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+    }
+    backend_seq_attention_ex(s, backend_at(m->att, 0), q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n,
+                             pos, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, L->kv_ring);
+}
+
+/* The same for runtime_embed's packed sequences (no layer a ring: runtime_embed packs only then):
+ * each sequence roped from position 0, every row's k, v at the same row of the cache, and one
+ * causal attention per sequence over its own rows, as if it ran alone. */
+static void record_packed_attention(runtime_model *m, const layer *L, int n, const double *freqs)
+{
+    const runtime_config *c = &m->c;
+    backend_seq *s = &m->seq;
+    int hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
+    size_t layer_kv = L->kv_off;
+
+    for (int i = 0; i < m->pk_n; i++) {
+        size_t r = (size_t)m->pk_start[i];
+        backend_seq_rope(s, backend_at(m->q, r * q_dim), m->pk_len[i], c->n_heads, hd, c->n_rot, 0, freqs,
+                         c->rope_interleaved);
+        backend_seq_rope(s, backend_at(m->k, r * kv_dim), m->pk_len[i], c->n_kv_heads, hd, c->n_rot, 0, freqs,
+                         c->rope_interleaved);
+    }
+    backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, 0), n * kv_dim);
+    backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, 0), n * kv_dim);
+    for (int i = 0; i < m->pk_n; i++) {
+        size_t r = (size_t)m->pk_start[i];
+        backend_seq_attention_ex(s, backend_at(m->att, r * q_dim), backend_at(m->q, r * q_dim),
+                                 backend_at(m->kc, layer_kv + r * kv_dim), backend_at(m->vc, layer_kv + r * kv_dim),
+                                 m->pk_len[i], 0, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, 0);
+    }
+}
+
 /* One layer of n tokens at positions pos.. : x += attn(n(x)); x += ffn(n(x)). */
 static void record_layer(runtime_model *m, int l, int n, int pos)
 {
@@ -704,15 +766,12 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     const layer *L = &m->layers[l];
     backend_seq *s = &m->seq;
     int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    size_t layer_kv = L->kv_off;
-    int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
     float eps = (float)c->rms_eps;
     backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
     backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
     float off = (float)c->norm_offset;
-    int window = L->window;
-    const double *freqs = window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
+    const double *freqs = L->window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
 
     backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
     backend_seq_matmul(s, q, xb, L->wq, n);
@@ -728,16 +787,10 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
         backend_seq_rms_norm_ex(s, q, q, L->q_norm, n * c->n_heads, hd, eps, off);
         backend_seq_rms_norm_ex(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps, off);
     }
-    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
-    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
-    backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)slot * kv_dim), k, n1 * kv_dim);
-    backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)slot * kv_dim), v, n1 * kv_dim);
-    if (n1 < n) {   /* the chunk wraps around the ring: the rest from slot 0 */
-        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
-        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
-    }
-    backend_seq_attention_ex(s, att, q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n, pos, c->n_heads,
-                             c->n_kv_heads, hd, window, (float)c->attn_scale, L->kv_ring);
+    if (m->pk_n)   /* runtime_embed's packed sequences */
+        record_packed_attention(m, L, n, freqs);
+    else
+        record_attention(m, L, n, pos, freqs);
     backend_seq_matmul(s, xb, att, L->wo, n);
     if (L->post_attn_norm)   /* [gemma] */
         backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
@@ -831,7 +884,7 @@ int runtime_model_pooling(const runtime_model *m)
 }
 
 int runtime_model_embed_dim(const runtime_model *m) { return m->c.dim; }
-int runtime__model_embed_runs(const runtime_model *m) { return m->enc ? runtime__encoder_runs(m->enc) : 0; }
+int runtime__model_embed_runs(const runtime_model *m) { return m->enc ? runtime__encoder_runs(m->enc) : m->embed_runs; }
 
 /* One sequence through a decoder, from position 0 in chunks of n_batch (its attention is causal:
  * the KV cache carries the earlier chunks), pooled from the final normed hidden rows. Sequences
@@ -851,6 +904,7 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
                  : pool == RUNTIME_POOL_CLS ? done == 0 : last;
         if ((rc = forward_batch(m, tokens + done, chunk, NULL, h0, hn)) < 0)
             break;
+        m->embed_runs++;
         for (size_t i = 0; i < (size_t)hn * dim; i++)
             if (!isfinite(m->rows[i]))
                 rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
@@ -866,10 +920,39 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
     return rc;
 }
 
+/* n_seqs sequences of at most n_batch tokens in all as one forward from position 0
+ * (record_packed_attention), every row's final normed hidden state read back and pooled. */
+static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
+                                float *out)
+{
+    int n = 0, dim = m->c.dim, rc;
+
+    for (int i = 0; i < n_seqs; i++) {
+        m->pk_start[i] = n;
+        m->pk_len[i] = n_tokens[i];
+        memcpy(m->pk_toks + n, tokens[i], (size_t)n_tokens[i] * sizeof *m->pk_toks);
+        n += n_tokens[i];
+    }
+    m->pk_n = n_seqs;
+    m->n_past = 0;
+    rc = forward_batch(m, m->pk_toks, n, NULL, 0, n);
+    m->embed_runs++;
+    m->pk_n = 0;
+    m->n_past = 0;   /* the cache is left empty */
+    for (size_t i = 0; rc == 0 && i < (size_t)n * dim; i++)
+        if (!isfinite(m->rows[i]))
+            rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
+                        isnan(m->rows[i]) ? "NaN" : "infinite");
+    for (int i = 0; rc == 0 && i < n_seqs; i++)
+        runtime__pool(out + (size_t)i * dim, m->acc, m->rows + (size_t)m->pk_start[i] * dim, n_tokens[i], dim,
+                      m->c.pooling);
+    return rc;
+}
+
 int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
 {
     const runtime_config *c = &m->c;
-    int rc;
+    int rc, packable = 1;
 
     assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
     if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
@@ -889,8 +972,22 @@ int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_t
     }
     if (m->enc)
         return runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out);
-    for (int s = 0; s < n_seqs; s++)
-        if ((rc = decoder_embed(m, tokens[s], n_tokens[s], out + (size_t)s * c->dim)) < 0)
+    m->embed_runs = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        packable = packable && !m->layers[l].kv_ring;
+    for (int i = 0; i < n_seqs;) {
+        int j = i + 1, rows = n_tokens[i];
+        if (!packable || rows > m->n_batch) {   /* alone, in chunks that the KV cache carries */
+            if ((rc = decoder_embed(m, tokens[i], n_tokens[i], out + (size_t)i * c->dim)) < 0)
+                return rc;
+            i++;
+            continue;
+        }
+        while (j < n_seqs && j - i < EMBED_MAX_SEQS && rows + n_tokens[j] <= m->n_batch)
+            rows += n_tokens[j++];
+        if ((rc = decoder_embed_packed(m, tokens + i, n_tokens + i, j - i, out + (size_t)i * c->dim)) < 0)
             return rc;
+        i = j;
+    }
     return 0;
 }

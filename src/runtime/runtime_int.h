@@ -26,7 +26,7 @@ int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, con
                            float *out);
 
 /* The forwards (one backend_run each) the last runtime__encoder_embed ran; and the same of a
- * model (0 for a decoder). For the tests of packing. */
+ * model's last runtime_embed, encoder or decoder. For the tests of packing. */
 int runtime__encoder_runs(const runtime_encoder *e);
 int runtime__model_embed_runs(const runtime_model *m);
 

@@ -390,14 +390,17 @@ END_TEST
 
 /* A decoder whose GGUF names a pooling (Qwen3-Embedding: qwen3 with last-token pooling) embeds its
  * final normed hidden states: a synthetic qwen3 (make_synthetic_qwen.py, stories260K's vocab of
- * 512) against ref_forward.py --embed, with n_batch 8 so that a sequence of 23 runs in three chunks;
- * the KV cache is left empty. */
+ * 512) against ref_forward.py --embed; the KV cache is left empty. n_batch 8: little packs, and
+ * the sequences past 8 run alone in chunks the KV cache carries (9: 2, 23: 3, 12: 2), 12 forwards
+ * in all; n_batch 32: {5, 9}, {23, 1}, {12, 3, 7, 2} packed, 3 forwards. */
 START_TEST(a_decoder_with_pooling_embeds_its_hidden_states)
 {
     static const char *const pool[] = { "mean", "cls", "last" };
+    static const int batch[] = { 8, 32 }, runs[] = { 12, 3 };
+    int p = _i % 3, b = _i / 3;
     char *models = fixture_models_dir(), *dir = fixture_tmpdir(), *out = ms_strdup_printf("%s/q.gguf", dir);
     char *ref = ms_strdup_printf("%s/q.json", dir), *args = ms_strdup_printf("%s", ""), *cmd, *a;
-    runtime_opts o = {.n_threads = 2, .n_batch = 8};
+    runtime_opts o = {.n_threads = 2, .n_batch = batch[b]};
     float got[N_SEQS * DIM];
     const int32_t *ptr[N_SEQS];
     int32_t toks[N_SEQS][64];
@@ -427,7 +430,7 @@ START_TEST(a_decoder_with_pooling_embeds_its_hidden_states)
                            "--heads 4 --kv-heads 2 --ffn 128 --ctx 64 --pooling-type %d --vocab "
                            "'%s/stories260K/stories260K.gguf' -o '%s' && /usr/bin/python3 "
                            "'%s/tests/reference/ref_forward.py' '%s' --embed %s %s > '%s'",
-                           src_dir(), _i + 1, models, out, src_dir(), out, pool[_i], args, ref);
+                           src_dir(), p + 1, models, out, src_dir(), out, pool[p], args, ref);
     if (system(cmd) != 0) {
         printf("skipped: %s failed (numpy missing?)\n", cmd);
         free(cmd);
@@ -436,11 +439,13 @@ START_TEST(a_decoder_with_pooling_embeds_its_hidden_states)
     free(cmd);
     ck_assert_ptr_nonnull(j = json_load_file(ref, 0, &e));
     ck_assert_msg(runtime_model_open_gguf(&m, out, &o) == 0, "%s", ms_err_msg());
-    ck_assert_int_eq(runtime_model_pooling(m), _i + 1);
+    ck_assert_int_eq(runtime_model_pooling(m), p + 1);
     ck_assert_msg(runtime_embed(m, ptr, seq_len, N_SEQS, got) == 0, "%s", ms_err_msg());
     ck_assert_int_eq(runtime_model_n_past(m), 0);
+    ck_assert_int_eq(runtime__model_embed_runs(m), runs[b]);
     d = max_diff_ref(got, j);
-    printf("measured: qwen3 with %s pooling: max |runtime - float64 reference| %.3g per component\n", pool[_i], d);
+    printf("measured: qwen3 with %s pooling, n_batch %d: max |runtime - float64 reference| %.3g per component\n",
+           pool[p], batch[b], d);
     ck_assert_msg(d <= 1e-4, "%g from the reference", d);
     runtime_model_close(m);
     json_decref(j);
@@ -510,7 +515,7 @@ Suite *embed_suite(void)
     tcase_add_loop_test(t, bad_gguf_fields_are_refused_by_name, 0, sizeof bad_fields / sizeof bad_fields[0]);
     tcase_add_loop_test(t, an_encoder_without_pooling_is_refused_by_kind, 0, 2);
     tcase_add_test(t, a_decoder_without_pooling_cannot_embed);
-    tcase_add_loop_test(t, a_decoder_with_pooling_embeds_its_hidden_states, 0, 3);
+    tcase_add_loop_test(t, a_decoder_with_pooling_embeds_its_hidden_states, 0, 6);
     suite_add_tcase(s, t);
     return s;
 }
