@@ -144,9 +144,7 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l)
 
 int gpu_supports(backend_op_kind kind)
 {
-    /* every kind backend.h defines has a plan below, but the encoders' (not yet) */
-    return (unsigned)kind < BACKEND_OP_COUNT && kind != BACKEND_OP_LAYER_NORM && kind != BACKEND_OP_GELU &&
-           kind != BACKEND_OP_ATTENTION_BIDIR;
+    return (unsigned)kind < BACKEND_OP_COUNT;   /* every kind backend.h defines has a plan below */
 }
 
 int gpu_op_check(const gpu_limits *l, const backend_op *op)
@@ -158,6 +156,8 @@ int gpu_op_check(const gpu_limits *l, const backend_op *op)
         (op->pos0 + op->n > l->n_ctx || op->head_dim > 256 || op->kv_heads <= 0 || op->heads % op->kv_heads))
         return ms_err(MS_ERROR, "attention to position %d (context %d), head_dim %d (at most 256), %d/%d heads",
                       op->pos0 + op->n, l->n_ctx, op->head_dim, op->heads, op->kv_heads);
+    if (op->kind == BACKEND_OP_ATTENTION && op->bidir && (op->window || op->ring || op->pos0))
+        return ms_err(MS_ERROR, "bidirectional attention with a window, a ring or a start position");
     if (op->kind == BACKEND_OP_ATTENTION && op->ring && (op->window <= 0 || op->ring < op->window + op->n - 1))
         return ms_err(MS_ERROR, "attention over a ring of %d slots: %d tokens in a window of %d need %d", op->ring,
                       op->n, op->window, op->window + op->n - 1);
@@ -330,7 +330,9 @@ static int plan_embed(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     return groups_grid(d, ((uint64_t)op->n * nb + 63) / 64);
 }
 
-static int plan_rms_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+/* RMS_NORM and LAYER_NORM: norm.comp's modes 0 (RMS), 1 (LayerNorm) and 2 (LayerNorm with the
+ * bias at binding 5, its type in stype). */
+static int plan_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 {
     const gpu_limits *l = p->l;
     const gpu_weight *w = op->w->dev;
@@ -341,10 +343,17 @@ static int plan_rms_norm(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
         (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0 ||
         (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0)
         return rc;
+    if (op->kind == BACKEND_OP_LAYER_NORM && op->w2) {
+        const gpu_weight *b = op->w2->dev;
+        if ((rc = bind_weight(l, &d->b[4], &pc->b_off, b, b->data_off, b->data_end)) < 0)
+            return rc;
+        pc->stype = (uint32_t)op->w2->t->type;
+    }
+    pc->mode = op->kind == BACKEND_OP_RMS_NORM ? 0 : op->w2 ? 2 : 1;
     pc->cols = (uint32_t)op->cols;
     pc->wtype = (uint32_t)op->w->t->type;
     pc->eps = op->eps;
-    pc->scale = op->w_offset; /* Gemma's (1 + w): 1; else 0 */
+    pc->scale = op->w_offset; /* RMS_NORM: Gemma's (1 + w): 1; else 0 */
     d->rd[d->n_rd++] = op->src.buf;
     d->k = GPU_K_NORM;
     return groups_grid(d, (uint64_t)op->n);
@@ -466,6 +475,7 @@ static int plan_attention(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     pc->scale = op->scale != 0 ? op->scale : 1.0f / sqrtf((float)op->head_dim);
     pc->rows = (uint32_t)(op->window > 0 ? op->window : 0);
     pc->cols = (uint32_t)(op->ring > 0 ? op->ring : 0);
+    pc->mode = op->bidir ? 1 : 0;   /* every token sees all pos0 + n positions */
     d->rd[d->n_rd++] = op->src.buf;
     d->rd[d->n_rd++] = op->k.buf;
     d->rd[d->n_rd++] = op->v.buf;
@@ -489,6 +499,7 @@ static int plan_pairwise(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     return groups_grid(d, (pc->n + 255u) / 256u);
 }
 
+/* SCALE, SOFTCAP and GELU: in place over dst[0 .. n). */
 static int plan_scale(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 {
     const gpu_limits *l = p->l;
@@ -497,7 +508,8 @@ static int plan_scale(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 
     if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0)
         return rc;
-    pc->mode = op->kind == BACKEND_OP_SCALE ? 6 : 7;
+    /* the element kernel's modes: 6 scale, 7 softcap, 10 gelu */
+    pc->mode = op->kind == BACKEND_OP_SCALE ? 6 : op->kind == BACKEND_OP_SOFTCAP ? 7 : 10;
     pc->scale = op->scale;
     d->k = GPU_K_ELEM;
     return groups_grid(d, (pc->n + 255u) / 256u);
@@ -577,7 +589,7 @@ static int plan_matmul_id(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
 typedef int (*planner)(gpu_plan *p, const backend_op *op, gpu_dispatch *d);
 static const planner planners[] = {
     [BACKEND_OP_EMBED] = plan_embed,
-    [BACKEND_OP_RMS_NORM] = plan_rms_norm,
+    [BACKEND_OP_RMS_NORM] = plan_norm,
     [BACKEND_OP_MATMUL] = plan_matmul,
     [BACKEND_OP_ADD_ROW] = plan_add_row,
     [BACKEND_OP_ROPE] = plan_rope,
@@ -588,6 +600,8 @@ static const planner planners[] = {
     [BACKEND_OP_GEGLU] = plan_pairwise,
     [BACKEND_OP_SCALE] = plan_scale,
     [BACKEND_OP_SOFTCAP] = plan_scale,
+    [BACKEND_OP_GELU] = plan_scale,
+    [BACKEND_OP_LAYER_NORM] = plan_norm,
     [BACKEND_OP_GATED_ADD] = plan_weighted_sum,
     [BACKEND_OP_MOE_SUM] = plan_weighted_sum,
     [BACKEND_OP_MOE_ROUTE] = plan_moe_route,

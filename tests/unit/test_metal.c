@@ -594,6 +594,91 @@ START_TEST(a_forward_is_one_command_buffer_and_only_the_read_waits)
 }
 END_TEST
 
+/* An encoder block's own ops (issue 34) through the Metal host: the plans gpu.c shares with
+ * Vulkan, where test_vulkan runs them. LAYER_NORM with its bias at buffer(5) (the bias's bytes,
+ * a page past the weight's in the same mapping) and without one (mode 1, buffer(5) the dummy),
+ * GELU as the element kernel's mode 10, and bidirectional ATTENTION as attention's mode 1. */
+START_TEST(an_encoder_block_s_ops_are_encoded_as_planned)
+{
+    host h = host_open();
+    enum { D = 64, N = 3, HEADS = 4, HD = 16 };
+    size_t pg = page(), n = 4 * pg;
+    uint8_t *m = map_new(n);
+    backend_tensor tw = tensor_at("ln.weight", GGML_TYPE_F32, m, n, 0, 0, D);
+    backend_tensor tb = tensor_at("ln.bias", GGML_TYPE_F32, m, n, pg, 0, D);
+    backend_weight ww = {.t = &tw}, wb = {.t = &tb};
+    backend_buf *x = buf_new(&h, N * D, BACKEND_F32), *y = buf_new(&h, N * D, BACKEND_F32);
+    backend_buf *k = buf_new(&h, N * D, BACKEND_F32), *v = buf_new(&h, N * D, BACKEND_F32);
+    backend_op ops[4];
+    backend_seq s = {.ops = ops, .cap = 4};
+    static const struct {
+        int kernel;
+        uint32_t mode;
+    } want[] = {{GPU_K_NORM, 2}, {GPU_K_NORM, 1}, {GPU_K_ELEM, 10}, {GPU_K_ATT_F32, 1}};
+    struct {
+        mobj *obj;
+        uint64_t off;
+    } bound[6];
+    gpu_push pc;
+    int first, nd = 0, pipe = -1;
+
+    ck_assert(h.impl->supports(h.ctx, BACKEND_OP_LAYER_NORM) && h.impl->supports(h.ctx, BACKEND_OP_GELU) &&
+              h.impl->supports(h.ctx, BACKEND_OP_ATTENTION_BIDIR));
+    ck_assert_msg(h.impl->weight_new(h.ctx, &ww) == 0, "%s", ms_err_msg());
+    ck_assert_msg(h.impl->weight_new(h.ctx, &wb) == 0, "%s", ms_err_msg());
+    backend_seq_layer_norm(&s, backend_at(y, 0), backend_at(x, 0), &ww, &wb, N, D, 1e-12f);
+    backend_seq_layer_norm(&s, backend_at(x, 0), backend_at(x, 0), &ww, NULL, N, D, 1e-5f);
+    backend_seq_gelu(&s, backend_at(y, 0), N * D);
+    backend_seq_attention_bidir(&s, backend_at(x, 0), backend_at(y, 0), backend_at(k, 0), backend_at(v, 0), N, HEADS,
+                                HEADS, HD, 0.0f);
+    first = n_log;
+    ck_assert_msg(h.impl->run(h.ctx, s.ops, s.n) == 0, "%s", ms_err_msg());
+    memset(bound, 0, sizeof bound);
+    memset(&pc, 0, sizeof pc);
+    for (int i = first; i < n_log; i++) {
+        msg *mm = &log_[i];
+        if (strcmp(mm->sel, "setComputePipelineState:") == 0)
+            pipe = mm->obj->kernel;
+        else if (strcmp(mm->sel, "setBytes:length:atIndex:") == 0)
+            pc = mm->pc;
+        else if (strcmp(mm->sel, "setBuffer:offset:atIndex:") == 0) {
+            bound[mm->b].obj = mm->obj;
+            bound[mm->b].off = mm->a;
+        } else if (strcmp(mm->sel, "dispatchThreadgroups:threadsPerThreadgroup:") == 0) {
+            ck_assert_int_lt(nd, 4);
+            ck_assert_msg(pipe == want[nd].kernel && pc.mode == want[nd].mode, "dispatch %d: kernel %d mode %u", nd,
+                          pipe, pc.mode);
+            if (nd == 0) {   /* the bias: a page past the weight in the one buffer of their mapping */
+                ck_assert_ptr_eq(bound[5].obj, bound[3].obj);
+                ck_assert_uint_eq(bound[5].off + pc.b_off, bound[3].off + pc.w_off + pg);
+                ck_assert_uint_eq(pc.stype, GGML_TYPE_F32);
+            }
+            if (nd == 1)
+                ck_assert_ptr_ne(bound[5].obj, bound[3].obj);
+            if (nd == 3)
+                ck_assert_uint_eq((uint64_t)mm->groups.width * mm->groups.height, N * HEADS);
+            nd++;
+        }
+    }
+    ck_assert_int_eq(nd, 4);
+    /* a window with bidir is refused before anything is encoded */
+    ops[3].window = 2;
+    first = count("commandBuffer");
+    ck_assert_int_eq(h.impl->run(h.ctx, s.ops, s.n), MS_ERROR);
+    ck_assert_int_eq(count("commandBuffer"), first);
+
+    h.impl->weight_free(h.ctx, &ww);
+    h.impl->weight_free(h.ctx, &wb);
+    backend_buf *bufs[] = {x, y, k, v};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        h.impl->buf_free(h.ctx, bufs[i]);
+        free(bufs[i]);
+    }
+    h.impl->close(h.ctx);
+    munmap(m, n);
+}
+END_TEST
+
 START_TEST(a_kernel_that_does_not_compile_fails_the_run_uncommitted)
 {
     host h = host_open();
@@ -686,6 +771,7 @@ Suite *metal_suite(void)
     tcase_add_test(tc, every_mapping_is_wrapped_without_copy_once);
     tcase_add_test(tc, mapping_past_the_largest_buffer_is_wrapped_in_windows);
     tcase_add_test(tc, a_forward_is_one_command_buffer_and_only_the_read_waits);
+    tcase_add_test(tc, an_encoder_block_s_ops_are_encoded_as_planned);
     tcase_add_test(tc, a_kernel_that_does_not_compile_fails_the_run_uncommitted);
     tcase_add_test(tc, types_the_kernels_cannot_run_are_refused_by_name);
     tcase_add_test(tc, auto_never_takes_metal_and_no_device_is_a_clear_error);

@@ -240,20 +240,17 @@ static void pair_close(pair *p)
         tensor_free(&p->vals[i]);
 }
 
-/* Buffer k on both, filled with the same random values (scale `amp`) through a STORE from a CPU
- * staging buffer on the CPU side and a read-back comparison on the device side. */
-static int pair_buf(pair *p, size_t n, int dtype, float amp)
+/* Buffer k on both, holding the n values `vals` through a STORE from a CPU staging buffer on the
+ * CPU side and a read-back comparison on the device side. */
+static int pair_buf_of(pair *p, const float *vals, size_t n, int dtype)
 {
     int k = p->n_buf++;
 
     ck_assert_int_lt(k, 16);
-    float *vals = malloc(n * sizeof *vals);
     backend_buf *stage[2];
     backend_seq seq;
     backend_op ops[1];
 
-    for (size_t i = 0; i < n; i++)
-        vals[i] = amp != 0.0f ? amp * unif() : 0.0f; /* not -0.0 */
     for (int b = 0; b < 2; b++) {
         ck_assert_int_eq(backend_buf_new(&p->buf[b][k], p->be[b], n, dtype, "test"), 0);
         ck_assert_int_eq(backend_buf_new(&stage[b], p->be[b], n, BACKEND_F32, "stage"), 0);
@@ -287,9 +284,20 @@ static int pair_buf(pair *p, size_t n, int dtype, float amp)
     ck_assert_int_eq(backend_read(p->be[1], back, backend_at(stage[1], 0), n), 0);
     ck_assert_int_eq(memcmp(back, vals, n * sizeof *vals), 0);
     free(back);
-    free(vals);
     for (int b = 0; b < 2; b++)
         backend_buf_free(p->be[b], stage[b]);
+    return k;
+}
+
+/* Buffer k on both, filled with the same random values (scale `amp`). */
+static int pair_buf(pair *p, size_t n, int dtype, float amp)
+{
+    float *vals = malloc(n * sizeof *vals);
+
+    for (size_t i = 0; i < n; i++)
+        vals[i] = amp != 0.0f ? amp * unif() : 0.0f; /* not -0.0 */
+    int k = pair_buf_of(p, vals, n, dtype);
+    free(vals);
     return k;
 }
 
@@ -781,6 +789,184 @@ START_TEST(attention_window_and_ring_match_the_cpu)
         printf("measured: attention window case %zu (%s cache): rel %.3g\n", c, f16 ? "f16" : "f32",
                rel_diff(gpu, cpu, nout));
         ck_assert_msg(rel_diff(gpu, cpu, nout) <= 1e-5, "case %zu: %g", c, rel_diff(gpu, cpu, nout));
+    }
+    pair_close(&p);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the encoders' ops */
+
+/* LAYER_NORM with an F32, F16 or BF16 weight and bias of the same type, over rows of 600 (two
+ * whole passes of the 256 invocations and a part) whose means lie between -25 and 40, up to 23
+ * times their spread: out of place with the bias and BERT's eps of 1e-12, then in place without
+ * one. The device sums in float where the CPU sums in double. RMS_NORM's bound, 1e-5 of the
+ * output's scale, is the contract; the corrected two-pass mean lands within about an ulp of the
+ * CPU's (an ulp of 40 is 3.8e-6, 2.2e-6 of the output's spread of ~1.7), measured at 1.4e-7 on
+ * lavapipe, so the test asks 1e-6: the first pass's mean alone measured 1.7e-6 there. */
+START_TEST(layer_norm_matches_the_cpu)
+{
+    static const int vt[] = {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16};
+    static const float offset[] = {0.5f, 40.0f, -25.0f, 0.0f, 10.0f, -3.0f};
+    int n = 6, cols = 600;
+    pair p;
+    tensor w, bias;
+
+    if (!pair_open(&p, n, cols, 16))
+        return;
+    for (int b = 0; b < 2; b++)
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_LAYER_NORM));
+    memset(&w, 0, sizeof w);
+    memset(&bias, 0, sizeof bias);
+    make_vec(&w, vt[_i], cols);
+    make_vec(&bias, vt[_i], cols);
+    float *vals = malloc(sizeof(float) * n * cols);
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < cols; c++)
+            vals[r * cols + c] = offset[r] + 3.0f * unif();
+    int x = pair_buf_of(&p, vals, (size_t)n * cols, BACKEND_F32);
+    int y = pair_buf(&p, (size_t)n * cols + 1, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * n * cols), *gpu = malloc(sizeof(float) * n * cols);
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw, *bb;
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        ck_assert_int_eq(backend_weight_import(&bw, p.be[b], &w.t), 0);
+        ck_assert_int_eq(backend_weight_import(&bb, p.be[b], &bias.t), 0);
+        backend_seq_layer_norm(&seq, backend_at(p.buf[b][y], 1), backend_at(p.buf[b][x], 0), bw, bb, n, cols, 1e-12f);
+        backend_seq_layer_norm(&seq, backend_at(p.buf[b][x], cols), backend_at(p.buf[b][x], cols), bw, NULL, n - 1,
+                               cols, 1e-5f);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    pair_read(&p, y, 1, (size_t)n * cols, cpu, gpu);
+    printf("measured: layer_norm (%s weight) with bias: rel %.3g\n", ggml_type_name(vt[_i]),
+           rel_diff(gpu, cpu, (size_t)n * cols));
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-6, "with bias: %g", rel_diff(gpu, cpu, (size_t)n * cols));
+    pair_read(&p, x, 0, (size_t)n * cols, cpu, gpu);
+    ck_assert_int_eq(memcmp(cpu, vals, sizeof(float) * cols), 0);   /* row 0 untouched on both */
+    ck_assert_int_eq(memcmp(gpu, vals, sizeof(float) * cols), 0);
+    printf("measured: layer_norm (%s weight) in place: rel %.3g\n", ggml_type_name(vt[_i]),
+           rel_diff(gpu, cpu, (size_t)n * cols));
+    ck_assert_msg(rel_diff(gpu, cpu, (size_t)n * cols) <= 1e-6, "in place: %g", rel_diff(gpu, cpu, (size_t)n * cols));
+    pair_close(&p);
+    tensor_free(&w);
+    tensor_free(&bias);
+    free(vals);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* GELU in place over every x in [-8, 8] at steps of 1/4096 (both of erf_acc's ranges, the clamp
+ * at 4 sqrt 2 and its seams) and a few far values, at an odd offset. dst = 0.5 x (1 + erf(x /
+ * sqrt 2)): a difference e between the device's erf and glibc's erff moves it by 0.5 |x| e, so
+ * |gpu - cpu| <= 0.5 |x| * 2.5e-7 + 2.5e-7 |cpu| + 1e-30 bounds the two erfs' difference by
+ * 2.5e-7 (erf_acc is within 6e-8 of erf in float with an exact exp, erff within an ulp, 6e-8 near
+ * 1: the rest is the device's exp) with a few ulp for the final products. */
+START_TEST(gelu_matches_the_cpu)
+{
+    int grid = 16 * 4096 + 1, n = grid + 8;
+    static const float far[] = {30.0f, -30.0f, 9.5f, -9.5f, 1e-30f, -1e-30f, 0.0f, 5.65685f};
+    pair p;
+
+    if (!pair_open(&p, 8, 256, 16))
+        return;
+    for (int b = 0; b < 2; b++)
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_GELU));
+    float *vals = malloc(sizeof(float) * (n + 1));
+    vals[0] = 1.0f;
+    for (int i = 0; i < grid; i++)
+        vals[1 + i] = -8.0f + (float)i / 4096.0f;
+    memcpy(vals + 1 + grid, far, sizeof far);
+    int g = pair_buf_of(&p, vals, (size_t)n + 1, BACKEND_F32);
+    float *cpu = malloc(sizeof(float) * (n + 1)), *gpu = malloc(sizeof(float) * (n + 1));
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[1];
+        backend_seq seq = {.ops = ops, .cap = 1};
+        backend_seq_gelu(&seq, backend_at(p.buf[b][g], 1), n);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    pair_read(&p, g, 0, (size_t)n + 1, cpu, gpu);
+    ck_assert(cpu[0] == 1.0f && gpu[0] == 1.0f);   /* before the range: untouched */
+    double worst = 0, worst_def = 0;
+    for (int i = 1; i <= n; i++) {
+        double x = vals[i], d = fabs((double)gpu[i] - cpu[i]), bound = 0.5 * fabs(x) * 2.5e-7 + 2.5e-7 * fabs(cpu[i]);
+        worst = fmax(worst, d / (bound + 1e-30));
+        if (fabs(x) >= 1.0)   /* where the final products' rounding is small against 0.5 |x| */
+            worst_def = fmax(worst_def, fabs(gpu[i] - 0.5 * x * (1.0 + erf(x / sqrt(2.0)))) / (0.5 * fabs(x)));
+        ck_assert_msg(d <= bound + 1e-30, "gelu(%.9g): %.9g vs %.9g", x, gpu[i], cpu[i]);
+    }
+    printf("measured: gelu: |gpu - cpu| up to %.2f of the bound; |x| >= 1: |gpu - exact| / (0.5 |x|) up to %.3g\n",
+           worst, worst_def);
+    pair_close(&p);
+    free(vals);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ATTENTION with bidir over f32 and f16 caches whose sequence starts at row 1 (the op's k, v refs
+ * point there): 5 tokens (one tile of positions), and 70 (two tiles, so a token's later positions
+ * come in a second tile the causal bound would have cut), with the default scale and with 0.3;
+ * within 1e-5 of the output's scale, as causal attention. A window, a ring or a start position is
+ * refused before anything runs. */
+START_TEST(attention_bidir_matches_the_cpu)
+{
+    int heads = 8, kv = 2, hd = 64, ctx = 80, f16 = _i;
+    static const struct {
+        int n;
+        float scale;
+    } cases[] = {{5, 0.0f}, {70, 0.0f}, {70, 0.3f}};
+    pair p;
+
+    if (!pair_open(&p, 8, 512, ctx))
+        return;
+    for (int b = 0; b < 2; b++)
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_ATTENTION_BIDIR));
+    int q = pair_buf(&p, (size_t)70 * heads * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 2.0f),
+        vf = pair_buf(&p, (size_t)ctx * kv * hd, BACKEND_F32, 1.0f);
+    int kc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int vc = pair_buf(&p, (size_t)ctx * kv * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int o = pair_buf(&p, (size_t)70 * heads * hd, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 70 * heads * hd), *gpu = malloc(sizeof(float) * 70 * heads * hd);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * kv * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][vc], 0), backend_at(p.buf[b][vf], 0), ctx * kv * hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t nout = (size_t)cases[c].n * heads * hd;
+        for (int b = 0; b < 2; b++) {
+            backend_op ops[1];
+            backend_seq seq = {.ops = ops, .cap = 1};
+            backend_seq_attention_bidir(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0),
+                                        backend_at(p.buf[b][kc], (size_t)kv * hd),
+                                        backend_at(p.buf[b][vc], (size_t)kv * hd), cases[c].n, heads, kv, hd,
+                                        cases[c].scale);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        pair_read(&p, o, 0, nout, cpu, gpu);
+        printf("measured: bidirectional attention case %zu (%s cache): rel %.3g\n", c, f16 ? "f16" : "f32",
+               rel_diff(gpu, cpu, nout));
+        ck_assert_msg(rel_diff(gpu, cpu, nout) <= 1e-5, "case %zu: %g", c, rel_diff(gpu, cpu, nout));
+    }
+    for (int i = 0; i < 3; i++) {
+        backend_op ops[1];
+        backend_seq seq = {.ops = ops, .cap = 1};
+        backend_seq_attention_bidir(&seq, backend_at(p.buf[1][o], 0), backend_at(p.buf[1][q], 0),
+                                    backend_at(p.buf[1][kc], 0), backend_at(p.buf[1][vc], 0), 4, heads, kv, hd, 0.0f);
+        if (i == 0)
+            ops[0].window = 2;
+        else if (i == 1)
+            ops[0].window = 2, ops[0].ring = 8;
+        else
+            ops[0].pos0 = 1;
+        ck_assert_int_eq(backend_run(p.be[1], &seq), MS_ERROR);
+        ck_assert_ptr_nonnull(strstr(ms_err_msg(), "bidirectional"));
     }
     pair_close(&p);
     free(cpu);
@@ -1386,6 +1572,9 @@ int main(void)
     tcase_add_loop_test(ops, attention_matches_the_cpu_over_f32_and_f16_caches, 0, 2);
     tcase_add_test(ops, gemma_and_moe_elementwise_ops_match_the_cpu);
     tcase_add_loop_test(ops, attention_window_and_ring_match_the_cpu, 0, 2);
+    tcase_add_loop_test(ops, layer_norm_matches_the_cpu, 0, 3);
+    tcase_add_test(ops, gelu_matches_the_cpu);
+    tcase_add_loop_test(ops, attention_bidir_matches_the_cpu, 0, 2);
     tcase_add_loop_test(ops, moe_route_matches_the_cpu, 0, 4);
     tcase_add_loop_test(ops, matmul_id_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
     tcase_add_test(ops, unsupported_types_are_refused_at_import);

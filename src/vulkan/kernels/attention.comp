@@ -7,7 +7,9 @@
  * from position 0 of the layer. head_dim <= 256.
  * p.rows > 0: a sliding window, token t sees only the last p.rows positions up to pos0 + t;
  * p.cols > 0: the caches are a ring of p.cols slots, position q at slot q % p.cols; p.scale is the
- * score scale (1 / sqrt(head_dim) unless the op sets one). */
+ * score scale (1 / sqrt(head_dim) unless the op sets one).
+ * p.mode 1 (an encoder's bidirectional attention; no window or ring, pos0 0): the causal bound is
+ * lifted, every token sees positions 0 .. pos0 + n - 1. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
@@ -34,7 +36,8 @@ void main()
     if (item >= p.n * p.heads)
         return;
     uint t = item / p.heads, h = item % p.heads, group = p.heads / p.kv_heads;
-    uint kv_dim = p.kv_heads * hd, kvo = (h / group) * hd, n_pos = p.pos0 + t + 1u;
+    uint kv_dim = p.kv_heads * hd, kvo = (h / group) * hd;
+    uint n_pos = p.mode == 1u ? p.pos0 + p.n : p.pos0 + t + 1u;
     uint first = p.rows > 0u && n_pos > p.rows ? n_pos - p.rows : 0u;
     uint qo = p.src_off + (t * p.heads + h) * hd;
     for (uint d = tid; d < hd; d += 64u)

@@ -11,6 +11,7 @@
  *   7 SOFTCAP  dst[i] = scale * tanh(dst[i] / scale)
  *   8 GATED_ADD dst[t][c] += sigmoid(A[t]) * src[t][c]          (A: n gates, f32)
  *   9 MOE_SUM  dst[t][c] += sum_s A[t][s] * src[t][s][c], s < rows in order (A: weights, f32)
+ *  10 GELU     dst[i] = 0.5 dst[i] (1 + erf(dst[i] / sqrt 2))   (erf_acc below; BERT's exact GELU)
  * dst is bound as u32 words so that mode 4 can address halves. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
@@ -57,6 +58,45 @@ float tanh_acc(float x)
     return x < 0.0 ? -r : r;
 }
 
+/* erf to within 6e-8 absolute in float arithmetic with an exact exp (one ulp of values near 1;
+ * Abramowitz-Stegun 7.1.26 is off by 4.6e-7), which GLSL lacks. Below 0.9, x + x P(x^2), the exact
+ * term carrying most of the value; from 0.9, 1 - exp(-x^2) Q(x - 2.45), Q fitted to
+ * erfc(x) exp(x^2), with x clamped to 4 where erfc is below half an ulp of 1. The coefficients
+ * and that measurement: src/vulkan/erf_fit.py. */
+float erf_acc(float x)
+{
+    float a = abs(x), r;
+    if (a < 0.9) {
+        float u = a * a;
+        float q = 8.529401384e-05;
+        q = q * u - 8.179632132e-04;
+        q = q * u + 5.204226822e-03;
+        q = q * u - 2.686066553e-02;
+        q = q * u + 1.128371805e-01;
+        q = q * u - 3.761263490e-01;
+        q = q * u + 1.283791661e-01;
+        r = a + a * q;
+    } else {
+        a = min(a, 4.0);
+        float t = a - 2.45;
+        float q = 1.252240622e-07;
+        q = q * t - 5.147463753e-07;
+        q = q * t + 1.094951813e-06;
+        q = q * t - 4.148406333e-06;
+        q = q * t + 1.821405567e-05;
+        q = q * t - 6.662197120e-05;
+        q = q * t + 2.326239919e-04;
+        q = q * t - 7.994065527e-04;
+        q = q * t + 2.658661921e-03;
+        q = q * t - 8.514069021e-03;
+        q = q * t + 2.617617138e-02;
+        q = q * t - 7.690239698e-02;
+        q = q * t + 2.145870924e-01;
+        r = 1.0 - exp(-a * a) * q;
+    }
+    return x < 0.0 ? -r : r;
+}
+
 void main()
 {
     uint idx = group_index() * 256u + gl_LocalInvocationID.x;
@@ -99,6 +139,9 @@ void main()
         for (uint s = 0u; s < p.rows; s++)
             acc += uintBitsToFloat(A[p.a_off + t * p.rows + s]) * S[p.src_off + (t * p.rows + s) * p.cols + c];
         D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + acc);
+    } else if (p.mode == 10u) {
+        float x = uintBitsToFloat(D[d]);
+        D[d] = floatBitsToUint(0.5 * x * (1.0 + erf_acc(x * 0.70710678118654752)));
     } else if (p.mode == 2u) {
         D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + vec_ld(idx % p.cols));
     } else {
