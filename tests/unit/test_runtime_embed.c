@@ -189,6 +189,36 @@ static void check_text_ids(runtime_model *m, const char *what)
     free(ids);
 }
 
+/* The same through the Vulkan backend (lavapipe where there is no GPU: asked for by name), when
+ * this build and machine have one: the GPU's LayerNorm, erf GELU and bidirectional attention. */
+START_TEST(embeddings_on_vulkan_match_the_float64_reference)
+{
+    int v = _i ? 4 : 0;   /* bert mean, nomic-bert cls */
+    char *dir = fixture_tmpdir(), *path;
+    json_t *ref = make_model(dir, variants[v].arch, variants[v].pooling, NULL, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16, .device = "vulkan"};
+    float got[N_SEQS * DIM];
+    runtime_model *m;
+    double d;
+
+    if (ref) {
+        if (runtime_model_open_gguf(&m, path, &o) < 0) {
+            printf("skipped: no Vulkan device (%s)\n", ms_err_msg());
+        } else {
+            embed_all(m, got);
+            d = max_diff_ref(got, ref);
+            printf("measured: %s %s pooling on %s: max |runtime - float64 reference| %.3g per component\n",
+                   variants[v].arch, variants[v].pooling, runtime_model_device(m), d);
+            ck_assert_msg(d <= 1e-4, "%g from the reference", d);
+            runtime_model_close(m);
+        }
+        json_decref(ref);
+        free(path);
+    }
+    fixture_rmrf(dir);
+}
+END_TEST
+
 /* The generator's Hugging Face directory (config.json, model.safetensors, tokenizer.json,
  * modules.json, 1_Pooling/config.json) imported into a store: its pooling reaches the runtime and
  * its vectors are the GGUF's (the same F32 weights under Hugging Face's names); so are those of the
@@ -510,6 +540,7 @@ Suite *embed_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, encoder_names_map_both_ways);
     tcase_add_loop_test(t, embeddings_match_the_float64_reference, 0, sizeof variants / sizeof variants[0]);
+    tcase_add_loop_test(t, embeddings_on_vulkan_match_the_float64_reference, 0, 2);
     tcase_add_loop_test(t, hugging_face_directory_gives_the_same_vectors, 0, 2);
     tcase_add_test(t, encoder_refuses_forward_and_bad_sequences);
     tcase_add_loop_test(t, bad_gguf_fields_are_refused_by_name, 0, sizeof bad_fields / sizeof bad_fields[0]);
