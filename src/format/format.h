@@ -308,7 +308,11 @@ const char *gguf_arch_decoder(const char *arch);
  * rope_factors_* tensors mean longrope), rope_interleaved (the llama decoder's GGUF rows),
  * norm_topk_prob (<arch>.expert_weights_norm, when set), tie_word_embeddings, vocab_size (the
  * token list's length, else <arch>.vocab_size), bos_token_id, eos_token_id, tokenizer
- * ({kind, model, pre} or null) and source {"format": "gguf"}. An absent integer key is null.
+ * ({kind, model, pre} or null) and source {"format": "gguf"}; and, only when the file has the
+ * key (so a decoder's config is what it was before encoders): pooling_type (<arch>.pooling_type,
+ * 0 to 4), layer_norm_eps (<arch>.attention.layer_norm_epsilon), causal_attention
+ * (<arch>.attention.causal). head_dim defaults to hidden / heads only where heads divide hidden;
+ * else, with no key_length, the head count is refused by its key. An absent integer key is null.
  * A key present with an unusable type, or a non-finite float: MS_EINVALID naming the key
  * (the file is refused rather than stored under a config that says otherwise). MS_ENOMEM. */
 int gguf_config_json(struct json_t **out, const gguf_file *g);

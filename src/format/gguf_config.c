@@ -173,6 +173,36 @@ static int put_tokens(reader *r)
     return 0;
 }
 
+/* Embeddings, each only when the file says: <arch>.pooling_type (llama.cpp's enum
+ * llama_pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank) as pooling_type,
+ * <arch>.attention.layer_norm_epsilon as layer_norm_eps, <arch>.attention.causal as
+ * causal_attention (the encoders': false). */
+static int put_encoder(reader *r)
+{
+    json_int_t v = 0;   /* set when rc == 0 */
+    double f = 0;
+    char k[256];
+    int rc, causal;
+
+    if ((rc = get_uint(r->g, akey(k, sizeof k, r->arch, "pooling_type"), &v)) < 0)
+        return rc;
+    if (rc == 0 && v > 4)
+        return ms_err(MS_EINVALID, "kv '%s': %lld out of range [0, 4] (none, mean, cls, last, rank)", k, (long long)v);
+    if (rc == 0)
+        set(r->c, "pooling_type", json_integer(v));
+    /* absent from a decoder's file: its config stays as it was before encoders */
+    if ((rc = get_float(r->g, akey(k, sizeof k, r->arch, "attention.layer_norm_epsilon"), "layer norm epsilon",
+                        &f)) < 0)
+        return rc;
+    if (rc == 0)
+        set(r->c, "layer_norm_eps", json_real(f));
+    if ((rc = gguf_get_bool(r->g, akey(k, sizeof k, r->arch, "attention.causal"), &causal)) == 0)
+        set(r->c, "causal_attention", json_boolean(causal));
+    else if (rc != MS_ENOTFOUND)
+        return rc;
+    return 0;
+}
+
 static int build(reader *r)
 {
     static const char *const ints[][2] = {
@@ -214,8 +244,14 @@ static int build(reader *r)
     hidden = json_integer_value(json_object_get(r->c, "hidden_size"));
     if (json_is_null(json_object_get(r->c, "num_key_value_heads")) && heads)
         set(r->c, "num_key_value_heads", json_integer(heads));
-    if (json_is_null(json_object_get(r->c, "head_dim")) && heads)
+    if (json_is_null(json_object_get(r->c, "head_dim")) && heads) {
+        /* hidden / heads is the head size only where it divides: else nothing says what it is */
+        if (hidden % heads)
+            return ms_err(MS_EINVALID, "kv '%s': %lld heads do not divide %s.embedding_length %lld (and no %s.attention."
+                          "key_length gives the head size)", akey(k, sizeof k, r->arch, "attention.head_count"),
+                          (long long)heads, r->arch, (long long)hidden, r->arch);
         set(r->c, "head_dim", json_integer(hidden / heads));
+    }
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
         if ((rc = get_float(r->g, akey(k, sizeof k, r->arch, floats[i].name), floats[i].what, &f)) < 0)
             return rc;
@@ -233,6 +269,8 @@ static int build(reader *r)
     else if (rc != MS_ENOTFOUND)
         return rc;
     set(r->c, "tie_word_embeddings", json_boolean(!gguf_tensor_find(r->g, "output.weight")));
+    if ((rc = put_encoder(r)) < 0)
+        return rc;
     if ((rc = put_tokens(r)) < 0)
         return rc;
     put_tokenizer(r);

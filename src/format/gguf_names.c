@@ -21,11 +21,17 @@
 static const struct arch {
     const char *name, *decoder;
     int gguf;
+    /* The canonical names of layer N's tensors start "<layers>N." (NULL: "model.layers.", a
+     * decoder's). The encoders keep Hugging Face's BertModel / NomicBertModel names, and only
+     * their own rows below apply to them. */
+    const char *layers;
 } archs[] = {
-    { "llama", "llama", 1 },        { "mistral", "llama", 1 },     { "mixtral", "llama", 1 },
-    { "qwen2", "qwen2", 1 },        { "qwen3", "qwen3", 1 },       { "qwen2moe", "qwen2moe", 1 },
-    { "qwen2_moe", "qwen2moe", 0 }, { "qwen3moe", "qwen3moe", 1 }, { "qwen3_moe", "qwen3moe", 0 },
-    { "gemma3", "gemma3", 1 },      { "gemma3_text", "gemma3", 0 }, { "phi3", "phi3", 1 },
+    { "llama", "llama", 1, NULL },        { "mistral", "llama", 1, NULL },     { "mixtral", "llama", 1, NULL },
+    { "qwen2", "qwen2", 1, NULL },        { "qwen3", "qwen3", 1, NULL },       { "qwen2moe", "qwen2moe", 1, NULL },
+    { "qwen2_moe", "qwen2moe", 0, NULL }, { "qwen3moe", "qwen3moe", 1, NULL }, { "qwen3_moe", "qwen3moe", 0, NULL },
+    { "gemma3", "gemma3", 1, NULL },      { "gemma3_text", "gemma3", 0, NULL }, { "phi3", "phi3", 1, NULL },
+    { "bert", "bert", 1, "encoder.layer." },
+    { "nomic-bert", "nomic-bert", 1, "encoder.layers." }, { "nomic_bert", "nomic-bert", 0, "encoder.layers." },
 };
 
 static const struct arch *arch_find(const char *name)
@@ -37,7 +43,7 @@ static const struct arch *arch_find(const char *name)
 }
 
 static const struct row {
-    const char *arch;   /* NULL: any known architecture */
+    const char *arch;   /* NULL: any known decoder; else the runtime's name (gguf_arch_decoder) */
     const char *gguf;   /* the part after "blk.N." (or the whole name for non-layer tensors) */
     const char *hf;     /* the part after "model.layers.N." (or the whole name) */
     const char *pack;   /* expert pack this tensor goes into, after "model.layers.N.", or NULL */
@@ -50,6 +56,23 @@ static const struct row {
     /* phi3 fuses Q, K, V and gate, up. */
     { "phi3", "attn_qkv", "self_attn.qkv_proj", NULL },
     { "phi3", "ffn_up", "mlp.gate_up_proj", NULL },
+    /* bert (BertModel, as sentence-transformers saves it): post-norm blocks with biases */
+    { "bert", "attn_q", "attention.self.query", NULL },
+    { "bert", "attn_k", "attention.self.key", NULL },
+    { "bert", "attn_v", "attention.self.value", NULL },
+    { "bert", "attn_output", "attention.output.dense", NULL },
+    { "bert", "attn_output_norm", "attention.output.LayerNorm", NULL },
+    { "bert", "ffn_up", "intermediate.dense", NULL },
+    { "bert", "ffn_down", "output.dense", NULL },
+    { "bert", "layer_output_norm", "output.LayerNorm", NULL },
+    /* nomic-bert (NomicBertModel): fused Wqkv, SwiGLU with fc11 up and fc12 the gate */
+    { "nomic-bert", "attn_qkv", "attn.Wqkv", NULL },
+    { "nomic-bert", "attn_output", "attn.out_proj", NULL },
+    { "nomic-bert", "attn_output_norm", "norm1", NULL },
+    { "nomic-bert", "ffn_up", "mlp.fc11", NULL },
+    { "nomic-bert", "ffn_gate", "mlp.fc12", NULL },
+    { "nomic-bert", "ffn_down", "mlp.fc2", NULL },
+    { "nomic-bert", "layer_output_norm", "norm2", NULL },
     { NULL, "attn_norm", "input_layernorm", NULL },
     { NULL, "ffn_norm", "post_attention_layernorm", NULL },
     { NULL, "attn_q", "self_attn.q_proj", NULL },
@@ -72,12 +95,29 @@ static const struct row {
     { NULL, "ffn_down_shexp", "mlp.shared_experts.down_proj", "mlp.shared_experts" },
 };
 
-static const struct { const char *gguf, *hf; } globals[] = {
-    { "token_embd", "model.embed_tokens" },
-    { "output_norm", "model.norm" },
-    { "output", "lm_head" },
-    { "rope_freqs", "model.rope_freqs" },
+/* Tensors outside the layers; `arch` as in rows (NULL: every decoder). */
+static const struct { const char *arch, *gguf, *hf; } globals[] = {
+    { "bert", "token_embd", "embeddings.word_embeddings" },
+    { "bert", "position_embd", "embeddings.position_embeddings" },
+    { "bert", "token_types", "embeddings.token_type_embeddings" },
+    { "bert", "token_embd_norm", "embeddings.LayerNorm" },
+    { "nomic-bert", "token_embd", "embeddings.word_embeddings" },
+    { "nomic-bert", "token_types", "embeddings.token_type_embeddings" },
+    { "nomic-bert", "token_embd_norm", "emb_ln" },
+    { NULL, "token_embd", "model.embed_tokens" },
+    { NULL, "output_norm", "model.norm" },
+    { NULL, "output", "lm_head" },
+    { NULL, "rope_freqs", "model.rope_freqs" },
 };
+
+/* Whether a table row for `row_arch` applies to architecture a: its own rows, and the shared
+ * ones (NULL) only for the decoders, whose layers share the "model.layers." names. */
+static int row_applies(const char *row_arch, const struct arch *a, int pass)
+{
+    if (pass == 0)
+        return row_arch && strcmp(row_arch, a->decoder) == 0;
+    return !row_arch && !a->layers;
+}
 
 int gguf_arch_known(const char *arch)
 {
@@ -119,6 +159,7 @@ static int split(const char *name, long *layer, char *kind, size_t kind_len, con
 
 void gguf_name_to_hf(char *out, size_t len, char *pack, size_t pack_len, const char *arch, const char *gguf)
 {
+    const struct arch *a = arch_find(arch);
     const char *suffix;
     char kind[128];
     long layer;
@@ -126,22 +167,23 @@ void gguf_name_to_hf(char *out, size_t len, char *pack, size_t pack_len, const c
     snprintf(out, len, "%s", gguf);
     if (pack)
         pack[0] = '\0';
-    if (!gguf_arch_known(arch) || split(gguf, &layer, kind, sizeof kind, &suffix) < 0)
+    if (!a || !a->gguf || split(gguf, &layer, kind, sizeof kind, &suffix) < 0)
         return;
     if (layer < 0) {
-        for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
-            if (strcmp(kind, globals[i].gguf) == 0) {
-                snprintf(out, len, "%s%s", globals[i].hf, suffix);
-                return;
-            }
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+                if (row_applies(globals[i].arch, a, pass) && strcmp(kind, globals[i].gguf) == 0) {
+                    snprintf(out, len, "%s%s", globals[i].hf, suffix);
+                    return;
+                }
         return;
     }
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
             const struct row *r = &rows[i];
-            if ((pass == 0) != (r->arch != NULL) || (r->arch && strcmp(r->arch, arch) != 0) || strcmp(kind, r->gguf) != 0)
+            if (!row_applies(r->arch, a, pass) || strcmp(kind, r->gguf) != 0)
                 continue;
-            snprintf(out, len, "model.layers.%ld.%s%s", layer, r->hf, suffix);
+            snprintf(out, len, "%s%ld.%s%s", a->layers ? a->layers : "model.layers.", layer, r->hf, suffix);
             if (pack && r->pack)
                 snprintf(pack, pack_len, "model.layers.%ld.%s", layer, r->pack);
             return;
@@ -150,14 +192,21 @@ void gguf_name_to_hf(char *out, size_t len, char *pack, size_t pack_len, const c
 
 int gguf_name_from_hf(char *out, size_t len, const char *arch, const char *hf)
 {
-    const char *p = hf, *dot;
+    const struct arch *a = arch_find(arch);
+    static const struct arch none = { "", "", 0, NULL };   /* an unknown architecture: the shared rows */
+    const char *p = hf, *dot, *prefix;
     char kind[128];
     long layer = -1;
+    size_t plen;
 
-    if (strncmp(p, "model.layers.", 13) == 0) {
+    if (!a)
+        a = &none;
+    prefix = a->layers ? a->layers : "model.layers.";
+    plen = strlen(prefix);
+    if (strncmp(p, prefix, plen) == 0) {
         char *end;
-        layer = strtol(p + 13, &end, 10);
-        if (end == p + 13 || *end != '.')
+        layer = strtol(p + plen, &end, 10);
+        if (end == p + plen || *end != '.')
             return -1;
         p = end + 1;
     }
@@ -167,17 +216,18 @@ int gguf_name_from_hf(char *out, size_t len, const char *arch, const char *hf)
     memcpy(kind, p, (size_t)(dot - p));
     kind[dot - p] = '\0';
     if (layer < 0) {
-        for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
-            if (strcmp(kind, globals[i].hf) == 0) {
-                snprintf(out, len, "%s%s", globals[i].gguf, dot);
-                return 0;
-            }
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++)
+                if (row_applies(globals[i].arch, a, pass) && strcmp(kind, globals[i].hf) == 0) {
+                    snprintf(out, len, "%s%s", globals[i].gguf, dot);
+                    return 0;
+                }
         return -1;
     }
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
             const struct row *r = &rows[i];
-            if ((pass == 0) != (r->arch != NULL) || (r->arch && strcmp(r->arch, arch) != 0) || strcmp(kind, r->hf) != 0)
+            if (!row_applies(r->arch, a, pass) || strcmp(kind, r->hf) != 0)
                 continue;
             snprintf(out, len, "blk.%ld.%s%s", layer, r->gguf, dot);
             return 0;

@@ -469,6 +469,72 @@ static int layers_import(hf_import *h)
     return rc;
 }
 
+/* sentence-transformers' pooling, as GGUF's pooling_type (1 mean, 2 cls, 3 last): the Pooling module
+ * modules.json names (its path), else 1_Pooling/, when the directory has one; 0 (no key) when
+ * neither exists. A pooling mode mstore cannot run (max, weighted mean, ...) is refused by name:
+ * the model exists to embed, and would embed wrong. MS_EINVALID, MS_EUNSUPPORTED. */
+static int pooling_read(int *out, const char *dir)
+{
+    static const struct { const char *key; int type; } modes[] = {
+        { "pooling_mode_mean_tokens", 1 }, { "pooling_mode_cls_token", 2 }, { "pooling_mode_lasttoken", 3 },
+        { "pooling_mode_max_tokens", -1 }, { "pooling_mode_mean_sqrt_len_tokens", -1 },
+        { "pooling_mode_weightedmean_tokens", -1 },
+    };
+    char *mpath = ms_path_join(dir, "modules.json"), *ppath = NULL, *sub = NULL;
+    json_t *mods = NULL, *pool = NULL, *v;
+    const char *rel = "1_Pooling";
+    size_t i;
+    int rc = 0;
+
+    *out = 0;
+    if (!mpath)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (ms_is_file(mpath)) {   /* a list, which import_json_file (objects only) does not read */
+        json_error_t e;
+        if (!(mods = json_load_file(mpath, JSON_REJECT_DUPLICATES, &e)) || !json_is_array(mods)) {
+            rc = ms_err(MS_EINVALID, "%s: not a JSON list of modules (%s)", mpath, mods ? "not a list" : e.text);
+            goto done;
+        }
+        json_array_foreach(mods, i, v) {
+            const char *type = json_string_value(json_object_get(v, "type"));
+            const char *path = json_string_value(json_object_get(v, "path"));
+            if (type && strcmp(type, "sentence_transformers.models.Pooling") == 0 && path) {
+                rel = path;
+                break;
+            }
+        }
+    }
+    if (strstr(rel, "..") || rel[0] == '/') {
+        rc = ms_err(MS_EINVALID, "%s: Pooling path '%s' is outside the directory", mpath, rel);
+        goto done;
+    }
+    if (!(sub = ms_path_join(dir, rel)) || !(ppath = ms_path_join(sub, "config.json"))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = import_json_file(&pool, ppath, 0)) < 0 || !pool)
+        goto done;
+    for (i = 0; i < sizeof modes / sizeof modes[0]; i++)
+        if (json_is_true(json_object_get(pool, modes[i].key))) {
+            if (modes[i].type < 0) {
+                rc = ms_err(MS_EUNSUPPORTED, "%s: %s is not supported; supported: pooling_mode_mean_tokens, "
+                            "pooling_mode_cls_token, pooling_mode_lasttoken", ppath, modes[i].key);
+                goto done;
+            }
+            if (!*out)
+                *out = modes[i].type;
+        }
+    if (!*out)
+        rc = ms_err(MS_EINVALID, "%s: no pooling mode is true", ppath);
+done:
+    json_decref(mods);
+    json_decref(pool);
+    free(mpath);
+    free(sub);
+    free(ppath);
+    return rc;
+}
+
 static void hf_import_free(hf_import *h)
 {
     for (size_t i = 0; i < h->n_shards; i++) {
@@ -491,7 +557,7 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     hf_import h = { .dir = dir, .s = s, .o = o };
     char *config_path = ms_path_join(dir, "config.json");
     json_t *qerr = NULL, *extra = NULL;
-    int rc, mlx;
+    int rc, mlx, pooling = 0;
 
     if (!config_path)
         return ms_err(MS_ENOMEM, "out of memory");
@@ -521,6 +587,12 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     if (rc < 0 || (rc = layers_import(&h)) < 0)
         goto done;
     if (qerr && !(extra = json_pack("{s:O}", "quantization_error", qerr))) {   /* --quantize */
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = pooling_read(&pooling, dir)) < 0)
+        goto done;
+    if (pooling && ((!extra && !(extra = json_object())) || json_object_set_new(extra, "pooling_type", json_integer(pooling)) < 0)) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }

@@ -26,7 +26,11 @@
  *   for HF's rotate-halves), tie_word_embeddings, sliding_window, num_experts,
  *   num_experts_per_tok, bos_token_id, eos_token_id (int or array), tokenizer
  *   ({"kind": "spm"|"bpe", "pre": "..."} or null), quantization ({"<type>": n_tensors, ...}),
- *   source ({"format": "gguf"|"safetensors"|"mlx", "file": "<base name>", "digest": "sha256:..."}).
+ *   source ({"format": "gguf"|"safetensors"|"mlx", "file": "<base name>", "digest": "sha256:..."});
+ *   embedding models: pooling_type (GGUF's numbering: 1 mean, 2 cls, 3 last; from a GGUF's
+ *   <arch>.pooling_type, or a directory's sentence-transformers Pooling module: modules.json's, else
+ *   1_Pooling/config.json), layer_norm_eps and causal_attention (GGUF keys; a directory's stay in
+ *   hf_config, config.json as it was, which the runtime reads for the encoders' GPT-2-style names).
  *
  * Other layers: MT_GGUF_META holds the GGUF file's bytes from offset 0 to the start of its data
  * section, verbatim (all metadata, the tokenizer arrays included, and the tensor infos);

@@ -57,6 +57,13 @@ static int finish(runtime_config *c)
         return ms_err(MS_EINVALID, "sliding window %d / pattern %d: expected >= 0", c->sliding_window, c->swa_pattern);
     if (c->rope_local_theta == 0)
         c->rope_local_theta = c->rope_theta;
+    if (c->pooling < 0)   /* none given: sentence-transformers' default for an encoder */
+        c->pooling = c->encoder ? 1 : 0;
+    if (c->encoder && c->head_dim * c->n_heads != c->dim)
+        return ms_err(MS_EINVALID, "num_attention_heads: %d heads of %d do not make hidden_size %d (an encoder's "
+                      "heads split its hidden size)", c->n_heads, c->head_dim, c->dim);
+    if (c->encoder && !(c->norm_eps > 0 && c->norm_eps < 1))
+        return ms_err(MS_EINVALID, "layer_norm_eps: %g out of range (0, 1)", c->norm_eps);
     if (!(c->rms_eps > 0 && c->rms_eps < 1))
         return ms_err(MS_EINVALID, "rms norm epsilon %g out of range (0, 1)", c->rms_eps);
     /* isfinite: a GGUF float can be inf or NaN, which every comparison above lets through one way */
@@ -252,6 +259,38 @@ static int json_fill_longrope(runtime_config *c, json_t *o, json_t *rs)
     return 0;
 }
 
+/* An encoder's config: NomicBertModel's config.json names its sizes as GPT-2 does (n_embd, ...),
+ * which the import keeps in hf_config; each fills the field an import left null. Then the
+ * LayerNorm epsilon (the config's, else config.json's layer_norm_eps / layer_norm_epsilon, else
+ * BertConfig's 1e-12) and whether attention is causal (an encoder's is not). */
+static int json_fill_encoder(runtime_config *c, json_t *o)
+{
+    static const char *const syn[][2] = { { "hidden_size", "n_embd" },           { "num_hidden_layers", "n_layer" },
+                                          { "num_attention_heads", "n_head" },    { "intermediate_size", "n_inner" },
+                                          { "max_position_embeddings", "n_positions" } };
+    json_t *hf = json_object_get(o, "hf_config"), *v;
+    int rc;
+
+    c->encoder = 1;
+    c->norm_eps = 1e-12;
+    for (size_t i = 0; json_is_object(hf) && i < sizeof syn / sizeof syn[0]; i++) {
+        v = json_object_get(o, syn[i][0]);
+        if ((!v || json_is_null(v)) && (v = json_object_get(hf, syn[i][1])) != NULL)
+            json_object_set(o, syn[i][0], v);
+    }
+    if (json_is_object(hf) && json_is_number(json_object_get(hf, "rotary_emb_base")))   /* read as rope_theta below */
+        json_object_set(o, "rope_theta", json_object_get(hf, "rotary_emb_base"));
+    if (json_is_object(hf) && ((rc = j_num(hf, "layer_norm_eps", &c->norm_eps)) < 0 ||
+                               (rc = j_num(hf, "layer_norm_epsilon", &c->norm_eps)) < 0))
+        return rc;
+    if ((rc = j_num(o, "layer_norm_eps", &c->norm_eps)) < 0)
+        return rc;
+    if (json_is_true(json_object_get(o, "causal_attention")) ||
+        (json_is_object(hf) && json_is_true(json_object_get(hf, "causal"))))
+        return ms_err(MS_EUNSUPPORTED, "causal_attention: %s with causal attention is not supported", c->architecture);
+    return 0;
+}
+
 static int json_fill(runtime_config *c, json_t *o)
 {
     json_t *arch = json_object_get(o, "architecture"), *rs = json_object_get(o, "rope_scaling");
@@ -263,7 +302,11 @@ static int json_fill(runtime_config *c, json_t *o)
     if (!gguf_arch_decoder(json_string_value(arch)))
         return unsupported(json_string_value(arch));
     snprintf(c->architecture, sizeof c->architecture, "%s", gguf_arch_decoder(json_string_value(arch)));
+    if ((strcmp(c->architecture, "bert") == 0 || strcmp(c->architecture, "nomic-bert") == 0) &&
+        (rc = json_fill_encoder(c, o)) < 0)
+        return rc;
     if ((rc = j_int(o, "hidden_size", 1, 1, LIMIT_DIM, &c->dim)) < 0 ||
+        (rc = j_int(o, "pooling_type", 0, 0, 4, &c->pooling)) < 0 ||
         (rc = j_int(o, "num_hidden_layers", 1, 1, LIMIT_LAYERS, &c->n_layers)) < 0 ||
         (rc = j_int(o, "num_attention_heads", 1, 1, 4096, &c->n_heads)) < 0 ||
         (rc = j_int(o, "num_key_value_heads", 0, 1, 4096, &c->n_kv_heads)) < 0 ||
@@ -302,6 +345,7 @@ static void defaults(runtime_config *c)
 {
     memset(c, 0, sizeof *c);
     c->bos_id = c->eos_id = -1;
+    c->pooling = -1;
     c->rms_eps = 1e-5;
     c->rope_theta = 10000.0;
 }

@@ -14,7 +14,9 @@
  * Written once, against the backend seam (backend/backend.h): every buffer is the backend's, sized
  * at open for n_batch tokens and the KV cache for n_ctx positions, so a forward pass allocates
  * nothing. Each chunk of up to n_batch tokens is recorded as one op sequence and run at once; only
- * the logits are read back. */
+ * the logits are read back. The encoders (bert, nomic-bert) are encoder.c's: opening one here hands
+ * it the weights and the backend, and runtime_embed dispatches to it; a decoder whose model names a
+ * pooling embeds here, from the normed hidden rows (decoder_embed). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +24,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "runtime/runtime.h"
+#include "runtime/runtime_int.h"
 
 typedef struct layer {
     const backend_weight *wq, *wk, *wv, *wo, *w1, *w2, *w3;
@@ -56,15 +58,27 @@ struct runtime_model {
     backend_seq seq;
     double *freqs;
     double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
+    runtime_encoder *enc;  /* an encoder (bert, nomic-bert): encoder.c runs it; the rest above unused */
+    float *rows;           /* a decoder that embeds: n_batch hidden rows read back, and pooling's */
+    double *acc;           /* sums (dim) */
+    /* runtime_embed's packed batch (pk_n sequences; 0: a plain forward): sequence i is rows
+     * pk_start[i] .. + pk_len[i], each from position 0 */
+    int32_t *pk_toks;
+    int pk_start[32], pk_len[32], pk_n;
+    int embed_runs;        /* forwards of the last runtime_embed (runtime__model_embed_runs) */
 };
+
+/* Sequences a decoder packs into one forward at most (each costs a few ops per layer). */
+#define EMBED_MAX_SEQS 32
 
 /* Ops recorded per layer at most, and around the layers (embedding, final norm, head). */
 #define OPS_PER_LAYER 40
 #define OPS_OUTSIDE 8
 
-static int expect_matrix(const backend_weight **out, runtime_model *m, const char *name, uint64_t rows, uint64_t cols)
+int runtime__expect_matrix(const backend_weight **out, backend *be, const runtime_weights *w, const char *name,
+                           uint64_t rows, uint64_t cols)
 {
-    const backend_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(w, name);
     uint64_t row_bytes;
     int rc;
 
@@ -72,13 +86,13 @@ static int expect_matrix(const backend_weight **out, runtime_model *m, const cha
     if (!t)
         return ms_err(MS_ENOTFOUND, "tensor '%s' not found", name);
     if (t->n_dims != 2 || t->shape[0] != rows || t->shape[1] != cols) {
-        if (t->n_dims == 1 && (rc = backend_weight_import(out, m->be, t)) < 0)   /* the type's refusal first */
+        if (t->n_dims == 1 && (rc = backend_weight_import(out, be, t)) < 0)   /* the type's refusal first */
             return rc;
         return ms_err(MS_EINVALID, "tensor '%s': shape [%llu, %llu] (%d dims), expected [%llu, %llu]", name,
                       (unsigned long long)t->shape[0], (unsigned long long)(t->n_dims > 1 ? t->shape[1] : 0),
                       t->n_dims, (unsigned long long)rows, (unsigned long long)cols);
     }
-    if ((rc = backend_weight_import(out, m->be, t)) < 0)
+    if ((rc = backend_weight_import(out, be, t)) < 0)
         return rc;
     if (t->type == BACKEND_TYPE_MLX)   /* codes, scales and groups were checked by weights.c */
         return 0;
@@ -89,9 +103,9 @@ static int expect_matrix(const backend_weight **out, runtime_model *m, const cha
 }
 
 /* A norm (or bias) vector of `dim` F32, F16 or BF16 values; the backend keeps it as f32. */
-static int expect_norm(const backend_weight **out, runtime_model *m, const char *name, int dim)
+int runtime__expect_vec(const backend_weight **out, backend *be, const runtime_weights *w, const char *name, int dim)
 {
-    const backend_tensor *t = runtime_weights_find(m->w, name);
+    const backend_tensor *t = runtime_weights_find(w, name);
 
     *out = NULL;
     if (!t)
@@ -99,7 +113,17 @@ static int expect_norm(const backend_weight **out, runtime_model *m, const char 
     if (t->n_dims != 1 || t->shape[0] != (uint64_t)dim ||
         (t->type != GGML_TYPE_F32 && t->type != GGML_TYPE_F16 && t->type != GGML_TYPE_BF16))
         return ms_err(MS_EINVALID, "tensor '%s': expected a vector of %d F32/F16/BF16 values", name, dim);
-    return backend_weight_import(out, m->be, t);
+    return backend_weight_import(out, be, t);
+}
+
+static int expect_matrix(const backend_weight **out, runtime_model *m, const char *name, uint64_t rows, uint64_t cols)
+{
+    return runtime__expect_matrix(out, m->be, m->w, name, rows, cols);
+}
+
+static int expect_norm(const backend_weight **out, runtime_model *m, const char *name, int dim)
+{
+    return runtime__expect_vec(out, m->be, m->w, name, dim);
 }
 
 /* Optional vector `kind` of layer l: *out stays NULL when absent and `required` is 0. */
@@ -500,6 +524,15 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     m->kv_f16 = o ? o->kv_f16 != 0 : 0;
     if ((rc = backend_open(&m->be, o ? o->device : NULL, &bo)) < 0)
         return rc;
+    if (c->encoder)
+        return runtime__encoder_new(&m->enc, m->be, m->w, c, m->n_ctx, m->n_batch);
+    if (c->pooling != RUNTIME_POOL_NONE) {   /* a decoder that embeds (Qwen3-Embedding) */
+        m->rows = malloc((size_t)m->n_batch * c->dim * sizeof *m->rows);
+        m->acc = malloc((size_t)c->dim * sizeof *m->acc);
+        m->pk_toks = malloc((size_t)m->n_batch * sizeof *m->pk_toks);
+        if (!m->rows || !m->acc || !m->pk_toks)
+            return ms_err(MS_ENOMEM, "out of memory");
+    }
     max_cols = c->dim > q_dim ? c->dim : q_dim;
     if (c->ffn_dim > max_cols)
         max_cols = c->ffn_dim;
@@ -512,7 +545,9 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
             max_cols = c->n_experts;
     }
     backend_limits lim = { .max_rows = m->n_batch, .max_cols = max_cols, .n_ctx = m->n_ctx, .heads = c->n_heads };
-    m->seq.cap = (size_t)c->n_layers * OPS_PER_LAYER + OPS_OUTSIDE;
+    /* a packed embedding batch: a rope pair and an attention per sequence and layer */
+    m->seq.cap = (size_t)c->n_layers * (OPS_PER_LAYER + (c->pooling != RUNTIME_POOL_NONE ? 3 * EMBED_MAX_SEQS : 0)) +
+                 OPS_OUTSIDE;
     m->seq.ops = calloc(m->seq.cap, sizeof *m->seq.ops);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     m->freqs = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs);
@@ -600,7 +635,11 @@ void runtime_model_close(runtime_model *m)
 {
     if (!m)
         return;
+    runtime__encoder_free(m->enc);
     backend_close(m->be);   /* its buffers and weights with it */
+    free(m->rows);
+    free(m->acc);
+    free(m->pk_toks);
     runtime_weights_close(m->w);
     free(m->layers);
     free(m->seq.ops);
@@ -617,7 +656,7 @@ int runtime_model_truncate(runtime_model *m, int n)
 {
     if (n < 0 || n > m->n_past)
         return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, m->n_past);
-    for (int l = 0; l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
+    for (int l = 0; m->layers && l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
         const layer *L = &m->layers[l];
         int first = n - L->window + 1 > 0 ? n - L->window + 1 : 0;
         if (L->kv_ring && first < m->n_past - L->kv_ring)
@@ -636,7 +675,7 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 {
     uint64_t slots = 0;
 
-    for (int l = 0; l < m->c.n_layers; l++)
+    for (int l = 0; m->layers && l < m->c.n_layers; l++)   /* an encoder keeps none */
         slots += (uint64_t)m->layers[l].kv_slots;
     return 2ull * slots * (uint64_t)m->c.n_kv_heads * m->c.head_dim * (m->kv_f16 ? 2 : 4);
 }
@@ -670,6 +709,56 @@ static void record_moe(runtime_model *m, const layer *L, int n)
     backend_seq_moe_sum(s, x, eo, backend_at(m->r_wts, 0), n, k, c->dim);
 }
 
+/* Attention of n tokens at positions pos.. : q, k roped, k and v into the layer's cache (a ring
+ * wraps), att = attention over the cache. */
+static void record_attention(runtime_model *m, const layer *L, int n, int pos, const double *freqs)
+{
+    const runtime_config *c = &m->c;
+    backend_seq *s = &m->seq;
+    int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
+    size_t layer_kv = L->kv_off;
+    int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
+    backend_ref q = backend_at(m->q, 0), k = backend_at(m->k, 0), v = backend_at(m->v, 0);
+
+    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
+    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
+    backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)slot * kv_dim), k, n1 * kv_dim);
+    backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)slot * kv_dim), v, n1 * kv_dim);
+    if (n1 < n) {   /* the chunk wraps around the ring: the rest from slot 0 */
+        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+    }
+    backend_seq_attention_ex(s, backend_at(m->att, 0), q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n,
+                             pos, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, L->kv_ring);
+}
+
+/* The same for runtime_embed's packed sequences (no layer a ring: runtime_embed packs only then):
+ * each sequence roped from position 0, every row's k, v at the same row of the cache, and one
+ * causal attention per sequence over its own rows, as if it ran alone. */
+static void record_packed_attention(runtime_model *m, const layer *L, int n, const double *freqs)
+{
+    const runtime_config *c = &m->c;
+    backend_seq *s = &m->seq;
+    int hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
+    size_t layer_kv = L->kv_off;
+
+    for (int i = 0; i < m->pk_n; i++) {
+        size_t r = (size_t)m->pk_start[i];
+        backend_seq_rope(s, backend_at(m->q, r * q_dim), m->pk_len[i], c->n_heads, hd, c->n_rot, 0, freqs,
+                         c->rope_interleaved);
+        backend_seq_rope(s, backend_at(m->k, r * kv_dim), m->pk_len[i], c->n_kv_heads, hd, c->n_rot, 0, freqs,
+                         c->rope_interleaved);
+    }
+    backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, 0), n * kv_dim);
+    backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, 0), n * kv_dim);
+    for (int i = 0; i < m->pk_n; i++) {
+        size_t r = (size_t)m->pk_start[i];
+        backend_seq_attention_ex(s, backend_at(m->att, r * q_dim), backend_at(m->q, r * q_dim),
+                                 backend_at(m->kc, layer_kv + r * kv_dim), backend_at(m->vc, layer_kv + r * kv_dim),
+                                 m->pk_len[i], 0, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, 0);
+    }
+}
+
 /* One layer of n tokens at positions pos.. : x += attn(n(x)); x += ffn(n(x)). */
 static void record_layer(runtime_model *m, int l, int n, int pos)
 {
@@ -677,15 +766,12 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     const layer *L = &m->layers[l];
     backend_seq *s = &m->seq;
     int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    size_t layer_kv = L->kv_off;
-    int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
     float eps = (float)c->rms_eps;
     backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
     backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
     float off = (float)c->norm_offset;
-    int window = L->window;
-    const double *freqs = window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
+    const double *freqs = L->window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
 
     backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
     backend_seq_matmul(s, q, xb, L->wq, n);
@@ -701,16 +787,10 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
         backend_seq_rms_norm_ex(s, q, q, L->q_norm, n * c->n_heads, hd, eps, off);
         backend_seq_rms_norm_ex(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps, off);
     }
-    backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
-    backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
-    backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)slot * kv_dim), k, n1 * kv_dim);
-    backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)slot * kv_dim), v, n1 * kv_dim);
-    if (n1 < n) {   /* the chunk wraps around the ring: the rest from slot 0 */
-        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
-        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
-    }
-    backend_seq_attention_ex(s, att, q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n, pos, c->n_heads,
-                             c->n_kv_heads, hd, window, (float)c->attn_scale, L->kv_ring);
+    if (m->pk_n)   /* runtime_embed's packed sequences */
+        record_packed_attention(m, L, n, freqs);
+    else
+        record_attention(m, L, n, pos, freqs);
     backend_seq_matmul(s, xb, att, L->wo, n);
     if (L->post_attn_norm)   /* [gemma] */
         backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
@@ -734,8 +814,9 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
 }
 
 /* n tokens (n <= n_batch) at positions n_past.. through every layer as one op sequence; with
- * `logits`, the last token's logits are read back. */
-static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *logits)
+ * `logits`, the last token's logits are read back; with hn > 0, the final hidden states (after the
+ * output norm) of rows h0 .. h0 + hn into m->rows (a decoder that embeds). */
+static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *logits, int h0, int hn)
 {
     const runtime_config *c = &m->c;
     int rc;
@@ -753,8 +834,12 @@ static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *
         if (c->final_softcap != 0)
             backend_seq_softcap(&m->seq, backend_at(m->logits, 0), c->vocab_size, (float)c->final_softcap);
     }
+    if (hn > 0)
+        backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)h0 * c->dim), m->out_norm, hn,
+                                c->dim, (float)c->rms_eps, (float)c->norm_offset);
     if ((rc = backend_run(m->be, &m->seq)) < 0 ||
-        (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0))
+        (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0) ||
+        (hn > 0 && (rc = backend_read(m->be, m->rows, backend_at(m->xb, 0), (size_t)hn * c->dim)) < 0))
         return rc;
     m->n_past += n;
     for (int i = 0; logits && i < c->vocab_size; i++)   /* a sampler fed NaN picks nonsense silently */
@@ -771,6 +856,9 @@ int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logit
 
     /* The KV cache holds positions 0 .. n_past-1 of a context of n_ctx: every forward keeps it. */
     assert(m && logits && m->n_past >= 0 && m->n_past <= m->n_ctx);
+    if (m->enc)
+        return ms_err(MS_EUNSUPPORTED, "%s is an embedding model: it gives embeddings (runtime_embed), not logits",
+                      c->architecture);
     if (n <= 0)
         return ms_err(MS_EINVALID, "forward: no tokens");
     assert(tokens);
@@ -781,9 +869,125 @@ int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logit
             return ms_err(MS_EINVALID, "token %d at index %d out of range [0, %d)", tokens[i], i, c->vocab_size);
     for (int done = 0; done < n;) {
         int chunk = n - done < m->n_batch ? n - done : m->n_batch;
-        if ((rc = forward_batch(m, tokens + done, chunk, done + chunk == n ? logits : NULL)) < 0)
+        if ((rc = forward_batch(m, tokens + done, chunk, done + chunk == n ? logits : NULL, 0, 0)) < 0)
             return rc;
         done += chunk;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- embeddings */
+
+int runtime_model_pooling(const runtime_model *m)
+{
+    return m->c.pooling >= RUNTIME_POOL_NONE && m->c.pooling <= RUNTIME_POOL_LAST ? m->c.pooling : RUNTIME_POOL_NONE;
+}
+
+int runtime_model_embed_dim(const runtime_model *m) { return m->c.dim; }
+int runtime__model_embed_runs(const runtime_model *m) { return m->enc ? runtime__encoder_runs(m->enc) : m->embed_runs; }
+
+/* One sequence through a decoder, from position 0 in chunks of n_batch (its attention is causal:
+ * the KV cache carries the earlier chunks), pooled from the final normed hidden rows. Sequences
+ * run one after another; packing them would need causal attention per sequence. */
+static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *out)
+{
+    const runtime_config *c = &m->c;
+    int pool = c->pooling, dim = c->dim, rc = 0;
+
+    m->n_past = 0;
+    for (int j = 0; j < dim; j++)
+        m->acc[j] = 0;
+    for (int done = 0; done < n && rc == 0;) {
+        int chunk = n - done < m->n_batch ? n - done : m->n_batch, last = done + chunk == n;
+        int h0 = pool == RUNTIME_POOL_LAST ? chunk - 1 : 0;
+        int hn = pool == RUNTIME_POOL_MEAN                ? chunk
+                 : pool == RUNTIME_POOL_CLS ? done == 0 : last;
+        if ((rc = forward_batch(m, tokens + done, chunk, NULL, h0, hn)) < 0)
+            break;
+        m->embed_runs++;
+        for (size_t i = 0; i < (size_t)hn * dim; i++)
+            if (!isfinite(m->rows[i]))
+                rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
+                            isnan(m->rows[i]) ? "NaN" : "infinite");
+        for (int r = 0; rc == 0 && r < hn; r++)
+            for (int j = 0; j < dim; j++)
+                m->acc[j] += m->rows[(size_t)r * dim + j];
+        done += chunk;
+    }
+    m->n_past = 0;   /* the cache is left empty, as runtime_embed promises */
+    if (rc == 0)
+        runtime__pool_finish(out, m->acc, n, dim, pool);
+    return rc;
+}
+
+/* n_seqs sequences of at most n_batch tokens in all as one forward from position 0
+ * (record_packed_attention), every row's final normed hidden state read back and pooled. */
+static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
+                                float *out)
+{
+    int n = 0, dim = m->c.dim, rc;
+
+    for (int i = 0; i < n_seqs; i++) {
+        m->pk_start[i] = n;
+        m->pk_len[i] = n_tokens[i];
+        memcpy(m->pk_toks + n, tokens[i], (size_t)n_tokens[i] * sizeof *m->pk_toks);
+        n += n_tokens[i];
+    }
+    m->pk_n = n_seqs;
+    m->n_past = 0;
+    rc = forward_batch(m, m->pk_toks, n, NULL, 0, n);
+    m->embed_runs++;
+    m->pk_n = 0;
+    m->n_past = 0;   /* the cache is left empty */
+    for (size_t i = 0; rc == 0 && i < (size_t)n * dim; i++)
+        if (!isfinite(m->rows[i]))
+            rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
+                        isnan(m->rows[i]) ? "NaN" : "infinite");
+    for (int i = 0; rc == 0 && i < n_seqs; i++)
+        runtime__pool(out + (size_t)i * dim, m->acc, m->rows + (size_t)m->pk_start[i] * dim, n_tokens[i], dim,
+                      m->c.pooling);
+    return rc;
+}
+
+int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
+{
+    const runtime_config *c = &m->c;
+    int rc, packable = 1;
+
+    assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
+    if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
+        return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
+                      c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
+                      : c->encoder    ? "its pooling_type is none: one vector per token, which runtime_embed does not give"
+                                      : "a decoder whose model names no pooling");
+    for (int s = 0; s < n_seqs; s++) {
+        if (n_tokens[s] <= 0)
+            return ms_err(MS_EINVALID, "sequence %d is empty", s);
+        if (n_tokens[s] > m->n_ctx)
+            return ms_err(MS_EINVALID, "sequence %d: %d tokens exceeds the context of %d", s, n_tokens[s], m->n_ctx);
+        for (int i = 0; i < n_tokens[s]; i++)
+            if (tokens[s][i] < 0 || tokens[s][i] >= c->vocab_size)
+                return ms_err(MS_EINVALID, "sequence %d: token %d at index %d out of range [0, %d)", s, tokens[s][i], i,
+                              c->vocab_size);
+    }
+    if (m->enc)
+        return runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out);
+    m->embed_runs = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        packable = packable && !m->layers[l].kv_ring;
+    for (int i = 0; i < n_seqs;) {
+        int j = i + 1, rows = n_tokens[i];
+        if (!packable || rows > m->n_batch) {   /* alone, in chunks that the KV cache carries */
+            if ((rc = decoder_embed(m, tokens[i], n_tokens[i], out + (size_t)i * c->dim)) < 0)
+                return rc;
+            i++;
+            continue;
+        }
+        while (j < n_seqs && j - i < EMBED_MAX_SEQS && rows + n_tokens[j] <= m->n_batch)
+            rows += n_tokens[j++];
+        if ((rc = decoder_embed_packed(m, tokens + i, n_tokens + i, j - i, out + (size_t)i * c->dim)) < 0)
+            return rc;
+        i = j;
     }
     return 0;
 }

@@ -33,10 +33,11 @@
 /* A weight is a backend_tensor (backend/backend.h): the seam owns the type, as ggml owns
  * ggml_tensor, and the weight provider below fills it. */
 
-/* The architectures the decoder runs (GGUF names; Hugging Face model_type names map onto them:
+/* The architectures the runtime runs (GGUF names; Hugging Face model_type names map onto them:
  * mixtral -> llama with experts, qwen3_moe -> qwen3moe, qwen2_moe -> qwen2moe, mistral -> llama,
- * gemma3_text -> gemma3). */
-#define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3"
+ * gemma3_text -> gemma3, nomic_bert -> nomic-bert). bert and nomic-bert are encoders (embedding
+ * models: runtime_embed), the others decoders. */
+#define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, bert, nomic-bert"
 
 /* Rope scaling kinds. */
 enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2, RUNTIME_ROPE_LONGROPE = 3 };
@@ -79,6 +80,13 @@ typedef struct runtime_config {
      * whose converter stored 1 + w. */
     int gemma;
     double norm_offset;
+    /* Encoders (bert, nomic-bert): bidirectional attention, LayerNorm (with bias) of epsilon
+     * norm_eps after attention and after the FFN. pooling: RUNTIME_POOL_* (GGUF <arch>.pooling_type,
+     * an import's 1_Pooling/config.json; an encoder with neither: mean; a decoder: none unless the
+     * model says), 4 for llama.cpp's rank pooling (a reranker, which runtime_embed refuses). */
+    int encoder;
+    double norm_eps;
+    int pooling;
 } runtime_config;
 
 typedef struct runtime_weights runtime_weights;

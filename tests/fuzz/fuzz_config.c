@@ -33,6 +33,8 @@ static void check_config(const runtime_config *c)
     CHECK(isfinite(c->norm_offset));
     CHECK(isfinite(c->rope_attn_factor) && c->rope_attn_factor >= 0);
     CHECK(c->rope_n_factors >= 0 && c->rope_n_factors <= RUNTIME_ROPE_MAX_FACTORS);
+    CHECK(c->pooling >= 0 && c->pooling <= 4);   /* encoders: their sizes and LayerNorm epsilon */
+    CHECK(!c->encoder || (c->head_dim * c->n_heads == c->dim && c->norm_eps > 0 && c->norm_eps < 1));
     CHECK(c->rope_n_factors == 0 || c->rope_n_factors == c->n_rot / 2);
     for (int i = 0; i < c->rope_n_factors; i++)
         CHECK(isfinite(c->rope_long[i]) && c->rope_long[i] > 0 && isfinite(c->rope_short[i]) && c->rope_short[i] > 0);

@@ -130,6 +130,12 @@ put("fuzz_config", "qwen3-moe.gguf", gguf([
     kv("qwen3moe.attention.key_length", T_U32, 8), kv("qwen3moe.feed_forward_length", T_U32, 32),
     kv("qwen3moe.context_length", T_U32, 128), kv("qwen3moe.expert_count", T_U32, 4),
     kv("qwen3moe.expert_used_count", T_U32, 2), kv("qwen3moe.vocab_size", T_U32, 100)]))
+put("fuzz_config", "bert.gguf", gguf([
+    kv("general.architecture", T_STR, "bert"), kv("bert.embedding_length", T_U32, 16),
+    kv("bert.block_count", T_U32, 2), kv("bert.attention.head_count", T_U32, 4),
+    kv("bert.feed_forward_length", T_U32, 32), kv("bert.context_length", T_U32, 64),
+    kv("bert.attention.layer_norm_epsilon", T_F32, 1e-12), kv("bert.pooling_type", T_U32, 1),
+    kv("bert.attention.causal", T_BOOL, 0), kv("bert.vocab_size", T_U32, 100)]))
 put("fuzz_tokenizer", "spm.gguf", gguf(SPM_KV))
 put("fuzz_tokenizer", "bpe.gguf", gguf(BPE_KV))
 put("fuzz_tokenizer", "wpm.gguf", gguf(WPM_KV))
@@ -192,6 +198,11 @@ put("fuzz_config", "qwen2moe.json", json.dumps({
     "intermediate_size": 64, "vocab_size": 300, "max_position_embeddings": 1024,
     "hf_config": {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
                   "shared_expert_intermediate_size": 32, "use_sliding_window": False, "norm_topk_prob": False}}))
+
+put("fuzz_config", "nomic-bert.json", json.dumps({
+    "architecture": "nomic_bert", "vocab_size": 300, "pooling_type": 2,
+    "hf_config": {"n_embd": 32, "n_layer": 1, "n_head": 4, "n_inner": 64, "n_positions": 128,
+                  "layer_norm_epsilon": 1e-12, "rotary_emb_base": 1000, "causal": False}}))
 
 # ---------------------------------------------------------------- tokenizer.json
 bl = {"added_tokens": [{"id": 5, "content": "<|end|>", "special": True}, {"id": 6, "content": "<U>", "special": False}],

@@ -79,6 +79,7 @@ def main():
     ap.add_argument('--ctx', type=int, default=256)
     ap.add_argument('--tie', action='store_true', help='no output.weight')
     ap.add_argument('--seed', type=int, default=7)
+    ap.add_argument('--pooling-type', type=int, help='<arch>.pooling_type (an embedding model: 1 mean, 2 cls, 3 last)')
     ap.add_argument('--vocab', required=True)
     ap.add_argument('-o', '--out', required=True)
     a = ap.parse_args()
@@ -97,6 +98,8 @@ def main():
                     ('rope.freq_base', F32, 1000000.0 if arch != 'llama' else 10000.0),
                     ('attention.layer_norm_rms_epsilon', F32, 1e-6)):
         kv.append(('%s.%s' % (arch, k), t, struct.pack('<I' if t == U32 else '<f', v)))
+    if a.pooling_type is not None:
+        kv.append(('%s.pooling_type' % arch, U32, struct.pack('<I', a.pooling_type)))
     kv += tok
     # (name, numpy shape = reversed ne, kind): m matrix, e embedding, n norm, b bias
     ts = [('token_embd.weight', (n_vocab, dim), 'e')]

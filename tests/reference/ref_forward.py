@@ -13,6 +13,7 @@ Everything here is written from the published formats, independent of src/runtim
 
 Usage:
   ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits]
+  ref_forward.py MODEL.gguf --prompt ... --embed mean|cls|last   (a decoder used for embeddings)
                  [--frequency-penalty F] [--presence-penalty P] [--repeat-last-n N] > out.json
 Prints JSON: {"model", "sha256", "prompts": [{"tokens", "greedy", "logits"?, "top5"}]}.
 "greedy" is N tokens chosen by argmax, each fed back in; "logits" are the logits after the
@@ -366,7 +367,8 @@ class Model:
             else:
                 x = x + (self.moe(L, h) if self.n_exp else self.swiglu(L['ffn_gate'], L['ffn_up'], L['ffn_down'], h))
         self.pos += 1
-        logits = self.head @ self.norm(x, self.out_norm)
+        self.hidden = self.norm(x, self.out_norm)   # the final normed hidden state (--embed pools it)
+        logits = self.head @ self.hidden
         return self.softcap * np.tanh(logits / self.softcap) if self.softcap else logits
 
 
@@ -399,9 +401,25 @@ def main():
                     help='the penalties\' window: the last N tokens, prompt included (llama.cpp\'s); 0 = none')
     ap.add_argument('--n-ctx', type=int, default=4096, help='the context the model runs with (longrope picks '
                     'its factors by it)')
+    ap.add_argument('--embed', choices=('mean', 'cls', 'last'),
+                    help='instead: each prompt\'s embedding, the final normed hidden states pooled (mean of '
+                    'every position, the first, the last) and L2-normalized, as {"embeddings": [[...], ...]}')
     args = ap.parse_args()
     g = Gguf(args.model)
     m = Model(g, args.n_ctx)
+    if args.embed:
+        out = []
+        for p in args.prompt:
+            m.reset()
+            hs = []
+            for t in [int(x) for x in p.split(',')]:
+                m.step(t)
+                hs.append(m.hidden)
+            v = np.mean(hs, axis=0) if args.embed == 'mean' else hs[0] if args.embed == 'cls' else hs[-1]
+            out.append([float('%.9g' % e) for e in v / max(np.linalg.norm(v), 1e-12)])
+        json.dump({'reference': 'tests/reference/ref_forward.py --embed (float64)', 'embeddings': out}, sys.stdout)
+        sys.stdout.write('\n')
+        return
     res = {'model': os.path.basename(args.model), 'sha256': hashlib.sha256(g.buf).hexdigest(),
            'reference': 'tests/reference/ref_forward.py (float64)', 'prompts': []}
     for p in args.prompt:
