@@ -389,33 +389,21 @@ void srv_models_stop(server *srv)
     pthread_mutex_unlock(&srv->mu);
 }
 
-/* Encoders: the architectures that embed and never generate. */
-static const char *const encoder_archs[] = {"bert", "nomic-bert", "nomic_bert", NULL};
-
 int srv_model_caps(store_model *sm)
 {
     const uint8_t *data;
     size_t len;
-    json_t *cfg, *pool;
-    const char *arch;
     runtime_config *c;
     int caps = 0;
 
-    if (!sm || store_model_config(&data, &len, sm) < 0 || len >= (1u << 20) ||
-        !(cfg = json_loadb((const char *)data, len, 0, NULL)))
+    if (!sm || store_model_config(&data, &len, sm) < 0)
         return 0;
-    arch = json_string_value(json_object_get(cfg, "architecture"));
-    pool = json_object_get(cfg, "pooling_type");
-    for (size_t i = 0; arch && encoder_archs[i]; i++)
-        caps |= strcmp(arch, encoder_archs[i]) == 0 ? SRV_CAN_EMBED : 0;
-    if (json_is_integer(pool) && json_integer_value(pool) >= 1 && json_integer_value(pool) <= 3) /* mean, cls, last */
-        caps |= SRV_CAN_EMBED; /* a decoder that names a pooling is an embedding model (Qwen3-Embedding) */
-    json_decref(cfg);
-    if (caps)
-        return caps;
     /* about 4 KiB of rope factors: not on the stack of a connection's thread */
-    if ((c = malloc(sizeof *c)) && runtime_config_from_json(c, (const char *)data, len, "config") == 0)
-        caps = SRV_CAN_COMPLETE;
+    if ((c = malloc(sizeof *c)) && runtime_config_from_json(c, (const char *)data, len, "config") == 0) {
+        /* an encoder, or a decoder that names a pooling (Qwen3-Embedding), is an embedding model */
+        caps = c->encoder || (c->pooling >= RUNTIME_POOL_MEAN && c->pooling <= RUNTIME_POOL_LAST) ? SRV_CAN_EMBED
+                                                                                                   : SRV_CAN_COMPLETE;
+    }
     free(c);
     return caps;
 }

@@ -176,10 +176,11 @@ void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s);
 void srv_model_unload(server *srv, const srv_model *m);
 /* `name` now names manifest `digest` (a copy over it): loads it named before are unloaded. */
 void srv_model_renamed(server *srv, const model_name *name, const char *digest);
-/* What a stored model is for, read from its config blob without loading it, as ollama reads a
- * GGUF's <arch>.pooling_type: SRV_CAN_EMBED for an encoder or a model that names a pooling
- * (Qwen3-Embedding), which then does not generate; SRV_CAN_COMPLETE for a decoder the runtime
- * runs; 0 when the config does not read. */
+/* What a stored model is for, read from its config blob (runtime_config_from_json) without
+ * loading it, as ollama reads a GGUF's <arch>.pooling_type: SRV_CAN_EMBED for an encoder or a
+ * decoder that names a mean, CLS or last pooling (Qwen3-Embedding), which then does not
+ * generate; SRV_CAN_COMPLETE for another architecture the runtime runs; 0 when the config does
+ * not read. */
 enum { SRV_CAN_COMPLETE = 1, SRV_CAN_EMBED = 2 };
 int srv_model_caps(store_model *sm);
 json_t *srv_models_ps(server *srv);

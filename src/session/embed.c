@@ -6,13 +6,6 @@
 
 #include "session/session.h"
 
-/* Until the encoders land (branch enc), runtime.h declares these and nothing defines them: weak
- * references keep the build linking, and session_embed says the runtime cannot embed yet. The
- * runtime's definitions replace them as soon as they are linked in. */
-#pragma weak runtime_model_pooling
-#pragma weak runtime_model_embed_dim
-#pragma weak runtime_embed
-
 /* The limits a call is held to before anything is tokenized or allocated for its inputs. */
 static int check_limits(const session_embed_input *in, size_t n, const session_embed_opts *o, int dim)
 {
@@ -108,16 +101,13 @@ int session_embed(session *S, float **out, int *dim_out, size_t *n_tokens_out, c
                   const session_embed_opts *o)
 {
     runtime_model *m = session_model(S);
-    int dim, n_ctx = runtime_model_n_ctx(m), d, rc = 0;
+    int dim = runtime_model_embed_dim(m), n_ctx = runtime_model_n_ctx(m), d, rc = 0;
     int32_t **seqs = NULL;
     int *lens = NULL;
     float *v = NULL;
     size_t total = 0, k = 0;
 
     *out = NULL, *dim_out = 0, *n_tokens_out = 0;
-    if (!runtime_embed || !runtime_model_pooling || !runtime_model_embed_dim)
-        return ms_err(MS_EUNSUPPORTED, "embeddings: not supported by this build's runtime yet");
-    dim = runtime_model_embed_dim(m);
     if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
         return ms_err(MS_EUNSUPPORTED, "model '%s' does not support embeddings", o->model ? o->model : "");
     if ((rc = check_limits(in, n, o, dim)) < 0)
