@@ -382,19 +382,5 @@ done:
 
 int bpe_encode(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special, tok_ids *out)
 {
-    tok_frag *frags = NULL;
-    size_t n_frags = 0;
-    int rc;
-
-    if (add_special && t->add_bos && (rc = tok_ids_push(out, t->bos)) < 0)
-        return rc;
-    if ((rc = tok_partition(t, text, len, parse_special, &frags, &n_frags)) < 0)
-        return rc;
-    for (size_t i = 0; i < n_frags && rc == 0; i++)
-        rc = frags[i].id != TOKEN_NONE ? tok_ids_push(out, frags[i].id)
-                                       : bpe_tokenize(t, text + frags[i].off, frags[i].len, out);
-    free(frags);
-    if (rc == 0 && add_special && t->add_eos)
-        rc = tok_ids_push(out, t->eos);
-    return rc;
+    return tok_encode_fragments(t, text, len, add_special, parse_special, bpe_tokenize, out);
 }

@@ -53,6 +53,12 @@ typedef struct tok_frag {
 } tok_frag;
 int tok_partition(const tokenizer *t, const char *text, size_t len, int parse_special, tok_frag **out,
                   size_t *n_out);
+/* An encode of the kinds whose raw fragments are tokenized each on its own (BPE, WordPiece): BOS
+ * as add_special asks, tok_partition, `fragment` on each raw fragment, special ids as they are,
+ * then EOS. (SPM carries state from one fragment to the next, so it has its own loop.) */
+typedef int (*tok_fragment_fn)(const tokenizer *t, const char *text, size_t len, tok_ids *out);
+int tok_encode_fragments(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                         tok_fragment_fn fragment, tok_ids *out);
 
 /* SPM: append the ids of one raw fragment. `text` is already escaped ("▁" for spaces). */
 int spm_tokenize(const tokenizer *t, const char *text, size_t len, tok_ids *out);

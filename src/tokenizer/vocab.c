@@ -392,6 +392,26 @@ static int split_one(const tokenizer *t, const char *text, const tok_frag *f, in
     }
 }
 
+int tok_encode_fragments(const tokenizer *t, const char *text, size_t len, int add_special, int parse_special,
+                         tok_fragment_fn fragment, tok_ids *out)
+{
+    tok_frag *frags = NULL;
+    size_t n_frags = 0;
+    int rc;
+
+    if (add_special && t->add_bos && (rc = tok_ids_push(out, t->bos)) < 0)
+        return rc;
+    if ((rc = tok_partition(t, text, len, parse_special, &frags, &n_frags)) < 0)
+        return rc;
+    for (size_t i = 0; i < n_frags && rc == 0; i++)
+        rc = frags[i].id != TOKEN_NONE ? tok_ids_push(out, frags[i].id)
+                                       : fragment(t, text + frags[i].off, frags[i].len, out);
+    free(frags);
+    if (rc == 0 && add_special && t->add_eos)
+        rc = tok_ids_push(out, t->eos);
+    return rc;
+}
+
 /* llama.cpp's tokenizer_st_partition: for each special token, longest first, cut every raw
  * fragment at its occurrences. Control and unknown tokens take part only with parse_special;
  * user-defined ones always do. */
