@@ -36,6 +36,7 @@ struct runtime_encoder {
     const runtime_weights *w;
     int nomic, n_rows, n_ctx, n_batch;
     int runs;         /* forwards (backend_run) of the last runtime_embed */
+    int normalize;    /* the call's: 0 for runtime_embed_pooled */
     enc_layer *layers;
     const backend_weight *tok, *pos, *types, *emb_ln, *emb_ln_b;
     backend_buf *x, *xb, *q, *k, *v, *att, *hb, *hb2;
@@ -368,17 +369,19 @@ static int embed_batch(runtime_encoder *e, const int32_t *const *tokens, const i
             if (!isfinite(e->rows[j]))
                 return ms_err(MS_EINVALID, "sequence %d: hidden state %zu is %s: the model's weights or activations "
                               "overflow", first + i, j, isnan(e->rows[j]) ? "NaN" : "infinite");
-        runtime__pool(out + (size_t)i * dim, e->acc, e->rows, nr, dim, RUNTIME_POOL_MEAN);   /* of the rows read */
+        runtime__pool(out + (size_t)i * dim, e->acc, e->rows, nr, dim, RUNTIME_POOL_MEAN,   /* of the rows read */
+                      e->normalize);
     }
     return 0;
 }
 
 int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
-                           float *out)
+                           float *out, int normalize)
 {
     int rc;
 
     e->runs = 0;
+    e->normalize = normalize;
     for (int i = 0; i < n_seqs;) {
         /* pack while the rows fit in n_batch; a sequence longer than that runs alone */
         int j = i + 1, rows = n_tokens[i];
@@ -396,7 +399,7 @@ int runtime__encoder_runs(const runtime_encoder *e) { return e->runs; }
 
 /* ---------------------------------------------------------------- pooling */
 
-void runtime__pool_finish(float *out, double *acc, int n, int dim, int pooling)
+void runtime__pool_finish(float *out, double *acc, int n, int dim, int pooling, int normalize)
 {
     double ss = 0, scale;
 
@@ -405,12 +408,12 @@ void runtime__pool_finish(float *out, double *acc, int n, int dim, int pooling)
             acc[j] /= n;
         ss += acc[j] * acc[j];
     }
-    scale = 1.0 / fmax(sqrt(ss), 1e-12);   /* ollama's normalize: a zero vector stays zero */
+    scale = normalize ? 1.0 / fmax(sqrt(ss), 1e-12) : 1.0;   /* ollama's normalize: a zero vector stays zero */
     for (int j = 0; j < dim; j++)
         out[j] = (float)(acc[j] * scale);
 }
 
-void runtime__pool(float *out, double *acc, const float *rows, int n, int dim, int pooling)
+void runtime__pool(float *out, double *acc, const float *rows, int n, int dim, int pooling, int normalize)
 {
     int r0 = pooling == RUNTIME_POOL_LAST ? n - 1 : 0, r1 = pooling == RUNTIME_POOL_MEAN ? n : r0 + 1;
 
@@ -419,5 +422,5 @@ void runtime__pool(float *out, double *acc, const float *rows, int n, int dim, i
     for (int r = r0; r < r1; r++)
         for (int j = 0; j < dim; j++)
             acc[j] += rows[(size_t)r * dim + j];
-    runtime__pool_finish(out, acc, r1 - r0, dim, pooling);
+    runtime__pool_finish(out, acc, r1 - r0, dim, pooling, normalize);
 }

@@ -66,6 +66,7 @@ struct runtime_model {
     int32_t *pk_toks;
     int pk_start[32], pk_len[32], pk_n;
     int embed_runs;        /* forwards of the last runtime_embed (runtime__model_embed_runs) */
+    int embed_normalize;   /* the call's: 0 for runtime_embed_pooled */
 };
 
 /* Sequences a decoder packs into one forward at most (each costs a few ops per layer). */
@@ -916,7 +917,7 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
     }
     m->n_past = 0;   /* the cache is left empty, as runtime_embed promises */
     if (rc == 0)
-        runtime__pool_finish(out, m->acc, n, dim, pool);
+        runtime__pool_finish(out, m->acc, n, dim, pool, m->embed_normalize);
     return rc;
 }
 
@@ -945,11 +946,12 @@ static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, 
                         isnan(m->rows[i]) ? "NaN" : "infinite");
     for (int i = 0; rc == 0 && i < n_seqs; i++)
         runtime__pool(out + (size_t)i * dim, m->acc, m->rows + (size_t)m->pk_start[i] * dim, n_tokens[i], dim,
-                      m->c.pooling);
+                      m->c.pooling, m->embed_normalize);
     return rc;
 }
 
-int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
+static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out,
+                 int normalize)
 {
     const runtime_config *c = &m->c;
     int rc, packable = 1;
@@ -971,8 +973,9 @@ int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_t
                               c->vocab_size);
     }
     if (m->enc)
-        return runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out);
+        return runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out, normalize);
     m->embed_runs = 0;
+    m->embed_normalize = normalize;
     for (int l = 0; l < c->n_layers; l++)
         packable = packable && !m->layers[l].kv_ring;
     for (int i = 0; i < n_seqs;) {
@@ -990,4 +993,14 @@ int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_t
         i = j;
     }
     return 0;
+}
+
+int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
+{
+    return embed(m, tokens, n_tokens, n_seqs, out, 1);
+}
+
+int runtime_embed_pooled(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
+{
+    return embed(m, tokens, n_tokens, n_seqs, out, 0);
 }

@@ -190,6 +190,9 @@ int runtime_model_embed_dim(const runtime_model *m);
  * pooling is NONE; MS_EINVALID for an empty sequence, one past the context ("... N tokens exceeds
  * the context of M"), a token id out of range. */
 int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out);
+/* The same vectors before the L2 normalization: the pooled hidden states as they are (ollama's
+ * older /api/embeddings answers these; its /api/embed the normalized ones). Same checks. */
+int runtime_embed_pooled(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out);
 
 /* ---------------------------------------------------------------- sampler */
 

@@ -21,9 +21,9 @@ typedef struct runtime_encoder runtime_encoder;
 int runtime__encoder_new(runtime_encoder **out, backend *be, const runtime_weights *w, const runtime_config *c,
                          int n_ctx, int n_batch);
 void runtime__encoder_free(runtime_encoder *e);   /* host memory only: the buffers are the backend's */
-/* runtime_embed for an encoder, its arguments already checked. */
+/* runtime_embed for an encoder, its arguments already checked; normalize 0: runtime_embed_pooled. */
 int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
-                           float *out);
+                           float *out, int normalize);
 
 /* The forwards (one backend_run each) the last runtime__encoder_embed ran; and the same of a
  * model's last runtime_embed, encoder or decoder. For the tests of packing. */
@@ -31,10 +31,11 @@ int runtime__encoder_runs(const runtime_encoder *e);
 int runtime__model_embed_runs(const runtime_model *m);
 
 /* out[dim] = rows[n][dim] pooled (RUNTIME_POOL_MEAN: the mean of the rows, CLS: row 0, LAST: row
- * n - 1), then L2-normalized as ollama does: v / max(||v||, 1e-12). Sums in double, in acc[dim]. */
-void runtime__pool(float *out, double *acc, const float *rows, int n, int dim, int pooling);
+ * n - 1), then, when `normalize`, L2-normalized as ollama does: v / max(||v||, 1e-12). Sums in
+ * double, in acc[dim]. */
+void runtime__pool(float *out, double *acc, const float *rows, int n, int dim, int pooling, int normalize);
 /* The last step alone, for rows that arrive in chunks: acc holds the sum of the n rows (MEAN) or
- * the one row pooled (CLS, LAST); out gets the mean (MEAN), normalized. */
-void runtime__pool_finish(float *out, double *acc, int n, int dim, int pooling);
+ * the one row pooled (CLS, LAST); out gets the mean (MEAN), normalized when `normalize`. */
+void runtime__pool_finish(float *out, double *acc, int n, int dim, int pooling, int normalize);
 
 #endif

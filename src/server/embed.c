@@ -105,7 +105,9 @@ static json_t *answer(const embed_req *e, const char *model, const float *v, int
 static int run(server *srv, srv_model *ref, const embed_req *e, const char *model, float **v, int *dim,
                size_t *n_tokens, double *t_load, char *err, size_t err_len)
 {
-    session_embed_opts so = {.truncate = e->truncate, .dimensions = e->dimensions, .model = model};
+    /* ollama's older endpoint answers the pooled vector as it is; /api/embed normalizes it */
+    session_embed_opts so = {
+        .truncate = e->truncate, .dimensions = e->dimensions, .model = model, .raw = e->kind == EMBED_OLLAMA_OLD};
     double t0 = now();
     loaded *L = NULL;
     int rc;

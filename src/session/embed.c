@@ -76,8 +76,8 @@ static int input_tokens(int32_t **ids_out, int *n_out, const session *S, const s
 }
 
 /* Keep the first d of each row's dim components and scale them back to unit length, as ollama
- * and OpenAI's Matryoshka models do; rows are compacted in place to stride d. */
-static int apply_dimensions(float *v, size_t n, int dim, int d)
+ * and OpenAI's Matryoshka models do (raw: only cut); rows are compacted in place to stride d. */
+static int apply_dimensions(float *v, size_t n, int dim, int d, int raw)
 {
     for (size_t i = 0; i < n; i++) {
         const float *src = v + i * (size_t)dim;
@@ -87,10 +87,10 @@ static int apply_dimensions(float *v, size_t n, int dim, int d)
             if (!isfinite(src[k]))
                 return ms_err(MS_ERROR, "embedding %zu has a component that is not finite", i);
         if (d == dim)
-            continue; /* the runtime's own normalized vector, unchanged */
+            continue; /* the runtime's own vector, unchanged */
         for (int k = 0; k < d; k++)
             sum += (double)src[k] * src[k];
-        double scale = 1.0 / fmax(sqrt(sum), 1e-12);
+        double scale = raw ? 1.0 : 1.0 / fmax(sqrt(sum), 1e-12);
         for (int k = 0; k < d; k++)
             dst[k] = (float)(src[k] * scale);
     }
@@ -128,9 +128,9 @@ int session_embed(session *S, float **out, int *dim_out, size_t *n_tokens_out, c
         total += (size_t)lens[k];
     }
     /* one call for the whole list: the runtime packs the sequences into batches */
-    rc = runtime_embed(m, (const int32_t *const *)seqs, lens, (int)n, v);
+    rc = (o->raw ? runtime_embed_pooled : runtime_embed)(m, (const int32_t *const *)seqs, lens, (int)n, v);
     session_reset(S); /* a decoder's KV cache is empty now: the session's text must say so */
-    if (rc < 0 || (rc = apply_dimensions(v, n, dim, d)) < 0)
+    if (rc < 0 || (rc = apply_dimensions(v, n, dim, d, o->raw)) < 0)
         goto done;
     *out = v, *dim_out = d, *n_tokens_out = total;
     v = NULL;

@@ -147,11 +147,13 @@ typedef struct session_embed_opts {
      * keeps it; 0: such an input is refused giving both sizes */
     int truncate;
     int dimensions; /* 0: the model's; else the first d components, renormalized (Matryoshka) */
+    int raw;        /* 1: the pooled vectors as they are, not L2-normalized (ollama's older
+                     * /api/embeddings; runtime_embed_pooled); dimensions then only cuts */
     const char *model; /* the model's name, for messages */
 } session_embed_opts;
 
 /* Embed in[0..n): on success *out is n * *dim_out floats (malloc'd; the caller frees it), row i
- * input i's vector, L2-normalized; *n_tokens_out the tokens run (after truncation). n == 0
+ * input i's vector, L2-normalized (unless raw); *n_tokens_out the tokens run (after truncation). n == 0
  * gives *out NULL, 0 tokens. The model's KV cache is left empty (session_reset).
  * MS_EUNSUPPORTED "model 'x' does not support embeddings" (runtime_model_pooling NONE);
  * MS_EINVALID: "input 3 has 700 tokens, past the context of 512" (truncate 0), an input with

@@ -18,6 +18,8 @@ bert_fixture() {
 # vec CHECK ARGS...: the embedding checks, in Python, on JSON answers saved in files:
 #   vec same A.json B.json          the embeddings of A and B are equal, component for component
 #   vec unit A.json                 every vector has length 1 (within 1e-5)
+#   vec pooled RAW.json UNIT.json   RAW's vectors are not of length 1, and scaled to it are UNIT's
+#                                   (within 1e-6): ollama's older endpoint answers them unnormalized
 #   vec prefix FULL.json D.json N   D's vectors are FULL's first N components renormalized
 #   vec count A.json N              N vectors
 #   vec tokens A.json N             prompt_eval_count (or usage.prompt_tokens) is N
@@ -62,6 +64,15 @@ elif op == "unit":
     for i, x in enumerate(a):
         n = math.sqrt(sum(v * v for v in x))
         assert abs(n - 1) < 1e-5, (i, n)
+elif op == "pooled":
+    _, raw = load(args[0])
+    _, unit = load(args[1])
+    assert len(raw) == len(unit), (len(raw), len(unit))
+    for i, (x, y) in enumerate(zip(raw, unit)):
+        n = math.sqrt(sum(v * v for v in x))
+        assert abs(n - 1) > 1e-3, "vector %d has length %r: normalized" % (i, n)
+        for k in range(len(x)):
+            assert abs(x[k] / n - y[k]) < 1e-6, (i, k, x[k] / n, y[k])
 elif op == "prefix":
     _, full = load(args[0])
     _, d = load(args[1])

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The embedding endpoints, /api/embed, /api/embeddings and /v1/embeddings, on a random-weight
-# BERT: one text gives `mstore embed`'s vector on every surface (OpenAI's base64 decodes to the
+# BERT: one text gives `mstore embed`'s vector on every surface (/api/embeddings before its
+# normalization, as ollama answers there; OpenAI's base64 decodes to the
 # same float32 values, token ids to the text's vector); a list gives the vectors of its strings
 # one by one; dimensions renormalizes; truncate false refuses an input past the context giving
 # both sizes, truncate true gives the vector of the cut tokens; a decoder is refused by name,
@@ -60,10 +61,10 @@ post /api/embed "$WORK/e0.json" '{"model": "bert", "input": []}'
 [ "$code" = 200 ] || fail "/api/embed of nothing: $code"
 vec count "$WORK/e0.json" 0
 
-# the older /api/embeddings
+# the older /api/embeddings: the pooled vector as ollama answers it there, not normalized
 post /api/embeddings "$WORK/old.json" "{\"model\": \"bert\", \"prompt\": $J1}"
 [ "$code" = 200 ] || fail "/api/embeddings: $code $(cat "$WORK/old.json")"
-vec same "$WORK/cli1.json" "$WORK/old.json"
+vec pooled "$WORK/old.json" "$WORK/cli1.json"
 
 # OpenAI's /v1/embeddings: floats, base64 (little-endian float32), token ids
 post /v1/embeddings "$WORK/o2.json" "{\"model\": \"bert\", \"input\": [$J1, $J2], \"encoding_format\": \"float\", \"user\": \"u\"}"

@@ -126,6 +126,24 @@ static double max_diff(const float *a, const float *b, size_t n)
     return d;
 }
 
+/* runtime_embed_pooled: the same vectors before the normalization (ollama's older endpoint): none
+ * of length 1 here, each scaled to length 1 runtime_embed's `unit`. */
+static void check_pooled(runtime_model *m, const int32_t *const *ptr, const float *unit)
+{
+    float raw[N_SEQS * DIM];
+
+    ck_assert_msg(runtime_embed_pooled(m, ptr, seq_len, N_SEQS, raw) == 0, "%s", ms_err_msg());
+    for (int s = 0; s < N_SEQS; s++) {
+        double n = 0;
+        for (int i = 0; i < DIM; i++)
+            n += (double)raw[s * DIM + i] * raw[s * DIM + i];
+        n = sqrt(n);
+        ck_assert_msg(fabs(n - 1) > 1e-3, "sequence %d: the pooled vector has length %g", s, n);
+        for (int i = 0; i < DIM; i++)
+            ck_assert_double_eq_tol(raw[s * DIM + i] / n, unit[s * DIM + i], 1e-6);
+    }
+}
+
 static const struct {
     const char *arch, *pooling;
     int kind;
@@ -153,6 +171,12 @@ START_TEST(embeddings_match_the_float64_reference)
         /* packed greedily into 16 rows: {5, 9}, {23} alone, {1, 12, 3}, {7, 2} */
         ck_assert_int_eq(runtime__model_embed_runs(m), 4);
         d = max_diff_ref(got, ref);
+        {
+            const int32_t *ptr[N_SEQS];
+            for (int s = 0; s < N_SEQS; s++)
+                ptr[s] = seqs[s];
+            check_pooled(m, ptr, got);
+        }
         for (int s = 0; s < N_SEQS; s++) {
             const int32_t *p = seqs[s];
             ck_assert_msg(runtime_embed(m, &p, &seq_len[s], 1, alone) == 0, "%s", ms_err_msg());
@@ -473,6 +497,7 @@ START_TEST(a_decoder_with_pooling_embeds_its_hidden_states)
     ck_assert_msg(runtime_embed(m, ptr, seq_len, N_SEQS, got) == 0, "%s", ms_err_msg());
     ck_assert_int_eq(runtime_model_n_past(m), 0);
     ck_assert_int_eq(runtime__model_embed_runs(m), runs[b]);
+    check_pooled(m, ptr, got);
     d = max_diff_ref(got, j);
     printf("measured: qwen3 with %s pooling, n_batch %d: max |runtime - float64 reference| %.3g per component\n",
            pool[p], batch[b], d);
