@@ -42,6 +42,10 @@ void blob_hash_update2(blob_hash *a, blob_hash *b, const void *buf, size_t len);
 int blob_hash_update2_fused(void);
 void blob_hash_final(ms_digest digest_out, blob_hash *h);   /* consumes h */
 void blob_hash_free(blob_hash *h);
+/* Frees the calling thread's OpenSSL state (its error queue, hashing contexts). A detached
+ * thread calls it before it says it is done: the process may exit at once, and LeakSanitizer
+ * would count what the thread's exit had not yet freed. */
+void blob_hash_thread_end(void);
 /* One-shot digest of a buffer. */
 void blob_digest_buf(ms_digest digest_out, const void *buf, size_t len);
 

@@ -1,6 +1,7 @@
 /* hash.c: sha256, on the CPU's SHA extensions (sha256.c) where it has them, else OpenSSL's
  * EVP interface; and digest strings. */
 #include <assert.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -102,6 +103,11 @@ void blob_hash_free(blob_hash *h)
         return;
     EVP_MD_CTX_free(h->ctx);
     free(h);
+}
+
+void blob_hash_thread_end(void)
+{
+    OPENSSL_thread_stop();
 }
 
 void blob_digest_buf(ms_digest digest_out, const void *buf, size_t len)

@@ -400,12 +400,10 @@ static void stream_end(gen_job *j)
 static void *stream_thread(void *arg)
 {
     gen_job *j = arg;
-    server *srv = j->srv;
 
     run(j);
     stream_end(j);
     gen_job_free(j); /* closes the pipe: the response ends */
-    srv_job_done(srv);
     return NULL;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blob/blob.h"
 #include "chat/chat.h"
 #include "server/server_int.h"
 
@@ -338,32 +339,56 @@ int srv_models_start(server *srv)
     return 0;
 }
 
-int srv_job_spawn(server *srv, void *(*fn)(void *), void *arg)
-{
-    pthread_attr_t attr;
-    pthread_t t;
-    int rc;
+typedef struct {
+    server *srv;
+    void *(*fn)(void *);
+    void *arg;
+} job;
 
-    pthread_mutex_lock(&srv->mu);
-    srv->n_jobs++;
-    pthread_mutex_unlock(&srv->mu);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&t, &attr, fn, arg);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        srv_job_done(srv);
-        return -1;
-    }
-    return 0;
-}
-
-void srv_job_done(server *srv)
+static void job_done(server *srv)
 {
     pthread_mutex_lock(&srv->mu);
     srv->n_jobs--;
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
+}
+
+/* The job's thread is detached: once it says it is done the server may stop and the process
+ * exit before the thread's own exit has run, so it frees its per-thread state first. */
+static void *job_main(void *arg)
+{
+    job jb = *(job *)arg;
+
+    free(arg);
+    jb.fn(jb.arg);
+    blob_hash_thread_end();
+    job_done(jb.srv);
+    return NULL;
+}
+
+int srv_job_spawn(server *srv, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    job *jb;
+    int rc;
+
+    if (!(jb = malloc(sizeof *jb)))
+        return -1;
+    *jb = (job){srv, fn, arg};
+    pthread_mutex_lock(&srv->mu);
+    srv->n_jobs++;
+    pthread_mutex_unlock(&srv->mu);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, job_main, jb);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        free(jb);
+        job_done(srv);
+        return -1;
+    }
+    return 0;
 }
 
 void srv_models_cancel(server *srv)

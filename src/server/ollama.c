@@ -413,13 +413,11 @@ static int xfer_run(xfer *x)
 static void *xfer_thread(void *arg)
 {
     xfer *x = arg;
-    server *srv = x->srv;
 
     if (xfer_run(x) < 0)
         xfer_send(x, json_pack("{s:s}", "error", x->err));
     close(x->fd);
     free(x);
-    srv_job_done(srv);
     return NULL;
 }
 
@@ -566,14 +564,12 @@ static int creation_run(creation *c)
 static void *creation_thread(void *arg)
 {
     creation *c = arg;
-    server *srv = c->srv;
 
     if (creation_run(c) < 0)
         creation_send(c, json_pack("{s:o}", "error", srv_json_text(c->err, strlen(c->err))));
     else
         creation_send(c, json_pack("{s:s}", "status", "success"));
     creation_free(c);
-    srv_job_done(srv);
     return NULL;
 }
 

@@ -190,10 +190,9 @@ int srv_models_start(server *srv);
 void srv_models_cancel(server *srv);
 /* Waits for the streaming jobs (srv_job_spawn) to end, then unloads every model. */
 void srv_models_stop(server *srv);
-/* Run fn(arg) on a detached thread counted in n_jobs, which ends by calling srv_job_done.
- * 0, or -1 when no thread could start: arg is still the caller's (freeing it ends its stream). */
+/* Run fn(arg) on a detached thread counted in n_jobs until fn returns. 0, or -1 when no thread
+ * could start: arg is still the caller's (freeing it ends its stream). */
 int srv_job_spawn(server *srv, void *(*fn)(void *), void *arg);
-void srv_job_done(server *srv);
 
 /* ---- gen.c: one generation, for both APIs */
 typedef enum gen_kind { GEN_OLLAMA_GENERATE, GEN_OLLAMA_CHAT, GEN_OPENAI_CHAT, GEN_OPENAI_COMPLETION } gen_kind;
