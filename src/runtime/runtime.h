@@ -219,4 +219,19 @@ void runtime_sampler_accept(runtime_sampler *s, int32_t token);
 int32_t runtime_sampler_sample(runtime_sampler *s, float *logits);
 void runtime_sampler_free(runtime_sampler *s);   /* NULL is fine */
 
+/* Log probabilities of one step, for the APIs' logprobs. logits[n_vocab] are what the sampler
+ * left after runtime_sampler_sample: the grammar's mask and the penalties applied, before
+ * temperature, top-k, top-p and min-p (those shape only the draw). log-softmax in double with the
+ * maximum subtracted; a masked token (-inf) has probability 0 and is never listed. *chosen_lp is
+ * the log probability of `chosen`; top[0..return) the n_top (<= RUNTIME_MAX_TOP_LOGPROBS) most
+ * likely tokens, best first, ties by lower id. Returns the count listed (fewer than n_top when
+ * fewer tokens are unmasked). */
+#define RUNTIME_MAX_TOP_LOGPROBS 20
+typedef struct runtime_logprob {
+    int32_t id;
+    double logprob;
+} runtime_logprob;
+int runtime_logprobs(const float *logits, int n_vocab, int32_t chosen, double *chosen_lp, runtime_logprob *top,
+                     int n_top);
+
 #endif

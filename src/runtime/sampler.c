@@ -200,3 +200,36 @@ int32_t runtime_sampler_sample(runtime_sampler *s, float *logits)
     }
     return s->c[keep - 1].id;
 }
+
+int runtime_logprobs(const float *logits, int n_vocab, int32_t chosen, double *chosen_lp, runtime_logprob *top,
+                     int n_top)
+{
+    double mx = -INFINITY, sum = 0.0, lse;
+    int n = 0;
+
+    if (n_top > RUNTIME_MAX_TOP_LOGPROBS)
+        n_top = RUNTIME_MAX_TOP_LOGPROBS;
+    for (int i = 0; i < n_vocab; i++)
+        if (logits[i] > mx)
+            mx = logits[i];
+    for (int i = 0; i < n_vocab; i++)
+        if (!isinf(logits[i]))
+            sum += exp((double)logits[i] - mx);
+    lse = mx + log(sum);
+    *chosen_lp = (double)logits[chosen] - lse;
+    /* the n_top best by insertion: ids go up, so an equal logit lands after those already kept */
+    for (int i = 0; i < n_vocab && n_top > 0; i++) {
+        int k;
+        if (isinf(logits[i]) || (n == n_top && logits[i] <= logits[top[n - 1].id]))
+            continue;
+        k = n < n_top ? n++ : n - 1;
+        while (k > 0 && logits[top[k - 1].id] < logits[i]) {
+            top[k] = top[k - 1];
+            k--;
+        }
+        top[k].id = i;
+    }
+    for (int k = 0; k < n; k++)
+        top[k].logprob = (double)logits[top[k].id] - lse;
+    return n;
+}

@@ -1,5 +1,6 @@
 /* gen.c: one generation request, the same for ollama's and OpenAI's APIs: the model from the
  * shared pool, the prompt rendered, the answer streamed in the API's framing or returned whole. */
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,8 @@ void gen_job_free(gen_job *j)
         return;
     srv_request_fields_free(j);
     chat_tool_calls_free(j->calls, j->n_calls);
+    json_decref(j->lp_queue);
+    json_decref(j->lp_all);
     free(j->out.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
@@ -134,6 +137,8 @@ static json_t * final(const gen_job *j)
                       "load_duration", (json_int_t)(j->t_load * 1e9), "prompt_eval_count", (json_int_t)j->n_prompt,
                       "prompt_eval_duration", (json_int_t)(j->t_prompt * 1e9), "eval_count", (json_int_t)j->n_gen,
                       "eval_duration", (json_int_t)(j->t_gen * 1e9));
+        if (j->logprobs && !j->stream)
+            json_object_set_new(o, "logprobs", gen_logprobs_json(j, json_incref(j->lp_all)));
         if (j->kind == GEN_OLLAMA_GENERATE)
             json_object_set_new(o, "response", srv_json_text(text, len));
         else
@@ -144,14 +149,17 @@ static json_t * final(const gen_job *j)
     case GEN_OPENAI_CHAT:
         if (j->stream)
             return gen_delta(j, json_object(), finish_reason(j));
-        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:n,s:s}],s:o}", "id", j->id, "object", "chat.completion",
+        return json_pack("{s:s,s:s,s:I,s:s,s:s,s:[{s:i,s:o,s:o,s:s}],s:o}", "id", j->id, "object", "chat.completion",
                          "created", (json_int_t)j->created, "model", j->model, "system_fingerprint", "fp_mstore",
-                         "choices", "index", 0, "message", message(j, text, len), "logprobs", "finish_reason",
+                         "choices", "index", 0, "message", message(j, text, len), "logprobs",
+                         j->logprobs ? gen_logprobs_json(j, json_incref(j->lp_all)) : json_null(), "finish_reason",
                          finish_reason(j), "usage", usage(j));
     case GEN_OPENAI_COMPLETION:
-        o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:s}]}", "id", j->id, "object", "text_completion", "created",
+        o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:o,s:s}]}", "id", j->id, "object", "text_completion", "created",
                       (json_int_t)j->created, "model", j->model, "choices", "text", srv_json_text(text, len), "index",
-                      0, "logprobs", "finish_reason", finish_reason(j));
+                      0, "logprobs",
+                      j->logprobs && !j->stream ? gen_logprobs_json(j, json_incref(j->lp_all)) : json_null(),
+                      "finish_reason", finish_reason(j));
         if (!j->stream)
             json_object_set_new(o, "usage", usage(j));
         return o;
@@ -196,16 +204,142 @@ static int client_gone(struct MHD_Connection *c)
     return (p.revents & POLLIN) && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* ---------------------------------------------------------------- logprobs
+ * Each token is queued when it is sampled (token below) and leaves the queue with the chunk of
+ * text that holds its last byte: a token that ends inside a UTF-8 character goes out with the
+ * one that completes it, so each chunk's tokens spell exactly its text. Tokens whose text a stop
+ * string cut never leave (the answer does not show them). `token` is the token's text with
+ * invalid UTF-8 (a partial character) replaced by U+FFFD, as srv_json_text writes any text;
+ * `bytes` are its bytes exactly, for a client to join. */
+
+static json_t *lp_num(double v)
+{
+    json_t *n = isfinite(v) ? json_real(v) : NULL;
+
+    return n ? n : json_null();
+}
+
+static json_t *lp_bytes(const char *s, size_t len)
+{
+    json_t *a = json_array();
+
+    for (size_t i = 0; a && i < len; i++)
+        json_array_append_new(a, json_integer((unsigned char)s[i]));
+    return a;
+}
+
+static int token(void *ctx, const session_token *t)
+{
+    gen_job *j = ctx;
+    json_t *top = json_array(), *e;
+    size_t offset = j->lp_chars;
+
+    for (int k = 0; top && k < t->n_top; k++) {
+        char buf[256];
+        size_t len;
+        /* a piece longer than buf is not a real vocab entry (session_generate skips it too) */
+        if (tokenizer_decode_piece(j->tk, t->top[k].id, 0, buf, sizeof buf, &len) < 0)
+            len = 0;
+        json_array_append_new(top, json_pack("{s:o,s:o,s:o}", "token", srv_json_text(buf, len), "logprob",
+                                             lp_num(t->top[k].logprob), "bytes", lp_bytes(buf, len)));
+    }
+    for (size_t i = 0; i < t->len; i++)
+        j->lp_chars += ((unsigned char)t->text[i] & 0xC0) != 0x80; /* a character counts at its first byte */
+    e = top ? json_pack("{s:o,s:o,s:o,s:o,s:I}", "token", srv_json_text(t->text, t->len), "logprob",
+                        lp_num(t->logprob), "bytes", lp_bytes(t->text, t->len), "top_logprobs", top, "text_offset",
+                        (json_int_t)offset)
+            : NULL;
+    return !e || json_array_append_new(j->lp_queue, e) < 0; /* out of memory: stop */
+}
+
+/* The queued tokens whose text ends within the next `len` bytes emitted (a new array). */
+static json_t *lp_take(gen_job *j, size_t len)
+{
+    json_t *out = json_array(), *e;
+    size_t avail = j->lp_done + len;
+
+    while (out && (e = json_array_get(j->lp_queue, 0))) {
+        size_t n = json_array_size(json_object_get(e, "bytes"));
+        if (n > avail)
+            break;
+        avail -= n;
+        json_array_append(out, e);
+        json_array_remove(j->lp_queue, 0);
+    }
+    j->lp_done = avail;
+    return out;
+}
+
+json_t *gen_logprobs_json(const gen_job *j, json_t *list)
+{
+    json_t *e, *o, *toks, *lps, *tops, *offs;
+    size_t i;
+
+    if (!list)
+        return json_null();
+    if (j->kind != GEN_OPENAI_COMPLETION) {
+        json_array_foreach(list, i, e) json_object_del(e, "text_offset");
+        return j->kind == GEN_OPENAI_CHAT ? json_pack("{s:o}", "content", list) : list;
+    }
+    /* completions' parallel arrays; top_logprobs one object per token, its alternatives by text */
+    o = json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+    toks = json_object_get(o, "tokens"), lps = json_object_get(o, "token_logprobs");
+    tops = json_object_get(o, "top_logprobs"), offs = json_object_get(o, "text_offset");
+    json_array_foreach(list, i, e)
+    {
+        json_t *alt = json_object(), *a;
+        size_t k;
+        json_array_foreach(json_object_get(e, "top_logprobs"), k, a)
+        {
+            const char *s = json_string_value(json_object_get(a, "token"));
+            if (!json_object_get(alt, s)) /* two tokens of one text: the likelier, listed first */
+                json_object_set(alt, s, json_object_get(a, "logprob"));
+        }
+        json_array_append(toks, json_object_get(e, "token"));
+        json_array_append(lps, json_object_get(e, "logprob"));
+        json_array_append_new(tops, alt);
+        json_array_append(offs, json_object_get(e, "text_offset"));
+    }
+    json_decref(list);
+    return o;
+}
+
+/* A stream chunk with its tokens' logprobs where the API puts them (taken, with lp). */
+static json_t *chunk_logprobs(const gen_job *j, json_t *o, json_t *lp)
+{
+    json_t *where = j->kind == GEN_OLLAMA_GENERATE || j->kind == GEN_OLLAMA_CHAT
+                        ? o
+                        : json_array_get(json_object_get(o, "choices"), 0);
+
+    if (where)
+        json_object_set_new(where, "logprobs", gen_logprobs_json(j, lp));
+    else
+        json_decref(lp);
+    return o;
+}
+
 static int emit(void *ctx, const char *text, size_t len)
 {
     gen_job *j = ctx;
+    json_t *lp = NULL;
 
     if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
         return 1; /* the server is stopping: end here, and let it exit */
-    if (gen_tools_on(j) && j->fd >= 0) /* the whole answer is kept: its calls are read at the end */
+    if (j->logprobs && !(lp = lp_take(j, len)))
+        return 1; /* out of memory: stop */
+    if (gen_tools_on(j) && j->fd >= 0) { /* the whole answer is kept: its calls are read at the end */
+        json_decref(lp); /* logprobs with tools are refused (srv_openai_fields) */
         return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
-    if (j->fd >= 0)
-        return gen_send_obj(j, gen_chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
+    }
+    if (j->fd >= 0) { /* non-zero: the client is gone, stop */
+        json_t *o = gen_chunk(j, text, len);
+        return gen_send_obj(j, lp && o ? chunk_logprobs(j, o, lp) : (json_decref(lp), o)) < 0;
+    }
+    if (lp && json_array_extend(j->lp_all, lp) < 0) {
+        json_decref(lp);
+        return 1;
+    }
+    json_decref(lp);
     if (j->conn && client_gone(j->conn))
         return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
     return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
@@ -352,6 +486,13 @@ static void run(gen_job *j)
         goto done;
     }
     j->g.n_predict = j->mo.n_predict;
+    if (j->logprobs) {
+        j->tk = L->t, j->g.token = token, j->g.n_top = j->top_logprobs;
+        if (!(j->lp_queue = json_array()) || !(j->lp_all = json_array())) {
+            fail(j, ms_err(MS_ENOMEM, "out of memory"));
+            goto done;
+        }
+    }
     if ((rc = session_sampler_set(S, &j->mo.so)) < 0 || (rc = session_generate(S, &j->g, 0, emit, j, &j->done)) < 0) {
         fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;

@@ -464,34 +464,57 @@ static int parse_messages(gen_job *j, json_t *msgs)
     return 0;
 }
 
+/* logprobs into j (gen.c reports them):
+ *   openai chat, ollama: logprobs (true or false), top_logprobs (0..20, only with logprobs:
+ *           true, as OpenAI requires)
+ *   openai completions: logprobs (an integer 0..5: the chosen tokens and that many
+ *           alternatives; null or absent: none); top_logprobs is not its field (0 accepted)
+ * MS_EINVALID naming the field. */
+static int logprobs_read(gen_job *j, json_t *b, int openai, int chat)
+{
+    double d;
+    int set, rc;
+
+    j->logprobs = j->top_logprobs = 0;
+    if (openai && !chat) {
+        if ((rc = srv_field_num(&d, &set, b, "logprobs", "logprobs", 0, 5, 1)) < 0)
+            return rc;
+        j->logprobs = set, j->top_logprobs = set ? (int)d : 0;
+        if ((rc = srv_field_num(&d, &set, b, "top_logprobs", "top_logprobs", 0, 20, 1)) < 0)
+            return rc;
+        if (set && d > 0)
+            return ms_err(MS_EINVALID, "top_logprobs: /v1/completions takes the alternatives as logprobs: N (0 to 5)");
+        return 0;
+    }
+    if ((rc = srv_field_bool(&j->logprobs, b, "logprobs", "logprobs")) < 0 ||
+        (rc = srv_field_num(&d, &set, b, "top_logprobs", "top_logprobs", 0, 20, 1)) < 0)
+        return rc;
+    if (set && d > 0 && !j->logprobs)
+        return ms_err(MS_EINVALID, "top_logprobs: needs logprobs: true");
+    j->top_logprobs = set ? (int)d : 0;
+    return 0;
+}
+
+/* logprobs with tools: the answer's calls are parsed from its text at the end, and which of
+ * its tokens are content is known only then. Not built: refused. */
+static int logprobs_check(const gen_job *j)
+{
+    if (j->logprobs && gen_tools_on(j))
+        return ms_err(MS_EUNSUPPORTED, "logprobs: not supported together with tools yet");
+    return 0;
+}
+
 /* Fields that change an answer and are not built, but whose "off" value clients send anyway
- * (OpenAI's SDKs send logprobs: false, ollama's think: false): that value is accepted, any
- * other refused by name. logprobs would need the session to hand each token's distribution
- * to the framing; think, the template's <think> split into thinking / reasoning_content.
- *   openai: logprobs (chat: true or false; completions: an integer 0..5), top_logprobs
- *           (0..20), reasoning_effort ("none", or "minimal" .. "high")
- *   ollama: logprobs (true or false), top_logprobs (0..20), think (false, true, "low",
- *           "medium", "high")
+ * (ollama's think: false): that value is accepted, any other refused by name. think would need
+ * the template's <think> split into thinking / reasoning_content.
+ *   openai: reasoning_effort ("none", or "minimal" .. "high")
+ *   ollama: think (false, true, "low", "medium", "high")
  * MS_EINVALID for a value of the wrong type or range, MS_EUNSUPPORTED for one that asks. */
-static int refuse_unbuilt_values(json_t *b, int openai, int chat)
+static int refuse_unbuilt_values(json_t *b, int openai)
 {
     const char *key = openai ? "reasoning_effort" : "think", *s;
     json_t *v;
-    double d;
-    int set, on = 0, rc;
 
-    if (openai && !chat)
-        rc = srv_field_num(&d, &set, b, "logprobs", "logprobs", 0, 5, 1), on = rc == 0 && set && d > 0;
-    else
-        rc = srv_field_bool(&on, b, "logprobs", "logprobs");
-    if (rc < 0)
-        return rc;
-    if (on)
-        return ms_err(MS_EUNSUPPORTED, "logprobs: not supported by mstore yet");
-    if ((rc = srv_field_num(&d, &set, b, "top_logprobs", "top_logprobs", 0, 20, 1)) < 0)
-        return rc;
-    if (set && d > 0)
-        return ms_err(MS_EUNSUPPORTED, "top_logprobs: not supported by mstore yet");
     v = json_object_get(b, key);
     s = json_string_value(v);
     if (!v || json_is_null(v) || json_is_false(v) || (openai && s && !strcmp(s, "none")))
@@ -525,12 +548,14 @@ static int parse_common(gen_job *j, json_t *b, int chat)
             !(json_is_object(v) && !json_object_size(v)))
             return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
     }
-    if ((rc = refuse_unbuilt_values(b, 1, chat)) < 0 || (rc = openai_format(j, rf)) < 0)
+    if ((rc = refuse_unbuilt_values(b, 1)) < 0 || (rc = logprobs_read(j, b, 1, chat)) < 0 ||
+        (rc = openai_format(j, rf)) < 0)
         return rc;
     if (!chat && json_object_get(b, "tools") && !json_is_null(json_object_get(b, "tools")))
         return ms_err(MS_EINVALID, "tools: only /v1/chat/completions takes tools");
     if (chat && ((rc = tool_choice_read(j, json_object_get(b, "tool_choice"))) < 0 ||
-                 (rc = tools_read(j, json_object_get(b, "tools"))) < 0 || (rc = tool_choice_check(j)) < 0))
+                 (rc = tools_read(j, json_object_get(b, "tools"))) < 0 || (rc = tool_choice_check(j)) < 0 ||
+                 (rc = logprobs_check(j)) < 0))
         return rc;
     j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
     if ((rc = model_opts_from_json(&j->mo, b, NULL, 1)) < 0)
@@ -660,7 +685,8 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
 
     *prompt = *system = NULL;
     if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 ||
-        (rc = refuse_unbuilt_values(b, 0, chat)) < 0 || (rc = job_options(j, b)) < 0 ||
+        (rc = refuse_unbuilt_values(b, 0)) < 0 || (rc = logprobs_read(j, b, 0, chat)) < 0 ||
+        (rc = job_options(j, b)) < 0 ||
         (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0 || (rc = ollama_format(j, b)) < 0)
         return rc;
     if (!chat && ((rc = srv_field_str(prompt, b, "prompt", "prompt")) < 0 ||
@@ -668,7 +694,9 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
         return rc;
     if (chat && msgs && !json_is_null(msgs) && (rc = chat_messages(j, msgs)) < 0)
         return rc;
-    return chat ? tools_read(j, json_object_get(b, "tools")) : 0;
+    if (chat && (rc = tools_read(j, json_object_get(b, "tools"))) < 0)
+        return rc;
+    return logprobs_check(j);
 }
 
 int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model)

@@ -230,6 +230,14 @@ typedef struct gen_job {
     session_gen g; /* stops; n_predict is mo's */
     char *stops[SESSION_MAX_STOPS];
     int keep_alive_s, stream, include_usage;
+    /* logprobs (gen.c): asked for, and the alternatives per token (0..20; completions 0..5) */
+    int logprobs, top_logprobs;
+    const tokenizer *tk; /* the loaded model's, for the alternatives' text */
+    json_t *lp_queue; /* tokens whose text is not all emitted yet: {token, logprob, bytes,
+                       * top_logprobs, text_offset} */
+    size_t lp_done; /* bytes of the first queued token's text already emitted */
+    size_t lp_chars; /* characters of the answer's tokens so far (completions' text_offset) */
+    json_t *lp_all; /* not streamed: every token reported */
     int fd; /* the stream's write end; -1 when not streaming */
     struct MHD_Connection *conn; /* not streaming: the client's connection, watched for its close */
     /* results */
@@ -295,6 +303,10 @@ json_t *gen_tool_calls_json(const gen_job *j, int openai);
 int gen_send_obj(gen_job *j, json_t *o);
 json_t *gen_chunk(const gen_job *j, const char *text, size_t len);
 json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish_reason);
+/* The logprobs in `list` (taken; NULL: none asked) as the job's API writes them: the array of
+ * {token, logprob, bytes, top_logprobs} (ollama), {"content": that} (OpenAI chat), or
+ * completions' {tokens, token_logprobs, top_logprobs, text_offset}. */
+json_t *gen_logprobs_json(const gen_job *j, json_t *list);
 
 /* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */
 /* The model a body names ("model", or the older "name"); NULL when neither is a string. */

@@ -404,6 +404,16 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
          * to be absent wherever it allowed it present (whitespace before a value is optional) */
         if (S->gm && (rc = grammar_matcher_accept(S->gm, buf, len)) < 0)
             goto done;
+        if (g->token) {
+            runtime_logprob top[RUNTIME_MAX_TOP_LOGPROBS];
+            session_token st = {.id = tok, .text = buf, .len = len, .top = top};
+            st.n_top = runtime_logprobs(S->logits, runtime_model_config(S->m)->vocab_size, tok, &st.logprob, top, g->n_top);
+            if (g->token(ctx, &st) != 0) {
+                *done = SESSION_DONE_CANCELLED;
+                pend.n = 0;
+                break;
+            }
+        }
         n++;
         S->st.n_gen++;
         runtime_sampler_accept(S->smp, tok);

@@ -99,13 +99,36 @@ typedef enum session_done {
 } session_done;
 const char *session_done_name(session_done d); /* "stop", "length", "context", "cancelled" */
 
+/* One generated token with its log probabilities (the APIs' logprobs). The distribution is the
+ * one the sampler drew from before it shaped the draw: the model's logits after the format's
+ * mask and the penalties, before temperature, top-k, top-p and min-p (runtime_logprobs), as
+ * OpenAI and llama-server's post-penalty choice report it. So the numbers do not depend on the
+ * sampling settings (a greedy and a sampled run of one context report the same), and under a
+ * format a token the grammar forbids has probability 0 and is never listed: the alternatives
+ * are what the token could have been. The chosen token's logprob is of that distribution too
+ * (with temperature, top-k or top-p the draw itself was narrower). End tokens are not reported
+ * (no text), nor are tokens whose text a stop string cut. */
+typedef struct session_token {
+    int32_t id;
+    const char *text; /* its bytes as they go into the answer (maybe part of a UTF-8 character) */
+    size_t len;
+    double logprob;
+    const runtime_logprob *top; /* the n_top most likely, best first, ties by lower id */
+    int n_top;
+} session_token;
+/* Receives each token before its text is emitted. Non-zero: stop (SESSION_DONE_CANCELLED). */
+typedef int (*session_token_fn)(void *ctx, const session_token *t);
+
 typedef struct session_gen {
     int n_predict; /* < 0: until the context is full */
     const char *stops[SESSION_MAX_STOPS]; /* stop strings (not shown, end generation) */
     size_t n_stops;
+    session_token_fn token; /* NULL: no log probabilities are computed; else called with emit's ctx */
+    int n_top; /* alternatives per token, 0..RUNTIME_MAX_TOP_LOGPROBS */
 } session_gen;
 
-/* Receives the answer's text as it is generated. Non-zero: stop (SESSION_DONE_CANCELLED). */
+/* Receives the answer's text as it is generated. Non-zero: stop (SESSION_DONE_CANCELLED). The
+ * text of a token always comes after that token's session_token_fn call. */
 typedef int (*session_emit_fn)(void *ctx, const char *text, size_t len);
 
 typedef struct session_stats {

@@ -113,8 +113,9 @@ const eq = (got, want, what) => assert.strictEqual(got, want, `${what}: got ${JS
   for await (const ch of await c.completions.create({ ...pen, stream: true }))
     text += ch.choices[0].text;
   eq(text, process.env.WANT_PEN, 'penalties streamed');
-  await assert.rejects(c.chat.completions.create({ model: 'chatml', messages: msgs, logprobs: true }),
-                       e => e instanceof OpenAI.BadRequestError && /logprobs: not supported/.test(e.message), 'logprobs refused');
+  await assert.rejects(c.chat.completions.create({ model: 'chatml', messages: msgs, logprobs: true, top_logprobs: 21 }),
+                       e => e instanceof OpenAI.BadRequestError && /top_logprobs: expected an integer/.test(e.message),
+                       'top_logprobs 21 refused');
   // models
   const ids = [];
   for await (const m of c.models.list()) ids.push(m.id);

@@ -12,12 +12,13 @@ Everything here is written from the published formats, independent of src/runtim
     QK-norm (RMSNorm of each head of q and k, before rope) and head_dim = <arch>.attention.key_length.
 
 Usage:
-  ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits]
+  ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits] [--logprobs N]
   ref_forward.py MODEL.gguf --prompt ... --embed mean|cls|last   (a decoder used for embeddings)
                  [--frequency-penalty F] [--presence-penalty P] [--repeat-last-n N] > out.json
 Prints JSON: {"model", "sha256", "prompts": [{"tokens", "greedy", "logits"?, "top5"}]}.
 "greedy" is N tokens chosen by argmax, each fed back in; "logits" are the logits after the
-prompt's last token (the first step). Needs numpy (use /usr/bin/python3 on Debian/Ubuntu).
+prompt's last token (the first step); "logprobs" (--logprobs N) each greedy step's chosen token
+with its log-softmax and the N best tokens. Needs numpy (use /usr/bin/python3 on Debian/Ubuntu).
 """
 import argparse
 import hashlib
@@ -399,6 +400,9 @@ def main():
                     help="OpenAI's: subtract P from the logit of each token in the window")
     ap.add_argument('--repeat-last-n', type=int, default=64,
                     help='the penalties\' window: the last N tokens, prompt included (llama.cpp\'s); 0 = none')
+    ap.add_argument('--logprobs', type=int, default=None, metavar='N',
+                    help='per greedy step, the log-softmax (of the penalized logits) of the chosen token '
+                         'and the N best [id, logprob], ties by lower id')
     ap.add_argument('--n-ctx', type=int, default=4096, help='the context the model runs with (longrope picks '
                     'its factors by it)')
     ap.add_argument('--embed', choices=('mean', 'cls', 'last'),
@@ -428,10 +432,16 @@ def main():
         for t in toks:
             logits = m.step(t)
         first = logits.copy()
-        greedy, margin = [], float('inf')
+        greedy, margin, lps = [], float('inf'), []
         for _ in range(args.steps):
             logits = penalized(logits, toks + greedy, args)
             nxt = int(np.argmax(logits))
+            if args.logprobs is not None:
+                mx = float(np.max(logits))
+                lp = logits - (mx + float(np.log(np.sum(np.exp(logits - mx)))))
+                best = sorted(range(len(lp)), key=lambda i: (-lp[i], i))[:args.logprobs]
+                lps.append({'token': nxt, 'logprob': float(lp[nxt]),
+                            'top': [[int(i), float(lp[i])] for i in best]})
             top2 = np.partition(logits, -2)[-2:]
             margin = min(margin, float(abs(top2[1] - top2[0])))
             greedy.append(nxt)
@@ -445,6 +455,8 @@ def main():
         if args.frequency_penalty or args.presence_penalty:
             e['penalties'] = {'frequency_penalty': args.frequency_penalty,
                               'presence_penalty': args.presence_penalty, 'repeat_last_n': args.repeat_last_n}
+        if args.logprobs is not None:
+            e['logprobs'] = lps
         if args.logits:
             e['logits'] = [float('%.9g' % v) for v in first]
         res['prompts'].append(e)

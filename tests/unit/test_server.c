@@ -277,8 +277,8 @@ START_TEST(tool_fields_refused_by_name)
 END_TEST
 
 /* A field that changes an answer is honoured or refused by name (issue 39 item 6): the
- * penalties go to the sampler through the option table; logprobs, top_logprobs, think and
- * reasoning_effort are accepted only with the value that asks for nothing. api: 0 ollama, 1
+ * penalties go to the sampler through the option table (logprobs: logprob_fields below); think
+ * and reasoning_effort are accepted only with the value that asks for nothing. api: 0 ollama, 1
  * OpenAI; rc 0 with the penalties read, else the code and the start of the message. */
 static const struct {
     int openai, chat;
@@ -299,13 +299,9 @@ static const struct {
     {0, 0, "{\"frequency_penalty\": 1}", 0, NULL, 0, 0}, /* ollama reads options only, as before */
     {1, 1, "{\"logprobs\": false, \"top_logprobs\": 0, \"reasoning_effort\": \"none\"}", 0, NULL, 0, 0},
     {1, 1, "{\"logprobs\": null, \"top_logprobs\": null, \"reasoning_effort\": null}", 0, NULL, 0, 0},
-    {1, 1, "{\"logprobs\": true}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
-    {1, 1, "{\"logprobs\": true, \"top_logprobs\": 5}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
     {1, 1, "{\"logprobs\": 1}", MS_EINVALID, "logprobs: expected true or false", 0, 0},
-    {1, 1, "{\"top_logprobs\": 3}", MS_EUNSUPPORTED, "top_logprobs: not supported by mstore yet", 0, 0},
     {1, 1, "{\"top_logprobs\": 21}", MS_EINVALID, "top_logprobs: expected an integer from 0 to 20", 0, 0},
     {1, 0, "{\"logprobs\": 0}", 0, NULL, 0, 0},
-    {1, 0, "{\"logprobs\": 2}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
     {1, 0, "{\"logprobs\": 6}", MS_EINVALID, "logprobs: expected an integer from 0 to 5", 0, 0},
     {1, 0, "{\"logprobs\": true}", MS_EINVALID, "logprobs: expected an integer from 0 to 5", 0, 0},
     {1, 1, "{\"reasoning_effort\": \"high\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported by mstore yet", 0, 0},
@@ -319,10 +315,68 @@ static const struct {
     {0, 0, "{\"think\": \"medium\"}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
     {0, 1, "{\"think\": \"max\"}", MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"", 0, 0},
     {0, 0, "{\"think\": 1}", MS_EINVALID, "think: expected true, false", 0, 0},
-    {0, 1, "{\"logprobs\": true}", MS_EUNSUPPORTED, "logprobs: not supported by mstore yet", 0, 0},
     {0, 0, "{\"logprobs\": \"yes\"}", MS_EINVALID, "logprobs: expected true or false", 0, 0},
-    {0, 1, "{\"top_logprobs\": 5}", MS_EUNSUPPORTED, "top_logprobs: not supported by mstore yet", 0, 0},
 };
+
+/* logprobs are read into the job (gen.c reports them): whether asked, and the alternatives per
+ * token; top_logprobs only with logprobs: true; completions count them in logprobs: N. */
+static const struct {
+    int openai, chat;
+    const char *body;
+    int rc;
+    const char *msg;
+    int logprobs, top;
+} logprob_fields[] = {
+    {1, 1, "{\"logprobs\": true}", 0, NULL, 1, 0},
+    {1, 1, "{\"logprobs\": true, \"top_logprobs\": 20}", 0, NULL, 1, 20},
+    {1, 1, "{\"logprobs\": false, \"top_logprobs\": 0}", 0, NULL, 0, 0},
+    {1, 1, "{\"top_logprobs\": 3}", MS_EINVALID, "top_logprobs: needs logprobs: true", 0, 0},
+    {1, 1, "{\"logprobs\": true, \"top_logprobs\": 2.5}", MS_EINVALID, "top_logprobs: expected an integer", 0, 0},
+    {1, 0, "{\"logprobs\": 2}", 0, NULL, 1, 2},
+    {1, 0, "{\"logprobs\": 0}", 0, NULL, 1, 0},
+    {1, 0, "{\"logprobs\": null}", 0, NULL, 0, 0},
+    {1, 0, "{\"logprobs\": 1, \"top_logprobs\": 3}", MS_EINVALID, "top_logprobs: /v1/completions takes", 0, 0},
+    {0, 1, "{\"logprobs\": true}", 0, NULL, 1, 0},
+    {0, 0, "{\"logprobs\": true, \"top_logprobs\": 5}", 0, NULL, 1, 5},
+    {0, 1, "{\"top_logprobs\": 5}", MS_EINVALID, "top_logprobs: needs logprobs: true", 0, 0},
+    {0, 0, "{\"logprobs\": true, \"top_logprobs\": -1}", MS_EINVALID, "top_logprobs: expected an integer from 0 to 20",
+     0, 0},
+    {1, 1,
+     "{\"logprobs\": true, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+     "{\"type\": \"object\"}}}]}",
+     MS_EUNSUPPORTED, "logprobs: not supported together with tools yet", 0, 0},
+    {0, 1,
+     "{\"logprobs\": true, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": "
+     "{\"type\": \"object\"}}}]}",
+     MS_EUNSUPPORTED, "logprobs: not supported together with tools yet", 0, 0},
+};
+
+START_TEST(logprob_fields_read)
+{
+    json_t *b = json_loads(logprob_fields[_i].body, 0, NULL);
+    gen_job j = {0};
+    const char *p, *q;
+    int rc;
+
+    ck_assert_ptr_nonnull(b);
+    model_opts_defaults(&j.mo);
+    if (logprob_fields[_i].openai && logprob_fields[_i].chat)
+        json_object_set_new(b, "messages", json_pack("[{s:s,s:s}]", "role", "user", "content", "q"));
+    else if (logprob_fields[_i].openai)
+        json_object_set_new(b, "prompt", json_string("q"));
+    rc = logprob_fields[_i].openai ? srv_openai_fields(&j, b, logprob_fields[_i].chat, &p)
+                                   : srv_ollama_fields(&j, b, logprob_fields[_i].chat, &p, &q);
+    ck_assert_msg(rc == logprob_fields[_i].rc, "%s: rc %d: %s", logprob_fields[_i].body, rc, ms_err_msg());
+    if (rc == 0) {
+        ck_assert_int_eq(j.logprobs, logprob_fields[_i].logprobs);
+        ck_assert_int_eq(j.top_logprobs, logprob_fields[_i].top);
+    } else {
+        ck_assert_msg(strstr(ms_err_msg(), logprob_fields[_i].msg), "%s: '%s'", logprob_fields[_i].body, ms_err_msg());
+    }
+    srv_request_fields_free(&j);
+    json_decref(b);
+}
+END_TEST
 
 START_TEST(answer_changing_fields_honoured_or_refused)
 {
@@ -546,6 +600,7 @@ int main(void)
     tcase_add_loop_test(tc, tool_fields_refused_by_name, 0, (int)(sizeof tool_refusals / sizeof *tool_refusals));
     tcase_add_loop_test(tc, answer_changing_fields_honoured_or_refused, 0,
                         (int)(sizeof answer_fields / sizeof *answer_fields));
+    tcase_add_loop_test(tc, logprob_fields_read, 0, (int)(sizeof logprob_fields / sizeof *logprob_fields));
     tcase_add_loop_test(tc, embed_inputs_read_in_each_form_or_refused_by_field, 0,
                         (int)(sizeof embed_cases / sizeof *embed_cases));
     tcase_add_test(tc, embed_fields_beside_the_input_are_read);
