@@ -3,6 +3,7 @@
  * strings are cut and never shown in part; the context filling and a cancelling caller end a
  * generation with their reason; a prompt over the context is refused with nothing left cached. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +73,144 @@ static session_done gen(fx *f, int n, const char *stop, sink *k)
 #define SKIP_WITHOUT_MODEL(f, ctx) \
     if (open_fx(f, ctx) < 0)       \
     return
+
+/* runtime_logprobs on stories260K's real logits after "Once upon a time", against a separate
+ * computation: every token's log-softmax in long double (log of the sum of exp, max subtracted),
+ * the order by qsort on (logit desc, id asc). Then ties (the best logit copied to higher and
+ * lower ids) list by id, and masked tokens (-inf) never appear, even when fewer than asked are
+ * left. */
+typedef struct ranked {
+    float logit;
+    int32_t id;
+} ranked;
+
+static int by_rank(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+
+    if (x->logit != y->logit)
+        return x->logit < y->logit ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void logprobs_check(const float *logits, int n, int32_t chosen, int n_top)
+{
+    runtime_logprob top[RUNTIME_MAX_TOP_LOGPROBS];
+    ranked *r = malloc((size_t)n * sizeof *r);
+    long double mx = -INFINITY, sum = 0, lse;
+    double lp;
+    int m = 0, got;
+
+    ck_assert_ptr_nonnull(r);
+    for (int i = 0; i < n; i++)
+        if (!isinf(logits[i])) {
+            r[m++] = (ranked){logits[i], i};
+            if (logits[i] > mx)
+                mx = logits[i];
+        }
+    for (int i = 0; i < m; i++)
+        sum += expl((long double)r[i].logit - mx);
+    lse = mx + logl(sum);
+    qsort(r, (size_t)m, sizeof *r, by_rank);
+    got = runtime_logprobs(logits, n, chosen, &lp, top, n_top);
+    ck_assert_int_eq(got, n_top < m ? n_top : m);
+    /* double against long double: the sum of n exp() terms rounds at about n * 1e-16 */
+    ck_assert_msg(fabs(lp - (double)((long double)logits[chosen] - lse)) < 1e-12, "chosen %d: %.17g", chosen, lp);
+    for (int k = 0; k < got; k++) {
+        ck_assert_int_eq(top[k].id, r[k].id);
+        ck_assert_msg(fabs(top[k].logprob - (double)((long double)r[k].logit - lse)) < 1e-12, "top %d: %.17g", k,
+                      top[k].logprob);
+    }
+    free(r);
+}
+
+START_TEST(runtime_logprobs_match_a_separate_computation)
+{
+    fx f;
+    SKIP_WITHOUT_MODEL(&f, 64);
+    const int32_t prompt[] = {1, 403, 407, 261, 378};
+    int n = runtime_model_config(f.m)->vocab_size, best = 0;
+    float *l = malloc((size_t)n * sizeof *l);
+    double sum = 0, lp;
+    runtime_logprob top[RUNTIME_MAX_TOP_LOGPROBS];
+
+    ck_assert_ptr_nonnull(l);
+    ck_assert_int_eq(runtime_forward(f.m, prompt, 5, l), 0);
+    for (int i = 1; i < n; i++)
+        best = l[i] > l[best] ? i : best;
+    for (int k = 0; k <= RUNTIME_MAX_TOP_LOGPROBS; k += 5)
+        logprobs_check(l, n, best, k);
+    logprobs_check(l, n, 7, 3);
+    /* the probabilities of the whole vocab sum to 1 */
+    ck_assert_int_eq(runtime_logprobs(l, n, best, &lp, top, 0), 0);
+    for (int i = 0; i < n; i++) {
+        double li;
+        runtime_logprobs(l, n, i, &li, top, 0);
+        sum += exp(li);
+    }
+    ck_assert_msg(fabs(sum - 1.0) < 1e-9, "sum %.17g", sum);
+    /* ties: ids 3 and 300 take the best logit; the best of the three lowest id first */
+    l[3] = l[300] = l[best];
+    logprobs_check(l, n, 300, 20);
+    ck_assert_int_eq(runtime_logprobs(l, n, 300, &lp, top, 3), 3);
+    ck_assert_int_eq(top[0].id, 3);
+    ck_assert_int_eq(top[1].id, best < 300 ? best : 300);
+    ck_assert(top[0].logprob == top[1].logprob && top[1].logprob == top[2].logprob);
+    /* a mask: all but five tokens -inf; those five only, even when twenty are asked for */
+    for (int i = 0; i < n; i++)
+        if (i % 97 != 0)
+            l[i] = -INFINITY;
+    logprobs_check(l, n, 97, 20);
+    ck_assert_int_eq(runtime_logprobs(l, n, 97, &lp, top, 20), (n + 96) / 97);
+    free(l);
+    close_fx(&f);
+}
+END_TEST
+
+/* session_generate hands each token before its text: their texts join to what was emitted, the
+ * greedy choice is the first alternative, and no token is reported without a callback asking. */
+typedef struct lp_sink {
+    sink k;
+    char joined[4096];
+    size_t n, tokens;
+} lp_sink;
+
+static int lp_token(void *ctx, const session_token *t)
+{
+    lp_sink *s = ctx;
+
+    ck_assert_int_eq(t->n_top, 4);
+    ck_assert_int_eq(t->top[0].id, t->id);
+    ck_assert(t->top[0].logprob == t->logprob && t->logprob <= 0);
+    ck_assert_uint_eq(s->n, s->k.n); /* ASCII story text, no stop: each token is out before the next */
+    ck_assert_uint_lt(s->n + t->len, sizeof s->joined);
+    memcpy(s->joined + s->n, t->text, t->len);
+    s->n += t->len;
+    s->tokens++;
+    return 0;
+}
+
+static int lp_collect(void *ctx, const char *text, size_t len)
+{
+    return collect(&((lp_sink *)ctx)->k, text, len);
+}
+
+START_TEST(session_hands_each_token_with_its_logprobs)
+{
+    fx f;
+    SKIP_WITHOUT_MODEL(&f, 64);
+    lp_sink s = {0};
+    session_gen g = {.n_predict = 12, .token = lp_token, .n_top = 4};
+    session_done done;
+
+    ck_assert_int_eq(session_feed(f.S, "Once upon a time", 16, 0, SESSION_FEED_EXACT), 0);
+    ck_assert_msg(session_generate(f.S, &g, 0, lp_collect, &s, &done) == 0, "%s", ms_err_msg());
+    ck_assert_uint_eq(s.tokens, 12);
+    ck_assert_uint_eq(s.n, s.k.n);
+    ck_assert(memcmp(s.joined, s.k.text, s.n) == 0);
+    close_fx(&f);
+}
+END_TEST
 
 START_TEST(session_exact_reuses_an_extended_prompt_and_answers_as_fresh)
 {
@@ -254,6 +393,8 @@ int main(void)
     tcase_add_test(tc, session_stop_string_is_cut_and_never_shown);
     tcase_add_test(tc, session_context_full_and_cancel_say_why);
     tcase_add_test(tc, session_format_constrains_the_answer_and_ends_it);
+    tcase_add_test(tc, runtime_logprobs_match_a_separate_computation);
+    tcase_add_test(tc, session_hands_each_token_with_its_logprobs);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
