@@ -208,7 +208,8 @@ static int client_gone(struct MHD_Connection *c)
  * Each token is queued when it is sampled (token below) and leaves the queue with the chunk of
  * text that holds its last byte: a token that ends inside a UTF-8 character goes out with the
  * one that completes it, so each chunk's tokens spell exactly its text. Tokens whose text a stop
- * string cut never leave (the answer does not show them). `token` is the token's text with
+ * string cut never leave, one shown in part before the stop string included: the answer may
+ * then end with bytes no reported token spells (its chunk was sent before the cut was known). `token` is the token's text with
  * invalid UTF-8 (a partial character) replaced by U+FFFD, as srv_json_text writes any text;
  * `bytes` are its bytes exactly, for a client to join. */
 

@@ -107,7 +107,7 @@ const char *session_done_name(session_done d); /* "stop", "length", "context", "
  * format a token the grammar forbids has probability 0 and is never listed: the alternatives
  * are what the token could have been. The chosen token's logprob is of that distribution too
  * (with temperature, top-k or top-p the draw itself was narrower). End tokens are not reported
- * (no text), nor are tokens whose text a stop string cut. */
+ * (no text); tokens whose text a stop string cut are (the caller decides what to show). */
 typedef struct session_token {
     int32_t id;
     const char *text; /* its bytes as they go into the answer (maybe part of a UTF-8 character) */

@@ -204,6 +204,23 @@ for l in lines[:-1]:
 assert n == 8, n
 PYEOF
 
+# a stop string that ends inside a token (" there" of ", there was"): the text stops where the
+# stop string starts, and the tokens reported are the ones shown whole, a prefix of the text
+for st in true false; do
+    curl -s --max-time 60 "$SERVE/api/generate" -d '{"model": "stories:260k", "prompt": "Once upon a time",
+        "stream": '$st', "options": {"temperature": 0, "num_predict": 12, "stop": ["re wa"]}, "logprobs": true}' \
+        >"$WORK/stop" || fail "curl stop"
+    "$PY" - "$WORK/stop" <<'PYEOF' || fail "stop string with logprobs (stream $st): $(cat "$WORK/stop")"
+import json, sys
+text, toks = '', ''
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    text += o.get('response', '')
+    toks += ''.join(t['token'] for t in o.get('logprobs') or [])
+assert 're wa' not in text and text and toks and text.startswith(toks) and len(toks) < len(text), (text, toks)
+PYEOF
+done
+
 bad() { # bad STATUS WANT URL BODY
     local got
     got=$(curl -s --max-time 20 -w ' %{http_code}' "$SERVE$3" -d "$4")
