@@ -68,6 +68,8 @@ typedef struct chat_msg {
     size_t n_tool_calls;
     const char *tool_name; /* role "tool": the function whose result this is, or NULL */
     const char *tool_call_id; /* role "tool": the call answered, or NULL */
+    const char *thinking; /* an assistant's reasoning, as ollama's clients send it back (ollama
+                           * templates' .Thinking), or NULL */
 } chat_msg;
 
 /* A tool the model may call (ollama's and OpenAI's {"type": "function", "function": {...}}):

@@ -216,7 +216,7 @@ static int field_of(rctx *r, value *v, const char *f, int line)
         else if (!strcmp(f, "ToolCallID"))
             *v = vstr(m->tool_call_id);
         else if (!strcmp(f, "Thinking"))
-            *v = vstr("");
+            *v = vstr(m->thinking);
         else if (!strcmp(f, "ToolCalls"))
             *v = (value){.k = V_GO, .gt = &gotmpl__calls_type, .j = r->calls && at < r->n_msgs ? r->calls[at] : NULL};
         else if (!strcmp(f, "Images"))

@@ -339,7 +339,7 @@ static int job_options(gen_job *j, json_t *b)
 static int chat_message(gen_job *j, json_t *m, size_t i)
 {
     static const char *const unbuilt[] = {"images", NULL};
-    const char *role, *content;
+    const char *role, *content, *thinking = NULL;
     char field[64];
     int rc;
 
@@ -353,11 +353,15 @@ static int chat_message(gen_job *j, json_t *m, size_t i)
     snprintf(field, sizeof field, "messages[%zu].content", i);
     if ((rc = srv_field_str(&content, m, "content", field)) < 0)
         return rc;
+    snprintf(field, sizeof field, "messages[%zu].thinking", i);
+    if ((rc = srv_field_str(&thinking, m, "thinking", field)) < 0)
+        return rc;
     snprintf(field, sizeof field, "messages[%zu].", i);
     if ((rc = refuse_unbuilt(m, unbuilt, field)) < 0)
         return rc;
     j->n_msgs = i + 1;
-    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
+    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")) ||
+        (thinking && !(j->msgs[i].thinking = strdup(thinking))))
         return ms_err(MS_ENOMEM, "out of memory");
     return message_tools_read(j, m, i);
 }
@@ -725,6 +729,7 @@ void srv_request_fields_free(gen_job *j)
         chat_tool_calls_free((chat_tool_call *)j->msgs[i].tool_calls, j->msgs[i].n_tool_calls);
         free((char *)j->msgs[i].tool_name);
         free((char *)j->msgs[i].tool_call_id);
+        free((char *)j->msgs[i].thinking);
     }
     for (size_t i = 0; i < j->n_tools; i++) {
         free((char *)j->tools[i].name);

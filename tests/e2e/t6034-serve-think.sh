@@ -115,6 +115,16 @@ for stream in (False, True):
     assert chat("ref-on", stream, think=False) == (None, on)
     assert v1("ref-on", stream) == (None, on)
 
+# an earlier answer's reasoning, sent back as ollama's clients do, is rendered where the template
+# puts .Thinking: the same prompt as the reference's with the block written into the content
+hist = [MSGS[0], {"role": "assistant", "content": "The end.", "thinking": "A short one."},
+        {"role": "user", "content": "Again"}]
+ref_hist = [MSGS[0], {"role": "assistant", "content": "<think>A short one.</think>The end."}, hist[2]]
+objs = ok("/api/chat", dict(model="ref-on", messages=ref_hist, options=OPTS))
+want = objs[0]["message"]["content"]
+objs = ok("/api/chat", dict(model="thinker", messages=hist, options=OPTS, think=True))
+assert (objs[0]["message"].get("thinking"), objs[0]["message"]["content"]) == (split(want), ""), (objs, want)
+
 # refusals, in ollama's words where it has them
 for path, body, want in [
     ("/api/chat", {"model": "ref-on", "messages": MSGS, "think": True}, '"ref-on" does not support thinking'),

@@ -221,6 +221,20 @@ START_TEST(test_templates)
     ck_assert_str_eq(out, "user: hi\nA: off");
     render(out, sizeof out, go_think, -1);
     ck_assert_str_eq(out, "user: hi\nA: unset");
+    /* an earlier answer's reasoning, as ollama's clients send it back, is the template's .Thinking */
+    {
+        static const chat_msg m[] = {{.role = "user", .content = "hi"},
+                                     {.role = "assistant", .content = "yes", .thinking = "hmm"},
+                                     {.role = "user", .content = "ok"}};
+        chat_template *t;
+        char *text;
+        size_t len;
+        ck_assert_int_eq(chat_template_new(&t, go_think, strlen(go_think), NULL, NULL), 0);
+        ck_assert_int_eq(chat_render_think(&text, &len, t, m, 3, NULL, 0, 1, 1), 0);
+        ck_assert_str_eq(text, "user: hi\nassistant: <think>hmm</think>yes\nuser: ok\nA: <think>");
+        free(text);
+        chat_template_free(t);
+    }
 }
 END_TEST
 
