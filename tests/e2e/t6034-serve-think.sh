@@ -9,7 +9,9 @@
 # texts come from two models that are not thinking models ("ref-on", "ref-off") whose
 # templates render the very same prompts: their greedy answers, split by this test as the
 # tags say (the reasoning runs to the end: stories260K writes no "</think>"), are what
-# thinker's answers must split into. The splitter's own cases (tags cut across tokens, text
+# thinker's answers must split into. "q3" carries Qwen3's Jinja template (cut down): it thinks,
+# renders the empty block with thinking off, and, its model writing no <think>, answers all
+# content as plain ChatML ("chatml", "chatml-off") does. The splitter's own cases (tags cut across tokens, text
 # before the tag, a lone "<") are tests/unit/test_think.c's.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
@@ -29,6 +31,22 @@ printf 'FROM stories:260k\nTEMPLATE """%s{{ .Content }}\n{{ end }}{{ end }}Assis
 expect_ok mstore create thinker -f "$WORK/Modelfile.thinker"
 expect_ok mstore create ref-on -f "$WORK/Modelfile.on"
 expect_ok mstore create ref-off -f "$WORK/Modelfile.off"
+# Qwen3's Jinja template, cut to what it does with thinking: past answers lose their block, and
+# enable_thinking=false writes an empty one; the model writes no <think>, so all is content. Its
+# references: Qwen 2.5's ChatML (no thinking) and a Go template that writes the empty block.
+cat >"$WORK/Modelfile.q3" <<'MF'
+FROM stories:260k
+TEMPLATE """{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' }}{%- if message.role == 'assistant' and '</think>' in message.content %}{{- message.content.split('</think>')[-1].lstrip('\n') }}{%- else %}{{- message.content }}{%- endif %}{{- '<|im_end|>\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}{%- endif %}"""
+MF
+cat >"$WORK/Modelfile.chatml" <<'MF'
+FROM stories:260k
+TEMPLATE """{%- for message in messages %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"""
+MF
+printf 'FROM stories:260k\nTEMPLATE """{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}<|im_start|>assistant\n<think>\n\n</think>\n\n"""\n' \
+    >"$WORK/Modelfile.chatml-off"
+expect_ok mstore create q3 -f "$WORK/Modelfile.q3"
+expect_ok mstore create chatml -f "$WORK/Modelfile.chatml"
+expect_ok mstore create chatml-off -f "$WORK/Modelfile.chatml-off"
 serve_start
 export SERVE
 
@@ -115,6 +133,18 @@ for stream in (False, True):
     assert chat("ref-on", stream, think=False) == (None, on)
     assert v1("ref-on", stream) == (None, on)
 
+# Qwen3's template: it thinks (no block in the answer: all content, as the plain ChatML renders
+# the same prompt); thinking off renders the empty block
+_, q_on = chat("chatml")
+_, q_off = chat("chatml-off")
+assert q_on and q_off and q_on != q_off, (q_on, q_off)
+for stream in (False, True):
+    for kw in ({}, {"think": True}):
+        assert chat("q3", stream, **kw) == (None, q_on), (stream, kw, chat("q3", stream, **kw))
+    assert chat("q3", stream, think=False) == (None, q_off)
+    assert v1("q3", stream, reasoning_effort="none") == (None, q_off)
+    assert v1("q3", stream, reasoning_effort="medium") == (None, q_on)
+
 # an earlier answer's reasoning, sent back as ollama's clients do, is rendered where the template
 # puts .Thinking: the same prompt as the reference's with the block written into the content
 hist = [MSGS[0], {"role": "assistant", "content": "The end.", "thinking": "A short one."},
@@ -146,7 +176,7 @@ for path, body, want in [
         assert code == 400 and want in msg, (path, body, stream, code, msg)
 
 # /api/show: "thinking" for the model whose template thinks, not for the others
-for model, thinks in (("thinker", True), ("ref-on", False), ("stories:260k", False)):
+for model, thinks in (("thinker", True), ("q3", True), ("ref-on", False), ("chatml", False), ("stories:260k", False)):
     code, objs = post("/api/show", {"model": model})
     assert code == 200 and ("thinking" in objs[0]["capabilities"]) == thinks, (model, objs[0]["capabilities"])
 print("curl checks ok")
