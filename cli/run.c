@@ -370,6 +370,7 @@ static const char chat_help[] = "Available Commands:\n"
                                 "                              presence_penalty, seed, num_predict\n"
                                 "  /set parameter format F     json, a JSON Schema (the rest of the line) or off\n"
                                 "  /set system TEXT            set the system message (the context starts over)\n"
+                                "  /set think, /set nothink    a model that can think shows its reasoning, or not\n"
                                 "  /clear                      clear the session context\n"
                                 "  /bye                        exit\n"
                                 "  /?, /help                   this help\n"
@@ -468,8 +469,15 @@ static int command(run_state *R, char *line)
         free(R->system);
         R->system = copy;
         printf("Set system message.\n");
+    } else if (strcmp(cmd, "/set") == 0 && what && (!strcmp(what, "think") || !strcmp(what, "nothink"))) {
+        if (R->think < 0) /* the model's template does not think: as ollama's CLI says it */
+            printf("error: model does not support thinking\n");
+        else {
+            R->think = strcmp(what, "think") == 0;
+            printf("Set '%s' mode.\n", what);
+        }
     } else if (strcmp(cmd, "/set") == 0) {
-        printf("Usage:\n  /set parameter NAME VALUE\n  /set system TEXT\n");
+        printf("Usage:\n  /set parameter NAME VALUE\n  /set system TEXT\n  /set think | nothink\n");
     } else {
         printf("Unknown command '%s'. Type /? for help\n", cmd);
     }

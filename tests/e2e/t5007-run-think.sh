@@ -46,4 +46,20 @@ expect_ok mstore run ref-on "${args[@]}" --think=false
 [ "$out" = "$on" ] || fail "ref-on --think=false: got '$out', want '$on'"
 expect_fail 1 "ref-on does not support thinking" mstore run ref-on "${args[@]}" --think
 expect_fail 1 "does not support thinking with --raw" mstore run thinker "${args[@]}" --think --raw
+# the interactive chat's /set nothink and /set think, as ollama's (a pty: ptychat.py)
+if "$PY" -c 'import pty; pty.openpty()' 2>/dev/null; then
+    printf '%s\n' "/set nothink" "Once upon a time" "/clear" "/set think" "Once upon a time" "/bye" >"$WORK/in"
+    MSTORE_NO_EDIT=1 "$PY" "$MSTORE_SRC/tests/e2e/ptychat.py" "$WORK/c.json" -- "$MSTORE_BIN" run thinker \
+        --temp 0 -n 20 <"$WORK/in"
+    turn() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["turns"][int(sys.argv[2])]["output"].replace("\r\n", "\n"), end="")' "$WORK/c.json" "$1"; }
+    contains "$(turn 0)" "Set 'nothink' mode."
+    [ "$(turn 1)" = "$off" ] || fail "/set nothink: got '$(turn 1)', want '$off'"
+    contains "$(turn 3)" "Set 'think' mode."
+    # on a terminal the reasoning is dimmed (SGR 2, reset after it)
+    contains "$(turn 4)" $'Thinking...\n\033[2m'
+    [ "$(turn 4 | sed 's/\x1b\[[02]m//g')" = "$want" ] || fail "/set think: got '$(turn 4)', want '$want'"
+    printf '%s\n' "/set think" "/bye" >"$WORK/in"
+    MSTORE_NO_EDIT=1 "$PY" "$MSTORE_SRC/tests/e2e/ptychat.py" "$WORK/c.json" -- "$MSTORE_BIN" run ref-on <"$WORK/in"
+    contains "$(turn 0)" "error: model does not support thinking"
+fi
 echo "PASS $TEST_NAME"
