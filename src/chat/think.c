@@ -84,7 +84,8 @@ static void flush(out *o)
     o->n = 0, o->p = NULL, o->kind = -1;
 }
 
-/* One piece: `at` is where s lies in the fed text when it does (runs of it join without a copy). */
+/* One piece of a kind; in_text: s lies in the fed text, where adjacent pieces join without a
+ * copy (held bytes are copied into buf). */
 static void put(out *o, int kind, const char *s, size_t len, int in_text)
 {
     if (!len)
