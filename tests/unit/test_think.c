@@ -1,6 +1,8 @@
 /* test_think.c: the <think> splitter (src/chat/think.c) fed whole, byte by byte and cut at
  * every point; which templates think; rendering with thinking on and off. */
 #include <check.h>
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,6 +240,44 @@ START_TEST(test_templates)
 }
 END_TEST
 
+static int file_thinks(const char *dir, const char *name)
+{
+    char *path = ms_strdup_printf("%s/tests/data/%s/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".", dir, name),
+         *text = NULL;
+    size_t len;
+    chat_template *t;
+    int thinks;
+
+    ck_assert_msg(ms_file_read(&text, &len, path, 1 << 20) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(chat_template_new(&t, text, len, "<s>", "</s>"), 0);
+    thinks = chat_template_thinks(t);
+    chat_template_free(t);
+    free(text);
+    free(path);
+    return thinks;
+}
+
+/* The real templates: DeepSeek-R1's thinks; none of the chat families' does. */
+START_TEST(test_real_templates)
+{
+    char *dir = ms_strdup_printf("%s/tests/data/chat/templates", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".");
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert(file_thinks("think", "deepseek-r1-distill.jinja"));
+    ck_assert_msg(d, "%s", dir);
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".jinja")) {
+            ck_assert_msg(!file_thinks("chat/templates", e->d_name), "%s", e->d_name);
+            n++;
+        }
+    closedir(d);
+    free(dir);
+    ck_assert_int_ge(n, 10);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("think");
@@ -252,6 +292,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_split_stop);
     tcase_add_test(tc, test_prefilled);
     tcase_add_test(tc, test_templates);
+    tcase_add_test(tc, test_real_templates);
     suite_add_tcase(s, tc);
     return s;
 }
