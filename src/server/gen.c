@@ -25,7 +25,7 @@ gen_job *gen_job_new(server *srv, gen_kind kind)
 
     if (!j)
         return NULL;
-    j->srv = srv, j->kind = kind, j->fd = -1;
+    j->srv = srv, j->kind = kind, j->fd = -1, j->think = -1;
     model_opts_defaults(&j->mo);
     if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
         rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)j;
@@ -44,6 +44,7 @@ void gen_job_free(gen_job *j)
     srv_request_fields_free(j);
     chat_tool_calls_free(j->calls, j->n_calls);
     free(j->out.p);
+    free(j->thinking.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
@@ -114,6 +115,8 @@ static json_t *message(const gen_job *j, const char *text, size_t len)
                   openai && j->n_calls && k == len ? json_null() : srv_json_text(text, len));
     if (j->n_calls)
         json_object_set_new(m, "tool_calls", gen_tool_calls_json(j, openai));
+    if (j->thinking.n) /* as ollama: only when there is some */
+        json_object_set_new(m, openai ? "reasoning_content" : "thinking", srv_json_text(j->thinking.p, j->thinking.n));
     return m;
 }
 
@@ -134,9 +137,11 @@ static json_t * final(const gen_job *j)
                       "load_duration", (json_int_t)(j->t_load * 1e9), "prompt_eval_count", (json_int_t)j->n_prompt,
                       "prompt_eval_duration", (json_int_t)(j->t_prompt * 1e9), "eval_count", (json_int_t)j->n_gen,
                       "eval_duration", (json_int_t)(j->t_gen * 1e9));
-        if (j->kind == GEN_OLLAMA_GENERATE)
+        if (j->kind == GEN_OLLAMA_GENERATE) {
             json_object_set_new(o, "response", srv_json_text(text, len));
-        else
+            if (!j->stream && j->thinking.n)
+                json_object_set_new(o, "thinking", srv_json_text(j->thinking.p, j->thinking.n));
+        } else
             json_object_set_new(o, "message",
                                 j->stream ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
                                           : message(j, text, len));
@@ -196,19 +201,25 @@ static int client_gone(struct MHD_Connection *c)
     return (p.revents & POLLIN) && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* The answer's content (what the thinking splitter leaves of it, think.c). */
+static int emit_content(gen_job *j, const char *text, size_t len)
+{
+    if (gen_tools_on(j) && j->fd >= 0) /* the whole answer is kept: its calls are read at the end */
+        return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
+    if (j->fd >= 0)
+        return gen_send_obj(j, gen_chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
+    return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
+}
+
 static int emit(void *ctx, const char *text, size_t len)
 {
     gen_job *j = ctx;
 
     if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
         return 1; /* the server is stopping: end here, and let it exit */
-    if (gen_tools_on(j) && j->fd >= 0) /* the whole answer is kept: its calls are read at the end */
-        return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
-    if (j->fd >= 0)
-        return gen_send_obj(j, gen_chunk(j, text, len)) < 0; /* non-zero: the client is gone, stop */
-    if (j->conn && client_gone(j->conn))
+    if (j->fd < 0 && j->conn && client_gone(j->conn))
         return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
-    return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
+    return gen_think_emit(j, text, len, emit_content);
 }
 
 /* ---------------------------------------------------------------- running */
@@ -238,8 +249,8 @@ static int render_dropped(char **text, size_t *len, const gen_job *j, const sess
         }
         m[n++] = j->msgs[i];
     }
-    rc = gen_tools_on(j) ? chat_render_tools(text, len, session_template(S), m, n, j->tools, j->n_tools, 1)
-                         : session_render(S, text, len, m, n);
+    rc = chat_render_think(text, len, session_template(S), m, n, gen_tools_on(j) ? j->tools : NULL,
+                           gen_tools_on(j) ? j->n_tools : 0, 1, j->think);
     free(m);
     return rc;
 }
@@ -282,7 +293,7 @@ static int prompt_choose(char **text, size_t *len, int *special, const gen_job *
             if (j->system)
                 m[k++] = (chat_msg){.role = "system", .content = j->system};
             m[k++] = (chat_msg){.role = "user", .content = j->prompt};
-            if ((rc = session_render(S, text, len, m, k)) < 0)
+            if ((rc = chat_render_think(text, len, session_template(S), m, k, NULL, 0, 1, j->think)) < 0)
                 return rc;
         }
         if ((rc = session_count(S, *text, *len, *special, &n)) < 0) {
@@ -339,6 +350,7 @@ static void run(gen_job *j)
         fail(j, rc);
         goto done;
     }
+    gen_think_prompt(j, text, len);
     srv_model_lock(L);
     locked = 1;
     session_stats_clear(S);
@@ -356,7 +368,8 @@ static void run(gen_job *j)
         fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;
     }
-    if (j->done != SESSION_DONE_CANCELLED && gen_tools_finish(j) < 0 && j->fd < 0) {
+    if (j->done != SESSION_DONE_CANCELLED && (gen_think_end(j, emit_content) || gen_tools_finish(j) < 0) &&
+        j->fd < 0) {
         fail(j, MS_ENOMEM);
         goto done;
     }
@@ -422,7 +435,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     enum MHD_Result ret;
     int rc;
 
-    if ((rc = gen_tools_check(j)) < 0) {
+    if ((rc = gen_tools_check(j)) < 0 || (rc = gen_think_check(j)) < 0) {
         gen_job_free(j);
         return srv_fail(r, openai ? SRV_OPENAI : SRV_OLLAMA, rc);
     }
