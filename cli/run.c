@@ -32,6 +32,10 @@ static const char help[] =
     "prompt is read from standard input.\n\n"
     "  --raw                 send the prompt as is, without the chat template\n"
     "  --system TEXT         the system prompt (chat template only)\n"
+    "  --think[=false]       a model whose template thinks (Qwen3, DeepSeek-R1) shows its reasoning\n"
+    "                        (the <think> block) dimmed under \"Thinking...\"; it thinks unless\n"
+    "                        --think=false; --think asks a model that cannot and fails\n"
+    "  --hidethinking        let a thinking model think, but print only its answer\n"
     "  --verbose             print load time, prompt and generation token counts and rates (stderr)\n"
     "  -n N                  generate at most N tokens per answer; -1 = until the context is full\n"
     "                        (default 256)\n"
@@ -80,6 +84,7 @@ typedef struct run_args {
     const char *name, *gguf, *system;
     char *prompt; /* the words after NAME joined by spaces (malloc'd), or NULL */
     int verbose, raw, insecure;
+    int think, hide_thinking; /* think: -1 unset, 0 --think=false, 1 --think */
     runtime_opts o;
     model_opts mo; /* sampler, -n and --ctx: the option table's (modelfile.h) */
     model_params *mp;   /* the model's own defaults (params, system layers), or NULL */
@@ -130,6 +135,7 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
 
     model_opts_defaults(&a->mo);
     a->mo.n_predict = 256;
+    a->think = -1;
     /* The model's params come first so that a flag still wins. */
     model_params_apply(a->mp, &a->mo);
     a->system = a->mp ? a->mp->system : NULL;
@@ -144,6 +150,12 @@ static int parse(run_args *a, int argc, char **argv, char **pos)
             return -1;
         } else if (strcmp(f, "--raw") == 0) {
             a->raw = 1;
+        } else if (strcmp(f, "--think") == 0 || strcmp(f, "--think=true") == 0) {
+            a->think = 1;
+        } else if (strcmp(f, "--think=false") == 0) {
+            a->think = 0;
+        } else if (strcmp(f, "--hidethinking") == 0) {
+            a->hide_thinking = 1;
         } else if (strcmp(f, "--verbose") == 0) {
             a->verbose = 1;
             a->o.verbose = 1;
@@ -210,13 +222,36 @@ typedef struct run_state {
     size_t n_msgs, cap_msgs;
     ms_text *reply; /* where the answer also goes (chat), or NULL */
     char *format; /* the format set by /set parameter format, which a->mo.format points to */
+    int think; /* the template's think: -1 unset (the model does not think), 0 off, 1 on */
+    int splitting; /* this answer goes through the splitter */
+    int in_thought; /* "Thinking..." is open on stdout */
+    chat_think split;
 } run_state;
 
-/* Print each piece as it comes; Ctrl-C stops at the next token. */
-static int emit(void *ctx, const char *s, size_t len)
+/* ollama's CLI: the reasoning under "Thinking...", dimmed on a terminal, closed before the answer. */
+static void thought_close(run_state *R)
+{
+    if (!R->in_thought)
+        return;
+    fputs(isatty(STDOUT_FILENO) ? "\033[0m\n...done thinking.\n\n" : "\n...done thinking.\n\n", stdout);
+    R->in_thought = 0;
+}
+
+static int piece(void *ctx, int thinking, const char *s, size_t len)
 {
     run_state *R = ctx;
 
+    if (thinking) {
+        if (R->a->hide_thinking)
+            return interrupted;
+        if (!R->in_thought)
+            fputs(isatty(STDOUT_FILENO) ? "Thinking...\n\033[2m" : "Thinking...\n", stdout);
+        R->in_thought = 1;
+        fwrite(s, 1, len, stdout);
+        fflush(stdout);
+        return ferror(stdout) || interrupted;
+    }
+    thought_close(R);
     fwrite(s, 1, len, stdout);
     fflush(stdout);
     if (ferror(stdout))
@@ -224,6 +259,14 @@ static int emit(void *ctx, const char *s, size_t len)
     if (R->reply && ms_text_put(R->reply, s, len) < 0)
         return 1;
     return interrupted;
+}
+
+/* Print each piece as it comes, the reasoning apart; Ctrl-C stops at the next token. */
+static int emit(void *ctx, const char *s, size_t len)
+{
+    run_state *R = ctx;
+
+    return R->splitting ? chat_think_feed(&R->split, s, len, piece, R) : piece(R, 0, s, len);
 }
 
 static int answer(run_state *R, int lstrip)
@@ -236,6 +279,10 @@ static int answer(run_state *R, int lstrip)
 
     if (session_generate(R->S, &g, lstrip, emit, R, &done) < 0)
         return -1;
+    if (R->splitting)
+        chat_think_end(&R->split, piece, R);
+    thought_close(R);
+    R->splitting = 0;
     if (ferror(stdout))
         return ms_err_os("stdout");
     if (done == SESSION_DONE_CONTEXT)
@@ -272,8 +319,15 @@ static int render(run_state *R, char **out, size_t *len)
     if (R->system)
         all[n++] = (chat_msg){.role = "system", .content = R->system};
     memcpy(all + n, R->msgs, R->n_msgs * sizeof *all);
-    rc = session_render(R->S, out, len, all, n + R->n_msgs);
+    rc = chat_render_think(out, len, session_template(R->S), all, n + R->n_msgs, NULL, 0, 1, R->think);
     free(all);
+    /* the answer to this prompt is split when the model thinks (and starts inside a block the
+     * template opened) */
+    if (rc == 0 && (R->splitting = R->think == 1)) {
+        chat_think_init(&R->split);
+        if (chat_think_prefilled(*out, *len))
+            chat_think_feed(&R->split, "<think>", 7, piece, R);
+    }
     return rc;
 }
 
@@ -316,6 +370,7 @@ static const char chat_help[] = "Available Commands:\n"
                                 "                              presence_penalty, seed, num_predict\n"
                                 "  /set parameter format F     json, a JSON Schema (the rest of the line) or off\n"
                                 "  /set system TEXT            set the system message (the context starts over)\n"
+                                "  /set think, /set nothink    a model that can think shows its reasoning, or not\n"
                                 "  /clear                      clear the session context\n"
                                 "  /bye                        exit\n"
                                 "  /?, /help                   this help\n"
@@ -414,8 +469,15 @@ static int command(run_state *R, char *line)
         free(R->system);
         R->system = copy;
         printf("Set system message.\n");
+    } else if (strcmp(cmd, "/set") == 0 && what && (!strcmp(what, "think") || !strcmp(what, "nothink"))) {
+        if (R->think < 0) /* the model's template does not think: as ollama's CLI says it */
+            printf("error: model does not support thinking\n");
+        else {
+            R->think = strcmp(what, "think") == 0;
+            printf("Set '%s' mode.\n", what);
+        }
     } else if (strcmp(cmd, "/set") == 0) {
-        printf("Usage:\n  /set parameter NAME VALUE\n  /set system TEXT\n");
+        printf("Usage:\n  /set parameter NAME VALUE\n  /set system TEXT\n  /set think | nothink\n");
     } else {
         printf("Unknown command '%s'. Type /? for help\n", cmd);
     }
@@ -657,6 +719,16 @@ static int run_model(run_args *a, runtime_model *m, const tokenizer *t, store_mo
     /* The template applies unless --raw, or in one-shot mode when the model has none; a chat
      * without one renders plainly ("user: ..."). */
     R.tmpl = !a->raw && (tmpl_text || interactive);
+    /* as ollama: a model that can think does unless told not to; --think for one that cannot
+     * (or for a prompt sent without the template) fails */
+    R.think = -1;
+    if (R.tmpl && chat_template_thinks(session_template(R.S)))
+        R.think = a->think < 0 ? 1 : a->think;
+    else if (a->think == 1) {
+        ms_err(MS_EUNSUPPORTED, "%s does not support thinking%s", a->name ? a->name : a->gguf,
+               a->raw ? " with --raw (no chat template)" : "");
+        goto fail;
+    }
     if (R.tmpl) {
         const chat_template *ct = session_template(R.S);
         if (a->verbose)

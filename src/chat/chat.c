@@ -187,6 +187,13 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     /* go_template falls back to detect itself, with a warning that says why */
     if ((rc = chat_gotmpl_looks(s, len) ? go_template(t, s, len) : detect(t, s)) < 0)
         goto fail;
+    /* thinking (think.c): ollama infers its tags from the text around a message's .Thinking;
+     * the Jinja templates of thinking models split past answers at "</think>" */
+    if (t->family == CHAT_OLLAMA ? strstr(s, ".Thinking") && strstr(s, "<think>") && strstr(s, "</think>")
+                                 : strstr(s, "</think>") != NULL)
+        t->flags |= F_THINK;
+    if (t->family == CHAT_CHATML && (t->flags & F_THINK) && strstr(s, "enable_thinking"))
+        t->flags |= F_THINK_OFF;
     free(s);
     *out = t;
     return 0;

@@ -68,6 +68,8 @@ typedef struct chat_msg {
     size_t n_tool_calls;
     const char *tool_name; /* role "tool": the function whose result this is, or NULL */
     const char *tool_call_id; /* role "tool": the call answered, or NULL */
+    const char *thinking; /* an assistant's reasoning, as ollama's clients send it back (ollama
+                           * templates' .Thinking), or NULL */
 } chat_msg;
 
 /* A tool the model may call (ollama's and OpenAI's {"type": "function", "function": {...}}):
@@ -147,7 +149,51 @@ int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, 
 /* How an ollama template's model writes tool calls, found as ollama finds it: from what the
  * template renders for a tool call. MS_EUNSUPPORTED when the template has no .ToolCalls. */
 int chat_gotmpl_tool_syntax(const chat_gotmpl *t, chat_tool_syntax *out);
+/* chat_gotmpl_render_tools (n_tools may be 0) with the request's think: .Think is think > 0,
+ * .IsThinkSet think >= 0 (-1: the request left it unset). */
+int chat_gotmpl_render_think(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
+                             const chat_tool *tools, size_t n_tools, int think);
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
 int chat_gotmpl_looks(const char *text, size_t len);
+
+/* ---- thinking (think.c): the reasoning a model writes between <think> and </think> before
+ * its answer (Qwen3, QwQ, DeepSeek-R1). gpt-oss's harmony channels are not built. */
+
+/* 1 when the model of template t can think, as ollama's "thinking" capability says: an ollama
+ * template that writes a message's .Thinking between <think> and </think>; a Jinja template
+ * that knows </think> (Qwen3 and QwQ split it off past turns, DeepSeek-R1 likewise). */
+int chat_template_thinks(const chat_template *t);
+
+/* chat_render_tools with the request's think: 1 on, 0 off, -1 unset. Off renders as the
+ * template turns thinking off where it can: Qwen3's enable_thinking=false (an empty
+ * "<think>\n\n</think>\n\n" after the generation prompt); ollama templates see .Think and
+ * .IsThinkSet. Otherwise as chat_render_tools. */
+int chat_render_think(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
+                      const chat_tool *tools, size_t n_tools, int add_generation_prompt, int think);
+
+/* 1 when a rendered prompt ends with "<think>" (white space after it aside): the template
+ * opened the thinking block, so the answer begins inside it (chat_think_feed it first). */
+int chat_think_prefilled(const char *prompt, size_t len);
+
+/* The streaming splitter, as ollama's thinking parser splits: white space, then "<think>" at
+ * the start of the answer opens the reasoning (anything else first: all of it is content);
+ * the reasoning runs to "</think>"; the white space around both tags is dropped; the rest is
+ * content. Tags may be cut anywhere across feeds: what might begin one is held back until the
+ * next feed or chat_think_end says. No allocation: it holds at most CHAT_THINK_HOLD bytes
+ * (white space before "<think>" beyond that gives up looking: it is all content). */
+#define CHAT_THINK_HOLD 64
+typedef struct chat_think {
+    int state;
+    size_t n;
+    char held[CHAT_THINK_HOLD + 8];
+} chat_think;
+/* Where the pieces go, in order: thinking 1 for reasoning, 0 for content (len > 0). A non-zero
+ * return stops the feed and is returned by it. */
+typedef int (*chat_think_fn)(void *ctx, int thinking, const char *s, size_t len);
+void chat_think_init(chat_think *s);
+int chat_think_feed(chat_think *s, const char *text, size_t len, chat_think_fn fn, void *ctx);
+/* The answer ended: what is held goes out (a cut "<thi" as content, a cut "</thi" inside the
+ * reasoning as reasoning). */
+int chat_think_end(chat_think *s, chat_think_fn fn, void *ctx);
 
 #endif

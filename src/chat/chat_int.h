@@ -16,6 +16,8 @@ enum {
     F_BARE = 32, /* plain: there is no template at all (ollama's "{{ .Prompt }}") */
     F_TOOLS = 64, /* renders tools, calls and results (tooltmpl.c): Llama 3.1 / 3.2, Qwen 2.5, Mistral Nemo */
     F_LLAMA31 = 128, /* llama3: the 3.1 system header (knowledge date, today's date, tools) */
+    F_THINK = 256, /* the model thinks in <think> tags (think.c) */
+    F_THINK_OFF = 512, /* chatml: Qwen3's enable_thinking, off: an empty <think></think> block */
 };
 
 /* What chat_template_new learned from a template; read by the renderers. */

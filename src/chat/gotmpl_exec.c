@@ -41,6 +41,7 @@ typedef struct rctx {
     int lenient; /* tool syntax: an undefined variable is nil, not an error */
     int cut; /* legacy last round: stop right after the first .Response */
     int saw_response;
+    int think; /* .Think and .IsThinkSet: the request's think, -1 when it did not set it */
     scope_var vars[MAX_VARS];
     size_t n_vars;
     char **owned; /* strings made while rendering (printf, merged messages) */
@@ -193,8 +194,10 @@ static int field_of(rctx *r, value *v, const char *f, int line)
             *v = (value){.k = V_MSGS, .msgs = r->msgs, .len = r->n_msgs};
         else if (!strcmp(f, "Suffix") || !strcmp(f, "ThinkLevel"))
             *v = vstr("");
-        else if (!strcmp(f, "Think") || !strcmp(f, "IsThinkSet"))
-            *v = (value){.k = V_BOOL};
+        else if (!strcmp(f, "Think"))
+            *v = (value){.k = V_BOOL, .i = r->think > 0};
+        else if (!strcmp(f, "IsThinkSet"))
+            *v = (value){.k = V_BOOL, .i = r->think >= 0};
         else if (!strcmp(f, "Tools")) /* the legacy execution's data has none: nil */
             *v = r->modern ? (value){.k = V_GO, .gt = &gotmpl__tools_type, .j = r->tools} : (value){.k = V_NIL};
         else
@@ -213,7 +216,7 @@ static int field_of(rctx *r, value *v, const char *f, int line)
         else if (!strcmp(f, "ToolCallID"))
             *v = vstr(m->tool_call_id);
         else if (!strcmp(f, "Thinking"))
-            *v = vstr("");
+            *v = vstr(m->thinking);
         else if (!strcmp(f, "ToolCalls"))
             *v = (value){.k = V_GO, .gt = &gotmpl__calls_type, .j = r->calls && at < r->n_msgs ? r->calls[at] : NULL};
         else if (!strcmp(f, "Images"))
@@ -827,9 +830,9 @@ static int execute_legacy(rctx *r, const chat_msg *col, size_t nc)
 }
 
 static int render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
-                  const chat_tool *tools, size_t n_tools)
+                  const chat_tool *tools, size_t n_tools, int think)
 {
-    rctx r = {.t = t};
+    rctx r = {.t = t, .think = think};
     const char *sys;
     int rc;
 
@@ -863,7 +866,7 @@ static int render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_
 
 int chat_gotmpl_render(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n)
 {
-    return render(out, len_out, t, msgs, n, NULL, 0);
+    return render(out, len_out, t, msgs, n, NULL, 0, -1);
 }
 
 int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
@@ -871,12 +874,18 @@ int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, 
 {
     *out = NULL;
     *len_out = 0;
-    if (n_tools == 0)
-        return chat_gotmpl_render(out, len_out, t, msgs, n);
+    return chat_gotmpl_render_think(out, len_out, t, msgs, n, tools, n_tools, -1);
+}
+
+int chat_gotmpl_render_think(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
+                             const chat_tool *tools, size_t n_tools, int think)
+{
+    *out = NULL;
+    *len_out = 0;
     /* as ollama: a model whose template never mentions .Tools does not support tools */
-    if (!t->uses_tools)
+    if (n_tools && !t->uses_tools)
         return ms_err(MS_EUNSUPPORTED, "the model's template does not support tools (no .Tools)");
-    return render(out, len_out, t, msgs, n, tools, n_tools);
+    return render(out, len_out, t, msgs, n, n_tools ? tools : NULL, n_tools, think);
 }
 
 /* ------------------------------------------------------------------ one sample tool call */
@@ -886,7 +895,7 @@ int gotmpl__render_call(char **out, size_t *len_out, const chat_gotmpl *t, const
 {
     chat_msg m = {.role = "assistant", .content = "", .tool_calls = call, .n_tool_calls = 1};
     json_t *calls = NULL;
-    rctx r = {.t = t, .msgs = &m, .n_msgs = 1, .calls = &calls, .modern = 1, .lenient = 1};
+    rctx r = {.t = t, .msgs = &m, .n_msgs = 1, .calls = &calls, .modern = 1, .lenient = 1, .think = -1};
     value dot = {.k = V_MSG, .msgs = &m};
     int rc;
 

@@ -145,8 +145,11 @@ AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *
         if (jj / 2)
             l = _mm256_srli_epi16(l, 4);
         l = _mm256_and_si256(l, _mm256_set1_epi8(15));
-        hb = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * jj), _mm256_set1_epi8(3));
-        l = _mm256_sub_epi8(_mm256_or_si256(l, _mm256_slli_epi16(hb, 4)), _mm256_set1_epi8(32));
+        /* bits 2jj, 2jj + 1 of each byte to bits 4, 5 in one shift: what the 16-bit shift carries in
+         * from the neighbouring byte lands outside the mask */
+        hb = jj < 2 ? _mm256_slli_epi16(hb, 4 - 2 * jj) : jj == 3 ? _mm256_srli_epi16(hb, 2) : hb;
+        hb = _mm256_and_si256(hb, _mm256_set1_epi8(0x30));
+        l = _mm256_sub_epi8(_mm256_or_si256(l, hb), _mm256_set1_epi8(32));
         *lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(l));
         *hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(l, 1));
         return;
@@ -194,19 +197,28 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, __m256 *
     *a2 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(ev, 8))));
 }
 
-/* Lane i = the sum of v[i]'s 8 lanes: a transposing add tree (exact integers, so the order of the
- * additions does not matter). */
-AI __m256i sum_lanes(const __m256i v[8])
+/* A transposing add tree (exact integers, so the order of the additions does not matter), in two
+ * steps so that a caller can take the first as its pairs of blocks come and keep fewer registers
+ * live: pair_lanes(a, b) holds a's and b's lane sums in halves; quad_lanes of four such gives lane
+ * i = the sum of the i-th vector's 8 lanes. */
+AI __m256i pair_lanes(__m256i a, __m256i b)
 {
-    __m256i s[4], t[2];
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+}
 
-    for (int i = 0; i < 4; i++)
-        s[i] = _mm256_add_epi32(_mm256_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
-                                _mm256_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 2; i++)
-        t[i] = _mm256_add_epi32(_mm256_unpacklo_epi64(s[2 * i], s[2 * i + 1]),
-                                _mm256_unpackhi_epi64(s[2 * i], s[2 * i + 1]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(t[0], t[1], 0x20), _mm256_permute2x128_si256(t[0], t[1], 0x31));
+AI __m256i half_lanes(__m256i a, __m256i b)
+{
+    return _mm256_add_epi32(_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+}
+
+AI __m256i last_lanes(__m256i t0, __m256i t1)
+{
+    return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20), _mm256_permute2x128_si256(t0, t1, 0x31));
+}
+
+AI __m256i quad_lanes(const __m256i s[4])
+{
+    return last_lanes(half_lanes(s[0], s[1]), half_lanes(s[2], s[3]));
 }
 
 /* The 8 lanes as a tree: (4 + 4, 2 + 2, 1 + 1). */
@@ -234,44 +246,81 @@ static inline size_t group_bytes(int kind)
 /* One group of a row against one token (decode layout), n blocks (8 in FULL groups). */
 AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *xg, const uint8_t *row, int g0, int n)
 {
-    __m256i p[8], p2[8];
+    __m256i p[8], s[4];
     __m256 a, b, a2;
 
+    if (kind == A_Q4_K) {
+        /* sub-blocks 2m and 2m + 1 share 32 bytes (low and high nibbles): each half of them widened
+         * once, both sub-blocks taken from it (the same codes as codes(), fewer shuffles), their
+         * sums folded into a pair at once */
+        const uint8_t *q = row + (size_t)(g0 / 8) * CPU_Q4_K_BYTES + 16;
+        const __m256i m15 = _mm256_set1_epi16(15);
+#pragma GCC unroll 4
+        for (int i = 0; i < 8; i += 2) {
+            __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16 * i)));
+            __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16 * i + 16)));
+            __m256i e = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_and_si256(v0, m15), _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i])),
+                _mm256_madd_epi16(_mm256_and_si256(v1, m15),
+                                  _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16))));
+            __m256i o = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_srli_epi16(v0, 4),
+                                  _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i + 1])),
+                _mm256_madd_epi16(_mm256_srli_epi16(v1, 4),
+                                  _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i + 1] + 16))));
+            s[i / 2] = pair_lanes(e, o);
+        }
+        group_scales(kind, row, g0, 8, &a, &b, &a2);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quad_lanes(s)), _mm256_mul_ps(a, _mm256_loadu_ps(xg->dx)), acc);
+        return _mm256_fmadd_ps(b, _mm256_loadu_ps(xg->s), acc);
+    }
+    if (kind == A_Q6_K) {
+        /* the two halves' sums of two blocks at a time folded into pairs at once: the 16 partial
+         * vectors of a group would not fit the 16 ymm registers */
+        __m256i s2[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 8; i += 2) {
+            __m256i lo0, hi0, lo1, hi1;
+            codes(kind, row, g0 + i, &lo0, &hi0);
+            codes(kind, row, g0 + i + 1, &lo1, &hi1);
+            s[i / 2] = pair_lanes(
+                _mm256_madd_epi16(lo0, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i])),
+                _mm256_madd_epi16(lo1, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i + 1])));
+            s2[i / 2] = pair_lanes(
+                _mm256_madd_epi16(hi0, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16))),
+                _mm256_madd_epi16(hi1, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i + 1] + 16))));
+        }
+        group_scales(kind, row, g0, 8, &a, &b, &a2);
+        __m256 dx = _mm256_loadu_ps(xg->dx);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quad_lanes(s)), _mm256_mul_ps(a, dx), acc);
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(quad_lanes(s2)), _mm256_mul_ps(a2, dx), acc);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         __m256i lo, hi;
         if (!FULL && i >= n) {
-            p[i] = p2[i] = _mm256_setzero_si256();
-            continue;
-        }
-        if (kind == A_Q4_0) { /* the nibbles as they are: the - 8 is taken once per group below */
-            __m256i v = _mm256_cvtepu8_epi16(
-                _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)(g0 + i) * CPU_Q4_0_BYTES + 2)));
-            lo = _mm256_and_si256(v, _mm256_set1_epi16(15));
-            hi = _mm256_srli_epi16(v, 4);
+            p[i] = _mm256_setzero_si256();
         } else {
-            codes(kind, row, g0 + i, &lo, &hi);
+            if (kind == A_Q4_0) { /* the nibbles as they are: the - 8 is taken once per group below */
+                __m256i v = _mm256_cvtepu8_epi16(
+                    _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)(g0 + i) * CPU_Q4_0_BYTES + 2)));
+                lo = _mm256_and_si256(v, _mm256_set1_epi16(15));
+                hi = _mm256_srli_epi16(v, 4);
+            } else {
+                codes(kind, row, g0 + i, &lo, &hi);
+            }
+            p[i] = _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i])),
+                                    _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16))));
         }
-        __m256i s0 = _mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i]));
-        __m256i s1 = _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16)));
-        if (kind == A_Q6_K) {
-            p[i] = s0;
-            p2[i] = s1;
-        } else {
-            p[i] = _mm256_add_epi32(s0, s1);
-        }
+        if (i % 2)
+            s[i / 2] = pair_lanes(p[i - 1], p[i]);
     }
     group_scales(kind, row, g0, FULL ? 8 : n, &a, &b, &a2);
     __m256 dx = _mm256_loadu_ps(xg->dx);
-    __m256i isum = sum_lanes(p);
+    __m256i isum = quad_lanes(s);
     if (kind == A_Q4_0) /* sum (n - 8) x = sum n x - 8 sum x, exactly; the decode layout holds sum x in s */
         isum = _mm256_sub_epi32(isum, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(const void *)xg->s), 3));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(a, dx), acc);
-    if (kind == A_Q6_K)
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum_lanes(p2)), _mm256_mul_ps(a2, dx), acc);
-    if (kind == A_Q4_K)
-        acc = _mm256_fmadd_ps(b, _mm256_loadu_ps(xg->s), acc);
-    return acc;
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(a, dx), acc);
 }
 
 AI float row_dot(const int kind, const a2_group *x, const uint8_t *row, int nb)

@@ -26,7 +26,7 @@ gen_job *gen_job_new(server *srv, gen_kind kind)
 
     if (!j)
         return NULL;
-    j->srv = srv, j->kind = kind, j->fd = -1;
+    j->srv = srv, j->kind = kind, j->fd = -1, j->think = -1;
     model_opts_defaults(&j->mo);
     if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
         rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)j;
@@ -47,6 +47,7 @@ void gen_job_free(gen_job *j)
     json_decref(j->lp_queue);
     json_decref(j->lp_all);
     free(j->out.p);
+    free(j->thinking.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
@@ -117,6 +118,8 @@ static json_t *message(const gen_job *j, const char *text, size_t len)
                   openai && j->n_calls && k == len ? json_null() : srv_json_text(text, len));
     if (j->n_calls)
         json_object_set_new(m, "tool_calls", gen_tool_calls_json(j, openai));
+    if (j->thinking.n) /* as ollama: only when there is some */
+        json_object_set_new(m, openai ? "reasoning_content" : "thinking", srv_json_text(j->thinking.p, j->thinking.n));
     return m;
 }
 
@@ -139,9 +142,11 @@ static json_t * final(const gen_job *j)
                       "eval_duration", (json_int_t)(j->t_gen * 1e9));
         if (j->logprobs && !j->stream)
             json_object_set_new(o, "logprobs", gen_logprobs_json(j, json_incref(j->lp_all)));
-        if (j->kind == GEN_OLLAMA_GENERATE)
+        if (j->kind == GEN_OLLAMA_GENERATE) {
             json_object_set_new(o, "response", srv_json_text(text, len));
-        else
+            if (!j->stream && j->thinking.n)
+                json_object_set_new(o, "thinking", srv_json_text(j->thinking.p, j->thinking.n));
+        } else
             json_object_set_new(o, "message",
                                 j->stream ? json_pack("{s:s,s:s}", "role", "assistant", "content", "")
                                           : message(j, text, len));
@@ -319,13 +324,12 @@ static json_t *chunk_logprobs(const gen_job *j, json_t *o, json_t *lp)
     return o;
 }
 
-static int emit(void *ctx, const char *text, size_t len)
+/* The answer's content (what the thinking splitter leaves of it, think.c; with logprobs the
+ * splitter is off, gen_start, so this is the session's text as it comes). */
+static int emit_content(gen_job *j, const char *text, size_t len)
 {
-    gen_job *j = ctx;
     json_t *lp = NULL;
 
-    if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
-        return 1; /* the server is stopping: end here, and let it exit */
     if (j->logprobs && !(lp = lp_take(j, len)))
         return 1; /* out of memory: stop */
     if (gen_tools_on(j) && j->fd >= 0) { /* the whole answer is kept: its calls are read at the end */
@@ -341,9 +345,18 @@ static int emit(void *ctx, const char *text, size_t len)
         return 1;
     }
     json_decref(lp);
-    if (j->conn && client_gone(j->conn))
-        return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
     return ms_text_put(&j->out, text, len) < 0; /* out of memory: stop */
+}
+
+static int emit(void *ctx, const char *text, size_t len)
+{
+    gen_job *j = ctx;
+
+    if (__atomic_load_n(&j->srv->stopping, __ATOMIC_RELAXED))
+        return 1; /* the server is stopping: end here, and let it exit */
+    if (j->fd < 0 && j->conn && client_gone(j->conn))
+        return 1; /* as a stream's writer learns from EPIPE: stop, the model is free for others */
+    return gen_think_emit(j, text, len, emit_content);
 }
 
 /* ---------------------------------------------------------------- running */
@@ -373,8 +386,8 @@ static int render_dropped(char **text, size_t *len, const gen_job *j, const sess
         }
         m[n++] = j->msgs[i];
     }
-    rc = gen_tools_on(j) ? chat_render_tools(text, len, session_template(S), m, n, j->tools, j->n_tools, 1)
-                         : session_render(S, text, len, m, n);
+    rc = chat_render_think(text, len, session_template(S), m, n, gen_tools_on(j) ? j->tools : NULL,
+                           gen_tools_on(j) ? j->n_tools : 0, 1, j->think);
     free(m);
     return rc;
 }
@@ -417,7 +430,7 @@ static int prompt_choose(char **text, size_t *len, int *special, const gen_job *
             if (j->system)
                 m[k++] = (chat_msg){.role = "system", .content = j->system};
             m[k++] = (chat_msg){.role = "user", .content = j->prompt};
-            if ((rc = session_render(S, text, len, m, k)) < 0)
+            if ((rc = chat_render_think(text, len, session_template(S), m, k, NULL, 0, 1, j->think)) < 0)
                 return rc;
         }
         if ((rc = session_count(S, *text, *len, *special, &n)) < 0) {
@@ -474,6 +487,7 @@ static void run(gen_job *j)
         fail(j, rc);
         goto done;
     }
+    gen_think_prompt(j, text, len);
     srv_model_lock(L);
     locked = 1;
     session_stats_clear(S);
@@ -498,7 +512,8 @@ static void run(gen_job *j)
         fail(j, MS_ERROR); /* the request was valid: what fails now is the server's */
         goto done;
     }
-    if (j->done != SESSION_DONE_CANCELLED && gen_tools_finish(j) < 0 && j->fd < 0) {
+    if (j->done != SESSION_DONE_CANCELLED && (gen_think_end(j, emit_content) || gen_tools_finish(j) < 0) &&
+        j->fd < 0) {
         fail(j, MS_ENOMEM);
         goto done;
     }
@@ -564,7 +579,12 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     enum MHD_Result ret;
     int rc;
 
-    if ((rc = gen_tools_check(j)) < 0) {
+    /* logprobs with the thinking splitter: which tokens are reasoning is known only as the
+     * splitter sees tags; not built, refused (think: false turns it off) */
+    if ((rc = gen_tools_check(j)) < 0 || (rc = gen_think_check(j)) < 0 ||
+        (j->logprobs && j->think_on &&
+         (rc = ms_err(MS_EUNSUPPORTED, "logprobs: not supported together with thinking yet (think: false, or "
+                                       "reasoning_effort: \"none\", turns it off)")) < 0)) {
         gen_job_free(j);
         return srv_fail(r, openai ? SRV_OPENAI : SRV_OLLAMA, rc);
     }

@@ -339,7 +339,7 @@ static int job_options(gen_job *j, json_t *b)
 static int chat_message(gen_job *j, json_t *m, size_t i)
 {
     static const char *const unbuilt[] = {"images", NULL};
-    const char *role, *content;
+    const char *role, *content, *thinking = NULL;
     char field[64];
     int rc;
 
@@ -353,11 +353,15 @@ static int chat_message(gen_job *j, json_t *m, size_t i)
     snprintf(field, sizeof field, "messages[%zu].content", i);
     if ((rc = srv_field_str(&content, m, "content", field)) < 0)
         return rc;
+    snprintf(field, sizeof field, "messages[%zu].thinking", i);
+    if ((rc = srv_field_str(&thinking, m, "thinking", field)) < 0)
+        return rc;
     snprintf(field, sizeof field, "messages[%zu].", i);
     if ((rc = refuse_unbuilt(m, unbuilt, field)) < 0)
         return rc;
     j->n_msgs = i + 1;
-    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")))
+    if (!(j->msgs[i].role = strdup(role)) || !(j->msgs[i].content = strdup(content ? content : "")) ||
+        (thinking && !(j->msgs[i].thinking = strdup(thinking))))
         return ms_err(MS_ENOMEM, "out of memory");
     return message_tools_read(j, m, i);
 }
@@ -505,33 +509,57 @@ static int logprobs_check(const gen_job *j)
     return 0;
 }
 
-/* Fields that change an answer and are not built, but whose "off" value clients send anyway
- * (ollama's think: false): that value is accepted, any other refused by name. think would need
- * the template's <think> split into thinking / reasoning_content.
- *   openai: reasoning_effort ("none", or "minimal" .. "high")
- *   ollama: think (false, true, "low", "medium", "high")
- * MS_EINVALID for a value of the wrong type or range, MS_EUNSUPPORTED for one that asks. */
-static int refuse_unbuilt_values(json_t *b, int openai)
+/* Thinking (j->think: -1 unset, 0 off, 1 on; gen_think_check decides with the model):
+ *   ollama: think true or false; "low", "medium", "high" are gpt-oss's levels, and gpt-oss
+ *           (harmony's analysis channel) is not built: refused as ollama refuses them for
+ *           another model
+ *   openai: reasoning_effort, or reasoning: {"effort"}: "none" off, "minimal" .. "high" on
+ *           (the <think> models have no levels: any of them turns thinking on); /v1/completions
+ *           is not templated and takes "none" only. */
+static int parse_think(gen_job *j, json_t *b, int openai, int chat)
 {
+    static const char *const efforts[] = {"minimal", "low", "medium", "high", NULL};
+    json_t *v = json_object_get(b, openai ? "reasoning_effort" : "think"), *r = json_object_get(b, "reasoning");
     const char *key = openai ? "reasoning_effort" : "think", *s;
-    json_t *v;
 
-    v = json_object_get(b, key);
-    s = json_string_value(v);
-    if (!v || json_is_null(v) || json_is_false(v) || (openai && s && !strcmp(s, "none")))
+    if (openai && r && !json_is_null(r)) {
+        if (!json_is_object(r))
+            return ms_err(MS_EINVALID, "reasoning: expected an object");
+        if (v && !json_is_null(v))
+            return ms_err(MS_EINVALID, "reasoning_effort and reasoning: give one of them");
+        v = json_object_get(r, "effort"), key = "reasoning.effort";
+    }
+    if (!v || json_is_null(v))
         return 0;
-    if (json_is_true(v) ||
-        (s && (!strcmp(s, "low") || !strcmp(s, "medium") || !strcmp(s, "high") || (openai && !strcmp(s, "minimal")))))
-        return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", key);
-    return ms_err(MS_EINVALID, "%s: expected %s", key,
-                  openai ? "\"none\", \"minimal\", \"low\", \"medium\" or \"high\""
-                         : "true, false, \"low\", \"medium\" or \"high\"");
+    s = json_string_value(v);
+    if (!openai) {
+        if (json_is_boolean(v)) {
+            j->think = json_is_true(v);
+            return 0;
+        }
+        if (s && (!strcmp(s, "low") || !strcmp(s, "medium") || !strcmp(s, "high")))
+            return ms_err(MS_EINVALID, "think value \"%s\" is not supported for this model (the levels are gpt-oss's, "
+                                       "which mstore does not run yet): use true or false", s);
+        return ms_err(MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"");
+    }
+    if (s && !strcmp(s, "none")) {
+        j->think = 0;
+        return 0;
+    }
+    for (const char *const *e = efforts; s && *e; e++)
+        if (!strcmp(s, *e)) {
+            if (!chat)
+                return ms_err(MS_EUNSUPPORTED, "%s: not supported on /v1/completions (its prompt is not templated)",
+                              key);
+            j->think = 1;
+            return 0;
+        }
+    return ms_err(MS_EINVALID, "%s: expected \"none\", \"minimal\", \"low\", \"medium\" or \"high\"", key);
 }
 
 static int parse_common(gen_job *j, json_t *b, int chat)
 {
-    /* "reasoning": {"effort"}, the newer spelling of reasoning_effort (refuse_unbuilt_values) */
-    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", "reasoning", NULL};
+    static const char *const unbuilt[] = {"functions", "function_call", "logit_bias", "suffix", NULL};
     /* accepted and without effect: one answer (frequency_penalty and presence_penalty are the
      * option table's now, and change the answer) */
     static const struct {
@@ -549,7 +577,7 @@ static int parse_common(gen_job *j, json_t *b, int chat)
             !(json_is_object(v) && !json_object_size(v)))
             return ms_err(MS_EUNSUPPORTED, "%s: not supported by mstore yet", *k);
     }
-    if ((rc = refuse_unbuilt_values(b, 1)) < 0 || (rc = logprobs_read(j, b, 1, chat)) < 0 ||
+    if ((rc = logprobs_read(j, b, 1, chat)) < 0 || (rc = parse_think(j, b, 1, chat)) < 0 ||
         (rc = openai_format(j, rf)) < 0)
         return rc;
     if (!chat && json_object_get(b, "tools") && !json_is_null(json_object_get(b, "tools")))
@@ -686,7 +714,7 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
 
     *prompt = *system = NULL;
     if ((rc = refuse_unbuilt(b, chat ? unbuilt_chat : unbuilt_gen, "")) < 0 ||
-        (rc = refuse_unbuilt_values(b, 0)) < 0 || (rc = logprobs_read(j, b, 0, chat)) < 0 ||
+        (rc = logprobs_read(j, b, 0, chat)) < 0 || (rc = parse_think(j, b, 0, chat)) < 0 ||
         (rc = job_options(j, b)) < 0 ||
         (rc = srv_field_bool(&j->raw, b, "raw", "raw")) < 0 || (rc = ollama_format(j, b)) < 0)
         return rc;
@@ -719,6 +747,7 @@ void srv_request_fields_free(gen_job *j)
         chat_tool_calls_free((chat_tool_call *)j->msgs[i].tool_calls, j->msgs[i].n_tool_calls);
         free((char *)j->msgs[i].tool_name);
         free((char *)j->msgs[i].tool_call_id);
+        free((char *)j->msgs[i].thinking);
     }
     for (size_t i = 0; i < j->n_tools; i++) {
         free((char *)j->tools[i].name);

@@ -226,6 +226,12 @@ typedef struct gen_job {
     chat_tool_call *calls; /* found in the answer */
     size_t n_calls, content_len;
     int raw;
+    /* thinking (think.c): the request's think (-1 unset, 0 off, 1 on; gen_think_check settles
+     * it with the model); think_on: the answer goes through the splitter, its reasoning into
+     * `thinking` when not streamed */
+    int think, think_on;
+    chat_think split;
+    ms_text thinking;
     model_opts mo; /* sampler, num_predict, num_ctx: read through the option table */
     session_gen g; /* stops; n_predict is mo's */
     char *stops[SESSION_MAX_STOPS];
@@ -307,6 +313,26 @@ json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish_reason);
  * {token, logprob, bytes, top_logprobs} (ollama), {"content": that} (OpenAI chat), or
  * completions' {tokens, token_logprobs, top_logprobs, text_offset}. */
 json_t *gen_logprobs_json(const gen_job *j, json_t *list);
+
+/* ---- think.c: thinking, between the request, the template and the answer */
+/* 1 when a template's text (NULL or empty: none) makes its model think (chat_template_thinks);
+ * /api/show's "thinking" capability. */
+int srv_template_thinks(const char *text, size_t len);
+/* Before anything is loaded or streamed, with the stored model's template: think true for a
+ * model that cannot think is refused as ollama refuses it (MS_EINVALID "\"m\" does not
+ * support thinking"); a model that can thinks unless told not to, as ollama's does. */
+int gen_think_check(gen_job *j);
+/* The prompt is rendered: when the job splits, a prompt that opened the <think> block starts
+ * the answer inside it. */
+void gen_think_prompt(gen_job *j, const char *prompt, size_t len);
+/* A piece of the answer as the session writes it: through the splitter when the job splits,
+ * the reasoning streamed (thinking chunks) or kept (j->thinking), the content to `content`.
+ * Non-zero stops the generation. */
+int gen_think_emit(gen_job *j, const char *text, size_t len, int (*content)(gen_job *, const char *, size_t));
+/* The answer ended: what the splitter held goes out. */
+int gen_think_end(gen_job *j, int (*content)(gen_job *, const char *, size_t));
+/* A streamed chunk of reasoning in the API's framing. */
+json_t *gen_think_chunk(const gen_job *j, const char *text, size_t len);
 
 /* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */
 /* The model a body names ("model", or the older "name"); NULL when neither is a string. */

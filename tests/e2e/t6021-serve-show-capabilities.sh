@@ -5,7 +5,7 @@
 # generate refuses it); no "insert" even for a template that takes .Suffix, while generate
 # refuses suffix; "tools" exactly for a template that renders tools (chat then takes them, and
 # refuses them for the others); "embedding" only for an embedding model (e2e t6024), never for
-# these decoders; never vision or thinking.
+# these decoders; never vision; "thinking" for none of these templates (t6034 has one).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 S260K=$MODELS/stories260K/stories260K.gguf

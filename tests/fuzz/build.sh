@@ -32,7 +32,7 @@ srcs() {
     fuzz_config) echo "$UTIL $GGUF src/runtime/config.c" ;;
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
     fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
-    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
+    fuzz_gotmpl) echo "$UTIL $GGUF $GOTMPL src/chat/chat.c src/chat/think.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
     fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
     fuzz_serve) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c src/chat/chat.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c tests/fuzz/stubs.c" ;;
     esac

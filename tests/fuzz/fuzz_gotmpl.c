@@ -1,7 +1,9 @@
 /* fuzz_gotmpl.c: libFuzzer target for the chat templates: ollama's Go template subset
  * (chat_gotmpl_parse, then rendered over a short conversation) and the template recognizer
  * (chat_template_new + chat_render, with a tool), and the input read as a model's answer for
- * tool calls (chat_tool_calls_parse, with the template's syntax and the built-in ones). A refusal
+ * tool calls (chat_tool_calls_parse, with the template's syntax and the built-in ones) and for
+ * its reasoning (chat_think_feed: whole, byte by byte and cut in two must split alike, into no
+ * more bytes than it has), with thinking on and off (chat_render_think). A refusal
  * must say why; a parsed template must render or refuse in bounded time and memory (the renderer
  * caps its output); calls found have a name and arguments inside the answer's bounds. */
 #include <stdio.h>
@@ -31,6 +33,58 @@ static void tool_calls(const chat_tool_syntax *s, const char *text, size_t size)
     for (size_t i = 0; i < n; i++)
         CHECK(calls[i].name[0] && calls[i].arguments[0] == '{');
     chat_tool_calls_free(calls, n);
+}
+
+typedef struct split_out {
+    char *p[2];
+    size_t n[2], cap;
+} split_out;
+
+static int split_put(void *ctx, int thinking, const char *s, size_t len)
+{
+    split_out *o = ctx;
+
+    CHECK(len > 0 && o->n[thinking] + len <= o->cap);
+    memcpy(o->p[thinking] + o->n[thinking], s, len);
+    o->n[thinking] += len;
+    return 0;
+}
+
+/* The answer split fed in pieces of `step` bytes (0: whole, with a cut at `cut`). */
+static void split(split_out *o, const char *text, size_t size, size_t step, size_t cut, int prefill)
+{
+    chat_think st;
+
+    o->n[0] = o->n[1] = 0;
+    chat_think_init(&st);
+    if (prefill)
+        CHECK(chat_think_feed(&st, "<think>", 7, split_put, o) == 0);
+    if (step == 0) {
+        CHECK(chat_think_feed(&st, text, cut, split_put, o) == 0);
+        CHECK(chat_think_feed(&st, text + cut, size - cut, split_put, o) == 0);
+    } else {
+        for (size_t at = 0; at < size; at += step)
+            CHECK(chat_think_feed(&st, text + at, size - at < step ? size - at : step, split_put, o) == 0);
+    }
+    CHECK(chat_think_end(&st, split_put, o) == 0);
+    CHECK(o->n[0] + o->n[1] <= size);
+}
+
+static void think_split(const char *text, size_t size)
+{
+    split_out a = {.cap = size}, b = {.cap = size};
+
+    if (!(a.p[0] = malloc(size + 1)) || !(a.p[1] = malloc(size + 1)) || !(b.p[0] = malloc(size + 1)) ||
+        !(b.p[1] = malloc(size + 1)))
+        abort();
+    for (int prefill = 0; prefill < 2; prefill++) {
+        split(&a, text, size, 0, size ? (unsigned char)text[0] % (size + 1) : 0, prefill);
+        split(&b, text, size, 1, 0, prefill);
+        CHECK(a.n[0] == b.n[0] && a.n[1] == b.n[1] && !memcmp(a.p[0], b.p[0], a.n[0]) &&
+              !memcmp(a.p[1], b.p[1], a.n[1]));
+    }
+    for (int k = 0; k < 2; k++)
+        free(a.p[k]), free(b.p[k]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -66,6 +120,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (chat_render_tools(&out, &len, t, msgs, sizeof msgs / sizeof msgs[0], &tool, 1, 1) == 0)
         CHECK(out);
     free(out);
+    out = NULL;
+    for (int think = -1; think <= 1; think++) {
+        if (chat_render_think(&out, &len, t, msgs, sizeof msgs / sizeof msgs[0], NULL, 0, 1, think) == 0)
+            CHECK(out && strlen(out) <= len);
+        else
+            CHECK(out == NULL && ms_err_msg()[0]);
+        free(out);
+        out = NULL;
+    }
+    chat_template_thinks(t);
+    think_split(text, size);
     {
         static const chat_tool_syntax fixed[] = {
             { .prefix = "<tool_call>\n", .suffix = "\n</tool_call>", .args_key = "arguments" },

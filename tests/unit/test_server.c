@@ -278,7 +278,8 @@ END_TEST
 
 /* A field that changes an answer is honoured or refused by name (issue 39 item 6): the
  * penalties go to the sampler through the option table (logprobs: logprob_fields below); think
- * and reasoning_effort are accepted only with the value that asks for nothing. api: 0 ollama, 1
+ * and reasoning_effort are read (whether the model thinks is gen_think_check's, t6034),
+ * gpt-oss's levels refused. api: 0 ollama, 1
  * OpenAI; rc 0 with the penalties read, else the code and the start of the message. */
 static const struct {
     int openai, chat;
@@ -304,15 +305,20 @@ static const struct {
     {1, 0, "{\"logprobs\": 0}", 0, NULL, 0, 0},
     {1, 0, "{\"logprobs\": 6}", MS_EINVALID, "logprobs: expected an integer from 0 to 5", 0, 0},
     {1, 0, "{\"logprobs\": true}", MS_EINVALID, "logprobs: expected an integer from 0 to 5", 0, 0},
-    {1, 1, "{\"reasoning_effort\": \"high\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported by mstore yet", 0, 0},
-    {1, 0, "{\"reasoning_effort\": \"minimal\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported by mstore yet", 0,
-     0},
+    {1, 1, "{\"reasoning_effort\": \"high\"}", 0, NULL, 0, 0},
+    {1, 0, "{\"reasoning_effort\": \"minimal\"}", MS_EUNSUPPORTED, "reasoning_effort: not supported on /v1/completions",
+     0, 0},
+    {1, 1, "{\"reasoning_effort\": \"max\"}", MS_EINVALID, "reasoning_effort: expected \"none\"", 0, 0},
+    {1, 1, "{\"reasoning_effort\": \"low\", \"reasoning\": {\"effort\": \"low\"}}", MS_EINVALID,
+     "reasoning_effort and reasoning: give one of them", 0, 0},
+    {1, 1, "{\"reasoning\": \"high\"}", MS_EINVALID, "reasoning: expected an object", 0, 0},
     {1, 1, "{\"reasoning_effort\": 3}", MS_EINVALID, "reasoning_effort: expected \"none\"", 0, 0},
-    {1, 1, "{\"reasoning\": {\"effort\": \"high\"}}", MS_EUNSUPPORTED, "reasoning: not supported by mstore yet", 0, 0},
+    {1, 1, "{\"reasoning\": {\"effort\": \"high\"}}", 0, NULL, 0, 0},
+    {1, 1, "{\"reasoning\": {\"effort\": \"huge\"}}", MS_EINVALID, "reasoning.effort: expected \"none\"", 0, 0},
     {1, 1, "{\"reasoning\": {}}", 0, NULL, 0, 0},
     {0, 0, "{\"think\": false, \"logprobs\": false, \"top_logprobs\": 0}", 0, NULL, 0, 0},
-    {0, 1, "{\"think\": true}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
-    {0, 0, "{\"think\": \"medium\"}", MS_EUNSUPPORTED, "think: not supported by mstore yet", 0, 0},
+    {0, 1, "{\"think\": true}", 0, NULL, 0, 0},
+    {0, 0, "{\"think\": \"medium\"}", MS_EINVALID, "think value \"medium\" is not supported for this model", 0, 0},
     {0, 1, "{\"think\": \"max\"}", MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"", 0, 0},
     {0, 0, "{\"think\": 1}", MS_EINVALID, "think: expected true, false", 0, 0},
     {0, 0, "{\"logprobs\": \"yes\"}", MS_EINVALID, "logprobs: expected true or false", 0, 0},
