@@ -1,7 +1,8 @@
 /* test_session.c: the generation session (src/session) on stories260K: prompts fed whole reuse
  * the KV cache exactly when their tokens extend it and give what a fresh session gives; stop
  * strings are cut and never shown in part; the context filling and a cancelling caller end a
- * generation with their reason; a prompt over the context is refused with nothing left cached. */
+ * generation with their reason; a prompt over the context is refused with nothing left cached;
+ * each token comes with its log probabilities (runtime_logprobs), checked apart. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
