@@ -142,7 +142,8 @@ PYEOF
 # artifact as `docker model package --gguf` writes it (docker/model-runner
 # pkg/distribution/types): an OCI manifest, config v0.1 (format, quantization, context_size;
 # rootfs diff_ids), the GGUF as application/vnd.docker.ai.gguf.v3 with its file path
-# annotation, then license and Jinja chat template layers. Files as ollama_model's.
+# annotation, then license and Jinja chat template layers. Files as ollama_model's. GGUF may be
+# a comma-separated list of shards (model-0000i-of-0000N.gguf): one GGUF layer each, in order.
 dmr_model() {
     "$PY" - "$@" <<'PYEOF'
 import hashlib, json, os, sys
@@ -160,7 +161,10 @@ def put(b, mt, path=None):
     if path:
         l["annotations"] = {"org.cncf.model.filepath": path}
     return l
-layers = [put(open(gguf, "rb").read(), "application/vnd.docker.ai.gguf.v3", "model.gguf")]
+# GGUF as "A,B,...": the shards of a split GGUF, one layer each in that order, by their names
+ggufs = gguf.split(",")
+layers = [put(open(g, "rb").read(), "application/vnd.docker.ai.gguf.v3",
+              os.path.basename(g) if len(ggufs) > 1 else "model.gguf") for g in ggufs]
 if lic:
     layers.append(put(lic.encode(), "application/vnd.docker.ai.license", "LICENSE"))
 if tmpl:
@@ -168,7 +172,7 @@ if tmpl:
 cfg = {"config": {"format": "gguf", "quantization": "F32", "parameters": "260K", "architecture": "llama",
                   "size": "1.19MB"},
        "descriptor": {"created": "2025-06-01T00:00:00Z"},
-       "rootfs": {"type": "rootfs", "diff_ids": [layers[0]["digest"]]}}
+       "rootfs": {"type": "rootfs", "diff_ids": [l["digest"] for l in layers[:len(ggufs)]]}}
 if ctx:
     cfg["config"]["context_size"] = json.loads(ctx)
 config = put(json.dumps(cfg).encode(), "application/vnd.docker.ai.model.config.v0.1+json")
