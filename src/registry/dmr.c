@@ -52,20 +52,19 @@ static void human(char *buf, size_t len, double v, const char *unit)
     snprintf(buf, len, i ? "%.2f%s%s" : "%.0f%s%s", v, sfx[i], unit);
 }
 
-/* The DMR config: from the store's config (architecture, quantization) and the GGUF header
- * (parameters, scalar metadata), the params layer's num_ctx as context_size. */
-static int config_build(json_t **out, store_model *sm, uint64_t gguf_size)
+/* The DMR config: from the store's config (architecture, quantization) and the exported GGUF's
+ * header (parameters, scalar metadata: a model imported from safetensors has them too), the
+ * params layer's num_ctx as context_size. */
+static int config_build(json_t **out, store *s, store_model *sm, const char *gguf, uint64_t gguf_size)
 {
     const manifest *p = store_model_manifest(sm);
-    const manifest_layer *meta = manifest_layer_find(p, MT_GGUF_META, NULL);
     const manifest_layer *params = manifest_layer_find(p, MT_OLLAMA_PARAMS, NULL);
     json_t *sc = NULL, *pj = NULL, *g = json_object(), *c = NULL, *q, *v;
     gguf_file *gh = NULL;
-    const uint8_t *data;
+    blob_view bv = { 0 };
     const char *key, *best = "unknown";
     json_int_t most = -1;
     double n_params = 0;
-    size_t n;
     char buf[64];
     int rc;
 
@@ -77,31 +76,28 @@ static int config_build(json_t **out, store_model *sm, uint64_t gguf_size)
         if (json_is_integer(q) && json_integer_value(q) > most)
             most = json_integer_value(q), best = key;
     }
-    if (meta) {
-        if ((rc = store_model_layer_bytes(&data, &n, sm, meta)) < 0 ||
-            (rc = gguf_open_buf(&gh, data, n, GGUF_HEADER_ONLY, meta->digest)) < 0)
-            goto done;
-        for (size_t i = 0; i < gguf_tensor_count(gh); i++) {
-            const gguf_tensor *t = gguf_tensor_at(gh, i);
-            double e = 1;
-            for (int d = 0; d < t->n_dims; d++)
-                e *= (double)t->ne[d];
-            n_params += e;
-        }
-        /* the scalars as strings, as DMR's gguf map holds them; arrays (the vocabulary) left out */
-        for (size_t i = 0; i < gguf_kv_count(gh); i++) {
-            json_t *x;
-            if (gguf_kv_type(gh, i) == GGUF_TYPE_ARRAY || !(x = gguf_kv_to_json(gh, i)))
-                continue;
-            if (json_is_string(x))
-                json_object_set(g, gguf_kv_key(gh, i), x);
-            else if ((v = json_is_boolean(x) ? json_string(json_is_true(x) ? "true" : "false") : NULL) ||
-                     (json_is_integer(x) &&
-                      (v = json_sprintf("%" JSON_INTEGER_FORMAT, json_integer_value(x)))) ||
-                     (json_is_real(x) && (v = json_sprintf("%g", json_real_value(x)))))
-                json_object_set_new(g, gguf_kv_key(gh, i), v);
-            json_decref(x);
-        }
+    if ((rc = store_blob_open(&bv, s, gguf)) < 0 || (rc = gguf_open_buf(&gh, bv.data, bv.size, 0, gguf)) < 0)
+        goto done;
+    for (size_t i = 0; i < gguf_tensor_count(gh); i++) {
+        const gguf_tensor *t = gguf_tensor_at(gh, i);
+        double e = 1;
+        for (int d = 0; d < t->n_dims; d++)
+            e *= (double)t->ne[d];
+        n_params += e;
+    }
+    /* the scalars as strings, as DMR's gguf map holds them; arrays (the vocabulary) left out */
+    for (size_t i = 0; i < gguf_kv_count(gh); i++) {
+        json_t *x;
+        if (gguf_kv_type(gh, i) == GGUF_TYPE_ARRAY || !(x = gguf_kv_to_json(gh, i)))
+            continue;
+        if (json_is_string(x))
+            json_object_set(g, gguf_kv_key(gh, i), x);
+        else if ((v = json_is_boolean(x) ? json_string(json_is_true(x) ? "true" : "false") : NULL) ||
+                 (json_is_integer(x) &&
+                  (v = json_sprintf("%" JSON_INTEGER_FORMAT, json_integer_value(x)))) ||
+                 (json_is_real(x) && (v = json_sprintf("%g", json_real_value(x)))))
+            json_object_set_new(g, gguf_kv_key(gh, i), v);
+        json_decref(x);
     }
     if (!(c = json_object())) {
         rc = ms_err(MS_ENOMEM, "out of memory");
@@ -132,6 +128,7 @@ done:
     json_decref(pj);
     json_decref(g);
     gguf_close(gh);
+    blob_close(&bv);
     return rc;
 }
 
@@ -160,7 +157,7 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
     const uint8_t *data;
     size_t n;
     static unsigned seq;
-    int rc;
+    int rc, adopted = 0;
 
     *bytes_out = NULL;
     *m_out = NULL;
@@ -177,7 +174,8 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
         unlink(path);
         goto done;
     }
-    if ((rc = config_build(&cfg, sm, res.nbytes)) < 0)
+    adopted = 1;
+    if ((rc = config_build(&cfg, s, sm, gguf, res.nbytes)) < 0)
         goto done;
     json_array_append_new(json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"), json_string(gguf));
     if (!(text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS))) {
@@ -208,6 +206,8 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
 done:
     if (rc < 0)
         ms_err_ctx("the Docker Model Runner form of the model");
+    if (rc < 0 && adopted)
+        store_blob_release(s, gguf);   /* the tensors stay stored once, as after a push */
     store_txn_abort(t);
     manifest_free(m);
     json_decref(cfg);
