@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "blob/blob.h"
@@ -71,10 +72,18 @@ static int digest_referenced(store *s, const char *digest)
     return store_blob_referenced(s, digest) != 0;
 }
 
-/* A layer that holds a whole GGUF file: ollama's, or Docker Model Runner's. */
+/* A layer that holds a whole GGUF file: ollama's, Docker Model Runner's, or a ModelPack raw
+ * weight (a GGUF when the config's format says so: gguf_artifact). */
 static int is_whole_gguf(const manifest_layer *l)
 {
-    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF);
+    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF) ||
+           !strcmp(l->media_type, MT_CNCF_WEIGHT_RAW);
+}
+
+/* Layers of one kind that are the shards of one split GGUF: DMR's, ModelPack's. */
+static int shard_kind(const char *mt)
+{
+    return !strcmp(mt, MT_DMR_GGUF) || !strcmp(mt, MT_CNCF_WEIGHT_RAW);
 }
 
 /* The first whole-GGUF layer of `m`, or NULL. */
@@ -308,6 +317,24 @@ static int dmr_params(manifest *d, store_txn *t, const manifest *m)
     return rc;
 }
 
+/* 1 when ModelPack manifest `m`'s raw weights are GGUF files: its config's config.format is
+ * "gguf" (the spec's example value; any case). */
+static int modelpack_gguf(store_txn *t, const manifest *m)
+{
+    json_t *cfg = NULL;
+    const char *f;
+    int rc;
+
+    if (strcmp(m->config.media_type, MT_CNCF_CONFIG) != 0)
+        return 0;
+    if ((rc = store_txn_flush(t)) < 0 || (rc = blob_json(&cfg, store_txn_store(t), m->config.digest)) < 0)
+        return rc;
+    f = json_string_value(json_object_get(json_object_get(cfg, "config"), "format"));
+    rc = f && !strcasecmp(f, "gguf");
+    json_decref(cfg);
+    return rc;
+}
+
 static void count_tensors(store *s, const manifest *d, registry_pull_report *rep)
 {
     for (size_t i = 0; rep && i < d->n_layers; i++) {
@@ -338,7 +365,7 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
             continue;
         n_gguf++;
         /* several DMR GGUF layers are the shards of one split GGUF; ollama's are other files */
-        if (gguf && !(!strcmp(gguf->media_type, MT_DMR_GGUF) && !strcmp(m->layers[i].media_type, MT_DMR_GGUF)))
+        if (gguf && !(shard_kind(gguf->media_type) && !strcmp(m->layers[i].media_type, gguf->media_type)))
             return ms_err(MS_EUNSUPPORTED,
                           "manifest: %s layers %s and %s: models of several GGUF files "
                           "(vision projectors, adapters) are not supported yet",
@@ -348,6 +375,8 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     }
     if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
         return 0; /* the store's own form already */
+    if (gguf && !strcmp(gguf->media_type, MT_CNCF_WEIGHT_RAW) && (rc = modelpack_gguf(t, m)) <= 0)
+        return rc; /* a ModelPack of safetensors (or other) files: kept as received */
     /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
      * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
     if ((rc = store_txn_flush(t)) < 0)

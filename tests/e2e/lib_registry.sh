@@ -183,6 +183,39 @@ open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
 PYEOF
 }
 
+# modelpack_model DIR FORMAT FILE[,FILE...]: a CNCF ModelPack artifact (modelpack/model-spec
+# docs/spec.md, docs/config.md): an OCI manifest with artifactType
+# application/vnd.cncf.model.manifest.v1+json, config application/vnd.cncf.model.config.v1+json
+# (descriptor, config {architecture, format FORMAT, paramSize, precision}, modelfs diffIds), each
+# FILE a application/vnd.cncf.model.weight.v1.raw layer with its org.cncf.model.filepath
+# annotation. Files as ollama_model's.
+modelpack_model() {
+    "$PY" - "$@" <<'PYEOF'
+import hashlib, json, os, sys
+d, fmt, files = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+os.makedirs(d, exist_ok=True)
+digests = []
+def put(b, mt, path=None):
+    h = hashlib.sha256(b).hexdigest()
+    open("%s/%s" % (d, h), "wb").write(b)
+    digests.append("sha256:" + h)
+    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
+    if path:
+        l["annotations"] = {"org.cncf.model.filepath": path, "org.cncf.model.file.metadata+json":
+                            json.dumps({"name": path, "mode": 420, "size": len(b), "typeflag": 48})}
+    return l
+layers = [put(open(f, "rb").read(), "application/vnd.cncf.model.weight.v1.raw", os.path.basename(f)) for f in files]
+cfg = {"descriptor": {"name": "stories260K", "family": "llama", "createdAt": "2025-06-01T00:00:00Z"},
+       "config": {"architecture": "transformer", "format": fmt, "paramSize": "260K", "precision": "float32"},
+       "modelfs": {"type": "layers", "diffIds": [l["digest"] for l in layers]}}
+config = put(json.dumps(cfg).encode(), "application/vnd.cncf.model.config.v1+json")
+m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+     "artifactType": "application/vnd.cncf.model.manifest.v1+json", "config": config, "layers": layers}
+open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
+open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+PYEOF
+}
+
 # curl_push DIR REPO TAG: upload what ollama_model wrote to the loopback registry with curl
 # (POST an upload, PUT the bytes with ?digest=), then PUT the manifest. Prints its digest.
 curl_push() {
