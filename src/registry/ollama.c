@@ -27,7 +27,9 @@
  * and merged as `mstore import` of the first shard does (import_gguf_split_manifest), so the model
  * is the one stored from the unsplit file, blobs shared. No earlier split is reused for shards
  * (its header is named by no single GGUF), and a push of the received manifest needs the shard
- * blobs themselves: export cannot cut the same shards again. */
+ * blobs themselves: export cannot cut the same shards again. A CNCF ModelPack artifact whose
+ * config says format "gguf" takes the same path, its raw weight layers (MT_CNCF_WEIGHT_RAW) as
+ * the GGUF or its shards; one of another format is kept as received. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +75,7 @@ static int digest_referenced(store *s, const char *digest)
 }
 
 /* A layer that holds a whole GGUF file: ollama's, Docker Model Runner's, or a ModelPack raw
- * weight (a GGUF when the config's format says so: gguf_artifact). */
+ * weight (a GGUF when the config's format says so: modelpack_gguf). */
 static int is_whole_gguf(const manifest_layer *l)
 {
     return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF) ||
@@ -95,7 +97,7 @@ static const manifest_layer *whole_gguf(const manifest *m)
     return NULL;
 }
 
-/* How many whole-GGUF layers `m` has: more than one are a DMR artifact's shards. */
+/* How many whole-GGUF layers `m` has: more than one are shards (DMR's, ModelPack's). */
 static size_t gguf_layers(const manifest *m)
 {
     size_t n = 0;
@@ -163,8 +165,8 @@ done:
     return rc;
 }
 
-/* Split the GGUF layer `l` into `*d` (import_gguf_manifest), checking the digest it read, or
- * take the split of an earlier pull of the same file. */
+/* The n shards from layer `first` on, checked and merged into `*d` (import_gguf_split_manifest).
+ * Each shard's digest was checked as it was downloaded; the merged file is mstore's own. */
 static int split_shards(manifest **d, store_txn *t, const manifest_layer *first, size_t n, const registry_opts *o)
 {
     store *s = store_txn_store(t);
@@ -208,6 +210,8 @@ done:
     return rc;
 }
 
+/* Split the GGUF layer `l` into `*d` (import_gguf_manifest), checking the digest it read, or
+ * take the split of an earlier pull of the same file; n_shards > 1: `l` is the first shard. */
 static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, size_t n_shards, const registry_opts *o,
                       int *reused_out)
 {
