@@ -7,15 +7,17 @@
 #include "registry/registry.h"
 
 static const char help[] =
-    "usage: mstore push [--insecure] [--format oci|docker] [--quiet] NAME [DEST]\n"
-    "       mstore push NAME --to DIR\n\n"
+    "usage: mstore push [--insecure] [--format oci|docker|dmr] [--quiet] NAME [DEST]\n"
+    "       mstore push [--format oci|docker|dmr] NAME --to DIR\n\n"
     "Upload a stored model to an OCI registry, under DEST when given ([host/][namespace/]model[:tag];\n"
     "$MSTORE_REGISTRY when the name has no host), or write it into an OCI image layout directory.\n"
     "Blobs the registry already has are skipped.\n\n"
     "options:\n"
     "  --insecure      use plain http (loopback and test registries)\n"
     "  --format F      oci (default: the stored manifest bytes as they are) or docker (Docker v2\n"
-    "                  manifest and config media types, for ollama-style registries)\n"
+    "                  manifest and config media types, for ollama-style registries) or dmr (Docker\n"
+    "                  Model Runner's artifact: config v0.1, the GGUF as export writes it, license\n"
+    "                  and Jinja chat template layers)\n"
     "  --quiet         no progress display\n"
     "  --to DIR        write an OCI image layout directory instead of pushing to a registry\n\n"
     "credentials: as for mstore pull (see mstore pull --help), each bound to its registry host.\n";
@@ -41,10 +43,10 @@ int cmd_push(int argc, char **argv)
             o.quiet = 1;
         } else if (!strcmp(argv[i], "--format")) {
             const char *f = i + 1 < argc ? argv[++i] : "";
-            if (!strcmp(f, "docker"))
-                o.docker_format = 1;
-            else if (strcmp(f, "oci") != 0)
-                return cli_usage_error("push", "--format: '%s' is not oci or docker", f);
+            o.docker_format = !strcmp(f, "docker");
+            o.dmr_format = !strcmp(f, "dmr");
+            if (!o.docker_format && !o.dmr_format && strcmp(f, "oci") != 0)
+                return cli_usage_error("push", "--format: '%s' is not oci, docker or dmr", f);
         } else if (!strcmp(argv[i], "--to")) {
             if (i + 1 >= argc)
                 return cli_usage_error("push", "--to needs a directory");

@@ -384,6 +384,16 @@ int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const c
     import_quant q;
 
     *out = NULL;
+    {
+        /* the first shard of a split GGUF: the set, merged (gguf_split.c) */
+        unsigned n_split;
+        if ((rc = import_gguf_split_count(&n_split, path)) == 0 && n_split)
+            rc = import_gguf_split_file(out, t, path, label, n_split, o);
+        if (rc < 0 || n_split) {
+            json_decref(qsum);
+            return rc;
+        }
+    }
     if (!qsum)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = import_quant_init(&q, o)) < 0) {

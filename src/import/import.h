@@ -70,5 +70,14 @@ int import_path(store *s, const char *path, const model_name *name, const import
  * whole file as read. The blobs land under blobs/ at the caller's commit (or store_txn_flush);
  * after a failure the caller aborts `t`. MS_EINVALID naming the file and field, MS_EIO, MS_ENOMEM. */
 int import_gguf_manifest(manifest **out, store_txn *t, const char *path, const char *label, const import_opts *o);
+/* The GGUF import of a set split by llama.cpp's gguf-split (gguf_split.c), as one model: `paths`
+ * the n shards in order (split.no 0..n-1), `labels` their names in messages, `label` the file
+ * name the config records. The set is checked (each shard's split.no, one split.count = n, one
+ * split.tensors.count = the tensors of all) and merged into a GGUF under the store's tmp/, then
+ * imported as import_gguf_manifest imports a file: the config's source.digest is the merged
+ * file's, which export gives back. import_gguf_manifest of a first shard (NAME-00001-of-0000N.gguf)
+ * finds the others beside it and comes here. MS_EINVALID naming the shard and key. */
+int import_gguf_split_manifest(manifest **out, store_txn *t, const char *const *paths, const char *const *labels,
+                               size_t n, const char *label, const import_opts *o);
 
 #endif

@@ -78,6 +78,13 @@ int import_config_store(store_txn *t, manifest *m, json_t *config);
 
 /* GGUF file import (gguf.c). */
 int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out);
+/* Split GGUF sets (gguf_split.c). *n_out: the split.count of `path` when it is 2 or more (a
+ * shard), else 0. Merge checks the set and writes the merged GGUF to out_path. Split_file imports
+ * the set whose first shard is `path` (n shards named as gguf-split names them). */
+int import_gguf_split_count(unsigned *n_out, const char *path);
+int import_gguf_split_merge(const char *const *paths, const char *const *labels, size_t n, const char *out_path);
+int import_gguf_split_file(manifest **out, store_txn *t, const char *path, const char *label, unsigned n,
+                           const import_opts *o);
 
 /* The store's name of a Hugging Face or MLX tensor (common.c, which lists the MoE renames):
  * `out` the name, `pack` the expert pack it joins ("" for none), *expert the index of the expert

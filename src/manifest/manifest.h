@@ -50,6 +50,13 @@
 #define MT_DMR_LICENSE "application/vnd.docker.ai.license"
 #define MT_DMR_CHAT_TEMPLATE "application/vnd.docker.ai.chat.template.jinja"
 #define MT_DMR_MMPROJ "application/vnd.docker.ai.mmproj"
+/* CNCF ModelPack (github modelpack/model-spec, docs/spec.md): the artifact type, its config
+ * (descriptor, config {architecture, format, precision, ...}, modelfs) and a weight file as
+ * it is (raw) or in an uncompressed tar. */
+#define MT_CNCF_MANIFEST "application/vnd.cncf.model.manifest.v1+json"
+#define MT_CNCF_CONFIG "application/vnd.cncf.model.config.v1+json"
+#define MT_CNCF_WEIGHT_RAW "application/vnd.cncf.model.weight.v1.raw"
+#define MT_CNCF_WEIGHT_TAR "application/vnd.cncf.model.weight.v1.tar"
 /* The manifest as a registry sent it, when the store keeps a model in another form (an
  * ollama whole-GGUF model split into tensor blobs): push sends these bytes back unchanged. */
 #define MT_SOURCE_MANIFEST "application/vnd.mstore.source.manifest"

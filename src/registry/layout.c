@@ -223,12 +223,14 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
     char *bytes = NULL, *sub = NULL, *path = NULL, *text = NULL, label[600];
     json_t *index = NULL, *ms, *desc;
     manifest *m = NULL;
+    store_txn *made = NULL;   /* dmr: holds the GGUF blob export made while it is copied */
     size_t len = 0;
     int rc, lock_fd = -1;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, name);
-    if ((rc = reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
+    if ((rc = o->dmr_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name)
+                            : reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
         goto done;
     blob_digest_buf(digest_out, bytes, len);
     if (!(sub = ms_strdup_printf("%s/blobs/sha256", dir))) {
@@ -277,6 +279,9 @@ done:
     }
     if (lock_fd >= 0)
         close(lock_fd);   /* after index.json is in place: drops the lock */
+    if (made)
+        reg_ollama_release(s, m);
+    store_txn_abort(made);
     json_decref(index);
     manifest_free(m);
     free(text);

@@ -21,11 +21,20 @@
  *      every other model.
  * Docker Model Runner artifacts take the same path: their MT_DMR_GGUF layer is a whole GGUF file
  * as ollama's is, their config (MT_DMR_CONFIG_*) is kept as a received layer, and its
- * context_size becomes the model's num_ctx (a params layer), as `docker model run` would use it. */
+ * context_size becomes the model's num_ctx (a params layer), as `docker model run` would use it.
+ * A DMR artifact of several MT_DMR_GGUF layers is a GGUF split by gguf-split, one shard a layer
+ * in shard order (`docker model package` of model-00001-of-0000N.gguf): the shards are checked
+ * and merged as `mstore import` of the first shard does (import_gguf_split_manifest), so the model
+ * is the one stored from the unsplit file, blobs shared. No earlier split is reused for shards
+ * (its header is named by no single GGUF), and a push of the received manifest needs the shard
+ * blobs themselves: export cannot cut the same shards again. A CNCF ModelPack artifact whose
+ * config says format "gguf" takes the same path, its raw weight layers (MT_CNCF_WEIGHT_RAW) as
+ * the GGUF or its shards; one of another format is kept as received. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "blob/blob.h"
@@ -65,10 +74,18 @@ static int digest_referenced(store *s, const char *digest)
     return store_blob_referenced(s, digest) != 0;
 }
 
-/* A layer that holds a whole GGUF file: ollama's, or Docker Model Runner's. */
+/* A layer that holds a whole GGUF file: ollama's, Docker Model Runner's, or a ModelPack raw
+ * weight (a GGUF when the config's format says so: modelpack_gguf). */
 static int is_whole_gguf(const manifest_layer *l)
 {
-    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF);
+    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF) ||
+           !strcmp(l->media_type, MT_CNCF_WEIGHT_RAW);
+}
+
+/* Layers of one kind that are the shards of one split GGUF: DMR's, ModelPack's. */
+static int shard_kind(const char *mt)
+{
+    return !strcmp(mt, MT_DMR_GGUF) || !strcmp(mt, MT_CNCF_WEIGHT_RAW);
 }
 
 /* The first whole-GGUF layer of `m`, or NULL. */
@@ -78,6 +95,16 @@ static const manifest_layer *whole_gguf(const manifest *m)
         if (is_whole_gguf(&m->layers[i]))
             return &m->layers[i];
     return NULL;
+}
+
+/* How many whole-GGUF layers `m` has: more than one are shards (DMR's, ModelPack's). */
+static size_t gguf_layers(const manifest *m)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < m->n_layers; i++)
+        n += is_whole_gguf(&m->layers[i]) != 0;
+    return n;
 }
 
 /* The store's name for a received layer's media type: Docker Model Runner's chat template (Jinja,
@@ -138,9 +165,55 @@ done:
     return rc;
 }
 
+/* The n shards from layer `first` on, checked and merged into `*d` (import_gguf_split_manifest).
+ * Each shard's digest was checked as it was downloaded; the merged file is mstore's own. */
+static int split_shards(manifest **d, store_txn *t, const manifest_layer *first, size_t n, const registry_opts *o)
+{
+    store *s = store_txn_store(t);
+    import_opts io = {.quiet = o->quiet};
+    char **paths = calloc(n, sizeof *paths), **labels = calloc(n, sizeof *labels);
+    int rc = 0;
+
+    if (!paths || !labels) {
+        rc = ms_err(MS_ENOMEM, "out of memory for %zu shards", n);
+        goto done;
+    }
+    /* the shards are the manifest's whole-GGUF layers from `first` on, in order */
+    for (size_t i = 0, k = 0; k < n; i++) {
+        const manifest_layer *l = first + i;
+        if (!is_whole_gguf(l))
+            continue;
+        if ((rc = store_blob_file(&paths[k], s, l->digest)) < 0)
+            goto done;
+        if (!(labels[k] = malloc(strlen(l->digest) + 16))) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
+        sprintf(labels[k++], "layer %s", l->digest);
+    }
+    rc = import_gguf_split_manifest(d, t, (const char *const *)paths, (const char *const *)labels, n, "model.gguf", &io);
+    if (rc == 0)
+        rc = store_txn_flush(t);
+done:
+    if (rc < 0) {
+        manifest_free(*d);
+        *d = NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (paths)
+            free(paths[i]);
+        if (labels)
+            free(labels[i]);
+    }
+    free(paths);
+    free(labels);
+    return rc;
+}
+
 /* Split the GGUF layer `l` into `*d` (import_gguf_manifest), checking the digest it read, or
- * take the split of an earlier pull of the same file. */
-static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const registry_opts *o, int *reused_out)
+ * take the split of an earlier pull of the same file; n_shards > 1: `l` is the first shard. */
+static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, size_t n_shards, const registry_opts *o,
+                      int *reused_out)
 {
     store *s = store_txn_store(t);
     import_opts io = {.quiet = o->quiet};
@@ -150,6 +223,8 @@ static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, const
     int rc;
 
     *reused_out = 0;
+    if (n_shards > 1)
+        return split_shards(d, t, l, n_shards, o);
     if ((rc = prior_split(d, s, l->digest)) < 0 || *d) {
         *reused_out = *d != NULL;
         return rc;
@@ -182,7 +257,7 @@ int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m)
     int rc;
 
     *fetch_out = NULL;
-    if (!g || store_blob_intact(s, g->digest, g->size))
+    if (!g || store_blob_intact(s, g->digest, g->size) || gguf_layers(m) > 1)
         return 0;
     if ((rc = prior_split(&prior, s, g->digest)) < 0 || !prior)
         return rc;
@@ -246,6 +321,24 @@ static int dmr_params(manifest *d, store_txn *t, const manifest *m)
     return rc;
 }
 
+/* 1 when ModelPack manifest `m`'s raw weights are GGUF files: its config's config.format is
+ * "gguf" (the spec's example value; any case). */
+static int modelpack_gguf(store_txn *t, const manifest *m)
+{
+    json_t *cfg = NULL;
+    const char *f;
+    int rc;
+
+    if (strcmp(m->config.media_type, MT_CNCF_CONFIG) != 0)
+        return 0;
+    if ((rc = store_txn_flush(t)) < 0 || (rc = blob_json(&cfg, store_txn_store(t), m->config.digest)) < 0)
+        return rc;
+    f = json_string_value(json_object_get(json_object_get(cfg, "config"), "format"));
+    rc = f && !strcasecmp(f, "gguf");
+    json_decref(cfg);
+    return rc;
+}
+
 static void count_tensors(store *s, const manifest *d, registry_pull_report *rep)
 {
     for (size_t i = 0; rep && i < d->n_layers; i++) {
@@ -267,22 +360,27 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     manifest *d = NULL;
     ms_digest src;
     char *bytes = NULL;
-    size_t len = 0;
+    size_t len = 0, n_gguf = 0;
     int rc = 0;
 
     *out = NULL;
     for (size_t i = 0; i < m->n_layers; i++) {
         if (!is_whole_gguf(&m->layers[i]))
             continue;
-        if (gguf)
+        n_gguf++;
+        /* several DMR GGUF layers are the shards of one split GGUF; ollama's are other files */
+        if (gguf && !(shard_kind(gguf->media_type) && !strcmp(m->layers[i].media_type, gguf->media_type)))
             return ms_err(MS_EUNSUPPORTED,
                           "manifest: %s layers %s and %s: models of several GGUF files "
-                          "(sharded GGUFs, vision projectors, adapters) are not supported yet",
+                          "(vision projectors, adapters) are not supported yet",
                           m->layers[i].media_type, gguf->digest, m->layers[i].digest);
-        gguf = &m->layers[i];
+        if (!gguf)
+            gguf = &m->layers[i];
     }
     if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
         return 0; /* the store's own form already */
+    if (gguf && !strcmp(gguf->media_type, MT_CNCF_WEIGHT_RAW) && (rc = modelpack_gguf(t, m)) <= 0)
+        return rc; /* a ModelPack of safetensors (or other) files: kept as received */
     /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
      * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
     if ((rc = store_txn_flush(t)) < 0)
@@ -290,7 +388,7 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     if (gguf) {
         manifest *k = NULL;
         int reused = 0;
-        if ((rc = split_gguf(&k, t, gguf, o, &reused)) < 0)
+        if ((rc = split_gguf(&k, t, gguf, n_gguf, o, &reused)) < 0)
             goto done;
         if (rep)
             rep->split = 1, rep->split_reused = reused;
@@ -312,7 +410,7 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
             if (is_tmpl && tmpl)
                 continue;
             rc = manifest_layer_add(d, l->media_type, l->digest, l->size,
-                                    !strcmp(l->media_type, MT_GGUF_META) ? gguf->digest
+                                    !strcmp(l->media_type, MT_GGUF_META) ? (n_gguf > 1 ? NULL : gguf->digest)
                                     : is_tmpl                            ? GGUF_TEMPLATE_NAME
                                                                          : l->name);
         }
@@ -328,7 +426,7 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     }
     for (size_t i = 0; i < m->n_layers; i++) {
         const manifest_layer *l = &m->layers[i];
-        if (l != gguf && (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
+        if (!is_whole_gguf(l) && (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
             goto done;
     }
     if (strcmp(d->config.digest, m->config.digest) != 0 &&
@@ -352,10 +450,9 @@ done:
 
 void reg_ollama_release(store *s, const manifest *m)
 {
-    const manifest_layer *l = whole_gguf(m);
-
-    if (l)
-        store_blob_release(s, l->digest);
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (is_whole_gguf(&m->layers[i]))
+            store_blob_release(s, m->layers[i].digest);
 }
 
 int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
@@ -400,6 +497,11 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
     *t_out = NULL;
     if (!l || store_blob_intact(s, l->digest, l->size))
         return 0;
+    if (gguf_layers(m) > 1)
+        return ms_err(MS_EUNSUPPORTED,
+                      "layer %s: the manifest as received has %zu GGUF shards, which are not kept and cannot be "
+                      "cut again as they were; push with --format oci or docker",
+                      l->digest, gguf_layers(m));
     if ((rc = store_txn_begin(&t, s)) < 0)
         return ms_err_ctx("rebuilding layer %s", l->digest);
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from

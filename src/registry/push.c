@@ -215,7 +215,8 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     name_display(label, sizeof label, dst);
     if ((rc = registry_host(host, dst)) < 0)
         goto done;
-    if ((rc = reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
+    if ((rc = o->dmr_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name)
+                            : reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
         goto done;
     /* A destination by digest names the version to publish: the bytes must be it (docker
      * format, for one, makes other bytes), checked before anything is uploaded. */
@@ -234,7 +235,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     }
     for (size_t i = 0; i <= m->n_layers; i++)
         total += i == 0 ? m->config.size : m->layers[i - 1].size;
-    if ((rc = reg_source_materialize(&made, s, name, m)) < 0)
+    if (!made && (rc = reg_source_materialize(&made, s, name, m)) < 0)
         goto done;
     prog.bar = o->quiet ? NULL : ms_progress_new(label, total, 0);
     for (size_t i = 0; i <= m->n_layers; i++) {

@@ -142,7 +142,8 @@ PYEOF
 # artifact as `docker model package --gguf` writes it (docker/model-runner
 # pkg/distribution/types): an OCI manifest, config v0.1 (format, quantization, context_size;
 # rootfs diff_ids), the GGUF as application/vnd.docker.ai.gguf.v3 with its file path
-# annotation, then license and Jinja chat template layers. Files as ollama_model's.
+# annotation, then license and Jinja chat template layers. Files as ollama_model's. GGUF may be
+# a comma-separated list of shards (model-0000i-of-0000N.gguf): one GGUF layer each, in order.
 dmr_model() {
     "$PY" - "$@" <<'PYEOF'
 import hashlib, json, os, sys
@@ -160,7 +161,10 @@ def put(b, mt, path=None):
     if path:
         l["annotations"] = {"org.cncf.model.filepath": path}
     return l
-layers = [put(open(gguf, "rb").read(), "application/vnd.docker.ai.gguf.v3", "model.gguf")]
+# GGUF as "A,B,...": the shards of a split GGUF, one layer each in that order, by their names
+ggufs = gguf.split(",")
+layers = [put(open(g, "rb").read(), "application/vnd.docker.ai.gguf.v3",
+              os.path.basename(g) if len(ggufs) > 1 else "model.gguf") for g in ggufs]
 if lic:
     layers.append(put(lic.encode(), "application/vnd.docker.ai.license", "LICENSE"))
 if tmpl:
@@ -168,12 +172,45 @@ if tmpl:
 cfg = {"config": {"format": "gguf", "quantization": "F32", "parameters": "260K", "architecture": "llama",
                   "size": "1.19MB"},
        "descriptor": {"created": "2025-06-01T00:00:00Z"},
-       "rootfs": {"type": "rootfs", "diff_ids": [layers[0]["digest"]]}}
+       "rootfs": {"type": "rootfs", "diff_ids": [l["digest"] for l in layers[:len(ggufs)]]}}
 if ctx:
     cfg["config"]["context_size"] = json.loads(ctx)
 config = put(json.dumps(cfg).encode(), "application/vnd.docker.ai.model.config.v0.1+json")
 m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
      "artifactType": "application/vnd.docker.ai.model.config.v0.1+json", "config": config, "layers": layers}
+open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
+open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+PYEOF
+}
+
+# modelpack_model DIR FORMAT FILE[,FILE...]: a CNCF ModelPack artifact (modelpack/model-spec
+# docs/spec.md, docs/config.md): an OCI manifest with artifactType
+# application/vnd.cncf.model.manifest.v1+json, config application/vnd.cncf.model.config.v1+json
+# (descriptor, config {architecture, format FORMAT, paramSize, precision}, modelfs diffIds), each
+# FILE a application/vnd.cncf.model.weight.v1.raw layer with its org.cncf.model.filepath
+# annotation. Files as ollama_model's.
+modelpack_model() {
+    "$PY" - "$@" <<'PYEOF'
+import hashlib, json, os, sys
+d, fmt, files = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+os.makedirs(d, exist_ok=True)
+digests = []
+def put(b, mt, path=None):
+    h = hashlib.sha256(b).hexdigest()
+    open("%s/%s" % (d, h), "wb").write(b)
+    digests.append("sha256:" + h)
+    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
+    if path:
+        l["annotations"] = {"org.cncf.model.filepath": path, "org.cncf.model.file.metadata+json":
+                            json.dumps({"name": path, "mode": 420, "size": len(b), "typeflag": 48})}
+    return l
+layers = [put(open(f, "rb").read(), "application/vnd.cncf.model.weight.v1.raw", os.path.basename(f)) for f in files]
+cfg = {"descriptor": {"name": "stories260K", "family": "llama", "createdAt": "2025-06-01T00:00:00Z"},
+       "config": {"architecture": "transformer", "format": fmt, "paramSize": "260K", "precision": "float32"},
+       "modelfs": {"type": "layers", "diffIds": [l["digest"] for l in layers]}}
+config = put(json.dumps(cfg).encode(), "application/vnd.cncf.model.config.v1+json")
+m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+     "artifactType": "application/vnd.cncf.model.manifest.v1+json", "config": config, "layers": layers}
 open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
 open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
 PYEOF

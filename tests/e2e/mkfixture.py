@@ -23,6 +23,11 @@
       config.json "quantization" with the defaults and per-module overrides. --moe E gives every
       layer E experts: stacked (mlp.switch_mlp.*) or one module each (mlp.experts.N.* plus
       mlp.shared_experts.*). --omit drops a tensor (for refusal tests).
+  mkfixture.py ggufsplit FILE.gguf PREFIX N [--count C] [--tensors-count T]
+      FILE split as llama.cpp's gguf-split --split-max-tensors writes it: PREFIX-0000i-of-0000N.gguf,
+      the first with all the metadata, each with split.no (u16), split.count (u16) and
+      split.tensors.count (i32) appended, the tensors dealt out in file order, N about equal
+      parts. --count / --tensors-count write other values there (for refusal tests).
 """
 import argparse
 import json
@@ -482,6 +487,73 @@ def rand(args):
             f.write(rng.randbytes(1 << 20))
 
 
+def ggufsplit(args):
+    with open(args.file, "rb") as f:
+        data = f.read()
+    pos = 24
+    version, n_tensors, n_kv = struct.unpack_from("<IQQ", data, 4)
+    fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip(t, pos):
+        if t == 8:
+            return pos + 8 + struct.unpack_from("<Q", data, pos)[0]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, pos)
+            pos += 12
+            if et in fixed:
+                return pos + n * fixed[et]
+            for _ in range(n):
+                pos = skip(et, pos)
+            return pos
+        return pos + fixed[t]
+
+    kvs, align = [], 32
+    for _ in range(n_kv):
+        start = pos
+        n, = struct.unpack_from("<Q", data, pos)
+        key = data[pos + 8:pos + 8 + n].decode()
+        t, = struct.unpack_from("<I", data, pos + 8 + n)
+        pos = skip(t, pos + 12 + n)
+        if key == "general.alignment":
+            align = struct.unpack_from("<I", data, pos - 4)[0]
+        kvs.append(data[start:pos])
+    infos = []
+    for _ in range(n_tensors):
+        start = pos
+        n, = struct.unpack_from("<Q", data, pos)
+        nd, = struct.unpack_from("<I", data, pos + 8 + n)
+        pos += 12 + n + 8 * nd + 4
+        off, = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        infos.append((data[start:pos - 8], off))
+    base = (pos + align - 1) // align * align
+    ends = sorted(o for _, o in infos)[1:] + [len(data) - base]
+    size = {o: e - o for o, e in zip(sorted(o for _, o in infos), ends)}
+
+    def kv(key, t, fmt, v):
+        k = key.encode()
+        return struct.pack("<Q", len(k)) + k + struct.pack("<I", t) + struct.pack(fmt, v)
+
+    per = (n_tensors + args.n - 1) // args.n
+    for i in range(args.n):
+        part = infos[i * per:(i + 1) * per]
+        meta = (kvs if i == 0 else []) + [kv("split.no", 2, "<H", i),
+                                           kv("split.count", 2, "<H", args.count if args.count is not None else args.n),
+                                           kv("split.tensors.count", 5, "<i",
+                                              args.tensors_count if args.tensors_count is not None else n_tensors)]
+        head, body, off = bytearray(), bytearray(), 0
+        head += b"GGUF" + struct.pack("<IQQ", version, len(part), len(meta)) + b"".join(meta)
+        for info, o in part:
+            head += info + struct.pack("<Q", off)
+            chunk = data[base + o:base + o + size[o]]
+            chunk += b"\0" * (-len(chunk) % align)
+            body += chunk
+            off += len(chunk)
+        head += b"\0" * (-len(head) % align)
+        with open("%s-%05d-of-%05d.gguf" % (args.prefix, i + 1, args.n), "wb") as f:
+            f.write(head + body)
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -516,8 +588,14 @@ def main():
     x.add_argument("--override", action="append", default=[])
     x.add_argument("--omit", action="append", default=[])
     x.add_argument("--seed", type=int, default=1)
+    g = sub.add_parser("ggufsplit")
+    g.add_argument("file")
+    g.add_argument("prefix")
+    g.add_argument("n", type=int)
+    g.add_argument("--count", type=int, default=None)
+    g.add_argument("--tensors-count", type=int, default=None)
     args = ap.parse_args()
-    {"hf": hf, "random": rand, "mlx": mlx, "tokjson": tokjson}[args.cmd](args)
+    {"hf": hf, "random": rand, "mlx": mlx, "tokjson": tokjson, "ggufsplit": ggufsplit}[args.cmd](args)
 
 
 if __name__ == "__main__":

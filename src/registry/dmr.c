@@ -1,0 +1,217 @@
+/* dmr.c: a stored model in Docker Model Runner's form, for `push --format dmr`.
+ *
+ * What `docker model package --gguf` writes (docker/model-distribution, types/config.go): an
+ * OCI manifest whose config is application/vnd.docker.ai.model.config.v0.1+json ({"config":
+ * {format, quantization, parameters, architecture, size, gguf, context_size}, "descriptor",
+ * "rootfs": {"type": "rootfs", "diff_ids": [the GGUF's digest]}}) and whose layers are the GGUF
+ * (application/vnd.docker.ai.gguf.v3), then the license and the Jinja chat template. The GGUF
+ * is the file `mstore export` writes, rebuilt into a blob for the push and released after it
+ * (its tensors stay stored once); the config is derived from the GGUF header and the store's
+ * config, with nothing that changes from one push to the next (no creation time), so the same
+ * model always makes the same manifest. An ollama Go template is not Jinja: it is left out. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "export/export.h"
+#include "format/format.h"
+#include "registry/registry_int.h"
+
+#define JSON_MAX_BYTES (16u << 20)
+
+static int layer_json(json_t **out, store_model *sm, const manifest_layer *l)
+{
+    const uint8_t *data;
+    size_t n;
+    json_error_t e;
+    int rc;
+
+    *out = NULL;
+    if ((rc = store_model_layer_bytes(&data, &n, sm, l)) < 0)
+        return rc;
+    if (n > JSON_MAX_BYTES || !(*out = json_loadb((const char *)data, n, 0, &e)) || !json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        return ms_err(MS_EINVALID, "blob %s: not a JSON object of at most %u bytes", l->digest, JSON_MAX_BYTES);
+    }
+    return 0;
+}
+
+/* "1.24M", "7.62B": DMR's human-readable counts and sizes. */
+static void human(char *buf, size_t len, double v, const char *unit)
+{
+    const char *sfx[] = { "", "K", "M", "G", "T" };
+    int i = 0;
+
+    while (v >= 1000 && i < 4)
+        v /= 1000, i++;
+    snprintf(buf, len, i ? "%.2f%s%s" : "%.0f%s%s", v, sfx[i], unit);
+}
+
+/* The DMR config: from the store's config (architecture, quantization) and the exported GGUF's
+ * header (parameters, scalar metadata: a model imported from safetensors has them too), the
+ * params layer's num_ctx as context_size. */
+static int config_build(json_t **out, store *s, store_model *sm, const char *gguf, uint64_t gguf_size)
+{
+    const manifest *p = store_model_manifest(sm);
+    const manifest_layer *params = manifest_layer_find(p, MT_OLLAMA_PARAMS, NULL);
+    json_t *sc = NULL, *pj = NULL, *g = json_object(), *c = NULL, *q, *v;
+    gguf_file *gh = NULL;
+    blob_view bv = { 0 };
+    const char *key, *best = "unknown";
+    json_int_t most = -1;
+    double n_params = 0;
+    char buf[64];
+    int rc;
+
+    if (!g)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = layer_json(&sc, sm, &p->config)) < 0)
+        goto done;
+    json_object_foreach(json_object_get(sc, "quantization"), key, q) {
+        if (json_is_integer(q) && json_integer_value(q) > most)
+            most = json_integer_value(q), best = key;
+    }
+    if ((rc = store_blob_open(&bv, s, gguf)) < 0 || (rc = gguf_open_buf(&gh, bv.data, bv.size, 0, gguf)) < 0)
+        goto done;
+    for (size_t i = 0; i < gguf_tensor_count(gh); i++) {
+        const gguf_tensor *t = gguf_tensor_at(gh, i);
+        double e = 1;
+        for (int d = 0; d < t->n_dims; d++)
+            e *= (double)t->ne[d];
+        n_params += e;
+    }
+    /* the scalars as strings, as DMR's gguf map holds them; arrays (the vocabulary) left out */
+    for (size_t i = 0; i < gguf_kv_count(gh); i++) {
+        json_t *x;
+        if (gguf_kv_type(gh, i) == GGUF_TYPE_ARRAY || !(x = gguf_kv_to_json(gh, i)))
+            continue;
+        if (json_is_string(x))
+            json_object_set(g, gguf_kv_key(gh, i), x);
+        else if ((v = json_is_boolean(x) ? json_string(json_is_true(x) ? "true" : "false") : NULL) ||
+                 (json_is_integer(x) &&
+                  (v = json_sprintf("%" JSON_INTEGER_FORMAT, json_integer_value(x)))) ||
+                 (json_is_real(x) && (v = json_sprintf("%g", json_real_value(x)))))
+            json_object_set_new(g, gguf_kv_key(gh, i), v);
+        json_decref(x);
+    }
+    if (!(c = json_object())) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    json_object_set_new(c, "format", json_string("gguf"));
+    json_object_set_new(c, "quantization", json_string(best));
+    human(buf, sizeof buf, n_params, "");
+    json_object_set_new(c, "parameters", json_string(buf));
+    v = json_object_get(sc, "architecture");
+    json_object_set_new(c, "architecture", json_string(json_is_string(v) ? json_string_value(v) : "unknown"));
+    human(buf, sizeof buf, (double)gguf_size, "B");
+    json_object_set_new(c, "size", json_string(buf));
+    json_object_set(c, "gguf", g);
+    if (params) {
+        if ((rc = layer_json(&pj, sm, params)) < 0)
+            goto done;
+        if (json_is_integer(v = json_object_get(pj, "num_ctx")))
+            json_object_set(c, "context_size", v);
+    }
+    *out = json_pack("{s:o, s:{}, s:{s:s, s:[]}}", "config", c, "descriptor", "rootfs", "type", "rootfs", "diff_ids");
+    c = NULL;
+    if (!*out)
+        rc = ms_err(MS_ENOMEM, "out of memory");
+done:
+    json_decref(c);
+    json_decref(sc);
+    json_decref(pj);
+    json_decref(g);
+    gguf_close(gh);
+    blob_close(&bv);
+    return rc;
+}
+
+/* A Jinja template, not an ollama Go template ({{ .Prompt }}): DMR renders Jinja only. */
+static int is_jinja(const uint8_t *data, size_t n)
+{
+    for (size_t i = 0; i + 1 < n; i++)
+        if (data[i] == '{' && (data[i + 1] == '%' || data[i + 1] == '#'))
+            return 1;
+    for (size_t i = 0; i + 2 < n; i++)
+        if (data[i] == '{' && data[i + 1] == '{' && data[i + 2] != '.' && data[i + 2] != '-')
+            return 1;
+    return 0;
+}
+
+int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
+                  const model_name *name)
+{
+    store_model *sm = NULL;
+    store_txn *t = NULL;
+    manifest *m = NULL;
+    json_t *cfg = NULL;
+    export_result res;
+    ms_digest gguf, digest;
+    char path[4200], *text = NULL;
+    const uint8_t *data;
+    size_t n;
+    static unsigned seq;
+    int rc, adopted = 0;
+
+    *bytes_out = NULL;
+    *m_out = NULL;
+    *t_out = NULL;
+    if ((rc = store_model_open(&sm, s, name)) < 0)
+        return rc;
+    if ((rc = store_txn_begin(&t, s)) < 0)
+        goto done;
+    /* the GGUF, as export writes it, adopted as a blob (re-hashed) and held by t against gc */
+    snprintf(path, sizeof path, "%s/tmp/%d-dmr-%u.gguf", store_home(s), (int)getpid(), seq++);
+    if ((rc = export_gguf(s, name, path, &res)) < 0)
+        goto done;
+    if ((rc = store_txn_blob_adopt(t, gguf, path, res.digest, NULL)) < 0) {
+        unlink(path);
+        goto done;
+    }
+    adopted = 1;
+    if ((rc = config_build(&cfg, s, sm, gguf, res.nbytes)) < 0)
+        goto done;
+    json_array_append_new(json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"), json_string(gguf));
+    if (!(text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = manifest_new(&m)) < 0 || (rc = store_txn_blob_put(t, digest, text, strlen(text))) < 0 ||
+        (rc = manifest_config_set(m, MT_DMR_CONFIG_V01, digest, strlen(text))) < 0 ||
+        (rc = manifest_layer_add(m, MT_DMR_GGUF, gguf, res.nbytes, NULL)) < 0)
+        goto done;
+    for (size_t i = 0; i < store_model_manifest(sm)->n_layers; i++) {
+        const manifest_layer *l = &store_model_manifest(sm)->layers[i];
+        if (!strcmp(l->media_type, MT_OLLAMA_LICENSE)) {
+            rc = manifest_layer_add(m, MT_DMR_LICENSE, l->digest, l->size, NULL);
+        } else if (!strcmp(l->media_type, MT_TEMPLATE) && !manifest_layer_find(m, MT_DMR_CHAT_TEMPLATE, NULL)) {
+            if ((rc = store_model_layer_bytes(&data, &n, sm, l)) == 0 && is_jinja(data, n))
+                rc = manifest_layer_add(m, MT_DMR_CHAT_TEMPLATE, l->digest, l->size, NULL);
+        }
+        if (rc < 0)
+            goto done;
+    }
+    if ((rc = store_txn_flush(t)) < 0 || (rc = manifest_serialize(bytes_out, len_out, m)) < 0)
+        goto done;
+    *m_out = m;
+    m = NULL;
+    *t_out = t;
+    t = NULL;
+done:
+    if (rc < 0)
+        ms_err_ctx("the Docker Model Runner form of the model");
+    if (rc < 0 && adopted)
+        store_blob_release(s, gguf);   /* the tensors stay stored once, as after a push */
+    store_txn_abort(t);
+    manifest_free(m);
+    json_decref(cfg);
+    free(text);
+    store_model_close(sm);
+    return rc;
+}
