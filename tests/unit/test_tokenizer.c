@@ -272,8 +272,8 @@ START_TEST(bpe_case_classes_are_unicode)
         tokenizer *t;
         tokenizer_special_init_bpe(&sp);
         sp.bos = sp.eos = TOKEN_NONE;
-        ck_assert_msg(tokenizer_new_bpe(&t, E_N, ecole_text, NULL, ecole_type, 5, ecole_merges, NULL, pres[i], &sp) == 0,
-                      "%s", ms_err_msg());
+        int rc = tokenizer_new_bpe(&t, E_N, ecole_text, NULL, ecole_type, 5, ecole_merges, NULL, pres[i], &sp);
+        ck_assert_msg(rc == 0, "%s", ms_err_msg());
         ck_assert_str_eq(tokenizer_pre_name(t), pres[i]);
         expect_ids(t, "\xc3\x89" "COLE", 0, 0, (const int32_t[]){ E_ECOLE, -1 });
         /* a lower-case letter after capitals starts no new word; a capital after one does */
