@@ -46,6 +46,11 @@ typedef struct re_key {
 #define RE_L3_CPP "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\\p{L}\\p{N}]?\\p{L}+|"
 #define RE_L3_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
 #define RE_CJK "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+"
+/* Mistral's tekken and OpenAI's o200k (gpt-4o) as their tokenizer.json files write them */
+#define RE_UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_CONTR "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+#define RE_TEKKEN_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\r\n/]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"
 
 /* Regexes after canon() (escaped \r \n \t spelled as the characters). GPT-2's ByteLevel regex
  * ends in "|\s+"; llama.cpp's lacks it, which changes nothing: both keep the gaps between
@@ -66,6 +71,14 @@ static const struct known_pre {
       { T("[\r\n]"), { NULL, 0x446306e04ee68a2eull, 499 },
         T("\\s?[!-/:-~\xef\xbc\x81-\xef\xbc\x8f\xef\xbc\x9a-\xef\xbd\x9e\xe2\x80\x98-\xe2\x80\x9f\xe3\x80\x80-\xe3\x80\x82]+"),
         T("\\s+$"), T(RE_CJK), T("\\p{N}+") } },
+    { "tekken", { T("[^\r\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+|[^\r\n\\p{L}\\p{N}]?" RE_UPPER "+" RE_LOWER "*|"
+                    "\\p{N}" RE_TEKKEN_TAIL) } },
+    { "gpt-4o", { T("[^\r\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+" RE_CONTR "|[^\r\n\\p{L}\\p{N}]?" RE_UPPER "+"
+                    RE_LOWER "*" RE_CONTR "|\\p{N}{1,3}" RE_TEKKEN_TAIL) } },
+    { "deepseek-v3",
+      { T("\\p{N}{1,3}"), T("[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+"),
+        T("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+          " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+") } },
     { "deepseek-coder", { T("[\r\n]"), T("\\s?\\p{L}+"), T("\\s?\\p{P}+"), T(RE_CJK), T("\\p{N}") } },
 };
 #undef T
@@ -539,7 +552,8 @@ static int load_bpe(tokenizer **out, vocab *v, json_t *root, const pre_walk *w, 
                       "supported", what);
     if (!(pre = known_pre_find(w->re, w->n)))
         return ms_err(MS_EUNSUPPORTED, "%s: pre_tokenizer: unknown pre-tokenizer (%d regexes, the first '%.80s'); "
-                      "known: gpt-2, starcoder, llama-bpe, qwen2, deepseek-llm, deepseek-coder", what, w->n, w->re[0]);
+                      "known: gpt-2, starcoder, llama-bpe, qwen2, deepseek-llm, deepseek-coder, deepseek-v3, tekken, "
+                      "gpt-4o", what, w->n, w->re[0]);
     lines = calloc(n_merges ? n_merges : 1, sizeof *lines);
     owned = calloc(n_merges ? n_merges : 1, sizeof *owned);
     if (!lines || !owned) {

@@ -26,6 +26,16 @@
 #define RE_LLAMA3_HEAD "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
 #define RE_LLAMA3_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+#define RE_UPPER "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_LOWER "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+#define RE_NOT_LN "[^\\r\\n\\p{L}\\p{N}]?"
+#define RE_TEKKEN_HEAD RE_NOT_LN RE_UPPER "*" RE_LOWER "+|" RE_NOT_LN RE_UPPER "+" RE_LOWER "*|"
+#define RE_TEKKEN_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* o200k: tekken's words with an optional contraction after each; "(?i:'s|...)" spelled out so
+ * that PCRE2's Unicode case folding cannot take "'" + U+017F (long s) for "'s". */
+#define RE_CONTR "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+#define RE_O200K_HEAD RE_NOT_LN RE_UPPER "*" RE_LOWER "+" RE_CONTR "|" RE_NOT_LN RE_UPPER "+" RE_LOWER "*" RE_CONTR "|"
+
 typedef struct pre_def {
     const char *type;                 /* llama.cpp's LLAMA_VOCAB_PRE_TYPE_*, for messages */
     const char *names;                /* tokenizer.ggml.pre values, '|'-separated */
@@ -65,6 +75,20 @@ static const pre_def defs[] = {
         "\\s+$",
         "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+",
         "\\p{N}+" } },
+    /* deepseek-v3: PCRE2 counts "~" in \p{S}, as Unicode and Hugging Face's tokenizers do; llama.cpp
+     * b4748 leaves it out of its ASCII symbols, so " ~x" splits differently there (t5013). */
+    { "deepseek-v3", "deepseek-v3", 0, 0,
+      { "\\p{N}{1,3}",
+        "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
+        "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+        " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+" } },
+    /* tekken and gpt-4o: Hugging Face's regexes, not llama.cpp's rewrite of them. std::regex has no
+     * \p{Lu}, so llama.cpp writes "letter not in a-z" for the upper-case class and "letter not in
+     * A-Z" for the lower-case one, which splits runs of non-ASCII capitals (a capital E-acute before
+     * "COLE" is a piece of its own); PCRE2 has the real classes, and with them the pieces are
+     * tiktoken's (t5013 checks o200k against js-tiktoken). */
+    { "tekken", "tekken", 1, 1, { RE_TEKKEN_HEAD "\\p{N}" RE_TEKKEN_TAIL } },
+    { "gpt-4o", "gpt-4o|llama4", 0, 0, { RE_O200K_HEAD "\\p{N}{1,3}" RE_TEKKEN_TAIL } },
     { "deepseek-coder", "deepseek-coder", 0, 0,
       { "[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
         "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+", "\\p{N}" } },
@@ -113,7 +137,8 @@ int pretok_new(pretok **out, const char *name, int *ignore_merges_out, int *add_
     if (!d)
         return ms_err(MS_EUNSUPPORTED,
                       "unknown pre-tokenizer '%.64s' (known: default, gpt-2, llama3, llama-bpe, qwen2, "
-                      "deepseek-llm, deepseek-coder, starcoder and their aliases)", name);
+                      "deepseek-llm, deepseek-coder, deepseek-v3, starcoder, tekken, gpt-4o and their "
+                      "aliases)", name);
     if (!(p = calloc(1, sizeof *p)))
         return ms_err(MS_ENOMEM, "tokenizer: out of memory");
     p->def = d;

@@ -232,6 +232,20 @@ split["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated", "invert": False},
     {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
 put("fuzz_tokenizer", "split.json", json.dumps(split))
+# o200k's (gpt-4o) and DeepSeek V3's Split regexes, as their tokenizer.json files write them
+UPPER, LOWER = "[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+CONTR = "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+O200K = ("[^\\r\\n\\p{L}\\p{N}]?" + UPPER + "*" + LOWER + "+" + CONTR + "|[^\\r\\n\\p{L}\\p{N}]?" + UPPER + "+" +
+         LOWER + "*" + CONTR + "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+DSV3 = ["\\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+        "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+        " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"]
+for name, res in (("split-o200k.json", [O200K]), ("split-deepseek-v3.json", DSV3)):
+    d = dict(bl)
+    d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": False} for r in res] + [
+        {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]}
+    put("fuzz_tokenizer", name, json.dumps(d))
 wp = {"added_tokens": [{"id": i, "content": c, "special": True} for i, c in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]"])],
       "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
                      "lowercase": True},

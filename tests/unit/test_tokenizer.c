@@ -254,6 +254,35 @@ START_TEST(bpe_merges_lowest_rank_first)
 }
 END_TEST
 
+/* tekken's and o200k's words split where the case changes, with Unicode's upper- and lower-case
+ * classes: "\xc3\x89COLE" (capital E-acute, then ASCII capitals) is one word. llama.cpp's
+ * stand-ins for the classes ("letter but not a-z", "letter but not A-Z") make it two,
+ * "\xc3\x89" and "COLE", and with them neither case below gives the whole token. */
+enum { E_C3, E_89, E_C, E_O, E_L, E_E, E_EACUTE, E_CO, E_LE, E_COLE, E_ECOLE, E_N };
+static const char *const ecole_text[E_N] = { "\xc3\x83", "\xc4\xab" /* byte 89 */, "C", "O", "L", "E",
+                                             "\xc3\x83\xc4\xab", "CO", "LE", "COLE", "\xc3\x83\xc4\xab" "COLE" };
+static const int32_t ecole_type[E_N] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+static const char *const ecole_merges[] = { "\xc3\x83 \xc4\xab", "C O", "L E", "CO LE", "\xc3\x83\xc4\xab COLE" };
+
+START_TEST(bpe_case_classes_are_unicode)
+{
+    static const char *const pres[] = { "tekken", "gpt-4o" };
+    for (size_t i = 0; i < 2; i++) {
+        tokenizer_special sp;
+        tokenizer *t;
+        tokenizer_special_init_bpe(&sp);
+        sp.bos = sp.eos = TOKEN_NONE;
+        int rc = tokenizer_new_bpe(&t, E_N, ecole_text, NULL, ecole_type, 5, ecole_merges, NULL, pres[i], &sp);
+        ck_assert_msg(rc == 0, "%s", ms_err_msg());
+        ck_assert_str_eq(tokenizer_pre_name(t), pres[i]);
+        expect_ids(t, "\xc3\x89" "COLE", 0, 0, (const int32_t[]){ E_ECOLE, -1 });
+        /* a lower-case letter after capitals starts no new word; a capital after one does */
+        expect_ids(t, "COLE\xc3\x89", 0, 0, (const int32_t[]){ E_COLE, E_EACUTE, -1 });
+        tokenizer_free(t);
+    }
+}
+END_TEST
+
 START_TEST(bpe_refuses_unknown_pre_tokenizer)
 {
     tokenizer *t = (tokenizer *)1;
@@ -818,6 +847,7 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, decode_pieces);
     tcase_add_test(tc, accessors_and_eog);
     tcase_add_test(tc, bpe_merges_lowest_rank_first);
+    tcase_add_test(tc, bpe_case_classes_are_unicode);
     tcase_add_test(tc, bpe_refuses_unknown_pre_tokenizer);
     tcase_add_loop_test(tc, new_spm_refuses_corrupt_vocab, 0, sizeof bad_arrays / sizeof *bad_arrays);
     tcase_add_loop_test(tc, from_gguf_refuses_corrupt_vocab, 0, sizeof bad_gguf / sizeof *bad_gguf);
