@@ -72,22 +72,31 @@ json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish)
                      "index", 0, "delta", delta, "finish_reason", finish ? json_string(finish) : json_null());
 }
 
-json_t *gen_chunk(const gen_job *j, const char *text, size_t len)
+json_t *gen_chunk(const gen_job *j, const char *text, size_t len, int thinking)
 {
     char when[64];
-    json_t *t = srv_json_text(text, len);
+    json_t *t = srv_json_text(text, len), *o;
 
     switch (j->kind) {
-    case GEN_OLLAMA_GENERATE:
+    case GEN_OLLAMA_GENERATE: /* reasoning: an empty response beside it, as ollama streams it */
         srv_time_rfc3339(when, sizeof when, time(NULL));
-        return json_pack("{s:s,s:s,s:o,s:b}", "model", j->model, "created_at", when, "response", t, "done", 0);
+        o = json_pack("{s:s,s:s,s:o}", "model", j->model, "created_at", when, "response", thinking ? json_string("") : t);
+        if (thinking)
+            json_object_set_new(o, "thinking", t); /* takes t, or frees it when o is NULL */
+        json_object_set_new(o, "done", json_false());
+        return o;
     case GEN_OLLAMA_CHAT:
         srv_time_rfc3339(when, sizeof when, time(NULL));
-        return json_pack("{s:s,s:s,s:{s:s,s:o},s:b}", "model", j->model, "created_at", when, "message", "role",
-                         "assistant", "content", t, "done", 0);
+        o = json_pack("{s:s,s:o}", "role", "assistant", "content", thinking ? json_string("") : t);
+        if (thinking)
+            json_object_set_new(o, "thinking", t); /* takes t, or frees it when o is NULL */
+        return json_pack("{s:s,s:s,s:o,s:b}", "model", j->model, "created_at", when, "message", o, "done", 0);
     case GEN_OPENAI_CHAT:
-        return gen_delta(j, json_pack("{s:s,s:o}", "role", "assistant", "content", t), NULL);
+        return gen_delta(j, json_pack("{s:s,s:o}", "role", "assistant", thinking ? "reasoning_content" : "content", t),
+                         NULL);
     case GEN_OPENAI_COMPLETION:
+        if (thinking)
+            break;
         return json_pack("{s:s,s:s,s:I,s:s,s:[{s:o,s:i,s:n,s:n}]}", "id", j->id, "object", "text_completion", "created",
                          (json_int_t)j->created, "model", j->model, "choices", "text", t, "index", 0, "logprobs",
                          "finish_reason");
@@ -337,7 +346,7 @@ static int emit_content(gen_job *j, const char *text, size_t len)
         return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
     }
     if (j->fd >= 0) { /* non-zero: the client is gone, stop */
-        json_t *o = gen_chunk(j, text, len);
+        json_t *o = gen_chunk(j, text, len, 0);
         return gen_send_obj(j, lp && o ? chunk_logprobs(j, o, lp) : (json_decref(lp), o)) < 0;
     }
     if (lp && json_array_extend(j->lp_all, lp) < 0) {

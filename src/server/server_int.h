@@ -305,9 +305,11 @@ int gen_tools_finish(gen_job *j);
  * text, ids "call_..."). */
 json_t *gen_tool_calls_json(const gen_job *j, int openai);
 /* Stream framing (gen.c): one object written in the API's framing (taken); a chunk of content
- * text; an OpenAI chat chunk around `delta` (taken), finish_reason NULL for null. */
+ * text, or of reasoning (thinking: ollama's thinking, OpenAI's reasoning_content; NULL for
+ * completions, which do not think); an OpenAI chat chunk around `delta` (taken), finish_reason
+ * NULL for null. */
 int gen_send_obj(gen_job *j, json_t *o);
-json_t *gen_chunk(const gen_job *j, const char *text, size_t len);
+json_t *gen_chunk(const gen_job *j, const char *text, size_t len, int thinking);
 json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish_reason);
 /* The logprobs in `list` (taken; NULL: none asked) as the job's API writes them: the array of
  * {token, logprob, bytes, top_logprobs} (ollama), {"content": that} (OpenAI chat), or
@@ -331,8 +333,6 @@ void gen_think_prompt(gen_job *j, const char *prompt, size_t len);
 int gen_think_emit(gen_job *j, const char *text, size_t len, int (*content)(gen_job *, const char *, size_t));
 /* The answer ended: what the splitter held goes out. */
 int gen_think_end(gen_job *j, int (*content)(gen_job *, const char *, size_t));
-/* A streamed chunk of reasoning in the API's framing. */
-json_t *gen_think_chunk(const gen_job *j, const char *text, size_t len);
 
 /* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */
 /* The model a body names ("model", or the older "name"); NULL when neither is a string. */

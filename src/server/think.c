@@ -49,28 +49,6 @@ void gen_think_prompt(gen_job *j, const char *prompt, size_t len)
         chat_think_feed(&j->split, "<think>", 7, NULL, NULL); /* a whole tag: nothing comes out */
 }
 
-json_t *gen_think_chunk(const gen_job *j, const char *text, size_t len)
-{
-    char when[64];
-    json_t *t = srv_json_text(text, len);
-
-    switch (j->kind) {
-    case GEN_OLLAMA_GENERATE:
-        srv_time_rfc3339(when, sizeof when, time(NULL));
-        return json_pack("{s:s,s:s,s:s,s:o,s:b}", "model", j->model, "created_at", when, "response", "", "thinking", t,
-                         "done", 0);
-    case GEN_OLLAMA_CHAT:
-        srv_time_rfc3339(when, sizeof when, time(NULL));
-        return json_pack("{s:s,s:s,s:{s:s,s:s,s:o},s:b}", "model", j->model, "created_at", when, "message", "role",
-                         "assistant", "content", "", "thinking", t, "done", 0);
-    case GEN_OPENAI_CHAT:
-        return gen_delta(j, json_pack("{s:s,s:o}", "role", "assistant", "reasoning_content", t), NULL);
-    default:
-        json_decref(t);
-        return NULL;
-    }
-}
-
 typedef struct piece_ctx {
     gen_job *j;
     int (*content)(gen_job *, const char *, size_t);
@@ -84,7 +62,7 @@ static int piece(void *ctx, int thinking, const char *s, size_t len)
     if (!thinking)
         return p->content(j, s, len);
     if (j->fd >= 0)
-        return gen_send_obj(j, gen_think_chunk(j, s, len)) < 0; /* non-zero: the client is gone, stop */
+        return gen_send_obj(j, gen_chunk(j, s, len, 1)) < 0; /* non-zero: the client is gone, stop */
     return ms_text_put(&j->thinking, s, len) < 0; /* out of memory: stop */
 }
 

@@ -135,7 +135,7 @@ static int send_content(gen_job *j, size_t upto)
     int rc = 0;
 
     if (upto > j->sent)
-        rc = gen_send_obj(j, gen_chunk(j, j->out.p + j->sent, upto - j->sent));
+        rc = gen_send_obj(j, gen_chunk(j, j->out.p + j->sent, upto - j->sent, 0));
     if (upto > j->sent)
         j->sent = upto;
     return rc;
