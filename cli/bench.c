@@ -139,21 +139,58 @@ done:
     return rc;
 }
 
+/* The measurements themselves: prefill, decode, and decode under a grammar when one is given. */
+static int bench_run(runtime_model *m, long n_p, long n_g, long reps, const grammar *g)
+{
+    int n_max = (int)(n_p > n_g ? n_p : n_g);
+    int32_t *ids = malloc(sizeof *ids * (size_t)n_max);
+    float *logits = malloc(sizeof *logits * (size_t)runtime_model_config(m)->vocab_size);
+    double rate, us;
+    int rc = -1;
+
+    if (!ids || !logits) {
+        ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_max; i++)   /* any ids will do; fixed ones make runs comparable */
+        ids[i] = (int32_t)((i * 7919u + 1) % (unsigned)runtime_model_config(m)->vocab_size);
+    printf("device %s\n", runtime_model_device(m));
+    if (n_p > 0) {
+        if (measure(&rate, m, ids, (int)n_p, 0, (int)reps, logits) < 0)
+            goto done;
+        printf("pp%ld %10.2f t/s\n", n_p, rate);
+    }
+    if (n_g > 0) {
+        if (measure(&rate, m, ids, (int)n_g, 1, (int)reps, logits) < 0)
+            goto done;
+        printf("tg%ld %10.2f t/s\n", n_g, rate);
+        if (g) {
+            if (measure_format(&rate, &us, m, NULL, (int)n_g, (int)reps, logits) < 0)
+                goto done;
+            printf("tg%ld+greedy %10.2f t/s\n", n_g, rate);
+            if (measure_format(&rate, &us, m, g, (int)n_g, (int)reps, logits) < 0)
+                goto done;
+            printf("tg%ld+format %10.2f t/s  (grammar %.1f us/token)\n", n_g, rate, us);
+        }
+    }
+    rc = 0;
+done:
+    free(ids);
+    free(logits);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *format = NULL;
     char *format_file = NULL;
     grammar *g = NULL;
-    double us;
     const char *name_arg = NULL, *gguf = NULL;
     long n_p = 64, n_g = 32, reps = 3, threads = 0;
     runtime_opts o = { 0 };
     runtime_model *m = NULL;
     store *s = NULL;
     model_name name;
-    int32_t *ids = NULL;
-    float *logits = NULL;
-    double rate;
     int rc = 1, n_max;
 
     for (int i = 1; i < argc; i++) {
@@ -211,39 +248,12 @@ int cmd_bench(int argc, char **argv)
     if (gguf ? runtime_model_open_gguf(&m, gguf, &o) < 0
              : (!(s = cli_store_open()) || runtime_model_open_store(&m, s, &name, &o) < 0))
         goto done;
-    ids = malloc(sizeof *ids * (size_t)n_max);
-    logits = malloc(sizeof *logits * (size_t)runtime_model_config(m)->vocab_size);
-    if (!ids || !logits) {
-        ms_err(MS_ENOMEM, "out of memory");
+    if (bench_run(m, n_p, n_g, reps, g) < 0)
         goto done;
-    }
-    for (int i = 0; i < n_max; i++)   /* any ids will do; fixed ones make runs comparable */
-        ids[i] = (int32_t)((i * 7919u + 1) % (unsigned)runtime_model_config(m)->vocab_size);
-    printf("device %s\n", runtime_model_device(m));
-    if (n_p > 0) {
-        if (measure(&rate, m, ids, (int)n_p, 0, (int)reps, logits) < 0)
-            goto done;
-        printf("pp%ld %10.2f t/s\n", n_p, rate);
-    }
-    if (n_g > 0) {
-        if (measure(&rate, m, ids, (int)n_g, 1, (int)reps, logits) < 0)
-            goto done;
-        printf("tg%ld %10.2f t/s\n", n_g, rate);
-        if (g) {
-            if (measure_format(&rate, &us, m, NULL, (int)n_g, (int)reps, logits) < 0)
-                goto done;
-            printf("tg%ld+greedy %10.2f t/s\n", n_g, rate);
-            if (measure_format(&rate, &us, m, g, (int)n_g, (int)reps, logits) < 0)
-                goto done;
-            printf("tg%ld+format %10.2f t/s  (grammar %.1f us/token)\n", n_g, rate, us);
-        }
-    }
     rc = 0;
 done:
     if (rc)
         cli_fail();
-    free(ids);
-    free(logits);
     grammar_free(g);
     free(format_file);
     runtime_model_close(m);
