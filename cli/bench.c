@@ -193,39 +193,21 @@ int cmd_bench(int argc, char **argv)
     model_name name;
     int rc = 1, n_max;
 
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (cli_is_help(f)) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(f, "--kv-f16") == 0) {
-            o.kv_f16 = 1;
-        } else if (strcmp(f, "--verbose") == 0) {
-            o.verbose = 1;
-        } else if (f[0] == '-' && f[1] && !v) {
-            return cli_usage_error("bench", "%s needs a value or is unknown", f);
-        } else if (strcmp(f, "-p") == 0 || strcmp(f, "-n") == 0 || strcmp(f, "-r") == 0 || strcmp(f, "--threads") == 0) {
-            long *dst = f[1] == 'p' ? &n_p : f[1] == 'n' ? &n_g : f[1] == 'r' ? &reps : &threads;
-            if (cli_parse_long(dst, "bench", f, v, f[1] == 'r' || f[1] == '-' ? 1 : 0, f[1] == '-' ? 512 : 1 << 20) < 0)
-                return 2;
-            i++;
-        } else if (strcmp(f, "--gguf") == 0) {
-            gguf = v;
-            i++;
-        } else if (strcmp(f, "--device") == 0) {
-            o.device = v;
-            i++;
-        } else if (strcmp(f, "--format") == 0) {
-            format = v;
-            i++;
-        } else if (f[0] == '-' && f[1]) {
-            return cli_usage_error("bench", "unknown option '%s'", f);
-        } else if (!name_arg && !gguf) {
-            name_arg = f;
-        } else {
-            return cli_usage_error("bench", "unexpected argument '%s'", f);
-        }
-    }
+    const cli_opt opts[] = {
+        { "-p", NULL, CLI_OPT_LONG, &n_p, NULL, 0, 1 << 20 },
+        { "-n", NULL, CLI_OPT_LONG, &n_g, NULL, 0, 1 << 20 },
+        { "-r", NULL, CLI_OPT_LONG, &reps, NULL, 1, 1 << 20 },
+        { "--threads", NULL, CLI_OPT_LONG, &threads, NULL, 1, 512 },
+        { "--gguf", NULL, CLI_OPT_STRING, &gguf, "a file", 0, 0 },
+        { "--device", NULL, CLI_OPT_STRING, &o.device, "a device name", 0, 0 },
+        { "--format", NULL, CLI_OPT_STRING, &format, "\"json\", a JSON schema or @FILE", 0, 0 },
+        { "--kv-f16", NULL, CLI_OPT_FLAG, &o.kv_f16, NULL, 0, 0 },
+        { "--verbose", NULL, CLI_OPT_FLAG, &o.verbose, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    if ((rc = cli_args_parse(argc, argv, help, opts, &name_arg, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
+    rc = 1;
     if (!!name_arg == !!gguf)
         return cli_usage_error("bench", "needs NAME or --gguf FILE");
     if (n_p + n_g == 0)

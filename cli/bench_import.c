@@ -53,25 +53,13 @@ int cmd_bench_import(int argc, char **argv)
     char b[32];
     int rc = 0;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "-r") == 0) {
-            if (cli_parse_long(&reps, "bench-import", "-r", i + 1 < argc ? argv[++i] : NULL, 1, 64) < 0)
-                return 2;
-        } else if (strcmp(argv[i], "--dir") == 0) {
-            if (++i >= argc)
-                return cli_usage_error("bench-import", "--dir needs a value");
-            base = argv[i];
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("bench-import", "unknown option '%s'", argv[i]);
-        } else if (!path) {
-            path = argv[i];
-        } else {
-            return cli_usage_error("bench-import", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "-r", NULL, CLI_OPT_LONG, &reps, NULL, 1, 64 },
+        { "--dir", NULL, CLI_OPT_STRING, &base, "a directory", 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    if ((rc = cli_args_parse(argc, argv, help, opts, &path, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (!path)
         return cli_usage_error("bench-import", "needs a PATH");
     if (stat(path, &st) < 0) {

@@ -24,24 +24,13 @@ int cmd_create(int argc, char **argv)
     int quiet = 0, rc;
     store *s;
 
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--file")) {
-            if (++i >= argc)
-                return cli_usage_error("create", "%s needs a file", argv[i - 1]);
-            file = argv[i];
-        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            quiet = 1;
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("create", "unknown option '%s'", argv[i]);
-        } else if (!name_arg) {
-            name_arg = argv[i];
-        } else {
-            return cli_usage_error("create", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    const cli_opt opts[] = {
+        { "--file", "-f", CLI_OPT_STRING, &file, "a file", 0, 0 },
+        { "--quiet", "-q", CLI_OPT_FLAG, &quiet, NULL, 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    if ((rc = cli_args_parse(argc, argv, help, opts, &name_arg, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
     if (!name_arg)
         return cli_usage_error("create", "needs NAME");
     if (cli_name_parse(&name, name_arg) < 0)

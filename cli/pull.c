@@ -39,30 +39,17 @@ int cmd_pull(int argc, char **argv)
 
     registry_opts_init(&o);
     o.report = &rep;
-    for (int i = 1; i < argc; i++) {
-        if (cli_is_help(argv[i])) {
-            fputs(help, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--insecure")) {
-            o.insecure = 1;
-        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            o.quiet = 1;
-        } else if (!strcmp(argv[i], "--parallel")) {
-            if (cli_parse_long(&n, "pull", "--parallel", i + 1 < argc ? argv[++i] : NULL, 1, 64) < 0)
-                return 2;
-            o.parallel = (int)n;
-        } else if (!strcmp(argv[i], "--from")) {
-            if (i + 1 >= argc)
-                return cli_usage_error("pull", "--from needs a directory");
-            from = argv[++i];
-        } else if (argv[i][0] == '-') {
-            return cli_usage_error("pull", "unknown option '%s'", argv[i]);
-        } else if (!arg) {
-            arg = argv[i];
-        } else {
-            return cli_usage_error("pull", "unexpected argument '%s'", argv[i]);
-        }
-    }
+    n = o.parallel;
+    const cli_opt opts[] = {
+        { "--insecure", NULL, CLI_OPT_FLAG, &o.insecure, NULL, 0, 0 },
+        { "--quiet", "-q", CLI_OPT_FLAG, &o.quiet, NULL, 0, 0 },
+        { "--parallel", NULL, CLI_OPT_LONG, &n, NULL, 1, 64 },
+        { "--from", NULL, CLI_OPT_STRING, &from, "a directory", 0, 0 },
+        { NULL, NULL, 0, NULL, NULL, 0, 0 },
+    };
+    if ((rc = cli_args_parse(argc, argv, help, opts, &arg, 1, NULL)) != 0)
+        return rc < 0 ? 0 : rc;
+    o.parallel = (int)n;
     if (!arg)
         return cli_usage_error("pull", "a model name is required");
     if (cli_name_parse(&name, arg) < 0)
