@@ -156,6 +156,19 @@ int chat_gotmpl_render_think(char **out, size_t *len_out, const chat_gotmpl *t, 
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
 int chat_gotmpl_looks(const char *text, size_t len);
 
+/* Jinja (jinja_*.c): a sandboxed interpreter of the subset Hugging Face chat templates use,
+ * rendered as transformers renders them (trim_blocks, lstrip_blocks; tojson as json.dumps;
+ * raise_exception, strftime_now). Parse: MS_EINVALID naming the line ("chat template line 12:
+ * unclosed 'for' block"), MS_EUNSUPPORTED for Jinja outside the subset (recursive loops).
+ * Render: the context is a JSON object's text whose members are the template's variables
+ * (messages, tools, add_generation_prompt, bos_token, ...); MS_EINVALID for an error the
+ * template runs into or raises ("chat template line 3: Conversation roles must alternate"),
+ * and past the bounds on steps, memory and nesting. No file, clock aside, is ever touched. */
+typedef struct chat_jinja chat_jinja;
+int chat_jinja_parse(chat_jinja **out, const char *text, size_t len);
+void chat_jinja_free(chat_jinja *t); /* NULL is fine */
+int chat_jinja_render_json(char **out, size_t *len_out, const chat_jinja *t, const char *context_json);
+
 /* ---- thinking (think.c): the reasoning a model writes between <think> and </think> before
  * its answer (Qwen3, QwQ, DeepSeek-R1). gpt-oss's harmony channels are not built. */
 

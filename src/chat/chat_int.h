@@ -63,6 +63,9 @@ int chat__render_mistral(chat_buf *b, const chat_template *t, const chat_msg *m,
 /* x is the JSON text `json` (a client's arguments or parameters); MS_EINVALID when it is not JSON,
  * the message naming `what`. */
 int chat__tojson(chat_buf *b, const char *json, int indent, const char *what);
+/* json.dumps of the string s[0..len), and Python's repr of the float x (jinja_lib.c prints with them). */
+void chat__pystr(chat_buf *b, const char *s, size_t len);
+void chat__pyreal(chat_buf *b, double x);
 /* x is the string s ({{ message.content | tojson }}). */
 void chat__tojson_str(chat_buf *b, const char *s);
 /* x is the tool as transformers passes it: {"type": "function", "function": {"name": ..,

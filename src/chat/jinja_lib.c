@@ -1,0 +1,981 @@
+/* jinja_lib.c: the interpreter's values and library: printing as Python prints (str and repr),
+ * tojson as transformers writes it (pyjson.c's rules), the context read from JSON, and the
+ * filters, tests, methods and global functions Hugging Face chat templates use. What is not
+ * here is an error naming it, never a silent empty result. */
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat/jinja_int.h"
+
+/* ---- values */
+
+jv jinja__str(const char *p, size_t n)
+{
+    return (jv){.t = JV_STR, .u.s = {p, n}};
+}
+
+int jinja__strdup(jctx *c, jv *out, const char *p, size_t n)
+{
+    char *d = jinja__alloc(&c->arena, n + 1);
+    if (!d)
+        return jinja__oom(c);
+    memcpy(d, p, n);
+    *out = jinja__str(d, n);
+    return 0;
+}
+
+static int put_done(jctx *c, chat_buf *b, jv *out)
+{
+    int rc = b->oom ? jinja__oom(c) : jinja__strdup(c, out, b->p ? b->p : "", b->n);
+    free(b->p);
+    return rc;
+}
+
+int jinja__truthy(const jv *v)
+{
+    switch (v->t) {
+    case JV_BOOL:
+    case JV_INT:
+        return v->u.i != 0;
+    case JV_FLOAT:
+        return v->u.f != 0;
+    case JV_STR:
+        return v->u.s.n != 0;
+    case JV_LIST:
+    case JV_DICT:
+        return v->u.a->n != 0;
+    case JV_MACRO:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int jinja__equal(const jv *a, const jv *b)
+{
+    int an = a->t == JV_INT || a->t == JV_BOOL || a->t == JV_FLOAT, bn = b->t == JV_INT || b->t == JV_BOOL || b->t == JV_FLOAT;
+    if (an && bn) {
+        double x = a->t == JV_FLOAT ? a->u.f : (double)a->u.i, y = b->t == JV_FLOAT ? b->u.f : (double)b->u.i;
+        return a->t != JV_FLOAT && b->t != JV_FLOAT ? a->u.i == b->u.i : x == y;
+    }
+    if (a->t != b->t)
+        return 0;
+    switch (a->t) {
+    case JV_STR:
+        return a->u.s.n == b->u.s.n && memcmp(a->u.s.p, b->u.s.p, a->u.s.n) == 0;
+    case JV_LIST:
+    case JV_DICT:
+        if (a->u.a->n != b->u.a->n)
+            return 0;
+        for (size_t k = 0; k < a->u.a->n; k++) {
+            if (a->t == JV_DICT) {
+                const jv *bv = jinja__dict_get(b->u.a, a->u.a->k[k].u.s.p, a->u.a->k[k].u.s.n);
+                if (!bv || !jinja__equal(&a->u.a->v[k], bv))
+                    return 0;
+            } else if (!jinja__equal(&a->u.a->v[k], &b->u.a->v[k]))
+                return 0;
+        }
+        return 1;
+    case JV_MACRO:
+        return a->u.m == b->u.m;
+    default:
+        return 1;
+    }
+}
+
+jarr *jinja__arr_new(jctx *c, int dict)
+{
+    jarr *a = jinja__alloc(&c->arena, sizeof *a);
+    if (a && dict)
+        a->k = (jv *)a;  /* a non-NULL marker until the first key */
+    return a;
+}
+
+int jinja__arr_push(jctx *c, jarr *a, const jv *k, const jv *v)
+{
+    int dict = a->k != NULL;
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 4;
+        jv *nv = jinja__alloc(&c->arena, cap * sizeof *nv), *nk = dict ? jinja__alloc(&c->arena, cap * sizeof *nk) : NULL;
+        if (!nv || (dict && !nk))
+            return jinja__oom(c);
+        if (a->n) {
+            memcpy(nv, a->v, a->n * sizeof *nv);
+            if (dict)
+                memcpy(nk, a->k, a->n * sizeof *nk);
+        }
+        a->v = nv, a->cap = cap;
+        if (dict)
+            a->k = nk;
+    }
+    if (dict)
+        a->k[a->n] = *k;
+    a->v[a->n++] = *v;
+    return 0;
+}
+
+jv *jinja__dict_get(const jarr *d, const char *key, size_t n)
+{
+    for (size_t k = d->n; k-- > 0;)
+        if (d->k[k].t == JV_STR && d->k[k].u.s.n == n && memcmp(d->k[k].u.s.p, key, n) == 0)
+            return &d->v[k];
+    return NULL;
+}
+
+int jinja__dict_set(jctx *c, jarr *d, const char *key, size_t n, const jv *v)
+{
+    jv *old = jinja__dict_get(d, key, n), k = jinja__str(key, n);
+    if (old) {
+        *old = *v;
+        return 0;
+    }
+    return jinja__arr_push(c, d, &k, v);
+}
+
+static int is_dict(const jv *v)
+{
+    return v->t == JV_DICT;
+}
+
+/* ---- printing */
+
+static void put_repr_str(chat_buf *b, const char *s, size_t n)
+{
+    char q = memchr(s, '\'', n) && !memchr(s, '"', n) ? '"' : '\'';
+    chat__put(b, &q, 1);
+    for (size_t k = 0; k < n; k++) {
+        unsigned char ch = (unsigned char)s[k];
+        char esc[8];
+        if (ch == '\\' || ch == (unsigned char)q)
+            esc[0] = '\\', esc[1] = (char)ch, esc[2] = 0;
+        else if (ch == '\n' || ch == '\r' || ch == '\t')
+            esc[0] = '\\', esc[1] = ch == '\n' ? 'n' : ch == '\r' ? 'r' : 't', esc[2] = 0;
+        else if (ch < 0x20 || ch == 0x7f)
+            snprintf(esc, sizeof esc, "\\x%02x", ch);
+        else {
+            chat__put(b, s + k, 1);
+            continue;
+        }
+        chat__puts(b, esc);
+    }
+    chat__put(b, &q, 1);
+}
+
+void jinja__print(chat_buf *b, const jv *v, int repr)
+{
+    char num[32];
+    switch (v->t) {
+    case JV_UNDEF:
+        if (repr)
+            chat__puts(b, "None");
+        return;
+    case JV_NONE:
+        chat__puts(b, "None");
+        return;
+    case JV_BOOL:
+        chat__puts(b, v->u.i ? "True" : "False");
+        return;
+    case JV_INT:
+        snprintf(num, sizeof num, "%lld", (long long)v->u.i);
+        chat__puts(b, num);
+        return;
+    case JV_FLOAT:
+        if (v->u.f != v->u.f)
+            chat__puts(b, "nan");
+        else if (v->u.f > 1e308 || v->u.f < -1e308)
+            chat__puts(b, v->u.f > 0 ? "inf" : "-inf");
+        else
+            chat__pyreal(b, v->u.f);
+        return;
+    case JV_STR:
+        if (repr)
+            put_repr_str(b, v->u.s.p, v->u.s.n);
+        else
+            chat__put(b, v->u.s.p, v->u.s.n);
+        return;
+    case JV_LIST:
+    case JV_DICT:
+        chat__puts(b, v->t == JV_LIST ? "[" : "{");
+        for (size_t k = 0; k < v->u.a->n && !b->oom; k++) {
+            if (k)
+                chat__puts(b, ", ");
+            if (v->t == JV_DICT) {
+                jinja__print(b, &v->u.a->k[k], 1);
+                chat__puts(b, ": ");
+            }
+            jinja__print(b, &v->u.a->v[k], 1);
+        }
+        chat__puts(b, v->t == JV_LIST ? "]" : "}");
+        return;
+    case JV_MACRO:
+        chat__puts(b, "<macro>");
+        return;
+    }
+}
+
+int jinja__tostr(jctx *c, const jv *v, jv *out)
+{
+    chat_buf b = {0};
+    if (v->t == JV_STR)
+        return *out = *v, 0;
+    jinja__print(&b, v, 0);
+    return put_done(c, &b, out);
+}
+
+static void put_newline(chat_buf *b, int indent, int depth)
+{
+    chat__puts(b, "\n");
+    for (int i = 0; i < indent * depth && !b->oom; i++)
+        chat__puts(b, " ");
+}
+
+int jinja__tojson(jctx *c, chat_buf *b, const jv *v, int indent, int depth)
+{
+    char num[32];
+    if (depth > JINJA_MAX_DEPTH)
+        return jinja__fail(c, "tojson: nested too deeply");
+    switch (v->t) {
+    case JV_UNDEF:
+    case JV_NONE:
+        chat__puts(b, "null");
+        return 0;
+    case JV_BOOL:
+        chat__puts(b, v->u.i ? "true" : "false");
+        return 0;
+    case JV_INT:
+        snprintf(num, sizeof num, "%lld", (long long)v->u.i);
+        chat__puts(b, num);
+        return 0;
+    case JV_FLOAT:
+        jinja__print(b, v, 0);
+        return 0;
+    case JV_STR:
+        chat__pystr(b, v->u.s.p, v->u.s.n);
+        return 0;
+    case JV_LIST:
+    case JV_DICT:
+        chat__puts(b, v->t == JV_LIST ? "[" : "{");
+        for (size_t k = 0; k < v->u.a->n; k++) {
+            if (k)
+                chat__puts(b, indent ? "," : ", ");
+            if (indent)
+                put_newline(b, indent, depth + 1);
+            if (v->t == JV_DICT) {
+                jv key;
+                if (jinja__tostr(c, &v->u.a->k[k], &key) < 0)
+                    return -1;
+                chat__pystr(b, key.u.s.p, key.u.s.n);
+                chat__puts(b, ": ");
+            }
+            if (jinja__tojson(c, b, &v->u.a->v[k], indent, depth + 1) < 0)
+                return -1;
+        }
+        if (indent && v->u.a->n)
+            put_newline(b, indent, depth);
+        chat__puts(b, v->t == JV_LIST ? "]" : "}");
+        return 0;
+    default:
+        return jinja__fail(c, "tojson: a macro is not JSON");
+    }
+}
+
+/* ---- the context */
+
+static int from_json(jctx *c, json_t *j, jv *out, int depth)
+{
+    if (depth > JINJA_MAX_DEPTH)
+        return jinja__fail(c, "context nested too deeply");
+    switch (json_typeof(j)) {
+    case JSON_OBJECT:
+    case JSON_ARRAY: {
+        jarr *a = jinja__arr_new(c, json_is_object(j));
+        const char *key;
+        json_t *m;
+        size_t i;
+        if (!a)
+            return jinja__oom(c);
+        if (json_is_object(j)) {
+            json_object_foreach(j, key, m)
+            {
+                jv k, v;
+                if (jinja__strdup(c, &k, key, strlen(key)) < 0 || from_json(c, m, &v, depth + 1) < 0 ||
+                    jinja__arr_push(c, a, &k, &v) < 0)
+                    return -1;
+            }
+        } else
+            json_array_foreach(j, i, m)
+            {
+                jv v;
+                if (from_json(c, m, &v, depth + 1) < 0 || jinja__arr_push(c, a, NULL, &v) < 0)
+                    return -1;
+            }
+        *out = (jv){.t = json_is_object(j) ? JV_DICT : JV_LIST, .u.a = a};
+        return 0;
+    }
+    case JSON_STRING:
+        return jinja__strdup(c, out, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER:
+        *out = (jv){.t = JV_INT, .u.i = json_integer_value(j)};
+        return 0;
+    case JSON_REAL:
+        *out = (jv){.t = JV_FLOAT, .u.f = json_real_value(j)};
+        return 0;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        *out = (jv){.t = JV_BOOL, .u.i = json_is_true(j)};
+        return 0;
+    default:
+        *out = (jv){.t = JV_NONE};
+        return 0;
+    }
+}
+
+int jinja__from_json_text(jctx *c, const char *json, jv *out)
+{
+    json_error_t e;
+    json_t *j = json_loads(json ? json : "{}", JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
+    int rc;
+    if (!j)
+        return ms_err(MS_EINVALID, "chat template context: line %d: %s", e.line, e.text);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return ms_err(MS_EINVALID, "chat template context: not a JSON object");
+    }
+    rc = from_json(c, j, out, 0);
+    json_decref(j);
+    return rc;
+}
+
+int jinja__iterate(jctx *c, const jv *v, jv *out)
+{
+    jarr *a;
+    if (v->t == JV_LIST)
+        return *out = *v, 0;
+    if (!(a = jinja__arr_new(c, 0)))
+        return jinja__oom(c);
+    *out = (jv){.t = JV_LIST, .u.a = a};
+    if (v->t == JV_DICT) {
+        for (size_t k = 0; k < v->u.a->n; k++)
+            if (jinja__arr_push(c, a, NULL, &v->u.a->k[k]) < 0)
+                return -1;
+    } else if (v->t == JV_STR) {
+        for (size_t k = 0; k < v->u.s.n;) {
+            size_t n = ms_utf8_seq(v->u.s.p + k, v->u.s.n - k);
+            jv ch = jinja__str(v->u.s.p + k, n ? n : 1);
+            if (jinja__arr_push(c, a, NULL, &ch) < 0)
+                return -1;
+            k += n ? n : 1;
+        }
+    } else if (v->t != JV_UNDEF && v->t != JV_NONE)
+        return jinja__fail(c, "this value is not iterable");
+    else if (v->t == JV_NONE)
+        return jinja__fail(c, "None is not iterable");
+    return 0;
+}
+
+/* ---- helpers for the library */
+
+static const jv *arg(jv *args, const char **kw, size_t n, size_t pos, const char *name)
+{
+    for (size_t k = 0; k < n; k++)
+        if (kw && kw[k] && strcmp(kw[k], name) == 0)
+            return &args[k];
+    size_t p = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!(kw && kw[k]) && p++ == pos)
+            return &args[k];
+    return NULL;
+}
+
+static int want_str(jctx *c, const jv *v, const char *what)
+{
+    if (!v || v->t != JV_STR)
+        return jinja__fail(c, "%s needs a string", what);
+    return 0;
+}
+
+static int is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v';
+}
+
+static int in_chars(char ch, const jv *chars)
+{
+    return chars && chars->t == JV_STR ? memchr(chars->u.s.p, ch, chars->u.s.n) != NULL : is_ws(ch);
+}
+
+/* how: 1 left, 2 right, 3 both */
+static jv strip(const jv *s, const jv *chars, int how)
+{
+    size_t a = 0, b = s->u.s.n;
+    while ((how & 1) && a < b && in_chars(s->u.s.p[a], chars))
+        a++;
+    while ((how & 2) && b > a && in_chars(s->u.s.p[b - 1], chars))
+        b--;
+    return jinja__str(s->u.s.p + a, b - a);
+}
+
+/* mode: 'u' upper, 'l' lower, 'c' capitalize, 't' title (ASCII letters; others pass as they are) */
+static int recase(jctx *c, const jv *s, int mode, jv *out)
+{
+    char *d = jinja__alloc(&c->arena, s->u.s.n + 1);
+    int prev_alpha = 0;
+    if (!d)
+        return jinja__oom(c);
+    for (size_t k = 0; k < s->u.s.n; k++) {
+        unsigned char ch = (unsigned char)s->u.s.p[k];
+        int up = mode == 'u' || (mode == 'c' && k == 0) || (mode == 't' && !prev_alpha);
+        d[k] = (char)(up ? toupper(ch) : tolower(ch));
+        prev_alpha = isalpha(ch) || (ch >= '0' && ch <= '9') || ch >= 0x80 || ch == '\'';
+    }
+    *out = jinja__str(d, s->u.s.n);
+    return 0;
+}
+
+static int replace(jctx *c, const jv *s, const jv *from, const jv *to, const jv *count, jv *out)
+{
+    chat_buf b = {0};
+    int64_t left = count && count->t == JV_INT ? count->u.i : -1;
+    if (want_str(c, from, "replace") < 0 || want_str(c, to, "replace") < 0)
+        return -1;
+    for (size_t k = 0; k <= s->u.s.n;) {
+        if (left != 0 && (from->u.s.n == 0 || (k + from->u.s.n <= s->u.s.n &&
+                                                memcmp(s->u.s.p + k, from->u.s.p, from->u.s.n) == 0))) {
+            chat__put(&b, to->u.s.p, to->u.s.n);
+            left--;
+            if (from->u.s.n) {
+                k += from->u.s.n;
+                continue;
+            }
+        }
+        if (k < s->u.s.n)
+            chat__put(&b, s->u.s.p + k, 1);
+        k++;
+    }
+    return put_done(c, &b, out);
+}
+
+static int split(jctx *c, const jv *s, const jv *sep, const jv *maxsplit, jv *out)
+{
+    jarr *a = jinja__arr_new(c, 0);
+    int64_t left = maxsplit && maxsplit->t == JV_INT ? maxsplit->u.i : -1;
+    size_t k = 0, start = 0, n = s->u.s.n;
+    const char *p = s->u.s.p;
+    if (!a)
+        return jinja__oom(c);
+    *out = (jv){.t = JV_LIST, .u.a = a};
+    if (sep && sep->t == JV_STR) {
+        if (!sep->u.s.n)
+            return jinja__fail(c, "split: empty separator");
+        for (; k + sep->u.s.n <= n; k++)
+            if (left != 0 && memcmp(p + k, sep->u.s.p, sep->u.s.n) == 0) {
+                jv part = jinja__str(p + start, k - start);
+                if (jinja__arr_push(c, a, NULL, &part) < 0)
+                    return -1;
+                k += sep->u.s.n - 1, start = k + 1, left--;
+            }
+        jv part = jinja__str(p + start, n - start);
+        return jinja__arr_push(c, a, NULL, &part);
+    }
+    /* no separator: runs of white space, none at the ends */
+    for (;;) {
+        while (k < n && is_ws(p[k]))
+            k++;
+        if (k >= n)
+            return 0;
+        start = k;
+        if (left == 0)
+            k = n;
+        while (k < n && !is_ws(p[k]))
+            k++;
+        if (left == 0) {
+            size_t e = n;
+            while (e > start && is_ws(p[e - 1]))
+                e--;
+            k = e;
+        }
+        jv part = jinja__str(p + start, k - start);
+        if (jinja__arr_push(c, a, NULL, &part) < 0)
+            return -1;
+        left--;
+    }
+}
+
+static int affix(jctx *c, const jv *s, const jv *x, int end, int *out)
+{
+    *out = 0;
+    if (x && x->t == JV_LIST) {
+        for (size_t k = 0; k < x->u.a->n && !*out; k++)
+            if (affix(c, s, &x->u.a->v[k], end, out) < 0)
+                return -1;
+        return 0;
+    }
+    if (want_str(c, x, end ? "endswith" : "startswith") < 0)
+        return -1;
+    *out = x->u.s.n <= s->u.s.n && memcmp(s->u.s.p + (end ? s->u.s.n - x->u.s.n : 0), x->u.s.p, x->u.s.n) == 0;
+    return 0;
+}
+
+static int make_list(jctx *c, jv *out)
+{
+    jarr *a = jinja__arr_new(c, 0);
+    if (!a)
+        return jinja__oom(c);
+    *out = (jv){.t = JV_LIST, .u.a = a};
+    return 0;
+}
+
+static int items(jctx *c, const jv *d, jv *out)
+{
+    if (!is_dict(d))
+        return jinja__fail(c, "items needs a dict");
+    if (make_list(c, out) < 0)
+        return -1;
+    for (size_t k = 0; k < d->u.a->n; k++) {
+        jv pair = {.t = JV_NONE};
+        if (make_list(c, &pair) < 0 || jinja__arr_push(c, pair.u.a, NULL, &d->u.a->k[k]) < 0 ||
+            jinja__arr_push(c, pair.u.a, NULL, &d->u.a->v[k]) < 0 || jinja__arr_push(c, out->u.a, NULL, &pair) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* an attribute path "a.b" of v (undefined where missing) */
+static jv attr_of(const jv *v, const jv *path)
+{
+    jv cur = *v;
+    const char *p = path->u.s.p, *end = p + path->u.s.n;
+    while (p <= end) {
+        const char *dot = memchr(p, '.', (size_t)(end - p));
+        size_t n = dot ? (size_t)(dot - p) : (size_t)(end - p);
+        jv *x = cur.t == JV_DICT ? jinja__dict_get(cur.u.a, p, n) : NULL;
+        if (!x)
+            return (jv){.t = JV_UNDEF};
+        cur = *x;
+        if (!dot)
+            break;
+        p = dot + 1;
+    }
+    return cur;
+}
+
+static int json_filter(jctx *c, const jv *self, const jv *indent, jv *out)
+{
+    chat_buf b = {0};
+    int ind = indent && indent->t == JV_INT ? (int)(indent->u.i > 64 ? 64 : indent->u.i < 0 ? 0 : indent->u.i) : 0;
+    if (jinja__tojson(c, &b, self, ind, 0) < 0) {
+        free(b.p);
+        return -1;
+    }
+    return put_done(c, &b, out);
+}
+
+/* select/reject/selectattr/rejectattr: keep the items whose test (or truth) is `want` */
+static int select_items(jctx *c, const jv *self, int by_attr, int want, jv *args, size_t n, jv *out)
+{
+    jv seq;
+    if (!jinja__truthy(self))  /* jinja2 iterates only a true value: None selects nothing */
+        return make_list(c, out);
+    if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
+        return -1;
+    if (by_attr && (n < 1 || want_str(c, &args[0], "selectattr") < 0))
+        return -1;
+    size_t t = by_attr ? 1 : 0;
+    for (size_t k = 0; k < seq.u.a->n; k++) {
+        jv x = by_attr ? attr_of(&seq.u.a->v[k], &args[0]) : seq.u.a->v[k];
+        int ok;
+        if (n > t) {
+            if (want_str(c, &args[t], "a test name") < 0)
+                return -1;
+            char name[32];
+            snprintf(name, sizeof name, "%.*s", (int)(args[t].u.s.n < 31 ? args[t].u.s.n : 31), args[t].u.s.p);
+            if (jinja__test(c, name, &x, args + t + 1, n - t - 1, &ok) < 0)
+                return -1;
+        } else
+            ok = jinja__truthy(&x);
+        if (ok == want && jinja__arr_push(c, out->u.a, NULL, &seq.u.a->v[k]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int indent_filter(jctx *c, const jv *s, const jv *width, const jv *first, const jv *blank, jv *out)
+{
+    chat_buf b = {0}, pad = {0};
+    if (width && width->t == JV_STR)
+        chat__put(&pad, width->u.s.p, width->u.s.n);
+    else
+        for (int64_t k = 0; k < (width && width->t == JV_INT ? width->u.i : 4) && k < 256; k++)
+            chat__puts(&pad, " ");
+    int do_first = first && jinja__truthy(first), do_blank = blank && jinja__truthy(blank);
+    for (size_t k = 0, ln = 0; k <= s->u.s.n; ln++) {
+        const char *nl = memchr(s->u.s.p + k, '\n', s->u.s.n - k);
+        size_t e = nl ? (size_t)(nl - s->u.s.p) : s->u.s.n;
+        if ((ln > 0 || do_first) && (e > k || do_blank))
+            chat__put(&b, pad.p, pad.n);
+        chat__put(&b, s->u.s.p + k, e - k);
+        if (!nl)
+            break;
+        chat__puts(&b, "\n");
+        k = e + 1;
+    }
+    free(pad.p);
+    return put_done(c, &b, out);
+}
+
+int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw, size_t n, jv *out)
+{
+    const jv *a0 = arg(args, kw, n, 0, ""), *a1 = arg(args, kw, n, 1, "");
+    int s = self->t == JV_STR;
+
+    if (strcmp(name, "safe") == 0 || strcmp(name, "string") == 0 || strcmp(name, "e") == 0)
+        return strcmp(name, "string") == 0 ? jinja__tostr(c, self, out) : (*out = *self, 0);
+    if (strcmp(name, "tojson") == 0)
+        return json_filter(c, self, arg(args, kw, n, 0, "indent"), out);
+    if (strcmp(name, "length") == 0 || strcmp(name, "count") == 0) {
+        size_t len = s ? 0 : self->t == JV_LIST || self->t == JV_DICT ? self->u.a->n : 0;
+        if (s)
+            for (size_t k = 0; k < self->u.s.n; k++)
+                len += ((unsigned char)self->u.s.p[k] & 0xc0) != 0x80;
+        else if (self->t != JV_LIST && self->t != JV_DICT && self->t != JV_UNDEF)
+            return jinja__fail(c, "length of a value that has none");
+        *out = (jv){.t = JV_INT, .u.i = (int64_t)len};
+        return 0;
+    }
+    if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0) {
+        const jv *boolean = arg(args, kw, n, 1, "boolean");
+        jv empty = jinja__str("", 0);
+        int use = self->t == JV_UNDEF || (boolean && jinja__truthy(boolean) && !jinja__truthy(self));
+        *out = use ? (arg(args, kw, n, 0, "default_value") ? *arg(args, kw, n, 0, "default_value") : empty) : *self;
+        return 0;
+    }
+    if (strcmp(name, "items") == 0)
+        return self->t == JV_UNDEF ? make_list(c, out) : items(c, self, out);
+    if (strcmp(name, "list") == 0) {
+        jv seq;
+        if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
+            return -1;
+        for (size_t k = 0; k < seq.u.a->n; k++)
+            if (jinja__arr_push(c, out->u.a, NULL, &seq.u.a->v[k]) < 0)
+                return -1;
+        return 0;
+    }
+    if (strcmp(name, "first") == 0 || strcmp(name, "last") == 0) {
+        jv seq;
+        if (jinja__iterate(c, self, &seq) < 0)
+            return -1;
+        *out = (jv){.t = JV_UNDEF};
+        if (seq.u.a->n)
+            *out = seq.u.a->v[name[0] == 'f' ? 0 : seq.u.a->n - 1];
+        return 0;
+    }
+    if (strcmp(name, "join") == 0) {
+        jv seq, sep = a0 && a0->t == JV_STR ? *a0 : jinja__str("", 0);
+        const jv *attr = arg(args, kw, n, 1, "attribute");
+        chat_buf b = {0};
+        if (jinja__iterate(c, self, &seq) < 0)
+            return -1;
+        for (size_t k = 0; k < seq.u.a->n; k++) {
+            jv x = attr && attr->t == JV_STR ? attr_of(&seq.u.a->v[k], attr) : seq.u.a->v[k];
+            if (k)
+                chat__put(&b, sep.u.s.p, sep.u.s.n);
+            jinja__print(&b, &x, 0);
+        }
+        return put_done(c, &b, out);
+    }
+    if (strcmp(name, "map") == 0) {
+        const jv *attr = arg(args, kw, n, 99, "attribute"), *def = arg(args, kw, n, 99, "default");
+        jv seq;
+        if (!jinja__truthy(self))
+            return make_list(c, out);
+        if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
+            return -1;
+        for (size_t k = 0; k < seq.u.a->n; k++) {
+            jv x;
+            if (attr) {
+                if (want_str(c, attr, "map(attribute=)") < 0)
+                    return -1;
+                x = attr_of(&seq.u.a->v[k], attr);
+                if (x.t == JV_UNDEF && def)
+                    x = *def;
+            } else {
+                char fname[32];
+                if (want_str(c, a0, "map") < 0)
+                    return -1;
+                snprintf(fname, sizeof fname, "%.*s", (int)(a0->u.s.n < 31 ? a0->u.s.n : 31), a0->u.s.p);
+                if (jinja__filter(c, fname, &seq.u.a->v[k], args + 1, kw ? kw + 1 : NULL, n - 1, &x) < 0)
+                    return -1;
+            }
+            if (jinja__arr_push(c, out->u.a, NULL, &x) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (strcmp(name, "select") == 0 || strcmp(name, "reject") == 0)
+        return select_items(c, self, 0, name[0] == 's', args, n, out);
+    if (strcmp(name, "selectattr") == 0 || strcmp(name, "rejectattr") == 0)
+        return select_items(c, self, 1, name[0] == 's', args, n, out);
+    if (strcmp(name, "unique") == 0) {
+        jv seq;
+        if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
+            return -1;
+        for (size_t k = 0; k < seq.u.a->n; k++) {
+            size_t j;
+            for (j = 0; j < out->u.a->n && !jinja__equal(&out->u.a->v[j], &seq.u.a->v[k]); j++)
+                ;
+            if (j == out->u.a->n && jinja__arr_push(c, out->u.a, NULL, &seq.u.a->v[k]) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (strcmp(name, "reverse") == 0) {
+        jv seq;
+        if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
+            return -1;
+        for (size_t k = seq.u.a->n; k-- > 0;)
+            if (jinja__arr_push(c, out->u.a, NULL, &seq.u.a->v[k]) < 0)
+                return -1;
+        if (s) {
+            jv sep = jinja__str("", 0);
+            return jinja__filter(c, "join", out, &sep, NULL, 1, out);
+        }
+        return 0;
+    }
+    if (strcmp(name, "dictsort") == 0) {
+        if (items(c, self, out) < 0)
+            return -1;
+        /* insertion sort by key: dicts in templates are small */
+        for (size_t k = 1; k < out->u.a->n; k++)
+            for (size_t j = k; j > 0; j--) {
+                jv *x = &out->u.a->v[j - 1].u.a->v[0], *y = &out->u.a->v[j].u.a->v[0];
+                if (x->t != JV_STR || y->t != JV_STR)
+                    break;
+                size_t m = x->u.s.n < y->u.s.n ? x->u.s.n : y->u.s.n;
+                int r = memcmp(x->u.s.p, y->u.s.p, m);
+                if (r < 0 || (r == 0 && x->u.s.n <= y->u.s.n))
+                    break;
+                jv t = out->u.a->v[j - 1];
+                out->u.a->v[j - 1] = out->u.a->v[j], out->u.a->v[j] = t;
+            }
+        return 0;
+    }
+    if (strcmp(name, "int") == 0 || strcmp(name, "float") == 0) {
+        double f = 0;
+        if (self->t == JV_INT || self->t == JV_BOOL)
+            f = (double)self->u.i;
+        else if (self->t == JV_FLOAT)
+            f = self->u.f;
+        else if (s) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.*s", (int)(self->u.s.n < 63 ? self->u.s.n : 63), self->u.s.p);
+            f = strtod(buf, NULL);
+        }
+        if (name[0] == 'i' && (f != f || f > 9.2e18 || f < -9.2e18))
+            f = 0;
+        *out = name[0] == 'i' ? (jv){.t = JV_INT, .u.i = self->t == JV_INT ? self->u.i : (int64_t)f}
+                              : (jv){.t = JV_FLOAT, .u.f = f};
+        return 0;
+    }
+    if (strcmp(name, "abs") == 0 && (self->t == JV_INT || self->t == JV_FLOAT)) {
+        *out = *self;
+        if (self->t == JV_INT && self->u.i < 0 && self->u.i != INT64_MIN)
+            out->u.i = -self->u.i;
+        else if (self->t == JV_FLOAT && self->u.f < 0)
+            out->u.f = -self->u.f;
+        return 0;
+    }
+    /* string filters */
+    if (!s && self->t != JV_UNDEF)
+        goto unknown;
+    jv str = s ? *self : jinja__str("", 0);
+    if (strcmp(name, "trim") == 0)
+        return *out = strip(&str, a0, 3), 0;
+    if (strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 || strcmp(name, "capitalize") == 0 ||
+        strcmp(name, "title") == 0)
+        return recase(c, &str, name[0] == 'u' ? 'u' : name[0] == 'l' ? 'l' : name[0], out);
+    if (strcmp(name, "replace") == 0)
+        return replace(c, &str, a0, a1, arg(args, kw, n, 2, "count"), out);
+    if (strcmp(name, "indent") == 0)
+        return indent_filter(c, &str, arg(args, kw, n, 0, "width"), arg(args, kw, n, 1, "first"),
+                             arg(args, kw, n, 2, "blank"), out);
+unknown:
+    return jinja__fail(c, "filter '%s' is not implemented for this value", name);
+}
+
+int jinja__test(jctx *c, const char *name, const jv *self, jv *args, size_t n, int *out)
+{
+    static const struct {
+        const char *name;
+        unsigned types; /* 1 << jv_type */
+    } kinds[] = {
+        {"defined", ~1u},
+        {"undefined", 1u << JV_UNDEF},
+        {"none", 1u << JV_NONE},
+        {"string", 1u << JV_STR},
+        {"mapping", 1u << JV_DICT},
+        {"iterable", 1u << JV_STR | 1u << JV_LIST | 1u << JV_DICT},
+        {"sequence", 1u << JV_STR | 1u << JV_LIST | 1u << JV_DICT},
+        {"number", 1u << JV_INT | 1u << JV_FLOAT},
+        {"integer", 1u << JV_INT},
+        {"float", 1u << JV_FLOAT},
+        {"boolean", 1u << JV_BOOL},
+        {"callable", 1u << JV_MACRO},
+    };
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        if (strcmp(name, kinds[k].name) == 0)
+            return *out = (kinds[k].types >> self->t) & 1, 0;
+    if (strcmp(name, "true") == 0 || strcmp(name, "false") == 0)
+        return *out = self->t == JV_BOOL && self->u.i == (name[0] == 't'), 0;
+    if (strcmp(name, "lower") == 0 || strcmp(name, "upper") == 0) {
+        *out = self->t == JV_STR;
+        for (size_t k = 0; *out && k < self->u.s.n; k++)
+            if (name[0] == 'l' ? isupper((unsigned char)self->u.s.p[k]) : islower((unsigned char)self->u.s.p[k]))
+                *out = 0;
+        return 0;
+    }
+    if ((strcmp(name, "odd") == 0 || strcmp(name, "even") == 0) && self->t == JV_INT)
+        return *out = (self->u.i & 1) == (name[0] == 'o'), 0;
+    if (n < 1)
+        return jinja__fail(c, "test '%s' is not implemented (or needs an argument)", name);
+    if (strcmp(name, "eq") == 0 || strcmp(name, "equalto") == 0 || strcmp(name, "==") == 0 ||
+        strcmp(name, "ne") == 0 || strcmp(name, "!=") == 0)
+        return *out = jinja__equal(self, &args[0]) == (name[0] != 'n' && name[0] != '!'), 0;
+    if (strcmp(name, "in") == 0) {
+        jv seq;
+        *out = 0;
+        if (args[0].t == JV_STR)
+            return *out = self->t == JV_STR && (self->u.s.n == 0 ||
+                                                 memmem(args[0].u.s.p, args[0].u.s.n, self->u.s.p, self->u.s.n)), 0;
+        if (jinja__iterate(c, &args[0], &seq) < 0)
+            return -1;
+        for (size_t k = 0; k < seq.u.a->n && !*out; k++)
+            *out = jinja__equal(&seq.u.a->v[k], self);
+        return 0;
+    }
+    if (strcmp(name, "divisibleby") == 0 && self->t == JV_INT && args[0].t == JV_INT && args[0].u.i != 0)
+        return *out = self->u.i % args[0].u.i == 0, 0;
+    return jinja__fail(c, "test '%s' is not implemented for this value", name);
+}
+
+int jinja__method(jctx *c, const jv *self, const char *name, jv *args, const char **kw, size_t n, jv *out)
+{
+    const jv *a0 = arg(args, kw, n, 0, ""), *a1 = arg(args, kw, n, 1, "");
+    if (self->t == JV_DICT) {
+        if (strcmp(name, "get") == 0) {
+            jv none = {.t = JV_NONE};
+            const jv *v = a0 && a0->t == JV_STR ? jinja__dict_get(self->u.a, a0->u.s.p, a0->u.s.n) : NULL;
+            *out = v ? *v : a1 ? *a1 : none;
+            return 0;
+        }
+        if (strcmp(name, "items") == 0)
+            return items(c, self, out);
+        if (strcmp(name, "keys") == 0 || strcmp(name, "values") == 0) {
+            if (make_list(c, out) < 0)
+                return -1;
+            for (size_t k = 0; k < self->u.a->n; k++)
+                if (jinja__arr_push(c, out->u.a, NULL, name[0] == 'k' ? &self->u.a->k[k] : &self->u.a->v[k]) < 0)
+                    return -1;
+            return 0;
+        }
+    }
+    if (self->t == JV_STR) {
+        int r;
+        if (strcmp(name, "startswith") == 0 || strcmp(name, "endswith") == 0) {
+            if (affix(c, self, a0, name[0] == 'e', &r) < 0)
+                return -1;
+            return *out = (jv){.t = JV_BOOL, .u.i = r}, 0;
+        }
+        if (strcmp(name, "strip") == 0 || strcmp(name, "lstrip") == 0 || strcmp(name, "rstrip") == 0)
+            return *out = strip(self, a0, name[0] == 'l' ? 1 : name[0] == 'r' ? 2 : 3), 0;
+        if (strcmp(name, "split") == 0)
+            return split(c, self, arg(args, kw, n, 0, "sep"), arg(args, kw, n, 1, "maxsplit"), out);
+        if (strcmp(name, "replace") == 0)
+            return replace(c, self, a0, a1, arg(args, kw, n, 2, "count"), out);
+        if (strcmp(name, "upper") == 0 || strcmp(name, "lower") == 0 || strcmp(name, "title") == 0 ||
+            strcmp(name, "capitalize") == 0)
+            return recase(c, self, name[0] == 'u' ? 'u' : name[0] == 'l' ? 'l' : name[0], out);
+    }
+    if (self->t == JV_UNDEF || self->t == JV_NONE)
+        return jinja__fail(c, "'%s' of %s value", name, self->t == JV_NONE ? "a None" : "an undefined");
+    return jinja__fail(c, "method '%s' is not implemented for this value", name);
+}
+
+int jinja__is_global(const char *name)
+{
+    static const char *const names[] = {"raise_exception", "namespace", "dict", "range", "strftime_now"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (strcmp(name, names[k]) == 0)
+            return 1;
+    return 0;
+}
+
+int jinja__global(jctx *c, const char *name, jv *args, const char **kw, size_t n, jv *out, int *found)
+{
+    *found = 1;
+    if (strcmp(name, "raise_exception") == 0) {
+        jv msg = n ? args[0] : jinja__str("raise_exception", 15);
+        char buf[400];
+        if (jinja__tostr(c, &msg, &msg) < 0)
+            return -1;
+        snprintf(buf, sizeof buf, "%.*s", (int)(msg.u.s.n < 399 ? msg.u.s.n : 399), msg.u.s.p);
+        return jinja__fail(c, "%s", buf);
+    }
+    if (strcmp(name, "namespace") == 0 || strcmp(name, "dict") == 0) {
+        jarr *d = jinja__arr_new(c, 1);
+        if (!d)
+            return jinja__oom(c);
+        for (size_t k = 0; k < n; k++)
+            if (kw && kw[k]) {
+                if (jinja__dict_set(c, d, kw[k], strlen(kw[k]), &args[k]) < 0)
+                    return -1;
+            } else if (args[k].t == JV_DICT) {
+                for (size_t j = 0; j < args[k].u.a->n; j++)
+                    if (jinja__arr_push(c, d, &args[k].u.a->k[j], &args[k].u.a->v[j]) < 0)
+                        return -1;
+            }
+        *out = (jv){.t = JV_DICT, .u.a = d};
+        return 0;
+    }
+    if (strcmp(name, "range") == 0) {
+        int64_t lo = 0, hi, st = 1;
+        for (size_t k = 0; k < n; k++)
+            if (args[k].t != JV_INT)
+                return jinja__fail(c, "range needs integers");
+        if (n < 1 || n > 3)
+            return jinja__fail(c, "range takes 1 to 3 arguments");
+        hi = args[n == 1 ? 0 : 1].u.i;
+        if (n > 1)
+            lo = args[0].u.i;
+        if (n == 3)
+            st = args[2].u.i;
+        if (st == 0)
+            return jinja__fail(c, "range step cannot be zero");
+        if (make_list(c, out) < 0)
+            return -1;
+        for (int64_t i = lo; st > 0 ? i < hi : i > hi; i += st) {
+            jv x = {.t = JV_INT, .u.i = i};
+            if (out->u.a->n >= 100000)
+                return jinja__fail(c, "range of more than 100000 items");
+            if (jinja__arr_push(c, out->u.a, NULL, &x) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    if (strcmp(name, "strftime_now") == 0) {
+        char fmt[128], buf[256];
+        time_t now = time(NULL);
+        struct tm tm;
+        if (n < 1 || want_str(c, &args[0], "strftime_now") < 0)
+            return -1;
+        snprintf(fmt, sizeof fmt, "%.*s", (int)(args[0].u.s.n < 127 ? args[0].u.s.n : 127), args[0].u.s.p);
+        localtime_r(&now, &tm);
+        size_t len = strftime(buf, sizeof buf, fmt, &tm);
+        return jinja__strdup(c, out, buf, len);
+    }
+    *found = 0;
+    return 0;
+}
