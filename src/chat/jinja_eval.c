@@ -455,7 +455,9 @@ int jinja__eval(jctx *c, const jnode *n, jv *out)
         if ((r = jinja__eval(c, n->a, &a)) < 0)
             break;
         c->line = n->line;
-        if (a.t == JV_UNDEF || a.t == JV_NONE)
+        if (a.t == JV_UNDEF && n->a->kind == N_NAME)
+            r = jinja__fail(c, "'%s' is undefined", n->a->s);
+        else if (a.t == JV_UNDEF || a.t == JV_NONE)
             r = jinja__fail(c, "'%s' of %s value", n->s, a.t == JV_NONE ? "a None" : "an undefined");
         else {
             jv key = jinja__str(n->s, strlen(n->s));
@@ -561,6 +563,16 @@ static int loop_var(jctx *c, jarr *loop, const char *name, int64_t v, int is_boo
     return jinja__dict_set(c, loop, name, strlen(name), &x);
 }
 
+/* the loop's name(s) bound to item it */
+static int bind(jctx *c, const jnode *n, const jv *it)
+{
+    if (!n->s2)
+        return set_var(c, n->s, it);
+    if (it->t != JV_LIST || it->u.a->n != 2)
+        return jinja__fail(c, "cannot unpack a loop item into two names");
+    return set_var(c, n->s, &it->u.a->v[0]) < 0 || set_var(c, n->s2, &it->u.a->v[1]) < 0 ? -1 : 0;
+}
+
 static int run_for(jctx *c, const jnode *n)
 {
     jv seq, items;
@@ -572,46 +584,38 @@ static int run_for(jctx *c, const jnode *n)
         return -1;
     if (seq.t == JV_DICT && n->s2)
         return jinja__fail(c, "unpacking a dict's keys: use .items()");
-    if (push_frame(c, saved) < 0 || !(kept = jinja__arr_new(c, 0)))
-        return jinja__oom(c);
-    /* `for x in y if cond`: the filter runs first, so loop.length counts what passes */
-    for (size_t k = 0; k < items.u.a->n; k++) {
-        jv *it = &items.u.a->v[k], ok = {.t = JV_BOOL, .u.i = 1};
-        if (n->s2) {
-            if (it->t != JV_LIST || it->u.a->n != 2)
-                return jinja__fail(c, "cannot unpack a loop item into two names");
-            if (set_var(c, n->s, &it->u.a->v[0]) < 0 || set_var(c, n->s2, &it->u.a->v[1]) < 0)
+    kept = items.u.a;
+    if (n->b) {
+        /* `for x in y if cond`: the filter runs first, so loop.length counts what passes */
+        if (push_frame(c, saved) < 0 || !(kept = jinja__arr_new(c, 0)))
+            return jinja__oom(c);
+        for (size_t k = 0; k < items.u.a->n; k++) {
+            jv *it = &items.u.a->v[k], ok;
+            if (step(c, n) < 0 || bind(c, n, it) < 0 || jinja__eval(c, n->b, &ok) < 0)
                 return -1;
-        } else if (set_var(c, n->s, it) < 0)
-            return -1;
-        if (n->b && jinja__eval(c, n->b, &ok) < 0)
-            return -1;
-        if (jinja__truthy(&ok) && jinja__arr_push(c, kept, NULL, it) < 0)
-            return -1;
+            if (jinja__truthy(&ok) && jinja__arr_push(c, kept, NULL, it) < 0)
+                return -1;
+        }
     }
     size_t len = kept->n;
+    /* one frame and one loop dict for all the iterations: a long loop costs steps, not memory */
+    jarr *loop = jinja__arr_new(c, 1);
+    jv lv = {.t = JV_DICT, .u.a = loop};
+    if (!loop || push_frame(c, saved) < 0)
+        return jinja__oom(c);
+    if (set_var(c, "loop", &lv) < 0)
+        return -1;
     for (size_t k = 0; k < len && rc == 0; k++) {
-        jarr *loop = jinja__arr_new(c, 1);
-        jv *it = &kept->v[k], lv;
-        if (push_frame(c, saved) < 0 || !loop)
-            return jinja__oom(c);
+        jv *it = &kept->v[k], none = {.t = JV_UNDEF};
         if (loop_var(c, loop, "index", (int64_t)k + 1, 0) < 0 || loop_var(c, loop, "index0", (int64_t)k, 0) < 0 ||
             loop_var(c, loop, "revindex", (int64_t)(len - k), 0) < 0 ||
             loop_var(c, loop, "revindex0", (int64_t)(len - k - 1), 0) < 0 ||
             loop_var(c, loop, "first", k == 0, 1) < 0 || loop_var(c, loop, "last", k + 1 == len, 1) < 0 ||
-            loop_var(c, loop, "length", (int64_t)len, 0) < 0)
+            loop_var(c, loop, "length", (int64_t)len, 0) < 0 ||
+            jinja__dict_set(c, loop, "previtem", 8, k > 0 ? &kept->v[k - 1] : &none) < 0 ||
+            jinja__dict_set(c, loop, "nextitem", 8, k + 1 < len ? &kept->v[k + 1] : &none) < 0)
             return -1;
-        if (k > 0 && jinja__dict_set(c, loop, "previtem", 8, &kept->v[k - 1]) < 0)
-            return -1;
-        if (k + 1 < len && jinja__dict_set(c, loop, "nextitem", 8, &kept->v[k + 1]) < 0)
-            return -1;
-        lv = (jv){.t = JV_DICT, .u.a = loop};
-        if (set_var(c, "loop", &lv) < 0)
-            return -1;
-        if (n->s2) {
-            if (set_var(c, n->s, &it->u.a->v[0]) < 0 || set_var(c, n->s2, &it->u.a->v[1]) < 0)
-                return -1;
-        } else if (set_var(c, n->s, it) < 0)
+        if (step(c, n) < 0 || bind(c, n, it) < 0)
             return -1;
         rc = run(c, &n->body);
         if (c->brk == 1 || c->brk == 2) {

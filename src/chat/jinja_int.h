@@ -14,7 +14,7 @@
 #include "util/util.h"
 
 #define JINJA_MAX_ARENA (256u << 20) /* bytes a parse or a render may allocate */
-#define JINJA_MAX_STEPS 50000000u /* evaluation steps of one render */
+#define JINJA_MAX_STEPS 5000000u /* evaluation steps of one render */
 #define JINJA_MAX_DEPTH 200 /* nesting of expressions, statements and macro calls */
 
 /* ---- arena */

@@ -133,6 +133,14 @@ static int lex_number(lexer *x)
         for (x->i++; x->i < x->len && x->s[x->i] >= '0' && x->s[x->i] <= '9'; x->i++)
             ;
     }
+    if (x->i + 1 < x->len && (x->s[x->i] == 'e' || x->s[x->i] == 'E') &&
+        ((x->s[x->i + 1] >= '0' && x->s[x->i + 1] <= '9') ||
+         (x->i + 2 < x->len && (x->s[x->i + 1] == '-' || x->s[x->i + 1] == '+') && x->s[x->i + 2] >= '0' &&
+          x->s[x->i + 2] <= '9'))) {
+        is_float = 1;
+        for (x->i += 2; x->i < x->len && x->s[x->i] >= '0' && x->s[x->i] <= '9'; x->i++)
+            ;
+    }
     if (x->i - start >= sizeof buf)
         return fail(x, "number too long");
     size_t m = 0;
@@ -206,6 +214,12 @@ int jinja__lex(jtok **out, size_t *n_out, jarena *a, const char *text, size_t le
 {
     lexer x = {.a = a, .s = text, .len = len, .line = 1};
     int strip_next = 0, trim_nl = 0;
+
+    /* jinja2's keep_trailing_newline=False: one newline at the very end goes */
+    if (len && text[len - 1] == '\n')
+        x.len = --len;
+    if (len && text[len - 1] == '\r')
+        x.len = --len;
 
     while (x.i < len) {
         /* the text up to the next tag */
