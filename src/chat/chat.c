@@ -30,6 +30,7 @@ void chat_template_free(chat_template *t)
     free(t->date);
     free(t->warning);
     chat_gotmpl_free(t->go);
+    chat_jinja_free(t->jinja);
     free(t);
 }
 
@@ -187,6 +188,18 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     /* go_template falls back to detect itself, with a warning that says why */
     if ((rc = chat_gotmpl_looks(s, len) ? go_template(t, s, len) : detect(t, s)) < 0)
         goto fail;
+    /* A Jinja template that parses renders itself; the family (and its markers) still says how
+     * the model writes tool calls and thinks. One that does not parse renders by family as before. */
+    if (t->family != CHAT_OLLAMA) {
+        if ((rc = chat_jinja_parse(&t->jinja, s, len)) == 0) {
+            free(t->warning);
+            t->warning = NULL;
+            if (strstr(s, "tools"))
+                t->flags |= F_JINJA_TOOLS;
+        } else if (rc == MS_ENOMEM)
+            goto fail;
+        rc = 0;
+    }
     /* thinking (think.c): ollama infers its tags from the text around a message's .Thinking;
      * the Jinja templates of thinking models split past answers at "</think>" */
     if (t->family == CHAT_OLLAMA ? strstr(s, ".Thinking") && strstr(s, "<think>") && strstr(s, "</think>")
@@ -241,10 +254,10 @@ static size_t space_at(const unsigned char *s, size_t left)
 }
 
 /* Put s without leading and trailing white space (Python's str.strip()). */
-void chat__put_trimmed(chat_buf *b, const char *s)
+void chat__trim_span(const char *s, size_t len, size_t *start_out, size_t *end_out)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t len = strlen(s), start = 0, end = 0, k;
+    size_t start = 0, end = 0, k;
 
     while ((k = space_at(u + start, len - start)) > 0)
         start += k;
@@ -260,6 +273,15 @@ void chat__put_trimmed(chat_buf *b, const char *s)
             end = i;
         }
     }
+    *start_out = start;
+    *end_out = end > start ? end : start;
+}
+
+void chat__put_trimmed(chat_buf *b, const char *s)
+{
+    size_t start, end;
+
+    chat__trim_span(s, strlen(s), &start, &end);
     if (end > start)
         put(b, s + start, end - start);
 }
@@ -496,6 +518,11 @@ int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const
         return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
     if (t->family == CHAT_OLLAMA)
         return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
+    if (t->jinja && !(t->flags & F_JINJA_TOOLS))
+        return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools (it never reads `tools`)",
+                      chat_family_name(t->family));
+    if (t->jinja)
+        return chat__render_jinja(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt, -1);
     if (!(t->flags & F_TOOLS))
         return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
     return render(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt);
@@ -508,6 +535,8 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
     *len_out = 0;
     if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
         return chat_gotmpl_render(out, len_out, t->go, msgs, n);
+    if (t->jinja)
+        return chat__render_jinja(out, len_out, t, msgs, n, NULL, 0, add_generation_prompt, -1);
     return render(out, len_out, t, msgs, n, NULL, 0, add_generation_prompt);
 }
 

@@ -215,6 +215,8 @@ int jinja__lex(jtok **out, size_t *n_out, jarena *a, const char *text, size_t le
     lexer x = {.a = a, .s = text, .len = len, .line = 1};
     int strip_next = 0, trim_nl = 0;
 
+    if (memchr(text, '\0', len))
+        return fail(&x, "a NUL byte in the template");
     /* jinja2's keep_trailing_newline=False: one newline at the very end goes */
     if (len && text[len - 1] == '\n')
         x.len = --len;

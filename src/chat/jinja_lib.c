@@ -408,10 +408,21 @@ static int in_chars(char ch, const jv *chars)
     return chars && chars->t == JV_STR ? memchr(chars->u.s.p, ch, chars->u.s.n) != NULL : is_ws(ch);
 }
 
-/* how: 1 left, 2 right, 3 both */
+/* how: 1 left, 2 right, 3 both; without chars, Python's white space (Unicode's too) */
 static jv strip(const jv *s, const jv *chars, int how)
 {
     size_t a = 0, b = s->u.s.n;
+    if (!chars || chars->t != JV_STR) {
+        size_t start, end;
+        chat__trim_span(s->u.s.p, s->u.s.n, &start, &end);
+        if (how & 1)
+            a = start;
+        if ((how & 2) && end > start)
+            b = end;
+        else if (how & 2)
+            b = a;
+        return jinja__str(s->u.s.p + a, b - a);
+    }
     while ((how & 1) && a < b && in_chars(s->u.s.p[a], chars))
         a++;
     while ((how & 2) && b > a && in_chars(s->u.s.p[b - 1], chars))
@@ -967,12 +978,18 @@ int jinja__global(jctx *c, const char *name, jv *args, const char **kw, size_t n
     }
     if (strcmp(name, "strftime_now") == 0) {
         char fmt[128], buf[256];
+        const char *epoch = getenv("SOURCE_DATE_EPOCH");
         time_t now = time(NULL);
         struct tm tm;
         if (n < 1 || want_str(c, &args[0], "strftime_now") < 0)
             return -1;
         snprintf(fmt, sizeof fmt, "%.*s", (int)(args[0].u.s.n < 127 ? args[0].u.s.n : 127), args[0].u.s.p);
-        localtime_r(&now, &tm);
+        /* reproducible renders (tests, builds) fix the clock the usual way, in UTC */
+        if (epoch && *epoch) {
+            now = (time_t)strtoll(epoch, NULL, 10);
+            gmtime_r(&now, &tm);
+        } else
+            localtime_r(&now, &tm);
         size_t len = strftime(buf, sizeof buf, fmt, &tm);
         return jinja__strdup(c, out, buf, len);
     }

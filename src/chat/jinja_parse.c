@@ -659,8 +659,13 @@ static int body(parser *p, jnlist *out, const char *const *stop, const char *wha
 int jinja__parse(jinja_tmpl *t, const char *text, size_t len)
 {
     parser p = {.a = &t->arena};
+    char *copy;
     t->arena.limit = JINJA_MAX_ARENA;
-    if (jinja__lex(&p.t, &p.n, &t->arena, text, len) < 0)
+    /* the tree's texts and names point into the template: keep it */
+    if (!(copy = jinja__alloc(&t->arena, len + 1)))
+        return ms_err(MS_ENOMEM, "chat template: out of memory");
+    memcpy(copy, text, len);
+    if (jinja__lex(&p.t, &p.n, &t->arena, copy, len) < 0)
         return -1;
     return body(&p, &t->body, NULL, NULL);
 }
