@@ -660,7 +660,8 @@ int main(void)
     setenv("SOURCE_DATE_EPOCH", "1721995200", 1);
 
     /* Fixture mode for tests/e2e/t5201-run-chat.sh: write stories260K with the Qwen 2 (ChatML)
-     * template to $MSTORE_CHAT_WRITE_GGUF (and eos_token_id $MSTORE_CHAT_EOS if set), and stop. */
+     * template to $MSTORE_CHAT_WRITE_GGUF (and eos_token_id $MSTORE_CHAT_EOS if set), and stop.
+     * $MSTORE_CHAT_TEMPLATE names another template file (tests/e2e/t6040). */
     if (getenv("MSTORE_CHAT_WRITE_GGUF")) {
         char *models = fixture_models_dir(), *src, *tmpl;
         size_t len;
@@ -668,7 +669,8 @@ int main(void)
 
         if (!models)
             return 77;
-        char *tpath = ms_strdup_printf("%s/tests/data/chat/templates/qwen2.jinja", src_dir());
+        char *tpath = getenv("MSTORE_CHAT_TEMPLATE") ? ms_strdup_printf("%s", getenv("MSTORE_CHAT_TEMPLATE"))
+                                                     : ms_strdup_printf("%s/tests/data/chat/templates/qwen2.jinja", src_dir());
 
         src = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
         tmpl = NULL; /* no ck_assert here: Check's asserts need a running test */
