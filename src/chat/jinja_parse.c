@@ -323,14 +323,6 @@ static jnode *binary(parser *p, jnode *a, int op, jnode *(*next)(parser *))
     return n;
 }
 
-static jnode *power(parser *p)
-{
-    jnode *e = unary(p);
-    while (e && accept_op(p, "**"))
-        e = binary(p, e, OP_POW, unary);
-    return e;
-}
-
 static jnode *unary(parser *p)
 {
     jnode *n;
@@ -350,52 +342,61 @@ static jnode *unary(parser *p)
     return n;
 }
 
+typedef struct optab {
+    const char *op;
+    int code;
+} optab;
+
+/* the code of the operator of ops (ended by {NULL}) that comes next, consumed; 0: none */
+static int match_op(parser *p, const optab *ops)
+{
+    for (; ops->op; ops++)
+        if (accept_op(p, ops->op))
+            return ops->code;
+    return 0;
+}
+
+/* next() joined left to right by the operators of ops */
+static jnode *left_assoc(parser *p, const optab *ops, jnode *(*next)(parser *))
+{
+    jnode *e = next(p);
+    int code;
+    while (e && (code = match_op(p, ops)))
+        e = binary(p, e, code, next);
+    return e;
+}
+
+static jnode *power(parser *p)
+{
+    static const optab ops[] = {{"**", OP_POW}, {NULL, 0}};
+    return left_assoc(p, ops, unary);
+}
+
 static jnode *product(parser *p)
 {
-    static const struct {
-        const char *op;
-        int code;
-    } ops[] = {{"*", OP_MUL}, {"//", OP_FLOORDIV}, {"/", OP_DIV}, {"%", OP_MOD}};
-    jnode *e = power(p);
-    for (size_t k = 0; e && k < sizeof ops / sizeof *ops; k++)
-        if (accept_op(p, ops[k].op))
-            e = binary(p, e, ops[k].code, power), k = (size_t)-1;
-    return e;
+    static const optab ops[] = {{"*", OP_MUL}, {"//", OP_FLOORDIV}, {"/", OP_DIV}, {"%", OP_MOD}, {NULL, 0}};
+    return left_assoc(p, ops, power);
 }
 
 static jnode *concat(parser *p)
 {
-    jnode *e = product(p);
-    while (e && accept_op(p, "~"))
-        e = binary(p, e, OP_CAT, product);
-    return e;
+    static const optab ops[] = {{"~", OP_CAT}, {NULL, 0}};
+    return left_assoc(p, ops, product);
 }
 
 static jnode *sum(parser *p)
 {
-    jnode *e = concat(p);
-    for (;;) {
-        if (e && accept_op(p, "+"))
-            e = binary(p, e, OP_ADD, concat);
-        else if (e && accept_op(p, "-"))
-            e = binary(p, e, OP_SUB, concat);
-        else
-            return e;
-    }
+    static const optab ops[] = {{"+", OP_ADD}, {"-", OP_SUB}, {NULL, 0}};
+    return left_assoc(p, ops, concat);
 }
 
 static jnode *compare(parser *p)
 {
-    static const struct {
-        const char *op;
-        int code;
-    } ops[] = {{"==", OP_EQ}, {"!=", OP_NE}, {"<=", OP_LE}, {">=", OP_GE}, {"<", OP_LT}, {">", OP_GT}};
+    static const optab ops[] = {{"==", OP_EQ}, {"!=", OP_NE}, {"<=", OP_LE}, {">=", OP_GE},
+                                {"<", OP_LT},  {">", OP_GT},  {NULL, 0}};
     jnode *e = sum(p);
     while (e) {
-        int code = 0;
-        for (size_t k = 0; k < sizeof ops / sizeof *ops && !code; k++)
-            if (accept_op(p, ops[k].op))
-                code = ops[k].code;
+        int code = match_op(p, ops);
         if (!code && accept_word(p, "in"))
             code = OP_IN;
         if (!code && is_word(p, "not") && p->t[p->i + 1].t == TK_NAME && p->t[p->i + 1].n == 2 &&
