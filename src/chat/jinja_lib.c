@@ -593,7 +593,7 @@ static int select_items(jctx *c, const jv *self, int by_attr, int want, jv *args
         return make_list(c, out);
     if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
         return -1;
-    if (by_attr && (n < 1 || want_str(c, &args[0], "selectattr") < 0))
+    if (by_attr && want_str(c, n ? &args[0] : NULL, "selectattr") < 0)
         return -1;
     size_t t = by_attr ? 1 : 0;
     for (size_t k = 0; k < seq.u.a->n; k++) {
@@ -981,7 +981,7 @@ int jinja__global(jctx *c, const char *name, jv *args, const char **kw, size_t n
         const char *epoch = getenv("SOURCE_DATE_EPOCH");
         time_t now = time(NULL);
         struct tm tm;
-        if (n < 1 || want_str(c, &args[0], "strftime_now") < 0)
+        if (want_str(c, n ? &args[0] : NULL, "strftime_now") < 0)
             return -1;
         snprintf(fmt, sizeof fmt, "%.*s", (int)(args[0].u.s.n < 127 ? args[0].u.s.n : 127), args[0].u.s.p);
         /* reproducible renders (tests, builds) fix the clock the usual way, in UTC */

@@ -107,6 +107,8 @@ static const struct {
     {"{{ 1 is nosuchtest }}", "chat template line 1: test 'nosuchtest' is not implemented"},
     {"{% for x in 5 %}{% endfor %}", "chat template line 1: this value is not iterable"},
     {"{{ 'a' + 1 }}", "chat template line 1: unsupported operand types"},
+    {"\n{{ strftime_now() }}", "chat template line 2: strftime_now needs a string"},  /* found by fuzz_jinja */
+    {"{{ [1] | selectattr }}", "chat template line 1: selectattr needs a string"},
 };
 
 START_TEST(errors_name_the_line)
