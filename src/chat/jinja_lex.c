@@ -109,6 +109,24 @@ static int lex_string(lexer *x)
         char c = x->s[k];
         if (c == '\\' && k + 1 < x->i) {
             c = x->s[++k];
+            unsigned cp = 0;
+            int digits = c == 'u' ? 4 : c == 'x' ? 2 : 0, ok = digits && k + (size_t)digits < x->i;
+            for (int h = 1; ok && h <= digits; h++) {
+                char ch = x->s[k + (size_t)h];
+                int v = ch >= '0' && ch <= '9' ? ch - '0' : (ch | 32) >= 'a' && (ch | 32) <= 'f' ? (ch | 32) - 'a' + 10 : -1;
+                ok = v >= 0, cp = cp * 16 + (unsigned)v;
+            }
+            if (ok) {  /* \uXXXX, \xXX: the code point in UTF-8 (never longer than the escape) */
+                k += (size_t)digits;
+                if (cp < 0x80)
+                    d[n++] = (char)cp;
+                else if (cp < 0x800)
+                    d[n++] = (char)(0xC0 | cp >> 6), d[n++] = (char)(0x80 | (cp & 63));
+                else
+                    d[n++] = (char)(0xE0 | cp >> 12), d[n++] = (char)(0x80 | (cp >> 6 & 63)),
+                    d[n++] = (char)(0x80 | (cp & 63));
+                continue;
+            }
             c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == '0' ? '\0' : c;
         }
         d[n++] = c;

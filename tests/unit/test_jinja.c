@@ -61,6 +61,8 @@ static const struct {
      "{'a': 1, 'b': 'two'}|[1, 'a', None, True, 2.0]|0.1|2|it's"},
     {"{{ 'ab\ncd' | indent(2) }}|{{ 'ab\ncd' | indent(2, true) }}|{{ messages | length }}",
      "ab\n  cd|  ab\n  cd|3"},
+    {"{{ '\\u2581a\\x41' }}|{{ 'it\\'s' }}",
+     "\u2581aA|it's"},
 };
 
 /* render tmpl over ctx: 0 and *out, or the error code with the message in ms_err_msg() */
