@@ -163,15 +163,8 @@ static int add_message(modelfile *mf, cursor *c, int line)
 int mf_template_check(const char *text, const char *what)
 {
     chat_gotmpl *t = NULL;
-    chat_jinja *j = NULL;
-    int rc;
+    int rc = chat_gotmpl_parse(&t, text, strlen(text));
 
-    /* A Jinja template (a Hugging Face model's, with "{%" statements) is run as Jinja */
-    if (!chat_gotmpl_looks(text, strlen(text)) && chat_jinja_parse(&j, text, strlen(text)) == 0) {
-        chat_jinja_free(j);
-        return 0;
-    }
-    rc = chat_gotmpl_parse(&t, text, strlen(text));
     chat_gotmpl_free(t);
     /* Valid Go outside the subset is kept: run falls back to the family, with a warning. */
     if (rc == MS_EINVALID) {

@@ -73,18 +73,6 @@ START_TEST(refuses_naming_the_line)
 }
 END_TEST
 
-/* A Hugging Face model's Jinja template is taken (it runs as Jinja); Go's parser would refuse it. */
-START_TEST(jinja_template_accepted)
-{
-    static const char text[] = "FROM a\nTEMPLATE \"\"\"{% for m in messages %}{{ m['role'] }}: {{ m.content | trim }}\n"
-                               "{% endfor %}\"\"\"\n";
-    modelfile *mf = NULL;
-
-    ck_assert_msg(modelfile_parse(&mf, text, strlen(text), "MF") == 0, "%s", ms_err_msg());
-    modelfile_free(mf);
-}
-END_TEST
-
 START_TEST(params_of_wrong_type_refused)
 {
     model_params p = {0};
@@ -365,7 +353,6 @@ Suite *modelfile_suite(void)
     tcase_add_test(tc, parses_every_value_form);
     tcase_add_loop_test(tc, refuses_naming_the_line, 0, sizeof bad / sizeof *bad);
     tcase_add_test(tc, params_of_wrong_type_refused);
-    tcase_add_test(tc, jinja_template_accepted);
     tcase_add_loop_test(tc, every_reader_refuses_a_value_past_the_bounds, 0, sizeof past / sizeof *past);
     tcase_add_test(tc, penalties_reach_the_sampler_from_every_reader);
     tcase_add_test(tc, openai_fields_refuse_past_their_range);
