@@ -157,6 +157,33 @@ static int go_template(chat_template *t, const char *s, size_t len)
     return rc;
 }
 
+/* A Jinja template that parses renders itself, exactly: no warning; the family (and its markers)
+ * still says how the model writes tool calls and thinks. One that does not parse renders by
+ * family as before, and so does a Go-looking one outside the Go subset that fails a trial as
+ * Jinja ("{{ if .System }}" parses as Jinja too). 0 or MS_ENOMEM. */
+static int jinja_template(chat_template *t, const char *s, size_t len)
+{
+    static const chat_msg trial = {.role = "user", .content = "u"};
+    char *out = NULL;
+    size_t olen;
+    int rc = chat_jinja_parse(&t->jinja, s, len);
+
+    if (rc == 0 && chat_gotmpl_looks(s, len) && (rc = chat__render_jinja(&out, &olen, t, &trial, 1, NULL, 0, 1, -1)) < 0) {
+        chat_jinja_free(t->jinja);
+        t->jinja = NULL;
+    }
+    free(out);
+    if (rc == MS_ENOMEM)
+        return rc;
+    if (rc == 0) {
+        free(t->warning);
+        t->warning = NULL;
+        if (strstr(s, "tools"))
+            t->flags |= F_JINJA_TOOLS;
+    }
+    return 0;
+}
+
 int chat_template_new(chat_template **out, const char *text, size_t len, const char *bos, const char *eos)
 {
     chat_template *t = calloc(1, sizeof *t);
@@ -188,18 +215,8 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     /* go_template falls back to detect itself, with a warning that says why */
     if ((rc = chat_gotmpl_looks(s, len) ? go_template(t, s, len) : detect(t, s)) < 0)
         goto fail;
-    /* A Jinja template that parses renders itself; the family (and its markers) still says how
-     * the model writes tool calls and thinks. One that does not parse renders by family as before. */
-    if (t->family != CHAT_OLLAMA) {
-        if ((rc = chat_jinja_parse(&t->jinja, s, len)) == 0) {
-            free(t->warning);
-            t->warning = NULL;
-            if (strstr(s, "tools"))
-                t->flags |= F_JINJA_TOOLS;
-        } else if (rc == MS_ENOMEM)
-            goto fail;
-        rc = 0;
-    }
+    if (t->family != CHAT_OLLAMA && (rc = jinja_template(t, s, len)) < 0)
+        goto fail;
     /* thinking (think.c): ollama infers its tags from the text around a message's .Thinking;
      * the Jinja templates of thinking models split past answers at "</think>" */
     if (t->family == CHAT_OLLAMA ? strstr(s, ".Thinking") && strstr(s, "<think>") && strstr(s, "</think>")

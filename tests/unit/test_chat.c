@@ -448,6 +448,8 @@ static const struct {
     {"x\0<|im_start|>", 14, "plain", "of no family"}, /* what follows a NUL is not looked at */
     {"{{ '<|user|>' }}", 0, "plain", NULL}, /* <|user|> alone is not Phi-3 */
     {"{{ '<|user|>' ", 0, "plain", "of no family"}, /* nor Jinja */
+    /* Go outside the subset that parses as Jinja but fails there: the family, as before */
+    {"{{ if .System }}<|im_start|>{{ printf2 .System }}{{ end }}", 0, "chatml", "outside the subset"},
 };
 
 START_TEST(odd_templates_fall_back)
