@@ -2,7 +2,7 @@
  *
  * jinja_lex.c cuts the template into tokens, applying the whitespace rules Hugging Face renders
  * with (trim_blocks, lstrip_blocks, the '-' markers); jinja_parse.c builds the tree; jinja_eval.c
- * runs it over values made from the JSON context, jinja_lib.c holds the filters, tests and
+ * runs it over values (jinja_value.c) made from the JSON context, jinja_lib.c holds the filters, tests and
  * methods. Every allocation of a parse or a render comes from one arena, bounded, freed at once. */
 #ifndef MSTORE_CHAT_JINJA_INT_H
 #define MSTORE_CHAT_JINJA_INT_H
@@ -112,9 +112,11 @@ int jinja__fail(jctx *c, const char *fmt, ...) MS_PRINTF(2, 3);
 int jinja__eval(jctx *c, const jnode *n, jv *out);
 int jinja__oom(jctx *c);
 
-/* values (jinja_lib.c) */
+/* values (jinja_value.c) */
 jv jinja__str(const char *p, size_t n);
 int jinja__strdup(jctx *c, jv *out, const char *p, size_t n);
+/* b's text as a string value; frees b's buffer */
+int jinja__buf_done(jctx *c, chat_buf *b, jv *out);
 int jinja__truthy(const jv *v);
 int jinja__equal(const jv *a, const jv *b);
 jarr *jinja__arr_new(jctx *c, int dict);
@@ -125,7 +127,7 @@ int jinja__dict_set(jctx *c, jarr *d, const char *key, size_t n, const jv *v);
 void jinja__print(chat_buf *b, const jv *v, int repr);
 int jinja__tostr(jctx *c, const jv *v, jv *out);
 int jinja__tojson(jctx *c, chat_buf *b, const jv *v, int indent, int depth);
-/* filters, tests, methods and global functions; args evaluated, kw names parallel (NULL: none) */
+/* filters, tests, methods and global functions (jinja_lib.c); args evaluated, kw names parallel (NULL: none) */
 int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw, size_t n, jv *out);
 int jinja__test(jctx *c, const char *name, const jv *self, jv *args, size_t n, int *out);
 int jinja__method(jctx *c, const jv *self, const char *name, jv *args, const char **kw, size_t n, jv *out);

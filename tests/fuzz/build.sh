@@ -19,7 +19,7 @@ TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src
     src/tokenizer/pretok.c src/tokenizer/spm.c src/tokenizer/tokenizer.c src/tokenizer/ucd.c src/tokenizer/vocab.c
     src/tokenizer/wpm.c"
 GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c src/chat/gotmpl_tools.c"
-JINJA="src/chat/jinja_lex.c src/chat/jinja_parse.c src/chat/jinja_eval.c src/chat/jinja_lib.c src/chat/jinja_chat.c"
+JINJA="src/chat/jinja_lex.c src/chat/jinja_parse.c src/chat/jinja_eval.c src/chat/jinja_lib.c src/chat/jinja_value.c src/chat/jinja_chat.c"
 CHAT="$GOTMPL $JINJA src/chat/chat.c src/chat/think.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c"
 # the option table compiles a "format" (JSON Schema) where it is read: its readers link src/grammar
 GRAMMAR="$(echo src/grammar/*.c) $GGUF $TOK"
