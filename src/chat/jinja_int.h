@@ -2,8 +2,8 @@
  *
  * jinja_lex.c cuts the template into tokens, applying the whitespace rules Hugging Face renders
  * with (trim_blocks, lstrip_blocks, the '-' markers); jinja_parse.c builds the tree; jinja_eval.c
- * runs it over values (jinja_value.c) made from the JSON context, jinja_lib.c holds the filters, tests and
- * methods. Every allocation of a parse or a render comes from one arena, bounded, freed at once. */
+ * runs it over values (jinja_value.c) made from the JSON context; jinja_lib.c holds the filters,
+ * tests and methods. Every allocation of a parse or a render comes from one arena, bounded, freed at once. */
 #ifndef MSTORE_CHAT_JINJA_INT_H
 #define MSTORE_CHAT_JINJA_INT_H
 
