@@ -439,7 +439,7 @@ int jinja__eval(jctx *c, const jnode *n, jv *out)
     *out = (jv){.t = JV_UNDEF};
     switch (n->kind) {
     case N_LIT:
-        *out = n->v;
+        *out = n->op == 1 ? c->block_text : n->v;
         r = 0;
         break;
     case N_NAME: {
@@ -691,17 +691,20 @@ static int run_node(jctx *c, const jnode *n)
     }
     case N_FILTERBLOCK: {
         chat_buf saved = c->out;
-        jnode *lit = (jnode *)n->s;
+        jv saved_text = c->block_text;
         int rc;
         c->out = (chat_buf){0};
         rc = run(c, &n->body);
         if (rc == 0)
-            rc = c->out.oom ? jinja__oom(c) : jinja__strdup(c, &lit->v, c->out.p ? c->out.p : "", c->out.n);
+            rc = c->out.oom ? jinja__oom(c) : jinja__strdup(c, &v, c->out.p ? c->out.p : "", c->out.n);
         free(c->out.p);
         c->out = saved;
-        if (rc < 0 || jinja__eval(c, n->a, &v) < 0)
+        if (rc < 0)
             return -1;
-        return emit(c, &v);
+        c->block_text = v;
+        rc = jinja__eval(c, n->a, &v);
+        c->block_text = saved_text;
+        return rc < 0 ? -1 : emit(c, &v);
     }
     case N_BREAK:
     case N_CONTINUE:

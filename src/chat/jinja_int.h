@@ -75,7 +75,8 @@ typedef struct jnlist {
 typedef struct jnode {
     jnode_kind kind;
     int line;
-    int op; /* N_BIN: an operator code (jinja_parse.c); N_TEST: 1 when negated */
+    int op; /* N_BIN: an operator code (jinja_parse.c); N_TEST: 1 when negated; N_LIT: 1 for a
+             * filter block's placeholder */
     struct jnode *a, *b, *c, *d;
     const char *s, *s2; /* names (NUL-terminated, in the arena) */
     jv v; /* N_LIT */
@@ -106,6 +107,7 @@ typedef struct jctx {
     jframe *scope, *globals;
     const jnode *caller; /* the call block whose body caller() runs */
     jframe *caller_scope;
+    jv block_text; /* the filter block being filtered: its body's text */
 } jctx;
 /* Set "chat template line N: ..." (MS_EINVALID) once; returns -1. */
 int jinja__fail(jctx *c, const char *fmt, ...) MS_PRINTF(2, 3);

@@ -589,11 +589,13 @@ static int statement(parser *p, jnlist *out)
         if (n->a->kind != N_CALL)
             return ms_err(MS_EINVALID, "chat template line %d: call block without a call", line);
     } else if (accept_word(p, "filter")) {
-        /* the filters apply to an N_LIT placeholder the body's text replaces */
+        /* the filters apply to a placeholder (op 1) that stands for the body's text as rendered:
+         * jinja_eval.c keeps that text in the render's state, the tree stays read-only */
         jnode *lit = literal(p, jinja__str("", 0));
         n->kind = N_FILTERBLOCK;
         if (!lit)
             return -1;
+        lit->op = 1;
         if (!(n->a = node(p, N_FILTER)) || !(n->a->s = expect_name(p)))
             return -1;
         n->a->a = lit;
@@ -601,7 +603,6 @@ static int statement(parser *p, jnlist *out)
             return -1;
         if (!(n->a = filters(p, n->a)) || stmt_block(p, n, "endfilter") < 0)
             return -1;
-        n->s = (const char *)lit;
     } else if (accept_word(p, "break") || accept_word(p, "continue")) {
         n->kind = p->t[p->i - 1].n == 5 ? N_BREAK : N_CONTINUE;
         if (expect_end(p) < 0)

@@ -63,6 +63,8 @@ static const struct {
      "ab\n  cd|  ab\n  cd|3"},
     {"{{ '\\u2581a\\x41' }}|{{ 'it\\'s' }}",
      "\u2581aA|it's"},
+    {"{% filter upper %}a{% filter replace('B', 'x') %}b{{ 'B' }}{% endfilter %}c{% endfilter %}|{% filter trim %}  z  {% endfilter %}",
+     "ABXC|z"},
 };
 
 /* render tmpl over ctx: 0 and *out, or the error code with the message in ms_err_msg() */
