@@ -1,7 +1,8 @@
 /* test_jinja.c: the Jinja interpreter (src/chat/jinja_*.c). The expected renders were computed
  * by jinja2 3.1 configured as transformers renders chat templates (ImmutableSandboxedEnvironment
  * with trim_blocks, lstrip_blocks and loopcontrols; tojson as json.dumps) over the same context;
- * then errors naming their line, and the bounds against hostile templates. */
+ * tests/reference/jinja2_render.py renders a case that way (the template in a file, `context`
+ * below as the JSON); then errors naming their line, and the bounds against hostile templates. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
