@@ -6,7 +6,8 @@
 # without add_generation_prompt, and by npm @huggingface/jinja over the same context: the
 # prompts must be the same bytes. Where @huggingface/jinja fails on a case the case is skipped
 # (counted and named); mstore may refuse only where Python's jinja2 raises too (a 400 naming the
-# template's line) or tools are given to a template that never reads them (as chat refuses them). The clock strftime_now reads is fixed (SOURCE_DATE_EPOCH).
+# template's line) or tools are given to a template that never reads them (as chat refuses them).
+# Where Python's jinja2 is installed, every case it renders must also be its bytes. The clock strftime_now reads is fixed (SOURCE_DATE_EPOCH).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 S260K=$MODELS/stories260K/stories260K.gguf
@@ -46,7 +47,13 @@ convs = json.load(open(os.path.join(tpl, "conversations.json")))
 # Where @huggingface/jinja and Python's jinja2 (transformers) part ways, mstore follows jinja2:
 # functionary v3.1 adds a str and a dict for a tool's parameters (jinja2: TypeError).
 python_refuses = {("meetkai-functionary-medium-v3.1", "tools")}
-same = skipped = refused = 0
+# And against Python's jinja2 itself (tests/reference/jinja2_render.py), where it is installed.
+try:
+    import jinja2  # noqa: F401
+    have_jinja2 = True
+except ImportError:
+    have_jinja2 = False
+same = skipped = refused = same_py = 0
 bad = []
 for path in sorted(glob.glob(os.path.join(tpl, "*.jinja"))):
     base = os.path.basename(path)[:-6]
@@ -75,20 +82,31 @@ for path in sorted(glob.glob(os.path.join(tpl, "*.jinja"))):
             except urllib.error.HTTPError as e:
                 status, body = e.code, json.load(e)
             case = "%s %s gen=%s" % (base, c["name"], gen)
+            msg = body.get("error", {}).get("message", "") if status != 200 else ""
+            # tools for a template that never reads them: refused, as chat completions refuse them
+            if "tools" in c and "tools" not in open(path).read() and status == 400 and "does not support tools" in msg:
+                refused += 1
+                print("refused, the template has no place for tools: %s" % case)
+                continue
+            if have_jinja2:
+                py = subprocess.run([sys.executable, os.path.join(tpl, "..", "jinja2_render.py"), path, ctx_path],
+                                    capture_output=True)
+                # jinja2 fails where llama.cpp's deepseek-r1 passes `map`'s generator to tojson
+                if py.returncode == 0 and status == 200 and body.get("prompt", "").encode() != py.stdout:
+                    bad.append("%s (jinja2):\n mstore %r\n jinja2 %r" % (case, body.get("prompt"), py.stdout.decode()))
+                    continue
+                if py.returncode == 0 and status != 200:
+                    bad.append("%s: jinja2 renders, mstore answers HTTP %d %s" % (case, status, body))
+                    continue
+                same_py += py.returncode == 0
             if hf.returncode != 0:
                 skipped += 1
                 print("skip %s: @huggingface/jinja fails: %s" % (case, hf.stderr.decode().strip()[:160]))
                 continue
             if status != 200:
-                msg = body.get("error", {}).get("message", "")
                 if (base, c["name"]) in python_refuses and status == 400 and msg.startswith("chat template line "):
                     refused += 1
                     print("refused as jinja2 refuses, %s: %s" % (case, msg))
-                    continue
-                # tools for a template that never reads them: refused, as chat completions refuse them
-                if "tools" in c and "tools" not in open(path).read() and status == 400 and "does not support tools" in msg:
-                    refused += 1
-                    print("refused, the template has no place for tools: %s" % case)
                     continue
                 bad.append("%s: HTTP %d %s" % (case, status, body))
                 continue
@@ -96,7 +114,8 @@ for path in sorted(glob.glob(os.path.join(tpl, "*.jinja"))):
                 bad.append("%s:\n mstore %r\n hf     %r" % (case, body.get("prompt"), hf.stdout.decode()))
                 continue
             same += 1
-print("%d renders the same, %d skipped where @huggingface/jinja fails, %d refused" % (same, skipped, refused))
+print("%d renders the same, %d skipped where @huggingface/jinja fails, %d refused; %d the same as jinja2's" %
+      (same, skipped, refused, same_py))
 for b in bad:
     print("DIFF " + b)
 # most cases must be compared, not skipped
