@@ -529,6 +529,8 @@ int jinja__eval(jctx *c, const jnode *n, jv *out)
     case N_DICT: {
         jarr *arr = jinja__arr_new(c, n->kind == N_DICT);
         r = arr ? 0 : jinja__oom(c);
+        if (arr)
+            arr->tuple = n->op == 1;
         for (size_t k = 0; r == 0 && k < n->args.n; k++) {
             jv key, val;
             if ((r = jinja__eval(c, n->args.v[k], &key)) == 0 && n->kind == N_DICT)

@@ -47,6 +47,7 @@ typedef struct jv {
 struct jarr {
     jv *k, *v;
     size_t n, cap;
+    int tuple; /* a list Python would hold as a tuple (items' pairs, (a, b)): printed "(a, b)" */
 };
 
 /* ---- tokens */
@@ -76,7 +77,7 @@ typedef struct jnode {
     jnode_kind kind;
     int line;
     int op; /* N_BIN: an operator code (jinja_parse.c); N_TEST: 1 when negated; N_LIT: 1 for a
-             * filter block's placeholder */
+             * filter block's placeholder; N_LIST: 1 for a tuple */
     struct jnode *a, *b, *c, *d;
     const char *s, *s2; /* names (NUL-terminated, in the arena) */
     jv v; /* N_LIT */

@@ -180,7 +180,7 @@ static int items(jctx *c, const jv *d, jv *out)
         return -1;
     for (size_t k = 0; k < d->u.a->n; k++) {
         jv pair = {.t = JV_NONE};
-        if (make_list(c, &pair) < 0 || jinja__arr_push(c, pair.u.a, NULL, &d->u.a->k[k]) < 0 ||
+        if (make_list(c, &pair) < 0 || (pair.u.a->tuple = 1, jinja__arr_push(c, pair.u.a, NULL, &d->u.a->k[k])) < 0 ||
             jinja__arr_push(c, pair.u.a, NULL, &d->u.a->v[k]) < 0 || jinja__arr_push(c, out->u.a, NULL, &pair) < 0)
             return -1;
     }

@@ -185,9 +185,10 @@ static jnode *primary(parser *p)
         if (!e)
             return NULL;
         if (is_op(p, ",")) {
-            /* a tuple: a list to us */
+            /* a tuple: a list that prints as Python prints a tuple */
             if (!(n = node(p, N_LIST)) || jinja__list_push(p->a, &n->args, e) < 0)
                 return NULL;
+            n->op = 1;
             while (accept_op(p, ",") && !is_op(p, ")"))
                 if (!(e = expr(p)) || jinja__list_push(p->a, &n->args, e) < 0)
                     return NULL;

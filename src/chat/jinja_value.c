@@ -191,8 +191,9 @@ void jinja__print(chat_buf *b, const jv *v, int repr)
             chat__put(b, v->u.s.p, v->u.s.n);
         return;
     case JV_LIST:
-    case JV_DICT:
-        chat__puts(b, v->t == JV_LIST ? "[" : "{");
+    case JV_DICT: {
+        int tuple = v->t == JV_LIST && v->u.a->tuple;
+        chat__puts(b, v->t == JV_DICT ? "{" : tuple ? "(" : "[");
         for (size_t k = 0; k < v->u.a->n && !b->oom; k++) {
             if (k)
                 chat__puts(b, ", ");
@@ -202,8 +203,9 @@ void jinja__print(chat_buf *b, const jv *v, int repr)
             }
             jinja__print(b, &v->u.a->v[k], 1);
         }
-        chat__puts(b, v->t == JV_LIST ? "]" : "}");
+        chat__puts(b, v->t == JV_DICT ? "}" : !tuple ? "]" : v->u.a->n == 1 ? ",)" : ")");
         return;
+    }
     case JV_MACRO:
         chat__puts(b, "<macro>");
         return;

@@ -66,6 +66,8 @@ static const struct {
      "\u2581aA|it's"},
     {"{% filter upper %}a{% filter replace('B', 'x') %}b{{ 'B' }}{% endfilter %}c{% endfilter %}|{% filter trim %}  z  {% endfilter %}",
      "ABXC|z"},
+    {"{{ (1, 'a') }}|{{ (1,) }}|{{ {'a': 1}.items() | list }}|{{ {'b': 2, 'a': 1} | dictsort }}|{{ ((1, 2), [3]) }}|{{ (1, 2) | tojson }}",
+     "(1, 'a')|(1,)|[('a', 1)]|[('a', 1), ('b', 2)]|((1, 2), [3])|[1, 2]"},
 };
 
 /* render tmpl over ctx: 0 and *out, or the error code with the message in ms_err_msg() */
