@@ -82,11 +82,25 @@ static int eval_args(jctx *c, const jnode *n, jv **out)
     return 0;
 }
 
+/* what body renders, as a string (macros, set blocks, filter blocks) */
+static int capture(jctx *c, const jnlist *body, jv *out)
+{
+    chat_buf saved = c->out;
+    int rc;
+
+    c->out = (chat_buf){0};
+    rc = run(c, body);
+    if (rc == 0)
+        rc = c->out.oom ? jinja__oom(c) : jinja__strdup(c, out, c->out.p ? c->out.p : "", c->out.n);
+    free(c->out.p);
+    c->out = saved;
+    return rc;
+}
+
 /* a macro (or a call block's caller()) called with args */
 static int call_macro(jctx *c, const jnode *m, jv *args, const char **kw, size_t n, jv *out)
 {
     jframe *saved = c->scope;
-    chat_buf saved_out = c->out;
     int rc;
 
     if (++c->depth > JINJA_MAX_DEPTH)
@@ -110,14 +124,7 @@ static int call_macro(jctx *c, const jnode *m, jv *args, const char **kw, size_t
         if (set_var(c, p->s, &v) < 0)
             return -1;
     }
-    c->out = (chat_buf){0};
-    rc = run(c, &m->body);
-    if (rc == 0 && c->out.oom)
-        rc = jinja__oom(c);
-    if (rc == 0)
-        rc = jinja__strdup(c, out, c->out.p ? c->out.p : "", c->out.n);
-    free(c->out.p);
-    c->out = saved_out;
+    rc = capture(c, &m->body, out);
     c->scope = saved;
     c->depth--;
     return rc;
@@ -639,18 +646,8 @@ static int run_set(jctx *c, const jnode *n)
     if (n->a) {
         if (jinja__eval(c, n->a, &v) < 0)
             return -1;
-    } else {
-        chat_buf saved = c->out;
-        int rc;
-        c->out = (chat_buf){0};
-        rc = run(c, &n->body);
-        if (rc == 0)
-            rc = c->out.oom ? jinja__oom(c) : jinja__strdup(c, &v, c->out.p ? c->out.p : "", c->out.n);
-        free(c->out.p);
-        c->out = saved;
-        if (rc < 0)
-            return -1;
-    }
+    } else if (capture(c, &n->body, &v) < 0)
+        return -1;
     c->line = n->line;
     if (n->s2) {
         const jv *ns = lookup(c, n->s);
@@ -692,16 +689,9 @@ static int run_node(jctx *c, const jnode *n)
         return rc < 0 ? -1 : emit(c, &v);
     }
     case N_FILTERBLOCK: {
-        chat_buf saved = c->out;
         jv saved_text = c->block_text;
         int rc;
-        c->out = (chat_buf){0};
-        rc = run(c, &n->body);
-        if (rc == 0)
-            rc = c->out.oom ? jinja__oom(c) : jinja__strdup(c, &v, c->out.p ? c->out.p : "", c->out.n);
-        free(c->out.p);
-        c->out = saved;
-        if (rc < 0)
+        if (capture(c, &n->body, &v) < 0)
             return -1;
         c->block_text = v;
         rc = jinja__eval(c, n->a, &v);
