@@ -30,6 +30,7 @@ void chat_template_free(chat_template *t)
     free(t->date);
     free(t->warning);
     chat_gotmpl_free(t->go);
+    chat_jinja_free(t->jinja);
     free(t);
 }
 
@@ -156,6 +157,33 @@ static int go_template(chat_template *t, const char *s, size_t len)
     return rc;
 }
 
+/* A Jinja template that parses renders itself, exactly: no warning; the family (and its markers)
+ * still says how the model writes tool calls and thinks. One that does not parse renders by
+ * family as before, and so does a Go-looking one outside the Go subset that fails a trial as
+ * Jinja ("{{ if .System }}" parses as Jinja too). 0 or MS_ENOMEM. */
+static int jinja_template(chat_template *t, const char *s, size_t len)
+{
+    static const chat_msg trial = {.role = "user", .content = "u"};
+    char *out = NULL;
+    size_t olen;
+    int rc = chat_jinja_parse(&t->jinja, s, len);
+
+    if (rc == 0 && chat_gotmpl_looks(s, len) && (rc = chat__render_jinja(&out, &olen, t, &trial, 1, NULL, 0, 1, -1)) < 0) {
+        chat_jinja_free(t->jinja);
+        t->jinja = NULL;
+    }
+    free(out);
+    if (rc == MS_ENOMEM)
+        return rc;
+    if (rc == 0) {
+        free(t->warning);
+        t->warning = NULL;
+        if (strstr(s, "tools"))
+            t->flags |= F_JINJA_TOOLS;
+    }
+    return 0;
+}
+
 int chat_template_new(chat_template **out, const char *text, size_t len, const char *bos, const char *eos)
 {
     chat_template *t = calloc(1, sizeof *t);
@@ -186,6 +214,8 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
     s[len] = '\0';
     /* go_template falls back to detect itself, with a warning that says why */
     if ((rc = chat_gotmpl_looks(s, len) ? go_template(t, s, len) : detect(t, s)) < 0)
+        goto fail;
+    if (t->family != CHAT_OLLAMA && (rc = jinja_template(t, s, len)) < 0)
         goto fail;
     /* thinking (think.c): ollama infers its tags from the text around a message's .Thinking;
      * the Jinja templates of thinking models split past answers at "</think>" */
@@ -241,10 +271,10 @@ static size_t space_at(const unsigned char *s, size_t left)
 }
 
 /* Put s without leading and trailing white space (Python's str.strip()). */
-void chat__put_trimmed(chat_buf *b, const char *s)
+void chat__trim_span(const char *s, size_t len, size_t *start_out, size_t *end_out)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t len = strlen(s), start = 0, end = 0, k;
+    size_t start = 0, end = 0, k;
 
     while ((k = space_at(u + start, len - start)) > 0)
         start += k;
@@ -260,6 +290,15 @@ void chat__put_trimmed(chat_buf *b, const char *s)
             end = i;
         }
     }
+    *start_out = start;
+    *end_out = end > start ? end : start;
+}
+
+void chat__put_trimmed(chat_buf *b, const char *s)
+{
+    size_t start, end;
+
+    chat__trim_span(s, strlen(s), &start, &end);
     if (end > start)
         put(b, s + start, end - start);
 }
@@ -496,6 +535,11 @@ int chat_render_tools(char **out, size_t *len_out, const chat_template *t, const
         return chat_render(out, len_out, t, msgs, n, add_generation_prompt);
     if (t->family == CHAT_OLLAMA)
         return chat_gotmpl_render_tools(out, len_out, t->go, msgs, n, tools, n_tools);
+    if (t->jinja && !(t->flags & F_JINJA_TOOLS))
+        return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools (it never reads `tools`)",
+                      chat_family_name(t->family));
+    if (t->jinja)
+        return chat__render_jinja(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt, -1);
     if (!(t->flags & F_TOOLS))
         return ms_err(MS_EUNSUPPORTED, "the model's template (%s) does not support tools", chat_family_name(t->family));
     return render(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt);
@@ -508,6 +552,8 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
     *len_out = 0;
     if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
         return chat_gotmpl_render(out, len_out, t->go, msgs, n);
+    if (t->jinja)
+        return chat__render_jinja(out, len_out, t, msgs, n, NULL, 0, add_generation_prompt, -1);
     return render(out, len_out, t, msgs, n, NULL, 0, add_generation_prompt);
 }
 

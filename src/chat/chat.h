@@ -1,10 +1,13 @@
 /* chat.h: chat prompts rendered with a model's template; the whole surface of src/chat.
  *
  * Models ship a Jinja template (GGUF tokenizer.chat_template, Hugging Face tokenizer_config.json
- * or chat_template.jinja, kept in the store as the MT_TEMPLATE layer). Rather than run Jinja,
- * we recognize the template's family by its markers, as llama.cpp's llm_chat_detect_template
- * does, and render with a built-in renderer per family, byte for byte what the official
- * templates produce (tests/data/chat holds the templates and their renders by jinja2):
+ * or chat_template.jinja, kept in the store as the MT_TEMPLATE layer). A Jinja template that
+ * parses is run by the Jinja interpreter (chat_jinja_*, below), as transformers renders it; an
+ * ollama Go template by gotmpl.c. Either way the template's family is also recognized by its
+ * markers, as llama.cpp's llm_chat_detect_template does: it says how the model writes tool
+ * calls and thinks, and a template that parses as neither is rendered by a built-in renderer per
+ * family, byte for byte what the official templates produce (tests/data/chat holds the
+ * templates and their renders by jinja2):
  *   llama2   "[INST]" with "<<SYS>>"         Llama 2 chat: <s>[INST] <<SYS>>..<</SYS>> .. [/INST] .. </s>
  *   llama3   "<|start_header_id|>"          Llama 3 instruct: headers, trimmed contents, <|eot_id|>;
  *                                           Meta's Llama 3.1 / 3.2 templates with their dated system
@@ -22,7 +25,7 @@
  * Tools (chat_render_tools) render in the Llama 3.1 / 3.2, Qwen 2.5 and Mistral Nemo templates, and in ollama
  * templates with .Tools; the other templates refuse them.
  * Details a template varies within a family (a BOS text, a default system prompt, Phi-3's
- * variants) are read from the template text. Anything else renders plainly ("role: content"
+ * variants) are read from the template text. Anything else that is not Jinja renders plainly ("role: content"
  * lines) and the template says why in chat_template_warning: a template is never a reason to
  * fail. No template at all renders as ollama's default, "{{ .Prompt }}", does: the user
  * messages' contents, one after another, nothing else (one message: the bare prompt). */
@@ -155,6 +158,19 @@ int chat_gotmpl_render_think(char **out, size_t *len_out, const chat_gotmpl *t, 
                              const chat_tool *tools, size_t n_tools, int think);
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
 int chat_gotmpl_looks(const char *text, size_t len);
+
+/* Jinja (jinja_*.c): a sandboxed interpreter of the subset Hugging Face chat templates use,
+ * rendered as transformers renders them (trim_blocks, lstrip_blocks; tojson as json.dumps;
+ * raise_exception, strftime_now). Parse: MS_EINVALID naming the line ("chat template line 12:
+ * unclosed 'for' block"), MS_EUNSUPPORTED for Jinja outside the subset (recursive loops).
+ * Render: the context is a JSON object's text whose members are the template's variables
+ * (messages, tools, add_generation_prompt, bos_token, ...); MS_EINVALID for an error the
+ * template runs into or raises ("chat template line 3: Conversation roles must alternate"),
+ * and past the bounds on steps, memory and nesting. No file, clock aside, is ever touched. */
+typedef struct chat_jinja chat_jinja;
+int chat_jinja_parse(chat_jinja **out, const char *text, size_t len);
+void chat_jinja_free(chat_jinja *t); /* NULL is fine */
+int chat_jinja_render_json(char **out, size_t *len_out, const chat_jinja *t, const char *context_json);
 
 /* ---- thinking (think.c): the reasoning a model writes between <think> and </think> before
  * its answer (Qwen3, QwQ, DeepSeek-R1). gpt-oss's harmony channels are not built. */

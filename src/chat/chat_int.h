@@ -18,6 +18,7 @@ enum {
     F_LLAMA31 = 128, /* llama3: the 3.1 system header (knowledge date, today's date, tools) */
     F_THINK = 256, /* the model thinks in <think> tags (think.c) */
     F_THINK_OFF = 512, /* chatml: Qwen3's enable_thinking, off: an empty <think></think> block */
+    F_JINJA_TOOLS = 1024, /* a Jinja template that reads `tools` */
 };
 
 /* What chat_template_new learned from a template; read by the renderers. */
@@ -29,6 +30,7 @@ struct chat_template {
     char *date; /* F_LLAMA31: the "Today Date" the template falls back to */
     char *warning;
     chat_gotmpl *go; /* CHAT_OLLAMA: the parsed Go template */
+    chat_jinja *jinja; /* a Jinja template that parses: it renders, the family only classifies */
 };
 
 /* A growing NUL-terminated string; an allocation failure sets oom and drops what follows, so
@@ -43,6 +45,8 @@ void chat__puts(chat_buf *b, const char *s);
 /* chat.c: s without leading and trailing white space as Python's str.strip() sees it (Jinja's
  * trim); a template's warning. */
 void chat__put_trimmed(chat_buf *b, const char *s);
+/* s[*start_out..*end_out) is s[0..len) without that white space (jinja_lib.c's trim and strip) */
+void chat__trim_span(const char *s, size_t len, size_t *start_out, size_t *end_out);
 int chat__warning_set(chat_template *t, const char *msg);
 
 /* tooltmpl.c: recognizing the templates that render tools from their source s (1 or 0;
@@ -58,11 +62,19 @@ int chat__render_qwen25(chat_buf *b, const chat_template *t, const chat_msg *m, 
 int chat__render_mistral(chat_buf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
                          size_t n_tools);
 
+/* jinja_chat.c: render with t->jinja; think -1 leaves enable_thinking unset. MS_EINVALID where the
+ * template raises or fails, or a call's arguments or a tool's parameters are not JSON. */
+int chat__render_jinja(char **out, size_t *len_out, const chat_template *t, const chat_msg *m, size_t n,
+                       const chat_tool *tools, size_t n_tools, int gen, int think);
+
 /* What the Jinja templates' `tojson` writes under transformers (pyjson.c): Python's
  * json.dumps(x, ensure_ascii=False, indent=indent), indent 0 meaning none. */
 /* x is the JSON text `json` (a client's arguments or parameters); MS_EINVALID when it is not JSON,
  * the message naming `what`. */
 int chat__tojson(chat_buf *b, const char *json, int indent, const char *what);
+/* json.dumps of the string s[0..len), and Python's repr of the float x (jinja_lib.c prints with them). */
+void chat__pystr(chat_buf *b, const char *s, size_t len);
+void chat__pyreal(chat_buf *b, double x);
 /* x is the string s ({{ message.content | tojson }}). */
 void chat__tojson_str(chat_buf *b, const char *s);
 /* x is the tool as transformers passes it: {"type": "function", "function": {"name": ..,

@@ -43,7 +43,7 @@ void chat__puts(chat_buf *b, const char *s)
 }
 
 /* json.dumps's ESCAPE with ensure_ascii=False: '"', '\\' and U+0000..U+001F; nothing else. */
-static void put_string(chat_buf *b, const char *s, size_t len)
+void chat__pystr(chat_buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
     size_t run = 0;
@@ -74,7 +74,7 @@ static void put_string(chat_buf *b, const char *s, size_t len)
 
 /* Python's float repr: the shortest digits that read back as x, then fixed notation when the
  * decimal point falls within 16 places of them (with ".0" if integral), else d.ddde+XX. */
-static void put_real(chat_buf *b, double x)
+void chat__pyreal(chat_buf *b, double x)
 {
     char e[40], digits[24], out[64];
     int prec, exp10, nd = 0, decpt, o = 0;
@@ -141,7 +141,7 @@ static void put_container(chat_buf *b, const json_t *v, int indent, int depth)
             chat__puts(b, i++ == 0 ? "" : indent ? "," : ", ");
             if (indent)
                 put_newline(b, indent, depth + 1);
-            put_string(b, key, strlen(key));
+            chat__pystr(b, key, strlen(key));
             chat__puts(b, ": ");
             put_value(b, item, indent, depth + 1);
         }
@@ -170,14 +170,14 @@ static void put_value(chat_buf *b, const json_t *v, int indent, int depth)
         put_container(b, v, indent, depth);
         break;
     case JSON_STRING:
-        put_string(b, json_string_value(v), json_string_length(v));
+        chat__pystr(b, json_string_value(v), json_string_length(v));
         break;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
         chat__puts(b, num);
         break;
     case JSON_REAL:
-        put_real(b, json_real_value(v));
+        chat__pyreal(b, json_real_value(v));
         break;
     case JSON_TRUE:
         chat__puts(b, "true");
@@ -215,7 +215,7 @@ int chat__tojson(chat_buf *b, const char *json, int indent, const char *what)
 
 void chat__tojson_str(chat_buf *b, const char *s)
 {
-    put_string(b, s, strlen(s));
+    chat__pystr(b, s, strlen(s));
 }
 
 int chat__tojson_tool(chat_buf *b, const chat_tool *tool, int indent)

@@ -28,6 +28,11 @@ int chat_render_think(char **out, size_t *len_out, const chat_template *t, const
     *len_out = 0;
     if (t->family == CHAT_OLLAMA) /* ollama's templates always end ready for the answer */
         return chat_gotmpl_render_think(out, len_out, t->go, msgs, n, tools, n_tools, think);
+    if (t->jinja) {
+        if (n_tools && !(t->flags & F_JINJA_TOOLS))
+            return chat_render_tools(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt);
+        return chat__render_jinja(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt, think);
+    }
     if ((rc = chat_render_tools(out, len_out, t, msgs, n, tools, n_tools, add_generation_prompt)) < 0)
         return rc;
     if (!add_generation_prompt || think != 0 || !(t->flags & F_THINK_OFF))

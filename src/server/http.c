@@ -338,6 +338,8 @@ static enum MHD_Result route(req *r)
         return openai_route(r);
     if (strcmp(r->url, "/v2") == 0 || strncmp(r->url, "/v2/", 4) == 0)
         return oci_route(r);
+    if (strcmp(r->url, "/apply-template") == 0 && strcmp(r->method, "POST") == 0)
+        return srv_apply_template(r);
     if (strcmp(r->url, "/") == 0 && (strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0))
         return srv_respond(r, 200, "text/plain", "mstore is running", 17); /* what ollama answers */
     return srv_err_ollama(r, 404, "no such endpoint: %s %s", r->method, r->url);

@@ -258,6 +258,8 @@ typedef struct gen_job {
 } gen_job;
 
 gen_job *gen_job_new(server *srv, gen_kind kind);
+/* apply.c: POST /apply-template (llama-server's): the prompt a chat would render, not generated */
+enum MHD_Result srv_apply_template(req *r);
 void gen_job_free(gen_job *j);
 /* A stop string (copied; "" is ignored). MS_EINVALID past SESSION_MAX_STOPS or _STOP_LEN. */
 int gen_job_stop_add(gen_job *j, const char *s);

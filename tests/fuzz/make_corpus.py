@@ -294,6 +294,21 @@ put("fuzz_gotmpl", "vars.tmpl", "{{- $last := len .Messages }}{{ range $i, $m :=
 put("fuzz_gotmpl", "printf-nested.tmpl", '{{ $x := "ab" }}{{ range $i, $m := .Messages }}{{ range $.Messages }}'
     '{{ $x = printf "%s%d%q" $x $i .Role }}{{ end }}{{ end }}{{ len $x }}{{ index .Messages 0 }}')
 put("fuzz_gotmpl", "jinja.tmpl", "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}")
+# Jinja as Hugging Face chat templates write it (the statements, filters and whitespace control)
+put("fuzz_jinja", "turns.jinja", "{{- bos_token }}{%- for m in messages %}\n    {%- if m.role == 'system' %}"
+    "<<SYS>>{{ m.content | trim }}<</SYS>>\n    {%- elif loop.last and add_generation_prompt %}[INST] {{ m['content'] }} [/INST]"
+    "\n    {%- else %}{{ m.role | upper ~ ': ' ~ m.content }}{{ eos_token if m.role == 'assistant' }}\n    {%- endif %}"
+    "\n{%- endfor %}")
+put("fuzz_jinja", "tools.jinja", "{%- if tools is defined and tools %}{% for t in tools %}{{ t | tojson(indent=4) }}\n"
+    "{% endfor %}{% endif %}{% for m in messages if m.role != 'x' %}{% if m.tool_calls is defined %}"
+    "{% for c in m.tool_calls %}{{ c.function.name }}({{ c.function.arguments | tojson }}){% endfor %}"
+    "{% elif m.role == 'tool' %}<r name={{ m.name }}>{{ m.content }}</r>{% else %}{{ m.content }}{% endif %}"
+    "{% else %}empty{% endfor %}")
+put("fuzz_jinja", "features.jinja", "{% set ns = namespace(a=[], n=0) %}{% for k, v in {'x': 1, 'y': [2]}.items() %}"
+    "{% set ns.a = ns.a + [k] %}{% set ns.n = ns.n + loop.index0 %}{% endfor %}{{ ns.a[::-1] | join('-') }}"
+    "{% macro f(x=1) %}{{ caller() if caller is defined }}{{ x ~ 'y' }}{% endmacro %}{% call f(2) %}c{% endcall %}"
+    "{{ 'a b'.split() | map('upper') | list }}{{ {'k': none}.get('k') is none }}{# c #}{% filter lower %}A{% endfilter %}"
+    "{{ (7 // 2, 2 ** 3, -1 % 5) }}{{ 'ab'[1:] if 'a' in 'ab' else raise_exception('no') }}{{ strftime_now('%Y') }}")
 
 # ---------------------------------------------------------------- Modelfile and params
 put("fuzz_modelfile", "Modelfile", 'FROM ./model.gguf\nPARAMETER temperature 0.7\nPARAMETER top_k 20\n'

@@ -74,9 +74,8 @@ START_TEST(renders_match_jinja2)
                          0);
         ck_assert_msg(strcmp(chat_family_name(chat_template_family(t)), family) == 0, "%s: family %s, want %s", name,
                       chat_family_name(chat_template_family(t)), family);
-        /* A template we render exactly says nothing; the plain fallback says why. */
-        ck_assert_msg((chat_template_warning(t) != NULL) == (strcmp(family, "plain") == 0), "%s: warning '%s'", name,
-                      chat_template_warning(t) ? chat_template_warning(t) : "(none)");
+        /* Every one is Jinja mstore runs: rendered exactly, no warning, whatever its family. */
+        ck_assert_msg(chat_template_warning(t) == NULL, "%s: warning '%s'", name, chat_template_warning(t));
         json_array_foreach(renders, i, r)
         {
             size_t ci = (size_t)json_integer_value(json_object_get(r, "conv")), n, out_len;
@@ -86,25 +85,17 @@ START_TEST(renders_match_jinja2)
             char *out;
             int rc = chat_render(&out, &out_len, t, msgs, n, gen);
 
-            if (want && strcmp(family, "plain") != 0) {
+            if (want) {
                 ck_assert_msg(rc == 0, "%s conv %zu: %s", name, ci, ms_err_msg());
                 ck_assert_msg(out_len == strlen(want) && memcmp(out, want, out_len) == 0,
                               "%s conv %zu gen %d:\n got '%s'\nwant '%s'", name, ci, gen, out, want);
                 n_checked++;
             } else if (!want) {
-                /* The template raises. Alternation errors are ours too; a Gemma 2 system turn we
-                 * render the Gemma 3 way instead of refusing. */
+                /* The template raises: so do we, with its message */
                 const char *err = json_string_value(json_object_get(r, "error"));
-                if (strstr(err, "alternate")) {
-                    ck_assert_int_eq(rc, MS_EINVALID);
-                    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "roles must alternate"));
-                    ck_assert_ptr_null(out);
-                } else {
-                    ck_assert_int_eq(rc, 0);
-                }
-            } else {
-                ck_assert_int_eq(rc, 0); /* plain: no crash, something rendered */
-                ck_assert_uint_gt(out_len, 0);
+                ck_assert_int_eq(rc, MS_EINVALID);
+                ck_assert_msg(strstr(ms_err_msg(), err), "%s conv %zu: '%s', want '%s'", name, ci, ms_err_msg(), err);
+                ck_assert_ptr_null(out);
             }
             if (rc == 0)
                 ck_assert_uint_eq(strlen(out), out_len);
@@ -448,13 +439,17 @@ static const struct {
     const char *family, *warning;
 } odd[] = {
     {"", 0, "plain", "no chat template"},
-    {"{{ messages }}", 0, "plain", "of no family"},
-    {"[INST] {{ m }} [/INST]", 0, "plain", "Mistral style"},
+    /* a template of no family that parses as Jinja renders itself, exactly: no warning */
+    {"{{ messages }}", 0, "plain", NULL},
+    {"[INST] {{ m }} [/INST]", 0, "plain", NULL},
     {"{% for m in messages %}<|im_start|>{{ m.role }}", 0, "chatml", NULL},
     {"<|im_start|>system\\n", 0, "chatml", NULL}, /* a default system prompt without its end */
-    {"<|start_header_id|> <|end_header_id|> Cutting Knowledge Date", 0, "llama3", "Llama 3.1"},
+    {"<|start_header_id|> <|end_header_id|> Cutting Knowledge Date", 0, "llama3", NULL},
     {"x\0<|im_start|>", 14, "plain", "of no family"}, /* what follows a NUL is not looked at */
-    {"{{ '<|user|>' }}", 0, "plain", "of no family"}, /* <|user|> alone is not Phi-3 */
+    {"{{ '<|user|>' }}", 0, "plain", NULL}, /* <|user|> alone is not Phi-3 */
+    {"{{ '<|user|>' ", 0, "plain", "of no family"}, /* nor Jinja */
+    /* Go outside the subset that parses as Jinja but fails there: the family, as before */
+    {"{{ if .System }}<|im_start|>{{ printf2 .System }}{{ end }}", 0, "chatml", "outside the subset"},
 };
 
 START_TEST(odd_templates_fall_back)
@@ -492,8 +487,8 @@ START_TEST(plain_rendering)
     char *out;
     size_t len;
 
-    /* a template of no family: role lines */
-    ck_assert_int_eq(chat_template_new(&t, "{{ messages }}", 14, "<s>", "</s>"), 0);
+    /* a template of no family that does not parse as Jinja: role lines */
+    ck_assert_int_eq(chat_template_new(&t, "{{ messages ", 12, "<s>", "</s>"), 0);
     ck_assert_int_eq(chat_template_family(t), CHAT_PLAIN);
     ck_assert_int_eq(chat_render(&out, &len, t, msgs, 2, 1), 0);
     ck_assert_str_eq(out, "system: be kind\nuser: hi\nassistant: ");
@@ -662,8 +657,13 @@ int main(void)
     SRunner *sr;
     int failed;
 
+    /* Llama 3.2's template dates its system turn with strftime_now: the day jinja2 rendered
+     * tests/data/chat's texts without it (its fallback, 26 Jul 2024) */
+    setenv("SOURCE_DATE_EPOCH", "1721995200", 1);
+
     /* Fixture mode for tests/e2e/t5201-run-chat.sh: write stories260K with the Qwen 2 (ChatML)
-     * template to $MSTORE_CHAT_WRITE_GGUF (and eos_token_id $MSTORE_CHAT_EOS if set), and stop. */
+     * template to $MSTORE_CHAT_WRITE_GGUF (and eos_token_id $MSTORE_CHAT_EOS if set), and stop.
+     * $MSTORE_CHAT_TEMPLATE names another template file (tests/e2e/t6040). */
     if (getenv("MSTORE_CHAT_WRITE_GGUF")) {
         char *models = fixture_models_dir(), *src, *tmpl;
         size_t len;
@@ -671,7 +671,8 @@ int main(void)
 
         if (!models)
             return 77;
-        char *tpath = ms_strdup_printf("%s/tests/data/chat/templates/qwen2.jinja", src_dir());
+        char *tpath = getenv("MSTORE_CHAT_TEMPLATE") ? ms_strdup_printf("%s", getenv("MSTORE_CHAT_TEMPLATE"))
+                                                     : ms_strdup_printf("%s/tests/data/chat/templates/qwen2.jinja", src_dir());
 
         src = ms_strdup_printf("%s/stories260K/stories260K.gguf", models);
         tmpl = NULL; /* no ck_assert here: Check's asserts need a running test */
