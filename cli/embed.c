@@ -92,7 +92,7 @@ int cmd_embed(int argc, char **argv)
         {"--truncate", NULL, CLI_OPT_FLAG, &truncate, NULL, 0, 0},
         {"--no-truncate", NULL, CLI_OPT_FLAG, &no_truncate, NULL, 0, 0},
         {"--dimensions", NULL, CLI_OPT_LONG, &dims, NULL, 1, 1 << 20},
-        {"--ctx", NULL, CLI_OPT_LONG, &ctx, NULL, 1, 1 << 22},
+        {"--ctx", NULL, CLI_OPT_LONG, &ctx, NULL, 1, RUNTIME_CTX_MAX},
         {"--threads", NULL, CLI_OPT_LONG, &threads, NULL, 1, 512},
         {"--device", NULL, CLI_OPT_STRING, &device, "a device name", 0, 0},
         {NULL, NULL, 0, NULL, NULL, 0, 0},

@@ -38,7 +38,7 @@ const model_option model_options[] = {
     {"presence_penalty",  "--presence-penalty",  {"presence_penalty"},           NUM, -2,   2,        -2,    2,       0,    0, MODEL_OPT_FLOAT, AT(so.presence_penalty)},
     {"seed",           "--seed",           {"seed"},                              INT, -1,   SAFE,     -SAFE, SAFE,    -1,   0, MODEL_OPT_SEED,  AT(so.seed)},
     {"num_predict",    "-n",               {"max_tokens", "max_completion_tokens"}, INT, -2, TOP,      0,     TOP,     -1,   0, MODEL_OPT_INT,   AT(n_predict)},
-    {"num_ctx",        "--ctx",            {NULL},                                INT, 0,    1 << 22,  0,     1 << 22, 0,    1, MODEL_OPT_INT,   AT(n_ctx)},
+    {"num_ctx",        "--ctx",            {NULL},                                INT, 0,    RUNTIME_CTX_MAX, 0, RUNTIME_CTX_MAX, 0,    1, MODEL_OPT_INT,   AT(n_ctx)},
     {"stop",           NULL,               {"stop"},                              STR, 0,    MODELFILE_MAX_STOP, 0, MODELFILE_MAX_STOP, 0, 0, MODEL_OPT_NONE, 0},
     /* OpenAI's response_format is an object of its own shape: its reader maps it */
     {"format",         "--format",         {NULL},                                MODEL_OPT_TEXT, 0, 0, 0, 0,         0,    0, MODEL_OPT_PTR,   AT(format)},

@@ -40,6 +40,7 @@
 #include "blob/blob.h"
 #include "export/export.h"
 #include "import/import.h"
+#include "runtime/runtime.h"
 #include "registry/registry_int.h"
 
 #define CONFIG_MAX_BYTES   (16u << 20)
@@ -309,9 +310,9 @@ static int dmr_params(manifest *d, store_txn *t, const manifest *m)
     cs = json_object_get(json_object_get(cfg, "config"), "context_size");
     if (!cs || json_is_null(cs)) {
         rc = 0;
-    } else if (!json_is_integer(cs) || json_integer_value(cs) < 1 || json_integer_value(cs) > (1 << 22)) {
+    } else if (!json_is_integer(cs) || json_integer_value(cs) < 1 || json_integer_value(cs) > RUNTIME_CTX_MAX) {
         rc = ms_err(MS_EINVALID, "config %s: config.context_size: expected an integer from 1 to %d", m->config.digest,
-                    1 << 22);
+                    RUNTIME_CTX_MAX);
     } else {
         int n = snprintf(text, sizeof text, "{\"num_ctx\":%" JSON_INTEGER_FORMAT "}", json_integer_value(cs));
         if ((rc = store_txn_blob_put(t, digest, text, (size_t)n)) == 0)

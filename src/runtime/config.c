@@ -14,7 +14,7 @@
 #define LIMIT_DIM (1 << 17)
 #define LIMIT_LAYERS 1024
 #define LIMIT_VOCAB (1 << 22)
-#define LIMIT_CTX (1 << 22)
+#define LIMIT_CTX RUNTIME_CTX_MAX
 
 static int unsupported(const char *arch)
 {

@@ -46,6 +46,10 @@ enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2, 
  * at most this many, one per rotated pair. */
 #define RUNTIME_ROPE_MAX_FACTORS 512
 
+/* The longest context (tokens) a model may state or a user may ask for (num_ctx, --ctx): the
+ * bound the config readers, the option table and the artifact readers share. */
+#define RUNTIME_CTX_MAX (1 << 22)
+
 typedef struct runtime_config {
     char architecture[32];
     int dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim, vocab_size, ctx_len;
