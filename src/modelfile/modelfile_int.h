@@ -11,6 +11,9 @@
 int mf_layer_text(char **out, size_t *len_out, store_model *m, const manifest_layer *l);
 /* Fill `p` from a params object; `what` names it in messages. */
 int mf_params_from_json(model_params *p, json_t *o, const char *what);
+/* A MODEL_OPT_TEXT value (format) from JSON: a string, or a schema object as its compact text;
+ * checked as model_option_set_text checks it. *out is the caller's to free. */
+int mf_option_text_json(char **out, const model_option *o, const char *shown, const json_t *v);
 /* MS_EINVALID "<what>: TEMPLATE does not parse: ..." when `text` is not a Go template (valid Go
  * outside the subset run knows is kept: run falls back to the family). */
 int mf_template_check(const char *text, const char *what);

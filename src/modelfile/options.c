@@ -174,6 +174,26 @@ int model_option_set_text(model_opts *dst, const model_option *o, const char *sh
     return 0;
 }
 
+int mf_option_text_json(char **out, const model_option *o, const char *shown, const json_t *v)
+{
+    model_opts scratch;
+    char *text;
+    int rc;
+
+    *out = NULL;
+    if (!json_is_string(v) && !json_is_object(v))
+        return ms_err(MS_EINVALID, "%s: expected \"json\" or a JSON schema object", shown);
+    text = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_COMPACT);
+    if (!text)
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = model_option_set_text(&scratch, o, shown, text)) < 0) {
+        free(text);
+        return rc;
+    }
+    *out = text;
+    return 0;
+}
+
 int model_opts_from_json(model_opts *dst, const json_t *obj, const char *prefix, int openai)
 {
     char shown[96];

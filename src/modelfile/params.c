@@ -40,18 +40,11 @@ int mf_params_from_json(model_params *p, json_t *o, const char *what)
         const model_option *opt = model_option_find(key);
         size_t row = opt ? (size_t)(opt - model_options) : 0;
         if (opt && opt->type == MODEL_OPT_TEXT) {
-            model_opts scratch;
-            char *text = json_is_string(v)   ? strdup(json_string_value(v))
-                         : json_is_object(v) ? json_dumps(v, JSON_COMPACT)
-                                             : NULL;
-            if (!text && !json_is_string(v) && !json_is_object(v))
-                return ms_err(MS_EINVALID, "%s: '%s' must be a string or a JSON schema object", what, key);
-            if (!text)
-                return ms_err(MS_ENOMEM, "out of memory");
+            char *text;
+            if (mf_option_text_json(&text, opt, key, v) < 0)
+                return ms_err_ctx("%s", what);
             free(p->format);
             p->format = text;
-            if (model_option_set_text(&scratch, opt, key, text) < 0)
-                return ms_err_ctx("%s", what);
         } else if (opt && opt->type != MODEL_OPT_STRINGS) {
             if (model_option_json(&p->val[row], opt, key, v, 0) < 0)
                 return ms_err_ctx("%s", what);

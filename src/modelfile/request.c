@@ -57,21 +57,16 @@ static int read_files(modelfile *mf, const json_t *files)
     return 0;
 }
 
-/* A MODEL_OPT_TEXT row (format): a string, or a schema object kept as its compact text; checked
- * as the Modelfile's PARAMETER checks it, so a stored model never holds a format that fails. */
+/* A MODEL_OPT_TEXT row (format): checked as the Modelfile's PARAMETER checks it, so a stored
+ * model never holds a format that fails. */
 static int read_text_parameter(modelfile *mf, const model_option *opt, const char *shown, json_t *v)
 {
-    model_opts scratch;
     char *text;
-    int rc = 0;
+    int rc;
 
-    if (!json_is_string(v) && !json_is_object(v))
-        return ms_err(MS_EINVALID, "%s: expected \"json\" or a JSON schema object", shown);
-    text = json_is_string(v) ? strdup(json_string_value(v)) : json_dumps(v, JSON_COMPACT);
-    if (!text)
-        return ms_err(MS_ENOMEM, "out of memory");
-    rc = model_option_set_text(&scratch, opt, shown, text);
-    if (rc == 0 && json_object_set_new(mf->params, opt->name, json_string(text)) < 0)
+    if ((rc = mf_option_text_json(&text, opt, shown, v)) < 0)
+        return rc;
+    if (json_object_set_new(mf->params, opt->name, json_string(text)) < 0)
         rc = ms_err(MS_ENOMEM, "out of memory");
     free(text);
     return rc;
