@@ -38,27 +38,34 @@ void tokenizer_free(tokenizer *t)
     free(t);
 }
 
-int tokenizer_new_spm(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
-                      const float *scores, const int32_t *types, const tokenizer_special *special)
+int tok_new_vocab(tokenizer **out, tokenizer_kind kind, size_t n_vocab, const char *const *tokens,
+                  const size_t *token_lens, const float *scores, const int32_t *types, const tokenizer_special *special)
 {
-    tokenizer_special def;
     tokenizer *t = calloc(1, sizeof *t);
     int rc;
 
     *out = NULL;
     if (!t)
         return ms_err(MS_ENOMEM, "tokenizer: out of memory");
-    if (!special) {
-        tokenizer_special_init_spm(&def);
-        special = &def;
-    }
-    t->kind = TOKENIZER_SPM;
+    t->kind = kind;
     if ((rc = tok_vocab_build(t, n_vocab, tokens, token_lens, scores, types, special)) < 0) {
         tokenizer_free(t);
         return rc;
     }
     *out = t;
     return 0;
+}
+
+int tokenizer_new_spm(tokenizer **out, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
+                      const float *scores, const int32_t *types, const tokenizer_special *special)
+{
+    tokenizer_special def;
+
+    if (!special) {
+        tokenizer_special_init_spm(&def);
+        special = &def;
+    }
+    return tok_new_vocab(out, TOKENIZER_SPM, n_vocab, tokens, token_lens, scores, types, special);
 }
 
 tokenizer_kind tokenizer_kind_get(const tokenizer *t) { return t->kind; }

@@ -43,6 +43,10 @@ static inline int tok_type(const tokenizer *t, int32_t id) { return t->attr[id] 
 
 /* Build the common vocab tables (texts, hash, attrs, specials, pieces) into a calloc'd `t`
  * whose kind and special ids are set by the caller afterwards. */
+/* A tokenizer of `kind` with its vocabulary built (special: not NULL); the kind's own data is the
+ * caller's to add. */
+int tok_new_vocab(tokenizer **out, tokenizer_kind kind, size_t n_vocab, const char *const *tokens,
+                  const size_t *token_lens, const float *scores, const int32_t *types, const tokenizer_special *special);
 int tok_vocab_build(tokenizer *t, size_t n_vocab, const char *const *tokens, const size_t *token_lens,
                     const float *scores, const int32_t *types, const tokenizer_special *sp);
 

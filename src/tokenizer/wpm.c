@@ -13,6 +13,7 @@
  * token. The longest match walks a byte trie of the token texts: O(length of the match) per
  * token, whatever the vocab's longest token (llama.cpp tries every length up to it with a hash
  * lookup each, which a vocab with one 4 KiB token would make quadratic). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,70 +162,65 @@ int tokenizer_new_wpm(tokenizer **out, size_t n_vocab, const char *const *tokens
                       const int32_t *types, const tokenizer_wpm_opts *opts, const tokenizer_special *special)
 {
     tokenizer_special def;
-    tokenizer *t = calloc(1, sizeof *t);
     int rc;
 
-    *out = NULL;
-    if (!t)
-        return ms_err(MS_ENOMEM, "tokenizer: out of memory");
     if (!special) {
         tokenizer_special_init_wpm(&def);
         special = &def;
     }
-    t->kind = TOKENIZER_WPM;
-    if ((rc = tok_vocab_build(t, n_vocab, tokens, token_lens, NULL, types, special)) < 0 ||
-        (rc = wpm_data_new(t, opts)) < 0) {
-        tokenizer_free(t);
+    if ((rc = tok_new_vocab(out, TOKENIZER_WPM, n_vocab, tokens, token_lens, NULL, types, special)) < 0)
+        return rc;
+    if ((rc = wpm_data_new(*out, opts)) < 0) {
+        tokenizer_free(*out);
+        *out = NULL;
         return rc;
     }
     /* Decoding: the first word's piece "▁x" starts the text, without its space. */
-    t->add_space_prefix = 1;
-    *out = t;
+    (*out)->add_space_prefix = 1;
     return 0;
 }
 
 /* ---------------------------------------------------------------- Unicode */
 
-static uint32_t cpt_flags(uint32_t c)
+/* The first row of a table sorted by the uint32_t at `off` in each row whose key is not below c
+ * (n when none): one search for the three Unicode tables, whose rows differ in shape. */
+static size_t ucd_find(const void *table, size_t n, size_t row, size_t off, uint32_t c)
 {
-    size_t lo = 0, hi = ucd_flags_n;   /* the last range whose first <= c */
+    const unsigned char *b = table;
+    size_t lo = 0, hi = n;
 
-    while (hi - lo > 1) {
+    while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (ucd_flags[mid].first <= c)
-            lo = mid;
+        uint32_t key;
+        memcpy(&key, b + mid * row + off, sizeof key);
+        if (key < c)
+            lo = mid + 1;
         else
             hi = mid;
     }
-    return ucd_flags[lo].flags;
+    return lo;
+}
+
+static uint32_t cpt_flags(uint32_t c)
+{
+    /* the last range whose first <= c; the table starts at 0, so there is one */
+    size_t i = ucd_find(ucd_flags, ucd_flags_n, sizeof *ucd_flags, offsetof(ucd_range, first), c + 1);
+
+    return ucd_flags[i - 1].flags;
 }
 
 static uint32_t cpt_nfd_first(uint32_t c)
 {
-    size_t lo = 0, hi = ucd_nfd_n;
+    size_t i = ucd_find(ucd_nfd, ucd_nfd_n, sizeof *ucd_nfd, offsetof(ucd_map3, last), c);
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ucd_nfd[mid].last < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < ucd_nfd_n && ucd_nfd[lo].first <= c ? ucd_nfd[lo].to : c;
+    return i < ucd_nfd_n && ucd_nfd[i].first <= c ? ucd_nfd[i].to : c;
 }
 
 static uint32_t cpt_lower(uint32_t c)
 {
-    size_t lo = 0, hi = ucd_lower_n;
+    size_t i = ucd_find(ucd_lower, ucd_lower_n, sizeof *ucd_lower, offsetof(ucd_map, from), c);
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (ucd_lower[mid].from < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < ucd_lower_n && ucd_lower[lo].from == c ? ucd_lower[lo].to : c;
+    return i < ucd_lower_n && ucd_lower[i].from == c ? ucd_lower[i].to : c;
 }
 
 /* BERT's "Chinese character" blocks (CJK Unified Ideographs and extensions, compatibility
