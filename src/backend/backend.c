@@ -312,114 +312,66 @@ int backend_devices(backend_device_info **out, size_t *n_out, char *why, size_t 
 
 /* The decoder sized the sequence for its own ops at open, so running out is its bug: the op goes
  * to a sink, and backend_run refuses the sequence instead of running part of it. */
-static backend_op *push(backend_seq *s, backend_op_kind kind)
+/* Record one op, its unnamed fields zero; past the capacity, mark the sequence as overflowed. */
+static void push(backend_seq *s, backend_op op)
 {
-    static _Thread_local backend_op sink;
-    backend_op *op = &sink;
-
     if (s->n < s->cap)
-        op = &s->ops[s->n++];
+        s->ops[s->n++] = op;
     else
         s->overflow = 1;
-    memset(op, 0, sizeof *op);
-    op->kind = kind;
-    return op;
 }
 
 void backend_seq_embed(backend_seq *s, backend_ref dst, const backend_weight *w, const int32_t *tokens, int n,
                        int cols)
 {
-    backend_op *op = push(s, BACKEND_OP_EMBED);
-    op->dst = dst;
-    op->w = w;
-    op->tokens = tokens;
-    op->n = n;
-    op->cols = cols;
+    push(s, (backend_op){ .kind = BACKEND_OP_EMBED, .dst = dst, .w = w, .tokens = tokens, .n = n, .cols = cols });
 }
 
 void backend_seq_rms_norm(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n, int cols,
                           float eps)
 {
-    backend_op *op = push(s, BACKEND_OP_RMS_NORM);
-    op->dst = dst;
-    op->src = src;
-    op->w = w;
-    op->n = n;
-    op->cols = cols;
-    op->eps = eps;
+    push(s, (backend_op){ .kind = BACKEND_OP_RMS_NORM, .dst = dst, .src = src, .w = w, .n = n, .cols = cols,
+                          .eps = eps });
 }
 
 void backend_seq_matmul(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n)
 {
-    backend_op *op = push(s, BACKEND_OP_MATMUL);
-    op->dst = dst;
-    op->src = src;
-    op->w = w;
-    op->n = n;
-    op->rows = (int)w->t->shape[0];
-    op->cols = (int)w->t->shape[w->t->n_dims - 1];
+    push(s, (backend_op){ .kind = BACKEND_OP_MATMUL, .dst = dst, .src = src, .w = w, .n = n,
+                          .rows = (int)w->t->shape[0], .cols = (int)w->t->shape[w->t->n_dims - 1] });
 }
 
 void backend_seq_add_row(backend_seq *s, backend_ref dst, const backend_weight *w, int n, int cols)
 {
-    backend_op *op = push(s, BACKEND_OP_ADD_ROW);
-    op->dst = dst;
-    op->w = w;
-    op->n = n;
-    op->cols = cols;
+    push(s, (backend_op){ .kind = BACKEND_OP_ADD_ROW, .dst = dst, .w = w, .n = n, .cols = cols });
 }
 
 void backend_seq_rope(backend_seq *s, backend_ref dst, int n, int heads, int head_dim, int n_rot, int pos0,
                       const double *freqs, int interleaved)
 {
-    backend_op *op = push(s, BACKEND_OP_ROPE);
-    op->dst = dst;
-    op->n = n;
-    op->heads = heads;
-    op->head_dim = head_dim;
-    op->n_rot = n_rot;
-    op->pos0 = pos0;
-    op->freqs = freqs;
-    op->interleaved = interleaved;
+    push(s, (backend_op){ .kind = BACKEND_OP_ROPE, .dst = dst, .n = n, .heads = heads, .head_dim = head_dim,
+                          .n_rot = n_rot, .pos0 = pos0, .freqs = freqs, .interleaved = interleaved });
 }
 
 void backend_seq_store(backend_seq *s, backend_ref dst, backend_ref src, int n)
 {
-    backend_op *op = push(s, BACKEND_OP_STORE);
-    op->dst = dst;
-    op->src = src;
-    op->n = n;
+    push(s, (backend_op){ .kind = BACKEND_OP_STORE, .dst = dst, .src = src, .n = n });
 }
 
 void backend_seq_attention(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
                            int pos0, int heads, int kv_heads, int head_dim)
 {
-    backend_op *op = push(s, BACKEND_OP_ATTENTION);
-    op->dst = dst;
-    op->src = q;
-    op->k = k;
-    op->v = v;
-    op->n = n;
-    op->pos0 = pos0;
-    op->heads = heads;
-    op->kv_heads = kv_heads;
-    op->head_dim = head_dim;
+    push(s, (backend_op){ .kind = BACKEND_OP_ATTENTION, .dst = dst, .src = q, .k = k, .v = v, .n = n, .pos0 = pos0,
+                          .heads = heads, .kv_heads = kv_heads, .head_dim = head_dim });
 }
 
 void backend_seq_swiglu(backend_seq *s, backend_ref dst, backend_ref src, int n)
 {
-    backend_op *op = push(s, BACKEND_OP_SWIGLU);
-    op->dst = dst;
-    op->src = src;
-    op->n = n;
+    push(s, (backend_op){ .kind = BACKEND_OP_SWIGLU, .dst = dst, .src = src, .n = n });
 }
 
 void backend_seq_add(backend_seq *s, backend_ref dst, backend_ref src, int n)
 {
-    backend_op *op = push(s, BACKEND_OP_ADD);
-    op->dst = dst;
-    op->src = src;
-    op->n = n;
+    push(s, (backend_op){ .kind = BACKEND_OP_ADD, .dst = dst, .src = src, .n = n });
 }
 
 void backend_seq_attention_ex(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
@@ -444,96 +396,55 @@ void backend_seq_rms_norm_ex(backend_seq *s, backend_ref dst, backend_ref src, c
 void backend_seq_moe_route(backend_seq *s, backend_ref wts_dst, backend_ref ids, backend_ref logits, int n,
                            int n_expert, int n_used, int route)
 {
-    backend_op *op = push(s, BACKEND_OP_MOE_ROUTE);
-    op->dst = wts_dst;
-    op->ids = ids;
-    op->src = logits;
-    op->n = n;
-    op->n_expert = n_expert;
-    op->n_used = n_used;
-    op->route = route;
+    push(s, (backend_op){ .kind = BACKEND_OP_MOE_ROUTE, .dst = wts_dst, .ids = ids, .src = logits, .n = n,
+                          .n_expert = n_expert, .n_used = n_used, .route = route });
 }
 
 void backend_seq_matmul_id(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, backend_ref ids,
                            int n, int n_used, int src_bcast)
 {
-    backend_op *op = push(s, BACKEND_OP_MATMUL_ID);
-    op->dst = dst;
-    op->src = src;
-    op->w = w;
-    op->ids = ids;
-    op->n = n;
-    op->n_used = n_used;
-    op->src_bcast = src_bcast;
-    op->n_expert = (int)w->t->shape[0];
-    op->rows = (int)w->t->shape[1];
-    op->cols = (int)w->t->shape[2];
+    push(s, (backend_op){ .kind = BACKEND_OP_MATMUL_ID, .dst = dst, .src = src, .w = w, .ids = ids, .n = n,
+                          .n_used = n_used, .src_bcast = src_bcast, .n_expert = (int)w->t->shape[0],
+                          .rows = (int)w->t->shape[1], .cols = (int)w->t->shape[2] });
 }
 
 void backend_seq_moe_sum(backend_seq *s, backend_ref dst, backend_ref src, backend_ref wts, int n, int n_used,
                          int cols)
 {
-    backend_op *op = push(s, BACKEND_OP_MOE_SUM);
-    op->dst = dst;
-    op->src = src;
-    op->wts = wts;
-    op->n = n;
-    op->n_used = n_used;
-    op->cols = cols;
+    push(s, (backend_op){ .kind = BACKEND_OP_MOE_SUM, .dst = dst, .src = src, .wts = wts, .n = n, .n_used = n_used,
+                          .cols = cols });
 }
 
 void backend_seq_gated_add(backend_seq *s, backend_ref dst, backend_ref src, backend_ref gate, int n, int cols)
 {
-    backend_op *op = push(s, BACKEND_OP_GATED_ADD);
-    op->dst = dst;
-    op->src = src;
-    op->wts = gate;
-    op->n = n;
-    op->cols = cols;
+    push(s, (backend_op){ .kind = BACKEND_OP_GATED_ADD, .dst = dst, .src = src, .wts = gate, .n = n, .cols = cols });
 }
 
 void backend_seq_geglu(backend_seq *s, backend_ref dst, backend_ref src, int n)
 {
-    backend_op *op = push(s, BACKEND_OP_GEGLU);
-    op->dst = dst;
-    op->src = src;
-    op->n = n;
+    push(s, (backend_op){ .kind = BACKEND_OP_GEGLU, .dst = dst, .src = src, .n = n });
 }
 
 void backend_seq_scale(backend_seq *s, backend_ref dst, int n, float scale)
 {
-    backend_op *op = push(s, BACKEND_OP_SCALE);
-    op->dst = dst;
-    op->n = n;
-    op->scale = scale;
+    push(s, (backend_op){ .kind = BACKEND_OP_SCALE, .dst = dst, .n = n, .scale = scale });
 }
 
 void backend_seq_softcap(backend_seq *s, backend_ref dst, int n, float cap)
 {
-    backend_op *op = push(s, BACKEND_OP_SOFTCAP);
-    op->dst = dst;
-    op->n = n;
-    op->scale = cap;
+    push(s, (backend_op){ .kind = BACKEND_OP_SOFTCAP, .dst = dst, .n = n, .scale = cap });
 }
 
 void backend_seq_layer_norm(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w,
                             const backend_weight *b, int n, int cols, float eps)
 {
-    backend_op *op = push(s, BACKEND_OP_LAYER_NORM);
-    op->dst = dst;
-    op->src = src;
-    op->w = w;
-    op->w2 = b;
-    op->n = n;
-    op->cols = cols;
-    op->eps = eps;
+    push(s, (backend_op){ .kind = BACKEND_OP_LAYER_NORM, .dst = dst, .src = src, .w = w, .w2 = b, .n = n,
+                          .cols = cols, .eps = eps });
 }
 
 void backend_seq_gelu(backend_seq *s, backend_ref dst, int n)
 {
-    backend_op *op = push(s, BACKEND_OP_GELU);
-    op->dst = dst;
-    op->n = n;
+    push(s, (backend_op){ .kind = BACKEND_OP_GELU, .dst = dst, .n = n });
 }
 
 void backend_seq_attention_bidir(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
