@@ -35,35 +35,20 @@ static const char sql_prune[] =
 static int live_load(store *s, ms_digest **out, size_t *n_out)
 {
     sqlite3_stmt *st = NULL;
-    ms_digest *v = NULL;
-    size_t n = 0, cap = 0;
-    int rc, step;
+    int rc;
 
     *out = NULL;
     *n_out = 0;
     if ((rc = store__prepare(s, &st, LIVE_SQL " ORDER BY 1")) < 0)
         return rc;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *d = (const char *)sqlite3_column_text(st, 0);
-
-        if (!d || strlen(d) >= sizeof *v)
-            continue;   /* cannot name a file in blobs/, so protects nothing */
-        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
-            goto done;
-        snprintf(v[n++], sizeof *v, "%s", d);
-    }
-    if (step != SQLITE_DONE)
-        rc = store__db_err(s, "gc: live blobs");
-    else if (n)
-        qsort(v, n, sizeof *v, store__digest_cmp);   /* cheap insurance against collation surprises */
-done:
-    sqlite3_finalize(st);
-    if (rc < 0) {
-        free(v);
+    if ((rc = store__rows(s, st, out, n_out, sizeof **out, store__row_digest, NULL, "gc: live blobs")) < 0) {
+        free(*out);
+        *out = NULL;
+        *n_out = 0;
         return rc;
     }
-    *out = v;
-    *n_out = n;
+    if (*n_out)
+        qsort(*out, *n_out, sizeof **out, store__digest_cmp);   /* cheap insurance against collation surprises */
     return 0;
 }
 

@@ -75,6 +75,21 @@ static void copy_col(char *dst, size_t cap, sqlite3_stmt *st, int col)
 
 /* The size counts each blob once per model (a digest listed twice is stored once), taking sizes
  * from the blobs table, where commit recorded each file's size after checking it. */
+static int list_row(void *row, sqlite3_stmt *st, void *arg)
+{
+    store_entry *m = row;
+
+    (void)arg;
+    copy_col(m->name.host, sizeof m->name.host, st, 0);
+    copy_col(m->name.namespace_, sizeof m->name.namespace_, st, 1);
+    copy_col(m->name.model, sizeof m->name.model, st, 2);
+    copy_col(m->name.tag, sizeof m->name.tag, st, 3);
+    copy_col(m->digest, sizeof m->digest, st, 4);
+    m->modified_at = sqlite3_column_int64(st, 5);
+    m->size = (uint64_t)sqlite3_column_int64(st, 6);
+    return 0;
+}
+
 int store_list(store *s, store_entry **out, size_t *n_out)
 {
     static const char sql[] =
@@ -84,59 +99,40 @@ int store_list(store *s, store_entry **out, size_t *n_out)
         "     b.digest IN (SELECT l.digest FROM layers l WHERE l.manifest_digest = m.digest))), 0) "
         "FROM names n JOIN manifests m ON m.digest = n.manifest_digest";
     sqlite3_stmt *st = NULL;
-    store_entry *v = NULL;
-    size_t n = 0, cap = 0;
-    int rc, step;
+    int rc;
 
     *out = NULL;
     *n_out = 0;
     if ((rc = store__prepare(s, &st, sql)) < 0)
         return rc;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        store_entry *m;
-
-        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
-            goto done;
-        m = &v[n++];
-        memset(m, 0, sizeof *m);
-        copy_col(m->name.host, sizeof m->name.host, st, 0);
-        copy_col(m->name.namespace_, sizeof m->name.namespace_, st, 1);
-        copy_col(m->name.model, sizeof m->name.model, st, 2);
-        copy_col(m->name.tag, sizeof m->name.tag, st, 3);
-        copy_col(m->digest, sizeof m->digest, st, 4);
-        m->modified_at = sqlite3_column_int64(st, 5);
-        m->size = (uint64_t)sqlite3_column_int64(st, 6);
-    }
-    if (step != SQLITE_DONE) {
-        rc = store__db_err(s, "list models");
-        goto done;
-    }
-    if (n)
-        qsort(v, n, sizeof *v, model_cmp);
-done:
-    sqlite3_finalize(st);
-    if (rc < 0) {
-        free(v);
+    if ((rc = store__rows(s, st, out, n_out, sizeof **out, list_row, NULL, "list models")) < 0) {
+        free(*out);
+        *out = NULL;
+        *n_out = 0;
         return rc;
     }
-    *out = v;
-    *n_out = n;
+    if (*n_out)
+        qsort(*out, *n_out, sizeof **out, model_cmp);
     return 0;
 }
 
 /* ---------------------------------------------------------------- tensors */
 
+static void tensor_fields_free(store_tensor *t)
+{
+    free(t->name);
+    free(t->dtype);
+    free(t->shape);
+    free(t->quant_type);
+    free(t->blob_digest);
+}
+
 void store_tensors_free(store_tensor *t, size_t n)
 {
     if (!t)
         return;
-    for (size_t i = 0; i < n; i++) {
-        free(t[i].name);
-        free(t[i].dtype);
-        free(t[i].shape);
-        free(t[i].quant_type);
-        free(t[i].blob_digest);
-    }
+    for (size_t i = 0; i < n; i++)
+        tensor_fields_free(&t[i]);
     free(t);
 }
 
@@ -151,6 +147,21 @@ static int dup_col(char **dst, sqlite3_stmt *st, int col, int nullable)
     return *dst ? 0 : -1;
 }
 
+static int tensor_row(void *row, sqlite3_stmt *st, void *arg)
+{
+    store_tensor *t = row;
+
+    if (dup_col(&t->name, st, 0, 0) < 0 || dup_col(&t->dtype, st, 1, 0) < 0 || dup_col(&t->shape, st, 2, 0) < 0 ||
+        dup_col(&t->quant_type, st, 3, 1) < 0 || dup_col(&t->blob_digest, st, 4, 0) < 0) {
+        tensor_fields_free(t);   /* the row is not counted: what it holds is freed here */
+        return ms_err(MS_ENOMEM, "%s: tensor list: out of memory", (const char *)arg);
+    }
+    t->group_size = sqlite3_column_int64(st, 5);
+    t->offset = (uint64_t)sqlite3_column_int64(st, 6);
+    t->nbytes = (uint64_t)sqlite3_column_int64(st, 7);
+    return 0;
+}
+
 /* A blob listed by several layers of one manifest is listed once, at its first layer. */
 int store_tensors_list(store *s, const char *manifest_digest, store_tensor **out, size_t *n_out)
 {
@@ -160,42 +171,17 @@ int store_tensors_list(store *s, const char *manifest_digest, store_tensor **out
         "                     GROUP BY digest) l ON t.blob_digest = l.digest "
         "ORDER BY l.idx, t.offset, t.name";
     sqlite3_stmt *st = NULL;
-    store_tensor *v = NULL;
-    size_t n = 0, cap = 0;
-    int rc, step;
+    int rc;
 
     *out = NULL;
     *n_out = 0;
     if ((rc = store__prepare(s, &st, sql)) < 0)
         return rc;
     sqlite3_bind_text(st, 1, manifest_digest, -1, SQLITE_STATIC);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        store_tensor *t;
-
-        if ((rc = ms_grow(&v, &cap, n + 1, sizeof *v)) < 0)
-            goto fail;
-        t = &v[n++];
-        memset(t, 0, sizeof *t);
-        if (dup_col(&t->name, st, 0, 0) < 0 || dup_col(&t->dtype, st, 1, 0) < 0 ||
-            dup_col(&t->shape, st, 2, 0) < 0 || dup_col(&t->quant_type, st, 3, 1) < 0 ||
-            dup_col(&t->blob_digest, st, 4, 0) < 0) {
-            rc = ms_err(MS_ENOMEM, "%s: tensor list: out of memory", manifest_digest);
-            goto fail;
-        }
-        t->group_size = sqlite3_column_int64(st, 5);
-        t->offset = (uint64_t)sqlite3_column_int64(st, 6);
-        t->nbytes = (uint64_t)sqlite3_column_int64(st, 7);
+    if ((rc = store__rows(s, st, out, n_out, sizeof **out, tensor_row, (void *)manifest_digest, "list tensors")) < 0) {
+        store_tensors_free(*out, *n_out);
+        *out = NULL;
+        *n_out = 0;
     }
-    if (step != SQLITE_DONE) {
-        rc = store__db_err(s, "list tensors");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    *out = v;
-    *n_out = n;
-    return 0;
-fail:
-    sqlite3_finalize(st);
-    store_tensors_free(v, n);
     return rc;
 }

@@ -102,6 +102,44 @@ int store__prepare(store *s, sqlite3_stmt **out, const char *sql)
     return 0;
 }
 
+int store__rows(store *s, sqlite3_stmt *st, void *rows, size_t *n_rows, size_t size, store_row_fn fill, void *arg,
+                const char *what)
+{
+    char **v = rows;   /* the caller's array pointer, of any element type */
+    size_t cap = 0;
+    int rc = 0, step;
+
+    *v = NULL;
+    *n_rows = 0;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        char *row;
+
+        if ((rc = ms_grow(v, &cap, *n_rows + 1, size)) < 0)
+            break;
+        row = *v + *n_rows * size;
+        memset(row, 0, size);
+        if ((rc = fill(row, st, arg)) < 0)
+            break;
+        if (rc == 0)
+            ++*n_rows;
+        rc = 0;
+    }
+    if (rc == 0 && step != SQLITE_DONE)
+        rc = store__db_err(s, what);
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store__row_digest(void *row, sqlite3_stmt *st, void *arg)
+{
+    const char *d = (const char *)sqlite3_column_text(st, 0);
+
+    if (!arg && (!d || strlen(d) >= sizeof(ms_digest)))
+        return 1;   /* cannot name a file in blobs/ */
+    snprintf(row, sizeof(ms_digest), "%s", d ? d : "");
+    return 0;
+}
+
 /* IMMEDIATE takes the write lock up front, so two writers queue on the busy timeout instead of
  * one failing with SQLITE_BUSY when it upgrades a read transaction. */
 int store__begin(store *s, int immediate)

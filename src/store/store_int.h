@@ -65,6 +65,16 @@ int store__writable(store *s, const char *what);
 int store__db_err(store *s, const char *what);
 int store__exec(store *s, const char *sql);
 int store__prepare(store *s, sqlite3_stmt **out, const char *sql);
+/* Step `st` (prepared and bound) to its end, one element of `size` bytes per row in a growing
+ * array (zeroed, then written by `fill`: 0 keeps the row, 1 skips it, < 0 fails with that code).
+ * Finalizes `st`. On failure *rows still holds the *n_rows rows filled, for the caller to free
+ * as it frees a result; `what` names the query in SQLite's errors. */
+typedef int (*store_row_fn)(void *row, sqlite3_stmt *st, void *arg);
+int store__rows(store *s, sqlite3_stmt *st, void *rows, size_t *n_rows, size_t size, store_row_fn fill, void *arg,
+                const char *what);
+/* A store_row_fn for one ms_digest in column 0; arg NULL skips a row whose text cannot be a
+ * digest, arg non-NULL keeps it as written (truncated) for the caller's own check. */
+int store__row_digest(void *row, sqlite3_stmt *st, void *arg);
 /* Transactions. store__rollback is safe to call when none is open. */
 int store__begin(store *s, int immediate);
 int store__commit(store *s);

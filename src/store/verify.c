@@ -64,33 +64,20 @@ static int verify_model(verify_run *r, const model_name *name)
         ") GROUP BY digest ORDER BY 2";
     sqlite3_stmt *st = NULL;
     ms_digest *list = NULL;
-    size_t n = 0, cap = 0;
     ms_digest digest;
-    int rc, step;
+    size_t n = 0;
+    int rc;
 
     if ((rc = store_name_resolve(r->s, name, digest)) < 0)
         return rc;
     if ((rc = store__prepare(r->s, &st, sql)) < 0)
         return rc;
-    /* Collected first: the statement must not stay open across the verified_at writes. */
+    /* Collected first: the statement must not stay open across the verified_at writes. A row
+     * that is no digest is kept, for verify_one to report. */
     sqlite3_bind_text(st, 1, digest, -1, SQLITE_STATIC);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *d = (const char *)sqlite3_column_text(st, 0);
-
-        if ((rc = ms_grow(&list, &cap, n + 1, sizeof *list)) < 0)
-            goto done;
-        snprintf(list[n++], sizeof *list, "%s", d ? d : "");
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (step != SQLITE_DONE) {
-        rc = store__db_err(r->s, "verify: list blobs");
-        goto done;
-    }
+    rc = store__rows(r->s, st, &list, &n, sizeof *list, store__row_digest, r, "verify: list blobs");
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = verify_one(r, list[i], 0);
-done:
-    sqlite3_finalize(st);
     free(list);
     return rc;
 }
