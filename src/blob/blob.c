@@ -175,9 +175,7 @@ int blob_writer_write_fd(blob_writer *w, int fd, const char *path, uint64_t max)
     if (!buf)
         return ms_err(MS_ENOMEM, "out of memory");
     for (;;) {
-        ssize_t n = read(fd, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = ms_read(fd, buf, COPY_CHUNK);
         if (n < 0) {
             rc = ms_err_os("%s: read", path);
             break;
@@ -273,9 +271,7 @@ static int hash_fd(ms_digest digest_out, uint64_t *size_out, int fd, const char 
         goto done;
     }
     for (;;) {
-        ssize_t n = read(fd, buf, COPY_CHUNK);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = ms_read(fd, buf, COPY_CHUNK);
         if (n < 0) {
             rc = ms_err_os("%s: read", path);
             goto done;

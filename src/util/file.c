@@ -96,9 +96,7 @@ int ms_file_read(char **out, size_t *size_out, const char *path, size_t max)
         return ms_err(MS_ENOMEM, "%s: out of memory", path);
     }
     while (got < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + got, (size_t)st.st_size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = ms_read(fd, buf + got, (size_t)st.st_size - got);
         if (n <= 0) {
             int rc = n < 0 ? ms_err_os("%s: read", path) : ms_err(MS_EIO, "%s: file shrank while reading", path);
             free(buf);
@@ -134,9 +132,7 @@ int ms_fd_read_all(char **out, size_t *len_out, int fd, size_t max)
             buf = nb;
             cap *= 2;
         }
-        n = read(fd, buf + len, cap - 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
+        n = ms_read(fd, buf + len, cap - 1 - len);
         if (n < 0) {
             free(buf);
             return ms_err_os("read");
@@ -150,6 +146,15 @@ int ms_fd_read_all(char **out, size_t *len_out, int fd, size_t max)
     if (len_out)
         *len_out = len;
     return 0;
+}
+
+ssize_t ms_read(int fd, void *buf, size_t len)
+{
+    ssize_t n;
+
+    while ((n = read(fd, buf, len)) < 0 && errno == EINTR)
+        ;
+    return n;
 }
 
 int ms_write_all(int fd, const void *buf, size_t len)

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* ssize_t */
 
 enum {
     MS_OK = 0,
@@ -140,6 +141,7 @@ int ms_file_write_atomic(const char *path, const void *buf, size_t len);
 int ms_mkdir_p(const char *path, int mode);
 int ms_fsync_dir(const char *dir);
 int ms_write_all(int fd, const void *buf, size_t len);   /* retries EINTR and short writes */
+ssize_t ms_read(int fd, void *buf, size_t len);          /* read(2), retrying EINTR */
 /* malloc'd "a/b"; NULL on out of memory (no message). */
 char *ms_path_join(const char *a, const char *b);
 /* malloc'd printf; NULL on out of memory. */
