@@ -472,40 +472,54 @@ int blob_adopt_hashed(ms_digest digest_out, const char *home, const char *path, 
     return adopt(digest_out, home, path, expect, computed);
 }
 
+int blob__dir_each(const char *dir, blob_entry_fn each, void *arg, int *removed)
+{
+    struct dirent *e;
+    DIR *d;
+    char *p;
+
+    if (removed)
+        *removed = 0;
+    if (!(d = opendir(dir)))
+        return errno == ENOENT ? 0 : ms_err_os("%s: opendir", dir);
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (!(p = ms_path_join(dir, e->d_name)))
+            break;
+        if (each(p, e->d_name, arg) > 0 && removed)
+            ++*removed;
+        free(p);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* A writer that is still running owns its file; kill(pid, 0) fails with ESRCH once the writer is
+ * gone. Names that do not start with a pid are not ours to keep either. */
+static int tmp_stale(const char *path, const char *name, void *arg)
+{
+    char *end;
+    long pid = strtol(name, &end, 10);
+
+    (void)arg;
+    if (end != name && *end == '-' && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
+        return 0;
+    return unlink(path) == 0;
+}
+
 int blob_tmp_clean(const char *home, int *removed_out)
 {
     char *dir = ms_path_join(home, "tmp");
-    struct dirent *e;
-    DIR *d;
-    int removed = 0;
+    int removed = 0, rc;
 
     if (removed_out)
         *removed_out = 0;
     if (!dir)
         return ms_err(MS_ENOMEM, "out of memory");
-    if (!(d = opendir(dir))) {
-        int rc = errno == ENOENT ? 0 : ms_err_os("%s: opendir", dir);
-        free(dir);
-        return rc;
-    }
-    while ((e = readdir(d)) != NULL) {
-        char *end, *p;
-        long pid;
-
-        if (e->d_name[0] == '.')
-            continue;
-        pid = strtol(e->d_name, &end, 10);
-        /* A writer that is still running owns its file; kill(pid, 0) fails with ESRCH once the
-         * writer is gone. Names that do not start with a pid are not ours to keep either. */
-        if (end != e->d_name && *end == '-' && pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-            continue;
-        if ((p = ms_path_join(dir, e->d_name)) != NULL && unlink(p) == 0)
-            removed++;
-        free(p);
-    }
-    closedir(d);
+    rc = blob__dir_each(dir, tmp_stale, NULL, &removed);
     free(dir);
     if (removed_out)
         *removed_out = removed;
-    return 0;
+    return rc;
 }

@@ -21,6 +21,12 @@ typedef struct blob_sha {
     const blob_sha_impl *impl;
 } blob_sha;
 
+/* Call `each` with the path and name of every entry of `dir` but dot files (a missing directory
+ * has none); `each` returns 1 when it removed the entry, counted into *removed (NULL: not
+ * counted). MS_EIO when the directory cannot be read. */
+typedef int (*blob_entry_fn)(const char *path, const char *name, void *arg);
+int blob__dir_each(const char *dir, blob_entry_fn each, void *arg, int *removed);
+
 const blob_sha_impl *blob__sha_impl(const char *name);   /* NULL: unknown, or not on this CPU */
 const blob_sha_impl *blob__sha_best(void);               /* sha-ni where the CPU has it, else NULL */
 void blob__sha_init(blob_sha *s, const blob_sha_impl *impl);

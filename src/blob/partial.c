@@ -1,6 +1,5 @@
 /* partial.c: resumable downloads of one blob each, <home>/tmp/pull/<hex>.partial and its
  * sidecar <hex>.ranges (blob.h, "Partial blobs"): names, locks, progress and cleanup. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -282,38 +281,37 @@ static int done_download(const char *home, const char *file)
     return blob_digest_valid(digest) && blob_exists(home, digest, NULL);
 }
 
+typedef struct sweep {
+    const char *home;
+    time_t now;
+    int64_t max_age_s;
+} sweep;
+
+/* Old, or of a download that finished, and not locked by a pull still running. */
+static int partial_stale(const char *path, const char *name, void *arg)
+{
+    const sweep *w = arg;
+    struct stat st;
+    int fd, gone = 0;
+
+    if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (w->now - st.st_mtime > w->max_age_s || done_download(w->home, name)) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+        gone = unlink(path) == 0;
+    close(fd);   /* drops the lock */
+    return gone;
+}
+
 int blob_partial_clean(const char *home, int64_t max_age_s)
 {
-    char *dir = ms_strdup_printf("%s/tmp/pull", home), *path = NULL;
-    time_t now = time(NULL);
-    struct dirent *e;
-    DIR *d;
+    char *dir = ms_strdup_printf("%s/tmp/pull", home);
+    sweep w = { home, time(NULL), max_age_s };
+    int rc;
 
     if (!dir)
         return ms_err(MS_ENOMEM, "out of memory");
-    if (!(d = opendir(dir))) {
-        int rc = errno == ENOENT ? 0 : ms_err_os("%s: opendir", dir);
-        free(dir);
-        return rc;
-    }
-    while ((e = readdir(d)) != NULL) {
-        struct stat st;
-        int fd;
-
-        if (e->d_name[0] == '.')
-            continue;
-        free(path);
-        if (!(path = ms_path_join(dir, e->d_name)))
-            break;
-        if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
-            continue;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            (now - st.st_mtime > max_age_s || done_download(home, e->d_name)) && flock(fd, LOCK_EX | LOCK_NB) == 0)
-            unlink(path);
-        close(fd);   /* drops the lock */
-    }
-    closedir(d);
-    free(path);
+    rc = blob__dir_each(dir, partial_stale, &w, NULL);
     free(dir);
-    return 0;
+    return rc;
 }
