@@ -17,14 +17,10 @@ enum MHD_Result srv_apply_template(req *r)
     size_t len = 0;
     int rc, gen;
 
-    if ((rc = srv_body_json(&b, r)) < 0)
-        return srv_fail(r, SRV_OPENAI, rc);
+    if ((rc = gen_job_new(&j, &b, r, GEN_OPENAI_CHAT)) < 0)
+        goto done;
     gen = !json_is_false(json_object_get(b, "add_generation_prompt"));
     json_object_del(b, "add_generation_prompt");
-    if (!(j = gen_job_new(r->srv, GEN_OPENAI_CHAT))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto done;
-    }
     if ((rc = srv_openai_fields(j, b, 1, &model)) < 0 || (rc = srv_model_open(&j->ref, r->srv, model)) < 0 ||
         (rc = gen_model_check(j, model)) < 0 || (rc = srv_model_acquire(r->srv, &j->ref, j->mo.n_ctx, &L)) < 0)
         goto done;

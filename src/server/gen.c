@@ -19,13 +19,18 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-gen_job *gen_job_new(server *srv, gen_kind kind)
+int gen_job_new(gen_job **out, json_t **body, req *r, gen_kind kind)
 {
-    gen_job *j = calloc(1, sizeof *j);
+    server *srv = r->srv;
+    gen_job *j;
     uint64_t rnd = 0;
+    int rc;
 
-    if (!j)
-        return NULL;
+    *out = NULL;
+    if ((rc = srv_body_json(body, r)) < 0)
+        return rc;
+    if (!(j = calloc(1, sizeof *j)))
+        return ms_err(MS_ENOMEM, "out of memory");
     j->srv = srv, j->kind = kind, j->fd = -1, j->think = -1;
     model_opts_defaults(&j->mo);
     if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd)
@@ -35,7 +40,8 @@ gen_job *gen_job_new(server *srv, gen_kind kind)
     j->created = time(NULL);
     snprintf(j->id, sizeof j->id, "%s-%016llx", kind == GEN_OPENAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)(rnd >> 1));
-    return j;
+    *out = j;
+    return 0;
 }
 
 void gen_job_free(gen_job *j)
@@ -580,6 +586,15 @@ int gen_model_check(const gen_job *j, const char *model)
     if (srv_model_caps(j->ref.sm) & SRV_CAN_EMBED)
         return ms_err(MS_EUNSUPPORTED, "model '%s' does not support %s", model ? model : "", chat ? "chat" : "generate");
     return 0;
+}
+
+enum MHD_Result gen_respond(req *r, gen_job *j, json_t *body, int rc, srv_api api)
+{
+    json_decref(body);
+    if (rc == 0)
+        return gen_start(r, j);
+    gen_job_free(j);
+    return srv_fail(r, api, rc);
 }
 
 enum MHD_Result gen_start(req *r, gen_job *j)

@@ -104,13 +104,8 @@ static enum MHD_Result generate(req *r, int chat)
     const char *prompt = NULL, *system = NULL;
     int rc;
 
-    if ((rc = srv_body_json(&b, r)) < 0)
-        return srv_fail(r, SRV_OLLAMA, rc);
-    if (!(j = gen_job_new(r->srv, chat ? GEN_OLLAMA_CHAT : GEN_OLLAMA_GENERATE))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if ((rc = generate_parse(j, b, chat, &prompt, &system)) < 0 ||
+    if ((rc = gen_job_new(&j, &b, r, chat ? GEN_OLLAMA_CHAT : GEN_OLLAMA_GENERATE)) < 0 ||
+        (rc = generate_parse(j, b, chat, &prompt, &system)) < 0 ||
         (rc = gen_model_check(j, srv_body_model(b))) < 0)
         goto fail;
     snprintf(j->model, sizeof j->model, "%s", srv_body_model(b));
@@ -123,12 +118,9 @@ static enum MHD_Result generate(req *r, int chat)
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
     }
-    json_decref(b);
-    return gen_start(r, j);
+    rc = 0;
 fail:
-    json_decref(b);
-    gen_job_free(j);
-    return srv_fail(r, SRV_OLLAMA, rc);
+    return gen_respond(r, j, b, rc, SRV_OLLAMA);
 }
 
 /* ---------------------------------------------------------------- the store */

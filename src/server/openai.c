@@ -14,22 +14,14 @@ static enum MHD_Result completions(req *r, int chat)
     const char *model = NULL;
     int rc;
 
-    if ((rc = srv_body_json(&b, r)) < 0)
-        return srv_fail(r, SRV_OPENAI, rc);
-    if (!(j = gen_job_new(r->srv, chat ? GEN_OPENAI_CHAT : GEN_OPENAI_COMPLETION))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto fail;
-    }
-    if ((rc = srv_openai_fields(j, b, chat, &model)) < 0 || (rc = srv_model_open(&j->ref, r->srv, model)) < 0 ||
+    if ((rc = gen_job_new(&j, &b, r, chat ? GEN_OPENAI_CHAT : GEN_OPENAI_COMPLETION)) < 0 ||
+        (rc = srv_openai_fields(j, b, chat, &model)) < 0 || (rc = srv_model_open(&j->ref, r->srv, model)) < 0 ||
         (rc = gen_model_check(j, model)) < 0)
         goto fail;
     snprintf(j->model, sizeof j->model, "%s", model);
-    json_decref(b);
-    return gen_start(r, j);
+    rc = 0;
 fail:
-    json_decref(b);
-    gen_job_free(j);
-    return srv_fail(r, SRV_OPENAI, rc);
+    return gen_respond(r, j, b, rc, SRV_OPENAI);
 }
 
 static json_t *model_obj(const store_entry *m)

@@ -257,7 +257,9 @@ typedef struct gen_job {
     time_t created;
 } gen_job;
 
-gen_job *gen_job_new(server *srv, gen_kind kind);
+/* A generation's job with its defaults, and the request's body read as JSON (*body: the caller's
+ * to json_decref, also on failure). MS_EINVALID for a bad body, MS_ENOMEM. */
+int gen_job_new(gen_job **out, json_t **body, req *r, gen_kind kind);
 /* apply.c: POST /apply-template (llama-server's): the prompt a chat would render, not generated */
 enum MHD_Result srv_apply_template(req *r);
 void gen_job_free(gen_job *j);
@@ -272,6 +274,9 @@ int gen_model_check(const gen_job *j, const char *model);
 /* Run the job: streamed (a thread writes the stream; the job is its) or answered in this thread.
  * Takes the job in every case. */
 enum MHD_Result gen_start(req *r, gen_job *j);
+/* The end of a generation request's handler: drops the body, then starts the job (rc 0) or
+ * frees it and answers the failure rc in the api's error shape. */
+enum MHD_Result gen_respond(req *r, gen_job *j, json_t *body, int rc, srv_api api);
 
 /* Typed fields of a request object (the sampler's are the option table's, modelfile.h): 0 when
  * absent (*set = 0, out unchanged) or valid; MS_EINVALID naming the field ("stream: expected
