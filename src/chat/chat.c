@@ -358,37 +358,50 @@ static int render_llama2(sbuf *b, const chat_template *t, const chat_msg *m, siz
     return 0;
 }
 
+/* A format whose every turn is open, role, after_role, text, close (Llama 3 headers, ChatML). */
+typedef struct turn_fmt {
+    const char *open, *after_role, *close;
+    int trim; /* Llama 3's template trims each message */
+} turn_fmt;
+
+static const turn_fmt fmt_llama3 = { "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", 1 };
+static const turn_fmt fmt_chatml = { "<|im_start|>", "\n", "<|im_end|>\n", 0 };
+
+static void put_head(sbuf *b, const turn_fmt *f, const char *role)
+{
+    puts_(b, f->open);
+    puts_(b, role ? role : "");
+    puts_(b, f->after_role);
+}
+
+static void put_turn(sbuf *b, const turn_fmt *f, const char *role, const char *text)
+{
+    put_head(b, f, role);
+    if (f->trim)
+        chat__put_trimmed(b, text);
+    else
+        puts_(b, text);
+    puts_(b, f->close);
+}
+
 static void render_llama3(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 && (t->flags & F_BOS))
-            puts_(b, t->bos);
-        puts_(b, "<|start_header_id|>");
-        puts_(b, m[i].role ? m[i].role : "");
-        puts_(b, "<|end_header_id|>\n\n");
-        chat__put_trimmed(b, content(&m[i]));
-        puts_(b, "<|eot_id|>");
-    }
+    if (n && (t->flags & F_BOS))
+        puts_(b, t->bos);
+    for (size_t i = 0; i < n; i++)
+        put_turn(b, &fmt_llama3, m[i].role, content(&m[i]));
     if (gen)
-        puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        put_head(b, &fmt_llama3, "assistant");
 }
 
 static void render_chatml(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (i == 0 && t->default_system && !is(&m[0], "system")) {
-            puts_(b, "<|im_start|>system\n");
-            puts_(b, t->default_system);
-            puts_(b, "<|im_end|>\n");
-        }
-        puts_(b, "<|im_start|>");
-        puts_(b, m[i].role ? m[i].role : "");
-        puts_(b, "\n");
-        puts_(b, content(&m[i]));
-        puts_(b, "<|im_end|>\n");
-    }
+    if (n && t->default_system && !is(&m[0], "system"))
+        put_turn(b, &fmt_chatml, "system", t->default_system);
+    for (size_t i = 0; i < n; i++)
+        put_turn(b, &fmt_chatml, m[i].role, content(&m[i]));
     if (gen)
-        puts_(b, "<|im_start|>assistant\n");
+        put_head(b, &fmt_chatml, "assistant");
 }
 
 static int render_gemma(sbuf *b, const chat_template *t, const chat_msg *m, size_t n, int gen)
