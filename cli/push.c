@@ -7,8 +7,8 @@
 #include "registry/registry.h"
 
 static const char help[] =
-    "usage: mstore push [--insecure] [--format oci|docker|dmr] [--quiet] NAME [DEST]\n"
-    "       mstore push [--format oci|docker|dmr] NAME --to DIR\n\n"
+    "usage: mstore push [--insecure] [--format oci|docker|dmr|modelpack] [--quiet] NAME [DEST]\n"
+    "       mstore push [--format oci|docker|dmr|modelpack] NAME --to DIR\n\n"
     "Upload a stored model to an OCI registry, under DEST when given ([host/][namespace/]model[:tag];\n"
     "$MSTORE_REGISTRY when the name has no host), or write it into an OCI image layout directory.\n"
     "Blobs the registry already has are skipped.\n\n"
@@ -17,7 +17,8 @@ static const char help[] =
     "  --format F      oci (default: the stored manifest bytes as they are) or docker (Docker v2\n"
     "                  manifest and config media types, for ollama-style registries) or dmr (Docker\n"
     "                  Model Runner's artifact: config v0.1, the GGUF as export writes it, license\n"
-    "                  and Jinja chat template layers)\n"
+    "                  and Jinja chat template layers) or modelpack (CNCF ModelPack: the GGUF as\n"
+    "                  model.gguf in an uncompressed tar layer, mountable as an image volume)\n"
     "  --quiet         no progress display\n"
     "  --to DIR        write an OCI image layout directory instead of pushing to a registry\n\n"
     "credentials: as for mstore pull (see mstore pull --help), each bound to its registry host.\n";
@@ -45,8 +46,9 @@ int cmd_push(int argc, char **argv)
             const char *f = i + 1 < argc ? argv[++i] : "";
             o.docker_format = !strcmp(f, "docker");
             o.dmr_format = !strcmp(f, "dmr");
-            if (!o.docker_format && !o.dmr_format && strcmp(f, "oci") != 0)
-                return cli_usage_error("push", "--format: '%s' is not oci, docker or dmr", f);
+            o.modelpack_format = !strcmp(f, "modelpack");
+            if (!o.docker_format && !o.dmr_format && !o.modelpack_format && strcmp(f, "oci") != 0)
+                return cli_usage_error("push", "--format: '%s' is not oci, docker, dmr or modelpack", f);
         } else if (!strcmp(argv[i], "--to")) {
             if (i + 1 >= argc)
                 return cli_usage_error("push", "--to needs a directory");

@@ -12,6 +12,7 @@ static void layer_clear(manifest_layer *l)
 {
     free(l->media_type);
     free(l->name);
+    free(l->filepath);
     memset(l, 0, sizeof *l);
 }
 
@@ -20,6 +21,7 @@ void manifest_free(manifest *m)
     if (!m)
         return;
     free(m->media_type);
+    free(m->artifact_type);
     layer_clear(&m->config);
     for (size_t i = 0; i < m->n_layers; i++)
         layer_clear(&m->layers[i]);
@@ -214,6 +216,8 @@ static json_t *descriptor_json(const manifest_layer *l)
     bad |= json_object_set_new(o, "size", json_integer((json_int_t)l->size)) != 0;
     if (l->name)
         bad |= json_object_set_new(o, "name", json_string(l->name)) != 0;
+    if (l->filepath)
+        bad |= json_object_set_new(o, "annotations", json_pack("{s:s}", MT_CNCF_FILEPATH, l->filepath)) != 0;
     if (bad) {
         json_decref(o);
         return NULL;
@@ -244,6 +248,8 @@ int manifest_serialize(char **out, size_t *len_out, const manifest *m)
      * asks for it on older versions too). */
     bad |= json_object_set_new(root, "schemaVersion", json_integer(m->schema_version)) != 0;
     bad |= json_object_set_new(root, "mediaType", json_string(m->media_type ? m->media_type : MT_OCI_MANIFEST)) != 0;
+    if (m->artifact_type)
+        bad |= json_object_set_new(root, "artifactType", json_string(m->artifact_type)) != 0;
     bad |= json_object_set_new(root, "config", cfg) != 0;
     for (size_t i = 0; i < m->n_layers && !bad; i++)
         bad |= json_array_append_new(layers, descriptor_json(&m->layers[i])) != 0;

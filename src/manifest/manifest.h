@@ -57,6 +57,7 @@
 #define MT_CNCF_CONFIG "application/vnd.cncf.model.config.v1+json"
 #define MT_CNCF_WEIGHT_RAW "application/vnd.cncf.model.weight.v1.raw"
 #define MT_CNCF_WEIGHT_TAR "application/vnd.cncf.model.weight.v1.tar"
+#define MT_CNCF_FILEPATH "org.cncf.model.filepath"
 /* The manifest as a registry sent it, when the store keeps a model in another form (an
  * ollama whole-GGUF model split into tensor blobs): push sends these bytes back unchanged. */
 #define MT_SOURCE_MANIFEST "application/vnd.mstore.source.manifest"
@@ -69,11 +70,13 @@ typedef struct manifest_layer {
     ms_digest digest;   /* "sha256:<64 hex>" */
     uint64_t size;
     char *name;        /* may be NULL */
+    char *filepath;    /* ModelPack's org.cncf.model.filepath annotation, or NULL: serialized only */
 } manifest_layer;
 
 typedef struct manifest {
     int schema_version;
     char *media_type;
+    char *artifact_type;   /* OCI 1.1 artifactType, or NULL: serialized only */
     manifest_layer config;
     size_t n_layers;
     manifest_layer *layers;

@@ -8,7 +8,20 @@
  * is the file `mstore export` writes, rebuilt into a blob for the push and released after it
  * (its tensors stay stored once); the config is derived from the GGUF header and the store's
  * config, with nothing that changes from one push to the next (no creation time), so the same
- * model always makes the same manifest. An ollama Go template is not Jinja: it is left out. */
+ * model always makes the same manifest. An ollama Go template is not Jinja: it is left out.
+ *
+ * `push --format modelpack` builds the CNCF ModelPack form (modelpack/model-spec docs/spec.md)
+ * from the same export: artifactType application/vnd.cncf.model.manifest.v1+json, config
+ * application/vnd.cncf.model.config.v1+json ({descriptor: {name}, config: {architecture,
+ * format, paramSize, quantization, precision}, modelfs: {type: layers, diffIds}}), the GGUF as
+ * an UNCOMPRESSED ustar layer (application/vnd.cncf.model.weight.v1.tar) holding one file,
+ * MP_GGUF_PATH, with the spec's org.cncf.model.filepath annotation. A container runtime unpacks
+ * such layers into a filesystem, so the artifact mounts as a Kubernetes image volume with the
+ * model at <mount>/model.gguf. The tar is written here (a few lines of POSIX ustar, no library
+ * needed for one regular file) with mtime, uid, gid and owner names zero: the same model always
+ * gives the same tar, config and manifest digests. */
+#include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +35,7 @@
 #include "registry/registry_int.h"
 
 #define JSON_MAX_BYTES (16u << 20)
+#define MP_GGUF_PATH "model.gguf"   /* the GGUF's path inside the ModelPack tar layer */
 
 static int layer_json(json_t **out, store_model *sm, const manifest_layer *l)
 {
@@ -144,16 +158,96 @@ static int is_jinja(const uint8_t *data, size_t n)
     return 0;
 }
 
+/* The octal field ustar uses; a size of 8 GiB or more in GNU base-256 (first byte 0x80). */
+static void tar_num(char *f, size_t w, uint64_t v)
+{
+    if (v >> (3 * (w - 1))) {
+        memset(f, 0, w);
+        f[0] = (char)0x80;
+        for (size_t i = w - 1; i > 0 && v; i--, v >>= 8)
+            f[i] = (char)(v & 0xff);
+        return;
+    }
+    snprintf(f, w, "%0*llo", (int)(w - 1), (unsigned long long)v);
+}
+
+/* Write `src` (`size` bytes) to `dst` as a ustar archive of one regular file `entry`, mode 0644,
+ * every time field zero: deterministic. */
+static int tar_wrap(const char *dst, const char *src, const char *entry, uint64_t size)
+{
+    char h[512] = { 0 }, buf[1 << 16];
+    unsigned sum = 0;
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
+    uint64_t left = size;
+    size_t n;
+    int rc = 0;
+
+    if (!in || !out) {
+        rc = ms_err(MS_EIO, "%s: cannot open: %s", in ? dst : src, strerror(errno));
+        goto done;
+    }
+    snprintf(h, 100, "%s", entry);
+    tar_num(h + 100, 8, 0644);
+    tar_num(h + 108, 8, 0);
+    tar_num(h + 116, 8, 0);
+    tar_num(h + 124, 12, size);
+    tar_num(h + 136, 12, 0);
+    h[156] = '0';
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+    fwrite(h, 1, 512, out);
+    while (left && (n = fread(buf, 1, left < sizeof buf ? (size_t)left : sizeof buf, in)) > 0)
+        left -= n, fwrite(buf, 1, n, out);
+    memset(buf, 0, 1024 + 512);
+    if (left)
+        rc = ms_err(MS_EIO, "%s: %" PRIu64 " bytes short", src, left);
+    else if (fwrite(buf, 1, (512 - size % 512) % 512 + 1024, out) == 0 || fflush(out) != 0 || ferror(out))
+        rc = ms_err(MS_EIO, "%s: write failed: %s", dst, strerror(errno));
+done:
+    if (in)
+        fclose(in);
+    if (out && fclose(out) != 0 && rc == 0)
+        rc = ms_err(MS_EIO, "%s: write failed: %s", dst, strerror(errno));
+    return rc;
+}
+
+/* The ModelPack config from DMR's (same facts, the spec's field names). Precision only for an
+ * unquantized model (F32, F16, BF16): the quantization names the rest. */
+static json_t *modelpack_config(json_t *dmr, const char *display, const char *tar)
+{
+    json_t *c = json_object_get(dmr, "config"), *q = json_object_get(c, "quantization");
+    const char *qs = json_is_string(q) ? json_string_value(q) : "unknown";
+    json_t *o = json_pack("{s:{s:s}, s:{s:O, s:s, s:O, s:s}, s:{s:s, s:[s]}}", "descriptor", "name", display,
+                          "config", "architecture", json_object_get(c, "architecture"), "format", "gguf",
+                          "paramSize", json_object_get(c, "parameters"), "quantization", qs, "modelfs", "type",
+                          "layers", "diffIds", tar);
+    char lower[16];
+    size_t i;
+
+    if (o && (!strcmp(qs, "F32") || !strcmp(qs, "F16") || !strcmp(qs, "BF16"))) {
+        for (i = 0; qs[i] && i + 1 < sizeof lower; i++)
+            lower[i] = (char)(qs[i] | 0x20);
+        lower[i] = 0;
+        json_object_set_new(json_object_get(o, "config"), "precision", json_string(lower));
+    }
+    return o;
+}
+
 int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
-                  const model_name *name)
+                  const model_name *name, int modelpack)
 {
     store_model *sm = NULL;
     store_txn *t = NULL;
     manifest *m = NULL;
     json_t *cfg = NULL;
     export_result res;
-    ms_digest gguf, digest;
-    char path[4200], *text = NULL;
+    ms_digest gguf, digest, tar;
+    char path[4200], tpath[4210], display[512], *text = NULL;
+    struct stat st;
     const uint8_t *data;
     size_t n;
     static unsigned seq;
@@ -170,20 +264,58 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
     snprintf(path, sizeof path, "%s/tmp/%d-dmr-%u.gguf", store_home(s), (int)getpid(), seq++);
     if ((rc = export_gguf(s, name, path, &res)) < 0)
         goto done;
+    snprintf(tpath, sizeof tpath, "%s.tar", path);
+    if (modelpack && ((rc = tar_wrap(tpath, path, MP_GGUF_PATH, res.nbytes)) < 0 || stat(tpath, &st) != 0)) {
+        rc = rc < 0 ? rc : ms_err(MS_EIO, "%s: %s", tpath, strerror(errno));
+        unlink(tpath);
+        unlink(path);
+        goto done;
+    }
     if ((rc = store_txn_blob_adopt(t, gguf, path, res.digest, NULL)) < 0) {
         unlink(path);
+        if (modelpack)
+            unlink(tpath);
         goto done;
     }
     adopted = 1;
     if ((rc = config_build(&cfg, s, sm, gguf, res.nbytes)) < 0)
         goto done;
     json_array_append_new(json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"), json_string(gguf));
+    if (modelpack) {
+        /* the tar is a blob of its own (the GGUF's bytes once more, only for the push) */
+        if ((rc = store_txn_blob_adopt(t, tar, tpath, NULL, NULL)) < 0) {
+            unlink(tpath);
+            goto done;
+        }
+        name_display(display, sizeof display, name);
+        json_t *mp = modelpack_config(cfg, display, tar);
+        json_decref(cfg);
+        if (!(cfg = mp)) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
+    }
     if (!(text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((rc = manifest_new(&m)) < 0 || (rc = store_txn_blob_put(t, digest, text, strlen(text))) < 0 ||
-        (rc = manifest_config_set(m, MT_DMR_CONFIG_V01, digest, strlen(text))) < 0 ||
+    if ((rc = manifest_new(&m)) < 0 || (rc = store_txn_blob_put(t, digest, text, strlen(text))) < 0)
+        goto done;
+    if (modelpack) {
+        if ((rc = manifest_config_set(m, MT_CNCF_CONFIG, digest, strlen(text))) < 0 ||
+            (rc = manifest_layer_add(m, MT_CNCF_WEIGHT_TAR, tar, (uint64_t)st.st_size, NULL)) < 0)
+            goto done;
+        m->artifact_type = strdup(MT_CNCF_MANIFEST);
+        m->layers[0].filepath = strdup(MP_GGUF_PATH);
+        if (!m->artifact_type || !m->layers[0].filepath) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
+        store_blob_release(s, gguf);   /* only the tar is pushed */
+        adopted = 0;
+        goto serialize;
+    }
+    if ((rc = manifest_config_set(m, MT_DMR_CONFIG_V01, digest, strlen(text))) < 0 ||
         (rc = manifest_layer_add(m, MT_DMR_GGUF, gguf, res.nbytes, NULL)) < 0)
         goto done;
     for (size_t i = 0; i < store_model_manifest(sm)->n_layers; i++) {
@@ -197,6 +329,7 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
         if (rc < 0)
             goto done;
     }
+serialize:
     if ((rc = store_txn_flush(t)) < 0 || (rc = manifest_serialize(bytes_out, len_out, m)) < 0)
         goto done;
     *m_out = m;

@@ -452,8 +452,8 @@ done:
 void reg_ollama_release(store *s, const manifest *m)
 {
     for (size_t i = 0; i < m->n_layers; i++)
-        if (is_whole_gguf(&m->layers[i]))
-            store_blob_release(s, m->layers[i].digest);
+        if (is_whole_gguf(&m->layers[i]) || !strcmp(m->layers[i].media_type, MT_CNCF_WEIGHT_TAR))
+            store_blob_release(s, m->layers[i].digest);   /* ModelPack's tar: rebuilt by push */
 }
 
 int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)

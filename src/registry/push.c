@@ -215,7 +215,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     name_display(label, sizeof label, dst);
     if ((rc = registry_host(host, dst)) < 0)
         goto done;
-    if ((rc = o->dmr_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name)
+    if ((rc = o->dmr_format || o->modelpack_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)
                             : reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
         goto done;
     /* A destination by digest names the version to publish: the bytes must be it (docker

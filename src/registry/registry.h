@@ -57,6 +57,7 @@ typedef struct registry_opts {
     int parallel;        /* downloads at once; default 4, at most 64 */
     int quiet;           /* no progress display */
     int docker_format;   /* push: write the Docker v2 manifest form */
+    int modelpack_format;   /* push: write the CNCF ModelPack form (dmr.c): the GGUF in a tar layer */
     int dmr_format;      /* push: write Docker Model Runner's form (dmr.c): config v0.1, the GGUF by export */
     const char *auth;    /* "user:password" or NULL (then the environment / credentials file) */
     /* pull: called from the pulling thread about every 100 ms while blobs download, and once

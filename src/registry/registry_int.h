@@ -197,6 +197,6 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
  * that holds them against gc while they go up; the caller releases the GGUF blob
  * (reg_ollama_release) and aborts *t_out after. */
 int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
-                  const model_name *name);
+                  const model_name *name, int modelpack);
 
 #endif
