@@ -241,14 +241,18 @@ const char *tokenizer_pre_name(const tokenizer *t) { return t->bpe ? pretok_name
 
 /* ---------------------------------------------------------------- encoding */
 
-typedef struct symbol {
-    size_t start, n;     /* bytes of the spelled word; n == 0 once merged into the left one */
-    long prev, next;
-} symbol;
+typedef tok_symbol symbol;   /* bytes of the spelled word */
 
 
-static void try_add(const struct bpe_data *d, const char *w, const symbol *sym, tok_heap *h, long l, long r)
+typedef struct bpe_ctx {
+    const struct bpe_data *d;
+    const char *w;
+} bpe_ctx;
+
+static void try_add(void *ctx, const symbol *sym, tok_heap *h, long l, long r)
 {
+    const struct bpe_data *d = ((const bpe_ctx *)ctx)->d;
+    const char *w = ((const bpe_ctx *)ctx)->w;
     int32_t rank;
     if (l < 0 || r < 0)
         return;
@@ -286,21 +290,7 @@ static int merge_word(const tokenizer *t, const char *w, size_t len, symbol *sym
         sym[n].next = off == len ? -1 : (long)n + 1;
     }
     h->n = 0;
-    for (size_t i = 1; i < n; i++)
-        try_add(t->bpe, w, sym, h, (long)i - 1, (long)i);
-    while (h->n > 0) {
-        tok_bigram b = tok_heap_pop(h);
-        symbol *l = &sym[b.left], *r = &sym[b.right];
-        if (l->n == 0 || r->n == 0 || l->next != b.right || l->n + r->n != b.size)
-            continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sym[r->next].prev = b.left;
-        try_add(t->bpe, w, sym, h, l->prev, b.left);
-        try_add(t->bpe, w, sym, h, b.left, l->next);
-    }
+    tok_merge_run(sym, n, h, try_add, &(bpe_ctx){ t->bpe, w });
     for (long i = 0; n > 0 && i != -1 && rc == 0; i = sym[i].next)
         rc = emit(t, w + sym[i].start, sym[i].n, out);
     return rc;

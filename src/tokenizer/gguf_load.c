@@ -59,6 +59,23 @@ static int arr_fixed(const gguf_file *g, const char *key, uint64_t n, uint32_t *
     return 0;
 }
 
+/* The length of the string array `key`: MS_ENOTFOUND when absent (`need` adds who needs it),
+ * MS_EINVALID when its elements are not strings. */
+static int arr_strings(const gguf_file *g, const char *key, const char *need, uint64_t *n, const char *what)
+{
+    uint32_t etype;
+    int rc;
+
+    if (gguf_kv_find(g, key) < 0)
+        return ms_err(MS_ENOTFOUND, "%s: %s not found%s", what, key, need);
+    if ((rc = gguf_get_arr(g, key, &etype, n)) < 0)
+        return rc;
+    if (etype != GGUF_TYPE_STRING)
+        return ms_err(MS_EINVALID, "%s: %s is an array of %s, expected string", what, key,
+                      gguf_type_name(etype) ? gguf_type_name(etype) : "?");
+    return 0;
+}
+
 /* A special token id: absent keeps the default; 0xFFFFFFFF or -1 (as converters write "none")
  * is TOKEN_NONE; anything else must be a token. */
 static int special_id(const gguf_file *g, const char *key, uint64_t n_vocab, int32_t *id, const char *what)
@@ -124,7 +141,6 @@ static int load_bpe(tokenizer **out, const gguf_file *g, uint64_t n, const char 
     const char **merges = NULL, *pre_s;
     size_t *mlens = NULL, pre_len;
     char pre[128] = "default", *name = NULL;
-    uint32_t etype;
     uint64_t n_merges = 0;
     int ignore_merges, add_bos, rc;
     tokenizer_special sp;
@@ -146,17 +162,8 @@ static int load_bpe(tokenizer **out, const gguf_file *g, uint64_t n, const char 
         ms_err_ctx("%s: %s", what, KEY_PRE);
         goto done;
     }
-    if (gguf_kv_find(g, KEY_MERGES) < 0) {
-        rc = ms_err(MS_ENOTFOUND, "%s: %s not found (tokenizer 'gpt2' needs it)", what, KEY_MERGES);
+    if ((rc = arr_strings(g, KEY_MERGES, " (tokenizer 'gpt2' needs it)", &n_merges, what)) < 0)
         goto done;
-    }
-    if ((rc = gguf_get_arr(g, KEY_MERGES, &etype, &n_merges)) < 0)
-        goto done;
-    if (etype != GGUF_TYPE_STRING) {
-        rc = ms_err(MS_EINVALID, "%s: %s is an array of %s, expected string", what, KEY_MERGES,
-                    gguf_type_name(etype) ? gguf_type_name(etype) : "?");
-        goto done;
-    }
     /* gguf_get_arr bounded the count by the bytes of the file: each string takes 8 bytes or more */
     merges = malloc((n_merges ? n_merges : 1) * sizeof *merges);
     mlens = malloc((n_merges ? n_merges : 1) * sizeof *mlens);
@@ -214,7 +221,7 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
     int32_t *types = NULL;
     char *name = NULL;
     const uint8_t *sdata, *tdata;
-    uint32_t etype, stype = 0, ttype = 0;
+    uint32_t stype = 0, ttype = 0;
     uint64_t n = 0;
     const char *model;
     size_t model_len;
@@ -237,17 +244,8 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
                     (int)(model_len > 64 ? 64 : model_len), model);
         goto done;
     }
-    if (gguf_kv_find(g, KEY_TOKENS) < 0) {
-        rc = ms_err(MS_ENOTFOUND, "%s: %s not found", what, KEY_TOKENS);
+    if ((rc = arr_strings(g, KEY_TOKENS, "", &n, what)) < 0)
         goto done;
-    }
-    if ((rc = gguf_get_arr(g, KEY_TOKENS, &etype, &n)) < 0)
-        goto done;
-    if (etype != GGUF_TYPE_STRING) {
-        rc = ms_err(MS_EINVALID, "%s: %s is an array of %s, expected string", what, KEY_TOKENS,
-                    gguf_type_name(etype) ? gguf_type_name(etype) : "?");
-        goto done;
-    }
     if (n == 0 || n > TOKENIZER_MAX_VOCAB) {
         rc = ms_err(MS_EINVALID, "%s: %s has %llu entries, expected 1..%u", what, KEY_TOKENS,
                     (unsigned long long)n, (unsigned)TOKENIZER_MAX_VOCAB);

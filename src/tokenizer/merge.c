@@ -1,4 +1,4 @@
-/* merge.c: the heap of merge candidates both tokenizers use (tokenizer_int.h). */
+/* merge.c: the heap of merge candidates and the merge loop both tokenizers use (tokenizer_int.h). */
 #include "tokenizer/tokenizer_int.h"
 
 /* a goes before b: higher key, then smaller left (llama.cpp's bigram comparators). */
@@ -40,4 +40,25 @@ tok_bigram tok_heap_pop(tok_heap *h)
     if (h->n > 0)
         h->v[i] = last;
     return top;
+}
+
+void tok_merge_run(tok_symbol *sym, size_t n, tok_heap *h, tok_offer_fn offer, void *ctx)
+{
+    for (size_t i = 1; i < n; i++)
+        offer(ctx, sym, h, (long)i - 1, (long)i);
+    while (h->n > 0) {
+        tok_bigram b = tok_heap_pop(h);
+        tok_symbol *l = &sym[b.left], *r = &sym[b.right];
+
+        /* stale: a side was merged away or grew since the push (while both live, l->next is r) */
+        if (l->n == 0 || r->n == 0 || l->next != b.right || l->n + r->n != b.size)
+            continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0)
+            sym[r->next].prev = b.left;
+        offer(ctx, sym, h, l->prev, b.left);
+        offer(ctx, sym, h, b.left, l->next);
+    }
 }

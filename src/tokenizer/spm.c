@@ -12,14 +12,18 @@
 
 #include "tokenizer/tokenizer_int.h"
 
-typedef struct symbol {
-    size_t start, n;      /* bytes of text; n == 0 once merged into the left neighbour */
-    long prev, next;      /* -1 at the ends */
-} symbol;
+typedef tok_symbol symbol;
 
 
-static void try_add(const tokenizer *t, const char *text, const symbol *sym, tok_heap *h, long left, long right)
+typedef struct spm_ctx {
+    const tokenizer *t;
+    const char *text;
+} spm_ctx;
+
+static void try_add(void *ctx, const symbol *sym, tok_heap *h, long left, long right)
 {
+    const tokenizer *t = ((const spm_ctx *)ctx)->t;
+    const char *text = ((const spm_ctx *)ctx)->text;
     size_t size;
     int32_t id;
 
@@ -83,22 +87,7 @@ int spm_tokenize(const tokenizer *t, const char *text, size_t len, tok_ids *out)
         sym[n].prev = (long)n - 1;
         sym[n].next = off == len ? -1 : (long)n + 1;
     }
-    for (size_t i = 1; i < n; i++)
-        try_add(t, text, sym, &h, (long)i - 1, (long)i);
-    while (h.n > 0) {
-        tok_bigram b = tok_heap_pop(&h);
-        symbol *l = &sym[b.left], *r = &sym[b.right];
-
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
-            continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0)
-            sym[r->next].prev = b.left;
-        try_add(t, text, sym, &h, l->prev, b.left);
-        try_add(t, text, sym, &h, b.left, l->next);
-    }
+    tok_merge_run(sym, n, &h, try_add, &(spm_ctx){ t, text });
     /* llama.cpp re-splits a symbol that is not a token along the merges that built it; but a
      * merge only happens when the merged text is a token, so only single characters can miss,
      * and those go to bytes. */

@@ -135,4 +135,15 @@ typedef struct tok_heap {
 void tok_heap_push(tok_heap *h, tok_bigram b);
 tok_bigram tok_heap_pop(tok_heap *h);   /* h->n > 0 */
 
+/* A run of text bytes while merging; n == 0 once merged into its left neighbour. */
+typedef struct tok_symbol {
+    size_t start, n;
+    long prev, next;   /* -1 at the ends */
+} tok_symbol;
+/* Pushes the pair (left, right) onto h if the tokenizer would merge it; either may be -1. */
+typedef void (*tok_offer_fn)(void *ctx, const tok_symbol *sym, tok_heap *h, long left, long right);
+/* The merge loop SPM and BPE share: offers the n - 1 adjacent pairs of sym[0..n), then merges
+ * the best live pair and offers its two new neighbour pairs until the heap is empty. */
+void tok_merge_run(tok_symbol *sym, size_t n, tok_heap *h, tok_offer_fn offer, void *ctx);
+
 #endif
