@@ -260,7 +260,7 @@ int jinja__tojson(jctx *c, chat_buf *b, const jv *v, int indent, int depth)
             if (indent)
                 put_newline(b, indent, depth + 1);
             if (v->t == JV_DICT) {
-                jv key;
+                jv key = { 0 };
                 if (jinja__tostr(c, &v->u.a->k[k], &key) < 0)
                     return -1;
                 chat__pystr(b, key.u.s.p, key.u.s.n);
