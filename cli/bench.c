@@ -145,7 +145,7 @@ static int bench_run(runtime_model *m, long n_p, long n_g, long reps, const gram
     int n_max = (int)(n_p > n_g ? n_p : n_g);
     int32_t *ids = malloc(sizeof *ids * (size_t)n_max);
     float *logits = malloc(sizeof *logits * (size_t)runtime_model_config(m)->vocab_size);
-    double rate, us;
+    double rate = 0, us = 0;
     int rc = -1;
 
     if (!ids || !logits) {
