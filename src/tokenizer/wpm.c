@@ -204,7 +204,8 @@ static size_t ucd_find(const void *table, size_t n, size_t row, size_t off, uint
 static uint32_t cpt_flags(uint32_t c)
 {
     /* the last range whose first <= c; the table starts at 0, so there is one */
-    size_t i = ucd_find(ucd_flags, ucd_flags_n, sizeof *ucd_flags, offsetof(ucd_range, first), c + 1);
+    size_t i = c == UINT32_MAX ? ucd_flags_n
+                               : ucd_find(ucd_flags, ucd_flags_n, sizeof *ucd_flags, offsetof(ucd_range, first), c + 1);
 
     return ucd_flags[i - 1].flags;
 }
