@@ -73,7 +73,7 @@ class Stream:
     """One streamed /v1/completions request read on its own thread; the token times kept."""
     def __init__(self, i, max_tokens, cond=None):
         self.i, self.max_tokens, self.cond = i, max_tokens, cond
-        self.times, self.usage, self.finish, self.error = [], None, None, None
+        self.times, self.usage, self.finish, self.error, self.done = [], None, None, None, False
         self.conn = self.sock = None
         self.stop = False
 
@@ -98,6 +98,7 @@ class Stream:
                     continue
                 data = line[5:].strip()
                 if data == b"[DONE]":
+                    self.done = True
                     break
                 o = json.loads(data)
                 if "error" in o:
@@ -115,6 +116,8 @@ class Stream:
                                 self.cond.notify_all()
                         else:
                             self.times.append(t)
+            if not self.done and not self.stop:
+                raise RuntimeError("the stream ended without 'data: [DONE]' after %d chunks" % len(self.times))
         except Exception as e:  # reported by the caller, which needs every reader's outcome
             if not self.stop:
                 self.error = "request %d: %s" % (self.i, e)
