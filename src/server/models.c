@@ -424,13 +424,15 @@ json_t *srv_models_ps(server *srv)
     pthread_mutex_lock(&srv->mu);
     for (loaded *L = srv->models; L; L = L->next) {
         const runtime_config *c = runtime_model_config(L->m);
+        /* ollama's: the bytes on the GPU; a model runs wholly on one device here */
+        json_int_t vram = strncmp(runtime_model_device(L->m), "cpu", 3) == 0 ? 0 : (json_int_t)L->nbytes;
         time_t exp = L->expires ? L->expires : (time_t)253402300799; /* 9999-12-31: forever */
         srv_time_rfc3339(when, sizeof when, L->refs ? time(NULL) + srv->o.keep_alive_s : exp);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:[s],s:s,s:s},s:s,s:I,s:i}", "name",
                                              L->shown, "model", L->shown, "size", (json_int_t)L->nbytes, "digest",
                                              blob_digest_hex(L->digest), "details", "format", "mstore", "family",
                                              c->architecture, "families", c->architecture, "parameter_size", "",
-                                             "quantization_level", "", "expires_at", when, "size_vram", (json_int_t)0,
+                                             "quantization_level", "", "expires_at", when, "size_vram", vram,
                                              "context_length", runtime_model_n_ctx(L->m)));
     }
     pthread_mutex_unlock(&srv->mu);
