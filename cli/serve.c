@@ -13,13 +13,18 @@ static const char help[] =
     "  /api/*  ollama's API (generate, chat, tags, show, ps, copy, delete, pull, push, blobs)\n"
     "  /v1/*   OpenAI's API (chat/completions, completions, models)\n"
     "  /v2/*   the store as a read-only OCI registry (mstore pull --insecure HOST:PORT/library/NAME)\n"
-    "Models stay loaded between requests for keep_alive (default 5m); one load serves every client.\n\n"
+    "Models stay loaded between requests for keep_alive (default 5m); one load serves every client.\n"
+    "Each model runs up to --parallel requests at once, their tokens decoded together in one\n"
+    "pass over the weights; later requests wait in order.\n\n"
     "  --listen HOST:PORT    where to listen (default $MSTORE_HOST, else 127.0.0.1:11434); loopback\n"
     "                        unless you say otherwise: set MSTORE_API_KEY before listening wider\n"
     "  --keep-alive SECONDS  how long an idle model stays loaded (default 300; -1 forever)\n"
     "  --max-body BYTES      largest JSON request body (default 16 MiB)\n"
     "  --max-clients N       connections at once (default 64); when all are taken, the one that\n"
     "                        has waited longest without sending a whole request gives way\n"
+    "  --parallel N          requests one model runs at once, each with a KV cache of its own\n"
+    "                        (default $MSTORE_NUM_PARALLEL, else 4, fewer when their caches would\n"
+    "                        take over a quarter of the free memory; 1 runs them one by one)\n"
     "  --threads N           worker threads per model (default: all cores)\n"
     "  --ctx N               context length (default: the model's, at most 4096; num_ctx overrides)\n"
     "  --kv-f16              keep KV caches in f16\n"
@@ -53,6 +58,11 @@ int cmd_serve(int argc, char **argv)
             return 2;
         o.max_loaded = (int)l;
     }
+    if ((v0 = getenv("MSTORE_NUM_PARALLEL")) && *v0) {
+        if (cli_parse_long(&l, "serve", "MSTORE_NUM_PARALLEL", v0, 1, RUNTIME_MAX_SEQ) < 0)
+            return 2;
+        o.parallel = (int)l;
+    }
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (cli_is_help(f)) {
@@ -76,6 +86,10 @@ int cmd_serve(int argc, char **argv)
             if (cli_parse_long(&l, "serve", f, v, 1, 4096) < 0)
                 return 2;
             o.max_clients = (int)l, i++;
+        } else if (strcmp(f, "--parallel") == 0) {
+            if (cli_parse_long(&l, "serve", f, v, 1, RUNTIME_MAX_SEQ) < 0)
+                return 2;
+            o.parallel = (int)l, i++;
         } else if (strcmp(f, "--threads") == 0) {
             if (cli_parse_long(&l, "serve", f, v, 1, 512) < 0)
                 return 2;

@@ -43,9 +43,14 @@ enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K };
 
 /* ---------------------------------------------------------------- activations */
 
+/* Matmuls of up to DEC_MULTI tokens run as decode does (decode_multi): what a pass of several
+ * sequences' next tokens is (runtime.h), where the panel of the prefill kernel would cost more
+ * to fill than its few tokens gain from it. */
+#define DEC_MULTI 8
+
 /* A token's activations for 8 blocks (zero past the row's last block), the size of 8 cpu_q16:
- *   decode (a matmul of one token, and the row dot): q[i] = block i's codes in order (for Q4_0, s[i]
- *     holds the codes' sum as an int32 instead);
+ *   decode (a matmul of up to DEC_MULTI tokens, and the row dot): q[i] = block i's codes in order
+ *     (for Q4_0, s[i] holds the codes' sum as an int32 instead);
  *   prefill: xt[k][i] = block i's codes 2k, 2k + 1 (a 32-bit pair). */
 typedef struct a2_group {
     union {
@@ -76,7 +81,7 @@ void cpu_avx2_act_quantize(uint8_t *dst, const float *x, int type, int n_tok, in
         memset(tmp, 0, sizeof tmp);
         cpu_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 8; i++) {
-            if (n_tok == 1) {
+            if (n_tok <= DEC_MULTI) {
                 memcpy(g->q[i], tmp[i].q, sizeof tmp[i].q);
             } else {
                 int32_t pair[16];
@@ -86,7 +91,7 @@ void cpu_avx2_act_quantize(uint8_t *dst, const float *x, int type, int n_tok, in
             }
             g->dx[i] = tmp[i].d;
             g->s[i] = tmp[i].s;
-            if (n_tok == 1 && type == GGML_TYPE_Q4_0) { /* decode takes the codes' sum instead (group_dot) */
+            if (n_tok <= DEC_MULTI && type == GGML_TYPE_Q4_0) { /* decode takes the codes' sum instead (group_dot) */
                 int32_t sum = 0;
                 for (int j = 0; j < QK; j++)
                     sum += tmp[i].q[j];
@@ -340,6 +345,37 @@ AI float row_dot(const int kind, const a2_group *x, const uint8_t *row, int nb)
     return hsum8(acc);
 }
 
+/* n_tok <= DEC_MULTI tokens (decode layout), row after row: each group of the row comes from memory
+ * once and from L1 for the other tokens, so the weights stream once for all of them. Each (token,
+ * row) is row_dot's arithmetic: the same group_dot calls in the same order. */
+AI void decode_multi(const int kind, float *y, size_t ldy, const cpu_act *act, int n_tok, const uint8_t *w, size_t ws,
+                     int n_rows, int nb)
+{
+    const size_t gb = group_bytes(kind);
+
+    for (int r = 0; r < n_rows; r++) {
+        const uint8_t *row = w + (size_t)r * ws;
+        __m256 acc[DEC_MULTI];
+        int g0 = 0;
+
+        for (int t = 0; t < n_tok; t++)
+            acc[t] = _mm256_setzero_ps();
+        for (; g0 + 8 <= nb; g0 += 8) {
+            const uint8_t *ahead = row + (size_t)g0 / 8 * gb + DEC_AHEAD;
+            for (size_t l = 0; l < gb; l += 64)
+                _mm_prefetch((const char *)ahead + l, _MM_HINT_T0);
+            for (int t = 0; t < n_tok; t++)
+                acc[t] = group_dot(kind, 1, acc[t], (const a2_group *)(const void *)(act->x + (size_t)t * act->stride) +
+                                                        g0 / 8, row, g0, 8);
+        }
+        for (int t = 0; g0 < nb && t < n_tok; t++)
+            acc[t] = group_dot(kind, 0, acc[t], (const a2_group *)(const void *)(act->x + (size_t)t * act->stride) +
+                                                    g0 / 8, row, g0, nb - g0);
+        for (int t = 0; t < n_tok; t++)
+            y[(size_t)t * ldy + r] = hsum8(acc[t]);
+    }
+}
+
 /* ---------------------------------------------------------------- prefill */
 
 #define RB 8  /* rows per panel */
@@ -502,6 +538,10 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int 
     if (n_tok == 1) {
         for (int r = 0; r < n_rows; r++)
             y[r] = row_dot(kind, (const a2_group *)(const void *)act->x, w + (size_t)r * ws, nb);
+        return;
+    }
+    if (n_tok <= DEC_MULTI) {
+        decode_multi(kind, y, ldy, act, n_tok, w, ws, n_rows, nb);
         return;
     }
     for (int rb = 0; rb < n_rows; rb += RB) {

@@ -49,7 +49,17 @@ struct runtime_model {
     runtime_weights *w;
     runtime_config c;
     backend *be;
-    int n_ctx, n_batch, kv_f16, n_past;
+    int n_ctx, n_batch, kv_f16;
+    /* n_seq sequences, each with its own cache: past[s] positions of it are filled; each of kc,
+     * vc holds kv_seq elements per sequence (kv_layout's layers), sequence s's from s * kv_seq */
+    int n_seq, *past;
+    size_t kv_seq;
+    /* The pass being recorded: n_step sequences, each n rows of it in order from row 0 (their
+     * logits rows 0.. of `logits`, in the same order); runtime_embed's packing leaves it empty */
+    runtime_seq_item step[RUNTIME_MAX_SEQ];
+    int n_step;
+    int32_t *toks;         /* the pass's tokens (n_batch) */
+    runtime__batcher *bt;
     layer *layers;
     const backend_weight *embed, *lm_head, *out_norm;
     backend_buf *kc, *vc;        /* each layer's kv_slots rows of kv_dim, f32 or f16 */
@@ -72,8 +82,10 @@ struct runtime_model {
 /* Sequences a decoder packs into one forward at most (each costs a few ops per layer). */
 #define EMBED_MAX_SEQS 32
 
-/* Ops recorded per layer at most, and around the layers (embedding, final norm, head). */
+/* Ops recorded per layer at most, besides each sequence's rope, cache writes and attention
+ * (OPS_PER_SEQ), and around the layers (embedding, head) besides each sequence's final norm. */
 #define OPS_PER_LAYER 40
+#define OPS_PER_SEQ 7
 #define OPS_OUTSIDE 8
 
 int runtime__expect_matrix(const backend_weight **out, backend *be, const runtime_weights *w, const char *name,
@@ -478,11 +490,13 @@ static int alloc_buffers(runtime_model *m)
 {
     const runtime_config *c = &m->c;
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    size_t nb = (size_t)m->n_batch, kv_n = kv_layout(m);
+    size_t nb = (size_t)m->n_batch, kv_n;
     size_t ffn = (size_t)(c->shared_ffn_dim > c->ffn_dim ? c->shared_ffn_dim : c->ffn_dim);
     int kv_type = m->kv_f16 ? BACKEND_F16 : BACKEND_F32, rc;
     backend *be = m->be;
 
+    m->kv_seq = kv_layout(m);
+    kv_n = m->kv_seq * (size_t)m->n_seq;
     if ((rc = backend_buf_new(&m->kc, be, kv_n, kv_type, "k cache")) < 0 ||
         (rc = backend_buf_new(&m->vc, be, kv_n, kv_type, "v cache")) < 0 ||
         (rc = backend_buf_new(&m->x, be, nb * c->dim, BACKEND_F32, "x")) < 0 ||
@@ -493,8 +507,8 @@ static int alloc_buffers(runtime_model *m)
         (rc = backend_buf_new(&m->v, be, nb * kv_dim, BACKEND_F32, "v")) < 0 ||
         (rc = backend_buf_new(&m->hb, be, nb * ffn, BACKEND_F32, "ffn gate")) < 0 ||
         (rc = backend_buf_new(&m->hb2, be, nb * ffn, BACKEND_F32, "ffn up")) < 0 ||
-        (rc = backend_buf_new(&m->logits, be, (size_t)c->vocab_size, BACKEND_F32, "logits")) < 0)
-        return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
+        (rc = backend_buf_new(&m->logits, be, (size_t)c->vocab_size * m->n_seq, BACKEND_F32, "logits")) < 0)
+        return ms_err_ctx("context %d, batch %d, %d sequences", m->n_ctx, m->n_batch, m->n_seq);
     if (c->n_experts) {
         size_t nk = nb * (size_t)c->n_experts_used;
         if ((rc = backend_buf_new(&m->r_logits, be, nb * c->n_experts, BACKEND_F32, "router logits")) < 0 ||
@@ -523,7 +537,12 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     if (m->n_batch > m->n_ctx)
         m->n_batch = m->n_ctx;
     m->kv_f16 = o ? o->kv_f16 != 0 : 0;
-    if ((rc = backend_open(&m->be, o ? o->device : NULL, &bo)) < 0)
+    m->n_seq = o && o->n_seq > 0 ? o->n_seq : 1;
+    if (m->n_seq > RUNTIME_MAX_SEQ)
+        return ms_err(MS_EINVALID, "%d sequences: at most %d", m->n_seq, RUNTIME_MAX_SEQ);
+    if (!(m->past = calloc((size_t)m->n_seq, sizeof *m->past)) || !(m->toks = malloc((size_t)m->n_batch * sizeof *m->toks)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    if ((rc = runtime__batcher_new(&m->bt, m->n_seq)) < 0 || (rc = backend_open(&m->be, o ? o->device : NULL, &bo)) < 0)
         return rc;
     if (c->encoder)
         return runtime__encoder_new(&m->enc, m->be, m->w, c, m->n_ctx, m->n_batch);
@@ -547,8 +566,9 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     }
     backend_limits lim = { .max_rows = m->n_batch, .max_cols = max_cols, .n_ctx = m->n_ctx, .heads = c->n_heads };
     /* a packed embedding batch: a rope pair and an attention per sequence and layer */
-    m->seq.cap = (size_t)c->n_layers * (OPS_PER_LAYER + (c->pooling != RUNTIME_POOL_NONE ? 3 * EMBED_MAX_SEQS : 0)) +
-                 OPS_OUTSIDE;
+    m->seq.cap = (size_t)c->n_layers * (OPS_PER_LAYER + OPS_PER_SEQ * (size_t)m->n_seq +
+                                        (c->pooling != RUNTIME_POOL_NONE ? 3 * EMBED_MAX_SEQS : 0)) +
+                 OPS_OUTSIDE + (size_t)m->n_seq;
     m->seq.ops = calloc(m->seq.cap, sizeof *m->seq.ops);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     m->freqs = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs);
@@ -642,6 +662,9 @@ void runtime_model_close(runtime_model *m)
     free(m->acc);
     free(m->pk_toks);
     runtime_weights_close(m->w);
+    runtime__batcher_free(m->bt);
+    free(m->past);
+    free(m->toks);
     free(m->layers);
     free(m->seq.ops);
     free(m->freqs);
@@ -649,25 +672,43 @@ void runtime_model_close(runtime_model *m)
     free(m);
 }
 
-void runtime_model_reset(runtime_model *m) { m->n_past = 0; }
+void runtime_model_reset(runtime_model *m) { m->past[0] = 0; }
+void runtime_seq_reset(runtime_model *m, int seq)
+{
+    assert(seq >= 0 && seq < m->n_seq);
+    m->past[seq] = 0;
+}
 
 /* Positions past n need no clearing: attention reads only 0 .. n_past + t, and the next forward
  * overwrites from n. */
-int runtime_model_truncate(runtime_model *m, int n)
+int runtime_seq_truncate(runtime_model *m, int seq, int n)
 {
-    if (n < 0 || n > m->n_past)
-        return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, m->n_past);
+    int past;
+
+    assert(seq >= 0 && seq < m->n_seq);
+    past = m->past[seq];
+    if (n < 0 || n > past)
+        return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, past);
     for (int l = 0; m->layers && l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
         const layer *L = &m->layers[l];
         int first = n - L->window + 1 > 0 ? n - L->window + 1 : 0;
-        if (L->kv_ring && first < m->n_past - L->kv_ring)
+        if (L->kv_ring && first < past - L->kv_ring)
             return ms_err(MS_EINVALID, "truncate to %d positions: layer %d's window cache of %d slots no longer "
                           "holds position %d", n, l, L->kv_ring, first);
     }
-    m->n_past = n;
+    m->past[seq] = n;
     return 0;
 }
-int runtime_model_n_past(const runtime_model *m) { return m->n_past; }
+int runtime_model_truncate(runtime_model *m, int n) { return runtime_seq_truncate(m, 0, n); }
+int runtime_seq_n_past(const runtime_model *m, int seq)
+{
+    assert(seq >= 0 && seq < m->n_seq);
+    return m->past[seq];
+}
+int runtime_model_n_past(const runtime_model *m) { return m->past[0]; }
+int runtime_model_n_seq(const runtime_model *m) { return m->n_seq; }
+int runtime__model_n_batch(const runtime_model *m) { return m->n_batch; }
+runtime__batcher *runtime__model_batcher(runtime_model *m) { return m->bt; }
 int runtime_model_n_ctx(const runtime_model *m) { return m->n_ctx; }
 const runtime_config *runtime_model_config(const runtime_model *m) { return &m->c; }
 const runtime_weights *runtime_model_weights(const runtime_model *m) { return m->w; }
@@ -678,7 +719,7 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 
     for (int l = 0; m->layers && l < m->c.n_layers; l++)   /* an encoder keeps none */
         slots += (uint64_t)m->layers[l].kv_slots;
-    return 2ull * slots * (uint64_t)m->c.n_kv_heads * m->c.head_dim * (m->kv_f16 ? 2 : 4);
+    return 2ull * slots * (uint64_t)m->n_seq * m->c.n_kv_heads * m->c.head_dim * (m->kv_f16 ? 2 : 4);
 }
 
 /* x += sum over the k experts the router picks of w_e * W2_e . (silu(W1_e . xb) * (W3_e . xb)),
@@ -710,27 +751,29 @@ static void record_moe(runtime_model *m, const layer *L, int n)
     backend_seq_moe_sum(s, x, eo, backend_at(m->r_wts, 0), n, k, c->dim);
 }
 
-/* Attention of n tokens at positions pos.. : q, k roped, k and v into the layer's cache (a ring
- * wraps), att = attention over the cache. */
-static void record_attention(runtime_model *m, const layer *L, int n, int pos, const double *freqs)
+/* Attention of one sequence's n tokens, rows r0.. of the pass, at positions pos.. : q, k roped, k
+ * and v into the layer's cache of that sequence (a ring wraps), att = attention over that cache. */
+static void record_attention(runtime_model *m, const layer *L, int seq, size_t r0, int n, int pos,
+                             const double *freqs)
 {
     const runtime_config *c = &m->c;
     backend_seq *s = &m->seq;
-    int hd = c->head_dim, kv_dim = c->n_kv_heads * hd;
-    size_t layer_kv = L->kv_off;
+    int hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
+    size_t layer_kv = (size_t)seq * m->kv_seq + L->kv_off;
     int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
-    backend_ref q = backend_at(m->q, 0), k = backend_at(m->k, 0), v = backend_at(m->v, 0);
+    backend_ref q = backend_at(m->q, r0 * q_dim), k = backend_at(m->k, r0 * kv_dim), v = backend_at(m->v, r0 * kv_dim);
 
     backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
     backend_seq_rope(s, k, n, c->n_kv_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
     backend_seq_store(s, backend_at(m->kc, layer_kv + (size_t)slot * kv_dim), k, n1 * kv_dim);
     backend_seq_store(s, backend_at(m->vc, layer_kv + (size_t)slot * kv_dim), v, n1 * kv_dim);
     if (n1 < n) {   /* the chunk wraps around the ring: the rest from slot 0 */
-        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
-        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (size_t)n1 * kv_dim), (n - n1) * kv_dim);
+        backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (r0 + n1) * kv_dim), (n - n1) * kv_dim);
+        backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (r0 + n1) * kv_dim), (n - n1) * kv_dim);
     }
-    backend_seq_attention_ex(s, backend_at(m->att, 0), q, backend_at(m->kc, layer_kv), backend_at(m->vc, layer_kv), n,
-                             pos, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, L->kv_ring);
+    backend_seq_attention_ex(s, backend_at(m->att, r0 * q_dim), q, backend_at(m->kc, layer_kv),
+                             backend_at(m->vc, layer_kv), n, pos, c->n_heads, c->n_kv_heads, hd, L->window,
+                             (float)c->attn_scale, L->kv_ring);
 }
 
 /* The same for runtime_embed's packed sequences (no layer a ring: runtime_embed packs only then):
@@ -760,8 +803,8 @@ static void record_packed_attention(runtime_model *m, const layer *L, int n, con
     }
 }
 
-/* One layer of n tokens at positions pos.. : x += attn(n(x)); x += ffn(n(x)). */
-static void record_layer(runtime_model *m, int l, int n, int pos)
+/* One layer of the pass's n rows: x += attn(n(x)); x += ffn(n(x)). */
+static void record_layer(runtime_model *m, int l, int n)
 {
     const runtime_config *c = &m->c;
     const layer *L = &m->layers[l];
@@ -790,8 +833,8 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     }
     if (m->pk_n)   /* runtime_embed's packed sequences */
         record_packed_attention(m, L, n, freqs);
-    else
-        record_attention(m, L, n, pos, freqs);
+    for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n)
+        record_attention(m, L, m->step[i].seq, (size_t)r, m->step[i].n, m->past[m->step[i].seq], freqs);
     backend_seq_matmul(s, xb, att, L->wo, n);
     if (L->post_attn_norm)   /* [gemma] */
         backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
@@ -814,67 +857,99 @@ static void record_layer(runtime_model *m, int l, int n, int pos)
     backend_seq_add(s, x, xb, n * dim);
 }
 
-/* n tokens (n <= n_batch) at positions n_past.. through every layer as one op sequence; with
- * `logits`, the last token's logits are read back; with hn > 0, the final hidden states (after the
- * output norm) of rows h0 .. h0 + hn into m->rows (a decoder that embeds). */
-static int forward_batch(runtime_model *m, const int32_t *tokens, int n, float *logits, int h0, int hn)
+/* The pass's n rows (n <= n_batch) through every layer as one op sequence: m->step's sequences
+ * (each at its own positions; their caches grow by their rows), or runtime_embed's packing. With
+ * hn > 0, the final hidden states (after the output norm) of rows h0 .. h0 + hn into m->rows (a
+ * decoder that embeds). Each step item with logits gets its last row's logits, through row i of
+ * m->logits (i counting those items). */
+static int forward_batch(runtime_model *m, const int32_t *tokens, int n, int h0, int hn)
 {
     const runtime_config *c = &m->c;
-    int rc;
+    int rc, n_logits = 0;
+    size_t r = 0, vocab = (size_t)c->vocab_size;
 
     m->seq.n = 0;
     backend_seq_embed(&m->seq, backend_at(m->x, 0), m->embed, tokens, n, c->dim);
     if (c->gemma)   /* [gemma] embeddings times sqrt(dim), in float as llama.cpp and HF (f32) do */
         backend_seq_scale(&m->seq, backend_at(m->x, 0), n * c->dim, sqrtf((float)c->dim));
     for (int l = 0; l < c->n_layers; l++)
-        record_layer(m, l, n, m->n_past);
-    if (logits) {
-        backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)(n - 1) * c->dim),
-                                m->out_norm, 1, c->dim, (float)c->rms_eps, (float)c->norm_offset);
-        backend_seq_matmul(&m->seq, backend_at(m->logits, 0), backend_at(m->xb, 0), m->lm_head, 1);
+        record_layer(m, l, n);
+    for (int i = 0; i < m->n_step; r += (size_t)m->step[i++].n)   /* each last row, normed, into row n_logits of xb */
+        if (m->step[i].logits)
+            backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, (size_t)n_logits++ * c->dim),
+                                    backend_at(m->x, (r + (size_t)m->step[i].n - 1) * c->dim), m->out_norm, 1, c->dim,
+                                    (float)c->rms_eps, (float)c->norm_offset);
+    if (n_logits) {
+        backend_seq_matmul(&m->seq, backend_at(m->logits, 0), backend_at(m->xb, 0), m->lm_head, n_logits);
         if (c->final_softcap != 0)
-            backend_seq_softcap(&m->seq, backend_at(m->logits, 0), c->vocab_size, (float)c->final_softcap);
+            backend_seq_softcap(&m->seq, backend_at(m->logits, 0), n_logits * c->vocab_size, (float)c->final_softcap);
     }
     if (hn > 0)
         backend_seq_rms_norm_ex(&m->seq, backend_at(m->xb, 0), backend_at(m->x, (size_t)h0 * c->dim), m->out_norm, hn,
                                 c->dim, (float)c->rms_eps, (float)c->norm_offset);
-    if ((rc = backend_run(m->be, &m->seq)) < 0 ||
-        (logits && (rc = backend_read(m->be, logits, backend_at(m->logits, 0), (size_t)c->vocab_size)) < 0) ||
-        (hn > 0 && (rc = backend_read(m->be, m->rows, backend_at(m->xb, 0), (size_t)hn * c->dim)) < 0))
+    if ((rc = backend_run(m->be, &m->seq)) < 0)
         return rc;
-    m->n_past += n;
-    for (int i = 0; logits && i < c->vocab_size; i++)   /* a sampler fed NaN picks nonsense silently */
-        if (!isfinite(logits[i]))
-            return ms_err(MS_EINVALID, "logit %d at position %d is %s: the model's weights or activations overflow",
-                          i, m->n_past - 1, isnan(logits[i]) ? "NaN" : "infinite");
+    for (int i = 0, j = 0; i < m->n_step; i++) {
+        float *lg = m->step[i].logits;
+        if (lg && (rc = backend_read(m->be, lg, backend_at(m->logits, (size_t)j++ * vocab), vocab)) < 0)
+            return rc;
+    }
+    if (hn > 0 && (rc = backend_read(m->be, m->rows, backend_at(m->xb, 0), (size_t)hn * c->dim)) < 0)
+        return rc;
+    for (int i = 0; i < m->n_step; i++) {
+        const runtime_seq_item *it = &m->step[i];
+        m->past[it->seq] += it->n;
+        for (int t = 0; it->logits && t < c->vocab_size; t++)   /* a sampler fed NaN picks nonsense silently */
+            if (!isfinite(it->logits[t]))
+                return ms_err(MS_EINVALID, "logit %d at position %d is %s: the model's weights or activations overflow",
+                              t, m->past[it->seq] - 1, isnan(it->logits[t]) ? "NaN" : "infinite");
+    }
     return 0;
+}
+
+int runtime__model_check(const runtime_model *m, int seq, const int32_t *tokens, int n)
+{
+    const runtime_config *c = &m->c;
+
+    if (m->enc)
+        return ms_err(MS_EUNSUPPORTED, "%s is an embedding model: it gives embeddings (runtime_embed), not logits",
+                      c->architecture);
+    if (seq < 0 || seq >= m->n_seq)
+        return ms_err(MS_EINVALID, "sequence %d: the model keeps %d (0 .. %d)", seq, m->n_seq, m->n_seq - 1);
+    if (n <= 0)
+        return ms_err(MS_EINVALID, "forward: no tokens");
+    assert(tokens);
+    /* The KV cache holds positions 0 .. past-1 of a context of n_ctx: every forward keeps it. */
+    assert(m->past[seq] >= 0 && m->past[seq] <= m->n_ctx);
+    if (n > m->n_ctx - m->past[seq])
+        return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->past[seq], m->n_ctx);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return ms_err(MS_EINVALID, "token %d at index %d out of range [0, %d)", tokens[i], i, c->vocab_size);
+    return 0;
+}
+
+int runtime__model_pass(runtime_model *m, const runtime_seq_item *items, int n_items)
+{
+    int n = 0, rc;
+
+    assert(n_items > 0 && n_items <= m->n_seq);
+    for (int i = 0; i < n_items; i++) {
+        assert(n + items[i].n <= m->n_batch);
+        memcpy(m->toks + n, items[i].tokens, (size_t)items[i].n * sizeof *m->toks);
+        m->step[i] = items[i];
+        n += items[i].n;
+    }
+    m->n_step = n_items;
+    rc = forward_batch(m, m->toks, n, 0, 0);
+    m->n_step = 0;
+    return rc;
 }
 
 int runtime_forward(runtime_model *m, const int32_t *tokens, int n, float *logits)
 {
-    const runtime_config *c = &m->c;
-    int rc;
-
-    /* The KV cache holds positions 0 .. n_past-1 of a context of n_ctx: every forward keeps it. */
-    assert(m && logits && m->n_past >= 0 && m->n_past <= m->n_ctx);
-    if (m->enc)
-        return ms_err(MS_EUNSUPPORTED, "%s is an embedding model: it gives embeddings (runtime_embed), not logits",
-                      c->architecture);
-    if (n <= 0)
-        return ms_err(MS_EINVALID, "forward: no tokens");
-    assert(tokens);
-    if (n > m->n_ctx - m->n_past)
-        return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->n_past, m->n_ctx);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
-            return ms_err(MS_EINVALID, "token %d at index %d out of range [0, %d)", tokens[i], i, c->vocab_size);
-    for (int done = 0; done < n;) {
-        int chunk = n - done < m->n_batch ? n - done : m->n_batch;
-        if ((rc = forward_batch(m, tokens + done, chunk, done + chunk == n ? logits : NULL, 0, 0)) < 0)
-            return rc;
-        done += chunk;
-    }
-    return 0;
+    assert(m && logits);
+    return runtime_seq_forward(m, 0, tokens, n, logits);
 }
 
 /* ---------------------------------------------------------------- embeddings */
@@ -895,7 +970,9 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
     const runtime_config *c = &m->c;
     int pool = c->pooling, dim = c->dim, rc = 0;
 
-    m->n_past = 0;
+    m->past[0] = 0;
+    m->step[0] = (runtime_seq_item){ .seq = 0 };
+    m->n_step = 1;
     for (int j = 0; j < dim; j++)
         m->acc[j] = 0;
     for (int done = 0; done < n && rc == 0;) {
@@ -903,7 +980,8 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
         int h0 = pool == RUNTIME_POOL_LAST ? chunk - 1 : 0;
         int hn = pool == RUNTIME_POOL_MEAN                ? chunk
                  : pool == RUNTIME_POOL_CLS ? done == 0 : last;
-        if ((rc = forward_batch(m, tokens + done, chunk, NULL, h0, hn)) < 0)
+        m->step[0].n = chunk;
+        if ((rc = forward_batch(m, tokens + done, chunk, h0, hn)) < 0)
             break;
         m->embed_runs++;
         for (size_t i = 0; i < (size_t)hn * dim; i++)
@@ -915,7 +993,8 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
                 m->acc[j] += m->rows[(size_t)r * dim + j];
         done += chunk;
     }
-    m->n_past = 0;   /* the cache is left empty, as runtime_embed promises */
+    m->n_step = 0;
+    m->past[0] = 0;   /* the cache is left empty, as runtime_embed promises */
     if (rc == 0)
         runtime__pool_finish(out, m->acc, n, dim, pool, m->embed_normalize);
     return rc;
@@ -935,11 +1014,11 @@ static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, 
         n += n_tokens[i];
     }
     m->pk_n = n_seqs;
-    m->n_past = 0;
-    rc = forward_batch(m, m->pk_toks, n, NULL, 0, n);
+    m->past[0] = 0;
+    rc = forward_batch(m, m->pk_toks, n, 0, n);
     m->embed_runs++;
     m->pk_n = 0;
-    m->n_past = 0;   /* the cache is left empty */
+    m->past[0] = 0;   /* the cache is left empty */
     for (size_t i = 0; rc == 0 && i < (size_t)n * dim; i++)
         if (!isfinite(m->rows[i]))
             rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
@@ -950,11 +1029,14 @@ static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, 
     return rc;
 }
 
+static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
+                             float *out, int normalize);
+
 static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out,
                  int normalize)
 {
     const runtime_config *c = &m->c;
-    int rc, packable = 1;
+    int rc;
 
     assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
     if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
@@ -972,8 +1054,20 @@ static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_to
                 return ms_err(MS_EINVALID, "sequence %d: token %d at index %d out of range [0, %d)", s, tokens[s][i], i,
                               c->vocab_size);
     }
-    if (m->enc)
-        return runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out, normalize);
+    runtime__batcher_hold(m->bt);   /* sequence 0's cache and the pass's buffers, alone */
+    rc = m->enc ? runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out, normalize)
+                : decoder_embed_all(m, tokens, n_tokens, n_seqs, out, normalize);
+    runtime__batcher_let_go(m->bt);
+    return rc;
+}
+
+/* embed()'s decoder part, with the model held. */
+static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
+                             float *out, int normalize)
+{
+    const runtime_config *c = &m->c;
+    int rc, packable = 1;
+
     m->embed_runs = 0;
     m->embed_normalize = normalize;
     for (int l = 0; l < c->n_layers; l++)

@@ -143,6 +143,7 @@ typedef struct runtime_opts {
     int n_batch;     /* prefill chunk; <= 0: 128 */
     const char *device;   /* backend_open's name: "cpu", "vulkan", "auto"; NULL: "auto" */
     int verbose;          /* 1: the backend says on stderr which device it chose and why */
+    int n_seq;            /* sequences with a KV cache of their own (below); <= 0: 1 */
 } runtime_opts;
 
 typedef struct runtime_model runtime_model;
@@ -170,6 +171,49 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m);
 /* The device the model runs on, as one line ("cpu avx512, 2 threads"). Borrowed. */
 const char *runtime_model_device(const runtime_model *m);
 void runtime_model_close(runtime_model *m);   /* NULL is fine */
+
+/* ---------------------------------------------------------------- several sequences at once
+ * A model opened with n_seq > 1 keeps n_seq KV caches of n_ctx positions each, one per sequence
+ * (runtime_model_kv_nbytes counts them all); sequence 0 is the one runtime_forward, _reset,
+ * _truncate and _n_past use. Tokens of several sequences run as one forward pass: the rows of all
+ * of them go through each matrix together, so every weight is read once per pass, while rope,
+ * the cache writes and attention run per sequence at its own positions over its own cache.
+ * Every op's arithmetic on a row depends only on that row (backend.h's contract), so a
+ * sequence's logits and cache are bit for bit those of the same tokens run alone, whatever else
+ * shares the pass and however its prompt is cut into chunks. A pass holds at most n_batch rows. */
+#define RUNTIME_MAX_SEQ 64
+
+int runtime_model_n_seq(const runtime_model *m);
+/* One sequence's part of a pass: n tokens after what its cache holds; with logits, the last
+ * one's vocab_size logits are written there. */
+typedef struct runtime_seq_item {
+    int seq;
+    const int32_t *tokens;
+    int n;
+    float *logits;   /* may be NULL: a prompt chunk whose logits no one reads */
+} runtime_seq_item;
+/* Run items[0..n_items) (distinct sequences) together: passes of at most n_batch rows, each
+ * taking one token of every item that has any left before more tokens of the first items (a
+ * long prompt never holds back the others' single tokens). runtime_forward's checks per item,
+ * all before anything runs: MS_EINVALID naming the sequence. */
+int runtime_forward_multi(runtime_model *m, const runtime_seq_item *items, int n_items);
+/* runtime_forward on sequence `seq`, callable from several threads at once (one per sequence):
+ * calls that overlap run as one pass (runtime_forward_multi's packing). The first caller runs the
+ * pass; before it does, it waits for the calls of every sequence marked active and not yet
+ * waiting, briefly (a sequence busy elsewhere runs in the next pass), so that a steady set of
+ * generating sequences decodes in one pass per token. */
+int runtime_seq_forward(runtime_model *m, int seq, const int32_t *tokens, int n, float *logits_out_last);
+/* Mark sequence `seq` as in use (on 1) by a caller that will keep calling runtime_seq_forward,
+ * or no longer (0). Only the batching waits on it; results never depend on it. */
+void runtime_seq_active(runtime_model *m, int seq, int on);
+void runtime_seq_reset(runtime_model *m, int seq);
+int runtime_seq_truncate(runtime_model *m, int seq, int n);   /* runtime_model_truncate's rules */
+int runtime_seq_n_past(const runtime_model *m, int seq);
+/* Passes run, and rows and sequences in them, since open: what the batching achieved. */
+typedef struct runtime_batch_stats {
+    uint64_t passes, rows, seqs, max_seqs;
+} runtime_batch_stats;
+void runtime_batch_stats_get(runtime_model *m, runtime_batch_stats *out);
 
 /* ---------------------------------------------------------------- embeddings
  * Encoders (bert, nomic-bert: bidirectional attention over the whole sequence) and decoders whose

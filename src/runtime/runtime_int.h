@@ -1,6 +1,7 @@
 /* runtime_int.h: what src/runtime's files share and nothing else calls (STYLE.md 1).
  *   model.c    runtime_model: opens a model, runs a decoder, and dispatches an encoder to encoder.c
- *   encoder.c  the encoders (bert, nomic-bert) and the pooling both kinds of model embed through */
+ *   encoder.c  the encoders (bert, nomic-bert) and the pooling both kinds of model embed through
+ *   batch.c    several sequences per pass: runtime_forward_multi, runtime_seq_forward's gathering */
 #ifndef MSTORE_RUNTIME_INT_H
 #define MSTORE_RUNTIME_INT_H
 
@@ -29,6 +30,22 @@ int runtime__encoder_embed(runtime_encoder *e, const int32_t *const *tokens, con
  * model's last runtime_embed, encoder or decoder. For the tests of packing. */
 int runtime__encoder_runs(const runtime_encoder *e);
 int runtime__model_embed_runs(const runtime_model *m);
+
+/* ---- between model.c and batch.c */
+typedef struct runtime__batcher runtime__batcher;
+int runtime__batcher_new(runtime__batcher **out, int n_seq);
+void runtime__batcher_free(runtime__batcher *b);   /* NULL is fine */
+/* Take the model for the caller alone (no pass runs until runtime__batcher_let_go), waiting for
+ * the pass under way: runtime_embed, which uses sequence 0's cache and the pass's buffers. */
+void runtime__batcher_hold(runtime__batcher *b);
+void runtime__batcher_let_go(runtime__batcher *b);
+runtime__batcher *runtime__model_batcher(runtime_model *m);
+int runtime__model_n_batch(const runtime_model *m);
+/* runtime_forward's checks of n tokens for sequence seq: MS_EINVALID, MS_EUNSUPPORTED. */
+int runtime__model_check(const runtime_model *m, int seq, const int32_t *tokens, int n);
+/* One pass of items[0..n_items) (distinct sequences, checked, n_items <= n_seq, rows <= n_batch
+ * in all): every item's tokens run, its logits written when it asks. One caller at a time. */
+int runtime__model_pass(runtime_model *m, const runtime_seq_item *items, int n_items);
 
 /* out[dim] = rows[n][dim] pooled (RUNTIME_POOL_MEAN: the mean of the rows, CLS: row 0, LAST: row
  * n - 1), then, when `normalize`, L2-normalized as ollama does: v / max(||v||, 1e-12). Sums in

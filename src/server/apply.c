@@ -27,7 +27,7 @@ enum MHD_Result srv_apply_template(req *r)
     /* the template is the loaded model's, usable without its run lock */
     rc = chat_render_think(&text, &len, session_template(L->S), j->msgs, j->n_msgs, j->n_tools ? j->tools : NULL,
                            j->n_tools, gen, j->think);
-    srv_model_release(r->srv, L, 0, j->keep_alive_s);
+    srv_model_release(r->srv, L, NULL, j->keep_alive_s);
 done:
     json_decref(b);
     gen_job_free(j);

@@ -110,6 +110,7 @@ static int run(server *srv, srv_model *ref, const embed_req *e, const char *mode
         .truncate = e->truncate, .dimensions = e->dimensions, .model = model, .raw = e->kind == EMBED_OLLAMA_OLD};
     double t0 = now();
     loaded *L = NULL;
+    session *S;
     int rc;
 
     if ((rc = srv_model_acquire(srv, ref, e->mo.n_ctx, &L)) < 0) {
@@ -118,13 +119,13 @@ static int run(server *srv, srv_model *ref, const embed_req *e, const char *mode
         return rc == MS_ENOTFOUND || rc == MS_EBUSY ? rc : MS_ERROR;
     }
     *t_load = now() - t0;
-    srv_model_lock(L);
-    rc = session_embed(L->S, v, dim, n_tokens, e->in, e->n, &so);
+    S = srv_model_lock(L, NULL, 0);
+    rc = session_embed(S, v, dim, n_tokens, e->in, e->n, &so);
     if (rc < 0)
         snprintf(err, err_len, "%s", ms_err_msg());
     else /* one line per request for whoever runs the server, as generations have */
         fprintf(stderr, "mstore: %s %s: %zu inputs, %zu tokens embedded\n", route[e->kind], L->shown, e->n, *n_tokens);
-    srv_model_release(srv, L, 1, e->keep_alive_s);
+    srv_model_release(srv, L, S, e->keep_alive_s);
     return rc;
 }
 

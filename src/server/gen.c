@@ -484,11 +484,11 @@ static void run(gen_job *j)
 {
     double t0 = now(), t1;
     loaded *L = NULL;
-    session *S;
+    session *S = NULL;
     const session_stats *st;
     char *text = NULL;
     size_t len = 0;
-    int rc, special, locked = 0;
+    int rc, special;
 
     if ((rc = srv_model_acquire(j->srv, &j->ref, j->mo.n_ctx, &L)) < 0) {
         /* a model that does not load is the server's failure; a busy server says so (503) */
@@ -497,14 +497,13 @@ static void run(gen_job *j)
     }
     t1 = now();
     j->t_load = t1 - t0;
-    S = L->S;
-    if ((rc = prompt_choose(&text, &len, &special, j, S)) < 0) {
+    /* the template and tokenizer are every session's: the first one's serve before one is taken */
+    if ((rc = prompt_choose(&text, &len, &special, j, L->S)) < 0) {
         fail(j, rc);
         goto done;
     }
     gen_think_prompt(j, text, len);
-    srv_model_lock(L);
-    locked = 1;
+    S = srv_model_lock(L, text, len);
     session_stats_clear(S);
     /* every request sets the session's format, none included: the last request's must not stay */
     if ((rc = gen_tools_grammar(j, S)) < 0) {
@@ -546,7 +545,7 @@ static void run(gen_job *j)
 done:
     free(text);
     j->t_total = now() - t0;
-    srv_model_release(j->srv, L, locked, j->keep_alive_s);
+    srv_model_release(j->srv, L, S, j->keep_alive_s);
 }
 
 /* The end of a stream: the final object (or the error, in the API's shape), [DONE] for SSE. */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blob/blob.h"
 #include "chat/chat.h"
@@ -10,9 +11,14 @@
 
 static void unload_model_only(loaded *L)
 {
-    session_free(L->S);
+    for (int i = 0; i < L->n_par; i++)
+        session_free(L->slot[i]);
+    free(L->slot);
+    free(L->slot_used);
+    free(L->slot_busy);
     runtime_model_close(L->m);
     pthread_mutex_destroy(&L->run);
+    pthread_cond_destroy(&L->run_cv);
 }
 
 static void unload(loaded *L)
@@ -78,6 +84,57 @@ void srv_model_close(srv_model *m)
     m->s = NULL;
 }
 
+/* The model's config, read from its config blob without loading it (malloc'd: about 4 KiB of
+ * rope factors, not for the stack of a connection's thread); NULL when it does not read. */
+static runtime_config *config_read(store_model *sm)
+{
+    const uint8_t *data;
+    size_t len;
+    runtime_config *c;
+
+    if (!sm || store_model_config(&data, &len, sm) < 0 || !(c = malloc(sizeof *c)))
+        return NULL;
+    if (runtime_config_from_json(c, (const char *)data, len, "config") < 0) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static int caps_of(const runtime_config *c)
+{
+    if (!c)
+        return 0;
+    /* an encoder, or a decoder that names a pooling (Qwen3-Embedding), is an embedding model */
+    return c->encoder || (c->pooling >= RUNTIME_POOL_MEAN && c->pooling <= RUNTIME_POOL_LAST) ? SRV_CAN_EMBED
+                                                                                             : SRV_CAN_COMPLETE;
+}
+
+/* Requests a load runs at once (its sequences): server_opts.parallel when set; else
+ * SERVER_DEFAULT_PARALLEL, fewer when their KV caches (n_ctx positions each) would take more
+ * than a quarter of the memory available now, at least 1. An embedding model: 1 (runtime_embed
+ * runs alone). */
+static int parallel_for(const server *srv, store_model *sm, int n_ctx)
+{
+    runtime_config *c = config_read(sm);
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t per, avail = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    int n = srv->o.parallel > 0 ? srv->o.parallel : SERVER_DEFAULT_PARALLEL;
+
+    if (!c || caps_of(c) == SRV_CAN_EMBED) {
+        free(c);
+        return 1;
+    }
+    if (n_ctx <= 0)
+        n_ctx = c->ctx_len < 4096 ? c->ctx_len : 4096;
+    per = 2ull * (uint64_t)c->n_layers * (uint64_t)n_ctx * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim *
+          (srv->o.ro.kv_f16 ? 2u : 4u);
+    free(c);
+    while (srv->o.parallel <= 0 && n > 1 && avail && per * (uint64_t)n > avail / 4)
+        n--;
+    return n;
+}
+
 /* Load from the request's handle, which L takes (its mappings are the weights' views). */
 static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, int num_ctx)
 {
@@ -92,6 +149,7 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
     if (!L)
         return ms_err(MS_ENOMEM, "out of memory");
     pthread_mutex_init(&L->run, NULL);
+    pthread_cond_init(&L->run_cv, NULL);
     snprintf(L->name, sizeof L->name, "%s", shown);
     name_display(L->shown, sizeof L->shown, &req_m->name);
     L->s = req_m->s, L->sm = req_m->sm;
@@ -99,6 +157,7 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
     L->n_ctx_asked = num_ctx;
     if (num_ctx > 0)
         ro.n_ctx = num_ctx;
+    ro.n_seq = L->n_par = parallel_for(srv, L->sm, ro.n_ctx);
     /* The model handle stays open with the model: the weights' mappings are its views. One
      * handle gives the digest, the weights and the template (session_new copies the text). */
     if ((rc = runtime_model_open(&L->m, L->sm, &ro)) < 0 ||
@@ -108,8 +167,18 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
     rc = store_model_find(&tmpl, &tmpl_len, L->sm, MT_TEMPLATE, NULL);
     if (rc < 0 && rc != MS_ENOTFOUND)
         goto fail;
-    if ((rc = session_new(&L->S, L->m, L->t, (const char *)tmpl, tmpl_len)) < 0)
+    if (!(L->slot = calloc((size_t)L->n_par, sizeof *L->slot)) ||
+        !(L->slot_used = calloc((size_t)L->n_par, sizeof *L->slot_used)) ||
+        !(L->slot_busy = calloc((size_t)L->n_par, sizeof *L->slot_busy))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
         goto fail;
+    }
+    for (int i = 0; i < L->n_par; i++) {
+        if ((rc = session_new(&L->slot[i], L->m, L->t, (const char *)tmpl, tmpl_len)) < 0)
+            goto fail;
+        session_seq_set(L->slot[i], i);
+    }
+    L->S = L->slot[0];
     L->nbytes = runtime_weights_nbytes(runtime_model_weights(L->m)) + runtime_model_kv_nbytes(L->m);
     *out = L;
     return 0;
@@ -237,15 +306,52 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
     return 0;
 }
 
-void srv_model_lock(loaded *L)
+/* The free session to give a request whose prompt is `text`: the one whose cache holds the
+ * longest start of it (a chat's next turn finds its conversation), else the least recently used
+ * (the others keep their caches for their own next turns). */
+static int slot_choose(const loaded *L, const char *text, size_t len)
 {
-    pthread_mutex_lock(&L->run);
+    int best = -1;
+    size_t best_n = 0;
+
+    for (int i = 0; i < L->n_par; i++) {
+        size_t n;
+        if (L->slot_busy[i])
+            continue;
+        n = text ? session_cached_prefix(L->slot[i], text, len) : 0;
+        if (best < 0 || n > best_n || (n == best_n && L->slot_used[i] < L->slot_used[best]))
+            best = i, best_n = n;
+    }
+    return best;
 }
 
-void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s)
+session *srv_model_lock(loaded *L, const char *text, size_t len)
 {
-    if (locked)
+    uint64_t ticket;
+    int i;
+
+    pthread_mutex_lock(&L->run);
+    ticket = L->tickets++;
+    while (ticket != L->serving || (i = slot_choose(L, text, len)) < 0)
+        pthread_cond_wait(&L->run_cv, &L->run);
+    L->serving++;
+    L->slot_busy[i] = 1;
+    L->slot_used[i] = ++L->n_slot_uses;
+    pthread_cond_broadcast(&L->run_cv); /* the next in line may find another session free */
+    pthread_mutex_unlock(&L->run);
+    session_active_set(L->slot[i], 1);
+    return L->slot[i];
+}
+
+void srv_model_release(server *srv, loaded *L, session *S, int keep_alive_s)
+{
+    if (S) {
+        session_active_set(S, 0);
+        pthread_mutex_lock(&L->run);
+        L->slot_busy[session_seq(S)] = 0;
+        pthread_cond_broadcast(&L->run_cv);
         pthread_mutex_unlock(&L->run);
+    }
     pthread_mutex_lock(&srv->mu);
     L->refs--;
     L->expires = keep_alive_s < 0 ? 0 : time(NULL) + keep_alive_s;
@@ -318,13 +424,15 @@ json_t *srv_models_ps(server *srv)
     pthread_mutex_lock(&srv->mu);
     for (loaded *L = srv->models; L; L = L->next) {
         const runtime_config *c = runtime_model_config(L->m);
+        /* ollama's: the bytes on the GPU; a model runs wholly on one device here */
+        json_int_t vram = strncmp(runtime_model_device(L->m), "cpu", 3) == 0 ? 0 : (json_int_t)L->nbytes;
         time_t exp = L->expires ? L->expires : (time_t)253402300799; /* 9999-12-31: forever */
         srv_time_rfc3339(when, sizeof when, L->refs ? time(NULL) + srv->o.keep_alive_s : exp);
         json_array_append_new(arr, json_pack("{s:s,s:s,s:I,s:s,s:{s:s,s:s,s:[s],s:s,s:s},s:s,s:I,s:i}", "name",
                                              L->shown, "model", L->shown, "size", (json_int_t)L->nbytes, "digest",
                                              blob_digest_hex(L->digest), "details", "format", "mstore", "family",
                                              c->architecture, "families", c->architecture, "parameter_size", "",
-                                             "quantization_level", "", "expires_at", when, "size_vram", (json_int_t)0,
+                                             "quantization_level", "", "expires_at", when, "size_vram", vram,
                                              "context_length", runtime_model_n_ctx(L->m)));
     }
     pthread_mutex_unlock(&srv->mu);
@@ -416,19 +524,10 @@ void srv_models_stop(server *srv)
 
 int srv_model_caps(store_model *sm)
 {
-    const uint8_t *data;
-    size_t len;
-    runtime_config *c;
-    int caps = 0;
+    runtime_config *c = config_read(sm);
+    int caps = caps_of(c);
 
-    if (!sm || store_model_config(&data, &len, sm) < 0)
-        return 0;
-    /* about 4 KiB of rope factors: not on the stack of a connection's thread */
-    if ((c = malloc(sizeof *c)) && runtime_config_from_json(c, (const char *)data, len, "config") == 0) {
-        /* an encoder, or a decoder that names a pooling (Qwen3-Embedding), is an embedding model */
-        caps = c->encoder || (c->pooling >= RUNTIME_POOL_MEAN && c->pooling <= RUNTIME_POOL_LAST) ? SRV_CAN_EMBED
-                                                                                                   : SRV_CAN_COMPLETE;
-    }
     free(c);
     return caps;
 }
+

@@ -33,7 +33,7 @@ static enum MHD_Result load_only(req *r, gen_job *j)
         gen_job_free(j);
         return srv_err_ollama(r, rc == MS_EBUSY ? 503 : 500, "%s", ms_err_msg());
     } else {
-        srv_model_release(r->srv, L, 0, j->keep_alive_s);
+        srv_model_release(r->srv, L, NULL, j->keep_alive_s);
     }
     srv_time_rfc3339(when, sizeof when, time(NULL));
     json_t *o = json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", j->model, "created_at", when, "response", "", "done", 1,

@@ -28,6 +28,7 @@
 #define SERVER_VERSION        "0.6.0" /* what /api/version says: the ollama API level spoken */
 
 #define SERVER_DEFAULT_MAX_LOADED 3 /* models loaded at once, as ollama's default on a CPU */
+#define SERVER_DEFAULT_PARALLEL   4 /* requests per model at once, as ollama's default when memory allows */
 
 typedef struct server_opts {
     const char *home; /* the store */
@@ -39,6 +40,9 @@ typedef struct server_opts {
     int max_clients; /* connections at once before the idlest gives way; 0: 64 */
     int max_loaded; /* models loaded at once (MSTORE_MAX_LOADED_MODELS); 0: SERVER_DEFAULT_MAX_LOADED */
     runtime_opts ro; /* threads, ctx (a request's num_ctx overrides), kv_f16 */
+    /* requests one loaded model runs at once (MSTORE_NUM_PARALLEL), decoded together; 0:
+     * SERVER_DEFAULT_PARALLEL, or fewer when their KV caches would not fit in memory */
+    int parallel;
     /* 1: /api/pull and /api/push refuse (403) a name whose host the client chose, other than
      * the registry names without a host go to ($MSTORE_REGISTRY): the server then reaches no
      * host a remote client names. 0 (default, as ollama): any host. */

@@ -137,9 +137,17 @@ struct loaded {
     store *s;
     runtime_model *m;
     const tokenizer *t;
-    session *S;
+    /* One session per sequence of m (n_par: requests that run at once, their tokens decoded in
+     * shared passes); a request takes a free one under `run` (srv_model_lock), in arrival order
+     * (tickets). S is slot[0]: its template and tokenizer serve renders and counts at any time. */
+    session **slot, *S;
+    int n_par;
+    unsigned char *slot_busy;
+    uint64_t *slot_used, n_slot_uses; /* n_slot_uses at each session's last taking */
+    uint64_t tickets, serving; /* the next ticket to give, the one whose turn it is */
+    pthread_cond_t run_cv;
     uint64_t nbytes; /* weights + KV cache */
-    pthread_mutex_t run; /* one request at a time */
+    pthread_mutex_t run; /* guards the sessions' taking */
     int refs; /* requests holding or waiting for `run` */
     time_t expires; /* 0: never; unloaded by the reaper after it when refs == 0 */
     int unload_asap;
@@ -166,11 +174,13 @@ void srv_model_close(srv_model *m);
  * one is unloaded first, or the request waits for one to be released. Load errors with their
  * message; MS_EBUSY (503) when memory or descriptors ran out, or the server is stopping. */
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
-/* Take the model's run lock: waits for the requests before it (one generation at a time). */
-void srv_model_lock(loaded *L);
-/* Let go of the model (and its run lock when `locked`); it stays loaded keep_alive_s seconds
- * (< 0 forever, 0: unload now when no one else waits for it). */
-void srv_model_release(server *srv, loaded *L, int locked, int keep_alive_s);
+/* Take one of the model's sessions for a request whose prompt is `text` (NULL: any): waits for
+ * the requests before it and for a session to be free; prefers the one whose cache begins
+ * with the prompt. The session is marked active (session_active_set) until released. */
+session *srv_model_lock(loaded *L, const char *text, size_t len);
+/* Let go of the model (and of session S, srv_model_lock's, when not NULL); it stays loaded
+ * keep_alive_s seconds (< 0 forever, 0: unload now when no one else waits for it). */
+void srv_model_release(server *srv, loaded *L, session *S, int keep_alive_s);
 /* Unload m's model (its manifest's load when m is open, else loads last used by its name) when
  * no request uses it (keep_alive 0 with no prompt, a deleted name). */
 void srv_model_unload(server *srv, const srv_model *m);

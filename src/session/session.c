@@ -7,6 +7,7 @@
 
 struct session {
     runtime_model *m;
+    int seq; /* the model's sequence (KV cache) this session runs on */
     const tokenizer *t;
     runtime_sampler *smp;
     runtime_sampler_opts so;
@@ -15,7 +16,7 @@ struct session {
     float *logits;
     char *bos_text; /* what BOS is in text ("<s>"), or "" */
     size_t max_token_len; /* bytes of the vocab's longest token text: bounds bytes per token */
-    ms_text cache; /* the text whose tokens are in the KV cache */
+    ms_text cache; /* the text whose tokens are in the KV cache (EXACT: the text they were cut from) */
     int32_t *ids; /* those tokens (for the repeat penalty of a new sampler) */
     size_t n_ids, cap_ids;
     int exact; /* the cache was fed by SESSION_FEED_EXACT: `cache` does not describe it */
@@ -121,6 +122,29 @@ runtime_model *session_model(const session *S)
 {
     return S->m;
 }
+void session_seq_set(session *S, int seq)
+{
+    S->seq = seq;
+    session_reset(S); /* the one it ran on before keeps its cache; this one starts empty */
+}
+int session_seq(const session *S)
+{
+    return S->seq;
+}
+void session_active_set(session *S, int on)
+{
+    runtime_seq_active(S->m, S->seq, on);
+}
+size_t session_cached_prefix(const session *S, const char *text, size_t len)
+{
+    size_t n = 0;
+
+    if (runtime_seq_n_past(S->m, S->seq) == 0)
+        return 0;
+    while (n < len && n < S->cache.n && S->cache.p[n] == text[n])
+        n++;
+    return n;
+}
 int session_has_template(const session *S)
 {
     return S->has_template;
@@ -168,7 +192,7 @@ int session_sampler_set(session *S, const runtime_sampler_opts *o)
 
 void session_reset(session *S)
 {
-    runtime_model_reset(S->m);
+    runtime_seq_reset(S->m, S->seq);
     S->cache.n = 0;
     if (S->cache.p)
         S->cache.p[0] = '\0';
@@ -196,10 +220,10 @@ static int feed_after(session *S, const char *s, size_t len, int parse_special)
 {
     const char *bos = S->bos_text;
     size_t bos_len = strlen(bos);
-    int first = runtime_model_n_past(S->m) == 0;
+    int first = runtime_seq_n_past(S->m, S->seq) == 0;
     int add = first && !(parse_special && bos_len && len >= bos_len && memcmp(s, bos, bos_len) == 0);
     int32_t *ids = NULL;
-    size_t n, n_past = (size_t)runtime_model_n_past(S->m);
+    size_t n, n_past = (size_t)runtime_seq_n_past(S->m, S->seq);
     double t0 = now();
     int rc;
 
@@ -219,7 +243,7 @@ static int feed_after(session *S, const char *s, size_t len, int parse_special)
         goto done;
     for (size_t i = 0; i < n; i++)
         runtime_sampler_accept(S->smp, ids[i]);
-    if ((rc = runtime_forward(S->m, ids, (int)n, S->logits)) < 0) {
+    if ((rc = runtime_seq_forward(S->m, S->seq, ids, (int)n, S->logits)) < 0) {
         session_reset(S); /* the cache no longer matches any text */
         goto done;
     }
@@ -227,7 +251,7 @@ static int feed_after(session *S, const char *s, size_t len, int parse_special)
     S->st.t_prompt += now() - t0;
     rc = ms_text_put(&S->cache, s, len);
 done:
-    S->st.n_prompt_total = (size_t)runtime_model_n_past(S->m);
+    S->st.n_prompt_total = (size_t)runtime_seq_n_past(S->m, S->seq);
     free(ids);
     return rc;
 }
@@ -301,23 +325,25 @@ static int feed_exact(session *S, const char *s, size_t len, int parse_special)
      * part. One token at least is run, for the logits that start the answer. */
     while (from < S->n_ids && from + 1 < n && S->ids[from] == ids[from])
         from++;
-    if (from == 0 || runtime_model_truncate(S->m, (int)from) < 0)
+    if (from == 0 || runtime_seq_truncate(S->m, S->seq, (int)from) < 0)
         session_reset(S), from = 0;
     else
         S->n_ids = from;
     if ((rc = ids_push(S, ids + from, n - from)) < 0)
         goto done;
-    if ((rc = runtime_forward(S->m, ids + from, (int)(n - from), S->logits)) < 0) {
+    if ((rc = runtime_seq_forward(S->m, S->seq, ids + from, (int)(n - from), S->logits)) < 0) {
         session_reset(S);
         goto done;
     }
     S->exact = 1; /* the text no longer describes the cache: WHOLE mode starts over */
+    S->cache.n = 0;
+    rc = ms_text_put(&S->cache, s, len); /* what session_cached_prefix compares with */
     S->st.n_prompt += n - from;
     S->st.t_prompt += now() - t0;
 done:
     if (rc < 0)
         session_reset(S);
-    S->st.n_prompt_total = (size_t)runtime_model_n_past(S->m);
+    S->st.n_prompt_total = (size_t)runtime_seq_n_past(S->m, S->seq);
     free(ids);
     return rc;
 }
@@ -438,12 +464,12 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
             memmove(pend.p, pend.p + ready, pend.n - ready);
             pend.n -= ready;
         }
-        if (runtime_model_n_past(S->m) >= runtime_model_n_ctx(S->m)) { /* this token is out; no room to run it */
+        if (runtime_seq_n_past(S->m, S->seq) >= runtime_model_n_ctx(S->m)) { /* this token is out; no room to run it */
             if (g->n_predict < 0 || n < g->n_predict)
                 *done = SESSION_DONE_CONTEXT;
             break;
         }
-        if ((rc = runtime_forward(S->m, &tok, 1, S->logits)) < 0) {
+        if ((rc = runtime_seq_forward(S->m, S->seq, &tok, 1, S->logits)) < 0) {
             session_reset(S);
             goto done;
         }

@@ -3,7 +3,7 @@
  * What `mstore run` and `mstore serve` share between the runtime and their users: the chat
  * template, the prompt as tokens in the KV cache, sampling, stop strings, detokenized streaming
  * and the context accounting. A session is not thread-safe: the server gives each loaded model
- * one session and lets one request at a time use it.
+ * one session per sequence (session_seq_set) and lets one request at a time use each.
  *
  * KV reuse: the session remembers the text whose tokens sit in the KV cache (the prompts fed and
  * the answers generated). session_feed with SESSION_FEED_WHOLE gets the whole context each time
@@ -40,6 +40,19 @@ int session_new(session **out, runtime_model *m, const tokenizer *t, const char 
 void session_free(session *S); /* NULL is fine */
 
 runtime_model *session_model(const session *S);
+/* Several sessions over one model (runtime.h: several sequences at once): each runs on a sequence
+ * of its own, 0 by default; session_seq_set moves this one to `seq` (< runtime_model_n_seq),
+ * its cache empty. Sessions on distinct sequences may then run from their own threads at once,
+ * their forwards sharing passes. */
+void session_seq_set(session *S, int seq);
+int session_seq(const session *S);
+/* The session is taken by a caller that will feed and generate now (on 1), or let go (0): the
+ * model's passes wait for an active session's next token (runtime_seq_active). */
+void session_active_set(session *S, int on);
+/* Bytes of text[0..len) that begin the text whose tokens the cache holds (the last prompt and
+ * the answer generated after it): how much of a new prompt this session could reuse; 0 when
+ * its cache is empty. For choosing among sessions; session_feed decides what it reuses. */
+size_t session_cached_prefix(const session *S, const char *text, size_t len);
 /* 1 when the model ships a chat template; 0 when it has none (the template then renders plainly). */
 int session_has_template(const session *S);
 const chat_template *session_template(const session *S);

@@ -17,7 +17,8 @@ expect_ok mstore run chatml "Once upon a time" --temp 0 -n 16
 export WANT_CHAT=$out
 expect_ok mstore run chatml --system "Be nice." "Hi" --temp 0 -n 16
 export WANT_SYS=$out
-serve_start
+# one session: the prompt caching below is that of one cache (t6050 has several)
+serve_start --parallel 1
 export SERVE
 
 node - <<'JS' >"$WORK/node.out" 2>&1 || fail "ollama-js: $(cat "$WORK/node.out")"

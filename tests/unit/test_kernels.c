@@ -141,7 +141,7 @@ static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_
  * block counts not a multiple of 8 (the avx2 path's groups: 37, 258). */
 START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 {
-    static const int cols_cases[] = { 64, 1184, 552, 40, 8256, 2304, 1003, 5 }, tok_cases[] = { 1, 3, 7, 13, 70 };
+    static const int cols_cases[] = { 64, 1184, 552, 40, 8256, 2304, 1003, 5 }, tok_cases[] = { 1, 3, 7, 8, 9, 13, 70 };
     cpu_pool *pool;
 
     if (!use_path(_i))
