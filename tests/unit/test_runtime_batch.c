@@ -33,16 +33,6 @@ typedef struct seqref {
     float *logits[N_GEN + 1];   /* after the prompt, then after each generated token but the last */
 } seqref;
 
-static int argmax(const float *l, int n)
-{
-    int b = 0;
-
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
-    return b;
-}
-
 static const char *device(void)
 {
     return getenv("MSTORE_TEST_BATCH_DEVICE") ? getenv("MSTORE_TEST_BATCH_DEVICE") : "cpu";
@@ -93,7 +83,7 @@ static void run_alone(const char *path, seqref *ref)
             r->logits[g] = malloc(sizeof(float) * V);
             ck_assert_msg(runtime_forward(m, g == 0 ? r->toks : &r->toks[n + g - 1], g == 0 ? n : 1, r->logits[g]) == 0,
                           "%s", ms_err_msg());
-            r->toks[n + g] = argmax(r->logits[g], V);
+            r->toks[n + g] = fixture_argmax(r->logits[g], V);
         }
     }
     runtime_model_close(m);
@@ -229,25 +219,12 @@ static void check_path(const char *path)
     free_ref(ref);
 }
 
-static char *shared_model(const char *rel)
-{
-    char *dir = fixture_models_dir(), *p;
-
-    if (!dir) {
-        printf("skipped: shared models folder not found\n");
-        return NULL;
-    }
-    p = ms_strdup_printf("%s/%s", dir, rel);
-    free(dir);
-    return p;
-}
-
 static const char *const shared[] = { "stories260K/stories260K.gguf", "stories260K/s260k-f16.gguf",
                                       "stories260K/s260k-mixed.gguf" };
 
 START_TEST(shared_models_batch_bit_for_bit)
 {
-    char *p = shared_model(shared[_i]);
+    char *p = fixture_model_path(shared[_i]);
 
     if (p)
         check_path(p);
@@ -298,7 +275,7 @@ END_TEST
 
 START_TEST(misuse_is_refused)
 {
-    char *p = shared_model("stories260K/stories260K.gguf");
+    char *p = fixture_model_path("stories260K/stories260K.gguf");
     runtime_model *m;
     int32_t t[2] = { 1, 2 };
     float *lg;
