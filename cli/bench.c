@@ -274,16 +274,17 @@ static int bench_parallel(runtime_model *m, const int *ns, int n_ns, long n_p, l
 }
 
 /* "1,2,4,8" into ns (1..RUNTIME_MAX_SEQ each, at most 16 of them); the largest in *max. */
-static int parse_list(const char *s, int *ns, int *n_out, int *max)
+static int parse_list(const char *list, int *ns, int *n_out, int *max)
 {
+    const char *s = list;
     char *end;
     int n = 0;
 
     *max = 0;
     while (*s) {
         long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > RUNTIME_MAX_SEQ || n == 16 || (*end && *end != ','))
-            return cli_usage_error("bench", "--parallel: '%s' is not a list of 1 to 16 numbers in 1..%d", s,
+        if (end == s || v < 1 || v > RUNTIME_MAX_SEQ || n == 16 || (*end && (*end != ',' || !end[1])))
+            return cli_usage_error("bench", "--parallel: '%s' is not a list of 1 to 16 numbers in 1..%d", list,
                                    RUNTIME_MAX_SEQ);
         ns[n++] = (int)v;
         if (v > *max)

@@ -62,7 +62,7 @@ e2e() {
 # definition, K-quant and MLX row dots (test_runtime_breadth), tiled matmuls against row dots, the stories260K greedy text and the s260k models
 # against their float64 references), and the portable core (blobs, manifests, GGUF, store,
 # tokenizer). MSTORE_ARM64_ALL=1 runs every suite (long under qemu).
-suites='^unit/test_(kernels|runtime|runtime_breadth|blob|manifest|gguf|store|tokenizer)$'
+suites='^unit/test_(kernels|runtime|runtime_breadth|runtime_batch|blob|manifest|gguf|store|tokenizer)$'
 [ "${MSTORE_ARM64_ALL:-0}" = 1 ] && suites='^unit/'
 
 # -cpu max has SDOT and USDOT: auto must pick neon-i8mm (test_kernels checks it).

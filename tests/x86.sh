@@ -83,7 +83,7 @@ e2e() {
 # (test_kernels, which also checks auto's choice), the stories260K models (F32, F16, mixed
 # q5_0/q8_0/f16) against their float64 references (test_runtime), the synthetic architectures
 # (test_runtime_archs), K-quants and MLX (test_runtime_breadth), and blob hashing (test_blob).
-suites="test_kernels test_runtime test_runtime_archs test_runtime_breadth test_blob"
+suites="test_kernels test_runtime test_runtime_archs test_runtime_breadth test_runtime_batch test_blob"
 echo "=== x86-64 under qemu -cpu Haswell (AVX2, no AVX-512)"
 unit $haswell avx2 avx2,scalar $suites
 # t5001: the documented greedy texts (stories260K from BOS, and its prompts); t5002: interrupt and

@@ -730,6 +730,38 @@ AI void float_decode(const int SRC, float *y, const float *x, const uint8_t *w, 
         float_tile(1, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
 }
 
+/* MR rows x MT tokens straight from the weights over whole rows, for 2 .. FLOAT_FEW tokens (several
+ * sequences' next ones, a short prompt chunk), where a panel would cost more to fill than its few
+ * tokens gain: the tile's rows stay in L1 for the next token tile, so the weights stream once.
+ * On the 1.1B F16, 2 threads: 8 tokens 55 t/s this way against 36 through the panel, 16 tokens
+ * 62 against 50. */
+#define FLOAT_FEW 16
+AI void float_few_rows(const int MR, const int SRC, float *y, size_t ldy, const float *x, size_t ldx, int n_tok,
+                       const uint8_t *w, size_t we, int kfull, int tail)
+{
+    for (int t = 0; t < n_tok; t += 3) {
+        float *yt = y + (size_t)t * ldy;
+        const float *xt = x + (size_t)t * ldx;
+        switch (n_tok - t < 3 ? n_tok - t : 3) {
+        case 3: float_tile(MR, 3, SRC, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        case 2: float_tile(MR, 2, SRC, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        default: float_tile(MR, 1, SRC, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        }
+    }
+}
+
+AI void float_few(const int SRC, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const uint8_t *w,
+                  size_t ws, int n_rows, int cols)
+{
+    size_t we = ws / (SRC == SRC_F16 ? 2 : 4);
+    int tail = cols % 8, kfull = cols - tail, r = 0;
+
+    for (; r + 4 <= n_rows; r += 4)
+        float_few_rows(4, SRC, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
+    for (; r < n_rows; r++)
+        float_few_rows(1, SRC, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
+}
+
 static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,
                        int n_rows, int cols)
 {
@@ -742,6 +774,13 @@ static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_t
             float_decode(SRC_F16, y, x, w, ws, n_rows, cols);
         else
             float_decode(SRC_F32, y, x, w, ws, n_rows, cols);
+        return;
+    }
+    if (n_tok <= FLOAT_FEW) {
+        if (kind == F_F16)
+            float_few(SRC_F16, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols);
+        else
+            float_few(SRC_F32, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols);
         return;
     }
     for (int rb = 0; rb < n_rows; rb += FRB) {

@@ -278,8 +278,11 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
         goto done;
     }
     adopted = 1;
-    if ((rc = config_build(&cfg, s, sm, gguf, res.nbytes)) < 0)
+    if ((rc = config_build(&cfg, s, sm, gguf, res.nbytes)) < 0) {
+        if (modelpack)   /* not adopted yet: nothing else removes it */
+            unlink(tpath);
         goto done;
+    }
     json_array_append_new(json_object_get(json_object_get(cfg, "rootfs"), "diff_ids"), json_string(gguf));
     if (modelpack) {
         /* the tar is a blob of its own (the GGUF's bytes once more, only for the push) */

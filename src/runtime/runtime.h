@@ -8,7 +8,9 @@
  *             a GGUF file directly, or the blobs of a model in the store. No copy of a weight.
  *   config    model hyper-parameters, from GGUF metadata or the config blob (import.h).
  *   model     the llama decoder: every buffer allocated at open; a forward pass allocates
- *             nothing. Prefill runs a whole chunk of tokens as one matrix-matrix batch.
+ *             nothing. Prefill runs a whole chunk of tokens as one matrix-matrix batch; the
+ *             tokens of several sequences (each with its own KV cache) share passes the same
+ *             way (batch.c: continuous batching for the server).
  *   sampler   greedy, temperature, top-k, top-p, min-p, repeat/frequency/presence penalties,
  *             seeded PRNG.
  *

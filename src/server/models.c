@@ -11,7 +11,7 @@
 
 static void unload_model_only(loaded *L)
 {
-    for (int i = 0; i < L->n_par; i++)
+    for (int i = 0; L->slot && i < L->n_par; i++) /* a load that failed may have none yet */
         session_free(L->slot[i]);
     free(L->slot);
     free(L->slot_used);

@@ -23,6 +23,14 @@ contains "$out" "t/s"
 expect_fail 2 "-p" mstore bench stories -p abc
 expect_fail 2 "-n" mstore bench stories -n -3
 expect_fail 1 "not found" mstore bench nosuch
+# --parallel: N sequences from N threads, one row per N (which passes they share is the
+# machine's timing; test_runtime_batch checks the sharing itself)
+expect_ok mstore bench stories -p 4 -n 4 -r 1 --threads 1 --parallel 1,3
+contains "$out" "parallel  1  pp4"
+contains "$out" "parallel  3  pp4"
+contains "$out" "per sequence"
+expect_fail 2 "'1,0' is not a list" mstore bench stories --parallel 1,0
+expect_fail 2 "one at a time" mstore bench stories --parallel 2 --format json
 # a kernel path that does not exist is an error naming the valid ones, never a silent fallback
 MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown; expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul" \
     mstore bench stories -p 4 -n 2 -r 1

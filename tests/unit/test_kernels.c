@@ -526,16 +526,6 @@ static json_t *load_ref(const char *name)
     return j;
 }
 
-static int argmax(const float *l, int n)
-{
-    int b = 0;
-
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
-    return b;
-}
-
 /* On every path: each prompt's first-step logits within `tol` of the float64 reference (max
  * abs error / max abs logit), all reference greedy tokens, and the prompt prefilled in one
  * batch giving the very same logits as token by token. The int8 paths (8-bit activations, an
@@ -577,7 +567,7 @@ static void check_model(int path, const char *file, const char *ref_name, double
                 den = fmax(den, fabs(r));
             }
             for (size_t s = 0; s < json_array_size(greedy); s++) {
-                next = argmax(lg, V);
+                next = fixture_argmax(lg, V);
                 if (next != json_integer_value(json_array_get(greedy, s)))
                     break;
                 agree++;

@@ -659,16 +659,6 @@ static double rel_err(const float *got, json_t *ref)
     return num / den;
 }
 
-static int argmax(const float *l, int n)
-{
-    int b = 0;
-
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
-    return b;
-}
-
 static json_t *load_ref(const char *name)
 {
     char *path = ms_strdup_printf("%s/tests/data/runtime/%s", getenv("MSTORE_SRC") ? getenv("MSTORE_SRC") : ".", name);
@@ -680,19 +670,6 @@ static json_t *load_ref(const char *name)
     return j;
 }
 
-/* Model file `file` under the models dir, or NULL (and a skip message) when absent. */
-static char *model_path(const char *file)
-{
-    char *dir = fixture_models_dir(), *p;
-
-    if (!dir) {
-        printf("skipped: shared models folder not found (set MSTORE_TEST_MODELS)\n");
-        return NULL;
-    }
-    p = ms_strdup_printf("%s/%s", dir, file);
-    free(dir);
-    return p;
-}
 
 static runtime_model *open_model(const char *path, int n_threads, int kv_f16, int n_batch)
 {
@@ -718,7 +695,7 @@ static int check_prompt(runtime_model *m, json_t *p, int n_steps, double *rel_ou
     ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
     *rel_out = json_object_get(p, "logits") ? rel_err(lg, json_object_get(p, "logits")) : 0;
     for (int s = 0; s < n_steps && s < (int)json_array_size(greedy); s++) {
-        next = argmax(lg, V);
+        next = fixture_argmax(lg, V);
         on = on && next == json_integer_value(json_array_get(greedy, s));
         agree += on;
         if (!on)
@@ -732,7 +709,7 @@ static int check_prompt(runtime_model *m, json_t *p, int n_steps, double *rel_ou
 
 START_TEST(stories260K_f32_reproduces_the_200_step_greedy_text)
 {
-    char *path = model_path("stories260K/stories260K.gguf");
+    char *path = fixture_model_path("stories260K/stories260K.gguf");
     json_t *ref = load_ref("stories260K.json"), *p = json_array_get(json_object_get(ref, "prompts"), 0);
     runtime_model *m;
     double rel;
@@ -758,7 +735,7 @@ END_TEST
  * window, then sample, accept, forward. The penalized path must also leave plain argmax. */
 START_TEST(stories260K_penalties_match_the_reference_greedy)
 {
-    char *path = model_path("stories260K/stories260K.gguf");
+    char *path = fixture_model_path("stories260K/stories260K.gguf");
     json_t *ref = load_ref("stories260K-penalties.json"), *ps = json_object_get(ref, "prompts");
     runtime_model *m;
 
@@ -788,7 +765,7 @@ START_TEST(stories260K_penalties_match_the_reference_greedy)
         }
         ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
         for (size_t k = 0; k < json_array_size(greedy); k++) {
-            int plain = argmax(lg, V);
+            int plain = fixture_argmax(lg, V);
             next = runtime_sampler_sample(s, lg);
             ck_assert_msg(next == json_integer_value(json_array_get(greedy, k)), "prompt %zu step %zu: %d, want %lld",
                           pi, k, next, json_integer_value(json_array_get(greedy, k)));
@@ -810,7 +787,7 @@ END_TEST
 /* `need_greedy` leading tokens must agree (0 = all the reference has); logits within `tol`. */
 static void check_file(const char *file, const char *ref_name, double tol, int need_greedy, int kv_f16)
 {
-    char *path = model_path(file);
+    char *path = fixture_model_path(file);
     json_t *ref = load_ref(ref_name), *ps = json_object_get(ref, "prompts");
     runtime_model *m;
 
@@ -859,7 +836,7 @@ END_TEST
 START_TEST(synthetic_models_match_reference_logits)
 {
     static const char *dt[] = { "f32", "f16", "q8_0", "q4_0" };
-    char *tool = model_path("../tools/make_synthetic_gguf.py"), *vocab = model_path("stories260K/stories260K.gguf");
+    char *tool = fixture_model_path("../tools/make_synthetic_gguf.py"), *vocab = fixture_model_path("stories260K/stories260K.gguf");
     char *dir = fixture_tmpdir(), *out = ms_strdup_printf("%s/synthetic-%s.gguf", dir, dt[_i]);
     char *ref_name = ms_strdup_printf("synthetic-%s.json", dt[_i]), *cmd;
     ms_digest digest;
@@ -902,7 +879,7 @@ END_TEST
 /* Prefill in one batch, in chunks of 7, and one token at a time give the same logits. */
 START_TEST(batched_prefill_equals_token_by_token)
 {
-    char *path = model_path("stories260K/s260k-mixed.gguf");
+    char *path = fixture_model_path("stories260K/s260k-mixed.gguf");
     json_t *ref = load_ref("s260k-mixed.json");
     json_t *toks = json_object_get(json_array_get(json_object_get(ref, "prompts"), 3), "tokens");
     int n = (int)json_array_size(toks), batches[] = { 0, 7, 1 };
@@ -930,7 +907,7 @@ END_TEST
 
 START_TEST(forward_refuses_context_overflow_and_bad_tokens)
 {
-    char *path = model_path("stories260K/stories260K.gguf");
+    char *path = fixture_model_path("stories260K/stories260K.gguf");
     runtime_opts o = { .n_threads = 1, .n_ctx = 8 };
     int32_t ids[9] = { 1, 2, 3, 4, 5, 6, 7, 8, 9 }, bad = 512;
     float lg[512];
@@ -980,7 +957,7 @@ END_TEST
  * a missing or damaged tensor blob is refused at open, naming the layer. */
 START_TEST(store_model_runs_like_its_gguf_and_refuses_missing_blobs)
 {
-    char *path = model_path("stories260K/s260k-mixed.gguf"), *home = fixture_tmpdir(), *bp = NULL;
+    char *path = fixture_model_path("stories260K/s260k-mixed.gguf"), *home = fixture_tmpdir(), *bp = NULL;
     ms_digest digest;
     json_t *ref = load_ref("s260k-mixed.json"), *ps = json_object_get(ref, "prompts");
     import_opts io = { .quiet = 1 };
@@ -1038,7 +1015,7 @@ END_TEST
  * the 16-bit activation quantizer converted NaN to int (undefined) and sampling went on. */
 START_TEST(forward_reports_non_finite_logits)
 {
-    char *src = model_path("stories260K/stories260K.gguf"), *dir = fixture_tmpdir();
+    char *src = fixture_model_path("stories260K/stories260K.gguf"), *dir = fixture_tmpdir();
     char *path = ms_strdup_printf("%s/nan.gguf", dir), *bytes = NULL;
     const float bad[] = { NAN, INFINITY };
     const gguf_tensor *t;

@@ -43,16 +43,6 @@ static double rel_err(const float *got, json_t *ref)
     return num / den;
 }
 
-static int argmax(const float *l, int n)
-{
-    int b = 0;
-
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
-    return b;
-}
-
 /* Write the synthetic model and its float64 reference into dir; the reference JSON, or NULL
  * with a skip message when python3 + numpy or the shared vocab are missing. */
 static json_t *make_model_ref(const char *dir, const char *arch, const char *dtype, const char *flags,
@@ -131,7 +121,7 @@ static void check_model(runtime_model *m, json_t *ref, const char *what, double 
         ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
         rel = rel_err(lg, json_object_get(p, "logits"));
         for (size_t s = 0; s < json_array_size(greedy); s++) {
-            next = argmax(lg, V);
+            next = fixture_argmax(lg, V);
             if (next != json_integer_value(json_array_get(greedy, s)))
                 break;
             agree++;

@@ -43,16 +43,6 @@ static double rel_err(const float *got, json_t *ref)
     return num / den;
 }
 
-static int argmax(const float *l, int n)
-{
-    int b = 0;
-
-    for (int i = 1; i < n; i++)
-        if (l[i] > l[b])
-            b = i;
-    return b;
-}
-
 /* Prefill the prompt, compare the first-step logits, then decode greedily; returns how many
  * leading greedy tokens agree with the reference (all of them when `n_steps` is 0). */
 static int check_prompt(runtime_model *m, json_t *p, int n_steps, double *rel_out)
@@ -70,7 +60,7 @@ static int check_prompt(runtime_model *m, json_t *p, int n_steps, double *rel_ou
     ck_assert_msg(runtime_forward(m, ids, n, lg) == 0, "%s", ms_err_msg());
     *rel_out = rel_err(lg, json_object_get(p, "logits"));
     for (int s = 0; s < n_steps; s++) {
-        next = argmax(lg, V);
+        next = fixture_argmax(lg, V);
         if (next != json_integer_value(json_array_get(greedy, s)))
             break;
         agree++;

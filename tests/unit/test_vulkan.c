@@ -1173,15 +1173,6 @@ static const int32_t P3[] = {1,   410, 448, 420, 275, 411, 261, 410, 449, 414, 3
                              442, 272, 420, 287, 261, 399, 278, 289, 428, 282, 420, 287, 427, 413, 263, 415,
                              417, 402, 263, 290, 421, 297, 309, 329, 259, 420, 379, 429, 294, 266};
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 /* The prompt through both models, then `steps` greedy tokens each fed back: the device picks
  * the CPU's tokens, and its first-step logits are within `tol` (max |gpu - cpu| / max |cpu|).
  * The prompt's ids are taken modulo the vocab (synthetic models have stories260K's 512). */
@@ -1203,7 +1194,7 @@ static void compare_models(runtime_model *cpu, runtime_model *gpu, const int32_t
     printf("measured: %s: %d-token prompt: first-step logits rel %.3g\n", what, n, rel);
     ck_assert_msg(rel <= tol, "%s: first-step logits rel %g > %g", what, rel, tol);
     for (int s = 0; s < steps; s++) {
-        int32_t a = argmax(lc, V), b = argmax(lg, V);
+        int32_t a = fixture_argmax(lc, V), b = fixture_argmax(lg, V);
         ck_assert_msg(a == b, "%s: greedy step %d: device %d, cpu %d", what, s, b, a);
         ck_assert_int_eq(runtime_forward(cpu, &a, 1, lc), 0);
         ck_assert_int_eq(runtime_forward(gpu, &a, 1, lg), 0);

@@ -176,3 +176,26 @@ int fixture_gc_join(fixture_gc *g)
     g->s = NULL;
     return g->rc;
 }
+
+char *fixture_model_path(const char *rel)
+{
+    char *dir = fixture_models_dir(), *p;
+
+    if (!dir) {
+        printf("skipped: shared models folder not found (set MSTORE_TEST_MODELS)\n");
+        return NULL;
+    }
+    p = ms_strdup_printf("%s/%s", dir, rel);
+    free(dir);
+    return p;
+}
+
+int fixture_argmax(const float *l, int n)
+{
+    int b = 0;
+
+    for (int i = 1; i < n; i++)
+        if (l[i] > l[b])
+            b = i;
+    return b;
+}

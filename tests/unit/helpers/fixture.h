@@ -26,6 +26,11 @@ int fixture_blob_count(const char *home);
 /* The shared test models folder: $MSTORE_TEST_MODELS, else $MSTORE_SRC/../shared/models.
  * malloc'd; NULL when it does not exist. */
 char *fixture_models_dir(void);
+/* `rel` under the shared models folder (malloc'd), or NULL after printing a skip line when the
+ * folder does not exist. */
+char *fixture_model_path(const char *rel);
+/* The index of the largest of l[0..n), the first of equals: greedy decoding's choice. */
+int fixture_argmax(const float *l, int n);
 
 /* The store suites' fixture: a fresh temp dir with <tmpdir>/home opened as a store; close
  * undoes it (NULLs all three). */
