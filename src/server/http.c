@@ -157,6 +157,12 @@ int srv_stream_open(req *r, const char *type, int *fd_out)
         close(p[1]);
         return ms_err(MS_EIO, "cannot queue a streamed response");
     }
+    /* Before its first byte a stream may wait long, through no fault of its client: for a
+     * session while --parallel requests run, then for its prompt's prefill. libmicrohttpd
+     * counts a pipe with nothing to read as the connection's silence, and at SRV_IDLE_S it
+     * closed such streams, answering nothing. A client that stops reading is still cut off,
+     * after SRV_STREAM_IDLE_S. */
+    MHD_set_connection_option(r->c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)SRV_STREAM_IDLE_S);
     *fd_out = p[1];
     return 0;
 }
@@ -694,8 +700,8 @@ int server_start(server **out, const server_opts *o)
         (rc = srv_models_start(srv)) < 0)
         goto fail;
     /* The idle timeout is short (SRV_IDLE_S) because a connection that sends nothing holds a
-     * thread and a slot; it does not cut answers: a generation runs inside on_request or writes
-     * into a pipe that libmicrohttpd waits on, and queuing an answer counts as activity. */
+     * thread and a slot. An answer in one piece runs inside on_request, which the timeout does
+     * not interrupt; a streamed one gets SRV_STREAM_IDLE_S (srv_stream_open). */
     srv->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
                               make_room, srv, on_request, srv, MHD_OPTION_LISTEN_SOCKET, srv->listen_fd,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->o.max_clients + SRV_CONN_HEADROOM,

@@ -18,6 +18,7 @@ typedef struct srv_conn srv_conn;
 
 /* How long the server waits on a client (http.c says why each is what it is). */
 #define SRV_IDLE_S          30 /* silence mid-request, or between keep-alive requests */
+#define SRV_STREAM_IDLE_S   900 /* a streamed answer's silence: its turn for the model, a long prefill */
 #define SRV_BODY_S          120 /* a JSON body, from its headers to its end (blob uploads: unbounded) */
 #define SRV_CONN_HEADROOM   16 /* connections past max_clients (libmicrohttpd's hard limit) */
 #define SRV_EVICT_GRACE_S   2 /* a connection this young keeps its slot while headroom is left */
