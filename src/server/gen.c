@@ -559,10 +559,11 @@ static void stream_end(gen_job *j)
         gen_send_obj(j, srv_err_body(openai ? SRV_OPENAI : SRV_OLLAMA, j->code, j->err));
     } else {
         gen_send_obj(j, final(j));
-        if (j->kind == GEN_OPENAI_CHAT && j->include_usage)
-            gen_send_obj(j,
-                         json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object", "chat.completion.chunk",
-                                   "created", (json_int_t)j->created, "model", j->model, "choices", "usage", usage(j)));
+        if (openai && j->include_usage) /* OpenAI's last chunk: no choices, the usage */
+            gen_send_obj(j, json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", j->id, "object",
+                                      j->kind == GEN_OPENAI_CHAT ? "chat.completion.chunk" : "text_completion",
+                                      "created", (json_int_t)j->created, "model", j->model, "choices", "usage",
+                                      usage(j)));
     }
     if (openai)
         srv_write_all(j->fd, "data: [DONE]\n\n", 14);

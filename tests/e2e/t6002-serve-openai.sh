@@ -103,6 +103,17 @@ const eq = (got, want, what) => assert.strictEqual(got, want, `${what}: got ${JS
   for await (const ch of await c.completions.create({ model: 'stories:260k', prompt: 'Once upon a time', temperature: 0, max_tokens: 20, stream: true }))
     text += ch.choices[0].text;
   eq(text, process.env.WANT_GEN, 'completion streamed');
+  // with stream_options.include_usage the last chunk has no choices and the usage (LangChain
+  // and the AI SDK ask for it to count tokens)
+  text = ''; usage = null;
+  for await (const ch of await c.completions.create({ model: 'stories:260k', prompt: 'Once upon a time', temperature: 0,
+                                                      max_tokens: 20, stream: true, stream_options: { include_usage: true } })) {
+    if (ch.usage) { usage = ch.usage; eq(ch.choices.length, 0, 'the usage chunk has no choices'); }
+    else text += ch.choices[0].text;
+  }
+  eq(text, process.env.WANT_GEN, 'completion streamed with usage');
+  eq(usage && usage.completion_tokens, 20, 'completion streamed usage');
+  assert(usage.prompt_tokens > 0 && usage.total_tokens === usage.prompt_tokens + 20, 'completion usage totals');
   const st = await c.completions.create({ model: 'stories:260k', prompt: 'Once upon a time', temperature: 0, max_tokens: 20, stop: ['Lily'] });
   eq(st.choices[0].text, process.env.WANT_GEN.split('Lily')[0], 'stop');
   eq(st.choices[0].finish_reason, 'stop', 'stop finish_reason');
