@@ -34,6 +34,7 @@ struct runtime__batcher {
     pthread_mutex_t mu;
     pthread_cond_t cv;   /* a call came, a pass ended, the model was let go */
     int busy;            /* a thread leads a pass (gathering or running) or holds the model */
+    int prompts_alone;   /* the last pass ran prompt chunks alone (lead) */
     call *head;          /* waiting calls, oldest first */
     int n_seq, n_active;
     unsigned char active[RUNTIME_MAX_SEQ];
@@ -190,7 +191,25 @@ static void lead(runtime_model *m, runtime__batcher *b)
     }
     for (call *c = b->head; c && n < RUNTIME_MAX_SEQ; c = c->next)
         calls[n] = c, items[n++] = c->left;
-    plan(items, n, runtime__model_n_batch(m), take);
+    /* Prompt chunks (calls of several tokens) beside single next tokens: the chunks run alone
+     * first, so a new request's first token waits for the pass under way and its own prefill,
+     * not for the others' rows too; the pass after takes everyone (plan). */
+    int prompts = 0, singles = 0;
+    for (int i = 0; i < n; i++)
+        prompts += items[i].n > 1, singles += items[i].n == 1;
+    if (prompts && singles && !b->prompts_alone) {
+        runtime_seq_item only[RUNTIME_MAX_SEQ];
+        for (int i = 0; i < n; i++) {
+            only[i] = items[i];
+            if (only[i].n == 1)
+                only[i].n = 0;
+        }
+        plan(only, n, runtime__model_n_batch(m), take);
+        b->prompts_alone = 1;
+    } else {
+        plan(items, n, runtime__model_n_batch(m), take);
+        b->prompts_alone = 0;
+    }
     pthread_mutex_unlock(&b->mu);
     rc = pass(m, items, n, take, &st);
     pthread_mutex_lock(&b->mu);

@@ -203,7 +203,9 @@ int runtime_forward_multi(runtime_model *m, const runtime_seq_item *items, int n
  * calls that overlap run as one pass (runtime_forward_multi's packing). The first caller runs the
  * pass; before it does, it waits for the calls of every sequence marked active and not yet
  * waiting, briefly (a sequence busy elsewhere runs in the next pass), so that a steady set of
- * generating sequences decodes in one pass per token. */
+ * generating sequences decodes in one pass per token. Prompt chunks waiting beside single
+ * tokens run in a pass of their own, the single tokens in the next (with any chunk left): a
+ * new request's first token then costs the pass under way and its own prefill. */
 int runtime_seq_forward(runtime_model *m, int seq, const int32_t *tokens, int n, float *logits_out_last);
 /* Mark sequence `seq` as in use (on 1) by a caller that will keep calling runtime_seq_forward,
  * or no longer (0). Only the batching waits on it; results never depend on it. */
