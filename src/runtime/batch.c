@@ -87,18 +87,18 @@ void runtime__batcher_let_go(runtime__batcher *b)
 }
 
 /* How many tokens of each of items[0..n) one pass of at most n_batch rows takes (take[i]): one of
- * every item that has any left, in order, then as many more of the first ones as fit. Returns
- * the rows. */
-static int plan(const runtime_seq_item *items, int n, int n_batch, int *take)
+ * every item that has at least `min` left, in order, then as many more of the first ones as fit;
+ * the others none (min 2: prompt chunks only). Returns the rows. */
+static int plan(const runtime_seq_item *items, int n, int n_batch, int min, int *take)
 {
     int rows = 0;
 
     for (int i = 0; i < n; i++) {
-        take[i] = items[i].n > 0 && rows < n_batch;
+        take[i] = items[i].n >= min && rows < n_batch;
         rows += take[i];
     }
     for (int i = 0; i < n && rows < n_batch; i++) {
-        int more = items[i].n - take[i];
+        int more = take[i] ? items[i].n - take[i] : 0;
         if (more > n_batch - rows)
             more = n_batch - rows;
         if (more > 0)
@@ -107,8 +107,16 @@ static int plan(const runtime_seq_item *items, int n, int n_batch, int *take)
     return rows;
 }
 
+/* Adds a run's counts to the model's (b->mu held). */
+static void stats_add(runtime__batcher *b, const runtime_batch_stats *st)
+{
+    b->st.passes += st->passes, b->st.rows += st->rows, b->st.seqs += st->seqs;
+    if (st->max_seqs > b->st.max_seqs)
+        b->st.max_seqs = st->max_seqs;
+}
+
 /* One pass of what plan chose; each item then points past what ran. Logits only with an item's
- * last tokens. Counts the pass in st (the caller keeps st for itself: busy, or holding mu). */
+ * last tokens. Counts the pass in st (the caller's own, added to the model's under mu). */
 static int pass(runtime_model *m, runtime_seq_item *items, int n, const int *take, runtime_batch_stats *st)
 {
     runtime_seq_item p[RUNTIME_MAX_SEQ] = { { 0 } };
@@ -152,12 +160,10 @@ int runtime_forward_multi(runtime_model *m, const runtime_seq_item *items, int n
         left[i] = items[i];
     }
     runtime__batcher_hold(b);
-    while (plan(left, n_items, n_batch, take) > 0 && (rc = pass(m, left, n_items, take, &st)) == 0) {
+    while (plan(left, n_items, n_batch, 1, take) > 0 && (rc = pass(m, left, n_items, take, &st)) == 0) {
     }
     pthread_mutex_lock(&b->mu);
-    b->st.passes += st.passes, b->st.rows += st.rows, b->st.seqs += st.seqs;
-    if (st.max_seqs > b->st.max_seqs)
-        b->st.max_seqs = st.max_seqs;
+    stats_add(b, &st);
     pthread_mutex_unlock(&b->mu);
     runtime__batcher_let_go(b);
     return rc;
@@ -197,19 +203,8 @@ static void lead(runtime_model *m, runtime__batcher *b)
     int prompts = 0, singles = 0;
     for (int i = 0; i < n; i++)
         prompts += items[i].n > 1, singles += items[i].n == 1;
-    if (prompts && singles && !b->prompts_alone) {
-        runtime_seq_item only[RUNTIME_MAX_SEQ];
-        for (int i = 0; i < n; i++) {
-            only[i] = items[i];
-            if (only[i].n == 1)
-                only[i].n = 0;
-        }
-        plan(only, n, runtime__model_n_batch(m), take);
-        b->prompts_alone = 1;
-    } else {
-        plan(items, n, runtime__model_n_batch(m), take);
-        b->prompts_alone = 0;
-    }
+    b->prompts_alone = prompts && singles && !b->prompts_alone;
+    plan(items, n, runtime__model_n_batch(m), b->prompts_alone ? 2 : 1, take);
     pthread_mutex_unlock(&b->mu);
     rc = pass(m, items, n, take, &st);
     pthread_mutex_lock(&b->mu);
@@ -228,9 +223,7 @@ static void lead(runtime_model *m, runtime__batcher *b)
             *pp = (*pp)->next;
         else
             pp = &(*pp)->next;
-    b->st.passes += st.passes, b->st.rows += st.rows, b->st.seqs += st.seqs;
-    if (st.max_seqs > b->st.max_seqs)
-        b->st.max_seqs = st.max_seqs;
+    stats_add(b, &st);
     b->busy = 0;
     pthread_cond_broadcast(&b->cv);
 }

@@ -58,7 +58,7 @@ struct runtime_model {
      * logits rows 0.. of `logits`, in the same order); runtime_embed's packing leaves it empty */
     runtime_seq_item step[RUNTIME_MAX_SEQ];
     int n_step;
-    int32_t *toks;         /* the pass's tokens (n_batch) */
+    int32_t *toks;         /* the pass's tokens (n_batch), runtime_embed's packed ones too */
     runtime__batcher *bt;
     layer *layers;
     const backend_weight *embed, *lm_head, *out_norm;
@@ -72,8 +72,7 @@ struct runtime_model {
     float *rows;           /* a decoder that embeds: n_batch hidden rows read back, and pooling's */
     double *acc;           /* sums (dim) */
     /* runtime_embed's packed batch (pk_n sequences; 0: a plain forward): sequence i is rows
-     * pk_start[i] .. + pk_len[i], each from position 0 */
-    int32_t *pk_toks;
+     * pk_start[i] .. + pk_len[i], each from position 0; their tokens in toks */
     int pk_start[32], pk_len[32], pk_n;
     int embed_runs;        /* forwards of the last runtime_embed (runtime__model_embed_runs) */
     int embed_normalize;   /* the call's: 0 for runtime_embed_pooled */
@@ -549,8 +548,7 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     if (c->pooling != RUNTIME_POOL_NONE) {   /* a decoder that embeds (Qwen3-Embedding) */
         m->rows = malloc((size_t)m->n_batch * c->dim * sizeof *m->rows);
         m->acc = malloc((size_t)c->dim * sizeof *m->acc);
-        m->pk_toks = malloc((size_t)m->n_batch * sizeof *m->pk_toks);
-        if (!m->rows || !m->acc || !m->pk_toks)
+        if (!m->rows || !m->acc)
             return ms_err(MS_ENOMEM, "out of memory");
     }
     max_cols = c->dim > q_dim ? c->dim : q_dim;
@@ -660,7 +658,6 @@ void runtime_model_close(runtime_model *m)
     backend_close(m->be);   /* its buffers and weights with it */
     free(m->rows);
     free(m->acc);
-    free(m->pk_toks);
     runtime_weights_close(m->w);
     runtime__batcher_free(m->bt);
     free(m->past);
@@ -1010,12 +1007,12 @@ static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, 
     for (int i = 0; i < n_seqs; i++) {
         m->pk_start[i] = n;
         m->pk_len[i] = n_tokens[i];
-        memcpy(m->pk_toks + n, tokens[i], (size_t)n_tokens[i] * sizeof *m->pk_toks);
+        memcpy(m->toks + n, tokens[i], (size_t)n_tokens[i] * sizeof *m->toks);
         n += n_tokens[i];
     }
     m->pk_n = n_seqs;
     m->past[0] = 0;
-    rc = forward_batch(m, m->pk_toks, n, 0, n);
+    rc = forward_batch(m, m->toks, n, 0, n);
     m->embed_runs++;
     m->pk_n = 0;
     m->past[0] = 0;   /* the cache is left empty */
@@ -1026,38 +1023,6 @@ static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, 
     for (int i = 0; rc == 0 && i < n_seqs; i++)
         runtime__pool(out + (size_t)i * dim, m->acc, m->rows + (size_t)m->pk_start[i] * dim, n_tokens[i], dim,
                       m->c.pooling, m->embed_normalize);
-    return rc;
-}
-
-static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs,
-                             float *out, int normalize);
-
-static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out,
-                 int normalize)
-{
-    const runtime_config *c = &m->c;
-    int rc;
-
-    assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
-    if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
-        return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
-                      c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
-                      : c->encoder    ? "its pooling_type is none: one vector per token, which runtime_embed does not give"
-                                      : "a decoder whose model names no pooling");
-    for (int s = 0; s < n_seqs; s++) {
-        if (n_tokens[s] <= 0)
-            return ms_err(MS_EINVALID, "sequence %d is empty", s);
-        if (n_tokens[s] > m->n_ctx)
-            return ms_err(MS_EINVALID, "sequence %d: %d tokens exceeds the context of %d", s, n_tokens[s], m->n_ctx);
-        for (int i = 0; i < n_tokens[s]; i++)
-            if (tokens[s][i] < 0 || tokens[s][i] >= c->vocab_size)
-                return ms_err(MS_EINVALID, "sequence %d: token %d at index %d out of range [0, %d)", s, tokens[s][i], i,
-                              c->vocab_size);
-    }
-    runtime__batcher_hold(m->bt);   /* sequence 0's cache and the pass's buffers, alone */
-    rc = m->enc ? runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out, normalize)
-                : decoder_embed_all(m, tokens, n_tokens, n_seqs, out, normalize);
-    runtime__batcher_let_go(m->bt);
     return rc;
 }
 
@@ -1088,6 +1053,36 @@ static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, con
     }
     return 0;
 }
+
+static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out,
+                 int normalize)
+{
+    const runtime_config *c = &m->c;
+    int rc;
+
+    assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
+    if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
+        return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
+                      c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
+                      : c->encoder    ? "its pooling_type is none: one vector per token, which runtime_embed does not give"
+                                      : "a decoder whose model names no pooling");
+    for (int s = 0; s < n_seqs; s++) {
+        if (n_tokens[s] <= 0)
+            return ms_err(MS_EINVALID, "sequence %d is empty", s);
+        if (n_tokens[s] > m->n_ctx)
+            return ms_err(MS_EINVALID, "sequence %d: %d tokens exceeds the context of %d", s, n_tokens[s], m->n_ctx);
+        for (int i = 0; i < n_tokens[s]; i++)
+            if (tokens[s][i] < 0 || tokens[s][i] >= c->vocab_size)
+                return ms_err(MS_EINVALID, "sequence %d: token %d at index %d out of range [0, %d)", s, tokens[s][i], i,
+                              c->vocab_size);
+    }
+    runtime__batcher_hold(m->bt);   /* sequence 0's cache and the pass's buffers, alone */
+    rc = m->enc ? runtime__encoder_embed(m->enc, tokens, n_tokens, n_seqs, out, normalize)
+                : decoder_embed_all(m, tokens, n_tokens, n_seqs, out, normalize);
+    runtime__batcher_let_go(m->bt);
+    return rc;
+}
+
 
 int runtime_embed(runtime_model *m, const int32_t *const *tokens, const int *n_tokens, int n_seqs, float *out)
 {
