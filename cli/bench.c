@@ -52,6 +52,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0..n) (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* Median tokens/s of `reps` runs; decode when `one_by_one`. 0 or -1 (message set). */
 static int measure(double *rate_out, runtime_model *m, const int32_t *ids, int n, int one_by_one, int reps,
                    float *logits)
@@ -72,8 +79,7 @@ static int measure(double *rate_out, runtime_model *m, const int32_t *ids, int n
         }
         r[k] = n / (now() - t0);
     }
-    qsort(r, (size_t)reps, sizeof *r, cmp_double);
-    *rate_out = reps % 2 ? r[reps / 2] : (r[reps / 2 - 1] + r[reps / 2]) / 2;
+    *rate_out = median(r, reps);
     free(r);
     return 0;
 }
@@ -132,10 +138,8 @@ static int measure_format(double *rate_out, double *us_out, runtime_model *m, co
         r[k] = n / (now() - t0);
         u[k] = tg / n * 1e6;
     }
-    qsort(r, (size_t)reps, sizeof *r, cmp_double);
-    qsort(u, (size_t)reps, sizeof *u, cmp_double);
-    *rate_out = reps % 2 ? r[reps / 2] : (r[reps / 2 - 1] + r[reps / 2]) / 2;
-    *us_out = reps % 2 ? u[reps / 2] : (u[reps / 2 - 1] + u[reps / 2]) / 2;
+    *rate_out = median(r, reps);
+    *us_out = median(u, reps);
     rc = 0;
 done:
     grammar_matcher_free(gm);
@@ -238,30 +242,26 @@ static int par_once(runtime_model *m, int n, int n_p, int n_g, double *t_pp, dou
     return 0;
 }
 
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* For each n of the list: aggregate and per-sequence prefill and decode rates, medians of reps. */
 static int bench_parallel(runtime_model *m, const int *ns, int n_ns, long n_p, long n_g, long reps)
 {
-    double pp[64], tg[64], pass[64];
+    double *pp = calloc((size_t)reps * 3, sizeof *pp), *tg = pp + reps, *pass = tg + reps;
+    int rc = -1;
 
+    if (!pp)
+        return ms_err(MS_ENOMEM, "out of memory");
     printf("device %s\n", runtime_model_device(m));
     for (int k = 0; k < n_ns; k++) {
         int n = ns[k];
-        for (int r = 0; r < reps && r < 64; r++) {
+        for (long r = 0; r < reps; r++) {
             double tp = 0, tt = 0, pp_s = 0;
             if (par_once(m, n, (int)n_p, (int)n_g, &tp, &tt, &pp_s) < 0)
-                return -1;
+                goto done;
             pp[r] = n_p > 0 ? n * n_p / tp : 0;
             tg[r] = n_g > 0 ? n * n_g / tt : 0;
             pass[r] = pp_s;
         }
-        int nr = reps < 64 ? (int)reps : 64;
-        double a_pp = median(pp, nr), a_tg = median(tg, nr), a_pass = median(pass, nr);
+        double a_pp = median(pp, (int)reps), a_tg = median(tg, (int)reps), a_pass = median(pass, (int)reps);
         printf("parallel %2d", n);
         if (n_p > 0)
             printf("  pp%ld %10.2f t/s (%.2f per sequence)", n_p, a_pp, a_pp / n);
@@ -270,7 +270,10 @@ static int bench_parallel(runtime_model *m, const int *ns, int n_ns, long n_p, l
         printf("\n");
         fflush(stdout);
     }
-    return 0;
+    rc = 0;
+done:
+    free(pp);
+    return rc;
 }
 
 /* "1,2,4,8" into ns (1..RUNTIME_MAX_SEQ each, at most 16 of them); the largest in *max. */
