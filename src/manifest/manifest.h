@@ -50,6 +50,11 @@
 #define MT_DMR_LICENSE "application/vnd.docker.ai.license"
 #define MT_DMR_CHAT_TEMPLATE "application/vnd.docker.ai.chat.template.jinja"
 #define MT_DMR_MMPROJ "application/vnd.docker.ai.mmproj"
+/* Safetensors directories: one layer per safetensors file, and the directory's other files
+ * either one layer each (config v0.2, path in MT_CNCF_FILEPATH) or in one tar (v0.1). */
+#define MT_DMR_SAFETENSORS "application/vnd.docker.ai.safetensors"
+#define MT_DMR_MODEL_FILE "application/vnd.docker.ai.model.file"
+#define MT_DMR_CONFIG_TAR "application/vnd.docker.ai.vllm.config.tar"
 /* CNCF ModelPack (github modelpack/model-spec, docs/spec.md): the artifact type, its config
  * (descriptor, config {architecture, format, precision, ...}, modelfs) and a weight file as
  * it is (raw) or in an uncompressed tar. */
@@ -57,10 +62,18 @@
 #define MT_CNCF_CONFIG "application/vnd.cncf.model.config.v1+json"
 #define MT_CNCF_WEIGHT_RAW "application/vnd.cncf.model.weight.v1.raw"
 #define MT_CNCF_WEIGHT_TAR "application/vnd.cncf.model.weight.v1.tar"
+#define MT_CNCF_WEIGHT_CONFIG_RAW "application/vnd.cncf.model.weight.config.v1.raw"
+#define MT_CNCF_WEIGHT_CONFIG_TAR "application/vnd.cncf.model.weight.config.v1.tar"
+/* Docker Model Runner's older ModelPack layers, outside the spec but still read by it. */
+#define MT_CNCF_WEIGHT_GGUF "application/vnd.cncf.model.weight.v1.gguf"
+#define MT_CNCF_WEIGHT_SAFETENSORS "application/vnd.cncf.model.weight.v1.safetensors"
 #define MT_CNCF_FILEPATH "org.cncf.model.filepath"
 /* The manifest as a registry sent it, when the store keeps a model in another form (an
  * ollama whole-GGUF model split into tensor blobs): push sends these bytes back unchanged. */
 #define MT_SOURCE_MANIFEST "application/vnd.mstore.source.manifest"
+/* A received tar weight layer without the file's bytes (registry/tar.c), named by the tar's
+ * digest: the frame that the exported file goes back into when push sends the tar again. */
+#define MT_TAR_FRAME "application/vnd.mstore.tar.frame"
 
 #define MANIFEST_MAX_BYTES (64u << 20)   /* refuse larger manifests before parsing */
 #define MANIFEST_MAX_LAYERS 1000000

@@ -17,9 +17,9 @@
  * an UNCOMPRESSED ustar layer (application/vnd.cncf.model.weight.v1.tar) holding one file,
  * MP_GGUF_PATH, with the spec's org.cncf.model.filepath annotation. A container runtime unpacks
  * such layers into a filesystem, so the artifact mounts as a Kubernetes image volume with the
- * model at <mount>/model.gguf. The tar is written here (a few lines of POSIX ustar, no library
- * needed for one regular file) with mtime, uid, gid and owner names zero: the same model always
- * gives the same tar, config and manifest digests. */
+ * model at <mount>/model.gguf. The tar is written by tar.c (POSIX ustar, no library needed for
+ * one regular file) with mtime, uid, gid and owner names zero: the same model always gives the
+ * same tar, config and manifest digests. */
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -158,61 +158,14 @@ static int is_jinja(const uint8_t *data, size_t n)
     return 0;
 }
 
-/* The octal field ustar uses; a size of 8 GiB or more in GNU base-256 (first byte 0x80). */
-static void tar_num(char *f, size_t w, uint64_t v)
-{
-    if (v >> (3 * (w - 1))) {
-        memset(f, 0, w);
-        f[0] = (char)0x80;
-        for (size_t i = w - 1; i > 0 && v; i--, v >>= 8)
-            f[i] = (char)(v & 0xff);
-        return;
-    }
-    snprintf(f, w, "%0*llo", (int)(w - 1), (unsigned long long)v);
-}
-
-/* Write `src` (`size` bytes) to `dst` as a ustar archive of one regular file `entry`, mode 0644,
- * every time field zero: deterministic. */
+/* `src` (`size` bytes) as mstore's one-file archive at `dst` (tar.c). */
 static int tar_wrap(const char *dst, const char *src, const char *entry, uint64_t size)
 {
-    char h[512] = { 0 }, buf[1 << 16];
-    unsigned sum = 0;
-    FILE *in = fopen(src, "rb"), *out = in ? fopen(dst, "wb") : NULL;
-    uint64_t left = size;
-    size_t n;
-    int rc = 0;
+    uint8_t head[512], tail[2048];
+    size_t tail_len;
+    int rc = reg_tar_frame_make(head, tail, &tail_len, entry, size);
 
-    if (!in || !out) {
-        rc = ms_err(MS_EIO, "%s: cannot open: %s", in ? dst : src, strerror(errno));
-        goto done;
-    }
-    snprintf(h, 100, "%s", entry);
-    tar_num(h + 100, 8, 0644);
-    tar_num(h + 108, 8, 0);
-    tar_num(h + 116, 8, 0);
-    tar_num(h + 124, 12, size);
-    tar_num(h + 136, 12, 0);
-    h[156] = '0';
-    memcpy(h + 257, "ustar", 6);
-    memcpy(h + 263, "00", 2);
-    memset(h + 148, ' ', 8);
-    for (int i = 0; i < 512; i++)
-        sum += (unsigned char)h[i];
-    snprintf(h + 148, 8, "%06o", sum);
-    fwrite(h, 1, 512, out);
-    while (left && (n = fread(buf, 1, left < sizeof buf ? (size_t)left : sizeof buf, in)) > 0)
-        left -= n, fwrite(buf, 1, n, out);
-    memset(buf, 0, 1024 + 512);
-    if (left)
-        rc = ms_err(MS_EIO, "%s: %" PRIu64 " bytes short", src, left);
-    else if (fwrite(buf, 1, (512 - size % 512) % 512 + 1024, out) == 0 || fflush(out) != 0 || ferror(out))
-        rc = ms_err(MS_EIO, "%s: write failed: %s", dst, strerror(errno));
-done:
-    if (in)
-        fclose(in);
-    if (out && fclose(out) != 0 && rc == 0)
-        rc = ms_err(MS_EIO, "%s: write failed: %s", dst, strerror(errno));
-    return rc;
+    return rc < 0 ? rc : reg_tar_wrap(dst, src, size, head, sizeof head, tail, tail_len);
 }
 
 /* The ModelPack config from DMR's (same facts, the spec's field names). Precision only for an

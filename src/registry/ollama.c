@@ -30,6 +30,8 @@
  * blobs themselves: export cannot cut the same shards again. A CNCF ModelPack artifact whose
  * config says format "gguf" takes the same path, its raw weight layers (MT_CNCF_WEIGHT_RAW) as
  * the GGUF or its shards; one of another format is kept as received. */
+#include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,7 @@
 
 #define CONFIG_MAX_BYTES   (16u << 20)
 #define GGUF_TEMPLATE_NAME "tokenizer.chat_template" /* the GGUF's own template, as a layer name */
+#define FRAME_MAX (16u << 20)   /* a weight tar's bytes besides its file: headers, padding, trailer */
 
 static int blob_json(json_t **out, store *s, const char *digest)
 {
@@ -75,18 +78,24 @@ static int digest_referenced(store *s, const char *digest)
     return store_blob_referenced(s, digest) != 0;
 }
 
-/* A layer that holds a whole GGUF file: ollama's, Docker Model Runner's, or a ModelPack raw
- * weight (a GGUF when the config's format says so: modelpack_gguf). */
-static int is_whole_gguf(const manifest_layer *l)
-{
-    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || !strcmp(l->media_type, MT_DMR_GGUF) ||
-           !strcmp(l->media_type, MT_CNCF_WEIGHT_RAW);
-}
-
-/* Layers of one kind that are the shards of one split GGUF: DMR's, ModelPack's. */
+/* Layers of one kind that are the shards of one split GGUF: DMR's, ModelPack's (raw, or one file
+ * in a tar: is_tar). */
 static int shard_kind(const char *mt)
 {
-    return !strcmp(mt, MT_DMR_GGUF) || !strcmp(mt, MT_CNCF_WEIGHT_RAW);
+    return !strcmp(mt, MT_DMR_GGUF) || !strcmp(mt, MT_CNCF_WEIGHT_RAW) || !strcmp(mt, MT_CNCF_WEIGHT_GGUF) ||
+           !strcmp(mt, MT_CNCF_WEIGHT_TAR);
+}
+
+static int is_tar(const manifest_layer *l)
+{
+    return !strcmp(l->media_type, MT_CNCF_WEIGHT_TAR);
+}
+
+/* A layer that holds a whole GGUF file: ollama's, Docker Model Runner's, or a ModelPack weight
+ * (a GGUF when the config's format says so: modelpack_gguf), raw or the one file of a tar. */
+static int is_whole_gguf(const manifest_layer *l)
+{
+    return !strcmp(l->media_type, MT_OLLAMA_MODEL) || shard_kind(l->media_type);
 }
 
 /* The first whole-GGUF layer of `m`, or NULL. */
@@ -114,6 +123,107 @@ static size_t gguf_layers(const manifest *m)
 static const char *store_media_type(const char *mt)
 {
     return !strcmp(mt, MT_DMR_CHAT_TEMPLATE) ? MT_TEMPLATE : !strcmp(mt, MT_DMR_LICENSE) ? MT_OLLAMA_LICENSE : mt;
+}
+
+/* The one file of a weight tar (tar.c): where its bytes are. */
+typedef struct tar_one {
+    uint64_t off, size;
+    size_t files;
+    const char *what;
+} tar_one;
+
+static int tar_one_file(void *ctx, const char *path, uint64_t off, uint64_t size)
+{
+    tar_one *o = ctx;
+    char safe[256];
+
+    if (o->files++)
+        return ms_err(MS_EUNSUPPORTED, "%s: the archive holds more than one file ('%s' too); a weight layer of one file is read",
+                      o->what, ms_str_safe(safe, sizeof safe, path));
+    o->off = off;
+    o->size = size;
+    return 0;
+}
+
+/* Where the file of tar layer `l` (mapped in `v`) lies; its frame is all the rest. */
+static int tar_locate(tar_one *o, const blob_view *v, const manifest_layer *l, int flags, const char *what)
+{
+    *o = (tar_one){ .what = what };
+    if (reg_tar_scan(v->data, v->size, what, flags, tar_one_file, o) < 0)
+        return ms_err_ctx("layer %s (%s)", l->digest, l->media_type);
+    if (v->size - o->size > FRAME_MAX)
+        return ms_err(MS_EUNSUPPORTED, "layer %s (%s): %zu bytes besides its file (at most %u are kept)", l->digest,
+                      l->media_type, (size_t)(v->size - o->size), FRAME_MAX);
+    return 0;
+}
+
+/* The GGUF file of layer `l`: the blob's own file (*temp 0), or for a tar layer its one file
+ * written under tmp/ (*temp 1: the caller removes it). */
+static int layer_gguf_path(char **path_out, int *temp, store *s, const manifest_layer *l)
+{
+    blob_view v = { 0 };
+    tar_one o;
+    char *path = NULL;
+    int fd = -1, rc;
+
+    *temp = 0;
+    *path_out = NULL;
+    if (!is_tar(l))
+        return store_blob_file(path_out, s, l->digest);
+    if ((rc = store_blob_open(&v, s, l->digest)) < 0 || (rc = tar_locate(&o, &v, l, 0, "weight tar")) < 0)
+        goto done;
+    if (!(path = ms_strdup_printf("%s/tmp/%d-tar-%.16s.gguf", store_home(s), (int)getpid(), blob_digest_hex(l->digest)))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
+        rc = ms_err_os("%s: open", path);
+        goto done;
+    }
+    *temp = 1;
+    if ((rc = ms_write_all(fd, v.data + o.off, (size_t)o.size)) < 0)
+        ms_err_ctx("%s", path);
+done:
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = ms_err_os("%s: close", path);
+    blob_close(&v);
+    if (rc < 0 && *temp)
+        unlink(path);
+    if (rc < 0) {
+        free(path);
+        *temp = 0;
+        return rc;
+    }
+    *path_out = path;
+    return 0;
+}
+
+/* Tar layer `l`'s frame (the archive less its file's bytes) stored in `t` and added to `d` as a
+ * MT_TAR_FRAME layer named by the tar's digest: push rebuilds the tar from it. */
+static int tar_frame_keep(manifest *d, store_txn *t, const manifest_layer *l)
+{
+    blob_view v = { 0 };
+    tar_one o;
+    ms_digest digest;
+    uint8_t *f = NULL;
+    size_t n = 0;
+    int rc;
+
+    if ((rc = store_blob_open(&v, store_txn_store(t), l->digest)) < 0 || (rc = tar_locate(&o, &v, l, 0, "weight tar")) < 0)
+        goto done;
+    n = v.size - (size_t)o.size;
+    if (!(f = malloc(n))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    memcpy(f, v.data, (size_t)o.off);
+    memcpy(f + o.off, v.data + o.off + o.size, n - (size_t)o.off);
+    if ((rc = store_txn_blob_put(t, digest, f, n)) == 0)
+        rc = manifest_layer_add(d, MT_TAR_FRAME, digest, n, l->digest);
+done:
+    free(f);
+    blob_close(&v);
+    return rc;
 }
 
 /* Not a layer the GGUF split makes, so not one prior_split reuses. */
@@ -173,9 +283,10 @@ static int split_shards(manifest **d, store_txn *t, const manifest_layer *first,
     store *s = store_txn_store(t);
     import_opts io = {.quiet = o->quiet};
     char **paths = calloc(n, sizeof *paths), **labels = calloc(n, sizeof *labels);
+    int *temp = calloc(n, sizeof *temp);
     int rc = 0;
 
-    if (!paths || !labels) {
+    if (!paths || !labels || !temp) {
         rc = ms_err(MS_ENOMEM, "out of memory for %zu shards", n);
         goto done;
     }
@@ -184,7 +295,7 @@ static int split_shards(manifest **d, store_txn *t, const manifest_layer *first,
         const manifest_layer *l = first + i;
         if (!is_whole_gguf(l))
             continue;
-        if ((rc = store_blob_file(&paths[k], s, l->digest)) < 0)
+        if ((rc = layer_gguf_path(&paths[k], &temp[k], s, l)) < 0)
             goto done;
         if (!(labels[k] = malloc(strlen(l->digest) + 16))) {
             rc = ms_err(MS_ENOMEM, "out of memory");
@@ -201,6 +312,8 @@ done:
         *d = NULL;
     }
     for (size_t i = 0; i < n; i++) {
+        if (paths && temp && temp[i])
+            unlink(paths[i]);
         if (paths)
             free(paths[i]);
         if (labels)
@@ -208,6 +321,7 @@ done:
     }
     free(paths);
     free(labels);
+    free(temp);
     return rc;
 }
 
@@ -221,7 +335,7 @@ static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, size_
     char *path = NULL;
     json_t *cfg = NULL;
     const char *src;
-    int rc;
+    int rc, temp = 0;
 
     *reused_out = 0;
     if (n_shards > 1)
@@ -230,10 +344,12 @@ static int split_gguf(manifest **d, store_txn *t, const manifest_layer *l, size_
         *reused_out = *d != NULL;
         return rc;
     }
-    if ((rc = store_blob_file(&path, s, l->digest)) < 0)
+    if ((rc = layer_gguf_path(&path, &temp, s, l)) < 0)
         return rc;
     /* The split's blobs land now, still unnamed: its config is read back just below. */
     if ((rc = import_gguf_manifest(d, t, path, "model.gguf", &io)) < 0 || (rc = store_txn_flush(t)) < 0)
+        goto done;
+    if (temp)   /* the file of a tar: the tar's digest was checked as it came in */
         goto done;
     if ((rc = blob_json(&cfg, s, (*d)->config.digest)) < 0)
         goto done;
@@ -247,6 +363,8 @@ done:
         *d = NULL;
     }
     json_decref(cfg);
+    if (temp)
+        unlink(path);
     free(path);
     return rc;
 }
@@ -258,7 +376,8 @@ int reg_ollama_plan(manifest **fetch_out, store *s, const manifest *m)
     int rc;
 
     *fetch_out = NULL;
-    if (!g || store_blob_intact(s, g->digest, g->size) || gguf_layers(m) > 1)
+    /* a tar is fetched all the same: its frame is kept beside the split (tar_frame_keep) */
+    if (!g || is_tar(g) || store_blob_intact(s, g->digest, g->size) || gguf_layers(m) > 1)
         return 0;
     if ((rc = prior_split(&prior, s, g->digest)) < 0 || !prior)
         return rc;
@@ -380,7 +499,7 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     }
     if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
         return 0; /* the store's own form already */
-    if (gguf && !strcmp(gguf->media_type, MT_CNCF_WEIGHT_RAW) && (rc = modelpack_gguf(t, m)) <= 0)
+    if (gguf && (!strcmp(gguf->media_type, MT_CNCF_WEIGHT_RAW) || is_tar(gguf)) && (rc = modelpack_gguf(t, m)) <= 0)
         return rc; /* a ModelPack of safetensors (or other) files: kept as received */
     /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
      * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
@@ -427,6 +546,8 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     }
     for (size_t i = 0; i < m->n_layers; i++) {
         const manifest_layer *l = &m->layers[i];
+        if (is_tar(l) && (rc = tar_frame_keep(d, t, l)) < 0)
+            goto done;
         if (!is_whole_gguf(l) && (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
             goto done;
     }
@@ -485,11 +606,35 @@ int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
     return 0;
 }
 
+/* The frame of tar layer `l` as model `name` keeps it (tar_frame_keep): *head / *tail the bytes
+ * before and after the file, *size the file's size, in *view (the caller closes it). */
+static int frame_find(blob_view *view, size_t *head, uint64_t *size, store *s, const model_name *name,
+                      const manifest_layer *l)
+{
+    store_model *sm = NULL;
+    const manifest_layer *f;
+    tar_one o;
+    int rc;
+
+    if ((rc = store_model_open(&sm, s, name)) < 0)
+        return rc;
+    if (!(f = manifest_layer_find(store_model_manifest(sm), MT_TAR_FRAME, l->digest)))
+        rc = ms_err(MS_ENOTFOUND, "layer %s (%s): the model keeps no frame to rebuild it from", l->digest, l->media_type);
+    else if ((rc = store_blob_open(view, s, f->digest)) == 0) {
+        o = (tar_one){ .what = "tar frame" };
+        if ((rc = reg_tar_scan(view->data, view->size, "tar frame", REG_TAR_FRAME, tar_one_file, &o)) == 0)
+            *head = (size_t)o.off, *size = o.size;
+    }
+    store_model_close(sm);
+    return rc;
+}
+
 int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m)
 {
     const manifest_layer *l = whole_gguf(m);
     const char *home = store_home(s);
-    char path[4200];
+    char path[4200], tpath[4210];
+    const char *made = path;
     ms_digest digest;
     export_result res;
     store_txn *t = NULL;
@@ -507,11 +652,29 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
         return ms_err_ctx("rebuilding layer %s", l->digest);
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from
      * tmp/ re-hashes it, so the blob appears only if it is the very file the manifest names. */
-    snprintf(path, sizeof path, "%s/tmp/source-%d-%s.gguf", home, (int)getpid(), blob_digest_hex(l->digest));
+    snprintf(path, sizeof path, "%s/tmp/%d-source-%s.gguf", home, (int)getpid(), blob_digest_hex(l->digest));
     if ((rc = export_gguf(s, name, path, &res)) < 0)
         goto fail;
-    if ((rc = store_txn_blob_adopt(t, digest, path, l->digest, NULL)) < 0) {
+    if (is_tar(l)) {   /* the export put back into the received archive's frame */
+        blob_view f = { 0 };
+        size_t head = 0;
+        uint64_t size = 0;
+        snprintf(tpath, sizeof tpath, "%s.tar", path);
+        if ((rc = frame_find(&f, &head, &size, s, name, l)) == 0 && size != res.nbytes)
+            rc = ms_err(MS_EMISMATCH, "layer %s: the archive held %" PRIu64 " bytes, the export is %" PRIu64, l->digest,
+                        size, res.nbytes);
+        if (rc == 0)
+            rc = reg_tar_wrap(tpath, path, size, f.data, head, f.data + head, f.size - head);
+        blob_close(&f);
         unlink(path);
+        if (rc < 0) {
+            unlink(tpath);
+            goto fail;
+        }
+        made = tpath;
+    }
+    if ((rc = store_txn_blob_adopt(t, digest, made, l->digest, NULL)) < 0) {
+        unlink(made);
         goto fail;
     }
     *t_out = t;

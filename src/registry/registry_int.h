@@ -199,4 +199,20 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
 int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
                   const model_name *name, int modelpack);
 
+/* tar.c: the registry's one tar codec. reg_tar_scan checks archive `data` (n bytes; `what` names
+ * it in messages) header by header and calls fn for each regular file: its path (relative,
+ * inside the archive, "./" dropped), the offset of its bytes in `data` and their size; fn's
+ * negative return stops the scan with it. Links, devices, paths outside the archive, bad
+ * checksums and sizes past the end are MS_EINVALID naming the entry; so is an archive without a
+ * file. REG_TAR_FRAME: `data` is a frame, the archive with every regular file's bytes cut out. */
+#define REG_TAR_FRAME 1
+typedef int (*reg_tar_file_fn)(void *ctx, const char *path, uint64_t off, uint64_t size);
+int reg_tar_scan(const uint8_t *data, size_t n, const char *what, int flags, reg_tar_file_fn fn, void *ctx);
+/* mstore's own archive of one file `entry` of `size` bytes: head[512] its header, tail[*tail_len]
+ * (at most 1535 bytes) the padding and the trailer; mode 0644, owners and times zero. */
+int reg_tar_frame_make(uint8_t *head, uint8_t *tail, size_t *tail_len, const char *entry, uint64_t size);
+/* Write head, the `size` bytes of file `src`, then tail, to `dst`: an archive from its frame. */
+int reg_tar_wrap(const char *dst, const char *src, uint64_t size, const uint8_t *head, size_t head_len,
+                 const uint8_t *tail, size_t tail_len);
+
 #endif

@@ -183,16 +183,19 @@ open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
 PYEOF
 }
 
-# modelpack_model DIR FORMAT FILE[,FILE...]: a CNCF ModelPack artifact (modelpack/model-spec
-# docs/spec.md, docs/config.md): an OCI manifest with artifactType
+# modelpack_model DIR FORMAT FILE[,FILE...] [raw|tar|astar]: a CNCF ModelPack artifact
+# (modelpack/model-spec docs/spec.md, docs/config.md): an OCI manifest with artifactType
 # application/vnd.cncf.model.manifest.v1+json, config application/vnd.cncf.model.config.v1+json
 # (descriptor, config {architecture, format FORMAT, paramSize, precision}, modelfs diffIds), each
 # FILE a application/vnd.cncf.model.weight.v1.raw layer with its org.cncf.model.filepath
-# annotation. Files as ollama_model's.
+# annotation; with `tar`, each FILE in an uncompressed tar layer (.v1.tar) as Python's tarfile
+# writes one (pax headers, a time, owner names: not mstore's own form); with `astar`, each FILE
+# is already an archive and goes in as the tar layer. Files as ollama_model's.
 modelpack_model() {
     "$PY" - "$@" <<'PYEOF'
-import hashlib, json, os, sys
+import hashlib, io, json, os, sys, tarfile
 d, fmt, files = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+kind = sys.argv[4] if len(sys.argv) > 4 else "raw"
 os.makedirs(d, exist_ok=True)
 digests = []
 def put(b, mt, path=None):
@@ -204,7 +207,21 @@ def put(b, mt, path=None):
         l["annotations"] = {"org.cncf.model.filepath": path, "org.cncf.model.file.metadata+json":
                             json.dumps({"name": path, "mode": 420, "size": len(b), "typeflag": 48})}
     return l
-layers = [put(open(f, "rb").read(), "application/vnd.cncf.model.weight.v1.raw", os.path.basename(f)) for f in files]
+def wrap(f):
+    if kind == "astar":
+        return open(f, "rb").read()
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=tarfile.PAX_FORMAT) as t:
+        i = t.gettarinfo(f, arcname="./" + os.path.basename(f))
+        i.mtime, i.uname, i.gname, i.uid, i.gid = 1748736000, "modctl", "modctl", 1000, 1000
+        i.pax_headers = {"comment": "written by a test"}
+        with open(f, "rb") as fh:
+            t.addfile(i, fh)
+    return b.getvalue()
+if kind == "raw":
+    layers = [put(open(f, "rb").read(), "application/vnd.cncf.model.weight.v1.raw", os.path.basename(f)) for f in files]
+else:
+    layers = [put(wrap(f), "application/vnd.cncf.model.weight.v1.tar", os.path.basename(f)) for f in files]
 cfg = {"descriptor": {"name": "stories260K", "family": "llama", "createdAt": "2025-06-01T00:00:00Z"},
        "config": {"architecture": "transformer", "format": fmt, "paramSize": "260K", "precision": "float32"},
        "modelfs": {"type": "layers", "diffIds": [l["digest"] for l in layers]}}

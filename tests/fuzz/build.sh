@@ -33,7 +33,7 @@ srcs() {
     fuzz_manifest) echo "$UTIL src/blob/hash.c src/blob/sha256.c src/manifest/manifest.c src/manifest/name.c" ;;
     fuzz_config) echo "$UTIL $GGUF src/runtime/config.c" ;;
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
-    fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c tests/fuzz/stubs.c" ;;
+    fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c src/registry/tar.c tests/fuzz/stubs.c" ;;
     fuzz_gotmpl | fuzz_jinja) echo "$UTIL $GGUF $CHAT $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
     fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
     fuzz_serve) echo "$UTIL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c $CHAT tests/fuzz/stubs.c" ;;

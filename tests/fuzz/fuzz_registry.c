@@ -2,7 +2,7 @@
  * header lines (status, Docker-Content-Digest, Location, WWW-Authenticate, Content-Range), the
  * WWW-Authenticate challenge, a token endpoint's JSON, an error body turned into a message,
  * the origin of a Location or realm URL (which decides where credentials go), and a pull's
- * .ranges sidecar. The first byte picks the parser, the rest is its input. Each must refuse
+ * .ranges sidecar, a tar archive (a ModelPack weight layer, or its frame). The first byte picks the parser, the rest is its input. Each must refuse
  * with a message or give fields that keep their bounds: NUL-terminated inside their arrays. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,17 +131,42 @@ static void ranges(const uint8_t *data, size_t size)
     }
 }
 
+/* What reg_tar_scan reports lies inside the archive and names a path inside it. */
+static int tar_file(void *ctx, const char *path, uint64_t off, uint64_t size)
+{
+    size_t n = *(const size_t *)ctx;
+
+    CHECK(path[0] && path[0] != '/' && strcmp(path, "..") && strncmp(path, "../", 3) && !strstr(path, "/../"));
+    CHECK(off <= n && size <= n - off);
+    return 0;
+}
+
+static void tar(const uint8_t *data, size_t size)
+{
+    int frame;
+
+    if (size < 1)
+        return;
+    frame = data[0] & 1;
+    size--;
+    ms_err_clear();
+    /* a frame's regular file has no bytes in it: nothing to check but the headers */
+    if (reg_tar_scan(data + 1, size, "fuzz", frame ? REG_TAR_FRAME : 0, frame ? NULL : tar_file, &size) < 0)
+        CHECK(ms_err_msg()[0]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0: headers(data + 1, size - 1); break;
     case 1: challenge(data + 1, size - 1); break;
     case 2: token(data + 1, size - 1); break;
     case 3: error_body(data + 1, size - 1); break;
     case 4: origin(data + 1, size - 1); break;
     case 5: ranges(data + 1, size - 1); break;
+    case 6: tar(data + 1, size - 1); break;
     }
     return 0;
 }

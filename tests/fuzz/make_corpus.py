@@ -265,7 +265,7 @@ put("fuzz_tokenizer", "wordpiece-bertproc-config.json", json.dumps(bp).encode() 
     {"cls_token": "[CLS]", "sep_token": "[SEP]", "unk_token": "[UNK]", "pad_token": "[PAD]"}).encode())
 
 # ---------------------------------------------------------------- registry responses
-# first byte: 0 headers, 1 challenge, 2 token, 3 error body, 4 url origin, 5 ranges sidecar
+# first byte: 0 headers, 1 challenge, 2 token, 3 error body, 4 url origin, 5 ranges sidecar, 6 tar
 put("fuzz_registry", "headers", b"\0HTTP/1.1 100 Continue\r\n\r\nHTTP/2 206 \r\nDocker-Content-Digest: " + D.encode() +
     b"\r\nLocation: https://r.example/v2/x/blobs/uploads/abc?_state=1\r\ncontent-range: bytes 0-9/100\r\n"
     b"WWW-Authenticate: Bearer realm=\"https://auth.example/token\",service=\"r\"\r\n\r\n")
@@ -281,6 +281,25 @@ put("fuzz_registry", "origin-v6", b"\4http://[::1]/v2/")
 blob, part = 150, 64
 put("fuzz_registry", "ranges", b"\5" + struct.pack("<QQ", blob, part) + b"MSPULL1\n" +
     struct.pack("<QQQ", blob, part, 3) + struct.pack("<QQQ", 64, 10, 22))
+# 6: a tar archive (registry/tar.c); the second byte's low bit asks for a frame
+import io as _io
+import tarfile as _tarfile
+
+
+def _tar(fmt, entries):
+    b = _io.BytesIO()
+    with _tarfile.open(fileobj=b, mode="w", format=fmt) as t:
+        for name, payload in entries:
+            i = _tarfile.TarInfo(name)
+            i.size = len(payload)
+            t.addfile(i, _io.BytesIO(payload))
+    return b.getvalue()
+
+
+put("fuzz_registry", "tar-pax", b"\6\0" + _tar(_tarfile.PAX_FORMAT, [("./model.gguf", b"GGUF" + b"\0" * 60)]))
+put("fuzz_registry", "tar-gnu-long", b"\6\0" + _tar(_tarfile.GNU_FORMAT, [("d/" * 60 + "config.json", b"{}")]))
+_t = _tar(_tarfile.USTAR_FORMAT, [("model.gguf", b"GGUF" + b"\0" * 596)])
+put("fuzz_registry", "tar-frame", b"\6\1" + _t[:512] + _t[512 + 600:])
 
 # ---------------------------------------------------------------- Go templates
 put("fuzz_gotmpl", "chatml.tmpl", "{{- range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n"

@@ -638,6 +638,64 @@ START_TEST(ranges_sidecar_refuses_what_does_not_match_the_blob)
 }
 END_TEST
 
+static int tar_seen(void *ctx, const char *path, uint64_t off, uint64_t size)
+{
+    uint64_t *got = ctx;
+
+    ck_assert_str_eq(path, "model.gguf");
+    got[0] = off, got[1] = size;
+    return 0;
+}
+
+/* mstore's own archive read back, as an archive and as its frame; a size past 8 GiB in GNU
+ * base-256 read from its header; a lying size, a link and a path outside refused. */
+START_TEST(tar_codec_reads_what_it_writes_and_refuses_lies)
+{
+    uint8_t head[512], tail[2048], buf[512 + 1024 + 2048];
+    size_t tl, n;
+    uint64_t got[2] = { 0, 0 };
+
+    ck_assert_int_eq(reg_tar_frame_make(head, tail, &tl, "model.gguf", 1000), 0);
+    ck_assert_uint_eq(tl, 24 + 1024);
+    memcpy(buf, head, 512);
+    memset(buf + 512, 'G', 1000);
+    memcpy(buf + 1512, tail, tl);
+    n = 1512 + tl;
+    ck_assert_int_eq(reg_tar_scan(buf, n, "t", 0, tar_seen, got), 0);
+    ck_assert_uint_eq(got[0], 512);
+    ck_assert_uint_eq(got[1], 1000);
+    memmove(buf + 512, buf + 1512, tl);   /* the frame: the file's bytes cut out */
+    ck_assert_int_eq(reg_tar_scan(buf, 512 + tl, "t", REG_TAR_FRAME, tar_seen, got), 0);
+    ck_assert_int_eq(reg_tar_scan(buf, 512 + tl, "t", 0, tar_seen, got), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "ends inside a block"));
+
+    ck_assert_int_eq(reg_tar_frame_make(head, tail, &tl, "model.gguf", (uint64_t)9 << 30), 0);
+    ck_assert_uint_eq(head[124], 0x80);
+    memcpy(buf, head, 512);
+    memcpy(buf + 512, tail, tl);
+    ck_assert_int_eq(reg_tar_scan(buf, 512 + tl, "t", REG_TAR_FRAME, tar_seen, got), 0);
+    ck_assert_uint_eq(got[1], (uint64_t)9 << 30);
+
+    reg_tar_frame_make(head, tail, &tl, "model.gguf", 0);
+    memcpy(buf, head, 512);
+    memcpy(buf + 512, tail, tl);
+    buf[156] = '2';   /* a symlink: checksum now wrong as well, so mend it */
+    {
+        unsigned sum = 0;
+        memset(buf + 148, ' ', 8);
+        for (int i = 0; i < 512; i++)
+            sum += buf[i];
+        snprintf((char *)buf + 148, 8, "%06o", sum);
+    }
+    ck_assert_int_eq(reg_tar_scan(buf, 512 + tl, "t", 0, tar_seen, got), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "of type '2'"));
+    ck_assert_int_eq(reg_tar_frame_make(head, tail, &tl, "../model.gguf", 0), 0);
+    memcpy(buf, head, 512);
+    ck_assert_int_eq(reg_tar_scan(buf, 512 + tl, "t", 0, tar_seen, got), MS_EINVALID);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "outside the archive"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("registry");
@@ -662,6 +720,7 @@ int main(void)
     tcase_add_test(tc, host_from_name_then_environment);
     tcase_add_test(tc, docker_form_rewrites_media_types_only);
     tcase_add_test(tc, ranges_sidecar_parses_its_own_format);
+    tcase_add_test(tc, tar_codec_reads_what_it_writes_and_refuses_lies);
     tcase_add_loop_test(tc, ranges_sidecar_refuses_what_does_not_match_the_blob, 0,
                         sizeof bad_ranges / sizeof bad_ranges[0]);
     suite_add_tcase(s, tc);
