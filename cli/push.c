@@ -14,11 +14,13 @@ static const char help[] =
     "Blobs the registry already has are skipped.\n\n"
     "options:\n"
     "  --insecure      use plain http (loopback and test registries)\n"
-    "  --format F      oci (default: the stored manifest bytes as they are) or docker (Docker v2\n"
-    "                  manifest and config media types, for ollama-style registries) or dmr (Docker\n"
-    "                  Model Runner's artifact: config v0.1, the GGUF as export writes it, license\n"
-    "                  and Jinja chat template layers) or modelpack (CNCF ModelPack: the GGUF as\n"
-    "                  model.gguf in an uncompressed tar layer, mountable as an image volume)\n"
+    "  --format F      default: the manifest as it was pulled for an ollama, DMR or ModelPack model\n"
+    "                  (it goes back as it came), else the store's own. oci: the store's own OCI\n"
+    "                  manifest (tensor blobs), even for a model pulled in another form. docker:\n"
+    "                  Docker v2 manifest and config media types, for ollama-style registries.\n"
+    "                  dmr: Docker Model Runner's artifact (config v0.1, the GGUF as export writes\n"
+    "                  it, license and Jinja chat template layers). modelpack: CNCF ModelPack (the\n"
+    "                  GGUF as model.gguf in an uncompressed tar layer, mountable as an image volume)\n"
     "  --quiet         no progress display\n"
     "  --to DIR        write an OCI image layout directory instead of pushing to a registry\n\n"
     "credentials: as for mstore pull (see mstore pull --help), each bound to its registry host.\n";
@@ -47,6 +49,7 @@ int cmd_push(int argc, char **argv)
             o.docker_format = !strcmp(f, "docker");
             o.dmr_format = !strcmp(f, "dmr");
             o.modelpack_format = !strcmp(f, "modelpack");
+            o.store_form = !strcmp(f, "oci");
             if (!o.docker_format && !o.dmr_format && !o.modelpack_format && strcmp(f, "oci") != 0)
                 return cli_usage_error("push", "--format: '%s' is not oci, docker, dmr or modelpack", f);
         } else if (!strcmp(argv[i], "--to")) {

@@ -552,13 +552,15 @@ static void hf_import_free(hf_import *h)
     store_txn_abort(h->t);   /* NULL once committed */
 }
 
-int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out)
+/* The directory's blobs into `t`, *out its manifest; `label` the name its config records. */
+static int hf_build(manifest **out, store_txn *t, const char *dir, const char *label, const import_opts *o)
 {
-    hf_import h = { .dir = dir, .s = s, .o = o };
+    hf_import h = { .dir = dir, .s = store_txn_store(t), .o = o, .t = t };
     char *config_path = ms_path_join(dir, "config.json");
     json_t *qerr = NULL, *extra = NULL;
     int rc, mlx, pooling = 0;
 
+    *out = NULL;
     if (!config_path)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = import_json_file(&h.config, config_path, 1)) < 0)
@@ -577,8 +579,6 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
     }
     for (size_t i = 0; i < h.n_shards; i++)
         h.srcs[i] = h.shards[i].src;
-    if ((rc = store_txn_begin(&h.t, s)) < 0)
-        goto done;
     if (mlx)
         rc = mlx_tensors_import(&h);   /* mlx.c */
     else if ((rc = import_quant_init(&h.q, o)) == 0 && (rc = tensors_import(&h)) == 0 && h.q.fmt &&
@@ -596,20 +596,41 @@ int import_hf_dir(store *s, const char *dir, const model_name *name, const impor
         rc = ms_err(MS_ENOMEM, "out of memory");
         goto done;
     }
-    if ((rc = import_config_commit(h.t, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", dir, extra)) < 0)
+    if ((rc = import_config_commit(h.t, h.m, h.config, h.dtypes, mlx ? "mlx" : "safetensors", label, extra)) < 0)
         goto done;
     /* Nothing lands under blobs/ from a shard that changed while it was read. */
     for (size_t i = 0; i < h.n_shards && rc == 0; i++)
         if ((rc = import_source_check(h.shards[i].src)) < 0)
             ms_err_ctx("%s/%s", dir, h.shards[i].file);
-    if (rc < 0)
-        goto done;
-    rc = store_txn_commit(h.t, name, h.m, digest_out);
-    h.t = NULL;   /* the commit ended it */
+    if (rc == 0)
+        *out = h.m, h.m = NULL;
 done:
+    h.t = NULL;   /* the caller's */
     free(config_path);
     json_decref(qerr);
     json_decref(extra);
     hf_import_free(&h);
+    return rc;
+}
+
+int import_hf_manifest(manifest **out, store_txn *t, const char *dir, const char *label, const import_opts *o)
+{
+    return hf_build(out, t, dir, label ? label : dir, o);
+}
+
+int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out)
+{
+    manifest *m = NULL;
+    store_txn *t = NULL;
+    int rc;
+
+    if ((rc = store_txn_begin(&t, s)) < 0)
+        return rc;
+    if ((rc = hf_build(&m, t, dir, dir, o)) < 0) {
+        store_txn_abort(t);
+        return rc;
+    }
+    rc = store_txn_commit(t, name, m, digest_out);   /* ends t */
+    manifest_free(m);
     return rc;
 }

@@ -60,6 +60,11 @@ typedef struct import_opts {
 /* Import a Hugging Face directory of safetensors: unquantized, or MLX-quantized (config.json
  * "quantization"; mlx.c), or quantized on the way in (o->quantize). */
 int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out);
+/* import_hf_dir without a name: the blobs added to the caller's transaction `t`, *out the
+ * manifest for the caller to extend and commit or abort (as import_gguf_manifest). `label` (NULL:
+ * the directory) is what the config's source.file records: a pull assembles the directory under
+ * tmp/, a name no one should see. */
+int import_hf_manifest(manifest **out, store_txn *t, const char *dir, const char *label, const import_opts *o);
 /* Import PATH, choosing the importer by what it is (directory, GGUF file). */
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out);
 

@@ -90,6 +90,8 @@ static int parse_layer(manifest_layer *l, json_t *obj)
 {
     json_t *mt = json_object_get(obj, "mediaType"), *dg = json_object_get(obj, "digest");
     json_t *sz = json_object_get(obj, "size"), *nm = json_object_get(obj, "name");
+    json_t *fp = json_object_get(json_object_get(obj, "annotations"), MT_CNCF_FILEPATH);
+    int rc;
 
     if (!json_is_object(obj))
         return ms_err(MS_EINVALID, "is not an object");
@@ -103,8 +105,17 @@ static int parse_layer(manifest_layer *l, json_t *obj)
         return ms_err(MS_EINVALID, "size %" JSON_INTEGER_FORMAT " is negative", json_integer_value(sz));
     if (nm && !json_is_string(nm))
         return ms_err(MS_EINVALID, "name is not a string");
-    return layer_fill(l, json_string_value(mt), json_string_value(dg), (uint64_t)json_integer_value(sz),
-                      nm ? json_string_value(nm) : NULL);
+    /* a path that no file could have is no path: whoever needs one refuses the layer then */
+    if (fp && (!json_is_string(fp) || json_string_length(fp) == 0 || json_string_length(fp) > 4096 ||
+               strlen(json_string_value(fp)) != json_string_length(fp)))
+        fp = NULL;
+    if ((rc = layer_fill(l, json_string_value(mt), json_string_value(dg), (uint64_t)json_integer_value(sz),
+                         nm ? json_string_value(nm) : NULL)) < 0)
+        return rc;
+    /* ModelPack's and Docker Model Runner's file path: which file of a directory the layer is */
+    if (fp && !(l->filepath = strndup(json_string_value(fp), json_string_length(fp))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    return 0;
 }
 
 static int parse_top(manifest *m, json_t *root)

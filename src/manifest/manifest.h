@@ -83,7 +83,7 @@ typedef struct manifest_layer {
     ms_digest digest;   /* "sha256:<64 hex>" */
     uint64_t size;
     char *name;        /* may be NULL */
-    char *filepath;    /* ModelPack's org.cncf.model.filepath annotation, or NULL: serialized only */
+    char *filepath;    /* the org.cncf.model.filepath annotation (ModelPack, DMR), or NULL */
 } manifest_layer;
 
 typedef struct manifest {

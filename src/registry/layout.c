@@ -230,7 +230,7 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
     digest_out[0] = '\0';
     name_display(label, sizeof label, name);
     if ((rc = o->dmr_format || o->modelpack_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)
-                            : reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
+                            : reg_manifest_load(&bytes, &len, &m, s, name, o)) < 0)
         goto done;
     blob_digest_buf(digest_out, bytes, len);
     if (!(sub = ms_strdup_printf("%s/blobs/sha256", dir))) {

@@ -29,7 +29,10 @@
  * (its header is named by no single GGUF), and a push of the received manifest needs the shard
  * blobs themselves: export cannot cut the same shards again. A CNCF ModelPack artifact whose
  * config says format "gguf" takes the same path, its raw weight layers (MT_CNCF_WEIGHT_RAW) as
- * the GGUF or its shards; one of another format is kept as received. */
+ * the GGUF or its shards, or a tar of the one GGUF (MT_CNCF_WEIGHT_TAR: the file inside split,
+ * the tar's frame kept to rebuild it, tar.c). Safetensors artifacts (DMR's, ModelPack's of format
+ * "safetensors") are imported as the directory they package (hfdir.c); a ModelPack of another
+ * format is kept as received. */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -441,9 +444,9 @@ static int dmr_params(manifest *d, store_txn *t, const manifest *m)
     return rc;
 }
 
-/* 1 when ModelPack manifest `m`'s raw weights are GGUF files: its config's config.format is
- * "gguf" (the spec's example value; any case). */
-static int modelpack_gguf(store_txn *t, const manifest *m)
+/* 1 when ModelPack manifest `m`'s config says config.format `want` ("gguf", "safetensors": the
+ * spec's values; any case), read from the store (flushed first when it came in a transaction). */
+static int modelpack_format(store *s, const manifest *m, const char *want)
 {
     json_t *cfg = NULL;
     const char *f;
@@ -451,12 +454,29 @@ static int modelpack_gguf(store_txn *t, const manifest *m)
 
     if (strcmp(m->config.media_type, MT_CNCF_CONFIG) != 0)
         return 0;
-    if ((rc = store_txn_flush(t)) < 0 || (rc = blob_json(&cfg, store_txn_store(t), m->config.digest)) < 0)
+    if ((rc = blob_json(&cfg, s, m->config.digest)) < 0)
         return rc;
     f = json_string_value(json_object_get(json_object_get(cfg, "config"), "format"));
-    rc = f && !strcasecmp(f, "gguf");
+    rc = f && !strcasecmp(f, want);
     json_decref(cfg);
     return rc;
+}
+
+/* 2 when `m` is a ModelPack of safetensors files, 1 for DMR's safetensors layers, else 0. One
+ * without the directory's config.json is no model to import: 0, kept as received. */
+static int safetensors_artifact(store *s, const manifest *m)
+{
+    if (!reg_hfdir_has_config(m))
+        return 0;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (reg_hfdir_weight(&m->layers[i], 0))
+            return 1;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (!strcmp(m->layers[i].media_type, MT_CNCF_WEIGHT_RAW)) {
+            int rc = modelpack_format(s, m, "safetensors");
+            return rc <= 0 ? rc : 2;
+        }
+    return 0;
 }
 
 static void count_tensors(store *s, const manifest *d, registry_pull_report *rep)
@@ -481,10 +501,14 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
     ms_digest src;
     char *bytes = NULL;
     size_t len = 0, n_gguf = 0;
-    int rc = 0;
+    int rc, st;
 
     *out = NULL;
-    for (size_t i = 0; i < m->n_layers; i++) {
+    /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
+     * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
+    if ((rc = store_txn_flush(t)) < 0 || (st = safetensors_artifact(s, m)) < 0)
+        return rc < 0 ? rc : st;
+    for (size_t i = 0; !st && i < m->n_layers; i++) {
         if (!is_whole_gguf(&m->layers[i]))
             continue;
         n_gguf++;
@@ -497,21 +521,18 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
         if (!gguf)
             gguf = &m->layers[i];
     }
-    if (!gguf && !strcmp(m->config.media_type, MT_CONFIG))
+    if (!gguf && !st && !strcmp(m->config.media_type, MT_CONFIG))
         return 0; /* the store's own form already */
-    if (gguf && (!strcmp(gguf->media_type, MT_CNCF_WEIGHT_RAW) || is_tar(gguf)) && (rc = modelpack_gguf(t, m)) <= 0)
-        return rc; /* a ModelPack of safetensors (or other) files: kept as received */
-    /* What is read back below (the GGUF, the config) may still sit in the transaction's batch:
-     * a layout pull writes its blobs through it (a download is adopted into blobs/ at once). */
-    if ((rc = store_txn_flush(t)) < 0)
-        goto done;
-    if (gguf) {
+    if (gguf && (!strcmp(gguf->media_type, MT_CNCF_WEIGHT_RAW) || is_tar(gguf)) &&
+        (rc = modelpack_format(s, m, "gguf")) <= 0)
+        return rc; /* a ModelPack of other files: kept as received */
+    if (gguf || st) {
         manifest *k = NULL;
         int reused = 0;
-        if ((rc = split_gguf(&k, t, gguf, n_gguf, o, &reused)) < 0)
+        if ((rc = st ? reg_hfdir_import(&k, t, m, st == 2, o) : split_gguf(&k, t, gguf, n_gguf, o, &reused)) < 0)
             goto done;
         if (rep)
-            rep->split = 1, rep->split_reused = reused;
+            rep->split = !st, rep->split_reused = reused;
         /* The import's layers, named so that a later pull of the same file finds them
          * (prior_split): the header by the GGUF's digest, the file's own chat template by
          * GGUF_TEMPLATE_NAME. A template layer from the registry replaces the file's (ollama
@@ -530,7 +551,8 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
             if (is_tmpl && tmpl)
                 continue;
             rc = manifest_layer_add(d, l->media_type, l->digest, l->size,
-                                    !strcmp(l->media_type, MT_GGUF_META) ? (n_gguf > 1 ? NULL : gguf->digest)
+                                    st                                   ? l->name
+                                    : !strcmp(l->media_type, MT_GGUF_META) ? (n_gguf > 1 ? NULL : gguf->digest)
                                     : is_tmpl                            ? GGUF_TEMPLATE_NAME
                                                                          : l->name);
         }
@@ -548,7 +570,8 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
         const manifest_layer *l = &m->layers[i];
         if (is_tar(l) && (rc = tar_frame_keep(d, t, l)) < 0)
             goto done;
-        if (!is_whole_gguf(l) && (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
+        if (!is_whole_gguf(l) && !reg_hfdir_weight(l, 0) &&
+            (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
             goto done;
     }
     if (strcmp(d->config.digest, m->config.digest) != 0 &&
@@ -573,8 +596,8 @@ done:
 void reg_ollama_release(store *s, const manifest *m)
 {
     for (size_t i = 0; i < m->n_layers; i++)
-        if (is_whole_gguf(&m->layers[i]) || !strcmp(m->layers[i].media_type, MT_CNCF_WEIGHT_TAR))
-            store_blob_release(s, m->layers[i].digest);   /* ModelPack's tar: rebuilt by push */
+        if (is_whole_gguf(&m->layers[i]) || reg_hfdir_weight(&m->layers[i], 0))
+            store_blob_release(s, m->layers[i].digest);   /* a tar: rebuilt by push from its frame */
 }
 
 int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
@@ -641,12 +664,14 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
     int rc;
 
     *t_out = NULL;
+    if ((rc = safetensors_artifact(s, m)) != 0)
+        return rc < 0 ? rc : reg_hfdir_kept(s, m, rc == 2);
     if (!l || store_blob_intact(s, l->digest, l->size))
         return 0;
     if (gguf_layers(m) > 1)
         return ms_err(MS_EUNSUPPORTED,
                       "layer %s: the manifest as received has %zu GGUF shards, which are not kept and cannot be "
-                      "cut again as they were; push with --format oci or docker",
+                      "cut again as they were; push with --format oci",
                       l->digest, gguf_layers(m));
     if ((rc = store_txn_begin(&t, s)) < 0)
         return ms_err_ctx("rebuilding layer %s", l->digest);

@@ -26,7 +26,7 @@ int reg_manifest_docker(char **out, size_t *len_out, const manifest *m)
 }
 
 int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
-                      int docker)
+                      const registry_opts *o)
 {
     char *bytes = NULL, *conv = NULL;
     const char *kept;
@@ -48,11 +48,11 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
     memcpy(bytes, kept, len);
     bytes[len] = '\0';
     if ((rc = manifest_parse(&m, bytes, len, store_model_digest(sm))) < 0 ||
-        (rc = reg_source_swap(&bytes, &len, &m, sm)) < 0)
+        (!o->store_form && (rc = reg_source_swap(&bytes, &len, &m, sm)) < 0))
         goto fail;
     store_model_close(sm);
     sm = NULL;
-    if (docker && strcmp(m->media_type, MT_DOCKER_MANIFEST) != 0) {
+    if (o->docker_format && strcmp(m->media_type, MT_DOCKER_MANIFEST) != 0) {
         if ((rc = reg_manifest_docker(&conv, &clen, m)) < 0)
             goto fail;
         free(bytes);
@@ -216,7 +216,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     if ((rc = registry_host(host, dst)) < 0)
         goto done;
     if ((rc = o->dmr_format || o->modelpack_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)
-                            : reg_manifest_load(&bytes, &len, &m, s, name, o->docker_format)) < 0)
+                            : reg_manifest_load(&bytes, &len, &m, s, name, o)) < 0)
         goto done;
     /* A destination by digest names the version to publish: the bytes must be it (docker
      * format, for one, makes other bytes), checked before anything is uploaded. */

@@ -57,6 +57,9 @@ typedef struct registry_opts {
     int parallel;        /* downloads at once; default 4, at most 64 */
     int quiet;           /* no progress display */
     int docker_format;   /* push: write the Docker v2 manifest form */
+    /* push: the store's own manifest even for a model received in another form (an ollama, DMR
+     * or ModelPack artifact, whose manifest as received is pushed by default) */
+    int store_form;
     int modelpack_format;   /* push: write the CNCF ModelPack form (dmr.c): the GGUF in a tar layer */
     int dmr_format;      /* push: write Docker Model Runner's form (dmr.c): config v0.1, the GGUF by export */
     const char *auth;    /* "user:password" or NULL (then the environment / credentials file) */

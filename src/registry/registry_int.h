@@ -167,10 +167,11 @@ int reg_pull(store *s, reg_source *src, const model_name *name, const registry_o
 
 /* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
 int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);
-/* The bytes to push for stored model `name` (its stored bytes, or their Docker v2 form) and
- * their parse. Both malloc'd. MS_ENOTFOUND when the name is not in the store. */
+/* The bytes to push for stored model `name` and their parse: the manifest as received for a model
+ * kept in another form (reg_source_swap) unless o->store_form, and in the Docker v2 form when
+ * o->docker_format. Both malloc'd. MS_ENOTFOUND when the name is not in the store. */
 int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
-                      int docker);
+                      const registry_opts *o);
 
 /* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
  * manifest `m` (as manifest_parse left it, its bytes kept), or NULL when `m` is usable as it
@@ -214,5 +215,16 @@ int reg_tar_frame_make(uint8_t *head, uint8_t *tail, size_t *tail_len, const cha
 /* Write head, the `size` bytes of file `src`, then tail, to `dst`: an archive from its frame. */
 int reg_tar_wrap(const char *dst, const char *src, uint64_t size, const uint8_t *head, size_t head_len,
                  const uint8_t *tail, size_t tail_len);
+
+/* hfdir.c: safetensors artifacts (DMR's, ModelPack's with format safetensors: modelpack_st).
+ * reg_hfdir_weight: 1 when `l` is one of the directory's safetensors files. reg_hfdir_import:
+ * the directory put back together under tmp/ from the stored layers and imported into `t`
+ * (import_hf_manifest), *out its manifest. reg_hfdir_kept: MS_EUNSUPPORTED when a safetensors
+ * layer of received manifest `m` is no longer stored (push cannot send it as it was). */
+int reg_hfdir_weight(const manifest_layer *l, int modelpack_st);
+/* 1 when `m` has the directory's config.json, as a layer or in a config archive. */
+int reg_hfdir_has_config(const manifest *m);
+int reg_hfdir_import(manifest **out, store_txn *t, const manifest *m, int modelpack_st, const registry_opts *o);
+int reg_hfdir_kept(store *s, const manifest *m, int modelpack_st);
 
 #endif

@@ -233,6 +233,64 @@ open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
 PYEOF
 }
 
+# hf_artifact DIR HFDIR dmr2|dmr1|modelpack: a Hugging Face safetensors directory as an artifact,
+# each layer with its org.cncf.model.filepath annotation (docker/model-runner
+# pkg/distribution/builder, modelpack/model-spec): dmr2 as `docker model package --safetensors-dir`
+# writes it now (config v0.2, a layer per file: .safetensors as application/vnd.docker.ai.safetensors,
+# the rest application/vnd.docker.ai.model.file), dmr1 as it wrote it before (config v0.1, the
+# non-weight files in one application/vnd.docker.ai.vllm.config.tar), modelpack with the spec's
+# raw weight and weight-config layers and format safetensors. Files as ollama_model's.
+hf_artifact() {
+    "$PY" - "$@" <<'PYEOF'
+import hashlib, io, json, os, sys, tarfile
+d, src, kind = sys.argv[1:4]
+os.makedirs(d, exist_ok=True)
+digests = []
+def put(b, mt, path=None):
+    h = hashlib.sha256(b).hexdigest()
+    open("%s/%s" % (d, h), "wb").write(b)
+    digests.append("sha256:" + h)
+    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
+    if path:
+        l["annotations"] = {"org.cncf.model.filepath": path}
+    return l
+names = sorted(os.listdir(src))
+weights = [n for n in names if n.endswith(".safetensors")]
+others = [n for n in names if n not in weights]
+read = lambda n: open(os.path.join(src, n), "rb").read()
+if kind == "modelpack":
+    layers = [put(read(n), "application/vnd.cncf.model.weight.v1.raw", n) for n in weights]
+    layers += [put(read(n), "application/vnd.cncf.model.weight.config.v1.raw", n) for n in others]
+    cfg = {"descriptor": {"name": "tiny-hf", "createdAt": "2025-06-01T00:00:00Z"},
+           "config": {"architecture": "transformer", "format": "safetensors", "paramSize": "3M",
+                      "precision": "float32"},
+           "modelfs": {"type": "layers", "diffIds": [l["digest"] for l in layers]}}
+    config = put(json.dumps(cfg).encode(), "application/vnd.cncf.model.config.v1+json")
+    m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+         "artifactType": "application/vnd.cncf.model.manifest.v1+json", "config": config, "layers": layers}
+else:
+    layers = [put(read(n), "application/vnd.docker.ai.safetensors", n) for n in weights]
+    if kind == "dmr2":
+        layers += [put(read(n), "application/vnd.docker.ai.model.file", n) for n in others]
+    else:
+        b = io.BytesIO()
+        with tarfile.open(fileobj=b, mode="w") as t:
+            for n in others:
+                t.add(os.path.join(src, n), arcname=n)
+        layers.append(put(b.getvalue(), "application/vnd.docker.ai.vllm.config.tar", "config.tar"))
+    cfg = {"config": {"format": "safetensors", "quantization": "F32", "parameters": "3M", "architecture": "llama",
+                      "size": "13MB", "safetensors": {"total": "1"}},
+           "descriptor": {"created": "2025-06-01T00:00:00Z"},
+           "rootfs": {"type": "rootfs", "diff_ids": [l["digest"] for l in layers]}}
+    mt = "application/vnd.docker.ai.model.config.v0.%s+json" % ("2" if kind == "dmr2" else "1")
+    config = put(json.dumps(cfg).encode(), mt)
+    m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": config,
+         "layers": layers}
+open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
+open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+PYEOF
+}
+
 # curl_push DIR REPO TAG: upload what ollama_model wrote to the loopback registry with curl
 # (POST an upload, PUT the bytes with ?digest=), then PUT the manifest. Prints its digest.
 curl_push() {

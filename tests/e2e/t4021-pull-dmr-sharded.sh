@@ -63,6 +63,9 @@ expect_ok mstore run "$M" --raw "Once upon a time" --temp 0 -n 8
 expect_ok mstore show "$M" --parameters
 contains "$out" "64"
 expect_fail 1 "GGUF shards, which are not kept" mstore push --insecure "$M" "$REG_HOST/other/s260k-split:v1"
+# what the refusal proposes: the store's own form, which a pull gives back as the same model
+expect_ok mstore push --insecure --format oci "$M" "$REG_HOST/other/s260k-split:oci"
+expect_ok mstore pull --insecure "$REG_HOST/other/s260k-split:oci"
 
 # Refusals: nothing named, and gc leaves the store as it was.
 expect_ok mstore list

@@ -52,7 +52,8 @@ expect_ok mstore pull --insecure "$REG_HOST/mp/split:v1"
 expect_ok mstore run "$REG_HOST/mp/split:v1" --raw "Once upon a time" --temp 0 -n 8
 [ "$out" = "$want" ] || fail "the sharded ModelPack model answers '$out', the file '$want'"
 
-# format safetensors: not a GGUF, so stored as received (no split, the weight layer kept).
+# format safetensors without the config.json of a model directory: nothing to import, so stored as
+# received (the weight layer kept).
 "$PY" "$(dirname "$0")/mkfixture.py" random "$WORK/model.safetensors" 1
 modelpack_model "$WORK/mpst" safetensors "$WORK/model.safetensors"
 curl_push "$WORK/mpst" mp/st v1 >/dev/null

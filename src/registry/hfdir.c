@@ -1,0 +1,201 @@
+/* hfdir.c: safetensors artifacts (Docker Model Runner's, CNCF ModelPack's) into the store's form.
+ *
+ * `docker model package --safetensors-dir` writes a Hugging Face directory as layers: each
+ * .safetensors file one application/vnd.docker.ai.safetensors layer, and the directory's other
+ * files (config.json, tokenizer.json, ...) either one application/vnd.docker.ai.model.file layer
+ * each (config v0.2) or together in one tar (application/vnd.docker.ai.vllm.config.tar, v0.1);
+ * every layer names its file in the org.cncf.model.filepath annotation. A ModelPack artifact
+ * whose config says format "safetensors" does the same with its own media types (weight raw,
+ * weight config raw or tar). The pull puts the directory back together under tmp/ (a symbolic
+ * link to each stored blob, the archive's files written out) and imports it as `mstore import
+ * DIR` would (import_hf_manifest): the tensors land in the blobs a plain import of the same
+ * directory stores. The safetensors blobs are then released (reg_ollama_release): their
+ * tensors are stored once. A push of the manifest as received would need those files, which
+ * are not rebuilt yet, so it is refused (reg_hfdir_kept).
+ *
+ * Only the directory's top level is read, as the importer reads it: a file in a subdirectory
+ * (a diffusers model's text_encoder/) is left out, and a model that needs one fails the import
+ * naming what it lacks. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "import/import.h"
+#include "registry/registry_int.h"
+
+#define CONFIG_FILE_MAX (64u << 20)   /* one file of a config archive */
+
+int reg_hfdir_weight(const manifest_layer *l, int modelpack_st)
+{
+    return !strcmp(l->media_type, MT_DMR_SAFETENSORS) || !strcmp(l->media_type, MT_CNCF_WEIGHT_SAFETENSORS) ||
+           (modelpack_st && !strcmp(l->media_type, MT_CNCF_WEIGHT_RAW));
+}
+
+static int is_file(const manifest_layer *l)
+{
+    return !strcmp(l->media_type, MT_DMR_MODEL_FILE) || !strcmp(l->media_type, MT_CNCF_WEIGHT_CONFIG_RAW);
+}
+
+static int is_archive(const manifest_layer *l)
+{
+    return !strcmp(l->media_type, MT_DMR_CONFIG_TAR) || !strcmp(l->media_type, MT_CNCF_WEIGHT_CONFIG_TAR);
+}
+
+int reg_hfdir_has_config(const manifest *m)
+{
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (is_archive(&m->layers[i]) || (m->layers[i].filepath && !strcmp(m->layers[i].filepath, "config.json")))
+            return 1;
+    return 0;
+}
+
+/* A file name of the directory's top level: 0 for a path into a subdirectory (left out), -1 for
+ * one that names no file (".", "..", hidden, empty). */
+static int top_level(const char *p)
+{
+    if (strchr(p, '/'))
+        return 0;
+    return p[0] && p[0] != '.' ? 1 : -1;
+}
+
+typedef struct dir_fill {
+    const char *dir, *what;
+    const uint8_t *data;
+} dir_fill;
+
+/* One file of a config archive written into the directory. */
+static int archive_file(void *ctx, const char *path, uint64_t off, uint64_t size)
+{
+    dir_fill *f = ctx;
+    char *dst;
+    int rc;
+
+    if (top_level(path) <= 0)
+        return 0;
+    if (size > CONFIG_FILE_MAX)
+        return ms_err(MS_EUNSUPPORTED, "%s: '%s' is %llu bytes, more than a config file may have (%u)", f->what, path,
+                      (unsigned long long)size, CONFIG_FILE_MAX);
+    if (!(dst = ms_path_join(f->dir, path)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    if (access(dst, F_OK) == 0)
+        rc = ms_err(MS_EINVALID, "%s: '%s' is in the artifact twice", f->what, path);
+    else
+        rc = ms_file_write_atomic(dst, f->data + off, (size_t)size);
+    free(dst);
+    return rc;
+}
+
+/* Layer `l` as the file of its filepath annotation in `dir`: a link to the stored blob. */
+static int link_layer(store *s, const char *dir, const manifest_layer *l, const char *fallback)
+{
+    const char *fp = l->filepath ? l->filepath : fallback;
+    char *blob = NULL, *dst = NULL, safe[256];
+    int rc, top;
+
+    if (!fp)
+        return ms_err(MS_EINVALID, "layer %s (%s): no " MT_CNCF_FILEPATH " annotation names its file", l->digest,
+                      l->media_type);
+    if ((top = top_level(fp)) <= 0)
+        return top == 0 ? 0
+                        : ms_err(MS_EINVALID, "layer %s: file path '%s' names no file", l->digest,
+                                 ms_str_safe(safe, sizeof safe, fp));
+    if ((rc = store_blob_file(&blob, s, l->digest)) < 0)
+        return rc;
+    if (!(dst = ms_path_join(dir, fp)))
+        rc = ms_err(MS_ENOMEM, "out of memory");
+    else if (symlink(blob, dst) != 0)
+        rc = errno == EEXIST ? ms_err(MS_EINVALID, "layer %s: file path '%s' is in the artifact twice", l->digest,
+                                      ms_str_safe(safe, sizeof safe, fp))
+                             : ms_err_os("%s: symlink", dst);
+    free(blob);
+    free(dst);
+    return rc;
+}
+
+/* Remove what the directory holds (files and links only: it was made flat), then itself. */
+static void dir_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+
+    while (d && (e = readdir(d)) != NULL) {
+        char *p;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if ((p = ms_path_join(dir, e->d_name)) != NULL)
+            unlink(p);
+        free(p);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+int reg_hfdir_import(manifest **out, store_txn *t, const manifest *m, int modelpack_st, const registry_opts *o)
+{
+    store *s = store_txn_store(t);
+    import_opts io = { .quiet = o->quiet };
+    size_t n_weights = 0;
+    char *dir;
+    int rc = 0;
+
+    *out = NULL;
+    for (size_t i = 0; i < m->n_layers; i++)
+        n_weights += reg_hfdir_weight(&m->layers[i], modelpack_st) != 0;
+    if (!(dir = ms_strdup_printf("%s/tmp/%d-hf-%.16s", store_home(s), (int)getpid(), blob_digest_hex(m->config.digest))))
+        return ms_err(MS_ENOMEM, "out of memory");
+    dir_remove(dir);   /* a leftover of this pid's earlier try */
+    if (mkdir(dir, 0700) != 0) {
+        rc = ms_err_os("%s: mkdir", dir);
+        free(dir);
+        return rc;
+    }
+    for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
+        const manifest_layer *l = &m->layers[i];
+        if (reg_hfdir_weight(l, modelpack_st))
+            /* one safetensors layer without a path is the directory's model.safetensors */
+            rc = link_layer(s, dir, l, n_weights == 1 ? "model.safetensors" : NULL);
+        else if (is_file(l))
+            rc = link_layer(s, dir, l, NULL);
+        else if (is_archive(l)) {
+            blob_view v = { 0 };
+            dir_fill f = { .dir = dir, .what = "config archive" };
+            if ((rc = store_blob_open(&v, s, l->digest)) == 0) {
+                f.data = v.data;
+                rc = reg_tar_scan(v.data, v.size, f.what, 0, archive_file, &f);
+            }
+            blob_close(&v);
+            if (rc < 0)
+                ms_err_ctx("layer %s (%s)", l->digest, l->media_type);
+        }
+    }
+    if (rc == 0)
+        rc = import_hf_manifest(out, t, dir, "model", &io);
+    if (rc == 0)
+        rc = store_txn_flush(t);   /* the import read the links: the blobs go nowhere before this */
+    if (rc < 0) {
+        manifest_free(*out);
+        *out = NULL;
+    }
+    dir_remove(dir);
+    free(dir);
+    return rc;
+}
+
+int reg_hfdir_kept(store *s, const manifest *m, int modelpack_st)
+{
+    for (size_t i = 0; i < m->n_layers; i++) {
+        const manifest_layer *l = &m->layers[i];
+        if (reg_hfdir_weight(l, modelpack_st) && !store_blob_intact(s, l->digest, l->size))
+            return ms_err(MS_EUNSUPPORTED,
+                          "layer %s (%s): the artifact's safetensors files are not kept (their tensors are stored as "
+                          "tensor blobs) and cannot be written again as they were yet; push with --format oci",
+                          l->digest, l->media_type);
+    }
+    return 0;
+}
