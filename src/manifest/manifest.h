@@ -74,6 +74,9 @@
 /* A received tar weight layer without the file's bytes (registry/tar.c), named by the tar's
  * digest: the frame that the exported file goes back into when push sends the tar again. */
 #define MT_TAR_FRAME "application/vnd.mstore.tar.frame"
+/* A received safetensors file's header (registry/hfdir.c), named by the file's digest: with the
+ * tensor blobs it names, the file again, byte for byte. */
+#define MT_ST_FRAME "application/vnd.mstore.safetensors.frame"
 
 #define MANIFEST_MAX_BYTES (64u << 20)   /* refuse larger manifests before parsing */
 #define MANIFEST_MAX_LAYERS 1000000

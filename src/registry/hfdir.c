@@ -9,9 +9,12 @@
  * weight config raw or tar). The pull puts the directory back together under tmp/ (a symbolic
  * link to each stored blob, the archive's files written out) and imports it as `mstore import
  * DIR` would (import_hf_manifest): the tensors land in the blobs a plain import of the same
- * directory stores. The safetensors blobs are then released (reg_ollama_release): their
- * tensors are stored once. A push of the manifest as received would need those files, which
- * are not rebuilt yet, so it is refused (reg_hfdir_kept).
+ * directory stores. A safetensors file whose tensors are those blobs' bytes, one after the other
+ * (what the importer stores from an unquantized file), is kept as its header only (a
+ * MT_ST_FRAME layer): the header and the tensor blobs give the file back byte for byte, so the
+ * file blob is released (reg_ollama_release) and a push of the manifest as received rebuilds it
+ * (reg_hfdir_rebuild). A file that is not so (bytes between tensors, tensors the importer
+ * combined) stays stored whole, a layer of the model.
  *
  * Only the directory's top level is read, as the importer reads it: a file in a subdirectory
  * (a diffusers model's text_encoder/) is left out, and a model that needs one fails the import
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "format/format.h"
 #include "import/import.h"
 #include "registry/registry_int.h"
 
@@ -136,6 +140,78 @@ static void dir_remove(const char *dir)
     rmdir(dir);
 }
 
+/* The bytes of tensor `name` as model manifest `k` stores it (its own tensor blob), checked
+ * against dtype and size: *data within *view (the caller closes it and frees *f). */
+static int tensor_bytes(const uint8_t **data, blob_view *view, st_file **f, store *s, const manifest *k,
+                        const st_tensor *want)
+{
+    const manifest_layer *l = manifest_layer_find(k, MT_TENSOR, want->name);
+    const st_tensor *t;
+    int rc;
+
+    *f = NULL;
+    if (!l)
+        return ms_err(MS_ENOTFOUND, "tensor '%s': no tensor blob of that name", want->name);
+    if ((rc = store_blob_open(view, s, l->digest)) < 0 ||
+        (rc = st_parse(f, view->data, view->size, view->size, 0, l->digest)) < 0)
+        return rc;
+    if (!(t = st_find(*f, want->name)) || t->dtype != want->dtype || t->nbytes != want->nbytes)
+        return ms_err(MS_EMISMATCH, "tensor '%s': blob %s holds it otherwise", want->name, l->digest);
+    *data = t->data;
+    return 0;
+}
+
+/* 1 when safetensors file `l` (stored) is its header followed by the bytes of k's tensor blobs,
+ * in order, nothing between: then its header is all that needs keeping. */
+static int frame_fits(store *s, const manifest *k, const manifest_layer *l, st_file **hdr, blob_view *v)
+{
+    uint64_t at;
+    int rc;
+
+    if ((rc = store_blob_open(v, s, l->digest)) < 0 || (rc = st_parse(hdr, v->data, v->size, v->size, 0, l->digest)) < 0)
+        return rc;
+    at = st_data_start(*hdr);
+    for (size_t i = 0; i < st_count(*hdr); i++) {
+        const st_tensor *t = st_at(*hdr, i);
+        const uint8_t *data;
+        blob_view tv = { 0 };
+        st_file *tf = NULL;
+        int same;
+        if (t->offset != at)
+            return 0;
+        same = tensor_bytes(&data, &tv, &tf, s, k, t) == 0 && !memcmp(data, t->data, (size_t)t->nbytes);
+        st_free(tf);
+        blob_close(&tv);
+        if (!same)
+            return 0;
+        at += t->nbytes;
+    }
+    return at == v->size;
+}
+
+/* Safetensors file `l` kept in `k`: as its header (MT_ST_FRAME) when that and the tensor blobs
+ * give it back, else whole. */
+static int weight_keep(manifest *k, store_txn *t, const manifest_layer *l)
+{
+    store *s = store_txn_store(t);
+    st_file *hdr = NULL;
+    blob_view v = { 0 };
+    ms_digest d;
+    int rc;
+
+    ms_err_clear();
+    if ((rc = frame_fits(s, k, l, &hdr, &v)) > 0) {
+        rc = store_txn_blob_put(t, d, v.data, (size_t)st_data_start(hdr));
+        if (rc == 0)
+            rc = manifest_layer_add(k, MT_ST_FRAME, d, st_data_start(hdr), l->digest);
+    } else if (rc == 0) {
+        rc = manifest_layer_add(k, l->media_type, l->digest, l->size, l->filepath);
+    }
+    st_free(hdr);
+    blob_close(&v);
+    return rc < 0 ? ms_err_ctx("layer %s", l->digest) : 0;
+}
+
 int reg_hfdir_import(manifest **out, store_txn *t, const manifest *m, int modelpack_st, const registry_opts *o)
 {
     store *s = store_txn_store(t);
@@ -178,6 +254,9 @@ int reg_hfdir_import(manifest **out, store_txn *t, const manifest *m, int modelp
         rc = import_hf_manifest(out, t, dir, "model", &io);
     if (rc == 0)
         rc = store_txn_flush(t);   /* the import read the links: the blobs go nowhere before this */
+    for (size_t i = 0; rc == 0 && i < m->n_layers; i++)
+        if (reg_hfdir_weight(&m->layers[i], modelpack_st))
+            rc = weight_keep(*out, t, &m->layers[i]);
     if (rc < 0) {
         manifest_free(*out);
         *out = NULL;
@@ -187,15 +266,71 @@ int reg_hfdir_import(manifest **out, store_txn *t, const manifest *m, int modelp
     return rc;
 }
 
-int reg_hfdir_kept(store *s, const manifest *m, int modelpack_st)
+/* Safetensors file `l` written again into `t` from its frame (header) in `model` and the tensor
+ * blobs it names, its digest checked. */
+static int weight_rebuild(store_txn *t, const manifest *model, const manifest_layer *l)
 {
-    for (size_t i = 0; i < m->n_layers; i++) {
-        const manifest_layer *l = &m->layers[i];
-        if (reg_hfdir_weight(l, modelpack_st) && !store_blob_intact(s, l->digest, l->size))
-            return ms_err(MS_EUNSUPPORTED,
-                          "layer %s (%s): the artifact's safetensors files are not kept (their tensors are stored as "
-                          "tensor blobs) and cannot be written again as they were yet; push with --format oci",
-                          l->digest, l->media_type);
+    store *s = store_txn_store(t);
+    const manifest_layer *fl = manifest_layer_find(model, MT_ST_FRAME, l->digest);
+    blob_view fv = { 0 };
+    st_file *hdr = NULL;
+    blob_writer *w = NULL;
+    ms_digest d;
+    int rc;
+
+    if (!fl)
+        return ms_err(MS_EUNSUPPORTED,
+                      "layer %s (%s): the safetensors file is not kept, nor its header to write it again; push "
+                      "with --format oci",
+                      l->digest, l->media_type);
+    if ((rc = store_blob_open(&fv, s, fl->digest)) < 0 ||
+        (rc = st_parse(&hdr, fv.data, fv.size, l->size, ST_HEADER_ONLY, fl->digest)) < 0 ||
+        (rc = store_txn_blob_open(t, &w)) < 0)
+        goto done;
+    rc = blob_writer_write(w, fv.data, fv.size);
+    for (size_t i = 0; rc == 0 && i < st_count(hdr); i++) {
+        const uint8_t *data;
+        blob_view tv = { 0 };
+        st_file *tf = NULL;
+        if ((rc = tensor_bytes(&data, &tv, &tf, s, model, st_at(hdr, i))) == 0)
+            rc = blob_writer_write(w, data, (size_t)st_at(hdr, i)->nbytes);
+        st_free(tf);
+        blob_close(&tv);
     }
+    if (rc == 0) {
+        rc = store_txn_blob_add(t, d, NULL, w, l->digest);
+        w = NULL;
+    }
+done:
+    if (w)
+        blob_writer_abort(w);
+    st_free(hdr);
+    blob_close(&fv);
+    return rc < 0 ? ms_err_ctx("rebuilding layer %s", l->digest) : 0;
+}
+
+int reg_hfdir_rebuild(store_txn **t_out, store *s, const model_name *name, const manifest *m, int modelpack_st)
+{
+    store_model *sm = NULL;
+    store_txn *t = NULL;
+    int rc = 0;
+
+    *t_out = NULL;
+    for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
+        const manifest_layer *l = &m->layers[i];
+        if (!reg_hfdir_weight(l, modelpack_st) || store_blob_intact(s, l->digest, l->size))
+            continue;
+        if (!t && ((rc = store_model_open(&sm, s, name)) < 0 || (rc = store_txn_begin(&t, s)) < 0))
+            break;
+        rc = weight_rebuild(t, store_model_manifest(sm), l);
+    }
+    if (rc == 0 && t)
+        rc = store_txn_flush(t);
+    store_model_close(sm);
+    if (rc < 0) {
+        store_txn_abort(t);
+        return rc;
+    }
+    *t_out = t;
     return 0;
 }

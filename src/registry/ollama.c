@@ -665,7 +665,7 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
 
     *t_out = NULL;
     if ((rc = safetensors_artifact(s, m)) != 0)
-        return rc < 0 ? rc : reg_hfdir_kept(s, m, rc == 2);
+        return rc < 0 ? rc : reg_hfdir_rebuild(t_out, s, name, m, rc == 2);
     if (!l || store_blob_intact(s, l->digest, l->size))
         return 0;
     if (gguf_layers(m) > 1)

@@ -219,12 +219,15 @@ int reg_tar_wrap(const char *dst, const char *src, uint64_t size, const uint8_t 
 /* hfdir.c: safetensors artifacts (DMR's, ModelPack's with format safetensors: modelpack_st).
  * reg_hfdir_weight: 1 when `l` is one of the directory's safetensors files. reg_hfdir_import:
  * the directory put back together under tmp/ from the stored layers and imported into `t`
- * (import_hf_manifest), *out its manifest. reg_hfdir_kept: MS_EUNSUPPORTED when a safetensors
- * layer of received manifest `m` is no longer stored (push cannot send it as it was). */
+ * (import_hf_manifest), *out its manifest, each safetensors file kept as its header (when that
+ * and the tensor blobs give it back) or whole. reg_hfdir_rebuild: the safetensors files of
+ * received manifest `m` that are not stored, written again from model `name`'s headers and
+ * tensor blobs into *t_out (NULL when none was missing), as reg_source_materialize does for a
+ * GGUF; MS_EUNSUPPORTED when one was kept neither way. */
 int reg_hfdir_weight(const manifest_layer *l, int modelpack_st);
 /* 1 when `m` has the directory's config.json, as a layer or in a config archive. */
 int reg_hfdir_has_config(const manifest *m);
 int reg_hfdir_import(manifest **out, store_txn *t, const manifest *m, int modelpack_st, const registry_opts *o);
-int reg_hfdir_kept(store *s, const manifest *m, int modelpack_st);
+int reg_hfdir_rebuild(store_txn **t_out, store *s, const model_name *name, const manifest *m, int modelpack_st);
 
 #endif

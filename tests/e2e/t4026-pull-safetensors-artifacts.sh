@@ -3,9 +3,10 @@
 # Model Runner writes it now (config v0.2, a layer per file), as it wrote it before (config v0.1,
 # the other files in one config tar) and as a CNCF ModelPack (format safetensors). Each pull puts
 # the directory back together and imports it: the same tensor blobs as `mstore import DIR` (the
-# safetensors files themselves not kept), greedy text as the directory's. A push of the
-# manifest as received is refused, saying why; `--format oci` pushes. A file path that leaves
-# the directory, or two layers of one path, refuse the pull with the index unchanged.
+# safetensors files themselves not kept, only their headers), greedy text as the directory's. A
+# push of the manifest as received sends the same digest, the files rebuilt byte for byte;
+# `--format oci` sends the store's own form. A path into another directory is left out; two
+# layers of one path refuse the pull with the index unchanged.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_registry.sh"
 
@@ -36,7 +37,34 @@ for kind in dmr2 dmr1 modelpack; do
     [ "$out" = "$want" ] || fail "$kind: the pulled model answers '$out', the directory '$want'"
     [ -z "$(ls "$MSTORE_HOME/tmp" | grep -v '^pull$' || true)" ] || fail "$kind: tmp/ not empty: $(ls "$MSTORE_HOME/tmp")"
 done
-expect_fail 1 "push with --format oci" mstore push --insecure "$REG_HOST/st/dmr2:v1" "$REG_HOST/back/dmr2:v1"
+# Pushed as received, each to a fresh repository: the same manifest digest, and the safetensors
+# files written again from their headers and the tensor blobs, byte for byte.
+for kind in dmr2 dmr1 modelpack; do
+    mdigest="sha256:$(sha256sum "$WORK/$kind/manifest.json" | cut -d' ' -f1)"
+    expect_ok mstore push --insecure "$REG_HOST/st/$kind:v1" "$REG_HOST/back/$kind:v1"
+    contains "$out" "$mdigest"
+    for f in "$WORK"/hf/*.safetensors; do
+        d="sha256:$(sha256sum "$f" | cut -d' ' -f1)"
+        got=$(curl -sSf "http://$REG_HOST/v2/back/$kind/blobs/$d" | sha256sum | cut -d' ' -f1)
+        [ "sha256:$got" = "$d" ] || fail "$kind: the registry's copy of $f hashes to sha256:$got"
+        [ ! -e "$MSTORE_HOME/blobs/sha256-${d#sha256:}" ] || fail "$kind: the rebuilt $f is still stored after the push"
+    done
+done
+# A file with bytes after its last tensor is no header + tensor blobs: it stays stored whole, and
+# the push sends it as it is.
+cp -r "$WORK/hf" "$WORK/hf-tail"
+printf 'trailing' >>"$WORK/hf-tail/model-00002-of-00002.safetensors"
+hf_artifact "$WORK/tail" "$WORK/hf-tail" dmr2
+mdigest=$(curl_push "$WORK/tail" st/tail v1)
+expect_ok mstore pull --insecure "$REG_HOST/st/tail:v1"
+tail_digest=$(sha256sum "$WORK/hf-tail/model-00002-of-00002.safetensors" | cut -d' ' -f1)
+[ -e "$MSTORE_HOME/blobs/sha256-$tail_digest" ] || fail "the file with trailing bytes was not kept whole"
+expect_ok mstore run "$REG_HOST/st/tail:v1" "some prompt" --raw --temp 0 -n 8 --seed 1
+[ "$out" = "$want" ] || fail "tail: the pulled model answers '$out', the directory '$want'"
+expect_ok mstore push --insecure "$REG_HOST/st/tail:v1" "$REG_HOST/back/tail:v1"
+contains "$out" "$mdigest"
+[ -e "$MSTORE_HOME/blobs/sha256-$tail_digest" ] || fail "the push released a file the model keeps"
+
 expect_ok mstore push --insecure --format oci "$REG_HOST/st/dmr2:v1" "$REG_HOST/back/oci:v1"
 expect_ok mstore pull --insecure "$REG_HOST/back/oci:v1"
 expect_ok mstore run "$REG_HOST/back/oci:v1" "some prompt" --raw --temp 0 -n 8 --seed 1
