@@ -35,7 +35,7 @@
 #include "registry/registry_int.h"
 
 #define JSON_MAX_BYTES (16u << 20)
-#define MP_GGUF_PATH "model.gguf"   /* the GGUF's path inside the ModelPack tar layer */
+#define MP_GGUF_PATH "model.gguf"   /* the GGUF's path: in the ModelPack tar, and DMR's annotation */
 
 static int layer_json(json_t **out, store_model *sm, const manifest_layer *l)
 {
@@ -284,6 +284,19 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
         }
         if (rc < 0)
             goto done;
+    }
+    /* the file each layer is, as `docker model package` annotates it (its unpacking names the
+     * files by these paths) */
+    for (size_t i = 0, lic = 0; i < m->n_layers; i++) {
+        const char *mt = m->layers[i].media_type;
+        m->layers[i].filepath = !strcmp(mt, MT_DMR_GGUF)      ? strdup(MP_GGUF_PATH)
+                                : !strcmp(mt, MT_DMR_LICENSE) ? (lic++ ? ms_strdup_printf("LICENSE.%zu", lic)
+                                                                       : strdup("LICENSE"))
+                                                              : strdup("template.jinja");
+        if (!m->layers[i].filepath) {
+            rc = ms_err(MS_ENOMEM, "out of memory");
+            goto done;
+        }
     }
 serialize:
     if ((rc = store_txn_flush(t)) < 0 || (rc = manifest_serialize(bytes_out, len_out, m)) < 0)

@@ -50,6 +50,8 @@ types = [l["mediaType"] for l in m["layers"]]
 assert types == ["application/vnd.docker.ai.gguf.v3", "application/vnd.docker.ai.license",
                  "application/vnd.docker.ai.chat.template.jinja"], types
 assert m["layers"][0]["digest"] == sys.argv[2], m["layers"][0]
+paths = [l["annotations"]["org.cncf.model.filepath"] for l in m["layers"]]
+assert paths == ["model.gguf", "LICENSE", "template.jinja"], paths
 get = lambda d: urllib.request.urlopen(sys.argv[3] + d).read()
 c = json.loads(get(m["config"]["digest"]))
 cc = c["config"]
