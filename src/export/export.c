@@ -228,11 +228,42 @@ static void partials_clean(const char *out_path)
     free(dir);
 }
 
+/* Write e's body (its header, then the tensors at the header's offsets) to `out_path` through a
+ * "<out>.partial.<pid>" temp file; res gets the digest and size. */
+static int exporter_write(exporter *e, uint64_t file_size, const char *out_path, export_result *res)
+{
+    ms_atomic out = { .fd = -1 };
+    char *tmp = NULL;
+    int rc;
+
+    partials_clean(out_path);
+    if (!(tmp = ms_strdup_printf("%s.partial.%ld", out_path, (long)getpid())) || !(e->hash = blob_hash_new())) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* the temp name is "<out>.partial.<pid>", the pattern partials_clean looks for */
+    if ((rc = ms_atomic_open(&out, out_path, tmp, 0644)) < 0)
+        goto done;
+    e->fd = out.fd;
+    if ((rc = body_write(e, file_size)) < 0) {
+        ms_err_ctx("%s", out.tmp);
+        goto done;
+    }
+    e->fd = -1;
+    if ((rc = ms_atomic_commit(&out)) < 0)
+        goto done;
+    blob_hash_final(res->digest, e->hash);
+    e->hash = NULL;
+    res->nbytes = e->written;
+done:
+    ms_atomic_abort(&out);   /* after an error: closes the fd and removes the partial file */
+    free(tmp);
+    return rc;
+}
+
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res)
 {
     exporter e = { .fd = -1 };
-    ms_atomic out = { .fd = -1 };
-    char *tmp = NULL;
     json_t *config = NULL, *src;
     const uint8_t *cfg;
     size_t cfg_len;
@@ -261,33 +292,37 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
         goto done;
     }
     file_size = (uint64_t)json_integer_value(json_object_get(src, "size"));
-    if ((rc = layers_open(&e)) < 0)
+    if ((rc = layers_open(&e)) < 0 || (rc = exporter_write(&e, file_size, out_path, res)) < 0)
         goto done;
-    partials_clean(out_path);
-    if (!(tmp = ms_strdup_printf("%s.partial.%ld", out_path, (long)getpid())) || !(e.hash = blob_hash_new())) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto done;
-    }
-    /* the temp name is "<out>.partial.<pid>", the pattern partials_clean looks for */
-    if ((rc = ms_atomic_open(&out, out_path, tmp, 0644)) < 0)
-        goto done;
-    e.fd = out.fd;
-    if ((rc = body_write(&e, file_size)) < 0) {
-        ms_err_ctx("%s", out.tmp);
-        goto done;
-    }
-    e.fd = -1;
-    if ((rc = ms_atomic_commit(&out)) < 0)
-        goto done;
-    blob_hash_final(res->digest, e.hash);
-    e.hash = NULL;
-    res->nbytes = e.written;
     res->identical = json_is_string(json_object_get(src, "digest")) &&
                      strcmp(json_string_value(json_object_get(src, "digest")), res->digest) == 0;
 done:
-    ms_atomic_abort(&out);   /* after an error: closes e.fd and removes the partial file */
-    free(tmp);
     json_decref(config);
+    exporter_free(&e);
+    return rc;
+}
+
+int export_gguf_shard(store *s, const model_name *name, const uint8_t *header, size_t header_len, uint64_t file_size,
+                      const char *out_path, export_result *res)
+{
+    exporter e = { .fd = -1 };
+    int rc;
+
+    memset(res, 0, sizeof *res);
+    if ((rc = store_model_open(&e.sm, s, name)) < 0)
+        goto done;
+    e.m = store_model_manifest(e.sm);
+    if ((rc = layers_open(&e)) < 0)
+        goto done;
+    /* the shard's own header in place of the model's, zeros between its tensors */
+    gguf_close(e.header);
+    e.header = NULL;
+    e.gaps = NULL;
+    if ((rc = gguf_open_buf(&e.header, header, header_len, GGUF_HEADER_ONLY, "shard header")) < 0 ||
+        (rc = exporter_write(&e, file_size, out_path, res)) < 0)
+        goto done;
+    res->identical = 0;
+done:
     exporter_free(&e);
     return rc;
 }

@@ -22,5 +22,11 @@ typedef struct export_result {
  * the vocabulary from a byte-level BPE tokenizer.json (else "no_vocab"). MS_ENOTFOUND,
  * MS_EUNSUPPORTED (MLX-quantized tensors, expert packs, other architectures), MS_EIO. */
 int export_gguf(store *s, const model_name *name, const char *out_path, export_result *res);
+/* One shard of a GGUF split by gguf-split, written again from model `name`: `header` (its
+ * header_len bytes up to the data section, as the shard had it) followed by the tensors it
+ * names, taken from the model's blobs, zeros between them, `file_size` bytes in all. For a
+ * model pulled as shards, whose push sends them as they came (registry/ollama.c). */
+int export_gguf_shard(store *s, const model_name *name, const uint8_t *header, size_t header_len, uint64_t file_size,
+                      const char *out_path, export_result *res);
 
 #endif

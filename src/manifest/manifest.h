@@ -77,6 +77,9 @@
 /* A received safetensors file's header (registry/hfdir.c), named by the file's digest: with the
  * tensor blobs it names, the file again, byte for byte. */
 #define MT_ST_FRAME "application/vnd.mstore.safetensors.frame"
+/* A received GGUF shard's header, up to its data section, named by the shard's digest: with the
+ * model's tensor blobs, the shard again (export_gguf_shard). */
+#define MT_GGUF_SHARD "application/vnd.mstore.gguf.shard.header"
 
 #define MANIFEST_MAX_BYTES (64u << 20)   /* refuse larger manifests before parsing */
 #define MANIFEST_MAX_LAYERS 1000000

@@ -128,6 +128,12 @@ static const char *store_media_type(const char *mt)
     return !strcmp(mt, MT_DMR_CHAT_TEMPLATE) ? MT_TEMPLATE : !strcmp(mt, MT_DMR_LICENSE) ? MT_OLLAMA_LICENSE : mt;
 }
 
+static int cmp_offset(const void *a, const void *b)
+{
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
 /* The one file of a weight tar (tar.c): where its bytes are. */
 typedef struct tar_one {
     uint64_t off, size;
@@ -227,6 +233,51 @@ done:
     free(f);
     blob_close(&v);
     return rc;
+}
+
+/* GGUF shard `l` (a raw layer, stored) kept in `d`: as its header (MT_GGUF_SHARD) when the rest
+ * is its tensors with zeros between them, which export_gguf_shard writes again from the tensor
+ * blobs (what gguf-split writes); else whole, so that push still has it. */
+static int shard_keep(manifest *d, store_txn *t, const manifest_layer *l)
+{
+    blob_view v = { 0 };
+    gguf_file *g = NULL;
+    const gguf_tensor **by = NULL;
+    ms_digest digest;
+    uint64_t at, base;
+    size_t n;
+    int rc, zeros = 1;
+
+    if ((rc = store_blob_open(&v, store_txn_store(t), l->digest)) < 0 ||
+        (rc = gguf_open_buf(&g, v.data, v.size, 0, l->digest)) < 0)
+        goto done;
+    n = gguf_tensor_count(g);
+    if (!(by = calloc(n ? n : 1, sizeof *by))) {
+        rc = ms_err(MS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < n; k++)
+        by[k] = gguf_tensor_at(g, k);
+    qsort(by, n, sizeof *by, cmp_offset);
+    base = at = gguf_data_offset(g);
+    for (size_t k = 0; zeros && k <= n; k++) {
+        uint64_t to = k < n ? base + by[k]->offset : v.size;
+        for (; zeros && at < to; at++)
+            zeros = v.data[at] == 0;
+        if (k < n)
+            at = base + by[k]->offset + by[k]->nbytes;
+    }
+    if (zeros) {
+        if ((rc = store_txn_blob_put(t, digest, v.data, (size_t)base)) == 0)
+            rc = manifest_layer_add(d, MT_GGUF_SHARD, digest, base, l->digest);
+    } else {
+        rc = manifest_layer_add(d, l->media_type, l->digest, l->size, NULL);
+    }
+done:
+    free(by);
+    gguf_close(g);
+    blob_close(&v);
+    return rc < 0 ? ms_err_ctx("layer %s", l->digest) : 0;
 }
 
 /* Not a layer the GGUF split makes, so not one prior_split reuses. */
@@ -570,6 +621,8 @@ int reg_ollama_derive(manifest **out, store_txn *t, const manifest *m, const reg
         const manifest_layer *l = &m->layers[i];
         if (is_tar(l) && (rc = tar_frame_keep(d, t, l)) < 0)
             goto done;
+        if (n_gguf > 1 && !is_tar(l) && is_whole_gguf(l) && (rc = shard_keep(d, t, l)) < 0)
+            goto done;
         if (!is_whole_gguf(l) && !reg_hfdir_weight(l, 0) &&
             (rc = manifest_layer_add(d, store_media_type(l->media_type), l->digest, l->size, l->name)) < 0)
             goto done;
@@ -629,6 +682,49 @@ int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
     return 0;
 }
 
+/* The GGUF shards of received manifest `m` that are not stored, written again from their headers
+ * (shard_keep) and model `name`'s tensor blobs into *t_out, each checked against its digest. */
+static int shards_rebuild(store_txn **t_out, store *s, const model_name *name, const manifest *m)
+{
+    store_model *sm = NULL;
+    store_txn *t = NULL;
+    char path[4200];
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i < m->n_layers; i++) {
+        const manifest_layer *l = &m->layers[i], *h;
+        blob_view hv = { 0 };
+        export_result res;
+        ms_digest got;
+        if (!is_whole_gguf(l) || store_blob_intact(s, l->digest, l->size))
+            continue;
+        if (!sm && ((rc = store_model_open(&sm, s, name)) < 0 || (rc = store_txn_begin(&t, s)) < 0))
+            break;
+        if (is_tar(l) || !(h = manifest_layer_find(store_model_manifest(sm), MT_GGUF_SHARD, l->digest))) {
+            rc = ms_err(MS_EUNSUPPORTED,
+                        "layer %s: a GGUF shard that is not kept, nor its header to write it again; push with "
+                        "--format oci",
+                        l->digest);
+            break;
+        }
+        snprintf(path, sizeof path, "%s/tmp/%d-shard-%s.gguf", store_home(s), (int)getpid(), blob_digest_hex(l->digest));
+        if ((rc = store_blob_open(&hv, s, h->digest)) == 0 &&
+            (rc = export_gguf_shard(s, name, hv.data, hv.size, l->size, path, &res)) == 0 &&
+            (rc = store_txn_blob_adopt(t, got, path, l->digest, NULL)) < 0)
+            unlink(path);
+        blob_close(&hv);
+        if (rc < 0)
+            ms_err_ctx("rebuilding layer %s", l->digest);
+    }
+    store_model_close(sm);
+    if (rc < 0) {
+        store_txn_abort(t);
+        return rc;
+    }
+    *t_out = t;
+    return 0;
+}
+
 /* The frame of tar layer `l` as model `name` keeps it (tar_frame_keep): *head / *tail the bytes
  * before and after the file, *size the file's size, in *view (the caller closes it). */
 static int frame_find(blob_view *view, size_t *head, uint64_t *size, store *s, const model_name *name,
@@ -666,13 +762,10 @@ int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, 
     *t_out = NULL;
     if ((rc = safetensors_artifact(s, m)) != 0)
         return rc < 0 ? rc : reg_hfdir_rebuild(t_out, s, name, m, rc == 2);
+    if (l && gguf_layers(m) > 1)
+        return shards_rebuild(t_out, s, name, m);
     if (!l || store_blob_intact(s, l->digest, l->size))
         return 0;
-    if (gguf_layers(m) > 1)
-        return ms_err(MS_EUNSUPPORTED,
-                      "layer %s: the manifest as received has %zu GGUF shards, which are not kept and cannot be "
-                      "cut again as they were; push with --format oci",
-                      l->digest, gguf_layers(m));
     if ((rc = store_txn_begin(&t, s)) < 0)
         return ms_err_ctx("rebuilding layer %s", l->digest);
     /* export_gguf writes atomically under its own temp name next to `path`; adopting it from

@@ -3,8 +3,8 @@
 # application/vnd.cncf.model.config.v1+json with format gguf) whose weight is the GGUF as a raw
 # layer: the pull splits it into the tensor blobs of a plain import of the file (the GGUF not
 # kept), greedy text as the file's, export byte for byte, a push sends the received manifest
-# back with the same digest. Raw GGUF shards are the one model; a ModelPack of another format
-# (safetensors) is kept as received, its weight layer untouched.
+# back with the same digest. Raw GGUF shards are the one model, and push back as they came; a
+# ModelPack of safetensors without a model directory's config.json is kept as received.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_registry.sh"
 
@@ -47,10 +47,12 @@ fi
 mkdir -p "$WORK/sh"
 "$PY" "$(dirname "$0")/mkfixture.py" ggufsplit "$S260K" "$WORK/sh/model" 2 || fail "ggufsplit failed"
 modelpack_model "$WORK/mps" gguf "$WORK/sh/model-00001-of-00002.gguf,$WORK/sh/model-00002-of-00002.gguf"
-curl_push "$WORK/mps" mp/split v1 >/dev/null
+sdigest=$(curl_push "$WORK/mps" mp/split v1)
 expect_ok mstore pull --insecure "$REG_HOST/mp/split:v1"
 expect_ok mstore run "$REG_HOST/mp/split:v1" --raw "Once upon a time" --temp 0 -n 8
 [ "$out" = "$want" ] || fail "the sharded ModelPack model answers '$out', the file '$want'"
+expect_ok mstore push --insecure "$REG_HOST/mp/split:v1" "$REG_HOST/other/split:v1"
+contains "$out" "$sdigest"
 
 # format safetensors without the config.json of a model directory: nothing to import, so stored as
 # received (the weight layer kept).
