@@ -162,7 +162,7 @@ int chat_gotmpl_looks(const char *text, size_t len);
 /* Jinja (jinja_*.c): a sandboxed interpreter of the subset Hugging Face chat templates use,
  * rendered as transformers renders them (trim_blocks, lstrip_blocks; tojson as json.dumps;
  * raise_exception, strftime_now). Parse: MS_EINVALID naming the line ("chat template line 12:
- * unclosed 'for' block"), MS_EUNSUPPORTED for Jinja outside the subset (recursive loops).
+ * unclosed 'for' block").
  * Render: the context is a JSON object's text whose members are the template's variables
  * (messages, tools, add_generation_prompt, bos_token, ...); MS_EINVALID for an error the
  * template runs into or raises ("chat template line 3: Conversation roles must alternate"),
