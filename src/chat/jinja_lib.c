@@ -227,10 +227,11 @@ static int sort_compare(jctx *c, const jv *a, const jv *b, int *out)
 static int sort_items(jctx *c, jarr *a, jv *keys, int reverse)
 {
     size_t n = a->n;
-    jv *tv = n ? jinja__alloc(&c->arena, 2 * n * sizeof *tv) : NULL, *tk = tv + n;
+    jv *tv = jinja__alloc(&c->arena, 2 * n * sizeof *tv + 1), *tk;
 
-    if (n && !tv)
+    if (!tv)
         return jinja__oom(c);
+    tk = tv + n;
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
@@ -288,8 +289,7 @@ static int sort_filter(jctx *c, const jv *self, jv *args, const char **kw, size_
         keys[k].u.a->tuple = 1;
         for (const char *p = attr->u.s.p, *end = p + attr->u.s.n; p <= end;) {
             const char *e = memchr(p, ',', (size_t)(end - p));
-            jv part = jinja__str(p, e ? (size_t)(e - p) : (size_t)(end - p)), x;
-            part = strip(&part, NULL, 3);
+            jv part = jinja__str(p, e ? (size_t)(e - p) : (size_t)(end - p)), x;  /* unstripped, as jinja2 */
             if (sort_key(c, &seq.u.a->v[k], &part, case_sensitive, &x) < 0 || jinja__arr_push(c, keys[k].u.a, NULL, &x) < 0)
                 return -1;
             p = e ? e + 1 : end + 1;
