@@ -140,6 +140,29 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf_in, json_t *dtype
     return rc;
 }
 
+/* An import committed under `name`: `build`'s blobs and manifest in a transaction of their own. */
+static int import_named(store *s, int (*build)(manifest **, store_txn *, const char *, const char *, const import_opts *),
+                        const char *path, const model_name *name, const import_opts *o, ms_digest digest_out)
+{
+    manifest *m = NULL;
+    store_txn *t = NULL;
+    int rc;
+
+    if ((rc = store_txn_begin(&t, s)) < 0)
+        return rc;
+    if ((rc = build(&m, t, path, NULL, o)) == 0)
+        rc = store_txn_commit(t, name, m, digest_out);   /* ends t */
+    else
+        store_txn_abort(t);
+    manifest_free(m);
+    return rc;
+}
+
+int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out)
+{
+    return import_named(s, import_hf_manifest, dir, name, o, digest_out);
+}
+
 int import_path(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out)
 {
     ms_map m;
@@ -155,7 +178,7 @@ int import_path(store *s, const char *path, const model_name *name, const import
         magic |= (uint32_t)m.data[i] << (8 * i);
     ms_map_close(&m);
     if (is_gguf)
-        return import_gguf_file(s, path, name, o, digest_out);
+        return import_named(s, import_gguf_manifest, path, name, o, digest_out);
     return ms_err(MS_EINVALID, "%s: magic 0x%08x: not a GGUF file (0x%08x), nor a model directory", path, magic,
                   GGUF_MAGIC);
 }

@@ -449,19 +449,3 @@ done:
     gguf_close(g);
     return rc;
 }
-
-int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out)
-{
-    manifest *m = NULL;
-    store_txn *t = NULL;
-    int rc;
-
-    if ((rc = store_txn_begin(&t, s)) < 0)
-        return rc;
-    if ((rc = import_gguf_manifest(&m, t, path, NULL, o)) == 0)
-        rc = store_txn_commit(t, name, m, digest_out);   /* ends t */
-    else
-        store_txn_abort(t);
-    manifest_free(m);
-    return rc;
-}

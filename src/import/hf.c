@@ -617,20 +617,3 @@ int import_hf_manifest(manifest **out, store_txn *t, const char *dir, const char
 {
     return hf_build(out, t, dir, label ? label : dir, o);
 }
-
-int import_hf_dir(store *s, const char *dir, const model_name *name, const import_opts *o, ms_digest digest_out)
-{
-    manifest *m = NULL;
-    store_txn *t = NULL;
-    int rc;
-
-    if ((rc = store_txn_begin(&t, s)) < 0)
-        return rc;
-    if ((rc = hf_build(&m, t, dir, dir, o)) < 0) {
-        store_txn_abort(t);
-        return rc;
-    }
-    rc = store_txn_commit(t, name, m, digest_out);   /* ends t */
-    manifest_free(m);
-    return rc;
-}

@@ -76,8 +76,6 @@ int import_config_commit(store_txn *t, manifest *m, json_t *hf_config, json_t *d
 /* Add a config object as the config blob of `m` to `t` (sorted keys, compact). */
 int import_config_store(store_txn *t, manifest *m, json_t *config);
 
-/* GGUF file import (gguf.c). */
-int import_gguf_file(store *s, const char *path, const model_name *name, const import_opts *o, ms_digest digest_out);
 /* Split GGUF sets (gguf_split.c). *n_out: the split.count of `path` when it is 2 or more (a
  * shard), else 0. Merge checks the set and writes the merged GGUF to out_path. Split_file imports
  * the set whose first shard is `path` (n shards named as gguf-split names them). */

@@ -17,8 +17,8 @@
  * combined) stays stored whole, a layer of the model.
  *
  * Only the directory's top level is read, as the importer reads it: a file in a subdirectory
- * (a diffusers model's text_encoder/) is left out, and a model that needs one fails the import
- * naming what it lacks. */
+ * (a diffusers model's text_encoder/) or a hidden one is left out, and a model that needs one
+ * fails the import naming what it lacks. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -58,13 +58,11 @@ int reg_hfdir_has_config(const manifest *m)
     return 0;
 }
 
-/* A file name of the directory's top level: 0 for a path into a subdirectory (left out), -1 for
- * one that names no file (".", "..", hidden, empty). */
+/* 1 for a file name of the directory's top level that the importer may read; a path into a
+ * subdirectory, and a hidden name (".gitattributes", and so "." and ".."), are left out. */
 static int top_level(const char *p)
 {
-    if (strchr(p, '/'))
-        return 0;
-    return p[0] && p[0] != '.' ? 1 : -1;
+    return p[0] && p[0] != '.' && !strchr(p, '/');
 }
 
 typedef struct dir_fill {
@@ -79,7 +77,7 @@ static int archive_file(void *ctx, const char *path, uint64_t off, uint64_t size
     char *dst;
     int rc;
 
-    if (top_level(path) <= 0)
+    if (!top_level(path))
         return 0;
     if (size > CONFIG_FILE_MAX)
         return ms_err(MS_EUNSUPPORTED, "%s: '%s' is %llu bytes, more than a config file may have (%u)", f->what, path,
@@ -99,15 +97,13 @@ static int link_layer(store *s, const char *dir, const manifest_layer *l, const 
 {
     const char *fp = l->filepath ? l->filepath : fallback;
     char *blob = NULL, *dst = NULL, safe[256];
-    int rc, top;
+    int rc;
 
     if (!fp)
         return ms_err(MS_EINVALID, "layer %s (%s): no " MT_CNCF_FILEPATH " annotation names its file", l->digest,
                       l->media_type);
-    if ((top = top_level(fp)) <= 0)
-        return top == 0 ? 0
-                        : ms_err(MS_EINVALID, "layer %s: file path '%s' names no file", l->digest,
-                                 ms_str_safe(safe, sizeof safe, fp));
+    if (!top_level(fp))
+        return 0;
     if ((rc = store_blob_file(&blob, s, l->digest)) < 0)
         return rc;
     if (!(dst = ms_path_join(dir, fp)))

@@ -20,8 +20,12 @@
  *
  * Push: HEAD each blob, mount it from another repository of the same registry when this store
  * has seen it there, else upload it (monolithic PUT, or chunked PATCH for large blobs), then PUT
- * the manifest. The default pushes the stored manifest bytes as they are (OCI); docker format
- * rewrites the media types into the Docker v2 form that ollama-style registries expect.
+ * the manifest. The default pushes the stored manifest bytes as they are (OCI), or for a model
+ * pulled in another form (ollama, Docker Model Runner, CNCF ModelPack: ollama.c) the manifest as
+ * it was received, its whole-file layers written again from the store (export, the kept tar,
+ * GGUF-shard and safetensors headers: tar.c, hfdir.c); store_form pushes the store's own
+ * manifest instead. docker format rewrites the media types into the Docker v2 form that
+ * ollama-style registries expect; dmr and modelpack build those forms (dmr.c).
  *
  * Auth: Bearer token flow (WWW-Authenticate realm/service/scope) and Basic. Credentials are bound
  * to one registry host each, because a name's host is whoever typed the name's choice (a client

@@ -288,6 +288,7 @@ static json_t *lp_take(gen_job *j, size_t len)
         json_array_remove(j->lp_queue, 0);
     }
     j->lp_done = avail;
+    j->lp_taken += len;
     return out;
 }
 
@@ -339,12 +340,16 @@ static json_t *chunk_logprobs(const gen_job *j, json_t *o, json_t *lp)
     return o;
 }
 
-/* The answer's content (what the thinking splitter leaves of it, think.c; with logprobs the
- * splitter is off, gen_start, so this is the session's text as it comes). */
+/* The answer's content (what the thinking splitter leaves of it, think.c). After a thought the
+ * content is the end of the answer: each piece ends where the fed text does (the splitter holds
+ * nothing back once "</think>" passed), so the tokens before it, the reasoning and its tags,
+ * are dropped from the logprobs; a token that the tag and the content share is the content's. */
 static int emit_content(gen_job *j, const char *text, size_t len)
 {
     json_t *lp = NULL;
 
+    if (j->logprobs && j->think_on && j->split.opened && j->lp_fed - len > j->lp_taken)
+        json_decref(lp_take(j, j->lp_fed - len - j->lp_taken));
     if (j->logprobs && !(lp = lp_take(j, len)))
         return 1; /* out of memory: stop */
     if (gen_tools_on(j) && j->fd >= 0) { /* the whole answer is kept: its calls are read at the end */
@@ -603,12 +608,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     enum MHD_Result ret;
     int rc;
 
-    /* logprobs with the thinking splitter: which tokens are reasoning is known only as the
-     * splitter sees tags; not built, refused (think: false turns it off) */
-    if ((rc = gen_tools_check(j)) < 0 || (rc = gen_think_check(j)) < 0 ||
-        (j->logprobs && j->think_on &&
-         (rc = ms_err(MS_EUNSUPPORTED, "logprobs: not supported together with thinking yet (think: false, or "
-                                       "reasoning_effort: \"none\", turns it off)")) < 0)) {
+    if ((rc = gen_tools_check(j)) < 0 || (rc = gen_think_check(j)) < 0) {
         gen_job_free(j);
         return srv_fail(r, openai ? SRV_OPENAI : SRV_OLLAMA, rc);
     }

@@ -254,6 +254,7 @@ typedef struct gen_job {
     json_t *lp_queue; /* tokens whose text is not all emitted yet: {token, logprob, bytes,
                        * top_logprobs, text_offset} */
     size_t lp_done; /* bytes of the first queued token's text already emitted */
+    size_t lp_fed, lp_taken; /* with the thinking splitter: bytes fed to it, and bytes lp_take took */
     size_t lp_chars; /* characters of the answer's tokens so far (completions' text_offset) */
     json_t *lp_all; /* not streamed: every token reported */
     int fd; /* the stream's write end; -1 when not streaming */

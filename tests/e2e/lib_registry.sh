@@ -107,19 +107,16 @@ blob_digests() { ls "$MSTORE_HOME/blobs" | sed 's/^sha256-/sha256:/' | sort; }
 # GGUF layer, then template / params / system layers when given) in DIR: blobs as DIR/<hex>,
 # DIR/manifest.json, and DIR/blobs.txt with one "digest" per blob line.
 ollama_model() {
-    "$PY" - "$@" <<'PYEOF'
-import hashlib, json, os, sys
+    "$PY" - "$MSTORE_SRC/tests/e2e" "$@" <<'PYEOF'
+import json, os, sys
+sys.path.insert(0, sys.argv.pop(1))
+from artifact_blobs import Artifact
 d, gguf = sys.argv[1], sys.argv[2]
 tmpl = sys.argv[3] if len(sys.argv) > 3 else ""
 params = sys.argv[4] if len(sys.argv) > 4 else ""
 system = sys.argv[5] if len(sys.argv) > 5 else ""
-os.makedirs(d, exist_ok=True)
-digests = []
-def put(b, mt):
-    h = hashlib.sha256(b).hexdigest()
-    open("%s/%s" % (d, h), "wb").write(b)
-    digests.append("sha256:" + h)
-    return {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
+a = Artifact(d)
+put = a.put
 layers = [put(open(gguf, "rb").read(), "application/vnd.ollama.image.model")]
 if tmpl:
     layers.append(put(open(tmpl, "rb").read(), "application/vnd.ollama.image.template"))
@@ -133,8 +130,7 @@ cfg = {"model_format": "gguf", "model_family": "llama", "model_families": ["llam
 config = put(json.dumps(cfg).encode(), "application/vnd.docker.container.image.v1+json")
 m = {"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
      "config": config, "layers": layers}
-open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
-open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+a.write(m)
 PYEOF
 }
 
@@ -145,22 +141,16 @@ PYEOF
 # annotation, then license and Jinja chat template layers. Files as ollama_model's. GGUF may be
 # a comma-separated list of shards (model-0000i-of-0000N.gguf): one GGUF layer each, in order.
 dmr_model() {
-    "$PY" - "$@" <<'PYEOF'
-import hashlib, json, os, sys
+    "$PY" - "$MSTORE_SRC/tests/e2e" "$@" <<'PYEOF'
+import json, os, sys
+sys.path.insert(0, sys.argv.pop(1))
+from artifact_blobs import Artifact
 d, gguf = sys.argv[1], sys.argv[2]
 ctx = sys.argv[3] if len(sys.argv) > 3 else ""
 tmpl = sys.argv[4] if len(sys.argv) > 4 else ""
 lic = sys.argv[5] if len(sys.argv) > 5 else ""
-os.makedirs(d, exist_ok=True)
-digests = []
-def put(b, mt, path=None):
-    h = hashlib.sha256(b).hexdigest()
-    open("%s/%s" % (d, h), "wb").write(b)
-    digests.append("sha256:" + h)
-    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
-    if path:
-        l["annotations"] = {"org.cncf.model.filepath": path}
-    return l
+a = Artifact(d)
+put = a.put
 # GGUF as "A,B,...": the shards of a split GGUF, one layer each in that order, by their names
 ggufs = gguf.split(",")
 layers = [put(open(g, "rb").read(), "application/vnd.docker.ai.gguf.v3",
@@ -178,8 +168,7 @@ if ctx:
 config = put(json.dumps(cfg).encode(), "application/vnd.docker.ai.model.config.v0.1+json")
 m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
      "artifactType": "application/vnd.docker.ai.model.config.v0.1+json", "config": config, "layers": layers}
-open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
-open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+a.write(m)
 PYEOF
 }
 
@@ -192,21 +181,16 @@ PYEOF
 # writes one (pax headers, a time, owner names: not mstore's own form); with `astar`, each FILE
 # is already an archive and goes in as the tar layer. Files as ollama_model's.
 modelpack_model() {
-    "$PY" - "$@" <<'PYEOF'
-import hashlib, io, json, os, sys, tarfile
+    "$PY" - "$MSTORE_SRC/tests/e2e" "$@" <<'PYEOF'
+import io, json, os, sys, tarfile
+sys.path.insert(0, sys.argv.pop(1))
+from artifact_blobs import Artifact
 d, fmt, files = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 kind = sys.argv[4] if len(sys.argv) > 4 else "raw"
-os.makedirs(d, exist_ok=True)
-digests = []
+a = Artifact(d)
 def put(b, mt, path=None):
-    h = hashlib.sha256(b).hexdigest()
-    open("%s/%s" % (d, h), "wb").write(b)
-    digests.append("sha256:" + h)
-    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
-    if path:
-        l["annotations"] = {"org.cncf.model.filepath": path, "org.cncf.model.file.metadata+json":
-                            json.dumps({"name": path, "mode": 420, "size": len(b), "typeflag": 48})}
-    return l
+    meta = {"org.cncf.model.file.metadata+json": json.dumps({"name": path, "mode": 420, "size": len(b), "typeflag": 48})}
+    return a.put(b, mt, path, meta if path else None)
 def wrap(f):
     if kind == "astar":
         return open(f, "rb").read()
@@ -228,8 +212,7 @@ cfg = {"descriptor": {"name": "stories260K", "family": "llama", "createdAt": "20
 config = put(json.dumps(cfg).encode(), "application/vnd.cncf.model.config.v1+json")
 m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
      "artifactType": "application/vnd.cncf.model.manifest.v1+json", "config": config, "layers": layers}
-open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
-open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+a.write(m)
 PYEOF
 }
 
@@ -241,19 +224,13 @@ PYEOF
 # non-weight files in one application/vnd.docker.ai.vllm.config.tar), modelpack with the spec's
 # raw weight and weight-config layers and format safetensors. Files as ollama_model's.
 hf_artifact() {
-    "$PY" - "$@" <<'PYEOF'
-import hashlib, io, json, os, sys, tarfile
+    "$PY" - "$MSTORE_SRC/tests/e2e" "$@" <<'PYEOF'
+import io, json, os, sys, tarfile
+sys.path.insert(0, sys.argv.pop(1))
+from artifact_blobs import Artifact
 d, src, kind = sys.argv[1:4]
-os.makedirs(d, exist_ok=True)
-digests = []
-def put(b, mt, path=None):
-    h = hashlib.sha256(b).hexdigest()
-    open("%s/%s" % (d, h), "wb").write(b)
-    digests.append("sha256:" + h)
-    l = {"mediaType": mt, "digest": "sha256:" + h, "size": len(b)}
-    if path:
-        l["annotations"] = {"org.cncf.model.filepath": path}
-    return l
+a = Artifact(d)
+put = a.put
 names = sorted(os.listdir(src))
 weights = [n for n in names if n.endswith(".safetensors")]
 others = [n for n in names if n not in weights]
@@ -286,8 +263,7 @@ else:
     config = put(json.dumps(cfg).encode(), mt)
     m = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "config": config,
          "layers": layers}
-open(d + "/manifest.json", "wb").write(json.dumps(m).encode())
-open(d + "/blobs.txt", "w").write("\n".join(digests) + "\n")
+a.write(m)
 PYEOF
 }
 

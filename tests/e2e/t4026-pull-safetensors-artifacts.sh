@@ -5,8 +5,8 @@
 # the directory back together and imports it: the same tensor blobs as `mstore import DIR` (the
 # safetensors files themselves not kept, only their headers), greedy text as the directory's. A
 # push of the manifest as received sends the same digest, the files rebuilt byte for byte;
-# `--format oci` sends the store's own form. A path into another directory is left out; two
-# layers of one path refuse the pull with the index unchanged.
+# `--format oci` sends the store's own form. A path into another directory, or a hidden file, is
+# left out; two layers of one path refuse the pull with the index unchanged.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_registry.sh"
 
@@ -22,6 +22,8 @@ tensors() { mstore show "$1" --tensors | awk '/^Tensors/ { t = 1 } t && $NF ~ /^
 want_tensors=$(tensors direct)
 [ -n "$want_tensors" ] || fail "show --tensors listed no blob"
 
+# a packager that takes every file (as modctl does) brings the hidden ones too: left out
+printf '*.safetensors filter=lfs diff=lfs merge=lfs -text\n' >"$WORK/hf/.gitattributes"
 for kind in dmr2 dmr1 modelpack; do
     hf_artifact "$WORK/$kind" "$WORK/hf" "$kind"
     mdigest=$(curl_push "$WORK/$kind" "st/$kind" v1)
