@@ -14,7 +14,6 @@
 
 S260K=$MODELS/stories260K/stories260K.gguf
 [ -f "$S260K" ] || skip "stories260K not found under $MODELS"
-command -v curl >/dev/null || skip "no curl"
 GGUF_DIGEST="sha256:$(sha256sum "$S260K" | cut -d' ' -f1)"
 sha() { echo "sha256:$(sha256sum | cut -d' ' -f1)"; }
 registry_start
