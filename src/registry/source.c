@@ -71,8 +71,8 @@ int registry_source_blob_fd(int *fd_out, uint64_t *size_out, store *s, const cha
              * push, until `mstore gc` removes it. */
             if ((rc = reg_source_materialize(&t, s, &es[i].name, m)) == 0 &&
                 (rc = store_blob_fd(fd_out, size_out, s, digest)) == MS_ENOTFOUND)
-                rc = ms_err(MS_EUNSUPPORTED, "blob %s: named by the manifest model '%s' was received as, which rebuilds "
-                            "only its weights", digest, store_model_shown(sm));
+                rc = ms_err(MS_EUNSUPPORTED, "blob %s: model '%s' was received with it, and only its weights can be "
+                            "rebuilt", digest, store_model_shown(sm));
             store_txn_abort(t);
         }
         store_model_close(sm);

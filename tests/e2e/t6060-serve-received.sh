@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# mstore serve's read-only /v2 answers with the artifact a model was received as: a Docker Model
-# Runner artifact of stories260K and a ModelPack one (the GGUF in another tool's tar) are pulled
-# from a loopback registry (the store keeps them split, without the whole GGUF or the tar), then
-# served: the manifest by tag is the received file byte for byte under its own digest (by digest
-# both the received and the stored manifest answer); the GGUF and the tar, asked for, are
-# rebuilt (one at a time, digest checked) and served as the original files, ranged GETs too,
-# and stay under blobs/ until gc; a second home pulls the DMR model from serve and runs it as a
-# plain import of the file does; skopeo inspects and copies it; a digest no received manifest
-# names stays BLOB_UNKNOWN.
+# mstore serve's read-only /v2 answers with the artifact a model was received as: Docker Model
+# Runner artifacts of stories260K (whole, and as gguf-split's shards) and a ModelPack one (the
+# GGUF in another tool's tar) are pulled from a loopback registry (the store keeps them split,
+# without the whole GGUF, the shards or the tar), then served: the manifest by tag is the
+# received file byte for byte under its own digest (by digest both the received and the stored
+# manifest answer); the GGUF, a shard and the tar, asked for, are rebuilt (one at a time, digest
+# checked) and served as the original files, ranged GETs too, and stay under blobs/ until gc; a
+# second home pulls the DMR model from serve and runs it as a plain import of the file does;
+# skopeo inspects and copies it; a digest no received manifest names stays BLOB_UNKNOWN.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_registry.sh"
 . "$(dirname "$0")/lib_serve.sh"
@@ -26,7 +26,16 @@ cp "$S260K" "$WORK/model.gguf"
 modelpack_model "$WORK/mpt" gguf "$WORK/model.gguf" tar
 tdigest=$(curl_push "$WORK/mpt" mp/tar v1)
 tar_digest=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["layers"][0]["digest"])' "$WORK/mpt/manifest.json")
+# a DMR artifact of the GGUF cut into shards by gguf-split: the store keeps only their headers
+mkdir -p "$WORK/sh"
+$PY "$(dirname "$0")/mkfixture.py" ggufsplit "$S260K" "$WORK/sh/model" 3 || fail "ggufsplit failed"
+SH2=$WORK/sh/model-00002-of-00003.gguf
+dmr_model "$WORK/dsh" "$WORK/sh/model-00001-of-00003.gguf,$SH2,$WORK/sh/model-00003-of-00003.gguf"
+curl_push "$WORK/dsh" ai/shards latest >/dev/null
+SH2_DIGEST="sha256:$(sha256sum "$SH2" | cut -d' ' -f1)"
 expect_ok mstore pull --insecure "$REG_HOST/ai/s260k"
+expect_ok mstore pull --insecure "$REG_HOST/ai/shards"
+expect_ok mstore cp "$REG_HOST/ai/shards" library/s260k:shards
 expect_ok mstore pull --insecure "$REG_HOST/mp/tar:v1"
 expect_ok mstore cp "$REG_HOST/ai/s260k" library/s260k:dmr
 expect_ok mstore cp "$REG_HOST/mp/tar:v1" library/s260k:tar
@@ -56,6 +65,9 @@ curl -sSf -o "$WORK/g.gguf" "$V2/blobs/$GGUF_DIGEST" || fail "GET the GGUF blob"
 cmp -s "$WORK/g.gguf" "$S260K" || fail "the served GGUF differs from the file"
 curl -sSf -o "$WORK/t.tar" "$V2/blobs/$tar_digest" || fail "GET the tar blob"
 cmp -s "$WORK/t.tar" "$WORK/mpt/${tar_digest#sha256:}" || fail "the served tar differs from the received one"
+[ ! -e "$(blob_file "$SH2_DIGEST")" ] || fail "a shard is stored after the pull"
+curl -sSf -o "$WORK/sh2.gguf" "$V2/blobs/$SH2_DIGEST" || fail "GET a shard blob"
+cmp -s "$WORK/sh2.gguf" "$SH2" || fail "the served shard differs from the file"
 # gc removes the rebuilt blobs (no manifest names them); two requests at once rebuild one again.
 expect_ok mstore gc
 [ ! -e "$(blob_file "$GGUF_DIGEST")" ] || fail "gc left the rebuilt GGUF"
