@@ -122,8 +122,10 @@ static enum MHD_Result blob_get(req *r, const char *digest)
         pthread_mutex_unlock(&r->srv->rebuild_mu);
     }
     store_close(s);
-    if (rc == MS_ENOTFOUND || rc == MS_EUNSUPPORTED)
-        return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", ms_err_msg());
+    if (rc == MS_ENOTFOUND)
+        return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", digest);
+    if (rc == MS_EUNSUPPORTED) /* named by a received manifest, and not one push rebuilds either */
+        return srv_err_oci(r, 404, "BLOB_UNKNOWN", "%s", ms_err_msg());
     if (rc < 0)
         return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
     to = size ? size - 1 : 0;
