@@ -64,6 +64,7 @@ struct server {
      * whole request can make room for a new one (http.c, make_room). Guarded by conns_mu. */
     pthread_mutex_t conns_mu;
     srv_conn *conns;
+    pthread_mutex_t rebuild_mu; /* one /v2 blob rebuilt at a time (oci.c, blob_get) */
 };
 
 /* One HTTP request, from its first byte to its response. */
