@@ -102,7 +102,7 @@ static enum MHD_Result blob_get(req *r, const char *digest)
     unsigned status = 200;
     char cr[128];
     store *s = NULL;
-    int fd = -1, rc;
+    int fd = -1, rc, rebuild = 0;
 
     if (!blob_digest_valid(digest))
         return srv_err_oci(r, 400, "DIGEST_INVALID", "'%.100s' is not a sha256 digest", digest);
@@ -118,13 +118,15 @@ static enum MHD_Result blob_get(req *r, const char *digest)
     if (rc == MS_ENOTFOUND && s) {
         pthread_mutex_lock(&r->srv->rebuild_mu);
         if ((rc = store_blob_fd(&fd, &size, s, digest)) == MS_ENOTFOUND)
-            rc = registry_source_blob_fd(&fd, &size, s, digest);
+            rebuild = rc = registry_source_blob_fd(&fd, &size, s, digest);
         pthread_mutex_unlock(&r->srv->rebuild_mu);
     }
     store_close(s);
     if (rc == MS_ENOTFOUND)
         return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", digest);
-    if (rc == MS_EUNSUPPORTED) /* named by a received manifest, and not one push rebuilds either */
+    /* named by a received manifest but not rebuilt: not one push rebuilds either, or the store
+     * cannot take it (read-only, full): the blob is as unknown as a missing one, and says why */
+    if (rc < 0 && rebuild < 0)
         return srv_err_oci(r, 404, "BLOB_UNKNOWN", "%s", ms_err_msg());
     if (rc < 0)
         return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
