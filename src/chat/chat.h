@@ -211,6 +211,7 @@ int chat_think_prefilled(const char *prompt, size_t len);
 #define CHAT_THINK_HOLD 64
 typedef struct chat_think {
     int state;
+    int opened;   /* 1 once "<think>" opened the answer: its content is what follows "</think>" */
     size_t n;
     char held[CHAT_THINK_HOLD + 8];
 } chat_think;

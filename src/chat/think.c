@@ -131,6 +131,7 @@ static void put(out *o, int kind, const char *s, size_t len, int in_text)
 void chat_think_init(chat_think *s)
 {
     s->state = T_OPENING;
+    s->opened = 0;
     s->n = 0;
 }
 
@@ -154,7 +155,7 @@ static void step(chat_think *s, out *o, const char *c)
             ;
         k = s->n - lead; /* bytes after the white space */
         if (k == OPEN_LEN && !memcmp(s->held + lead, OPEN, OPEN_LEN)) {
-            s->state = T_STARTED, s->n = 0; /* the white space before the tag is dropped, as ollama does */
+            s->state = T_STARTED, s->n = 0, s->opened = 1; /* the white space before it is dropped, as ollama does */
         } else if (k < OPEN_LEN && !memcmp(s->held + lead, OPEN, k) && s->n < CHAT_THINK_HOLD) {
             /* still white space, or a cut "<think>": wait */
         } else {

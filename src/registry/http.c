@@ -61,6 +61,19 @@ CURL *reg_easy_new(void)
     return curl_easy_init();
 }
 
+/* Docker Hub is named docker.io (and index.docker.io in Docker's config.json); its
+ * distribution API answers at registry-1.docker.io, where docker and Docker Model Runner send
+ * `docker.io/ai/smollm2`. 1 for any of the three. */
+static int docker_hub(const char *host, size_t n)
+{
+    static const char *const names[] = { "docker.io", "index.docker.io", "registry-1.docker.io" };
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (n == strlen(names[i]) && !strncasecmp(host, names[i], n))
+            return 1;
+    return 0;
+}
+
 int reg_client_init(reg_client *c, const char *home, const char *host, const model_name *name,
                     const registry_opts *o, int push)
 {
@@ -69,7 +82,8 @@ int reg_client_init(reg_client *c, const char *home, const char *host, const mod
     memset(c, 0, sizeof *c);
     pthread_mutex_init(&c->mu, NULL);
     snprintf(c->host, sizeof c->host, "%s", host);
-    snprintf(c->base, sizeof c->base, "%s://%s", o->insecure ? "http" : "https", host);
+    snprintf(c->base, sizeof c->base, "%s://%s", o->insecure ? "http" : "https",
+             docker_hub(host, strlen(host)) ? "registry-1.docker.io" : host);
     snprintf(c->repo, sizeof c->repo, "%s/%s", name->namespace_, name->model);
     /* Registries refuse upper case in repository names (the distribution spec's grammar is
      * lower case); local names match whatever their case, so the wire gets them lowered. */
@@ -252,7 +266,7 @@ static const char *env_registry_host(void)
 }
 
 /* Docker's config.json keys may be URLs ("https://index.docker.io/v1/"): compare the host
- * part only, case-insensitively, as host names are. */
+ * part only, case-insensitively, as host names are; Docker Hub's names are one host. */
 static int host_key_matches(const char *key, const char *host)
 {
     size_t n;
@@ -262,7 +276,7 @@ static int host_key_matches(const char *key, const char *host)
     else if (!strncasecmp(key, "http://", 7))
         key += 7;
     n = strcspn(key, "/");
-    return n == strlen(host) && !strncasecmp(key, host, n);
+    return (n == strlen(host) && !strncasecmp(key, host, n)) || (docker_hub(key, n) && docker_hub(host, strlen(host)));
 }
 
 /* RFC 4648 base64 into *out (NUL-terminated); -1 for anything else. */

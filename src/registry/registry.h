@@ -104,6 +104,19 @@ int registry_pull(store *s, const model_name *name, const registry_opts *o, ms_d
 int registry_push(store *s, const model_name *name, const model_name *dest, const registry_opts *o,
                   ms_digest digest_out);
 
+/* For `mstore serve`'s read-only /v2 (source.c). registry_manifest_received: the manifest stored
+ * model `model` was received as, when the store keeps it in its own form (an ollama, DMR or
+ * ModelPack artifact, reg_source_swap): *bytes_out (malloc'd) its exact bytes, digest_out their
+ * digest, and 1; 0 (*bytes_out NULL) when the model is stored as received. MS_EMISMATCH when
+ * the kept bytes no longer hash to their digest. registry_source_blob_fd: blob `digest`, which
+ * the store does not keep, rebuilt as push rebuilds it (the whole GGUF by export, a ModelPack
+ * tar around it) when some stored model's received manifest names it, and opened (*fd_out,
+ * *size_out) before gc may see it; it then stays under blobs/, unnamed, until `mstore gc`.
+ * MS_ENOTFOUND when no received manifest names it, MS_EUNSUPPORTED when it is not one push
+ * can rebuild. Two calls must not rebuild one blob at once: the caller serializes them. */
+int registry_manifest_received(char **bytes_out, size_t *len_out, ms_digest digest_out, store_model *model);
+int registry_source_blob_fd(int *fd_out, uint64_t *size_out, store *s, const char *digest);
+
 /* OCI image layout directory: oci-layout, index.json (manifest descriptors annotated with
  * org.opencontainers.image.ref.name = tag), blobs/sha256/<hex>. Pull runs a registry pull's
  * steps over the directory (one skeleton, registry_int.h: reg_pull): every blob verified, the

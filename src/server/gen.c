@@ -288,6 +288,7 @@ static json_t *lp_take(gen_job *j, size_t len)
         json_array_remove(j->lp_queue, 0);
     }
     j->lp_done = avail;
+    j->lp_taken += len;
     return out;
 }
 
@@ -339,22 +340,51 @@ static json_t *chunk_logprobs(const gen_job *j, json_t *o, json_t *lp)
     return o;
 }
 
-/* The answer's content (what the thinking splitter leaves of it, think.c; with logprobs the
- * splitter is off, gen_start, so this is the session's text as it comes). */
+json_t *gen_content_chunk(gen_job *j, const char *text, size_t len)
+{
+    json_t *lp = NULL, *o;
+
+    if (j->logprobs && !(lp = lp_take(j, len)))
+        return NULL;
+    o = gen_chunk(j, text, len, 0);
+    return lp && o ? chunk_logprobs(j, o, lp) : (json_decref(lp), o);
+}
+
+void gen_logprobs_cut(gen_job *j, size_t bytes)
+{
+    size_t at = 0, i = 0;
+    json_t *e;
+
+    while ((e = json_array_get(j->lp_all, i)) && at < bytes)
+        at += json_array_size(json_object_get(e, "bytes")), i++;
+    while (json_array_size(j->lp_all) > i)
+        json_array_remove(j->lp_all, i);
+}
+
+/* The answer's content (what the thinking splitter leaves of it, think.c). After a thought the
+ * content is the end of the answer: its first piece ends where the fed text does (the splitter
+ * holds nothing back once "</think>" passed) and every byte after it is content, so the tokens
+ * before it, the reasoning and its tags, are dropped from the logprobs, once; a token that the
+ * tag and the content share is the content's. */
 static int emit_content(gen_job *j, const char *text, size_t len)
 {
     json_t *lp = NULL;
 
+    if (j->logprobs && j->think_on && j->split.opened && !j->lp_skipped) {
+        j->lp_skipped = 1;
+        if (j->lp_fed - len > j->lp_taken)
+            json_decref(lp_take(j, j->lp_fed - len - j->lp_taken));
+    }
+    /* streamed with tools, the whole answer is kept (its calls are read at the end) and its
+     * content goes out as gen_tools_stream decides, each chunk with its logprobs */
+    if (gen_tools_on(j) && j->fd >= 0)
+        return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
+    if (j->fd >= 0) { /* non-zero: the client is gone, stop */
+        json_t *o = gen_content_chunk(j, text, len);
+        return !o || gen_send_obj(j, o) < 0;
+    }
     if (j->logprobs && !(lp = lp_take(j, len)))
         return 1; /* out of memory: stop */
-    if (gen_tools_on(j) && j->fd >= 0) { /* the whole answer is kept: its calls are read at the end */
-        json_decref(lp); /* logprobs with tools are refused (srv_openai_fields) */
-        return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
-    }
-    if (j->fd >= 0) { /* non-zero: the client is gone, stop */
-        json_t *o = gen_chunk(j, text, len, 0);
-        return gen_send_obj(j, lp && o ? chunk_logprobs(j, o, lp) : (json_decref(lp), o)) < 0;
-    }
     if (lp && json_array_extend(j->lp_all, lp) < 0) {
         json_decref(lp);
         return 1;
@@ -603,12 +633,7 @@ enum MHD_Result gen_start(req *r, gen_job *j)
     enum MHD_Result ret;
     int rc;
 
-    /* logprobs with the thinking splitter: which tokens are reasoning is known only as the
-     * splitter sees tags; not built, refused (think: false turns it off) */
-    if ((rc = gen_tools_check(j)) < 0 || (rc = gen_think_check(j)) < 0 ||
-        (j->logprobs && j->think_on &&
-         (rc = ms_err(MS_EUNSUPPORTED, "logprobs: not supported together with thinking yet (think: false, or "
-                                       "reasoning_effort: \"none\", turns it off)")) < 0)) {
+    if ((rc = gen_tools_check(j)) < 0 || (rc = gen_think_check(j)) < 0) {
         gen_job_free(j);
         return srv_fail(r, openai ? SRV_OPENAI : SRV_OLLAMA, rc);
     }

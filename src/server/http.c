@@ -688,6 +688,7 @@ int server_start(server **out, const server_opts *o)
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cv, NULL);
     pthread_mutex_init(&srv->conns_mu, NULL);
+    pthread_mutex_init(&srv->rebuild_mu, NULL);
     if (!(srv->home = ms_strdup_printf("%s", o->home)) ||
         (o->api_key && *o->api_key && !(srv->api_key = ms_strdup_printf("%s", o->api_key)))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
@@ -740,6 +741,7 @@ void server_stop(server *srv)
     pthread_cond_destroy(&srv->cv);
     pthread_mutex_destroy(&srv->mu);
     pthread_mutex_destroy(&srv->conns_mu);
+    pthread_mutex_destroy(&srv->rebuild_mu);
     srv_origins_free(srv->origins);
     free(srv->home);
     free(srv->api_key);

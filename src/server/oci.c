@@ -1,7 +1,9 @@
 /* oci.c: the store as a read-only OCI distribution registry (/v2/), so that another machine can
  * `mstore pull --insecure HOST:PORT/library/NAME:TAG` and skopeo can copy from it. Blobs are
  * served by digest from blobs/ (content-addressed: a digest names its bytes wherever they are
- * used); manifests by tag through the index, or by digest. */
+ * used); manifests by tag through the index, or by digest. A model received as an ollama, DMR
+ * or ModelPack artifact and kept in the store's own form is served as it was received
+ * (registry.h: registry_manifest_received, registry_source_blob_fd). */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "registry/registry.h"
 #include "server/server_int.h"
 
 #define API_HEADER "Docker-Distribution-API-Version"
@@ -56,6 +59,11 @@ static enum MHD_Result manifest_get(req *r, const char *repo, size_t repo_len, c
      * (some other blob) is as unknown as a missing one. */
     if ((rc = store_open(&s, r->srv->home)) == 0)
         rc = strncmp(ref, "sha256:", 7) != 0 ? store_model_open(&sm, s, &n) : store_model_open_digest(&sm, s, digest);
+    /* By tag, a model kept in the store's own form answers the manifest it was received as
+     * (a Docker Model Runner, ollama or ModelPack client runs that one, not mstore's form); by
+     * digest, either manifest answers as itself. */
+    if (rc == 0 && strncmp(ref, "sha256:", 7) != 0)
+        rc = registry_manifest_received(&bytes, &len, digest, sm);
     if (rc == 0) {
         snprintf(digest, sizeof digest, "%s", store_model_digest(sm));
         kept = store_model_manifest_bytes(sm, &len);
@@ -66,6 +74,8 @@ static enum MHD_Result manifest_get(req *r, const char *repo, size_t repo_len, c
     }
     store_model_close(sm);
     store_close(s);
+    if (rc > 0)
+        rc = 0;
     if (rc == MS_ENOTFOUND || rc == MS_EINVALID)
         return srv_err_oci(r, 404, "MANIFEST_UNKNOWN", "manifest unknown: %.*s:%.100s", (int)repo_len, repo, ref);
     if (rc < 0)
@@ -92,15 +102,32 @@ static enum MHD_Result blob_get(req *r, const char *digest)
     unsigned status = 200;
     char cr[128];
     store *s = NULL;
-    int fd = -1, rc;
+    int fd = -1, rc, rebuild = 0;
 
     if (!blob_digest_valid(digest))
         return srv_err_oci(r, 400, "DIGEST_INVALID", "'%.100s' is not a sha256 digest", digest);
     if ((rc = store_open(&s, r->srv->home)) == 0)
         rc = store_blob_fd(&fd, &size, s, digest);
-    store_close(s);
-    if (rc == MS_ENOTFOUND || rc == MS_EINVALID || rc == MS_EIO) /* the digest was checked: no such file */
+    if (rc == MS_EINVALID || rc == MS_EIO) { /* the digest was checked: no such file */
+        store_close(s);
         return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", digest);
+    }
+    /* A blob of a received manifest that the store no longer keeps (the whole GGUF, the weight
+     * tar) is rebuilt as push rebuilds it, one at a time: a request waiting here for the same
+     * digest then finds it stored. It stays under blobs/ until `mstore gc`. */
+    if (rc == MS_ENOTFOUND && s) {
+        pthread_mutex_lock(&r->srv->rebuild_mu);
+        if ((rc = store_blob_fd(&fd, &size, s, digest)) == MS_ENOTFOUND)
+            rebuild = rc = registry_source_blob_fd(&fd, &size, s, digest);
+        pthread_mutex_unlock(&r->srv->rebuild_mu);
+    }
+    store_close(s);
+    if (rc == MS_ENOTFOUND)
+        return srv_err_oci(r, 404, "BLOB_UNKNOWN", "blob unknown: %s", digest);
+    /* named by a received manifest but not rebuilt: not one push rebuilds either, or the store
+     * cannot take it (read-only, full): the blob is as unknown as a missing one, and says why */
+    if (rc < 0 && rebuild < 0)
+        return srv_err_oci(r, 404, "BLOB_UNKNOWN", "%s", ms_err_msg());
     if (rc < 0)
         return srv_err_oci(r, 500, "UNKNOWN", "%s", ms_err_msg());
     to = size ? size - 1 : 0;

@@ -499,16 +499,6 @@ static int logprobs_read(gen_job *j, json_t *b, int openai, int chat)
     return 0;
 }
 
-/* logprobs with tools: the answer's calls are parsed from its text at the end, and which of
- * its tokens are content is known only then. Not built: refused. */
-static int logprobs_check(const gen_job *j)
-{
-    /* gen_tools_on's test, spelled out: fuzz_serve links request.c without tools.c */
-    if (j->logprobs && j->n_tools > 0 && j->tool_choice != GEN_TOOLS_NONE)
-        return ms_err(MS_EUNSUPPORTED, "logprobs: not supported together with tools yet");
-    return 0;
-}
-
 /* Thinking (j->think: CHAT_THINK_*; gen_think_check decides with the model):
  *   ollama: think true or false, or "low", "medium", "high": gpt-oss's levels, for a template
  *           that reads reasoning_effort (others refuse them, as ollama does)
@@ -578,8 +568,7 @@ static int parse_common(gen_job *j, json_t *b, int chat)
     if (!chat && json_object_get(b, "tools") && !json_is_null(json_object_get(b, "tools")))
         return ms_err(MS_EINVALID, "tools: only /v1/chat/completions takes tools");
     if (chat && ((rc = tool_choice_read(j, json_object_get(b, "tool_choice"))) < 0 ||
-                 (rc = tools_read(j, json_object_get(b, "tools"))) < 0 || (rc = tool_choice_check(j)) < 0 ||
-                 (rc = logprobs_check(j)) < 0))
+                 (rc = tools_read(j, json_object_get(b, "tools"))) < 0 || (rc = tool_choice_check(j)) < 0))
         return rc;
     j->mo.so.top_k = 0; /* OpenAI has no top_k: the whole vocabulary, as its API means */
     if ((rc = model_opts_from_json(&j->mo, b, NULL, 1)) < 0)
@@ -720,7 +709,7 @@ int srv_ollama_fields(gen_job *j, json_t *b, int chat, const char **prompt, cons
         return rc;
     if (chat && (rc = tools_read(j, json_object_get(b, "tools"))) < 0)
         return rc;
-    return logprobs_check(j);
+    return 0;
 }
 
 int srv_openai_fields(gen_job *j, json_t *b, int chat, const char **model)

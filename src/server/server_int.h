@@ -64,6 +64,7 @@ struct server {
      * whole request can make room for a new one (http.c, make_room). Guarded by conns_mu. */
     pthread_mutex_t conns_mu;
     srv_conn *conns;
+    pthread_mutex_t rebuild_mu; /* one /v2 blob rebuilt at a time (oci.c, blob_get) */
 };
 
 /* One HTTP request, from its first byte to its response. */
@@ -253,6 +254,8 @@ typedef struct gen_job {
     json_t *lp_queue; /* tokens whose text is not all emitted yet: {token, logprob, bytes,
                        * top_logprobs, text_offset} */
     size_t lp_done; /* bytes of the first queued token's text already emitted */
+    size_t lp_fed, lp_taken; /* with the thinking splitter: bytes fed to it, and bytes lp_take took */
+    int lp_skipped;          /* the reasoning's tokens are dropped (emit_content) */
     size_t lp_chars; /* characters of the answer's tokens so far (completions' text_offset) */
     json_t *lp_all; /* not streamed: every token reported */
     int fd; /* the stream's write end; -1 when not streaming */
@@ -329,6 +332,12 @@ json_t *gen_tool_calls_json(const gen_job *j, int openai);
 int gen_send_obj(gen_job *j, json_t *o);
 json_t *gen_chunk(const gen_job *j, const char *text, size_t len, int thinking);
 json_t *gen_delta(const gen_job *j, json_t *delta, const char *finish_reason);
+/* gen_chunk of content with the logprobs of its `len` bytes' tokens when they were asked for
+ * (the chunk streams them); NULL when out of memory. */
+json_t *gen_content_chunk(gen_job *j, const char *text, size_t len);
+/* Not streamed: keep only the logprobs of the tokens that begin in the answer's first `bytes`
+ * (its content, where tool calls follow it). */
+void gen_logprobs_cut(gen_job *j, size_t bytes);
 /* The logprobs in `list` (taken; NULL: none asked) as the job's API writes them: the array of
  * {token, logprob, bytes, top_logprobs} (ollama), {"content": that} (OpenAI chat), or
  * completions' {tokens, token_logprobs, top_logprobs, text_offset}. */

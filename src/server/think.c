@@ -84,6 +84,7 @@ int gen_think_emit(gen_job *j, const char *text, size_t len, int (*content)(gen_
 
     if (!j->think_on)
         return content(j, text, len);
+    j->lp_fed += len;   /* where the content pieces end (emit_content's logprobs) */
     return chat_think_feed(&j->split, text, len, piece, &p);
 }
 

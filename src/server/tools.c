@@ -134,8 +134,10 @@ static int send_content(gen_job *j, size_t upto)
 {
     int rc = 0;
 
-    if (upto > j->sent)
-        rc = gen_send_obj(j, gen_chunk(j, j->out.p + j->sent, upto - j->sent, 0));
+    if (upto > j->sent) {
+        json_t *o = gen_content_chunk(j, j->out.p + j->sent, upto - j->sent);
+        rc = o ? gen_send_obj(j, o) : -1;
+    }
     if (upto > j->sent)
         j->sent = upto;
     return rc;
@@ -237,8 +239,11 @@ int gen_tools_finish(gen_job *j)
     if ((rc = chat_tool_calls_parse(&j->syn, j->out.p + from, j->out.n - from, &j->calls, &j->n_calls, &clen)) < 0)
         return rc;
     j->content_len = from + clen;
-    if (!stream)
+    if (!stream) {
+        if (j->logprobs)   /* the calls' tokens are no content's */
+            gen_logprobs_cut(j, j->content_len);
         return 0;
+    }
     if (j->n_calls == 0)
         return send_content(j, j->out.n); /* not a call after all: it was content */
     if (send_content(j, j->content_len) < 0)

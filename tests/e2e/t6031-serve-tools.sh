@@ -10,7 +10,8 @@
 # and the tool's result is taken on both APIs. ollama-js chat with tools (the tiny models may
 # answer in text: well-formed either way). LangChain JS: ChatOpenAI bindTools with tool_choice
 # gives an AIMessage with tool_calls; ChatOllama bindTools a well-formed AIMessage. A model whose
-# template renders no tools is refused (400) naming that.
+# template renders no tools is refused (400) naming that. logprobs beside tools are the content's
+# tokens only (none beside forced calls).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 S260K=$MODELS/stories260K/stories260K.gguf
@@ -221,6 +222,30 @@ const N = 300;
         assert(['stop', 'length'].includes(c.finish_reason), `finish_reason ${c.finish_reason}`);
         eq(typeof c.message.content, 'string', 'content');
       }
+    });
+  }
+  // logprobs beside tools: the content's tokens, none of the calls'
+  for (const model of MODELS) {
+    await check(`${model} logprobs with tools`, async () => {
+      const base = { model, messages: ASK, tools: TOOLS, temperature: 0, logprobs: true };
+      const forced = await oa.chat.completions.create({ ...base, tool_choice: 'required', max_tokens: N });
+      eq(forced.choices[0].finish_reason, 'tool_calls', 'finish_reason');
+      eq(((forced.choices[0].logprobs || {}).content || []).length, 0, 'logprobs beside forced calls');
+      let n = 0;
+      for await (const ch of await oa.chat.completions.create({ ...base, tool_choice: 'required', max_tokens: N, stream: true }))
+        n += ((ch.choices[0] && ch.choices[0].logprobs || {}).content || []).length;
+      eq(n, 0, 'streamed logprobs beside forced calls');
+      const r = await oa.chat.completions.create({ ...base, tool_choice: 'auto', max_tokens: 30 });
+      const c = r.choices[0];
+      eq(((c.logprobs || {}).content || []).map(t => t.token).join(''), c.message.content || '', 'auto: logprobs of the content');
+      let text = '', toks = '';
+      for await (const ch of await oa.chat.completions.create({ ...base, tool_choice: 'auto', max_tokens: 30, stream: true })) {
+        const d = ch.choices[0] || {};
+        text += (d.delta && d.delta.content) || '';
+        toks += ((d.logprobs || {}).content || []).map(t => t.token).join('');
+      }
+      eq(toks, text, 'auto streamed: logprobs of the content');
+      eq(text, c.message.content || '', 'auto: streamed and whole content');
     });
   }
   // A conversation with the assistant's call and the tool's result, on both APIs.

@@ -235,5 +235,4 @@ bad 400 'top_logprobs: needs logprobs: true' $C "{$MSG, \"top_logprobs\": 3}"
 bad 400 'logprobs: expected an integer from 0 to 5' /v1/completions '{"model": "stories:260k", "prompt": "a", "logprobs": 6}'
 bad 400 'logprobs: expected true or false' /api/generate '{"model": "stories:260k", "prompt": "a", "logprobs": "x"}'
 bad 400 'top_logprobs: expected an integer from 0 to 20' /api/chat "{$MSG, \"logprobs\": true, \"top_logprobs\": 21}"
-bad 400 'logprobs: not supported together with tools yet' $C "{$MSG, \"logprobs\": true, \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\"}}}]}"
 serve_alive

@@ -11,7 +11,8 @@
 # tags say (the reasoning runs to the end: stories260K writes no "</think>"), are what
 # thinker's answers must split into. "q3" carries Qwen3's Jinja template (cut down): it thinks,
 # renders the empty block with thinking off, and, its model writing no <think>, answers all
-# content as plain ChatML ("chatml", "chatml-off") does. The splitter's own cases (tags cut across tokens, text
+# content as plain ChatML ("chatml", "chatml-off") does. With thinking on, logprobs are the
+# content's tokens only (a string constant as the `format` makes the model close the block). The splitter's own cases (tags cut across tokens, text
 # before the tag, a lone "<") are tests/unit/test_think.c's.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
@@ -169,10 +170,6 @@ for path, body, want in [
     ("/v1/chat/completions", {"model": "thinker", "messages": MSGS, "reasoning": {"effort": 3}},
      "reasoning.effort: expected"),
     ("/v1/completions", {"model": "thinker", "prompt": "x", "reasoning_effort": "low"}, "not supported on /v1/completions"),
-    # logprobs with the splitter on (a thinking model thinks unless told not to): not built
-    ("/api/chat", {"model": "thinker", "messages": MSGS, "logprobs": True}, "logprobs: not supported together with thinking"),
-    ("/v1/chat/completions", {"model": "thinker", "messages": MSGS, "logprobs": True, "reasoning_effort": "low"},
-     "logprobs: not supported together with thinking"),
 ]:
     for stream in (False, True):
         code, objs = post(path, dict(body, stream=stream))
@@ -184,6 +181,31 @@ for stream in (False, True):
     objs = ok("/api/chat", dict(model="thinker", messages=MSGS, options=OPTS, think=False, logprobs=True), stream)
     assert "".join(t["token"] for o in objs for t in o.get("logprobs") or []) == \
         "".join(o["message"]["content"] for o in objs), objs
+
+# thinking on: the logprobs are the content's tokens only. stories260K never closes the block
+# itself, so a JSON string constant (structured output) makes it write '"</think>Once upon"':
+# '"' is the reasoning, 'Once upon"' the content, and the tag's tokens belong to neither.
+CONST = {"type": "string", "const": "</think>Once upon"}
+for stream in (False, True):
+    objs = ok("/api/chat", dict(model="thinker", messages=MSGS, options=dict(OPTS, num_predict=40), logprobs=True,
+                                format=CONST), stream)
+    content = "".join(o["message"]["content"] for o in objs)
+    assert content.startswith('Once upon"'), objs
+    assert "".join(o["message"].get("thinking") or "" for o in objs) == '"', objs
+    assert "".join(t["token"] for o in objs for t in o.get("logprobs") or []) == content, objs
+    objs = ok("/v1/chat/completions", dict(model="thinker", messages=MSGS, temperature=0, max_tokens=40, logprobs=True,
+                                           reasoning_effort="low",
+                                           response_format={"type": "json_schema",
+                                                            "json_schema": {"name": "c", "schema": CONST}}), stream)
+    ch = [o["choices"][0] for o in objs]
+    content = "".join((c.get("delta") or c.get("message") or {}).get("content") or "" for c in ch)
+    assert content.startswith('Once upon"'), objs
+    assert "".join(t["token"] for c in ch for t in ((c.get("logprobs") or {}).get("content") or [])) == content, objs
+# a thinking model that writes no <think> (q3): all of it is content, and so are the logprobs
+for stream in (False, True):
+    objs = ok("/api/chat", dict(model="q3", messages=MSGS, options=OPTS, logprobs=True), stream)
+    content = "".join(o["message"]["content"] for o in objs)
+    assert content and "".join(t["token"] for o in objs for t in o.get("logprobs") or []) == content, objs
 
 # /api/show: "thinking" for the model whose template thinks, not for the others
 for model, thinks in (("thinker", True), ("q3", True), ("ref-on", False), ("chatml", False), ("stories:260k", False)):

@@ -638,6 +638,33 @@ START_TEST(ranges_sidecar_refuses_what_does_not_match_the_blob)
 }
 END_TEST
 
+/* Docker Hub: `docker.io/ai/smollm2` goes to registry-1.docker.io, with the credentials Docker's
+ * config.json keeps under https://index.docker.io/v1/. */
+START_TEST(docker_hub_names_its_api_host)
+{
+    static const char file[] = "{\"auths\": {\"https://index.docker.io/v1/\": {\"auth\": \"aHViOnB3\"}}}";
+    registry_opts o;
+    model_name n;
+    reg_client c;
+    char *p;
+
+    p = fixture_write(home, "credentials.json", file, sizeof file - 1);
+    registry_opts_init(&o);
+    ck_assert_int_eq(name_parse(&n, "docker.io/ai/smollm2"), 0);
+    ck_assert_int_eq(reg_client_init(&c, home, n.host, &n, &o, 0), 0);
+    ck_assert_str_eq(c.base, "https://registry-1.docker.io");
+    ck_assert_str_eq(c.repo, "ai/smollm2");
+    ck_assert_ptr_nonnull(c.basic);
+    ck_assert_str_eq(c.basic, "hub:pw");
+    reg_client_fini(&c);
+    ck_assert_int_eq(reg_client_init(&c, home, "docker.io.example", &n, &o, 0), 0);
+    ck_assert_str_eq(c.base, "https://docker.io.example");
+    ck_assert_ptr_null(c.basic);
+    reg_client_fini(&c);
+    free(p);
+}
+END_TEST
+
 static int tar_seen(void *ctx, const char *path, uint64_t off, uint64_t size)
 {
     uint64_t *got = ctx;
@@ -721,6 +748,7 @@ int main(void)
     tcase_add_test(tc, docker_form_rewrites_media_types_only);
     tcase_add_test(tc, ranges_sidecar_parses_its_own_format);
     tcase_add_test(tc, tar_codec_reads_what_it_writes_and_refuses_lies);
+    tcase_add_test(tc, docker_hub_names_its_api_host);
     tcase_add_loop_test(tc, ranges_sidecar_refuses_what_does_not_match_the_blob, 0,
                         sizeof bad_ranges / sizeof bad_ranges[0]);
     suite_add_tcase(s, tc);
