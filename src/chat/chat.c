@@ -180,6 +180,8 @@ static int jinja_template(chat_template *t, const char *s, size_t len)
         t->warning = NULL;
         if (strstr(s, "tools"))
             t->flags |= F_JINJA_TOOLS;
+        if (strstr(s, "reasoning_effort"))
+            t->flags |= F_JINJA_EFFORT;
     }
     return 0;
 }

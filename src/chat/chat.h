@@ -162,7 +162,7 @@ int chat_gotmpl_looks(const char *text, size_t len);
 /* Jinja (jinja_*.c): a sandboxed interpreter of the subset Hugging Face chat templates use,
  * rendered as transformers renders them (trim_blocks, lstrip_blocks; tojson as json.dumps;
  * raise_exception, strftime_now). Parse: MS_EINVALID naming the line ("chat template line 12:
- * unclosed 'for' block"), MS_EUNSUPPORTED for Jinja outside the subset (recursive loops).
+ * unclosed 'for' block").
  * Render: the context is a JSON object's text whose members are the template's variables
  * (messages, tools, add_generation_prompt, bos_token, ...); MS_EINVALID for an error the
  * template runs into or raises ("chat template line 3: Conversation roles must alternate"),
@@ -179,11 +179,22 @@ int chat_jinja_render_json(char **out, size_t *len_out, const chat_jinja *t, con
  * template that writes a message's .Thinking between <think> and </think>; a Jinja template
  * that knows </think> (Qwen3 and QwQ split it off past turns, DeepSeek-R1 likewise). */
 int chat_template_thinks(const chat_template *t);
+/* 1 when t is a Jinja template that reads reasoning_effort (gpt-oss's): it takes a request's
+ * effort level (CHAT_THINK_LOW ...) */
+int chat_template_effort(const chat_template *t);
 
-/* chat_render_tools with the request's think: 1 on, 0 off, -1 unset. Off renders as the
+/* A request's think: unset, off, on, or on with an effort level (OpenAI's reasoning_effort,
+ * ollama's think "low" .. "high"), which a Jinja template reads as reasoning_effort. */
+enum { CHAT_THINK_UNSET = -1, CHAT_THINK_OFF, CHAT_THINK_ON, CHAT_THINK_MINIMAL, CHAT_THINK_LOW, CHAT_THINK_MEDIUM,
+       CHAT_THINK_HIGH };
+/* "minimal" .. "high" for an effort level; NULL for the other think values */
+const char *chat_think_effort(int think);
+
+/* chat_render_tools with the request's think (CHAT_THINK_*; a level is on). Off renders as the
  * template turns thinking off where it can: Qwen3's enable_thinking=false (an empty
  * "<think>\n\n</think>\n\n" after the generation prompt); ollama templates see .Think and
- * .IsThinkSet. Otherwise as chat_render_tools. */
+ * .IsThinkSet; Jinja templates see enable_thinking when think is set, and reasoning_effort
+ * with a level. Otherwise as chat_render_tools. */
 int chat_render_think(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                       const chat_tool *tools, size_t n_tools, int add_generation_prompt, int think);
 

@@ -19,6 +19,7 @@ enum {
     F_THINK = 256, /* the model thinks in <think> tags (think.c) */
     F_THINK_OFF = 512, /* chatml: Qwen3's enable_thinking, off: an empty <think></think> block */
     F_JINJA_TOOLS = 1024, /* a Jinja template that reads `tools` */
+    F_JINJA_EFFORT = 2048, /* a Jinja template that reads `reasoning_effort` (gpt-oss) */
 };
 
 /* What chat_template_new learned from a template; read by the renderers. */
@@ -62,7 +63,7 @@ int chat__render_qwen25(chat_buf *b, const chat_template *t, const chat_msg *m, 
 int chat__render_mistral(chat_buf *b, const chat_template *t, const chat_msg *m, size_t n, const chat_tool *tools,
                          size_t n_tools);
 
-/* jinja_chat.c: render with t->jinja; think -1 leaves enable_thinking unset. MS_EINVALID where the
+/* jinja_chat.c: render with t->jinja; think as chat_render_think's (-1 leaves enable_thinking unset). MS_EINVALID where the
  * template raises or fails, or a call's arguments or a tool's parameters are not JSON. */
 int chat__render_jinja(char **out, size_t *len_out, const chat_template *t, const chat_msg *m, size_t n,
                        const chat_tool *tools, size_t n_tools, int gen, int think);

@@ -2,8 +2,8 @@
  * transformers' apply_chat_template passes: messages as Hugging Face shapes them (an assistant's
  * tool_calls as [{"type": "function", "id"?, "function": {"name", "arguments": {..}}}] with the
  * arguments a dict, a tool result as role "tool" with name and tool_call_id), tools in the
- * OpenAI shape, add_generation_prompt, bos_token, eos_token, and enable_thinking when the
- * request set thinking on or off. */
+ * OpenAI shape, add_generation_prompt, bos_token, eos_token, enable_thinking when the
+ * request set thinking on or off, and reasoning_effort when it gave a level (gpt-oss's). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +89,7 @@ int chat__render_jinja(char **out, size_t *len_out, const chat_template *t, cons
     if (json_object_set_new(ctx, "add_generation_prompt", json_boolean(gen)) < 0 ||
         set_str(ctx, "bos_token", t->bos) < 0 || set_str(ctx, "eos_token", t->eos) < 0 ||
         (think >= 0 && json_object_set_new(ctx, "enable_thinking", json_boolean(think > 0)) < 0) ||
+        set_str(ctx, "reasoning_effort", chat_think_effort(think)) < 0 ||
         !(text = json_dumps(ctx, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER)))
         goto done;
     rc = chat_jinja_render_json(out, len_out, t->jinja, text);

@@ -82,18 +82,48 @@ static int eval_args(jctx *c, const jnode *n, jv **out)
     return 0;
 }
 
-/* what body renders, as a string (macros, set blocks, filter blocks) */
-static int capture(jctx *c, const jnlist *body, jv *out)
+/* output goes to a buffer of its own until capture_end turns it into a string value */
+static chat_buf capture_begin(jctx *c)
 {
     chat_buf saved = c->out;
-    int rc;
-
     c->out = (chat_buf){0};
-    rc = run(c, body);
+    return saved;
+}
+
+static int capture_end(jctx *c, chat_buf saved, int rc, jv *out)
+{
     if (rc == 0)
         rc = c->out.oom ? jinja__oom(c) : jinja__strdup(c, out, c->out.p ? c->out.p : "", c->out.n);
     free(c->out.p);
     c->out = saved;
+    return rc;
+}
+
+/* what body renders, as a string (macros, set blocks, filter blocks) */
+static int capture(jctx *c, const jnlist *body, jv *out)
+{
+    chat_buf saved = capture_begin(c);
+    return capture_end(c, saved, run(c, body), out);
+}
+
+static int loop_over(jctx *c, const jnode *n, const jv *seq, jframe *outer, int depth);
+
+/* loop(items) inside a recursive loop: the loop's body over items, one level down, as a string */
+static int call_loop(jctx *c, const jloop *l, jv *args, size_t n, jv *out)
+{
+    jframe *scope = c->scope;
+    int rc;
+
+    if (l->node->op != 1)
+        return jinja__fail(c, "tried to call a loop that is not recursive (its for needs 'recursive')");
+    if (n != 1)
+        return jinja__fail(c, "loop() takes one argument, the items to loop over");
+    if (++c->depth > JINJA_MAX_DEPTH)
+        return jinja__fail(c, "a recursive loop went too deep (%d)", JINJA_MAX_DEPTH);
+    chat_buf saved = capture_begin(c);
+    rc = capture_end(c, saved, loop_over(c, l->node, &args[0], l->outer, l->depth + 1), out);
+    c->scope = scope;
+    c->depth--;
     return rc;
 }
 
@@ -149,6 +179,8 @@ static int eval_call(jctx *c, const jnode *n, jv *out)
         const jv *v = lookup(c, f->s);
         if (v && v->t == JV_MACRO && v->u.m)
             return call_macro(c, v->u.m, args, n->kw, n->args.n, out);
+        if (v && v->t == JV_DICT && v->u.a->loop)
+            return call_loop(c, v->u.a->loop, args, n->args.n, out);
         if (strcmp(f->s, "caller") == 0 && c->caller) {
             const jnode *m = c->caller;
             jframe *cs = c->caller_scope;
@@ -267,7 +299,13 @@ static int num(const jv *v, double *f)
     return 0;
 }
 
-static int compare(jctx *c, const jv *a, const jv *b, int *out)
+static const char *type_name(const jv *v)
+{
+    static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list", "dict", "Macro"};
+    return v->t == JV_LIST && v->u.a->tuple ? "tuple" : names[v->t];
+}
+
+int jinja__compare(jctx *c, const jv *a, const jv *b, int *out)
 {
     double x, y;
     if (num(a, &x) && num(b, &y)) {
@@ -276,11 +314,26 @@ static int compare(jctx *c, const jv *a, const jv *b, int *out)
     }
     if (a->t == JV_STR && b->t == JV_STR) {
         size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
-        int r = memcmp(a->u.s.p, b->u.s.p, n);
+        int r = memcmp(a->u.s.p, b->u.s.p, n);  /* UTF-8's byte order is the code points' */
         *out = r ? (r > 0 ? 1 : -1) : (a->u.s.n > b->u.s.n) - (a->u.s.n < b->u.s.n);
         return 0;
     }
-    return jinja__fail(c, "values of these types cannot be ordered");
+    if (a->t == JV_LIST && b->t == JV_LIST && a->u.a->tuple == b->u.a->tuple) {
+        /* the first items that differ decide, as Python orders sequences; nesting is bounded */
+        if (++c->depth > JINJA_MAX_DEPTH * 4)
+            return jinja__fail(c, "lists nested too deeply to compare");
+        size_t k;
+        for (k = 0; k < a->u.a->n && k < b->u.a->n && jinja__equal(&a->u.a->v[k], &b->u.a->v[k]); k++)
+            ;
+        int rc = 0;
+        if (k < a->u.a->n && k < b->u.a->n)
+            rc = jinja__compare(c, &a->u.a->v[k], &b->u.a->v[k], out);
+        else
+            *out = (a->u.a->n > b->u.a->n) - (a->u.a->n < b->u.a->n);
+        c->depth--;
+        return rc;
+    }
+    return jinja__fail(c, "'<' not supported between instances of '%s' and '%s'", type_name(a), type_name(b));
 }
 
 static int contains(jctx *c, const jv *hay, const jv *needle, int *out)
@@ -418,7 +471,7 @@ static int eval_bin(jctx *c, const jnode *n, jv *out)
     case OP_LE:
     case OP_GT:
     case OP_GE:
-        if (compare(c, &a, &b, &r) < 0)
+        if (jinja__compare(c, &a, &b, &r) < 0)
             return -1;
         r = n->op == OP_LT ? r < 0 : n->op == OP_LE ? r <= 0 : n->op == OP_GT ? r > 0 : r >= 0;
         *out = (jv){.t = JV_BOOL, .u.i = r};
@@ -582,21 +635,22 @@ static int bind(jctx *c, const jnode *n, const jv *it)
     return set_var(c, n->s, &it->u.a->v[0]) < 0 || set_var(c, n->s2, &it->u.a->v[1]) < 0 ? -1 : 0;
 }
 
-static int run_for(jctx *c, const jnode *n)
+/* n's body over seq's items, in frames whose parent is outer; depth is loop.depth (a recursive
+ * loop's loop(items) comes back here one deeper) */
+static int loop_over(jctx *c, const jnode *n, const jv *seq, jframe *outer, int depth)
 {
-    jv seq, items;
+    jv items;
     jarr *kept;
-    jframe *saved = c->scope;
     int rc = 0;
 
-    if (jinja__eval(c, n->a, &seq) < 0 || jinja__iterate(c, &seq, &items) < 0)
+    if (jinja__iterate(c, seq, &items) < 0)
         return -1;
-    if (seq.t == JV_DICT && n->s2)
+    if (seq->t == JV_DICT && n->s2)
         return jinja__fail(c, "unpacking a dict's keys: use .items()");
     kept = items.u.a;
     if (n->b) {
         /* `for x in y if cond`: the filter runs first, so loop.length counts what passes */
-        if (push_frame(c, saved) < 0 || !(kept = jinja__arr_new(c, 0)))
+        if (push_frame(c, outer) < 0 || !(kept = jinja__arr_new(c, 0)))
             return jinja__oom(c);
         for (size_t k = 0; k < items.u.a->n; k++) {
             jv *it = &items.u.a->v[k], ok;
@@ -609,13 +663,18 @@ static int run_for(jctx *c, const jnode *n)
     size_t len = kept->n;
     /* one frame and one loop dict for all the iterations: a long loop costs steps, not memory */
     jarr *loop = jinja__arr_new(c, 1);
+    jloop *st = jinja__alloc(&c->arena, sizeof *st);
     jv lv = {.t = JV_DICT, .u.a = loop};
-    if (!loop || push_frame(c, saved) < 0)
+    if (!loop || !st || push_frame(c, outer) < 0)
         return jinja__oom(c);
-    if (set_var(c, "loop", &lv) < 0)
+    *st = (jloop){.node = n, .outer = outer, .depth = depth};
+    loop->loop = st;
+    if (set_var(c, "loop", &lv) < 0 || loop_var(c, loop, "depth", depth, 0) < 0 ||
+        loop_var(c, loop, "depth0", depth - 1, 0) < 0)
         return -1;
     for (size_t k = 0; k < len && rc == 0; k++) {
         jv *it = &kept->v[k], none = {.t = JV_UNDEF};
+        st->index0 = k;
         if (loop_var(c, loop, "index", (int64_t)k + 1, 0) < 0 || loop_var(c, loop, "index0", (int64_t)k, 0) < 0 ||
             loop_var(c, loop, "revindex", (int64_t)(len - k), 0) < 0 ||
             loop_var(c, loop, "revindex0", (int64_t)(len - k - 1), 0) < 0 ||
@@ -634,10 +693,16 @@ static int run_for(jctx *c, const jnode *n)
                 break;
         }
     }
-    c->scope = saved;
+    c->scope = outer;
     if (rc == 0 && len == 0)
         rc = run(c, &n->orelse);
     return rc;
+}
+
+static int run_for(jctx *c, const jnode *n)
+{
+    jv seq;
+    return jinja__eval(c, n->a, &seq) < 0 ? -1 : loop_over(c, n, &seq, c->scope, 1);
 }
 
 static int run_set(jctx *c, const jnode *n)

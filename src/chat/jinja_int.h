@@ -48,7 +48,17 @@ struct jarr {
     jv *k, *v;
     size_t n, cap;
     int tuple; /* a list Python would hold as a tuple (items' pairs, (a, b)): printed "(a, b)" */
+    struct jloop *loop; /* a for loop's `loop`: its methods' state (jinja_eval.c); NULL otherwise */
 };
+/* what loop.cycle(), loop.changed() and loop(...) need beyond the loop dict's plain values */
+typedef struct jloop {
+    const struct jnode *node; /* the N_FOR; loop(...) reruns it when it is recursive */
+    struct jframe *outer; /* the scope the for statement ran in: a recursive call's parent scope */
+    size_t index0;
+    int depth; /* 1 at the top, +1 per recursive call */
+    int changed_set;
+    jv changed_last; /* loop.changed()'s last arguments, a list */
+} jloop;
 
 /* ---- tokens */
 typedef enum { TK_EOF, TK_TEXT, TK_VAR, TK_BLOCK, TK_END, TK_NAME, TK_STR, TK_INT, TK_FLOAT, TK_OP } jtok_type;
@@ -77,7 +87,7 @@ typedef struct jnode {
     jnode_kind kind;
     int line;
     int op; /* N_BIN: an operator code (jinja_parse.c); N_TEST: 1 when negated; N_LIT: 1 for a
-             * filter block's placeholder; N_LIST: 1 for a tuple */
+             * filter block's placeholder; N_LIST: 1 for a tuple; N_FOR: 1 for a recursive loop */
     struct jnode *a, *b, *c, *d;
     const char *s, *s2; /* names (NUL-terminated, in the arena) */
     jv v; /* N_LIT */
@@ -114,6 +124,9 @@ typedef struct jctx {
 int jinja__fail(jctx *c, const char *fmt, ...) MS_PRINTF(2, 3);
 int jinja__eval(jctx *c, const jnode *n, jv *out);
 int jinja__oom(jctx *c);
+/* *out: -1, 0 or 1 as Python orders a and b (numbers, strings, lists and tuples
+ * lexicographically); -1 with the error set for values Python does not order */
+int jinja__compare(jctx *c, const jv *a, const jv *b, int *out);
 
 /* values (jinja_value.c) */
 jv jinja__str(const char *p, size_t n);

@@ -187,15 +187,20 @@ static int items(jctx *c, const jv *d, jv *out)
     return 0;
 }
 
-/* an attribute path "a.b" of v (undefined where missing) */
+/* an attribute path "a.b" of v (undefined where missing); a part in digits indexes a list, as
+ * jinja2's attribute getters read "items.0" */
 static jv attr_of(const jv *v, const jv *path)
 {
     jv cur = *v;
     const char *p = path->u.s.p, *end = p + path->u.s.n;
     while (p <= end) {
         const char *dot = memchr(p, '.', (size_t)(end - p));
-        size_t n = dot ? (size_t)(dot - p) : (size_t)(end - p);
+        size_t n = dot ? (size_t)(dot - p) : (size_t)(end - p), i = 0, digits = 0;
         jv *x = cur.t == JV_DICT ? jinja__dict_get(cur.u.a, p, n) : NULL;
+        while (digits < n && digits < 18 && p[digits] >= '0' && p[digits] <= '9')
+            i = i * 10 + (size_t)(p[digits++] - '0');
+        if (cur.t == JV_LIST && n && digits == n && i < cur.u.a->n)
+            x = &cur.u.a->v[i];
         if (!x)
             return (jv){.t = JV_UNDEF};
         cur = *x;
@@ -204,6 +209,136 @@ static jv attr_of(const jv *v, const jv *path)
         p = dot + 1;
     }
     return cur;
+}
+
+/* jinja__compare, but items that all lack the attribute sorted by stay as they are, as in jinja2 */
+static int sort_compare(jctx *c, const jv *a, const jv *b, int *out)
+{
+    if ((a->t == JV_UNDEF) != (b->t == JV_UNDEF))
+        return jinja__fail(c, "sort: an item lacks the attribute the others are sorted by");
+    if (a->t == JV_UNDEF)
+        return *out = 0, 0;
+    return jinja__compare(c, a, b, out);
+}
+
+/* sort and dictsort: the items of list a ordered by keys[k] (a->v[k]'s key) as Python's sorted
+ * orders them: stable, and `reverse` keeps equal items in their order. A merge sort over a
+ * scratch copy; keys Python cannot order fail when compared. */
+static int sort_items(jctx *c, jarr *a, jv *keys, int reverse)
+{
+    size_t n = a->n;
+    jv *tv = jinja__alloc(&c->arena, 2 * n * sizeof *tv + 1), *tk;
+
+    if (!tv)
+        return jinja__oom(c);
+    tk = tv + n;
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, o = lo;
+            while (i < mid || j < hi) {
+                int r = 1;
+                if (i < mid && j < hi && sort_compare(c, reverse ? &keys[i] : &keys[j], reverse ? &keys[j] : &keys[i], &r) < 0)
+                    return -1;
+                size_t from = i < mid && (j >= hi || r >= 0) ? i++ : j++;
+                tv[o] = a->v[from], tk[o++] = keys[from];
+            }
+        }
+        memcpy(a->v, tv, n * sizeof *tv);
+        memcpy(keys, tk, n * sizeof *tk);
+    }
+    return 0;
+}
+
+/* a sort key: v's attribute (attr: a path, or NULL), lowered when a string and !case_sensitive */
+static int sort_key(jctx *c, const jv *v, const jv *attr, int case_sensitive, jv *out)
+{
+    *out = attr ? attr_of(v, attr) : *v;
+    return out->t == JV_STR && !case_sensitive ? recase(c, out, 'l', out) : 0;
+}
+
+/* sort(reverse=false, case_sensitive=false, attribute=none): attribute "a.b", or "a,b" for
+ * a key of several, compared in turn */
+static int sort_filter(jctx *c, const jv *self, jv *args, const char **kw, size_t n, jv *out)
+{
+    const jv *rev = arg(args, kw, n, 0, "reverse"), *cs = arg(args, kw, n, 1, "case_sensitive"),
+             *attr = arg(args, kw, n, 2, "attribute");
+    int case_sensitive = cs && jinja__truthy(cs);
+    jv seq, *keys;
+
+    if (attr && attr->t == JV_NONE)
+        attr = NULL;
+    if (attr && want_str(c, attr, "sort(attribute=)") < 0)
+        return -1;
+    if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
+        return -1;
+    for (size_t k = 0; k < seq.u.a->n; k++)
+        if (jinja__arr_push(c, out->u.a, NULL, &seq.u.a->v[k]) < 0)
+            return -1;
+    if (seq.u.a->n && !(keys = jinja__alloc(&c->arena, seq.u.a->n * sizeof *keys)))
+        return jinja__oom(c);
+    for (size_t k = 0; k < seq.u.a->n; k++) {
+        const char *comma = attr ? memchr(attr->u.s.p, ',', attr->u.s.n) : NULL;
+        if (!comma) {
+            if (sort_key(c, &seq.u.a->v[k], attr, case_sensitive, &keys[k]) < 0)
+                return -1;
+            continue;
+        }
+        /* several attributes: the key is the tuple of theirs */
+        if (make_list(c, &keys[k]) < 0)
+            return -1;
+        keys[k].u.a->tuple = 1;
+        for (const char *p = attr->u.s.p, *end = p + attr->u.s.n; p <= end;) {
+            const char *e = memchr(p, ',', (size_t)(end - p));
+            jv part = jinja__str(p, e ? (size_t)(e - p) : (size_t)(end - p)), x;  /* unstripped, as jinja2 */
+            if (sort_key(c, &seq.u.a->v[k], &part, case_sensitive, &x) < 0 || jinja__arr_push(c, keys[k].u.a, NULL, &x) < 0)
+                return -1;
+            p = e ? e + 1 : end + 1;
+        }
+    }
+    return seq.u.a->n ? sort_items(c, out->u.a, keys, rev && jinja__truthy(rev)) : 0;
+}
+
+/* dictsort(case_sensitive=false, by='key', reverse=false): the (key, value) pairs in order */
+static int dictsort_filter(jctx *c, const jv *self, jv *args, const char **kw, size_t n, jv *out)
+{
+    const jv *cs = arg(args, kw, n, 0, "case_sensitive"), *by = arg(args, kw, n, 1, "by"),
+             *rev = arg(args, kw, n, 2, "reverse");
+    int pos = 0;
+    jv *keys;
+
+    if (by && !(by->t == JV_STR && ((by->u.s.n == 3 && memcmp(by->u.s.p, "key", 3) == 0) ||
+                                    (pos = 1, by->u.s.n == 5 && memcmp(by->u.s.p, "value", 5) == 0))))
+        return jinja__fail(c, "dictsort: you can only sort by either 'key' or 'value'");
+    if (items(c, self, out) < 0)
+        return -1;
+    if (!out->u.a->n)
+        return 0;
+    if (!(keys = jinja__alloc(&c->arena, out->u.a->n * sizeof *keys)))
+        return jinja__oom(c);
+    for (size_t k = 0; k < out->u.a->n; k++)
+        if (sort_key(c, &out->u.a->v[k].u.a->v[pos], NULL, cs && jinja__truthy(cs), &keys[k]) < 0)
+            return -1;
+    return sort_items(c, out->u.a, keys, rev && jinja__truthy(rev));
+}
+
+/* loop.cycle(a, b, ..) and loop.changed(x, ..) of the loop whose state is l */
+static int loop_method(jctx *c, jloop *l, const char *name, jv *args, size_t n, jv *out)
+{
+    if (strcmp(name, "cycle") == 0) {
+        if (!n)
+            return jinja__fail(c, "loop.cycle: no items for cycling given");
+        *out = args[l->index0 % n];
+        return 0;
+    }
+    jv now;
+    if (make_list(c, &now) < 0)
+        return -1;
+    for (size_t k = 0; k < n; k++)
+        if (jinja__arr_push(c, now.u.a, NULL, &args[k]) < 0)
+            return -1;
+    *out = (jv){.t = JV_BOOL, .u.i = !l->changed_set || !jinja__equal(&l->changed_last, &now)};
+    l->changed_set = 1, l->changed_last = now;
+    return 0;
 }
 
 static int json_filter(jctx *c, const jv *self, const jv *indent, jv *out)
@@ -388,24 +523,10 @@ int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw
         }
         return 0;
     }
-    if (strcmp(name, "dictsort") == 0) {
-        if (items(c, self, out) < 0)
-            return -1;
-        /* insertion sort by key: dicts in templates are small */
-        for (size_t k = 1; k < out->u.a->n; k++)
-            for (size_t j = k; j > 0; j--) {
-                jv *x = &out->u.a->v[j - 1].u.a->v[0], *y = &out->u.a->v[j].u.a->v[0];
-                if (x->t != JV_STR || y->t != JV_STR)
-                    break;
-                size_t m = x->u.s.n < y->u.s.n ? x->u.s.n : y->u.s.n;
-                int r = memcmp(x->u.s.p, y->u.s.p, m);
-                if (r < 0 || (r == 0 && x->u.s.n <= y->u.s.n))
-                    break;
-                jv t = out->u.a->v[j - 1];
-                out->u.a->v[j - 1] = out->u.a->v[j], out->u.a->v[j] = t;
-            }
-        return 0;
-    }
+    if (strcmp(name, "dictsort") == 0)
+        return dictsort_filter(c, self, args, kw, n, out);
+    if (strcmp(name, "sort") == 0)
+        return sort_filter(c, self, args, kw, n, out);
     if (strcmp(name, "int") == 0 || strcmp(name, "float") == 0) {
         double f = 0;
         if (self->t == JV_INT || self->t == JV_BOOL)
@@ -507,6 +628,8 @@ int jinja__test(jctx *c, const char *name, const jv *self, jv *args, size_t n, i
 int jinja__method(jctx *c, const jv *self, const char *name, jv *args, const char **kw, size_t n, jv *out)
 {
     const jv *a0 = arg(args, kw, n, 0, ""), *a1 = arg(args, kw, n, 1, "");
+    if (self->t == JV_DICT && self->u.a->loop && (strcmp(name, "cycle") == 0 || strcmp(name, "changed") == 0))
+        return loop_method(c, self->u.a->loop, name, args, n, out);
     if (self->t == JV_DICT) {
         if (strcmp(name, "get") == 0) {
             jv none = {.t = JV_NONE};

@@ -509,7 +509,7 @@ static int stmt_for(parser *p, jnode *n)
     if (accept_word(p, "if") && !(n->b = expr(p)))
         return -1;
     if (accept_word(p, "recursive"))
-        return ms_err(MS_EUNSUPPORTED, "chat template line %d: recursive loops are not implemented", n->line);
+        n->op = 1;  /* loop(items) in the body reruns it (jinja_eval.c) */
     if (expect_end(p) < 0 || body(p, &n->body, stop, "for") < 0)
         return -1;
     if (accept_word(p, "else") && (expect_end(p) < 0 || body(p, &n->orelse, stop2, "for") < 0))

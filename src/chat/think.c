@@ -16,6 +16,17 @@ int chat_template_thinks(const chat_template *t)
     return (t->flags & F_THINK) != 0;
 }
 
+int chat_template_effort(const chat_template *t)
+{
+    return (t->flags & F_JINJA_EFFORT) != 0;
+}
+
+const char *chat_think_effort(int think)
+{
+    static const char *const levels[] = {"minimal", "low", "medium", "high"};
+    return think >= CHAT_THINK_MINIMAL && think <= CHAT_THINK_HIGH ? levels[think - CHAT_THINK_MINIMAL] : NULL;
+}
+
 int chat_render_think(char **out, size_t *len_out, const chat_template *t, const chat_msg *msgs, size_t n,
                       const chat_tool *tools, size_t n_tools, int add_generation_prompt, int think)
 {

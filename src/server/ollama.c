@@ -201,7 +201,7 @@ static json_t *capabilities(store_model *sm, const char *tmpl)
         json_array_append_new(caps, json_string("insert"));
     if (tmpl && srv_template_tool_syntax(tmpl, strlen(tmpl), &syn) == 0)
         json_array_append_new(caps, json_string("tools"));
-    if (tmpl && srv_template_thinks(tmpl, strlen(tmpl)))
+    if (tmpl && srv_template_thinks(tmpl, strlen(tmpl), NULL))
         json_array_append_new(caps, json_string("thinking"));
     return caps;
 }

@@ -499,16 +499,14 @@ static int logprobs_read(gen_job *j, json_t *b, int openai, int chat)
     return 0;
 }
 
-/* Thinking (j->think: -1 unset, 0 off, 1 on; gen_think_check decides with the model):
- *   ollama: think true or false; "low", "medium", "high" are gpt-oss's levels, and gpt-oss
- *           (harmony's analysis channel) is not built: refused as ollama refuses them for
- *           another model
- *   openai: reasoning_effort, or reasoning: {"effort"}: "none" off, "minimal" .. "high" on
+/* Thinking (j->think: CHAT_THINK_*; gen_think_check decides with the model):
+ *   ollama: think true or false, or "low", "medium", "high": gpt-oss's levels, for a template
+ *           that reads reasoning_effort (others refuse them, as ollama does)
+ *   openai: reasoning_effort, or reasoning: {"effort"}: "none" off, "minimal" .. "high" a level
  *           (the <think> models have no levels: any of them turns thinking on); /v1/completions
  *           is not templated and takes "none" only. */
 static int parse_think(gen_job *j, json_t *b, int openai, int chat)
 {
-    static const char *const efforts[] = {"minimal", "low", "medium", "high", NULL};
     json_t *v = json_object_get(b, openai ? "reasoning_effort" : "think"), *r = json_object_get(b, "reasoning");
     const char *key = openai ? "reasoning_effort" : "think", *s;
 
@@ -522,28 +520,25 @@ static int parse_think(gen_job *j, json_t *b, int openai, int chat)
     if (!v || json_is_null(v))
         return 0;
     s = json_string_value(v);
-    if (!openai) {
-        if (json_is_boolean(v)) {
-            j->think = json_is_true(v);
-            return 0;
-        }
-        if (s && (!strcmp(s, "low") || !strcmp(s, "medium") || !strcmp(s, "high")))
-            return ms_err(MS_EINVALID, "think value \"%s\" is not supported for this model (the levels are gpt-oss's, "
-                                       "which mstore does not run yet): use true or false", s);
-        return ms_err(MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"");
-    }
-    if (s && !strcmp(s, "none")) {
-        j->think = 0;
+    if (!openai && json_is_boolean(v)) {
+        j->think = json_is_true(v);
         return 0;
     }
-    for (const char *const *e = efforts; s && *e; e++)
-        if (!strcmp(s, *e)) {
-            if (!chat)
+    if (openai && s && !strcmp(s, "none")) {
+        j->think = CHAT_THINK_OFF;
+        return 0;
+    }
+    /* ollama's levels start at "low" */
+    for (int level = openai ? CHAT_THINK_MINIMAL : CHAT_THINK_LOW; s && level <= CHAT_THINK_HIGH; level++)
+        if (!strcmp(s, chat_think_effort(level))) {
+            if (openai && !chat)
                 return ms_err(MS_EUNSUPPORTED, "%s: not supported on /v1/completions (its prompt is not templated)",
                               key);
-            j->think = 1;
+            j->think = level;
             return 0;
         }
+    if (!openai)
+        return ms_err(MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"");
     return ms_err(MS_EINVALID, "%s: expected \"none\", \"minimal\", \"low\", \"medium\" or \"high\"", key);
 }
 

@@ -238,7 +238,7 @@ typedef struct gen_job {
     chat_tool_call *calls; /* found in the answer */
     size_t n_calls, content_len;
     int raw;
-    /* thinking (think.c): the request's think (-1 unset, 0 off, 1 on; gen_think_check settles
+    /* thinking (think.c): the request's think (CHAT_THINK_*: unset, off, on, an effort level; gen_think_check settles
      * it with the model); think_on: the answer goes through the splitter, its reasoning into
      * `thinking` when not streamed */
     int think, think_on;
@@ -345,11 +345,13 @@ json_t *gen_logprobs_json(const gen_job *j, json_t *list);
 
 /* ---- think.c: thinking, between the request, the template and the answer */
 /* 1 when a template's text (NULL or empty: none) makes its model think (chat_template_thinks);
- * /api/show's "thinking" capability. */
-int srv_template_thinks(const char *text, size_t len);
+ * /api/show's "thinking" capability. *effort (NULL: not wanted): chat_template_effort's. */
+int srv_template_thinks(const char *text, size_t len, int *effort);
 /* Before anything is loaded or streamed, with the stored model's template: think true for a
  * model that cannot think is refused as ollama refuses it (MS_EINVALID "\"m\" does not
- * support thinking"); a model that can thinks unless told not to, as ollama's does. */
+ * support thinking"); a model that can thinks unless told not to, as ollama's does. An effort
+ * level goes to a template that reads reasoning_effort; to one that does not, OpenAI's is
+ * plain on and ollama's is refused, as ollama refuses it for a model other than gpt-oss. */
 int gen_think_check(gen_job *j);
 /* The prompt is rendered: when the job splits, a prompt that opened the <think> block starts
  * the answer inside it. */

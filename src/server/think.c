@@ -6,13 +6,18 @@
 
 #include "server/server_int.h"
 
-int srv_template_thinks(const char *text, size_t len)
+int srv_template_thinks(const char *text, size_t len, int *effort)
 {
     chat_template *t = NULL;
     int thinks = 0;
 
-    if (chat_template_new(&t, text, len, NULL, NULL) == 0)
+    if (effort)
+        *effort = 0;
+    if (chat_template_new(&t, text, len, NULL, NULL) == 0) {
         thinks = chat_template_thinks(t);
+        if (effort)
+            *effort = chat_template_effort(t);
+    }
     chat_template_free(t);
     return thinks;
 }
@@ -21,7 +26,7 @@ int gen_think_check(gen_job *j)
 {
     const uint8_t *data = NULL;
     size_t len = 0;
-    int rc, thinks;
+    int rc, thinks, effort;
 
     j->think_on = 0;
     if (j->kind == GEN_OPENAI_COMPLETION) /* not templated: reasoning_effort "none" at most */
@@ -30,15 +35,22 @@ int gen_think_check(gen_job *j)
     if (rc < 0 && rc != MS_ENOTFOUND)
         return rc;
     /* the stored template is the one the loaded session renders with */
-    thinks = srv_template_thinks(rc == 0 ? (const char *)data : NULL, rc == 0 ? len : 0);
+    thinks = srv_template_thinks(rc == 0 ? (const char *)data : NULL, rc == 0 ? len : 0, &effort);
+    if (j->think >= CHAT_THINK_MINIMAL && !effort) {
+        if (j->kind == GEN_OLLAMA_CHAT || j->kind == GEN_OLLAMA_GENERATE)
+            return ms_err(MS_EINVALID, "think value \"%s\" is not supported for this model (its template reads no "
+                                       "reasoning_effort, as gpt-oss's does): use true or false",
+                          chat_think_effort(j->think));
+        j->think = CHAT_THINK_ON; /* OpenAI's levels: the <think> models have none, any of them is on */
+    }
     if (!thinks) {
-        if (j->think == 1) /* ollama's words; false or unset render as they always did */
+        if (j->think == CHAT_THINK_ON) /* ollama's words; false or unset render as they always did */
             return ms_err(MS_EINVALID, "\"%s\" does not support thinking", j->model);
-        return 0;
+        return 0; /* a level for a template that reads it, and no <think> block to split off */
     }
     if (j->think < 0) /* ollama: a model that can think does unless the request says not to */
-        j->think = 1;
-    j->think_on = j->think == 1;
+        j->think = CHAT_THINK_ON;
+    j->think_on = j->think >= CHAT_THINK_ON;
     chat_think_init(&j->split);
     return 0;
 }

@@ -10,7 +10,7 @@
 #include "chat/chat.h"
 #include "util/util.h"
 
-static const char context[] = "{\"messages\": [{\"role\": \"system\", \"content\": \" Be brief. \"}, {\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": [true, null, 2.5]}}}]}], \"name\": \"World\", \"n\": 7, \"xs\": [3, 1, 2], \"d\": {\"b\": 2, \"a\": 1}}";
+static const char context[] = "{\"messages\": [{\"role\": \"system\", \"content\": \" Be brief. \"}, {\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Hello\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": {\"a\": 1, \"b\": [true, null, 2.5]}}}]}], \"name\": \"World\", \"n\": 7, \"xs\": [3, 1, 2], \"d\": {\"b\": 2, \"a\": 1}, \"words\": [\"b\", \"B\", \"a\", \"C\", \"A\", \"c\"], \"people\": [{\"name\": \"bob\", \"age\": 30, \"pet\": {\"kind\": \"cat\"}}, {\"name\": \"Al\", \"age\": 25, \"pet\": {\"kind\": \"dog\"}}, {\"name\": \"al\", \"age\": 30, \"pet\": {\"kind\": \"ant\"}}], \"tree\": [{\"n\": \"a\", \"kids\": [{\"n\": \"a1\", \"kids\": []}, {\"n\": \"a2\", \"kids\": [{\"n\": \"a2x\", \"kids\": []}]}]}, {\"n\": \"b\", \"kids\": []}]}";
 static const struct {
     const char *tmpl, *want;
 } renders[] = {
@@ -68,6 +68,23 @@ static const struct {
      "ABXC|z"},
     {"{{ (1, 'a') }}|{{ (1,) }}|{{ {'a': 1}.items() | list }}|{{ {'b': 2, 'a': 1} | dictsort }}|{{ ((1, 2), [3]) }}|{{ (1, 2) | tojson }}",
      "(1, 'a')|(1,)|[('a', 1)]|[('a', 1), ('b', 2)]|((1, 2), [3])|[1, 2]"},
+    /* sort: case-insensitive by default, stable (reverse too), by attribute paths and lists of them */
+    {"{{ words | sort }}|{{ words | sort(case_sensitive=true) }}|{{ words | sort(reverse=true) }}|{{ words | sort(true, true) }}|{{ xs | sort }}|{{ [2, 1.5, true, 0] | sort }}|{{ 'cab' | sort | join }}",
+     "['a', 'A', 'b', 'B', 'C', 'c']|['A', 'B', 'C', 'a', 'b', 'c']|['C', 'c', 'b', 'B', 'a', 'A']|['c', 'b', 'a', 'C', 'B', 'A']|[1, 2, 3]|[0, True, 1.5, 2]|abc"},
+    {"{{ people | sort(attribute='name') | map(attribute='name') | join(',') }}|{{ people | sort(attribute='age', reverse=true) | map(attribute='name') | join(',') }}|{{ people | sort(attribute='pet.kind') | map(attribute='name') | join(',') }}|{{ people | sort(attribute='age,name') | map(attribute='name') | join(',') }}|{{ d | sort }}|{{ [[2, 'b'], [1, 'z'], [2, 'a'], [1]] | sort }}",
+     "Al,al,bob|bob,al,Al|al,bob,Al|Al,al,bob|['a', 'b']|[[1], [1, 'z'], [2, 'a'], [2, 'b']]"},
+    {"{{ {'b': 1, 'A': 3, 'a': 2} | dictsort }}|{{ {'b': 1, 'A': 3, 'a': 2} | dictsort(true) }}|{{ {'b': 1, 'A': 3, 'a': 2} | dictsort(by='value') }}|{{ {'b': 1, 'A': 3, 'a': 2} | dictsort(reverse=true) }}|{{ people | map(attribute='pet') | map(attribute='kind') | sort | first }}|{{ people | sort(attribute='nope') | map(attribute='name') | join }}|{{ [['x', 2], ['y', 1]] | sort(attribute='1') }}",
+     "[('A', 3), ('a', 2), ('b', 1)]|[('A', 3), ('a', 2), ('b', 1)]|[('b', 1), ('a', 2), ('A', 3)]|[('b', 1), ('A', 3), ('a', 2)]|ant|bobAlal|[['y', 1], ['x', 2]]"},
+    /* the loop object's methods, and a loop kept past an inner loop */
+    {"{% for x in xs %}{{ loop.cycle('odd', 'even') }}{{ loop.depth }}{{ loop.depth0 }} {% endfor %}|{% for x in [1, 1, 2, 2, 1] %}{% if loop.changed(x) %}{{ x }}{% endif %}{% endfor %}|{% for x in xs %}{{ loop.previtem }}-{{ loop.nextitem }};{% endfor %}",
+     "odd10 even10 odd10 |121|-1;3-2;1-;"},
+    {"{% for m in messages %}{% if loop.changed(m.role, 1) %}<{{ m.role }}>{% endif %}{% set outer = loop %}{% for y in [1, 2] %}{{ outer.cycle('a', 'b', 'c') }}{{ loop.cycle('x', 'y') }}{% endfor %}{% endfor %}",
+     "<system>axay<user>bxby<assistant>cxcy"},
+    /* recursive loops: loop(items) renders the body one level down, with the loop's filter and else */
+    {"{% for t in tree recursive %}{{ loop.depth }}{{ t.n }}{% if t.kids %}({{ loop(t.kids) }}){% endif %}{% if not loop.last %},{% endif %}{% endfor %}",
+     "1a(2a1,2a2(3a2x)),1b"},
+    {"{% set pre = '>' %}{% for t in tree if t.n != 'b' recursive %}{{ pre }}{{ t.n }}:{{ loop.index }}/{{ loop.length }}{{ loop(t.kids) | upper }}{% else %}!{% endfor %}",
+     ">a:1/1>A1:1/2!>A2:2/2>A2X:1/1!"},
 };
 
 /* render tmpl over ctx: 0 and *out, or the error code with the message in ms_err_msg() */
@@ -116,6 +133,14 @@ static const struct {
     {"{{ 'a' + 1 }}", "chat template line 1: unsupported operand types"},
     {"\n{{ strftime_now() }}", "chat template line 2: strftime_now needs a string"},  /* found by fuzz_jinja */
     {"{{ [1] | selectattr }}", "chat template line 1: selectattr needs a string"},
+    {"{{ [1, 'a'] | sort }}", "chat template line 1: '<' not supported between instances of 'str' and 'int'"},
+    {"\n{{ [{'a': 1}, {'a': 2}] | sort }}", "chat template line 2: '<' not supported between instances of 'dict' and 'dict'"},
+    {"{{ [none, 1] | sort }}", "chat template line 1: '<' not supported between instances of 'int' and 'NoneType'"},
+    {"{{ [[1], ['a']] | sort }}", "chat template line 1: '<' not supported between instances of 'str' and 'int'"},
+    {"{{ [{'a': 2}, {'b': 1}] | sort(attribute='a') }}", "chat template line 1: sort: an item lacks the attribute"},
+    {"{{ {'a': 1} | dictsort(by='x') }}", "chat template line 1: dictsort: you can only sort by either 'key' or 'value'"},
+    {"{% for x in [1] %}\n{{ loop([1]) }}{% endfor %}", "chat template line 2: tried to call a loop that is not recursive"},
+    {"{% for x in [1] %}{{ loop.cycle() }}{% endfor %}", "chat template line 1: loop.cycle: no items for cycling given"},
 };
 
 START_TEST(errors_name_the_line)
@@ -134,6 +159,7 @@ static const struct {
 } hostile[] = {
     {"{% set r = range(30000) %}{% for a in r %}{% for b in r %}{% endfor %}{% endfor %}", "steps"},
     {"{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "too deeply"},
+    {"{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}", "too deep"},
     {"{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"
      "{{ ns.s }}",
      "out of memory"},

@@ -278,8 +278,8 @@ END_TEST
 
 /* A field that changes an answer is honoured or refused by name (issue 39 item 6): the
  * penalties go to the sampler through the option table (logprobs: logprob_fields below); think
- * and reasoning_effort are read (whether the model thinks is gen_think_check's, t6034),
- * gpt-oss's levels refused. api: 0 ollama, 1
+ * and reasoning_effort are read (whether the model thinks, or takes a level, is
+ * gen_think_check's: t6034, t6035). api: 0 ollama, 1
  * OpenAI; rc 0 with the penalties read, else the code and the start of the message. */
 static const struct {
     int openai, chat;
@@ -318,7 +318,8 @@ static const struct {
     {1, 1, "{\"reasoning\": {}}", 0, NULL, 0, 0},
     {0, 0, "{\"think\": false, \"logprobs\": false, \"top_logprobs\": 0}", 0, NULL, 0, 0},
     {0, 1, "{\"think\": true}", 0, NULL, 0, 0},
-    {0, 0, "{\"think\": \"medium\"}", MS_EINVALID, "think value \"medium\" is not supported for this model", 0, 0},
+    {0, 0, "{\"think\": \"medium\"}", 0, NULL, 0, 0}, /* a level: gen_think_check asks the template (t6035) */
+    {0, 1, "{\"think\": \"minimal\"}", MS_EINVALID, "think: expected true, false, \"low\"", 0, 0}, /* OpenAI's only */
     {0, 1, "{\"think\": \"max\"}", MS_EINVALID, "think: expected true, false, \"low\", \"medium\" or \"high\"", 0, 0},
     {0, 0, "{\"think\": 1}", MS_EINVALID, "think: expected true, false", 0, 0},
     {0, 0, "{\"logprobs\": \"yes\"}", MS_EINVALID, "logprobs: expected true or false", 0, 0},

@@ -223,6 +223,28 @@ START_TEST(test_templates)
     ck_assert_str_eq(out, "user: hi\nA: off");
     render(out, sizeof out, go_think, -1);
     ck_assert_str_eq(out, "user: hi\nA: unset");
+    /* a level: on, and a Jinja template's reasoning_effort (gpt-oss's); without one it is undefined */
+    {
+        static const char effort[] = "{{ reasoning_effort }}|{{ enable_thinking }}|{{ reasoning_effort is defined }}";
+        chat_template *t;
+        ck_assert_int_eq(chat_template_new(&t, effort, strlen(effort), NULL, NULL), 0);
+        ck_assert(chat_template_effort(t));
+        chat_template_free(t);
+        render(out, sizeof out, effort, CHAT_THINK_LOW);
+        ck_assert_str_eq(out, "low|True|True");
+        render(out, sizeof out, effort, CHAT_THINK_HIGH);
+        ck_assert_str_eq(out, "high|True|True");
+        render(out, sizeof out, effort, CHAT_THINK_ON);
+        ck_assert_str_eq(out, "|True|False");
+        render(out, sizeof out, effort, CHAT_THINK_UNSET);
+        ck_assert_str_eq(out, "||False");
+        ck_assert_ptr_null(chat_think_effort(CHAT_THINK_ON));
+        ck_assert_ptr_null(chat_think_effort(CHAT_THINK_HIGH + 1));
+        ck_assert_str_eq(chat_think_effort(CHAT_THINK_MINIMAL), "minimal");
+        ck_assert_int_eq(chat_template_new(&t, qwen3, strlen(qwen3), NULL, NULL), 0);
+        ck_assert(!chat_template_effort(t));
+        chat_template_free(t);
+    }
     /* an earlier answer's reasoning, as ollama's clients send it back, is the template's .Thinking */
     {
         static const chat_msg m[] = {{.role = "user", .content = "hi"},
