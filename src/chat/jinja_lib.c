@@ -263,7 +263,7 @@ static int sort_filter(jctx *c, const jv *self, jv *args, const char **kw, size_
     const jv *rev = arg(args, kw, n, 0, "reverse"), *cs = arg(args, kw, n, 1, "case_sensitive"),
              *attr = arg(args, kw, n, 2, "attribute");
     int case_sensitive = cs && jinja__truthy(cs);
-    jv seq, *keys;
+    jv seq, *keys = NULL;
 
     if (attr && attr->t == JV_NONE)
         attr = NULL;
