@@ -302,6 +302,47 @@ done:
     return rc;
 }
 
+int export_gguf_shard_fits(const uint8_t *file, uint64_t size, const char *what, uint64_t *header_len)
+{
+    gguf_file *g = NULL;
+    const gguf_tensor **by = NULL;
+    uint64_t base, pos, last;
+    size_t n;
+    int rc, fits = 1;
+
+    *header_len = 0;
+    if ((rc = gguf_open_buf(&g, file, (size_t)size, 0, what)) < 0)
+        return rc;
+    n = gguf_tensor_count(g);
+    if (!(by = calloc(n ? n : 1, sizeof *by))) {
+        gguf_close(g);
+        return ms_err(MS_ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < n; k++)
+        by[k] = gguf_tensor_at(g, k);
+    qsort(by, n, sizeof *by, cmp_info);
+    /* body_write's walk without a gaps layer: zeros up to each tensor (never backwards), the
+     * tensor, and past the last one zeros shorter than the alignment */
+    base = pos = last = gguf_data_offset(g);
+    fits = size >= base;   /* a file without tensors may end before its data section */
+    for (size_t k = 0; fits && k <= n; k++) {
+        uint64_t to = k < n ? base + by[k]->offset : size;
+        if (k == n)
+            last = pos;
+        for (; fits && pos < to; pos++)
+            fits = file[pos] == 0;
+        if (k < n && base + by[k]->offset + by[k]->nbytes > pos)
+            pos = base + by[k]->offset + by[k]->nbytes;
+    }
+    if (fits && size - last >= gguf_alignment(g))
+        fits = 0;
+    if (fits)
+        *header_len = base;
+    free(by);
+    gguf_close(g);
+    return fits;
+}
+
 int export_gguf_shard(store *s, const model_name *name, const uint8_t *header, size_t header_len, uint64_t file_size,
                       const char *out_path, export_result *res)
 {

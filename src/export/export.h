@@ -26,6 +26,11 @@ int export_gguf(store *s, const model_name *name, const char *out_path, export_r
  * header_len bytes up to the data section, as the shard had it) followed by the tensors it
  * names, taken from the model's blobs, zeros between them, `file_size` bytes in all. For a
  * model pulled as shards, whose push sends them as they came (registry/ollama.c). */
+/* 1 when export_gguf_shard gives GGUF `file` (`size` bytes; `what` names it in messages) back
+ * from its header and tensors: every byte no tensor covers is zero, and fewer than the
+ * alignment follow the last tensor; *header_len then the bytes up to its data section, to
+ * keep. 0 when not; MS_EINVALID for a GGUF the reader refuses. */
+int export_gguf_shard_fits(const uint8_t *file, uint64_t size, const char *what, uint64_t *header_len);
 int export_gguf_shard(store *s, const model_name *name, const uint8_t *header, size_t header_len, uint64_t file_size,
                       const char *out_path, export_result *res);
 

@@ -128,12 +128,6 @@ static const char *store_media_type(const char *mt)
     return !strcmp(mt, MT_DMR_CHAT_TEMPLATE) ? MT_TEMPLATE : !strcmp(mt, MT_DMR_LICENSE) ? MT_OLLAMA_LICENSE : mt;
 }
 
-static int cmp_offset(const void *a, const void *b)
-{
-    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
-}
-
 /* The one file of a weight tar (tar.c): where its bytes are. */
 typedef struct tar_one {
     uint64_t off, size;
@@ -155,10 +149,10 @@ static int tar_one_file(void *ctx, const char *path, uint64_t off, uint64_t size
 }
 
 /* Where the file of tar layer `l` (mapped in `v`) lies; its frame is all the rest. */
-static int tar_locate(tar_one *o, const blob_view *v, const manifest_layer *l, int flags, const char *what)
+static int tar_locate(tar_one *o, const blob_view *v, const manifest_layer *l)
 {
-    *o = (tar_one){ .what = what };
-    if (reg_tar_scan(v->data, v->size, what, flags, tar_one_file, o) < 0)
+    *o = (tar_one){ .what = "weight tar" };
+    if (reg_tar_scan(v->data, v->size, o->what, 0, tar_one_file, o) < 0)
         return ms_err_ctx("layer %s (%s)", l->digest, l->media_type);
     if (v->size - o->size > FRAME_MAX)
         return ms_err(MS_EUNSUPPORTED, "layer %s (%s): %zu bytes besides its file (at most %u are kept)", l->digest,
@@ -179,7 +173,7 @@ static int layer_gguf_path(char **path_out, int *temp, store *s, const manifest_
     *path_out = NULL;
     if (!is_tar(l))
         return store_blob_file(path_out, s, l->digest);
-    if ((rc = store_blob_open(&v, s, l->digest)) < 0 || (rc = tar_locate(&o, &v, l, 0, "weight tar")) < 0)
+    if ((rc = store_blob_open(&v, s, l->digest)) < 0 || (rc = tar_locate(&o, &v, l)) < 0)
         goto done;
     if (!(path = ms_strdup_printf("%s/tmp/%d-tar-%.16s.gguf", store_home(s), (int)getpid(), blob_digest_hex(l->digest)))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
@@ -218,7 +212,7 @@ static int tar_frame_keep(manifest *d, store_txn *t, const manifest_layer *l)
     size_t n = 0;
     int rc;
 
-    if ((rc = store_blob_open(&v, store_txn_store(t), l->digest)) < 0 || (rc = tar_locate(&o, &v, l, 0, "weight tar")) < 0)
+    if ((rc = store_blob_open(&v, store_txn_store(t), l->digest)) < 0 || (rc = tar_locate(&o, &v, l)) < 0)
         goto done;
     n = v.size - (size_t)o.size;
     if (!(f = malloc(n))) {
@@ -235,47 +229,24 @@ done:
     return rc;
 }
 
-/* GGUF shard `l` (a raw layer, stored) kept in `d`: as its header (MT_GGUF_SHARD) when the rest
- * is its tensors with zeros between them, which export_gguf_shard writes again from the tensor
- * blobs (what gguf-split writes); else whole, so that push still has it. */
+/* GGUF shard `l` (a raw layer, stored) kept in `d`: as its header (MT_GGUF_SHARD) when
+ * export_gguf_shard writes it again from that and the tensor blobs (its gaps zero, as
+ * gguf-split writes them); else whole, so that push still has it. */
 static int shard_keep(manifest *d, store_txn *t, const manifest_layer *l)
 {
     blob_view v = { 0 };
-    gguf_file *g = NULL;
-    const gguf_tensor **by = NULL;
     ms_digest digest;
-    uint64_t at, base;
-    size_t n;
-    int rc, zeros = 1;
+    uint64_t header = 0;
+    int rc;
 
     if ((rc = store_blob_open(&v, store_txn_store(t), l->digest)) < 0 ||
-        (rc = gguf_open_buf(&g, v.data, v.size, 0, l->digest)) < 0)
+        (rc = export_gguf_shard_fits(v.data, v.size, l->digest, &header)) < 0)
         goto done;
-    n = gguf_tensor_count(g);
-    if (!(by = calloc(n ? n : 1, sizeof *by))) {
-        rc = ms_err(MS_ENOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t k = 0; k < n; k++)
-        by[k] = gguf_tensor_at(g, k);
-    qsort(by, n, sizeof *by, cmp_offset);
-    base = at = gguf_data_offset(g);
-    for (size_t k = 0; zeros && k <= n; k++) {
-        uint64_t to = k < n ? base + by[k]->offset : v.size;
-        for (; zeros && at < to; at++)
-            zeros = v.data[at] == 0;
-        if (k < n)
-            at = base + by[k]->offset + by[k]->nbytes;
-    }
-    if (zeros) {
-        if ((rc = store_txn_blob_put(t, digest, v.data, (size_t)base)) == 0)
-            rc = manifest_layer_add(d, MT_GGUF_SHARD, digest, base, l->digest);
-    } else {
+    if (rc == 0)
         rc = manifest_layer_add(d, l->media_type, l->digest, l->size, NULL);
-    }
+    else if ((rc = store_txn_blob_put(t, digest, v.data, (size_t)header)) == 0)
+        rc = manifest_layer_add(d, MT_GGUF_SHARD, digest, header, l->digest);
 done:
-    free(by);
-    gguf_close(g);
     blob_close(&v);
     return rc < 0 ? ms_err_ctx("layer %s", l->digest) : 0;
 }

@@ -75,6 +75,23 @@ for f in "$SH1" "$SH2" "$SH3"; do
     [ "sha256:$got" = "$d" ] || fail "the registry's copy of shard $f hashes to sha256:$got"
     [ ! -e "$MSTORE_HOME/blobs/sha256-${d#sha256:}" ] || fail "shard $f is still stored after the push"
 done
+# A shard with more zeros after its last tensor than the alignment is not header + tensors as
+# export writes them: it stays stored whole, and the push still sends it as it came.
+mkdir -p "$WORK/tail"
+cp "$SH1" "$SH2" "$SH3" "$WORK/tail/"
+TL3="$WORK/tail/$(basename "$SH3")"
+head -c 64 /dev/zero >>"$TL3"
+dmr_model "$WORK/dmr-tail" "$WORK/tail/$(basename "$SH1"),$WORK/tail/$(basename "$SH2"),$TL3"
+tdigest=$(curl_push "$WORK/dmr-tail" ai/s260k-tail latest)
+expect_ok mstore pull --insecure "$REG_HOST/ai/s260k-tail"
+tl3=$(sha256sum "$TL3" | cut -d' ' -f1)
+[ -e "$MSTORE_HOME/blobs/sha256-$tl3" ] || fail "the shard with a long zero tail was not kept whole"
+expect_ok mstore push --insecure "$REG_HOST/ai/s260k-tail" "$REG_HOST/other/s260k-tail:v1"
+contains "$out" "$tdigest"
+got=$(curl -sSf "http://$REG_HOST/v2/other/s260k-tail/blobs/sha256:$tl3" | sha256sum | cut -d' ' -f1)
+[ "$got" = "$tl3" ] || fail "the registry's copy of the tailed shard hashes to sha256:$got"
+expect_ok mstore rm "$REG_HOST/ai/s260k-tail"
+expect_ok mstore gc
 # the store's own form, which a pull gives back as the same model
 expect_ok mstore push --insecure --format oci "$M" "$REG_HOST/other/s260k-split:oci"
 expect_ok mstore pull --insecure "$REG_HOST/other/s260k-split:oci"
