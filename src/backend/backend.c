@@ -245,6 +245,7 @@ int backend_run(backend *b, const backend_seq *s)
         int att_ex = op->kind == BACKEND_OP_ATTENTION && (op->window || op->scale != 0 || op->ring);
         /* a bidirectional op's scale is part of ATTENTION_BIDIR: an encoder asks for that kind alone */
         backend_op_kind k = op->kind == BACKEND_OP_ATTENTION && op->bidir             ? BACKEND_OP_ATTENTION_BIDIR
+                          : op->kind == BACKEND_OP_ATTENTION && op->sinks            ? BACKEND_OP_ATTENTION_SINKS
                           : att_ex                                                  ? BACKEND_OP_ATTENTION_WINDOW
                           : op->kind == BACKEND_OP_RMS_NORM && op->w_offset != 0 ? BACKEND_OP_RMS_NORM_OFFSET
                                                                                  : op->kind;
@@ -457,12 +458,35 @@ void backend_seq_attention_bidir(backend_seq *s, backend_ref dst, backend_ref q,
     }
 }
 
+void backend_seq_attention_sinks(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                                 int pos0, int heads, int kv_heads, int head_dim, int window, float scale, int ring,
+                                 const backend_weight *sinks)
+{
+    backend_seq_attention_ex(s, dst, q, k, v, n, pos0, heads, kv_heads, head_dim, window, scale, ring);
+    if (!s->overflow)
+        s->ops[s->n - 1].sinks = sinks;
+}
+
+void backend_seq_add_row_id(backend_seq *s, backend_ref dst, const backend_weight *w, backend_ref ids, int n,
+                            int n_used)
+{
+    push(s, (backend_op){ .kind = BACKEND_OP_ADD_ROW_ID, .dst = dst, .w = w, .ids = ids, .n = n, .n_used = n_used,
+                          .n_expert = (int)w->t->shape[0], .rows = (int)w->t->shape[1] });
+}
+
+void backend_seq_swiglu_oai(backend_seq *s, backend_ref dst, backend_ref src, int n, float alpha, float limit)
+{
+    push(s, (backend_op){ .kind = BACKEND_OP_SWIGLU_OAI, .dst = dst, .src = src, .n = n, .alpha = alpha,
+                          .limit = limit });
+}
+
 /* ---------------------------------------------------------------- capabilities */
 
 static const char *const op_names[BACKEND_OP_COUNT] = {
     "embed", "rms_norm", "matmul", "add_row", "rope", "store", "attention", "swiglu", "add",
     "moe_route", "matmul_id", "moe_sum", "gated_add", "geglu", "scale", "softcap", "layer_norm", "gelu",
-    "attention with a window", "rms_norm with a weight offset", "bidirectional attention",
+    "add_row_id", "swiglu_oai", "attention with a window", "rms_norm with a weight offset",
+    "bidirectional attention", "attention with sinks",
 };
 
 const char *backend_op_name(backend_op_kind kind)

@@ -124,10 +124,17 @@ typedef enum backend_op_kind {
                               var the mean of squared deviations; mean and var summed in double, the
                               rest in float; w2 (the bias) may be NULL: none. dst may equal src. */
     BACKEND_OP_GELU,       /* dst[i] = 0.5 x (1 + erff(x / sqrt(2))), i < n, in float (BERT's exact GELU) */
+    /* gpt-oss: */
+    BACKEND_OP_ADD_ROW_ID, /* dst[t][s][rows] += w[ids[t][s]][rows], t < n, s < n_used: each slot's expert's bias
+                              (w: [n_expert][rows] F32, a 2-D weight; rows = shape[1]) */
+    BACKEND_OP_SWIGLU_OAI, /* g = fminf(dst[i], limit), u = fminf(fmaxf(src[i], -limit), limit);
+                              dst[i] = g / (1 + expf(-alpha g)) * (u + 1), i < n, in float (gpt-oss's
+                              clamped SwiGLU: alpha 1.702, limit 7) */
     /* Never in a sequence: parameters of the original kinds, asked for with backend_supports. */
     BACKEND_OP_ATTENTION_WINDOW,   /* ATTENTION with window, scale or ring set */
     BACKEND_OP_RMS_NORM_OFFSET,    /* RMS_NORM with w_offset set */
     BACKEND_OP_ATTENTION_BIDIR,    /* ATTENTION with bidir set (an encoder) */
+    BACKEND_OP_ATTENTION_SINKS,    /* ATTENTION with sinks set (with or without window, scale, ring) */
     BACKEND_OP_COUNT
 } backend_op_kind;
 
@@ -169,9 +176,13 @@ typedef struct backend_op {
      * ring > 0 (with window > 0 only): the caches hold `ring` slots and position p lies in slot
      * p % ring, so a window layer's cache stays at window + n_batch - 1 slots however long the
      * context; ring >= window + n - 1 keeps every position the n tokens see. A backend that runs
-     * ATTENTION_WINDOW runs rings too. */
+     * ATTENTION_WINDOW runs rings too.
+     * sinks (gpt-oss; a vector of `heads` F32 values): each head's softmax has one more logit,
+     * sinks[h], that takes part in the max and the denominator and adds no value:
+     * p_j = exp(s_j - M) / (sum_i exp(s_i - M) + exp(sinks[h] - M)), M = max(max_i s_i, sinks[h]). */
     backend_ref k, v;
     int window, ring, bidir;
+    const backend_weight *sinks;
     float scale;   /* ATTENTION (above), SCALE, SOFTCAP */
     /* RMS_NORM: w_offset is added to each weight: dst = src / rms * (w[c] + w_offset); Gemma's
      * (1 + w) norms use 1, every other model 0. The sum w[c] + w_offset is in float. */
@@ -186,6 +197,7 @@ typedef struct backend_op {
      * MOE_SUM: src [n][n_used][cols], wts [n][n_used]. GATED_ADD: wts [n]. */
     backend_ref ids, wts;
     int n_expert, n_used, route, src_bcast;
+    float alpha, limit;   /* SWIGLU_OAI */
 } backend_op;
 
 /* A sequence of ops, filled by the decoder into storage it sized (cap) at open. */
@@ -234,6 +246,14 @@ void backend_seq_gelu(backend_seq *s, backend_ref dst, int n);
  * 1 / sqrt(head_dim). */
 void backend_seq_attention_bidir(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
                                  int heads, int kv_heads, int head_dim, float scale);
+/* attention_ex with attention sinks: `sinks` is a vector weight of `heads` F32 values. */
+void backend_seq_attention_sinks(backend_seq *s, backend_ref dst, backend_ref q, backend_ref k, backend_ref v, int n,
+                                 int pos0, int heads, int kv_heads, int head_dim, int window, float scale, int ring,
+                                 const backend_weight *sinks);
+/* `w` is [n_expert][rows] F32; dst is [n][n_used][rows] (a MATMUL_ID's output). */
+void backend_seq_add_row_id(backend_seq *s, backend_ref dst, const backend_weight *w, backend_ref ids, int n,
+                            int n_used);
+void backend_seq_swiglu_oai(backend_seq *s, backend_ref dst, backend_ref src, int n, float alpha, float limit);
 
 /* ---------------------------------------------------------------- using a backend */
 

@@ -271,6 +271,15 @@ static void run_moe_op(cpu_ctx *c, const backend_op *op)
         for (int i = 0; i < op->n; i++)
             d[i] = op->scale * tanhf(d[i] / op->scale);
         break;
+    case BACKEND_OP_SWIGLU_OAI:
+        cpu_swiglu_oai(d, f32(op->src), (size_t)op->n, op->alpha, op->limit);
+        break;
+    case BACKEND_OP_ADD_ROW_ID: {
+        const float *b = op->w->t->data;   /* F32 [n_expert][rows], the runtime checked */
+        for (int r = 0; r < op->n * op->n_used; r++)
+            cpu_add(d + (size_t)r * op->rows, b + (size_t)i32(op->ids)[r] * op->rows, (size_t)op->rows);
+        break;
+    }
     default:
         break;
     }
@@ -311,9 +320,9 @@ static void run_op(cpu_ctx *c, const backend_op *op)
             cpu_attention_bidir(c->pool, f32(op->dst), f32(op->src), k, v, f16, op->n, op->heads, op->kv_heads,
                                 op->head_dim, c->att_scratch, c->n_ctx, op->scale);
         else
-            cpu_attention_window(c->pool, f32(op->dst), f32(op->src), k, v, f16, op->n, op->pos0, op->heads,
-                                 op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale,
-                                 op->ring);
+            cpu_attention_sinks(c->pool, f32(op->dst), f32(op->src), k, v, f16, op->n, op->pos0, op->heads,
+                                op->kv_heads, op->head_dim, c->att_scratch, c->n_ctx, op->window, op->scale, op->ring,
+                                op->sinks ? op->sinks->vec : NULL);
         break;
     }
     case BACKEND_OP_LAYER_NORM:

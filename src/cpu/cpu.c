@@ -519,9 +519,11 @@ void cpu_rope(float *x, int n_tok, int n_heads, int head_dim, int n_rot, int pos
     }
 }
 
-void cpu_softmax(float *x, int n)
+/* A softmax over x[0..n) and, when `sink` is not NULL, one more logit *sink that takes part in
+ * the max and the sum and is then dropped (gpt-oss's attention sinks: the row sums to less than 1). */
+static void softmax_sink(float *x, int n, const float *sink)
 {
-    float mx = -INFINITY, sum = 0.0f;
+    float mx = sink ? *sink : -INFINITY, sum = 0.0f;
 
     for (int i = 0; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;   /* fmaxf's result (NaNs skipped), without its call */
@@ -529,9 +531,13 @@ void cpu_softmax(float *x, int n)
         x[i] = expf(x[i] - mx);
         sum += x[i];
     }
+    if (sink)
+        sum += expf(*sink - mx);
     for (int i = 0; i < n; i++)
         x[i] /= sum;
 }
+
+void cpu_softmax(float *x, int n) { softmax_sink(x, n, NULL); }
 
 typedef struct swiglu_job {
     float *g;
@@ -558,6 +564,14 @@ void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
     cpu_pool_run(p, swiglu_task, &j);
 }
 
+void cpu_swiglu_oai(float *g, const float *u, size_t n, float alpha, float limit)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = fminf(g[i], limit), y = fminf(fmaxf(u[i], -limit), limit);
+        g[i] = x / (1.0f + expf(-alpha * x)) * (y + 1.0f);
+    }
+}
+
 void cpu_add(float *y, const float *x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -574,7 +588,8 @@ typedef struct att_job {
     float *scratch;
     int window, ring;
     float scale;
-    int bidir;   /* every token sees positions 0 .. pos0 + n_tok - 1 */
+    int bidir;            /* every token sees positions 0 .. pos0 + n_tok - 1 */
+    const float *sinks;   /* NULL, or one extra softmax logit per head */
 } att_job;
 
 /* Positions p .. n_pos - 1 of a cache that is a ring of `ring` slots (0: none): the first run
@@ -601,6 +616,7 @@ static void att_task(void *ctx, int ith, int nth)
         int n_pos = j->bidir ? j->pos0 + j->n_tok : j->pos0 + t + 1;
         int p0 = j->window > 0 && n_pos > j->window ? n_pos - j->window : 0;   /* the window's first position */
         const float *q = j->q + (size_t)t * j->n_heads * hd + (size_t)h * hd;
+        const float *sink = j->sinks ? j->sinks + h : NULL;
         float *o = j->out + (size_t)t * j->n_heads * hd + (size_t)h * hd;
 
         if (!j->kv_f16 && k->dots_f32 && k->axpys_f32) {
@@ -611,7 +627,7 @@ static void att_task(void *ctx, int ith, int nth)
             }
             for (int p = p0; p < n_pos; p++)
                 sc[p - p0] *= scale;
-            cpu_softmax(sc, n_pos - p0);
+            softmax_sink(sc, n_pos - p0, sink);
             memset(o, 0, (size_t)hd * sizeof *o);
             for (int p = p0, slot, m; p < n_pos; p += m) {
                 m = ring_run(j->ring, p, n_pos, &slot);
@@ -625,7 +641,7 @@ static void att_task(void *ctx, int ith, int nth)
             sc[p - p0] = scale * (j->kv_f16 ? k->dot_f32_f16(q, (const uint16_t *)j->k + off, hd)
                                             : k->dot_f32(q, (const float *)j->k + off, hd));
         }
-        cpu_softmax(sc, n_pos - p0);
+        softmax_sink(sc, n_pos - p0, sink);
         memset(o, 0, (size_t)hd * sizeof *o);
         for (int p = p0; p < n_pos; p++) {
             size_t off = (size_t)(j->ring ? p % j->ring : p) * kv_dim + kvo;
@@ -648,8 +664,16 @@ void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k
                           int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
                           int window, float scale, int ring)
 {
+    cpu_attention_sinks(p, out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, scratch, n_ctx, window,
+                        scale, ring, NULL);
+}
+
+void cpu_attention_sinks(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
+                         int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx, int window,
+                         float scale, int ring, const float *sinks)
+{
     att_job j = { out, q, k, v, kv_f16, n_tok, pos0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, window, ring,
-                  scale, 0 };
+                  scale, 0, sinks };
 
     cpu_pool_run(p, att_task, &j);
 }
@@ -657,7 +681,7 @@ void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k
 void cpu_attention_bidir(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
                          int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx, float scale)
 {
-    att_job j = { out, q, k, v, kv_f16, n_tok, 0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, 0, 0, scale, 1 };
+    att_job j = { out, q, k, v, kv_f16, n_tok, 0, n_heads, n_kv_heads, head_dim, n_ctx, scratch, 0, 0, scale, 1, NULL };
 
     cpu_pool_run(p, att_task, &j);
 }

@@ -67,6 +67,11 @@ void cpu_attention(cpu_pool *p, float *out, const float *q, const void *k, const
 void cpu_attention_window(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16,
                           int n_tok, int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx,
                           int window, float scale, int ring);
+/* cpu_attention_window with attention sinks: sinks[h] (NULL: none) is one more logit in head h's
+ * softmax, which adds no value (backend.h's ATTENTION). */
+void cpu_attention_sinks(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
+                         int pos0, int n_heads, int n_kv_heads, int head_dim, float *scratch, int n_ctx, int window,
+                         float scale, int ring, const float *sinks);
 /* An encoder's attention over one sequence: every token sees all n_tok rows of k, v (position 0
  * first); scale 0: 1 / sqrt(head_dim). */
 void cpu_attention_bidir(cpu_pool *p, float *out, const float *q, const void *k, const void *v, int kv_f16, int n_tok,
@@ -75,6 +80,8 @@ size_t cpu_attention_scratch(int n_ctx, int n_threads);
 void cpu_softmax(float *x, int n);
 void cpu_swiglu(cpu_pool *p, float *gate, const float *up, size_t n);   /* gate = silu(gate) * up */
 void cpu_add(float *y, const float *x, size_t n);                         /* y += x */
+/* gpt-oss's clamped SwiGLU (backend.h's SWIGLU_OAI): gate = clamp(gate) * sigmoid(alpha * gate) * (up + 1). */
+void cpu_swiglu_oai(float *gate, const float *up, size_t n, float alpha, float limit);
 
 /* Row `row` of a 2-D tensor of any supported weight type as f32, into out[cols] (embedding
  * lookup; K-quants, IQ4 and MLX through src/quant's dequantizers). */

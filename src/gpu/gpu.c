@@ -144,7 +144,9 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l)
 
 int gpu_supports(backend_op_kind kind)
 {
-    return (unsigned)kind < BACKEND_OP_COUNT;   /* every kind backend.h defines has a plan below */
+    /* every kind backend.h defines has a plan below, but gpt-oss's (not yet) */
+    return (unsigned)kind < BACKEND_OP_COUNT && kind != BACKEND_OP_ADD_ROW_ID && kind != BACKEND_OP_SWIGLU_OAI &&
+           kind != BACKEND_OP_ATTENTION_SINKS;
 }
 
 int gpu_op_check(const gpu_limits *l, const backend_op *op)
