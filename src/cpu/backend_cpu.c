@@ -275,7 +275,7 @@ static void run_moe_op(cpu_ctx *c, const backend_op *op)
         cpu_swiglu_oai(d, f32(op->src), (size_t)op->n, op->alpha, op->limit);
         break;
     case BACKEND_OP_ADD_ROW_ID: {
-        const float *b = op->w->t->data;   /* F32 [n_expert][rows], the runtime checked */
+        const float *b = tensor_of(op->w)->data;   /* F32 [n_expert][rows], the runtime checked; maybe a copy */
         for (int r = 0; r < op->n * op->n_used; r++)
             cpu_add(d + (size_t)r * op->rows, b + (size_t)i32(op->ids)[r] * op->rows, (size_t)op->rows);
         break;

@@ -30,6 +30,7 @@ static const struct arch {
     { "qwen2", "qwen2", 1, NULL },        { "qwen3", "qwen3", 1, NULL },       { "qwen2moe", "qwen2moe", 1, NULL },
     { "qwen2_moe", "qwen2moe", 0, NULL }, { "qwen3moe", "qwen3moe", 1, NULL }, { "qwen3_moe", "qwen3moe", 0, NULL },
     { "gemma3", "gemma3", 1, NULL },      { "gemma3_text", "gemma3", 0, NULL }, { "phi3", "phi3", 1, NULL },
+    { "gpt-oss", "gpt-oss", 1, NULL },
     { "bert", "bert", 1, "encoder.layer." },
     { "nomic-bert", "nomic-bert", 1, "encoder.layers." }, { "nomic_bert", "nomic-bert", 0, "encoder.layers." },
 };
@@ -53,6 +54,9 @@ static const struct row {
     { "gemma3", "post_attention_norm", "post_attention_layernorm", NULL },
     { "gemma3", "ffn_norm", "pre_feedforward_layernorm", NULL },
     { "gemma3", "post_ffw_norm", "post_feedforward_layernorm", NULL },
+    /* gpt-oss: a norm after attention that is its FFN's input norm (HF's name), and attention sinks */
+    { "gpt-oss", "post_attention_norm", "post_attention_layernorm", NULL },
+    { "gpt-oss", "attn_sinks", "self_attn.sinks", NULL },
     /* phi3 fuses Q, K, V and gate, up. */
     { "phi3", "attn_qkv", "self_attn.qkv_proj", NULL },
     { "phi3", "ffn_up", "mlp.gate_up_proj", NULL },

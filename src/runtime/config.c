@@ -85,6 +85,16 @@ static int finish(runtime_config *c)
     if (c->rope_scaling != RUNTIME_ROPE_NONE && c->rope_scaling != RUNTIME_ROPE_LONGROPE &&
         !(c->rope_factor >= 1 && c->rope_factor < 1e6))
         return ms_err(MS_EINVALID, "rope scaling factor %g out of range [1, 1e6)", c->rope_factor);
+    if (c->rope_scaling == RUNTIME_ROPE_YARN) {
+        if (!(c->rope_orig_ctx > 1) || !(c->yarn_beta_fast > c->yarn_beta_slow && c->yarn_beta_slow > 0) ||
+            !(c->yarn_beta_fast < 1e6) || !(c->yarn_mscale >= 0 && c->yarn_mscale < 100))
+            return ms_err(MS_EINVALID, "yarn rope scaling: needs original_max_position_embeddings (%d) > 1, "
+                          "0 < beta_slow (%g) < beta_fast (%g) and an attention factor (%g) in [0, 100)",
+                          c->rope_orig_ctx, c->yarn_beta_slow, c->yarn_beta_fast, c->yarn_mscale);
+        /* ggml scales cos and sin, so q and k both carry mscale: scores carry its square */
+        double a = c->attn_scale != 0 ? c->attn_scale : 1.0 / sqrt((double)c->head_dim);
+        c->attn_scale = a * c->yarn_mscale * c->yarn_mscale;
+    }
     if (c->rope_scaling == RUNTIME_ROPE_LLAMA3 &&
         !(c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor && c->rope_orig_ctx > 0))
         return ms_err(MS_EINVALID, "llama3 rope scaling: needs 0 < low_freq_factor (%g) < high_freq_factor (%g) "
@@ -111,7 +121,12 @@ static int scaling_kind(runtime_config *c, const char *type)
         c->rope_scaling = RUNTIME_ROPE_LONGROPE;
         return 0;
     }
-    return ms_err(MS_EUNSUPPORTED, "rope scaling '%s' is not supported; supported: linear, llama3, longrope", type);
+    if (strcmp(type, "yarn") == 0) {
+        c->rope_scaling = RUNTIME_ROPE_YARN;
+        return 0;
+    }
+    return ms_err(MS_EUNSUPPORTED, "rope scaling '%s' is not supported; supported: linear, llama3, longrope, yarn",
+                  type);
 }
 
 /* ---------------------------------------------------------------- config blob */
@@ -259,6 +274,25 @@ static int json_fill_longrope(runtime_config *c, json_t *o, json_t *rs)
     return 0;
 }
 
+/* YaRN's band and magnitude: beta_fast / beta_slow (32 and 1 unless the config says), and the
+ * magnitude: Hugging Face's attention_factor as given, else (a GGUF's attn_factor, 1 when absent)
+ * times 1 + 0.1 ln(factor), as ggml's rope computes it. */
+static int json_fill_yarn(runtime_config *c, json_t *rs)
+{
+    double hf = 0, gguf = 1;
+    int rc;
+
+    c->yarn_beta_fast = 32;
+    c->yarn_beta_slow = 1;
+    if ((rc = j_num(rs, "beta_fast", &c->yarn_beta_fast)) < 0 || (rc = j_num(rs, "beta_slow", &c->yarn_beta_slow)) < 0 ||
+        (rc = j_num(rs, "attention_factor", &hf)) < 0 || (rc = j_num(rs, "attn_factor", &gguf)) < 0)
+        return rc;
+    if (!(c->rope_factor >= 1 && c->rope_factor < 1e6))
+        return ms_err(MS_EINVALID, "factor %g out of range [1, 1e6)", c->rope_factor);
+    c->yarn_mscale = hf > 0 ? hf : gguf * (1.0 + 0.1 * log(c->rope_factor));
+    return 0;
+}
+
 /* An encoder's config: NomicBertModel's config.json names its sizes as GPT-2 does (n_embd, ...),
  * which the import keeps in hf_config; each fills the field an import left null. Then the
  * LayerNorm epsilon (the config's, else config.json's layer_norm_eps / layer_norm_epsilon, else
@@ -325,6 +359,10 @@ static int json_fill(runtime_config *c, json_t *o)
     c->rope_interleaved = json_is_true(inter);
     if ((rc = json_fill_moe(c, o)) < 0 || (strcmp(c->architecture, "gemma3") == 0 && (rc = json_fill_gemma(c, o)) < 0))
         return rc;
+    if (strcmp(c->architecture, "gpt-oss") == 0) {   /* even layers windowed, odd ones global */
+        c->gptoss = 1;
+        c->swa_pattern = 2;
+    }
     if (rs && !json_is_null(rs)) {
         json_t *t = json_object_get(rs, "rope_type");
         if (json_is_object(rs) && !t)   /* Phi-3 says "type" ("longrope", "su") */
@@ -335,7 +373,8 @@ static int json_fill(runtime_config *c, json_t *o)
             (rc = j_num(rs, "low_freq_factor", &c->rope_low_freq_factor)) < 0 ||
             (rc = j_num(rs, "high_freq_factor", &c->rope_high_freq_factor)) < 0 ||
             (rc = j_int(rs, "original_max_position_embeddings", 0, 1, LIMIT_CTX, &c->rope_orig_ctx)) < 0 ||
-            (c->rope_scaling == RUNTIME_ROPE_LONGROPE && (rc = json_fill_longrope(c, o, rs)) < 0))
+            (c->rope_scaling == RUNTIME_ROPE_LONGROPE && (rc = json_fill_longrope(c, o, rs)) < 0) ||
+            (c->rope_scaling == RUNTIME_ROPE_YARN && (rc = json_fill_yarn(c, rs)) < 0))
             return ms_err_ctx("rope_scaling");
     }
     return finish(c);
@@ -382,20 +421,35 @@ int runtime_config_from_json(runtime_config *c, const char *json, size_t len, co
     return rc < 0 ? ms_err_ctx("%s: config", what) : 0;
 }
 
+/* YaRN's corr dim: the pair index whose wavelength turns `n_rot_turns` times over the original context. */
+static double yarn_corr_dim(const runtime_config *c, double n_rot_turns)
+{
+    return c->n_rot * log(c->rope_orig_ctx / (n_rot_turns * 2.0 * M_PI)) / (2.0 * log(c->rope_theta));
+}
+
 /* Rope angular frequencies: theta^(-2i/n_rot), with the config's scaling. */
 void runtime_rope_freqs(double *freqs, const runtime_config *c)
 {
-    double lo_wavelen = 0, hi_wavelen = 0;
+    double lo_wavelen = 0, hi_wavelen = 0, lo = 0, hi = 0;
 
     if (c->rope_scaling == RUNTIME_ROPE_LLAMA3) {
         lo_wavelen = c->rope_orig_ctx / c->rope_low_freq_factor;
         hi_wavelen = c->rope_orig_ctx / c->rope_high_freq_factor;
+    }
+    if (c->rope_scaling == RUNTIME_ROPE_YARN) {   /* ggml_rope_yarn_corr_dims */
+        lo = fmax(0.0, floor(yarn_corr_dim(c, c->yarn_beta_fast)));
+        hi = fmin(c->n_rot - 1.0, ceil(yarn_corr_dim(c, c->yarn_beta_slow)));
     }
     for (int i = 0; i < c->n_rot / 2; i++) {
         double f = pow(c->rope_theta, -2.0 * i / c->n_rot);
 
         if (c->rope_scaling == RUNTIME_ROPE_LINEAR) {
             f /= c->rope_factor;
+        } else if (c->rope_scaling == RUNTIME_ROPE_YARN) {
+            /* pairs below the band keep f (extrapolation), those past it take f / factor
+             * (interpolation), and the band ramps between the two */
+            double y = (i - lo) / fmax(0.001, hi - lo), mix = 1.0 - fmin(1.0, fmax(0.0, y));
+            f = f / c->rope_factor * (1.0 - mix) + f * mix;
         } else if (c->rope_scaling == RUNTIME_ROPE_LLAMA3) {
             /* Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, and the band
              * between blends the two linearly in ctx / wavelength */

@@ -3,7 +3,9 @@
  * [gemma] / [phi3]; and their mixtures of experts (Mixtral, Qwen2-MoE with its shared expert,
  * Qwen3-MoE), whose FFN is record_moe's. [gemma]: norms after attention and FFN as well, GeGLU,
  * embeddings scaled by sqrt(dim), local (sliding) and global layers, a logit softcap. [phi3]: q, k, v
- * and gate, up fused in one tensor each (viewed as rows), longrope scaling.
+ * and gate, up fused in one tensor each (viewed as rows), longrope scaling. [gpt-oss]: biases on q, k,
+ * v, o, the router and every expert; attention sinks; even layers windowed; YaRN rope; the experts'
+ * clamped SwiGLU (SWIGLU_OAI) with the router's softmax over its top-k.
  *   x = embed[tokens]
  *   per layer: q = Wq . n(x) + bq, k = Wk . n(x) + bk, v = Wv . n(x) + bv    biases: [qwen2]
  *              q = n_head(q), k = n_head(k)   per-head RMSNorm over head_dim     QK-norm: [qwen3]
@@ -32,6 +34,10 @@ typedef struct layer {
     const backend_weight *post_attn_norm, *post_ffn_norm;   /* [gemma] after attention and FFN */
     const backend_weight *bq, *bk, *bv;      /* NULL when the model has no q/k/v biases */
     const backend_weight *q_norm, *k_norm;   /* [head_dim]; NULL without QK-norm */
+    const backend_weight *bo;                /* the output projection's bias, or NULL */
+    /* [gpt-oss] attention sinks [heads], the router's bias [n_experts] and each expert's biases
+     * ([n_experts][rows] F32 each); NULL for the other models */
+    const backend_weight *sinks, *router_b, *ex_gate_b, *ex_up_b, *ex_down_b;
     /* MoE (w1, w2, w3 NULL): the router [n_experts][dim], the packs [n_experts][rows][cols], and
      * qwen2moe's shared expert with its gate (NULL when absent) */
     const backend_weight *router, *ex_gate, *ex_up, *ex_down;
@@ -156,9 +162,11 @@ static int bind_qwen(runtime_model *m, layer *L, int l)
 {
     const runtime_config *c = &m->c;
     int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim, rc;
-    int qwen2 = strncmp(c->architecture, "qwen2", 5) == 0, qwen3 = strncmp(c->architecture, "qwen3", 5) == 0;
+    int qwen2 = strncmp(c->architecture, "qwen2", 5) == 0 || c->gptoss, qwen3 = strncmp(c->architecture, "qwen3", 5) == 0;
 
-    if ((rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, qwen2)) < 0 ||
+    if ((rc = layer_vec(&L->bo, m, l, "o_proj.bias", c->dim, c->gptoss)) < 0 ||
+        (rc = layer_vec(&L->sinks, m, l, "sinks.weight", c->n_heads, c->gptoss)) < 0 ||
+        (rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->bk, m, l, "k_proj.bias", kv_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->bv, m, l, "v_proj.bias", kv_dim, qwen2)) < 0 ||
         (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, qwen3 || c->gemma)) < 0 ||
@@ -197,6 +205,21 @@ static int expect_pack(const backend_weight **out, runtime_model *m, int l, cons
     return 0;
 }
 
+/* [gpt-oss] The biases of layer l's experts: model.layers.L.<kind>.bias, F32 [n_experts][rows]. */
+static int expect_pack_bias(const backend_weight **out, runtime_model *m, int l, const char *kind, uint64_t rows)
+{
+    const backend_tensor *t;
+    char name[128];
+
+    snprintf(name, sizeof name, "model.layers.%d.%s.bias", l, kind);
+    if (!(t = runtime_weights_find(m->w, name)))
+        return ms_err(MS_ENOTFOUND, "tensor '%s' not found (gpt-oss's experts have biases)", name);
+    if (t->type != GGML_TYPE_F32)
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': type %s; expert biases are run as F32 only", name,
+                      ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
+    return runtime__expect_matrix(out, m->be, m->w, name, (uint64_t)m->c.n_experts, rows);
+}
+
 /* The router, the three expert packs and, when the file has one, the shared expert and its gate. */
 static int bind_moe(runtime_model *m, layer *L, int l)
 {
@@ -212,6 +235,14 @@ static int bind_moe(runtime_model *m, layer *L, int l)
         (rc = expect_pack(&L->ex_up, m, l, "mlp.experts.up_proj", eff, dim)) < 0 ||
         (rc = expect_pack(&L->ex_down, m, l, "mlp.experts.down_proj", dim, eff)) < 0)
         return rc;
+    if (c->gptoss) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.gate.bias", l);
+        if ((rc = expect_norm(&L->router_b, m, name, c->n_experts)) < 0 ||
+            (rc = expect_pack_bias(&L->ex_gate_b, m, l, "mlp.experts.gate_proj", eff)) < 0 ||
+            (rc = expect_pack_bias(&L->ex_up_b, m, l, "mlp.experts.up_proj", eff)) < 0 ||
+            (rc = expect_pack_bias(&L->ex_down_b, m, l, "mlp.experts.down_proj", dim)) < 0)
+            return rc;
+    }
     snprintf(name, sizeof name, "model.layers.%d.mlp.shared_experts.gate_proj.weight", l);
     if (!runtime_weights_find(m->w, name)) {
         if (strcmp(c->architecture, "qwen2moe") == 0)
@@ -245,7 +276,7 @@ static int bind_moe(runtime_model *m, layer *L, int l)
 static int check_ops(runtime_model *m)
 {
     const runtime_config *c = &m->c;
-    backend_op_kind need[12];
+    backend_op_kind need[16];
     size_t n = 0;
 
     if (c->sliding_window || c->attn_scale != 0)
@@ -258,6 +289,11 @@ static int check_ops(runtime_model *m)
     }
     if (c->final_softcap != 0)
         need[n++] = BACKEND_OP_SOFTCAP;
+    if (c->gptoss) {
+        need[n++] = BACKEND_OP_ATTENTION_SINKS;
+        need[n++] = BACKEND_OP_ADD_ROW_ID;
+        need[n++] = BACKEND_OP_SWIGLU_OAI;
+    }
     if (c->n_experts) {
         need[n++] = BACKEND_OP_MOE_ROUTE;
         need[n++] = BACKEND_OP_MATMUL_ID;
@@ -730,12 +766,23 @@ static void record_moe(runtime_model *m, const layer *L, int n)
     backend_ref eh = backend_at(m->eh, 0), eh2 = backend_at(m->eh2, 0), eo = backend_at(m->eo, 0);
 
     backend_seq_matmul(s, backend_at(m->r_logits, 0), xb, L->router, n);
+    if (L->router_b)   /* [gpt-oss] */
+        backend_seq_add_row(s, backend_at(m->r_logits, 0), L->router_b, n, c->n_experts);
+    /* gpt-oss's softmax over the top-k logits is the renormalized top-k of the full softmax */
     backend_seq_moe_route(s, backend_at(m->r_wts, 0), ids, backend_at(m->r_logits, 0), n, c->n_experts, k,
                           c->moe_norm ? BACKEND_ROUTE_SOFTMAX_TOPK_NORM : BACKEND_ROUTE_SOFTMAX_TOPK);
     backend_seq_matmul_id(s, eh, xb, L->ex_gate, ids, n, k, 1);
     backend_seq_matmul_id(s, eh2, xb, L->ex_up, ids, n, k, 1);
-    backend_seq_swiglu(s, eh, eh2, n * k * c->expert_ffn_dim);
+    if (c->gptoss) {
+        backend_seq_add_row_id(s, eh, L->ex_gate_b, ids, n, k);
+        backend_seq_add_row_id(s, eh2, L->ex_up_b, ids, n, k);
+        backend_seq_swiglu_oai(s, eh, eh2, n * k * c->expert_ffn_dim, 1.702f, 7.0f);
+    } else {
+        backend_seq_swiglu(s, eh, eh2, n * k * c->expert_ffn_dim);
+    }
     backend_seq_matmul_id(s, eo, eh, L->ex_down, ids, n, k, 0);
+    if (L->ex_down_b)
+        backend_seq_add_row_id(s, eo, L->ex_down_b, ids, n, k);
     if (L->sh_gate) {   /* [qwen2moe] from xb, before x changes */
         backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0), sh = backend_at(m->sh, 0);
         backend_seq_matmul(s, hb, xb, L->sh_gate, n);
@@ -768,9 +815,9 @@ static void record_attention(runtime_model *m, const layer *L, int seq, size_t r
         backend_seq_store(s, backend_at(m->kc, layer_kv), backend_at(m->k, (r0 + n1) * kv_dim), (n - n1) * kv_dim);
         backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, (r0 + n1) * kv_dim), (n - n1) * kv_dim);
     }
-    backend_seq_attention_ex(s, backend_at(m->att, r0 * q_dim), q, backend_at(m->kc, layer_kv),
-                             backend_at(m->vc, layer_kv), n, pos, c->n_heads, c->n_kv_heads, hd, L->window,
-                             (float)c->attn_scale, L->kv_ring);
+    backend_seq_attention_sinks(s, backend_at(m->att, r0 * q_dim), q, backend_at(m->kc, layer_kv),
+                                backend_at(m->vc, layer_kv), n, pos, c->n_heads, c->n_kv_heads, hd, L->window,
+                                (float)c->attn_scale, L->kv_ring, L->sinks);
 }
 
 /* The same for runtime_embed's packed sequences (no layer a ring: runtime_embed packs only then):
@@ -794,9 +841,10 @@ static void record_packed_attention(runtime_model *m, const layer *L, int n, con
     backend_seq_store(s, backend_at(m->vc, layer_kv), backend_at(m->v, 0), n * kv_dim);
     for (int i = 0; i < m->pk_n; i++) {
         size_t r = (size_t)m->pk_start[i];
-        backend_seq_attention_ex(s, backend_at(m->att, r * q_dim), backend_at(m->q, r * q_dim),
-                                 backend_at(m->kc, layer_kv + r * kv_dim), backend_at(m->vc, layer_kv + r * kv_dim),
-                                 m->pk_len[i], 0, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, 0);
+        backend_seq_attention_sinks(s, backend_at(m->att, r * q_dim), backend_at(m->q, r * q_dim),
+                                    backend_at(m->kc, layer_kv + r * kv_dim), backend_at(m->vc, layer_kv + r * kv_dim),
+                                    m->pk_len[i], 0, c->n_heads, c->n_kv_heads, hd, L->window, (float)c->attn_scale, 0,
+                                    L->sinks);
     }
 }
 
@@ -812,7 +860,7 @@ static void record_layer(runtime_model *m, int l, int n)
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
     backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
     float off = (float)c->norm_offset;
-    const double *freqs = L->window && c->swa_pattern > 0 ? m->freqs_local : m->freqs;
+    const double *freqs = L->window && c->gemma ? m->freqs_local : m->freqs;   /* gpt-oss: one rope for all */
 
     backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
     backend_seq_matmul(s, q, xb, L->wq, n);
@@ -833,6 +881,8 @@ static void record_layer(runtime_model *m, int l, int n)
     for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n)
         record_attention(m, L, m->step[i].seq, (size_t)r, m->step[i].n, m->past[m->step[i].seq], freqs);
     backend_seq_matmul(s, xb, att, L->wo, n);
+    if (L->bo)   /* [gpt-oss] */
+        backend_seq_add_row(s, xb, L->bo, n, dim);
     if (L->post_attn_norm)   /* [gemma] */
         backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
     backend_seq_add(s, x, xb, n * dim);

@@ -39,10 +39,12 @@
  * mixtral -> llama with experts, qwen3_moe -> qwen3moe, qwen2_moe -> qwen2moe, mistral -> llama,
  * gemma3_text -> gemma3, nomic_bert -> nomic-bert). bert and nomic-bert are encoders (embedding
  * models: runtime_embed), the others decoders. */
-#define RUNTIME_ARCHS "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, bert, nomic-bert"
+#define RUNTIME_ARCHS \
+    "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss, bert, nomic-bert"
 
 /* Rope scaling kinds. */
-enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2, RUNTIME_ROPE_LONGROPE = 3 };
+enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2, RUNTIME_ROPE_LONGROPE = 3,
+       RUNTIME_ROPE_YARN = 4 };
 
 /* Longrope's factors from a config.json (a GGUF holds them as rope_factors_long/short tensors):
  * at most this many, one per rotated pair. */
@@ -68,6 +70,12 @@ typedef struct runtime_config {
      * tensors, else from these (rope_n_factors of each; 0 when the config has none). */
     double rope_attn_factor;
     int rope_n_factors;
+    /* YaRN (gpt-oss, Qwen 2.5 long context): frequencies blended between f / factor and f over
+     * the band of dims that corr dims beta_fast .. beta_slow give (ggml's rope_yarn, with its
+     * floor / ceil of the band's ends); cos and sin scaled by yarn_mscale (ggml's attn_factor times
+     * 1 + 0.1 ln(factor); Hugging Face's attention_factor when config.json sets one), which the
+     * decoder folds into attn_scale as its square (both q and k carry it). */
+    double yarn_beta_fast, yarn_beta_slow, yarn_mscale;
     float rope_long[RUNTIME_ROPE_MAX_FACTORS], rope_short[RUNTIME_ROPE_MAX_FACTORS];
     int bos_id, eos_id;         /* -1 when unknown */
     /* Mixture of experts (0 experts: a dense FFN). Each token's FFN is the sum over the n_experts_used
@@ -78,6 +86,9 @@ typedef struct runtime_config {
      * window and rope_local_theta, the others attend globally (Gemma 3: p = 6); p = 0: every layer
      * uses the window (Mistral). */
     int sliding_window, swa_pattern;
+    /* gpt-oss: attention sinks, biases on q, k, v, o, the router and the experts, the experts'
+     * clamped SwiGLU (alpha 1.702, limit 7); with swa_pattern 2, its even layers use the window */
+    int gptoss;
     double rope_local_theta;
     double attn_scale;          /* 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5) */
     double final_softcap;       /* 0: none */

@@ -309,6 +309,120 @@ START_TEST(encoder_ops_match_their_definition)
 }
 END_TEST
 
+/* gpt-oss's ops against their definitions in double: attention with sinks (a window over a ring
+ * of slots, f32 and f16 caches), each slot's expert bias (an F32 pack seen at an odd address, so
+ * that the backend's aligned copy is what runs), and the clamped SwiGLU on both sides of its limit. */
+START_TEST(gptoss_ops_match_their_definition)
+{
+    enum { N = 3, POS0 = 4, HEADS = 4, KVH = 2, HD = 8, WIN = 3, RING = WIN + N - 1, NE = 5, K = 2, ROWS = 6 };
+    backend_opts o = { .n_threads = 2 };
+    backend_limits lim = { .max_rows = N, .max_cols = 64, .n_ctx = 16, .heads = HEADS };
+    backend *b;
+    backend_buf *q, *k32, *v32, *k16, *v16, *a32, *a16, *eh, *ids, *g, *u;
+    backend_op ops[8];
+    backend_seq s = { ops, 0, 8, 0 };
+    static float sink[HEADS], *bias, hq[N * HEADS * HD], hk[RING * KVH * HD], hv[RING * KVH * HD];
+    static float heh[N * K * ROWS], hg[N * 16], hu[N * 16];
+    static int32_t hid[N * K];
+    float *odd = malloc((NE * ROWS + 1) * sizeof *odd);
+    backend_tensor ts, tb;
+    const backend_weight *ws, *wb;
+
+    bias = odd + 1;
+    for (int h = 0; h < HEADS; h++)
+        sink[h] = 2.0f * unif();
+    for (int i = 0; i < NE * ROWS; i++)
+        bias[i] = unif();
+    for (int i = 0; i < N * HEADS * HD; i++)
+        hq[i] = unif();
+    for (int i = 0; i < RING * KVH * HD; i++) {
+        hk[i] = cpu_f16_to_f32(cpu_f32_to_f16(unif()));   /* f16-exact, so both caches hold the same */
+        hv[i] = cpu_f16_to_f32(cpu_f32_to_f16(unif()));
+    }
+    for (int i = 0; i < N * K * ROWS; i++)
+        heh[i] = unif();
+    for (int i = 0; i < N * K; i++)
+        hid[i] = (int32_t)((i * 3 + 1) % NE);
+    for (int i = 0; i < N * 16; i++) {
+        hg[i] = 12.0f * unif();   /* past the limit of 7 on both sides */
+        hu[i] = 12.0f * unif();
+    }
+    ts = f32_tensor("sinks", sink, 1, 1, HEADS);
+    tb = f32_tensor("bias", bias, 2, NE, ROWS);
+    ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
+    ck_assert(backend_supports(b, BACKEND_OP_ATTENTION_SINKS) && backend_supports(b, BACKEND_OP_ADD_ROW_ID) &&
+              backend_supports(b, BACKEND_OP_SWIGLU_OAI));
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_weight_import(&ws, b, &ts), 0);
+    ck_assert_int_eq(backend_weight_import(&wb, b, &tb), 0);
+    ck_assert_int_eq(backend_buf_new(&q, b, N * HEADS * HD, BACKEND_F32, "q"), 0);
+    ck_assert_int_eq(backend_buf_new(&k32, b, RING * KVH * HD, BACKEND_F32, "k32"), 0);
+    ck_assert_int_eq(backend_buf_new(&v32, b, RING * KVH * HD, BACKEND_F32, "v32"), 0);
+    ck_assert_int_eq(backend_buf_new(&k16, b, RING * KVH * HD, BACKEND_F16, "k16"), 0);
+    ck_assert_int_eq(backend_buf_new(&v16, b, RING * KVH * HD, BACKEND_F16, "v16"), 0);
+    ck_assert_int_eq(backend_buf_new(&a32, b, N * HEADS * HD, BACKEND_F32, "a32"), 0);
+    ck_assert_int_eq(backend_buf_new(&a16, b, N * HEADS * HD, BACKEND_F32, "a16"), 0);
+    ck_assert_int_eq(backend_buf_new(&eh, b, N * K * ROWS, BACKEND_F32, "eh"), 0);
+    ck_assert_int_eq(backend_buf_new(&ids, b, N * K, BACKEND_I32, "ids"), 0);
+    ck_assert_int_eq(backend_buf_new(&g, b, N * 16, BACKEND_F32, "g"), 0);
+    ck_assert_int_eq(backend_buf_new(&u, b, N * 16, BACKEND_F32, "u"), 0);
+    memcpy(q->host, hq, sizeof hq);
+    memcpy(k32->host, hk, sizeof hk);
+    memcpy(v32->host, hv, sizeof hv);
+    for (int i = 0; i < RING * KVH * HD; i++) {
+        ((uint16_t *)k16->host)[i] = cpu_f32_to_f16(hk[i]);
+        ((uint16_t *)v16->host)[i] = cpu_f32_to_f16(hv[i]);
+    }
+    memcpy(eh->host, heh, sizeof heh);
+    memcpy(ids->host, hid, sizeof hid);
+    memcpy(g->host, hg, sizeof hg);
+    memcpy(u->host, hu, sizeof hu);
+
+    backend_seq_attention_sinks(&s, backend_at(a32, 0), backend_at(q, 0), backend_at(k32, 0), backend_at(v32, 0), N,
+                                POS0, HEADS, KVH, HD, WIN, 0.0f, RING, ws);
+    backend_seq_attention_sinks(&s, backend_at(a16, 0), backend_at(q, 0), backend_at(k16, 0), backend_at(v16, 0), N,
+                                POS0, HEADS, KVH, HD, WIN, 0.3f, RING, ws);
+    backend_seq_add_row_id(&s, backend_at(eh, 0), wb, backend_at(ids, 0), N, K);
+    backend_seq_swiglu_oai(&s, backend_at(g, 0), backend_at(u, 0), N * 16, 1.702f, 7.0f);
+    ck_assert_int_eq(backend_run(b, &s), 0);
+
+    for (int f16 = 0; f16 < 2; f16++) {
+        const float *out = (float *)(f16 ? a16 : a32)->host;
+        double scale = f16 ? 0.3 : 1.0 / sqrt(HD);
+        for (int t = 0; t < N; t++)
+            for (int h = 0; h < HEADS; h++) {
+                int pos = POS0 + t, p0 = pos - WIN + 1, kvo = (h / (HEADS / KVH)) * HD;
+                double sc[WIN], mx = sink[h], sum = 0;
+                for (int p = p0; p <= pos; p++) {
+                    double d = 0;
+                    for (int i = 0; i < HD; i++)
+                        d += hq[(t * HEADS + h) * HD + i] * hk[(p % RING) * KVH * HD + kvo + i];
+                    sc[p - p0] = d * scale;
+                    mx = fmax(mx, sc[p - p0]);
+                }
+                for (int p = 0; p < WIN; p++)
+                    sum += sc[p] = exp(sc[p] - mx);
+                sum += exp(sink[h] - mx);   /* the sink takes its share and gives no value */
+                for (int i = 0; i < HD; i++) {
+                    double acc = 0;
+                    for (int p = p0; p <= pos; p++)
+                        acc += sc[p - p0] / sum * hv[(p % RING) * KVH * HD + kvo + i];
+                    ck_assert_double_eq_tol(out[(t * HEADS + h) * HD + i], acc, 1e-5);
+                }
+            }
+    }
+    for (int r = 0; r < N * K; r++)
+        for (int i = 0; i < ROWS; i++)
+            ck_assert_float_eq(((float *)eh->host)[r * ROWS + i], heh[r * ROWS + i] + bias[hid[r] * ROWS + i]);
+    for (int i = 0; i < N * 16; i++) {
+        double x = fmin(hg[i], 7.0), y = fmin(fmax(hu[i], -7.0), 7.0);
+        ck_assert_double_eq_tol(((float *)g->host)[i], x / (1.0 + exp(-1.702 * x)) * (y + 1.0), 1e-5 * (1 + fabs(x * y)));
+    }
+    backend_close(b);
+    free(odd);
+}
+END_TEST
+
 /* A sequence that outgrew its capacity, a read past a buffer and a matmul past the reserved sizes
  * are refused before anything runs. */
 START_TEST(out_of_bounds_sequences_and_reads_are_refused)
@@ -414,6 +528,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, open_cpu_by_name_describes_it);
     tcase_add_test(tc, sequence_equals_kernels_bit_for_bit);
     tcase_add_test(tc, encoder_ops_match_their_definition);
+    tcase_add_test(tc, gptoss_ops_match_their_definition);
     tcase_add_test(tc, out_of_bounds_sequences_and_reads_are_refused);
     tcase_add_test(tc, weight_import_refuses_types_the_cpu_cannot_run);
     tcase_add_test(tc, misaligned_float_weights_give_the_aligned_results);

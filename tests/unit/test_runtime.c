@@ -518,7 +518,15 @@ static const struct { const char *json, *expect; int code; } bad_config[] = {
     { "{\"architecture\": \"llama\", \"hidden_size\": -1}", "hidden_size: -1 out of range", MS_EINVALID },
     { "{\"architecture\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
       " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9, \"rope_scaling\":"
-      " {\"rope_type\": \"yarn\", \"factor\": 4}}", "rope scaling 'yarn' is not supported", MS_EUNSUPPORTED },
+      " {\"rope_type\": \"dynamic\", \"factor\": 4}}", "rope scaling 'dynamic' is not supported", MS_EUNSUPPORTED },
+    { "{\"architecture\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+      " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9, \"rope_scaling\":"
+      " {\"rope_type\": \"yarn\", \"factor\": 4}}", "yarn rope scaling: needs original_max_position_embeddings (0)",
+      MS_EINVALID },
+    { "{\"architecture\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
+      " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9, \"rope_scaling\":"
+      " {\"rope_type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 8, \"beta_fast\": 0.5}}",
+      "0 < beta_slow (1) < beta_fast (0.5)", MS_EINVALID },
     { "{\"architecture\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4,"
       " \"intermediate_size\": 8, \"vocab_size\": 9, \"max_position_embeddings\": 9, \"rms_norm_eps\": 0}",
       "rms norm epsilon 0 out of range", MS_EINVALID },
@@ -611,6 +619,40 @@ START_TEST(config_json_reads_llama3_fields)
     ck_assert_int_eq(c.eos_id, 128001);
     ck_assert_int_eq(c.rope_interleaved, 0);
     ck_assert(c.rope_theta == 500000.0);
+}
+END_TEST
+
+/* Qwen 2.5's long-context config: YaRN as Hugging Face defines it (transformers' _compute_yarn_parameters
+ * with its default truncation, which is ggml's floor / ceil), written out here in double: the
+ * frequencies blend f and f / factor over the band the betas give, and the magnitude 1 + 0.1 ln(factor)
+ * reaches the attention scale squared. */
+START_TEST(config_json_reads_yarn_and_its_frequencies)
+{
+    const char *j = "{\"architecture\": \"qwen2\", \"hidden_size\": 1024, \"num_hidden_layers\": 2,"
+                    " \"num_attention_heads\": 8, \"intermediate_size\": 64, \"vocab_size\": 100,"
+                    " \"max_position_embeddings\": 131072, \"rope_theta\": 1000000.0,"
+                    " \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4.0,"
+                    " \"original_max_position_embeddings\": 32768}}";
+    runtime_config c;
+    double f[64], d = 128, base = 1e6, lo, hi;
+    int changed = 0, kept = 0;
+
+    ck_assert_msg(runtime_config_from_json(&c, j, strlen(j), "cfg") == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(c.rope_scaling, RUNTIME_ROPE_YARN);
+    ck_assert(c.yarn_beta_fast == 32 && c.yarn_beta_slow == 1);
+    ck_assert_double_eq_tol(c.yarn_mscale, 1 + 0.1 * log(4.0), 1e-15);
+    ck_assert_double_eq_tol(c.attn_scale, pow(1 + 0.1 * log(4.0), 2) / sqrt(128.0), 1e-15);
+    runtime_rope_freqs(f, &c);
+    lo = floor(d * log(32768 / (32 * 2 * M_PI)) / (2 * log(base)));
+    hi = ceil(d * log(32768 / (1 * 2 * M_PI)) / (2 * log(base)));
+    for (int i = 0; i < 64; i++) {
+        double extrap = pow(base, -2.0 * i / d), interp = extrap / 4.0;
+        double ramp = fmin(1, fmax(0, (i - lo) / (hi - lo))), want = interp * ramp + extrap * (1 - ramp);
+        ck_assert_msg(fabs(f[i] - want) <= 1e-15 * want, "pair %d: %g, expected %g", i, f[i], want);
+        changed += f[i] < extrap * 0.999;
+        kept += f[i] == extrap;
+    }
+    ck_assert(changed > 0 && kept > 0);   /* the band lies inside the dims: both sides are there */
 }
 END_TEST
 
@@ -1083,6 +1125,7 @@ static Suite *runtime_suite(void)
     tcase_add_test(c, config_gguf_refuses_non_finite_floats);
     tcase_add_loop_test(c, config_json_refusals_name_the_field, 0, sizeof bad_config / sizeof bad_config[0]);
     tcase_add_test(c, config_json_reads_llama3_fields);
+    tcase_add_test(c, config_json_reads_yarn_and_its_frequencies);
     tcase_add_test(c, gguf_names_map_to_hf_names);
     suite_add_tcase(s, c);
     add_model_tests(m);
