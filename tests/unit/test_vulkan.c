@@ -1094,6 +1094,144 @@ START_TEST(matmul_id_matches_the_cpu_on_every_weight_type)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- gpt-oss's ops */
+
+/* SWIGLU_OAI with gpt-oss's alpha 1.702 and limit 7 on gates and ups in (-12, 12), so that both of
+ * up's clamps and gate's upper one are taken: exp on the device, within 1e-5 relative as SWIGLU.
+ * ADD_ROW_ID of an F32 [6][70] bias over the slots MOE_ROUTE picks on both (the same ids, as
+ * moe_route_matches_the_cpu checks), at odd offsets: one float addition per element, so bit for
+ * bit. */
+START_TEST(swiglu_oai_and_add_row_id_match_the_cpu)
+{
+    int n = 1000, toks = 5, ne = 6, used = 3, rows = 70;
+    pair p;
+    tensor bias;
+
+    if (!pair_open(&p, 8, 256, 16))
+        return;
+    for (int b = 0; b < 2; b++) {
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_SWIGLU_OAI));
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_ADD_ROW_ID));
+    }
+    memset(&bias, 0, sizeof bias);
+    make_ggml(&bias, GGML_TYPE_F32, ne, rows, 0);
+    bias.t.name = "blk.0.ffn_up_exps.bias";
+    int g = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 12.0f), u = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 12.0f);
+    int lg = pair_buf(&p, (size_t)toks * ne, BACKEND_F32, 4.0f), wt = pair_buf(&p, (size_t)toks * used, BACKEND_F32, 0);
+    int ids = pair_buf(&p, (size_t)toks * used + 1, BACKEND_F32, 0);
+    int y = pair_buf(&p, (size_t)toks * used * rows + 3, BACKEND_F32, 2.0f);
+    float *cpu = malloc(sizeof(float) * toks * used * rows), *gpu = malloc(sizeof(float) * toks * used * rows);
+    int32_t ic[16], ig[16];
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        backend_op ops[3];
+        backend_seq seq = {.ops = ops, .cap = 3};
+        ck_assert_msg(backend_weight_import(&bw, p.be[b], &bias.t) == 0, "%s", ms_err_msg());
+        backend_seq_moe_route(&seq, backend_at(p.buf[b][wt], 0), backend_at(p.buf[b][ids], 1),
+                              backend_at(p.buf[b][lg], 0), toks, ne, used, BACKEND_ROUTE_SOFTMAX_TOPK);
+        backend_seq_add_row_id(&seq, backend_at(p.buf[b][y], 3), bw, backend_at(p.buf[b][ids], 1), toks, used);
+        backend_seq_swiglu_oai(&seq, backend_at(p.buf[b][g], 1), backend_at(p.buf[b][u], 0), n, 1.702f, 7.0f);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    read_ids(&p, ids, (size_t)toks * used + 1, ic, ig);
+    ck_assert_int_eq(memcmp(ic, ig, sizeof(int32_t) * (toks * used + 1)), 0);
+    pair_read(&p, y, 3, (size_t)toks * used * rows, cpu, gpu);
+    ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * toks * used * rows), 0);
+    pair_read(&p, g, 1, (size_t)n, cpu, gpu);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-7, "swiglu_oai %d: %g vs %g", i,
+                      gpu[i], cpu[i]);
+    pair_close(&p);
+    tensor_free(&bias);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ATTENTION with sinks over f32 caches with F32 sinks and f16 caches with F16 sinks: sinks from
+ * -inf (none) through ones below the scores to ones that take most of the weight, on 8 query heads
+ * over 2 kv heads, 6 over 1 and 4 over 4; without a window, with a window of 40 and over a ring of
+ * 48 slots, in 5-token prefills past two 64-position tiles and in decodes. Each (token, head)
+ * within 1e-5 of its own output's scale (a sink that dominates shrinks a head's output, where a
+ * check against the whole output's scale would not see a wrong denominator). A bidirectional
+ * attention with sinks is refused before anything runs. */
+START_TEST(attention_sinks_match_the_cpu)
+{
+    int hd = 64, ctx = 160, f16 = _i;
+    static const struct {
+        int n, pos0, window, ring, heads, kv;
+        float scale;
+    } cases[] = {{5, 130, 0, 0, 8, 2, 0.0f},  {5, 130, 40, 0, 8, 2, 0.07f}, {5, 130, 40, 48, 8, 2, 0.07f},
+                 {1, 10, 40, 0, 4, 4, 0.0f},  {3, 200, 40, 48, 6, 1, 0.07f}, {1, 150, 0, 0, 6, 1, 0.0f},
+                 {5, 0, 0, 0, 8, 2, 0.0f}};
+    static const float sinks[8] = {-INFINITY, -3.0f, 0.0f, 0.5f, 1.5f, 3.0f, 6.0f, 10.0f};
+    pair p;
+    tensor s;
+
+    if (!pair_open(&p, 8, 512, 256))
+        return;
+    for (int b = 0; b < 2; b++)
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_ATTENTION_SINKS));
+    memset(&s, 0, sizeof s);
+    make_vec(&s, f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, 8);
+    s.t.name = "blk.0.attn_sinks.weight";
+    for (int h = 0; h < 8; h++) {
+        if (f16)
+            memcpy((uint8_t *)s.t.data + 2 * h, (uint16_t[]){cpu_f32_to_f16(sinks[h])}, 2);
+        else
+            memcpy((uint8_t *)s.t.data + 4 * h, &sinks[h], 4);
+    }
+    int q = pair_buf(&p, (size_t)5 * 8 * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * 4 * hd, BACKEND_F32, 2.0f), vf = pair_buf(&p, (size_t)ctx * 4 * hd,
+                                                                                  BACKEND_F32, 1.0f);
+    int kc = pair_buf(&p, (size_t)ctx * 4 * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int vc = pair_buf(&p, (size_t)ctx * 4 * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int o = pair_buf(&p, (size_t)5 * 8 * hd, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 5 * 8 * hd), *gpu = malloc(sizeof(float) * 5 * 8 * hd);
+    const backend_weight *bw[2];
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        ck_assert_msg(backend_weight_import(&bw[b], p.be[b], &s.t) == 0, "%s", ms_err_msg());
+        backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * 4 * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][vc], 0), backend_at(p.buf[b][vf], 0), ctx * 4 * hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int heads = cases[c].heads;
+        size_t nout = (size_t)cases[c].n * heads * hd;
+        double worst = 0;
+        for (int b = 0; b < 2; b++) {
+            backend_op ops[1];
+            backend_seq seq = {.ops = ops, .cap = 1};
+            backend_seq_attention_sinks(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0),
+                                        backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][vc], 0), cases[c].n,
+                                        cases[c].pos0, heads, cases[c].kv, hd, cases[c].window, cases[c].scale,
+                                        cases[c].ring, bw[b]);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        pair_read(&p, o, 0, nout, cpu, gpu);
+        for (size_t r = 0; r < nout / hd; r++) {
+            double rel = rel_diff(gpu + r * hd, cpu + r * hd, (size_t)hd);
+            ck_assert_msg(rel <= 1e-5, "case %zu, token %zu head %zu: rel %g", c, r / heads, r % heads, rel);
+            worst = fmax(worst, rel);
+        }
+        printf("measured: attention sinks case %zu (%s cache): worst head rel %.3g\n", c, f16 ? "f16" : "f32", worst);
+    }
+    backend_op ops[1];
+    backend_seq seq = {.ops = ops, .cap = 1};
+    backend_seq_attention_bidir(&seq, backend_at(p.buf[1][o], 0), backend_at(p.buf[1][q], 0),
+                                backend_at(p.buf[1][kc], 0), backend_at(p.buf[1][vc], 0), 4, 8, 2, hd, 0.0f);
+    ops[0].sinks = bw[1];
+    ck_assert_int_eq(backend_run(p.be[1], &seq), MS_ERROR);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "sinks"));
+    pair_close(&p);
+    tensor_free(&s);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
 /* Types the kernels do not run are refused at import, naming the tensor and the type. */
 START_TEST(unsupported_types_are_refused_at_import)
 {
@@ -1568,6 +1706,8 @@ int main(void)
     tcase_add_loop_test(ops, attention_bidir_matches_the_cpu, 0, 2);
     tcase_add_loop_test(ops, moe_route_matches_the_cpu, 0, 4);
     tcase_add_loop_test(ops, matmul_id_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
+    tcase_add_test(ops, swiglu_oai_and_add_row_id_match_the_cpu);
+    tcase_add_loop_test(ops, attention_sinks_match_the_cpu, 0, 2);
     tcase_add_test(ops, unsupported_types_are_refused_at_import);
     tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
     tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);
