@@ -62,6 +62,8 @@ static int vt_of(const backend_tensor *t)
         return GPU_T_Q5_K;
     case GGML_TYPE_Q6_K:
         return GPU_T_Q6_K;
+    case GGML_TYPE_MXFP4:
+        return GPU_T_MXFP4;
     default:
         return -1;
     }
@@ -87,7 +89,8 @@ int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const backend_t
                                                      : "?";
         return ms_err(MS_EUNSUPPORTED,
                       "tensor '%s': type %s is not supported by the %s backend; supported: "
-                      "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX int4 and int8 (affine)",
+                      "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4, MLX int4 and int8 "
+                      "(affine)",
                       t->name, tn, dev);
     }
     if (t->type == BACKEND_TYPE_MLX)

@@ -42,6 +42,7 @@ enum {
     GPU_T_Q6_K,
     GPU_T_MLX4,
     GPU_T_MLX8,
+    GPU_T_MXFP4,   /* ggml's (gpt-oss's experts); past MLX so that the older variants keep their places */
     GPU_T_COUNT
 };
 /* Kernel variants, in the order of the generated tables (SPIR-V and MSL). */
