@@ -62,6 +62,8 @@ static int vt_of(const backend_tensor *t)
         return GPU_T_Q5_K;
     case GGML_TYPE_Q6_K:
         return GPU_T_Q6_K;
+    case GGML_TYPE_MXFP4:
+        return GPU_T_MXFP4;
     default:
         return -1;
     }
@@ -87,7 +89,8 @@ int gpu_weight_layout(gpu_weight *w, uint64_t *lo, uint64_t *hi, const backend_t
                                                      : "?";
         return ms_err(MS_EUNSUPPORTED,
                       "tensor '%s': type %s is not supported by the %s backend; supported: "
-                      "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MLX int4 and int8 (affine)",
+                      "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4, MLX int4 and int8 "
+                      "(affine)",
                       t->name, tn, dev);
     }
     if (t->type == BACKEND_TYPE_MLX)
@@ -144,13 +147,43 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l)
 
 int gpu_supports(backend_op_kind kind)
 {
-    /* every kind backend.h defines has a plan below, but gpt-oss's (not yet) */
-    return (unsigned)kind < BACKEND_OP_COUNT && kind != BACKEND_OP_ADD_ROW_ID && kind != BACKEND_OP_SWIGLU_OAI &&
-           kind != BACKEND_OP_ATTENTION_SINKS;
+    return (unsigned)kind < BACKEND_OP_COUNT;   /* every kind backend.h defines has a plan below */
+}
+
+static int is_float_type(int type)
+{
+    return type == GGML_TYPE_F32 || type == GGML_TYPE_F16 || type == GGML_TYPE_BF16;
+}
+
+/* gpt-oss's ops: the weights they index are read as vec_ld reads a norm weight (common.glsl). */
+static int check_gpt_oss(const backend_op *op)
+{
+    if (op->kind == BACKEND_OP_ATTENTION && op->sinks) {
+        const backend_tensor *t = op->sinks->t;
+        if (op->bidir)
+            return ms_err(MS_ERROR, "bidirectional attention with sinks");
+        if (t->n_dims != 1 || !is_float_type(t->type) || t->shape[0] < (uint64_t)op->heads)
+            return ms_err(MS_ERROR, "attention sinks '%s': expected a vector of %d F32/F16/BF16 values", t->name,
+                          op->heads);
+    }
+    if (op->kind == BACKEND_OP_ADD_ROW_ID) {
+        const backend_tensor *t = op->w->t;
+        if (t->n_dims != 2 || !is_float_type(t->type) || t->shape[0] != (uint64_t)op->n_expert ||
+            t->shape[1] != (uint64_t)op->rows || op->n_used < 1)
+            return ms_err(MS_ERROR, "add_row_id of '%s': expected an F32/F16/BF16 [%d][%d] weight, %d slots", t->name,
+                          op->n_expert, op->rows, op->n_used);
+        /* the element kernel indexes dst[n][n_used][rows] with one 32-bit index */
+        if ((uint64_t)op->n * op->n_used * op->rows > UINT32_MAX)
+            return ms_err(MS_ERROR, "add_row_id of %d rows x %d slots x %d: past 2^32 elements", op->n, op->n_used,
+                          op->rows);
+    }
+    return 0;
 }
 
 int gpu_op_check(const gpu_limits *l, const backend_op *op)
 {
+    if (check_gpt_oss(op) < 0)
+        return MS_ERROR;
     if (op->kind == BACKEND_OP_MATMUL && (op->n > l->max_rows || op->cols > l->max_cols))
         return ms_err(MS_ERROR, "matmul of %d rows x %d columns: past the reserved %d x %d", op->n, op->cols,
                       l->max_rows, l->max_cols);
@@ -478,6 +511,13 @@ static int plan_attention(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     pc->rows = (uint32_t)(op->window > 0 ? op->window : 0);
     pc->cols = (uint32_t)(op->ring > 0 ? op->ring : 0);
     pc->mode = op->bidir ? 1 : 0;   /* every token sees all pos0 + n positions */
+    if (op->sinks) {                 /* mode bit 2: sinks[heads] at binding 3, read as a vector */
+        const gpu_weight *s = op->sinks->dev;
+        if ((rc = bind_weight(l, &d->b[2], &pc->w_off, s, s->data_off, s->data_end)) < 0)
+            return rc;
+        pc->wtype = (uint32_t)op->sinks->t->type;
+        pc->mode |= 2;
+    }
     d->rd[d->n_rd++] = op->src.buf;
     d->rd[d->n_rd++] = op->k.buf;
     d->rd[d->n_rd++] = op->v.buf;
@@ -494,8 +534,13 @@ static int plan_pairwise(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, (uint64_t)op->n)) < 0 ||
         (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n)) < 0)
         return rc;
-    /* the element kernel's modes: 0 add, 1 swiglu, 5 geglu */
-    pc->mode = op->kind == BACKEND_OP_SWIGLU ? 1 : op->kind == BACKEND_OP_GEGLU ? 5 : 0;
+    /* the element kernel's modes: 0 add, 1 swiglu, 5 geglu, 11 swiglu_oai (alpha in scale, limit in eps) */
+    pc->mode = op->kind == BACKEND_OP_SWIGLU       ? 1
+               : op->kind == BACKEND_OP_GEGLU      ? 5
+               : op->kind == BACKEND_OP_SWIGLU_OAI ? 11
+                                                   : 0;
+    pc->scale = op->alpha;
+    pc->eps = op->limit;
     d->rd[d->n_rd++] = op->src.buf;
     d->k = GPU_K_ELEM;
     return groups_grid(d, (pc->n + 255u) / 256u);
@@ -537,6 +582,30 @@ static int plan_weighted_sum(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     d->rd[d->n_rd++] = op->wts.buf;
     d->k = GPU_K_ELEM;
     return groups_grid(d, (pc->n + 255u) / 256u);
+}
+
+/* ADD_ROW_ID: the element kernel's mode 12 over dst[n][n_used][rows]; the bias of slot (t, s) is row
+ * ids[t][s] of w, read as a vector (binding 3, wtype), the ids at binding 4. */
+static int plan_add_row_id(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w->dev;
+    gpu_push *pc = &d->pc;
+    uint64_t pairs = (uint64_t)op->n * op->n_used;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, pairs * op->rows)) < 0 ||
+        (rc = bind_weight(l, &d->b[2], &pc->w_off, w, w->data_off, w->data_end)) < 0 ||
+        (rc = bind_ref(l, &d->b[3], &pc->a_off, op->ids, pairs)) < 0)
+        return rc;
+    pc->n = (uint32_t)(pairs * op->rows);
+    pc->cols = (uint32_t)op->rows;
+    pc->n_rot = (uint32_t)op->n_expert;
+    pc->wtype = (uint32_t)op->w->t->type;
+    pc->mode = 12;
+    d->rd[d->n_rd++] = op->ids.buf;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, ((uint64_t)pc->n + 255) / 256);
 }
 
 static int plan_moe_route(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
@@ -608,6 +677,8 @@ static const planner planners[] = {
     [BACKEND_OP_MOE_SUM] = plan_weighted_sum,
     [BACKEND_OP_MOE_ROUTE] = plan_moe_route,
     [BACKEND_OP_MATMUL_ID] = plan_matmul_id,
+    [BACKEND_OP_ADD_ROW_ID] = plan_add_row_id,
+    [BACKEND_OP_SWIGLU_OAI] = plan_pairwise,
 };
 
 static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)

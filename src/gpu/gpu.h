@@ -42,6 +42,7 @@ enum {
     GPU_T_Q6_K,
     GPU_T_MLX4,
     GPU_T_MLX8,
+    GPU_T_MXFP4,   /* ggml's (gpt-oss's experts); past MLX so that the older variants keep their places */
     GPU_T_COUNT
 };
 /* Kernel variants, in the order of the generated tables (SPIR-V and MSL). */
@@ -107,8 +108,9 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l);
 int gpu_supports(backend_op_kind kind);
 
 /* Refuse an op past the reserved limits or the kernels' (head_dim <= 256, n_rot <= 1024, token
- * ids inside the embedding), or a bidirectional attention with a window, a ring or a start
- * position, before anything is recorded: MS_ERROR saying which. */
+ * ids inside the embedding), a bidirectional attention with a window, a ring, a start position or
+ * sinks, sinks that are not a vector of `heads` values, or an ADD_ROW_ID whose weight is not a
+ * float [n_expert][rows] matrix, before anything is recorded: MS_ERROR saying which. */
 int gpu_op_check(const gpu_limits *l, const backend_op *op);
 /* Bytes of host-written parameters (token ids, rope tables) the ops of one run need. */
 size_t gpu_params_size(const gpu_limits *l, const backend_op *ops, size_t n_ops);

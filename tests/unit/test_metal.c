@@ -739,7 +739,7 @@ END_TEST
  * embedded MSL is in gpu_kernel's order. */
 START_TEST(threadgroup_sizes_and_order_are_the_msl_s)
 {
-    static const char *const types[] = {"0", "1", "30", "8", "2", "3", "6", "7", "12", "13", "14", "68", "72"};
+    static const char *const types[] = {"0", "1", "30", "8", "2", "3", "6", "7", "12", "13", "14", "68", "72", "39"};
     char want[64], line[96];
 
     for (int k = 0; k < GPU_K_COUNT; k++) {

@@ -1094,6 +1094,337 @@ START_TEST(matmul_id_matches_the_cpu_on_every_weight_type)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- gpt-oss's ops and MXFP4 */
+
+/* SWIGLU_OAI with gpt-oss's alpha 1.702 and limit 7 on gates and ups in (-12, 12), so that both of
+ * up's clamps and gate's upper one are taken: exp on the device, within 1e-5 relative as SWIGLU.
+ * ADD_ROW_ID of an F32 [6][70] bias over the slots MOE_ROUTE picks on both (the same ids, as
+ * moe_route_matches_the_cpu checks), at odd offsets: one float addition per element, so bit for
+ * bit. */
+START_TEST(swiglu_oai_and_add_row_id_match_the_cpu)
+{
+    int n = 1000, toks = 5, ne = 6, used = 3, rows = 70;
+    pair p;
+    tensor bias;
+
+    if (!pair_open(&p, 8, 256, 16))
+        return;
+    for (int b = 0; b < 2; b++) {
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_SWIGLU_OAI));
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_ADD_ROW_ID));
+    }
+    memset(&bias, 0, sizeof bias);
+    make_ggml(&bias, GGML_TYPE_F32, ne, rows, 0);
+    bias.t.name = "blk.0.ffn_up_exps.bias";
+    int g = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 12.0f), u = pair_buf(&p, (size_t)n + 2, BACKEND_F32, 12.0f);
+    int lg = pair_buf(&p, (size_t)toks * ne, BACKEND_F32, 4.0f), wt = pair_buf(&p, (size_t)toks * used, BACKEND_F32, 0);
+    int ids = pair_buf(&p, (size_t)toks * used + 1, BACKEND_F32, 0);
+    int y = pair_buf(&p, (size_t)toks * used * rows + 3, BACKEND_F32, 2.0f);
+    float *cpu = malloc(sizeof(float) * toks * used * rows), *gpu = malloc(sizeof(float) * toks * used * rows);
+    int32_t ic[16], ig[16];
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw;
+        backend_op ops[3];
+        backend_seq seq = {.ops = ops, .cap = 3};
+        ck_assert_msg(backend_weight_import(&bw, p.be[b], &bias.t) == 0, "%s", ms_err_msg());
+        backend_seq_moe_route(&seq, backend_at(p.buf[b][wt], 0), backend_at(p.buf[b][ids], 1),
+                              backend_at(p.buf[b][lg], 0), toks, ne, used, BACKEND_ROUTE_SOFTMAX_TOPK);
+        backend_seq_add_row_id(&seq, backend_at(p.buf[b][y], 3), bw, backend_at(p.buf[b][ids], 1), toks, used);
+        backend_seq_swiglu_oai(&seq, backend_at(p.buf[b][g], 1), backend_at(p.buf[b][u], 0), n, 1.702f, 7.0f);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    read_ids(&p, ids, (size_t)toks * used + 1, ic, ig);
+    ck_assert_int_eq(memcmp(ic, ig, sizeof(int32_t) * (toks * used + 1)), 0);
+    pair_read(&p, y, 3, (size_t)toks * used * rows, cpu, gpu);
+    ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * toks * used * rows), 0);
+    pair_read(&p, g, 1, (size_t)n, cpu, gpu);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-7, "swiglu_oai %d: %g vs %g", i,
+                      gpu[i], cpu[i]);
+    pair_close(&p);
+    tensor_free(&bias);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ATTENTION with sinks over f32 caches with F32 sinks and f16 caches with F16 sinks: sinks from
+ * -inf (none) through ones below the scores to ones that take most of the weight, on 8 query heads
+ * over 2 kv heads, 6 over 1 and 4 over 4; without a window, with a window of 40 and over a ring of
+ * 48 slots, in 5-token prefills past two 64-position tiles and in decodes. Each (token, head)
+ * within 1e-5 of its own output's scale (a sink that dominates shrinks a head's output, where a
+ * check against the whole output's scale would not see a wrong denominator). A bidirectional
+ * attention with sinks is refused before anything runs. */
+START_TEST(attention_sinks_match_the_cpu)
+{
+    int hd = 64, ctx = 160, f16 = _i;
+    static const struct {
+        int n, pos0, window, ring, heads, kv;
+        float scale;
+    } cases[] = {{5, 130, 0, 0, 8, 2, 0.0f},  {5, 130, 40, 0, 8, 2, 0.07f}, {5, 130, 40, 48, 8, 2, 0.07f},
+                 {1, 10, 40, 0, 4, 4, 0.0f},  {3, 200, 40, 48, 6, 1, 0.07f}, {1, 150, 0, 0, 6, 1, 0.0f},
+                 {5, 0, 0, 0, 8, 2, 0.0f}};
+    static const float sinks[8] = {-INFINITY, -3.0f, 0.0f, 0.5f, 1.5f, 3.0f, 6.0f, 10.0f};
+    pair p;
+    tensor s;
+
+    if (!pair_open(&p, 8, 512, 256))
+        return;
+    for (int b = 0; b < 2; b++)
+        ck_assert(backend_supports(p.be[b], BACKEND_OP_ATTENTION_SINKS));
+    memset(&s, 0, sizeof s);
+    make_vec(&s, f16 ? GGML_TYPE_F16 : GGML_TYPE_F32, 8);
+    s.t.name = "blk.0.attn_sinks.weight";
+    for (int h = 0; h < 8; h++) {
+        if (f16)
+            memcpy((uint8_t *)s.t.data + 2 * h, (uint16_t[]){cpu_f32_to_f16(sinks[h])}, 2);
+        else
+            memcpy((uint8_t *)s.t.data + 4 * h, &sinks[h], 4);
+    }
+    int q = pair_buf(&p, (size_t)5 * 8 * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * 4 * hd, BACKEND_F32, 2.0f), vf = pair_buf(&p, (size_t)ctx * 4 * hd,
+                                                                                  BACKEND_F32, 1.0f);
+    int kc = pair_buf(&p, (size_t)ctx * 4 * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int vc = pair_buf(&p, (size_t)ctx * 4 * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int o = pair_buf(&p, (size_t)5 * 8 * hd, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 5 * 8 * hd), *gpu = malloc(sizeof(float) * 5 * 8 * hd);
+    const backend_weight *bw[2];
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        ck_assert_msg(backend_weight_import(&bw[b], p.be[b], &s.t) == 0, "%s", ms_err_msg());
+        backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * 4 * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][vc], 0), backend_at(p.buf[b][vf], 0), ctx * 4 * hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int heads = cases[c].heads;
+        size_t nout = (size_t)cases[c].n * heads * hd;
+        double worst = 0;
+        for (int b = 0; b < 2; b++) {
+            backend_op ops[1];
+            backend_seq seq = {.ops = ops, .cap = 1};
+            backend_seq_attention_sinks(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0),
+                                        backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][vc], 0), cases[c].n,
+                                        cases[c].pos0, heads, cases[c].kv, hd, cases[c].window, cases[c].scale,
+                                        cases[c].ring, bw[b]);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        pair_read(&p, o, 0, nout, cpu, gpu);
+        for (size_t r = 0; r < nout / hd; r++) {
+            double rel = rel_diff(gpu + r * hd, cpu + r * hd, (size_t)hd);
+            ck_assert_msg(rel <= 1e-5, "case %zu, token %zu head %zu: rel %g", c, r / heads, r % heads, rel);
+            worst = fmax(worst, rel);
+        }
+        printf("measured: attention sinks case %zu (%s cache): worst head rel %.3g\n", c, f16 ? "f16" : "f32", worst);
+    }
+    backend_op ops[1];
+    backend_seq seq = {.ops = ops, .cap = 1};
+    backend_seq_attention_bidir(&seq, backend_at(p.buf[1][o], 0), backend_at(p.buf[1][q], 0),
+                                backend_at(p.buf[1][kc], 0), backend_at(p.buf[1][vc], 0), 4, 8, 2, hd, 0.0f);
+    ops[0].sinks = bw[1];
+    ck_assert_int_eq(backend_run(p.be[1], &seq), MS_ERROR);
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "sinks"));
+    pair_close(&p);
+    tensor_free(&s);
+    free(cpu);
+    free(gpu);
+}
+END_TEST
+
+/* ggml MXFP4 weights (blocks of 17 bytes: an E8M0 exponent, then 16 bytes of E2M1 code pairs),
+ * `skew` bytes past a page start, with exponents 116 .. 126 (scales 2^-12 .. 2^-2, gpt-oss's
+ * range; no subnormal scale, which a device may flush) and every code. */
+static void make_mxfp4(tensor *x, int rows, int cols, size_t skew)
+{
+    uint64_t row_bytes;
+    uint8_t *buf;
+
+    memset(x, 0, sizeof *x);
+    ck_assert_int_eq(ggml_row_nbytes(&row_bytes, GGML_TYPE_MXFP4, (uint64_t)cols), 0);
+    ck_assert_uint_eq(row_bytes, (uint64_t)cols / 32 * 17);
+    buf = map_new(x, row_bytes * rows + skew) + skew;
+    for (uint64_t i = 0; i < row_bytes * rows; i++)
+        buf[i] = i % 17 ? (uint8_t)rnd() : (uint8_t)(116 + rnd() % 11);
+    x->t = (backend_tensor){.name = "blk.0.ffn_gate_exps.weight",
+                            .type = GGML_TYPE_MXFP4,
+                            .n_dims = 2,
+                            .shape = {(uint64_t)rows, (uint64_t)cols},
+                            .data = buf,
+                            .nbytes = row_bytes * rows,
+                            .map = x->map,
+                            .map_nbytes = x->map_n};
+}
+
+/* Row r of an MXFP4 weight through src/quant's dequantizer (ggml's, bit for bit). */
+static void mxfp4_row(float *out, const tensor *w, int r)
+{
+    uint64_t cols = w->t.shape[w->t.n_dims - 1], row_bytes = cols / 32 * 17;
+
+    ck_assert_int_eq(quant_dequantize_row("MXFP4", (const uint8_t *)w->t.data + row_bytes * (uint64_t)r, NULL, NULL,
+                                          ST_F32, 32, (size_t)cols, out),
+                     0);
+}
+
+/* sum_j w[r][j] x[j] in double over the dequantized row; *wabs gets sum_j |w[r][j]|. */
+static double dot_ref(const float *wrow, const float *x, int cols, double *wabs)
+{
+    double s = 0, a = 0;
+
+    for (int j = 0; j < cols; j++) {
+        s += (double)wrow[j] * x[j];
+        a += fabs(wrow[j]);
+    }
+    *wabs = a;
+    return s;
+}
+
+/* MXFP4 MATMUL on the device (decode 1, 2 and the tiled 3, 37 tokens; 67 rows, 320 columns: ten
+ * blocks, not a power of two) against the double-precision product of src/quant's dequantized
+ * weights, within matmul_matches_the_cpu_on_every_weight_type's tolerance (the CPU backend does
+ * not run MXFP4 in this branch: its matmul is another change). */
+START_TEST(mxfp4_matmul_matches_the_dequantized_product)
+{
+    static const int ns[] = {1, 2, 3, 37};
+    int rows = 67, cols = 320, max_n = 37;
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, max_n, cols, 16))
+        return;
+    make_mxfp4(&w, rows, cols, 6);
+    float *xs = malloc(sizeof(float) * max_n * cols), *wr = malloc(sizeof(float) * rows * cols);
+    float *gpu = malloc(sizeof(float) * max_n * rows);
+    double xmax = 0;
+    for (int i = 0; i < max_n * cols; i++)
+        xmax = fmax(xmax, fabs(xs[i] = unif()));
+    for (int r = 0; r < rows; r++)
+        mxfp4_row(wr + (size_t)r * cols, &w, r);
+    int x = pair_buf_of(&p, xs, (size_t)max_n * cols, BACKEND_F32);
+    int y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
+    const backend_weight *bw;
+    ck_assert_msg(backend_weight_import(&bw, p.be[1], &w.t) == 0, "%s", ms_err_msg());
+    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+        backend_op ops[1];
+        backend_seq seq = {.ops = ops, .cap = 1};
+        double worst = 0;
+        backend_seq_matmul(&seq, backend_at(p.buf[1][y], 0), backend_at(p.buf[1][x], 0), bw, ns[c]);
+        ck_assert_msg(backend_run(p.be[1], &seq) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(backend_read(p.be[1], gpu, backend_at(p.buf[1][y], 0), (size_t)ns[c] * rows), 0);
+        for (int t = 0; t < ns[c]; t++) {
+            for (int r = 0; r < rows; r++) {
+                double wabs, ref = dot_ref(wr + (size_t)r * cols, xs + (size_t)t * cols, cols, &wabs);
+                double d = fabs(gpu[t * rows + r] - ref), tol = 1e-4 * wabs * xmax + 1e-6;
+                ck_assert_msg(d <= tol, "n %d, token %d row %d: gpu %g, exact %g", ns[c], t, r, gpu[t * rows + r], ref);
+                worst = fmax(worst, d / tol);
+            }
+        }
+        printf("measured: matmul MXFP4, n %d: worst |diff| / tolerance %.3g\n", ns[c], worst);
+    }
+    free(xs);
+    free(wr);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
+/* MXFP4 MATMUL_ID on a pack of 5 experts of 43 rows, 6 tokens of 2 slots routed by MOE_ROUTE on
+ * the device, with the input shared by the slots and one per slot: each output row against the
+ * double product of the chosen expert's dequantized row, within matmul's tolerance. */
+START_TEST(mxfp4_matmul_id_matches_the_dequantized_product)
+{
+    int ne = 5, rows = 43, cols = 320, n = 6, used = 2;
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, n, cols, 16))
+        return;
+    make_mxfp4(&w, ne * rows, cols, 0);
+    float *wr = malloc(sizeof(float) * ne * rows * cols), *xs = malloc(sizeof(float) * n * used * cols);
+    float *gpu = malloc(sizeof(float) * n * used * rows);
+    int32_t ig[13];
+    double xmax = 0;
+    for (int r = 0; r < ne * rows; r++)
+        mxfp4_row(wr + (size_t)r * cols, &w, r);
+    for (int i = 0; i < n * used * cols; i++)
+        xmax = fmax(xmax, fabs(xs[i] = unif()));
+    w.t.n_dims = 3; /* the same bytes as a pack [ne][rows][cols] */
+    w.t.shape[0] = (uint64_t)ne;
+    w.t.shape[1] = (uint64_t)rows;
+    w.t.shape[2] = (uint64_t)cols;
+    int lg = pair_buf(&p, (size_t)n * ne, BACKEND_F32, 4.0f), wt = pair_buf(&p, (size_t)n * used, BACKEND_F32, 0);
+    int ids = pair_buf(&p, (size_t)n * used + 1, BACKEND_F32, 0);
+    int x = pair_buf_of(&p, xs, (size_t)n * used * cols, BACKEND_F32);
+    int y = pair_buf(&p, (size_t)n * used * rows + 2, BACKEND_F32, 0);
+    const backend_weight *bw;
+    ck_assert_msg(backend_weight_import(&bw, p.be[1], &w.t) == 0, "%s", ms_err_msg());
+    for (int bcast = 1; bcast >= 0; bcast--) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        double worst = 0;
+        backend_seq_moe_route(&seq, backend_at(p.buf[1][wt], 0), backend_at(p.buf[1][ids], 1),
+                              backend_at(p.buf[1][lg], 0), n, ne, used, BACKEND_ROUTE_SOFTMAX_TOPK);
+        backend_seq_matmul_id(&seq, backend_at(p.buf[1][y], 2), backend_at(p.buf[1][x], 0), bw,
+                              backend_at(p.buf[1][ids], 1), n, used, bcast);
+        ck_assert_msg(backend_run(p.be[1], &seq) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(backend_read(p.be[1], (float *)ig, backend_at(p.buf[1][ids], 0), (size_t)n * used + 1), 0);
+        ck_assert_int_eq(backend_read(p.be[1], gpu, backend_at(p.buf[1][y], 2), (size_t)n * used * rows), 0);
+        for (int i = 0; i < n * used; i++) {
+            int e = ig[1 + i];
+            const float *xi = xs + (size_t)(bcast ? i / used : i) * cols;
+            ck_assert(e >= 0 && e < ne);
+            for (int r = 0; r < rows; r++) {
+                double wabs, ref = dot_ref(wr + ((size_t)e * rows + r) * cols, xi, cols, &wabs);
+                double d = fabs(gpu[i * rows + r] - ref), tol = 1e-4 * wabs * xmax + 1e-6;
+                ck_assert_msg(d <= tol, "bcast %d, pair %d (expert %d) row %d: gpu %g, exact %g", bcast, i, e, r,
+                              gpu[i * rows + r], ref);
+                worst = fmax(worst, d / tol);
+            }
+        }
+        printf("measured: matmul_id MXFP4, src_bcast %d: worst |diff| / tolerance %.3g\n", bcast, worst);
+    }
+    free(wr);
+    free(xs);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
+/* MXFP4 EMBED: the device makes each weight as ggml does, a code's value times an exact power of
+ * two, so the rows are src/quant's dequantized rows bit for bit. */
+START_TEST(mxfp4_embedding_rows_are_the_dequantizer_s)
+{
+    int rows = 40, cols = 320;
+    int32_t toks[5] = {3, 0, 39, 3, 17};
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, 5, cols, 16))
+        return;
+    make_mxfp4(&w, rows, cols, 6);
+    int y = pair_buf(&p, 5 * (size_t)cols + 3, BACKEND_F32, 0);
+    float *want = malloc(sizeof(float) * 5 * cols), *gpu = malloc(sizeof(float) * 5 * cols);
+    const backend_weight *bw;
+    backend_op ops[1];
+    backend_seq seq = {.ops = ops, .cap = 1};
+    ck_assert_msg(backend_weight_import(&bw, p.be[1], &w.t) == 0, "%s", ms_err_msg());
+    backend_seq_embed(&seq, backend_at(p.buf[1][y], 3), bw, toks, 5, cols);
+    ck_assert_msg(backend_run(p.be[1], &seq) == 0, "%s", ms_err_msg());
+    ck_assert_int_eq(backend_read(p.be[1], gpu, backend_at(p.buf[1][y], 3), 5 * (size_t)cols), 0);
+    for (int t = 0; t < 5; t++)
+        mxfp4_row(want + (size_t)t * cols, &w, toks[t]);
+    for (int i = 0; i < 5 * cols; i++)
+        ck_assert_msg(memcmp(&gpu[i], &want[i], 4) == 0, "token %d element %d: %g vs %g", i / cols, i % cols, gpu[i],
+                      want[i]);
+    free(want);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
 /* Types the kernels do not run are refused at import, naming the tensor and the type. */
 START_TEST(unsupported_types_are_refused_at_import)
 {
@@ -1568,6 +1899,11 @@ int main(void)
     tcase_add_loop_test(ops, attention_bidir_matches_the_cpu, 0, 2);
     tcase_add_loop_test(ops, moe_route_matches_the_cpu, 0, 4);
     tcase_add_loop_test(ops, matmul_id_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
+    tcase_add_test(ops, swiglu_oai_and_add_row_id_match_the_cpu);
+    tcase_add_loop_test(ops, attention_sinks_match_the_cpu, 0, 2);
+    tcase_add_test(ops, mxfp4_matmul_matches_the_dequantized_product);
+    tcase_add_test(ops, mxfp4_matmul_id_matches_the_dequantized_product);
+    tcase_add_test(ops, mxfp4_embedding_rows_are_the_dequantizer_s);
     tcase_add_test(ops, unsupported_types_are_refused_at_import);
     tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
     tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);

@@ -8,8 +8,12 @@
  * p.rows > 0: a sliding window, token t sees only the last p.rows positions up to pos0 + t;
  * p.cols > 0: the caches are a ring of p.cols slots, position q at slot q % p.cols; p.scale is the
  * score scale (1 / sqrt(head_dim) unless the op sets one).
- * p.mode 1 (an encoder's bidirectional attention; no window or ring, pos0 0): the causal bound is
- * lifted, every token sees positions 0 .. pos0 + n - 1. */
+ * p.mode bit 1 (an encoder's bidirectional attention; no window or ring, pos0 0): the causal bound
+ * is lifted, every token sees positions 0 .. pos0 + n - 1.
+ * p.mode bit 2 (gpt-oss's attention sinks): the sinks are a vector at binding 3 (W; w_off, wtype,
+ * read by vec_ld); head h's sink is one more logit with no value. It starts the running max and
+ * sum (m = sink, l = exp(sink - sink) = 1), so the recurrence takes it into the max and the
+ * denominator as the CPU's softmax does; without bit 2, m = -inf and l = 0 as before. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
@@ -37,7 +41,7 @@ void main()
         return;
     uint t = item / p.heads, h = item % p.heads, group = p.heads / p.kv_heads;
     uint kv_dim = p.kv_heads * hd, kvo = (h / group) * hd;
-    uint n_pos = p.mode == 1u ? p.pos0 + p.n : p.pos0 + t + 1u;
+    uint n_pos = (p.mode & 1u) != 0u ? p.pos0 + p.n : p.pos0 + t + 1u;
     uint first = p.rows > 0u && n_pos > p.rows ? n_pos - p.rows : 0u;
     uint qo = p.src_off + (t * p.heads + h) * hd;
     for (uint d = tid; d < hd; d += 64u)
@@ -45,6 +49,13 @@ void main()
     barrier();
     float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
     float m = -1.0 / 0.0, l = 0.0;
+    if ((p.mode & 2u) != 0u) {
+        float sink = vec_ld(h);
+        if (sink > m) { /* a sink of -inf adds exp(-inf) = 0: as none */
+            m = sink;
+            l = 1.0;
+        }
+    }
     for (uint c0 = first; c0 < n_pos; c0 += 64u) {
         uint pos = c0 + tid;
         float s = -1.0 / 0.0;

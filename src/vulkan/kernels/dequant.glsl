@@ -277,6 +277,49 @@ void deq8(uint r, uint b, uint qt, out float v[8])
             v[4u * ii + e] = d * float(s) * float(c[e]);
     }
 }
+#elif TYPE == 39 /* MXFP4: e (E8M0), qs[16]: weight j is code qs[j] & 15, weight j + 16 is qs[j] >> 4 */
+/* Block b of row r: its codes' offset; returns d = 2^(e - 128), ggml's "E8M0 halved", made from
+ * its bits as ggml_e8m0_to_fp32_half does, so exactly: for e >= 2 the float of biased exponent
+ * e - 1, for e < 2 the subnormals 2^-128 and 2^-127 (a device that flushes subnormals reads 0
+ * there; no real block is that small). e = 255 is 2^127, as in ggml. */
+float mx_head(uint r, uint b, out uint qo)
+{
+    uint o = p.w_off + r * p.row_bytes + b * 17u, e = w8(o);
+    qo = o + 1u;
+    return uintBitsToFloat(e >= 2u ? (e - 1u) << 23 : 0x00200000u << e);
+}
+/* Code x times d: ggml's kvalues_mxfp4 (E2M1 doubled: 0 1 2 3 4 6 8 12 by the low three bits,
+ * bit 3 the sign) packed a nibble each; the value is made as an int, so code 8 is +0 as in ggml. */
+float mx_val(uint x, float d)
+{
+    int k = int((0xc8643210u >> (4u * (x & 7u))) & 15u);
+    return float((x & 8u) != 0u ? -k : k) * d;
+}
+void deq32(uint r, uint b, out float v[32])
+{
+    uint qo;
+    float d = mx_head(r, b, qo);
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        uint q = w32(qo + 4u * i);
+        [[unroll]] for (uint e = 0u; e < 4u; e++) {
+            uint x = (q >> (8u * e)) & 0xffu;
+            v[4u * i + e] = mx_val(x & 15u, d);
+            v[4u * i + e + 16u] = mx_val(x >> 4, d);
+        }
+    }
+}
+#define DEQ8_POS(q, h) ((q) * 4u + 16u * (h))
+void deq8(uint r, uint b, uint qt, out float v[8])
+{
+    uint qo;
+    float d = mx_head(r, b, qo);
+    uint q = w32(qo + 4u * qt);
+    [[unroll]] for (uint e = 0u; e < 4u; e++) {
+        uint x = (q >> (8u * e)) & 0xffu;
+        v[e] = mx_val(x & 15u, d);
+        v[e + 4u] = mx_val(x >> 4, d);
+    }
+}
 #elif TYPE == 68 || TYPE == 72 /* MLX affine int4 / int8: codes, scale and bias per group */
 #if GEMM == 2 /* MATMUL_ID: scales and biases lie in W's binding (A holds the expert ids) */
 float scale_at(uint o)

@@ -12,6 +12,10 @@
  *   8 GATED_ADD dst[t][c] += sigmoid(A[t]) * src[t][c]          (A: n gates, f32)
  *   9 MOE_SUM  dst[t][c] += sum_s A[t][s] * src[t][s][c], s < rows in order (A: weights, f32)
  *  10 GELU     dst[i] = 0.5 dst[i] (1 + erf(dst[i] / sqrt 2))   (erf_acc below; BERT's exact GELU)
+ *  11 SWIGLU_OAI g = min(dst[i], eps), u = clamp(src[i], -eps, eps); dst[i] = g sigmoid(scale g) (u + 1)
+ *              (gpt-oss: scale = alpha 1.702, eps = limit 7)
+ *  12 ADD_ROW_ID dst[r][c] += w[A[r]][c], r = i / cols < n / cols, A the expert ids (i32), w a vector
+ *              read (vec_ld) of n_rot rows of cols; an id past n_rot adds nothing
  * dst is bound as u32 words so that mode 4 can address halves. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
@@ -142,6 +146,13 @@ void main()
     } else if (p.mode == 10u) {
         float x = uintBitsToFloat(D[d]);
         D[d] = floatBitsToUint(0.5 * x * (1.0 + erf_acc(x * 0.70710678118654752)));
+    } else if (p.mode == 11u) {
+        float g = min(uintBitsToFloat(D[d]), p.eps), u = clamp(S[p.src_off + idx], -p.eps, p.eps);
+        D[d] = floatBitsToUint(g / (1.0 + exp(-p.scale * g)) * (u + 1.0));
+    } else if (p.mode == 12u) {
+        uint e = A[p.a_off + idx / p.cols];
+        if (e < p.n_rot)
+            D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + vec_ld(e * p.cols + idx % p.cols));
     } else if (p.mode == 2u) {
         D[d] = floatBitsToUint(uintBitsToFloat(D[d]) + vec_ld(idx % p.cols));
     } else {
