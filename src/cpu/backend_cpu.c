@@ -113,8 +113,9 @@ static int weight_new(void *vctx, backend_weight *w)
         return vector_new(w);
     if (!cpu_type_supported(t->type))
         return ms_err(MS_EUNSUPPORTED, "tensor '%s': type %s is not supported; supported: F32, F16, BF16, "
-                      "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MLX int2..int8, "
-                      "mxfp4, nvfp4, mxfp8", t->name, ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
+                      "Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, "
+                      "MLX int2..int8, mxfp4, nvfp4, mxfp8",
+                      t->name, ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
     if (((uintptr_t)t->data & (align - 1)) == 0)
         return 0;
     if (!(cw = calloc(1, sizeof *cw)) || !(cw->copy = malloc(t->nbytes ? t->nbytes : 1))) {

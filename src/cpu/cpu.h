@@ -8,7 +8,7 @@
  * batch, in chunks or token by token gives the same logits bit for bit.
  *
  * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts) and MLX-quantized weights (BACKEND_TYPE_MLX).
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (ggml block layouts) and MLX-quantized weights (BACKEND_TYPE_MLX).
  * Quantized weights are used block by block; no matrix is ever dequantized whole.
  *
  * The op functions below are the backend's ops on host pointers, for tests and benchmarks. */
@@ -84,7 +84,7 @@ void cpu_add(float *y, const float *x, size_t n);                         /* y +
 void cpu_swiglu_oai(float *gate, const float *up, size_t n, float alpha, float limit);
 
 /* Row `row` of a 2-D tensor of any supported weight type as f32, into out[cols] (embedding
- * lookup; K-quants, IQ4 and MLX through src/quant's dequantizers). */
+ * lookup; K-quants, IQ4, MXFP4 and MLX through src/quant's dequantizers). */
 void cpu_tensor_row(float *out, const backend_tensor *w, uint64_t row);
 /* One dot product through the current path (tests): x[cols] . W[row]. Quantized types quantize x
  * to 16-bit blocks first, as matmul does. */

@@ -242,6 +242,7 @@ const cpu_path cpu_path_avx2 = {
         [GGML_TYPE_Q6_K] = CPU_OWN(cpu_avx2_dot_q6_k, cpu_avx2_gemm_q6_k),
         [GGML_TYPE_IQ4_NL] = CPU_Q16(cpu_kq_avx2_dot_iq4_nl, NULL),
         [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_avx2_dot_iq4_xs, NULL),
+        [GGML_TYPE_MXFP4] = CPU_Q16(cpu_kq_avx2_dot_mxfp4, NULL),
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,

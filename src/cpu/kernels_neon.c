@@ -5,8 +5,8 @@
  * else in this file or the library can use them.
  *
  * Float weights (F32, F16, BF16): four 4-lane FMA accumulators, summed in a fixed order; only
- * the float additions differ from kernels_scalar.c. Block weights (Q8_0, Q4_0, and Q4_K, Q6_K
- * as entries of the same tables): the integer block sums are exact on every variant and the
+ * the float additions differ from kernels_scalar.c. Block weights (Q8_0, Q4_0, and Q4_K, Q6_K,
+ * MXFP4 as entries of the same tables): the integer block sums are exact on every variant and the
  * float steps are the scalar ones, so these dot products equal the scalar path's bit for bit.
  *
  * SDOT and USDOT multiply 8-bit numbers; the activations are 16-bit (cpu_int.h says why 8 bits
@@ -512,14 +512,39 @@ static void gemm_q4_0_i8mm(float *y, size_t ldy, const cpu_act *a, int n_tok, co
         return s;                                                                                          \
     }
 
+/* MXFP4 (gpt-oss's experts): the code book looked up 16 nibbles at a time by TBL; the codes
+ * (-12 .. 12) are valid signed bytes for SDOT and USDOT. kquant_scalar.c's float step, the same
+ * integer, so the same bits. */
+#define W_MXFP4(NAME, ATTR, MLA)                                                                      \
+    ATTR static float NAME(const void *vx, const void *vw, int n)                                     \
+    {                                                                                                 \
+        const cpu_q16 *x = vx;                                                                         \
+        const uint8_t *p = vw;                                                                        \
+        int8x16_t table = vld1q_s8(cpu_mxfp4_values);                                                 \
+        float s = 0.0f;                                                                               \
+                                                                                                      \
+        for (int b = 0; b < n / QK; b++, p += CPU_MXFP4_BYTES) {                                       \
+            uint8x16_t q = vld1q_u8(p + 1);                                                           \
+            int32x4_t acc = vdupq_n_s32(0);                                                           \
+            acc = MLA(acc, vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(15))), x[b].q);                    \
+            acc = MLA(acc, vqtbl1q_s8(table, vshrq_n_u8(q, 4)), x[b].q + 16);                          \
+            s += cpu_mxfp4_scale(p[0]) * x[b].d * (float)vaddvq_s32(acc);                              \
+        }                                                                                             \
+        return s;                                                                                     \
+    }
+
 W_Q4_K(w_q4_k, , mla16)
 W_Q4_K(w_q4_k_dot, DOTPROD, sdot16)
 W_Q4_K(w_q4_k_i8mm, I8MM, usdot16)
 W_Q6_K(w_q6_k, , mla16)
 W_Q6_K(w_q6_k_dot, DOTPROD, sdot16)
 W_Q6_K(w_q6_k_i8mm, I8MM, usdot16)
+W_MXFP4(w_mxfp4, , mla16)
+W_MXFP4(w_mxfp4_dot, DOTPROD, sdot16)
+W_MXFP4(w_mxfp4_i8mm, I8MM, usdot16)
 #undef W_Q4_K
 #undef W_Q6_K
+#undef W_MXFP4
 
 /* ---------------------------------------------------------------- MLX affine int4 / int8 */
 
@@ -611,8 +636,8 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
     return vaddvq_s32(vaddq_s32(vshlq_n_s32(th, 8), vreinterpretq_s32_u32(tl)));
 }
 
-/* Q4_1, Q5_0, Q5_1 and the K-quants other than Q4_K and Q6_K stay the scalar path's. */
-#define NEON_PATH(var, nm, basep, q8_0, q4_0, gq8_0, gq4_0, q4_k, q6_k, mlx4, mlx8)                          \
+/* Q4_1, Q5_0, Q5_1, the IQ4 types and the K-quants other than Q4_K and Q6_K stay the scalar path's. */
+#define NEON_PATH(var, nm, basep, q8_0, q4_0, gq8_0, gq4_0, q4_k, q6_k, mxfp4, mlx4, mlx8)                   \
     const cpu_path var = {                                                                                    \
         .name = nm,                                                                                           \
         .base = basep,                                                                                        \
@@ -620,7 +645,7 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
         .type = { [GGML_TYPE_F32] = CPU_F32(w_f32, NULL), [GGML_TYPE_F16] = CPU_F32(w_f16, NULL),             \
                   [GGML_TYPE_BF16] = CPU_F32(w_bf16, NULL), [GGML_TYPE_Q8_0] = CPU_Q16(q8_0, gq8_0),         \
                   [GGML_TYPE_Q4_0] = CPU_Q16(q4_0, gq4_0), [GGML_TYPE_Q4_K] = CPU_Q16(q4_k, NULL),           \
-                  [GGML_TYPE_Q6_K] = CPU_Q16(q6_k, NULL) },                                                  \
+                  [GGML_TYPE_Q6_K] = CPU_Q16(q6_k, NULL), [GGML_TYPE_MXFP4] = CPU_Q16(mxfp4, NULL) },        \
         .dot_f32 = dot_f32,                                                                                   \
         .dot_f32_f16 = dot_f32_f16,                                                                           \
         .axpy_f32 = axpy_f32,                                                                                 \
@@ -629,14 +654,14 @@ I8MM static int32_t mlx_block8_i8mm(const uint8_t *c, const int16_t *x)
         .mlx_block4 = mlx4,                                                                                   \
         .mlx_block8 = mlx8,                                                                                   \
     }
-NEON_PATH(cpu_path_neon, "neon", &cpu_path_scalar, w_q8_0, w_q4_0, NULL, NULL, w_q4_k, w_q6_k, mlx_block4,
+NEON_PATH(cpu_path_neon, "neon", &cpu_path_scalar, w_q8_0, w_q4_0, NULL, NULL, w_q4_k, w_q6_k, w_mxfp4, mlx_block4,
           mlx_block8);
 NEON_PATH(cpu_path_neon_dotprod, "neon-dotprod", &cpu_path_neon, w_q8_0_dot, w_q4_0_dot, NULL, NULL, w_q4_k_dot,
-          w_q6_k_dot, mlx_block4_dot, mlx_block8_dot);
+          w_q6_k_dot, w_mxfp4_dot, mlx_block4_dot, mlx_block8_dot);
 /* neon-i8mm's prefill: SMMLA tiles for Q8_0 and Q4_0 (its other types: tiles of row dots). The
  * activations stay cpu_q16 blocks. */
 NEON_PATH(cpu_path_neon_i8mm, "neon-i8mm", &cpu_path_neon_dotprod, w_q8_0_i8mm, w_q4_0_i8mm, gemm_q8_0_i8mm,
-          gemm_q4_0_i8mm, w_q4_k_i8mm, w_q6_k_i8mm, mlx_block4_i8mm, mlx_block8_i8mm);
+          gemm_q4_0_i8mm, w_q4_k_i8mm, w_q6_k_i8mm, w_mxfp4_i8mm, mlx_block4_i8mm, mlx_block8_i8mm);
 #undef NEON_PATH
 
 #else

@@ -237,7 +237,7 @@ const cpu_path cpu_path_scalar = {
         [GGML_TYPE_Q2_K] = CPU_Q16(cpu_kq_dot_q2_k, NULL), [GGML_TYPE_Q3_K] = CPU_Q16(cpu_kq_dot_q3_k, NULL),
         [GGML_TYPE_Q4_K] = CPU_Q16(cpu_kq_dot_q4_k, NULL), [GGML_TYPE_Q5_K] = CPU_Q16(cpu_kq_dot_q5_k, NULL),
         [GGML_TYPE_Q6_K] = CPU_Q16(cpu_kq_dot_q6_k, NULL), [GGML_TYPE_IQ4_NL] = CPU_Q16(cpu_kq_dot_iq4_nl, NULL),
-        [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_dot_iq4_xs, NULL),
+        [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_dot_iq4_xs, NULL), [GGML_TYPE_MXFP4] = CPU_Q16(cpu_kq_dot_mxfp4, NULL),
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,
@@ -317,7 +317,7 @@ void cpu_tensor_row(float *out, const backend_tensor *w, uint64_t row)
     }
     switch (w->type) {
     case GGML_TYPE_Q2_K: case GGML_TYPE_Q3_K: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K: case GGML_TYPE_Q6_K:
-    case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS:
+    case GGML_TYPE_IQ4_NL: case GGML_TYPE_IQ4_XS: case GGML_TYPE_MXFP4:
         ggml_row_nbytes(&row_bytes, w->type, cols);
         quant_dequantize_row(ggml_type_name(w->type), (const uint8_t *)w->data + row * row_bytes, NULL, NULL, ST_F32,
                              0, (size_t)cols, out);

@@ -1,8 +1,8 @@
-/* kquant_avx2.c: the K-quant and IQ4 row dot products of kquant_scalar.c with AVX2 + FMA. The
+/* kquant_avx2.c: the K-quant, IQ4 and MXFP4 row dot products of kquant_scalar.c with AVX2 + FMA. The
  * functions carry their own target attribute, so this file needs no build flags; they run only
  * after cpu.c found AVX2, FMA and F16C (the avx2 path and the paths built on it).
  * Per 32-weight span: the codes become signed bytes (every type's codes fit: Q6_K -32..31, IQ4
- * -127..113), are widened to 16 bits and multiplied with the 16-bit activations by
+ * -127..113, MXFP4 -12..12), are widened to 16 bits and multiplied with the 16-bit activations by
  * _mm256_madd_epi16 (exact 32-bit sums); each span's 8 partial sums are scaled into one float
  * accumulator, so the integer sums equal the scalar ones and only float additions reorder. */
 #include "cpu/kquant_int.h"
@@ -159,15 +159,20 @@ TARGET float cpu_kq_avx2_dot_q6_k(const void *vx, const void *vw, int n)
     return hsum(acc);
 }
 
-/* One IQ4 block of 32 (16 bytes of nibbles): 8 int32 partial sums of values[nibble] * x. */
-TARGET static inline __m256i iq4_block(const uint8_t *qs, const int16_t *x)
+/* One IQ4 or MXFP4 block of 32 (16 bytes of nibbles): 8 int32 partial sums of table[nibble] * x,
+ * the code book looked up 16 nibbles at a time by pshufb. */
+TARGET static inline __m256i nl_block(__m128i table, const uint8_t *qs, const int16_t *x)
 {
-    __m128i table = _mm_loadu_si128((const __m128i *)(const void *)cpu_iq4_values), m4 = _mm_set1_epi8(15);
-    __m128i q = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m128i m4 = _mm_set1_epi8(15), q = _mm_loadu_si128((const __m128i *)(const void *)qs);
     __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(q, m4));
     __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q, 4), m4));
 
     return _mm256_add_epi32(mul16(lo, x), mul16(hi, x + 16));
+}
+
+TARGET static inline __m256i iq4_block(const uint8_t *qs, const int16_t *x)
+{
+    return nl_block(_mm_loadu_si128((const __m128i *)(const void *)cpu_iq4_values), qs, x);
 }
 
 TARGET float cpu_kq_avx2_dot_iq4_nl(const void *vx, const void *vw, int n)
@@ -195,6 +200,19 @@ TARGET float cpu_kq_avx2_dot_iq4_xs(const void *vx, const void *vw, int n)
             acc = fma_i(acc, iq4_block(p + 8 + 16 * i, x[b * 8 + i].q), d * (float)(ls - 32) * x[b * 8 + i].d);
         }
     }
+    return hsum(acc);
+}
+
+/* IQ4_NL's loop with the E8M0 scale: the same instructions per block, one byte less to load. */
+TARGET float cpu_kq_avx2_dot_mxfp4(const void *vx, const void *vw, int n)
+{
+    const cpu_q16 *x = vx;
+    const uint8_t *p = vw;
+    __m128i table = _mm_loadu_si128((const __m128i *)(const void *)cpu_mxfp4_values);
+    __m256 acc = _mm256_setzero_ps();
+
+    for (int b = 0; b < n / QK; b++, p += CPU_MXFP4_BYTES)
+        acc = fma_i(acc, nl_block(table, p + 1, x[b].q), cpu_mxfp4_scale(p[0]) * x[b].d);
     return hsum(acc);
 }
 

@@ -1,4 +1,4 @@
-/* kquant_scalar.c: row dot products of ggml's K-quants and IQ4 types, the portable definition
+/* kquant_scalar.c: row dot products of ggml's K-quants, IQ4 types and MXFP4, the portable definition
  * that kquant_avx2.c must meet (the same integer sums; only float additions are reordered).
  *
  * Layouts (super-blocks of QK_K = 256 weights unless said; all little endian; f16 scalars):
@@ -14,13 +14,15 @@
  *   IQ4_NL d | u8 qs[16]                                  blocks of 32: w = d * values[nibble]
  *   IQ4_XS d | u16 scales_h | u8 scales_l[4] | u8 qs[128] 8 sub-blocks of 32, 6-bit scales - 32:
  *          w = d * (ls - 32) * values[nibble]
+ *   MXFP4  u8 e | u8 qs[16]                               blocks of 32 (gpt-oss's experts): w = 2^(e - 128)
+ *          * mxfp4_values[nibble], e E8M0 (255 NaN), the values E2M1 doubled (kquant_int.h)
  * Where the bits sit. Q2_K, Q3_K and Q6_K go in halves of 128 weights; in half h, element
  * 128h + 32j + l (j < 4, l < 32) takes bits 2j..2j+1 of qs[32h + l] (Q2_K, Q3_K, with hmask[l]
  * bit 4h + j for Q3_K), and for Q6_K the low nibble (j < 2) or high nibble (j >= 2) of
  * ql[64h + 32(j % 2) + l] with bits 2j..2j+1 of qh[32h + l]. Its sub-block is 8h + 2j + l / 16.
  * Q4_K, Q5_K go in chunks of 64: element 64j + 32k + l is nibble k of qs[32j + l] (and bit
- * 2j + k of qh[l]), sub-block 2j + k. IQ4 blocks of 32: element l is the low nibble of qs[l],
- * element 16 + l the high one.
+ * 2j + k of qh[l]), sub-block 2j + k. IQ4 and MXFP4 blocks of 32: element l is the low nibble of
+ * qs[l], element 16 + l the high one.
  *
  * Activations come as cpu_q16 blocks of 32 (x = dx * qx, s = dx * sum qx): a 32-weight span
  * (one sub-block, or two of 16) meets exactly one activation block, so each span costs one
@@ -28,6 +30,7 @@
 #include "cpu/kquant_int.h"
 
 const int8_t cpu_iq4_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+const int8_t cpu_mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
 
 /* sum over 16 of q[l] * x[l] */
 static int sum16(const int8_t *q, const int16_t *x)
@@ -150,15 +153,17 @@ float cpu_kq_dot_q6_k(const void *vx, const void *vw, int n)
     return s;
 }
 
-/* One IQ4 block of 32: sum of values[nibble] * x. */
-static int iq4_block(const uint8_t *qs, const int16_t *x)
+/* One IQ4 or MXFP4 block of 32: sum of values[nibble] * x (at most 32 * 127 * 32767 in size). */
+static int nl_block(const int8_t *values, const uint8_t *qs, const int16_t *x)
 {
     int s = 0;
 
     for (int l = 0; l < 16; l++)
-        s += cpu_iq4_values[qs[l] & 15] * x[l] + cpu_iq4_values[qs[l] >> 4] * x[l + 16];
+        s += values[qs[l] & 15] * x[l] + values[qs[l] >> 4] * x[l + 16];
     return s;
 }
+
+static int iq4_block(const uint8_t *qs, const int16_t *x) { return nl_block(cpu_iq4_values, qs, x); }
 
 float cpu_kq_dot_iq4_nl(const void *vx, const void *vw, int n)
 {
@@ -185,5 +190,18 @@ float cpu_kq_dot_iq4_xs(const void *vx, const void *vw, int n)
             s += d * (float)(ls - 32) * x[b * 8 + i].d * (float)iq4_block(p + 8 + 16 * i, x[b * 8 + i].q);
         }
     }
+    return s;
+}
+
+/* The block's sum is at most 32 * 12 * 32767 < 2^24, so exact as a float; d * dx is exact too
+ * (d is a power of two) unless it leaves float's normal range. */
+float cpu_kq_dot_mxfp4(const void *vx, const void *vw, int n)
+{
+    const cpu_q16 *x = vx;
+    const uint8_t *p = vw;
+    float s = 0.0f;
+
+    for (int b = 0; b < n / QK; b++, p += CPU_MXFP4_BYTES)
+        s += cpu_mxfp4_scale(p[0]) * x[b].d * (float)nl_block(cpu_mxfp4_values, p + 1, x[b].q);
     return s;
 }

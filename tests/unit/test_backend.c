@@ -472,6 +472,97 @@ START_TEST(weight_import_refuses_types_the_cpu_cannot_run)
     ck_assert_int_eq(backend_weight_import(&w, b, &t), MS_EUNSUPPORTED);
     ck_assert_ptr_null(w);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tensor 'blk.0.odd': type IQ2_XXS is not supported"));
+    ck_assert_ptr_nonnull(strstr(ms_err_msg(), "IQ4_NL, IQ4_XS, MXFP4, MLX"));   /* the list names what runs */
+    backend_close(b);
+}
+END_TEST
+
+/* MXFP4 (gpt-oss's expert packs) through the CPU backend: a pack [E][ROWS][COLS] imported as
+ * it lies, MATMUL_ID with a row per (token, slot) and with one row per token (src_bcast), a 2-D
+ * MATMUL and an EMBED lookup, bit for bit what cpu_matmul on the expert's rows and cpu_tensor_row
+ * give; experts no token selected hold NaN scales (e = 255), so reading one would show. */
+START_TEST(mxfp4_experts_matmul_id_matmul_and_embed)
+{
+    enum { E = 4, ROWS = 19, COLS = 96, N = 3, K = 2, BB = 17, RB = COLS / 32 * BB };
+    static uint8_t pack[E * ROWS * RB];
+    static const int32_t ids[N * K] = { 2, 0, 0, 2, 2, 0 };   /* experts 1, 3 never */
+    backend_tensor tp = { .name = "blk.0.ffn_up_exps.weight", .type = GGML_TYPE_MXFP4, .n_dims = 3, .data = pack,
+                          .nbytes = sizeof pack, .shape = { E, ROWS, COLS } };
+    backend_tensor te = tp, t2 = tp;   /* the first expert's rows as a 2-D matrix and as an embedding */
+    backend_opts o = { .n_threads = 2 };
+    backend_limits lim = { .max_rows = N * K, .max_cols = COLS, .n_ctx = 8, .heads = 1 };
+    int32_t tokens[N] = { 7, 0, 18 };
+    const backend_weight *wp, *we, *w2;
+    backend_buf *bx, *bxs, *bi, *bh, *bhb, *by, *bemb;
+    backend_op ops[4];
+    backend_seq s = { ops, 0, 4, 0 };
+    static float x[N * COLS], xs[N * K * COLS], h[N * K * ROWS], hb[N * K * ROWS], y[N * ROWS], one[N * ROWS];
+    static float emb[N * COLS];
+    backend *b;
+    cpu_pool *pool;
+    void *mm = malloc(cpu_matmul_scratch(N, COLS));
+
+    for (size_t i = 0; i < sizeof pack; i++)
+        pack[i] = (uint8_t)(unif() * 128 + 128);
+    for (int blk = 0; blk < E * ROWS * COLS / 32; blk++)
+        pack[blk * BB] = blk / (ROWS * COLS / 32) % 2 ? 255 : (uint8_t)(120 + blk % 5);
+    for (int i = 0; i < N * COLS; i++)
+        x[i] = unif();
+    for (int i = 0; i < N * K * COLS; i++)
+        xs[i] = unif();
+    te.n_dims = t2.n_dims = 2;
+    te.shape[0] = t2.shape[0] = ROWS;
+    te.shape[1] = t2.shape[1] = COLS;
+    te.shape[2] = t2.shape[2] = 0;
+    te.nbytes = t2.nbytes = ROWS * RB;
+    ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_weight_import(&wp, b, &tp), 0);
+    ck_assert_int_eq(backend_weight_import(&we, b, &te), 0);
+    ck_assert_int_eq(backend_weight_import(&w2, b, &t2), 0);
+    ck_assert_int_eq(backend_buf_new(&bx, b, N * COLS, BACKEND_F32, "x"), 0);
+    ck_assert_int_eq(backend_buf_new(&bxs, b, N * K * COLS, BACKEND_F32, "xs"), 0);
+    ck_assert_int_eq(backend_buf_new(&bi, b, N * K, BACKEND_I32, "ids"), 0);
+    ck_assert_int_eq(backend_buf_new(&bh, b, N * K * ROWS, BACKEND_F32, "h"), 0);
+    ck_assert_int_eq(backend_buf_new(&bhb, b, N * K * ROWS, BACKEND_F32, "hb"), 0);
+    ck_assert_int_eq(backend_buf_new(&by, b, N * ROWS, BACKEND_F32, "y"), 0);
+    ck_assert_int_eq(backend_buf_new(&bemb, b, N * COLS, BACKEND_F32, "emb"), 0);
+    memcpy(bx->host, x, sizeof x);   /* the CPU backend's host memory: tests may fill it */
+    memcpy(bxs->host, xs, sizeof xs);
+    memcpy(bi->host, ids, sizeof ids);
+    backend_seq_matmul_id(&s, backend_at(bh, 0), backend_at(bxs, 0), wp, backend_at(bi, 0), N, K, 0);
+    backend_seq_matmul_id(&s, backend_at(bhb, 0), backend_at(bx, 0), wp, backend_at(bi, 0), N, K, 1);
+    backend_seq_matmul(&s, backend_at(by, 0), backend_at(bx, 0), w2, N);
+    backend_seq_embed(&s, backend_at(bemb, 0), we, tokens, N, COLS);
+    ck_assert_int_eq(backend_run(b, &s), 0);
+    ck_assert_int_eq(backend_read(b, h, backend_at(bh, 0), N * K * ROWS), 0);
+    ck_assert_int_eq(backend_read(b, hb, backend_at(bhb, 0), N * K * ROWS), 0);
+    ck_assert_int_eq(backend_read(b, y, backend_at(by, 0), N * ROWS), 0);
+    ck_assert_int_eq(backend_read(b, emb, backend_at(bemb, 0), N * COLS), 0);
+
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    for (int t = 0; t < N; t++)
+        for (int k = 0; k < K; k++) {
+            backend_tensor v = te;   /* expert ids[t][k]'s rows */
+            float want[ROWS];
+            v.data = pack + (size_t)ids[t * K + k] * ROWS * RB;
+            cpu_matmul(pool, want, xs + (t * K + k) * COLS, 1, &v, mm);
+            ck_assert_mem_eq(h + (t * K + k) * ROWS, want, sizeof want);
+            cpu_matmul(pool, want, x + t * COLS, 1, &v, mm);   /* src_bcast: every slot of token t takes x[t] */
+            ck_assert_mem_eq(hb + (t * K + k) * ROWS, want, sizeof want);
+        }
+    for (int r = 0; r < N * K * ROWS; r++)
+        ck_assert_msg(isfinite(h[r]) && isfinite(hb[r]), "[%d]: %g, %g: an unselected expert was read", r, h[r],
+                      hb[r]);
+    cpu_matmul(pool, one, x, N, &te, mm);
+    ck_assert_mem_eq(y, one, sizeof one);
+    for (int t = 0; t < N; t++) {
+        float row[COLS];
+        cpu_tensor_row(row, &te, (uint64_t)tokens[t]);
+        ck_assert_mem_eq(emb + t * COLS, row, sizeof row);
+    }
+    cpu_pool_free(pool);
+    free(mm);
     backend_close(b);
 }
 END_TEST
@@ -532,6 +623,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, out_of_bounds_sequences_and_reads_are_refused);
     tcase_add_test(tc, weight_import_refuses_types_the_cpu_cannot_run);
     tcase_add_test(tc, misaligned_float_weights_give_the_aligned_results);
+    tcase_add_test(tc, mxfp4_experts_matmul_id_matmul_and_embed);
     suite_add_tcase(s, tc);
     return s;
 }

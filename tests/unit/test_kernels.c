@@ -22,6 +22,7 @@
 #include "runtime/runtime.h"
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
+#include "quant/quant.h"
 
 static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm",
                                "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul", "amx-int8", "amx-int8-emul",
@@ -117,6 +118,10 @@ static uint8_t *make_weights(backend_tensor *t, int type, int rows, int cols)
             }
             continue;
         }
+        if (type == GGML_TYPE_MXFP4) {   /* E8M0 e: d = 2^(e - 128), 2^-9 .. 2^-6 (weights up to 12 d) */
+            p[0] = (uint8_t)(119 + rnd() % 4);
+            continue;
+        }
         memcpy(p, &h, 2);
         if (type == GGML_TYPE_Q4_1 || type == GGML_TYPE_Q5_1) {
             h = cpu_f32_to_f16(0.1f * unif());
@@ -132,7 +137,7 @@ static uint8_t *make_weights(backend_tensor *t, int type, int rows, int cols)
 
 static const int types[] = { GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                              GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                             GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K };
+                             GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4 };
 
 /* Shapes that cross every edge of the tiles: rows not a multiple of 4, token counts not a
  * multiple of 4 or 6 or past a 66-token block, block counts not a multiple of 16, float rows longer than a 512-column
@@ -202,13 +207,14 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
 }
 END_TEST
 
-/* The NEON block dots (Q8_0, Q4_0; Q4_K, Q6_K) sum integers exactly, whether by widening
+/* The NEON block dots (Q8_0, Q4_0; Q4_K, Q6_K; MXFP4) sum integers exactly, whether by widening
  * multiplies, SDOT on the split 16-bit activations or USDOT, and then take the scalar float
  * steps: each must equal the scalar path's dot bit for bit. Each block's largest activation is
  * coded +-32767, the ends of the high/low split. */
 START_TEST(neon_block_dots_equal_the_scalar_ones_bit_for_bit)
 {
-    static const int block_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
+    static const int block_types[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K,
+                                       GGML_TYPE_MXFP4 };
     const int rows = 16, cols = 4096;
 
     if (strncmp(paths[_i], "neon", 4) != 0 || !use_path(_i))
@@ -232,6 +238,162 @@ START_TEST(neon_block_dots_equal_the_scalar_ones_bit_for_bit)
         free(buf);
         free(x);
     }
+    cpu_path_select("auto");
+}
+END_TEST
+
+/* MXFP4 (gpt-oss's experts) on every path: a row's dot and the pool's matmul (which must agree
+ * bit for bit) against the float64 dot of src/quant's dequantized row with the 16-bit activations
+ * the kernel sees (only float summation order may differ: the IQ4 tests' bound), and against the
+ * exact activations within their rounding (|w| * dx / 2 each). One block, odd block counts and
+ * gpt-oss's 2880 columns; 19 rows and 1, 5 and 18 tokens, past the 16-row and 16-token tiles;
+ * E8M0 scales from 2^-29 to 2^-1 (e 99 .. 127). cpu_tensor_row (embedding lookup) is src/quant's row. */
+START_TEST(mxfp4_dots_and_matmuls_match_the_dequantized_rows)
+{
+    static const int cols_cases[] = { 32, 96, 1056, 2880 }, tok_cases[] = { 1, 5, 18 };
+    const int rows = 19;
+    cpu_pool *pool;
+
+    if (!use_path(_i))
+        return;
+    ck_assert(cpu_type_supported(GGML_TYPE_MXFP4));
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    for (size_t ci = 0; ci < sizeof cols_cases / sizeof cols_cases[0]; ci++) {
+        int cols = cols_cases[ci];
+        uint64_t row_bytes;
+        backend_tensor w;
+        uint8_t *buf = make_weights(&w, GGML_TYPE_MXFP4, rows, cols);
+        float *wr = malloc(sizeof(float) * cols), *wr2 = malloc(sizeof(float) * cols);
+        cpu_q16 *xq = malloc(sizeof(cpu_q16) * (cols / QK));
+        const cpu_type_traits *tt = &cpu_path_get()->type[GGML_TYPE_MXFP4];
+
+        ggml_row_nbytes(&row_bytes, GGML_TYPE_MXFP4, (uint64_t)cols);
+        ck_assert_uint_eq(row_bytes, (uint64_t)cols / QK * 17);
+        ck_assert_int_ne(tt->act, CPU_ACT_F32);
+        for (int b = 0; b < rows * cols / QK; b++)
+            buf[b * 17] = (uint8_t)(99 + rnd() % 29);
+        for (size_t ki = 0; ki < sizeof tok_cases / sizeof tok_cases[0]; ki++) {
+            int n_tok = tok_cases[ki];
+            float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
+            void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
+
+            for (int i = 0; i < n_tok * cols; i++)
+                x[i] = 3.0f * unif();
+            cpu_matmul(pool, y, x, n_tok, &w, scratch);
+            for (int t = 0; t < n_tok; t++) {
+                const float *xt = x + (size_t)t * cols;
+                (is_int8(_i) && tt->act == CPU_ACT_PATH ? cpu_quantize_q8 : cpu_quantize_q16)(xq, xt, cols);
+                for (int r = 0; r < rows; r++) {
+                    float got = y[t * rows + r], one = cpu_dot_row(&w, (uint64_t)r, xt);
+                    double seen = 0, exact = 0, mag = 0, bound = 0;
+                    ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s MXFP4 cols %d tokens %d [%d][%d]: %.9g vs "
+                                  "dot %.9g", paths[_i], cols, n_tok, t, r, got, one);
+                    ck_assert_int_eq(quant_dequantize_row("MXFP4", buf + r * row_bytes, NULL, NULL, ST_F32, 0,
+                                                          (size_t)cols, wr), 0);
+                    cpu_tensor_row(wr2, &w, (uint64_t)r);
+                    ck_assert_int_eq(memcmp(wr, wr2, sizeof(float) * cols), 0);
+                    for (int i = 0; i < cols; i++) {
+                        double xs = (double)xq[i / QK].d * xq[i / QK].q[i % QK];
+                        seen += (double)wr[i] * xs;
+                        exact += (double)wr[i] * xt[i];
+                        mag += fabs((double)wr[i] * xs);
+                        bound += fabs(wr[i]) * xq[i / QK].d * 0.5;
+                    }
+                    ck_assert_msg(fabs(got - seen) <= 2e-6 * mag + 1e-6, "%s MXFP4 cols %d [%d][%d]: %.9g vs %.9g "
+                                  "(mag %g)", paths[_i], cols, t, r, got, seen, mag);
+                    ck_assert_msg(fabs(got - exact) <= bound * 1.001 + 2e-6 * mag + 1e-6, "%s MXFP4 cols %d: %g vs "
+                                  "exact %g", paths[_i], cols, got, exact);
+                }
+            }
+            free(x);
+            free(y);
+            free(scratch);
+        }
+        free(buf);
+        free(wr);
+        free(wr2);
+        free(xq);
+    }
+    cpu_pool_free(pool);
+    cpu_path_select("auto");
+}
+END_TEST
+
+/* The ends of E8M0 on every path. 2^(e - 128) is exact for every e < 255, the subnormal 2^-128
+ * and 2^-127 (e 0, 1) and 2^126 (e 254) included; rows of such blocks, with activations scaled so
+ * that the products stay in float's normal range, match the float64 dot of the weights decoded
+ * in double to 2e-6 of their magnitude. e = 255 is E8M0's NaN: src/quant dequantizes its block to
+ * NaN, and a row that holds one has a NaN dot product and matmul output (the other rows not). */
+START_TEST(mxfp4_scale_extremes)
+{
+    static const int es[] = { 0, 1, 2, 127, 128, 200, 254 };
+    const int rows = 5, cols = 96, n_tok = 3;
+    cpu_pool *pool;
+
+    for (int e = 0; e < 255; e++) {
+        float d = cpu_mxfp4_scale((uint8_t)e), want = ldexpf(1.0f, e - 128);
+        ck_assert_msg(memcmp(&d, &want, sizeof d) == 0, "e %d: %g vs %g", e, d, want);
+    }
+    ck_assert(isnan(cpu_mxfp4_scale(255)));
+    if (!use_path(_i))
+        return;
+    ck_assert_int_eq(cpu_pool_new(&pool, 2), 0);
+    for (size_t ei = 0; ei < sizeof es / sizeof es[0]; ei++) {
+        backend_tensor w;
+        uint8_t *buf = make_weights(&w, GGML_TYPE_MXFP4, rows, cols);
+        float *x = malloc(sizeof(float) * n_tok * cols), *y = malloc(sizeof(float) * n_tok * rows);
+        float *wr = malloc(sizeof(float) * cols), *wr2 = malloc(sizeof(float) * cols);
+        void *scratch = malloc(cpu_matmul_scratch(n_tok, cols));
+        cpu_q16 *xq = malloc(sizeof(cpu_q16) * (cols / QK));
+        int e = es[ei], shift = 128 - e < -100 ? -100 : 128 - e > 100 ? 100 : 128 - e;
+
+        for (int b = 0; b < rows * cols / QK; b++)
+            buf[b * 17] = (uint8_t)e;
+        for (int i = 0; i < n_tok * cols; i++)
+            x[i] = ldexpf(3.0f * unif(), shift);
+        cpu_matmul(pool, y, x, n_tok, &w, scratch);
+        for (int r = 0; r < rows; r++) {
+            const uint8_t *row = buf + (size_t)r * (cols / QK) * 17;
+            ck_assert_int_eq(quant_dequantize_row("MXFP4", row, NULL, NULL, ST_F32, 0, (size_t)cols, wr), 0);
+            cpu_tensor_row(wr2, &w, (uint64_t)r);
+            ck_assert_int_eq(memcmp(wr, wr2, sizeof(float) * cols), 0);
+            for (int t = 0; t < n_tok; t++) {
+                float got = y[t * rows + r], one = cpu_dot_row(&w, (uint64_t)r, x + (size_t)t * cols);
+                double seen = 0, mag = 0;
+                ck_assert_msg(memcmp(&got, &one, sizeof got) == 0, "%s e %d: matmul %.9g vs dot %.9g", paths[_i], e,
+                              got, one);
+                cpu_quantize_q16(xq, x + (size_t)t * cols, cols);
+                for (int i = 0; i < cols; i++) {
+                    int q = row[i / QK * 17 + 1 + i % 16] >> (i % QK < 16 ? 0 : 4) & 15;
+                    double wd = cpu_mxfp4_values[q] * ldexp(1.0, e - 128);
+                    ck_assert(!isfinite(wr[i]) || wr[i] == wd);   /* src/quant's, where float holds it */
+                    seen += wd * ((double)xq[i / QK].d * xq[i / QK].q[i % QK]);
+                    mag += fabs(wd * ((double)xq[i / QK].d * xq[i / QK].q[i % QK]));
+                }
+                ck_assert_msg(isfinite(got) && fabs(got - seen) <= 2e-6 * mag, "%s e %d [%d][%d]: %.9g vs %.9g (mag %g)",
+                              paths[_i], e, t, r, got, seen, mag);
+            }
+        }
+        buf[2 * (cols / QK) * 17 + 17] = 255;   /* row 2's second block */
+        cpu_matmul(pool, y, x, n_tok, &w, scratch);
+        cpu_tensor_row(wr, &w, 2);
+        for (int i = 0; i < cols; i++)
+            ck_assert_msg(isnan(wr[i]) == (i / QK == 1), "%s e 255: element %d is %g", paths[_i], i, wr[i]);
+        for (int t = 0; t < n_tok; t++)
+            for (int r = 0; r < rows; r++) {
+                ck_assert_msg(isnan(y[t * rows + r]) == (r == 2), "%s e 255: [%d][%d] is %g", paths[_i], t, r,
+                              y[t * rows + r]);
+                ck_assert(isnan(cpu_dot_row(&w, (uint64_t)r, x + (size_t)t * cols)) == (r == 2));
+            }
+        free(buf);
+        free(x);
+        free(y);
+        free(wr);
+        free(wr2);
+        free(scratch);
+        free(xq);
+    }
+    cpu_pool_free(pool);
     cpu_path_select("auto");
 }
 END_TEST
@@ -610,6 +772,8 @@ int main(void)
     tcase_add_loop_test(k, tiled_matmul_equals_row_dots_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, fused_matmuls_equal_the_single_ones_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, neon_block_dots_equal_the_scalar_ones_bit_for_bit, 0, N_PATHS);
+    tcase_add_loop_test(k, mxfp4_dots_and_matmuls_match_the_dequantized_rows, 0, N_PATHS);
+    tcase_add_loop_test(k, mxfp4_scale_extremes, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
     tcase_add_loop_test(k, attention_batches_equal_the_per_key_calls_bit_for_bit, 0, N_PATHS);
     tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 4);
