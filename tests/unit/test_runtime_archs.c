@@ -255,6 +255,59 @@ START_TEST(models_match_the_float64_reference)
 }
 END_TEST
 
+/* gpt-oss: sinks, the biases, the alternating window (the generator's window is shorter than the
+ * prompts, and n_batch 16 makes its layers' caches rings), YaRN over a short original context (so
+ * that the ramp's band lies within the rotated dims), the clamped SwiGLU; F32, then its experts in
+ * ggml's MXFP4 with the rest Q8_0 as gpt-oss GGUFs ship. From the file and from the store. */
+static const struct {
+    const char *dtype;
+    double tol;
+    int need;
+} oss[] = {
+    {"f32", 1e-4, 0},
+    {"mxfp4", 1e-2, 8},
+};
+
+START_TEST(gptoss_matches_the_float64_reference)
+{
+    char *dir = fixture_tmpdir(), *path, *what = ms_strdup_printf("gpt-oss %s", oss[_i].dtype), *home;
+    json_t *ref = make_model(dir, "gpt-oss", oss[_i].dtype, "", &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16};
+    const runtime_config *c;
+    const backend_tensor *t;
+    runtime_model *m;
+    store *st;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        c = runtime_model_config(m);
+        ck_assert(c->gptoss && c->swa_pattern == 2 && c->sliding_window > 0 && c->n_experts == 8);
+        ck_assert_int_eq(c->rope_scaling, RUNTIME_ROPE_YARN);
+        check_model(m, ref, what, oss[_i].tol, oss[_i].need);
+        runtime_model_close(m);
+
+        home = ms_strdup_printf("%s/home", dir);
+        ck_assert_int_eq(store_open(&st, home), 0);
+        m = import_open(st, path, "oss:test", NULL, &o);
+        ck_assert_ptr_nonnull(runtime_weights_find(runtime_model_weights(m), "model.layers.1.self_attn.sinks.weight"));
+        t = runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.experts.down_proj.bias");
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(t->type, GGML_TYPE_F32);
+        expect_expert_pack(m, "down_proj", strcmp(oss[_i].dtype, "mxfp4") == 0 ? GGML_TYPE_MXFP4 : GGML_TYPE_F32);
+        free(what);
+        what = ms_strdup_printf("gpt-oss %s (store)", oss[_i].dtype);
+        check_model(m, ref, what, oss[_i].tol, oss[_i].need);
+        runtime_model_close(m);
+        store_close(st);
+        free(home);
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    fixture_rmrf(dir);
+}
+END_TEST
+
 /* The MoE models from Hugging Face directories, one tensor per expert as HF ships them: the
  * import stacks each layer's experts into [n_experts][rows][cols] tensors of one blob per layer
  * (as a GGUF import does) and renames Mixtral's block_sparse_moe, and the model runs like its
@@ -677,6 +730,7 @@ Suite *archs_suite(void)
     tcase_add_loop_test(m, moe_from_mlx_community_directories, 0, 3);
     tcase_add_loop_test(m, moe_from_hugging_face_is_packed_per_layer, 0, 3);
     tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
+    tcase_add_loop_test(m, gptoss_matches_the_float64_reference, 0, sizeof oss / sizeof oss[0]);
     suite_add_tcase(s, m);
     return s;
 }

@@ -323,14 +323,18 @@ static double rel_diff(const float *a, const float *b, size_t n)
 
 static const int mm_types[] = {GGML_TYPE_F32,  GGML_TYPE_F16,  GGML_TYPE_BF16, GGML_TYPE_Q8_0,
                                GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                               GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+                               GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4};
 #define N_MM_TYPES (int)(sizeof mm_types / sizeof mm_types[0])
 #define N_MM_CASES (N_MM_TYPES + 3) /* + MLX int4 (f16 scales), int8 (bf16 scales), int4 (f32, group 64) */
+
+static void make_mxfp4(tensor *x, int rows, int cols, size_t skew);
 
 static void make_case(tensor *w, int i, int rows, int cols)
 {
     memset(w, 0, sizeof *w);
-    if (i < N_MM_TYPES)
+    if (i < N_MM_TYPES && mm_types[i] == GGML_TYPE_MXFP4)   /* its own exponents: make_ggml's would be f16 bits */
+        make_mxfp4(w, rows, cols, i % 2 ? 6 : 0);
+    else if (i < N_MM_TYPES)
         make_ggml(w, mm_types[i], rows, cols, i % 2 ? 6 : 0);
     else if (i == N_MM_TYPES)
         make_mlx(w, 4, 32, rows, cols, ST_F16);
