@@ -15,7 +15,7 @@
  *             seeded PRNG.
  *
  * Weight types kept as stored: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml block layouts; ids are ggml's, GGML_TYPE_* in
+ * Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4 (ggml block layouts; ids are ggml's, GGML_TYPE_* in
  * format/format.h), and MLX-quantized weights (BACKEND_TYPE_MLX: affine int2..int8 in groups of
  * 32/64/128, mxfp4, nvfp4, mxfp8). Quantized weights are used block by block (dot products per
  * row); no matrix is ever dequantized whole. */
