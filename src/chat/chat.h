@@ -178,8 +178,9 @@ int chat_jinja_render_json(char **out, size_t *len_out, const chat_jinja *t, con
 
 /* 1 when the model of template t can think, as ollama's "thinking" capability says: an ollama
  * template that writes a message's .Thinking between <think> and </think>; a Jinja template
- * that knows </think> (Qwen3 and QwQ split it off past turns, DeepSeek-R1 likewise); a template
- * that reads reasoning_effort, or writes harmony (gpt-oss thinks in its analysis channel). */
+ * that knows </think> (Qwen3 and QwQ split it off past turns, DeepSeek-R1 likewise); a harmony
+ * template (gpt-oss: it thinks in its analysis channel, as much as reasoning_effort says). A
+ * template that only reads reasoning_effort gets the level but has nothing to split: it does not. */
 int chat_template_thinks(const chat_template *t);
 /* 1 when t is a Jinja template that reads reasoning_effort (gpt-oss's): it takes a request's
  * effort level (CHAT_THINK_LOW ...) */

@@ -13,7 +13,7 @@ static const char OPEN[] = "<think>", CLOSE[] = "</think>";
 
 int chat_template_thinks(const chat_template *t)
 {
-    return (t->flags & (F_THINK | F_JINJA_EFFORT | F_HARMONY)) != 0;
+    return (t->flags & (F_THINK | F_HARMONY)) != 0;
 }
 
 int chat_template_effort(const chat_template *t)
