@@ -371,7 +371,13 @@ static int emit_content(gen_job *j, const char *text, size_t len)
 {
     json_t *lp = NULL;
 
-    if (j->logprobs && j->think_on && j->split.opened && !j->lp_skipped) {
+    /* Harmony's content comes between messages of reasoning and calls: each piece ends where the
+     * fed text does, less what the splitter holds (a marker's beginning), and the tokens before
+     * it that no content took (markers, reasoning, calls) are dropped; a token that a marker and
+     * the content share is the content's. */
+    if (j->logprobs && j->harmony && j->lp_fed >= j->hsplit.n + len && j->lp_fed - j->hsplit.n - len > j->lp_taken)
+        json_decref(lp_take(j, j->lp_fed - j->hsplit.n - len - j->lp_taken));
+    if (j->logprobs && j->think_on && !j->harmony && j->split.opened && !j->lp_skipped) {
         j->lp_skipped = 1;
         if (j->lp_fed - len > j->lp_taken)
             json_decref(lp_take(j, j->lp_fed - len - j->lp_taken));

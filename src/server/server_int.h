@@ -245,8 +245,8 @@ typedef struct gen_job {
     chat_think split;
     ms_text thinking;
     /* harmony (gpt-oss, think.c): the answer always goes through hsplit; its analysis is the
-     * reasoning (dropped when think is off), its calls go into calls, each one's arguments
-     * gathered in call_args until the next call or the end */
+     * reasoning, its calls go into calls, each one's arguments gathered in call_args until the
+     * next call or the end */
     int harmony;
     chat_harmony hsplit;
     ms_text call_args;
@@ -360,9 +360,10 @@ int srv_template_thinks(const char *text, size_t len, int *effort, int *harmony)
  * level goes to a template that reads reasoning_effort; to one that does not, OpenAI's is
  * plain on and ollama's is refused, as ollama refuses it for a model other than gpt-oss. */
 int gen_think_check(gen_job *j);
-/* harmony (gpt-oss's template): the answer is split by chat_harmony whatever think says, as
- * ollama parses it; think off drops the reasoning, unset or on keeps it. Its calls (to=NAME) are
- * the answer's tool calls, offered tools or not. */
+/* harmony (gpt-oss's template, not raw): the answer is split by chat_harmony whatever think
+ * says, and its analysis is the reasoning even with think false, as ollama's harmony parser has
+ * it (routes.go keeps the parser's thinking unconditionally). Its calls (to=NAME) are the
+ * answer's tool calls, offered tools or not. */
 /* The prompt is rendered: when the job splits, a prompt that opened the <think> block starts
  * the answer inside it. */
 void gen_think_prompt(gen_job *j, const char *prompt, size_t len);

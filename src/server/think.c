@@ -56,9 +56,11 @@ int gen_think_check(gen_job *j)
     if (j->think < 0) /* ollama: a model that can think does unless the request says not to */
         j->think = CHAT_THINK_ON;
     j->think_on = j->think >= CHAT_THINK_ON;
-    /* a raw prompt is the client's: its answer comes back as the model wrote it */
+    /* A raw prompt is the client's: its answer comes back as the model wrote it. Otherwise, as
+     * ollama's harmony parser does, the analysis is the thinking whatever think says: gpt-oss
+     * always reasons (think false only leaves the template's effort line out). */
     if (harmony && !j->raw) {
-        j->harmony = 1;
+        j->harmony = 1, j->think_on = 1;
         chat_harmony_init(&j->hsplit);
         return 0;
     }
@@ -68,7 +70,7 @@ int gen_think_check(gen_job *j)
 
 void gen_think_prompt(gen_job *j, const char *prompt, size_t len)
 {
-    if (j->think_on && chat_think_prefilled(prompt, len))
+    if (j->think_on && !j->harmony && chat_think_prefilled(prompt, len))
         chat_think_feed(&j->split, "<think>", 7, NULL, NULL); /* a whole tag: nothing comes out */
 }
 
@@ -134,7 +136,7 @@ static int hpiece(void *ctx, int kind, const char *s, size_t len)
 
     switch (kind) {
     case CHAT_HARMONY_THINKING:
-        return j->think_on ? piece(ctx, 1, s, len) : 0; /* think false: ollama drops it */
+        return piece(ctx, 1, s, len);
     case CHAT_HARMONY_CALL:
         return call_open(j, s, len);
     case CHAT_HARMONY_ARGS:
@@ -149,8 +151,10 @@ int gen_think_emit(gen_job *j, const char *text, size_t len, int (*content)(gen_
 {
     piece_ctx p = {j, content};
 
-    if (j->harmony)
+    if (j->harmony) {
+        j->lp_fed += len;
         return chat_harmony_feed(&j->hsplit, text, len, hpiece, &p);
+    }
     if (!j->think_on)
         return content(j, text, len);
     j->lp_fed += len;   /* where the content pieces end (emit_content's logprobs) */

@@ -98,12 +98,11 @@ def no_markers(*texts):
 
 
 for stream in (False, True):
-    # unset and true think: the analysis is the thinking; false: dropped, never content
-    for kw in ({}, {"think": True}):
+    # the analysis is the thinking, think unset, true or false, as ollama's harmony parser has it
+    # (gpt-oss reasons whatever think says: false only leaves the template's effort line out)
+    for kw in ({}, {"think": True}, {"think": False}, {"think": "high"}):
         th, ct, calls = chat(stream, THINK, **kw)
         assert th == "Think." and ct.startswith('Answer."') and not calls, (stream, kw, th, ct, calls)
-    th, ct, calls = chat(stream, THINK, think=False)
-    assert th is None and ct.startswith('Answer."'), (stream, th, ct)
     # tool calls, the recipient after the channel and after the role (with a preamble)
     th, ct, calls = chat(stream, CALL, tools=TOOLS)
     assert calls == [("get_weather", {})] and ct.strip('" \n') == "" and th is None, (stream, th, ct, calls)
@@ -116,12 +115,22 @@ for stream in (False, True):
     assert th == "Think." and resp.startswith('Answer."'), (stream, th, resp)
     no_markers(resp)
     # OpenAI: reasoning_content, effort levels reach the template, calls with finish_reason tool_calls
-    for kw in ({}, {"reasoning_effort": "high"}):
+    for kw in ({}, {"reasoning_effort": "high"}, {"reasoning_effort": "none"}):
         th, ct, calls, why = v1(stream, THINK, **kw)
         assert th == "Think." and ct.startswith('Answer."') and not calls and why == "stop", (stream, kw, th, ct)
     th, ct, calls, why = v1(stream, PRE, tools=TOOLS)
     assert ct.rstrip() == 'Checking."' and calls == [("get_weather", "{}")] and why == "tool_calls", (stream, th, ct, calls)
     no_markers(th, ct)
+
+# logprobs: the content's tokens, none of the markers' or the reasoning's (a token that a
+# marker and the content share is the content's: stories260K spells "<|message|>" in pieces)
+for stream in (False, True):
+    objs = ok("/api/chat", dict(model="harmony", messages=MSGS, options=OPTS, format=const(THINK), logprobs=True),
+              stream)
+    content = "".join(o["message"]["content"] for o in objs)
+    toks = "".join(t["token"] for o in objs for t in o.get("logprobs") or [])
+    assert content.startswith('Answer."') and toks.endswith(content) and "Think" not in toks, (stream, toks, content)
+    assert len(toks) - len(content) < len("<|message|>"), (stream, toks, content)
 
 # a forced call is a grammar over the whole answer, which harmony's is not: refused, not ignored
 code, objs = post("/v1/chat/completions", dict(model="harmony", messages=MSGS, tools=TOOLS, tool_choice="required"))
