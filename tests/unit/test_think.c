@@ -481,15 +481,19 @@ END_TEST
 START_TEST(test_harmony_templates)
 {
     static const char jinja[] =
-        "{%- if reasoning_effort is defined %}Reasoning: {{ reasoning_effort }}{% endif %}"
+        "Reasoning: {{ reasoning_effort | default('medium') }}"
         "{%- if tools %}{{ tools | tojson }}{% endif %}"
-        "{%- for m in messages %}<|start|>{{ m.role }}<|channel|>final<|message|>{{ m.content }}<|end|>{% endfor %}"
-        "{%- if add_generation_prompt %}<|start|>assistant{% endif %}";
+        "{%- for m in messages %}<|start|>{{ m.role }}{% if m.thinking %}<|channel|>analysis<|message|>"
+        "{{ m.thinking }}<|end|><|start|>{{ m.role }}{% endif %}<|channel|>final<|message|>{{ m.content }}<|end|>"
+        "{% endfor %}{%- if add_generation_prompt %}<|start|>assistant{% endif %}";
     static const char go[] = "{{- range .Messages }}<|start|>{{ .Role }}<|channel|>final<|message|>{{ .Content }}"
                              "<|end|>{{ end }}<|start|>assistant";
     static const char chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
                                  "{% endfor %}<|start|> <|channel|>";
     static const chat_msg msg = {.role = "user", .content = "hi"};
+    static const chat_msg past[] = {{.role = "user", .content = "hi"},
+                                    {.role = "assistant", .content = "yo", .thinking = "hm"},
+                                    {.role = "user", .content = "again"}};
     chat_template *t;
     chat_tool_syntax syn;
     char *out;
@@ -502,6 +506,12 @@ START_TEST(test_harmony_templates)
     ck_assert_int_eq(syn.harmony, 1);
     ck_assert_int_eq(chat_render_think(&out, &len, t, &msg, 1, NULL, 0, 1, CHAT_THINK_HIGH), 0);
     ck_assert_str_eq(out, "Reasoning: high<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant");
+    free(out);
+    /* an assistant's thinking, sent back as ollama's clients do, reaches the template */
+    ck_assert_int_eq(chat_render_think(&out, &len, t, past, 3, NULL, 0, 1, CHAT_THINK_UNSET), 0);
+    ck_assert_str_eq(out, "Reasoning: medium<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant"
+                          "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>yo<|end|>"
+                          "<|start|>user<|channel|>final<|message|>again<|end|><|start|>assistant");
     free(out);
     chat_template_free(t);
     ck_assert_int_eq(chat_template_new(&t, go, sizeof go - 1, "", ""), 0);
