@@ -228,6 +228,8 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
         t->flags |= F_THINK_OFF;
     if (chat__harmony_looks(s))
         t->flags |= F_HARMONY;
+    if (t->family == CHAT_OLLAMA && strstr(s, ".ThinkLevel")) /* ollama's reasoning_effort (gpt-oss) */
+        t->flags |= F_JINJA_EFFORT;
     free(s);
     *out = t;
     return 0;

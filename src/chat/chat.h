@@ -154,7 +154,7 @@ int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, 
  * template renders for a tool call. MS_EUNSUPPORTED when the template has no .ToolCalls. */
 int chat_gotmpl_tool_syntax(const chat_gotmpl *t, chat_tool_syntax *out);
 /* chat_gotmpl_render_tools (n_tools may be 0) with the request's think: .Think is think > 0,
- * .IsThinkSet think >= 0 (-1: the request left it unset). */
+ * .IsThinkSet think >= 0 (-1: the request left it unset), .ThinkLevel its level ("low", ...) or "". */
 int chat_gotmpl_render_think(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
                              const chat_tool *tools, size_t n_tools, int think);
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
@@ -182,8 +182,8 @@ int chat_jinja_render_json(char **out, size_t *len_out, const chat_jinja *t, con
  * template (gpt-oss: it thinks in its analysis channel, as much as reasoning_effort says). A
  * template that only reads reasoning_effort gets the level but has nothing to split: it does not. */
 int chat_template_thinks(const chat_template *t);
-/* 1 when t is a Jinja template that reads reasoning_effort (gpt-oss's): it takes a request's
- * effort level (CHAT_THINK_LOW ...) */
+/* 1 when t is a Jinja template that reads reasoning_effort, or an ollama one that reads
+ * .ThinkLevel (gpt-oss's): it takes a request's effort level (CHAT_THINK_LOW ...) */
 int chat_template_effort(const chat_template *t);
 
 /* A request's think: unset, off, on, or on with an effort level (OpenAI's reasoning_effort,

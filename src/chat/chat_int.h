@@ -19,7 +19,7 @@ enum {
     F_THINK = 256, /* the model thinks in <think> tags (think.c) */
     F_THINK_OFF = 512, /* chatml: Qwen3's enable_thinking, off: an empty <think></think> block */
     F_JINJA_TOOLS = 1024, /* a Jinja template that reads `tools` */
-    F_JINJA_EFFORT = 2048, /* a Jinja template that reads `reasoning_effort` (gpt-oss) */
+    F_JINJA_EFFORT = 2048, /* a Jinja template that reads `reasoning_effort`, or a Go one .ThinkLevel (gpt-oss) */
     F_HARMONY = 4096, /* gpt-oss's harmony format: channels, recipients (harmony.c) */
 };
 

@@ -104,8 +104,9 @@ static void header_done(chat_harmony *h, chat__out *o)
         if (rlen > 10 && !memcmp(to, "functions.", 10))
             to += 10, rlen -= 10;
         h->kind = CHAT_HARMONY_ARGS;
-        chat__out_put(o, CHAT_HARMONY_CALL, to, rlen, 0);
-        chat__out_flush(o); /* a name is one piece, even beside the next call's */
+        chat__out_flush(o); /* the name is one piece of its own, even an empty one */
+        if (!o->rc)
+            o->rc = o->fn(o->ctx, CHAT_HARMONY_CALL, to, rlen);
     } else {
         h->kind = ch && clen == 8 && !memcmp(ch, "analysis", 8) ? CHAT_HARMONY_THINKING : CHAT_HARMONY_CONTENT;
     }

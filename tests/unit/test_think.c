@@ -420,7 +420,8 @@ START_TEST(test_harmony_tool_calls)
                   "to=functions.f <|constrain|>json<|message|>{}<|call|><|start|>assistant<|channel|>commentary "
                   "to=functions.g<|message|>{\"k\":1}<|call|>",
                   "", "Let me check.", "|f:{}|g:{\"k\":1}", 2);
-    /* a recipient that is no function keeps its name */
+    /* a recipient that is no function keeps its name; an empty one is still a call */
+    check_harmony("<|channel|>commentary to= <|message|>{}", "", "", "|:{}", 1);
     check_harmony("<|channel|>analysis to=browser.search code<|message|>{\"q\":\"x\"}<|call|>", "", "",
                   "|browser.search:{\"q\":\"x\"}", 1);
 }
@@ -486,7 +487,8 @@ START_TEST(test_harmony_templates)
         "{%- for m in messages %}<|start|>{{ m.role }}{% if m.thinking %}<|channel|>analysis<|message|>"
         "{{ m.thinking }}<|end|><|start|>{{ m.role }}{% endif %}<|channel|>final<|message|>{{ m.content }}<|end|>"
         "{% endfor %}{%- if add_generation_prompt %}<|start|>assistant{% endif %}";
-    static const char go[] = "{{- range .Messages }}<|start|>{{ .Role }}<|channel|>final<|message|>{{ .Content }}"
+    static const char go[] = "{{ if .ThinkLevel }}Reasoning: {{ .ThinkLevel }}{{ end }}"
+                             "{{- range .Messages }}<|start|>{{ .Role }}<|channel|>final<|message|>{{ .Content }}"
                              "<|end|>{{ end }}<|start|>assistant";
     static const char chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
                                  "{% endfor %}<|start|> <|channel|>";
@@ -518,6 +520,13 @@ START_TEST(test_harmony_templates)
     ck_assert_int_eq(chat_template_family(t), CHAT_OLLAMA);
     ck_assert_int_eq(chat_template_harmony(t), 1);
     ck_assert_int_eq(chat_template_thinks(t), 1);
+    ck_assert_int_eq(chat_template_effort(t), 1); /* .ThinkLevel: ollama's gpt-oss template takes levels */
+    ck_assert_int_eq(chat_render_think(&out, &len, t, &msg, 1, NULL, 0, 1, CHAT_THINK_LOW), 0);
+    ck_assert_str_eq(out, "Reasoning: low<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant");
+    free(out);
+    ck_assert_int_eq(chat_render_think(&out, &len, t, &msg, 1, NULL, 0, 1, CHAT_THINK_ON), 0);
+    ck_assert_str_eq(out, "<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant");
+    free(out);
     chat_template_free(t);
     /* one marker is not enough */
     ck_assert_int_eq(chat_template_new(&t, chatml, sizeof chatml - 1, "", ""), 0);
