@@ -92,17 +92,20 @@ static int piece(void *ctx, int thinking, const char *s, size_t len)
 }
 
 /* The call being gathered is whole: its arguments as compact JSON when they read as an object,
- * else as the model wrote them (OpenAI's clients get that text; ollama's an empty object). */
+ * "{}" when there are none, else as the model wrote them (OpenAI's clients get that text;
+ * ollama's an empty object). */
 static int call_close(gen_job *j)
 {
     chat_tool_call *c = j->n_calls ? &j->calls[j->n_calls - 1] : NULL;
+    const char *raw = j->call_args.p ? j->call_args.p : "";
     json_t *v;
 
     if (!c || c->arguments)
         return 0;
-    v = json_loadb(j->call_args.p ? j->call_args.p : "", j->call_args.n, 0, NULL);
+    v = json_loadb(raw, j->call_args.n, 0, NULL);
     c->arguments = json_is_object(v) ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER)
-                                     : ms_strdup_printf("%.*s", (int)j->call_args.n, j->call_args.p ? j->call_args.p : "");
+                   : j->call_args.n  ? ms_strdup_printf("%.*s", (int)j->call_args.n, raw)
+                                     : ms_strdup_printf("{}");
     json_decref(v);
     j->call_args.n = 0;
     return c->arguments == NULL;
