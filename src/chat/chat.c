@@ -226,6 +226,10 @@ int chat_template_new(chat_template **out, const char *text, size_t len, const c
         t->flags |= F_THINK;
     if (t->family == CHAT_CHATML && (t->flags & F_THINK) && strstr(s, "enable_thinking"))
         t->flags |= F_THINK_OFF;
+    if (chat__harmony_looks(s))
+        t->flags |= F_HARMONY;
+    if (t->family == CHAT_OLLAMA && strstr(s, ".ThinkLevel")) /* ollama's reasoning_effort (gpt-oss) */
+        t->flags |= F_JINJA_EFFORT;
     free(s);
     *out = t;
     return 0;
@@ -577,6 +581,11 @@ int chat_render(char **out, size_t *len_out, const chat_template *t, const chat_
 int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out)
 {
     memset(out, 0, sizeof *out);
+    if ((t->flags & F_HARMONY) && (t->family == CHAT_OLLAMA ? t->go != NULL : (t->flags & F_JINJA_TOOLS) != 0)) {
+        out->harmony = 1; /* gpt-oss's calls are messages to a recipient: no prefix or JSON object */
+        strcpy(out->args_key, "arguments");
+        return 0;
+    }
     if (t->family == CHAT_OLLAMA)
         return chat_gotmpl_tool_syntax(t->go, out);
     if (t->family == CHAT_LLAMA3 && (t->flags & F_TOOLS)) {

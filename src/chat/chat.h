@@ -119,6 +119,7 @@ typedef struct chat_tool_syntax {
     char args_key[16]; /* the call's arguments member: "arguments" or "parameters" */
     char name_key[16]; /* the call's name member: "" for "name" (Command R+ writes "tool_name") */
     int array; /* the calls are one JSON array after the prefix (Mistral), not one object each */
+    int harmony; /* gpt-oss: calls are harmony messages (chat_harmony_feed finds them); the rest is "" */
 } chat_tool_syntax;
 /* The syntax of t's tool calls. MS_EUNSUPPORTED when the template renders no tools. */
 int chat_template_tool_syntax(const chat_template *t, chat_tool_syntax *out);
@@ -153,7 +154,7 @@ int chat_gotmpl_render_tools(char **out, size_t *len_out, const chat_gotmpl *t, 
  * template renders for a tool call. MS_EUNSUPPORTED when the template has no .ToolCalls. */
 int chat_gotmpl_tool_syntax(const chat_gotmpl *t, chat_tool_syntax *out);
 /* chat_gotmpl_render_tools (n_tools may be 0) with the request's think: .Think is think > 0,
- * .IsThinkSet think >= 0 (-1: the request left it unset). */
+ * .IsThinkSet think >= 0 (-1: the request left it unset), .ThinkLevel its level ("low", ...) or "". */
 int chat_gotmpl_render_think(char **out, size_t *len_out, const chat_gotmpl *t, const chat_msg *msgs, size_t n,
                              const chat_tool *tools, size_t n_tools, int think);
 /* 1 when `text` reads as a Go template rather than Jinja ("{{" actions and no "{%"). */
@@ -173,14 +174,16 @@ void chat_jinja_free(chat_jinja *t); /* NULL is fine */
 int chat_jinja_render_json(char **out, size_t *len_out, const chat_jinja *t, const char *context_json);
 
 /* ---- thinking (think.c): the reasoning a model writes between <think> and </think> before
- * its answer (Qwen3, QwQ, DeepSeek-R1). gpt-oss's harmony channels are not built. */
+ * its answer (Qwen3, QwQ, DeepSeek-R1); gpt-oss's harmony channels are harmony.c's, below. */
 
 /* 1 when the model of template t can think, as ollama's "thinking" capability says: an ollama
  * template that writes a message's .Thinking between <think> and </think>; a Jinja template
- * that knows </think> (Qwen3 and QwQ split it off past turns, DeepSeek-R1 likewise). */
+ * that knows </think> (Qwen3 and QwQ split it off past turns, DeepSeek-R1 likewise); a harmony
+ * template (gpt-oss: it thinks in its analysis channel, as much as reasoning_effort says). A
+ * template that only reads reasoning_effort gets the level but has nothing to split: it does not. */
 int chat_template_thinks(const chat_template *t);
-/* 1 when t is a Jinja template that reads reasoning_effort (gpt-oss's): it takes a request's
- * effort level (CHAT_THINK_LOW ...) */
+/* 1 when t is a Jinja template that reads reasoning_effort, or an ollama one that reads
+ * .ThinkLevel (gpt-oss's): it takes a request's effort level (CHAT_THINK_LOW ...) */
 int chat_template_effort(const chat_template *t);
 
 /* A request's think: unset, off, on, or on with an effort level (OpenAI's reasoning_effort,
@@ -223,5 +226,42 @@ int chat_think_feed(chat_think *s, const char *text, size_t len, chat_think_fn f
 /* The answer ended: what is held goes out (a cut "<thi" as content, a cut "</thi" inside the
  * reasoning as reasoning). */
 int chat_think_end(chat_think *s, chat_think_fn fn, void *ctx);
+
+/* ---- gpt-oss's harmony format (harmony.c). The model's answer is messages on channels:
+ *   <|channel|>analysis<|message|>REASONING<|end|><|start|>assistant<|channel|>final<|message|>ANSWER<|return|>
+ * a tool call a commentary message to a recipient, its body the arguments' JSON:
+ *   <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{"a":1}<|call|>
+ * (the recipient may also follow the role: <|start|>assistant to=functions.NAME<|channel|>...).
+ * The tokenizer decodes the markers as their text (tokenizer.h), so the splitter sees them. */
+
+/* 1 when t writes harmony: its text has "<|channel|>", "<|start|>" and "<|message|>" (gpt-oss's
+ * Jinja template and ollama's Go one alike). */
+int chat_template_harmony(const chat_template *t);
+
+/* The streaming splitter, as ollama's harmony parser reads an answer: it begins inside the first
+ * message's header (the prompt ends "<|start|>assistant"). The analysis channel is the reasoning;
+ * a message with a recipient (to=NAME) is a tool call; final, commentary without a recipient (a
+ * preamble) and unknown channels are content. Markers never reach the pieces. Pieces go to a
+ * chat_think_fn whose `thinking` argument is the kind:
+ *   CHAT_HARMONY_CONTENT, CHAT_HARMONY_THINKING  text
+ *   CHAT_HARMONY_CALL   a call begins: its name (the recipient less "functions."; may be empty)
+ *   CHAT_HARMONY_ARGS   the call's arguments, in pieces: the message body as the model wrote it
+ * A call's arguments end at the next CALL or the answer's end. Markers may be cut anywhere across
+ * feeds. No allocation: a header is held whole, at most CHAT_HARMONY_HOLD bytes (an answer whose
+ * first header is longer is not harmony: all of it is content); in a body, only a cut marker. */
+enum { CHAT_HARMONY_CONTENT = 0, CHAT_HARMONY_THINKING = 1, CHAT_HARMONY_CALL = 2, CHAT_HARMONY_ARGS = 3 };
+#define CHAT_HARMONY_HOLD 256
+typedef struct chat_harmony {
+    int state;
+    int kind; /* of the current body (-1 in a header a marker opened) */
+    size_t n;
+    char held[CHAT_HARMONY_HOLD + 16];
+} chat_harmony;
+void chat_harmony_init(chat_harmony *h);
+int chat_harmony_feed(chat_harmony *h, const char *text, size_t len, chat_think_fn fn, void *ctx);
+/* The answer ended (at <|return|> or <|call|>, which end generation, or cut short): a cut marker
+ * in a body goes out as the body's text; a cut header is dropped, unless the answer was only that
+ * and held no marker (then it is content). */
+int chat_harmony_end(chat_harmony *h, chat_think_fn fn, void *ctx);
 
 #endif

@@ -19,7 +19,8 @@ enum {
     F_THINK = 256, /* the model thinks in <think> tags (think.c) */
     F_THINK_OFF = 512, /* chatml: Qwen3's enable_thinking, off: an empty <think></think> block */
     F_JINJA_TOOLS = 1024, /* a Jinja template that reads `tools` */
-    F_JINJA_EFFORT = 2048, /* a Jinja template that reads `reasoning_effort` (gpt-oss) */
+    F_JINJA_EFFORT = 2048, /* a Jinja template that reads `reasoning_effort`, or a Go one .ThinkLevel (gpt-oss) */
+    F_HARMONY = 4096, /* gpt-oss's harmony format: channels, recipients (harmony.c) */
 };
 
 /* What chat_template_new learned from a template; read by the renderers. */
@@ -82,5 +83,24 @@ void chat__tojson_str(chat_buf *b, const char *s);
  * "description": .., "parameters": ..}}, description and parameters only where given.
  * MS_EINVALID when its parameters are not JSON. */
 int chat__tojson_tool(chat_buf *b, const chat_tool *tool, int indent);
+
+/* think.c: the splitters' output (think.c, harmony.c). Pieces of one kind are gathered, and go
+ * out when the kind changes or the feed ends (chat__out_flush). */
+typedef struct chat__out {
+    chat_think_fn fn;
+    void *ctx;
+    int kind; /* of the gathered run; -1 none */
+    const char *p; /* a run inside the fed text, or NULL while it is in buf */
+    size_t n;
+    char buf[256];
+    int rc;
+} chat__out;
+
+void chat__out_flush(chat__out *o);
+/* One piece of a kind; in_text: s lies in the fed text, where adjacent pieces join without a
+ * copy (held bytes are copied into buf). */
+void chat__out_put(chat__out *o, int kind, const char *s, size_t len, int in_text);
+/* harmony.c: 1 when the template text s holds harmony's markers (gpt-oss) */
+int chat__harmony_looks(const char *s);
 
 #endif

@@ -192,8 +192,10 @@ static int field_of(rctx *r, value *v, const char *f, int line)
             r->saw_response = 1;
         } else if (!strcmp(f, "Messages"))
             *v = (value){.k = V_MSGS, .msgs = r->msgs, .len = r->n_msgs};
-        else if (!strcmp(f, "Suffix") || !strcmp(f, "ThinkLevel"))
+        else if (!strcmp(f, "Suffix"))
             *v = vstr("");
+        else if (!strcmp(f, "ThinkLevel")) /* ollama's think "low" .. "high" (gpt-oss's template reads it) */
+            *v = vstr(chat_think_effort(r->think) ? chat_think_effort(r->think) : "");
         else if (!strcmp(f, "Think"))
             *v = (value){.k = V_BOOL, .i = r->think > 0};
         else if (!strcmp(f, "IsThinkSet"))

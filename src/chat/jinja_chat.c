@@ -1,7 +1,8 @@
 /* jinja_chat.c: a chat rendered by the model's own Jinja template. The context is what
  * transformers' apply_chat_template passes: messages as Hugging Face shapes them (an assistant's
  * tool_calls as [{"type": "function", "id"?, "function": {"name", "arguments": {..}}}] with the
- * arguments a dict, a tool result as role "tool" with name and tool_call_id), tools in the
+ * arguments a dict, a tool result as role "tool" with name and tool_call_id, an assistant's
+ * thinking where the client sent it back, as gpt-oss's template reads it), tools in the
  * OpenAI shape, add_generation_prompt, bos_token, eos_token, enable_thinking when the
  * request set thinking on or off, and reasoning_effort when it gave a level (gpt-oss's). */
 #include <jansson.h>
@@ -50,7 +51,10 @@ static int add_message(json_t *arr, const chat_msg *m)
                 return rc;
         }
     }
-    if (set_str(o, "name", m->tool_name) < 0 || set_str(o, "tool_call_id", m->tool_call_id) < 0)
+    /* an assistant's reasoning as ollama's clients send it back: gpt-oss's template writes it as
+     * the analysis before the calls it led to */
+    if (set_str(o, "name", m->tool_name) < 0 || set_str(o, "tool_call_id", m->tool_call_id) < 0 ||
+        set_str(o, "thinking", m->thinking) < 0)
         return MS_ENOMEM;
     return 0;
 }

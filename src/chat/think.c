@@ -13,7 +13,7 @@ static const char OPEN[] = "<think>", CLOSE[] = "</think>";
 
 int chat_template_thinks(const chat_template *t)
 {
-    return (t->flags & F_THINK) != 0;
+    return (t->flags & (F_THINK | F_HARMONY)) != 0;
 }
 
 int chat_template_effort(const chat_template *t)
@@ -82,32 +82,19 @@ enum {
     T_DONE, /* the rest is content */
 };
 
-/* Pieces of one kind are gathered, and go out when the kind changes or the feed ends. */
-typedef struct out {
-    chat_think_fn fn;
-    void *ctx;
-    int kind; /* of the gathered run; -1 none */
-    const char *p; /* a run inside the fed text, or NULL while it is in buf */
-    size_t n;
-    char buf[256];
-    int rc;
-} out;
-
-static void flush(out *o)
+void chat__out_flush(chat__out *o)
 {
     if (o->n && !o->rc)
         o->rc = o->fn(o->ctx, o->kind, o->p ? o->p : o->buf, o->n);
     o->n = 0, o->p = NULL, o->kind = -1;
 }
 
-/* One piece of a kind; in_text: s lies in the fed text, where adjacent pieces join without a
- * copy (held bytes are copied into buf). */
-static void put(out *o, int kind, const char *s, size_t len, int in_text)
+void chat__out_put(chat__out *o, int kind, const char *s, size_t len, int in_text)
 {
     if (!len)
         return;
     if (o->n && (o->kind != kind || (in_text && (!o->p || o->p + o->n != s)) || (!in_text && o->p)))
-        flush(o);
+        chat__out_flush(o);
     if (!o->n) {
         o->kind = kind;
         if (in_text) {
@@ -124,7 +111,7 @@ static void put(out *o, int kind, const char *s, size_t len, int in_text)
         memcpy(o->buf + o->n, s, k);
         o->n += k, s += k, len -= k;
         if (o->n == sizeof o->buf)
-            flush(o), o->kind = kind;
+            chat__out_flush(o), o->kind = kind;
     }
 }
 
@@ -144,7 +131,7 @@ static size_t close_overlap(const char *h, size_t n)
     return 0;
 }
 
-static void step(chat_think *s, out *o, const char *c)
+static void step(chat_think *s, chat__out *o, const char *c)
 {
     size_t lead, k;
 
@@ -160,7 +147,7 @@ static void step(chat_think *s, out *o, const char *c)
             /* still white space, or a cut "<think>": wait */
         } else {
             s->state = T_DONE; /* the answer did not open with a thought: all of it is content */
-            put(o, 0, s->held, s->n, 0);
+            chat__out_put(o, 0, s->held, s->n, 0);
             s->n = 0;
         }
         return;
@@ -171,7 +158,7 @@ static void step(chat_think *s, out *o, const char *c)
         /* fall through */
     case T_THINKING:
         if (s->n == 0 && *c != '<') {
-            put(o, 1, c, 1, 1);
+            chat__out_put(o, 1, c, 1, 1);
             return;
         }
         s->held[s->n++] = *c;
@@ -180,7 +167,7 @@ static void step(chat_think *s, out *o, const char *c)
             return;
         }
         k = close_overlap(s->held, s->n);
-        put(o, 1, s->held, s->n - k, 0);
+        chat__out_put(o, 1, s->held, s->n - k, 0);
         memmove(s->held, s->held + s->n - k, k);
         s->n = k;
         return;
@@ -190,17 +177,17 @@ static void step(chat_think *s, out *o, const char *c)
         s->state = T_DONE;
         /* fall through */
     default:
-        put(o, 0, c, 1, 1);
+        chat__out_put(o, 0, c, 1, 1);
     }
 }
 
 int chat_think_feed(chat_think *s, const char *text, size_t len, chat_think_fn fn, void *ctx)
 {
-    out o = {.fn = fn, .ctx = ctx, .kind = -1};
+    chat__out o = {.fn = fn, .ctx = ctx, .kind = -1};
 
     for (size_t i = 0; i < len && !o.rc; i++)
         step(s, &o, text + i);
-    flush(&o);
+    chat__out_flush(&o);
     return o.rc;
 }
 

@@ -54,6 +54,7 @@ void gen_job_free(gen_job *j)
     json_decref(j->lp_all);
     free(j->out.p);
     free(j->thinking.p);
+    free(j->call_args.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);
@@ -370,14 +371,20 @@ static int emit_content(gen_job *j, const char *text, size_t len)
 {
     json_t *lp = NULL;
 
-    if (j->logprobs && j->think_on && j->split.opened && !j->lp_skipped) {
+    /* Harmony's content comes between messages of reasoning and calls: each piece ends where the
+     * fed text does, less what the splitter holds (a marker's beginning), and the tokens before
+     * it that no content took (markers, reasoning, calls) are dropped; a token that a marker and
+     * the content share is the content's. */
+    if (j->logprobs && j->harmony && j->lp_fed >= j->hsplit.n + len && j->lp_fed - j->hsplit.n - len > j->lp_taken)
+        json_decref(lp_take(j, j->lp_fed - j->hsplit.n - len - j->lp_taken));
+    if (j->logprobs && j->think_on && !j->harmony && j->split.opened && !j->lp_skipped) {
         j->lp_skipped = 1;
         if (j->lp_fed - len > j->lp_taken)
             json_decref(lp_take(j, j->lp_fed - len - j->lp_taken));
     }
     /* streamed with tools, the whole answer is kept (its calls are read at the end) and its
      * content goes out as gen_tools_stream decides, each chunk with its logprobs */
-    if (gen_tools_on(j) && j->fd >= 0)
+    if (gen_tools_on(j) && !j->harmony && j->fd >= 0) /* harmony's splitter took the calls out */
         return ms_text_put(&j->out, text, len) < 0 || gen_tools_stream(j) < 0;
     if (j->fd >= 0) { /* non-zero: the client is gone, stop */
         json_t *o = gen_content_chunk(j, text, len);

@@ -182,9 +182,10 @@ static enum MHD_Result tags(req *r)
  * read /api/show's "capabilities": "completion" when the runtime runs its architecture (its
  * config reads as one the decoders take); "insert" when its template takes a suffix and
  * generate accepts one; "tools" when chat would take tools: the template renders them and says
- * how calls are written; "thinking" when the template makes the model think in <think> tags
- * (srv_template_thinks); "embedding" alone for an embedding model (srv_model_caps). Vision is
- * not built, so never claimed. */
+ * how calls are written; "thinking" when the template makes the model think: in <think> tags,
+ * or through reasoning_effort and harmony's analysis channel (gpt-oss) (srv_template_thinks);
+ * "embedding" alone for an embedding model (srv_model_caps). Vision is not built, so never
+ * claimed. */
 static json_t *capabilities(store_model *sm, const char *tmpl)
 {
     chat_tool_syntax syn;
@@ -201,7 +202,7 @@ static json_t *capabilities(store_model *sm, const char *tmpl)
         json_array_append_new(caps, json_string("insert"));
     if (tmpl && srv_template_tool_syntax(tmpl, strlen(tmpl), &syn) == 0)
         json_array_append_new(caps, json_string("tools"));
-    if (tmpl && srv_template_thinks(tmpl, strlen(tmpl), NULL))
+    if (tmpl && srv_template_thinks(tmpl, strlen(tmpl), NULL, NULL))
         json_array_append_new(caps, json_string("thinking"));
     return caps;
 }

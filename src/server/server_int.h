@@ -244,6 +244,12 @@ typedef struct gen_job {
     int think, think_on;
     chat_think split;
     ms_text thinking;
+    /* harmony (gpt-oss, think.c): the answer always goes through hsplit; its analysis is the
+     * reasoning, its calls go into calls, each one's arguments gathered in call_args until the
+     * next call or the end */
+    int harmony;
+    chat_harmony hsplit;
+    ms_text call_args;
     model_opts mo; /* sampler, num_predict, num_ctx: read through the option table */
     session_gen g; /* stops; n_predict is mo's */
     char *stops[SESSION_MAX_STOPS];
@@ -345,14 +351,19 @@ json_t *gen_logprobs_json(const gen_job *j, json_t *list);
 
 /* ---- think.c: thinking, between the request, the template and the answer */
 /* 1 when a template's text (NULL or empty: none) makes its model think (chat_template_thinks);
- * /api/show's "thinking" capability. *effort (NULL: not wanted): chat_template_effort's. */
-int srv_template_thinks(const char *text, size_t len, int *effort);
+ * /api/show's "thinking" capability. *effort, *harmony (NULL: not wanted): chat_template_effort's,
+ * chat_template_harmony's. */
+int srv_template_thinks(const char *text, size_t len, int *effort, int *harmony);
 /* Before anything is loaded or streamed, with the stored model's template: think true for a
  * model that cannot think is refused as ollama refuses it (MS_EINVALID "\"m\" does not
  * support thinking"); a model that can thinks unless told not to, as ollama's does. An effort
  * level goes to a template that reads reasoning_effort; to one that does not, OpenAI's is
  * plain on and ollama's is refused, as ollama refuses it for a model other than gpt-oss. */
 int gen_think_check(gen_job *j);
+/* harmony (gpt-oss's template, not raw): the answer is split by chat_harmony whatever think
+ * says, and its analysis is the reasoning even with think false, as ollama's harmony parser has
+ * it (routes.go keeps the parser's thinking unconditionally). Its calls (to=NAME) are the
+ * answer's tool calls, offered tools or not. */
 /* The prompt is rendered: when the job splits, a prompt that opened the <think> block starts
  * the answer inside it. */
 void gen_think_prompt(gen_job *j, const char *prompt, size_t len);
@@ -360,7 +371,8 @@ void gen_think_prompt(gen_job *j, const char *prompt, size_t len);
  * the reasoning streamed (thinking chunks) or kept (j->thinking), the content to `content`.
  * Non-zero stops the generation. */
 int gen_think_emit(gen_job *j, const char *text, size_t len, int (*content)(gen_job *, const char *, size_t));
-/* The answer ended: what the splitter held goes out. */
+/* The answer ended: what the splitter held goes out; harmony's last call is whole. Non-zero:
+ * stopped, or out of memory. */
 int gen_think_end(gen_job *j, int (*content)(gen_job *, const char *, size_t));
 
 /* ---- request.c: a request body's fields, before any model is opened (fuzz_serve runs them) */

@@ -45,8 +45,13 @@ int gen_tools_check(gen_job *j)
     if (rc < 0 && rc != MS_ENOTFOUND)
         return rc;
     /* the stored template is the one the loaded session renders with */
-    if ((rc = srv_template_tool_syntax(rc == 0 ? (const char *)data : NULL, rc == 0 ? len : 0, &j->syn)) !=
-        MS_EUNSUPPORTED)
+    if ((rc = srv_template_tool_syntax(rc == 0 ? (const char *)data : NULL, rc == 0 ? len : 0, &j->syn)) == 0 &&
+        j->syn.harmony && j->tool_choice >= GEN_TOOLS_REQUIRED)
+        /* a forced call is a grammar over the whole answer; harmony's comes after the analysis */
+        return ms_err(MS_EUNSUPPORTED, "%s: tool_choice \"%s\" is not supported for the model's harmony format "
+                                       "(gpt-oss): use \"auto\"",
+                      j->model, j->tool_choice == GEN_TOOLS_REQUIRED ? "required" : "a named function");
+    if (rc != MS_EUNSUPPORTED)
         return rc;
     snprintf(why, sizeof why, "%s", ms_err_msg()); /* ms_err writes over it */
     return ms_err(MS_EUNSUPPORTED, "%s: %s", j->model, why);
@@ -232,6 +237,10 @@ int gen_tools_finish(gen_job *j)
     int stream = j->fd >= 0, rc;
     size_t from = stream ? j->call_at : 0, clen;
 
+    if (j->harmony) { /* the splitter found the calls (think.c), offered or not; the rest is content */
+        j->content_len = j->out.n;
+        return stream && j->n_calls ? send_calls(j) : 0;
+    }
     if (!gen_tools_on(j) || !j->out.p)
         return 0;
     if (stream && j->tool_state != GEN_CALLS_CALLS)

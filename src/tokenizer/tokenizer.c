@@ -164,7 +164,7 @@ static const char *piece_of(const tokenizer *t, int32_t id, unsigned flags, size
     *len = t->piece_off[id + 1] - t->piece_off[id];
     if (special_out)
         *special_out = special;
-    if (special && !(flags & TOKENIZER_DECODE_SPECIAL))
+    if (special && !(flags & TOKENIZER_DECODE_SPECIAL) && !(t->attr[id] & ATTR_SHOWN))
         *len = 0;
     if ((flags & TOKENIZER_DECODE_LSTRIP) && *len > 0 && *p == ' ')
         p++, (*len)--;

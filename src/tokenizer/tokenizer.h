@@ -193,7 +193,9 @@ int32_t tokenizer_unk(const tokenizer *t);
 int tokenizer_adds_bos(const tokenizer *t);  /* 1 when encode with add_special puts BOS first */
 int tokenizer_adds_eos(const tokenizer *t);
 /* 1 when generation should stop at `id`: eos, eot, eom, and tokens whose text is one of
- * llama.cpp's end-of-generation names (<|endoftext|>, <|end|>, <|im_end|>, <|eot_id|>, ...). */
+ * llama.cpp's end-of-generation names (<|endoftext|>, <|end|>, <|im_end|>, <|eot_id|>, ...).
+ * A vocab with gpt-oss's harmony markers (both "<|return|>" and "<|call|>") stops at those two
+ * and not at "<|end|>", which parts the messages of one answer there. */
 int tokenizer_is_eog(const tokenizer *t, int32_t id);
 /* Token i's text as stored in the vocab ("▁Hello", "<0x0A>", "<s>"); NULL for a bad id.
  * Borrowed, not NUL-terminated. */
@@ -227,7 +229,9 @@ enum {
 
 /* The bytes token `id` stands for: normal tokens with "▁" turned into spaces, byte tokens
  * ("<0x0A>") as that one byte (so a piece may be part of a UTF-8 character), user-defined
- * tokens verbatim, control / unknown tokens empty (unless TOKENIZER_DECODE_SPECIAL), unused /
+ * tokens verbatim, control / unknown tokens empty (unless TOKENIZER_DECODE_SPECIAL; harmony's
+ * markers <|start|> <|end|> <|message|> <|channel|> <|constrain|> <|return|> <|call|>, in a vocab
+ * with harmony's end tokens, are always their text: the answer's structure is in them), unused /
  * undefined empty. Writes min(needed, cap) bytes (no NUL) and sets *n_out to the bytes needed.
  * Returns 0, MS_EINVALID for an id out of range or when cap < needed. */
 int tokenizer_decode_piece(const tokenizer *t, int32_t id, unsigned flags, char *buf, size_t cap,

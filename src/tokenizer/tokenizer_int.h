@@ -9,6 +9,7 @@
 #define ATTR_LSTRIP 0x10   /* drop whitespace left of this token when matching it in text */
 #define ATTR_RSTRIP 0x20   /* drop whitespace right of it */
 #define ATTR_EOG 0x40      /* generation stops here */
+#define ATTR_SHOWN 0x80    /* a control token decoded as its text all the same (harmony's markers) */
 
 struct tokenizer {
     tokenizer_kind kind;

@@ -107,6 +107,33 @@ static void attr_set_type(tokenizer *t, int32_t id, int type)
 
 static int32_t find_str(const tokenizer *t, const char *s) { return tok_find(t, s, strlen(s)); }
 
+/* gpt-oss's harmony format: a vocab with both "<|return|>" and "<|call|>". There "<|end|>" closes
+ * one message of an answer (the analysis before the final one) and must not stop generation, as
+ * llama.cpp also rules; the answer ends at <|return|> or, for a tool call, at <|call|>. The
+ * markers are control tokens, yet the server's harmony splitter (src/chat) must see them in the
+ * answer's text to part reasoning, content and calls, so they decode as their text. */
+static void harmony_detect(tokenizer *t)
+{
+    static const char *const shown[] = { "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>",
+        "<|return|>", "<|call|>" };
+    int32_t ret = find_str(t, "<|return|>"), call = find_str(t, "<|call|>"), end = find_str(t, "<|end|>"), id;
+
+    if (ret < 0 || call < 0)
+        return;
+    if (end >= 0) {
+        t->attr[end] &= (uint8_t)~ATTR_EOG;
+        if (t->eot == end)
+            t->eot = TOKEN_NONE;
+        if (t->eos == end)
+            t->eos = ret;
+    }
+    t->attr[ret] |= ATTR_EOG;
+    t->attr[call] |= ATTR_EOG;
+    for (size_t i = 0; i < sizeof shown / sizeof *shown; i++)
+        if ((id = find_str(t, shown[i])) >= 0)
+            t->attr[id] |= ATTR_SHOWN;
+}
+
 /* llama.cpp finds end-of-turn and end-of-generation tokens by their text when the vocab does not
  * name them, and forces those tokens to CONTROL (which also stops them from being matched in
  * text without parse_special). Mirrors llama_vocab::impl::load. */
@@ -138,6 +165,7 @@ static void eog_detect(tokenizer *t)
         t->attr[t->eot] |= ATTR_EOG;
     if (t->eom >= 0)
         t->attr[t->eom] |= ATTR_EOG;
+    harmony_detect(t);
 }
 
 typedef struct special_key {

@@ -6,8 +6,9 @@
 # scripts in both cases, contractions, code, numbers, whitespace runs, emoji, CJK) to exactly
 # js-tiktoken's ids. Then the same cl100k vocabulary under the pre-tokenizers llama.cpp b4748 has
 # and no vocab of ours does (llama-bpe, qwen2, deepseek-v3, tekken) gives llama-tokenize's ids
-# for tests/data/tokenizer's strings (tiktoken-cl100k-<pre>.json, see its README). npm and the
-# GGUFs are made once per build folder, under a lock.
+# for tests/data/tokenizer's strings (tiktoken-cl100k-<pre>.json, see its README). Last, gpt-oss's
+# o200k_harmony reads its markers as its special tokens. npm and the GGUFs are made once per
+# build folder, under a lock.
 . "$(dirname "$0")/lib.sh"
 
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
@@ -24,10 +25,12 @@ mkdir -p "$DIR"
             exit 77
     fi
     for enc in o200k_base:gpt-4o cl100k_base:llama-bpe cl100k_base:qwen2 cl100k_base:deepseek-v3 \
-               cl100k_base:tekken; do
-        out=$DIR/${enc%%:*}-${enc#*:}-$TAG.gguf
+               cl100k_base:tekken o200k_base:gpt-4o:harmony; do
+        e=${enc#*:}
+        out=$DIR/${enc%%:*}-${e/:/-}-$TAG.gguf
+        flag=; [ "${e#*:}" = harmony ] && flag=--harmony
         [ -f "$out" ] || "$PY" "$GEN" --ranks "$DIR/node_modules/js-tiktoken/dist/ranks/${enc%%:*}.js" \
-            --pre "${enc#*:}" --out "$out" >"$WORK/gen.log" 2>&1 || { cat "$WORK/gen.log" >&2; exit 1; }
+            --pre "${e%%:*}" $flag --out "$out" >"$WORK/gen.log" 2>&1 || { cat "$WORK/gen.log" >&2; exit 1; }
     done
 ) 9>"$DIR.lock" || {
     [ $? -eq 77 ] && skip "npm could not install js-tiktoken (no network?): $(tail -3 "$WORK/npm.log")"
@@ -96,4 +99,18 @@ PYEOF
             fail "$pre: mstore and llama-tokenize disagree"
     done
 done
+# gpt-oss's vocabulary (o200k_harmony, --harmony): a rendered harmony prompt's markers are its
+# special tokens at their ids, the text between them o200k's own (js-tiktoken's ids), and
+# <|return|> is the EOS
+gguf=$DIR/o200k_base-gpt-4o-harmony-$TAG.gguf
+words=$(node -e 'const { getEncoding } = require("js-tiktoken"); const e = getEncoding("o200k_base");
+    console.log(["assistant", "analysis", "Hi"].map(w => e.encode(w).join(" ")).join(","))') ||
+    fail "js-tiktoken could not encode"
+IFS=, read -r assistant analysis hi <<<"$words"
+run mstore tokenize --gguf "$gguf" --no-special --parse-special --verbose \
+    "<|start|>assistant<|channel|>analysis<|message|>Hi<|end|><|start|>assistant<|call|><|return|>"
+[ "$rc" -eq 0 ] || fail "mstore tokenize on $gguf exited $rc: $err"
+[ "$out" = "200006 $assistant 200005 $analysis 200008 $hi 200007 200006 $assistant 200012 200002" ] ||
+    fail "harmony: got '$out' (assistant $assistant, analysis $analysis, Hi $hi)"
+contains "$err" "EOS 200002 '<|return|>'"
 echo "ok $TEST_NAME"

@@ -12,6 +12,10 @@ one from such a vocabulary:
   - tokenizer.ggml.model "gpt2", tokenizer.ggml.pre as --pre, no BOS / EOS added.
 
   make_tiktoken_gguf.py --ranks o200k_base.js --pre gpt-4o --out o200k.gguf
+
+--harmony adds gpt-oss's special tokens to o200k_base (tiktoken's o200k_harmony): <|startoftext|>
+199998, <|return|> 200002, <|constrain|> 200003, <|channel|> 200005, <|start|> 200006, <|end|>
+200007, <|message|> 200008, <|call|> 200012, and makes <|return|> the EOS, as gpt-oss's GGUFs do.
 """
 import argparse
 import base64
@@ -81,14 +85,21 @@ def kv_arr(k, typ, items):
     return out + b''.join(struct.pack('<i', x) for x in items)
 
 
+HARMONY = {'<|startoftext|>': 199998, '<|return|>': 200002, '<|constrain|>': 200003, '<|channel|>': 200005,
+           '<|start|>': 200006, '<|end|>': 200007, '<|message|>': 200008, '<|call|>': 200012}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--ranks', required=True)
     ap.add_argument('--pre', required=True)
     ap.add_argument('--out', required=True)
+    ap.add_argument('--harmony', action='store_true')
     a = ap.parse_args()
 
     ranks, special = read_ranks(a.ranks)
+    if a.harmony:
+        special.update(HARMONY)
     bc = byte_chars()
     n_vocab = max(list(ranks.values()) + list(special.values())) + 1
     tokens, types = [None] * n_vocab, [5] * n_vocab
@@ -108,6 +119,7 @@ def main():
         if len(parts) == 2:
             merges.append(''.join(bc[b] for b in parts[0]) + ' ' + ''.join(bc[b] for b in parts[1]))
     eot = special.get('<|endoftext|>', n_vocab - 1)
+    eos = special['<|return|>'] if a.harmony else eot
     kv = [kv_str('general.architecture', 'gpt2'),
           kv_str('general.name', 'tiktoken vocab'),
           kv_str('tokenizer.ggml.model', 'gpt2'),
@@ -116,7 +128,7 @@ def main():
           kv_arr('tokenizer.ggml.token_type', GGUF_I32, types),
           kv_arr('tokenizer.ggml.merges', GGUF_STR, merges),
           gstr('tokenizer.ggml.bos_token_id') + struct.pack('<II', GGUF_U32, eot),
-          gstr('tokenizer.ggml.eos_token_id') + struct.pack('<II', GGUF_U32, eot),
+          gstr('tokenizer.ggml.eos_token_id') + struct.pack('<II', GGUF_U32, eos),
           gstr('tokenizer.ggml.add_bos_token') + struct.pack('<IB', GGUF_BOOL, 0),
           gstr('tokenizer.ggml.add_eos_token') + struct.pack('<IB', GGUF_BOOL, 0)]
     tmp = a.out + '.tmp'

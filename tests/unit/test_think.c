@@ -300,6 +300,242 @@ START_TEST(test_real_templates)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- harmony (src/chat/harmony.c) */
+
+typedef struct hgot {
+    char think[1024], content[1024], calls[1024];
+    size_t nt, nc, nk;
+    int n_calls, pieces, stop_after;
+} hgot;
+
+static void hput(char *to, size_t *n, const char *s, size_t len)
+{
+    ck_assert_uint_lt(*n + len, 1024);
+    memcpy(to + *n, s, len);
+    *n += len;
+    to[*n] = '\0';
+}
+
+/* calls read "|name:args|name:args" */
+static int hcollect(void *ctx, int kind, const char *s, size_t len)
+{
+    hgot *g = ctx;
+
+    switch (kind) {
+    case CHAT_HARMONY_CONTENT:
+        ck_assert_uint_gt(len, 0);
+        hput(g->content, &g->nc, s, len);
+        break;
+    case CHAT_HARMONY_THINKING:
+        ck_assert_uint_gt(len, 0);
+        hput(g->think, &g->nt, s, len);
+        break;
+    case CHAT_HARMONY_CALL: /* the name comes whole, in one piece */
+        g->n_calls++;
+        hput(g->calls, &g->nk, "|", 1);
+        hput(g->calls, &g->nk, s, len);
+        hput(g->calls, &g->nk, ":", 1);
+        break;
+    case CHAT_HARMONY_ARGS:
+        ck_assert_int_gt(g->n_calls, 0);
+        hput(g->calls, &g->nk, s, len);
+        break;
+    default:
+        ck_abort_msg("kind %d", kind);
+    }
+    return g->stop_after && ++g->pieces >= g->stop_after;
+}
+
+static void hsplit(hgot *g, const char *text, const size_t *cuts, size_t ncut)
+{
+    chat_harmony h;
+    size_t at = 0, len = strlen(text);
+
+    memset(g, 0, sizeof *g);
+    chat_harmony_init(&h);
+    for (size_t i = 0; i <= ncut; i++) {
+        size_t to = i < ncut ? cuts[i] : len;
+        ck_assert_int_eq(chat_harmony_feed(&h, text + at, to - at, hcollect, g), 0);
+        at = to;
+    }
+    ck_assert_int_eq(chat_harmony_end(&h, hcollect, g), 0);
+}
+
+static int hsame(const hgot *g, const char *think, const char *content, const char *calls, int n_calls)
+{
+    return !strcmp(g->think, think) && !strcmp(g->content, content) && !strcmp(g->calls, calls) &&
+           g->n_calls == n_calls;
+}
+
+/* Whole, byte by byte, and cut once and twice at every offset: the same pieces every time. */
+static void check_harmony(const char *text, const char *think, const char *content, const char *calls, int n_calls)
+{
+    size_t len = strlen(text), cuts[2], *bytes = malloc((len + 1) * sizeof *bytes);
+    hgot g;
+
+    hsplit(&g, text, NULL, 0);
+    ck_assert_str_eq(g.think, think);
+    ck_assert_str_eq(g.content, content);
+    ck_assert_str_eq(g.calls, calls);
+    ck_assert_int_eq(g.n_calls, n_calls);
+    for (size_t i = 0; i < len; i++)
+        bytes[i] = i + 1;
+    hsplit(&g, text, bytes, len ? len - 1 : 0);
+    ck_assert_msg(hsame(&g, think, content, calls, n_calls), "byte by byte: [%s] [%s] [%s]", g.think, g.content,
+                  g.calls);
+    for (cuts[0] = 0; cuts[0] <= len; cuts[0]++)
+        for (cuts[1] = cuts[0]; cuts[1] <= len; cuts[1] += 3) {
+            hsplit(&g, text, cuts, 2);
+            ck_assert_msg(hsame(&g, think, content, calls, n_calls), "cut at %zu, %zu: [%s] [%s] [%s]", cuts[0],
+                          cuts[1], g.think, g.content, g.calls);
+        }
+    free(bytes);
+}
+
+START_TEST(test_harmony_analysis_final)
+{
+    check_harmony("<|channel|>analysis<|message|>User asks: capital. Paris.<|end|>"
+                  "<|start|>assistant<|channel|>final<|message|>The capital is Paris.<|return|>",
+                  "User asks: capital. Paris.", "The capital is Paris.", "", 0);
+    /* generation stops at <|return|>, which the text then lacks */
+    check_harmony("<|channel|>analysis<|message|>a\nb <i>\n<|end|><|start|>assistant<|channel|>final<|message|>\n x\n",
+                  "a\nb <i>\n", "\n x\n", "", 0);
+    /* a final message with no analysis before it */
+    check_harmony("<|channel|>final<|message|>Hi there!<|return|>", "", "Hi there!", "", 0);
+}
+END_TEST
+
+START_TEST(test_harmony_tool_calls)
+{
+    /* the recipient after the channel, with <|constrain|> */
+    check_harmony("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+                  "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>",
+                  "Need the weather.", "", "|get_weather:{\"city\":\"Paris\"}", 1);
+    /* the recipient after the role, before <|channel|>; cut at the end (<|call|> ended it) */
+    check_harmony("<|channel|>analysis<|message|>x<|end|><|start|>assistant to=functions.get_weather<|channel|>"
+                  "commentary json<|message|>{\"a\": [1, 2]}",
+                  "x", "", "|get_weather:{\"a\": [1, 2]}", 1);
+    /* a preamble (commentary without recipient) is content; two calls in a row */
+    check_harmony("<|channel|>commentary<|message|>Let me check.<|end|><|start|>assistant<|channel|>commentary "
+                  "to=functions.f <|constrain|>json<|message|>{}<|call|><|start|>assistant<|channel|>commentary "
+                  "to=functions.g<|message|>{\"k\":1}<|call|>",
+                  "", "Let me check.", "|f:{}|g:{\"k\":1}", 2);
+    /* a recipient that is no function keeps its name; an empty one is still a call */
+    check_harmony("<|channel|>commentary to= <|message|>{}", "", "", "|:{}", 1);
+    check_harmony("<|channel|>analysis to=browser.search code<|message|>{\"q\":\"x\"}<|call|>", "", "",
+                  "|browser.search:{\"q\":\"x\"}", 1);
+}
+END_TEST
+
+START_TEST(test_harmony_odd_answers)
+{
+    /* an unknown channel is content, as ollama's parser has it */
+    check_harmony("<|channel|>weird<|message|>odd<|end|><|start|>assistant<|channel|>final<|message|>ok", "", "oddok",
+                  "", 0);
+    /* truncated: inside the analysis, and inside a marker (then it was text) */
+    check_harmony("<|channel|>analysis<|message|>still thin", "still thin", "", "", 0);
+    check_harmony("<|channel|>analysis<|message|>abc<|en", "abc<|en", "", "", 0);
+    /* cut inside a header: markup, dropped */
+    check_harmony("<|channel|>analysis<|message|>a<|end|><|start|>assistant<|chan", "a", "", "", 0);
+    /* markers never reach content; '<' and "<|" that begin none are text */
+    check_harmony("<|channel|>final<|message|>a<|constrain|>b<|message|>c 1 < 2 <|x|> <", "", "abc 1 < 2 <|x|> <", "",
+                  0);
+    /* "<|start|>" left out between messages */
+    check_harmony("<|channel|>analysis<|message|>t<|end|><|channel|>final<|message|>c", "t", "c", "", 0);
+    /* not harmony at all: short, and longer than any header */
+    check_harmony("Hello <b>world</b>", "", "Hello <b>world</b>", "", 0);
+    check_harmony("", "", "", "", 0);
+}
+END_TEST
+
+START_TEST(test_harmony_bounded)
+{
+    char text[CHAT_HARMONY_HOLD * 2 + 1];
+    hgot g;
+
+    memset(text, 'w', sizeof text - 1);
+    text[sizeof text - 1] = '\0';
+    text[3] = '<', text[4] = '|'; /* looks like markup, yet no header is this long */
+    hsplit(&g, text, NULL, 0);
+    ck_assert_str_eq(g.content, text);
+    ck_assert_str_eq(g.think, "");
+}
+END_TEST
+
+START_TEST(test_harmony_stop)
+{
+    static const char text[] = "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b";
+    chat_harmony h;
+    hgot g;
+
+    memset(&g, 0, sizeof g);
+    g.stop_after = 1;
+    chat_harmony_init(&h);
+    ck_assert_int_eq(chat_harmony_feed(&h, text, sizeof text - 1, hcollect, &g), 1);
+    ck_assert_str_eq(g.think, "a");
+    ck_assert_str_eq(g.content, "");
+}
+END_TEST
+
+/* gpt-oss's templates, Jinja (reasoning_effort, tools) and ollama's Go one, are told by their
+ * markers; they think and take tools as harmony calls */
+START_TEST(test_harmony_templates)
+{
+    static const char jinja[] =
+        "Reasoning: {{ reasoning_effort | default('medium') }}"
+        "{%- if tools %}{{ tools | tojson }}{% endif %}"
+        "{%- for m in messages %}<|start|>{{ m.role }}{% if m.thinking %}<|channel|>analysis<|message|>"
+        "{{ m.thinking }}<|end|><|start|>{{ m.role }}{% endif %}<|channel|>final<|message|>{{ m.content }}<|end|>"
+        "{% endfor %}{%- if add_generation_prompt %}<|start|>assistant{% endif %}";
+    static const char go[] = "{{ if .ThinkLevel }}Reasoning: {{ .ThinkLevel }}{{ end }}"
+                             "{{- range .Messages }}<|start|>{{ .Role }}<|channel|>final<|message|>{{ .Content }}"
+                             "<|end|>{{ end }}<|start|>assistant";
+    static const char chatml[] = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                                 "{% endfor %}<|start|> <|channel|>";
+    static const chat_msg msg = {.role = "user", .content = "hi"};
+    static const chat_msg past[] = {{.role = "user", .content = "hi"},
+                                    {.role = "assistant", .content = "yo", .thinking = "hm"},
+                                    {.role = "user", .content = "again"}};
+    chat_template *t;
+    chat_tool_syntax syn;
+    char *out;
+    size_t len;
+
+    ck_assert_int_eq(chat_template_new(&t, jinja, sizeof jinja - 1, "", ""), 0);
+    ck_assert_int_eq(chat_template_harmony(t), 1);
+    ck_assert_int_eq(chat_template_thinks(t), 1);
+    ck_assert_int_eq(chat_template_tool_syntax(t, &syn), 0);
+    ck_assert_int_eq(syn.harmony, 1);
+    ck_assert_int_eq(chat_render_think(&out, &len, t, &msg, 1, NULL, 0, 1, CHAT_THINK_HIGH), 0);
+    ck_assert_str_eq(out, "Reasoning: high<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant");
+    free(out);
+    /* an assistant's thinking, sent back as ollama's clients do, reaches the template */
+    ck_assert_int_eq(chat_render_think(&out, &len, t, past, 3, NULL, 0, 1, CHAT_THINK_UNSET), 0);
+    ck_assert_str_eq(out, "Reasoning: medium<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant"
+                          "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>yo<|end|>"
+                          "<|start|>user<|channel|>final<|message|>again<|end|><|start|>assistant");
+    free(out);
+    chat_template_free(t);
+    ck_assert_int_eq(chat_template_new(&t, go, sizeof go - 1, "", ""), 0);
+    ck_assert_int_eq(chat_template_family(t), CHAT_OLLAMA);
+    ck_assert_int_eq(chat_template_harmony(t), 1);
+    ck_assert_int_eq(chat_template_thinks(t), 1);
+    ck_assert_int_eq(chat_template_effort(t), 1); /* .ThinkLevel: ollama's gpt-oss template takes levels */
+    ck_assert_int_eq(chat_render_think(&out, &len, t, &msg, 1, NULL, 0, 1, CHAT_THINK_LOW), 0);
+    ck_assert_str_eq(out, "Reasoning: low<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant");
+    free(out);
+    ck_assert_int_eq(chat_render_think(&out, &len, t, &msg, 1, NULL, 0, 1, CHAT_THINK_ON), 0);
+    ck_assert_str_eq(out, "<|start|>user<|channel|>final<|message|>hi<|end|><|start|>assistant");
+    free(out);
+    chat_template_free(t);
+    /* one marker is not enough */
+    ck_assert_int_eq(chat_template_new(&t, chatml, sizeof chatml - 1, "", ""), 0);
+    ck_assert_int_eq(chat_template_harmony(t), 0);
+    ck_assert_int_eq(chat_template_thinks(t), 0);
+    chat_template_free(t);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("think");
@@ -315,6 +551,12 @@ static Suite *suite(void)
     tcase_add_test(tc, test_prefilled);
     tcase_add_test(tc, test_templates);
     tcase_add_test(tc, test_real_templates);
+    tcase_add_test(tc, test_harmony_analysis_final);
+    tcase_add_test(tc, test_harmony_tool_calls);
+    tcase_add_test(tc, test_harmony_odd_answers);
+    tcase_add_test(tc, test_harmony_bounded);
+    tcase_add_test(tc, test_harmony_stop);
+    tcase_add_test(tc, test_harmony_templates);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -171,6 +171,41 @@ START_TEST(decode_pieces)
 }
 END_TEST
 
+/* gpt-oss's harmony: <|end|> parts analysis from final and must not stop generation; <|return|>
+ * and <|call|> do. The markers are control tokens yet decode as their text for the splitter. */
+START_TEST(harmony_vocab_ends_at_return_and_call_and_shows_markers)
+{
+    const char *const text[] = { "<unk>", "<s>", "</s>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>",
+                                 "<|constrain|>", "<|return|>", "<|call|>", "x" };
+    const int32_t type[] = { 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1 };
+    const int32_t ids[] = { 6, 10, 5, 10, 4, 1 };
+    tokenizer *t, *plain;
+    char buf[64];
+    size_t len;
+
+    ck_assert_int_eq(tokenizer_new_spm(&t, 11, text, NULL, NULL, type, NULL), 0);
+    ck_assert_int_eq(tokenizer_is_eog(t, 4), 0);    /* <|end|> */
+    ck_assert_int_eq(tokenizer_is_eog(t, 8), 1);    /* <|return|> */
+    ck_assert_int_eq(tokenizer_is_eog(t, 9), 1);    /* <|call|> */
+    ck_assert_int_eq(tokenizer_is_eog(t, 2), 1);    /* the eos stays */
+    ck_assert_int_eq(tokenizer_decode_piece(t, 6, 0, buf, sizeof buf, &len), 0);
+    ck_assert_uint_eq(len, 11);
+    ck_assert_int_eq(memcmp(buf, "<|channel|>", 11), 0);
+    ck_assert_int_eq(tokenizer_decode_piece(t, 1, 0, buf, sizeof buf, &len), 0);
+    ck_assert_uint_eq(len, 0);                      /* other control tokens stay hidden */
+    ck_assert_int_eq(tokenizer_decode(t, ids, 6, 0, buf, sizeof buf, &len), 0);
+    ck_assert_uint_eq(len, sizeof "<|channel|>x<|message|>x<|end|>" - 1);
+    ck_assert_int_eq(memcmp(buf, "<|channel|>x<|message|>x<|end|>", len), 0);
+    /* without <|call|> it is not harmony: <|end|> ends generation and hides, as before */
+    ck_assert_int_eq(tokenizer_new_spm(&plain, 9, text, NULL, NULL, type, NULL), 0);
+    ck_assert_int_eq(tokenizer_is_eog(plain, 4), 1);
+    ck_assert_int_eq(tokenizer_decode_piece(plain, 6, 0, buf, sizeof buf, &len), 0);
+    ck_assert_uint_eq(len, 0);
+    tokenizer_free(plain);
+    tokenizer_free(t);
+}
+END_TEST
+
 START_TEST(accessors_and_eog)
 {
     const char *const text[] = { "<unk>", "<s>", "</s>", "<|end|>", "x" };
@@ -846,6 +881,7 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, encode_reports_needed_size);
     tcase_add_test(tc, decode_pieces);
     tcase_add_test(tc, accessors_and_eog);
+    tcase_add_test(tc, harmony_vocab_ends_at_return_and_call_and_shows_markers);
     tcase_add_test(tc, bpe_merges_lowest_rank_first);
     tcase_add_test(tc, bpe_case_classes_are_unicode);
     tcase_add_test(tc, bpe_refuses_unknown_pre_tokenizer);
