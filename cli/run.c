@@ -32,9 +32,10 @@ static const char help[] =
     "prompt is read from standard input.\n\n"
     "  --raw                 send the prompt as is, without the chat template\n"
     "  --system TEXT         the system prompt (chat template only)\n"
-    "  --think[=false]       a model whose template thinks (Qwen3, DeepSeek-R1) shows its reasoning\n"
-    "                        (the <think> block) dimmed under \"Thinking...\"; it thinks unless\n"
-    "                        --think=false; --think asks a model that cannot and fails\n"
+    "  --think[=false]       a model whose template thinks (Qwen3, DeepSeek-R1, gpt-oss) shows its\n"
+    "                        reasoning (the <think> block, harmony's analysis) dimmed under\n"
+    "                        \"Thinking...\"; it thinks unless --think=false; --think asks a model\n"
+    "                        that cannot and fails\n"
     "  --hidethinking        let a thinking model think, but print only its answer\n"
     "  --verbose             print load time, prompt and generation token counts and rates (stderr)\n"
     "  -n N                  generate at most N tokens per answer; -1 = until the context is full\n"
@@ -226,6 +227,8 @@ typedef struct run_state {
     int splitting; /* this answer goes through the splitter */
     int in_thought; /* "Thinking..." is open on stdout */
     chat_think split;
+    int harmony;          /* gpt-oss: the answer is harmony messages, always split (hsplit) */
+    chat_harmony hsplit;
 } run_state;
 
 /* ollama's CLI: the reasoning under "Thinking...", dimmed on a terminal, closed before the answer. */
@@ -261,11 +264,35 @@ static int piece(void *ctx, int thinking, const char *s, size_t len)
     return interrupted;
 }
 
+/* A harmony answer's parts: the analysis is the reasoning (shown only when thinking is on), a call
+ * (run offers no tools, but a model may still call one) is printed as such, the rest is content. */
+static int harmony_piece(void *ctx, int kind, const char *s, size_t len)
+{
+    run_state *R = ctx;
+
+    switch (kind) {
+    case CHAT_HARMONY_THINKING:
+        return R->think == 1 ? piece(R, 1, s, len) : interrupted;
+    case CHAT_HARMONY_CALL:
+        thought_close(R);
+        printf("\n[call %.*s] ", (int)len, s);
+        return ferror(stdout) || interrupted;
+    case CHAT_HARMONY_ARGS:
+        thought_close(R);
+        fwrite(s, 1, len, stdout);
+        return ferror(stdout) || interrupted;
+    default:
+        return piece(R, 0, s, len);
+    }
+}
+
 /* Print each piece as it comes, the reasoning apart; Ctrl-C stops at the next token. */
 static int emit(void *ctx, const char *s, size_t len)
 {
     run_state *R = ctx;
 
+    if (R->splitting && R->harmony)
+        return chat_harmony_feed(&R->hsplit, s, len, harmony_piece, R);
     return R->splitting ? chat_think_feed(&R->split, s, len, piece, R) : piece(R, 0, s, len);
 }
 
@@ -279,7 +306,9 @@ static int answer(run_state *R, int lstrip)
 
     if (session_generate(R->S, &g, lstrip, emit, R, &done) < 0)
         return -1;
-    if (R->splitting)
+    if (R->splitting && R->harmony)
+        chat_harmony_end(&R->hsplit, harmony_piece, R);
+    else if (R->splitting)
         chat_think_end(&R->split, piece, R);
     thought_close(R);
     R->splitting = 0;
@@ -323,7 +352,11 @@ static int render(run_state *R, char **out, size_t *len)
     free(all);
     /* the answer to this prompt is split when the model thinks (and starts inside a block the
      * template opened) */
-    if (rc == 0 && (R->splitting = R->think == 1)) {
+    R->harmony = chat_template_harmony(session_template(R->S));
+    if (rc == 0 && R->harmony) {   /* its markers must never print, thinking or not */
+        R->splitting = 1;
+        chat_harmony_init(&R->hsplit);
+    } else if (rc == 0 && (R->splitting = R->think == 1)) {
         chat_think_init(&R->split);
         if (chat_think_prefilled(*out, *len))
             chat_think_feed(&R->split, "<think>", 7, piece, R);

@@ -62,4 +62,32 @@ if "$PY" -c 'import pty; pty.openpty()' 2>/dev/null; then
     MSTORE_NO_EDIT=1 "$PY" "$MSTORE_SRC/tests/e2e/ptychat.py" "$WORK/c.json" -- "$MSTORE_BIN" run ref-on <"$WORK/in"
     contains "$(turn 0)" "error: model does not support thinking"
 fi
+# gpt-oss's harmony: run parts its answer as the server does (tests/e2e/t6036): the analysis under
+# "Thinking..." (not at all with --think=false or --hidethinking), the final message as the
+# answer, a call printed as one, and never a marker. stories260K writes the messages because a JSON
+# string constant (--format) makes it: the quotes of that string are content around them.
+cat >"$WORK/Modelfile.harmony" <<'MF'
+FROM stories:260k
+TEMPLATE """{%- for m in messages %}<|start|>{{ m.role }}{% if m.role == "assistant" %}<|channel|>final{% endif %}<|message|>{{ m.content }}<|end|>{%- endfor %}{%- if add_generation_prompt %}<|start|>assistant{%- endif %}"""
+MF
+expect_ok mstore create harmony -f "$WORK/Modelfile.harmony"
+say='<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Answer.'
+fmt=$("$PY" -c 'import json,sys; print(json.dumps({"type": "string", "const": sys.argv[1]}))' "$say")
+hargs=("Once upon a time" --temp 0 -n 200 --format "$fmt")
+expect_ok mstore run harmony "${hargs[@]}"
+case $out in *"<|"*) fail "a harmony marker reached the output: $out" ;; esac
+# the opening quote is in the first header (dropped with it), the closing one follows the answer,
+# with whatever white space the JSON grammar let the model add after it
+out=${out%"${out##*[![:space:]]}"}
+[ "$out" = $'Thinking...\nThink.\n...done thinking.\n\nAnswer."' ] || fail "run harmony: got '$out'"
+for flag in --think=false --hidethinking; do
+    expect_ok mstore run harmony "${hargs[@]}" $flag
+    out=${out%"${out##*[![:space:]]}"}
+    [ "$out" = 'Answer."' ] || fail "run harmony $flag: got '$out'"
+done
+say='<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{}<|call|>'
+fmt=$("$PY" -c 'import json,sys; print(json.dumps({"type": "string", "const": sys.argv[1]}))' "$say")
+expect_ok mstore run harmony "Once upon a time" --temp 0 -n 200 --format "$fmt"
+contains "$out" "[call get_weather] {}"
+case $out in *"<|"*) fail "a harmony marker reached the output: $out" ;; esac
 echo "PASS $TEST_NAME"
