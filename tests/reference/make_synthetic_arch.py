@@ -23,9 +23,10 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             ffn_down_exps.bias [n_expert][dim]); attn_sinks.weight [heads] (F32); post_attention_norm
             before the MoE; no rope.dimension_count (head_dim); gpt-oss.attention.sliding_window
             (even layers); YaRN: rope.freq_base 150000, rope.scaling.type yarn, .factor 32,
-            .original_context_length --yarn-orig (default 512: with n_rot 32 and base 150000 the
-            corr dims are floor(1.25) = 1 and ceil(5.91) = 6, both inside 0 .. 15, so a mistake in
-            either rounding or ramp shows; below ~201 the low one clamps to 0). Sizes by default:
+            .original_context_length --yarn-orig (default 768: with n_rot 32 and base 150000 the
+            corr dims are floor(1.80) = 1 and ceil(6.45) = 7, both inside 0 .. 15 and neither what
+            rounding to nearest gives, so a mistake in either rounding or in the ramp shows; below
+            ~201 the low one would clamp to 0). Sizes by default:
             dim 96, 4 heads of 32 (q 128 != dim), 2 kv heads, ff 64, 8 experts with 4 used, 4 layers,
             window 4. Expert gate/up rows are scaled so that the clamp at 7 bites on some tokens,
             the sinks are of the scores' size; the generator prints how often the clamp is hit.
@@ -41,6 +42,7 @@ choice depend on rounding). --dtype q8_0 stores every 2-D and 3-D .weight but th
 (ggml's block: f16 d = max|x| / 127, 32 int8 round(x / d)). Tokenizer keys are copied from --vocab.
 
   make_synthetic_arch.py --arch qwen3moe --vocab stories260K.gguf -o qwen3moe-f32.gguf
+  make_synthetic_arch.py --arch gpt-oss --dtype mxfp4 --vocab stories260K.gguf -o gpt-oss-mxfp4.gguf
 """
 import argparse
 import os
@@ -168,8 +170,8 @@ def gpt_oss_layer(p, a, dim, q_dim, kv_dim):
 
 def gpt_oss_note(a, t):
     """Print (stderr) how often, on inputs of the size the model sees (unit-RMS rows), the clamp
-    at 7 bites, and how much of the softmax the sinks take, so that a change of scales that
-    makes either feature idle does not go unnoticed."""
+    at 7 bites (on the stored, possibly quantized, weights), and layer 0's sinks, so that a change
+    of scales that makes either feature idle does not go unnoticed."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((256, a.dim))
     g_hit = u_hit = n = 0
@@ -200,7 +202,7 @@ def main():
     ap.add_argument('--experts', type=int, default=8)
     ap.add_argument('--used', type=int, default=None, help='2 (gpt-oss: 4)')
     ap.add_argument('--window', type=int, default=None, help='sliding window: 8 (gpt-oss: 4)')
-    ap.add_argument('--yarn-orig', type=int, default=512, help='gpt-oss: rope.scaling.original_context_length')
+    ap.add_argument('--yarn-orig', type=int, default=768, help='gpt-oss: rope.scaling.original_context_length')
     ap.add_argument('--ctx', type=int, default=256)
     ap.add_argument('--softcap', type=float, default=0, help='gemma3 final_logit_softcapping (0: none)')
     ap.add_argument('--dtype', choices=('f32', 'q8_0', 'q4_k', 'mxfp4'), default='f32',
