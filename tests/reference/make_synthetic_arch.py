@@ -18,6 +18,20 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             original_context_length ORIG and phi3.rope.scaling.attn_factor sqrt(1 + ln(ctx /
             ORIG) / ln(ORIG))
   --rope-freqs (mistral, mixtral): Llama 3.1's rope_freqs.weight [n_rot / 2] divisors
+  gpt-oss   OpenAI's MoE (llama.cpp's "gpt-oss"): biases on q, k, v, attn_output, the router
+            ffn_gate_inp and every expert pack (ffn_{gate,up}_exps.bias [n_expert][ff],
+            ffn_down_exps.bias [n_expert][dim]); attn_sinks.weight [heads] (F32); post_attention_norm
+            before the MoE; no rope.dimension_count (head_dim); gpt-oss.attention.sliding_window
+            (even layers); YaRN: rope.freq_base 150000, rope.scaling.type yarn, .factor 32,
+            .original_context_length --yarn-orig (default 768: with n_rot 32 and base 150000 the
+            corr dims are floor(1.80) = 1 and ceil(6.45) = 7, both inside 0 .. 15 and neither what
+            rounding to nearest gives, so a mistake in either rounding or in the ramp shows; below
+            ~201 the low one would clamp to 0). Sizes by default:
+            dim 96, 4 heads of 32 (q 128 != dim), 2 kv heads, ff 64, 8 experts with 4 used, 4 layers,
+            window 4. Expert gate/up rows are scaled so that the clamp at 7 bites on some tokens,
+            the sinks are of the scores' size; the generator prints how often the clamp is hit.
+            --dtype mxfp4: ggml's MXFP4 (type 39) for the three expert packs, Q8_0 for every other
+            matrix (embedding, attention, router, output); biases, norms and sinks F32
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -28,6 +42,7 @@ choice depend on rounding). --dtype q8_0 stores every 2-D and 3-D .weight but th
 (ggml's block: f16 d = max|x| / 127, 32 int8 round(x / d)). Tokenizer keys are copied from --vocab.
 
   make_synthetic_arch.py --arch qwen3moe --vocab stories260K.gguf -o qwen3moe-f32.gguf
+  make_synthetic_arch.py --arch gpt-oss --dtype mxfp4 --vocab stories260K.gguf -o gpt-oss-mxfp4.gguf
 """
 import argparse
 import os
@@ -87,23 +102,112 @@ def q8_0(x):
     return out.tobytes()
 
 
+# MXFP4 (ggml type 39): per 32 weights, u8 e (E8M0) then 16 bytes of nibbles (element j low,
+# j + 16 high); weight = KV_MXFP4[nibble] * 2^(e - 128) (ggml's E2M1 values doubled, d halved)
+KV_MXFP4 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float64)
+
+
+def mxfp4(x):
+    """Rows of x (last dim a multiple of 32) as ggml MXFP4 bytes: e the smallest exponent with
+    max|w| / d <= 12 (nothing clips), each weight the nearest of the 16 values (ties to the lower
+    index)."""
+    b = x.reshape(-1, 32).astype(np.float64)
+    amax = np.abs(b).max(axis=1)
+    e = np.where(amax > 0, np.ceil(np.log2(np.where(amax > 0, amax, 1) / 12.0)) + 128, 0)
+    e = np.clip(e, 0, 255)
+    d = np.exp2(e - 128)
+    q = np.abs(b[:, :, None] / d[:, None, None] - KV_MXFP4[None, None, :]).argmin(axis=2).astype(np.uint8)
+    out = np.empty((b.shape[0], 17), np.uint8)
+    out[:, 0] = e.astype(np.uint8)
+    out[:, 1:] = q[:, :16] | (q[:, 16:] << 4)
+    return out.tobytes()
+
+
+def mxfp4_dequant(raw):
+    b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 17)
+    d = np.exp2(b[:, 0].astype(np.float64) - 128)[:, None]
+    q = np.concatenate([b[:, 1:] & 15, b[:, 1:] >> 4], axis=1)
+    return (KV_MXFP4[q] * d).reshape(-1)
+
+
+def dequant_stored(raw, ty, x):
+    """What the file holds, as float64 (for gpt_oss_note's statistics)."""
+    if ty == 8:
+        b = np.frombuffer(raw, dtype=np.uint8).reshape(-1, 34)
+        d = b[:, 0:2].copy().view('<f2').astype(np.float64)
+        return (b[:, 2:].view(np.int8).astype(np.float64) * d).reshape(x.shape)
+    if ty == 39:
+        return mxfp4_dequant(raw).reshape(x.shape)
+    return np.frombuffer(raw, dtype='<f4').astype(np.float64).reshape(x.shape)
+
+
+# gpt-oss's scales, chosen so that on the synthetic model the features under test are all
+# exercised: expert gate/up rows ('x') at 3.5 / sqrt(dim) put |g|, |u| past the clamp at 7 on a few
+# per cent of the units; down rows ('X') at 0.3 / sqrt(ff) keep the MoE's output near the
+# attention's; sinks ('k') N(1, 1), the size of the scores (q.k / sqrt(hd) with YaRN's mscale^2 =
+# 1.81 on them); biases ('c') 0.5 N, large enough to move routing and scores
+OSS_KINDS = {
+    'x': lambda rng, shape: 3.5 * rng.standard_normal(shape) / np.sqrt(shape[-1]),
+    'X': lambda rng, shape: 0.3 * rng.standard_normal(shape) / np.sqrt(shape[-1]),
+    'k': lambda rng, shape: 1.0 + rng.standard_normal(shape),
+    'c': lambda rng, shape: 0.5 * rng.standard_normal(shape),
+}
+
+
+def gpt_oss_layer(p, a, dim, q_dim, kv_dim):
+    E, ff = a.experts, a.ffn
+    return [(p + 'attn_norm.weight', (dim,), 'n'),
+            (p + 'attn_q.weight', (q_dim, dim), 'm'), (p + 'attn_q.bias', (q_dim,), 'c'),
+            (p + 'attn_k.weight', (kv_dim, dim), 'm'), (p + 'attn_k.bias', (kv_dim,), 'c'),
+            (p + 'attn_v.weight', (kv_dim, dim), 'm'), (p + 'attn_v.bias', (kv_dim,), 'c'),
+            (p + 'attn_output.weight', (dim, q_dim), 'm'), (p + 'attn_output.bias', (dim,), 'c'),
+            (p + 'attn_sinks.weight', (a.heads,), 'k'), (p + 'post_attention_norm.weight', (dim,), 'n'),
+            (p + 'ffn_gate_inp.weight', (E, dim), 'r'), (p + 'ffn_gate_inp.bias', (E,), 'c'),
+            (p + 'ffn_gate_exps.weight', (E, ff, dim), 'x'), (p + 'ffn_gate_exps.bias', (E, ff), 'c'),
+            (p + 'ffn_up_exps.weight', (E, ff, dim), 'x'), (p + 'ffn_up_exps.bias', (E, ff), 'c'),
+            (p + 'ffn_down_exps.weight', (E, dim, ff), 'X'), (p + 'ffn_down_exps.bias', (E, dim), 'c')]
+
+
+def gpt_oss_note(a, t):
+    """Print (stderr) how often, on inputs of the size the model sees (unit-RMS rows), the clamp
+    at 7 bites (on the stored, possibly quantized, weights), and layer 0's sinks, so that a change
+    of scales that makes either feature idle does not go unnoticed."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((256, a.dim))
+    g_hit = u_hit = n = 0
+    for i in range(a.layers):
+        p = 'blk.%d.' % i
+        h = x * t[p + 'post_attention_norm.weight']
+        g = np.einsum('efd,td->tef', t[p + 'ffn_gate_exps.weight'], h) + t[p + 'ffn_gate_exps.bias']
+        u = np.einsum('efd,td->tef', t[p + 'ffn_up_exps.weight'], h) + t[p + 'ffn_up_exps.bias']
+        g_hit += int((g > 7).sum())
+        u_hit += int((np.abs(u) > 7).sum())
+        n += g.size
+    sys.stderr.write('gpt-oss: on random unit-RMS inputs the clamp bites on %.2f%% of gate and %.2f%% of up '
+                     'units; sinks %s\n' % (100.0 * g_hit / n, 100.0 * u_hit / n,
+                                           ' '.join('%.2f' % v for v in t['blk.0.attn_sinks.weight'])))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral', 'phi3'), required=True)
-    ap.add_argument('--dim', type=int, default=128)
-    ap.add_argument('--layers', type=int, default=2)
+    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral', 'phi3', 'gpt-oss'),
+                    required=True)
+    ap.add_argument('--dim', type=int, default=None, help='128 (gpt-oss: 96)')
+    ap.add_argument('--layers', type=int, default=None, help='2 (gpt-oss: 4)')
     ap.add_argument('--heads', type=int, default=4)
     ap.add_argument('--kv-heads', type=int, default=2)
     ap.add_argument('--head-dim', type=int, default=32)
-    ap.add_argument('--ffn', type=int, default=128, help='expert ffn (MoE) or ffn (gemma3)')
+    ap.add_argument('--ffn', type=int, default=None, help='expert ffn (MoE) or ffn (gemma3): 128 (gpt-oss: 64)')
     ap.add_argument('--shared-ffn', type=int, default=192)
     ap.add_argument('--experts', type=int, default=8)
-    ap.add_argument('--used', type=int, default=2)
-    ap.add_argument('--window', type=int, default=8, help='gemma3 sliding window')
+    ap.add_argument('--used', type=int, default=None, help='2 (gpt-oss: 4)')
+    ap.add_argument('--window', type=int, default=None, help='sliding window: 8 (gpt-oss: 4)')
+    ap.add_argument('--yarn-orig', type=int, default=768, help='gpt-oss: rope.scaling.original_context_length')
     ap.add_argument('--ctx', type=int, default=256)
     ap.add_argument('--softcap', type=float, default=0, help='gemma3 final_logit_softcapping (0: none)')
-    ap.add_argument('--dtype', choices=('f32', 'q8_0', 'q4_k'), default='f32',
-                    help='q4_k: every row length must be a multiple of 256 (--dim 256 --ffn 256 --head-dim 64)')
+    ap.add_argument('--dtype', choices=('f32', 'q8_0', 'q4_k', 'mxfp4'), default='f32',
+                    help='q4_k: every row length must be a multiple of 256 (--dim 256 --ffn 256 --head-dim 64); '
+                    'mxfp4 (gpt-oss): the expert packs MXFP4, the other matrices Q8_0')
     ap.add_argument('--longrope', type=int, default=0, help='phi3: original context of the longrope factors')
     ap.add_argument('--rope-freqs', action='store_true', help='llama: a rope_freqs.weight tensor')
     ap.add_argument('--seed', type=int, default=11)
@@ -122,6 +226,14 @@ def main():
                     'with F16 .scales and .biases in groups of GROUP, config.json "quantization"; the GGUF (and so '
                     'the float64 reference) holds the values those dequantize to, in F32')
     a = ap.parse_args()
+    oss = a.arch == 'gpt-oss'
+    for k, dflt, dflt_oss in (('dim', 128, 96), ('layers', 2, 4), ('ffn', 128, 64), ('used', 2, 4), ('window', 8, 4)):
+        if getattr(a, k) is None:
+            setattr(a, k, dflt_oss if oss else dflt)
+    if a.dtype == 'mxfp4' and not oss:
+        sys.exit('--dtype mxfp4: gpt-oss only')
+    if oss and a.dtype == 'q4_k':
+        sys.exit('gpt-oss: --dtype f32, q8_0 (every matrix but the router) or mxfp4')
     arch = 'llama' if a.arch in ('mixtral', 'mistral') else a.arch
     dim, hd, moe = a.dim, a.head_dim, a.arch not in ('gemma3', 'mistral', 'phi3')
     if arch == 'llama' and hd * a.heads != dim:
@@ -131,20 +243,26 @@ def main():
     q_dim, kv_dim = a.heads * hd, a.kv_heads * hd
     kv = [('general.architecture', STR, s(arch)), ('general.name', STR, s('synthetic-' + a.arch)),
           ('general.alignment', U32, struct.pack('<I', 32)),
-          ('general.file_type', U32, struct.pack('<I', {'f32': 0, 'q8_0': 7, 'q4_k': 15}[a.dtype]))]
+          ('general.file_type', U32, struct.pack('<I', {'f32': 0, 'q8_0': 7, 'q4_k': 15, 'mxfp4': 38}[a.dtype]))]
     hp = [('context_length', U32, a.ctx), ('embedding_length', U32, dim), ('block_count', U32, a.layers),
           ('feed_forward_length', U32, a.ffn), ('attention.head_count', U32, a.heads),
           ('attention.head_count_kv', U32, a.kv_heads), ('attention.key_length', U32, hd),
           ('attention.value_length', U32, hd), ('rope.dimension_count', U32, hd),
           ('rope.freq_base', F32, 10000.0 if arch == 'llama' else 1000000.0),
           ('attention.layer_norm_rms_epsilon', F32, 1e-6)]
+    if oss:   # convert_hf_to_gguf writes no rope.dimension_count for gpt-oss; YaRN as the real model
+        hp = [x for x in hp
+              if x[0] not in ('rope.dimension_count', 'rope.freq_base', 'attention.layer_norm_rms_epsilon')]
+        hp += [('rope.freq_base', F32, 150000.0), ('attention.layer_norm_rms_epsilon', F32, 1e-5),
+               ('rope.scaling.type', STR, 'yarn'), ('rope.scaling.factor', F32, 32.0),
+               ('rope.scaling.original_context_length', U32, a.yarn_orig)]
     if moe:
         hp += [('expert_count', U32, a.experts), ('expert_used_count', U32, a.used)]
         if arch != 'llama':
             hp.append(('expert_feed_forward_length', U32, a.ffn))
         if arch == 'qwen2moe':
             hp.append(('expert_shared_feed_forward_length', U32, a.shared_ffn))
-    if a.arch in ('gemma3', 'mistral', 'phi3'):
+    if a.arch in ('gemma3', 'mistral', 'phi3', 'gpt-oss'):
         hp.append(('attention.sliding_window', U32, a.window))
         if a.softcap:
             hp.append(('final_logit_softcapping', F32, a.softcap))
@@ -154,7 +272,7 @@ def main():
         hp += [('rope.scaling.original_context_length', U32, a.longrope),
                ('rope.scaling.attn_factor', F32, float(np.sqrt(1 + np.log(a.ctx / a.longrope) / np.log(a.longrope))))]
     for k, t, v in hp:
-        kv.append(('%s.%s' % (arch, k), t, struct.pack('<I' if t == U32 else '<f', v)))
+        kv.append(('%s.%s' % (arch, k), t, s(v) if t == STR else struct.pack('<I' if t == U32 else '<f', v)))
     kv += tok
     # (name, numpy shape, kind): m matrix, r router, e embedding, n norm, b bias
     nk = 'n'   # gemma3 too: llama.cpp's converter stores its (1 + w) norms as 1 + w
@@ -167,6 +285,9 @@ def main():
         ts.append(('rope_freqs.weight', (hd // 2,), 'f'))
     for i in range(a.layers):
         p = 'blk.%d.' % i
+        if oss:
+            ts += gpt_oss_layer(p, a, dim, q_dim, kv_dim)
+            continue
         if arch == 'phi3':   # fused: qkv rows q | k | v; ffn_up rows gate | up
             ts += [(p + 'attn_norm.weight', (dim,), 'n'), (p + 'attn_qkv.weight', (q_dim + 2 * kv_dim, dim), 'm'),
                    (p + 'attn_output.weight', (dim, q_dim), 'm'), (p + 'ffn_norm.weight', (dim,), 'n'),
@@ -203,7 +324,7 @@ def main():
     rng = np.random.default_rng(a.seed)
     if a.mlx and (not a.hf or not moe or a.dtype != 'f32'):
         sys.exit('--mlx: with --hf, an MoE arch and --dtype f32')
-    data, infos, off, hf = [], [], 0, {}
+    data, infos, off, hf, stored = [], [], 0, {}, {}
     mlxq = {}   # name -> (codes, scales, biases) of a matrix quantized for --mlx
     for name, shape, kind in ts:
         if kind == 'm':
@@ -216,13 +337,19 @@ def main():
             x = 1.0 + 0.1 * rng.standard_normal(shape)
         elif kind == 'f':
             x = 1.0 + 7.0 * rng.random(shape)
+        elif kind in OSS_KINDS:
+            x = OSS_KINDS[kind](rng, shape)
         else:
             x = 0.1 * rng.standard_normal(shape)
         if a.mlx and kind in ('m', 'r', 'e'):   # rows quantized as they are: Q/K permutations commute
             mlxq[name] = mlx_quant(x.reshape(-1, shape[-1]), a.mlx)
             x = mlx_dequant(*mlxq[name], a.mlx).reshape(shape)
         hf[name] = x
-        if a.dtype == 'q8_0' and kind in ('m', 'e'):
+        if a.dtype == 'mxfp4' and kind in ('x', 'X'):
+            raw, ty = mxfp4(x), 39
+        elif a.dtype == 'mxfp4' and kind in ('m', 'e', 'r'):
+            raw, ty = q8_0(x), 8
+        elif a.dtype == 'q8_0' and kind in ('m', 'e', 'x', 'X'):
             raw, ty = q8_0(x), 8
         elif a.dtype == 'q4_k' and kind in ('m', 'e'):
             if shape[-1] % 256:
@@ -235,11 +362,15 @@ def main():
         pad = (32 - len(raw) % 32) % 32
         data.append(raw + b'\0' * pad)
         off += len(raw) + pad
+        if oss:
+            stored[name] = dequant_stored(raw, ty, x)
     head = b'GGUF' + struct.pack('<IQQ', 3, len(ts), len(kv))
     head += b''.join(s(k) + struct.pack('<I', t) + v for (k, t, v) in kv) + b''.join(infos)
     head += b'\0' * ((32 - len(head) % 32) % 32)
     with open(a.out, 'wb') as f:
         f.write(head + b''.join(data))
+    if oss:
+        gpt_oss_note(a, stored)
     if a.hf:
         write_hf(a, hf, n_vocab, mlxq)
 

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """ref_forward.py: a float64 reference forward of a llama / qwen2 / qwen3 GGUF model, to judge
-the C runtime; also their mixtures of experts (Mixtral as llama with experts, qwen2moe, qwen3moe).
+the C runtime; also their mixtures of experts (Mixtral as llama with experts, qwen2moe, qwen3moe),
+gemma3, phi3 and gpt-oss (see Model.oss_moe and the attention in Model.step).
 
 Everything here is written from the published formats, independent of src/runtime:
   - a GGUF v2/v3 reader (metadata, tensor infos, data section at the aligned header end);
   - dequantization of F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K, Q3_K,
-    Q4_K, Q5_K, Q6_K and IQ4_NL, IQ4_XS (ggml block layouts, see dequant_k below);
+    Q4_K, Q5_K, Q6_K and IQ4_NL, IQ4_XS (ggml block layouts, see dequant_k below), MXFP4;
   - the forward in float64: RMSNorm, GQA attention with a KV cache, SwiGLU, tied or separate
     output head; RoPE on adjacent pairs for llama (GGUF stores llama's Q/K rows permuted for it),
     on halves (NEOX) for qwen2/qwen3 as llama.cpp runs them; qwen2's q/k/v biases; qwen3's
@@ -177,7 +178,19 @@ def dequant_k(buf, off, t, n):
     return y.reshape(-1)
 
 
+# MXFP4 (ggml type 39), gpt-oss's experts: 32 weights in 17 bytes, u8 e (E8M0) then qs[16]; weight
+# j = KV[qs[j] & 15] * d, weight j + 16 = KV[qs[j] >> 4] * d, d = 2^(e - 128): ggml keeps the E2M1
+# values doubled (0 .. 12) and the E8M0 scale halved, so the product is the format's own value
+KVALUES_MXFP4 = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], dtype=np.float64)
+
+
 def dequant(buf, off, t, n):
+    if t == 39:
+        nb = n // 32
+        b = np.frombuffer(buf, dtype=np.uint8, count=nb * 17, offset=off).reshape(nb, 17)
+        d = np.exp2(b[:, 0].astype(np.float64) - 128).reshape(nb, 1)
+        q = np.concatenate([b[:, 1:] & 15, b[:, 1:] >> 4], axis=1)
+        return (KVALUES_MXFP4[q] * d).reshape(-1)
     if t in K_BYTES or t == 20:
         return dequant_k(buf, off, t, n)
     if t == 0:
@@ -219,7 +232,7 @@ class Model:
     def __init__(self, g, n_ctx=4096):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
-        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3'):
+        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3', 'gpt-oss'):
             raise SystemExit("architecture '%s' is not supported" % arch)
         a = arch + '.'
         self.dim = kv[a + 'embedding_length']
@@ -262,8 +275,14 @@ class Model:
         st = kv.get(a + 'rope.scaling.type', b'none').decode()
         if st == 'linear':
             self.freqs /= kv[a + 'rope.scaling.factor']
+        elif st == 'yarn':
+            self.yarn(kv[a + 'rope.scaling.factor'], kv[a + 'rope.scaling.original_context_length'], theta)
         elif st not in ('none', ''):
             raise SystemExit('rope scaling %s not implemented in the reference' % st)
+        # gpt-oss (HF GptOssForCausalLM as llama.cpp runs it): biases on q, k, v and the output
+        # projection, a sink logit per head, even layers within the sliding window, the MoE of
+        # oss_moe after post_attention_norm
+        self.oss = arch == 'gpt-oss'
         t = g.tensor
         self.embed = t('token_embd.weight')
         self.head = t('output.weight') if 'output.weight' in g.tensors else self.embed
@@ -272,6 +291,14 @@ class Model:
         opt = ('attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_q_norm.weight', 'attn_k_norm.weight')
         for i in range(self.n_layers):
             p = 'blk.%d.' % i
+            if self.oss:
+                self.layers.append({k: t(p + k) for k in (
+                    'attn_norm.weight', 'attn_q.weight', 'attn_q.bias', 'attn_k.weight', 'attn_k.bias', 'attn_v.weight',
+                    'attn_v.bias', 'attn_output.weight', 'attn_output.bias', 'attn_sinks.weight',
+                    'post_attention_norm.weight', 'ffn_gate_inp.weight', 'ffn_gate_inp.bias', 'ffn_gate_exps.weight',
+                    'ffn_gate_exps.bias', 'ffn_up_exps.weight', 'ffn_up_exps.bias', 'ffn_down_exps.weight',
+                    'ffn_down_exps.bias')})
+                continue
             if arch == 'phi3':   # HF Phi3: qkv_proj rows q | k | v, gate_up_proj rows gate | up
                 qkv, gu = t(p + 'attn_qkv.weight'), t(p + 'ffn_up.weight')
                 qd, kd, ff = self.n_heads * self.hd, self.n_kv * self.hd, gu.shape[0] // 2
@@ -291,6 +318,38 @@ class Model:
                                                          'ffn_down_shexp') if p + k + '.weight' in g.tensors})
             self.layers.append(L)
         self.reset()
+
+    def yarn(self, factor, orig_ctx, base, beta_fast=32.0, beta_slow=1.0):
+        """YaRN as ggml's rope computes it (ext_factor 1, attn_factor 1): per pair i of the n_rot
+        dims, theta = pos * freq_i * ((1 - mix_i) / factor + mix_i), a ramp between extrapolation
+        (mix 1, the high frequencies) and interpolation (mix 0) over the pairs between ggml's
+        corr dims (floor / ceil of the dims whose wavelength turns beta_fast / beta_slow times
+        in orig_ctx, clamped to 0 .. n_rot - 1); cos and sin times 1 + 0.1 ln(factor)."""
+        def corr_dim(beta):
+            return self.n_rot * np.log(orig_ctx / (beta * 2 * np.pi)) / (2 * np.log(base))
+        low = max(0.0, np.floor(corr_dim(beta_fast)))
+        high = min(self.n_rot - 1.0, np.ceil(corr_dim(beta_slow)))
+        ramp = np.clip((np.arange(self.n_rot // 2) - low) / max(0.001, high - low), 0.0, 1.0)
+        mix = 1.0 - ramp
+        self.freqs = self.freqs * ((1.0 - mix) / factor + mix)
+        self.mscale *= 1.0 + 0.1 * np.log(factor)
+        self.yarn_dims = (low, high)
+
+    def oss_moe(self, L, h):
+        """gpt-oss's MoE: the n_used largest router logits (W x + b), their softmax as weights;
+        each expert's SwiGLU with gate clamped above at 7, up clamped to [-7, 7] and shifted by
+        1, sigmoid(1.702 g) for the gate's activation, biases on all three."""
+        r = L['ffn_gate_inp.weight'] @ h + L['ffn_gate_inp.bias']
+        top = np.argsort(-r, kind='stable')[:self.n_used]
+        w = np.exp(r[top] - r[top].max())
+        w /= w.sum()
+        out = np.zeros(self.dim)
+        for wi, e in zip(w, top):
+            gt = np.minimum(L['ffn_gate_exps.weight'][e] @ h + L['ffn_gate_exps.bias'][e], 7.0)
+            u = np.clip(L['ffn_up_exps.weight'][e] @ h + L['ffn_up_exps.bias'][e], -7.0, 7.0)
+            act = gt / (1.0 + np.exp(-1.702 * gt)) * (u + 1.0)
+            out += wi * (L['ffn_down_exps.weight'][e] @ act + L['ffn_down_exps.bias'][e])
+        return out
 
     def reset(self):
         self.kc = [[] for _ in range(self.n_layers)]
@@ -338,6 +397,9 @@ class Model:
             x *= np.sqrt(self.dim)
         group = self.n_heads // self.n_kv
         for i, L in enumerate(self.layers):
+            if self.oss:
+                x = self.oss_layer(i, L, x)
+                continue
             local = self.window > 0 and (not self.gemma or (i + 1) % 6 != 0)
             fr = self.freqs_local if local and self.gemma else None
             h = self.norm(x, L['attn_norm'])
@@ -371,6 +433,34 @@ class Model:
         self.hidden = self.norm(x, self.out_norm)   # the final normed hidden state (--embed pools it)
         logits = self.head @ self.hidden
         return self.softcap * np.tanh(logits / self.softcap) if self.softcap else logits
+
+
+def _oss_layer(self, i, L, x):
+    """One gpt-oss layer: attention with biases, YaRN rope, the window on even layers and each
+    head's sink (a logit that joins the softmax's max and denominator with no value), then the MoE."""
+    group = self.n_heads // self.n_kv
+    h = self.norm(x, L['attn_norm.weight'])
+    q = L['attn_q.weight'] @ h + L['attn_q.bias']
+    k = L['attn_k.weight'] @ h + L['attn_k.bias']
+    v = L['attn_v.weight'] @ h + L['attn_v.bias']
+    q, k = self.rope(q, self.n_heads), self.rope(k, self.n_kv)
+    self.kc[i].append(k)
+    self.vc[i].append(v.reshape(self.n_kv, self.hd))
+    K, V = np.stack(self.kc[i]), np.stack(self.vc[i])  # [pos, kv, hd]
+    if self.window > 0 and i % 2 == 0:   # the last `window` positions, this one included
+        K, V = K[-self.window:], V[-self.window:]
+    out = np.empty((self.n_heads, self.hd))
+    for hh in range(self.n_heads):
+        sc = K[:, hh // group, :] @ q[hh] / np.sqrt(self.hd)
+        sink = L['attn_sinks.weight'][hh]
+        mx = max(sc.max(), sink)
+        e = np.exp(sc - mx)
+        out[hh] = (e / (e.sum() + np.exp(sink - mx))) @ V[:, hh // group, :]
+    x = x + L['attn_output.weight'] @ out.reshape(-1) + L['attn_output.bias']
+    return x + self.oss_moe(L, self.norm(x, L['post_attention_norm.weight']))
+
+
+Model.oss_layer = _oss_layer
 
 
 def penalized(logits, seen, args):
