@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The architectures past llama and Qwen on the Vulkan backend, from the command line: the
 # synthetic Mixtral, Qwen3-MoE, Qwen2-MoE, Gemma 3, Mistral (window) and Phi-3 (window) of
-# tests/reference/make_synthetic_arch.py, F32 and Q8_0, give the CPU's greedy text with
+# tests/reference/make_synthetic_arch.py, F32 and Q8_0, and gpt-oss (F32, MXFP4 experts), give the CPU's greedy text with
 # MSTORE_DEVICE=vulkan (run --gguf), and one of them does from the store (run --device vulkan).
 # The prompt plus 16 tokens runs past the window of 8 of Gemma 3's window layers.
 . "$(dirname "$0")/lib.sh"
@@ -15,22 +15,29 @@ case "$out" in
 *) skip "no Vulkan device: $(printf '%s' "$out" | tail -n 1)" ;;
 esac
 
-for arch in mixtral qwen3moe qwen2moe gemma3 mistral phi3; do
-    for dt in f32 q8_0; do
-        f="$WORK/$arch-$dt.gguf"
-        "$PY" "$MSTORE_SRC/tests/reference/make_synthetic_arch.py" --arch "$arch" --dtype "$dt" --vocab "$vocab" \
-            -o "$f" >/dev/null || fail "make_synthetic_arch.py --arch $arch --dtype $dt"
-        run env MSTORE_DEVICE=cpu "$MSTORE_BIN" run --gguf "$f" "Once upon" --temp 0 -n 16
-        [ "$rc" -eq 0 ] || fail "cpu run of $arch $dt: $err"
-        want=$out
-        run env MSTORE_DEVICE=vulkan "$MSTORE_BIN" run --gguf "$f" "Once upon" --temp 0 -n 16 --verbose
-        [ "$rc" -eq 0 ] || fail "vulkan run of $arch $dt: $err"
-        contains "$err" "device vulkan"
-        [ "$out" = "$want" ] || fail "$arch $dt: vulkan text differs:
+# the CPU's greedy text of the synthetic `arch` in `dt`, and Vulkan's, the same
+same_text() {
+    local arch=$1 dt=$2 f="$WORK/$1-$2.gguf"
+    "$PY" "$MSTORE_SRC/tests/reference/make_synthetic_arch.py" --arch "$arch" --dtype "$dt" --vocab "$vocab" \
+        -o "$f" >/dev/null 2>&1 || fail "make_synthetic_arch.py --arch $arch --dtype $dt"
+    run env MSTORE_DEVICE=cpu "$MSTORE_BIN" run --gguf "$f" "Once upon" --temp 0 -n 16
+    [ "$rc" -eq 0 ] || fail "cpu run of $arch $dt: $err"
+    want=$out
+    run env MSTORE_DEVICE=vulkan "$MSTORE_BIN" run --gguf "$f" "Once upon" --temp 0 -n 16 --verbose
+    [ "$rc" -eq 0 ] || fail "vulkan run of $arch $dt: $err"
+    contains "$err" "device vulkan"
+    [ "$out" = "$want" ] || fail "$arch $dt: vulkan text differs:
 vulkan: $out
 cpu:    $want"
+}
+for arch in mixtral qwen3moe qwen2moe gemma3 mistral phi3; do
+    for dt in f32 q8_0; do
+        same_text "$arch" "$dt"
     done
 done
+# gpt-oss: sinks, the expert biases, the clamped SwiGLU, and its experts in ggml's MXFP4
+same_text gpt-oss f32
+same_text gpt-oss mxfp4
 
 expect_ok mstore import "$WORK/qwen2moe-q8_0.gguf" --name "moe:q8"
 run env MSTORE_DEVICE=cpu "$MSTORE_BIN" run moe:q8 "Once upon" --temp 0 -n 16
