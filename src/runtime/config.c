@@ -18,6 +18,11 @@
 
 static int unsupported(const char *arch)
 {
+    /* ollama's registry serves its own conversion of gpt-oss under another name and layout */
+    if (strcmp(arch, "gptoss") == 0)
+        return ms_err(MS_EUNSUPPORTED, "architecture 'gptoss' (ollama's own conversion of gpt-oss: fused attn_qkv / "
+                      "ffn_gate_up_exps, MXFP4 in Hugging Face's nibble order) is not supported yet; a GGUF of gpt-oss "
+                      "as llama.cpp converts it (architecture 'gpt-oss') runs");
     return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: " RUNTIME_ARCHS, arch);
 }
 

@@ -510,6 +510,7 @@ END_TEST
 
 static const struct { const char *json, *expect; int code; } bad_config[] = {
     { "{\"architecture\": \"xyz\"}", "architecture 'xyz' is not supported; supported: llama", MS_EUNSUPPORTED },
+    { "{\"architecture\": \"gptoss\"}", "(architecture 'gpt-oss') runs", MS_EUNSUPPORTED },
     { "[1]", "not a JSON object", MS_EINVALID },
     { "{\"architecture\": \"llama\", \"num_hidden_layers\": 2}", "hidden_size: missing", MS_EINVALID },
     { "{\"architecture\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 6,"
