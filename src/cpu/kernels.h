@@ -59,10 +59,10 @@ extern const cpu_path cpu_path_avx512vnni8, cpu_path_avxvnni8, cpu_path_vnni8_em
 extern const cpu_path cpu_path_amx8, cpu_path_amx8_emul, cpu_path_amx16, cpu_path_amx16_emul;
 extern const cpu_path cpu_path_neon, cpu_path_neon_dotprod, cpu_path_neon_i8mm;
 
-/* kernels_avx2_gemm.c's entries of the avx2 path (x86-64 only): Q8_0, Q4_0, Q4_K and Q6_K on 16-bit
+/* kernels_avx2_gemm.c's entries of the avx2 path (x86-64 only): Q8_0, Q4_0, Q4_K, Q6_K, MXFP4 on 16-bit
  * activations in its own layout (cpu_avx2_act_*), F16 and F32 on f32 ones; each dot is the one
  * its gemm equals. */
-#define CPU_AVX2_TYPES(X) X(q8_0) X(q4_0) X(q4_k) X(q6_k) X(f16) X(f32)
+#define CPU_AVX2_TYPES(X) X(q8_0) X(q4_0) X(q4_k) X(q6_k) X(mxfp4) X(f16) X(f32)
 #define CPU_AVX2_DECLARE(t)                                                                                          \
     float cpu_avx2_dot_##t(const void *x, const void *w, int n);                                                 \
     void cpu_avx2_gemm_##t(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t w_stride, \

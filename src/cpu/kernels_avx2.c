@@ -222,7 +222,7 @@ static void axpys_f32(float *y, const float *s, const float *v, size_t vs, int m
 }
 
 /* Q4_1 to Q5_1 and the K-quants other than Q4_K and Q6_K: the scalar integer sums, added in another
- * order. Q8_0, Q4_0, Q4_K and Q6_K: kernels_avx2_gemm.c's 8-lane groups, on its activation layout;
+ * order. Q8_0, Q4_0, Q4_K, Q6_K and MXFP4: kernels_avx2_gemm.c's 8-lane groups, on its activation layout;
  * F16 and F32: its f32 panels. */
 const cpu_path cpu_path_avx2 = {
     .name = "avx2",
@@ -242,7 +242,7 @@ const cpu_path cpu_path_avx2 = {
         [GGML_TYPE_Q6_K] = CPU_OWN(cpu_avx2_dot_q6_k, cpu_avx2_gemm_q6_k),
         [GGML_TYPE_IQ4_NL] = CPU_Q16(cpu_kq_avx2_dot_iq4_nl, NULL),
         [GGML_TYPE_IQ4_XS] = CPU_Q16(cpu_kq_avx2_dot_iq4_xs, NULL),
-        [GGML_TYPE_MXFP4] = CPU_Q16(cpu_kq_avx2_dot_mxfp4, NULL),
+        [GGML_TYPE_MXFP4] = CPU_OWN(cpu_avx2_dot_mxfp4, cpu_avx2_gemm_mxfp4),
     },
     .dot_f32 = dot_f32,
     .dot_f32_f16 = dot_f32_f16,

@@ -1,5 +1,5 @@
 /* kernels_avx2_gemm.c: the avx2 path's gemms and the row dots they must equal, for
- * the types that dominate real models: Q8_0, Q4_0, Q4_K, Q6_K with 16-bit activations, F16 and
+ * the types that dominate real models: Q8_0, Q4_0, Q4_K, Q6_K, MXFP4 with 16-bit activations, F16 and
  * F32 with f32 ones. Built with -mavx2 -mfma -mf16c on x86-64 only, called only after cpu.c found
  * them (the avx2 path's table, kernels_avx2.c, holds them beside the rest).
  *
@@ -39,7 +39,7 @@
 
 #define AI static inline __attribute__((always_inline))
 
-enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K };
+enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K, A_MXFP4 };
 
 /* ---------------------------------------------------------------- activations */
 
@@ -105,7 +105,7 @@ void cpu_avx2_act_quantize(uint8_t *dst, const float *x, int type, int n_tok, in
 
 static inline size_t block_bytes(int kind)
 {
-    return kind == A_Q8_0 ? CPU_Q8_0_BYTES : kind == A_Q4_0 ? CPU_Q4_0_BYTES : 0;
+    return kind == A_Q8_0 ? CPU_Q8_0_BYTES : kind == A_Q4_0 ? CPU_Q4_0_BYTES : kind == A_MXFP4 ? CPU_MXFP4_BYTES : 0;
 }
 
 /* Block bi of a row as 16-bit codes, offsets removed: elements 0-15 in *lo, 16-31 in *hi. K-quant
@@ -127,6 +127,14 @@ AI void codes(const int kind, const uint8_t *row, int bi, __m256i *lo, __m256i *
         const __m256i eight = _mm256_set1_epi16(8);
         *lo = _mm256_sub_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), eight);
         *hi = _mm256_sub_epi16(_mm256_srli_epi16(v, 4), eight);
+        return;
+    }
+    case A_MXFP4: {
+        /* Q4_0's nibble order (j, j + 16), each nibble looked up in the doubled E2M1 code book */
+        const __m128i kv = _mm_loadu_si128((const __m128i *)(const void *)cpu_mxfp4_values);
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(row + (size_t)bi * CPU_MXFP4_BYTES + 1));
+        *lo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(kv, _mm_and_si128(v, m4)));
+        *hi = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(kv, _mm_and_si128(_mm_srli_epi16(v, 4), m4)));
         return;
     }
     case A_Q4_K: {
@@ -178,6 +186,13 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, __m256 *
         for (int i = 0; i < n; i++)
             h[i] = cpu_rd16(p + i * bb);
         *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
+        return;
+    }
+    if (kind == A_MXFP4) {   /* E8M0 bytes: each scale exact (cpu_mxfp4_scale), 0 past the n blocks */
+        float d[8] = {0};
+        for (int i = 0; i < n; i++)
+            d[i] = cpu_mxfp4_scale(row[(size_t)(g0 + i) * CPU_MXFP4_BYTES]);
+        *a = _mm256_loadu_ps(d);
         return;
     }
     if (kind == A_Q4_K) {
@@ -585,6 +600,7 @@ BLOCK_TYPE(q8_0, A_Q8_0)
 BLOCK_TYPE(q4_0, A_Q4_0)
 BLOCK_TYPE(q4_k, A_Q4_K)
 BLOCK_TYPE(q6_k, A_Q6_K)
+BLOCK_TYPE(mxfp4, A_MXFP4)
 #undef BLOCK_TYPE
 
 /* ---------------------------------------------------------------- float weights */
