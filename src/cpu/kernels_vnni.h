@@ -10,7 +10,7 @@
  * and every float operation below is written out (no contraction: the project builds with
  * -std=c11, where -ffp-contract is off), so the three give the same results bit for bit.
  *
- * Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, with the 16-bit activations of cpu_q16 (the
+ * Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, MXFP4, with the 16-bit activations of cpu_q16 (the
  * accuracy of the scalar path; 8-bit activations were measured past the project's 1e-2 logit
  * bound, cpu_int.h). The arithmetic of a (token, row), whatever the kernel that computes it:
  *   the row's blocks of 32 go in groups of 16, block i of a group in lane i; per block the exact
@@ -207,11 +207,31 @@ AI v16f sx8f(v16s8 c)
 
 /* ---------------------------------------------------------------- the weight blocks */
 
-enum { V_Q8_0, V_Q4_0, V_Q4_1, V_Q5_0, V_Q5_1, V_Q4_K, V_Q6_K };
+enum { V_Q8_0, V_Q4_0, V_Q4_1, V_Q5_0, V_Q5_1, V_Q4_K, V_Q6_K, V_MXFP4 };
 
 static inline int has_offset(int kind)
 {
     return kind == V_Q4_1 || kind == V_Q5_1 || kind == V_Q4_K;
+}
+
+/* An MXFP4 block's 16 bytes of codes looked up in the code book: elements 0-15 (the low nibbles)
+ * in *l, 16-31 (the high ones) in *h. A byte shuffle does the lookup where the build has one; the
+ * emulation's portable build looks each code up in turn. */
+AI void mxfp4_codes(const uint8_t *p, v16s8 *l, v16s8 *h)
+{
+    v16u8 q;
+
+    memcpy(&q, p, 16);
+#if defined(__SSSE3__)
+    const __m128i kv = _mm_loadu_si128((const __m128i *)(const void *)cpu_mxfp4_values);
+    *l = (v16s8)_mm_shuffle_epi8(kv, (__m128i)(q & 15));
+    *h = (v16s8)_mm_shuffle_epi8(kv, (__m128i)(q >> 4));
+#else
+    for (int j = 0; j < 16; j++) {
+        (*l)[j] = cpu_mxfp4_values[q[j] & 15];
+        (*h)[j] = cpu_mxfp4_values[q[j] >> 4];
+    }
+#endif
 }
 
 /* Block bi (of 32 weights) of a row: its codes in element order, offsets removed, and its scale a
@@ -264,6 +284,17 @@ AI v32s16 unpack(const int kind, const uint8_t *row, int bi, float *a, float *b,
         if (q5_1)
             *b = f16(p + 2);
         return w;
+    }
+    case V_MXFP4: {
+        /* Q4_0's nibble order, each nibble looked up in the doubled E2M1 code book (kquant_int.h) */
+        const uint8_t *p = row + (size_t)bi * CPU_MXFP4_BYTES;
+        v16s8 l, h;
+        mxfp4_codes(p + 1, &l, &h);
+        *a = cpu_mxfp4_scale(p[0]);
+        return __builtin_convertvector(__builtin_shufflevector(l, h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                                                               15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
+                                                               29, 30, 31),
+                                       v32s16);
     }
     case V_Q4_K: {
         const uint8_t *p = row + (size_t)(bi / 8) * CPU_Q4_K_BYTES;
@@ -376,6 +407,8 @@ static inline size_t group_bytes(int kind)
         return 16 * CPU_Q5_1_BYTES;
     case V_Q4_K:
         return 2 * CPU_Q4_K_BYTES;
+    case V_MXFP4:
+        return 16 * CPU_MXFP4_BYTES;
     default:
         return 2 * CPU_Q6_K_BYTES;
     }
@@ -452,6 +485,13 @@ AI void group_scales(const int kind, const uint8_t *row, int g0, int n, v16f *a,
         return;
     }
 
+    if (kind == V_MXFP4) { /* E8M0 bytes, each scale exact */
+        for (int i = 0; i < n; i++)
+            fa[i] = cpu_mxfp4_scale(row[(size_t)(g0 + i) * CPU_MXFP4_BYTES]);
+        *a = ld_f(fa);
+        *b = *a2 = (v16f){0};
+        return;
+    }
     const size_t bytes = group_bytes(kind) / 16;
     const uint8_t *p = row + (size_t)g0 * bytes;
     for (int i = 0; i < n; i++, p += bytes) {
@@ -492,6 +532,14 @@ AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *
         v32u8 c = __builtin_shufflevector(p, q, IOTA32);
         *lo = zx8(c & 15) - 8;
         *hi = zx8(c >> 4) - 8;
+        return;
+    }
+    case V_MXFP4: {
+        v16s8 pl, ph, ql, qh;
+        mxfp4_codes(row + (size_t)bi * CPU_MXFP4_BYTES + 1, &pl, &ph);
+        mxfp4_codes(row + (size_t)bj * CPU_MXFP4_BYTES + 1, &ql, &qh);
+        *lo = sx8(__builtin_shufflevector(pl, ql, IOTA32));
+        *hi = sx8(__builtin_shufflevector(ph, qh, IOTA32));
         return;
     }
     case V_Q4_K:
@@ -787,9 +835,20 @@ VNNI_TYPE(q5_0, V_Q5_0)
 VNNI_TYPE(q5_1, V_Q5_1)
 VNNI_TYPE(q4_k, V_Q4_K)
 VNNI_TYPE(q6_k, V_Q6_K)
+VNNI_TYPE(mxfp4, V_MXFP4)
 #undef VNNI_TYPE
 
-/* Over VNNI_BASE_PATH (avx512, avx2 or scalar): the seven types above, on this file's activation
+/* The int8 paths have no MXFP4 kernel: its dot on plain cpu_q16 blocks, named in their table
+ * (kernels_vnni8.h) because the entry they would inherit, the 16-bit path's or the avx2 path's
+ * own, reads another activation layout, and a table's entries all take the activations of the
+ * path that resolves them (cpu.c). */
+#if defined(__AVX2__)
+#define VNNI_MXFP4 CPU_Q16(cpu_kq_avx2_dot_mxfp4, NULL)
+#else
+#define VNNI_MXFP4 CPU_Q16(cpu_kq_dot_mxfp4, NULL)
+#endif
+
+/* Over VNNI_BASE_PATH (avx512, avx2 or scalar): the eight types above, on this file's activation
  * layout; the float types and the other K-quants stay the base's. */
 const cpu_path VNNI_PATH = {
     .name = VNNI_NAME,
@@ -799,7 +858,7 @@ const cpu_path VNNI_PATH = {
         [GGML_TYPE_Q8_0] = CPU_OWN(dot_q8_0, gemm_q8_0), [GGML_TYPE_Q4_0] = CPU_OWN(dot_q4_0, gemm_q4_0),
         [GGML_TYPE_Q4_1] = CPU_OWN(dot_q4_1, gemm_q4_1), [GGML_TYPE_Q5_0] = CPU_OWN(dot_q5_0, gemm_q5_0),
         [GGML_TYPE_Q5_1] = CPU_OWN(dot_q5_1, gemm_q5_1), [GGML_TYPE_Q4_K] = CPU_OWN(dot_q4_k, gemm_q4_k),
-        [GGML_TYPE_Q6_K] = CPU_OWN(dot_q6_k, gemm_q6_k),
+        [GGML_TYPE_Q6_K] = CPU_OWN(dot_q6_k, gemm_q6_k), [GGML_TYPE_MXFP4] = CPU_OWN(dot_mxfp4, gemm_mxfp4),
     },
     .act_bytes = act_bytes,
     .act_quantize = act_quantize,

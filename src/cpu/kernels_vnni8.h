@@ -641,7 +641,7 @@ const cpu_path VNNI8_PATH = {
         [GGML_TYPE_Q8_0] = CPU_OWN(dot8_q8_0, gemm8_q8_0), [GGML_TYPE_Q4_0] = CPU_OWN(dot8_q4_0, gemm8_q4_0),
         [GGML_TYPE_Q4_1] = CPU_OWN(dot8_q4_1, gemm8_q4_1), [GGML_TYPE_Q5_0] = CPU_OWN(dot8_q5_0, gemm8_q5_0),
         [GGML_TYPE_Q5_1] = CPU_OWN(dot8_q5_1, gemm8_q5_1), [GGML_TYPE_Q4_K] = CPU_OWN(dot8_q4_k, gemm8_q4_k),
-        [GGML_TYPE_Q6_K] = CPU_OWN(dot8_q6_k, gemm8_q6_k),
+        [GGML_TYPE_Q6_K] = CPU_OWN(dot8_q6_k, gemm8_q6_k), [GGML_TYPE_MXFP4] = VNNI_MXFP4,
     },
     .act_bytes = act8_bytes,
     .act_quantize = act8_quantize,
