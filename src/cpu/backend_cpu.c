@@ -273,7 +273,7 @@ static void run_moe_op(cpu_ctx *c, const backend_op *op)
             d[i] = op->scale * tanhf(d[i] / op->scale);
         break;
     case BACKEND_OP_SWIGLU_OAI:
-        cpu_swiglu_oai(d, f32(op->src), (size_t)op->n, op->alpha, op->limit);
+        cpu_swiglu_oai(c->pool, d, f32(op->src), (size_t)op->n, op->alpha, op->limit);
         break;
     case BACKEND_OP_ADD_ROW_ID: {
         const float *b = tensor_of(op->w)->data;   /* F32 [n_expert][rows], the runtime checked; maybe a copy */

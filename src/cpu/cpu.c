@@ -564,12 +564,31 @@ void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
     cpu_pool_run(p, swiglu_task, &j);
 }
 
-void cpu_swiglu_oai(float *g, const float *u, size_t n, float alpha, float limit)
+typedef struct swiglu_oai_job {
+    float *g;
+    const float *u;
+    size_t n;
+    float alpha, limit;
+} swiglu_oai_job;
+
+static void swiglu_oai_task(void *ctx, int ith, int nth)
 {
-    for (size_t i = 0; i < n; i++) {
-        float x = fminf(g[i], limit), y = fminf(fmaxf(u[i], -limit), limit);
-        g[i] = x / (1.0f + expf(-alpha * x)) * (y + 1.0f);
+    const swiglu_oai_job *j = ctx;
+    size_t chunk = (j->n + (size_t)nth - 1) / (size_t)nth, i0 = (size_t)ith * chunk;
+    size_t i1 = i0 + chunk < j->n ? i0 + chunk : j->n;
+
+    for (size_t i = i0; i < i1; i++) {
+        float x = fminf(j->g[i], j->limit), y = fminf(fmaxf(j->u[i], -j->limit), j->limit);
+        j->g[i] = x / (1.0f + expf(-j->alpha * x)) * (y + 1.0f);
     }
+}
+
+/* Over the pool as cpu_swiglu (an expf per element: 6-9% of a gpt-oss prefill on one thread). */
+void cpu_swiglu_oai(cpu_pool *p, float *g, const float *u, size_t n, float alpha, float limit)
+{
+    swiglu_oai_job j = { g, u, n, alpha, limit };
+
+    cpu_pool_run(p, swiglu_oai_task, &j);
 }
 
 void cpu_add(float *y, const float *x, size_t n)

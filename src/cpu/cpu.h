@@ -81,7 +81,7 @@ void cpu_softmax(float *x, int n);
 void cpu_swiglu(cpu_pool *p, float *gate, const float *up, size_t n);   /* gate = silu(gate) * up */
 void cpu_add(float *y, const float *x, size_t n);                         /* y += x */
 /* gpt-oss's clamped SwiGLU (backend.h's SWIGLU_OAI): gate = clamp(gate) * sigmoid(alpha * gate) * (up + 1). */
-void cpu_swiglu_oai(float *gate, const float *up, size_t n, float alpha, float limit);
+void cpu_swiglu_oai(cpu_pool *p, float *gate, const float *up, size_t n, float alpha, float limit);
 
 /* Row `row` of a 2-D tensor of any supported weight type as f32, into out[cols] (embedding
  * lookup; K-quants, IQ4, MXFP4 and MLX through src/quant's dequantizers). */
