@@ -20,12 +20,12 @@ TOK="src/tokenizer/bpe.c src/tokenizer/gguf_load.c src/tokenizer/json_load.c src
     src/tokenizer/wpm.c"
 GOTMPL="src/chat/gotmpl.c src/chat/gotmpl_exec.c src/chat/gotmpl_tools.c"
 JINJA="src/chat/jinja_lex.c src/chat/jinja_parse.c src/chat/jinja_eval.c src/chat/jinja_lib.c src/chat/jinja_value.c src/chat/jinja_chat.c"
-CHAT="$GOTMPL $JINJA src/chat/chat.c src/chat/think.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c"
+CHAT="$GOTMPL $JINJA src/chat/chat.c src/chat/think.c src/chat/harmony.c src/chat/pyjson.c src/chat/tools.c src/chat/tooltmpl.c"
 # the option table compiles a "format" (JSON Schema) where it is read: its readers link src/grammar
 GRAMMAR="$(echo src/grammar/*.c) $GGUF $TOK"
 
 # target: its sources (besides tests/fuzz/<target>.c)
-targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuzz_registry fuzz_gotmpl fuzz_jinja fuzz_modelfile fuzz_serve"
+targets="fuzz_gguf fuzz_safetensors fuzz_manifest fuzz_config fuzz_tokenizer fuzz_registry fuzz_gotmpl fuzz_jinja fuzz_harmony fuzz_modelfile fuzz_serve"
 srcs() {
     case $1 in
     fuzz_gguf) echo "$UTIL $GGUF" ;;
@@ -35,7 +35,8 @@ srcs() {
     fuzz_tokenizer) echo "$UTIL $GGUF $TOK" ;;
     fuzz_registry) echo "$UTIL $BLOB src/registry/http.c src/registry/download.c src/registry/tar.c tests/fuzz/stubs.c" ;;
     fuzz_gotmpl | fuzz_jinja) echo "$UTIL $GGUF $CHAT $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
-    fuzz_modelfile) echo "$UTIL $GOTMPL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
+    fuzz_harmony) echo "$UTIL $CHAT $GGUF $BLOB src/manifest/manifest.c tests/fuzz/stubs.c" ;;
+    fuzz_modelfile) echo "$UTIL $CHAT $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/runtime/sampler.c tests/fuzz/stubs.c" ;;
     fuzz_serve) echo "$UTIL $BLOB $GRAMMAR src/manifest/manifest.c src/modelfile/parse.c src/modelfile/params.c src/modelfile/options.c src/modelfile/request.c src/runtime/sampler.c src/server/gate.c src/server/request.c $CHAT tests/fuzz/stubs.c" ;;
     esac
 }
