@@ -539,10 +539,13 @@ static void softmax_sink(float *x, int n, const float *sink)
 
 void cpu_softmax(float *x, int n) { softmax_sink(x, n, NULL); }
 
+/* SwiGLU, and gpt-oss's clamped form when `oai` (backend.h's SWIGLU_OAI: alpha, limit). */
 typedef struct swiglu_job {
     float *g;
     const float *u;
     size_t n;
+    int oai;
+    float alpha, limit;
 } swiglu_job;
 
 static void swiglu_task(void *ctx, int ith, int nth)
@@ -551,44 +554,31 @@ static void swiglu_task(void *ctx, int ith, int nth)
     size_t chunk = (j->n + (size_t)nth - 1) / (size_t)nth, i0 = (size_t)ith * chunk;
     size_t i1 = i0 + chunk < j->n ? i0 + chunk : j->n;
 
-    for (size_t i = i0; i < i1; i++)
-        j->g[i] = j->g[i] / (1.0f + expf(-j->g[i])) * j->u[i];
-}
-
-/* Split over the pool: one expf per element was 6% of a single-threaded prefill. Elementwise,
- * so the result does not depend on the split. */
-void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
-{
-    swiglu_job j = { g, u, n };
-
-    cpu_pool_run(p, swiglu_task, &j);
-}
-
-typedef struct swiglu_oai_job {
-    float *g;
-    const float *u;
-    size_t n;
-    float alpha, limit;
-} swiglu_oai_job;
-
-static void swiglu_oai_task(void *ctx, int ith, int nth)
-{
-    const swiglu_oai_job *j = ctx;
-    size_t chunk = (j->n + (size_t)nth - 1) / (size_t)nth, i0 = (size_t)ith * chunk;
-    size_t i1 = i0 + chunk < j->n ? i0 + chunk : j->n;
-
+    if (!j->oai) {
+        for (size_t i = i0; i < i1; i++)
+            j->g[i] = j->g[i] / (1.0f + expf(-j->g[i])) * j->u[i];
+        return;
+    }
     for (size_t i = i0; i < i1; i++) {
         float x = fminf(j->g[i], j->limit), y = fminf(fmaxf(j->u[i], -j->limit), j->limit);
         j->g[i] = x / (1.0f + expf(-j->alpha * x)) * (y + 1.0f);
     }
 }
 
-/* Over the pool as cpu_swiglu (an expf per element: 6-9% of a gpt-oss prefill on one thread). */
+/* Split over the pool: one expf per element was 6% of a single-threaded prefill (6-9% of a
+ * gpt-oss one). Elementwise, so the result does not depend on the split. */
+void cpu_swiglu(cpu_pool *p, float *g, const float *u, size_t n)
+{
+    swiglu_job j = { g, u, n, 0, 0.0f, 0.0f };
+
+    cpu_pool_run(p, swiglu_task, &j);
+}
+
 void cpu_swiglu_oai(cpu_pool *p, float *g, const float *u, size_t n, float alpha, float limit)
 {
-    swiglu_oai_job j = { g, u, n, alpha, limit };
+    swiglu_job j = { g, u, n, 1, alpha, limit };
 
-    cpu_pool_run(p, swiglu_oai_task, &j);
+    cpu_pool_run(p, swiglu_task, &j);
 }
 
 void cpu_add(float *y, const float *x, size_t n)
