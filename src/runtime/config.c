@@ -292,8 +292,7 @@ static int json_fill_yarn(runtime_config *c, json_t *rs)
     if ((rc = j_num(rs, "beta_fast", &c->yarn_beta_fast)) < 0 || (rc = j_num(rs, "beta_slow", &c->yarn_beta_slow)) < 0 ||
         (rc = j_num(rs, "attention_factor", &hf)) < 0 || (rc = j_num(rs, "attn_factor", &gguf)) < 0)
         return rc;
-    if (!(c->rope_factor >= 1 && c->rope_factor < 1e6))
-        return ms_err(MS_EINVALID, "factor %g out of range [1, 1e6)", c->rope_factor);
+    /* a factor out of range gives a NaN here, but finish() refuses it first, as for every scaling */
     c->yarn_mscale = hf > 0 ? hf : gguf * (1.0 + 0.1 * log(c->rope_factor));
     return 0;
 }

@@ -156,19 +156,21 @@ static int layer_vec(const backend_weight **out, runtime_model *m, int l, const 
     return expect_norm(out, m, name, len);
 }
 
-/* q/k/v biases (qwen2 has them, a llama may) and QK-norm (qwen3 has it). Each architecture's own
- * tensors are required, so that a misnamed import fails at open instead of running wrong. */
+/* q/k/v biases (qwen2 and gpt-oss have them, a llama may), gpt-oss's output bias and sinks, and
+ * QK-norm (qwen3 has it). Each architecture's own tensors are required, so that a misnamed import
+ * fails at open instead of running wrong. */
 static int bind_qwen(runtime_model *m, layer *L, int l)
 {
     const runtime_config *c = &m->c;
     int q_dim = c->n_heads * c->head_dim, kv_dim = c->n_kv_heads * c->head_dim, rc;
-    int qwen2 = strncmp(c->architecture, "qwen2", 5) == 0 || c->gptoss, qwen3 = strncmp(c->architecture, "qwen3", 5) == 0;
+    int qkv_bias = strncmp(c->architecture, "qwen2", 5) == 0 || c->gptoss;
+    int qwen3 = strncmp(c->architecture, "qwen3", 5) == 0;
 
     if ((rc = layer_vec(&L->bo, m, l, "o_proj.bias", c->dim, c->gptoss)) < 0 ||
         (rc = layer_vec(&L->sinks, m, l, "sinks.weight", c->n_heads, c->gptoss)) < 0 ||
-        (rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, qwen2)) < 0 ||
-        (rc = layer_vec(&L->bk, m, l, "k_proj.bias", kv_dim, qwen2)) < 0 ||
-        (rc = layer_vec(&L->bv, m, l, "v_proj.bias", kv_dim, qwen2)) < 0 ||
+        (rc = layer_vec(&L->bq, m, l, "q_proj.bias", q_dim, qkv_bias)) < 0 ||
+        (rc = layer_vec(&L->bk, m, l, "k_proj.bias", kv_dim, qkv_bias)) < 0 ||
+        (rc = layer_vec(&L->bv, m, l, "v_proj.bias", kv_dim, qkv_bias)) < 0 ||
         (rc = layer_vec(&L->q_norm, m, l, "q_norm.weight", c->head_dim, qwen3 || c->gemma)) < 0 ||
         (rc = layer_vec(&L->k_norm, m, l, "k_norm.weight", c->head_dim, qwen3)) < 0)
         return rc;
