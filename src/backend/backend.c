@@ -248,7 +248,9 @@ int backend_run(backend *b, const backend_seq *s)
                           : op->kind == BACKEND_OP_ATTENTION && op->sinks            ? BACKEND_OP_ATTENTION_SINKS
                           : att_ex                                                  ? BACKEND_OP_ATTENTION_WINDOW
                           : op->kind == BACKEND_OP_RMS_NORM && op->w_offset != 0 ? BACKEND_OP_RMS_NORM_OFFSET
-                                                                                 : op->kind;
+                          : op->kind == BACKEND_OP_MOE_ROUTE && op->route >= BACKEND_ROUTE_SOFTMAX_GROUPED
+                              ? BACKEND_OP_MOE_ROUTE_GROUPED
+                              : op->kind;
         if (!backend_supports(b, k))
             return ms_err(MS_EUNSUPPORTED, "op %s is not supported by device %s", backend_op_name(k),
                           b->impl->describe(b->ctx));
@@ -480,13 +482,34 @@ void backend_seq_swiglu_oai(backend_seq *s, backend_ref dst, backend_ref src, in
                           .limit = limit });
 }
 
+void backend_seq_moe_route_grouped(backend_seq *s, backend_ref wts_dst, backend_ref ids, backend_ref logits, int n,
+                                   int n_expert, int n_used, int route, const backend_weight *bias, int n_group,
+                                   int topk_group, int norm, float scale)
+{
+    push(s, (backend_op){ .kind = BACKEND_OP_MOE_ROUTE, .dst = wts_dst, .ids = ids, .src = logits, .n = n,
+                          .n_expert = n_expert, .n_used = n_used, .route = route, .w = bias, .n_group = n_group,
+                          .topk_group = topk_group, .norm = norm, .scale = scale });
+}
+
+void backend_seq_matmul_heads(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n)
+{
+    push(s, (backend_op){ .kind = BACKEND_OP_MATMUL_HEADS, .dst = dst, .src = src, .w = w, .n = n,
+                          .heads = (int)w->t->shape[0], .rows = (int)w->t->shape[1], .cols = (int)w->t->shape[2] });
+}
+
+void backend_seq_store_rows(backend_seq *s, backend_ref dst, backend_ref src, int n, int cols, int stride)
+{
+    push(s, (backend_op){ .kind = BACKEND_OP_STORE_ROWS, .dst = dst, .src = src, .n = n, .cols = cols,
+                          .stride = stride });
+}
+
 /* ---------------------------------------------------------------- capabilities */
 
 static const char *const op_names[BACKEND_OP_COUNT] = {
     "embed", "rms_norm", "matmul", "add_row", "rope", "store", "attention", "swiglu", "add",
     "moe_route", "matmul_id", "moe_sum", "gated_add", "geglu", "scale", "softcap", "layer_norm", "gelu",
-    "add_row_id", "swiglu_oai", "attention with a window", "rms_norm with a weight offset",
-    "bidirectional attention", "attention with sinks",
+    "add_row_id", "swiglu_oai", "matmul_heads", "store_rows", "attention with a window",
+    "rms_norm with a weight offset", "bidirectional attention", "attention with sinks", "grouped moe_route",
 };
 
 const char *backend_op_name(backend_op_kind kind)

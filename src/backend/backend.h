@@ -130,11 +130,18 @@ typedef enum backend_op_kind {
     BACKEND_OP_SWIGLU_OAI, /* g = fminf(dst[i], limit), u = fminf(fmaxf(src[i], -limit), limit);
                               dst[i] = g / (1 + expf(-alpha g)) * (u + 1), i < n, in float (gpt-oss's
                               clamped SwiGLU: alpha 1.702, limit 7) */
+    /* DeepSeek V2/V3's multi-head latent attention (MLA): */
+    BACKEND_OP_MATMUL_HEADS, /* dst[t][h][rows] = src[t][h][cols] . w[h][rows][cols]^T, t < n, h < heads: one
+                              matrix per head (w a 3-D pack [heads][rows][cols], any weight type; each
+                              product MATMUL's arithmetic). MLA's absorbed projections. */
+    BACKEND_OP_STORE_ROWS, /* dst[t * stride + i] = src[t][i], t < n, i < cols (cols <= stride), converted
+                              as STORE: rows written into wider rows (MLA's cache rows [k_pe | latent]) */
     /* Never in a sequence: parameters of the original kinds, asked for with backend_supports. */
     BACKEND_OP_ATTENTION_WINDOW,   /* ATTENTION with window, scale or ring set */
     BACKEND_OP_RMS_NORM_OFFSET,    /* RMS_NORM with w_offset set */
     BACKEND_OP_ATTENTION_BIDIR,    /* ATTENTION with bidir set (an encoder) */
     BACKEND_OP_ATTENTION_SINKS,    /* ATTENTION with sinks set (with or without window, scale, ring) */
+    BACKEND_OP_MOE_ROUTE_GROUPED,  /* MOE_ROUTE with a grouped route (DeepSeek's) */
     BACKEND_OP_COUNT
 } backend_op_kind;
 
@@ -147,6 +154,16 @@ enum {
     /* as above, then dst[t][s] /= sum over s of dst[t][s]: Mixtral (top-k then softmax is the
      * same up to rounding) and Qwen3-MoE with norm_topk_prob. */
     BACKEND_ROUTE_SOFTMAX_TOPK_NORM = 1,
+    /* DeepSeek's routing (MOE_ROUTE_GROUPED). p = softmax as above (V2), or sigmoid: p[e] =
+     * 1 / (1 + expf(-src[t][e])) (V3); the selection score sel[e] = p[e] + bias[e] (op->w: a vector of
+     * n_expert values, NULL: none) in float. With n_group > 1, the experts split into n_group equal
+     * runs; a run's score is the max of its sel (softmax: V2's group_limited_greedy) or the sum of its
+     * two largest sel (sigmoid: V3's noaux_tc); only the topk_group best runs (ties to the lower
+     * index) stay candidates. ids[t][s]: the n_used candidates of largest sel in descending order,
+     * ties to the lower id; dst[t][s] = p (not sel) of that expert, divided by their sum (in double)
+     * when norm is set, then times scale. */
+    BACKEND_ROUTE_SOFTMAX_GROUPED = 2,
+    BACKEND_ROUTE_SIGMOID_GROUPED = 3,
 };
 
 typedef struct backend_op {
@@ -198,6 +215,8 @@ typedef struct backend_op {
     backend_ref ids, wts;
     int n_expert, n_used, route, src_bcast;
     float alpha, limit;   /* SWIGLU_OAI */
+    /* MOE_ROUTE's grouped routes (w: the selection bias or NULL); STORE_ROWS' dst row stride */
+    int n_group, topk_group, norm, stride;
 } backend_op;
 
 /* A sequence of ops, filled by the decoder into storage it sized (cap) at open. */
@@ -254,6 +273,13 @@ void backend_seq_attention_sinks(backend_seq *s, backend_ref dst, backend_ref q,
 void backend_seq_add_row_id(backend_seq *s, backend_ref dst, const backend_weight *w, backend_ref ids, int n,
                             int n_used);
 void backend_seq_swiglu_oai(backend_seq *s, backend_ref dst, backend_ref src, int n, float alpha, float limit);
+/* MOE_ROUTE with BACKEND_ROUTE_SOFTMAX_GROUPED or _SIGMOID_GROUPED; `bias` may be NULL. */
+void backend_seq_moe_route_grouped(backend_seq *s, backend_ref wts_dst, backend_ref ids, backend_ref logits, int n,
+                                   int n_expert, int n_used, int route, const backend_weight *bias, int n_group,
+                                   int topk_group, int norm, float scale);
+/* `w` is the pack [heads][rows][cols]; src [n][heads][cols], dst [n][heads][rows]. */
+void backend_seq_matmul_heads(backend_seq *s, backend_ref dst, backend_ref src, const backend_weight *w, int n);
+void backend_seq_store_rows(backend_seq *s, backend_ref dst, backend_ref src, int n, int cols, int stride);
 
 /* ---------------------------------------------------------------- using a backend */
 

@@ -227,18 +227,106 @@ static void moe_route_row(float *wts, int32_t *ids, const float *logits, int n_e
             wts[s] = (float)(wts[s] / sel);
 }
 
+/* MOE_ROUTE's grouped routes (DeepSeek V2 / V3, backend.h) for one token. n_expert <= 1024 (the
+ * runtime's bound on a config). */
+static void moe_route_grouped_row(float *wts, int32_t *ids, const float *logits, const float *bias,
+                                  const backend_op *op)
+{
+    float p[1024], sel[1024];
+    int E = op->n_expert, G = op->n_group > 1 ? op->n_group : 1, per = E / G, keep[1024] = { 0 };
+    double sum = 0;
+
+    if (op->route == BACKEND_ROUTE_SIGMOID_GROUPED) {
+        for (int e = 0; e < E; e++)
+            p[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float mx = -INFINITY;
+        for (int e = 0; e < E; e++)
+            mx = fmaxf(mx, logits[e]);
+        for (int e = 0; e < E; e++)
+            sum += (p[e] = expf(logits[e] - mx));
+        for (int e = 0; e < E; e++)
+            p[e] = (float)(p[e] / sum);
+    }
+    for (int e = 0; e < E; e++)
+        sel[e] = bias ? p[e] + bias[e] : p[e];
+    if (G > 1 && op->topk_group < G) {
+        float gs[1024];
+        int taken[1024] = { 0 };
+        for (int g = 0; g < G; g++) {   /* a run's score: its max (softmax), its two largest summed (sigmoid) */
+            float a = -INFINITY, b = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++) {
+                if (sel[e] > a) {
+                    b = a;
+                    a = sel[e];
+                } else if (sel[e] > b) {
+                    b = sel[e];
+                }
+            }
+            gs[g] = op->route == BACKEND_ROUTE_SIGMOID_GROUPED && per > 1 ? a + b : a;
+        }
+        for (int k = 0; k < op->topk_group; k++) {
+            int best = -1;
+            for (int g = 0; g < G; g++)
+                if (!taken[g] && (best < 0 || gs[g] > gs[best]))
+                    best = g;
+            taken[best] = 1;
+            for (int e = best * per; e < (best + 1) * per; e++)
+                keep[e] = 1;
+        }
+    } else {
+        for (int e = 0; e < E; e++)
+            keep[e] = 1;
+    }
+    sum = 0;
+    for (int s = 0; s < op->n_used; s++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (keep[e] && (best < 0 || sel[e] > sel[best]))
+                best = e;
+        ids[s] = best;
+        wts[s] = p[best];
+        sum += p[best];
+        keep[best] = 0;   /* taken */
+    }
+    for (int s = 0; s < op->n_used; s++)
+        wts[s] = (op->norm ? (float)(wts[s] / sum) : wts[s]) * op->scale;
+}
+
+/* MATMUL_HEADS: head h's rows of every token gathered, one matmul on head h's matrix, scattered. */
+static void matmul_heads(cpu_ctx *c, const backend_op *op)
+{
+    const backend_tensor *pack = tensor_of(op->w);
+    size_t cols = (size_t)op->cols, rows = (size_t)op->rows, H = (size_t)op->heads;
+
+    for (size_t h = 0; h < H; h++) {
+        backend_tensor v = expert_view(pack, (int)h);
+        for (int t = 0; t < op->n; t++)
+            memcpy(c->id_in + (size_t)t * cols, f32(op->src) + ((size_t)t * H + h) * cols, cols * sizeof(float));
+        cpu_matmul(c->pool, c->id_out, c->id_in, op->n, &v, c->mm_scratch);
+        for (int t = 0; t < op->n; t++)
+            memcpy(f32(op->dst) + ((size_t)t * H + h) * rows, c->id_out + (size_t)t * rows, rows * sizeof(float));
+    }
+}
+
 static void run_moe_op(cpu_ctx *c, const backend_op *op)
 {
     float *d = f32(op->dst);
 
     switch (op->kind) {
     case BACKEND_OP_MOE_ROUTE:
-        for (int t = 0; t < op->n; t++)
+        for (int t = 0; t < op->n && op->route >= BACKEND_ROUTE_SOFTMAX_GROUPED; t++)
+            moe_route_grouped_row(d + (size_t)t * op->n_used, i32(op->ids) + (size_t)t * op->n_used,
+                                  f32(op->src) + (size_t)t * op->n_expert, op->w ? op->w->vec : NULL, op);
+        for (int t = 0; t < op->n && op->route < BACKEND_ROUTE_SOFTMAX_GROUPED; t++)
             moe_route_row(d + (size_t)t * op->n_used, i32(op->ids) + (size_t)t * op->n_used,
                           f32(op->src) + (size_t)t * op->n_expert, op->n_expert, op->n_used, op->route, c->id_out);
         break;
     case BACKEND_OP_MATMUL_ID:
         matmul_id(c, op);
+        break;
+    case BACKEND_OP_MATMUL_HEADS:
+        matmul_heads(c, op);
         break;
     case BACKEND_OP_MOE_SUM:
         for (int t = 0; t < op->n; t++) {
@@ -311,6 +399,16 @@ static void run_op(cpu_ctx *c, const backend_op *op)
             cpu_path_get()->f32_to_f16((uint16_t *)op->dst.buf->host + op->dst.off, f32(op->src), op->n);
         else
             memcpy(f32(op->dst), f32(op->src), (size_t)op->n * sizeof(float));
+        break;
+    case BACKEND_OP_STORE_ROWS:
+        for (int t = 0; t < op->n; t++) {
+            size_t at = (size_t)t * op->stride;
+            if (op->dst.buf->dtype == BACKEND_F16)
+                cpu_path_get()->f32_to_f16((uint16_t *)op->dst.buf->host + op->dst.off + at,
+                                           f32(op->src) + (size_t)t * op->cols, op->cols);
+            else
+                memcpy(f32(op->dst) + at, f32(op->src) + (size_t)t * op->cols, (size_t)op->cols * sizeof(float));
+        }
         break;
     case BACKEND_OP_ATTENTION: {
         int f16 = op->k.buf->dtype == BACKEND_F16;

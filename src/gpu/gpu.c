@@ -147,7 +147,10 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l)
 
 int gpu_supports(backend_op_kind kind)
 {
-    return (unsigned)kind < BACKEND_OP_COUNT;   /* every kind backend.h defines has a plan below */
+    /* every kind backend.h defines has a plan below but MLA's (DeepSeek V2/V3): not on GPUs yet */
+    if (kind == BACKEND_OP_MATMUL_HEADS || kind == BACKEND_OP_STORE_ROWS || kind == BACKEND_OP_MOE_ROUTE_GROUPED)
+        return 0;
+    return (unsigned)kind < BACKEND_OP_COUNT;
 }
 
 static int is_float_type(int type)

@@ -423,6 +423,115 @@ START_TEST(gptoss_ops_match_their_definition)
 }
 END_TEST
 
+/* DeepSeek's ops: MATMUL_HEADS is one MATMUL per head on that head's rows; STORE_ROWS writes only
+ * its columns of each wider row (f32, and f16 rounded as STORE rounds); the grouped routes pick
+ * within the best groups, which here exclude the experts an ungrouped top-k would take. */
+START_TEST(deepseek_ops_match_their_definition)
+{
+    enum { N = 3, H = 3, R = 5, C = 8, E = 8, STRIDE = 11 };
+    backend_opts o = { .n_threads = 2 };
+    backend_limits lim = { .max_rows = N, .max_cols = 64, .n_ctx = 16, .heads = H };
+    static const float logits[E] = { 3.0f, -3.0f, 2.0f, 2.0f, 2.5f, -5.0f, 1.0f, 1.0f };
+    static float pack[H * R * C], hsrc[N * H * C], bias[E];
+    backend_buf *src, *dst, *one, *rows32, *rows16, *lg, *w[3], *id[3];
+    backend_op ops[8];
+    backend_seq s = { ops, 0, 8, 0 };
+    backend_tensor tp = f32_tensor("pack", pack, 2, R, C), tb = f32_tensor("bias", bias, 1, 1, E);
+    const backend_weight *wp, *wb;
+    backend *b;
+
+    tp.n_dims = 3;
+    tp.shape[0] = H;
+    tp.shape[1] = R;
+    tp.shape[2] = C;
+    tp.nbytes = sizeof pack;
+    for (int i = 0; i < H * R * C; i++)
+        pack[i] = unif();
+    for (int i = 0; i < N * H * C; i++)
+        hsrc[i] = unif();
+    bias[6] = 0.5f;
+    ck_assert_int_eq(backend_open(&b, "cpu", &o), 0);
+    ck_assert(backend_supports(b, BACKEND_OP_MATMUL_HEADS) && backend_supports(b, BACKEND_OP_STORE_ROWS) &&
+              backend_supports(b, BACKEND_OP_MOE_ROUTE_GROUPED));
+    ck_assert_int_eq(backend_reserve(b, &lim), 0);
+    ck_assert_int_eq(backend_weight_import(&wp, b, &tp), 0);
+    ck_assert_int_eq(backend_weight_import(&wb, b, &tb), 0);
+    ck_assert_int_eq(backend_buf_new(&src, b, N * H * C, BACKEND_F32, "src"), 0);
+    ck_assert_int_eq(backend_buf_new(&dst, b, N * H * R, BACKEND_F32, "dst"), 0);
+    ck_assert_int_eq(backend_buf_new(&one, b, N * R, BACKEND_F32, "one head"), 0);
+    ck_assert_int_eq(backend_buf_new(&rows32, b, N * STRIDE, BACKEND_F32, "rows32"), 0);
+    ck_assert_int_eq(backend_buf_new(&rows16, b, N * STRIDE, BACKEND_F16, "rows16"), 0);
+    ck_assert_int_eq(backend_buf_new(&lg, b, E, BACKEND_F32, "logits"), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(backend_buf_new(&w[i], b, 2, BACKEND_F32, "wts"), 0);
+        ck_assert_int_eq(backend_buf_new(&id[i], b, 2, BACKEND_I32, "ids"), 0);
+    }
+    memcpy(src->host, hsrc, sizeof hsrc);
+    memcpy(lg->host, logits, sizeof logits);
+    for (int i = 0; i < N * STRIDE; i++) {
+        ((float *)rows32->host)[i] = -7.0f;
+        ((uint16_t *)rows16->host)[i] = cpu_f32_to_f16(-7.0f);
+    }
+
+    backend_seq_matmul_heads(&s, backend_at(dst, 0), backend_at(src, 0), wp, N);
+    backend_seq_store_rows(&s, backend_at(rows32, 2), backend_at(src, 0), N, 4, STRIDE);
+    backend_seq_store_rows(&s, backend_at(rows16, 2), backend_at(src, 0), N, 4, STRIDE);
+    backend_seq_moe_route_grouped(&s, backend_at(w[0], 0), backend_at(id[0], 0), backend_at(lg, 0), 1, E, 2,
+                                  BACKEND_ROUTE_SIGMOID_GROUPED, NULL, 4, 2, 1, 2.5f);
+    backend_seq_moe_route_grouped(&s, backend_at(w[1], 0), backend_at(id[1], 0), backend_at(lg, 0), 1, E, 2,
+                                  BACKEND_ROUTE_SIGMOID_GROUPED, wb, 4, 2, 1, 2.5f);
+    backend_seq_moe_route_grouped(&s, backend_at(w[2], 0), backend_at(id[2], 0), backend_at(lg, 0), 1, E, 2,
+                                  BACKEND_ROUTE_SOFTMAX_GROUPED, NULL, 4, 2, 0, 1.0f);
+    ck_assert_int_eq(backend_run(b, &s), 0);
+
+    for (int h = 0; h < H; h++) {   /* head h: its rows of src through its matrix, as one MATMUL gives */
+        static float gathered[N * C];
+        backend_tensor v = f32_tensor("head", pack + h * R * C, 2, R, C);
+        const backend_weight *wv;
+        backend_buf *g;
+        backend_op op1[1];
+        backend_seq s1 = { op1, 0, 1, 0 };
+        for (int t = 0; t < N; t++)
+            memcpy(gathered + t * C, hsrc + (t * H + h) * C, C * sizeof(float));
+        ck_assert_int_eq(backend_weight_import(&wv, b, &v), 0);
+        ck_assert_int_eq(backend_buf_new(&g, b, N * C, BACKEND_F32, "gathered"), 0);
+        memcpy(g->host, gathered, sizeof gathered);
+        backend_seq_matmul(&s1, backend_at(one, 0), backend_at(g, 0), wv, N);
+        ck_assert_int_eq(backend_run(b, &s1), 0);
+        for (int t = 0; t < N; t++)
+            for (int r = 0; r < R; r++)
+                ck_assert_float_eq(((float *)dst->host)[(t * H + h) * R + r], ((float *)one->host)[t * R + r]);
+    }
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < STRIDE; i++) {
+            int in = i >= 2 && i < 6;
+            float want = in ? hsrc[t * 4 + i - 2] : -7.0f;
+            ck_assert_float_eq(((float *)rows32->host)[t * STRIDE + i], want);
+            ck_assert_float_eq(cpu_f16_to_f32(((uint16_t *)rows16->host)[t * STRIDE + i]),
+                               cpu_f16_to_f32(cpu_f32_to_f16(want)));
+        }
+    {   /* sigmoid: groups {2,3} (top-two sums 1.76) and {6,7} (1.46) beat {0,1} (1.0) and {4,5} (0.93),
+         * so 0 and 4, the two largest alone, are out; with bias[6] = 0.5, 6 leads */
+        double p2 = 1 / (1 + exp(-2.0)), p6 = 1 / (1 + exp(-1.0)), sm = 0;
+        const int32_t *i0 = id[0]->host, *i1 = id[1]->host, *i2 = id[2]->host;
+        const float *w0 = w[0]->host, *w1 = w[1]->host, *w2 = w[2]->host;
+        ck_assert(i0[0] == 2 && i0[1] == 3);
+        ck_assert_double_eq_tol(w0[0], 1.25, 1e-6);
+        ck_assert_double_eq_tol(w0[1], 1.25, 1e-6);
+        ck_assert(i1[0] == 6 && i1[1] == 2);
+        ck_assert_double_eq_tol(w1[0], 2.5 * p6 / (p6 + p2), 1e-6);
+        ck_assert_double_eq_tol(w1[1], 2.5 * p2 / (p6 + p2), 1e-6);
+        /* softmax: a group's score is its max: {0,1} (3.0) and {4,5} (2.5); weights unnormalized */
+        for (int e = 0; e < E; e++)
+            sm += exp(logits[e]);
+        ck_assert(i2[0] == 0 && i2[1] == 4);
+        ck_assert_double_eq_tol(w2[0], exp(3.0) / sm, 1e-6);
+        ck_assert_double_eq_tol(w2[1], exp(2.5) / sm, 1e-6);
+    }
+    backend_close(b);
+}
+END_TEST
+
 /* A sequence that outgrew its capacity, a read past a buffer and a matmul past the reserved sizes
  * are refused before anything runs. */
 START_TEST(out_of_bounds_sequences_and_reads_are_refused)
@@ -620,6 +729,7 @@ Suite *backend_suite(void)
     tcase_add_test(tc, sequence_equals_kernels_bit_for_bit);
     tcase_add_test(tc, encoder_ops_match_their_definition);
     tcase_add_test(tc, gptoss_ops_match_their_definition);
+    tcase_add_test(tc, deepseek_ops_match_their_definition);
     tcase_add_test(tc, out_of_bounds_sequences_and_reads_are_refused);
     tcase_add_test(tc, weight_import_refuses_types_the_cpu_cannot_run);
     tcase_add_test(tc, misaligned_float_weights_give_the_aligned_results);
