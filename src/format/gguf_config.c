@@ -203,6 +203,36 @@ static int put_encoder(reader *r)
     return 0;
 }
 
+/* deepseek2: its MLA sizes and routing under config.json's names (DeepSeek V2 / V3), the YaRN
+ * score factor (yarn_log_multiplier = 0.1 mscale_all_dim) into rope_scaling. */
+static int put_deepseek(reader *r)
+{
+    static const char *const ints[][2] = {
+        { "q_lora_rank", "attention.q_lora_rank" },       { "kv_lora_rank", "attention.kv_lora_rank" },
+        { "v_head_dim", "attention.value_length" },       { "first_k_dense_replace", "leading_dense_block_count" },
+        { "n_shared_experts", "expert_shared_count" },    { "n_group", "expert_group_count" },
+        { "topk_group", "expert_group_used_count" },      { "expert_gating_func", "expert_gating_func" },
+    };
+    json_t *rs = json_object_get(r->c, "rope_scaling");
+    double f = 0;
+    char k[256];
+    int rc;
+
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((rc = put_uint(r, ints[i][0], ints[i][1])) < 0)
+            return rc;
+    if ((rc = get_float(r->g, akey(k, sizeof k, r->arch, "expert_weights_scale"), "expert weights scale", &f)) < 0)
+        return rc;
+    if (rc == 0)
+        set(r->c, "routed_scaling_factor", json_real(f));
+    if ((rc = get_float(r->g, akey(k, sizeof k, r->arch, "rope.scaling.yarn_log_multiplier"), "yarn log multiplier",
+                        &f)) < 0)
+        return rc;
+    if (rc == 0 && json_is_object(rs))
+        set(rs, "mscale_all_dim", json_real(f / 0.1));
+    return 0;
+}
+
 static int build(reader *r)
 {
     static const char *const ints[][2] = {
@@ -260,8 +290,12 @@ static int build(reader *r)
     if ((rc = put_rope_scaling(r)) < 0)
         return rc;
     /* llama.cpp rotates adjacent pairs (its "normal" rope) for the llama family, whose Q/K rows
-     * convert_hf_to_gguf permutes; the other families keep HF's halves ("neox"). */
-    set(r->c, "rope_interleaved", json_boolean(decoder && strcmp(decoder, "llama") == 0));
+     * convert_hf_to_gguf permutes, and for deepseek2 (HF's rope on interleaved pairs, unpermuted);
+     * the other families keep HF's halves ("neox"). */
+    set(r->c, "rope_interleaved",
+        json_boolean(decoder && (strcmp(decoder, "llama") == 0 || strcmp(decoder, "deepseek2") == 0)));
+    if (decoder && strcmp(decoder, "deepseek2") == 0 && (rc = put_deepseek(r)) < 0)
+        return rc;
     /* MoE routing: <arch>.expert_weights_norm, when the file says, overrides the family's
      * default (the runtime's: all but qwen2moe renormalize the top-k weights) */
     if ((rc = gguf_get_bool(r->g, akey(k, sizeof k, r->arch, "expert_weights_norm"), &norm)) == 0)

@@ -30,7 +30,7 @@ static const struct arch {
     { "qwen2", "qwen2", 1, NULL },        { "qwen3", "qwen3", 1, NULL },       { "qwen2moe", "qwen2moe", 1, NULL },
     { "qwen2_moe", "qwen2moe", 0, NULL }, { "qwen3moe", "qwen3moe", 1, NULL }, { "qwen3_moe", "qwen3moe", 0, NULL },
     { "gemma3", "gemma3", 1, NULL },      { "gemma3_text", "gemma3", 0, NULL }, { "phi3", "phi3", 1, NULL },
-    { "gpt-oss", "gpt-oss", 1, NULL },
+    { "gpt-oss", "gpt-oss", 1, NULL },     { "deepseek2", "deepseek2", 1, NULL },
     { "bert", "bert", 1, "encoder.layer." },
     { "nomic-bert", "nomic-bert", 1, "encoder.layers." }, { "nomic_bert", "nomic-bert", 0, "encoder.layers." },
 };
@@ -57,6 +57,17 @@ static const struct row {
     /* gpt-oss: a norm after attention that is its FFN's input norm (HF's name), and attention sinks */
     { "gpt-oss", "post_attention_norm", "post_attention_layernorm", NULL },
     { "gpt-oss", "attn_sinks", "self_attn.sinks", NULL },
+    /* deepseek2: MLA's low-rank projections (HF's DeepSeek V2 / V3 names; k_b / v_b are a later
+     * converter's split of kv_b) and the router's selection bias */
+    { "deepseek2", "attn_q_a", "self_attn.q_a_proj", NULL },
+    { "deepseek2", "attn_q_a_norm", "self_attn.q_a_layernorm", NULL },
+    { "deepseek2", "attn_q_b", "self_attn.q_b_proj", NULL },
+    { "deepseek2", "attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa", NULL },
+    { "deepseek2", "attn_kv_a_norm", "self_attn.kv_a_layernorm", NULL },
+    { "deepseek2", "attn_kv_b", "self_attn.kv_b_proj", NULL },
+    { "deepseek2", "attn_k_b", "self_attn.k_b_proj", NULL },
+    { "deepseek2", "attn_v_b", "self_attn.v_b_proj", NULL },
+    { "deepseek2", "exp_probs_b", "mlp.gate.e_score_correction", NULL },
     /* phi3 fuses Q, K, V and gate, up. */
     { "phi3", "attn_qkv", "self_attn.qkv_proj", NULL },
     { "phi3", "ffn_up", "mlp.gate_up_proj", NULL },

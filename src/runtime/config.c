@@ -23,6 +23,9 @@ static int unsupported(const char *arch)
         return ms_err(MS_EUNSUPPORTED, "architecture 'gptoss' (ollama's own conversion of gpt-oss: fused attn_qkv / "
                       "ffn_gate_up_exps, MXFP4 in Hugging Face's nibble order) is not supported yet; a GGUF of gpt-oss "
                       "as llama.cpp converts it (architecture 'gpt-oss') runs");
+    if (strcmp(arch, "deepseek_v2") == 0 || strcmp(arch, "deepseek_v3") == 0)
+        return ms_err(MS_EUNSUPPORTED, "architecture '%s': Hugging Face DeepSeek V2 / V3 directories are not imported "
+                      "yet; a GGUF of the model (architecture 'deepseek2') runs", arch);
     return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: " RUNTIME_ARCHS, arch);
 }
 
@@ -58,6 +61,24 @@ static int finish(runtime_config *c)
                       c->n_experts);
     if (c->n_experts > 0 && c->expert_ffn_dim == 0)
         c->expert_ffn_dim = c->ffn_dim;
+    if (c->kv_lora_rank > 0) {   /* [deepseek2] MLA: the attention runs over the latent and k_pe */
+        int per = c->n_experts / (c->n_group > 1 ? c->n_group : 1);
+        if (c->n_rot >= c->head_dim || c->kv_lora_rank > 8192 || c->n_rot + c->kv_lora_rank > 8192 ||
+            c->v_head_dim <= 0 || c->v_head_dim > 1024 || c->q_lora_rank < 0 || c->q_lora_rank > LIMIT_DIM)
+            return ms_err(MS_EINVALID, "multi-head latent attention: kv_lora_rank %d, q_lora_rank %d, v_head_dim %d, "
+                          "key length %d with %d rotated: expected 0 < kv_lora_rank + rotated <= 8192, 0 < "
+                          "v_head_dim <= 1024 and a key longer than its rotated part", c->kv_lora_rank,
+                          c->q_lora_rank, c->v_head_dim, c->head_dim, c->n_rot);
+        if (c->n_dense_lead < 0 || c->n_dense_lead > c->n_layers || c->n_group < 0 || c->topk_group < 0 ||
+            (c->n_experts && c->n_group > 1 &&
+             (c->n_experts % c->n_group || c->topk_group < 1 || c->topk_group > c->n_group ||
+              c->topk_group * per < c->n_experts_used)))
+            return ms_err(MS_EINVALID, "deepseek2 routing: %d experts in %d groups, %d groups used, %d experts used, "
+                          "%d leading dense layers: expected groups that divide the experts and hold the experts "
+                          "used", c->n_experts, c->n_group, c->topk_group, c->n_experts_used, c->n_dense_lead);
+        if (!(c->moe_scale > 0 && c->moe_scale < 1e4))
+            return ms_err(MS_EINVALID, "routed_scaling_factor %g out of range (0, 1e4)", c->moe_scale);
+    }
     if (c->sliding_window < 0 || c->swa_pattern < 0)
         return ms_err(MS_EINVALID, "sliding window %d / pattern %d: expected >= 0", c->sliding_window, c->swa_pattern);
     if (c->rope_local_theta == 0)
@@ -199,7 +220,8 @@ static int json_fill_moe(runtime_config *c, json_t *o)
     /* Mixtral always renormalizes; Qwen-MoE as norm_topk_prob says (a GGUF's
      * <arch>.expert_weights_norm, gguf_config_json). Without the key, llama.cpp's choice: all
      * but qwen2moe renormalize */
-    c->moe_norm = norm ? json_is_true(norm) : strcmp(c->architecture, "qwen2moe") != 0;
+    c->moe_norm = norm ? json_is_true(norm)
+                       : strcmp(c->architecture, "qwen2moe") != 0 && strcmp(c->architecture, "deepseek2") != 0;
     json_decref(m);
     return rc;
 }
@@ -297,6 +319,46 @@ static int json_fill_yarn(runtime_config *c, json_t *rs)
     return 0;
 }
 
+/* DeepSeek V2 / V3: config.json's names (a GGUF's keys, gguf_config_json, are turned into them).
+ * The scores' scale: YaRN's mscale = 1 + 0.1 mscale_all_dim ln(factor), squared, as llama.cpp and
+ * Hugging Face apply it; cos and sin keep magnitude 1 (llama.cpp's attn_factor cancels ggml's own). */
+static int json_fill_deepseek(runtime_config *c, json_t *o, json_t *rs)
+{
+    const char *scoring = json_string_value(json_object_get(o, "scoring_func"));
+    int shared = 0, gating = 0, rc;
+    double all_dim = 0;
+
+    c->moe_scale = 1.0;
+    if (!c->head_dim)
+        return ms_err(MS_EINVALID, "head_dim (a GGUF's attention.key_length): missing; an MLA key is not hidden / heads");
+    if ((rc = j_int(o, "q_lora_rank", 0, 0, LIMIT_DIM, &c->q_lora_rank)) < 0 ||
+        (rc = j_int(o, "kv_lora_rank", 1, 1, 8192, &c->kv_lora_rank)) < 0 ||
+        (rc = j_int(o, "v_head_dim", 1, 1, 1024, &c->v_head_dim)) < 0 ||
+        (rc = j_int(o, "first_k_dense_replace", 0, 0, LIMIT_LAYERS, &c->n_dense_lead)) < 0 ||
+        (rc = j_int(o, "n_shared_experts", 0, 0, 1024, &shared)) < 0 ||
+        (rc = j_int(o, "n_group", 0, 0, 1024, &c->n_group)) < 0 ||
+        (rc = j_int(o, "topk_group", 0, 0, 1024, &c->topk_group)) < 0 ||
+        (rc = j_int(o, "expert_gating_func", 0, 0, 2, &gating)) < 0 ||
+        (rc = j_num(o, "routed_scaling_factor", &c->moe_scale)) < 0)
+        return rc;
+    if (scoring && strcmp(scoring, "softmax") != 0 && strcmp(scoring, "sigmoid") != 0)
+        return ms_err(MS_EUNSUPPORTED, "scoring_func '%s': expected softmax or sigmoid", scoring);
+    /* a GGUF's expert_gating_func: 1 softmax, 2 sigmoid; absent (DeepSeek V2's files): softmax */
+    c->moe_route = gating == 2 || (scoring && strcmp(scoring, "sigmoid") == 0) ? BACKEND_ROUTE_SIGMOID_GROUPED
+                                                                                : BACKEND_ROUTE_SOFTMAX_GROUPED;
+    c->shared_ffn_dim = shared * c->expert_ffn_dim;
+    if (json_is_object(rs) && (rc = j_num(rs, "mscale_all_dim", &all_dim)) < 0)
+        return rc;
+    if (c->rope_scaling == RUNTIME_ROPE_YARN) {
+        double m = 1.0 + 0.1 * all_dim * log(c->rope_factor);
+        if (!(m > 0 && m < 100))
+            return ms_err(MS_EINVALID, "rope_scaling: mscale_all_dim %g gives a score scale %g out of range", all_dim, m);
+        c->yarn_mscale = 1.0;
+        c->attn_scale = m * m / sqrt((double)(c->head_dim ? c->head_dim : 1));
+    }
+    return 0;
+}
+
 /* An encoder's config: NomicBertModel's config.json names its sizes as GPT-2 does (n_embd, ...),
  * which the import keeps in hf_config; each fills the field an import left null. Then the
  * LayerNorm epsilon (the config's, else config.json's layer_norm_eps / layer_norm_epsilon, else
@@ -381,6 +443,8 @@ static int json_fill(runtime_config *c, json_t *o)
             (c->rope_scaling == RUNTIME_ROPE_YARN && (rc = json_fill_yarn(c, rs)) < 0))
             return ms_err_ctx("rope_scaling");
     }
+    if (strcmp(c->architecture, "deepseek2") == 0 && (rc = json_fill_deepseek(c, o, rs)) < 0)
+        return rc;
     return finish(c);
 }
 

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "quant/quant.h"
 #include "runtime/runtime_int.h"
 
 typedef struct layer {
@@ -44,6 +45,12 @@ typedef struct layer {
     const backend_weight *sh_gate, *sh_up, *sh_down, *sh_gate_inp;
     backend_tensor sh_gate_row;   /* a 1-D shared_expert_gate seen as a [1][dim] matrix (a view) */
     backend_tensor fused[5];      /* [phi3] q, k, v rows of qkv_proj; gate, up rows of gate_up_proj (views) */
+    /* [deepseek2] MLA: q's low-rank pair and its norm (wq_a NULL: wq alone), the latent and k_pe
+     * rows of kv_a_proj_with_mqa (views in mla_view), the latent's norm, the absorbed per-head packs
+     * built at open (mla_pack, bind_mla_packs) and the router's selection bias (NULL: none) */
+    const backend_weight *wq_a, *q_a_norm, *wq_b, *kv_lat, *kv_pe, *kv_norm, *mla_qk, *mla_vo, *sel_bias;
+    backend_tensor mla_view[2], mla_pack[2];
+    char mla_name[2][64];
     /* The layer's KV cache: kv_slots rows of kv_dim from element kv_off of kc and vc. A layer with
      * a window keeps a ring of window + n_batch - 1 slots (kv_ring, position p in slot p % slots)
      * when that is shorter than the context: its cache never grows past what attention reads. */
@@ -71,6 +78,10 @@ struct runtime_model {
     backend_buf *kc, *vc;        /* each layer's kv_slots rows of kv_dim, f32 or f16 */
     backend_buf *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
     backend_buf *r_logits, *r_wts, *r_ids, *eh, *eh2, *eo, *sh, *sh_g;   /* MoE: NULL for a dense model */
+    /* [deepseek2] MLA: q's low-rank rows, the latent, k_pe, q absorbed, the heads' values; and the
+     * f32 absorbed packs of every layer (bind_mla_packs) */
+    backend_buf *qa, *lat, *kpe, *qatt, *mo;
+    float *mla_mem;
     backend_seq seq;
     double *freqs;
     double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
@@ -92,6 +103,11 @@ struct runtime_model {
 #define OPS_PER_LAYER 40
 #define OPS_PER_SEQ 7
 #define OPS_OUTSIDE 8
+
+/* The attention's geometry: MLA attends with one kv head of n_rot + kv_lora_rank over cache rows
+ * [k_pe | latent] (values: the same rows); the other models with their own heads. */
+static int att_kv_heads(const runtime_config *c) { return c->kv_lora_rank ? 1 : c->n_kv_heads; }
+static int att_head_dim(const runtime_config *c) { return c->kv_lora_rank ? c->n_rot + c->kv_lora_rank : c->head_dim; }
 
 int runtime__expect_matrix(const backend_weight **out, backend *be, const runtime_weights *w, const char *name,
                            uint64_t rows, uint64_t cols)
@@ -237,6 +253,10 @@ static int bind_moe(runtime_model *m, layer *L, int l)
         (rc = expect_pack(&L->ex_up, m, l, "mlp.experts.up_proj", eff, dim)) < 0 ||
         (rc = expect_pack(&L->ex_down, m, l, "mlp.experts.down_proj", dim, eff)) < 0)
         return rc;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.e_score_correction.bias", l);
+    if (c->moe_route >= BACKEND_ROUTE_SOFTMAX_GROUPED && runtime_weights_find(m->w, name) &&
+        (rc = expect_norm(&L->sel_bias, m, name, c->n_experts)) < 0)   /* [deepseek2] V3's */
+        return rc;
     if (c->gptoss) {
         snprintf(name, sizeof name, "model.layers.%d.mlp.gate.bias", l);
         if ((rc = expect_norm(&L->router_b, m, name, c->n_experts)) < 0 ||
@@ -261,6 +281,8 @@ static int bind_moe(runtime_model *m, layer *L, int l)
     snprintf(name, sizeof name, "model.layers.%d.mlp.shared_experts.down_proj.weight", l);
     if ((rc = expect_matrix(&L->sh_down, m, name, dim, sff)) < 0)
         return rc;
+    if (c->kv_lora_rank)   /* [deepseek2] its shared experts are added ungated */
+        return 0;
     snprintf(name, sizeof name, "model.layers.%d.mlp.shared_expert_gate.weight", l);
     if (!(g = runtime_weights_find(m->w, name)))
         return ms_err(MS_ENOTFOUND, "tensor '%s' not found (the shared expert's gate)", name);
@@ -296,6 +318,13 @@ static int check_ops(runtime_model *m)
         need[n++] = BACKEND_OP_ADD_ROW_ID;
         need[n++] = BACKEND_OP_SWIGLU_OAI;
     }
+    if (c->kv_lora_rank) {
+        need[n++] = BACKEND_OP_MATMUL_HEADS;
+        need[n++] = BACKEND_OP_STORE_ROWS;
+        need[n++] = BACKEND_OP_ATTENTION_WINDOW;   /* its score scale */
+    }
+    if (c->moe_route >= BACKEND_ROUTE_SOFTMAX_GROUPED)
+        need[n++] = BACKEND_OP_MOE_ROUTE_GROUPED;
     if (c->n_experts) {
         need[n++] = BACKEND_OP_MOE_ROUTE;
         need[n++] = BACKEND_OP_MATMUL_ID;
@@ -365,6 +394,170 @@ static int bind_phi3(runtime_model *m, layer *L, int l)
     return 0;
 }
 
+/* ---------------------------------------------------------------- [deepseek2] MLA
+ * Attention over the latent, as DeepSeek's absorbed form computes it: the cache row of a position
+ * is [k_pe | c] (c = n(Wkv_a . x), the latent); head h's score is q_nope . Wk_h c + q_pe . k_pe =
+ * [q_pe | Wk_h^T q_nope] . [k_pe | c], and its value Wv_h (sum_j p_j c_j). Wk_h, Wv_h are head h's
+ * rows of kv_b_proj. Both absorptions are per-head matrices (MATMUL_HEADS), built once at open in
+ * f32 (mla_qk, mla_vo); the attention is one MQA over the cache with values the same rows (the k_pe
+ * part of its output meets zero columns of mla_vo). */
+
+/* Row r of matrix t (any weight type, rows of its last dimension) as f32. */
+static int tensor_row_f32(const backend_tensor *t, uint64_t r, float *out)
+{
+    uint64_t cols = t->shape[t->n_dims - 1], row_bytes = 0;
+    const uint8_t *d = t->data;
+
+    if (t->type == BACKEND_TYPE_MLX) {
+        uint64_t g = (cols / (uint64_t)t->group_size) * st_dtype_size(t->scale_dtype), code = cols * t->bits / 8;
+        return quant_dequantize_row(t->quant_type, d + r * code, (const uint8_t *)t->scales + r * g,
+                                    t->biases ? (const uint8_t *)t->biases + r * g : NULL, t->scale_dtype,
+                                    t->group_size, cols, out);
+    }
+    if (t->type == GGML_TYPE_F32)
+        return quant_to_f32(out, d + r * cols * 4, ST_F32, cols);
+    if (t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16)
+        return quant_to_f32(out, d + r * cols * 2, t->type == GGML_TYPE_F16 ? ST_F16 : ST_BF16, cols);
+    if (ggml_row_nbytes(&row_bytes, t->type, cols) < 0)
+        return ms_err(MS_EINVALID, "tensor '%s': type %d", t->name, t->type);
+    return quant_dequantize_row(ggml_type_name(t->type), d + r * row_bytes, NULL, NULL, ST_F32, 0, cols, out);
+}
+
+/* A 3-D f32 pack of `data` as a weight, named after its source. */
+static int mla_pack_import(const backend_weight **out, runtime_model *m, layer *L, int i, const char *what, float *data,
+                           uint64_t heads, uint64_t rows, uint64_t cols)
+{
+    backend_tensor *t = &L->mla_pack[i];
+
+    snprintf(L->mla_name[i], sizeof L->mla_name[i], "%s (absorbed)", what);
+    memset(t, 0, sizeof *t);
+    t->name = L->mla_name[i];
+    t->type = GGML_TYPE_F32;
+    t->n_dims = 3;
+    t->shape[0] = heads;
+    t->shape[1] = rows;
+    t->shape[2] = cols;
+    t->data = data;
+    t->nbytes = heads * rows * cols * sizeof(float);
+    return backend_weight_import(out, m->be, t);
+}
+
+/* Layer l's absorbed packs, into qk ([heads][n_rot + kv_lora][qk_nope + n_rot]: the identity on q_pe,
+ * moved first, then Wk_h^T) and vo ([heads][v_head_dim][n_rot + kv_lora]: zero on k_pe, then Wv_h),
+ * from kv_b_proj [heads * (qk_nope + v_head_dim)][kv_lora], or from a later converter's split
+ * k_b_proj [heads][kv_lora][qk_nope] and v_b_proj [heads][v_head_dim][kv_lora]. */
+static int bind_mla_packs(runtime_model *m, layer *L, int l, float *qk, float *vo)
+{
+    const runtime_config *c = &m->c;
+    uint64_t H = (uint64_t)c->n_heads, R = (uint64_t)c->n_rot, N = (uint64_t)c->head_dim - R;
+    uint64_t C = (uint64_t)c->kv_lora_rank, V = (uint64_t)c->v_head_dim, AR = R + C, QC = N + R;
+    const backend_tensor *kv, *kb = NULL, *vb = NULL;
+    char name[128];
+    float *row;
+    int rc = 0;
+
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.kv_b_proj.weight", l);
+    if (!(kv = runtime_weights_find(m->w, name))) {
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.k_b_proj.weight", l);
+        kb = runtime_weights_find(m->w, name);
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.v_b_proj.weight", l);
+        vb = runtime_weights_find(m->w, name);
+        if (!kb || !vb)
+            return ms_err(MS_ENOTFOUND, "tensor 'model.layers.%d.self_attn.kv_b_proj.weight' not found (nor k_b_proj "
+                          "and v_b_proj): MLA needs it", l);
+        if (kb->n_dims != 3 || kb->shape[0] != H || kb->shape[1] != C || kb->shape[2] != N)
+            return ms_err(MS_EINVALID, "tensor '%s': expected shape [%llu, %llu, %llu]", kb->name,
+                          (unsigned long long)H, (unsigned long long)C, (unsigned long long)N);
+        if (vb->n_dims != 3 || vb->shape[0] != H || vb->shape[1] != V || vb->shape[2] != C)
+            return ms_err(MS_EINVALID, "tensor '%s': expected shape [%llu, %llu, %llu]", vb->name,
+                          (unsigned long long)H, (unsigned long long)V, (unsigned long long)C);
+    } else if (kv->n_dims != 2 || kv->shape[0] != H * (N + V) || kv->shape[1] != C) {
+        return ms_err(MS_EINVALID, "tensor '%s': shape [%llu, %llu] (%d dims), expected [%llu, %llu]", kv->name,
+                      (unsigned long long)kv->shape[0], (unsigned long long)(kv->n_dims > 1 ? kv->shape[1] : 0),
+                      kv->n_dims, (unsigned long long)(H * (N + V)), (unsigned long long)C);
+    }
+    if (!(row = malloc((C > N ? C : N) * sizeof *row)))
+        return ms_err(MS_ENOMEM, "out of memory");
+    memset(qk, 0, H * AR * QC * sizeof *qk);
+    memset(vo, 0, H * V * AR * sizeof *vo);
+    for (uint64_t h = 0; h < H && rc == 0; h++) {
+        float *q = qk + h * AR * QC, *v = vo + h * V * AR;
+        for (uint64_t r = 0; r < R; r++)
+            q[r * QC + N + r] = 1.0f;
+        for (uint64_t d = 0; d < (kv ? N : C) && rc == 0; d++) {   /* kv: row d of head h; kb: its row d = latent d */
+            if ((rc = tensor_row_f32(kv ? kv : kb, kv ? h * (N + V) + d : h * C + d, row)) < 0)
+                break;
+            for (uint64_t j = 0; j < (kv ? C : N); j++) {
+                if (kv)
+                    q[(R + j) * QC + d] = row[j];
+                else
+                    q[(R + d) * QC + j] = row[j];
+            }
+        }
+        for (uint64_t j = 0; j < V && rc == 0; j++) {
+            if ((rc = tensor_row_f32(kv ? kv : vb, kv ? h * (N + V) + N + j : h * V + j, row)) < 0)
+                break;
+            memcpy(v + j * AR + R, row, C * sizeof *row);
+        }
+    }
+    free(row);
+    if (rc < 0)
+        return ms_err_ctx("layer %d: absorbing kv_b_proj", l);
+    if ((rc = mla_pack_import(&L->mla_qk, m, L, 0, kv ? kv->name : kb->name, qk, H, AR, QC)) < 0 ||
+        (rc = mla_pack_import(&L->mla_vo, m, L, 1, kv ? kv->name : vb->name, vo, H, V, AR)) < 0)
+        return rc;
+    return 0;
+}
+
+/* Floats of one layer's two absorbed packs. */
+static size_t mla_pack_floats(const runtime_config *c)
+{
+    size_t H = (size_t)c->n_heads, AR = (size_t)c->n_rot + c->kv_lora_rank, QC = (size_t)c->head_dim;
+
+    return H * AR * QC + H * (size_t)c->v_head_dim * AR;
+}
+
+/* Layer l's attention tensors: q (low-rank or not), kv_a split into the latent's and k_pe's rows,
+ * the norms, the packs. */
+static int bind_mla(runtime_model *m, layer *L, int l)
+{
+    const runtime_config *c = &m->c;
+    uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, C = (uint64_t)c->kv_lora_rank, R = (uint64_t)c->n_rot;
+    size_t per = mla_pack_floats(c);
+    float *qk = m->mla_mem + (size_t)l * per;
+    const backend_weight *kva;
+    char name[128];
+    int rc;
+
+#define MAT(field, kind, rows, cols)                                                    \
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, kind);        \
+    if ((rc = expect_matrix(&L->field, m, name, rows, cols)) < 0)                       \
+        return rc;
+#define NORM(field, kind, len)                                                          \
+    snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, kind);        \
+    if ((rc = expect_norm(&L->field, m, name, len)) < 0)                                \
+        return rc;
+    if (c->q_lora_rank) {
+        MAT(wq_a, "q_a_proj", (uint64_t)c->q_lora_rank, (uint64_t)c->dim)
+        NORM(q_a_norm, "q_a_layernorm", c->q_lora_rank)
+        MAT(wq_b, "q_b_proj", q_dim, (uint64_t)c->q_lora_rank)
+    } else {
+        MAT(wq, "q_proj", q_dim, (uint64_t)c->dim)
+    }
+    MAT(wo, "o_proj", (uint64_t)c->dim, (uint64_t)c->n_heads * c->v_head_dim)
+    NORM(kv_norm, "kv_a_layernorm", c->kv_lora_rank)
+    MAT(kv_lat, "kv_a_proj_with_mqa", C + R, (uint64_t)c->dim)   /* checked whole, then seen as two */
+#undef MAT
+#undef NORM
+    kva = L->kv_lat;
+    L->mla_view[0] = row_view(kva->t, 0, C);
+    L->mla_view[1] = row_view(kva->t, C, R);
+    if ((rc = backend_weight_import(&L->kv_lat, m->be, &L->mla_view[0])) < 0 ||
+        (rc = backend_weight_import(&L->kv_pe, m->be, &L->mla_view[1])) < 0)
+        return rc;
+    return bind_mla_packs(m, L, l, qk, qk + (size_t)c->n_heads * (c->n_rot + c->kv_lora_rank) * c->head_dim);
+}
+
 static int bind_tensors(runtime_model *m)
 {
     const runtime_config *c = &m->c;
@@ -390,13 +583,18 @@ static int bind_tensors(runtime_model *m)
         if (phi3) {
             if ((rc = bind_phi3(m, L, l)) < 0)
                 return rc;
+        } else if (c->kv_lora_rank) {   /* [deepseek2] */
+            if ((rc = bind_mla(m, L, l)) < 0)
+                return rc;
         } else {
             MAT(wq, "self_attn.q_proj", q_dim, c->dim)
             MAT(wk, "self_attn.k_proj", kv_dim, c->dim)
             MAT(wv, "self_attn.v_proj", kv_dim, c->dim)
         }
-        MAT(wo, "self_attn.o_proj", c->dim, q_dim)
-        if (c->n_experts) {
+        if (!c->kv_lora_rank) {
+            MAT(wo, "self_attn.o_proj", c->dim, q_dim)
+        }
+        if (c->n_experts && l >= c->n_dense_lead) {   /* [deepseek2] its first layers are dense */
             if ((rc = bind_moe(m, L, l)) < 0)
                 return rc;
         } else {
@@ -508,7 +706,7 @@ static int layer_window(const runtime_config *c, int l)
 /* Lays out each layer's KV cache (see layer.kv_off); the elements of one of kc, vc in all. */
 static size_t kv_layout(runtime_model *m)
 {
-    size_t kv_dim = (size_t)m->c.n_kv_heads * m->c.head_dim, off = 0;
+    size_t kv_dim = (size_t)att_kv_heads(&m->c) * att_head_dim(&m->c), off = 0;
 
     for (int l = 0; l < m->c.n_layers; l++) {
         layer *L = &m->layers[l];
@@ -527,19 +725,22 @@ static int alloc_buffers(runtime_model *m)
 {
     const runtime_config *c = &m->c;
     size_t q_dim = (size_t)c->n_heads * c->head_dim, kv_dim = (size_t)c->n_kv_heads * c->head_dim;
-    size_t nb = (size_t)m->n_batch, kv_n;
+    size_t nb = (size_t)m->n_batch, kv_n, att_n = nb * c->n_heads * (size_t)att_head_dim(c);
     size_t ffn = (size_t)(c->shared_ffn_dim > c->ffn_dim ? c->shared_ffn_dim : c->ffn_dim);
     int kv_type = m->kv_f16 ? BACKEND_F16 : BACKEND_F32, rc;
     backend *be = m->be;
 
     m->kv_seq = kv_layout(m);
     kv_n = m->kv_seq * (size_t)m->n_seq;
+    if (att_n < nb * q_dim)   /* MLA's heads are wider than q's */
+        att_n = nb * q_dim;
     if ((rc = backend_buf_new(&m->kc, be, kv_n, kv_type, "k cache")) < 0 ||
-        (rc = backend_buf_new(&m->vc, be, kv_n, kv_type, "v cache")) < 0 ||
+        /* MLA's values are the k cache's rows: no v cache */
+        (rc = backend_buf_new(&m->vc, be, c->kv_lora_rank ? 1 : kv_n, kv_type, "v cache")) < 0 ||
         (rc = backend_buf_new(&m->x, be, nb * c->dim, BACKEND_F32, "x")) < 0 ||
         (rc = backend_buf_new(&m->xb, be, nb * c->dim, BACKEND_F32, "xb")) < 0 ||
         (rc = backend_buf_new(&m->q, be, nb * q_dim, BACKEND_F32, "q")) < 0 ||
-        (rc = backend_buf_new(&m->att, be, nb * q_dim, BACKEND_F32, "attention")) < 0 ||
+        (rc = backend_buf_new(&m->att, be, att_n, BACKEND_F32, "attention")) < 0 ||
         (rc = backend_buf_new(&m->k, be, nb * kv_dim, BACKEND_F32, "k")) < 0 ||
         (rc = backend_buf_new(&m->v, be, nb * kv_dim, BACKEND_F32, "v")) < 0 ||
         (rc = backend_buf_new(&m->hb, be, nb * ffn, BACKEND_F32, "ffn gate")) < 0 ||
@@ -557,6 +758,18 @@ static int alloc_buffers(runtime_model *m)
             (rc = backend_buf_new(&m->sh, be, nb * c->dim, BACKEND_F32, "shared expert out")) < 0 ||
             (rc = backend_buf_new(&m->sh_g, be, nb, BACKEND_F32, "shared expert gate")) < 0)
             return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
+    }
+    if (c->kv_lora_rank) {
+        size_t ql = (size_t)(c->q_lora_rank ? c->q_lora_rank : 1), floats = mla_pack_floats(c) * c->n_layers;
+        if ((rc = backend_buf_new(&m->qa, be, nb * ql, BACKEND_F32, "q latent")) < 0 ||
+            (rc = backend_buf_new(&m->lat, be, nb * c->kv_lora_rank, BACKEND_F32, "kv latent")) < 0 ||
+            (rc = backend_buf_new(&m->kpe, be, nb * c->n_rot, BACKEND_F32, "k_pe")) < 0 ||
+            (rc = backend_buf_new(&m->qatt, be, att_n, BACKEND_F32, "q absorbed")) < 0 ||
+            (rc = backend_buf_new(&m->mo, be, nb * c->n_heads * c->v_head_dim, BACKEND_F32, "heads' values")) < 0)
+            return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
+        if (!(m->mla_mem = malloc(floats * sizeof *m->mla_mem)))
+            return ms_err(MS_ENOMEM, "out of memory for the absorbed MLA projections (%zu MiB)",
+                          floats * sizeof *m->mla_mem >> 20);
     }
     return 0;
 }
@@ -599,6 +812,12 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
             max_cols = c->shared_ffn_dim;
         if (c->n_experts > max_cols)
             max_cols = c->n_experts;
+    }
+    if (c->kv_lora_rank) {   /* [deepseek2] every width MLA's matmuls read or (per head) write */
+        int w[] = { c->q_lora_rank, c->kv_lora_rank, att_head_dim(c), c->n_heads * c->v_head_dim, c->v_head_dim };
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            if (w[i] > max_cols)
+                max_cols = w[i];
     }
     backend_limits lim = { .max_rows = m->n_batch, .max_cols = max_cols, .n_ctx = m->n_ctx, .heads = c->n_heads };
     /* a packed embedding batch: a rope pair and an attention per sequence and layer */
@@ -704,6 +923,7 @@ void runtime_model_close(runtime_model *m)
     free(m->seq.ops);
     free(m->freqs);
     free(m->freqs_local);
+    free(m->mla_mem);
     free(m);
 }
 
@@ -754,7 +974,13 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 
     for (int l = 0; m->layers && l < m->c.n_layers; l++)   /* an encoder keeps none */
         slots += (uint64_t)m->layers[l].kv_slots;
-    return 2ull * slots * (uint64_t)m->n_seq * m->c.n_kv_heads * m->c.head_dim * (m->kv_f16 ? 2 : 4);
+    return slots * (uint64_t)m->n_seq * runtime_config_kv_row_nbytes(&m->c, m->kv_f16);
+}
+
+uint64_t runtime_config_kv_row_nbytes(const runtime_config *c, int kv_f16)
+{
+    /* MLA keeps one cache, its rows both keys and values */
+    return (c->kv_lora_rank ? 1ull : 2ull) * (uint64_t)att_kv_heads(c) * (uint64_t)att_head_dim(c) * (kv_f16 ? 2 : 4);
 }
 
 /* x += sum over the k experts the router picks of w_e * W2_e . (silu(W1_e . xb) * (W3_e . xb)),
@@ -771,8 +997,13 @@ static void record_moe(runtime_model *m, const layer *L, int n)
     if (L->router_b)   /* [gpt-oss] */
         backend_seq_add_row(s, backend_at(m->r_logits, 0), L->router_b, n, c->n_experts);
     /* gpt-oss's softmax over the top-k logits is the renormalized top-k of the full softmax */
-    backend_seq_moe_route(s, backend_at(m->r_wts, 0), ids, backend_at(m->r_logits, 0), n, c->n_experts, k,
-                          c->moe_norm ? BACKEND_ROUTE_SOFTMAX_TOPK_NORM : BACKEND_ROUTE_SOFTMAX_TOPK);
+    if (c->moe_route >= BACKEND_ROUTE_SOFTMAX_GROUPED)   /* [deepseek2] */
+        backend_seq_moe_route_grouped(s, backend_at(m->r_wts, 0), ids, backend_at(m->r_logits, 0), n, c->n_experts, k,
+                                      c->moe_route, L->sel_bias, c->n_group, c->topk_group, c->moe_norm,
+                                      (float)c->moe_scale);
+    else
+        backend_seq_moe_route(s, backend_at(m->r_wts, 0), ids, backend_at(m->r_logits, 0), n, c->n_experts, k,
+                              c->moe_norm ? BACKEND_ROUTE_SOFTMAX_TOPK_NORM : BACKEND_ROUTE_SOFTMAX_TOPK);
     backend_seq_matmul_id(s, eh, xb, L->ex_gate, ids, n, k, 1);
     backend_seq_matmul_id(s, eh2, xb, L->ex_up, ids, n, k, 1);
     if (c->gptoss) {
@@ -791,8 +1022,12 @@ static void record_moe(runtime_model *m, const layer *L, int n)
         backend_seq_matmul(s, hb2, xb, L->sh_up, n);
         backend_seq_swiglu(s, hb, hb2, n * c->shared_ffn_dim);
         backend_seq_matmul(s, sh, hb, L->sh_down, n);
-        backend_seq_matmul(s, backend_at(m->sh_g, 0), xb, L->sh_gate_inp, n);
-        backend_seq_gated_add(s, x, sh, backend_at(m->sh_g, 0), n, c->dim);
+        if (L->sh_gate_inp) {
+            backend_seq_matmul(s, backend_at(m->sh_g, 0), xb, L->sh_gate_inp, n);
+            backend_seq_gated_add(s, x, sh, backend_at(m->sh_g, 0), n, c->dim);
+        } else {   /* [deepseek2] */
+            backend_seq_add(s, x, sh, n * c->dim);
+        }
     }
     backend_seq_moe_sum(s, x, eo, backend_at(m->r_wts, 0), n, k, c->dim);
 }
@@ -850,21 +1085,58 @@ static void record_packed_attention(runtime_model *m, const layer *L, int n, con
     }
 }
 
-/* One layer of the pass's n rows: x += attn(n(x)); x += ffn(n(x)). */
-static void record_layer(runtime_model *m, int l, int n)
+/* [deepseek2] MLA's attention of the pass's n rows, xb = n(x) already there, into xb = Wo . heads'
+ * values (see bind_mla_packs): q, the latent (normed) and k_pe from xb; q absorbed per head; per
+ * sequence q_pe and k_pe roped, [k_pe | latent] into the cache, one attention of one kv head over
+ * it, values the same rows; each head's value from its latent sum; then Wo. */
+static void record_mla(runtime_model *m, const layer *L, int n)
 {
     const runtime_config *c = &m->c;
-    const layer *L = &m->layers[l];
+    backend_seq *s = &m->seq;
+    int H = c->n_heads, R = c->n_rot, C = c->kv_lora_rank, ahd = att_head_dim(c);
+    float eps = (float)c->rms_eps;
+    float scale = c->attn_scale != 0 ? (float)c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
+    backend_ref xb = backend_at(m->xb, 0), q = backend_at(m->q, 0), qa = backend_at(m->qa, 0);
+
+    if (L->wq_a) {
+        backend_seq_matmul(s, qa, xb, L->wq_a, n);
+        backend_seq_rms_norm(s, qa, qa, L->q_a_norm, n, c->q_lora_rank, eps);
+        backend_seq_matmul(s, q, qa, L->wq_b, n);
+    } else {
+        backend_seq_matmul(s, q, xb, L->wq, n);
+    }
+    backend_seq_matmul(s, backend_at(m->lat, 0), xb, L->kv_lat, n);
+    backend_seq_rms_norm(s, backend_at(m->lat, 0), backend_at(m->lat, 0), L->kv_norm, n, C, eps);
+    backend_seq_matmul(s, backend_at(m->kpe, 0), xb, L->kv_pe, n);
+    backend_seq_matmul_heads(s, backend_at(m->qatt, 0), q, L->mla_qk, n);
+    for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n) {
+        int seq = m->step[i].seq, ni = m->step[i].n, pos = m->past[seq];
+        size_t kv = (size_t)seq * m->kv_seq + L->kv_off + (size_t)pos * ahd;   /* MLA layers have no ring */
+        backend_ref qr = backend_at(m->qatt, (size_t)r * H * ahd), kpe = backend_at(m->kpe, (size_t)r * R);
+        backend_seq_rope(s, qr, ni, H, ahd, R, pos, m->freqs, c->rope_interleaved);
+        backend_seq_rope(s, kpe, ni, 1, R, R, pos, m->freqs, c->rope_interleaved);
+        backend_seq_store_rows(s, backend_at(m->kc, kv), kpe, ni, R, ahd);
+        backend_seq_store_rows(s, backend_at(m->kc, kv + (size_t)R), backend_at(m->lat, (size_t)r * C), ni, C, ahd);
+        kv = (size_t)seq * m->kv_seq + L->kv_off;
+        backend_seq_attention_ex(s, backend_at(m->att, (size_t)r * H * ahd), qr, backend_at(m->kc, kv),
+                                 backend_at(m->kc, kv), ni, pos, H, 1, ahd, 0, scale, 0);
+    }
+    backend_seq_matmul_heads(s, backend_at(m->mo, 0), backend_at(m->att, 0), L->mla_vo, n);
+    backend_seq_matmul(s, xb, backend_at(m->mo, 0), L->wo, n);
+}
+
+/* The attention of the pass's n rows, xb = n(x) already there, into xb (the multi-head models:
+ * q, k, v, each sequence's attention over its cache, the output projection). */
+static void record_mha(runtime_model *m, const layer *L, int n)
+{
+    const runtime_config *c = &m->c;
     backend_seq *s = &m->seq;
     int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    float eps = (float)c->rms_eps;
-    backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
+    float eps = (float)c->rms_eps, off = (float)c->norm_offset;
+    backend_ref xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
-    backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
-    float off = (float)c->norm_offset;
     const double *freqs = L->window && c->gemma ? m->freqs_local : m->freqs;   /* gpt-oss: one rope for all */
 
-    backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
     backend_seq_matmul(s, q, xb, L->wq, n);
     backend_seq_matmul(s, k, xb, L->wk, n);
     backend_seq_matmul(s, v, xb, L->wv, n);
@@ -887,10 +1159,28 @@ static void record_layer(runtime_model *m, int l, int n)
         backend_seq_add_row(s, xb, L->bo, n, dim);
     if (L->post_attn_norm)   /* [gemma] */
         backend_seq_rms_norm_ex(s, xb, xb, L->post_attn_norm, n, dim, eps, off);
+}
+
+/* One layer of the pass's n rows: x += attn(n(x)); x += ffn(n(x)). */
+static void record_layer(runtime_model *m, int l, int n)
+{
+    const runtime_config *c = &m->c;
+    const layer *L = &m->layers[l];
+    backend_seq *s = &m->seq;
+    int dim = c->dim;
+    float eps = (float)c->rms_eps, off = (float)c->norm_offset;
+    backend_ref x = backend_at(m->x, 0), xb = backend_at(m->xb, 0);
+    backend_ref hb = backend_at(m->hb, 0), hb2 = backend_at(m->hb2, 0);
+
+    backend_seq_rms_norm_ex(s, xb, x, L->attn_norm, n, dim, eps, off);
+    if (c->kv_lora_rank)   /* [deepseek2] */
+        record_mla(m, L, n);
+    else
+        record_mha(m, L, n);
     backend_seq_add(s, x, xb, n * dim);
 
     backend_seq_rms_norm_ex(s, xb, x, L->ffn_norm, n, dim, eps, off);
-    if (c->n_experts) {
+    if (L->router) {
         record_moe(m, L, n);
         return;
     }
@@ -1087,8 +1377,8 @@ static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, con
 
     m->embed_runs = 0;
     m->embed_normalize = normalize;
-    for (int l = 0; l < c->n_layers; l++)
-        packable = packable && !m->layers[l].kv_ring;
+    for (int l = 0; l < c->n_layers; l++)   /* MLA's attention has no packed form (record_packed_attention) */
+        packable = packable && !m->layers[l].kv_ring && !c->kv_lora_rank;
     for (int i = 0; i < n_seqs;) {
         int j = i + 1, rows = n_tokens[i];
         if (!packable || rows > m->n_batch) {   /* alone, in chunks that the KV cache carries */

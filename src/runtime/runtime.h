@@ -40,7 +40,7 @@
  * gemma3_text -> gemma3, nomic_bert -> nomic-bert). bert and nomic-bert are encoders (embedding
  * models: runtime_embed), the others decoders. */
 #define RUNTIME_ARCHS \
-    "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss, bert, nomic-bert"
+    "llama, mistral, mixtral, qwen2, qwen3, qwen2moe, qwen3moe, gemma3, phi3, gpt-oss, deepseek2, bert, nomic-bert"
 
 /* Rope scaling kinds. */
 enum { RUNTIME_ROPE_NONE = 0, RUNTIME_ROPE_LINEAR = 1, RUNTIME_ROPE_LLAMA3 = 2, RUNTIME_ROPE_LONGROPE = 3,
@@ -89,6 +89,16 @@ typedef struct runtime_config {
     /* gpt-oss: attention sinks, biases on q, k, v, o, the router and the experts, the experts'
      * clamped SwiGLU (alpha 1.702, limit 7); with swa_pattern 2, its even layers use the window */
     int gptoss;
+    /* DeepSeek V2 / V3 (deepseek2): multi-head latent attention. q = Wq_b . n(Wq_a . x) (q_lora_rank
+     * > 0; else Wq . x), heads of head_dim = qk_nope + n_rot (the rotated part last); the cache
+     * keeps per position the latent n(Wkv_a . x) of kv_lora_rank and one rotated k_pe of n_rot, from
+     * which Wkv_b gives each head's k_nope (qk_nope) and v (v_head_dim). The first n_dense_lead
+     * layers have a dense FFN, the others routed experts (moe_route a BACKEND_ROUTE_*_GROUPED with
+     * n_group / topk_group, weights times moe_scale) plus shared experts of shared_ffn_dim, added
+     * ungated. kv_lora_rank 0: not MLA. */
+    int q_lora_rank, kv_lora_rank, v_head_dim, n_dense_lead;
+    int moe_route, n_group, topk_group;
+    double moe_scale;
     double rope_local_theta;
     double attn_scale;          /* 0: 1 / sqrt(head_dim) (Gemma: query_pre_attn_scalar^-0.5) */
     double final_softcap;       /* 0: none */
@@ -146,6 +156,9 @@ int runtime_config_from_json(runtime_config *c, const char *json, size_t len, co
 
 /* The n_rot/2 rope frequencies for the config (base theta, scaling). */
 void runtime_rope_freqs(double *freqs, const runtime_config *c);
+/* Bytes the KV cache keeps per position and layer (keys and values; f16 or f32): 2 kv_heads
+ * head_dim elements, MLA's one row of n_rot + kv_lora_rank. */
+uint64_t runtime_config_kv_row_nbytes(const runtime_config *c, int kv_f16);
 
 /* ---------------------------------------------------------------- model */
 

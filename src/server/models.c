@@ -127,8 +127,7 @@ static int parallel_for(const server *srv, store_model *sm, int n_ctx)
     }
     if (n_ctx <= 0)
         n_ctx = c->ctx_len < 4096 ? c->ctx_len : 4096;
-    per = 2ull * (uint64_t)c->n_layers * (uint64_t)n_ctx * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim *
-          (srv->o.ro.kv_f16 ? 2u : 4u);
+    per = (uint64_t)c->n_layers * (uint64_t)n_ctx * runtime_config_kv_row_nbytes(c, srv->o.ro.kv_f16);
     free(c);
     while (srv->o.parallel <= 0 && n > 1 && avail && per * (uint64_t)n > avail / 4)
         n--;

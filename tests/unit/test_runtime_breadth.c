@@ -631,7 +631,7 @@ END_TEST
 
 START_TEST(unsupported_architectures_are_refused_with_the_supported_list)
 {
-    static const char *archs[] = { "gemma2", "falcon", "deepseek2", "" };
+    static const char *archs[] = { "gemma2", "falcon", "mamba", "" };
     char json[256];
     runtime_config c;
 
@@ -641,6 +641,49 @@ START_TEST(unsupported_architectures_are_refused_with_the_supported_list)
         ck_assert_msg(strstr(ms_err_msg(), "is not supported; supported: " RUNTIME_ARCHS), "%s", ms_err_msg());
         ck_assert_ptr_nonnull(strstr(ms_err_msg(), archs[i]));
     }
+}
+END_TEST
+
+/* deepseek2's config (a GGUF's keys under config.json's names, gguf_config_json): MLA's sizes, the
+ * routing, YaRN's score scale mscale^2 / sqrt(key length) with cos and sin unscaled; groups that do
+ * not divide the experts or cannot hold the experts used are refused; Hugging Face DeepSeek
+ * directories are refused saying that their GGUF runs. */
+START_TEST(config_json_reads_deepseek2)
+{
+#define DS2(extra) "{\"architecture\": \"deepseek2\", \"hidden_size\": 64, \"num_hidden_layers\": 3, " \
+    "\"num_attention_heads\": 4, \"head_dim\": 32, \"rope_dimension_count\": 16, \"intermediate_size\": 96, " \
+    "\"vocab_size\": 512, \"max_position_embeddings\": 4096, \"num_experts\": 8, \"num_experts_per_tok\": 2, " \
+    "\"moe_intermediate_size\": 32, \"q_lora_rank\": 32, \"kv_lora_rank\": 32, \"v_head_dim\": 24, " \
+    "\"first_k_dense_replace\": 1, \"n_shared_experts\": 2, \"routed_scaling_factor\": 2.5, " \
+    "\"expert_gating_func\": 2, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 40, " \
+    "\"original_max_position_embeddings\": 4096, \"mscale_all_dim\": 1.0}" extra "}"
+    static const struct { const char *json, *expect; } bad[] = {
+        { DS2(", \"n_group\": 3, \"topk_group\": 1"), "8 experts in 3 groups" },
+        { DS2(", \"n_group\": 8, \"topk_group\": 1"), "8 experts in 8 groups, 1 groups used, 2 experts used" },
+        { "{\"architecture\": \"deepseek2\", \"hidden_size\": 64, \"num_hidden_layers\": 3, "
+          "\"num_attention_heads\": 4, \"head_dim\": 32, \"intermediate_size\": 96, \"vocab_size\": 512, "
+          "\"max_position_embeddings\": 4096, \"v_head_dim\": 24}", "kv_lora_rank: missing" },
+    };
+    const char *j = DS2(", \"n_group\": 4, \"topk_group\": 2"), *hf = "{\"architecture\": \"deepseek_v3\"}";
+    double m = 1 + 0.1 * log(40.0);
+    runtime_config c;
+
+    ck_assert_msg(runtime_config_from_json(&c, j, strlen(j), "cfg") == 0, "%s", ms_err_msg());
+    ck_assert(c.kv_lora_rank == 32 && c.q_lora_rank == 32 && c.v_head_dim == 24 && c.n_dense_lead == 1);
+    ck_assert(c.n_group == 4 && c.topk_group == 2 && c.moe_route == BACKEND_ROUTE_SIGMOID_GROUPED);
+    ck_assert_int_eq(c.shared_ffn_dim, 64);
+    ck_assert(!c.moe_norm);   /* DeepSeek V2's default; a V3 GGUF says expert_weights_norm */
+    ck_assert_double_eq_tol(c.moe_scale, 2.5, 1e-12);
+    ck_assert(c.yarn_mscale == 1.0);
+    ck_assert_double_eq_tol(c.attn_scale, m * m / sqrt(32.0), 1e-12);
+    ck_assert_uint_eq(runtime_config_kv_row_nbytes(&c, 0), (16 + 32) * 4);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(runtime_config_from_json(&c, bad[i].json, strlen(bad[i].json), "cfg"), MS_EINVALID);
+        ck_assert_msg(strstr(ms_err_msg(), bad[i].expect), "'%s' lacks '%s'", ms_err_msg(), bad[i].expect);
+    }
+    ck_assert_int_eq(runtime_config_from_json(&c, hf, strlen(hf), "cfg"), MS_EUNSUPPORTED);
+    ck_assert_msg(strstr(ms_err_msg(), "a GGUF of the model (architecture 'deepseek2') runs"), "%s", ms_err_msg());
+#undef DS2
 }
 END_TEST
 
@@ -801,6 +844,7 @@ static Suite *breadth_suite(void)
     tcase_add_test(c, config_json_reads_qwen3_with_its_own_head_dim);
     tcase_add_test(c, config_json_reads_phi3_longrope);
     tcase_add_test(c, unsupported_architectures_are_refused_with_the_supported_list);
+    tcase_add_test(c, config_json_reads_deepseek2);
     tcase_add_test(c, gguf_qwen_names_map_to_hf_names);
     suite_add_tcase(s, c);
     tcase_set_timeout(m, 300);
