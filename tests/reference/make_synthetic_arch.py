@@ -32,6 +32,30 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             the sinks are of the scores' size; the generator prints how often the clamp is hit.
             --dtype mxfp4: ggml's MXFP4 (type 39) for the three expert packs, Q8_0 for every other
             matrix (embedding, attention, router, output); biases, norms and sinks F32
+  deepseek2 DeepSeek V2 / V3 (llama.cpp's "deepseek2"), as convert_hf_to_gguf writes DeepseekV2/V3 (the
+            layout with attn_kv_b, not the later attn_k_b / attn_v_b split): MLA attention per layer
+            attn_q_a [q_lora][dim], attn_q_a_norm [q_lora], attn_q_b [heads (nope + rope)][q_lora]
+            (--q-lora 0: V2-Lite's attn_q [heads (nope + rope)][dim] instead), attn_kv_a_mqa
+            [kv_lora + rope][dim] (the compressed kv, then the one k_pe all heads share),
+            attn_kv_a_norm [kv_lora], attn_kv_b [heads (nope + v)][kv_lora] (per head k_nope rows,
+            then v rows), attn_output [dim][heads v]; the first --dense layers a SwiGLU of --dense-ffn
+            (feed_forward_length), the others an MoE: router ffn_gate_inp [n_exp][dim] (F32), packs
+            ffn_{gate,up}_exps [n_exp][eff][dim], ffn_down_exps [n_exp][dim][eff], a shared expert
+            ffn_{gate,up}_shexp [eff n_shared][dim], ffn_down_shexp [dim][eff n_shared], and with
+            --gating sigmoid (V3, the default) exp_probs_b.bias [n_exp] (F32, 0.3 N: the size of the
+            sigmoid scores' spread, so that it changes some choices), expert_weights_norm true,
+            expert_weights_scale 2.5; --gating softmax (V2): no bias, norm false, scale 1 (or
+            --expert-scale); --groups G --groups-used K (default 4, 2; 1 1 = no group limit):
+            expert_group_count / expert_group_used_count. Rope on qk_rope dims, freq_base 10000,
+            YaRN factor --yarn-factor (40) over --yarn-orig (default 4096, DeepSeek's: with n_rot 16
+            the corr dims are floor(2.62) = 2 and ceil(5.63) = 6, inside 0 .. 7, the low one not
+            what rounding to nearest gives), rope.scaling.yarn_log_multiplier 0.1 (= 0.1
+            mscale_all_dim). Sizes by default: dim 64, 4 heads, qk_nope 16, qk_rope 16, v_head 24
+            (!= nope), q_lora 32, kv_lora 32, 3 layers of which 1 dense (ff 96), 8 experts with 2
+            used, expert ff 32, 1 shared expert, context_length 4096 (every row a multiple of 32).
+            The generator prints the corr dims and, on random unit-RMS inputs to the routers, how
+            often the group limit and the bias change the chosen experts.
+            ik_llama.cpp decides "lite" (no q_lora) by n_layer 26 / 27: keep --q-lora > 0 for it.
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -43,6 +67,7 @@ choice depend on rounding). --dtype q8_0 stores every 2-D and 3-D .weight but th
 
   make_synthetic_arch.py --arch qwen3moe --vocab stories260K.gguf -o qwen3moe-f32.gguf
   make_synthetic_arch.py --arch gpt-oss --dtype mxfp4 --vocab stories260K.gguf -o gpt-oss-mxfp4.gguf
+  make_synthetic_arch.py --arch deepseek2 --dtype q8_0 --vocab stories260K.gguf -o deepseek2-q8_0.gguf
 """
 import argparse
 import os
@@ -188,22 +213,133 @@ def gpt_oss_note(a, t):
                                            ' '.join('%.2f' % v for v in t['blk.0.attn_sinks.weight'])))
 
 
+def deepseek2_hp(a):
+    """deepseek2.* keys (without the prefix), as convert_hf_to_gguf writes DeepseekV2/V3."""
+    hp = [('context_length', U32, a.ctx), ('embedding_length', U32, a.dim), ('block_count', U32, a.layers),
+          ('feed_forward_length', U32, a.dense_ffn), ('attention.head_count', U32, a.heads),
+          ('attention.head_count_kv', U32, a.heads), ('attention.key_length', U32, a.qk_nope + a.qk_rope),
+          ('attention.value_length', U32, a.v_head), ('rope.dimension_count', U32, a.qk_rope),
+          ('rope.freq_base', F32, 10000.0), ('attention.layer_norm_rms_epsilon', F32, 1e-6)]
+    if a.q_lora:
+        hp.append(('attention.q_lora_rank', U32, a.q_lora))
+    hp += [('attention.kv_lora_rank', U32, a.kv_lora), ('leading_dense_block_count', U32, a.dense),
+           ('expert_count', U32, a.experts), ('expert_used_count', U32, a.used),
+           ('expert_feed_forward_length', U32, a.ffn), ('expert_shared_count', U32, a.shared),
+           ('expert_weights_scale', F32, a.expert_scale), ('expert_weights_norm', BOOL, a.gating == 'sigmoid'),
+           ('expert_gating_func', U32, 2 if a.gating == 'sigmoid' else 1),
+           ('expert_group_count', U32, a.groups), ('expert_group_used_count', U32, a.groups_used),
+           ('rope.scaling.type', STR, 'yarn'), ('rope.scaling.factor', F32, a.yarn_factor),
+           ('rope.scaling.original_context_length', U32, a.yarn_orig),
+           ('rope.scaling.yarn_log_multiplier', F32, 0.1)]
+    return hp
+
+
+def deepseek2_layer(p, i, a):
+    dim, H, nope, rope, vh = a.dim, a.heads, a.qk_nope, a.qk_rope, a.v_head
+    ts = [(p + 'attn_norm.weight', (dim,), 'n')]
+    if a.q_lora:
+        ts += [(p + 'attn_q_a.weight', (a.q_lora, dim), 'm'), (p + 'attn_q_a_norm.weight', (a.q_lora,), 'n'),
+               (p + 'attn_q_b.weight', (H * (nope + rope), a.q_lora), 'm')]
+    else:
+        ts.append((p + 'attn_q.weight', (H * (nope + rope), dim), 'm'))
+    ts += [(p + 'attn_kv_a_mqa.weight', (a.kv_lora + rope, dim), 'm'), (p + 'attn_kv_a_norm.weight', (a.kv_lora,), 'n'),
+           (p + 'attn_kv_b.weight', (H * (nope + vh), a.kv_lora), 'm'), (p + 'attn_output.weight', (dim, H * vh), 'm'),
+           (p + 'ffn_norm.weight', (dim,), 'n')]
+    if i < a.dense:
+        return ts + [(p + 'ffn_gate.weight', (a.dense_ffn, dim), 'm'), (p + 'ffn_down.weight', (dim, a.dense_ffn), 'm'),
+                     (p + 'ffn_up.weight', (a.dense_ffn, dim), 'm')]
+    E, ff, sh = a.experts, a.ffn, a.ffn * a.shared
+    ts.append((p + 'ffn_gate_inp.weight', (E, dim), 'r'))
+    if a.gating == 'sigmoid':
+        ts.append((p + 'exp_probs_b.bias', (E,), 'B'))
+    return ts + [(p + 'ffn_gate_exps.weight', (E, ff, dim), 'm'), (p + 'ffn_down_exps.weight', (E, dim, ff), 'm'),
+                 (p + 'ffn_up_exps.weight', (E, ff, dim), 'm'), (p + 'ffn_gate_shexp.weight', (sh, dim), 'm'),
+                 (p + 'ffn_down_shexp.weight', (dim, sh), 'm'), (p + 'ffn_up_shexp.weight', (sh, dim), 'm')]
+
+
+def deepseek2_route(a, p, b):
+    """The experts chosen for router probabilities p [tokens][n_exp] and bias b (or None), with
+    and without the group limit, as sets (see ref_forward.py's Model.ds_moe)."""
+    s = p + b if b is not None else p
+    G, K, E = a.groups, a.groups_used, a.experts
+    plain = [frozenset(np.argsort(-r, kind='stable')[:a.used]) for r in s]
+    if G <= 1 or K <= 0:
+        return plain, plain
+    grouped = []
+    for r in s:
+        g = r.reshape(G, E // G)
+        gs = g.max(axis=1) if a.gating == 'softmax' else np.sort(g, axis=1)[:, -2:].sum(axis=1)
+        keep = np.argsort(-gs, kind='stable')[:K]
+        m = np.full(E, -np.inf)
+        for k in keep:
+            m[k * (E // G):(k + 1) * (E // G)] = r[k * (E // G):(k + 1) * (E // G)]
+        grouped.append(frozenset(np.argsort(-m, kind='stable')[:a.used]))
+    return grouped, plain
+
+
+def deepseek2_note(a, t):
+    """Print (stderr) the YaRN corr dims and, on random unit-RMS inputs to each MoE layer's router,
+    how often the group limit (and exp_probs_b) change the chosen experts."""
+    def corr_dim(beta):
+        return a.qk_rope * np.log(a.yarn_orig / (beta * 2 * np.pi)) / (2 * np.log(10000.0))
+    lo, hi = corr_dim(32.0), corr_dim(1.0)
+    sys.stderr.write('deepseek2: yarn corr dims %.3f .. %.3f -> %d .. %d (n_rot / 2 - 1 = %d)\n'
+                     % (lo, hi, max(0, np.floor(lo)), min(a.qk_rope - 1, np.ceil(hi)), a.qk_rope // 2 - 1))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((256, a.dim))
+    n = n_grp = n_bias = 0
+    for i in range(a.dense, a.layers):
+        p = 'blk.%d.' % i
+        r = (x * t[p + 'ffn_norm.weight']) @ t[p + 'ffn_gate_inp.weight'].T
+        if a.gating == 'sigmoid':
+            pr = 1 / (1 + np.exp(-r))
+        else:
+            pr = np.exp(r - r.max(axis=1, keepdims=True))
+            pr /= pr.sum(axis=1, keepdims=True)
+        b = t.get(p + 'exp_probs_b.bias')
+        grouped, plain = deepseek2_route(a, pr, b)
+        n += len(plain)
+        n_grp += sum(g != q for g, q in zip(grouped, plain))
+        if b is not None:
+            n_bias += sum(g != q for g, q in zip(deepseek2_route(a, pr, None)[0], grouped))
+    sys.stderr.write('deepseek2: on %d random router inputs the group limit (%d of %d groups) changes the chosen '
+                     'experts on %.1f%%, exp_probs_b on %.1f%%\n'
+                     % (n, a.groups_used, a.groups, 100.0 * n_grp / n, 100.0 * n_bias / n))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral', 'phi3', 'gpt-oss'),
+    ap.add_argument('--arch', choices=('mixtral', 'qwen3moe', 'qwen2moe', 'gemma3', 'mistral', 'phi3', 'gpt-oss',
+                                       'deepseek2'),
                     required=True)
-    ap.add_argument('--dim', type=int, default=None, help='128 (gpt-oss: 96)')
-    ap.add_argument('--layers', type=int, default=None, help='2 (gpt-oss: 4)')
+    ap.add_argument('--dim', type=int, default=None, help='128 (gpt-oss: 96, deepseek2: 64)')
+    ap.add_argument('--layers', type=int, default=None, help='2 (gpt-oss: 4, deepseek2: 3)')
     ap.add_argument('--heads', type=int, default=4)
     ap.add_argument('--kv-heads', type=int, default=2)
     ap.add_argument('--head-dim', type=int, default=32)
-    ap.add_argument('--ffn', type=int, default=None, help='expert ffn (MoE) or ffn (gemma3): 128 (gpt-oss: 64)')
+    ap.add_argument('--ffn', type=int, default=None,
+                    help='expert ffn (MoE) or ffn (gemma3): 128 (gpt-oss: 64, deepseek2: 32)')
     ap.add_argument('--shared-ffn', type=int, default=192)
     ap.add_argument('--experts', type=int, default=8)
     ap.add_argument('--used', type=int, default=None, help='2 (gpt-oss: 4)')
     ap.add_argument('--window', type=int, default=None, help='sliding window: 8 (gpt-oss: 4)')
-    ap.add_argument('--yarn-orig', type=int, default=768, help='gpt-oss: rope.scaling.original_context_length')
-    ap.add_argument('--ctx', type=int, default=256)
+    ap.add_argument('--yarn-orig', type=int, default=None,
+                    help='gpt-oss, deepseek2: rope.scaling.original_context_length (768; deepseek2: 4096)')
+    ap.add_argument('--ctx', type=int, default=None, help='context_length: 256 (deepseek2: 4096)')
+    ds = ap.add_argument_group('deepseek2')
+    ds.add_argument('--q-lora', type=int, default=32, help='q_lora_rank; 0: V2-Lite\'s attn_q')
+    ds.add_argument('--kv-lora', type=int, default=32)
+    ds.add_argument('--qk-nope', type=int, default=16)
+    ds.add_argument('--qk-rope', type=int, default=16)
+    ds.add_argument('--v-head', type=int, default=24)
+    ds.add_argument('--dense', type=int, default=1, help='leading_dense_block_count')
+    ds.add_argument('--dense-ffn', type=int, default=96, help='feed_forward_length of the dense layers')
+    ds.add_argument('--shared', type=int, default=1, help='expert_shared_count')
+    ds.add_argument('--gating', choices=('softmax', 'sigmoid'), default='sigmoid')
+    ds.add_argument('--expert-scale', type=float, default=None, help='expert_weights_scale (sigmoid 2.5, softmax 1)')
+    ds.add_argument('--groups', type=int, default=4, help='expert_group_count')
+    ds.add_argument('--groups-used', type=int, default=2, help='expert_group_used_count')
+    ds.add_argument('--yarn-factor', type=float, default=40.0)
     ap.add_argument('--softcap', type=float, default=0, help='gemma3 final_logit_softcapping (0: none)')
     ap.add_argument('--dtype', choices=('f32', 'q8_0', 'q4_k', 'mxfp4'), default='f32',
                     help='q4_k: every row length must be a multiple of 256 (--dim 256 --ffn 256 --head-dim 64); '
@@ -226,10 +362,18 @@ def main():
                     'with F16 .scales and .biases in groups of GROUP, config.json "quantization"; the GGUF (and so '
                     'the float64 reference) holds the values those dequantize to, in F32')
     a = ap.parse_args()
-    oss = a.arch == 'gpt-oss'
-    for k, dflt, dflt_oss in (('dim', 128, 96), ('layers', 2, 4), ('ffn', 128, 64), ('used', 2, 4), ('window', 8, 4)):
+    oss, dsk = a.arch == 'gpt-oss', a.arch == 'deepseek2'
+    for k, dflt, dflt_oss, dflt_ds in (('dim', 128, 96, 64), ('layers', 2, 4, 3), ('ffn', 128, 64, 32), ('used', 2, 4, 2),
+                                       ('window', 8, 4, 8), ('yarn_orig', 768, 768, 4096), ('ctx', 256, 256, 4096)):
         if getattr(a, k) is None:
-            setattr(a, k, dflt_oss if oss else dflt)
+            setattr(a, k, dflt_ds if dsk else dflt_oss if oss else dflt)
+    if dsk:
+        if a.expert_scale is None:
+            a.expert_scale = 2.5 if a.gating == 'sigmoid' else 1.0
+        if a.experts % max(a.groups, 1) or a.groups_used > a.groups or a.used > a.experts:
+            sys.exit('deepseek2: --groups must divide --experts, --groups-used <= --groups')
+        if a.dtype not in ('f32', 'q8_0'):
+            sys.exit('deepseek2: --dtype f32 or q8_0')
     if a.dtype == 'mxfp4' and not oss:
         sys.exit('--dtype mxfp4: gpt-oss only')
     if oss and a.dtype == 'q4_k':
@@ -250,13 +394,15 @@ def main():
           ('attention.value_length', U32, hd), ('rope.dimension_count', U32, hd),
           ('rope.freq_base', F32, 10000.0 if arch == 'llama' else 1000000.0),
           ('attention.layer_norm_rms_epsilon', F32, 1e-6)]
+    if dsk:
+        hp = deepseek2_hp(a)
     if oss:   # convert_hf_to_gguf writes no rope.dimension_count for gpt-oss; YaRN as the real model
         hp = [x for x in hp
               if x[0] not in ('rope.dimension_count', 'rope.freq_base', 'attention.layer_norm_rms_epsilon')]
         hp += [('rope.freq_base', F32, 150000.0), ('attention.layer_norm_rms_epsilon', F32, 1e-5),
                ('rope.scaling.type', STR, 'yarn'), ('rope.scaling.factor', F32, 32.0),
                ('rope.scaling.original_context_length', U32, a.yarn_orig)]
-    if moe:
+    if moe and not dsk:
         hp += [('expert_count', U32, a.experts), ('expert_used_count', U32, a.used)]
         if arch != 'llama':
             hp.append(('expert_feed_forward_length', U32, a.ffn))
@@ -272,7 +418,7 @@ def main():
         hp += [('rope.scaling.original_context_length', U32, a.longrope),
                ('rope.scaling.attn_factor', F32, float(np.sqrt(1 + np.log(a.ctx / a.longrope) / np.log(a.longrope))))]
     for k, t, v in hp:
-        kv.append(('%s.%s' % (arch, k), t, s(v) if t == STR else struct.pack('<I' if t == U32 else '<f', v)))
+        kv.append(('%s.%s' % (arch, k), t, s(v) if t == STR else struct.pack({U32: '<I', F32: '<f', BOOL: '<?'}[t], v)))
     kv += tok
     # (name, numpy shape, kind): m matrix, r router, e embedding, n norm, b bias
     nk = 'n'   # gemma3 too: llama.cpp's converter stores its (1 + w) norms as 1 + w
@@ -287,6 +433,9 @@ def main():
         p = 'blk.%d.' % i
         if oss:
             ts += gpt_oss_layer(p, a, dim, q_dim, kv_dim)
+            continue
+        if dsk:
+            ts += deepseek2_layer(p, i, a)
             continue
         if arch == 'phi3':   # fused: qkv rows q | k | v; ffn_up rows gate | up
             ts += [(p + 'attn_norm.weight', (dim,), 'n'), (p + 'attn_qkv.weight', (q_dim + 2 * kv_dim, dim), 'm'),
@@ -337,6 +486,8 @@ def main():
             x = 1.0 + 0.1 * rng.standard_normal(shape)
         elif kind == 'f':
             x = 1.0 + 7.0 * rng.random(shape)
+        elif kind == 'B':   # deepseek2's exp_probs_b: the size of the sigmoid scores' spread
+            x = 0.3 * rng.standard_normal(shape)
         elif kind in OSS_KINDS:
             x = OSS_KINDS[kind](rng, shape)
         else:
@@ -362,7 +513,7 @@ def main():
         pad = (32 - len(raw) % 32) % 32
         data.append(raw + b'\0' * pad)
         off += len(raw) + pad
-        if oss:
+        if oss or dsk:
             stored[name] = dequant_stored(raw, ty, x)
     head = b'GGUF' + struct.pack('<IQQ', 3, len(ts), len(kv))
     head += b''.join(s(k) + struct.pack('<I', t) + v for (k, t, v) in kv) + b''.join(infos)
@@ -371,6 +522,8 @@ def main():
         f.write(head + b''.join(data))
     if oss:
         gpt_oss_note(a, stored)
+    if dsk:
+        deepseek2_note(a, stored)
     if a.hf:
         write_hf(a, hf, n_vocab, mlxq)
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """ref_forward.py: a float64 reference forward of a llama / qwen2 / qwen3 GGUF model, to judge
 the C runtime; also their mixtures of experts (Mixtral as llama with experts, qwen2moe, qwen3moe),
-gemma3, phi3 and gpt-oss (see Model.oss_moe and the attention in Model.step).
+gemma3, phi3, gpt-oss (see Model.oss_moe and the attention in Model.step) and DeepSeek V2 / V3
+(llama.cpp's deepseek2: MLA attention in its plain, unabsorbed form, Model.ds_layer; the MoE with
+softmax or sigmoid gating, exp_probs_b and group-limited routing, Model.ds_moe).
 
 Everything here is written from the published formats, independent of src/runtime:
   - a GGUF v2/v3 reader (metadata, tensor infos, data section at the aligned header end);
@@ -14,6 +16,7 @@ Everything here is written from the published formats, independent of src/runtim
 
 Usage:
   ref_forward.py MODEL.gguf --prompt 1,403,407 [--prompt ...] [--steps N] [--logits] [--logprobs N]
+                 [--self-check]   (deepseek2: also the absorbed MLA attention, asserted equal)
   ref_forward.py MODEL.gguf --prompt ... --embed mean|cls|last   (a decoder used for embeddings)
                  [--frequency-penalty F] [--presence-penalty P] [--repeat-last-n N] > out.json
 Prints JSON: {"model", "sha256", "prompts": [{"tokens", "greedy", "logits"?, "top5"}]}.
@@ -232,7 +235,7 @@ class Model:
     def __init__(self, g, n_ctx=4096):
         kv = g.kv
         self.arch = arch = kv['general.architecture'].decode()
-        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3', 'gpt-oss'):
+        if arch not in ('llama', 'qwen2', 'qwen3', 'qwen2moe', 'qwen3moe', 'gemma3', 'phi3', 'gpt-oss', 'deepseek2'):
             raise SystemExit("architecture '%s' is not supported" % arch)
         a = arch + '.'
         self.dim = kv[a + 'embedding_length']
@@ -242,7 +245,7 @@ class Model:
         self.hd = kv.get(a + 'attention.key_length', self.dim // self.n_heads)
         self.n_rot = kv.get(a + 'rope.dimension_count', self.hd)
         self.eps = kv.get(a + 'attention.layer_norm_rms_epsilon', 1e-5)
-        self.neox = arch != 'llama'
+        self.neox = arch not in ('llama', 'deepseek2')
         # MoE (HF MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock): softmax
         # over the router logits, the top k, renormalized (Mixtral, and Qwen3-MoE as llama.cpp runs
         # it: norm_topk_prob) or not (Qwen2-MoE); qwen2moe adds sigmoid(gate . x) * shared(x)
@@ -283,6 +286,10 @@ class Model:
         # projection, a sink logit per head, even layers within the sliding window, the MoE of
         # oss_moe after post_attention_norm
         self.oss = arch == 'gpt-oss'
+        self.ds = arch == 'deepseek2'
+        self.check = False   # deepseek2 --self-check
+        if self.ds:
+            self.ds_init(kv, a, st)
         t = g.tensor
         self.embed = t('token_embd.weight')
         self.head = t('output.weight') if 'output.weight' in g.tensors else self.embed
@@ -291,6 +298,10 @@ class Model:
         opt = ('attn_q.bias', 'attn_k.bias', 'attn_v.bias', 'attn_q_norm.weight', 'attn_k_norm.weight')
         for i in range(self.n_layers):
             p = 'blk.%d.' % i
+            if self.ds:
+                self.layers.append({n[len(p):-len('.weight')] if n.endswith('.weight') else n[len(p):]: t(n)
+                                    for n in g.tensors if n.startswith(p)})
+                continue
             if self.oss:
                 self.layers.append({k: t(p + k) for k in (
                     'attn_norm.weight', 'attn_q.weight', 'attn_q.bias', 'attn_k.weight', 'attn_k.bias', 'attn_v.weight',
@@ -352,6 +363,7 @@ class Model:
         return out
 
     def reset(self):
+        self.lat = [[] for _ in range(self.n_layers)]   # deepseek2: (normed ckv, roped k_pe) per position
         self.kc = [[] for _ in range(self.n_layers)]
         self.vc = [[] for _ in range(self.n_layers)]
         self.pos = 0
@@ -399,6 +411,9 @@ class Model:
         for i, L in enumerate(self.layers):
             if self.oss:
                 x = self.oss_layer(i, L, x)
+                continue
+            if self.ds:
+                x = self.ds_layer(i, L, x)
                 continue
             local = self.window > 0 and (not self.gemma or (i + 1) % 6 != 0)
             fr = self.freqs_local if local and self.gemma else None
@@ -463,6 +478,122 @@ def _oss_layer(self, i, L, x):
 Model.oss_layer = _oss_layer
 
 
+def _ds_init(self, kv, a, st):
+    """DeepSeek V2 / V3 hyperparameters. YaRN (ggml's, through yarn()) on the qk_rope dims with no
+    magnitude on cos and sin: llama.cpp passes attn_factor 1 / (1 + 0.1 ln(factor)), cancelling the
+    1 + 0.1 ln(factor) ggml's rope multiplies in; instead kq_scale = mscale^2 / sqrt(nope + rope),
+    mscale = 1 + yarn_log_multiplier ln(factor) (HF's yarn_get_mscale(factor, mscale_all_dim)^2)."""
+    self.mscale = 1.0
+    factor = kv[a + 'rope.scaling.factor'] if st == 'yarn' else 1.0
+    ms = 1.0 + kv.get(a + 'rope.scaling.yarn_log_multiplier', 0.0) * np.log(factor)
+    self.kq_scale = ms * ms / np.sqrt(self.hd)
+    self.q_lora = kv.get(a + 'attention.q_lora_rank', 0)
+    self.kv_lora = kv[a + 'attention.kv_lora_rank']
+    self.v_hd = kv.get(a + 'attention.value_length', self.hd)
+    self.nope = self.hd - self.n_rot
+    self.n_dense = kv.get(a + 'leading_dense_block_count', 0)
+    self.gating = kv.get(a + 'expert_gating_func', 1)
+    self.w_scale = kv.get(a + 'expert_weights_scale', 1.0)
+    self.moe_norm = bool(kv.get(a + 'expert_weights_norm', False))
+    self.n_groups = kv.get(a + 'expert_group_count', 1)
+    self.n_groups_used = kv.get(a + 'expert_group_used_count', 0)
+    self.check_err = 0.0
+
+
+def _ds_rope(self, v):
+    """Rope on adjacent pairs (2i, 2i + 1) of the last axis (n_rot wide), llama.cpp's NORM type."""
+    v = v.copy()
+    ang = self.pos * self.freqs
+    c, s = np.cos(ang), np.sin(ang)
+    x0, x1 = v[..., 0::2].copy(), v[..., 1::2].copy()
+    v[..., 0::2] = x0 * c - x1 * s
+    v[..., 1::2] = x0 * s + x1 * c
+    return v
+
+
+def _ds_layer(self, i, L, x):
+    """One DeepSeek V2 / V3 layer as HF's modeling_deepseek computes it (as llama.cpp runs it):
+    q = W_qb rmsnorm(W_qa xn) (V2-Lite: W_q xn), per head [q_nope | q_pe]; W_kva xn = [ckv | k_pe];
+    per head [k_nope | v] = W_kvb rmsnorm(ckv); rope on every q_pe and on the one k_pe all heads
+    share; scores (q_nope . k_nope + q_pe . k_pe) kq_scale, causal softmax, the v's summed. With
+    self.check, also the absorbed (MLA) form: q_nope W_k_h . ckv + q_pe . k_pe, W_v_h (sum p ckv),
+    its largest relative difference from the plain form kept in self.check_err."""
+    H, nope, nr, vd, kl = self.n_heads, self.nope, self.n_rot, self.v_hd, self.kv_lora
+    xn = self.norm(x, L['attn_norm'])
+    if 'attn_q_a' in L:
+        q = L['attn_q_b'] @ self.norm(L['attn_q_a'] @ xn, L['attn_q_a_norm'])
+    else:
+        q = L['attn_q'] @ xn
+    q = q.reshape(H, nope + nr)
+    q_nope, q_pe = q[:, :nope], self.ds_rope(q[:, nope:])
+    kva = L['attn_kv_a_mqa'] @ xn
+    ckv, k_pe = self.norm(kva[:kl], L['attn_kv_a_norm']), self.ds_rope(kva[kl:])
+    W = L['attn_kv_b'].reshape(H, nope + vd, kl)
+    kvh = W @ ckv                      # [H][nope + v]
+    self.kc[i].append(np.concatenate([kvh[:, :nope], np.broadcast_to(k_pe, (H, nr))], axis=1))
+    self.vc[i].append(kvh[:, nope:])
+    self.lat[i].append((ckv, k_pe))
+    K, V = np.stack(self.kc[i]), np.stack(self.vc[i])   # [pos][H][nope + rope], [pos][H][v]
+    qh = np.concatenate([q_nope, q_pe], axis=1)
+    out = np.empty((H, vd))
+    for hh in range(H):
+        sc = K[:, hh, :] @ qh[hh] * self.kq_scale
+        sc = np.exp(sc - sc.max())
+        out[hh] = (sc / sc.sum()) @ V[:, hh, :]
+    if self.check:
+        C = np.stack([c for c, _ in self.lat[i]])
+        P = np.stack([k for _, k in self.lat[i]])
+        for hh in range(H):
+            sc = (C @ (q_nope[hh] @ W[hh, :nope]) + P @ q_pe[hh]) * self.kq_scale
+            sc = np.exp(sc - sc.max())
+            o = W[hh, nope:] @ ((sc / sc.sum()) @ C)
+            self.check_err = max(self.check_err, float(np.abs(o - out[hh]).max() / np.abs(out[hh]).max()))
+    x = x + L['attn_output'] @ out.reshape(-1)
+    h = self.norm(x, L['ffn_norm'])
+    if i < self.n_dense:
+        return x + self.swiglu(L['ffn_gate'], L['ffn_up'], L['ffn_down'], h)
+    return x + self.ds_moe(L, h)
+
+
+def _ds_moe(self, L, h):
+    """DeepSeek's MoE: p = softmax (gating 1, V2) or sigmoid (gating 2, V3) of the router logits;
+    selection scores s = p + exp_probs_b (V3's e_score_correction_bias) when present; with G > 1
+    groups of consecutive experts and K > 0 used: each group scored by its max s (softmax, HF V2's
+    group_limited_greedy) or the sum of its two largest (sigmoid, HF V3's noaux_tc), the K best
+    groups kept (ties to the lower index); the n_used largest s among them (ties to the lower id);
+    weights p of those, / their sum if expert_weights_norm, times expert_weights_scale; plus the
+    shared expert."""
+    r = L['ffn_gate_inp'] @ h
+    if self.gating == 2:
+        p = 1.0 / (1.0 + np.exp(-r))
+    else:
+        p = np.exp(r - r.max())
+        p /= p.sum()
+    s = p + L['exp_probs_b.bias'] if 'exp_probs_b.bias' in L else p
+    sel = s
+    G, K = self.n_groups, self.n_groups_used
+    if G > 1 and K > 0:
+        g = s.reshape(G, -1)
+        gs = g.max(axis=1) if self.gating != 2 else np.sort(g, axis=1)[:, -min(2, g.shape[1]):].sum(axis=1)
+        keep = np.zeros(G, bool)
+        keep[np.argsort(-gs, kind='stable')[:K]] = True
+        sel = np.where(np.repeat(keep, g.shape[1]), s, -np.inf)
+    top = np.argsort(-sel, kind='stable')[:self.n_used]
+    w = p[top]
+    if self.moe_norm:
+        w = w / w.sum()
+    w = w * self.w_scale
+    out = sum(wi * self.swiglu(L['ffn_gate_exps'][e], L['ffn_up_exps'][e], L['ffn_down_exps'][e], h)
+              for wi, e in zip(w, top))
+    return out + self.swiglu(L['ffn_gate_shexp'], L['ffn_up_shexp'], L['ffn_down_shexp'], h)
+
+
+Model.ds_init = _ds_init
+Model.ds_rope = _ds_rope
+Model.ds_layer = _ds_layer
+Model.ds_moe = _ds_moe
+
+
 def penalized(logits, seen, args):
     """OpenAI's frequency and presence penalties, written from its definition, over the last
     repeat_last_n tokens seen (the prompt's and the answer's), as llama.cpp windows them:
@@ -498,9 +629,16 @@ def main():
     ap.add_argument('--embed', choices=('mean', 'cls', 'last'),
                     help='instead: each prompt\'s embedding, the final normed hidden states pooled (mean of '
                     'every position, the first, the last) and L2-normalized, as {"embeddings": [[...], ...]}')
+    ap.add_argument('--self-check', action='store_true',
+                    help='deepseek2: on the first prompt also compute the absorbed (MLA) attention and assert it '
+                    'equals the plain form to 1e-9 relative')
     args = ap.parse_args()
     g = Gguf(args.model)
     m = Model(g, args.n_ctx)
+    if args.self_check:
+        if not m.ds:
+            raise SystemExit('--self-check: deepseek2 only')
+        m.check = True
     if args.embed:
         out = []
         for p in args.prompt:
@@ -550,6 +688,11 @@ def main():
         if args.logits:
             e['logits'] = [float('%.9g' % v) for v in first]
         res['prompts'].append(e)
+        if m.check:
+            m.check = False
+            sys.stderr.write('self-check: absorbed vs plain MLA attention, max relative difference %.3g\n'
+                             % m.check_err)
+            assert m.check_err <= 1e-9, m.check_err
     json.dump(res, sys.stdout, indent=None, separators=(',', ':'))
     sys.stdout.write('\n')
 

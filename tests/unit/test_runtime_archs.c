@@ -308,6 +308,68 @@ START_TEST(gptoss_matches_the_float64_reference)
 }
 END_TEST
 
+/* DeepSeek V2 / V3 (deepseek2): multi-head latent attention, run in its absorbed form over a cache
+ * of latents, judged by the reference's plain form (each head's k and v from kv_b_proj); the
+ * leading dense layer, shared experts, group-limited routing (V3's sigmoid with its selection bias,
+ * V2's softmax), YaRN's score scale. V3's form in F32 and Q8_0, V2-Lite's (no q_lora, softmax; one
+ * group of four kept, since V2's max-of-group score cannot exclude the top two experts when two
+ * groups are kept). */
+static const struct {
+    const char *dtype, *flags;
+    double tol;
+    int need;
+} ds2[] = {
+    {"f32", "", 1e-4, 0},
+    {"q8_0", "", 1e-2, 8},
+    {"f32", "--q-lora 0 --gating softmax --groups-used 1", 1e-4, 0},
+};
+
+START_TEST(deepseek2_matches_the_float64_reference)
+{
+    char *dir = fixture_tmpdir(), *path, *what = ms_strdup_printf("deepseek2 %s %s", ds2[_i].dtype, ds2[_i].flags);
+    json_t *ref = make_model(dir, "deepseek2", ds2[_i].dtype, ds2[_i].flags, &path);
+    runtime_opts o = {.n_threads = 2, .n_batch = 16, .n_ctx = 256};
+    const runtime_config *c;
+    runtime_model *m;
+    store *st;
+    char *home;
+
+    if (ref) {
+        ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
+        c = runtime_model_config(m);
+        ck_assert(c->kv_lora_rank > 0 && c->n_dense_lead == 1 && c->n_group == 4);
+        ck_assert_int_eq(c->topk_group, ds2[_i].flags[0] ? 1 : 2);
+        ck_assert_int_eq(c->q_lora_rank, ds2[_i].flags[0] ? 0 : 32);
+        ck_assert_int_eq(c->moe_route, ds2[_i].flags[0] ? BACKEND_ROUTE_SOFTMAX_GROUPED : BACKEND_ROUTE_SIGMOID_GROUPED);
+        /* the cache holds per position and layer one row of k_pe and the latent, nothing per head */
+        ck_assert_uint_eq(runtime_model_kv_nbytes(m), (uint64_t)c->n_layers * 256 * (c->n_rot + c->kv_lora_rank) * 4);
+        check_model(m, ref, what, ds2[_i].tol, ds2[_i].need);
+        runtime_model_close(m);
+
+        if (_i == 0) {   /* from the store, after a GGUF import */
+            home = ms_strdup_printf("%s/home", dir);
+            ck_assert_int_eq(store_open(&st, home), 0);
+            m = import_open(st, path, "ds:test", NULL, &o);
+            ck_assert_ptr_nonnull(
+                runtime_weights_find(runtime_model_weights(m), "model.layers.1.self_attn.kv_b_proj.weight"));
+            ck_assert_ptr_nonnull(
+                runtime_weights_find(runtime_model_weights(m), "model.layers.1.mlp.gate.e_score_correction.bias"));
+            expect_expert_pack(m, "down_proj", GGML_TYPE_F32);
+            free(what);
+            what = ms_strdup_printf("deepseek2 %s (store)", ds2[_i].dtype);
+            check_model(m, ref, what, ds2[_i].tol, ds2[_i].need);
+            runtime_model_close(m);
+            store_close(st);
+            free(home);
+        }
+        json_decref(ref);
+        free(path);
+    }
+    free(what);
+    fixture_rmrf(dir);
+}
+END_TEST
+
 /* The MoE models from Hugging Face directories, one tensor per expert as HF ships them: the
  * import stacks each layer's experts into [n_experts][rows][cols] tensors of one blob per layer
  * (as a GGUF import does) and renames Mixtral's block_sparse_moe, and the model runs like its
@@ -731,6 +793,7 @@ Suite *archs_suite(void)
     tcase_add_loop_test(m, moe_from_hugging_face_is_packed_per_layer, 0, 3);
     tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
     tcase_add_loop_test(m, gptoss_matches_the_float64_reference, 0, sizeof oss / sizeof oss[0]);
+    tcase_add_loop_test(m, deepseek2_matches_the_float64_reference, 0, sizeof ds2 / sizeof ds2[0]);
     suite_add_tcase(s, m);
     return s;
 }
