@@ -103,6 +103,9 @@ static void print_text(const char *digest, json_t *c, const manifest *m)
     print_field(c, "expert ffn length", "moe_intermediate_size");
     print_field(c, "shared expert length", "shared_expert_intermediate_size");
     print_field(c, "sliding window", "sliding_window");
+    print_field(c, "kv lora rank", "kv_lora_rank");   /* DeepSeek's MLA: its cache keeps this latent */
+    print_field(c, "q lora rank", "q_lora_rank");
+    print_field(c, "shared experts", "n_shared_experts");
     print_field(c, "rope theta", "rope_theta");
     print_field(c, "rms norm eps", "rms_norm_eps");
     print_field(c, "quantization", "quantization");

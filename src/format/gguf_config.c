@@ -214,6 +214,7 @@ static int put_deepseek(reader *r)
         { "topk_group", "expert_group_used_count" },      { "expert_gating_func", "expert_gating_func" },
     };
     json_t *rs = json_object_get(r->c, "rope_scaling");
+    json_int_t v = 0;   /* set when rc == 0 */
     double f = 0;
     char k[256];
     int rc;
@@ -221,6 +222,16 @@ static int put_deepseek(reader *r)
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if ((rc = put_uint(r, ints[i][0], ints[i][1])) < 0)
             return rc;
+    /* mainline llama.cpp's converter since its MLA change writes the cache's geometry as the head
+     * (one kv head, key kv_lora + rope, value kv_lora) and the model's under *_mla */
+    if ((rc = get_uint(r->g, akey(k, sizeof k, r->arch, "attention.key_length_mla"), &v)) < 0)
+        return rc;
+    if (rc == 0) {
+        set(r->c, "head_dim", json_integer(v));
+        set(r->c, "num_key_value_heads", json_incref(json_object_get(r->c, "num_attention_heads")));
+        if ((rc = put_uint(r, "v_head_dim", "attention.value_length_mla")) < 0)
+            return rc;
+    }
     if ((rc = get_float(r->g, akey(k, sizeof k, r->arch, "expert_weights_scale"), "expert weights scale", &f)) < 0)
         return rc;
     if (rc == 0)

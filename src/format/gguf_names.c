@@ -31,6 +31,7 @@ static const struct arch {
     { "qwen2_moe", "qwen2moe", 0, NULL }, { "qwen3moe", "qwen3moe", 1, NULL }, { "qwen3_moe", "qwen3moe", 0, NULL },
     { "gemma3", "gemma3", 1, NULL },      { "gemma3_text", "gemma3", 0, NULL }, { "phi3", "phi3", 1, NULL },
     { "gpt-oss", "gpt-oss", 1, NULL },     { "deepseek2", "deepseek2", 1, NULL },
+    { "deepseek_v2", "deepseek2", 0, NULL }, { "deepseek_v3", "deepseek2", 0, NULL },
     { "bert", "bert", 1, "encoder.layer." },
     { "nomic-bert", "nomic-bert", 1, "encoder.layers." }, { "nomic_bert", "nomic-bert", 0, "encoder.layers." },
 };

@@ -202,6 +202,8 @@ static long take_num(const char **p)
  *     model.layers.L.mlp.experts.{gate,up,down}_proj.weight [n_experts][rows][cols], stacked in
  *     expert order, in the pack model.layers.L.mlp.experts;
  *   model.layers.L.block_sparse_moe.gate.weight: the router, model.layers.L.mlp.gate.weight;
+ *   model.layers.L.mlp.gate.e_score_correction_bias (DeepSeek V3's selection bias):
+ *     model.layers.L.mlp.gate.e_score_correction.bias, a GGUF's exp_probs_b.bias;
  *   model.layers.L.mlp.shared_expert.*: model.layers.L.mlp.shared_experts.*, in the pack
  *     model.layers.L.mlp.shared_experts (Qwen2-MoE);
  *   model.layers.L.{block_sparse_moe,mlp}.switch_mlp.X (mlx-lm, whose experts come stacked
@@ -241,6 +243,10 @@ void import_moe_name(const char *in, char *out, size_t out_len, char *pack, size
     *expert = -1;
     if (strncmp(name, "model.layers.", 13) != 0 || (layer = take_num(&p)) < 0 || *p++ != '.')
         return;
+    if (strcmp(p, "mlp.gate.e_score_correction_bias") == 0) {   /* DeepSeek V3's: a GGUF's exp_probs_b.bias */
+        snprintf(out, out_len, "model.layers.%ld.mlp.gate.e_score_correction.bias", layer);
+        return;
+    }
     if (strcmp(p, "block_sparse_moe.gate.weight") == 0) {
         snprintf(out, out_len, "model.layers.%ld.mlp.gate.weight", layer);
         return;

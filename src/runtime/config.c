@@ -23,9 +23,6 @@ static int unsupported(const char *arch)
         return ms_err(MS_EUNSUPPORTED, "architecture 'gptoss' (ollama's own conversion of gpt-oss: fused attn_qkv / "
                       "ffn_gate_up_exps, MXFP4 in Hugging Face's nibble order) is not supported yet; a GGUF of gpt-oss "
                       "as llama.cpp converts it (architecture 'gpt-oss') runs");
-    if (strcmp(arch, "deepseek_v2") == 0 || strcmp(arch, "deepseek_v3") == 0)
-        return ms_err(MS_EUNSUPPORTED, "architecture '%s': Hugging Face DeepSeek V2 / V3 directories are not imported "
-                      "yet; a GGUF of the model (architecture 'deepseek2') runs", arch);
     return ms_err(MS_EUNSUPPORTED, "architecture '%s' is not supported; supported: " RUNTIME_ARCHS, arch);
 }
 
@@ -204,6 +201,8 @@ static int json_fill_moe(runtime_config *c, json_t *o)
     }
     if (!json_object_get(m, "num_experts") && json_is_object(hf) && json_object_get(hf, "num_local_experts"))
         json_object_set(m, "num_experts", json_object_get(hf, "num_local_experts"));
+    if (!json_object_get(m, "num_experts") && json_is_object(hf) && json_object_get(hf, "n_routed_experts"))
+        json_object_set(m, "num_experts", json_object_get(hf, "n_routed_experts"));   /* DeepSeek's name */
     rc = j_int(m, "num_experts", 0, 0, 1024, &c->n_experts);
     if (rc == 0 && c->n_experts > 0)
         rc = j_int(m, "num_experts_per_tok", 0, 0, 1024, &c->n_experts_used);
@@ -319,16 +318,27 @@ static int json_fill_yarn(runtime_config *c, json_t *rs)
     return 0;
 }
 
-/* DeepSeek V2 / V3: config.json's names (a GGUF's keys, gguf_config_json, are turned into them).
- * The scores' scale: YaRN's mscale = 1 + 0.1 mscale_all_dim ln(factor), squared, as llama.cpp and
- * Hugging Face apply it; cos and sin keep magnitude 1 (llama.cpp's attn_factor cancels ggml's own). */
-static int json_fill_deepseek(runtime_config *c, json_t *o, json_t *rs)
+/* DeepSeek V2 / V3 from config.json's names (json_fill_deepseek gathers them). The key is
+ * qk_nope_head_dim + qk_rope_head_dim, the rotated part last, turned on interleaved pairs as
+ * llama.cpp does (HF's rope de-interleaves them: the same rotation). The scores' scale: YaRN's
+ * mscale = 1 + 0.1 mscale_all_dim ln(factor), squared, as llama.cpp and Hugging Face apply it; cos
+ * and sin keep magnitude 1 (llama.cpp's attn_factor cancels ggml's own; HF's ratio of mscale to
+ * mscale_all_dim is 1 in every DeepSeek config, and refused otherwise). */
+static int json_fill_deepseek_keys(runtime_config *c, json_t *o, json_t *rs)
 {
     const char *scoring = json_string_value(json_object_get(o, "scoring_func"));
-    int shared = 0, gating = 0, rc;
-    double all_dim = 0;
+    int shared = 0, gating = 0, nope = 0, rope = 0, rc;
+    double all_dim = 0, ms = -1;
 
     c->moe_scale = 1.0;
+    c->rope_interleaved = 1;
+    if ((rc = j_int(o, "qk_nope_head_dim", 0, 1, 1024, &nope)) < 0 ||
+        (rc = j_int(o, "qk_rope_head_dim", 0, 2, 1024, &rope)) < 0)
+        return rc;
+    if (nope && rope) {   /* config.json's: the import's head_dim (hidden / heads) is not the key's */
+        c->head_dim = nope + rope;
+        c->n_rot = rope;
+    }
     if (!c->head_dim)
         return ms_err(MS_EINVALID, "head_dim (a GGUF's attention.key_length): missing; an MLA key is not hidden / heads");
     if ((rc = j_int(o, "q_lora_rank", 0, 0, LIMIT_DIM, &c->q_lora_rank)) < 0 ||
@@ -347,8 +357,10 @@ static int json_fill_deepseek(runtime_config *c, json_t *o, json_t *rs)
     c->moe_route = gating == 2 || (scoring && strcmp(scoring, "sigmoid") == 0) ? BACKEND_ROUTE_SIGMOID_GROUPED
                                                                                 : BACKEND_ROUTE_SOFTMAX_GROUPED;
     c->shared_ffn_dim = shared * c->expert_ffn_dim;
-    if (json_is_object(rs) && (rc = j_num(rs, "mscale_all_dim", &all_dim)) < 0)
+    if (json_is_object(rs) && ((rc = j_num(rs, "mscale_all_dim", &all_dim)) < 0 || (rc = j_num(rs, "mscale", &ms)) < 0))
         return rc;
+    if (ms >= 0 && ms != all_dim)   /* HF would scale the rope part of q and k alone */
+        return ms_err(MS_EUNSUPPORTED, "rope_scaling: mscale %g differs from mscale_all_dim %g", ms, all_dim);
     if (c->rope_scaling == RUNTIME_ROPE_YARN) {
         double m = 1.0 + 0.1 * all_dim * log(c->rope_factor);
         if (!(m > 0 && m < 100))
@@ -357,6 +369,31 @@ static int json_fill_deepseek(runtime_config *c, json_t *o, json_t *rs)
         c->attn_scale = m * m / sqrt((double)(c->head_dim ? c->head_dim : 1));
     }
     return 0;
+}
+
+/* DeepSeek's keys, at the top (a GGUF's, which gguf_config_json turns into config.json's names) or
+ * in hf_config (a Hugging Face import's). */
+static int json_fill_deepseek(runtime_config *c, json_t *top, json_t *rs)
+{
+    static const char *const keys[] = { "q_lora_rank", "kv_lora_rank", "v_head_dim", "first_k_dense_replace",
+                                        "n_shared_experts", "n_group", "topk_group", "expert_gating_func",
+                                        "routed_scaling_factor", "scoring_func", "qk_nope_head_dim",
+                                        "qk_rope_head_dim" };
+    json_t *hf = json_object_get(top, "hf_config"), *o = json_object();
+    int rc;
+
+    if (!o)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(top, keys[i]);
+        if ((!v || json_is_null(v)) && json_is_object(hf))
+            v = json_object_get(hf, keys[i]);
+        if (v && !json_is_null(v))
+            json_object_set(o, keys[i], v);
+    }
+    rc = json_fill_deepseek_keys(c, o, rs);
+    json_decref(o);
+    return rc;
 }
 
 /* An encoder's config: NomicBertModel's config.json names its sizes as GPT-2 does (n_embd, ...),

@@ -646,8 +646,8 @@ END_TEST
 
 /* deepseek2's config (a GGUF's keys under config.json's names, gguf_config_json): MLA's sizes, the
  * routing, YaRN's score scale mscale^2 / sqrt(key length) with cos and sin unscaled; groups that do
- * not divide the experts or cannot hold the experts used are refused; Hugging Face DeepSeek
- * directories are refused saying that their GGUF runs. */
+ * not divide the experts or cannot hold the experts used are refused. A Hugging Face import's
+ * config (config.json kept whole in hf_config, the import's head_dim hidden / heads) reads the same. */
 START_TEST(config_json_reads_deepseek2)
 {
 #define DS2(extra) "{\"architecture\": \"deepseek2\", \"hidden_size\": 64, \"num_hidden_layers\": 3, " \
@@ -664,9 +664,18 @@ START_TEST(config_json_reads_deepseek2)
           "\"num_attention_heads\": 4, \"head_dim\": 32, \"intermediate_size\": 96, \"vocab_size\": 512, "
           "\"max_position_embeddings\": 4096, \"v_head_dim\": 24}", "kv_lora_rank: missing" },
     };
-    const char *j = DS2(", \"n_group\": 4, \"topk_group\": 2"), *hf = "{\"architecture\": \"deepseek_v3\"}";
+    const char *j = DS2(", \"n_group\": 4, \"topk_group\": 2");
+    const char *hf = "{\"architecture\": \"deepseek_v3\", \"hidden_size\": 64, \"num_hidden_layers\": 3, "
+        "\"num_attention_heads\": 4, \"head_dim\": 16, \"intermediate_size\": 96, \"vocab_size\": 512, "
+        "\"max_position_embeddings\": 4096, \"num_experts\": null, \"num_experts_per_tok\": 2, "
+        "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40, \"original_max_position_embeddings\": 4096, "
+        "\"mscale\": 1.0, \"mscale_all_dim\": 1.0, \"beta_fast\": 32, \"beta_slow\": 1}, \"hf_config\": "
+        "{\"n_routed_experts\": 8, \"moe_intermediate_size\": 32, \"q_lora_rank\": 32, \"kv_lora_rank\": 32, "
+        "\"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 16, \"v_head_dim\": 24, \"first_k_dense_replace\": 1, "
+        "\"n_shared_experts\": 2, \"routed_scaling_factor\": 2.5, \"scoring_func\": \"sigmoid\", "
+        "\"n_group\": 4, \"topk_group\": 2, \"norm_topk_prob\": false}}";
     double m = 1 + 0.1 * log(40.0);
-    runtime_config c;
+    runtime_config c, c2;
 
     ck_assert_msg(runtime_config_from_json(&c, j, strlen(j), "cfg") == 0, "%s", ms_err_msg());
     ck_assert(c.kv_lora_rank == 32 && c.q_lora_rank == 32 && c.v_head_dim == 24 && c.n_dense_lead == 1);
@@ -681,8 +690,14 @@ START_TEST(config_json_reads_deepseek2)
         ck_assert_int_eq(runtime_config_from_json(&c, bad[i].json, strlen(bad[i].json), "cfg"), MS_EINVALID);
         ck_assert_msg(strstr(ms_err_msg(), bad[i].expect), "'%s' lacks '%s'", ms_err_msg(), bad[i].expect);
     }
-    ck_assert_int_eq(runtime_config_from_json(&c, hf, strlen(hf), "cfg"), MS_EUNSUPPORTED);
-    ck_assert_msg(strstr(ms_err_msg(), "a GGUF of the model (architecture 'deepseek2') runs"), "%s", ms_err_msg());
+    ck_assert_msg(runtime_config_from_json(&c, j, strlen(j), "cfg") == 0, "%s", ms_err_msg());
+    ck_assert_msg(runtime_config_from_json(&c2, hf, strlen(hf), "cfg") == 0, "%s", ms_err_msg());
+    ck_assert(c2.head_dim == 32 && c2.n_rot == 16 && c2.n_experts == 8 && c2.rope_interleaved);
+    ck_assert_str_eq(c2.architecture, "deepseek2");
+    c2.rope_interleaved = c.rope_interleaved;   /* the JSON above is a GGUF's without its rope_interleaved */
+    c2.yarn_beta_fast = c.yarn_beta_fast;
+    c2.yarn_beta_slow = c.yarn_beta_slow;
+    ck_assert(memcmp(&c, &c2, sizeof c) == 0);
 #undef DS2
 }
 END_TEST
