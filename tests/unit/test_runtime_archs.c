@@ -346,6 +346,17 @@ START_TEST(deepseek2_matches_the_float64_reference)
         check_model(m, ref, what, ds2[_i].tol, ds2[_i].need);
         runtime_model_close(m);
 
+        if (_i == 0) {   /* the latent cache in f16: the rows rounded once, as STORE rounds */
+            runtime_opts o16 = o;
+            o16.kv_f16 = 1;
+            ck_assert_msg(runtime_model_open_gguf(&m, path, &o16) == 0, "%s", ms_err_msg());
+            c = runtime_model_config(m);
+            ck_assert_uint_eq(runtime_model_kv_nbytes(m), (uint64_t)c->n_layers * 256 * (c->n_rot + c->kv_lora_rank) * 2);
+            free(what);
+            what = ms_strdup_printf("deepseek2 %s (kv f16)", ds2[_i].dtype);
+            check_model(m, ref, what, 1e-2, 8);
+            runtime_model_close(m);
+        }
         if (_i == 0) {   /* from the store, after a GGUF import */
             home = ms_strdup_printf("%s/home", dir);
             ck_assert_int_eq(store_open(&st, home), 0);

@@ -265,6 +265,7 @@ static const char *const synth[][2] = {
     { "arch", "--arch gemma3 --dim 64 --layers 6 --heads 4 --kv-heads 2 --head-dim 16 --ffn 128 --window 6" },
     { "arch", "--arch qwen3moe --dim 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 16 --ffn 64 --experts 8 "
               "--used 2" },
+    { "arch", "--arch deepseek2 --dtype q8_0" },   /* MLA: each sequence's latent rows in its own cache */
 };
 
 START_TEST(synthetic_models_batch_bit_for_bit)
