@@ -78,10 +78,13 @@ struct runtime_model {
     backend_buf *kc, *vc;        /* each layer's kv_slots rows of kv_dim, f32 or f16 */
     backend_buf *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits;
     backend_buf *r_logits, *r_wts, *r_ids, *eh, *eh2, *eo, *sh, *sh_g;   /* MoE: NULL for a dense model */
-    /* [deepseek2] MLA: q's low-rank rows, the latent, k_pe, q absorbed, the heads' values; and the
-     * f32 absorbed packs of every layer (bind_mla_packs) */
+    /* [deepseek2] MLA: q's low-rank rows, the latent, k_pe, q absorbed, the heads' values; the
+     * absorbed packs of every layer (bind_mla_packs), of mla_type (F32 when every source is, else
+     * F16), and one layer's in f32 while they are built */
     backend_buf *qa, *lat, *kpe, *qatt, *mo;
-    float *mla_mem;
+    uint8_t *mla_mem;
+    int mla_type;
+    float *mla_tmp;
     backend_seq seq;
     double *freqs;
     double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
@@ -423,22 +426,29 @@ static int tensor_row_f32(const backend_tensor *t, uint64_t r, float *out)
     return quant_dequantize_row(ggml_type_name(t->type), d + r * row_bytes, NULL, NULL, ST_F32, 0, cols, out);
 }
 
-/* A 3-D f32 pack of `data` as a weight, named after its source. */
-static int mla_pack_import(const backend_weight **out, runtime_model *m, layer *L, int i, const char *what, float *data,
-                           uint64_t heads, uint64_t rows, uint64_t cols)
+/* The f32 pack `src` as a 3-D weight of m->mla_type at `dst`, named after its source. F16 rounds
+ * once: exact for an F16 source, and for a quantized one far below its own steps. */
+static int mla_pack_import(const backend_weight **out, runtime_model *m, layer *L, int i, const char *what,
+                           const float *src, uint8_t *dst, uint64_t heads, uint64_t rows, uint64_t cols)
 {
     backend_tensor *t = &L->mla_pack[i];
+    size_t n = heads * rows * cols;
+    int rc;
 
+    if (m->mla_type == GGML_TYPE_F16 && (rc = quant_from_f32(dst, ST_F16, src, n)) < 0)
+        return rc;
+    if (m->mla_type == GGML_TYPE_F32)
+        memcpy(dst, src, n * sizeof *src);
     snprintf(L->mla_name[i], sizeof L->mla_name[i], "%s (absorbed)", what);
     memset(t, 0, sizeof *t);
     t->name = L->mla_name[i];
-    t->type = GGML_TYPE_F32;
+    t->type = m->mla_type;
     t->n_dims = 3;
     t->shape[0] = heads;
     t->shape[1] = rows;
     t->shape[2] = cols;
-    t->data = data;
-    t->nbytes = heads * rows * cols * sizeof(float);
+    t->data = dst;
+    t->nbytes = n * (m->mla_type == GGML_TYPE_F16 ? 2 : 4);
     return backend_weight_import(out, m->be, t);
 }
 
@@ -446,14 +456,15 @@ static int mla_pack_import(const backend_weight **out, runtime_model *m, layer *
  * moved first, then Wk_h^T) and vo ([heads][v_head_dim][n_rot + kv_lora]: zero on k_pe, then Wv_h),
  * from kv_b_proj [heads * (qk_nope + v_head_dim)][kv_lora], or from a later converter's split
  * k_b_proj [heads][kv_lora][qk_nope] and v_b_proj [heads][v_head_dim][kv_lora]. */
-static int bind_mla_packs(runtime_model *m, layer *L, int l, float *qk, float *vo)
+static int bind_mla_packs(runtime_model *m, layer *L, int l, uint8_t *dst)
 {
     const runtime_config *c = &m->c;
     uint64_t H = (uint64_t)c->n_heads, R = (uint64_t)c->n_rot, N = (uint64_t)c->head_dim - R;
     uint64_t C = (uint64_t)c->kv_lora_rank, V = (uint64_t)c->v_head_dim, AR = R + C, QC = N + R;
     const backend_tensor *kv, *kb = NULL, *vb = NULL;
+    float *row, *qk = m->mla_tmp, *vo = m->mla_tmp + H * AR * QC;
+    size_t elt = m->mla_type == GGML_TYPE_F16 ? 2 : 4;
     char name[128];
-    float *row;
     int rc = 0;
 
     snprintf(name, sizeof name, "model.layers.%d.self_attn.kv_b_proj.weight", l);
@@ -503,10 +514,29 @@ static int bind_mla_packs(runtime_model *m, layer *L, int l, float *qk, float *v
     free(row);
     if (rc < 0)
         return ms_err_ctx("layer %d: absorbing kv_b_proj", l);
-    if ((rc = mla_pack_import(&L->mla_qk, m, L, 0, kv ? kv->name : kb->name, qk, H, AR, QC)) < 0 ||
-        (rc = mla_pack_import(&L->mla_vo, m, L, 1, kv ? kv->name : vb->name, vo, H, V, AR)) < 0)
+    if ((rc = mla_pack_import(&L->mla_qk, m, L, 0, kv ? kv->name : kb->name, qk, dst, H, AR, QC)) < 0 ||
+        (rc = mla_pack_import(&L->mla_vo, m, L, 1, kv ? kv->name : vb->name, vo, dst + H * AR * QC * elt, H, V,
+                              AR)) < 0)
         return rc;
     return 0;
+}
+
+/* The packs' type: F32 when every layer's source (kv_b_proj, else k_b_proj and v_b_proj) is F32,
+ * else F16 (half the bytes a decoded token reads through them). */
+static int mla_pack_type(const runtime_model *m)
+{
+    static const char *const kinds[] = { "kv_b_proj", "k_b_proj", "v_b_proj" };
+    const backend_tensor *t;
+    char name[128];
+
+    for (int l = 0; l < m->c.n_layers; l++)
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, kinds[i]);
+            t = runtime_weights_find(m->w, name);
+            if (t && t->type != GGML_TYPE_F32)
+                return GGML_TYPE_F16;
+        }
+    return GGML_TYPE_F32;
 }
 
 /* Floats of one layer's two absorbed packs. */
@@ -523,8 +553,7 @@ static int bind_mla(runtime_model *m, layer *L, int l)
 {
     const runtime_config *c = &m->c;
     uint64_t q_dim = (uint64_t)c->n_heads * c->head_dim, C = (uint64_t)c->kv_lora_rank, R = (uint64_t)c->n_rot;
-    size_t per = mla_pack_floats(c);
-    float *qk = m->mla_mem + (size_t)l * per;
+    size_t per = mla_pack_floats(c) * (m->mla_type == GGML_TYPE_F16 ? 2 : 4);
     const backend_weight *kva;
     char name[128];
     int rc;
@@ -555,7 +584,7 @@ static int bind_mla(runtime_model *m, layer *L, int l)
     if ((rc = backend_weight_import(&L->kv_lat, m->be, &L->mla_view[0])) < 0 ||
         (rc = backend_weight_import(&L->kv_pe, m->be, &L->mla_view[1])) < 0)
         return rc;
-    return bind_mla_packs(m, L, l, qk, qk + (size_t)c->n_heads * (c->n_rot + c->kv_lora_rank) * c->head_dim);
+    return bind_mla_packs(m, L, l, m->mla_mem + (size_t)l * per);
 }
 
 static int bind_tensors(runtime_model *m)
@@ -760,16 +789,16 @@ static int alloc_buffers(runtime_model *m)
             return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
     }
     if (c->kv_lora_rank) {
-        size_t ql = (size_t)(c->q_lora_rank ? c->q_lora_rank : 1), floats = mla_pack_floats(c) * c->n_layers;
+        size_t ql = (size_t)(c->q_lora_rank ? c->q_lora_rank : 1), floats = mla_pack_floats(c);
         if ((rc = backend_buf_new(&m->qa, be, nb * ql, BACKEND_F32, "q latent")) < 0 ||
             (rc = backend_buf_new(&m->lat, be, nb * c->kv_lora_rank, BACKEND_F32, "kv latent")) < 0 ||
             (rc = backend_buf_new(&m->kpe, be, nb * c->n_rot, BACKEND_F32, "k_pe")) < 0 ||
             (rc = backend_buf_new(&m->qatt, be, att_n, BACKEND_F32, "q absorbed")) < 0 ||
             (rc = backend_buf_new(&m->mo, be, nb * c->n_heads * c->v_head_dim, BACKEND_F32, "heads' values")) < 0)
             return ms_err_ctx("context %d, batch %d", m->n_ctx, m->n_batch);
-        if (!(m->mla_mem = malloc(floats * sizeof *m->mla_mem)))
-            return ms_err(MS_ENOMEM, "out of memory for the absorbed MLA projections (%zu MiB)",
-                          floats * sizeof *m->mla_mem >> 20);
+        size_t bytes = floats * c->n_layers * ((m->mla_type = mla_pack_type(m)) == GGML_TYPE_F16 ? 2 : 4);
+        if (!(m->mla_mem = malloc(bytes)) || !(m->mla_tmp = malloc(floats * sizeof *m->mla_tmp)))
+            return ms_err(MS_ENOMEM, "out of memory for the absorbed MLA projections (%zu MiB)", bytes >> 20);
     }
     return 0;
 }
@@ -834,6 +863,8 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     if ((rc = check_ops(m)) < 0 || (rc = backend_reserve(m->be, &lim)) < 0 || (rc = alloc_buffers(m)) < 0 ||
         (rc = bind_tensors(m)) < 0)
         return rc;
+    free(m->mla_tmp);   /* the packs are built */
+    m->mla_tmp = NULL;
     runtime_rope_freqs(m->freqs, c);
     {   /* Gemma 3's window layers: their own base, no scaling (HF: rope_local_base_freq) */
         runtime_config lc = *c;
@@ -924,6 +955,7 @@ void runtime_model_close(runtime_model *m)
     free(m->freqs);
     free(m->freqs_local);
     free(m->mla_mem);
+    free(m->mla_tmp);
     free(m);
 }
 
