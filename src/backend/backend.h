@@ -299,10 +299,11 @@ const char *backend_describe(const backend *b);
 void backend_close(backend *b);   /* frees every buffer and weight it made; NULL is fine */
 
 /* Sizes the scratch of every op that can follow: at most max_rows rows per op, at most max_cols
- * columns per matmul, at most n_ctx positions and `heads` query heads per attention.
- * MS_ENOMEM. */
+ * columns per matmul, at most n_ctx positions and `heads` query heads per attention; head_cols:
+ * the most rows or columns of one head's matrix in a MATMUL_HEADS (0: none follows), of at most
+ * `heads` heads. MS_ENOMEM. */
 typedef struct backend_limits {
-    int max_rows, max_cols, n_ctx, heads;
+    int max_rows, max_cols, n_ctx, heads, head_cols;
 } backend_limits;
 int backend_reserve(backend *b, const backend_limits *l);
 

@@ -13,6 +13,8 @@ typedef struct cpu_ctx {
     float *att_scratch;
     float *id_in, *id_out;   /* MATMUL_ID: the rows routed to one expert, gathered, and its results */
     int *id_rows;            /* which (token, slot) each gathered row is */
+    void *heads_scratch;     /* MATMUL_HEADS: each thread's gathered rows, results, activations */
+    backend_tensor *heads;   /* MATMUL_HEADS: the pack seen as one matrix per head (max_cols of them) */
     int max_rows, max_cols, n_ctx;
     char desc[96];
 } cpu_ctx;
@@ -41,13 +43,18 @@ static int reserve(void *vctx, const backend_limits *l)
     free(c->id_in);
     free(c->id_out);
     free(c->id_rows);
+    free(c->heads_scratch);
+    free(c->heads);
     c->mm_scratch = malloc(cpu_matmul_scratch(l->max_rows, l->max_cols));
+    c->heads_scratch = malloc(cpu_matmul_heads_scratch(l->max_rows, l->head_cols, l->head_cols,
+                                                       cpu_pool_threads(c->pool)) + 1);
+    c->heads = malloc((size_t)l->heads * sizeof *c->heads);
     c->att_scratch = malloc(cpu_attention_scratch(l->n_ctx, cpu_pool_threads(c->pool)));
     /* a token selects an expert at most once, so one expert gets at most max_rows rows */
     c->id_in = malloc((size_t)l->max_rows * (size_t)l->max_cols * sizeof(float));
     c->id_out = malloc((size_t)l->max_rows * (size_t)l->max_cols * sizeof(float));
     c->id_rows = malloc((size_t)l->max_rows * sizeof(int));
-    if (!c->mm_scratch || !c->att_scratch || !c->id_in || !c->id_out || !c->id_rows)
+    if (!c->mm_scratch || !c->att_scratch || !c->id_in || !c->id_out || !c->id_rows || !c->heads_scratch || !c->heads)
         return ms_err(MS_ENOMEM, "out of memory for scratch (%d rows of %d columns, context %d)", l->max_rows,
                       l->max_cols, l->n_ctx);
     c->max_rows = l->max_rows;
@@ -293,20 +300,14 @@ static void moe_route_grouped_row(float *wts, int32_t *ids, const float *logits,
         wts[s] = (op->norm ? (float)(wts[s] / sum) : wts[s]) * op->scale;
 }
 
-/* MATMUL_HEADS: head h's rows of every token gathered, one matmul on head h's matrix, scattered. */
+/* MATMUL_HEADS: the pack's heads as matrices of their own, one pool pass over them all. */
 static void matmul_heads(cpu_ctx *c, const backend_op *op)
 {
     const backend_tensor *pack = tensor_of(op->w);
-    size_t cols = (size_t)op->cols, rows = (size_t)op->rows, H = (size_t)op->heads;
 
-    for (size_t h = 0; h < H; h++) {
-        backend_tensor v = expert_view(pack, (int)h);
-        for (int t = 0; t < op->n; t++)
-            memcpy(c->id_in + (size_t)t * cols, f32(op->src) + ((size_t)t * H + h) * cols, cols * sizeof(float));
-        cpu_matmul(c->pool, c->id_out, c->id_in, op->n, &v, c->mm_scratch);
-        for (int t = 0; t < op->n; t++)
-            memcpy(f32(op->dst) + ((size_t)t * H + h) * rows, c->id_out + (size_t)t * rows, rows * sizeof(float));
-    }
+    for (int h = 0; h < op->heads; h++)
+        c->heads[h] = expert_view(pack, h);
+    cpu_matmul_heads(c->pool, f32(op->dst), f32(op->src), op->n, op->heads, c->heads, c->heads_scratch);
 }
 
 static void run_moe_op(cpu_ctx *c, const backend_op *op)
@@ -542,6 +543,8 @@ static void close_ctx(void *vctx)
     free(c->id_in);
     free(c->id_out);
     free(c->id_rows);
+    free(c->heads_scratch);
+    free(c->heads);
     free(c);
 }
 

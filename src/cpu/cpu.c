@@ -427,6 +427,50 @@ void cpu_matmul(cpu_pool *p, float *y, const float *x, int n_tok, const backend_
     cpu_matmul_n(p, 1, &y, x, n_tok, &w, scratch);
 }
 
+typedef struct heads_job {
+    float *y;
+    const float *x;
+    const backend_tensor *ws;
+    int n_tok, heads, rows, cols;
+    uint8_t *scratch;
+    size_t per_thread;   /* bytes of scratch each thread owns */
+} heads_job;
+
+/* Heads ith, ith + nth, ...: each gathered, multiplied on this thread alone, scattered. */
+static void heads_task(void *ctx, int ith, int nth)
+{
+    const heads_job *j = ctx;
+    size_t cols = (size_t)j->cols, rows = (size_t)j->rows, H = (size_t)j->heads;
+    float *in = (float *)(void *)(j->scratch + (size_t)ith * j->per_thread), *out = in + (size_t)j->n_tok * cols;
+    void *act = out + (size_t)j->n_tok * rows;
+
+    for (int h = ith; h < j->heads; h += nth) {
+        for (int t = 0; t < j->n_tok; t++)
+            memcpy(in + (size_t)t * cols, j->x + ((size_t)t * H + (size_t)h) * cols, cols * sizeof *in);
+        cpu_matmul(NULL, out, in, j->n_tok, &j->ws[h], act);
+        for (int t = 0; t < j->n_tok; t++)
+            memcpy(j->y + ((size_t)t * H + (size_t)h) * rows, out + (size_t)t * rows, rows * sizeof *out);
+    }
+}
+
+size_t cpu_matmul_heads_scratch(int n_tok, int rows, int cols, int n_threads)
+{
+    size_t f = (size_t)n_tok * ((size_t)rows + (size_t)cols) * sizeof(float);
+    size_t per = (f + cpu_matmul_scratch(n_tok, cols) + 63) & ~(size_t)63;
+
+    return per * (size_t)(n_threads > 0 ? n_threads : 1);
+}
+
+void cpu_matmul_heads(cpu_pool *p, float *y, const float *x, int n_tok, int heads, const backend_tensor *ws,
+                      void *scratch)
+{
+    int cols = (int)ws[0].shape[1], rows = (int)ws[0].shape[0];
+    heads_job j = { .y = y, .x = x, .ws = ws, .n_tok = n_tok, .heads = heads, .rows = rows, .cols = cols,
+                    .scratch = scratch, .per_thread = cpu_matmul_heads_scratch(n_tok, rows, cols, 1) };
+
+    cpu_pool_run(p, heads_task, &j);
+}
+
 float cpu_dot_row(const backend_tensor *w, uint64_t row, const float *x)
 {
     if (w->type == BACKEND_TYPE_MLX)

@@ -51,6 +51,14 @@ size_t cpu_matmul_scratch(int n_tok, int cols);
 void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_tok, const backend_tensor *const *ws,
                   void *scratch);
 int cpu_matmul_fusable(const backend_tensor *a, const backend_tensor *b);
+/* One matrix per head (MATMUL_HEADS): y[t][h][rows] = x[t][h][cols] . ws[h]^T, t < n_tok, h < heads,
+ * each ws[h] a [rows][cols] matrix of the same type and shape. One pass of the pool: the heads
+ * split among the threads, each product cpu_matmul's arithmetic on one thread (so a decoded
+ * token's many small products cost one dispatch, not one each). `scratch` holds
+ * cpu_matmul_heads_scratch(n_tok, rows, cols, threads) bytes. */
+void cpu_matmul_heads(cpu_pool *p, float *y, const float *x, int n_tok, int heads, const backend_tensor *ws,
+                      void *scratch);
+size_t cpu_matmul_heads_scratch(int n_tok, int rows, int cols, int n_threads);
 /* y = x / rms(x) * (w + w_offset), token by token (w_offset: Gemma's (1 + w) norms 1, else 0). */
 void cpu_rms_norm(float *y, const float *x, const float *w, int n_tok, int dim, float eps, float w_offset);
 /* LayerNorm, token by token: y = (x - mean) / sqrt(var + eps) * w + b (b NULL: none); mean and

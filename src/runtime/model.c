@@ -849,6 +849,11 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
                 max_cols = w[i];
     }
     backend_limits lim = { .max_rows = m->n_batch, .max_cols = max_cols, .n_ctx = m->n_ctx, .heads = c->n_heads };
+    if (c->kv_lora_rank) {   /* [deepseek2] the absorbed packs: [n_rot + kv_lora][key], [v_head][n_rot + kv_lora] */
+        lim.head_cols = att_head_dim(c) > c->head_dim ? att_head_dim(c) : c->head_dim;
+        if (c->v_head_dim > lim.head_cols)
+            lim.head_cols = c->v_head_dim;
+    }
     /* a packed embedding batch: a rope pair and an attention per sequence and layer */
     m->seq.cap = (size_t)c->n_layers * (OPS_PER_LAYER + OPS_PER_SEQ * (size_t)m->n_seq +
                                         (c->pooling != RUNTIME_POOL_NONE ? 3 * EMBED_MAX_SEQS : 0)) +

@@ -430,7 +430,7 @@ START_TEST(deepseek_ops_match_their_definition)
 {
     enum { N = 3, H = 3, R = 5, C = 8, E = 8, STRIDE = 11 };
     backend_opts o = { .n_threads = 2 };
-    backend_limits lim = { .max_rows = N, .max_cols = 64, .n_ctx = 16, .heads = H };
+    backend_limits lim = { .max_rows = N, .max_cols = 64, .n_ctx = 16, .heads = H, .head_cols = C };
     static const float logits[E] = { 3.0f, -3.0f, 2.0f, 2.0f, 2.5f, -5.0f, 1.0f, 1.0f };
     static float pack[H * R * C], hsrc[N * H * C], bias[E];
     backend_buf *src, *dst, *one, *rows32, *rows16, *lg, *w[3], *id[3];
