@@ -32,8 +32,8 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             the sinks are of the scores' size; the generator prints how often the clamp is hit.
             --dtype mxfp4: ggml's MXFP4 (type 39) for the three expert packs, Q8_0 for every other
             matrix (embedding, attention, router, output); biases, norms and sinks F32
-  deepseek2 DeepSeek V2 / V3 (llama.cpp's "deepseek2"), as convert_hf_to_gguf writes DeepseekV2/V3 (the
-            layout with attn_kv_b, not the later attn_k_b / attn_v_b split): MLA attention per layer
+  deepseek2 DeepSeek V2 / V3 (llama.cpp's "deepseek2"), as convert_hf_to_gguf writes DeepseekV2/V3 (by
+            default the layout with attn_kv_b, b4748's; --ds-layout below): MLA attention per layer
             attn_q_a [q_lora][dim], attn_q_a_norm [q_lora], attn_q_b [heads (nope + rope)][q_lora]
             (--q-lora 0: V2-Lite's attn_q [heads (nope + rope)][dim] instead), attn_kv_a_mqa
             [kv_lora + rope][dim] (the compressed kv, then the one k_pe all heads share),
@@ -56,6 +56,14 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             The generator prints the corr dims and, on random unit-RMS inputs to the routers, how
             often the group limit and the bias change the chosen experts.
             ik_llama.cpp decides "lite" (no q_lora) by n_layer 26 / 27: keep --q-lora > 0 for it.
+            --ds-layout mainline: as llama.cpp writes DeepSeek since its MLA change: attn_k_b
+            [heads][kv_lora][qk_nope] (each head's k rows of kv_b, transposed) and attn_v_b
+            [heads][v_head][kv_lora] instead of attn_kv_b (the same weights for the same seed;
+            with --dtype q8_0 k_b stays F32 when qk_nope is not a multiple of 32), head_count_kv 1,
+            key_length kv_lora + rope, value_length kv_lora, and the model's under
+            attention.key_length_mla / value_length_mla.
+            --hf DIR: also the model as Hugging Face ships it (DeepseekV3 / V2 config.json, one
+            tensor per expert, mlp.gate.e_score_correction_bias), the same matrices.
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -215,11 +223,15 @@ def gpt_oss_note(a, t):
 
 def deepseek2_hp(a):
     """deepseek2.* keys (without the prefix), as convert_hf_to_gguf writes DeepseekV2/V3."""
+    main = a.ds_layout == 'mainline'   # the cache's geometry as the head, the model's under *_mla
     hp = [('context_length', U32, a.ctx), ('embedding_length', U32, a.dim), ('block_count', U32, a.layers),
           ('feed_forward_length', U32, a.dense_ffn), ('attention.head_count', U32, a.heads),
-          ('attention.head_count_kv', U32, a.heads), ('attention.key_length', U32, a.qk_nope + a.qk_rope),
-          ('attention.value_length', U32, a.v_head), ('rope.dimension_count', U32, a.qk_rope),
+          ('attention.head_count_kv', U32, 1 if main else a.heads),
+          ('attention.key_length', U32, a.kv_lora + a.qk_rope if main else a.qk_nope + a.qk_rope),
+          ('attention.value_length', U32, a.kv_lora if main else a.v_head), ('rope.dimension_count', U32, a.qk_rope),
           ('rope.freq_base', F32, 10000.0), ('attention.layer_norm_rms_epsilon', F32, 1e-6)]
+    if main:
+        hp += [('attention.key_length_mla', U32, a.qk_nope + a.qk_rope), ('attention.value_length_mla', U32, a.v_head)]
     if a.q_lora:
         hp.append(('attention.q_lora_rank', U32, a.q_lora))
     hp += [('attention.kv_lora_rank', U32, a.kv_lora), ('leading_dense_block_count', U32, a.dense),
@@ -339,6 +351,10 @@ def main():
     ds.add_argument('--expert-scale', type=float, default=None, help='expert_weights_scale (sigmoid 2.5, softmax 1)')
     ds.add_argument('--groups', type=int, default=4, help='expert_group_count')
     ds.add_argument('--groups-used', type=int, default=2, help='expert_group_used_count')
+    ds.add_argument('--ds-layout', choices=('kvb', 'mainline'), default='kvb',
+                    help="kvb: attn_kv_b as llama.cpp b4748 writes it; mainline: attn_k_b [heads][kv_lora][qk_nope] "
+                         "and attn_v_b [heads][v_head][kv_lora] with the *_mla keys, as llama.cpp writes it since "
+                         "its MLA change (the same weights: k_b, v_b are kv_b's rows of each head)")
     ds.add_argument('--yarn-factor', type=float, default=40.0)
     ap.add_argument('--softcap', type=float, default=0, help='gemma3 final_logit_softcapping (0: none)')
     ap.add_argument('--dtype', choices=('f32', 'q8_0', 'q4_k', 'mxfp4'), default='f32',
@@ -508,14 +524,24 @@ def main():
             raw, ty = q4_k(x), 12
         else:
             raw, ty = x.astype('<f4').tobytes(), 0
-        infos.append(s(name) + struct.pack('<I', len(shape)) + struct.pack('<%dQ' % len(shape), *reversed(shape)) +
-                     struct.pack('<IQ', ty, off))
-        pad = (32 - len(raw) % 32) % 32
-        data.append(raw + b'\0' * pad)
-        off += len(raw) + pad
+        parts = [(name, shape, raw, ty)]
+        if dsk and a.ds_layout == 'mainline' and name.endswith('attn_kv_b.weight'):
+            W = x.reshape(a.heads, a.qk_nope + a.v_head, a.kv_lora)
+            kb, vb = np.ascontiguousarray(W[:, :a.qk_nope].transpose(0, 2, 1)), np.ascontiguousarray(W[:, a.qk_nope:])
+            parts = []
+            for nm, y in ((name.replace('attn_kv_b', 'attn_k_b'), kb), (name.replace('attn_kv_b', 'attn_v_b'), vb)):
+                q8 = a.dtype == 'q8_0' and y.shape[-1] % 32 == 0   # k_b's rows of qk_nope may be too short
+                parts.append((nm, y.shape, q8_0(y) if q8 else y.astype('<f4').tobytes(), 8 if q8 else 0))
+                stored[nm] = dequant_stored(parts[-1][2], parts[-1][3], y)
+        for nm, shp, rw, tp in parts:
+            infos.append(s(nm) + struct.pack('<I', len(shp)) + struct.pack('<%dQ' % len(shp), *reversed(shp)) +
+                         struct.pack('<IQ', tp, off))
+            pad = (32 - len(rw) % 32) % 32
+            data.append(rw + b'\0' * pad)
+            off += len(rw) + pad
         if oss or dsk:
             stored[name] = dequant_stored(raw, ty, x)
-    head = b'GGUF' + struct.pack('<IQQ', 3, len(ts), len(kv))
+    head = b'GGUF' + struct.pack('<IQQ', 3, len(infos), len(kv))
     head += b''.join(s(k) + struct.pack('<I', t) + v for (k, t, v) in kv) + b''.join(infos)
     head += b'\0' * ((32 - len(head) % 32) % 32)
     with open(a.out, 'wb') as f:
@@ -564,8 +590,10 @@ def write_hf(a, tensors, n_vocab, mlxq):
     import json
     if a.arch in ('mixtral', 'qwen3moe', 'qwen2moe'):
         return write_hf_moe(a, tensors, n_vocab, mlxq)
+    if a.arch == 'deepseek2':
+        return write_hf_deepseek(a, tensors, n_vocab)
     if a.arch != 'gemma3':
-        sys.exit('--hf: gemma3, mixtral, qwen3moe, qwen2moe only')
+        sys.exit('--hf: gemma3, mixtral, qwen3moe, qwen2moe, deepseek2 only')
     os.makedirs(a.hf, exist_ok=True)
     out = {}
     for name, x in tensors.items():
@@ -604,6 +632,58 @@ def write_hf(a, tensors, n_vocab, mlxq):
         rng = np.random.default_rng(5)
         out['vision_tower.vision_model.embeddings.patch_embedding.weight'] = rng.standard_normal((16, 3, 16, 16)).astype(np.float32)
         out['multi_modal_projector.mm_input_projection_weight'] = rng.standard_normal((16, a.dim)).astype(np.float32)
+    write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
+    with open(os.path.join(a.hf, 'config.json'), 'w') as f:
+        json.dump(cfg, f, indent=1)
+
+
+def write_hf_deepseek(a, tensors, n_vocab):
+    """DeepSeek V3 (--gating sigmoid) or V2 (softmax) as Hugging Face ships it: DeepseekV3Config's
+    keys, one tensor per expert (mlp.experts.E.*), mlp.shared_experts.*, V3's
+    mlp.gate.e_score_correction_bias; the same matrices as the GGUF (llama.cpp's converter does not
+    permute deepseek2's rope rows: HF's rope de-interleaves them itself)."""
+    import json
+    if a.ds_layout != 'kvb':
+        sys.exit('--hf: deepseek2 with --ds-layout kvb (Hugging Face has kv_b_proj)')
+    os.makedirs(a.hf, exist_ok=True)
+    names = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm', 'attn_q': 'self_attn.q_proj',
+             'attn_q_a': 'self_attn.q_a_proj', 'attn_q_a_norm': 'self_attn.q_a_layernorm',
+             'attn_q_b': 'self_attn.q_b_proj', 'attn_kv_a_mqa': 'self_attn.kv_a_proj_with_mqa',
+             'attn_kv_a_norm': 'self_attn.kv_a_layernorm', 'attn_kv_b': 'self_attn.kv_b_proj',
+             'attn_output': 'self_attn.o_proj', 'ffn_gate': 'mlp.gate_proj', 'ffn_up': 'mlp.up_proj',
+             'ffn_down': 'mlp.down_proj', 'ffn_gate_inp': 'mlp.gate', 'ffn_gate_shexp': 'mlp.shared_experts.gate_proj',
+             'ffn_up_shexp': 'mlp.shared_experts.up_proj', 'ffn_down_shexp': 'mlp.shared_experts.down_proj'}
+    experts = {'ffn_gate_exps': 'gate_proj', 'ffn_up_exps': 'up_proj', 'ffn_down_exps': 'down_proj'}
+    glob = {'token_embd.weight': 'model.embed_tokens.weight', 'output_norm.weight': 'model.norm.weight',
+            'output.weight': 'lm_head.weight'}
+    out = {}
+    for name, x in tensors.items():
+        if name in glob:
+            out[glob[name]] = x
+            continue
+        _, i, kind, _ = name.split('.')
+        p = 'model.layers.%s.' % i
+        if kind == 'exp_probs_b':
+            out[p + 'mlp.gate.e_score_correction_bias'] = x
+        elif kind in experts:
+            for e in range(x.shape[0]):
+                out[p + 'mlp.experts.%d.%s.weight' % (e, experts[kind])] = x[e]
+        else:
+            out[p + names[kind] + '.weight'] = x
+    v3 = a.gating == 'sigmoid'
+    cfg = {'architectures': ['DeepseekV3ForCausalLM' if v3 else 'DeepseekV2ForCausalLM'],
+           'model_type': 'deepseek_v3' if v3 else 'deepseek_v2', 'hidden_size': a.dim,
+           'intermediate_size': a.dense_ffn, 'moe_intermediate_size': a.ffn, 'num_hidden_layers': a.layers,
+           'num_attention_heads': a.heads, 'num_key_value_heads': a.heads, 'n_shared_experts': a.shared,
+           'n_routed_experts': a.experts, 'num_experts_per_tok': a.used, 'routed_scaling_factor': a.expert_scale,
+           'n_group': a.groups, 'topk_group': a.groups_used, 'topk_method': 'noaux_tc' if v3 else 'group_limited_greedy',
+           'scoring_func': 'sigmoid' if v3 else 'softmax', 'norm_topk_prob': v3, 'first_k_dense_replace': a.dense,
+           'q_lora_rank': a.q_lora or None, 'kv_lora_rank': a.kv_lora, 'qk_nope_head_dim': a.qk_nope,
+           'qk_rope_head_dim': a.qk_rope, 'v_head_dim': a.v_head, 'rope_theta': 10000.0,
+           'rope_scaling': {'type': 'yarn', 'factor': a.yarn_factor, 'original_max_position_embeddings': a.yarn_orig,
+                            'beta_fast': 32, 'beta_slow': 1, 'mscale': 1.0, 'mscale_all_dim': 1.0},
+           'rms_norm_eps': 1e-6, 'max_position_embeddings': a.ctx, 'vocab_size': n_vocab, 'bos_token_id': 1,
+           'eos_token_id': 2, 'tie_word_embeddings': False}
     write_safetensors(os.path.join(a.hf, 'model.safetensors'), out)
     with open(os.path.join(a.hf, 'config.json'), 'w') as f:
         json.dump(cfg, f, indent=1)

@@ -484,6 +484,10 @@ def _ds_init(self, kv, a, st):
     1 + 0.1 ln(factor) ggml's rope multiplies in; instead kq_scale = mscale^2 / sqrt(nope + rope),
     mscale = 1 + yarn_log_multiplier ln(factor) (HF's yarn_get_mscale(factor, mscale_all_dim)^2)."""
     self.mscale = 1.0
+    if a + 'attention.key_length_mla' in kv:   # mainline llama.cpp's MLA layout: the model's sizes here
+        self.hd = kv[a + 'attention.key_length_mla']
+        kv = dict(kv)
+        kv[a + 'attention.value_length'] = kv[a + 'attention.value_length_mla']
     factor = kv[a + 'rope.scaling.factor'] if st == 'yarn' else 1.0
     ms = 1.0 + kv.get(a + 'rope.scaling.yarn_log_multiplier', 0.0) * np.log(factor)
     self.kq_scale = ms * ms / np.sqrt(self.hd)
@@ -528,7 +532,10 @@ def _ds_layer(self, i, L, x):
     q_nope, q_pe = q[:, :nope], self.ds_rope(q[:, nope:])
     kva = L['attn_kv_a_mqa'] @ xn
     ckv, k_pe = self.norm(kva[:kl], L['attn_kv_a_norm']), self.ds_rope(kva[kl:])
-    W = L['attn_kv_b'].reshape(H, nope + vd, kl)
+    if 'attn_kv_b' in L:
+        W = L['attn_kv_b'].reshape(H, nope + vd, kl)
+    else:   # mainline's split: k_b [H][kv_lora][nope] (transposed), v_b [H][v][kv_lora]
+        W = np.concatenate([L['attn_k_b'].transpose(0, 2, 1), L['attn_v_b']], axis=1)
     kvh = W @ ckv                      # [H][nope + v]
     self.kc[i].append(np.concatenate([kvh[:, :nope], np.broadcast_to(k_pe, (H, nr))], axis=1))
     self.vc[i].append(kvh[:, nope:])

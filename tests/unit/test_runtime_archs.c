@@ -313,15 +313,17 @@ END_TEST
  * leading dense layer, shared experts, group-limited routing (V3's sigmoid with its selection bias,
  * V2's softmax), YaRN's score scale. V3's form in F32 and Q8_0, V2-Lite's (no q_lora, softmax; one
  * group of four kept, since V2's max-of-group score cannot exclude the top two experts when two
- * groups are kept). */
+ * groups are kept), and mainline llama.cpp's layout (attn_k_b / attn_v_b, the *_mla keys). */
 static const struct {
     const char *dtype, *flags;
     double tol;
-    int need;
+    int need, q_lora, route, topk_group;
 } ds2[] = {
-    {"f32", "", 1e-4, 0},
-    {"q8_0", "", 1e-2, 8},
-    {"f32", "--q-lora 0 --gating softmax --groups-used 1", 1e-4, 0},
+    {"f32", "", 1e-4, 0, 32, BACKEND_ROUTE_SIGMOID_GROUPED, 2},
+    {"q8_0", "", 1e-2, 8, 32, BACKEND_ROUTE_SIGMOID_GROUPED, 2},
+    {"f32", "--q-lora 0 --gating softmax --groups-used 1", 1e-4, 0, 0, BACKEND_ROUTE_SOFTMAX_GROUPED, 1},
+    {"f32", "--ds-layout mainline", 1e-4, 0, 32, BACKEND_ROUTE_SIGMOID_GROUPED, 2},
+    {"q8_0", "--ds-layout mainline", 1e-2, 8, 32, BACKEND_ROUTE_SIGMOID_GROUPED, 2},
 };
 
 START_TEST(deepseek2_matches_the_float64_reference)
@@ -337,10 +339,11 @@ START_TEST(deepseek2_matches_the_float64_reference)
     if (ref) {
         ck_assert_msg(runtime_model_open_gguf(&m, path, &o) == 0, "%s", ms_err_msg());
         c = runtime_model_config(m);
-        ck_assert(c->kv_lora_rank > 0 && c->n_dense_lead == 1 && c->n_group == 4);
-        ck_assert_int_eq(c->topk_group, ds2[_i].flags[0] ? 1 : 2);
-        ck_assert_int_eq(c->q_lora_rank, ds2[_i].flags[0] ? 0 : 32);
-        ck_assert_int_eq(c->moe_route, ds2[_i].flags[0] ? BACKEND_ROUTE_SOFTMAX_GROUPED : BACKEND_ROUTE_SIGMOID_GROUPED);
+        ck_assert(c->kv_lora_rank == 32 && c->n_dense_lead == 1 && c->n_group == 4 && c->head_dim == 32);
+        ck_assert(c->v_head_dim == 24 && c->n_kv_heads == c->n_heads);   /* mainline's *_mla keys read as the model's */
+        ck_assert_int_eq(c->topk_group, ds2[_i].topk_group);
+        ck_assert_int_eq(c->q_lora_rank, ds2[_i].q_lora);
+        ck_assert_int_eq(c->moe_route, ds2[_i].route);
         /* the cache holds per position and layer one row of k_pe and the latent, nothing per head */
         ck_assert_uint_eq(runtime_model_kv_nbytes(m), (uint64_t)c->n_layers * 256 * (c->n_rot + c->kv_lora_rank) * 4);
         check_model(m, ref, what, ds2[_i].tol, ds2[_i].need);
@@ -387,7 +390,7 @@ END_TEST
  * GGUF twin, judged by the same float64 reference. */
 START_TEST(moe_from_hugging_face_is_packed_per_layer)
 {
-    static const char *arch[] = {"mixtral", "qwen3moe", "qwen2moe"};
+    static const char *arch[] = {"mixtral", "qwen3moe", "qwen2moe", "deepseek2"};
     char *dir = fixture_tmpdir(), *path, *hf = ms_strdup_printf("%s/hf", dir);
     char *flags = ms_strdup_printf("--hf '%s'", hf), *home = ms_strdup_printf("%s/home", dir);
     char *what = ms_strdup_printf("%s hf (store)", arch[_i]);
@@ -406,20 +409,25 @@ START_TEST(moe_from_hugging_face_is_packed_per_layer)
         ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.weight"));
         ck_assert_ptr_null(runtime_weights_find(w, "model.layers.1.mlp.experts.0.down_proj.weight"));
         ck_assert_ptr_null(runtime_weights_find(w, "model.layers.1.block_sparse_moe.experts.0.w2.weight"));
-        if (!strcmp(arch[_i], "qwen2moe"))
+        if (!strcmp(arch[_i], "qwen2moe") || !strcmp(arch[_i], "deepseek2"))
             ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.shared_experts.up_proj.weight"));
+        if (!strcmp(arch[_i], "deepseek2"))   /* V3's selection bias, under its GGUF import's name */
+            ck_assert_ptr_nonnull(runtime_weights_find(w, "model.layers.1.mlp.gate.e_score_correction.bias"));
         check_model(m, ref, what, 1e-4, 0);
         runtime_model_close(m);
 
         /* --quantize int4: the experts stacked, then quantized as one 3-D MLX tensor per kind;
          * the same rows as the GGUF twin quantized on import, so the same logits (a stacking
-         * out of expert order would route to other weights) */
-        runtime_model *mg = import_open(st, path, "moe:gguf-int4", "int4", &o);
-        m = import_open(st, hf, "moe:hf-int4", "int4", &o);
-        expect_expert_pack(m, "down_proj", BACKEND_TYPE_MLX);
-        check_same_logits(m, mg, ref, what);
-        runtime_model_close(mg);
-        runtime_model_close(m);
+         * out of expert order would route to other weights). Not deepseek2's: its kv_b rows of 32
+         * are shorter than int4's groups of 64. */
+        if (strcmp(arch[_i], "deepseek2") != 0) {
+            runtime_model *mg = import_open(st, path, "moe:gguf-int4", "int4", &o);
+            m = import_open(st, hf, "moe:hf-int4", "int4", &o);
+            expect_expert_pack(m, "down_proj", BACKEND_TYPE_MLX);
+            check_same_logits(m, mg, ref, what);
+            runtime_model_close(mg);
+            runtime_model_close(m);
+        }
         store_close(st);
         json_decref(ref);
         free(path);
@@ -801,7 +809,7 @@ Suite *archs_suite(void)
     tcase_add_test(m, rope_freqs_apply_from_the_gguf_and_the_store);
     tcase_add_loop_test(m, moe_int4_packs_run_from_the_store, 0, 3);
     tcase_add_loop_test(m, moe_from_mlx_community_directories, 0, 3);
-    tcase_add_loop_test(m, moe_from_hugging_face_is_packed_per_layer, 0, 3);
+    tcase_add_loop_test(m, moe_from_hugging_face_is_packed_per_layer, 0, 4);
     tcase_add_loop_test(m, models_match_the_float64_reference, 0, sizeof moe / sizeof moe[0]);
     tcase_add_loop_test(m, gptoss_matches_the_float64_reference, 0, sizeof oss / sizeof oss[0]);
     tcase_add_loop_test(m, deepseek2_matches_the_float64_reference, 0, sizeof ds2 / sizeof ds2[0]);
