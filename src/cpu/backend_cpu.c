@@ -205,13 +205,11 @@ static void matmul_id(cpu_ctx *c, const backend_op *op)
     }
 }
 
-/* MOE_ROUTE for one token: softmax over the router logits, the n_used largest, optionally
- * renormalized (backend.h). */
-static void moe_route_row(float *wts, int32_t *ids, const float *logits, int n_expert, int n_used, int route,
-                          float *p)
+/* p = softmax(logits) as MOE_ROUTE defines it: in float, the max subtracted, summed in double. */
+static void route_softmax(float *p, const float *logits, int n_expert)
 {
     float mx = -INFINITY;
-    double sum = 0, sel = 0;
+    double sum = 0;
 
     for (int e = 0; e < n_expert; e++)
         mx = fmaxf(mx, logits[e]);
@@ -219,6 +217,16 @@ static void moe_route_row(float *wts, int32_t *ids, const float *logits, int n_e
         sum += (p[e] = expf(logits[e] - mx));
     for (int e = 0; e < n_expert; e++)
         p[e] = (float)(p[e] / sum);
+}
+
+/* MOE_ROUTE for one token: softmax over the router logits, the n_used largest, optionally
+ * renormalized (backend.h). */
+static void moe_route_row(float *wts, int32_t *ids, const float *logits, int n_expert, int n_used, int route,
+                          float *p)
+{
+    double sel = 0;
+
+    route_softmax(p, logits, n_expert);
     for (int s = 0; s < n_used; s++) {
         int best = -1;
         for (int e = 0; e < n_expert; e++)
@@ -243,18 +251,11 @@ static void moe_route_grouped_row(float *wts, int32_t *ids, const float *logits,
     int E = op->n_expert, G = op->n_group > 1 ? op->n_group : 1, per = E / G, keep[1024] = { 0 };
     double sum = 0;
 
-    if (op->route == BACKEND_ROUTE_SIGMOID_GROUPED) {
+    if (op->route == BACKEND_ROUTE_SIGMOID_GROUPED)
         for (int e = 0; e < E; e++)
             p[e] = 1.0f / (1.0f + expf(-logits[e]));
-    } else {
-        float mx = -INFINITY;
-        for (int e = 0; e < E; e++)
-            mx = fmaxf(mx, logits[e]);
-        for (int e = 0; e < E; e++)
-            sum += (p[e] = expf(logits[e] - mx));
-        for (int e = 0; e < E; e++)
-            p[e] = (float)(p[e] / sum);
-    }
+    else
+        route_softmax(p, logits, E);
     for (int e = 0; e < E; e++)
         sel[e] = bias ? p[e] + bias[e] : p[e];
     if (G > 1 && op->topk_group < G) {

@@ -183,22 +183,31 @@ static int j_num(json_t *o, const char *key, double *out)
 }
 
 /* The MoE and window fields: the import's own keys, else what config.json said (hf_config). */
-static int json_fill_moe(runtime_config *c, json_t *o)
+/* A new object of `keys`, each the config's own value, else what config.json said (hf_config);
+ * absent or null in both: left out. NULL when out of memory. */
+static json_t *json_gather(json_t *o, const char *const *keys, size_t n)
 {
-    json_t *hf = json_object_get(o, "hf_config"), *m = json_object(), *norm;
-    static const char *const keys[] = { "num_experts", "num_experts_per_tok", "moe_intermediate_size",
-                                        "shared_expert_intermediate_size", "sliding_window", "norm_topk_prob" };
-    int rc;
+    json_t *hf = json_object_get(o, "hf_config"), *m = json_object();
 
-    if (!m)
-        return ms_err(MS_ENOMEM, "out of memory");
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+    for (size_t i = 0; m && i < n; i++) {
         json_t *v = json_object_get(o, keys[i]);
         if ((!v || json_is_null(v)) && json_is_object(hf))
             v = json_object_get(hf, keys[i]);
         if (v && !json_is_null(v))
             json_object_set(m, keys[i], v);
     }
+    return m;
+}
+
+static int json_fill_moe(runtime_config *c, json_t *o)
+{
+    static const char *const keys[] = { "num_experts", "num_experts_per_tok", "moe_intermediate_size",
+                                        "shared_expert_intermediate_size", "sliding_window", "norm_topk_prob" };
+    json_t *hf = json_object_get(o, "hf_config"), *m = json_gather(o, keys, sizeof keys / sizeof keys[0]), *norm;
+    int rc;
+
+    if (!m)
+        return ms_err(MS_ENOMEM, "out of memory");
     if (!json_object_get(m, "num_experts") && json_is_object(hf) && json_object_get(hf, "num_local_experts"))
         json_object_set(m, "num_experts", json_object_get(hf, "num_local_experts"));
     if (!json_object_get(m, "num_experts") && json_is_object(hf) && json_object_get(hf, "n_routed_experts"))
@@ -379,18 +388,11 @@ static int json_fill_deepseek(runtime_config *c, json_t *top, json_t *rs)
                                         "n_shared_experts", "n_group", "topk_group", "expert_gating_func",
                                         "routed_scaling_factor", "scoring_func", "qk_nope_head_dim",
                                         "qk_rope_head_dim" };
-    json_t *hf = json_object_get(top, "hf_config"), *o = json_object();
+    json_t *o = json_gather(top, keys, sizeof keys / sizeof keys[0]);
     int rc;
 
     if (!o)
         return ms_err(MS_ENOMEM, "out of memory");
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(top, keys[i]);
-        if ((!v || json_is_null(v)) && json_is_object(hf))
-            v = json_object_get(hf, keys[i]);
-        if (v && !json_is_null(v))
-            json_object_set(o, keys[i], v);
-    }
     rc = json_fill_deepseek_keys(c, o, rs);
     json_decref(o);
     return rc;
