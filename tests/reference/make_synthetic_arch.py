@@ -63,7 +63,8 @@ shaped as llama.cpp loads them (ne[0] the row; numpy shape = reversed ne):
             key_length kv_lora + rope, value_length kv_lora, and the model's under
             attention.key_length_mla / value_length_mla.
             --hf DIR: also the model as Hugging Face ships it (DeepseekV3 / V2 config.json, one
-            tensor per expert, mlp.gate.e_score_correction_bias), the same matrices.
+            tensor per expert, mlp.gate.e_score_correction_bias), the same matrices (F32, as the
+            other archs' --hf; with either --ds-layout the same directory: kv_b_proj unsplit).
   gemma3    four norms per layer (attn_norm, post_attention_norm, ffn_norm, post_ffw_norm),
             QK-norm, gemma3.attention.sliding_window; no output.weight (tied); use --layers 6 or
             more for a global layer (llama.cpp: every 6th)
@@ -643,9 +644,7 @@ def write_hf_deepseek(a, tensors, n_vocab):
     mlp.gate.e_score_correction_bias; the same matrices as the GGUF (llama.cpp's converter does not
     permute deepseek2's rope rows: HF's rope de-interleaves them itself)."""
     import json
-    if a.ds_layout != 'kvb':
-        sys.exit('--hf: deepseek2 with --ds-layout kvb (Hugging Face has kv_b_proj)')
-    os.makedirs(a.hf, exist_ok=True)
+    os.makedirs(a.hf, exist_ok=True)   # either --ds-layout: Hugging Face has kv_b_proj, the matrix k_b / v_b split
     names = {'attn_norm': 'input_layernorm', 'ffn_norm': 'post_attention_layernorm', 'attn_q': 'self_attn.q_proj',
              'attn_q_a': 'self_attn.q_a_proj', 'attn_q_a_norm': 'self_attn.q_a_layernorm',
              'attn_q_b': 'self_attn.q_b_proj', 'attn_kv_a_mqa': 'self_attn.kv_a_proj_with_mqa',
