@@ -147,9 +147,7 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l)
 
 int gpu_supports(backend_op_kind kind)
 {
-    /* every kind backend.h defines has a plan below but MLA's (DeepSeek V2/V3): not on GPUs yet */
-    if (kind == BACKEND_OP_MATMUL_HEADS || kind == BACKEND_OP_STORE_ROWS || kind == BACKEND_OP_MOE_ROUTE_GROUPED)
-        return 0;
+    /* every kind backend.h defines has a plan below */
     return (unsigned)kind < BACKEND_OP_COUNT;
 }
 
@@ -183,23 +181,61 @@ static int check_gpt_oss(const backend_op *op)
     return 0;
 }
 
+/* DeepSeek's ops (MLA): MATMUL_HEADS through matmul_id's kernel, STORE_ROWS, the grouped routes. */
+static int check_deepseek(const gpu_limits *l, const backend_op *op)
+{
+    if (op->kind == BACKEND_OP_MATMUL_HEADS) {
+        const backend_tensor *t = op->w->t;
+        uint64_t pairs = (uint64_t)op->n * op->heads, rb = ((uint64_t)op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS;
+        if (t->n_dims != 3 || t->shape[0] != (uint64_t)op->heads || t->shape[1] != (uint64_t)op->rows ||
+            t->shape[2] != (uint64_t)op->cols || op->heads < 1)
+            return ms_err(MS_ERROR, "matmul_heads of '%s': expected a [%d][%d][%d] pack", t->name, op->heads,
+                          op->rows, op->cols);
+        /* a flat grid of (token, head, row block) workgroups; dst and src indexed in 32 bits */
+        if (op->n > l->max_rows || pairs * rb > (uint64_t)65535 * 65535 ||
+            pairs * (uint64_t)(op->rows > op->cols ? op->rows : op->cols) > UINT32_MAX)
+            return ms_err(MS_ERROR, "matmul_heads of %d rows x %d heads x %d columns into %d: past the reserved %d rows",
+                          op->n, op->heads, op->cols, op->rows, l->max_rows);
+    }
+    if (op->kind == BACKEND_OP_STORE_ROWS &&
+        (op->n < 0 || op->cols < 0 || op->cols > op->stride || (uint64_t)op->n * op->stride > UINT32_MAX / 2))
+        return ms_err(MS_ERROR, "store_rows of %d rows x %d columns into rows of %d", op->n, op->cols, op->stride);
+    if (op->kind == BACKEND_OP_MOE_ROUTE && op->route >= BACKEND_ROUTE_SOFTMAX_GROUPED) {
+        int g = op->n_group > 1 ? op->n_group : 1, per = op->n_expert / g;
+        int cand = g > 1 && op->topk_group < g ? op->topk_group * per : op->n_expert;
+        if (op->route > BACKEND_ROUTE_SIGMOID_GROUPED || op->n_expert > 1024 || op->n_used < 1 ||
+            op->n_used > cand || op->topk_group < 0)
+            return ms_err(MS_ERROR,
+                          "moe_route (grouped) of %d of %d experts in %d groups, %d kept (the kernel takes at most "
+                          "1024 experts)",
+                          op->n_used, op->n_expert, op->n_group, op->topk_group);
+        if (op->w && (op->w->t->n_dims != 1 || !is_float_type(op->w->t->type) ||
+                      op->w->t->shape[0] < (uint64_t)op->n_expert))
+            return ms_err(MS_ERROR, "moe_route selection bias '%s': expected a vector of %d F32/F16/BF16 values",
+                          op->w->t->name, op->n_expert);
+    }
+    return 0;
+}
+
 int gpu_op_check(const gpu_limits *l, const backend_op *op)
 {
-    if (check_gpt_oss(op) < 0)
+    if (check_gpt_oss(op) < 0 || check_deepseek(l, op) < 0)
         return MS_ERROR;
     if (op->kind == BACKEND_OP_MATMUL && (op->n > l->max_rows || op->cols > l->max_cols))
         return ms_err(MS_ERROR, "matmul of %d rows x %d columns: past the reserved %d x %d", op->n, op->cols,
                       l->max_rows, l->max_cols);
     if (op->kind == BACKEND_OP_ATTENTION &&
-        (op->pos0 + op->n > l->n_ctx || op->head_dim > 256 || op->kv_heads <= 0 || op->heads % op->kv_heads))
-        return ms_err(MS_ERROR, "attention to position %d (context %d), head_dim %d (at most 256), %d/%d heads",
-                      op->pos0 + op->n, l->n_ctx, op->head_dim, op->heads, op->kv_heads);
+        (op->pos0 + op->n > l->n_ctx || op->head_dim > GPU_ATT_HEAD_DIM || op->kv_heads <= 0 ||
+         op->heads % op->kv_heads))
+        return ms_err(MS_ERROR, "attention to position %d (context %d), head_dim %d (at most %d), %d/%d heads",
+                      op->pos0 + op->n, l->n_ctx, op->head_dim, GPU_ATT_HEAD_DIM, op->heads, op->kv_heads);
     if (op->kind == BACKEND_OP_ATTENTION && op->bidir && (op->window || op->ring || op->pos0))
         return ms_err(MS_ERROR, "bidirectional attention with a window, a ring or a start position");
     if (op->kind == BACKEND_OP_ATTENTION && op->ring && (op->window <= 0 || op->ring < op->window + op->n - 1))
         return ms_err(MS_ERROR, "attention over a ring of %d slots: %d tokens in a window of %d need %d", op->ring,
                       op->n, op->window, op->window + op->n - 1);
-    if (op->kind == BACKEND_OP_MOE_ROUTE && (op->n_expert > 256 || op->n_used < 1 || op->n_used > op->n_expert))
+    if (op->kind == BACKEND_OP_MOE_ROUTE && op->route < BACKEND_ROUTE_SOFTMAX_GROUPED &&
+        (op->n_expert > 256 || op->n_used < 1 || op->n_used > op->n_expert))
         return ms_err(MS_ERROR, "moe_route of %d of %d experts (the kernel takes at most 256)", op->n_used,
                       op->n_expert);
     if (op->kind == BACKEND_OP_MATMUL_ID &&
@@ -624,6 +660,21 @@ static int plan_moe_route(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     pc->rows = (uint32_t)op->n_used;
     pc->cols = (uint32_t)op->n_expert;
     pc->mode = (uint32_t)op->route;
+    if (op->route >= BACKEND_ROUTE_SOFTMAX_GROUPED) {
+        /* DeepSeek's: heads n_group, kv_heads topk_group, n_rot norm, scale; interleaved 1: the
+         * selection bias, a vector at binding 3 (w_off, wtype) */
+        pc->heads = (uint32_t)(op->n_group > 1 ? op->n_group : 1);
+        pc->kv_heads = (uint32_t)op->topk_group;
+        pc->n_rot = (uint32_t)(op->norm != 0);
+        pc->scale = op->scale;
+        if (op->w) {
+            const gpu_weight *b = op->w->dev;
+            if ((rc = bind_weight(l, &d->b[2], &pc->w_off, b, b->data_off, b->data_end)) < 0)
+                return rc;
+            pc->wtype = (uint32_t)op->w->t->type;
+            pc->interleaved = 1;
+        }
+    }
     d->wr2 = op->ids.buf;
     d->rd[d->n_rd++] = op->src.buf;
     d->k = GPU_K_ROUTE;
@@ -658,6 +709,51 @@ static int plan_matmul_id(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     return 0;
 }
 
+/* MATMUL_HEADS: matmul_id's kernel (GEMM 2) with mode 1: the matrix of pair (t, h) is head h of
+ * the pack (no ids), over a flat grid of (pair, row block) workgroups, as n * heads passes 65535
+ * in a prefill of a 128-head model. */
+static int plan_matmul_heads(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    const gpu_weight *w = op->w->dev;
+    gpu_push *pc = &d->pc;
+    uint64_t pairs = (uint64_t)op->n * op->heads;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, pairs * op->rows)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, pairs * op->cols)) < 0 || (rc = bind_pack(l, d, w)) < 0)
+        return rc;
+    pc->rows = (uint32_t)op->rows;
+    pc->cols = (uint32_t)op->cols;
+    pc->heads = (uint32_t)op->heads;
+    pc->n_rot = (uint32_t)op->heads;
+    pc->mode = 1;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_MI + w->vt;
+    return groups_grid(d, pairs * (((uint64_t)op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS));
+}
+
+/* STORE_ROWS: the element kernel's modes 13 (f32 dst: an invocation per element) and 14 (f16 dst:
+ * an invocation per u32 word of the span the rows cover, as STORE's mode 4); rows = stride. */
+static int plan_store_rows(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
+{
+    const gpu_limits *l = p->l;
+    gpu_push *pc = &d->pc;
+    uint64_t span = op->n > 0 ? (uint64_t)(op->n - 1) * op->stride + op->cols : 0;
+    int rc;
+
+    if ((rc = bind_ref(l, &d->b[0], &pc->dst_off, op->dst, span)) < 0 ||
+        (rc = bind_ref(l, &d->b[1], &pc->src_off, op->src, (uint64_t)op->n * op->cols)) < 0)
+        return rc;
+    pc->rows = (uint32_t)op->stride;
+    pc->cols = (uint32_t)op->cols;
+    pc->mode = op->dst.buf->dtype == BACKEND_F16 ? 14 : 13;
+    d->rd[d->n_rd++] = op->src.buf;
+    d->k = GPU_K_ELEM;
+    return groups_grid(d, pc->mode == 14 ? ((pc->dst_off & 1u) + span + 1u) / 2u / 256u + 1u
+                                         : ((uint64_t)op->n * op->cols + 255u) / 256u);
+}
+
 /* One planner per op kind: each binds the op's buffers, fills the push constants and picks the
  * kernel and grid. */
 typedef int (*planner)(gpu_plan *p, const backend_op *op, gpu_dispatch *d);
@@ -682,6 +778,8 @@ static const planner planners[] = {
     [BACKEND_OP_MATMUL_ID] = plan_matmul_id,
     [BACKEND_OP_ADD_ROW_ID] = plan_add_row_id,
     [BACKEND_OP_SWIGLU_OAI] = plan_pairwise,
+    [BACKEND_OP_MATMUL_HEADS] = plan_matmul_heads,
+    [BACKEND_OP_STORE_ROWS] = plan_store_rows,
 };
 
 static int plan(gpu_plan *p, const backend_op *op, gpu_dispatch *d, int *n_out)

@@ -107,10 +107,17 @@ void gpu_limits_reserve(gpu_limits *g, const backend_limits *l);
 /* 1 when the kernels run ops of `kind` (backend_impl.supports of every host of them). */
 int gpu_supports(backend_op_kind kind);
 
-/* Refuse an op past the reserved limits or the kernels' (head_dim <= 256, n_rot <= 1024, token
+/* The largest head_dim attention.comp takes (its shared qs[] and acc[] per invocation): MLA's
+ * 576 (DeepSeek's 64 + 512) fits. */
+#define GPU_ATT_HEAD_DIM 1024
+
+/* Refuse an op past the reserved limits or the kernels' (head_dim <= GPU_ATT_HEAD_DIM, n_rot <= 1024, token
  * ids inside the embedding), a bidirectional attention with a window, a ring, a start position or
- * sinks, sinks that are not a vector of `heads` values, or an ADD_ROW_ID whose weight is not a
- * float [n_expert][rows] matrix, before anything is recorded: MS_ERROR saying which. */
+ * sinks, sinks that are not a vector of `heads` values, an ADD_ROW_ID whose weight is not a
+ * float [n_expert][rows] matrix, a MATMUL_HEADS whose pack is not [heads][rows][cols], a STORE_ROWS
+ * with cols > stride, or a grouped MOE_ROUTE past 1024 experts, with fewer candidates than slots or
+ * a bias that is not a float vector of n_expert values, before anything is recorded: MS_ERROR
+ * saying which. */
 int gpu_op_check(const gpu_limits *l, const backend_op *op);
 /* Bytes of host-written parameters (token ids, rope tables) the ops of one run need. */
 size_t gpu_params_size(const gpu_limits *l, const backend_op *ops, size_t n_ops);

@@ -1877,6 +1877,236 @@ START_TEST(discrete_gpu_paths_give_the_cpu_tokens)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- DeepSeek's ops (MLA) */
+
+/* MATMUL_HEADS on a pack of 4 heads of 24 rows, in every weight type: 5 tokens, one input row per
+ * (token, head), at odd offsets; each output row within matmul's tolerance of the CPU's. */
+START_TEST(matmul_heads_matches_the_cpu_on_every_weight_type)
+{
+    int heads = 4, rows = 24, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256, n = 5;
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, n, cols, 16))
+        return;
+    for (int b = 0; b < 2; b++) {   /* the CPU sizes its per-head scratch by head_cols */
+        backend_limits l = {.max_rows = n, .max_cols = cols, .n_ctx = 16, .heads = 16, .head_cols = cols};
+        ck_assert_int_eq(backend_reserve(p.be[b], &l), 0);
+    }
+    make_case(&w, _i, heads * rows, cols);
+    float *row = malloc(sizeof(float) * cols);
+    double *wabs = malloc(sizeof(double) * heads * rows), xmax = 0, worst = 0;
+    for (int r = 0; r < heads * rows; r++) {
+        cpu_tensor_row(row, &w.t, (uint64_t)r);
+        wabs[r] = 0;
+        for (int j = 0; j < cols; j++)
+            wabs[r] += fabs(row[j]);
+    }
+    w.t.n_dims = 3; /* the same bytes as a pack [heads][rows][cols] */
+    w.t.shape[0] = (uint64_t)heads;
+    w.t.shape[1] = (uint64_t)rows;
+    w.t.shape[2] = (uint64_t)cols;
+    int x = pair_buf(&p, (size_t)n * heads * cols + 1, BACKEND_F32, 1.0f);
+    int y = pair_buf(&p, (size_t)n * heads * rows + 3, BACKEND_F32, 0);
+    float *xs = malloc(sizeof(float) * n * heads * cols);
+    float *cpu = malloc(sizeof(float) * n * heads * rows), *gpu = malloc(sizeof(float) * n * heads * rows);
+    ck_assert_int_eq(backend_read(p.be[0], xs, backend_at(p.buf[0][x], 1), (size_t)n * heads * cols), 0);
+    for (int i = 0; i < n * heads * cols; i++)
+        xmax = fmax(xmax, fabs(xs[i]));
+    for (int nn = n; nn >= 1; nn -= n - 1) {   /* a prefill of 5, then one token */
+        for (int b = 0; b < 2; b++) {
+            const backend_weight *bw;
+            backend_op ops[1];
+            backend_seq seq = {.ops = ops, .cap = 1};
+            ck_assert_msg(backend_weight_import(&bw, p.be[b], &w.t) == 0, "%s", ms_err_msg());
+            backend_seq_matmul_heads(&seq, backend_at(p.buf[b][y], 3), backend_at(p.buf[b][x], 1), bw, nn);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        pair_read(&p, y, 3, (size_t)nn * heads * rows, cpu, gpu);
+        for (int i = 0; i < nn * heads; i++) {
+            int h = i % heads;
+            for (int r = 0; r < rows; r++) {
+                double d = fabs((double)gpu[i * rows + r] - cpu[i * rows + r]);
+                double tol = 1e-4 * wabs[h * rows + r] * xmax + 1e-6;
+                ck_assert_msg(d <= tol, "case %d, %d tokens, token %d head %d row %d: gpu %g cpu %g", _i, nn,
+                              i / heads, h, r, gpu[i * rows + r], cpu[i * rows + r]);
+                worst = fmax(worst, d / tol);
+            }
+        }
+    }
+    printf("measured: matmul_heads case %d (%s): worst |diff| / tolerance %.3g\n", _i,
+           _i < N_MM_TYPES ? ggml_type_name(mm_types[_i]) : w.t.quant_type, worst);
+    free(row);
+    free(wabs);
+    free(xs);
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
+/* STORE_ROWS of 5 rows of 7 into rows of 13 (MLA's cache rows) at an odd offset, over a buffer
+ * already holding values: f32 bit for bit, and f16 bit for bit (each half of a word the rows do
+ * not cover kept), the f16 buffer read back through an attention over one position of one head
+ * as wide as the buffer (out = v exactly). */
+START_TEST(store_rows_match_the_cpu_bit_for_bit)
+{
+    int n = 5, cols = 7, stride = 13, off = 3, len = 3 + 4 * 13 + 7 + 4, f16 = _i;
+    pair p;
+
+    if (!pair_open(&p, 4, 64, 16))
+        return;
+    int src = pair_buf(&p, (size_t)n * cols + 1, BACKEND_F32, 3.0f), old = pair_buf(&p, (size_t)len, BACKEND_F32, 1.0f);
+    int d = pair_buf(&p, (size_t)len, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        backend_seq_store(&seq, backend_at(p.buf[b][d], 0), backend_at(p.buf[b][old], 0), len);
+        backend_seq_store_rows(&seq, backend_at(p.buf[b][d], (size_t)off), backend_at(p.buf[b][src], 1), n, cols,
+                               stride);
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    float *cpu = malloc(sizeof(float) * len), *gpu = malloc(sizeof(float) * len);
+    if (!f16) {
+        pair_read(&p, d, 0, (size_t)len, cpu, gpu);
+        ck_assert_int_eq(memcmp(cpu, gpu, sizeof(float) * len), 0);
+    } else {
+        int q = pair_buf(&p, (size_t)len, BACKEND_F32, 1.0f), o = pair_buf(&p, (size_t)len, BACKEND_F32, 0);
+        int z = pair_buf(&p, (size_t)len, BACKEND_F16, 0); /* zero keys: a score of 0 */
+        backend_op ops[1];
+        backend_seq seq = {.ops = ops, .cap = 1};
+        backend_seq_attention(&seq, backend_at(p.buf[1][o], 0), backend_at(p.buf[1][q], 0), backend_at(p.buf[1][z], 0),
+                              backend_at(p.buf[1][d], 0), 1, 0, 1, 1, len);
+        ck_assert_msg(backend_run(p.be[1], &seq) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(backend_read(p.be[1], gpu, backend_at(p.buf[1][o], 0), (size_t)len), 0);
+        const uint16_t *hc = p.buf[0][d]->host;
+        for (int i = 0; i < len; i++)
+            ck_assert_msg(cpu_f32_to_f16(gpu[i]) == hc[i], "f16 element %d: device %04x cpu %04x", i,
+                          cpu_f32_to_f16(gpu[i]), hc[i]);
+    }
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+}
+END_TEST
+
+/* MOE_ROUTE's grouped routes (DeepSeek V2's softmax with group-limited greedy, V3's sigmoid with a
+ * selection bias and groups scored by their two best), against the CPU: the same ids (the logits
+ * are far enough apart for float rounding not to reorder them) and weights within 1e-5 relative
+ * (the device sums in float). Each grouped case is run on the CPU without groups too, and must
+ * choose differently for some token: the groups are what is tested. */
+START_TEST(moe_route_grouped_matches_the_cpu)
+{
+    static const struct {
+        int ne, used, route, bias, n_group, topk_group, norm;
+        float scale;
+    } cases[] = {
+        {64, 6, BACKEND_ROUTE_SOFTMAX_GROUPED, 0, 8, 3, 0, 16.0f},    /* V2-lite-like */
+        {256, 8, BACKEND_ROUTE_SIGMOID_GROUPED, 1, 8, 4, 1, 2.5f},    /* V3 */
+        {160, 6, BACKEND_ROUTE_SOFTMAX_GROUPED, 1, 1, 1, 1, 1.0f},    /* no groups, with a bias */
+        {1024, 8, BACKEND_ROUTE_SIGMOID_GROUPED, 0, 32, 5, 0, 1.0f},  /* the kernel's largest */
+    };
+    int c = _i, n = 9, ne = cases[c].ne, used = cases[c].used;
+    pair p;
+    tensor bias;
+
+    if (!pair_open(&p, 16, 1024, 16))
+        return;
+    memset(&bias, 0, sizeof bias);
+    make_vec(&bias, GGML_TYPE_F32, ne);
+    for (int i = 0; i < ne; i++)   /* V3's correction biases: small against the sigmoids */
+        ((float *)bias.t.data)[i] = 0.3f * unif();
+    int lg = pair_buf(&p, (size_t)n * ne, BACKEND_F32, 4.0f), w = pair_buf(&p, (size_t)n * used + 3, BACKEND_F32, 0);
+    int ids = pair_buf(&p, (size_t)n * used, BACKEND_F32, 0), ids2 = pair_buf(&p, (size_t)n * used, BACKEND_F32, 0);
+    for (int b = 0; b < 2; b++) {
+        const backend_weight *bw = NULL;
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        if (cases[c].bias)
+            ck_assert_msg(backend_weight_import(&bw, p.be[b], &bias.t) == 0, "%s", ms_err_msg());
+        backend_seq_moe_route_grouped(&seq, backend_at(p.buf[b][w], 3), backend_at(p.buf[b][ids], 0),
+                                      backend_at(p.buf[b][lg], 0), n, ne, used, cases[c].route, bw, cases[c].n_group,
+                                      cases[c].topk_group, cases[c].norm, cases[c].scale);
+        if (b == 0)   /* the same route without groups, on the CPU */
+            backend_seq_moe_route_grouped(&seq, backend_at(p.buf[b][ids2], 0), backend_at(p.buf[b][ids2], 0),
+                                          backend_at(p.buf[b][lg], 0), n, ne, used, cases[c].route, bw, 1, 1,
+                                          cases[c].norm, cases[c].scale);
+        ck_assert_msg(backend_supports(p.be[b], BACKEND_OP_MOE_ROUTE_GROUPED), "grouped routes unsupported");
+        ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+    }
+    int32_t *ic = malloc(sizeof(int32_t) * n * used), *ig = malloc(sizeof(int32_t) * n * used);
+    float *cpu = malloc(sizeof(float) * n * used), *gpu = malloc(sizeof(float) * n * used);
+    read_ids(&p, ids, (size_t)n * used, ic, ig);
+    for (int i = 0; i < n * used; i++)
+        ck_assert_msg(ic[i] == ig[i], "case %d token %d slot %d: device expert %d, cpu %d", c, i / used, i % used,
+                      ig[i], ic[i]);
+    if (cases[c].n_group > 1) {
+        const int32_t *flat = p.buf[0][ids2]->host;
+        int differ = 0;
+        for (int i = 0; i < n * used; i++)
+            differ += flat[i] != ic[i];
+        ck_assert_msg(differ > 0, "case %d: the groups changed no choice", c);
+    }
+    pair_read(&p, w, 3, (size_t)n * used, cpu, gpu);
+    for (int i = 0; i < n * used; i++)
+        ck_assert_msg(fabs((double)gpu[i] - cpu[i]) <= 1e-5 * fabs(cpu[i]) + 1e-9, "case %d weight %d: %g vs %g", c,
+                      i, gpu[i], cpu[i]);
+    free(ic);
+    free(ig);
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+    tensor_free(&bias);
+}
+END_TEST
+
+/* MLA's attention: one kv head of head_dim 576 (DeepSeek's 64 + 512) or 48 (the synthetic
+ * model's), k and v the same cache, an explicit scale, over f32 and f16 caches, prefill and
+ * decode: within 1e-5 of the output's scale, as the other attention tests. */
+START_TEST(attention_mla_head_dim_576_matches_the_cpu)
+{
+    int heads = 6, hd = (_i / 2) ? 48 : 576, ctx = 96, f16 = _i % 2;
+    static const int nn[] = {5, 1}, pp[] = {60, 90};
+    pair p;
+
+    if (!pair_open(&p, 8, 1024, ctx))
+        return;
+    int q = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 1.0f);
+    int kf = pair_buf(&p, (size_t)ctx * hd, BACKEND_F32, 1.0f);
+    int kc = pair_buf(&p, (size_t)ctx * hd, f16 ? BACKEND_F16 : BACKEND_F32, 0);
+    int o = pair_buf(&p, (size_t)5 * heads * hd, BACKEND_F32, 0);
+    float *cpu = malloc(sizeof(float) * 5 * heads * hd), *gpu = malloc(sizeof(float) * 5 * heads * hd);
+    for (int b = 0; b < 2; b++) {
+        backend_op ops[2];
+        backend_seq seq = {.ops = ops, .cap = 2};
+        backend_seq_add(&seq, backend_at(p.buf[b][kf], 0), backend_at(p.buf[b][kf], 0), ctx * hd);
+        backend_seq_store(&seq, backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kf], 0), ctx * hd);
+        ck_assert_int_eq(backend_run(p.be[b], &seq), 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int b = 0; b < 2; b++) {
+            backend_op ops[1];
+            backend_seq seq = {.ops = ops, .cap = 1};
+            ck_assert_msg(backend_supports(p.be[b], BACKEND_OP_ATTENTION_WINDOW), "no explicit scale");
+            backend_seq_attention_ex(&seq, backend_at(p.buf[b][o], 0), backend_at(p.buf[b][q], 0),
+                                     backend_at(p.buf[b][kc], 0), backend_at(p.buf[b][kc], 0), nn[k], pp[k], heads, 1,
+                                     hd, 0, 0.06f, 0);
+            ck_assert_msg(backend_run(p.be[b], &seq) == 0, "%s", ms_err_msg());
+        }
+        size_t m = (size_t)nn[k] * heads * hd;
+        pair_read(&p, o, 0, m, cpu, gpu);
+        ck_assert_msg(rel_diff(gpu, cpu, m) <= 1e-5, "head_dim %d, %d tokens at %d: %g", hd, nn[k], pp[k],
+                      rel_diff(gpu, cpu, m));
+        printf("measured: mla attention head_dim %d %s, %d tokens: %.3g\n", hd, f16 ? "f16" : "f32", nn[k],
+               rel_diff(gpu, cpu, m));
+    }
+    free(cpu);
+    free(gpu);
+    pair_close(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vulkan");
@@ -1910,6 +2140,10 @@ int main(void)
     tcase_add_test(ops, mxfp4_embedding_rows_are_the_dequantizer_s);
     tcase_add_test(ops, unsupported_types_are_refused_at_import);
     tcase_add_test(ops, devices_are_listed_and_auto_skips_software);
+    tcase_add_loop_test(ops, matmul_heads_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
+    tcase_add_loop_test(ops, store_rows_match_the_cpu_bit_for_bit, 0, 2);
+    tcase_add_loop_test(ops, moe_route_grouped_matches_the_cpu, 0, 4);
+    tcase_add_loop_test(ops, attention_mla_head_dim_576_matches_the_cpu, 0, 4);
     tcase_add_loop_test(models, stories260k_from_the_store_gives_the_cpu_tokens, 0, 3);
     tcase_add_loop_test(models, first_step_logits_match_the_cpu_on_every_weight_type, 0, N_SYNTH);
     tcase_add_test(models, discrete_gpu_paths_give_the_cpu_tokens);

@@ -16,7 +16,10 @@
  *              (gpt-oss: scale = alpha 1.702, eps = limit 7)
  *  12 ADD_ROW_ID dst[r][c] += w[A[r]][c], r = i / cols < n / cols, A the expert ids (i32), w a vector
  *              read (vec_ld) of n_rot rows of cols; an id past n_rot adds nothing
- * dst is bound as u32 words so that mode 4 can address halves. */
+ *  13 STORE_ROWS dst[t * rows + c] = src[t][c], t < n, c < cols   (f32 dst; rows: the stride)
+ *  14 STORE_ROWS as 13 into an f16 dst, one invocation per u32 word of the span the rows cover (as
+ *              mode 4): a half outside the rows (past cols in a row, or outside the span) is kept
+ * dst is bound as u32 words so that modes 4 and 14 can address halves. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 
@@ -116,6 +119,30 @@ void main()
         if (e1 < end)
             hi = f2h(S[p.src_off + (e1 - p.dst_off)]);
         D[w] = lo | (hi << 16);
+        return;
+    }
+    if (p.mode == 13u) {
+        if (idx >= p.n * p.cols)
+            return;
+        uint t = idx / p.cols, c = idx % p.cols;
+        D[p.dst_off + t * p.rows + c] = floatBitsToUint(S[p.src_off + idx]);
+        return;
+    }
+    if (p.mode == 14u) {
+        /* words covering elements dst_off .. dst_off + span - 1 */
+        uint span = p.n > 0u ? (p.n - 1u) * p.rows + p.cols : 0u, w = (p.dst_off >> 1) + idx, end = p.dst_off + span;
+        if (2u * w >= end)
+            return;
+        uint old = D[w], h[2] = uint[2](old & 0xffffu, old >> 16);
+        for (uint k = 0u; k < 2u; k++) {
+            uint e = 2u * w + k;
+            if (e < p.dst_off || e >= end)
+                continue;
+            uint j = e - p.dst_off, t = j / p.rows, c = j % p.rows;
+            if (c < p.cols)
+                h[k] = f2h(S[p.src_off + t * p.cols + c]);
+        }
+        D[w] = h[0] | (h[1] << 16);
         return;
     }
     if (idx >= p.n)

@@ -12,7 +12,10 @@
  *           (gl_WorkGroupID.y = t * n_used + s): the rows of expert A[pos0 + pair] of the pack
  *           (row e * rows + r), so only the selected experts' rows are read. Push constants past
  *           matmul's: pos0 the ids' offset, heads n_used, interleaved src_bcast, n_rot n_expert;
- *           MLX scales and biases at a_off / b_off in W's binding. */
+ *           MLX scales and biases at a_off / b_off in W's binding.
+ *           mode 1 (MATMUL_HEADS, DeepSeek's MLA): no ids, pair (t, h) = t * heads + h takes
+ *           matrix h of the pack [heads][rows][cols], over a flat grid of (pair, row block)
+ *           workgroups (group_index), as n * heads can pass 65535. */
 #extension GL_GOOGLE_include_directive : enable
 #include "common.glsl"
 #include "dequant.glsl"
@@ -77,10 +80,23 @@ layout(local_size_x = 128) in;
 
 void main()
 {
-    uint pair = gl_WorkGroupID.y, t = pair / p.heads, e = A[p.pos0 + pair];
+    uint pair, rb, e;
+    if (p.mode == 1u) { /* MATMUL_HEADS: a flat grid of (pair, row block); pair (t, h) takes head h */
+        uint nrb = (p.rows + MV_ROWS - 1u) / MV_ROWS, g = group_index();
+        pair = g / nrb;
+        rb = g % nrb;
+        if (pair >= p.n * p.heads)
+            return;
+        e = pair % p.heads;
+    } else {
+        pair = gl_WorkGroupID.y;
+        rb = gl_WorkGroupID.x;
+        e = A[p.pos0 + pair];
+    }
+    uint t = pair / p.heads;
     uint xo0 = p.src_off + (p.interleaved != 0u ? t : pair) * p.cols;
     for (uint rr = gl_SubgroupID; rr < MV_ROWS; rr += gl_NumSubgroups) {
-        uint r = gl_WorkGroupID.x * MV_ROWS + rr;
+        uint r = rb * MV_ROWS + rr;
         if (r >= p.rows)
             break;
         /* ids come from MOE_ROUTE; one out of range reads nothing (uniform over the workgroup) */
