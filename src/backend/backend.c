@@ -234,6 +234,15 @@ int backend_weight_import(const backend_weight **out, backend *b, const backend_
     return 0;
 }
 
+int backend_tensor_row(float *out, const backend_tensor *t, uint64_t row)
+{
+    if (!cpu_type_supported(t->type))
+        return ms_err(MS_EUNSUPPORTED, "tensor '%s': type %s cannot be read as rows", t->name,
+                      ggml_type_name(t->type) ? ggml_type_name(t->type) : "?");
+    cpu_tensor_row(out, t, row);
+    return 0;
+}
+
 int backend_run(backend *b, const backend_seq *s)
 {
     /* The contract's order (backend.h): reserve sizes the scratch, then sequences run. */

@@ -317,6 +317,11 @@ void backend_buf_free(backend *b, backend_buf *buf);   /* NULL is fine */
  * run it; MS_EINVALID for a shape it cannot hold; MS_ENOMEM. Freed by backend_close. */
 int backend_weight_import(const backend_weight **out, backend *b, const backend_tensor *t);
 
+/* Row `row` of matrix t (rows of its last dimension; any type the CPU runs) as f32, as EMBED reads
+ * a row: for weights a decoder derives at open (MLA's absorbed packs). MS_EUNSUPPORTED naming the
+ * tensor and its type otherwise. */
+int backend_tensor_row(float *out, const backend_tensor *t, uint64_t row);
+
 /* 1 when this backend runs ops of `kind`. The nine original kinds (EMBED .. ADD) always; the
  * others only where the device's `supports` says so. A decoder asks at open for every kind it
  * will record, so that a model is refused with a message naming op and device, never mid-run. */

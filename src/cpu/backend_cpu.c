@@ -14,7 +14,7 @@ typedef struct cpu_ctx {
     float *id_in, *id_out;   /* MATMUL_ID: the rows routed to one expert, gathered, and its results */
     int *id_rows;            /* which (token, slot) each gathered row is */
     void *heads_scratch;     /* MATMUL_HEADS: each thread's gathered rows, results, activations */
-    backend_tensor *heads;   /* MATMUL_HEADS: the pack seen as one matrix per head (max_cols of them) */
+    backend_tensor *heads;   /* MATMUL_HEADS: the pack seen as one matrix per head (limits.heads of them) */
     int max_rows, max_cols, n_ctx;
     char desc[96];
 } cpu_ctx;
@@ -46,6 +46,7 @@ static int reserve(void *vctx, const backend_limits *l)
     free(c->heads_scratch);
     free(c->heads);
     c->mm_scratch = malloc(cpu_matmul_scratch(l->max_rows, l->max_cols));
+    /* + 1: head_cols 0 (no MLA) may size it 0, which malloc may answer with NULL */
     c->heads_scratch = malloc(cpu_matmul_heads_scratch(l->max_rows, l->head_cols, l->head_cols,
                                                        cpu_pool_threads(c->pool)) + 1);
     c->heads = malloc((size_t)l->heads * sizeof *c->heads);
@@ -249,7 +250,7 @@ static void moe_route_grouped_row(float *wts, int32_t *ids, const float *logits,
 {
     float p[1024], sel[1024];
     int E = op->n_expert, G = op->n_group > 1 ? op->n_group : 1, per = E / G, keep[1024] = { 0 };
-    double sum = 0;
+    double sum = 0;   /* of the chosen experts' p */
 
     if (op->route == BACKEND_ROUTE_SIGMOID_GROUPED)
         for (int e = 0; e < E; e++)
@@ -286,7 +287,6 @@ static void moe_route_grouped_row(float *wts, int32_t *ids, const float *logits,
         for (int e = 0; e < E; e++)
             keep[e] = 1;
     }
-    sum = 0;
     for (int s = 0; s < op->n_used; s++) {
         int best = -1;
         for (int e = 0; e < E; e++)

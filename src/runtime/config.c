@@ -375,7 +375,7 @@ static int json_fill_deepseek_keys(runtime_config *c, json_t *o, json_t *rs)
         if (!(m > 0 && m < 100))
             return ms_err(MS_EINVALID, "rope_scaling: mscale_all_dim %g gives a score scale %g out of range", all_dim, m);
         c->yarn_mscale = 1.0;
-        c->attn_scale = m * m / sqrt((double)(c->head_dim ? c->head_dim : 1));
+        c->attn_scale = m * m / sqrt((double)c->head_dim);
     }
     return 0;
 }

@@ -401,30 +401,9 @@ static int bind_phi3(runtime_model *m, layer *L, int l)
  * Attention over the latent, as DeepSeek's absorbed form computes it: the cache row of a position
  * is [k_pe | c] (c = n(Wkv_a . x), the latent); head h's score is q_nope . Wk_h c + q_pe . k_pe =
  * [q_pe | Wk_h^T q_nope] . [k_pe | c], and its value Wv_h (sum_j p_j c_j). Wk_h, Wv_h are head h's
- * rows of kv_b_proj. Both absorptions are per-head matrices (MATMUL_HEADS), built once at open in
- * f32 (mla_qk, mla_vo); the attention is one MQA over the cache with values the same rows (the k_pe
+ * rows of kv_b_proj. Both absorptions are per-head matrices (MATMUL_HEADS), built once at open
+ * (mla_qk, mla_vo: F16, or F32 for an F32 model); the attention is one MQA over the cache with values the same rows (the k_pe
  * part of its output meets zero columns of mla_vo). */
-
-/* Row r of matrix t (any weight type, rows of its last dimension) as f32. */
-static int tensor_row_f32(const backend_tensor *t, uint64_t r, float *out)
-{
-    uint64_t cols = t->shape[t->n_dims - 1], row_bytes = 0;
-    const uint8_t *d = t->data;
-
-    if (t->type == BACKEND_TYPE_MLX) {
-        uint64_t g = (cols / (uint64_t)t->group_size) * st_dtype_size(t->scale_dtype), code = cols * t->bits / 8;
-        return quant_dequantize_row(t->quant_type, d + r * code, (const uint8_t *)t->scales + r * g,
-                                    t->biases ? (const uint8_t *)t->biases + r * g : NULL, t->scale_dtype,
-                                    t->group_size, cols, out);
-    }
-    if (t->type == GGML_TYPE_F32)
-        return quant_to_f32(out, d + r * cols * 4, ST_F32, cols);
-    if (t->type == GGML_TYPE_F16 || t->type == GGML_TYPE_BF16)
-        return quant_to_f32(out, d + r * cols * 2, t->type == GGML_TYPE_F16 ? ST_F16 : ST_BF16, cols);
-    if (ggml_row_nbytes(&row_bytes, t->type, cols) < 0)
-        return ms_err(MS_EINVALID, "tensor '%s': type %d", t->name, t->type);
-    return quant_dequantize_row(ggml_type_name(t->type), d + r * row_bytes, NULL, NULL, ST_F32, 0, cols, out);
-}
 
 /* The f32 pack `src` as a 3-D weight of m->mla_type at `dst`, named after its source. F16 rounds
  * once: exact for an F16 source, and for a quantized one far below its own steps. */
@@ -496,7 +475,7 @@ static int bind_mla_packs(runtime_model *m, layer *L, int l, uint8_t *dst)
         for (uint64_t r = 0; r < R; r++)
             q[r * QC + N + r] = 1.0f;
         for (uint64_t d = 0; d < (kv ? N : C) && rc == 0; d++) {   /* kv: row d of head h; kb: its row d = latent d */
-            if ((rc = tensor_row_f32(kv ? kv : kb, kv ? h * (N + V) + d : h * C + d, row)) < 0)
+            if ((rc = backend_tensor_row(row, kv ? kv : kb, kv ? h * (N + V) + d : h * C + d)) < 0)
                 break;
             for (uint64_t j = 0; j < (kv ? C : N); j++) {
                 if (kv)
@@ -506,7 +485,7 @@ static int bind_mla_packs(runtime_model *m, layer *L, int l, uint8_t *dst)
             }
         }
         for (uint64_t j = 0; j < V && rc == 0; j++) {
-            if ((rc = tensor_row_f32(kv ? kv : vb, kv ? h * (N + V) + N + j : h * V + j, row)) < 0)
+            if ((rc = backend_tensor_row(row, kv ? kv : vb, kv ? h * (N + V) + N + j : h * V + j)) < 0)
                 break;
             memcpy(v + j * AR + R, row, C * sizeof *row);
         }
