@@ -21,6 +21,8 @@
  * pooling embeds here, from the normed hidden rows (decoder_embed). */
 #include <assert.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,22 +53,34 @@ typedef struct layer {
     const backend_weight *wq_a, *q_a_norm, *wq_b, *kv_lat, *kv_pe, *kv_norm, *mla_qk, *mla_vo, *sel_bias;
     backend_tensor mla_view[2], mla_pack[2];
     char mla_name[2][64];
-    /* The layer's KV cache: kv_slots rows of kv_dim from element kv_off of kc and vc. A layer with
-     * a window keeps a ring of window + n_batch - 1 slots (kv_ring, position p in slot p % slots)
-     * when that is shorter than the context: its cache never grows past what attention reads. */
-    size_t kv_off;
-    int kv_slots, kv_ring, window;
+    int window;   /* attention sees the last `window` positions (0: all) */
 } layer;
+
+/* One layer's part of one sequence's KV cache: `slots` rows of kv_dim from element `off` of kc
+ * and vc. A layer with a window keeps a ring of window + n_batch - 1 slots (`ring`, position p
+ * in slot p % ring) when that is shorter than the sequence's context: its cache never grows
+ * past what attention reads. */
+typedef struct kv_part {
+    size_t off;
+    int slots, ring;
+} kv_part;
 
 struct runtime_model {
     runtime_weights *w;
     runtime_config c;
     backend *be;
     int n_ctx, n_batch, kv_f16;
-    /* n_seq sequences, each with its own cache: past[s] positions of it are filled; each of kc,
-     * vc holds kv_seq elements per sequence (kv_layout's layers), sequence s's from s * kv_seq */
+    /* n_seq sequences, each with its own cache: past[s] positions of it are filled. The caches
+     * share one pool of kv_cap elements in each of kc and vc (n_seq caches of n_ctx positions at
+     * open): sequence s holds kv_len[s] of them from kv_base[s], laid out for kv_ctx[s] positions
+     * (0: it holds none), layer l's part at kv[s * n_layers + l] (seq_layout). max_ctx: the most
+     * one sequence may take (the pool's, at most the model's). kv_mu guards the table's changes
+     * (runtime_seq_set_ctx); a pass reads only its own sequences' entries. */
     int n_seq, *past;
-    size_t kv_seq;
+    size_t kv_cap, *kv_base, *kv_len;
+    int *kv_ctx, max_ctx;
+    kv_part *kv;
+    pthread_mutex_t kv_mu;
     /* The pass being recorded: n_step sequences, each n rows of it in order from row 0 (their
      * logits rows 0.. of `logits`, in the same order); runtime_embed's packing leaves it empty */
     runtime_seq_item step[RUNTIME_MAX_SEQ];
@@ -88,6 +102,9 @@ struct runtime_model {
     backend_seq seq;
     double *freqs;
     double *freqs_local;   /* the window layers' (Gemma 3: base rope_local_theta, unscaled) */
+    /* [phi3] longrope: freqs are for a context on the side of rope_orig_ctx that n_ctx is on,
+     * freqs_alt (NULL: the model lacks those factors) for one on the other (seq_freqs) */
+    double *freqs_alt;
     runtime_encoder *enc;  /* an encoder (bert, nomic-bert): encoder.c runs it; the rest above unused */
     float *rows;           /* a decoder that embeds: n_batch hidden rows read back, and pooling's */
     double *acc;           /* sums (dim) */
@@ -653,12 +670,12 @@ static int rope_divisors(const float **out, runtime_model *m, const char *name, 
     return 0;
 }
 
-/* Per-frequency divisors: Llama 3.1's rope_freqs (model.rope_freqs, format/gguf_names.c) and
- * Phi-3's longrope factors, long when this context exceeds the original one, else short. */
-static int apply_rope_divisors(runtime_model *m)
+/* Per-frequency divisors of freqs: Llama 3.1's rope_freqs (model.rope_freqs, format/gguf_names.c)
+ * and Phi-3's longrope factors, long for a context past the original one (use_long), else short. */
+static int apply_rope_divisors(runtime_model *m, double *freqs, int use_long)
 {
     const runtime_config *c = &m->c;
-    int half = c->n_rot / 2, use_long = m->n_ctx > c->rope_orig_ctx, rc;
+    int half = c->n_rot / 2, rc;
     const char *name = use_long ? "rope_factors_long.weight" : "rope_factors_short.weight";
     const float *f;
     float buf;
@@ -667,7 +684,7 @@ static int apply_rope_divisors(runtime_model *m)
         return rc;
     for (int i = 0; f && i < half; i++) {
         memcpy(&buf, (const uint8_t *)f + (size_t)i * sizeof buf, sizeof buf);
-        m->freqs[i] /= buf;
+        freqs[i] /= buf;
     }
     if (c->rope_scaling != RUNTIME_ROPE_LONGROPE)
         return 0;
@@ -680,9 +697,19 @@ static int apply_rope_divisors(runtime_model *m)
                       use_long ? "long" : "short");
     for (int i = 0; i < half; i++) {
         memcpy(&buf, (const uint8_t *)f + (size_t)i * sizeof buf, sizeof buf);
-        m->freqs[i] /= buf;
+        freqs[i] /= buf;
     }
     return 0;
+}
+
+/* The rope frequencies of sequence seq (its context decides Phi-3's longrope factors). */
+static const double *seq_freqs(const runtime_model *m, int seq)
+{
+    const runtime_config *c = &m->c;
+
+    if (c->rope_scaling == RUNTIME_ROPE_LONGROPE && (m->kv_ctx[seq] > c->rope_orig_ctx) != (m->n_ctx > c->rope_orig_ctx))
+        return m->freqs_alt;
+    return m->freqs;
 }
 
 /* Longrope scales cos and sin of q and k by the attention factor: scores by its square, which
@@ -711,22 +738,60 @@ static int layer_window(const runtime_config *c, int l)
     return c->sliding_window;
 }
 
-/* Lays out each layer's KV cache (see layer.kv_off); the elements of one of kc, vc in all. */
-static size_t kv_layout(runtime_model *m)
+/* The elements (of each of kc, vc) a sequence of ctx positions takes; with `parts`, its layers'
+ * parts laid out from element `base` (kv_part). */
+static size_t seq_layout(const runtime_model *m, int ctx, size_t base, kv_part *parts)
 {
-    size_t kv_dim = (size_t)att_kv_heads(&m->c) * att_head_dim(&m->c), off = 0;
+    size_t kv_dim = (size_t)att_kv_heads(&m->c) * att_head_dim(&m->c), off = base;
 
     for (int l = 0; l < m->c.n_layers; l++) {
-        layer *L = &m->layers[l];
-        L->window = layer_window(&m->c, l);
-        L->kv_slots = m->n_ctx;
-        L->kv_ring = 0;
-        if (L->window > 0 && L->window + m->n_batch - 1 < m->n_ctx)
-            L->kv_slots = L->kv_ring = L->window + m->n_batch - 1;
-        L->kv_off = off;
-        off += (size_t)L->kv_slots * kv_dim;
+        int window = m->layers[l].window, slots = ctx, ring = 0;
+        if (window > 0 && window + m->n_batch - 1 < ctx)
+            slots = ring = window + m->n_batch - 1;
+        if (parts)
+            parts[l] = (kv_part){ .off = off, .slots = slots, .ring = ring };
+        off += (size_t)slots * kv_dim;
     }
-    return off;
+    return off - base;
+}
+
+/* The pool: n_seq caches of n_ctx positions, one after another; max_ctx the longest context
+ * whose cache fits it whole (seq_layout grows with ctx: a binary search), at most the model's. */
+static int kv_pool_layout(runtime_model *m)
+{
+    size_t per;
+    int lo = m->n_ctx, hi = m->c.ctx_len;
+
+    for (int l = 0; l < m->c.n_layers; l++)
+        m->layers[l].window = layer_window(&m->c, l);
+    per = seq_layout(m, m->n_ctx, 0, NULL);
+    m->kv_cap = per * (size_t)m->n_seq;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (seq_layout(m, mid, 0, NULL) <= m->kv_cap)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    m->max_ctx = lo;
+    m->kv = calloc((size_t)m->n_seq * (size_t)m->c.n_layers, sizeof *m->kv);
+    m->kv_base = calloc((size_t)m->n_seq, sizeof *m->kv_base);
+    m->kv_len = calloc((size_t)m->n_seq, sizeof *m->kv_len);
+    m->kv_ctx = calloc((size_t)m->n_seq, sizeof *m->kv_ctx);
+    if (!m->kv || !m->kv_base || !m->kv_len || !m->kv_ctx)
+        return ms_err(MS_ENOMEM, "out of memory");
+    for (int s = 0; s < m->n_seq; s++) {
+        m->kv_base[s] = (size_t)s * per;
+        m->kv_len[s] = seq_layout(m, m->n_ctx, m->kv_base[s], &m->kv[(size_t)s * m->c.n_layers]);
+        m->kv_ctx[s] = m->n_ctx;
+    }
+    return 0;
+}
+
+/* Layer l's part of sequence seq's cache. */
+static const kv_part *seq_part(const runtime_model *m, int seq, int l)
+{
+    return &m->kv[(size_t)seq * m->c.n_layers + l];
 }
 
 static int alloc_buffers(runtime_model *m)
@@ -738,8 +803,7 @@ static int alloc_buffers(runtime_model *m)
     int kv_type = m->kv_f16 ? BACKEND_F16 : BACKEND_F32, rc;
     backend *be = m->be;
 
-    m->kv_seq = kv_layout(m);
-    kv_n = m->kv_seq * (size_t)m->n_seq;
+    kv_n = m->kv_cap;
     if (att_n < nb * q_dim)   /* MLA's heads are wider than q's */
         att_n = nb * q_dim;
     if ((rc = backend_buf_new(&m->kc, be, kv_n, kv_type, "k cache")) < 0 ||
@@ -785,7 +849,7 @@ static int alloc_buffers(runtime_model *m)
 static int model_setup(runtime_model *m, const runtime_opts *o)
 {
     const runtime_config *c = &m->c;
-    int q_dim = c->n_heads * c->head_dim, max_cols, rc;
+    int q_dim = c->n_heads * c->head_dim, max_cols, use_long, rc;
     backend_opts bo = { .n_threads = o ? o->n_threads : 0, .verbose = o ? o->verbose : 0 };
 
     m->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (c->ctx_len < 4096 ? c->ctx_len : 4096);
@@ -844,6 +908,9 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     if (!m->seq.ops || !m->layers || !m->freqs || !m->freqs_local)
         return ms_err(MS_ENOMEM, "out of memory");
     longrope_scale(m);
+    if ((rc = kv_pool_layout(m)) < 0)
+        return rc;
+    lim.n_ctx = m->max_ctx;   /* attention's bound: any one sequence's context */
     if ((rc = check_ops(m)) < 0 || (rc = backend_reserve(m->be, &lim)) < 0 || (rc = alloc_buffers(m)) < 0 ||
         (rc = bind_tensors(m)) < 0)
         return rc;
@@ -857,7 +924,19 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
             lc.rope_scaling = RUNTIME_ROPE_NONE;
         runtime_rope_freqs(m->freqs_local, &lc);
     }
-    return apply_rope_divisors(m);
+    use_long = m->n_ctx > c->rope_orig_ctx;
+    if ((rc = apply_rope_divisors(m, m->freqs, use_long)) < 0)
+        return rc;
+    if (c->rope_scaling == RUNTIME_ROPE_LONGROPE) {   /* for a sequence sized across rope_orig_ctx */
+        if (!(m->freqs_alt = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs_alt)))
+            return ms_err(MS_ENOMEM, "out of memory");
+        runtime_rope_freqs(m->freqs_alt, c);
+        if (apply_rope_divisors(m, m->freqs_alt, !use_long) < 0) {   /* lacking: runtime_seq_set_ctx refuses */
+            free(m->freqs_alt);
+            m->freqs_alt = NULL;
+        }
+    }
+    return 0;
 }
 
 static int model_open(runtime_model **out, runtime_weights *w, const runtime_opts *o)
@@ -870,6 +949,7 @@ static int model_open(runtime_model **out, runtime_weights *w, const runtime_opt
         runtime_weights_close(w);
         return ms_err(MS_ENOMEM, "out of memory");
     }
+    pthread_mutex_init(&m->kv_mu, NULL);
     m->w = w;
     m->c = *runtime_weights_config(w);
     if ((rc = model_setup(m, o)) < 0) {
@@ -933,11 +1013,17 @@ void runtime_model_close(runtime_model *m)
     runtime_weights_close(m->w);
     runtime__batcher_free(m->bt);
     free(m->past);
+    free(m->kv);
+    free(m->kv_base);
+    free(m->kv_len);
+    free(m->kv_ctx);
+    pthread_mutex_destroy(&m->kv_mu);
     free(m->toks);
     free(m->layers);
     free(m->seq.ops);
     free(m->freqs);
     free(m->freqs_local);
+    free(m->freqs_alt);
     free(m->mla_mem);
     free(m->mla_tmp);
     free(m);
@@ -960,12 +1046,12 @@ int runtime_seq_truncate(runtime_model *m, int seq, int n)
     past = m->past[seq];
     if (n < 0 || n > past)
         return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, past);
-    for (int l = 0; m->layers && l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
-        const layer *L = &m->layers[l];
-        int first = n - L->window + 1 > 0 ? n - L->window + 1 : 0;
-        if (L->kv_ring && first < past - L->kv_ring)
+    for (int l = 0; m->kv && l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
+        const kv_part *P = seq_part(m, seq, l);
+        int first = n - m->layers[l].window + 1 > 0 ? n - m->layers[l].window + 1 : 0;
+        if (P->ring && first < past - P->ring)
             return ms_err(MS_EINVALID, "truncate to %d positions: layer %d's window cache of %d slots no longer "
-                          "holds position %d", n, l, L->kv_ring, first);
+                          "holds position %d", n, l, P->ring, first);
     }
     m->past[seq] = n;
     return 0;
@@ -977,6 +1063,70 @@ int runtime_seq_n_past(const runtime_model *m, int seq)
     return m->past[seq];
 }
 int runtime_model_n_past(const runtime_model *m) { return m->past[0]; }
+
+/* The lowest element of the pool where `need` elements are held by no sequence but seq (whose
+ * own room is being given up), or SIZE_MAX when no gap is that wide. Candidates: the pool's
+ * start and the end of every other sequence's cache. */
+static size_t kv_room(const runtime_model *m, int seq, size_t need)
+{
+    size_t best = SIZE_MAX;
+
+    for (int i = -1; i < m->n_seq; i++) {
+        size_t at = i < 0 ? 0 : m->kv_base[i] + m->kv_len[i];
+        int free_here = (i < 0 || (i != seq && m->kv_len[i])) && at + need <= m->kv_cap && at < best;
+        for (int j = 0; free_here && j < m->n_seq; j++)
+            if (j != seq && m->kv_len[j] && at < m->kv_base[j] + m->kv_len[j] && m->kv_base[j] < at + need)
+                free_here = 0;
+        if (free_here)
+            best = at;
+    }
+    return best;
+}
+
+int runtime_seq_set_ctx(runtime_model *m, int seq, int n_ctx)
+{
+    const runtime_config *c = &m->c;
+    size_t need, at;
+    int rc = 0;
+
+    assert(seq >= 0 && seq < m->n_seq);
+    if (m->enc)
+        return ms_err(MS_EUNSUPPORTED, "%s is an embedding model: it keeps no KV cache", c->architecture);
+    if (n_ctx < 0 || n_ctx > m->max_ctx)
+        return ms_err(MS_ETOOBIG, "a context of %d tokens: one sequence of this load takes at most %d", n_ctx,
+                      m->max_ctx);
+    if (n_ctx && c->rope_scaling == RUNTIME_ROPE_LONGROPE && !m->freqs_alt &&
+        (n_ctx > c->rope_orig_ctx) != (m->n_ctx > c->rope_orig_ctx))
+        return ms_err(MS_EUNSUPPORTED, "a context of %d tokens needs the model's %s longrope factors, which it lacks",
+                      n_ctx, n_ctx > c->rope_orig_ctx ? "long" : "short");
+    pthread_mutex_lock(&m->kv_mu);
+    if (n_ctx != m->kv_ctx[seq]) {
+        need = seq_layout(m, n_ctx, 0, NULL);
+        if (n_ctx == 0) {
+            at = 0;
+        } else if ((at = kv_room(m, seq, need)) == SIZE_MAX) {
+            size_t held = 0;
+            for (int i = 0; i < m->n_seq; i++)
+                held += i == seq ? 0 : m->kv_len[i];
+            rc = ms_err(MS_EBUSY, "no room in the KV cache for a context of %d tokens: the other sequences hold "
+                        "%d%% of it", n_ctx, (int)(held * 100 / m->kv_cap));
+        }
+        if (rc == 0) {
+            m->kv_base[seq] = at;
+            m->kv_len[seq] = seq_layout(m, n_ctx, at, &m->kv[(size_t)seq * c->n_layers]);
+            m->kv_ctx[seq] = n_ctx;
+            m->past[seq] = 0;
+        }
+    }
+    pthread_mutex_unlock(&m->kv_mu);
+    return rc;
+}
+int runtime_seq_n_ctx(const runtime_model *m, int seq)
+{
+    assert(seq >= 0 && seq < m->n_seq);
+    return m->enc ? m->n_ctx : m->kv_ctx[seq];
+}
+int runtime_model_max_ctx(const runtime_model *m) { return m->enc ? m->n_ctx : m->max_ctx; }
 int runtime_model_n_seq(const runtime_model *m) { return m->n_seq; }
 int runtime__model_n_batch(const runtime_model *m) { return m->n_batch; }
 runtime__batcher *runtime__model_batcher(runtime_model *m) { return m->bt; }
@@ -986,11 +1136,10 @@ const runtime_weights *runtime_model_weights(const runtime_model *m) { return m-
 const char *runtime_model_device(const runtime_model *m) { return backend_describe(m->be); }
 uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 {
-    uint64_t slots = 0;
+    size_t row = (size_t)att_kv_heads(&m->c) * att_head_dim(&m->c);   /* elements of one row of kc */
 
-    for (int l = 0; m->layers && l < m->c.n_layers; l++)   /* an encoder keeps none */
-        slots += (uint64_t)m->layers[l].kv_slots;
-    return slots * (uint64_t)m->n_seq * runtime_config_kv_row_nbytes(&m->c, m->kv_f16);
+    /* the pool's rows (an encoder keeps none) */
+    return m->kv_cap / row * runtime_config_kv_row_nbytes(&m->c, m->kv_f16);
 }
 
 uint64_t runtime_config_kv_row_nbytes(const runtime_config *c, int kv_f16)
@@ -1056,8 +1205,9 @@ static void record_attention(runtime_model *m, const layer *L, int seq, size_t r
     const runtime_config *c = &m->c;
     backend_seq *s = &m->seq;
     int hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    size_t layer_kv = (size_t)seq * m->kv_seq + L->kv_off;
-    int slot = L->kv_ring ? pos % L->kv_ring : pos, n1 = L->kv_ring && slot + n > L->kv_ring ? L->kv_ring - slot : n;
+    const kv_part *P = seq_part(m, seq, (int)(L - m->layers));
+    size_t layer_kv = P->off;
+    int slot = P->ring ? pos % P->ring : pos, n1 = P->ring && slot + n > P->ring ? P->ring - slot : n;
     backend_ref q = backend_at(m->q, r0 * q_dim), k = backend_at(m->k, r0 * kv_dim), v = backend_at(m->v, r0 * kv_dim);
 
     backend_seq_rope(s, q, n, c->n_heads, hd, c->n_rot, pos, freqs, c->rope_interleaved);
@@ -1070,7 +1220,7 @@ static void record_attention(runtime_model *m, const layer *L, int seq, size_t r
     }
     backend_seq_attention_sinks(s, backend_at(m->att, r0 * q_dim), q, backend_at(m->kc, layer_kv),
                                 backend_at(m->vc, layer_kv), n, pos, c->n_heads, c->n_kv_heads, hd, L->window,
-                                (float)c->attn_scale, L->kv_ring, L->sinks);
+                                (float)c->attn_scale, P->ring, L->sinks);
 }
 
 /* The same for runtime_embed's packed sequences (no layer a ring: runtime_embed packs only then):
@@ -1081,7 +1231,7 @@ static void record_packed_attention(runtime_model *m, const layer *L, int n, con
     const runtime_config *c = &m->c;
     backend_seq *s = &m->seq;
     int hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    size_t layer_kv = L->kv_off;
+    size_t layer_kv = seq_part(m, 0, (int)(L - m->layers))->off;   /* sequence 0's cache */
 
     for (int i = 0; i < m->pk_n; i++) {
         size_t r = (size_t)m->pk_start[i];
@@ -1127,13 +1277,13 @@ static void record_mla(runtime_model *m, const layer *L, int n)
     backend_seq_matmul_heads(s, backend_at(m->qatt, 0), q, L->mla_qk, n);
     for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n) {
         int seq = m->step[i].seq, ni = m->step[i].n, pos = m->past[seq];
-        size_t kv = (size_t)seq * m->kv_seq + L->kv_off + (size_t)pos * ahd;   /* MLA layers have no ring */
+        size_t kv = seq_part(m, seq, (int)(L - m->layers))->off + (size_t)pos * ahd;   /* MLA layers have no ring */
         backend_ref qr = backend_at(m->qatt, (size_t)r * H * ahd), kpe = backend_at(m->kpe, (size_t)r * R);
-        backend_seq_rope(s, qr, ni, H, ahd, R, pos, m->freqs, c->rope_interleaved);
-        backend_seq_rope(s, kpe, ni, 1, R, R, pos, m->freqs, c->rope_interleaved);
+        backend_seq_rope(s, qr, ni, H, ahd, R, pos, seq_freqs(m, seq), c->rope_interleaved);
+        backend_seq_rope(s, kpe, ni, 1, R, R, pos, seq_freqs(m, seq), c->rope_interleaved);
         backend_seq_store_rows(s, backend_at(m->kc, kv), kpe, ni, R, ahd);
         backend_seq_store_rows(s, backend_at(m->kc, kv + (size_t)R), backend_at(m->lat, (size_t)r * C), ni, C, ahd);
-        kv = (size_t)seq * m->kv_seq + L->kv_off;
+        kv = seq_part(m, seq, (int)(L - m->layers))->off;
         backend_seq_attention_ex(s, backend_at(m->att, (size_t)r * H * ahd), qr, backend_at(m->kc, kv),
                                  backend_at(m->kc, kv), ni, pos, H, 1, ahd, 0, scale, 0);
     }
@@ -1151,7 +1301,7 @@ static void record_mha(runtime_model *m, const layer *L, int n)
     float eps = (float)c->rms_eps, off = (float)c->norm_offset;
     backend_ref xb = backend_at(m->xb, 0), q = backend_at(m->q, 0);
     backend_ref k = backend_at(m->k, 0), v = backend_at(m->v, 0), att = backend_at(m->att, 0);
-    const double *freqs = L->window && c->gemma ? m->freqs_local : m->freqs;   /* gpt-oss: one rope for all */
+    int local = L->window && c->gemma;   /* gpt-oss: one rope for all */
 
     backend_seq_matmul(s, q, xb, L->wq, n);
     backend_seq_matmul(s, k, xb, L->wk, n);
@@ -1167,9 +1317,10 @@ static void record_mha(runtime_model *m, const layer *L, int n)
         backend_seq_rms_norm_ex(s, k, k, L->k_norm, n * c->n_kv_heads, hd, eps, off);
     }
     if (m->pk_n)   /* runtime_embed's packed sequences */
-        record_packed_attention(m, L, n, freqs);
+        record_packed_attention(m, L, n, local ? m->freqs_local : seq_freqs(m, 0));
     for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n)
-        record_attention(m, L, m->step[i].seq, (size_t)r, m->step[i].n, m->past[m->step[i].seq], freqs);
+        record_attention(m, L, m->step[i].seq, (size_t)r, m->step[i].n, m->past[m->step[i].seq],
+                         local ? m->freqs_local : seq_freqs(m, m->step[i].seq));
     backend_seq_matmul(s, xb, att, L->wo, n);
     if (L->bo)   /* [gpt-oss] */
         backend_seq_add_row(s, xb, L->bo, n, dim);
@@ -1274,10 +1425,13 @@ int runtime__model_check(const runtime_model *m, int seq, const int32_t *tokens,
     if (n <= 0)
         return ms_err(MS_EINVALID, "forward: no tokens");
     assert(tokens);
-    /* The KV cache holds positions 0 .. past-1 of a context of n_ctx: every forward keeps it. */
-    assert(m->past[seq] >= 0 && m->past[seq] <= m->n_ctx);
-    if (n > m->n_ctx - m->past[seq])
-        return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->past[seq], m->n_ctx);
+    /* The KV cache holds positions 0 .. past-1 of the sequence's context: every forward keeps it. */
+    assert(m->past[seq] >= 0 && m->past[seq] <= m->kv_ctx[seq]);
+    if (m->kv_ctx[seq] == 0)
+        return ms_err(MS_EINVALID, "sequence %d holds no KV cache: its context is 0 (runtime_seq_set_ctx)", seq);
+    if (n > m->kv_ctx[seq] - m->past[seq])
+        return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->past[seq],
+                      m->kv_ctx[seq]);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return ms_err(MS_EINVALID, "token %d at index %d out of range [0, %d)", tokens[i], i, c->vocab_size);
@@ -1389,21 +1543,21 @@ static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, con
                              float *out, int normalize)
 {
     const runtime_config *c = &m->c;
-    int rc, packable = 1;
+    int rc, packable = 1, pack_rows = m->n_batch < m->kv_ctx[0] ? m->n_batch : m->kv_ctx[0];   /* in sequence 0's cache */
 
     m->embed_runs = 0;
     m->embed_normalize = normalize;
     for (int l = 0; l < c->n_layers; l++)   /* MLA's attention has no packed form (record_packed_attention) */
-        packable = packable && !m->layers[l].kv_ring && !c->kv_lora_rank;
+        packable = packable && !seq_part(m, 0, l)->ring && !c->kv_lora_rank;
     for (int i = 0; i < n_seqs;) {
         int j = i + 1, rows = n_tokens[i];
-        if (!packable || rows > m->n_batch) {   /* alone, in chunks that the KV cache carries */
+        if (!packable || rows > pack_rows) {   /* alone, in chunks that the KV cache carries */
             if ((rc = decoder_embed(m, tokens[i], n_tokens[i], out + (size_t)i * c->dim)) < 0)
                 return rc;
             i++;
             continue;
         }
-        while (j < n_seqs && j - i < EMBED_MAX_SEQS && rows + n_tokens[j] <= m->n_batch)
+        while (j < n_seqs && j - i < EMBED_MAX_SEQS && rows + n_tokens[j] <= pack_rows)
             rows += n_tokens[j++];
         if ((rc = decoder_embed_packed(m, tokens + i, n_tokens + i, j - i, out + (size_t)i * c->dim)) < 0)
             return rc;
@@ -1416,9 +1570,10 @@ static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_to
                  int normalize)
 {
     const runtime_config *c = &m->c;
-    int rc;
+    int rc, n_ctx;
 
     assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
+    n_ctx = m->enc ? m->n_ctx : m->kv_ctx[0];   /* a decoder embeds through sequence 0's cache */
     if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
         return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
                       c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
@@ -1427,8 +1582,8 @@ static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_to
     for (int s = 0; s < n_seqs; s++) {
         if (n_tokens[s] <= 0)
             return ms_err(MS_EINVALID, "sequence %d is empty", s);
-        if (n_tokens[s] > m->n_ctx)
-            return ms_err(MS_EINVALID, "sequence %d: %d tokens exceeds the context of %d", s, n_tokens[s], m->n_ctx);
+        if (n_tokens[s] > n_ctx)
+            return ms_err(MS_EINVALID, "sequence %d: %d tokens exceeds the context of %d", s, n_tokens[s], n_ctx);
         for (int i = 0; i < n_tokens[s]; i++)
             if (tokens[s][i] < 0 || tokens[s][i] >= c->vocab_size)
                 return ms_err(MS_EINVALID, "sequence %d: token %d at index %d out of range [0, %d)", s, tokens[s][i], i,

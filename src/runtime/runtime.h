@@ -164,7 +164,7 @@ uint64_t runtime_config_kv_row_nbytes(const runtime_config *c, int kv_f16);
 
 typedef struct runtime_opts {
     int n_threads;   /* <= 0: all cores */
-    int n_ctx;       /* <= 0: the model's context length, at most 4096 */
+    int n_ctx;       /* each sequence's at open; <= 0: the model's context length, at most 4096 */
     int kv_f16;      /* 1: KV cache in f16 (half the memory); 0: f32 */
     int n_batch;     /* prefill chunk; <= 0: 128 */
     const char *device;   /* backend_open's name: "cpu", "vulkan", "auto"; NULL: "auto" */
@@ -190,7 +190,7 @@ void runtime_model_reset(runtime_model *m);    /* forget the KV cache */
  * (the caller then starts over from position 0). */
 int runtime_model_truncate(runtime_model *m, int n);
 int runtime_model_n_past(const runtime_model *m);
-int runtime_model_n_ctx(const runtime_model *m);
+int runtime_model_n_ctx(const runtime_model *m);   /* opts.n_ctx's: sequence 0's unless resized */
 const runtime_config *runtime_model_config(const runtime_model *m);
 const runtime_weights *runtime_model_weights(const runtime_model *m);
 uint64_t runtime_model_kv_nbytes(const runtime_model *m);
@@ -199,8 +199,9 @@ const char *runtime_model_device(const runtime_model *m);
 void runtime_model_close(runtime_model *m);   /* NULL is fine */
 
 /* ---------------------------------------------------------------- several sequences at once
- * A model opened with n_seq > 1 keeps n_seq KV caches of n_ctx positions each, one per sequence
- * (runtime_model_kv_nbytes counts them all); sequence 0 is the one runtime_forward, _reset,
+ * A model opened with n_seq > 1 keeps n_seq KV caches, one per sequence, of n_ctx positions each
+ * until runtime_seq_set_ctx sizes one otherwise: they share one pool of that total size
+ * (runtime_model_kv_nbytes); sequence 0 is the one runtime_forward, _reset,
  * _truncate and _n_past use. Tokens of several sequences run as one forward pass: the rows of all
  * of them go through each matrix together, so every weight is read once per pass, while rope,
  * the cache writes and attention run per sequence at its own positions over its own cache.
@@ -237,6 +238,20 @@ void runtime_seq_active(runtime_model *m, int seq, int on);
 void runtime_seq_reset(runtime_model *m, int seq);
 int runtime_seq_truncate(runtime_model *m, int seq, int n);   /* runtime_model_truncate's rules */
 int runtime_seq_n_past(const runtime_model *m, int seq);
+/* Size sequence seq's cache for n_ctx positions (0: none; a forward on it is then refused),
+ * taking the room from the pool: the same context keeps the cache, another one starts it empty
+ * (elsewhere in the pool when its place is too small). Results never depend on where a cache
+ * lies or on the others' sizes: a sequence's logits are those of a model opened with n_ctx
+ * alone. MS_ETOOBIG past runtime_model_max_ctx; MS_EBUSY while the other sequences' caches
+ * hold the room (a caller may size idle ones to 0 and try again); MS_EUNSUPPORTED for a Phi-3
+ * context across its original one when the model lacks those longrope factors, or an encoder.
+ * Not while the sequence runs; other sequences may run meanwhile, and calls for distinct
+ * sequences may overlap. */
+int runtime_seq_set_ctx(runtime_model *m, int seq, int n_ctx);
+int runtime_seq_n_ctx(const runtime_model *m, int seq);
+/* The longest context one sequence may take: the pool's whole room (a layer with a sliding
+ * window keeps a ring, so that may exceed it), at most the model's context length. */
+int runtime_model_max_ctx(const runtime_model *m);
 /* Passes run, and rows and sequences in them, since open: what the batching achieved. */
 typedef struct runtime_batch_stats {
     uint64_t passes, rows, seqs, max_seqs;
