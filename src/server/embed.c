@@ -110,7 +110,7 @@ static int run(server *srv, srv_model *ref, const embed_req *e, const char *mode
         .truncate = e->truncate, .dimensions = e->dimensions, .model = model, .raw = e->kind == EMBED_OLLAMA_OLD};
     double t0 = now();
     loaded *L = NULL;
-    session *S;
+    session *S = NULL;
     int rc;
 
     if ((rc = srv_model_acquire(srv, ref, e->mo.n_ctx, &L)) < 0) {
@@ -119,8 +119,8 @@ static int run(server *srv, srv_model *ref, const embed_req *e, const char *mode
         return rc == MS_ENOTFOUND || rc == MS_EBUSY ? rc : MS_ERROR;
     }
     *t_load = now() - t0;
-    S = srv_model_lock(L, NULL, 0);
-    rc = session_embed(S, v, dim, n_tokens, e->in, e->n, &so);
+    if ((rc = srv_model_lock(&S, L, NULL, 0, 0)) == 0)   /* an embedding load's one session keeps its context */
+        rc = session_embed(S, v, dim, n_tokens, e->in, e->n, &so);
     if (rc < 0)
         snprintf(err, err_len, "%s", ms_err_msg());
     else /* one line per request for whoever runs the server, as generations have */

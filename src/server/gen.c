@@ -451,7 +451,7 @@ static int try_fit(char **text, size_t *len, const gen_job *j, const session *S,
     size_t n;
     int rc = render_dropped(text, len, j, S, drop);
 
-    if (rc == 0 && (rc = session_count(S, *text, *len, 1, &n)) < 0) {
+    if (rc == 0 && (rc = session_count(S, *text, *len, 1, j->ctx, &n)) < 0) {
         free(*text);
         *text = NULL;
     }
@@ -485,7 +485,7 @@ static int prompt_choose(char **text, size_t *len, int *special, const gen_job *
             if ((rc = chat_render_think(text, len, session_template(S), m, k, NULL, 0, 1, j->think)) < 0)
                 return rc;
         }
-        if ((rc = session_count(S, *text, *len, *special, &n)) < 0) {
+        if ((rc = session_count(S, *text, *len, *special, j->ctx, &n)) < 0) {
             free(*text);
             *text = NULL;
         }
@@ -534,13 +534,17 @@ static void run(gen_job *j)
     }
     t1 = now();
     j->t_load = t1 - t0;
+    j->ctx = srv_model_ctx(L, j->mo.n_ctx);
     /* the template and tokenizer are every session's: the first one's serve before one is taken */
     if ((rc = prompt_choose(&text, &len, &special, j, L->S)) < 0) {
         fail(j, rc);
         goto done;
     }
     gen_think_prompt(j, text, len);
-    S = srv_model_lock(L, text, len);
+    if ((rc = srv_model_lock(&S, L, text, len, j->ctx)) < 0) {
+        fail(j, rc);
+        goto done;
+    }
     session_stats_clear(S);
     /* every request sets the session's format, none included: the last request's must not stay */
     if ((rc = gen_tools_grammar(j, S)) < 0) {

@@ -178,6 +178,11 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
         session_seq_set(L->slot[i], i);
     }
     L->S = L->slot[0];
+    L->sized = runtime_model_pooling(L->m) == RUNTIME_POOL_NONE;
+    {   /* what a request without num_ctx gets: the context a load without one has */
+        int len = runtime_model_config(L->m)->ctx_len;
+        L->ctx_default = srv->o.ro.n_ctx > 0 ? srv->o.ro.n_ctx : len < 4096 ? len : 4096;
+    }
     L->nbytes = runtime_weights_nbytes(runtime_model_weights(L->m)) + runtime_model_kv_nbytes(L->m);
     *out = L;
     return 0;
@@ -256,10 +261,11 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
         for (pp = &srv->models; (L = *pp); pp = &L->next)
             if (strcmp(L->digest, digest) == 0)
                 break;
-        /* Load options are the request's, as in ollama: a request asking for another context
-         * than the load has (no num_ctx asks for the default) reloads once the model is free,
-         * so that no request changes what later ones get. */
-        if (L && num_ctx != L->n_ctx_asked) {
+        /* A request's context is its own (no num_ctx asks for the default): a generating load
+         * sizes the request's session from its pool, so only a context past what the pool holds
+         * reloads, once the model is free; an embedding load reloads for another context, as
+         * ollama's loads do. No request changes what later ones get. */
+        if (L && (L->sized ? srv_model_ctx(L, num_ctx) > runtime_model_max_ctx(L->m) : num_ctx != L->n_ctx_asked)) {
             if (L->refs > 0) {
                 pthread_cond_wait(&srv->cv, &srv->mu);
                 continue;
@@ -305,41 +311,77 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
     return 0;
 }
 
-/* The free session to give a request whose prompt is `text`: the one whose cache holds the
- * longest start of it (a chat's next turn finds its conversation), else the least recently used
- * (the others keep their caches for their own next turns). */
-static int slot_choose(const loaded *L, const char *text, size_t len)
+int srv_model_ctx(const loaded *L, int num_ctx)
 {
-    int best = -1;
+    return num_ctx > 0 ? num_ctx : L->ctx_default;
+}
+
+/* The free session to give a request whose prompt is `text`, in a context of ctx: the one whose
+ * cache holds the longest start of it at that size (a chat's next turn finds its conversation),
+ * else one of that size, else the least recently used (the others keep their caches for their
+ * own next turns). */
+static int slot_choose(const loaded *L, const char *text, size_t len, int ctx)
+{
+    int best = -1, best_fit = 0;
     size_t best_n = 0;
 
     for (int i = 0; i < L->n_par; i++) {
+        int fit = !L->sized || ctx <= 0 || session_ctx(L->slot[i]) == ctx;
         size_t n;
         if (L->slot_busy[i])
             continue;
-        n = text ? session_cached_prefix(L->slot[i], text, len) : 0;
-        if (best < 0 || n > best_n || (n == best_n && L->slot_used[i] < L->slot_used[best]))
-            best = i, best_n = n;
+        n = text && fit ? session_cached_prefix(L->slot[i], text, len) : 0;
+        if (best < 0 || n > best_n ||
+            (n == best_n && (fit > best_fit || (fit == best_fit && L->slot_used[i] < L->slot_used[best]))))
+            best = i, best_n = n, best_fit = fit;
     }
     return best;
 }
 
-session *srv_model_lock(loaded *L, const char *text, size_t len)
+/* Size free session i for ctx (0, or an embedding load: as it is), idle sessions giving up their caches' room while the pool has
+ * none, least recently used first: 0, MS_EBUSY while busy sessions hold the room, or
+ * runtime_seq_set_ctx's other errors. Called with L->run held. */
+static int slot_size(loaded *L, int i, int ctx)
+{
+    int rc = 0;
+
+    while (L->sized && ctx > 0 && (rc = session_ctx_set(L->slot[i], ctx)) == MS_EBUSY) {
+        int lru = -1;
+        for (int k = 0; k < L->n_par; k++)
+            if (k != i && !L->slot_busy[k] && session_ctx(L->slot[k]) > 0 &&
+                (lru < 0 || L->slot_used[k] < L->slot_used[lru]))
+                lru = k;
+        if (lru < 0)
+            return MS_EBUSY;
+        if ((rc = session_ctx_set(L->slot[lru], 0)) < 0)
+            return rc;
+    }
+    return rc;
+}
+
+int srv_model_lock(session **out, loaded *L, const char *text, size_t len, int ctx)
 {
     uint64_t ticket;
-    int i;
+    int i = -1, rc = 0;
 
+    *out = NULL;
     pthread_mutex_lock(&L->run);
     ticket = L->tickets++;
-    while (ticket != L->serving || (i = slot_choose(L, text, len)) < 0)
+    /* in arrival order: the first in line waits for a free session, then for its room */
+    while (ticket != L->serving || (i = slot_choose(L, text, len, ctx)) < 0 || (rc = slot_size(L, i, ctx)) == MS_EBUSY)
         pthread_cond_wait(&L->run_cv, &L->run);
     L->serving++;
-    L->slot_busy[i] = 1;
-    L->slot_used[i] = ++L->n_slot_uses;
+    if (rc == 0) {
+        L->slot_busy[i] = 1;
+        L->slot_used[i] = ++L->n_slot_uses;
+    }
     pthread_cond_broadcast(&L->run_cv); /* the next in line may find another session free */
     pthread_mutex_unlock(&L->run);
+    if (rc < 0)
+        return rc;
     session_active_set(L->slot[i], 1);
-    return L->slot[i];
+    *out = L->slot[i];
+    return 0;
 }
 
 void srv_model_release(server *srv, loaded *L, session *S, int keep_alive_s)

@@ -136,6 +136,10 @@ struct loaded {
     ms_digest digest; /* manifest digest: the key, one load per manifest */
     store_model *sm; /* the model's handle: owns the mappings m's weights view */
     int n_ctx_asked; /* num_ctx it was loaded for (0: default) */
+    /* sized: a request's session is sized for its own num_ctx (ctx_default without one) from the
+     * load's pool of KV cache (runtime_seq_set_ctx); 0 for an embedding model, whose one session
+     * keeps the context it was loaded with */
+    int sized, ctx_default;
     store *s;
     runtime_model *m;
     const tokenizer *t;
@@ -171,15 +175,22 @@ void srv_model_close(srv_model *m);
 /* Find m's model loaded (by manifest digest: names of one manifest share a load), or load it
  * from m's handle (then taken from m), and hold it (it stays loaded until released); its
  * template and tokenizer may be used at once, its session only under srv_model_lock.
- * num_ctx > 0 asks for that context, 0 the default; a load with another is reloaded once no one
- * uses it. At the cap of loaded models (server_opts.max_loaded) the least recently used unused
+ * num_ctx > 0 asks for that context, 0 the default. A generating load sizes each request's
+ * session from its pool (n_par sessions of the context it was loaded with), so it serves any
+ * context the pool holds; one asked past that, or another context of an embedding load, is
+ * reloaded once no one uses it. At the cap of loaded models (server_opts.max_loaded) the least recently used unused
  * one is unloaded first, or the request waits for one to be released. Load errors with their
  * message; MS_EBUSY (503) when memory or descriptors ran out, or the server is stopping. */
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
-/* Take one of the model's sessions for a request whose prompt is `text` (NULL: any): waits for
- * the requests before it and for a session to be free; prefers the one whose cache begins
- * with the prompt. The session is marked active (session_active_set) until released. */
-session *srv_model_lock(loaded *L, const char *text, size_t len);
+/* The context a request asking num_ctx (0: none) runs in on load L. */
+int srv_model_ctx(const loaded *L, int num_ctx);
+/* Take one of the model's sessions for a request whose prompt is `text` (NULL: any), sized for
+ * ctx tokens (srv_model_ctx's; an embedding load ignores it): waits for the requests before it
+ * and for a session to be free, then for the room while busy sessions hold it (idle ones give
+ * theirs up, least recently used first); prefers the session whose cache begins with the prompt
+ * and has that size. The session is marked active (session_active_set) until released. Fails
+ * with runtime_seq_set_ctx's errors other than MS_EBUSY (*out NULL). */
+int srv_model_lock(session **out, loaded *L, const char *text, size_t len, int ctx);
 /* Let go of the model (and of session S, srv_model_lock's, when not NULL); it stays loaded
  * keep_alive_s seconds (< 0 forever, 0: unload now when no one else waits for it). */
 void srv_model_release(server *srv, loaded *L, session *S, int keep_alive_s);
@@ -223,6 +234,7 @@ typedef struct gen_job {
     gen_kind kind;
     srv_model ref; /* the model, resolved and opened once when the request is read */
     char model[400]; /* the model as the client named it, echoed back */
+    int ctx; /* the context it runs in (srv_model_ctx), once the model is loaded */
     chat_msg *msgs; /* chat kinds: owned role and content strings */
     size_t n_msgs;
     char *prompt, *system; /* generate kinds */

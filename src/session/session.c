@@ -131,6 +131,21 @@ int session_seq(const session *S)
 {
     return S->seq;
 }
+int session_ctx_set(session *S, int n_ctx)
+{
+    int rc;
+
+    if (runtime_seq_n_ctx(S->m, S->seq) == n_ctx)
+        return 0;
+    if ((rc = runtime_seq_set_ctx(S->m, S->seq, n_ctx)) < 0)
+        return rc;
+    session_reset(S); /* the cache starts empty: so does the text it held */
+    return 0;
+}
+int session_ctx(const session *S)
+{
+    return runtime_seq_n_ctx(S->m, S->seq);
+}
 void session_active_set(session *S, int on)
 {
     runtime_seq_active(S->m, S->seq, on);
@@ -234,9 +249,9 @@ static int feed_after(session *S, const char *s, size_t len, int parse_special)
         goto done;
     }
     /* ">=": one position must stay free for the first generated token */
-    if (n_past + n >= (size_t)runtime_model_n_ctx(S->m)) {
+    if (n_past + n >= (size_t)runtime_seq_n_ctx(S->m, S->seq)) {
         rc = ms_err(MS_ETOOBIG, "prompt of %zu tokens does not fit the context of %d tokens", n_past + n,
-                    runtime_model_n_ctx(S->m));
+                    runtime_seq_n_ctx(S->m, S->seq));
         goto done;
     }
     if ((rc = ids_push(S, ids, n)) < 0)
@@ -270,9 +285,9 @@ static int adds_bos(const session *S, const char *s, size_t len, int parse_speci
  * than what they stand for); twice that and some, for any normalizer that shrinks text. A text
  * longer than that many bytes per position cannot fit: MS_ETOOBIG without tokenizing it, so
  * that refusing a huge prompt costs nothing. */
-static int too_long(const session *S, size_t len, size_t *n_out)
+static int too_long(const session *S, size_t len, size_t n_ctx, size_t *n_out)
 {
-    size_t n_ctx = (size_t)runtime_model_n_ctx(S->m), per_token = 2 * S->max_token_len + 8;
+    size_t per_token = 2 * S->max_token_len + 8;
 
     if (len / per_token < n_ctx)
         return 0;
@@ -281,14 +296,14 @@ static int too_long(const session *S, size_t len, size_t *n_out)
                   *n_out, len, n_ctx);
 }
 
-int session_count(const session *S, const char *text, size_t len, int parse_special, size_t *n_out)
+int session_count(const session *S, const char *text, size_t len, int parse_special, int ctx, size_t *n_out)
 {
-    size_t n_ctx = (size_t)runtime_model_n_ctx(S->m);
+    size_t n_ctx = (size_t)(ctx > 0 ? ctx : runtime_seq_n_ctx(S->m, S->seq));
     int32_t *ids = NULL;
     int rc;
 
     *n_out = 0;
-    if ((rc = too_long(S, len, n_out)) < 0)
+    if ((rc = too_long(S, len, n_ctx, n_out)) < 0)
         return rc;
     if ((rc = tokenizer_encode_alloc(S->t, text, len, adds_bos(S, text, len, parse_special), parse_special, &ids,
                                      n_out)) < 0)
@@ -307,7 +322,7 @@ static int feed_exact(session *S, const char *s, size_t len, int parse_special)
     double t0 = now();
     int rc;
 
-    if ((rc = too_long(S, len, &n)) < 0)
+    if ((rc = too_long(S, len, (size_t)runtime_seq_n_ctx(S->m, S->seq), &n)) < 0)
         goto done;
     if ((rc = tokenizer_encode_alloc(S->t, s, len, add, parse_special, &ids, &n)) < 0)
         return rc;
@@ -315,9 +330,9 @@ static int feed_exact(session *S, const char *s, size_t len, int parse_special)
         rc = ms_err(MS_EINVALID, "the prompt is empty and the vocab adds no BOS: nothing to start from");
         goto done;
     }
-    if (n >= (size_t)runtime_model_n_ctx(S->m)) {
+    if (n >= (size_t)runtime_seq_n_ctx(S->m, S->seq)) {
         rc = ms_err(MS_ETOOBIG, "prompt of %zu tokens does not fit the context of %d tokens", n,
-                    runtime_model_n_ctx(S->m));
+                    runtime_seq_n_ctx(S->m, S->seq));
         goto done;
     }
     /* Keep the longest common prefix of the cached tokens and the new ones: a chat's next turn
@@ -464,7 +479,7 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
             memmove(pend.p, pend.p + ready, pend.n - ready);
             pend.n -= ready;
         }
-        if (runtime_seq_n_past(S->m, S->seq) >= runtime_model_n_ctx(S->m)) { /* this token is out; no room to run it */
+        if (runtime_seq_n_past(S->m, S->seq) >= runtime_seq_n_ctx(S->m, S->seq)) { /* this token is out; no room to run it */
             if (g->n_predict < 0 || n < g->n_predict)
                 *done = SESSION_DONE_CONTEXT;
             break;

@@ -46,6 +46,10 @@ runtime_model *session_model(const session *S);
  * their forwards sharing passes. */
 void session_seq_set(session *S, int seq);
 int session_seq(const session *S);
+/* Size this session's cache for n_ctx tokens (runtime_seq_set_ctx, its errors): the same size
+ * keeps what it holds, another starts it empty. session_ctx: its size now. */
+int session_ctx_set(session *S, int n_ctx);
+int session_ctx(const session *S);
 /* The session is taken by a caller that will feed and generate now (on 1), or let go (0): the
  * model's passes wait for an active session's next token (runtime_seq_active). */
 void session_active_set(session *S, int on);
@@ -83,12 +87,12 @@ enum {
 int session_feed(session *S, const char *text, size_t len, int parse_special, int mode);
 
 /* The tokens `text` takes fed with SESSION_FEED_EXACT (BOS included), without running it: 0,
- * or MS_ETOOBIG when they do not fit the context, with session_feed's message. A text longer
- * in bytes than the context could hold in the vocab's longest tokens is refused without being
- * tokenized, so the cost is bounded by the context, not by the text ("prompt of at least N
- * tokens ..."). Reads only what session_new set up (tokenizer, BOS, context length): a
- * request may call it while another uses the session. MS_ENOMEM. */
-int session_count(const session *S, const char *text, size_t len, int parse_special, size_t *n_out);
+ * or MS_ETOOBIG when they do not fit a context of ctx tokens (<= 0: the session's own), with
+ * session_feed's message. A text longer in bytes than the context could hold in the vocab's
+ * longest tokens is refused without being tokenized, so the cost is bounded by the context, not
+ * by the text ("prompt of at least N tokens ..."). With ctx > 0 it reads only what session_new
+ * set up (tokenizer, BOS): a request may call it while another uses the session. MS_ENOMEM. */
+int session_count(const session *S, const char *text, size_t len, int parse_special, int ctx, size_t *n_out);
 
 /* Constrain every answer to `len` bytes of `format`: "json" (any JSON object) or a JSON Schema's
  * text (grammar.h); NULL or empty: no constraint. Each step then masks the tokens that cannot

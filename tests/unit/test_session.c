@@ -275,17 +275,17 @@ START_TEST(session_count_matches_feed_and_refuses_by_bytes)
 
     SKIP_WITHOUT_MODEL(&f, 256);
     ck_assert_ptr_nonnull(big = malloc(big_len));
-    ck_assert_int_eq(session_count(f.S, a, strlen(a), 0, &n), 0);
+    ck_assert_int_eq(session_count(f.S, a, strlen(a), 0, 0, &n), 0);
     ck_assert_int_eq(session_feed(f.S, a, strlen(a), 0, SESSION_FEED_EXACT), 0);
     ck_assert_uint_eq(n, session_stats_get(f.S)->n_prompt_total);
     memset(big, 'a', big_len);
-    ck_assert_int_eq(session_count(f.S, big, big_len, 0, &n), MS_ETOOBIG);
+    ck_assert_int_eq(session_count(f.S, big, big_len, 0, 0, &n), MS_ETOOBIG);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "prompt of at least"));
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "does not fit the context of 256 tokens"));
     ck_assert_int_eq(session_feed(f.S, big, big_len, 0, SESSION_FEED_EXACT), MS_ETOOBIG);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "prompt of at least"));
     /* a text that tokenizes past the context, though its bytes could fit: counted, refused */
-    ck_assert_int_eq(session_count(f.S, big, 300 * 2, 0, &n), MS_ETOOBIG);
+    ck_assert_int_eq(session_count(f.S, big, 300 * 2, 0, 0, &n), MS_ETOOBIG);
     ck_assert_ptr_nonnull(strstr(ms_err_msg(), "tokens does not fit the context of 256 tokens"));
     free(big);
     close_fx(&f);
