@@ -487,6 +487,62 @@ static int eval_bin(jctx *c, const jnode *n, jv *out)
     }
 }
 
+/* a.name: a dict's item; of a value that has no attributes, undefined; of undefined or None, an
+ * error naming it. */
+static int eval_attr(jctx *c, const jnode *n, jv *out)
+{
+    jv a, key;
+
+    if (jinja__eval(c, n->a, &a) < 0)
+        return -1;
+    c->line = n->line;
+    if (a.t == JV_UNDEF && n->a->kind == N_NAME)
+        return jinja__fail(c, "'%s' is undefined", n->a->s);
+    if (a.t == JV_UNDEF || a.t == JV_NONE)
+        return jinja__fail(c, "'%s' of %s value", n->s, a.t == JV_NONE ? "a None" : "an undefined");
+    key = jinja__str(n->s, strlen(n->s));
+    return a.t == JV_DICT ? eval_item(c, &a, &key, out) : 0;
+}
+
+/* `x is [not] test(args)`; `caller is defined` inside a macro called with a block. */
+static int eval_test(jctx *c, const jnode *n, jv *out)
+{
+    jv a, *args;
+    int t;
+
+    if (jinja__eval(c, n->a, &a) < 0 || eval_args(c, n, &args) < 0)
+        return -1;
+    c->line = n->line;
+    if (strcmp(n->s, "defined") == 0 && n->a->kind == N_NAME && a.t == JV_UNDEF && strcmp(n->a->s, "caller") == 0)
+        a.t = c->caller ? JV_MACRO : JV_UNDEF;
+    if (jinja__test(c, n->s, &a, args, n->args.n, &t) < 0)
+        return -1;
+    *out = (jv){.t = JV_BOOL, .u.i = t != n->op};
+    return 0;
+}
+
+/* A list, tuple (op 1) or dict literal. */
+static int eval_collection(jctx *c, const jnode *n, jv *out)
+{
+    jarr *arr = jinja__arr_new(c, n->kind == N_DICT);
+    int r = arr ? 0 : jinja__oom(c);
+
+    if (arr)
+        arr->tuple = n->op == 1;
+    for (size_t k = 0; r == 0 && k < n->args.n; k++) {
+        jv key, val;
+        if ((r = jinja__eval(c, n->args.v[k], &key)) == 0 && n->kind == N_DICT)
+            r = jinja__eval(c, n->body.v[k], &val);
+        if (r == 0)
+            r = n->kind == N_DICT ? (key.t == JV_STR ? jinja__dict_set(c, arr, key.u.s.p, key.u.s.n, &val)
+                                                     : jinja__arr_push(c, arr, &key, &val))
+                                  : jinja__arr_push(c, arr, NULL, &key);
+    }
+    if (r == 0)
+        *out = (jv){.t = n->kind == N_DICT ? JV_DICT : JV_LIST, .u.a = arr};
+    return r;
+}
+
 int jinja__eval(jctx *c, const jnode *n, jv *out)
 {
     jv a;
@@ -512,17 +568,7 @@ int jinja__eval(jctx *c, const jnode *n, jv *out)
         break;
     }
     case N_ATTR:
-        if ((r = jinja__eval(c, n->a, &a)) < 0)
-            break;
-        c->line = n->line;
-        if (a.t == JV_UNDEF && n->a->kind == N_NAME)
-            r = jinja__fail(c, "'%s' is undefined", n->a->s);
-        else if (a.t == JV_UNDEF || a.t == JV_NONE)
-            r = jinja__fail(c, "'%s' of %s value", n->s, a.t == JV_NONE ? "a None" : "an undefined");
-        else {
-            jv key = jinja__str(n->s, strlen(n->s));
-            r = a.t == JV_DICT ? eval_item(c, &a, &key, out) : 0;
-        }
+        r = eval_attr(c, n, out);
         break;
     case N_ITEM: {
         jv key;
@@ -546,19 +592,9 @@ int jinja__eval(jctx *c, const jnode *n, jv *out)
         }
         break;
     }
-    case N_TEST: {
-        jv *args;
-        int t;
-        if ((r = jinja__eval(c, n->a, &a)) == 0 && (r = eval_args(c, n, &args)) == 0) {
-            c->line = n->line;
-            if (strcmp(n->s, "defined") == 0 && n->a->kind == N_NAME && a.t == JV_UNDEF &&
-                strcmp(n->a->s, "caller") == 0)
-                a.t = c->caller ? JV_MACRO : JV_UNDEF;
-            if ((r = jinja__test(c, n->s, &a, args, n->args.n, &t)) == 0)
-                *out = (jv){.t = JV_BOOL, .u.i = t != n->op};
-        }
+    case N_TEST:
+        r = eval_test(c, n, out);
         break;
-    }
     case N_BIN:
         r = eval_bin(c, n, out);
         break;
@@ -586,24 +622,9 @@ int jinja__eval(jctx *c, const jnode *n, jv *out)
         }
         break;
     case N_LIST:
-    case N_DICT: {
-        jarr *arr = jinja__arr_new(c, n->kind == N_DICT);
-        r = arr ? 0 : jinja__oom(c);
-        if (arr)
-            arr->tuple = n->op == 1;
-        for (size_t k = 0; r == 0 && k < n->args.n; k++) {
-            jv key, val;
-            if ((r = jinja__eval(c, n->args.v[k], &key)) == 0 && n->kind == N_DICT)
-                r = jinja__eval(c, n->body.v[k], &val);
-            if (r == 0)
-                r = n->kind == N_DICT ? (key.t == JV_STR ? jinja__dict_set(c, arr, key.u.s.p, key.u.s.n, &val)
-                                                         : jinja__arr_push(c, arr, &key, &val))
-                                      : jinja__arr_push(c, arr, NULL, &key);
-        }
-        if (r == 0)
-            *out = (jv){.t = n->kind == N_DICT ? JV_DICT : JV_LIST, .u.a = arr};
+    case N_DICT:
+        r = eval_collection(c, n, out);
         break;
-    }
     default:
         r = jinja__fail(c, "a statement where an expression belongs");
     }

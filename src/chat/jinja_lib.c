@@ -405,34 +405,15 @@ static int indent_filter(jctx *c, const jv *s, const jv *width, const jv *first,
     return jinja__buf_done(c, &b, out);
 }
 
-int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw, size_t n, jv *out)
+/* What jinja__filter returns of a name that is not one of a helper's filters. */
+#define NOT_HERE 1
+
+/* The filters that walk a sequence: list, first, last, join, map, unique, reverse. */
+static int seq_filter(jctx *c, const char *name, jv *self, jv *args, const char **kw, size_t n, jv *out)
 {
-    const jv *a0 = arg(args, kw, n, 0, ""), *a1 = arg(args, kw, n, 1, "");
+    const jv *a0 = arg(args, kw, n, 0, "");
     int s = self->t == JV_STR;
 
-    if (strcmp(name, "safe") == 0 || strcmp(name, "string") == 0 || strcmp(name, "e") == 0)
-        return strcmp(name, "string") == 0 ? jinja__tostr(c, self, out) : (*out = *self, 0);
-    if (strcmp(name, "tojson") == 0)
-        return json_filter(c, self, arg(args, kw, n, 0, "indent"), out);
-    if (strcmp(name, "length") == 0 || strcmp(name, "count") == 0) {
-        size_t len = s ? 0 : self->t == JV_LIST || self->t == JV_DICT ? self->u.a->n : 0;
-        if (s)
-            for (size_t k = 0; k < self->u.s.n; k++)
-                len += ((unsigned char)self->u.s.p[k] & 0xc0) != 0x80;
-        else if (self->t != JV_LIST && self->t != JV_DICT && self->t != JV_UNDEF)
-            return jinja__fail(c, "length of a value that has none");
-        *out = (jv){.t = JV_INT, .u.i = (int64_t)len};
-        return 0;
-    }
-    if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0) {
-        const jv *boolean = arg(args, kw, n, 1, "boolean");
-        jv empty = jinja__str("", 0);
-        int use = self->t == JV_UNDEF || (boolean && jinja__truthy(boolean) && !jinja__truthy(self));
-        *out = use ? (arg(args, kw, n, 0, "default_value") ? *arg(args, kw, n, 0, "default_value") : empty) : *self;
-        return 0;
-    }
-    if (strcmp(name, "items") == 0)
-        return self->t == JV_UNDEF ? make_list(c, out) : items(c, self, out);
     if (strcmp(name, "list") == 0) {
         jv seq;
         if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
@@ -493,10 +474,6 @@ int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw
         }
         return 0;
     }
-    if (strcmp(name, "select") == 0 || strcmp(name, "reject") == 0)
-        return select_items(c, self, 0, name[0] == 's', args, n, out);
-    if (strcmp(name, "selectattr") == 0 || strcmp(name, "rejectattr") == 0)
-        return select_items(c, self, 1, name[0] == 's', args, n, out);
     if (strcmp(name, "unique") == 0) {
         jv seq;
         if (jinja__iterate(c, self, &seq) < 0 || make_list(c, out) < 0)
@@ -523,10 +500,15 @@ int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw
         }
         return 0;
     }
-    if (strcmp(name, "dictsort") == 0)
-        return dictsort_filter(c, self, args, kw, n, out);
-    if (strcmp(name, "sort") == 0)
-        return sort_filter(c, self, args, kw, n, out);
+    return NOT_HERE;
+}
+
+/* The filters of a number or a string: int, float, abs, trim, the cases, replace, indent. */
+static int scalar_filter(jctx *c, const char *name, jv *self, jv *args, const char **kw, size_t n, jv *out)
+{
+    const jv *a0 = arg(args, kw, n, 0, ""), *a1 = arg(args, kw, n, 1, "");
+    int s = self->t == JV_STR;
+
     if (strcmp(name, "int") == 0 || strcmp(name, "float") == 0) {
         double f = 0;
         if (self->t == JV_INT || self->t == JV_BOOL)
@@ -554,7 +536,7 @@ int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw
     }
     /* string filters */
     if (!s && self->t != JV_UNDEF)
-        goto unknown;
+        return NOT_HERE;
     jv str = s ? *self : jinja__str("", 0);
     if (strcmp(name, "trim") == 0)
         return *out = strip(&str, a0, 3), 0;
@@ -566,7 +548,48 @@ int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw
     if (strcmp(name, "indent") == 0)
         return indent_filter(c, &str, arg(args, kw, n, 0, "width"), arg(args, kw, n, 1, "first"),
                              arg(args, kw, n, 2, "blank"), out);
-unknown:
+    return NOT_HERE;
+}
+
+int jinja__filter(jctx *c, const char *name, jv *self, jv *args, const char **kw, size_t n, jv *out)
+{
+    int s = self->t == JV_STR, r;
+
+    if (strcmp(name, "safe") == 0 || strcmp(name, "string") == 0 || strcmp(name, "e") == 0)
+        return strcmp(name, "string") == 0 ? jinja__tostr(c, self, out) : (*out = *self, 0);
+    if (strcmp(name, "tojson") == 0)
+        return json_filter(c, self, arg(args, kw, n, 0, "indent"), out);
+    if (strcmp(name, "length") == 0 || strcmp(name, "count") == 0) {
+        size_t len = s ? 0 : self->t == JV_LIST || self->t == JV_DICT ? self->u.a->n : 0;
+        if (s)
+            for (size_t k = 0; k < self->u.s.n; k++)
+                len += ((unsigned char)self->u.s.p[k] & 0xc0) != 0x80;
+        else if (self->t != JV_LIST && self->t != JV_DICT && self->t != JV_UNDEF)
+            return jinja__fail(c, "length of a value that has none");
+        *out = (jv){.t = JV_INT, .u.i = (int64_t)len};
+        return 0;
+    }
+    if (strcmp(name, "default") == 0 || strcmp(name, "d") == 0) {
+        const jv *boolean = arg(args, kw, n, 1, "boolean");
+        jv empty = jinja__str("", 0);
+        int use = self->t == JV_UNDEF || (boolean && jinja__truthy(boolean) && !jinja__truthy(self));
+        *out = use ? (arg(args, kw, n, 0, "default_value") ? *arg(args, kw, n, 0, "default_value") : empty) : *self;
+        return 0;
+    }
+    if (strcmp(name, "items") == 0)
+        return self->t == JV_UNDEF ? make_list(c, out) : items(c, self, out);
+    if ((r = seq_filter(c, name, self, args, kw, n, out)) != NOT_HERE)
+        return r;
+    if (strcmp(name, "select") == 0 || strcmp(name, "reject") == 0)
+        return select_items(c, self, 0, name[0] == 's', args, n, out);
+    if (strcmp(name, "selectattr") == 0 || strcmp(name, "rejectattr") == 0)
+        return select_items(c, self, 1, name[0] == 's', args, n, out);
+    if (strcmp(name, "dictsort") == 0)
+        return dictsort_filter(c, self, args, kw, n, out);
+    if (strcmp(name, "sort") == 0)
+        return sort_filter(c, self, args, kw, n, out);
+    if ((r = scalar_filter(c, name, self, args, kw, n, out)) != NOT_HERE)
+        return r;
     return jinja__fail(c, "filter '%s' is not implemented for this value", name);
 }
 
