@@ -90,6 +90,15 @@ serve_alive() {
     contains "$v" '"version"'
 }
 
+# stories_fixture: the npm clients, and stories260K ($S260K) imported as "stories:260k"; skips
+# where the model file is missing.
+stories_fixture() {
+    S260K=$MODELS/stories260K/stories260K.gguf
+    [ -f "$S260K" ] || skip "stories260K not found under $MODELS"
+    npm_clients
+    expect_ok mstore import "$S260K" --name stories:260k --quiet
+}
+
 # chatml_fixture: stories260K with Qwen 2's ChatML template, imported as "chatml".
 chatml_fixture() {
     local mk=${MSTORE_BUILD:-$(dirname "$MSTORE_BIN")}/test_chat

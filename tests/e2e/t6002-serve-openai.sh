@@ -5,10 +5,7 @@
 # (the client raises its typed errors from them).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
-S260K=$MODELS/stories260K/stories260K.gguf
-[ -f "$S260K" ] || skip "stories260K not found under $MODELS"
-npm_clients
-expect_ok mstore import "$S260K" --name stories:260k --quiet
+stories_fixture
 chatml_fixture
 expect_ok mstore run stories:260k "Once upon a time" --temp 0 -n 20
 export WANT_GEN=$out

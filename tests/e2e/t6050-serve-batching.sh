@@ -12,10 +12,7 @@
 #   - bad --parallel / MSTORE_NUM_PARALLEL values are refused; /api/ps counts every KV cache.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
-S260K=$MODELS/stories260K/stories260K.gguf
-[ -f "$S260K" ] || skip "stories260K not found under $MODELS"
-npm_clients
-expect_ok mstore import "$S260K" --name stories:260k --quiet
+stories_fixture
 
 expect_fail 2 "--parallel" mstore serve --parallel 0
 expect_fail 2 "--parallel" mstore serve --parallel 65

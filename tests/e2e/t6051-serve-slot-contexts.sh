@@ -12,10 +12,7 @@
 #     pool (300) reloads, and /api/ps then shows 300.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
-S260K=$MODELS/stories260K/stories260K.gguf
-[ -f "$S260K" ] || skip "stories260K not found under $MODELS"
-npm_clients
-expect_ok mstore import "$S260K" --name stories:260k --quiet
+stories_fixture
 
 # the references: servers whose one session has that context from the start
 serve_start --parallel 1 --ctx 48
