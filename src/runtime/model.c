@@ -707,7 +707,8 @@ static const double *seq_freqs(const runtime_model *m, int seq)
 {
     const runtime_config *c = &m->c;
 
-    if (c->rope_scaling == RUNTIME_ROPE_LONGROPE && (m->kv_ctx[seq] > c->rope_orig_ctx) != (m->n_ctx > c->rope_orig_ctx))
+    if (c->rope_scaling == RUNTIME_ROPE_LONGROPE &&
+        (m->kv_ctx[seq] > c->rope_orig_ctx) != (m->n_ctx > c->rope_orig_ctx))
         return m->freqs_alt;
     return m->freqs;
 }
@@ -1543,7 +1544,8 @@ static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, con
                              float *out, int normalize)
 {
     const runtime_config *c = &m->c;
-    int rc, packable = 1, pack_rows = m->n_batch < m->kv_ctx[0] ? m->n_batch : m->kv_ctx[0];   /* in sequence 0's cache */
+    /* the packed rows go into sequence 0's cache */
+    int rc, packable = 1, pack_rows = m->n_batch < m->kv_ctx[0] ? m->n_batch : m->kv_ctx[0];
 
     m->embed_runs = 0;
     m->embed_normalize = normalize;

@@ -338,9 +338,9 @@ static int slot_choose(const loaded *L, const char *text, size_t len, int ctx)
     return best;
 }
 
-/* Size free session i for ctx (0, or an embedding load: as it is), idle sessions giving up their caches' room while the pool has
- * none, least recently used first: 0, MS_EBUSY while busy sessions hold the room, or
- * runtime_seq_set_ctx's other errors. Called with L->run held. */
+/* Size free session i for ctx (0, or an embedding load: as it is), idle sessions giving up
+ * their caches' room while the pool has none, least recently used first: 0, MS_EBUSY while
+ * busy sessions hold the room, or runtime_seq_set_ctx's other errors. Called with L->run held. */
 static int slot_size(loaded *L, int i, int ctx)
 {
     int rc = 0;

@@ -479,7 +479,8 @@ int session_generate(session *S, const session_gen *g, int lstrip, session_emit_
             memmove(pend.p, pend.p + ready, pend.n - ready);
             pend.n -= ready;
         }
-        if (runtime_seq_n_past(S->m, S->seq) >= runtime_seq_n_ctx(S->m, S->seq)) { /* this token is out; no room to run it */
+        /* this token is out; no room to run it */
+        if (runtime_seq_n_past(S->m, S->seq) >= runtime_seq_n_ctx(S->m, S->seq)) {
             if (g->n_predict < 0 || n < g->n_predict)
                 *done = SESSION_DONE_CONTEXT;
             break;

@@ -323,7 +323,8 @@ static void check_contexts(const char *path)
     for (int k = 0; k < 10; k++) {   /* sequence 0's last 8 tokens beside sequence 1's first 8 of 10 */
         runtime_seq_item step[2] = { { .seq = 1, .tokens = &t1[50 + k], .n = 1, .logits = lg1 + (size_t)(k + 1) * V } };
         if (k < 8)
-            step[1] = (runtime_seq_item){ .seq = 0, .tokens = &t0[12 + k], .n = 1, .logits = lg0 + (size_t)(k + 1) * V };
+            step[1] = (runtime_seq_item){ .seq = 0, .tokens = &t0[12 + k], .n = 1,
+                                          .logits = lg0 + (size_t)(k + 1) * V };
         ck_assert_msg(runtime_forward_multi(m, step, k < 8 ? 2 : 1) == 0, "%s", ms_err_msg());
     }
     ref0 = alone_ctx(path, CTX_BASE, t0, 12, 20, V);
