@@ -453,26 +453,60 @@ AI void float_rows(const int MR, const int F16, float *y, size_t ldy, const floa
     }
 }
 
-/* Decode of every row: tiles of 8 (block types) or 4 (K-quants) rows, then single rows. The
- * type is a constant in each caller, so the tile kernels specialize. */
-AI void block_decode(const int q4, float *y, const float *x, const uint8_t *w, size_t ws, int n_rows, int cols)
+/* Matmuls of up to DEC_MULTI tokens of float weights, DEC_MULTI_Q of quantized ones (a pass of
+ * several sequences' next tokens) run as decode, a tile of rows read from memory once and from
+ * L1 for its later tokens: a panel costs more to fill than so few tokens gain from it. On the
+ * 1.1B model, 2 threads of a Zen 4, decode's aggregate at 2 / 4 / 8 sequences: F16 26 / 46 / 59
+ * t/s this way, 14 / 23 / 35 through the panels; Q4_0 39 / 41 / 42 against 22 / 36 / 49, whose
+ * f32 dequantization per token the panel shares past 4 (BENCHMARKS.md). */
+#define DEC_MULTI   8
+#define DEC_MULTI_Q 4
+
+/* Decode of every row for each of n_tok tokens: tiles of 8 (block types) or 4 (K-quants) rows,
+ * then single rows. The type is a constant in each caller, so the tile kernels specialize. */
+AI void block_decode(const int q4, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const uint8_t *w,
+                     size_t ws, int n_rows, int cols)
 {
     int r = 0;
 
     for (; r + 8 <= n_rows; r += 8)
-        block_rows1(8, q4, y + r, x, w + (size_t)r * ws, ws, cols);
+        for (int t = 0; t < n_tok; t++)
+            block_rows1(8, q4, y + (size_t)t * ldy + r, x + (size_t)t * ldx, w + (size_t)r * ws, ws, cols);
     for (; r < n_rows; r++)
-        block_rows1(1, q4, y + r, x, w + (size_t)r * ws, ws, cols);
+        for (int t = 0; t < n_tok; t++)
+            block_rows1(1, q4, y + (size_t)t * ldy + r, x + (size_t)t * ldx, w + (size_t)r * ws, ws, cols);
 }
 
-AI void kq_decode(const int kind, float *y, const float *x, const uint8_t *w, size_t ws, int n_rows, int cols)
+AI void kq_decode(const int kind, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const uint8_t *w,
+                  size_t ws, int n_rows, int cols)
 {
     int r = 0;
 
     for (; r + 4 <= n_rows; r += 4)
-        kq_rows1(4, kind, y + r, x, w + (size_t)r * ws, ws, cols);
+        for (int t = 0; t < n_tok; t++)
+            kq_rows1(4, kind, y + (size_t)t * ldy + r, x + (size_t)t * ldx, w + (size_t)r * ws, ws, cols);
     for (; r < n_rows; r++)
-        kq_rows1(1, kind, y + r, x, w + (size_t)r * ws, ws, cols);
+        for (int t = 0; t < n_tok; t++)
+            kq_rows1(1, kind, y + (size_t)t * ldy + r, x + (size_t)t * ldx, w + (size_t)r * ws, ws, cols);
+}
+
+/* MR float rows (f16 or f32, `we` elements apart) for n_tok tokens, straight from the weights in
+ * chunks of up to 6 tokens: the first chunk reads the rows from memory, the next from L1. */
+AI void float_few(const int MR, const int F16, float *y, size_t ldy, const float *x, size_t ldx, int n_tok,
+                  const void *w, size_t we, int kfull, int tail)
+{
+    for (int t = 0; t < n_tok; t += 6) {
+        float *yt = y + (size_t)t * ldy;
+        const float *xt = x + (size_t)t * ldx;
+        switch (n_tok - t < 6 ? n_tok - t : 6) {
+        case 6: float_tile(MR, 6, F16, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        case 5: float_tile(MR, 5, F16, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        case 4: float_tile(MR, 4, F16, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        case 3: float_tile(MR, 3, F16, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        case 2: float_tile(MR, 2, F16, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        default: float_tile(MR, 1, F16, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        }
+    }
 }
 
 static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,
@@ -482,16 +516,16 @@ static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_t
     size_t ldx = a->stride / sizeof(float);
     int tail = cols % 16, kfull = cols - tail;
 
-    if (n_tok == 1) {
+    if (n_tok <= (kind == K_F16 || kind == K_F32 ? DEC_MULTI : DEC_MULTI_Q)) {
         /* decode: rows outside, each row streams through once, no panel */
         int r = 0, f16 = kind == K_F16;
         size_t we = ws / (f16 ? 2 : 4);
         switch (kind) {   /* one specialization of the row tiles per block type */
-        case K_Q4_0: block_decode(1, y, x, w, ws, n_rows, cols); return;
-        case K_Q8_0: block_decode(0, y, x, w, ws, n_rows, cols); return;
-        case K_Q4_K: kq_decode(K_Q4_K, y, x, w, ws, n_rows, cols); return;
-        case K_Q5_K: kq_decode(K_Q5_K, y, x, w, ws, n_rows, cols); return;
-        case K_Q6_K: kq_decode(K_Q6_K, y, x, w, ws, n_rows, cols); return;
+        case K_Q4_0: block_decode(1, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols); return;
+        case K_Q8_0: block_decode(0, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols); return;
+        case K_Q4_K: kq_decode(K_Q4_K, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols); return;
+        case K_Q5_K: kq_decode(K_Q5_K, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols); return;
+        case K_Q6_K: kq_decode(K_Q6_K, y, ldy, x, ldx, n_tok, w, ws, n_rows, cols); return;
         default: break;
         }
         /* one row after another, no software prefetch: a single sequential stream per thread.
@@ -499,11 +533,17 @@ static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_t
          * read F16 at 12-14 t/s on the 1.1B model where this reads at 15-19 (BENCHMARKS.md).
          * One row is one chain of FMAs, about 10 t/s a thread at 2.6 GHz, yet four chains fed
          * from one prefetched stream were no faster there. */
+        for (; n_tok > 1 && r + 4 <= n_rows; r += 4) {   /* several tokens: four rows share each x load */
+            if (f16)
+                float_few(4, 1, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
+            else
+                float_few(4, 0, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
+        }
         for (; r < n_rows; r++) {
             if (f16)
-                float_tile(1, 1, 1, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+                float_few(1, 1, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
             else
-                float_tile(1, 1, 0, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+                float_few(1, 0, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
         }
         return;
     }

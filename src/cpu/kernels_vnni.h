@@ -26,7 +26,8 @@
  * bit and against the float64 definition within rounding.
  *
  * Two kernels meet it:
- *   decode (one token; also the row dot): act_quantize lays the codes of blocks 2m, 2m + 1 side by
+ *   decode (up to VNNI_DEC_MULTI tokens, a pass of several sequences' next ones; also the row
+ *     dot): act_quantize lays the codes of blocks 2m, 2m + 1 side by
  *     side (0-15 of both, then 16-31), the weights of the pair are widened the same way, and two
  *     vpdpwssd leave block 2m's partial sums in lanes 0-7 and 2m + 1's in 8-15; three levels of a
  *     transposing add tree give the 16 block sums of a group;
@@ -39,6 +40,14 @@
 
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
+
+/* Matmuls of up to this many tokens (a pass of several sequences' next ones) run as decode, each
+ * weight row read from memory once and from L1 for the other tokens, unpacked once per two
+ * tokens: a panel costs more to fill than so few tokens gain from it. On the 1.1B Q4_0, 2
+ * threads of a Zen 4, decode's aggregate at 2 / 4 / 6 / 8 sequences: 59 / 60 / 56 / 56 t/s this
+ * way, 20 / 37 / 52 / 60 through the panels (BENCHMARKS.md). The AMX paths keep their tiles for
+ * the types they take. */
+#define VNNI_DEC_MULTI 6
 
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__FMA__) || defined(__F16C__)
 #include <immintrin.h>
@@ -349,8 +358,8 @@ static size_t act_bytes(int n_tok, int cols)
     return (size_t)(cols / QK + 15) / 16 * sizeof(vnni_group);
 }
 
-/* One token, laid out for decode (n_tok 1) or prefill (xt, or xa where `plain`); the codes are
- * cpu_quantize_q16's. */
+/* One token, laid out for decode (up to VNNI_DEC_MULTI tokens and not `plain`) or prefill (xt,
+ * or xa where `plain`); the codes are cpu_quantize_q16's. */
 static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
     (void)type;
@@ -364,7 +373,7 @@ static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int co
         memset(tmp, 0, sizeof tmp);
         cpu_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 16; i++) {
-            if (n_tok == 1) {
+            if (n_tok <= VNNI_DEC_MULTI && !plain) {
                 memcpy(g->xp[i / 2][0] + 16 * (i % 2), tmp[i].q, 16 * sizeof(int16_t));
                 memcpy(g->xp[i / 2][1] + 16 * (i % 2), tmp[i].q + 16, 16 * sizeof(int16_t));
             } else if (plain) {
@@ -623,6 +632,35 @@ AI v16f group_dot(const int kind, const int FULL, v16f acc, const vnni_group *xg
     return acc;
 }
 
+/* group_dot for two tokens at once, each pair of blocks unpacked once for both (unpacking costs
+ * more than the two vpdpwssd of a token): each token's sums and float steps are group_dot's, so
+ * the results are its bit for bit. Not Q6_K, whose split halves would take twice the registers. */
+AI void group_dot2(const int kind, const int FULL, v16f acc[2], const vnni_group *x0, const vnni_group *x1,
+                   const uint8_t *row, int g0, int n)
+{
+    v16s32 p[8], q[8];
+    v16f a, b, a2;
+
+#pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) {
+        v32s16 lo, hi;
+        if (!FULL && 2 * m >= n) {
+            p[m] = q[m] = (v16s32){0};
+            continue;
+        }
+        unpack_pair(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m), &lo, &hi);
+        p[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(x0->xp[m][0])), hi, ld_s16(x0->xp[m][1]));
+        q[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(x1->xp[m][0])), hi, ld_s16(x1->xp[m][1]));
+    }
+    group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
+    acc[0] = fmav(__builtin_convertvector(sum_pairs(p), v16f), a * ld_f(x0->dx), acc[0]);
+    acc[1] = fmav(__builtin_convertvector(sum_pairs(q), v16f), a * ld_f(x1->dx), acc[1]);
+    if (has_offset(kind)) {
+        acc[0] = fmav(b, ld_f(x0->s), acc[0]);
+        acc[1] = fmav(b, ld_f(x1->s), acc[1]);
+    }
+}
+
 /* Decode streams a matrix once, row after row. Where unpacking takes long next to the bytes (the
  * 4- to 6-bit types), one core left to the hardware prefetcher keeps too few lines in flight:
  * asking now for the lines DEC_AHEAD bytes past the group about to be read took Q4_0 decode from
@@ -653,6 +691,23 @@ AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb
     if (g0 < nb)
         acc = group_dot(kind, 0, acc, x + g0 / 16, row, g0, nb - g0);
     return hsum(acc);
+}
+
+/* row_dot of one row for tokens x0 and x1 (group_dot2): y0, y1 bit for bit row_dot's. */
+AI void row_dot2(const int kind, const vnni_group *x0, const vnni_group *x1, const uint8_t *row, int nb, float *y0,
+                 float *y1)
+{
+    v16f acc[2] = {{0}, {0}};
+    int g0 = 0;
+
+    for (; g0 + 16 <= nb; g0 += 16) {
+        prefetch_group(kind, row, g0);
+        group_dot2(kind, 1, acc, x0 + g0 / 16, x1 + g0 / 16, row, g0, 16);
+    }
+    if (g0 < nb)
+        group_dot2(kind, 0, acc, x0 + g0 / 16, x1 + g0 / 16, row, g0, nb - g0);
+    *y0 = hsum(acc[0]);
+    *y1 = hsum(acc[1]);
 }
 
 /* ---------------------------------------------------------------- prefill */
@@ -787,9 +842,17 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int 
 {
     int nb = cols / QK, ng = (nb + 15) / 16;
 
-    if (n_tok == 1) {
-        for (int r = 0; r < n_rows; r++)
-            y[r] = row_dot(kind, (const vnni_group *)(const void *)act->x, w + (size_t)r * ws, nb);
+    if (n_tok <= VNNI_DEC_MULTI) {   /* rows outside: a row's bytes from L1 for its later tokens */
+#define XT(t) ((const vnni_group *)(const void *)(act->x + (size_t)(t) * act->stride))
+        for (int r = 0; r < n_rows; r++) {
+            const uint8_t *row = w + (size_t)r * ws;
+            int t = 0;
+            for (; kind != V_Q6_K && t + 2 <= n_tok; t += 2)   /* tokens in pairs: one unpacking for two */
+                row_dot2(kind, XT(t), XT(t + 1), row, nb, &y[(size_t)t * ldy + r], &y[(size_t)(t + 1) * ldy + r]);
+            for (; t < n_tok; t++)
+                y[(size_t)t * ldy + r] = row_dot(kind, XT(t), row, nb);
+        }
+#undef XT
         return;
     }
     for (int rb = 0; rb < n_rows; rb += RB) {
