@@ -56,6 +56,13 @@ typedef struct layer {
     int window;   /* attention sees the last `window` positions (0: all) */
 } layer;
 
+/* One sequence's KV cache: `past` positions of it filled; `len` elements of the pool (of each of
+ * kc and vc) from `base`, laid out for `ctx` positions (0: it holds none). */
+typedef struct kv_seq {
+    size_t base, len;
+    int ctx, past;
+} kv_seq;
+
 /* One layer's part of one sequence's KV cache: `slots` rows of kv_dim from element `off` of kc
  * and vc. A layer with a window keeps a ring of window + n_batch - 1 slots (`ring`, position p
  * in slot p % ring) when that is shorter than the sequence's context: its cache never grows
@@ -70,15 +77,14 @@ struct runtime_model {
     runtime_config c;
     backend *be;
     int n_ctx, n_batch, kv_f16;
-    /* n_seq sequences, each with its own cache: past[s] positions of it are filled. The caches
-     * share one pool of kv_cap elements in each of kc and vc (n_seq caches of n_ctx positions at
-     * open): sequence s holds kv_len[s] of them from kv_base[s], laid out for kv_ctx[s] positions
-     * (0: it holds none), layer l's part at kv[s * n_layers + l] (seq_layout). max_ctx: the most
-     * one sequence may take (the pool's, at most the model's). kv_mu guards the table's changes
-     * (runtime_seq_set_ctx); a pass reads only its own sequences' entries. */
-    int n_seq, *past;
-    size_t kv_cap, *kv_base, *kv_len;
-    int *kv_ctx, max_ctx;
+    /* n_seq sequences, each with its own cache (kvs[s]). The caches share one pool of kv_cap
+     * elements in each of kc and vc (n_seq caches of n_ctx positions at open); sequence s's layer
+     * l's part is kv[s * n_layers + l] (seq_layout). max_ctx: the most one sequence may take (the
+     * pool's, at most the model's). kv_mu guards the table's changes (runtime_seq_set_ctx); a
+     * pass reads only its own sequences' entries. */
+    int n_seq, max_ctx;
+    kv_seq *kvs;
+    size_t kv_cap;
     kv_part *kv;
     pthread_mutex_t kv_mu;
     /* The pass being recorded: n_step sequences, each n rows of it in order from row 0 (their
@@ -708,7 +714,7 @@ static const double *seq_freqs(const runtime_model *m, int seq)
     const runtime_config *c = &m->c;
 
     if (c->rope_scaling == RUNTIME_ROPE_LONGROPE &&
-        (m->kv_ctx[seq] > c->rope_orig_ctx) != (m->n_ctx > c->rope_orig_ctx))
+        (m->kvs[seq].ctx > c->rope_orig_ctx) != (m->n_ctx > c->rope_orig_ctx))
         return m->freqs_alt;
     return m->freqs;
 }
@@ -775,16 +781,12 @@ static int kv_pool_layout(runtime_model *m)
             hi = mid - 1;
     }
     m->max_ctx = lo;
-    m->kv = calloc((size_t)m->n_seq * (size_t)m->c.n_layers, sizeof *m->kv);
-    m->kv_base = calloc((size_t)m->n_seq, sizeof *m->kv_base);
-    m->kv_len = calloc((size_t)m->n_seq, sizeof *m->kv_len);
-    m->kv_ctx = calloc((size_t)m->n_seq, sizeof *m->kv_ctx);
-    if (!m->kv || !m->kv_base || !m->kv_len || !m->kv_ctx)
+    if (!(m->kv = calloc((size_t)m->n_seq * (size_t)m->c.n_layers, sizeof *m->kv)))
         return ms_err(MS_ENOMEM, "out of memory");
     for (int s = 0; s < m->n_seq; s++) {
-        m->kv_base[s] = (size_t)s * per;
-        m->kv_len[s] = seq_layout(m, m->n_ctx, m->kv_base[s], &m->kv[(size_t)s * m->c.n_layers]);
-        m->kv_ctx[s] = m->n_ctx;
+        m->kvs[s].base = (size_t)s * per;
+        m->kvs[s].len = seq_layout(m, m->n_ctx, m->kvs[s].base, &m->kv[(size_t)s * m->c.n_layers]);
+        m->kvs[s].ctx = m->n_ctx;
     }
     return 0;
 }
@@ -863,7 +865,7 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     m->n_seq = o && o->n_seq > 0 ? o->n_seq : 1;
     if (m->n_seq > RUNTIME_MAX_SEQ)
         return ms_err(MS_EINVALID, "%d sequences: at most %d", m->n_seq, RUNTIME_MAX_SEQ);
-    if (!(m->past = calloc((size_t)m->n_seq, sizeof *m->past)) || !(m->toks = malloc((size_t)m->n_batch * sizeof *m->toks)))
+    if (!(m->kvs = calloc((size_t)m->n_seq, sizeof *m->kvs)) || !(m->toks = malloc((size_t)m->n_batch * sizeof *m->toks)))
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = runtime__batcher_new(&m->bt, m->n_seq)) < 0 || (rc = backend_open(&m->be, o ? o->device : NULL, &bo)) < 0)
         return rc;
@@ -904,10 +906,11 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
                  OPS_OUTSIDE + (size_t)m->n_seq;
     m->seq.ops = calloc(m->seq.cap, sizeof *m->seq.ops);
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    m->freqs = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs);
-    m->freqs_local = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs_local);
-    if (!m->seq.ops || !m->layers || !m->freqs || !m->freqs_local)
+    /* the three sets of rope frequencies in one allocation: freqs, freqs_local, freqs_alt */
+    m->freqs = calloc(3 * ((size_t)c->n_rot / 2 + 1), sizeof *m->freqs);
+    if (!m->seq.ops || !m->layers || !m->freqs)
         return ms_err(MS_ENOMEM, "out of memory");
+    m->freqs_local = m->freqs + c->n_rot / 2 + 1;
     longrope_scale(m);
     if ((rc = kv_pool_layout(m)) < 0)
         return rc;
@@ -929,13 +932,10 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     if ((rc = apply_rope_divisors(m, m->freqs, use_long)) < 0)
         return rc;
     if (c->rope_scaling == RUNTIME_ROPE_LONGROPE) {   /* for a sequence sized across rope_orig_ctx */
-        if (!(m->freqs_alt = calloc((size_t)c->n_rot / 2 + 1, sizeof *m->freqs_alt)))
-            return ms_err(MS_ENOMEM, "out of memory");
+        m->freqs_alt = m->freqs_local + c->n_rot / 2 + 1;
         runtime_rope_freqs(m->freqs_alt, c);
-        if (apply_rope_divisors(m, m->freqs_alt, !use_long) < 0) {   /* lacking: runtime_seq_set_ctx refuses */
-            free(m->freqs_alt);
+        if (apply_rope_divisors(m, m->freqs_alt, !use_long) < 0)   /* lacking: runtime_seq_set_ctx refuses */
             m->freqs_alt = NULL;
-        }
     }
     return 0;
 }
@@ -1013,28 +1013,23 @@ void runtime_model_close(runtime_model *m)
     free(m->acc);
     runtime_weights_close(m->w);
     runtime__batcher_free(m->bt);
-    free(m->past);
+    free(m->kvs);
     free(m->kv);
-    free(m->kv_base);
-    free(m->kv_len);
-    free(m->kv_ctx);
     pthread_mutex_destroy(&m->kv_mu);
     free(m->toks);
     free(m->layers);
     free(m->seq.ops);
-    free(m->freqs);
-    free(m->freqs_local);
-    free(m->freqs_alt);
+    free(m->freqs);   /* freqs_local and freqs_alt with it */
     free(m->mla_mem);
     free(m->mla_tmp);
     free(m);
 }
 
-void runtime_model_reset(runtime_model *m) { m->past[0] = 0; }
+void runtime_model_reset(runtime_model *m) { m->kvs[0].past = 0; }
 void runtime_seq_reset(runtime_model *m, int seq)
 {
     assert(seq >= 0 && seq < m->n_seq);
-    m->past[seq] = 0;
+    m->kvs[seq].past = 0;
 }
 
 /* Positions past n need no clearing: attention reads only 0 .. n_past + t, and the next forward
@@ -1044,7 +1039,7 @@ int runtime_seq_truncate(runtime_model *m, int seq, int n)
     int past;
 
     assert(seq >= 0 && seq < m->n_seq);
-    past = m->past[seq];
+    past = m->kvs[seq].past;
     if (n < 0 || n > past)
         return ms_err(MS_EINVALID, "truncate to %d positions: the cache holds %d", n, past);
     for (int l = 0; m->kv && l < m->c.n_layers; l++) {   /* a ring must still hold the window before position n */
@@ -1054,16 +1049,16 @@ int runtime_seq_truncate(runtime_model *m, int seq, int n)
             return ms_err(MS_EINVALID, "truncate to %d positions: layer %d's window cache of %d slots no longer "
                           "holds position %d", n, l, P->ring, first);
     }
-    m->past[seq] = n;
+    m->kvs[seq].past = n;
     return 0;
 }
 int runtime_model_truncate(runtime_model *m, int n) { return runtime_seq_truncate(m, 0, n); }
 int runtime_seq_n_past(const runtime_model *m, int seq)
 {
     assert(seq >= 0 && seq < m->n_seq);
-    return m->past[seq];
+    return m->kvs[seq].past;
 }
-int runtime_model_n_past(const runtime_model *m) { return m->past[0]; }
+int runtime_model_n_past(const runtime_model *m) { return m->kvs[0].past; }
 
 /* The lowest element of the pool where `need` elements are held by no sequence but seq (whose
  * own room is being given up), or SIZE_MAX when no gap is that wide. Candidates: the pool's
@@ -1073,10 +1068,10 @@ static size_t kv_room(const runtime_model *m, int seq, size_t need)
     size_t best = SIZE_MAX;
 
     for (int i = -1; i < m->n_seq; i++) {
-        size_t at = i < 0 ? 0 : m->kv_base[i] + m->kv_len[i];
-        int free_here = (i < 0 || (i != seq && m->kv_len[i])) && at + need <= m->kv_cap && at < best;
+        size_t at = i < 0 ? 0 : m->kvs[i].base + m->kvs[i].len;
+        int free_here = (i < 0 || (i != seq && m->kvs[i].len)) && at + need <= m->kv_cap && at < best;
         for (int j = 0; free_here && j < m->n_seq; j++)
-            if (j != seq && m->kv_len[j] && at < m->kv_base[j] + m->kv_len[j] && m->kv_base[j] < at + need)
+            if (j != seq && m->kvs[j].len && at < m->kvs[j].base + m->kvs[j].len && m->kvs[j].base < at + need)
                 free_here = 0;
         if (free_here)
             best = at;
@@ -1101,22 +1096,22 @@ int runtime_seq_set_ctx(runtime_model *m, int seq, int n_ctx)
         return ms_err(MS_EUNSUPPORTED, "a context of %d tokens needs the model's %s longrope factors, which it lacks",
                       n_ctx, n_ctx > c->rope_orig_ctx ? "long" : "short");
     pthread_mutex_lock(&m->kv_mu);
-    if (n_ctx != m->kv_ctx[seq]) {
+    if (n_ctx != m->kvs[seq].ctx) {
         need = seq_layout(m, n_ctx, 0, NULL);
         if (n_ctx == 0) {
             at = 0;
         } else if ((at = kv_room(m, seq, need)) == SIZE_MAX) {
             size_t held = 0;
             for (int i = 0; i < m->n_seq; i++)
-                held += i == seq ? 0 : m->kv_len[i];
+                held += i == seq ? 0 : m->kvs[i].len;
             rc = ms_err(MS_EBUSY, "no room in the KV cache for a context of %d tokens: the other sequences hold "
                         "%d%% of it", n_ctx, (int)(held * 100 / m->kv_cap));
         }
         if (rc == 0) {
-            m->kv_base[seq] = at;
-            m->kv_len[seq] = seq_layout(m, n_ctx, at, &m->kv[(size_t)seq * c->n_layers]);
-            m->kv_ctx[seq] = n_ctx;
-            m->past[seq] = 0;
+            m->kvs[seq].base = at;
+            m->kvs[seq].len = seq_layout(m, n_ctx, at, &m->kv[(size_t)seq * c->n_layers]);
+            m->kvs[seq].ctx = n_ctx;
+            m->kvs[seq].past = 0;
         }
     }
     pthread_mutex_unlock(&m->kv_mu);
@@ -1125,7 +1120,7 @@ int runtime_seq_set_ctx(runtime_model *m, int seq, int n_ctx)
 int runtime_seq_n_ctx(const runtime_model *m, int seq)
 {
     assert(seq >= 0 && seq < m->n_seq);
-    return m->enc ? m->n_ctx : m->kv_ctx[seq];
+    return m->enc ? m->n_ctx : m->kvs[seq].ctx;
 }
 int runtime_model_max_ctx(const runtime_model *m) { return m->enc ? m->n_ctx : m->max_ctx; }
 int runtime_model_n_seq(const runtime_model *m) { return m->n_seq; }
@@ -1277,7 +1272,7 @@ static void record_mla(runtime_model *m, const layer *L, int n)
     backend_seq_matmul(s, backend_at(m->kpe, 0), xb, L->kv_pe, n);
     backend_seq_matmul_heads(s, backend_at(m->qatt, 0), q, L->mla_qk, n);
     for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n) {
-        int seq = m->step[i].seq, ni = m->step[i].n, pos = m->past[seq];
+        int seq = m->step[i].seq, ni = m->step[i].n, pos = m->kvs[seq].past;
         size_t kv = seq_part(m, seq, (int)(L - m->layers))->off + (size_t)pos * ahd;   /* MLA layers have no ring */
         backend_ref qr = backend_at(m->qatt, (size_t)r * H * ahd), kpe = backend_at(m->kpe, (size_t)r * R);
         backend_seq_rope(s, qr, ni, H, ahd, R, pos, seq_freqs(m, seq), c->rope_interleaved);
@@ -1320,7 +1315,7 @@ static void record_mha(runtime_model *m, const layer *L, int n)
     if (m->pk_n)   /* runtime_embed's packed sequences */
         record_packed_attention(m, L, n, local ? m->freqs_local : seq_freqs(m, 0));
     for (int i = 0, r = 0; i < m->n_step; r += m->step[i++].n)
-        record_attention(m, L, m->step[i].seq, (size_t)r, m->step[i].n, m->past[m->step[i].seq],
+        record_attention(m, L, m->step[i].seq, (size_t)r, m->step[i].n, m->kvs[m->step[i].seq].past,
                          local ? m->freqs_local : seq_freqs(m, m->step[i].seq));
     backend_seq_matmul(s, xb, att, L->wo, n);
     if (L->bo)   /* [gpt-oss] */
@@ -1405,11 +1400,11 @@ static int forward_batch(runtime_model *m, const int32_t *tokens, int n, int h0,
         return rc;
     for (int i = 0; i < m->n_step; i++) {
         const runtime_seq_item *it = &m->step[i];
-        m->past[it->seq] += it->n;
+        m->kvs[it->seq].past += it->n;
         for (int t = 0; it->logits && t < c->vocab_size; t++)   /* a sampler fed NaN picks nonsense silently */
             if (!isfinite(it->logits[t]))
                 return ms_err(MS_EINVALID, "logit %d at position %d is %s: the model's weights or activations overflow",
-                              t, m->past[it->seq] - 1, isnan(it->logits[t]) ? "NaN" : "infinite");
+                              t, m->kvs[it->seq].past - 1, isnan(it->logits[t]) ? "NaN" : "infinite");
     }
     return 0;
 }
@@ -1427,12 +1422,12 @@ int runtime__model_check(const runtime_model *m, int seq, const int32_t *tokens,
         return ms_err(MS_EINVALID, "forward: no tokens");
     assert(tokens);
     /* The KV cache holds positions 0 .. past-1 of the sequence's context: every forward keeps it. */
-    assert(m->past[seq] >= 0 && m->past[seq] <= m->kv_ctx[seq]);
-    if (m->kv_ctx[seq] == 0)
+    assert(m->kvs[seq].past >= 0 && m->kvs[seq].past <= m->kvs[seq].ctx);
+    if (m->kvs[seq].ctx == 0)
         return ms_err(MS_EINVALID, "sequence %d holds no KV cache: its context is 0 (runtime_seq_set_ctx)", seq);
-    if (n > m->kv_ctx[seq] - m->past[seq])
-        return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->past[seq],
-                      m->kv_ctx[seq]);
+    if (n > m->kvs[seq].ctx - m->kvs[seq].past)
+        return ms_err(MS_EINVALID, "%d tokens after %d exceed the context of %d tokens", n, m->kvs[seq].past,
+                      m->kvs[seq].ctx);
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return ms_err(MS_EINVALID, "token %d at index %d out of range [0, %d)", tokens[i], i, c->vocab_size);
@@ -1480,7 +1475,7 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
     const runtime_config *c = &m->c;
     int pool = c->pooling, dim = c->dim, rc = 0;
 
-    m->past[0] = 0;
+    m->kvs[0].past = 0;
     m->step[0] = (runtime_seq_item){ .seq = 0 };
     m->n_step = 1;
     for (int j = 0; j < dim; j++)
@@ -1504,7 +1499,7 @@ static int decoder_embed(runtime_model *m, const int32_t *tokens, int n, float *
         done += chunk;
     }
     m->n_step = 0;
-    m->past[0] = 0;   /* the cache is left empty, as runtime_embed promises */
+    m->kvs[0].past = 0;   /* the cache is left empty, as runtime_embed promises */
     if (rc == 0)
         runtime__pool_finish(out, m->acc, n, dim, pool, m->embed_normalize);
     return rc;
@@ -1524,11 +1519,11 @@ static int decoder_embed_packed(runtime_model *m, const int32_t *const *tokens, 
         n += n_tokens[i];
     }
     m->pk_n = n_seqs;
-    m->past[0] = 0;
+    m->kvs[0].past = 0;
     rc = forward_batch(m, m->toks, n, 0, n);
     m->embed_runs++;
     m->pk_n = 0;
-    m->past[0] = 0;   /* the cache is left empty */
+    m->kvs[0].past = 0;   /* the cache is left empty */
     for (size_t i = 0; rc == 0 && i < (size_t)n * dim; i++)
         if (!isfinite(m->rows[i]))
             rc = ms_err(MS_EINVALID, "hidden state %zu is %s: the model's weights or activations overflow", i,
@@ -1545,7 +1540,7 @@ static int decoder_embed_all(runtime_model *m, const int32_t *const *tokens, con
 {
     const runtime_config *c = &m->c;
     /* the packed rows go into sequence 0's cache */
-    int rc, packable = 1, pack_rows = m->n_batch < m->kv_ctx[0] ? m->n_batch : m->kv_ctx[0];
+    int rc, packable = 1, pack_rows = m->n_batch < m->kvs[0].ctx ? m->n_batch : m->kvs[0].ctx;
 
     m->embed_runs = 0;
     m->embed_normalize = normalize;
@@ -1575,7 +1570,7 @@ static int embed(runtime_model *m, const int32_t *const *tokens, const int *n_to
     int rc, n_ctx;
 
     assert(m && (n_seqs == 0 || (tokens && n_tokens && out)));
-    n_ctx = m->enc ? m->n_ctx : m->kv_ctx[0];   /* a decoder embeds through sequence 0's cache */
+    n_ctx = m->enc ? m->n_ctx : m->kvs[0].ctx;   /* a decoder embeds through sequence 0's cache */
     if (runtime_model_pooling(m) == RUNTIME_POOL_NONE)
         return ms_err(MS_EUNSUPPORTED, "%s: cannot embed (%s)", c->architecture,
                       c->pooling == 4 ? "its pooling is rank: a reranker, which gives scores, not embeddings"
