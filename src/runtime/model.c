@@ -865,7 +865,9 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     m->n_seq = o && o->n_seq > 0 ? o->n_seq : 1;
     if (m->n_seq > RUNTIME_MAX_SEQ)
         return ms_err(MS_EINVALID, "%d sequences: at most %d", m->n_seq, RUNTIME_MAX_SEQ);
-    if (!(m->kvs = calloc((size_t)m->n_seq, sizeof *m->kvs)) || !(m->toks = malloc((size_t)m->n_batch * sizeof *m->toks)))
+    m->kvs = calloc((size_t)m->n_seq, sizeof *m->kvs);
+    m->toks = malloc((size_t)m->n_batch * sizeof *m->toks);
+    if (!m->kvs || !m->toks)
         return ms_err(MS_ENOMEM, "out of memory");
     if ((rc = runtime__batcher_new(&m->bt, m->n_seq)) < 0 || (rc = backend_open(&m->be, o ? o->device : NULL, &bo)) < 0)
         return rc;

@@ -178,9 +178,10 @@ void srv_model_close(srv_model *m);
  * num_ctx > 0 asks for that context, 0 the default. A generating load sizes each request's
  * session from its pool (n_par sessions of the context it was loaded with), so it serves any
  * context the pool holds; one asked past that, or another context of an embedding load, is
- * reloaded once no one uses it. At the cap of loaded models (server_opts.max_loaded) the least recently used unused
- * one is unloaded first, or the request waits for one to be released. Load errors with their
- * message; MS_EBUSY (503) when memory or descriptors ran out, or the server is stopping. */
+ * reloaded once no one uses it. At the cap of loaded models (server_opts.max_loaded) the least
+ * recently used unused one is unloaded first, or the request waits for one to be released. Load
+ * errors with their message; MS_EBUSY (503) when memory or descriptors ran out, or the server is
+ * stopping. */
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
 /* The context a request asking num_ctx (0: none) runs in on load L. */
 int srv_model_ctx(const loaded *L, int num_ctx);
