@@ -855,7 +855,7 @@ static int model_setup(runtime_model *m, const runtime_opts *o)
     int q_dim = c->n_heads * c->head_dim, max_cols, use_long, rc;
     backend_opts bo = { .n_threads = o ? o->n_threads : 0, .verbose = o ? o->verbose : 0 };
 
-    m->n_ctx = o && o->n_ctx > 0 ? o->n_ctx : (c->ctx_len < 4096 ? c->ctx_len : 4096);
+    m->n_ctx = runtime_config_ctx(c, o ? o->n_ctx : 0);
     if (m->n_ctx > c->ctx_len)
         return ms_err(MS_EINVALID, "context %d exceeds the model's context length %d", m->n_ctx, c->ctx_len);
     m->n_batch = o && o->n_batch > 0 ? o->n_batch : 128;
@@ -1138,6 +1138,11 @@ uint64_t runtime_model_kv_nbytes(const runtime_model *m)
 
     /* the pool's rows (an encoder keeps none) */
     return m->kv_cap / row * runtime_config_kv_row_nbytes(&m->c, m->kv_f16);
+}
+
+int runtime_config_ctx(const runtime_config *c, int n_ctx)
+{
+    return n_ctx > 0 ? n_ctx : c->ctx_len < 4096 ? c->ctx_len : 4096;
 }
 
 uint64_t runtime_config_kv_row_nbytes(const runtime_config *c, int kv_f16)

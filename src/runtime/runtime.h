@@ -159,6 +159,9 @@ void runtime_rope_freqs(double *freqs, const runtime_config *c);
 /* Bytes the KV cache keeps per position and layer (keys and values; f16 or f32): 2 kv_heads
  * head_dim elements, MLA's one row of n_rot + kv_lora_rank. */
 uint64_t runtime_config_kv_row_nbytes(const runtime_config *c, int kv_f16);
+/* The context a model of config c opened with runtime_opts.n_ctx = n_ctx gets: n_ctx when
+ * positive, else the model's context length, at most 4096. */
+int runtime_config_ctx(const runtime_config *c, int n_ctx);
 
 /* ---------------------------------------------------------------- model */
 

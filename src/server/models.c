@@ -125,9 +125,8 @@ static int parallel_for(const server *srv, store_model *sm, int n_ctx)
         free(c);
         return 1;
     }
-    if (n_ctx <= 0)
-        n_ctx = c->ctx_len < 4096 ? c->ctx_len : 4096;
-    per = (uint64_t)c->n_layers * (uint64_t)n_ctx * runtime_config_kv_row_nbytes(c, srv->o.ro.kv_f16);
+    per = (uint64_t)c->n_layers * (uint64_t)runtime_config_ctx(c, n_ctx) *
+          runtime_config_kv_row_nbytes(c, srv->o.ro.kv_f16);
     free(c);
     while (srv->o.parallel <= 0 && n > 1 && avail && per * (uint64_t)n > avail / 4)
         n--;
@@ -179,10 +178,8 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
     }
     L->S = L->slot[0];
     L->sized = runtime_model_pooling(L->m) == RUNTIME_POOL_NONE;
-    {   /* what a request without num_ctx gets: the context a load without one has */
-        int len = runtime_model_config(L->m)->ctx_len;
-        L->ctx_default = srv->o.ro.n_ctx > 0 ? srv->o.ro.n_ctx : len < 4096 ? len : 4096;
-    }
+    /* what a request without num_ctx gets: the context a load without one has */
+    L->ctx_default = runtime_config_ctx(runtime_model_config(L->m), srv->o.ro.n_ctx);
     L->nbytes = runtime_weights_nbytes(runtime_model_weights(L->m)) + runtime_model_kv_nbytes(L->m);
     *out = L;
     return 0;
