@@ -598,66 +598,52 @@ AI v16s32 sum_pairs(const v16s32 v[8])
     return hadd_pairs(c[0], c[1]);
 }
 
-/* One group of a row against one token (decode layout); n blocks (16 in FULL groups, whose loop
- * unrolls with no bound checks). Per pair of blocks two vpdpwssd (codes 0-15 of both, then 16-31)
- * leave block 2m's sum in lanes 0-7 and 2m + 1's in 8-15; Q6_K keeps the halves apart for its
- * two scales. */
-AI v16f group_dot(const int kind, const int FULL, v16f acc, const vnni_group *xg, const uint8_t *row, int g0, int n)
+/* One group of a row against T tokens (1 or 2; decode layout: token t's groups at x[t], this one
+ * x[t] + g0 / 16); n blocks (16 in FULL groups, whose loop unrolls with no bound checks). Per
+ * pair of blocks two vpdpwssd per token (codes 0-15 of both, then 16-31) leave block 2m's sum in
+ * lanes 0-7 and 2m + 1's in 8-15; Q6_K keeps the halves apart for its two scales. Two tokens
+ * share each unpacking (it costs more than a token's two vpdpwssd), each token's sums and float
+ * steps the same as alone, so the results are bit for bit; Q6_K takes one token at a time, its
+ * split halves would take twice the registers. */
+AI void group_dot(const int kind, const int FULL, const int T, v16f acc[], const vnni_group *const x[],
+                  const uint8_t *row, int g0, int n)
 {
-    v16s32 p[8], p2[8];
+    v16s32 p[2][8], p2[8];
     v16f a, b, a2;
 
 #pragma GCC unroll 8
     for (int m = 0; m < 8; m++) {
         v32s16 lo, hi;
         if (!FULL && 2 * m >= n) {
-            p[m] = p2[m] = (v16s32){0};
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++)
+                p[t][m] = (v16s32){0};
+            p2[m] = (v16s32){0};
             continue;
         }
         unpack_pair(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m), &lo, &hi);
         if (kind == V_Q6_K) {
-            p[m] = dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0]));
+            const vnni_group *xg = x[0] + g0 / 16;
+            p[0][m] = dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0]));
             p2[m] = dpwssd((v16s32){0}, hi, ld_s16(xg->xp[m][1]));
         } else {
-            p[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0])), hi, ld_s16(xg->xp[m][1]));
+#pragma GCC unroll 2
+            for (int t = 0; t < T; t++) {
+                const vnni_group *xg = x[t] + g0 / 16;
+                p[t][m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(xg->xp[m][0])), hi, ld_s16(xg->xp[m][1]));
+            }
         }
     }
     group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
-    v16f dx = ld_f(xg->dx);
-    acc = fmav(__builtin_convertvector(sum_pairs(p), v16f), a * dx, acc);
-    if (kind == V_Q6_K)
-        acc = fmav(__builtin_convertvector(sum_pairs(p2), v16f), a2 * dx, acc);
-    if (has_offset(kind))
-        acc = fmav(b, ld_f(xg->s), acc);
-    return acc;
-}
-
-/* group_dot for two tokens at once, each pair of blocks unpacked once for both (unpacking costs
- * more than the two vpdpwssd of a token): each token's sums and float steps are group_dot's, so
- * the results are its bit for bit. Not Q6_K, whose split halves would take twice the registers. */
-AI void group_dot2(const int kind, const int FULL, v16f acc[2], const vnni_group *x0, const vnni_group *x1,
-                   const uint8_t *row, int g0, int n)
-{
-    v16s32 p[8], q[8];
-    v16f a, b, a2;
-
-#pragma GCC unroll 8
-    for (int m = 0; m < 8; m++) {
-        v32s16 lo, hi;
-        if (!FULL && 2 * m >= n) {
-            p[m] = q[m] = (v16s32){0};
-            continue;
-        }
-        unpack_pair(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m), &lo, &hi);
-        p[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(x0->xp[m][0])), hi, ld_s16(x0->xp[m][1]));
-        q[m] = dpwssd(dpwssd((v16s32){0}, lo, ld_s16(x1->xp[m][0])), hi, ld_s16(x1->xp[m][1]));
-    }
-    group_scales(kind, row, g0, FULL ? 16 : n, &a, &b, &a2);
-    acc[0] = fmav(__builtin_convertvector(sum_pairs(p), v16f), a * ld_f(x0->dx), acc[0]);
-    acc[1] = fmav(__builtin_convertvector(sum_pairs(q), v16f), a * ld_f(x1->dx), acc[1]);
-    if (has_offset(kind)) {
-        acc[0] = fmav(b, ld_f(x0->s), acc[0]);
-        acc[1] = fmav(b, ld_f(x1->s), acc[1]);
+#pragma GCC unroll 2
+    for (int t = 0; t < T; t++) {
+        const vnni_group *xg = x[t] + g0 / 16;
+        v16f dx = ld_f(xg->dx);
+        acc[t] = fmav(__builtin_convertvector(sum_pairs(p[t]), v16f), a * dx, acc[t]);
+        if (kind == V_Q6_K)
+            acc[t] = fmav(__builtin_convertvector(sum_pairs(p2), v16f), a2 * dx, acc[t]);
+        if (has_offset(kind))
+            acc[t] = fmav(b, ld_f(xg->s), acc[t]);
     }
 }
 
@@ -679,35 +665,29 @@ AI void prefetch_group(const int kind, const uint8_t *row, int g0)
         __builtin_prefetch(p + l, 0, 3);
 }
 
-AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb)
-{
-    v16f acc = {0};
-    int g0 = 0;
-
-    for (; g0 + 16 <= nb; g0 += 16) {
-        prefetch_group(kind, row, g0);
-        acc = group_dot(kind, 1, acc, x + g0 / 16, row, g0, 16);
-    }
-    if (g0 < nb)
-        acc = group_dot(kind, 0, acc, x + g0 / 16, row, g0, nb - g0);
-    return hsum(acc);
-}
-
-/* row_dot of one row for tokens x0 and x1 (group_dot2): y0, y1 bit for bit row_dot's. */
-AI void row_dot2(const int kind, const vnni_group *x0, const vnni_group *x1, const uint8_t *row, int nb, float *y0,
-                 float *y1)
+/* One row against T tokens (group_dot's T), y[t] token t's sum: row_dot's, bit for bit. */
+AI void row_dots(const int kind, const int T, const vnni_group *const x[], const uint8_t *row, int nb, float *const y[])
 {
     v16f acc[2] = {{0}, {0}};
     int g0 = 0;
 
     for (; g0 + 16 <= nb; g0 += 16) {
         prefetch_group(kind, row, g0);
-        group_dot2(kind, 1, acc, x0 + g0 / 16, x1 + g0 / 16, row, g0, 16);
+        group_dot(kind, 1, T, acc, x, row, g0, 16);
     }
     if (g0 < nb)
-        group_dot2(kind, 0, acc, x0 + g0 / 16, x1 + g0 / 16, row, g0, nb - g0);
-    *y0 = hsum(acc[0]);
-    *y1 = hsum(acc[1]);
+        group_dot(kind, 0, T, acc, x, row, g0, nb - g0);
+#pragma GCC unroll 2
+    for (int t = 0; t < T; t++)
+        *y[t] = hsum(acc[t]);
+}
+
+AI float row_dot(const int kind, const vnni_group *x, const uint8_t *row, int nb)
+{
+    float y, *yp = &y;
+
+    row_dots(kind, 1, &x, row, nb, &yp);
+    return y;
 }
 
 /* ---------------------------------------------------------------- prefill */
@@ -848,7 +828,8 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int 
             const uint8_t *row = w + (size_t)r * ws;
             int t = 0;
             for (; kind != V_Q6_K && t + 2 <= n_tok; t += 2)   /* tokens in pairs: one unpacking for two */
-                row_dot2(kind, XT(t), XT(t + 1), row, nb, &y[(size_t)t * ldy + r], &y[(size_t)(t + 1) * ldy + r]);
+                row_dots(kind, 2, (const vnni_group *const[]){XT(t), XT(t + 1)}, row, nb,
+                         (float *const[]){&y[(size_t)t * ldy + r], &y[(size_t)(t + 1) * ldy + r]});
             for (; t < n_tok; t++)
                 y[(size_t)t * ldy + r] = row_dot(kind, XT(t), row, nb);
         }
