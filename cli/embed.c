@@ -155,8 +155,6 @@ done:
     runtime_model_close(m);
     store_model_close(sm);
     store_close(s);
-    free(in);
-    free(buf);
-    free(pos);
+    MS_FREE_ALL(in, buf, pos);
     return rc;
 }

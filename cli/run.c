@@ -791,10 +791,7 @@ fail:
     rc = cli_fail();
 done:
     clear_msgs(&R);
-    free(R.msgs);
-    free(R.system);
-    free(R.format);
-    free(tmpl_text);
+    MS_FREE_ALL(R.msgs, R.system, R.format, tmpl_text);
     session_free(R.S);
     return rc;
 }
@@ -902,8 +899,6 @@ done:
     store_close(s);
     free(a.prompt);
     model_params_free(a.mp);
-    free(a.format_file);
-    free(pos);
-    free(stdin_prompt);
+    MS_FREE_ALL(a.format_file, pos, stdin_prompt);
     return rc;
 }

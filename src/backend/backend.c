@@ -142,9 +142,7 @@ void backend_close(backend *b)
         }
     }
     b->impl->close(b->ctx);
-    free(b->weights);
-    free(b->bufs);
-    free(b);
+    MS_FREE_ALL(b->weights, b->bufs, b);
 }
 
 int backend_reserve(backend *b, const backend_limits *l)

@@ -159,7 +159,5 @@ void blob_batch_free(blob_batch *b)
             unlink(b->items[i].tmp_path);
             free(b->items[i].tmp_path);
         }
-    free(b->items);
-    free(b->home);
-    free(b);
+    MS_FREE_ALL(b->items, b->home, b);
 }

@@ -96,9 +96,7 @@ void blob_writer_abort(blob_writer *w)
     if (w->tmp_path)
         unlink(w->tmp_path);
     blob_hash_free(w->hash);
-    free(w->tmp_path);
-    free(w->home);
-    free(w);
+    MS_FREE_ALL(w->tmp_path, w->home, w);
 }
 
 int blob_writer_commit(ms_digest digest_out, blob_writer *w, const char *expect)
@@ -455,9 +453,7 @@ done:
         memcpy(digest_out, digest, sizeof digest);
     if (fd >= 0)
         close(fd);
-    free(final);
-    free(dir);
-    free(tmp);
+    MS_FREE_ALL(final, dir, tmp);
     return rc;
 }
 

@@ -256,9 +256,7 @@ static void partial_free(blob_partial *p, int unlink_data, int unlink_ranges)
         close(p->rfd);
     if (p->fd >= 0)
         close(p->fd);
-    free(p->path);
-    free(p->rpath);
-    free(p);
+    MS_FREE_ALL(p->path, p->rpath, p);
 }
 
 void blob_partial_close(blob_partial *p) { partial_free(p, 0, 0); }

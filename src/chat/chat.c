@@ -24,11 +24,7 @@ void chat_template_free(chat_template *t)
 {
     if (!t)
         return;
-    free(t->bos);
-    free(t->eos);
-    free(t->default_system);
-    free(t->date);
-    free(t->warning);
+    MS_FREE_ALL(t->bos, t->eos, t->default_system, t->date, t->warning);
     chat_gotmpl_free(t->go);
     chat_jinja_free(t->jinja);
     free(t);

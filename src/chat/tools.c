@@ -205,9 +205,7 @@ int chat_tool_calls_parse(const chat_tool_syntax *s, const char *text, size_t le
 void chat_tool_calls_free(chat_tool_call *calls, size_t n)
 {
     for (size_t i = 0; calls && i < n; i++) {
-        free((char *)calls[i].id);
-        free((char *)calls[i].name);
-        free((char *)calls[i].arguments);
+        MS_FREE_ALL((char *)calls[i].id, (char *)calls[i].name, (char *)calls[i].arguments);
     }
     free(calls);
 }

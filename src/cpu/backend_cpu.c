@@ -38,13 +38,7 @@ static int reserve(void *vctx, const backend_limits *l)
 {
     cpu_ctx *c = vctx;
 
-    free(c->mm_scratch);
-    free(c->att_scratch);
-    free(c->id_in);
-    free(c->id_out);
-    free(c->id_rows);
-    free(c->heads_scratch);
-    free(c->heads);
+    MS_FREE_ALL(c->mm_scratch, c->att_scratch, c->id_in, c->id_out, c->id_rows, c->heads_scratch, c->heads);
     c->mm_scratch = malloc(cpu_matmul_scratch(l->max_rows, l->max_cols));
     /* + 1: head_cols 0 (no MLA) may size it 0, which malloc may answer with NULL */
     c->heads_scratch = malloc(cpu_matmul_heads_scratch(l->max_rows, l->head_cols, l->head_cols,
@@ -539,14 +533,8 @@ static void close_ctx(void *vctx)
     if (!c)
         return;
     cpu_pool_free(c->pool);
-    free(c->mm_scratch);
-    free(c->att_scratch);
-    free(c->id_in);
-    free(c->id_out);
-    free(c->id_rows);
-    free(c->heads_scratch);
-    free(c->heads);
-    free(c);
+    MS_FREE_ALL(c->mm_scratch, c->att_scratch, c->id_in, c->id_out, c->id_rows, c->heads_scratch, c->heads,
+                c);
 }
 
 /* Every kind backend.h defines. */

@@ -145,7 +145,5 @@ void cpu_pool_free(cpu_pool *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
-    free(p->th);
-    free(p->w);
-    free(p);
+    MS_FREE_ALL(p->th, p->w, p);
 }

@@ -171,10 +171,7 @@ static int vocab_write(gen *g)
 done:
     for (size_t i = 0; owned && i < n; i++)
         free(owned[i]);
-    free(owned);
-    free(toks);
-    free(types);
-    free(scores);
+    MS_FREE_ALL(owned, toks, types, scores);
     tokenizer_free(t);
     return rc;
 }

@@ -428,10 +428,7 @@ void gguf_close(gguf_file *g)
     }
     for (size_t i = 0; i < g->n_tensors; i++)
         free((char *)g->tensors[i].name);
-    free(g->kv);
-    free(g->kv_by_key);
-    free(g->tensors);
-    free(g->t_by_name);
+    MS_FREE_ALL(g->kv, g->kv_by_key, g->tensors, g->t_by_name);
     ms_map_close(&g->map);
     free(g->what);
     free(g);

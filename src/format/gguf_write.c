@@ -64,9 +64,7 @@ void gguf_writer_free(gguf_writer *w)
     }
     for (size_t i = 0; i < w->n_t; i++)
         free(w->t[i].name);
-    free(w->kv);
-    free(w->t);
-    free(w);
+    MS_FREE_ALL(w->kv, w->t, w);
 }
 
 /* Take ownership of `val` (malloc'd, len bytes) as the value of `key`; frees it on failure. */

@@ -385,11 +385,7 @@ void st_free(st_file *f)
 {
     if (!f)
         return;
-    free(f->tensors);
-    free(f->by_name);
-    free(f->meta);
-    free(f->strings);
-    free(f);
+    MS_FREE_ALL(f->tensors, f->by_name, f->meta, f->strings, f);
 }
 
 /* ---------------------------------------------------------------- writer */
@@ -722,17 +718,9 @@ void st_writer_free(st_writer *w)
 {
     if (!w)
         return;
-    for (size_t i = 0; i < w->n; i++) {
-        free(w->e[i].name);
-        free(w->e[i].parts);
-        free(w->e[i].part_nbytes);
-    }
+    for (size_t i = 0; i < w->n; i++)
+        MS_FREE_ALL(w->e[i].name, w->e[i].parts, w->e[i].part_nbytes);
     for (size_t i = 0; i < w->n_meta; i++)
         free(w->meta_keys[i]);
-    free(w->e);
-    free(w->slots);
-    free(w->meta_keys);
-    free(w->meta.p);
-    free(w->body.p);
-    free(w);
+    MS_FREE_ALL(w->e, w->slots, w->meta_keys, w->meta.p, w->body.p, w);
 }

@@ -13,9 +13,7 @@ void gb_fini(gr_builder *b)
 {
     for (size_t i = 0; i < b->n_rules; i++)
         free(b->rules[i].alts);
-    free(b->rules);
-    free(b->el);
-    free(b->sets);
+    MS_FREE_ALL(b->rules, b->el, b->sets);
     memset(b, 0, sizeof *b);
 }
 
@@ -127,11 +125,7 @@ void grammar_free(grammar *g)
 {
     if (!g)
         return;
-    free(g->el);
-    free(g->sets);
-    free(g->alt_start);
-    free(g->rule_first);
-    free(g);
+    MS_FREE_ALL(g->el, g->sets, g->alt_start, g->rule_first, g);
 }
 
 size_t grammar_n_rules(const grammar *g)

@@ -142,10 +142,7 @@ void grammar_vocab_free(grammar_vocab *v)
 {
     if (!v)
         return;
-    free(v->t);
-    free(v->tok_next);
-    free(v->eog);
-    free(v);
+    MS_FREE_ALL(v->t, v->tok_next, v->eog, v);
 }
 
 /* ---------------------------------------------------------------- stacks */
@@ -402,14 +399,7 @@ void grammar_matcher_free(grammar_matcher *m)
         return;
     for (size_t i = 0; i < m->n_st; i++)
         free(m->st[i].next), free(m->st[i].mask);
-    free(m->st);
-    free(m->sbuf);
-    free(m->sbucket);
-    free(m->nd);
-    free(m->mark);
-    free(m->bucket);
-    free(m->buf);
-    free(m);
+    MS_FREE_ALL(m->st, m->sbuf, m->sbucket, m->nd, m->mark, m->bucket, m->buf, m);
 }
 
 int grammar_matcher_complete(const grammar_matcher *m)

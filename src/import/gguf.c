@@ -230,9 +230,7 @@ static int tensors_import(store_txn *t, gguf_file *g, import_source *src, const 
     }
     ms_progress_free(pr);
 done:
-    free(order);
-    free(units);
-    free(items);
+    MS_FREE_ALL(order, units, items);
     return rc;
 }
 

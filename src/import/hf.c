@@ -529,9 +529,7 @@ static int pooling_read(int *out, const char *dir)
 done:
     json_decref(mods);
     json_decref(pool);
-    free(mpath);
-    free(sub);
-    free(ppath);
+    MS_FREE_ALL(mpath, sub, ppath);
     return rc;
 }
 

@@ -431,9 +431,6 @@ int import_mlx_tensors(store_txn *t, manifest *m, json_t *config, const char *di
         goto done;
     rc = blobs_write(&x, t, m, o, qsum);
 done:
-    free(x.shard_files);
-    free(x.all);
-    free(x.items);
-    free(x.config_path);
+    MS_FREE_ALL(x.shard_files, x.all, x.items, x.config_path);
     return rc;
 }

@@ -161,10 +161,7 @@ int import_quant_add(import_quant *q, st_writer *w, const char *name, st_dtype d
         goto done;
     q->n_tensors++;
 done:
-    free(x);
-    free(deq);
-    free(tmp_s);
-    free(tmp_b);
+    MS_FREE_ALL(x, deq, tmp_s, tmp_b);
     if (rc < 0)
         ms_err_ctx("tensor '%s': quantize to %s", name, f->name);
     return rc;

@@ -10,9 +10,7 @@
 
 static void layer_clear(manifest_layer *l)
 {
-    free(l->media_type);
-    free(l->name);
-    free(l->filepath);
+    MS_FREE_ALL(l->media_type, l->name, l->filepath);
     memset(l, 0, sizeof *l);
 }
 
@@ -25,9 +23,7 @@ void manifest_free(manifest *m)
     layer_clear(&m->config);
     for (size_t i = 0; i < m->n_layers; i++)
         layer_clear(&m->layers[i]);
-    free(m->layers);
-    free(m->parsed);
-    free(m);
+    MS_FREE_ALL(m->layers, m->parsed, m);
 }
 
 /* The fields change: the parsed bytes no longer describe `m`. */

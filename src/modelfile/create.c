@@ -454,11 +454,7 @@ done:
 
 void model_info_fini(model_info *i)
 {
-    free(i->parameters);
-    free(i->template_);
-    free(i->system);
-    free(i->license);
-    free(i->modelfile);
+    MS_FREE_ALL(i->parameters, i->template_, i->system, i->license, i->modelfile);
     memset(i, 0, sizeof *i);
 }
 

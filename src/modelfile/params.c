@@ -76,9 +76,7 @@ void model_params_free(model_params *p)
         return;
     for (size_t i = 0; i < p->n_stop; i++)
         free(p->stop[i]);
-    free(p->format);
-    free(p->system);
-    free(p);
+    MS_FREE_ALL(p->format, p->system, p);
 }
 
 int model_params_load(model_params **out, store_model *sm)

@@ -403,9 +403,7 @@ int reg_manifest_intact(unsigned char **ok_out, store *s, const manifest *m,
     *ok_out = ok;
     ok = NULL;
 done:
-    free(digests);
-    free(sizes);
-    free(ok);
+    MS_FREE_ALL(digests, sizes, ok);
     return rc;
 }
 

@@ -344,9 +344,7 @@ done:
         if (labels)
             free(labels[i]);
     }
-    free(paths);
-    free(labels);
-    free(temp);
+    MS_FREE_ALL(paths, labels, temp);
     return rc;
 }
 

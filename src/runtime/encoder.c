@@ -270,15 +270,7 @@ void runtime__encoder_free(runtime_encoder *e)
 {
     if (!e)
         return;
-    free(e->seq.ops);
-    free(e->layers);
-    free(e->freqs);
-    free(e->ids);
-    free(e->toks);
-    free(e->zeros);
-    free(e->rows);
-    free(e->acc);
-    free(e);
+    MS_FREE_ALL(e->seq.ops, e->layers, e->freqs, e->ids, e->toks, e->zeros, e->rows, e->acc, e);
 }
 
 /* One layer over the n packed rows; sequence s is rows start[s] .. start[s] + len[s]. */

@@ -1011,20 +1011,12 @@ void runtime_model_close(runtime_model *m)
         return;
     runtime__encoder_free(m->enc);
     backend_close(m->be);   /* its buffers and weights with it */
-    free(m->rows);
-    free(m->acc);
     runtime_weights_close(m->w);
     runtime__batcher_free(m->bt);
-    free(m->kvs);
-    free(m->kv);
     pthread_mutex_destroy(&m->kv_mu);
-    free(m->toks);
-    free(m->layers);
-    free(m->seq.ops);
-    free(m->freqs);   /* freqs_local and freqs_alt with it */
-    free(m->mla_mem);
-    free(m->mla_tmp);
-    free(m);
+    /* m->freqs holds freqs_local and freqs_alt too */
+    MS_FREE_ALL(m->rows, m->acc, m->kvs, m->kv, m->toks, m->layers, m->seq.ops, m->freqs, m->mla_mem, m->mla_tmp,
+                m);
 }
 
 void runtime_model_reset(runtime_model *m) { m->kvs[0].past = 0; }

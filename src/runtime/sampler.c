@@ -82,9 +82,7 @@ void runtime_sampler_free(runtime_sampler *s)
 {
     if (!s)
         return;
-    free(s->c);
-    free(s->hist);
-    free(s);
+    MS_FREE_ALL(s->c, s->hist, s);
 }
 
 void runtime_sampler_accept(runtime_sampler *s, int32_t token)

@@ -308,9 +308,7 @@ static int open_blobs(runtime_weights *w, store_model *sm)
         }
     }
 done:
-    free(st);
-    free(map);
-    free(map_len);
+    MS_FREE_ALL(st, map, map_len);
     return rc;
 }
 

@@ -52,9 +52,7 @@ void gen_job_free(gen_job *j)
     chat_tool_calls_free(j->calls, j->n_calls);
     json_decref(j->lp_queue);
     json_decref(j->lp_all);
-    free(j->out.p);
-    free(j->thinking.p);
-    free(j->call_args.p);
+    MS_FREE_ALL(j->out.p, j->thinking.p, j->call_args.p);
     srv_model_close(&j->ref);
     if (j->fd >= 0)
         close(j->fd);

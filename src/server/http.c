@@ -743,7 +743,5 @@ void server_stop(server *srv)
     pthread_mutex_destroy(&srv->conns_mu);
     pthread_mutex_destroy(&srv->rebuild_mu);
     srv_origins_free(srv->origins);
-    free(srv->home);
-    free(srv->api_key);
-    free(srv);
+    MS_FREE_ALL(srv->home, srv->api_key, srv);
 }

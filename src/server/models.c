@@ -13,9 +13,7 @@ static void unload_model_only(loaded *L)
 {
     for (int i = 0; L->slot && i < L->n_par; i++) /* a load that failed may have none yet */
         session_free(L->slot[i]);
-    free(L->slot);
-    free(L->slot_used);
-    free(L->slot_busy);
+    MS_FREE_ALL(L->slot, L->slot_used, L->slot_busy);
     runtime_model_close(L->m);
     pthread_mutex_destroy(&L->run);
     pthread_cond_destroy(&L->run_cv);

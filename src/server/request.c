@@ -729,14 +729,12 @@ void srv_request_fields_free(gen_job *j)
         free((char *)j->msgs[i].role);
         free((char *)j->msgs[i].content);
         chat_tool_calls_free((chat_tool_call *)j->msgs[i].tool_calls, j->msgs[i].n_tool_calls);
-        free((char *)j->msgs[i].tool_name);
-        free((char *)j->msgs[i].tool_call_id);
-        free((char *)j->msgs[i].thinking);
+        MS_FREE_ALL((char *)j->msgs[i].tool_name, (char *)j->msgs[i].tool_call_id,
+                    (char *)j->msgs[i].thinking);
     }
     for (size_t i = 0; i < j->n_tools; i++) {
-        free((char *)j->tools[i].name);
-        free((char *)j->tools[i].description);
-        free((char *)j->tools[i].parameters);
+        MS_FREE_ALL((char *)j->tools[i].name, (char *)j->tools[i].description,
+                    (char *)j->tools[i].parameters);
     }
     free(j->tools);
     free(j->tool_named);
@@ -748,9 +746,7 @@ void srv_request_fields_free(gen_job *j)
     for (size_t i = 0; i < j->g.n_stops; i++)
         free(j->stops[i]);
     j->g.n_stops = 0;
-    free(j->prompt);
-    free(j->system);
-    free(j->format);
+    MS_FREE_ALL(j->prompt, j->system, j->format);
     j->prompt = j->system = j->format = NULL;
     j->mo.format = NULL;
 }

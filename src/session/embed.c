@@ -137,8 +137,6 @@ int session_embed(session *S, float **out, int *dim_out, size_t *n_tokens_out, c
 done:
     for (size_t i = 0; seqs && i < n; i++)
         free(seqs[i]);
-    free(seqs);
-    free(lens);
-    free(v);
+    MS_FREE_ALL(seqs, lens, v);
     return rc;
 }

@@ -83,10 +83,7 @@ void session_free(session *S)
         return;
     runtime_sampler_free(S->smp);
     chat_template_free(S->tmpl);
-    free(S->logits);
-    free(S->bos_text);
-    free(S->cache.p);
-    free(S->ids);
+    MS_FREE_ALL(S->logits, S->bos_text, S->cache.p, S->ids);
     grammar_matcher_free(S->gm);
     grammar_free(S->gr);
     grammar_vocab_free(S->gv);

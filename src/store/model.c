@@ -100,9 +100,7 @@ void store_model_close(store_model *m)
     }
     free(m->slots);
     manifest_free(m->m);
-    free(m->bytes);
-    free(m->home);
-    free(m);
+    MS_FREE_ALL(m->bytes, m->home, m);
 }
 
 const model_name *store_model_name(const store_model *m) { return m->named ? &m->name : NULL; }

@@ -120,11 +120,7 @@ int store_list(store *s, store_entry **out, size_t *n_out)
 
 static void tensor_fields_free(store_tensor *t)
 {
-    free(t->name);
-    free(t->dtype);
-    free(t->shape);
-    free(t->quant_type);
-    free(t->blob_digest);
+    MS_FREE_ALL(t->name, t->dtype, t->shape, t->quant_type, t->blob_digest);
 }
 
 void store_tensors_free(store_tensor *t, size_t n)

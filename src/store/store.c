@@ -534,9 +534,7 @@ void store_close(store *s)
         sqlite3_close_v2(s->db);
     if (s->lock_fd >= 0)
         close(s->lock_fd);   /* releases any flock this handle still holds */
-    free(s->home);
-    free(s->db_path);
-    free(s);
+    MS_FREE_ALL(s->home, s->db_path, s);
 }
 
 const char *store_home(const store *s)

@@ -246,9 +246,7 @@ void store_txn_abort(store_txn *t)
         free(t->seen[i].host);
         free(t->seen[i].repo);
     }
-    free(t->seen);
-    free(t->added);
-    free(t);
+    MS_FREE_ALL(t->seen, t->added, t);
 }
 
 int store_model_commit(store *s, const model_name *name, const char *manifest_json, size_t len, ms_digest digest_out)

@@ -142,10 +142,7 @@ void bpe_data_free(struct bpe_data *d)
     if (!d)
         return;
     pretok_free(d->pre);
-    free(d->merges);
-    free(d->mtext);
-    free(d->mslots);
-    free(d);
+    MS_FREE_ALL(d->merges, d->mtext, d->mslots, d);
 }
 
 /* Each merge is "first second", split at the first space after the first byte (llama.cpp:
@@ -362,11 +359,7 @@ static int bpe_tokenize(const tokenizer *t, const char *text, size_t len, tok_id
             rc = merge_word(t, w, wl, sym, &h, out);
     }
 done:
-    free(cpts);
-    free(bounds);
-    free(w);
-    free(sym);
-    free(h.v);
+    MS_FREE_ALL(cpts, bounds, w, sym, h.v);
     return rc;
 }
 

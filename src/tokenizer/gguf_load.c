@@ -182,9 +182,7 @@ static int load_bpe(tokenizer **out, const gguf_file *g, uint64_t n, const char 
         ms_err_ctx("%s", what);
 done:
     pretok_free(p);
-    free(merges);
-    free(mlens);
-    free(name);
+    MS_FREE_ALL(merges, mlens, name);
     return rc;
 }
 
@@ -296,10 +294,6 @@ int tokenizer_from_gguf(tokenizer **out, const gguf_file *g, const char *what)
     if ((rc = tokenizer_new_spm(out, n, texts, lens, scores, types, &sp)) < 0)
         ms_err_ctx("%s", what);
 done:
-    free(texts);
-    free(lens);
-    free(scores);
-    free(types);
-    free(name);
+    MS_FREE_ALL(texts, lens, scores, types, name);
     return rc;
 }

@@ -238,11 +238,7 @@ static void vocab_free(vocab *v)
 {
     for (size_t i = 0; v->owned && i < v->n; i++)
         free(v->owned[i]);
-    free(v->owned);
-    free((void *)v->text);
-    free(v->len);
-    free(v->type);
-    free(v->score);
+    MS_FREE_ALL(v->owned, (void *)v->text, v->len, v->type, v->score);
 }
 
 static int id_of(json_int_t *id, json_t *v, const char *what, const char *field)

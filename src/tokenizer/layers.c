@@ -77,9 +77,7 @@ static int from_json(tokenizer **out, const tokenizer_layers *in)
         *out = NULL;
     }
 done:
-    free(cfg);
-    free(gen);
-    free(conf);
+    MS_FREE_ALL(cfg, gen, conf);
     return rc;
 }
 

@@ -299,10 +299,6 @@ int pretok_split(const pretok *p, const uint32_t *cpts, size_t n, size_t **bound
     }
 done:
     pcre2_match_data_free(md);
-    free(subj);
-    free(boff);
-    free(cidx);
-    free(cur.v);
-    free(next.v);
+    MS_FREE_ALL(subj, boff, cidx, cur.v, next.v);
     return rc;
 }

@@ -27,15 +27,7 @@ void tokenizer_free(tokenizer *t)
         return;
     bpe_data_free(t->bpe);
     wpm_data_free(t->wpm);
-    free(t->text);
-    free(t->text_off);
-    free(t->scores);
-    free(t->attr);
-    free(t->piece);
-    free(t->piece_off);
-    free(t->slots);
-    free(t->specials);
-    free(t);
+    MS_FREE_ALL(t->text, t->text_off, t->scores, t->attr, t->piece, t->piece_off, t->slots, t->specials, t);
 }
 
 int tok_new_vocab(tokenizer **out, tokenizer_kind kind, size_t n_vocab, const char *const *tokens,

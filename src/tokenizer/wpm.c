@@ -49,10 +49,7 @@ void wpm_data_free(struct wpm_data *w)
 {
     if (!w)
         return;
-    free(w->key);
-    free(w->child);
-    free(w->node_tok);
-    free(w);
+    MS_FREE_ALL(w->key, w->child, w->node_tok, w);
 }
 
 static size_t slot_of(uint64_t key, size_t mask)

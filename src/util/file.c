@@ -234,6 +234,12 @@ char *ms_path_join(const char *a, const char *b)
     return ms_strdup_printf("%s%s%s", a, (la && a[la - 1] == '/') ? "" : "/", b);
 }
 
+void ms_free_many(void *const *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(p[i]);
+}
+
 char *ms_strdup_printf(const char *fmt, ...)
 {
     va_list ap;

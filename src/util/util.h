@@ -144,6 +144,10 @@ int ms_write_all(int fd, const void *buf, size_t len);   /* retries EINTR and sh
 ssize_t ms_read(int fd, void *buf, size_t len);          /* read(2), retrying EINTR */
 /* malloc'd "a/b"; NULL on out of memory (no message). */
 char *ms_path_join(const char *a, const char *b);
+/* free() each of the n pointers: a destructor's list of the buffers its struct owns. */
+void ms_free_many(void *const *p, size_t n);
+#define MS_FREE_ALL(...) \
+    ms_free_many((void *const[]){ __VA_ARGS__ }, sizeof((void *const[]){ __VA_ARGS__ }) / sizeof(void *))
 /* malloc'd printf; NULL on out of memory. */
 char *ms_strdup_printf(const char *fmt, ...) MS_PRINTF(1, 2);
 int ms_is_dir(const char *path);
