@@ -224,13 +224,16 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
     json_t *index = NULL, *ms, *desc;
     manifest *m = NULL;
     store_txn *made = NULL;   /* dmr: holds the GGUF blob export made while it is copied */
+    store_model *sm = NULL;
     size_t len = 0;
     int rc, lock_fd = -1;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, name);
-    if ((rc = o->dmr_format || o->modelpack_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)
-                            : reg_manifest_load(&bytes, &len, &m, s, name, o)) < 0)
+    if (!o->dmr_format && !o->modelpack_format && (rc = store_model_open(&sm, s, name)) < 0)
+        goto done;
+    if ((rc = sm ? reg_manifest_load(&bytes, &len, &m, sm, o)
+                 : reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)) < 0)
         goto done;
     blob_digest_buf(digest_out, bytes, len);
     if (!(sub = ms_strdup_printf("%s/blobs/sha256", dir))) {
@@ -282,12 +285,10 @@ done:
     if (made)
         reg_ollama_release(s, m);
     store_txn_abort(made);
+    store_model_close(sm);
     json_decref(index);
     manifest_free(m);
-    free(text);
-    free(path);
-    free(sub);
-    free(bytes);
+    MS_FREE_ALL(text, path, sub, bytes);
     return rc;
 }
 

@@ -25,12 +25,10 @@ int reg_manifest_docker(char **out, size_t *len_out, const manifest *m)
     return manifest_serialize(out, len_out, &d);
 }
 
-int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
-                      const registry_opts *o)
+int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store_model *sm, const registry_opts *o)
 {
     char *bytes = NULL, *conv = NULL;
     const char *kept;
-    store_model *sm = NULL;
     manifest *m = NULL;
     size_t len = 0, clen = 0;
     int rc;
@@ -38,8 +36,6 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
     *bytes_out = NULL;
     *m_out = NULL;
     /* the stored bytes exactly (the handle keeps them), in a copy this function may replace */
-    if ((rc = store_model_open(&sm, s, name)) < 0)
-        goto fail;
     kept = store_model_manifest_bytes(sm, &len);
     if (!(bytes = malloc(len + 1))) {
         rc = ms_err(MS_ENOMEM, "out of memory");
@@ -50,8 +46,6 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
     if ((rc = manifest_parse(&m, bytes, len, store_model_digest(sm))) < 0 ||
         (!o->store_form && (rc = reg_source_swap(&bytes, &len, &m, sm)) < 0))
         goto fail;
-    store_model_close(sm);
-    sm = NULL;
     if (o->docker_format && strcmp(m->media_type, MT_DOCKER_MANIFEST) != 0) {
         if ((rc = reg_manifest_docker(&conv, &clen, m)) < 0)
             goto fail;
@@ -68,7 +62,6 @@ int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store
     *m_out = m;
     return 0;
 fail:
-    store_model_close(sm);
     free(bytes);
     manifest_free(m);
     return rc;
@@ -94,7 +87,40 @@ static void progress_add(push_progress *p, uint64_t n)
     ms_progress_update(p->bar, p->done);
 }
 
-static int upload(reg_client *c, CURL *h, store *s, const char *digest, const char *start_location,
+/* What a push reads blobs through: the pushed model's open handle for its own layers and config
+ * (each mapped once, its size checked against the manifest), the store for a blob the push made
+ * (a GGUF or archive rebuilt for the received form, held by the push's transaction). */
+typedef struct push_src {
+    store *s;
+    store_model *sm;
+} push_src;
+
+static const manifest_layer *layer_by_digest(const manifest *m, const char *digest)
+{
+    if (!strcmp(m->config.digest, digest))
+        return &m->config;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (!strcmp(m->layers[i].digest, digest))
+            return &m->layers[i];
+    return NULL;
+}
+
+/* The bytes of blob `digest`: in *v when the store mapped them for this call (blob_close it). */
+static int push_bytes(const uint8_t **data, size_t *len, blob_view *v, const push_src *src, const char *digest)
+{
+    const manifest_layer *l = layer_by_digest(store_model_manifest(src->sm), digest);
+    int rc;
+
+    if (l)
+        return store_model_layer_bytes(data, len, src->sm, l);
+    if ((rc = store_blob_open(v, src->s, digest)) < 0)
+        return rc;
+    *data = v->data;
+    *len = v->size;
+    return 0;
+}
+
+static int upload(reg_client *c, CURL *h, const push_src *src, const char *digest, const char *start_location,
                   push_progress *p)
 {
     const char *ct = "Content-Type: application/octet-stream";
@@ -103,6 +129,8 @@ static int upload(reg_client *c, CURL *h, store *s, const char *digest, const ch
     reg_resp r = { 0 };
     blob_view v = { 0 };
     blob_hash *hash = blob_hash_new();
+    const uint8_t *data;
+    size_t size;
     ms_digest got;
     reg_body b;
     int rc;
@@ -110,18 +138,18 @@ static int upload(reg_client *c, CURL *h, store *s, const char *digest, const ch
     snprintf(location, sizeof location, "%s", start_location);
     if (!hash)
         return ms_err(MS_ENOMEM, "out of memory");
-    if ((rc = store_blob_open(&v, s, digest)) < 0) {
+    if ((rc = push_bytes(&data, &size, &v, src, digest)) < 0) {
         blob_hash_free(hash);
         return rc;
     }
     /* Large blobs go up in chunks: each PATCH carries its Content-Range, and the registry answers
      * with the Location for the next one. */
-    for (size_t off = 0; v.size > PUSH_CHUNK && off < v.size; off += PUSH_CHUNK) {
-        size_t n = v.size - off < PUSH_CHUNK ? v.size - off : PUSH_CHUNK;
-        b = (reg_body){ v.data + off, n, 0 };
+    for (size_t off = 0; size > PUSH_CHUNK && off < size; off += PUSH_CHUNK) {
+        size_t n = size - off < PUSH_CHUNK ? size - off : PUSH_CHUNK;
+        b = (reg_body){ data + off, n, 0 };
         snprintf(range, sizeof range, "Content-Range: %zu-%zu", off, off + n - 1);
         hdrs[1] = range;
-        blob_hash_update(hash, v.data + off, n);
+        blob_hash_update(hash, data + off, n);
         if ((rc = reg_request_retry(c, h, "PATCH", location, hdrs, &b, &r)) < 0)
             goto done;
         if (r.status != 202 || !r.location[0]) {
@@ -132,7 +160,7 @@ static int upload(reg_client *c, CURL *h, store *s, const char *digest, const ch
         progress_add(p, n);
     }
     hdrs[1] = NULL;
-    b = v.size > PUSH_CHUNK ? (reg_body){ NULL, 0, 0 } : (reg_body){ v.data, v.size, 0 };
+    b = size > PUSH_CHUNK ? (reg_body){ NULL, 0, 0 } : (reg_body){ data, size, 0 };
     if (b.len)
         blob_hash_update(hash, b.data, b.len);
     blob_hash_final(got, hash);
@@ -141,7 +169,7 @@ static int upload(reg_client *c, CURL *h, store *s, const char *digest, const ch
      * do not), so bytes that no longer hash to their name (bit rot in the store) stop here,
      * before they would be published under that name. */
     if (strcmp(got, digest) != 0) {
-        rc = reg_blob_damaged(digest, v.size, got);
+        rc = reg_blob_damaged(digest, size, got);
         goto done;
     }
     url_with_digest(url, sizeof url, location, digest);
@@ -158,7 +186,8 @@ done:
     return rc;
 }
 
-static int blob_push(reg_client *c, CURL *h, store *s, const char *digest, uint64_t size, push_progress *p)
+static int blob_push(reg_client *c, CURL *h, const push_src *src, const char *digest, uint64_t size,
+                     push_progress *p)
 {
     char url[4500], from[2 * NAME_PART_MAX];
     reg_resp r = { 0 };
@@ -171,7 +200,7 @@ static int blob_push(reg_client *c, CURL *h, store *s, const char *digest, uint6
         progress_add(p, size);
         goto done;   /* the registry has it already */
     }
-    (void)store_registry_blob_find(s, c->host, c->repo, digest, from, sizeof from);   /* none: upload it */
+    (void)store_registry_blob_find(src->s, c->host, c->repo, digest, from, sizeof from);   /* none: upload it */
     if (from[0])
         snprintf(url, sizeof url, "/v2/%s/blobs/uploads/?mount=%s&from=%s", c->repo, digest, from);
     else
@@ -186,7 +215,7 @@ static int blob_push(reg_client *c, CURL *h, store *s, const char *digest, uint6
         rc = reg_http_err(MS_EIO, "start upload", &r);
         goto done;
     }
-    rc = upload(c, h, s, digest, r.location, p);
+    rc = upload(c, h, src, digest, r.location, p);
 done:
     if (rc < 0)
         ms_err_ctx("blob %s", digest);
@@ -209,14 +238,15 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     push_progress prog = { 0 };
     uint64_t total = 0;
     store_txn *made = NULL;   /* holds a rebuilt GGUF blob against gc while it goes up */
+    push_src src = { s, NULL };
     int rc, inited = 0;
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, dst);
-    if ((rc = registry_host(host, dst)) < 0)
+    if ((rc = registry_host(host, dst)) < 0 || (rc = store_model_open(&src.sm, s, name)) < 0)
         goto done;
     if ((rc = o->dmr_format || o->modelpack_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)
-                            : reg_manifest_load(&bytes, &len, &m, s, name, o)) < 0)
+                            : reg_manifest_load(&bytes, &len, &m, src.sm, o)) < 0)
         goto done;
     /* A destination by digest names the version to publish: the bytes must be it (docker
      * format, for one, makes other bytes), checked before anything is uploaded. */
@@ -240,7 +270,7 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     prog.bar = o->quiet ? NULL : ms_progress_new(label, total, 0);
     for (size_t i = 0; i <= m->n_layers; i++) {
         const char *d = i == 0 ? m->config.digest : m->layers[i - 1].digest;
-        if ((rc = blob_push(&c, h, s, d, i == 0 ? m->config.size : m->layers[i - 1].size, &prog)) < 0)
+        if ((rc = blob_push(&c, h, &src, d, i == 0 ? m->config.size : m->layers[i - 1].size, &prog)) < 0)
             goto done;
         (void)store_registry_blob_record(s, host, c.repo, d);   /* a missed record only costs a later upload */
     }
@@ -274,6 +304,7 @@ done:
         curl_easy_cleanup(h);
     if (inited)
         reg_client_fini(&c);
+    store_model_close(src.sm);
     manifest_free(m);
     free(bytes);
     return rc;

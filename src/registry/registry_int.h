@@ -167,11 +167,10 @@ int reg_pull(store *s, reg_source *src, const model_name *name, const registry_o
 
 /* The Docker v2 form of a manifest: media types rewritten, layers kept. *out malloc'd. */
 int reg_manifest_docker(char **out, size_t *len_out, const manifest *m);
-/* The bytes to push for stored model `name` and their parse: the manifest as received for a model
+/* The bytes to push for stored model `sm` and their parse: the manifest as received for a model
  * kept in another form (reg_source_swap) unless o->store_form, and in the Docker v2 form when
- * o->docker_format. Both malloc'd. MS_ENOTFOUND when the name is not in the store. */
-int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store *s, const model_name *name,
-                      const registry_opts *o);
+ * o->docker_format. Both malloc'd. */
+int reg_manifest_load(char **bytes_out, size_t *len_out, manifest **m_out, store_model *sm, const registry_opts *o);
 
 /* ollama-style models (ollama.c). reg_ollama_derive: *out the store's form of received
  * manifest `m` (as manifest_parse left it, its bytes kept), or NULL when `m` is usable as it
