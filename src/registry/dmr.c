@@ -190,6 +190,57 @@ static json_t *modelpack_config(json_t *dmr, const char *display, const char *ta
     return o;
 }
 
+/* ModelPack's manifest `m`: config `cfg` (cfg_len bytes) and the GGUF in tar layer `tar`. */
+static int modelpack_layers(manifest *m, const char *cfg, size_t cfg_len, const char *tar, uint64_t tar_size)
+{
+    int rc;
+
+    if ((rc = manifest_config_set(m, MT_CNCF_CONFIG, cfg, cfg_len)) < 0 ||
+        (rc = manifest_layer_add(m, MT_CNCF_WEIGHT_TAR, tar, tar_size, NULL)) < 0)
+        return rc;
+    m->artifact_type = strdup(MT_CNCF_MANIFEST);
+    m->layers[0].filepath = strdup(MP_GGUF_PATH);
+    return m->artifact_type && m->layers[0].filepath ? 0 : ms_err(MS_ENOMEM, "out of memory");
+}
+
+/* Docker Model Runner's manifest `m`: config `cfg`, the GGUF blob `gguf`, and model sm's licenses
+ * and (Jinja) chat template, each layer annotated with its file. */
+static int dmr_layers(manifest *m, store_model *sm, const char *cfg, size_t cfg_len, const char *gguf,
+                      uint64_t gguf_size)
+{
+    const manifest *from = store_model_manifest(sm);
+    const uint8_t *data;
+    size_t n;
+    int rc;
+
+    if ((rc = manifest_config_set(m, MT_DMR_CONFIG_V01, cfg, cfg_len)) < 0 ||
+        (rc = manifest_layer_add(m, MT_DMR_GGUF, gguf, gguf_size, NULL)) < 0)
+        return rc;
+    for (size_t i = 0; i < from->n_layers; i++) {
+        const manifest_layer *l = &from->layers[i];
+        if (!strcmp(l->media_type, MT_OLLAMA_LICENSE)) {
+            rc = manifest_layer_add(m, MT_DMR_LICENSE, l->digest, l->size, NULL);
+        } else if (!strcmp(l->media_type, MT_TEMPLATE) && !manifest_layer_find(m, MT_DMR_CHAT_TEMPLATE, NULL)) {
+            if ((rc = store_model_layer_bytes(&data, &n, sm, l)) == 0 && is_jinja(data, n))
+                rc = manifest_layer_add(m, MT_DMR_CHAT_TEMPLATE, l->digest, l->size, NULL);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    /* the file each layer is, as `docker model package` annotates it (its unpacking names the
+     * files by these paths) */
+    for (size_t i = 0, lic = 0; i < m->n_layers; i++) {
+        const char *mt = m->layers[i].media_type;
+        m->layers[i].filepath = !strcmp(mt, MT_DMR_GGUF)      ? strdup(MP_GGUF_PATH)
+                                : !strcmp(mt, MT_DMR_LICENSE) ? (lic++ ? ms_strdup_printf("LICENSE.%zu", lic)
+                                                                       : strdup("LICENSE"))
+                                                              : strdup("template.jinja");
+        if (!m->layers[i].filepath)
+            return ms_err(MS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
                   const model_name *name, int modelpack)
 {
@@ -201,8 +252,6 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
     ms_digest gguf, digest, tar;
     char path[4200], tpath[4210], display[512], *text = NULL;
     struct stat st;
-    const uint8_t *data;
-    size_t n;
     static unsigned seq;
     int rc, adopted = 0;
 
@@ -258,47 +307,13 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
     if ((rc = manifest_new(&m)) < 0 || (rc = store_txn_blob_put(t, digest, text, strlen(text))) < 0)
         goto done;
     if (modelpack) {
-        if ((rc = manifest_config_set(m, MT_CNCF_CONFIG, digest, strlen(text))) < 0 ||
-            (rc = manifest_layer_add(m, MT_CNCF_WEIGHT_TAR, tar, (uint64_t)st.st_size, NULL)) < 0)
+        if ((rc = modelpack_layers(m, digest, strlen(text), tar, (uint64_t)st.st_size)) < 0)
             goto done;
-        m->artifact_type = strdup(MT_CNCF_MANIFEST);
-        m->layers[0].filepath = strdup(MP_GGUF_PATH);
-        if (!m->artifact_type || !m->layers[0].filepath) {
-            rc = ms_err(MS_ENOMEM, "out of memory");
-            goto done;
-        }
         store_blob_release(s, gguf);   /* only the tar is pushed */
         adopted = 0;
-        goto serialize;
-    }
-    if ((rc = manifest_config_set(m, MT_DMR_CONFIG_V01, digest, strlen(text))) < 0 ||
-        (rc = manifest_layer_add(m, MT_DMR_GGUF, gguf, res.nbytes, NULL)) < 0)
+    } else if ((rc = dmr_layers(m, sm, digest, strlen(text), gguf, res.nbytes)) < 0) {
         goto done;
-    for (size_t i = 0; i < store_model_manifest(sm)->n_layers; i++) {
-        const manifest_layer *l = &store_model_manifest(sm)->layers[i];
-        if (!strcmp(l->media_type, MT_OLLAMA_LICENSE)) {
-            rc = manifest_layer_add(m, MT_DMR_LICENSE, l->digest, l->size, NULL);
-        } else if (!strcmp(l->media_type, MT_TEMPLATE) && !manifest_layer_find(m, MT_DMR_CHAT_TEMPLATE, NULL)) {
-            if ((rc = store_model_layer_bytes(&data, &n, sm, l)) == 0 && is_jinja(data, n))
-                rc = manifest_layer_add(m, MT_DMR_CHAT_TEMPLATE, l->digest, l->size, NULL);
-        }
-        if (rc < 0)
-            goto done;
     }
-    /* the file each layer is, as `docker model package` annotates it (its unpacking names the
-     * files by these paths) */
-    for (size_t i = 0, lic = 0; i < m->n_layers; i++) {
-        const char *mt = m->layers[i].media_type;
-        m->layers[i].filepath = !strcmp(mt, MT_DMR_GGUF)      ? strdup(MP_GGUF_PATH)
-                                : !strcmp(mt, MT_DMR_LICENSE) ? (lic++ ? ms_strdup_printf("LICENSE.%zu", lic)
-                                                                       : strdup("LICENSE"))
-                                                              : strdup("template.jinja");
-        if (!m->layers[i].filepath) {
-            rc = ms_err(MS_ENOMEM, "out of memory");
-            goto done;
-        }
-    }
-serialize:
     if ((rc = store_txn_flush(t)) < 0 || (rc = manifest_serialize(bytes_out, len_out, m)) < 0)
         goto done;
     *m_out = m;
