@@ -220,7 +220,7 @@ int name_parse(model_name *out, const char *s)
     /* Without a tag, a model pulled by digest is stored under the tag "sha256-<hex>": a name of
      * its own that no other version takes, and that the same reference finds again. */
     if (out->digest[0] && !tagged)
-        snprintf(out->tag, sizeof out->tag, "sha256-%s", out->digest + 7);
+        snprintf(out->tag, sizeof out->tag, "sha256-%s", blob_digest_hex(out->digest));
     return 0;
 }
 

@@ -25,7 +25,7 @@
 
 static char *layout_blob_path(const char *dir, const char *digest)
 {
-    return ms_strdup_printf("%s/blobs/sha256/%s", dir, digest + 7);
+    return ms_strdup_printf("%s/blobs/sha256/%s", dir, blob_digest_hex(digest));
 }
 
 /* ------------------------------------------------------------------ lock, leftovers, names */
