@@ -232,6 +232,13 @@ static int make_room(server *srv, int cap)
     return 0;
 }
 
+/* A num_ctx past the model's context length asks for that length, as ollama clamps it: chat UIs
+ * send one num_ctx to every model. (Before, such a request unloaded the model and failed.) */
+static int ctx_clamp(const runtime_config *c, int num_ctx)
+{
+    return c && c->ctx_len > 0 && num_ctx > c->ctx_len ? c->ctx_len : num_ctx;
+}
+
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 {
     char shown[400], digest[sizeof(ms_digest)];
@@ -241,6 +248,11 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 
     *out = NULL;
     assert(m->sm);
+    if (num_ctx > 0) {
+        runtime_config *c = config_read(m->sm);
+        num_ctx = ctx_clamp(c, num_ctx);
+        free(c);
+    }
     name_format(shown, sizeof shown, &m->name);
     snprintf(digest, sizeof digest, "%s", store_model_digest(m->sm));
     pthread_mutex_lock(&srv->mu);
@@ -308,7 +320,7 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 
 int srv_model_ctx(const loaded *L, int num_ctx)
 {
-    return num_ctx > 0 ? num_ctx : L->ctx_default;
+    return num_ctx > 0 ? ctx_clamp(runtime_model_config(L->m), num_ctx) : L->ctx_default;
 }
 
 /* The free session to give a request whose prompt is `text`, in a context of ctx: the one whose

@@ -183,7 +183,7 @@ void srv_model_close(srv_model *m);
  * errors with their message; MS_EBUSY (503) when memory or descriptors ran out, or the server is
  * stopping. */
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out);
-/* The context a request asking num_ctx (0: none) runs in on load L. */
+/* The context a request asking num_ctx (0: none) runs in on load L: at most the model's length. */
 int srv_model_ctx(const loaded *L, int num_ctx);
 /* Take one of the model's sessions for a request whose prompt is `text` (NULL: any), sized for
  * ctx tokens (srv_model_ctx's; an embedding load ignores it): waits for the requests before it

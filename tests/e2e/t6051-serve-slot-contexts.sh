@@ -9,7 +9,8 @@
 #   - two requests of 200 and 48 at once (the pool holds both) and one of 128 arriving while the
 #     200 streams (it waits for the room, then runs): each equals its answer alone;
 #   - /api/ps shows one load of context 128 throughout (none was reloaded); a num_ctx past the
-#     pool (300) reloads, and /api/ps then shows 300.
+#     pool (300) reloads, and /api/ps then shows 300;
+#   - a num_ctx past the model's context length (100000 > 2048) runs in 2048, as ollama clamps it.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_serve.sh"
 stories_fixture
@@ -87,6 +88,11 @@ const ctxOfLoad = async () => {
   const g300 = await gen(main, long, { num_ctx: 300, num_predict: 30 });
   assert.strictEqual(g300.response, r200.response, 'num_ctx 300 differs (the answer fits 200 as well)');
   assert.strictEqual(await ctxOfLoad(), 300, 'num_ctx 300 past the pool did not reload');
+  // past the model's context length (2048): that length, as ollama clamps it (a chat UI sends one
+  // num_ctx to every model); before, the model was unloaded and the request failed with a 500
+  const gBig = await gen(main, long, { num_ctx: 100000, num_predict: 30 });
+  assert.strictEqual(gBig.response, r200.response, 'num_ctx 100000 differs');
+  assert.strictEqual(await ctxOfLoad(), 2048, 'num_ctx 100000 was not clamped to the model\'s 2048');
   console.log('node ok');
 })().catch(e => { console.error(e); process.exit(1); });
 JS
