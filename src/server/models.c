@@ -112,23 +112,26 @@ static int caps_of(const runtime_config *c)
  * SERVER_DEFAULT_PARALLEL, fewer when their KV caches (n_ctx positions each) would take more
  * than a quarter of the memory available now, at least 1. An embedding model: 1 (runtime_embed
  * runs alone). */
-static int parallel_for(const server *srv, store_model *sm, int n_ctx)
+static int parallel_for(const server *srv, const runtime_config *c, int n_ctx)
 {
-    runtime_config *c = config_read(sm);
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     uint64_t per, avail = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     int n = srv->o.parallel > 0 ? srv->o.parallel : SERVER_DEFAULT_PARALLEL;
 
-    if (!c || caps_of(c) == SRV_CAN_EMBED) {
-        free(c);
+    if (!c || caps_of(c) == SRV_CAN_EMBED)
         return 1;
-    }
     per = (uint64_t)c->n_layers * (uint64_t)runtime_config_ctx(c, n_ctx) *
           runtime_config_kv_row_nbytes(c, srv->o.ro.kv_f16);
-    free(c);
     while (srv->o.parallel <= 0 && n > 1 && avail && per * (uint64_t)n > avail / 4)
         n--;
     return n;
+}
+
+/* A num_ctx past the model's context length asks for that length, as ollama clamps it: chat UIs
+ * send one num_ctx to every model. (Before, such a request unloaded the model and failed.) */
+static int ctx_clamp(const runtime_config *c, int num_ctx)
+{
+    return c && c->ctx_len > 0 && num_ctx > c->ctx_len ? c->ctx_len : num_ctx;
 }
 
 /* Load from the request's handle, which L takes (its mappings are the weights' views). */
@@ -136,6 +139,7 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
 {
     loaded *L = calloc(1, sizeof *L);
     runtime_opts ro = srv->o.ro;
+    runtime_config *c;
     const uint8_t *tmpl = NULL;
     size_t tmpl_len = 0;
     int rc;
@@ -144,16 +148,18 @@ static int load(loaded **out, server *srv, srv_model *req_m, const char *shown, 
     *out = NULL;
     if (!L)
         return ms_err(MS_ENOMEM, "out of memory");
+    c = config_read(req_m->sm);
     pthread_mutex_init(&L->run, NULL);
     pthread_cond_init(&L->run_cv, NULL);
     snprintf(L->name, sizeof L->name, "%s", shown);
     name_display(L->shown, sizeof L->shown, &req_m->name);
     L->s = req_m->s, L->sm = req_m->sm;
     req_m->s = NULL, req_m->sm = NULL;
-    L->n_ctx_asked = num_ctx;
+    L->n_ctx_asked = num_ctx = ctx_clamp(c, num_ctx);
     if (num_ctx > 0)
         ro.n_ctx = num_ctx;
-    ro.n_seq = L->n_par = parallel_for(srv, L->sm, ro.n_ctx);
+    ro.n_seq = L->n_par = parallel_for(srv, c, ro.n_ctx);
+    free(c);
     /* The model handle stays open with the model: the weights' mappings are its views. One
      * handle gives the digest, the weights and the template (session_new copies the text). */
     if ((rc = runtime_model_open(&L->m, L->sm, &ro)) < 0 ||
@@ -232,13 +238,6 @@ static int make_room(server *srv, int cap)
     return 0;
 }
 
-/* A num_ctx past the model's context length asks for that length, as ollama clamps it: chat UIs
- * send one num_ctx to every model. (Before, such a request unloaded the model and failed.) */
-static int ctx_clamp(const runtime_config *c, int num_ctx)
-{
-    return c && c->ctx_len > 0 && num_ctx > c->ctx_len ? c->ctx_len : num_ctx;
-}
-
 int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 {
     char shown[400], digest[sizeof(ms_digest)];
@@ -248,11 +247,6 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
 
     *out = NULL;
     assert(m->sm);
-    if (num_ctx > 0) {
-        runtime_config *c = config_read(m->sm);
-        num_ctx = ctx_clamp(c, num_ctx);
-        free(c);
-    }
     name_format(shown, sizeof shown, &m->name);
     snprintf(digest, sizeof digest, "%s", store_model_digest(m->sm));
     pthread_mutex_lock(&srv->mu);
@@ -272,7 +266,8 @@ int srv_model_acquire(server *srv, srv_model *m, int num_ctx, loaded **out)
          * sizes the request's session from its pool, so only a context past what the pool holds
          * reloads, once the model is free; an embedding load reloads for another context, as
          * ollama's loads do. No request changes what later ones get. */
-        if (L && (L->sized ? srv_model_ctx(L, num_ctx) > runtime_model_max_ctx(L->m) : num_ctx != L->n_ctx_asked)) {
+        if (L && (L->sized ? srv_model_ctx(L, num_ctx) > runtime_model_max_ctx(L->m)
+                           : ctx_clamp(runtime_model_config(L->m), num_ctx) != L->n_ctx_asked)) {
             if (L->refs > 0) {
                 pthread_cond_wait(&srv->cv, &srv->mu);
                 continue;
