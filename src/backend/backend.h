@@ -18,7 +18,10 @@
  *      the one way results reach the host: a decoder reads the logits and nothing else.
  *   2. Every op's arithmetic is defined below, per kind. The CPU backend is the definition (its
  *      results are bit for bit those of the CPU decoder before this seam existed); another
- *      backend meets it within the tolerance its tests state.
+ *      backend meets it within the tolerance its tests state. On every backend a row's result
+ *      depends only on that row's inputs, bit for bit: not on n, on the other rows, or on where
+ *      the row falls in the op (runtime.h's batching rests on it; test_vulkan and
+ *      test_runtime_batch check it on the GPU).
  *   3. A weight type a backend cannot run is refused at backend_weight_import, with a message
  *      naming the tensor and its type, never at run time and never with wrong output.
  *   4. Fields of backend_op past those of the nine original kinds (window, scale, w_offset, ids,

@@ -447,13 +447,15 @@ static int plan_matmul(gpu_plan *p, const backend_op *op, gpu_dispatch *d)
     pc->rows = (uint32_t)op->rows;
     pc->cols = (uint32_t)op->cols;
     d->rd[d->n_rd++] = op->src.buf;
+    /* Either kernel adds a row in matmul.comp's one order, so this choice by the pass's token
+     * count changes no bit of any row (a sequence's, whoever shares its pass). */
     if (op->n <= 2) { /* decode: the weight is read once per token either way; no tile to fill */
         d->k = GPU_K_MV + w->vt;
         return groups_grid(d, ((uint64_t)op->rows + GPU_MV_ROWS - 1) / GPU_MV_ROWS);
     }
     d->k = GPU_K_MM + w->vt;
-    d->gx = (uint32_t)((op->rows + 63) / 64);
-    d->gy = (uint32_t)((op->n + 31) / 32);
+    d->gx = (uint32_t)((op->rows + GPU_MM_ROWS - 1) / GPU_MM_ROWS);
+    d->gy = (uint32_t)((op->n + GPU_MM_TOKENS - 1) / GPU_MM_TOKENS);
     return 0;
 }
 

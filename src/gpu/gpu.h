@@ -65,6 +65,10 @@ typedef enum gpu_kernel {
  * needed to keep enough loads in flight (BENCHMARKS.md). */
 #define GPU_MV_ROWS 4
 
+/* The prefill GEMM's output tile (GEMM 1): rows x tokens a workgroup. */
+#define GPU_MM_ROWS   16
+#define GPU_MM_TOKENS 16
+
 /* Invocations per workgroup of kernel k: its local_size_x (the kernels' layout lines). Vulkan
  * reads it from the SPIR-V; a Metal host must pass it to every dispatch. */
 uint32_t gpu_kernel_threads(gpu_kernel k);

@@ -172,6 +172,10 @@ static uint64_t device_memory(vk_fns *f, VkPhysicalDevice pd)
     return best;
 }
 
+/* The subgroup operations the kernels use: matmul.comp's subgroupAdd and subgroupShuffleXor. */
+#define SUBGROUP_OPS                                                                               \
+    (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
+
 /* Why this device cannot run the kernels, or NULL: compute queue, subgroup arithmetic, and the
  * workgroup size and shared memory the kernels take. */
 static const char *unusable(vk_fns *f, VkPhysicalDevice pd, uint32_t *qfam)
@@ -192,9 +196,8 @@ static const char *unusable(vk_fns *f, VkPhysicalDevice pd, uint32_t *qfam)
     if (*qfam == UINT32_MAX)
         return "no compute queue";
     if (!(sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
-        (sg.supportedOperations & (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) !=
-            (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
-        return "no subgroup arithmetic in compute shaders";
+        (sg.supportedOperations & SUBGROUP_OPS) != SUBGROUP_OPS)
+        return "no subgroup arithmetic and shuffles in compute shaders";
     if (p2.properties.limits.maxComputeWorkGroupInvocations < 256 ||
         p2.properties.limits.maxComputeSharedMemorySize < 16384)
         return "compute workgroups smaller than 256 invocations / 16 KiB shared memory";

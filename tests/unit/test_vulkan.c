@@ -409,6 +409,46 @@ START_TEST(matmul_matches_the_cpu_on_every_weight_type)
 }
 END_TEST
 
+/* GPU matmul rows on the device alone: one token's row is the same bits whichever kernel the pass's
+ * token count picks (matrix-vector for one or two, tiled past them) and wherever the token falls
+ * in a tile: matmul.comp's one order of addition, which batching across sequences rests on
+ * (test_runtime_batch). 67 rows (a partial 16-row tile), 37 tokens (a partial 16-token tile),
+ * columns past one 8-block step of the tile: 300 for floats (a partial last block), else 512. */
+START_TEST(matmul_rows_are_the_same_bits_in_any_pass)
+{
+    static const int runs[][2] = {{1, 0}, {1, 36}, {2, 0}, {2, 17}, {3, 0}, {3, 14}, {5, 30}, {20, 17}};
+    int rows = 67, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 300 : 512, max_n = 37;
+    pair p;
+    tensor w;
+
+    if (!pair_open(&p, max_n, cols, 16))
+        return;
+    make_case(&w, _i, rows, cols);
+    int x = pair_buf(&p, (size_t)max_n * cols, BACKEND_F32, 1.0f),
+        y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
+    const backend_weight *bw;
+    ck_assert_msg(backend_weight_import(&bw, p.be[1], &w.t) == 0, "%s", ms_err_msg());
+    float *all = malloc(sizeof(float) * max_n * rows), *got = malloc(sizeof(float) * max_n * rows);
+    for (int c = -1; c < (int)(sizeof runs / sizeof runs[0]); c++) {
+        int n = c < 0 ? max_n : runs[c][0], t0 = c < 0 ? 0 : runs[c][1];
+        backend_op ops[1];
+        backend_seq seq = {.ops = ops, .cap = 1};
+        backend_seq_matmul(&seq, backend_at(p.buf[1][y], 0), backend_at(p.buf[1][x], (size_t)t0 * cols), bw, n);
+        ck_assert_msg(backend_run(p.be[1], &seq) == 0, "%s", ms_err_msg());
+        ck_assert_int_eq(backend_read(p.be[1], c < 0 ? all : got, backend_at(p.buf[1][y], 0), (size_t)n * rows), 0);
+        for (int t = 0; c >= 0 && t < n; t++)
+            for (int r = 0; r < rows; r++)
+                ck_assert_msg(memcmp(&got[t * rows + r], &all[(t0 + t) * rows + r], sizeof(float)) == 0,
+                              "case %d: token %d row %d: %a in a pass of %d from token %d, %a in one of %d", _i,
+                              t0 + t, r, got[t * rows + r], n, t0, all[(t0 + t) * rows + r], max_n);
+    }
+    free(all);
+    free(got);
+    pair_close(&p);
+    tensor_free(&w);
+}
+END_TEST
+
 /* EMBED dequantizes the same rows the CPU does: the same float operations per weight, so within
  * 1e-6 relative (a device may fuse d * q + m into one FMA). */
 START_TEST(embedding_rows_match_the_cpu_on_every_weight_type)
@@ -2120,6 +2160,7 @@ int main(void)
     tcase_set_timeout(ops, 600);
     tcase_set_timeout(models, 900);
     tcase_add_loop_test(ops, matmul_matches_the_cpu_on_every_weight_type, 0, N_MM_CASES);
+    tcase_add_loop_test(ops, matmul_rows_are_the_same_bits_in_any_pass, 0, N_MM_CASES);
     tcase_add_loop_test(ops, embedding_rows_match_the_cpu_on_every_weight_type, 0, N_MM_CASES);
     tcase_add_loop_test(ops, rms_norm_and_add_row_match_the_cpu, 0, 3);
     tcase_add_loop_test(ops, rope_matches_the_cpu_in_both_layouts, 0, 2);
