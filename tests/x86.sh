@@ -41,8 +41,7 @@ export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-8}
 # unit CPU-MODEL EXPECT PATHS SUITE...: the Check suites on that model, MSTORE_CPU unset;
 # test_kernels checks that auto took EXPECT and that the paths the model lacks are refused by
 # name, and runs its per-path tests on PATHS only (MSTORE_TEST_PATHS: the paths this CPU class
-# runs natively, avx2-vnni and avx2-int8 among them, against the emulations where the build has
-# them; the emulated VNNI and AMX arithmetic is portable C the host's run tests).
+# runs natively; the emulated VNNI and AMX arithmetic is portable C the host's run tests).
 unit() {
     cpu=$1 expect=$2 want=$3
     shift 3
@@ -86,7 +85,7 @@ e2e() {
 # (test_runtime_archs), K-quants and MLX (test_runtime_breadth), and blob hashing (test_blob).
 suites="test_kernels test_runtime test_runtime_archs test_runtime_breadth test_runtime_batch test_blob"
 echo "=== x86-64 under qemu -cpu Haswell (AVX2, no AVX-512)"
-unit $haswell avx2 avx2,scalar,avx2-vnni,avx2-int8 $suites
+unit $haswell avx2 avx2,scalar $suites
 # t5001: the documented greedy texts (stories260K from BOS, and its prompts); t5002: interrupt and
 # bench; with MSTORE_CPU unset, and on scalar and the VNNI emulation, which this CPU also runs.
 e2e $haswell "" tests/e2e/t5001-*.sh tests/e2e/t5002-*.sh

@@ -50,15 +50,12 @@ static inline void cpu_prefetch_panel(const uint8_t *w, size_t ws, int rb, int p
  *   avx512vnni      vpdpwssd on 512-bit registers over avx512 (kernels_vnni512.c, kernels_vnni.h)
  *   avxvnni         vpdpwssd (VEX) on 256-bit halves over avx2 (kernels_avxvnni.c)
  *   vnni-emul       kernels_vnni.h with vpdpwssd emulated in C, over scalar: any CPU
- *   avx2-vnni       kernels_vnni.h with vpdpwssd as vpmaddwd + vpaddd, over avx2 (kernels_avx2_vnni.c)
- *   *-int8          kernels_vnni8.h: 8-bit activations (vpdpbusd), by name only; avx2-int8 makes
- *                   vpdpbusd of vpmaddubsw + vpmaddwd (kernels_avx2_vnni.c)
+ *   *-int8          kernels_vnni8.h: 8-bit activations (vpdpbusd), by name only
  *   amx-int8, amx   kernels_amx.h: prefill on AMX tiles with the int8 / 16-bit VNNI arithmetic
  *   neon, neon-dotprod, neon-i8mm   kernels_neon.c (AArch64; SDOT; SDOT + USDOT + SMMLA) */
 extern const cpu_path cpu_path_scalar, cpu_path_avx2, cpu_path_avx512;
 extern const cpu_path cpu_path_avx512vnni, cpu_path_avxvnni, cpu_path_vnni_emul;
 extern const cpu_path cpu_path_avx512vnni8, cpu_path_avxvnni8, cpu_path_vnni8_emul;
-extern const cpu_path cpu_path_avx2_vnni, cpu_path_avx2_int8;
 extern const cpu_path cpu_path_amx8, cpu_path_amx8_emul, cpu_path_amx16, cpu_path_amx16_emul;
 extern const cpu_path cpu_path_neon, cpu_path_neon_dotprod, cpu_path_neon_i8mm;
 

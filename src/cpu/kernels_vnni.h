@@ -89,19 +89,6 @@ AI v16f ld_f(const void *p)
     return v;
 }
 
-#if defined(__AVX2__) && !defined(__AVX512F__) && !defined(__AVXVNNI__)
-/* vpmaddwd on the two 256-bit halves. */
-AI v16s32 madd_x2(v32s16 a, v32s16 b)
-{
-    v8ll x = (v8ll)a, y = (v8ll)b;
-    __m256i lo = _mm256_madd_epi16((__m256i)__builtin_shufflevector(x, x, 0, 1, 2, 3),
-                                   (__m256i)__builtin_shufflevector(y, y, 0, 1, 2, 3));
-    __m256i hi = _mm256_madd_epi16((__m256i)__builtin_shufflevector(x, x, 4, 5, 6, 7),
-                                   (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
-    return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
-}
-#endif
-
 /* acc + sum of the two 16-bit products in each 32-bit lane, modulo 2^32: vpdpwssd. */
 AI v16s32 dpwssd(v16s32 acc, v32s16 a, v32s16 b)
 {
@@ -116,10 +103,6 @@ AI v16s32 dpwssd(v16s32 acc, v32s16 a, v32s16 b)
                                          (__m256i)__builtin_shufflevector(x, x, 4, 5, 6, 7),
                                          (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
     return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
-#elif defined(__AVX2__)
-    /* vpmaddwd then vpaddd: the two products' sum wraps only for two (-32768)^2, to 2^31 modulo
-     * 2^32, which is what the instruction's own sum gives */
-    return (v16s32)((v16u32)acc + (v16u32)madd_x2(a, b));
 #else
     /* the emulation: each 32-bit lane holds two 16-bit values (low one first); sign-extend both,
      * multiply (a product of two int16 fits int32), and add modulo 2^32 as the instruction does */

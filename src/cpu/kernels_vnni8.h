@@ -40,7 +40,7 @@
 typedef uint8_t v64u8 __attribute__((vector_size(64)));
 typedef int8_t v64s8 __attribute__((vector_size(64)));
 
-#if !(defined(__AVX512VNNI__) && defined(__AVX512F__)) && !defined(__AVXVNNI__) && !defined(__AVX2__)
+#if !(defined(__AVX512VNNI__) && defined(__AVX512F__)) && !defined(__AVXVNNI__)
 /* the emulation: byte j of each lane, a zero-extended, b sign-extended; each product fits 16
  * bits and their sum 18, added modulo 2^32 as the instruction does. Out of line: inlined into
  * every unrolled tile it tripled the compile time of vnni-int8-emul, which exists for tests. */
@@ -53,23 +53,6 @@ static __attribute__((noinline)) v16s32 dpbusd_emul(v16s32 acc, v64u8 a, v64s8 b
         r += (v16u32)(wa * xb);
     }
     return (v16s32)r;
-}
-#endif
-
-#if defined(__AVX2__) && !defined(__AVX512F__) && !defined(__AVXVNNI__)
-/* vpmaddubsw then vpmaddwd by ones on the two 256-bit halves: each 32-bit lane the sum of its
- * four byte products, exact while no pair's sum passes 16 bits. */
-AI v16s32 maddubs_x2(v64u8 a, v64s8 b)
-{
-    v8ll x = (v8ll)a, y = (v8ll)b;
-    const __m256i one = _mm256_set1_epi16(1);
-    __m256i lo = _mm256_maddubs_epi16((__m256i)__builtin_shufflevector(x, x, 0, 1, 2, 3),
-                                      (__m256i)__builtin_shufflevector(y, y, 0, 1, 2, 3));
-    __m256i hi = _mm256_maddubs_epi16((__m256i)__builtin_shufflevector(x, x, 4, 5, 6, 7),
-                                      (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
-    lo = _mm256_madd_epi16(lo, one);
-    hi = _mm256_madd_epi16(hi, one);
-    return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
 }
 #endif
 
@@ -88,32 +71,9 @@ AI8 v16s32 dpbusd(v16s32 acc, v64u8 a, v64s8 b)
                                          (__m256i)__builtin_shufflevector(x, x, 4, 5, 6, 7),
                                          (__m256i)__builtin_shufflevector(y, y, 4, 5, 6, 7));
     return (v16s32)__builtin_shufflevector((v4ll)lo, (v4ll)hi, 0, 1, 2, 3, 4, 5, 6, 7);
-#elif defined(__AVX2__)
-    /* vpmaddubsw saturates a pair's sum to 16 bits, past 32767 when a byte is over 128 (Q8_0's
-     * codes reach 255): its low 7 bits and its top bit apart, each pair sum then within
-     * 2 x 128 x 127, each widened by vpmaddwd */
-    v64u8 lo = a & 127, hi = a & 128;
-    return (v16s32)((v16u32)acc + (v16u32)maddubs_x2(lo, b) + (v16u32)maddubs_x2(hi, b));
 #else
     return dpbusd_emul(acc, a, b);
 #endif
-}
-
-/* dpbusd where every unsigned byte is at most 128 (every kind's codes but Q8_0's): on AVX2 one
- * vpmaddubsw, exact, as no pair sum passes 2 x 128 x 127. */
-AI8 v16s32 dpbusd_s(v16s32 acc, v64u8 a, v64s8 b)
-{
-#if defined(__AVX2__) && !defined(__AVX512F__) && !defined(__AVXVNNI__)
-    return (v16s32)((v16u32)acc + (v16u32)maddubs_x2(a, b));
-#else
-    return dpbusd(acc, a, b);
-#endif
-}
-
-/* dpbusd for kind's codes. */
-AI8 v16s32 dpbusd_k(int kind, v16s32 acc, v64u8 a, v64s8 b)
-{
-    return kind == V_Q8_0 ? dpbusd(acc, a, b) : dpbusd_s(acc, a, b);
 }
 
 /* log2 of the offset o of a kind's unsigned codes; -1 when it has none. */
@@ -305,7 +265,7 @@ AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, cons
             v64s8 xl, xh;
             memcpy(&xl, xg->xq[2 * q], sizeof xl);
             memcpy(&xh, xg->xq[2 * q + 1], sizeof xh);
-            p[q] = dpbusd_s(dpbusd_s((v16s32){0}, v & 15, xl), v >> 4, xh);
+            p[q] = dpbusd(dpbusd((v16s32){0}, v & 15, xl), v >> 4, xh);
         }
         /* lanes 4i .. 4i + 3 of p[q] -> lane 4q + i: two levels of a transposing add tree */
         return hadd_pairs(hadd_pairs(p[0], p[1]), hadd_pairs(p[2], p[3]));
@@ -322,8 +282,8 @@ AI8 v16s32 quad_sums(const int kind, const int FULL, const vnni8_group *xg, cons
         memcpy(&v, row + (size_t)((g0 + 4 * q) / 8) * CPU_Q4_K_BYTES + 16 + 64 * (q % 2), sizeof v);
         memcpy(&xl, xg->xk[2 * q], sizeof xl);
         memcpy(&xh, xg->xk[2 * q + 1], sizeof xh);
-        p[2 * q] = dpbusd_s((v16s32){0}, v & 15, xl);
-        p[2 * q + 1] = dpbusd_s((v16s32){0}, v >> 4, xh);
+        p[2 * q] = dpbusd((v16s32){0}, v & 15, xl);
+        p[2 * q + 1] = dpbusd((v16s32){0}, v >> 4, xh);
     }
     /* sum_pairs puts blocks 4Q, 4Q + 2, 4Q + 1, 4Q + 3 in lanes 4Q .. 4Q + 3 */
     v16s32 r = sum_pairs(p);
@@ -358,8 +318,8 @@ AI8 void q6k_half_sums(const int FULL, const vnni8_group *xg, const uint8_t *row
          * what crosses a byte is masked off) */
         v64u8 t01 = (v64u8)__builtin_shufflevector(hb << 4, hb << 2, IOTA32) & 0x30;
         v64u8 t23 = (v64u8)__builtin_shufflevector(hb, hb >> 2, IOTA32) & 0x30;
-        p[m] = dpbusd_s((v16s32){0}, (v & 15) | t01, x0);
-        p[m + 1] = dpbusd_s((v16s32){0}, (v >> 4) | t23, x1);
+        p[m] = dpbusd((v16s32){0}, (v & 15) | t01, x0);
+        p[m + 1] = dpbusd((v16s32){0}, (v >> 4) | t23, x1);
     }
     /* p[m] lanes: 0-3 block 2m's low half, 4-7 its high half, 8-15 block 2m + 1's */
     for (int k = 0; k < 4; k++)
@@ -397,7 +357,7 @@ AI8 v16f group_dot8(const int kind, const int FULL, v16f acc, const vnni8_group 
             v64u8 w = unpack_pair8(kind, row, g0 + 2 * m, g0 + (FULL || 2 * m + 1 < n ? 2 * m + 1 : 2 * m));
             v64s8 x;
             memcpy(&x, xg->xp[m], sizeof x);
-            p[m] = dpbusd_k(kind, (v16s32){0}, w, x);
+            p[m] = dpbusd((v16s32){0}, w, x);
         }
         isum = sum_pairs(p);
     }
@@ -574,7 +534,7 @@ TILE8_ATTR void tile8(const int MT, const int kind, int r0, const vnni8_group *c
             memcpy(&wv, panel8.wt[r0 + r][k], sizeof wv);
 #pragma GCC unroll 4
             for (int t = 0; t < MT; t++)
-                c[r][t] = dpbusd_k(kind, c[r][t], wv, xv[t]);
+                c[r][t] = dpbusd(c[r][t], wv, xv[t]);
         }
     }
 #pragma GCC unroll 4
