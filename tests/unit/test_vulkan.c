@@ -350,9 +350,9 @@ static void make_case(tensor *w, int i, int rows, int cols)
  * of either; a wrong block layout is off by the size of the weights). */
 START_TEST(matmul_matches_the_cpu_on_every_weight_type)
 {
-    /* 67 rows: not a multiple of the 64-row tile; 256 columns for the K-quants, 172 for floats
+    /* 67 rows: not a multiple of the 16-row tile; 256 columns for the K-quants, 172 for floats
      * (a partial 32-block); token counts of the decode kernel (1, 2) and of the tiled one,
-     * including a partial 32-token tile */
+     * including a partial 16-token tile */
     static const int ns[] = {1, 2, 3, 37};
     int rows = 67, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256, max_n = 37;
     pair p;
