@@ -90,8 +90,9 @@ static void features_read(void)
  * takes the first this CPU and build can run, so the paths after "scalar" are only ever taken by
  * name. avx512vnni comes first: on a quiet AMD EPYC with AVX512-VNNI it beat avx512 in every
  * prefill and decode of the 1.1B Q4_0, Q8_0 and Q4_K_M models (BENCHMARKS.md, issue 15), at the
- * scalar path's 16-bit accuracy. avxvnni's 512-bit vectors split over 256-bit registers spill in
- * prefill, so it waits behind avx2; vnni-emul exists for tests. The -int8 paths round activations
+ * scalar path's 16-bit accuracy. avxvnni's 512-bit vectors split over 256-bit registers spill (the
+ * same code on AVX2's vpmaddwd ran at a twentieth of avx2's speed: BENCHMARKS.md), so it waits
+ * behind avx2; vnni-emul exists for tests. The -int8 paths round activations
  * to 8 bits (what llama.cpp does): faster, about 1e-2 from the float64 logits where the others stay
  * near 1e-5, so only by name. amx-int8 and amx are the arithmetic of avx512vnni-int8 and avx512vnni
  * with the prefill on AMX tiles, the -emul ones their tests; by name, since on a Sapphire
