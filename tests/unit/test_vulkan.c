@@ -344,6 +344,18 @@ static void make_case(tensor *w, int i, int rows, int cols)
         make_mlx(w, 4, 64, rows, cols, ST_F32);
 }
 
+/* A matmul case on the pair: weight case i, rows x cols; buffer *x of max_n tokens' activations
+ * and *y for their outputs. 0 (said) when the device is missing. */
+static int mm_open(pair *p, tensor *w, int i, int rows, int cols, int max_n, int *x, int *y)
+{
+    if (!pair_open(p, max_n, cols, 16))
+        return 0;
+    make_case(w, i, rows, cols);
+    *x = pair_buf(p, (size_t)max_n * cols, BACKEND_F32, 1.0f);
+    *y = pair_buf(p, (size_t)max_n * rows, BACKEND_F32, 0);
+    return 1;
+}
+
 /* Tolerance of a matmul output: the CPU quantizes activations to 16-bit blocks for quantized
  * weights (error <= max|x| / 65534 per element) and both sum in float in different orders, so
  * |gpu - cpu| <= 1e-4 * sum_j |w_j| * max|x| + 1e-6 (the exact dot is within a fraction of that
@@ -357,12 +369,10 @@ START_TEST(matmul_matches_the_cpu_on_every_weight_type)
     int rows = 67, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 172 : 256, max_n = 37;
     pair p;
     tensor w;
+    int x, y;
 
-    if (!pair_open(&p, max_n, cols, 16))
+    if (!mm_open(&p, &w, _i, rows, cols, max_n, &x, &y))
         return;
-    make_case(&w, _i, rows, cols);
-    int x = pair_buf(&p, (size_t)max_n * cols, BACKEND_F32, 1.0f),
-        y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
     const backend_weight *bw[2];
     for (int b = 0; b < 2; b++)
         ck_assert_msg(backend_weight_import(&bw[b], p.be[b], &w.t) == 0, "%s", ms_err_msg());
@@ -420,12 +430,10 @@ START_TEST(matmul_rows_are_the_same_bits_in_any_pass)
     int rows = 67, cols = _i < N_MM_TYPES && is_float(mm_types[_i]) ? 300 : 512, max_n = 37;
     pair p;
     tensor w;
+    int x, y;
 
-    if (!pair_open(&p, max_n, cols, 16))
+    if (!mm_open(&p, &w, _i, rows, cols, max_n, &x, &y))
         return;
-    make_case(&w, _i, rows, cols);
-    int x = pair_buf(&p, (size_t)max_n * cols, BACKEND_F32, 1.0f),
-        y = pair_buf(&p, (size_t)max_n * rows, BACKEND_F32, 0);
     const backend_weight *bw;
     ck_assert_msg(backend_weight_import(&bw, p.be[1], &w.t) == 0, "%s", ms_err_msg());
     float *all = malloc(sizeof(float) * max_n * rows), *got = malloc(sizeof(float) * max_n * rows);
