@@ -172,11 +172,12 @@ static uint64_t device_memory(vk_fns *f, VkPhysicalDevice pd)
     return best;
 }
 
-/* The subgroup operations the kernels use: matmul.comp's subgroupAdd and subgroupShuffleXor. */
+/* The subgroup operations the kernels use: common.glsl's WG_SUM / WG_MAX (subgroupAdd,
+ * subgroupMax) and matmul.comp's subgroupShuffleXor. */
 #define SUBGROUP_OPS                                                                               \
     (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT)
 
-/* Why this device cannot run the kernels, or NULL: compute queue, subgroup arithmetic, and the
+/* Why this device cannot run the kernels, or NULL: compute queue, subgroup arithmetic and shuffles, and the
  * workgroup size and shared memory the kernels take. */
 static const char *unusable(vk_fns *f, VkPhysicalDevice pd, uint32_t *qfam)
 {

@@ -15,6 +15,7 @@
  * and 8/16-bit storage is an optional device feature. */
 #extension GL_KHR_shader_subgroup_basic : enable
 #extension GL_KHR_shader_subgroup_arithmetic : enable
+#extension GL_KHR_shader_subgroup_shuffle : enable
 #extension GL_EXT_control_flow_attributes : enable
 
 layout(push_constant) uniform PC {

@@ -2,8 +2,8 @@
  * (TYPE: a ggml type id, or 64 + bits for MLX affine int4 / int8). Included by matmul.comp and
  * embed.comp, so that a matrix is only ever dequantized a block at a time, in registers.
  * deq32(r, b, v): v = weights b*32 .. b*32+31 of row r (float types: 0 past cols).
- * deq8(r, b, q, v): a quarter of it, for decode, where four invocations share a block and so read
- *   consecutive bytes: v[0..3] are the weights at b*32 + DEQ8_POS(q, 0) and on, v[4..7] those at
+ * deq8(r, b, q, v): a quarter of it, for matmul.comp, where four invocations share a block and so
+ *   read consecutive bytes: v[0..3] are the weights at b*32 + DEQ8_POS(q, 0) and on, v[4..7] those at
  *   b*32 + DEQ8_POS(q, 1) (the quarter's 4-byte words hold those in every layout).
  * Block layouts are ggml's (and import.h's for MLX); arithmetic as ggml's dequantize_row_*. */
 

@@ -1,13 +1,13 @@
 #version 450
 /* matmul.comp: dst[t][rows] = src[t][cols] . W[rows][cols]^T for one weight type (TYPE, see
- * dequant.glsl), built three times. GEMM 0 and 1 add every output in one order, whichever of them
- * runs and whatever else shares the pass, so that a token's row is the same bits alone, in a
- * prompt, or beside other sequences' tokens (runtime.h's batching promise; the plan picks the
- * kernel by the pass's token count). The order, for output (t, r): 32 lanes v = 4 * phase + q;
- * lane v's running sum takes quarter q (dequant.glsl's deq8) of the blocks b = phase, phase + 8,
- * ..., a fused multiply-add a weight, v[e] then v[4 + e] for e = 0..3; the 32 sums then meet in
- * a fixed tree (s[i] += s[i + h] for h = 16, 8, 4, 2, 1). Only which invocation does each step
- * differs between the kernels.
+ * dequant.glsl), built three times. They add every output in one order, whichever of them runs
+ * and whatever else shares the pass, so that a token's row is the same bits alone, in a prompt,
+ * or beside other sequences' tokens (runtime.h's batching promise; the plan picks GEMM 0 or 1 by
+ * the pass's token count). The order, for output (t, r): 32 lanes v = 4 * phase + q; lane v's
+ * running sum takes quarter q (dequant.glsl's deq8) of the blocks b = phase, phase + 8, ..., a
+ * fused multiply-add a weight, v[e] then v[4 + e] for e = 0..3; the 32 sums then meet in a fixed
+ * tree (s[i] += s[i + h] for h = 16, 8, 4, 2, 1). Only which invocation does each step differs
+ * between the kernels.
  *   GEMM 0  decode (a few tokens): MV_ROWS rows per workgroup, a row's 32 lanes on 32
  *           consecutive invocations of a subgroup, so that it reads consecutive weight bytes and
  *           activations at once, the tree by subgroup shuffles; on a subgroup narrower than 32,
@@ -17,17 +17,15 @@
  *           activation); eight blocks of the 16 tokens' activations at a time in shared memory,
  *           so each weight quarter is dequantized once per 16 tokens and each activation read
  *           once for two rows; the trees at the end, in the same shared memory.
- *   GEMM 2  MATMUL_ID: a subgroup per row (row_dot), for one (token, slot) pair per workgroup row
- *           (gl_WorkGroupID.y = t * n_used + s): the rows of expert A[pos0 + pair] of the pack
- *           (row e * rows + r), so only the selected experts' rows are read. It runs for any
- *           token count, so its order needs no twin. Push constants past
- *           matmul's: pos0 the ids' offset, heads n_used, interleaved src_bcast, n_rot n_expert;
- *           MLX scales and biases at a_off / b_off in W's binding.
+ *   GEMM 2  MATMUL_ID: GEMM 0's rows (row_lane, row_dot), for one (token, slot) pair per
+ *           workgroup row (gl_WorkGroupID.y = t * n_used + s): the rows of expert A[pos0 + pair]
+ *           of the pack (row e * rows + r), so only the selected experts' rows are read. Push
+ *           constants past matmul's: pos0 the ids' offset, heads n_used, interleaved src_bcast,
+ *           n_rot n_expert; MLX scales and biases at a_off / b_off in W's binding.
  *           mode 1 (MATMUL_HEADS, DeepSeek's MLA): no ids, pair (t, h) = t * heads + h takes
  *           matrix h of the pack [heads][rows][cols], over a flat grid of (pair, row block)
  *           workgroups (group_index), as n * heads can pass 65535. */
 #extension GL_GOOGLE_include_directive : enable
-#extension GL_KHR_shader_subgroup_shuffle : enable
 #include "common.glsl"
 #include "dequant.glsl"
 
@@ -36,28 +34,29 @@ layout(std430, set = 0, binding = 2) readonly buffer Sbuf { float S[]; };
 
 #define MV_ROWS 4u /* gpu.h's GPU_MV_ROWS */
 
-#if GEMM == 0 || GEMM == 1
+/* Where weight e (0..3) of half h of quarter q of block b meets its activation. */
+#define LANE_K(b, q, h, e) ((b) * 32u + DEQ8_POS(q, h) + (e))
+/* The order's step for weights e and 4 + e of a quarter WV, against activations X0 and X1. */
+#define LANE_FMA(ACC, WV, e, X0, X1)                                                               \
+    ACC = fma(WV[e], X0, ACC);                                                                     \
+    ACC = fma(WV[4u + (e)], X1, ACC);
+
 /* Block b's step of lane (b % 8, q)'s running sum ACC: quarter q's weights WV (deq8) times the
- * activations X(k), k from b * 32. One macro for both kernels, since their sums must be the same
- * operations in the same order. Past cols (a float weight's last block) both add weight 0 times
- * activation 0. */
+ * activations X(k). Past cols (a float weight's last block) every kernel adds weight 0 times
+ * activation 0. LANE_STEP2 does two rows' sums at once (GEMM 1), each activation read once for
+ * both; LANE_FMA and LANE_K make both the same operations in the same order. */
 #define LANE_STEP(ACC, WV, b, q, X)                                                                \
     [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++) {                                                 \
-        ACC = fma(WV[e_], X((b) * 32u + DEQ8_POS(q, 0u) + e_), ACC);                               \
-        ACC = fma(WV[4u + e_], X((b) * 32u + DEQ8_POS(q, 1u) + e_), ACC);                          \
+        LANE_FMA(ACC, WV, e_, X(LANE_K(b, q, 0u, e_)), X(LANE_K(b, q, 1u, e_)))                    \
     }
-/* LANE_STEP on two rows' sums at once (GEMM 1), each activation read once for both. */
 #define LANE_STEP2(ACC0, WV0, ACC1, WV1, b, q, X)                                                  \
     [[unroll]] for (uint e_ = 0u; e_ < 4u; e_++) {                                                 \
-        float x0_ = X((b) * 32u + DEQ8_POS(q, 0u) + e_), x1_ = X((b) * 32u + DEQ8_POS(q, 1u) + e_); \
-        ACC0 = fma(WV0[e_], x0_, ACC0);                                                            \
-        ACC0 = fma(WV0[4u + e_], x1_, ACC0);                                                       \
-        ACC1 = fma(WV1[e_], x0_, ACC1);                                                            \
-        ACC1 = fma(WV1[4u + e_], x1_, ACC1);                                                       \
+        float x0_ = X(LANE_K(b, q, 0u, e_)), x1_ = X(LANE_K(b, q, 1u, e_));                        \
+        LANE_FMA(ACC0, WV0, e_, x0_, x1_)                                                          \
+        LANE_FMA(ACC1, WV1, e_, x0_, x1_)                                                          \
     }
-#endif
 
-#if GEMM == 0
+#if GEMM == 0 || GEMM == 2
 layout(local_size_x = 128) in;
 
 /* Lane v's running sum over row r and the token whose activations start at S[xo]. */
@@ -80,64 +79,50 @@ float lane_sum(uint r, uint v, uint xo)
     return acc;
 }
 
-/* MV_ROWS rows per workgroup of 128. A subgroup of 32 or more invocations (32 on NVIDIA and
- * Apple, 64 on AMD) takes a row per 32, one lane each, and the tree is five shuffles (s plus the
- * s of lane v ^ h is the tree's s[i] + s[i + h] on both lanes). A narrower one (8 on lavapipe)
- * takes a row, each invocation 32 / width lanes, whose sums meet in the invocation first: the
- * levels of the tree that pair lanes of one invocation, then shuffles for the rest. */
+/* MV_ROWS rows per workgroup of 128: which of them this invocation works on (the return), as which
+ * lane l of lw lanes an invocation. A subgroup of 32 or more invocations (32 on NVIDIA and Apple,
+ * 64 on AMD) takes a row per 32, one lane each (lw = 32). A narrower one (8 on lavapipe) takes a
+ * row, each invocation 32 / width lanes (lw = width); its subgroups past MV_ROWS have no row. */
+uint row_lane(out uint l, out uint lw)
+{
+    uint width = gl_SubgroupSize;
+    lw = min(width, 32u);
+    l = gl_SubgroupInvocationID % lw;
+    return gl_SubgroupID * max(width / 32u, 1u) + gl_SubgroupInvocationID / lw;
+}
+
+/* Row r of W dotted with S[xo ..] in the header's order, called by all lw invocations of the row
+ * (row_lane): each its lanes' sums (0 unless live), the levels of the tree that pair lanes of one
+ * invocation, then shuffles (s plus the s of lane l ^ h is the tree's s[i] + s[i + h] on both
+ * lanes). Every one of them gets the total. */
+float row_dot(bool live, uint r, uint l, uint lw, uint xo)
+{
+    precise float s[32];
+    for (uint j = 0u; j < 32u / lw; j++)
+        s[j] = live ? lane_sum(r, l + j * lw, xo) : 0.0;
+    for (uint h = 16u; h >= lw; h >>= 1)
+        for (uint j = 0u; j < h / lw; j++)
+            s[j] = s[j] + s[j + h / lw];
+    precise float tot = s[0];
+    for (uint h = lw / 2u; h > 0u; h >>= 1)
+        tot = tot + subgroupShuffleXor(tot, h);
+    return tot;
+}
+#endif
+
+#if GEMM == 0
 void main()
 {
-    uint width = gl_SubgroupSize, lw = min(width, 32u), m = 32u / lw, l = gl_SubgroupInvocationID % lw;
-    uint rr = gl_SubgroupID * max(width / 32u, 1u) + gl_SubgroupInvocationID / lw;
-    uint r = group_index() * MV_ROWS + rr;
-    if (rr >= MV_ROWS) /* narrow subgroups past the workgroup's rows: uniform in the subgroup */
+    uint l, lw, rr = row_lane(l, lw), r = group_index() * MV_ROWS + rr;
+    if (rr >= MV_ROWS) /* uniform in the subgroup */
         return;
     for (uint t = 0u; t < p.n; t++) {
-        precise float s[32];
-        for (uint j = 0u; j < m; j++)
-            s[j] = r < p.rows ? lane_sum(r, l + j * lw, p.src_off + t * p.cols) : 0.0;
-        for (uint h = 16u; h >= lw; h >>= 1)
-            for (uint j = 0u; j < h / lw; j++)
-                s[j] = s[j] + s[j + h / lw];
-        precise float tot = s[0];
-        for (uint h = lw / 2u; h > 0u; h >>= 1)
-            tot = tot + subgroupShuffleXor(tot, h);
+        float tot = row_dot(r < p.rows, r, l, lw, p.src_off + t * p.cols);
         if (l == 0u && r < p.rows)
             D[p.dst_off + t * p.rows + r] = tot;
     }
 }
 #elif GEMM == 2
-/* Row wr of W dotted with S[xo ..]: each invocation takes a quarter of every (width / 4)-th block,
- * four neighbours one block. A block-per-invocation split, the first one here, had neighbours
- * read activations 128 bytes apart: on an H200 that made a 2048 x 2048 Q4_0 matvec take about 37
- * us, most of it waiting on L1 (BENCHMARKS.md). Subgroups narrower than 4 take whole blocks. */
-float row_dot(uint wr, uint xo)
-{
-    uint nb = (p.cols + 31u) / 32u, lane = gl_SubgroupInvocationID, width = gl_SubgroupSize;
-    uint qs = min(width, 4u), bstep = width / qs;
-    float acc = 0.0;
-    for (uint b = lane / qs; b < nb; b += bstep) {
-        for (uint q = lane % qs; q < 4u; q += qs) {
-            float v[8];
-            deq8(wr, b, q, v);
-            uint k0 = b * 32u + DEQ8_POS(q, 0u), k1 = b * 32u + DEQ8_POS(q, 1u);
-            if (b * 32u + 32u <= p.cols) {
-                [[unroll]] for (uint e = 0u; e < 4u; e++)
-                    acc += v[e] * S[xo + k0 + e] + v[4u + e] * S[xo + k1 + e];
-            } else {
-                for (uint e = 0u; e < 4u; e++) {
-                    if (k0 + e < p.cols)
-                        acc += v[e] * S[xo + k0 + e];
-                    if (k1 + e < p.cols)
-                        acc += v[4u + e] * S[xo + k1 + e];
-                }
-            }
-        }
-    }
-    return subgroupAdd(acc);
-}
-layout(local_size_x = 128) in;
-
 void main()
 {
     uint pair, rb, e;
@@ -155,15 +140,14 @@ void main()
     }
     uint t = pair / p.heads;
     uint xo0 = p.src_off + (p.interleaved != 0u ? t : pair) * p.cols;
-    for (uint rr = gl_SubgroupID; rr < MV_ROWS; rr += gl_NumSubgroups) {
-        uint r = rb * MV_ROWS + rr;
-        if (r >= p.rows)
-            break;
-        /* ids come from MOE_ROUTE; one out of range reads nothing (uniform over the workgroup) */
-        float acc = e < p.n_rot ? row_dot(e * p.rows + r, xo0) : 0.0;
-        if (subgroupElect())
-            D[p.dst_off + pair * p.rows + r] = acc;
-    }
+    uint l, lw, rr = row_lane(l, lw), r = rb * MV_ROWS + rr;
+    if (rr >= MV_ROWS) /* uniform in the subgroup */
+        return;
+    /* ids come from MOE_ROUTE; one out of range reads nothing (uniform over the workgroup) */
+    bool live = e < p.n_rot && r < p.rows;
+    float tot = row_dot(live, e * p.rows + r, l, lw, xo0);
+    if (l == 0u && r < p.rows)
+        D[p.dst_off + pair * p.rows + r] = tot;
 }
 #else
 #define MM_T 16u /* tokens a tile: gpu.h's GPU_MM_TOKENS; rows a tile: 8 groups of 2 (GPU_MM_ROWS) */
