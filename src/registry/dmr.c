@@ -242,9 +242,8 @@ static int dmr_layers(manifest *m, store_model *sm, const char *cfg, size_t cfg_
 }
 
 int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
-                  const model_name *name, int modelpack)
+                  store_model *sm, const model_name *name, int modelpack)
 {
-    store_model *sm = NULL;
     store_txn *t = NULL;
     manifest *m = NULL;
     json_t *cfg = NULL;
@@ -258,8 +257,6 @@ int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn
     *bytes_out = NULL;
     *m_out = NULL;
     *t_out = NULL;
-    if ((rc = store_model_open(&sm, s, name)) < 0)
-        return rc;
     if ((rc = store_txn_begin(&t, s)) < 0)
         goto done;
     /* the GGUF, as export writes it, adopted as a blob (re-hashed) and held by t against gc */
@@ -329,6 +326,5 @@ done:
     manifest_free(m);
     json_decref(cfg);
     free(text);
-    store_model_close(sm);
     return rc;
 }

@@ -230,10 +230,10 @@ int registry_layout_push(store *s, const model_name *name, const char *dir, cons
 
     digest_out[0] = '\0';
     name_display(label, sizeof label, name);
-    if (!o->dmr_format && !o->modelpack_format && (rc = store_model_open(&sm, s, name)) < 0)
-        goto done;
-    if ((rc = sm ? reg_manifest_load(&bytes, &len, &m, sm, o)
-                 : reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)) < 0)
+    if ((rc = store_model_open(&sm, s, name)) < 0 ||
+        (rc = o->dmr_format || o->modelpack_format
+                  ? reg_dmr_build(&bytes, &len, &m, &made, s, sm, name, o->modelpack_format)
+                  : reg_manifest_load(&bytes, &len, &m, sm, o)) < 0)
         goto done;
     blob_digest_buf(digest_out, bytes, len);
     if (!(sub = ms_strdup_printf("%s/blobs/sha256", dir))) {

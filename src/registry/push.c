@@ -245,8 +245,9 @@ int registry_push(store *s, const model_name *name, const model_name *dest, cons
     name_display(label, sizeof label, dst);
     if ((rc = registry_host(host, dst)) < 0 || (rc = store_model_open(&src.sm, s, name)) < 0)
         goto done;
-    if ((rc = o->dmr_format || o->modelpack_format ? reg_dmr_build(&bytes, &len, &m, &made, s, name, o->modelpack_format)
-                            : reg_manifest_load(&bytes, &len, &m, src.sm, o)) < 0)
+    if ((rc = o->dmr_format || o->modelpack_format
+                  ? reg_dmr_build(&bytes, &len, &m, &made, s, src.sm, name, o->modelpack_format)
+                  : reg_manifest_load(&bytes, &len, &m, src.sm, o)) < 0)
         goto done;
     /* A destination by digest names the version to publish: the bytes must be it (docker
      * format, for one, makes other bytes), checked before anything is uploaded. */

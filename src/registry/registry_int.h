@@ -192,12 +192,12 @@ int reg_source_swap(char **bytes, size_t *len, manifest **m, store_model *model)
  * which the caller holds while it uploads the blob, so that gc leaves it, and aborts after
  * (reg_ollama_release first). MS_EMISMATCH when the export is not that file. */
 int reg_source_materialize(store_txn **t_out, store *s, const model_name *name, const manifest *m);
-/* Docker Model Runner's form of model `name` (dmr.c): *bytes_out / *len_out / *m_out the
+/* Docker Model Runner's form of model `name`, open as `sm` (dmr.c): *bytes_out / *len_out / *m_out the
  * manifest, its config and the GGUF (written by export) stored as blobs, *t_out the transaction
  * that holds them against gc while they go up; the caller releases the GGUF blob
  * (reg_ollama_release) and aborts *t_out after. */
 int reg_dmr_build(char **bytes_out, size_t *len_out, manifest **m_out, store_txn **t_out, store *s,
-                  const model_name *name, int modelpack);
+                  store_model *sm, const model_name *name, int modelpack);
 
 /* tar.c: the registry's one tar codec. reg_tar_scan checks archive `data` (n bytes; `what` names
  * it in messages) header by header and calls fn for each regular file: its path (relative,
