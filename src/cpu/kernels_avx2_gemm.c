@@ -27,10 +27,9 @@
  * Without VNNI a 256-bit FMA does 8 multiply-adds; vpmaddwd does 16, so on this class the integer
  * kernel has twice the f32 one's peak (the reverse of AVX-512 without VNNI, kernels_avx512.c).
  *
- * Float types: kernels_avx512.c's f32 design on 8 lanes: one 8-lane FMA accumulator per (row,
- * token) over the columns in order (a last partial vector zero-padded), chunks of CPU_GEMM_KC
- * carried, summed as a tree at the end; prefill dequantizes each chunk of RB rows once into an f32
- * panel and 4 rows x 3 tokens of accumulators pass over it. */
+ * Float types: f32 FMAs on 8 lanes in four chains a row (pieces of 32 columns in turn, the order
+ * under "float weights" below); prefill dequantizes each chunk of CPU_GEMM_KC columns of 8 rows
+ * once into an f32 panel and 4 rows x 3 tokens of accumulators pass over it, chain by chain. */
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
@@ -607,6 +606,19 @@ BLOCK_TYPE(mxfp4, A_MXFP4)
 
 enum { F_F32, F_F16 };
 
+/* The arithmetic of a (token, row) of F16 or F32 weights, whatever the kernel: the row's chunks of
+ * CPU_GEMM_KC columns go to four chains in turn (chunk i to chain i % 4), each chain a run of
+ * 8-lane FMAs in column order (a last partial vector zero-padded), and
+ *     y = hsum8((c0 + c1) + (c2 + c3)).
+ * Decode reads a row as one sequential stream, and at each chunk's end the next chain starts
+ * without waiting for the last FMA of the one before. It used to take four rows at once (four
+ * chains of FMAs, but four streams), and ran at 0.59-0.80x llama.cpp's AVX2 decode; one row with one
+ * chain waits on each FMA's latency. Chains of smaller pieces (32 or 128 columns, in turn) decoded
+ * as fast but cost the prefill tiles 10-40%: their activations are read in short runs.
+ * (BENCHMARKS.md.) Prefill carries each chain in memory across the chunks, as it carried the one
+ * accumulator before. */
+#define FCHAINS 4
+
 /* Lanes [0, n) set, for the partial last vector of a row (n < 8). */
 AI __m256i first(int n)
 {
@@ -638,48 +650,44 @@ AI __m256 load_w_tail(const int SRC, const void *w, size_t wst, int r, int k, in
     return _mm256_maskload_ps((const float *)w + (size_t)r * wst + k, first(tail));
 }
 
-/* MR rows x MT tokens over columns [0, kc) of w (kc a multiple of 8) and [kx, kx + kc) of x. The
- * accumulators continue from acc[r * 3 + t] (or from 0 when `start`); when `last`, the `tail`
- * columns after kc are added (zero-padded) and each sum goes to y[t * ldy + r], else the
- * accumulators go back to acc. One reduction per (row, token), so chunking never changes the
- * arithmetic. */
-AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t ldy, const float *x, size_t ldx,
-                   const void *w, size_t wst, int kx, int kc, int start, int last, int tail, __m256 *acc)
+/* The row's partial last vector (m columns) into acc[r * 3 + t]: out of line, so that its masks
+ * take none of the 16 registers from the loop before it (with them in, gcc loaded one token's
+ * activations four times a step: 25% slower prefill). */
+static __attribute__((noinline)) void float_tail(int MR, int MT, int SRC, __m256 *acc, const float *x, size_t ldx,
+                                                 const void *w, size_t wst, int kx, int v, int m)
+{
+    for (int t = 0; t < MT; t++) {
+        __m256 xv = _mm256_maskload_ps(x + (size_t)t * ldx + kx + v, first(m));
+        for (int r = 0; r < MR; r++) {
+            __m256 wv = SRC == SRC_PANEL ? load_w_tail(SRC_PANEL, w, wst, r, v, m)
+                      : SRC == SRC_F16 ? load_w_tail(SRC_F16, w, wst, r, v, m) : load_w_tail(SRC_F32, w, wst, r, v, m);
+            acc[r * 3 + t] = _mm256_fmadd_ps(wv, xv, acc[r * 3 + t]);
+        }
+    }
+}
+
+/* Chain ch of a tile, MR rows x MT tokens, over columns [k, k + n) (of x from kx + k): from acc[ch *
+ * 12 + r * 3 + t] back to it. */
+AI void float_chain(const int MR, const int MT, const int SRC, const float *x, size_t ldx, const void *w, size_t wst,
+                    int kx, int k, int n, int ch, __m256 *acc)
 {
     __m256 c[4][3];
+    int v = k, end = k + n - n % 8;
 
 #pragma GCC unroll 4
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < MT; t++)
-            c[r][t] = start ? _mm256_setzero_ps() : acc[r * 3 + t];
-    for (int k = 0; k < kc; k += 8) {
+            c[r][t] = acc[ch * 12 + r * 3 + t];
+    for (; v < end; v += 8) {
         __m256 xv[3];
 #pragma GCC unroll 3
         for (int t = 0; t < MT; t++)
-            xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + kx + k);
+            xv[t] = _mm256_loadu_ps(x + (size_t)t * ldx + kx + v);
 #pragma GCC unroll 4
         for (int r = 0; r < MR; r++) {
-            __m256 wv = load_w(SRC, w, wst, r, k);
+            __m256 wv = load_w(SRC, w, wst, r, v);
 #pragma GCC unroll 3
-            for (int t = 0; t < MT; t++)
-                c[r][t] = _mm256_fmadd_ps(wv, xv[t], c[r][t]);
-        }
-    }
-    if (!last) {
-#pragma GCC unroll 4
-        for (int r = 0; r < MR; r++)
-#pragma GCC unroll 3
-            for (int t = 0; t < MT; t++)
-                acc[r * 3 + t] = c[r][t];
-        return;
-    }
-    if (tail) {
-        __m256 xv[3];
-        for (int t = 0; t < MT; t++)
-            xv[t] = _mm256_maskload_ps(x + (size_t)t * ldx + kx + kc, first(tail));
-        for (int r = 0; r < MR; r++) {
-            __m256 wv = load_w_tail(SRC, w, wst, r, kc, tail);
             for (int t = 0; t < MT; t++)
                 c[r][t] = _mm256_fmadd_ps(wv, xv[t], c[r][t]);
         }
@@ -688,7 +696,46 @@ AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t l
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < MT; t++)
-            y[(size_t)t * ldy + r] = hsum8(c[r][t]);
+            acc[ch * 12 + r * 3 + t] = c[r][t];
+    if (n % 8)
+        float_tail(MR, MT, SRC, acc + ch * 12, x, ldx, w, wst, kx, v, n % 8);
+}
+
+/* A tile's chains from 0, and its sums to y[t * ldy + r]. */
+AI void chains_zero(const int MR, const int MT, __m256 *acc)
+{
+    for (int ch = 0; ch < FCHAINS; ch++)
+        for (int r = 0; r < MR; r++)
+            for (int t = 0; t < MT; t++)
+                acc[ch * 12 + r * 3 + t] = _mm256_setzero_ps();
+}
+
+AI float chains_sum(__m256 c0, __m256 c1, __m256 c2, __m256 c3)
+{
+    return hsum8(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
+}
+
+AI void chains_store(const int MR, const int MT, float *y, size_t ldy, const __m256 *acc)
+{
+    for (int r = 0; r < MR; r++)
+        for (int t = 0; t < MT; t++) {
+            int i = r * 3 + t;
+            y[(size_t)t * ldy + r] = chains_sum(acc[i], acc[12 + i], acc[24 + i], acc[36 + i]);
+        }
+}
+
+/* The whole row for MR rows x MT tokens, chain after chain, into y[t * ldy + r]. */
+AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t ldy, const float *x, size_t ldx,
+                   const void *w, size_t wst, int cols)
+{
+    __m256 acc[FCHAINS * 12];
+
+    chains_zero(MR, MT, acc);
+    for (int k = 0; k < cols; k += CPU_GEMM_KC) {
+        int n = cols - k < CPU_GEMM_KC ? cols - k : CPU_GEMM_KC;
+        float_chain(MR, MT, SRC, x, ldx, w, wst, 0, k, n, k / CPU_GEMM_KC % FCHAINS, acc);
+    }
+    chains_store(MR, MT, y, ldy, acc);
 }
 
 #define FRB 8  /* rows per float panel */
@@ -696,7 +743,7 @@ AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t l
 /* Panel rows 2 KB + one line apart (kernels_avx512.c: x's rows often fill one L1 set already). */
 #define PSTRIDE (CPU_GEMM_KC + 16)
 static _Thread_local _Alignas(64) float fpanel[FRB * PSTRIDE];
-static _Thread_local __m256 facc3[FRB / 4][FTB / 3][12];
+static _Thread_local __m256 facc3[FRB / 4][FTB / 3][FCHAINS * 12];
 
 static void fpanel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, int kc, int tail)
 {
@@ -718,32 +765,49 @@ static void fpanel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, i
     }
 }
 
-/* Tokens in tiles of 3 over MR panel rows. */
+/* Tokens in tiles of 3 over MR panel rows: chunk [k0, k0 + n) into chain ch of acc_t[tile] (row
+ * acc_r of its 4); the chains from 0 at the first chunk, and the sums to y after the last. */
 AI void float_rows(const int MR, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const float *pw, int k0,
-                   int kc, int start, int last, int tail, __m256 (*acc_t)[12], int acc_r)
+                   int n, int first_chunk, int last, __m256 (*acc_t)[FCHAINS * 12], int acc_r)
 {
     for (int t = 0; t < n_tok; t += 3) {
         float *yt = y + (size_t)t * ldy;
         const float *xt = x + (size_t)t * ldx;
         __m256 *a = acc_t[t / 3] + acc_r * 3;
-        switch (n_tok - t < 3 ? n_tok - t : 3) {
-        case 3: float_tile(MR, 3, SRC_PANEL, yt, ldy, xt, ldx, pw, PSTRIDE, k0, kc, start, last, tail, a); break;
-        case 2: float_tile(MR, 2, SRC_PANEL, yt, ldy, xt, ldx, pw, PSTRIDE, k0, kc, start, last, tail, a); break;
-        default: float_tile(MR, 1, SRC_PANEL, yt, ldy, xt, ldx, pw, PSTRIDE, k0, kc, start, last, tail, a); break;
+        int mt = n_tok - t < 3 ? n_tok - t : 3, ch = k0 / CPU_GEMM_KC % FCHAINS;
+        switch (mt) {
+        case 3:
+            if (first_chunk)
+                chains_zero(MR, 3, a);
+            float_chain(MR, 3, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, a);
+            if (last)
+                chains_store(MR, 3, yt, ldy, a);
+            break;
+        case 2:
+            if (first_chunk)
+                chains_zero(MR, 2, a);
+            float_chain(MR, 2, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, a);
+            if (last)
+                chains_store(MR, 2, yt, ldy, a);
+            break;
+        default:
+            if (first_chunk)
+                chains_zero(MR, 1, a);
+            float_chain(MR, 1, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, a);
+            if (last)
+                chains_store(MR, 1, yt, ldy, a);
+            break;
         }
     }
 }
 
+/* One token: a row at a time, so that a thread reads its rows as one sequential stream. */
 AI void float_decode(const int SRC, float *y, const float *x, const uint8_t *w, size_t ws, int n_rows, int cols)
 {
     size_t we = ws / (SRC == SRC_F16 ? 2 : 4);
-    int tail = cols % 8, kfull = cols - tail, r = 0;
 
-    /* four rows at once: four chains of FMAs, where one would wait on each FMA's latency */
-    for (; r + 4 <= n_rows; r += 4)
-        float_tile(4, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
-    for (; r < n_rows; r++)
-        float_tile(1, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, 0, kfull, 1, 1, tail, NULL);
+    for (int r = 0; r < n_rows; r++)
+        float_tile(1, 1, SRC, y + r, 1, x, 0, w + (size_t)r * ws, we, cols);
 }
 
 /* MR rows x MT tokens straight from the weights over whole rows, for 2 .. FLOAT_FEW tokens (several
@@ -753,15 +817,15 @@ AI void float_decode(const int SRC, float *y, const float *x, const uint8_t *w, 
  * 62 against 50. */
 #define FLOAT_FEW 16
 AI void float_few_rows(const int MR, const int SRC, float *y, size_t ldy, const float *x, size_t ldx, int n_tok,
-                       const uint8_t *w, size_t we, int kfull, int tail)
+                       const uint8_t *w, size_t we, int cols)
 {
     for (int t = 0; t < n_tok; t += 3) {
         float *yt = y + (size_t)t * ldy;
         const float *xt = x + (size_t)t * ldx;
         switch (n_tok - t < 3 ? n_tok - t : 3) {
-        case 3: float_tile(MR, 3, SRC, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
-        case 2: float_tile(MR, 2, SRC, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
-        default: float_tile(MR, 1, SRC, yt, ldy, xt, ldx, w, we, 0, kfull, 1, 1, tail, NULL); break;
+        case 3: float_tile(MR, 3, SRC, yt, ldy, xt, ldx, w, we, cols); break;
+        case 2: float_tile(MR, 2, SRC, yt, ldy, xt, ldx, w, we, cols); break;
+        default: float_tile(MR, 1, SRC, yt, ldy, xt, ldx, w, we, cols); break;
         }
     }
 }
@@ -770,12 +834,12 @@ AI void float_few(const int SRC, float *y, size_t ldy, const float *x, size_t ld
                   size_t ws, int n_rows, int cols)
 {
     size_t we = ws / (SRC == SRC_F16 ? 2 : 4);
-    int tail = cols % 8, kfull = cols - tail, r = 0;
+    int r = 0;
 
     for (; r + 4 <= n_rows; r += 4)
-        float_few_rows(4, SRC, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
+        float_few_rows(4, SRC, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, cols);
     for (; r < n_rows; r++)
-        float_few_rows(1, SRC, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, kfull, tail);
+        float_few_rows(1, SRC, y + r, ldy, x, ldx, n_tok, w + (size_t)r * ws, we, cols);
 }
 
 static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,
@@ -818,11 +882,11 @@ static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_t
                     float *yt = yb + (size_t)t * ldy;
                     const float *xt = xb + (size_t)t * ldx;
                     for (; r + 4 <= nr; r += 4)
-                        float_rows(4, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc, k0 == 0, last,
-                                   tl, facc3[r / 4] + t / 3, 0);
+                        float_rows(4, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc + tl, k0 == 0,
+                                   last, facc3[r / 4] + t / 3, 0);
                     for (; r < nr; r++)
-                        float_rows(1, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc, k0 == 0, last,
-                                   tl, facc3[r / 4] + t / 3, r % 4);
+                        float_rows(1, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc + tl, k0 == 0,
+                                   last, facc3[r / 4] + t / 3, r % 4);
                 }
             }
         }

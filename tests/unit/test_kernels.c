@@ -157,7 +157,7 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
             int type = types[ti], cols = cols_cases[ci], rows = 23;
             if ((is_block(type) && cols % QK) || (is_kquant(type) && cols % QK_K))
                 continue;
-            for (size_t ki = 0; ki < 5; ki++) {
+            for (size_t ki = 0; ki < (is_block(type) ? 5u : 7u); ki++) { /* floats: the panel path too */
                 int n_tok = tok_cases[ki];
                 backend_tensor w;
                 uint8_t *buf = make_weights(&w, type, rows, cols);
