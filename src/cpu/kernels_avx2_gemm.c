@@ -667,9 +667,9 @@ static __attribute__((noinline)) void float_tail(int MR, int MT, int SRC, __m256
 }
 
 /* Chain ch of a tile, MR rows x MT tokens, over columns [k, k + n) (of x from kx + k): from acc[ch *
- * 12 + r * 3 + t] back to it. */
+ * 12 + r * 3 + t] (from 0 when `start`, the chain's first chunk) back to it. */
 AI void float_chain(const int MR, const int MT, const int SRC, const float *x, size_t ldx, const void *w, size_t wst,
-                    int kx, int k, int n, int ch, __m256 *acc)
+                    int kx, int k, int n, int ch, int start, __m256 *acc)
 {
     __m256 c[4][3];
     int v = k, end = k + n - n % 8;
@@ -678,7 +678,7 @@ AI void float_chain(const int MR, const int MT, const int SRC, const float *x, s
     for (int r = 0; r < MR; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < MT; t++)
-            c[r][t] = acc[ch * 12 + r * 3 + t];
+            c[r][t] = start ? _mm256_setzero_ps() : acc[ch * 12 + r * 3 + t];
     for (; v < end; v += 8) {
         __m256 xv[3];
 #pragma GCC unroll 3
@@ -701,27 +701,30 @@ AI void float_chain(const int MR, const int MT, const int SRC, const float *x, s
         float_tail(MR, MT, SRC, acc + ch * 12, x, ldx, w, wst, kx, v, n % 8);
 }
 
-/* A tile's chains from 0, and its sums to y[t * ldy + r]. */
-AI void chains_zero(const int MR, const int MT, __m256 *acc)
-{
-    for (int ch = 0; ch < FCHAINS; ch++)
-        for (int r = 0; r < MR; r++)
-            for (int t = 0; t < MT; t++)
-                acc[ch * 12 + r * 3 + t] = _mm256_setzero_ps();
-}
-
 AI float chains_sum(__m256 c0, __m256 c1, __m256 c2, __m256 c3)
 {
     return hsum8(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)));
 }
 
-AI void chains_store(const int MR, const int MT, float *y, size_t ldy, const __m256 *acc)
+/* A tile's sums to y[t * ldy + r]; chains past a row's nch chunks (a row of under four) are 0. */
+AI void chains_store(const int MR, const int MT, float *y, size_t ldy, const __m256 *acc, int nch)
 {
+    __m256 z = _mm256_setzero_ps();
+
     for (int r = 0; r < MR; r++)
         for (int t = 0; t < MT; t++) {
             int i = r * 3 + t;
-            y[(size_t)t * ldy + r] = chains_sum(acc[i], acc[12 + i], acc[24 + i], acc[36 + i]);
+            y[(size_t)t * ldy + r] = chains_sum(acc[i], nch > 1 ? acc[12 + i] : z, nch > 2 ? acc[24 + i] : z,
+                                                nch > 3 ? acc[36 + i] : z);
         }
+}
+
+/* Chunks of a row of `cols` columns, up to FCHAINS. */
+AI int row_chains(int cols)
+{
+    int n = (cols + CPU_GEMM_KC - 1) / CPU_GEMM_KC;
+
+    return n < FCHAINS ? n : FCHAINS;
 }
 
 /* The whole row for MR rows x MT tokens, chain after chain, into y[t * ldy + r]. */
@@ -730,12 +733,11 @@ AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t l
 {
     __m256 acc[FCHAINS * 12];
 
-    chains_zero(MR, MT, acc);
     for (int k = 0; k < cols; k += CPU_GEMM_KC) {
         int n = cols - k < CPU_GEMM_KC ? cols - k : CPU_GEMM_KC;
-        float_chain(MR, MT, SRC, x, ldx, w, wst, 0, k, n, k / CPU_GEMM_KC % FCHAINS, acc);
+        float_chain(MR, MT, SRC, x, ldx, w, wst, 0, k, n, k / CPU_GEMM_KC % FCHAINS, k < FCHAINS * CPU_GEMM_KC, acc);
     }
-    chains_store(MR, MT, y, ldy, acc);
+    chains_store(MR, MT, y, ldy, acc, row_chains(cols));
 }
 
 #define FRB 8  /* rows per float panel */
@@ -766,36 +768,31 @@ static void fpanel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, i
 }
 
 /* Tokens in tiles of 3 over MR panel rows: chunk [k0, k0 + n) into chain ch of acc_t[tile] (row
- * acc_r of its 4); the chains from 0 at the first chunk, and the sums to y after the last. */
+ * acc_r of its 4); the sums of the nch chains to y after the last chunk. */
 AI void float_rows(const int MR, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const float *pw, int k0,
-                   int n, int first_chunk, int last, __m256 (*acc_t)[FCHAINS * 12], int acc_r)
+                   int n, int nch, int last, __m256 (*acc_t)[FCHAINS * 12], int acc_r)
 {
+    int ch = k0 / CPU_GEMM_KC % FCHAINS, start = k0 < FCHAINS * CPU_GEMM_KC;
+
     for (int t = 0; t < n_tok; t += 3) {
         float *yt = y + (size_t)t * ldy;
         const float *xt = x + (size_t)t * ldx;
         __m256 *a = acc_t[t / 3] + acc_r * 3;
-        int mt = n_tok - t < 3 ? n_tok - t : 3, ch = k0 / CPU_GEMM_KC % FCHAINS;
-        switch (mt) {
+        switch (n_tok - t < 3 ? n_tok - t : 3) {
         case 3:
-            if (first_chunk)
-                chains_zero(MR, 3, a);
-            float_chain(MR, 3, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, a);
+            float_chain(MR, 3, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, start, a);
             if (last)
-                chains_store(MR, 3, yt, ldy, a);
+                chains_store(MR, 3, yt, ldy, a, nch);
             break;
         case 2:
-            if (first_chunk)
-                chains_zero(MR, 2, a);
-            float_chain(MR, 2, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, a);
+            float_chain(MR, 2, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, start, a);
             if (last)
-                chains_store(MR, 2, yt, ldy, a);
+                chains_store(MR, 2, yt, ldy, a, nch);
             break;
         default:
-            if (first_chunk)
-                chains_zero(MR, 1, a);
-            float_chain(MR, 1, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, a);
+            float_chain(MR, 1, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, start, a);
             if (last)
-                chains_store(MR, 1, yt, ldy, a);
+                chains_store(MR, 1, yt, ldy, a, nch);
             break;
         }
     }
@@ -847,7 +844,7 @@ static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_t
 {
     const float *x = (const float *)(const void *)a->x;
     size_t ldx = a->stride / sizeof(float);
-    int tail = cols % 8, kfull = cols - tail;
+    int tail = cols % 8, kfull = cols - tail, nch = row_chains(cols);
 
     if (n_tok == 1) {
         if (kind == F_F16)
@@ -882,11 +879,11 @@ static void float_gemm(int kind, float *y, size_t ldy, const cpu_act *a, int n_t
                     float *yt = yb + (size_t)t * ldy;
                     const float *xt = xb + (size_t)t * ldx;
                     for (; r + 4 <= nr; r += 4)
-                        float_rows(4, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc + tl, k0 == 0,
-                                   last, facc3[r / 4] + t / 3, 0);
+                        float_rows(4, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc + tl, nch, last,
+                                   facc3[r / 4] + t / 3, 0);
                     for (; r < nr; r++)
-                        float_rows(1, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc + tl, k0 == 0,
-                                   last, facc3[r / 4] + t / 3, r % 4);
+                        float_rows(1, yt + r, ldy, xt, ldx, n3, fpanel + (size_t)r * PSTRIDE, k0, kc + tl, nch, last,
+                                   facc3[r / 4] + t / 3, r % 4);
                 }
             }
         }
