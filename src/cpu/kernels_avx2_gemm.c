@@ -27,9 +27,9 @@
  * Without VNNI a 256-bit FMA does 8 multiply-adds; vpmaddwd does 16, so on this class the integer
  * kernel has twice the f32 one's peak (the reverse of AVX-512 without VNNI, kernels_avx512.c).
  *
- * Float types: f32 FMAs on 8 lanes in four chains a row (pieces of 32 columns in turn, the order
- * under "float weights" below); prefill dequantizes each chunk of CPU_GEMM_KC columns of 8 rows
- * once into an f32 panel and 4 rows x 3 tokens of accumulators pass over it, chain by chain. */
+ * Float types: f32 FMAs on 8 lanes in four chains a row (its chunks of CPU_GEMM_KC columns in turn,
+ * the order under "float weights" below); prefill dequantizes each chunk of 8 rows once into an
+ * f32 panel and 4 rows x 3 tokens of accumulators pass over it, carrying the chunk's chain. */
 #include "cpu/kernels.h"
 #include "cpu/kquant_int.h"
 
@@ -615,8 +615,8 @@ enum { F_F32, F_F16 };
  * chains of FMAs, but four streams), and ran at 0.59-0.80x llama.cpp's AVX2 decode; one row with one
  * chain waits on each FMA's latency. Chains of smaller pieces (32 or 128 columns, in turn) decoded
  * as fast but cost the prefill tiles 10-40%: their activations are read in short runs.
- * (BENCHMARKS.md.) Prefill carries each chain in memory across the chunks, as it carried the one
- * accumulator before. */
+ * (BENCHMARKS.md.) Prefill carries each chain in memory from one of its chunks to the next, as it
+ * carried its one accumulator before. */
 #define FCHAINS 4
 
 /* Lanes [0, n) set, for the partial last vector of a row (n < 8). */
