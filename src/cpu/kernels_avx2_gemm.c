@@ -613,10 +613,11 @@ enum { F_F32, F_F16 };
  * Decode reads a row as one sequential stream, and at each chunk's end the next chain starts
  * without waiting for the last FMA of the one before. It used to take four rows at once (four
  * chains of FMAs, but four streams), and ran at 0.59-0.80x llama.cpp's AVX2 decode; one row with one
- * chain waits on each FMA's latency. Chains of smaller pieces (32 or 128 columns, in turn) decoded
- * as fast but cost the prefill tiles 10-40%: their activations are read in short runs.
- * (BENCHMARKS.md.) Prefill carries each chain in memory from one of its chunks to the next, as it
- * carried its one accumulator before. */
+ * chain waits on each FMA's latency. Chains of 32-column pieces in turn decode faster still on one
+ * thread (a chunk's chain here is 64 dependent FMAs), but read the activations of the prefill tiles
+ * and the weights of the few-token path in short runs: laid out by chain, the prefill kept its
+ * speed, the path for 2-16 tokens did not (BENCHMARKS.md). Prefill carries each chain in memory
+ * from one of its chunks to the next, as it carried its one accumulator before. */
 #define FCHAINS 4
 
 /* Lanes [0, n) set, for the partial last vector of a row (n < 8). */
@@ -659,9 +660,7 @@ static __attribute__((noinline)) void float_tail(int MR, int MT, int SRC, __m256
     for (int t = 0; t < MT; t++) {
         __m256 xv = _mm256_maskload_ps(x + (size_t)t * ldx + kx + v, first(m));
         for (int r = 0; r < MR; r++) {
-            __m256 wv = SRC == SRC_PANEL ? load_w_tail(SRC_PANEL, w, wst, r, v, m)
-                      : SRC == SRC_F16 ? load_w_tail(SRC_F16, w, wst, r, v, m) : load_w_tail(SRC_F32, w, wst, r, v, m);
-            acc[r * 3 + t] = _mm256_fmadd_ps(wv, xv, acc[r * 3 + t]);
+            acc[r * 3 + t] = _mm256_fmadd_ps(load_w_tail(SRC, w, wst, r, v, m), xv, acc[r * 3 + t]);
         }
     }
 }
@@ -767,8 +766,17 @@ static void fpanel_fill(int kind, const uint8_t *w, size_t ws, int nr, int k0, i
     }
 }
 
-/* Tokens in tiles of 3 over MR panel rows: chunk [k0, k0 + n) into chain ch of acc_t[tile] (row
- * acc_r of its 4); the sums of the nch chains to y after the last chunk. */
+/* One tile of MR panel rows x MT tokens: chunk [k0, k0 + n) into chain ch of acc, and the sums of
+ * the nch chains to y after the row's last chunk. */
+AI void panel_tile(const int MR, const int MT, float *y, size_t ldy, const float *x, size_t ldx, const float *pw,
+                   int k0, int n, int ch, int start, int nch, int last, __m256 *acc)
+{
+    float_chain(MR, MT, SRC_PANEL, x, ldx, pw, PSTRIDE, k0, 0, n, ch, start, acc);
+    if (last)
+        chains_store(MR, MT, y, ldy, acc, nch);
+}
+
+/* Tokens in tiles of 3 over MR panel rows, each tile's chains in acc_t[tile] (row acc_r of its 4). */
 AI void float_rows(const int MR, float *y, size_t ldy, const float *x, size_t ldx, int n_tok, const float *pw, int k0,
                    int n, int nch, int last, __m256 (*acc_t)[FCHAINS * 12], int acc_r)
 {
@@ -779,21 +787,9 @@ AI void float_rows(const int MR, float *y, size_t ldy, const float *x, size_t ld
         const float *xt = x + (size_t)t * ldx;
         __m256 *a = acc_t[t / 3] + acc_r * 3;
         switch (n_tok - t < 3 ? n_tok - t : 3) {
-        case 3:
-            float_chain(MR, 3, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, start, a);
-            if (last)
-                chains_store(MR, 3, yt, ldy, a, nch);
-            break;
-        case 2:
-            float_chain(MR, 2, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, start, a);
-            if (last)
-                chains_store(MR, 2, yt, ldy, a, nch);
-            break;
-        default:
-            float_chain(MR, 1, SRC_PANEL, xt, ldx, pw, PSTRIDE, k0, 0, n, ch, start, a);
-            if (last)
-                chains_store(MR, 1, yt, ldy, a, nch);
-            break;
+        case 3: panel_tile(MR, 3, yt, ldy, xt, ldx, pw, k0, n, ch, start, nch, last, a); break;
+        case 2: panel_tile(MR, 2, yt, ldy, xt, ldx, pw, k0, n, ch, start, nch, last, a); break;
+        default: panel_tile(MR, 1, yt, ldy, xt, ldx, pw, k0, n, ch, start, nch, last, a); break;
         }
     }
 }
