@@ -157,7 +157,8 @@ START_TEST(tiled_matmul_equals_row_dots_bit_for_bit)
             int type = types[ti], cols = cols_cases[ci], rows = 23;
             if ((is_block(type) && cols % QK) || (is_kquant(type) && cols % QK_K))
                 continue;
-            for (size_t ki = 0; ki < (is_block(type) ? 5u : 7u); ki++) { /* floats: the panel path too */
+            /* block types the first five token counts; floats all, so the panel path (over 16) too */
+            for (size_t ki = 0; ki < (is_block(type) ? 5 : sizeof tok_cases / sizeof tok_cases[0]); ki++) {
                 int n_tok = tok_cases[ki];
                 backend_tensor w;
                 uint8_t *buf = make_weights(&w, type, rows, cols);
