@@ -17,6 +17,15 @@
  * in L1) and every token tile passes over it. A multiple of 16 and of QK. */
 #define CPU_GEMM_KC 512
 
+/* Decode (one token's pass, row after row) of rows whose activations take over CPU_DEC_LONG_X bytes:
+ * they no longer stay in L1 beside the weights streaming past them, and with the hardware
+ * prefetcher alone one thread read such rows at about half its rate on shorter ones (a Zen 4:
+ * F16 rows of 5632 columns, 16-bit activation codes of 11008; BENCHMARKS.md, "Decode of long
+ * rows"). The decode kernels then ask for the weights' lines CPU_DEC_L2_AHEAD bytes ahead, into
+ * L2; shorter rows gained nothing from it and go as before. */
+#define CPU_DEC_LONG_X 16384
+#define CPU_DEC_L2_AHEAD 8192
+
 /* Share i of n of the weights of the panel after the one a gemm is working on (rows rb .. rb +
  * pr - 1 of n_rows, `ws` bytes apart, panels of `chunk` bytes of each row): the same rows' chunk
  * at byte `next`, or, once a row holds no more (next >= ws) and no tokens remain that bring the

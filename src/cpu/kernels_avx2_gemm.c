@@ -342,6 +342,19 @@ AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(a, dx), acc);
 }
 
+/* Group g0's lines DEC_AHEAD bytes on into L1, or a long row's (kernels.h) further on into L2. */
+AI void prefetch_group(const uint8_t *row, size_t gb, int g0, int nb)
+{
+    const uint8_t *p = row + (size_t)g0 / 8 * gb;
+
+    if ((size_t)nb * QK * 2 > CPU_DEC_LONG_X)   /* 16-bit codes */
+        for (size_t l = 0; l < gb; l += 64)
+            _mm_prefetch((const char *)p + CPU_DEC_L2_AHEAD + l, _MM_HINT_T1);
+    else
+        for (size_t l = 0; l < gb; l += 64)
+            _mm_prefetch((const char *)p + DEC_AHEAD + l, _MM_HINT_T0);
+}
+
 AI float row_dot(const int kind, const a2_group *x, const uint8_t *row, int nb)
 {
     const size_t gb = group_bytes(kind);
@@ -349,9 +362,7 @@ AI float row_dot(const int kind, const a2_group *x, const uint8_t *row, int nb)
     int g0 = 0;
 
     for (; g0 + 8 <= nb; g0 += 8) {
-        const uint8_t *ahead = row + (size_t)g0 / 8 * gb + DEC_AHEAD;
-        for (size_t l = 0; l < gb; l += 64)
-            _mm_prefetch((const char *)ahead + l, _MM_HINT_T0);
+        prefetch_group(row, gb, g0, nb);
         acc = group_dot(kind, 1, acc, x + g0 / 8, row, g0, 8);
     }
     if (g0 < nb)
@@ -375,9 +386,7 @@ AI void decode_multi(const int kind, float *y, size_t ldy, const cpu_act *act, i
         for (int t = 0; t < n_tok; t++)
             acc[t] = _mm256_setzero_ps();
         for (; g0 + 8 <= nb; g0 += 8) {
-            const uint8_t *ahead = row + (size_t)g0 / 8 * gb + DEC_AHEAD;
-            for (size_t l = 0; l < gb; l += 64)
-                _mm_prefetch((const char *)ahead + l, _MM_HINT_T0);
+            prefetch_group(row, gb, g0, nb);
             for (int t = 0; t < n_tok; t++)
                 acc[t] = group_dot(kind, 1, acc[t], (const a2_group *)(const void *)(act->x + (size_t)t * act->stride) +
                                                         g0 / 8, row, g0, 8);
@@ -726,14 +735,6 @@ AI int row_chains(int cols)
     return n < FCHAINS ? n : FCHAINS;
 }
 
-/* Decode of rows over FPF_COLS columns: their x (over 16 KB of f32) does not stay in L1 beside the
- * weights streaming past it, and with the hardware prefetcher alone one thread read the 5632-column
- * rows of the 1.1B F16 at half its rate on 2048-column ones (6.3 against 10.3 GMAC/s, best of 20, a
- * Zen 4 held to AVX2). Each chunk's lines FPF_BYTES ahead, into L2: 6.3 -> 10.2; on 2048-column
- * rows it changed nothing, so they go without. */
-#define FPF_COLS 4096
-#define FPF_BYTES 8192
-
 /* The whole row for MR rows x MT tokens, chain after chain, into y[t * ldy + r]. */
 AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t ldy, const float *x, size_t ldx,
                    const void *w, size_t wst, int cols)
@@ -743,9 +744,9 @@ AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t l
 
     for (int k = 0; k < cols; k += CPU_GEMM_KC) {
         int n = cols - k < CPU_GEMM_KC ? cols - k : CPU_GEMM_KC;
-        if (MR == 1 && MT == 1 && SRC != SRC_PANEL && cols > FPF_COLS)
-            for (size_t l = 0; l < (size_t)n * eb; l += 64)
-                __builtin_prefetch((const uint8_t *)w + (size_t)k * eb + l + FPF_BYTES, 0, 2);
+        if (MR == 1 && MT == 1 && SRC != SRC_PANEL && (size_t)cols * sizeof(float) > CPU_DEC_LONG_X)
+            for (size_t l = 0; l < (size_t)n * eb; l += 64)   /* a long row's decode (kernels.h) */
+                __builtin_prefetch((const uint8_t *)w + (size_t)k * eb + l + CPU_DEC_L2_AHEAD, 0, 2);
         float_chain(MR, MT, SRC, x, ldx, w, wst, 0, k, n, k / CPU_GEMM_KC % FCHAINS, k < FCHAINS * CPU_GEMM_KC, acc);
     }
     chains_store(MR, MT, y, ldy, acc, row_chains(cols));

@@ -64,13 +64,6 @@ AI void block_dws(float *d, const uint8_t *w, int bytes, int n)
  * from acc[r * 6 + t] (or from 0 when `start`); when `last`, the masked `tail` columns after
  * kc are added and each sum goes to y[t * ldy + r], else the accumulators go back to acc. One
  * reduction per (row, token), so chunking never changes the arithmetic. */
-/* Decode of rows over FPF_COLS columns: their x (over 16 KB of f32) does not stay in L1 beside the
- * weights streaming past it, and with the hardware prefetcher alone a thread read such rows at
- * about half its rate on shorter ones. Each line FPF_BYTES ahead, into L2 (BENCHMARKS.md, "Decode
- * of long rows"); shorter rows gained nothing from it and go without. */
-#define FPF_COLS 4096
-#define FPF_BYTES 8192
-
 AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t ldy, const float *x, size_t ldx,
                    const void *w, size_t wst, int k0, int kc, int start, int last, int tail, __m512 *acc)
 {
@@ -99,8 +92,8 @@ AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t l
 #define LW_TAIL(o) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (o))) \
                         : _mm512_maskz_loadu_ps(m, (const float *)w + (o)))
     for (int k = 0; k < kc; k += 16) {
-        if (MR == 1 && MT == 1 && kc > FPF_COLS && (!F16 || !(k & 31)))   /* decode of a long row */
-            _mm_prefetch((const char *)w + (size_t)k * (F16 ? 2 : 4) + FPF_BYTES, _MM_HINT_T1);
+        if (MR == 1 && MT == 1 && (size_t)kc * sizeof(float) > CPU_DEC_LONG_X && (!F16 || !(k & 31)))
+            _mm_prefetch((const char *)w + (size_t)k * (F16 ? 2 : 4) + CPU_DEC_L2_AHEAD, _MM_HINT_T1);   /* kernels.h */
         FLOAT_STEP(k, LX_FULL, LW_FULL);
     }
     if (!last) {

@@ -655,14 +655,20 @@ AI void group_dot(const int kind, const int FULL, const int T, v16f acc[], const
  * (its 16-bit decode slower), so it is left alone. */
 #define DEC_AHEAD 4096
 
-AI void prefetch_group(const int kind, const uint8_t *row, int g0)
+AI void prefetch_group(const int kind, const uint8_t *row, int g0, int nb)
 {
+    const size_t gb = group_bytes(kind);
+    const uint8_t *p = row + (size_t)g0 / 16 * gb;
+
+    if ((size_t)nb * QK * 2 > CPU_DEC_LONG_X) {   /* a long row (kernels.h), every type */
+        for (size_t l = 0; l < gb; l += 64)
+            __builtin_prefetch(p + CPU_DEC_L2_AHEAD + l, 0, 2);
+        return;
+    }
     if (kind == V_Q8_0)
         return;
-    const size_t gb = group_bytes(kind);
-    const uint8_t *p = row + (size_t)g0 / 16 * gb + DEC_AHEAD;
     for (size_t l = 0; l < gb; l += 64)
-        __builtin_prefetch(p + l, 0, 3);
+        __builtin_prefetch(p + DEC_AHEAD + l, 0, 3);
 }
 
 /* One row against T tokens (group_dot's T), y[t] token t's sum: row_dot's, bit for bit. */
@@ -672,7 +678,7 @@ AI void row_dots(const int kind, const int T, const vnni_group *const x[], const
     int g0 = 0;
 
     for (; g0 + 16 <= nb; g0 += 16) {
-        prefetch_group(kind, row, g0);
+        prefetch_group(kind, row, g0, nb);
         group_dot(kind, 1, T, acc, x, row, g0, 16);
     }
     if (g0 < nb)

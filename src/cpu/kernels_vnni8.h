@@ -374,7 +374,7 @@ AI8 float row_dot8(const int kind, const vnni8_group *x, const uint8_t *row, int
     int g0 = 0;
 
     for (; g0 + 16 <= nb; g0 += 16) {
-        prefetch_group(kind, row, g0);
+        prefetch_group(kind, row, g0, nb);
         acc = group_dot8(kind, 1, acc, x + g0 / 16, row, g0, 16);
     }
     if (g0 < nb)
