@@ -92,7 +92,7 @@ AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t l
 #define LW_TAIL(o) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (o))) \
                         : _mm512_maskz_loadu_ps(m, (const float *)w + (o)))
     for (int k = 0; k < kc; k += 16) {
-        if (MR == 1 && MT == 1 && (size_t)kc * sizeof(float) > CPU_DEC_LONG_X && (!F16 || !(k & 31)))
+        if (MR == 1 && MT == 1 && (size_t)kc * sizeof(float) >= CPU_DEC_LONG_X && (!F16 || !(k & 31)))
             _mm_prefetch((const char *)w + (size_t)k * (F16 ? 2 : 4) + CPU_DEC_L2_AHEAD, _MM_HINT_T1);   /* kernels.h */
         FLOAT_STEP(k, LX_FULL, LW_FULL);
     }
