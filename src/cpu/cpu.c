@@ -3,6 +3,7 @@
  * pairs. Everything else is cheap next to the matmuls and runs on the calling thread. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -326,6 +327,8 @@ typedef struct mm_job {
     const cpu_type_traits *tt;
     mm_part part[MM_PARTS];      /* matrices of one type and width that take the same x */
     int n_parts, tiles;          /* tiles: of all parts */
+    int per_chunk;               /* tiles a thread takes at a time */
+    atomic_int next;             /* the next chunk to take */
 } mm_job;
 
 #define ROW_TILE 16
@@ -350,13 +353,9 @@ static void mm_rows(const mm_job *j, const mm_part *pt, int r0, int r1)
     }
 }
 
-/* The parts' rows, end to end, split evenly in tiles of ROW_TILE rows: one pool job for Q, K
- * and V (or gate and up), so one wait for the slowest thread instead of three. */
-static void mm_task(void *ctx, int ith, int nth)
+/* Tiles [t0, t1) of the parts' rows, end to end. */
+static void mm_tiles(const mm_job *j, int t0, int t1)
 {
-    const mm_job *j = ctx;
-    int chunk = (j->tiles + nth - 1) / nth, t0 = ith * chunk, t1 = t0 + chunk < j->tiles ? t0 + chunk : j->tiles;
-
     for (int i = 0; i < j->n_parts && t0 < t1; i++) {
         const mm_part *pt = &j->part[i];
         int end = pt->tile0 + (pt->rows + ROW_TILE - 1) / ROW_TILE;
@@ -365,6 +364,26 @@ static void mm_task(void *ctx, int ith, int nth)
         /* a split inside the part falls on a tile boundary, below its last row */
         mm_rows(j, pt, (t0 - pt->tile0) * ROW_TILE, t1 < end ? (t1 - pt->tile0) * ROW_TILE : pt->rows);
         t0 = end;
+    }
+}
+
+/* The parts' rows in tiles of ROW_TILE, one pool job for Q, K and V (or gate and up), so one wait
+ * for the slowest thread instead of three. Each thread takes MM_CHUNKS-th shares of its even part
+ * in turn from a counter as it finishes the one before, rather than its part whole: a core that
+ * runs slower (an efficiency core of a hybrid Intel CPU, a vCPU another tenant holds) takes fewer,
+ * and the others do not wait on it at the end. Which thread computes a row changes nothing in it:
+ * the kernels sum a row alike in any range of rows. */
+#define MM_CHUNKS 4
+static void mm_task(void *ctx, int ith, int nth)
+{
+    mm_job *j = ctx;
+
+    (void)ith, (void)nth;
+    for (;;) {
+        int t0 = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed) * j->per_chunk;
+        if (t0 >= j->tiles)
+            break;
+        mm_tiles(j, t0, t0 + j->per_chunk < j->tiles ? t0 + j->per_chunk : j->tiles);
     }
 }
 
@@ -420,6 +439,9 @@ void cpu_matmul_n(cpu_pool *p, int n, float *const *ys, const float *x, int n_to
         else
             cpu_pool_run(p, quantize_task, &j);
     }
+    int nth = cpu_pool_threads(p);
+    j.per_chunk = (j.tiles + nth * MM_CHUNKS - 1) / (nth * MM_CHUNKS);
+    atomic_init(&j.next, 0);
     cpu_pool_run(p, mm_task, &j);
 }
 
