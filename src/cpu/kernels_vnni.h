@@ -349,7 +349,11 @@ typedef struct vnni_group {
             uint8_t l[16][32]; /* low bytes */
         } xa;
     };
-    float dx[16], s[16];
+    float dx[16];
+    union {
+        float s[16];    /* d * the codes' sum, for the types with an offset */
+        int32_t xs[16]; /* Q4_0's layout: the codes' sum, so that decode adds 8 * x back in integers */
+    };
 } vnni_group;
 
 static size_t act_bytes(int n_tok, int cols)
@@ -362,7 +366,6 @@ static size_t act_bytes(int n_tok, int cols)
  * or xa where `plain`); the codes are cpu_quantize_q16's. */
 static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int cols, int plain)
 {
-    (void)type;
     int nb = cols / QK;
 
     for (int g0 = 0; g0 < nb; g0 += 16) {
@@ -388,7 +391,14 @@ static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int co
                     g->xt[k][i] = pair[k];
             }
             g->dx[i] = tmp[i].d;
-            g->s[i] = tmp[i].s;
+            if (type == GGML_TYPE_Q4_0) {
+                int32_t sum = 0;
+                for (int j = 0; j < QK; j++)
+                    sum += tmp[i].q[j];
+                g->xs[i] = sum;
+            } else {
+                g->s[i] = tmp[i].s;
+            }
         }
     }
 }
@@ -539,8 +549,8 @@ AI void unpack_pair(const int kind, const uint8_t *row, int bi, int bj, v32s16 *
         memcpy(&p, row + (size_t)bi * CPU_Q4_0_BYTES + 2, 16);
         memcpy(&q, row + (size_t)bj * CPU_Q4_0_BYTES + 2, 16);
         v32u8 c = __builtin_shufflevector(p, q, IOTA32);
-        *lo = zx8(c & 15) - 8;
-        *hi = zx8(c >> 4) - 8;
+        *lo = zx8(c & 15); /* n, not n - 8: group_dot takes 8 * sum x off the block's sum */
+        *hi = zx8(c >> 4);
         return;
     }
     case V_MXFP4: {
@@ -639,7 +649,10 @@ AI void group_dot(const int kind, const int FULL, const int T, v16f acc[], const
     for (int t = 0; t < T; t++) {
         const vnni_group *xg = x[t] + g0 / 16;
         v16f dx = ld_f(xg->dx);
-        acc[t] = fmav(__builtin_convertvector(sum_pairs(p[t]), v16f), a * dx, acc[t]);
+        v16s32 isum = sum_pairs(p[t]);
+        if (kind == V_Q4_0) /* sum (n - 8) x = sum n x - 8 sum x, exactly (a6e3f31 did it for avx2) */
+            isum -= ld_s32(xg->xs) << 3;
+        acc[t] = fmav(__builtin_convertvector(isum, v16f), a * dx, acc[t]);
         if (kind == V_Q6_K)
             acc[t] = fmav(__builtin_convertvector(sum_pairs(p2), v16f), a2 * dx, acc[t]);
         if (has_offset(kind))
