@@ -665,7 +665,9 @@ AI void group_dot(const int kind, const int FULL, const int T, v16f acc[], const
  * asking now for the lines DEC_AHEAD bytes past the group about to be read took Q4_0 decode from
  * 25-27 to 29-31 t/s on one thread of the AMD EPYC, and 44-45 -> 48-51 (int8) and 35-37 -> 43-44
  * (16-bit) on two (BENCHMARKS.md, session 6). Q8_0, nearer the memory's pace, got no faster
- * (its 16-bit decode slower), so it is left alone. */
+ * (its 16-bit decode slower), so it is left alone. Rows long enough that their activations crowd
+ * L1 (kernels.h, CPU_DEC_LONG_X; counted as 16-bit codes, so the int8 paths switch at the same
+ * length) take every type's lines further ahead into L2 instead. */
 #define DEC_AHEAD 4096
 
 AI void prefetch_group(const int kind, const uint8_t *row, int g0, int nb)
@@ -673,7 +675,7 @@ AI void prefetch_group(const int kind, const uint8_t *row, int g0, int nb)
     const size_t gb = group_bytes(kind);
     const uint8_t *p = row + (size_t)g0 / 16 * gb;
 
-    if ((size_t)nb * QK * 2 >= CPU_DEC_LONG_X) {   /* a long row (kernels.h), every type */
+    if ((size_t)nb * QK * 2 >= CPU_DEC_LONG_X) {   /* a long row, every type */
         for (size_t l = 0; l < gb; l += 64)
             __builtin_prefetch(p + CPU_DEC_L2_AHEAD + l, 0, 2);
         return;
