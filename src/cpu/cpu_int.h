@@ -18,6 +18,16 @@ typedef struct cpu_q16 {
     int16_t q[QK];
 } cpu_q16;
 
+/* The integer sum of a block's codes: what Q4_0's decode takes 8 times off its block sums. */
+static inline int32_t cpu_q16_sum(const cpu_q16 *b)
+{
+    int32_t sum = 0;
+
+    for (int j = 0; j < QK; j++)
+        sum += b->q[j];
+    return sum;
+}
+
 /* One row dot product. Float weights: x is float[n]. Block weights: x is cpu_q16[n / QK], or the
  * path's own layout (CPU_ACT_PATH below). */
 typedef float (*cpu_dot_fn)(const void *x, const void *w, int n);

@@ -91,9 +91,7 @@ void cpu_avx2_act_quantize(uint8_t *dst, const float *x, int type, int n_tok, in
             g->dx[i] = tmp[i].d;
             g->s[i] = tmp[i].s;
             if (n_tok <= DEC_MULTI && type == GGML_TYPE_Q4_0) { /* decode takes the codes' sum instead (group_dot) */
-                int32_t sum = 0;
-                for (int j = 0; j < QK; j++)
-                    sum += tmp[i].q[j];
+                int32_t sum = cpu_q16_sum(&tmp[i]);
                 memcpy(&g->s[i], &sum, sizeof sum);
             }
         }

@@ -391,14 +391,10 @@ static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int co
                     g->xt[k][i] = pair[k];
             }
             g->dx[i] = tmp[i].d;
-            if (type == GGML_TYPE_Q4_0) {
-                int32_t sum = 0;
-                for (int j = 0; j < QK; j++)
-                    sum += tmp[i].q[j];
-                g->xs[i] = sum;
-            } else {
+            if (type == GGML_TYPE_Q4_0)
+                g->xs[i] = cpu_q16_sum(&tmp[i]);
+            else
                 g->s[i] = tmp[i].s;
-            }
         }
     }
 }
