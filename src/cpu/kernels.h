@@ -27,6 +27,19 @@
 #define CPU_DEC_LONG_X 16384
 #define CPU_DEC_L2_AHEAD 8192
 
+/* Whether a decode row whose token's activations take x_bytes is such a long one. */
+static inline int cpu_dec_long(size_t x_bytes)
+{
+    return x_bytes >= CPU_DEC_LONG_X;
+}
+
+/* A long row's decode: the lines of [p, p + bytes) asked for CPU_DEC_L2_AHEAD bytes on, into L2. */
+static inline void cpu_dec_prefetch_l2(const void *p, size_t bytes)
+{
+    for (size_t l = 0; l < bytes; l += 64)
+        __builtin_prefetch((const char *)p + CPU_DEC_L2_AHEAD + l, 0, 2);
+}
+
 /* Share i of n of the weights of the panel after the one a gemm is working on (rows rb .. rb +
  * pr - 1 of n_rows, `ws` bytes apart, panels of `chunk` bytes of each row): the same rows' chunk
  * at byte `next`, or, once a row holds no more (next >= ws) and no tokens remain that bring the

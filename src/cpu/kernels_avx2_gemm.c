@@ -345,9 +345,8 @@ AI void prefetch_group(const uint8_t *row, size_t gb, int g0, int nb)
 {
     const uint8_t *p = row + (size_t)g0 / 8 * gb;
 
-    if ((size_t)nb * QK * 2 >= CPU_DEC_LONG_X)   /* 16-bit codes */
-        for (size_t l = 0; l < gb; l += 64)
-            _mm_prefetch((const char *)p + CPU_DEC_L2_AHEAD + l, _MM_HINT_T1);
+    if (cpu_dec_long((size_t)nb * QK * 2))   /* 16-bit codes */
+        cpu_dec_prefetch_l2(p, gb);
     else
         for (size_t l = 0; l < gb; l += 64)
             _mm_prefetch((const char *)p + DEC_AHEAD + l, _MM_HINT_T0);
@@ -742,9 +741,8 @@ AI void float_tile(const int MR, const int MT, const int SRC, float *y, size_t l
 
     for (int k = 0; k < cols; k += CPU_GEMM_KC) {
         int n = cols - k < CPU_GEMM_KC ? cols - k : CPU_GEMM_KC;
-        if (MR == 1 && MT == 1 && SRC != SRC_PANEL && (size_t)cols * sizeof(float) >= CPU_DEC_LONG_X)
-            for (size_t l = 0; l < (size_t)n * eb; l += 64)   /* a long row's decode (kernels.h) */
-                __builtin_prefetch((const uint8_t *)w + (size_t)k * eb + l + CPU_DEC_L2_AHEAD, 0, 2);
+        if (MR == 1 && MT == 1 && SRC != SRC_PANEL && cpu_dec_long((size_t)cols * sizeof(float)))
+            cpu_dec_prefetch_l2((const uint8_t *)w + (size_t)k * eb, (size_t)n * eb);   /* decode */
         float_chain(MR, MT, SRC, x, ldx, w, wst, 0, k, n, k / CPU_GEMM_KC % FCHAINS, k < FCHAINS * CPU_GEMM_KC, acc);
     }
     chains_store(MR, MT, y, ldy, acc, row_chains(cols));

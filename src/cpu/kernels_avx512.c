@@ -92,8 +92,10 @@ AI void float_tile(const int MR, const int MT, const int F16, float *y, size_t l
 #define LW_TAIL(o) (F16 ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + (o))) \
                         : _mm512_maskz_loadu_ps(m, (const float *)w + (o)))
     for (int k = 0; k < kc; k += 16) {
-        if (MR == 1 && MT == 1 && (size_t)kc * sizeof(float) >= CPU_DEC_LONG_X && (!F16 || !(k & 31)))
-            _mm_prefetch((const char *)w + (size_t)k * (F16 ? 2 : 4) + CPU_DEC_L2_AHEAD, _MM_HINT_T1);   /* kernels.h */
+        /* a long row's decode (kernels.h), a line a step; written out, since through
+         * cpu_dec_prefetch_l2 gcc 12 left no prefetch in this loop (objdump: no prefetcht1) */
+        if (MR == 1 && MT == 1 && cpu_dec_long((size_t)kc * sizeof(float)) && (!F16 || !(k & 31)))
+            _mm_prefetch((const char *)w + (size_t)k * (F16 ? 2 : 4) + CPU_DEC_L2_AHEAD, _MM_HINT_T1);
         FLOAT_STEP(k, LX_FULL, LW_FULL);
     }
     if (!last) {

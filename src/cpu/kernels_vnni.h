@@ -671,9 +671,8 @@ AI void prefetch_group(const int kind, const uint8_t *row, int g0, int nb)
     const size_t gb = group_bytes(kind);
     const uint8_t *p = row + (size_t)g0 / 16 * gb;
 
-    if ((size_t)nb * QK * 2 >= CPU_DEC_LONG_X) {   /* a long row, every type */
-        for (size_t l = 0; l < gb; l += 64)
-            __builtin_prefetch(p + CPU_DEC_L2_AHEAD + l, 0, 2);
+    if (cpu_dec_long((size_t)nb * QK * 2)) {   /* a long row, every type */
+        cpu_dec_prefetch_l2(p, gb);
         return;
     }
     if (kind == V_Q8_0)
