@@ -72,11 +72,11 @@ int main(int argc, char **argv)
         }
     } else {
         for (size_t i = 0; i < (size_t)rows * cols; i++) {
-            uint16_t h = (uint16_t)(0x3c00 ^ (rand() & 0x83ff));
             if (f32) {
                 float v = ((float)(rand() % 4000) - 2000.0f) / 1000.0f;
                 memcpy(w + i * 4, &v, 4);
             } else {
+                uint16_t h = (uint16_t)(0x3c00 ^ (rand() & 0x83ff));
                 memcpy(w + i * 2, &h, 2);
             }
         }
