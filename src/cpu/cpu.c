@@ -91,9 +91,11 @@ static void features_read(void)
  * takes the first this CPU and build can run, so the paths after "scalar" are only ever taken by
  * name. avx512vnni comes first: on a quiet AMD EPYC with AVX512-VNNI it beat avx512 in every
  * prefill and decode of the 1.1B Q4_0, Q8_0 and Q4_K_M models (BENCHMARKS.md, issue 15), at the
- * scalar path's 16-bit accuracy. avxvnni's 512-bit vectors split over 256-bit registers spill (the
- * same code on AVX2's vpmaddwd ran at a twentieth of avx2's speed: BENCHMARKS.md), so it waits
- * behind avx2; vnni-emul exists for tests. The -int8 paths round activations
+ * scalar path's 16-bit accuracy. avxvnni is avx2 with vpdpwssd doing the work of vpmaddwd +
+ * vpaddd (the same bits, fewer instructions), so a CPU with AVX-VNNI and no AVX-512 (Intel Core
+ * since Alder Lake) takes it before avx2; vnni-emul and avxvnni-evex (avxvnni's code on
+ * AVX512-VNNI, which the test machines have and AVX-VNNI they lack) exist for tests. The -int8
+ * paths round activations
  * to 8 bits (what llama.cpp does): faster, about 1e-2 from the float64 logits where the others stay
  * near 1e-5, so only by name. amx-int8 and amx are the arithmetic of avx512vnni-int8 and avx512vnni
  * with the prefill on AMX tiles, the -emul ones their tests; by name, since on a Sapphire
@@ -106,13 +108,14 @@ static const struct {
 } paths[] = {
     { &cpu_path_avx512vnni, F_X512 | F_AVX512VNNI },
     { &cpu_path_avx512, F_X512 },
+    { &cpu_path_avxvnni, F_AVX2 | F_AVXVNNI },
     { &cpu_path_avx2, F_AVX2 },
     { &cpu_path_neon_i8mm, F_NEON | F_DOTPROD | F_I8MM },
     { &cpu_path_neon_dotprod, F_NEON | F_DOTPROD },
     { &cpu_path_neon, F_NEON },
     { &cpu_path_scalar, 0 },
-    { &cpu_path_avxvnni, F_AVX2 | F_AVXVNNI },
     { &cpu_path_vnni_emul, 0 },
+    { &cpu_path_avxvnni_evex, F_X512 | F_AVX512VNNI },
     { &cpu_path_avx512vnni8, F_X512 | F_AVX512VNNI },
     { &cpu_path_avxvnni8, F_AVX2 | F_AVXVNNI },
     { &cpu_path_vnni8_emul, 0 },

@@ -20,12 +20,14 @@
 /* The CPU backend for backend_open. MS_ENOMEM, MS_EIO. */
 int cpu_backend_new(const backend_impl **impl_out, void **ctx_out, const backend_opts *o);
 
-/* Kernel paths: avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, and by name only
- * avxvnni, vnni-emul (the VNNI kernels with the instruction emulated exactly in C: any CPU) and the
- * 8-bit-activation paths avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8 (prefill on AMX
- * tiles) and amx-int8-emul, and amx / amx-emul (avx512vnni's arithmetic on AMX tiles). "auto"
- * picks the best of those before them the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the CPU lacks the path, MS_EINVALID for a bad name
- * (the message lists the valid ones); a bad $MSTORE_CPU is the same error. */
+/* Kernel paths: avx512vnni, avx512, avxvnni, avx2, neon-i8mm, neon-dotprod, neon, scalar, and by
+ * name only vnni-emul (the VNNI kernels with the instruction emulated exactly in C: any CPU),
+ * avxvnni-evex (avxvnni's code on AVX512-VNNI, for tests) and the 8-bit-activation paths
+ * avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8 (prefill on AMX tiles) and
+ * amx-int8-emul, and amx / amx-emul (avx512vnni's arithmetic on AMX tiles). "auto" picks the best
+ * of those before them the CPU supports, or the one $MSTORE_CPU names. MS_EUNSUPPORTED when the
+ * CPU lacks the path, MS_EINVALID for a bad name (the message lists the valid ones); a bad
+ * $MSTORE_CPU is the same error. */
 int cpu_path_select(const char *path);
 const char *cpu_path_name(void);   /* the selected path's name */
 /* 0, or the error cpu_path_select would give for $MSTORE_CPU (cpu_backend_new refuses to open). */

@@ -71,13 +71,14 @@ static inline void cpu_prefetch_panel(const uint8_t *w, size_t ws, int rb, int p
  *   avx2            AVX2, FMA, F16C (kernels_avx2.c, kquant_avx2.c)
  *   avx512          AVX-512 F/BW/DQ/VL over avx2 (kernels_avx512.c): f32 activations, float tiles
  *   avx512vnni      vpdpwssd on 512-bit registers over avx512 (kernels_vnni512.c, kernels_vnni.h)
- *   avxvnni         vpdpwssd (VEX) on 256-bit halves over avx2 (kernels_avxvnni.c)
+ *   avxvnni         avx2's block types with vpdpwssd (VEX) for vpmaddwd + vpaddd, over avx2: its
+ *                   bits (kernels_avxvnni.c); avxvnni-evex the same code on AVX512-VNNI, for tests
  *   vnni-emul       kernels_vnni.h with vpdpwssd emulated in C, over scalar: any CPU
  *   *-int8          kernels_vnni8.h: 8-bit activations (vpdpbusd), by name only
  *   amx-int8, amx   kernels_amx.h: prefill on AMX tiles with the int8 / 16-bit VNNI arithmetic
  *   neon, neon-dotprod, neon-i8mm   kernels_neon.c (AArch64; SDOT; SDOT + USDOT + SMMLA) */
 extern const cpu_path cpu_path_scalar, cpu_path_avx2, cpu_path_avx512;
-extern const cpu_path cpu_path_avx512vnni, cpu_path_avxvnni, cpu_path_vnni_emul;
+extern const cpu_path cpu_path_avx512vnni, cpu_path_avxvnni, cpu_path_avxvnni_evex, cpu_path_vnni_emul;
 extern const cpu_path cpu_path_avx512vnni8, cpu_path_avxvnni8, cpu_path_vnni8_emul;
 extern const cpu_path cpu_path_amx8, cpu_path_amx8_emul, cpu_path_amx16, cpu_path_amx16_emul;
 extern const cpu_path cpu_path_neon, cpu_path_neon_dotprod, cpu_path_neon_i8mm;

@@ -38,6 +38,30 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* kernels_avxvnni.c builds the block types again with A2_VNNI defined (the avxvnni path): its
+ * functions are then static, for that file's table, and the float types stay avx2's. */
+#if defined(A2_VNNI)
+#define A2_API static
+#define A2_FN(name) vnni_##name
+#else
+#define A2_API
+#define A2_FN(name) cpu_avx2_##name
+#endif
+
+/* acc + the products of a's and b's 16-bit pairs, each pair's two added first: vpmaddwd + vpaddd,
+ * or one vpdpwssd where the CPU has it (the avxvnni path). Both are exact 32-bit integer sums
+ * (wrapping alike), so the two paths give the same bits. */
+AI __m256i dpwssd(__m256i acc, __m256i a, __m256i b)
+{
+#if defined(A2_VNNI) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, a, b);   /* avxvnni-evex: the EVEX encoding, for tests */
+#elif defined(A2_VNNI) && defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
 enum { A_Q8_0, A_Q4_0, A_Q4_K, A_Q6_K, A_MXFP4 };
 
 /* ---------------------------------------------------------------- activations */
@@ -61,14 +85,14 @@ typedef struct a2_group {
 
 _Static_assert(sizeof(a2_group) == 8 * sizeof(cpu_q16), "a group is the size of 8 cpu_q16 blocks");
 
-size_t cpu_avx2_act_bytes(int n_tok, int cols)
+A2_API size_t A2_FN(act_bytes)(int n_tok, int cols)
 {
     (void)n_tok;
     return (size_t)(cols / QK + 7) / 8 * sizeof(a2_group);   /* >= cols / QK cpu_q16 blocks */
 }
 
 /* One token of the types above (the others take plain cpu_q16 blocks: their table entries say so). */
-void cpu_avx2_act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int cols)
+A2_API void A2_FN(act_quantize)(uint8_t *dst, const float *x, int type, int n_tok, int cols)
 {
     int nb = cols / QK;
 
@@ -276,15 +300,13 @@ AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *
         for (int i = 0; i < 8; i += 2) {
             __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16 * i)));
             __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(q + 16 * i + 16)));
-            __m256i e = _mm256_add_epi32(
+            __m256i e = dpwssd(
                 _mm256_madd_epi16(_mm256_and_si256(v0, m15), _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i])),
-                _mm256_madd_epi16(_mm256_and_si256(v1, m15),
-                                  _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16))));
-            __m256i o = _mm256_add_epi32(
-                _mm256_madd_epi16(_mm256_srli_epi16(v0, 4),
-                                  _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i + 1])),
-                _mm256_madd_epi16(_mm256_srli_epi16(v1, 4),
-                                  _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i + 1] + 16))));
+                _mm256_and_si256(v1, m15), _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16)));
+            __m256i o = dpwssd(_mm256_madd_epi16(_mm256_srli_epi16(v0, 4),
+                                                 _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i + 1])),
+                               _mm256_srli_epi16(v1, 4),
+                               _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i + 1] + 16)));
             s[i / 2] = pair_lanes(e, o);
         }
         group_scales(kind, row, g0, 8, &a, &b, &a2);
@@ -326,8 +348,8 @@ AI __m256 group_dot(const int kind, const int FULL, __m256 acc, const a2_group *
             } else {
                 codes(kind, row, g0 + i, &lo, &hi);
             }
-            p[i] = _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i])),
-                                    _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16))));
+            p[i] = dpwssd(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)(const void *)xg->q[i])), hi,
+                          _mm256_loadu_si256((const __m256i *)(const void *)(xg->q[i] + 16)));
         }
         if (i % 2)
             s[i / 2] = pair_lanes(p[i - 1], p[i]);
@@ -493,7 +515,7 @@ AI void tile_k(const int MT, const int K0, const int NK, int r0, const a2_group 
                 __asm__("" : "+x"(wv)); /* in a register: folded into each vpmaddwd it was loaded MT times */
 #pragma GCC unroll 2
             for (int t = 0; t < MT; t++) {
-                c[r][t] = _mm256_add_epi32(c[r][t], _mm256_madd_epi16(wv, xv[t]));
+                c[r][t] = dpwssd(c[r][t], wv, xv[t]);
                 /* one running sum: unrolled, gcc reassociated the exact integer adds into a tree
                  * of all 16 products per accumulator and spilled them */
                 __asm__("" : "+x"(c[r][t]));
@@ -592,12 +614,12 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int 
 }
 
 #define BLOCK_TYPE(name, kind)                                                                                         \
-    void cpu_avx2_gemm_##name(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,         \
-                              int n_rows, int cols)                                                                    \
+    A2_API void A2_FN(gemm_##name)(float *y, size_t ldy, const cpu_act *a, int n_tok, const uint8_t *w, size_t ws,  \
+                                   int n_rows, int cols)                                                               \
     {                                                                                                                  \
         gemm_kind(kind, y, ldy, a, n_tok, w, ws, n_rows, cols);                                                        \
     }                                                                                                                  \
-    float cpu_avx2_dot_##name(const void *x, const void *w, int n)                                                      \
+    A2_API float A2_FN(dot_##name)(const void *x, const void *w, int n)                                            \
     {                                                                                                                  \
         return row_dot(kind, x, w, n / QK);                                                                            \
     }
@@ -609,6 +631,7 @@ BLOCK_TYPE(mxfp4, A_MXFP4)
 #undef BLOCK_TYPE
 
 /* ---------------------------------------------------------------- float weights */
+#if !defined(A2_VNNI)
 
 enum { F_F32, F_F16 };
 
@@ -925,5 +948,7 @@ float cpu_avx2_dot_f16(const void *x, const void *w, int n)
     cpu_avx2_gemm_f16(&y, 1, &a, 1, w, 0, 1, n);
     return y;
 }
+
+#endif /* !A2_VNNI */
 
 #endif

@@ -1,14 +1,16 @@
-/* kernels_vnni.h: the VNNI paths' kernels, one source built three times (included only by
- * kernels_vnni512.c, kernels_avxvnni.c and kernels_vnni_emul.c, each of which defines VNNI_NAME,
- * VNNI_PATH (the cpu_path to define) and VNNI_BASE_PATH (the path it builds on) first):
+/* kernels_vnni.h: the VNNI paths' kernels, one source built more than once (included only by
+ * kernels_vnni512.c and kernels_vnni_emul.c, which define VNNI_NAME, VNNI_PATH (the cpu_path to
+ * define) and VNNI_BASE_PATH (the path it builds on) first, and by kernels_avxvnni8.c, which
+ * defines only the -int8 path's names, kernels_vnni8.h):
  *   avx512vnni  vpdpwssd on 512-bit registers (-mavx512vnni), over the AVX-512 table;
- *   avxvnni     vpdpwssd on two 256-bit halves (-mavxvnni), over the AVX2 table;
  *   vnni-emul   the same code with vpdpwssd emulated exactly by plain C vector arithmetic, over the
  *               scalar table: it builds and runs on any CPU, so the logic of the kernels is tested
  *               where the instruction is missing.
+ * (The 16-bit avxvnni path is not this code: its 512-bit vectors split over 256-bit registers ran
+ * at a twentieth of avx2's speed; avxvnni is kernels_avx2_gemm.c with vpdpwssd, kernels_avxvnni.c.)
  * vpdpwssd is exact integer arithmetic (products of 16-bit pairs added to 32-bit lanes, wrapping),
  * and every float operation below is written out (no contraction: the project builds with
- * -std=c11, where -ffp-contract is off), so the three give the same results bit for bit.
+ * -std=c11, where -ffp-contract is off), so the two give the same results bit for bit.
  *
  * Types: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K, MXFP4, with the 16-bit activations of cpu_q16 (the
  * accuracy of the scalar path; 8-bit activations were measured past the project's 1e-2 logit
@@ -356,6 +358,7 @@ typedef struct vnni_group {
     };
 } vnni_group;
 
+#if defined(VNNI_NAME)   /* the 16-bit path's activations (kernels_avxvnni8.c builds only -int8) */
 static size_t act_bytes(int n_tok, int cols)
 {
     (void)n_tok;
@@ -403,6 +406,7 @@ static void act_quantize(uint8_t *dst, const float *x, int type, int n_tok, int 
 {
     act_layout(dst, x, type, n_tok, cols, 0);
 }
+#endif
 
 /* ---------------------------------------------------------------- decode and the row dot */
 
@@ -721,13 +725,17 @@ AI void prefetch_panel(const int kind, const uint8_t *w, size_t ws, int rb, int 
     cpu_prefetch_panel(w, ws, rb, pr, n_rows, (size_t)(g + 1) * gb, gb, more_tok, i, n);
 }
 
+#if defined(VNNI_NAME)
 typedef struct vnni_panel {
     int32_t wt[RB][16][16]; /* [r][k][i]: row r, block i's weight codes 2k, 2k + 1 */
     float a[RB][16], b[RB][16], a2[RB][16];
 } vnni_panel;
 
 static _Thread_local _Alignas(64) vnni_panel panel;
+#endif
 static _Thread_local _Alignas(64) float facc[RB][TB][16];
+
+#if defined(VNNI_NAME)
 
 AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
 {
@@ -752,11 +760,15 @@ AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, 
 
 /* Out of line where the instructions are real: inlined into the panel loop, gcc merged the two
  * row tiles into 8 x 4 accumulators and spilled them (its clones keep MT constant). */
+#endif
+
 #if (defined(__AVX512VNNI__) && defined(__AVX512F__)) || defined(__AVXVNNI__)
 #define TILE_ATTR static __attribute__((noinline))
 #else
 #define TILE_ATTR AI
 #endif
+
+#if defined(VNNI_NAME)
 
 /* 4 panel rows from r0 x MT tokens (group pointers xg[t]) over steps [k0, k0 + nk): the block sums
  * in lanes, folded into facc with scales `sa` (panel.a or panel.a2). */
@@ -897,6 +909,7 @@ VNNI_TYPE(q4_k, V_Q4_K)
 VNNI_TYPE(q6_k, V_Q6_K)
 VNNI_TYPE(mxfp4, V_MXFP4)
 #undef VNNI_TYPE
+#endif
 
 /* The int8 paths have no MXFP4 kernel: its dot on plain cpu_q16 blocks, named in their table
  * (kernels_vnni8.h) because the entry they would inherit, the 16-bit path's or the avx2 path's
@@ -910,6 +923,7 @@ VNNI_TYPE(mxfp4, V_MXFP4)
 
 /* Over VNNI_BASE_PATH (avx512, avx2 or scalar): the eight types above, on this file's activation
  * layout; the float types and the other K-quants stay the base's. */
+#if defined(VNNI_NAME)
 const cpu_path VNNI_PATH = {
     .name = VNNI_NAME,
     .base = &VNNI_BASE_PATH,
@@ -923,6 +937,7 @@ const cpu_path VNNI_PATH = {
     .act_bytes = act_bytes,
     .act_quantize = act_quantize,
 };
+#endif
 
 #if defined(VNNI8_NAME)
 #include "cpu/kernels_vnni8.h"

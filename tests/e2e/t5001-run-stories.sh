@@ -14,7 +14,7 @@ got:  ${out:0:200}
 want: ${want:0:200}"
 # the same on the VNNI kernels' emulation (any CPU) and on the SIMD paths where the CPU has them;
 # where it lacks one, asking for it is an error that says so (exit 1), never an illegal instruction
-for path in vnni-emul avx512vnni avxvnni avx512 avx2; do
+for path in vnni-emul avx512vnni avxvnni avxvnni-evex avx512 avx2; do
     MSTORE_CPU=$path run mstore run stories:260k "" --temp 0 -n 200
     case "$err" in *"MSTORE_CPU '$path': not supported by this cpu"*)
         [ "$rc" -eq 1 ] || fail "MSTORE_CPU=$path refused with exit $rc, want 1"

@@ -32,7 +32,7 @@ contains "$out" "per sequence"
 expect_fail 2 "'1,0' is not a list" mstore bench stories --parallel 1,0
 expect_fail 2 "one at a time" mstore bench stories --parallel 2 --format json
 # a kernel path that does not exist is an error naming the valid ones, never a silent fallback
-MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown; expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul" \
+MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown; expected auto, avx512vnni, avx512, avxvnni, avx2, neon-i8mm, neon-dotprod, neon, scalar, vnni-emul, avxvnni-evex, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul" \
     mstore bench stories -p 4 -n 2 -r 1
 MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown" mstore run stories "Once" -n 2
 MSTORE_CPU=avx9000 expect_fail 1 "MSTORE_CPU 'avx9000': unknown" mstore devices

@@ -1,4 +1,4 @@
-/* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avx512vnni, neon,
+/* test_kernels.c: the CPU paths of src/cpu (scalar, avx2, avx512, avxvnni, avxvnni-evex, avx512vnni, neon,
  * neon-dotprod, neon-i8mm, the -int8 ones, amx, amx-int8: each that this CPU runs; the -emul ones
  * everywhere; tests/arm64.sh runs the NEON ones under qemu-aarch64). Which result each path is
  * held to: its own row dot bit for bit, and the float64 sum over the activations it takes: f32
@@ -24,10 +24,10 @@
 #include "cpu/kquant_int.h"
 #include "quant/quant.h"
 
-static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avx512vnni", "vnni-emul", "neon", "neon-dotprod", "neon-i8mm",
-                               "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul", "amx-int8", "amx-int8-emul",
-                               "amx", "amx-emul" };
-#define N_PATHS 16
+static const char *paths[] = { "scalar", "avx2", "avx512", "avxvnni", "avxvnni-evex", "avx512vnni", "vnni-emul", "neon",
+                               "neon-dotprod", "neon-i8mm", "avx512vnni-int8", "avxvnni-int8", "vnni-int8-emul",
+                               "amx-int8", "amx-int8-emul", "amx", "amx-emul" };
+#define N_PATHS 17
 
 /* The int8 paths: 8-bit activations (cpu_quantize_q8), an opt-in that trades accuracy for speed. */
 static int is_int8(int path) { return strstr(paths[path], "int8") != NULL; }
@@ -542,8 +542,9 @@ END_TEST
 START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
 {
     /* what "auto" prefers, best first (the other paths are taken by name only, cpu.c says why) */
-    static const char *rank[] = { "avx512vnni", "avx512", "avx2", "neon-i8mm", "neon-dotprod", "neon", "scalar" };
-    static const char *names = "expected auto, avx512vnni, avx512, avx2, neon-i8mm, neon-dotprod, neon, scalar, avxvnni, vnni-emul, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul";
+    static const char *rank[] = { "avx512vnni", "avx512", "avxvnni", "avx2", "neon-i8mm", "neon-dotprod", "neon",
+                                  "scalar" };
+    static const char *names = "expected auto, avx512vnni, avx512, avxvnni, avx2, neon-i8mm, neon-dotprod, neon, scalar, vnni-emul, avxvnni-evex, avx512vnni-int8, avxvnni-int8, vnni-int8-emul, amx-int8, amx-int8-emul, amx, amx-emul";
     char *old = getenv("MSTORE_CPU") ? strdup(getenv("MSTORE_CPU")) : NULL, best[16];
     int emul = cpu_path_select("vnni-emul") == 0;   /* a build with -DMSTORE_EMUL_PATHS=OFF has none */
 
@@ -595,7 +596,8 @@ START_TEST(mstore_cpu_selects_the_path_and_bad_names_are_refused)
      * is refused from cpuid alone, before any of those paths' code runs (an AVX-512 instruction
      * there would be SIGILL, as it was on every AVX2 CPU) */
     if (getenv("MSTORE_EXPECT_CPU_PATH") && (strcmp(best, "avx2") == 0 || strcmp(best, "scalar") == 0)) {
-        static const char *lacking[] = { "avx512", "avx512vnni", "avx512vnni-int8", "amx", "amx-int8" };
+        static const char *lacking[] = { "avx512", "avx512vnni", "avx512vnni-int8", "amx", "amx-int8", "avxvnni",
+                                         "avxvnni-evex" };
         for (size_t i = 0; i < sizeof lacking / sizeof lacking[0]; i++)
             ck_assert_int_eq(cpu_path_select(lacking[i]), MS_EUNSUPPORTED);
         if (strcmp(best, "scalar") == 0) {
@@ -617,25 +619,28 @@ END_TEST
 
 /* The VNNI paths this CPU runs give their emulation's results bit for bit (the instruction against
  * its emulation), for every type they take, on the shapes of the test above, prefill and decode:
- * avx512vnni and avxvnni against vnni-emul (_i 0), the -int8 ones against vnni-int8-emul (_i 1),
+ * avx512vnni against vnni-emul (_i 0), the -int8 ones against vnni-int8-emul (_i 1),
  * and the AMX tiles, real and emulated, against the VNNI arithmetic they keep: amx-int8 against
- * vnni-int8-emul (_i 2), amx against vnni-emul (_i 3). */
+ * vnni-int8-emul (_i 2), amx against vnni-emul (_i 3). avxvnni and avxvnni-evex are avx2's block
+ * kernels with vpdpwssd for vpmaddwd + vpaddd: avx2's bits (_i 4), in decode (1 and 5 tokens: rows
+ * of 8256 columns take the long-row prefetch) and prefill (70), and for the types they inherit. */
 START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
 {
     static const int vtypes[] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
                                   GGML_TYPE_Q5_1, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_MXFP4 };
-    static const char *reals[4][2] = { { "avx512vnni", "avxvnni" },
+    static const char *reals[5][2] = { { "avx512vnni", NULL },
                                        { "avx512vnni-int8", "avxvnni-int8" },
                                        { "amx-int8", "amx-int8-emul" },
-                                       { "amx", "amx-emul" } };
-    static const char *emuls[4] = { "vnni-emul", "vnni-int8-emul", "vnni-int8-emul", "vnni-emul" };
+                                       { "amx", "amx-emul" },
+                                       { "avxvnni", "avxvnni-evex" } };
+    static const char *emuls[5] = { "vnni-emul", "vnni-int8-emul", "vnni-int8-emul", "vnni-emul", "avx2" };
     const char *const *real = reals[_i], *emul = emuls[_i];
     static const int cols_cases[] = { 64, 1184, 8256, 2304, 768 }, tok_cases[] = { 1, 5, 70 };
     cpu_pool *pool;
     int ran = 0;
 
     if (!(path_wanted(real[0]) && cpu_path_select(real[0]) == 0) &&
-        !(path_wanted(real[1]) && cpu_path_select(real[1]) == 0)) {
+        !(real[1] && path_wanted(real[1]) && cpu_path_select(real[1]) == 0)) {
         printf("skipped: no VNNI on this cpu (%s is tested against the definition alone)\n", emul);
         cpu_path_select("auto");
         return;
@@ -651,7 +656,7 @@ START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
             int type = vtypes[ti], cols = cols_cases[ci], rows = 19;
             if ((is_kquant(type) && cols % QK_K) || cols % QK)
                 continue;
-            if (type == GGML_TYPE_MXFP4 && strcmp(emul, "vnni-emul") != 0)
+            if (type == GGML_TYPE_MXFP4 && strstr(emul, "int8"))
                 continue; /* the int8 paths run MXFP4 on the base path's cpu_q16 dot, not a kernel of theirs */
             for (size_t ki = 0; ki < sizeof tok_cases / sizeof tok_cases[0]; ki++) {
                 int n_tok = tok_cases[ki];
@@ -665,7 +670,7 @@ START_TEST(vnni_paths_equal_the_emulation_bit_for_bit)
                 ck_assert_int_eq(cpu_path_select(emul), 0);
                 cpu_matmul(pool, ye, x, n_tok, &w, scratch);
                 for (size_t p = 0; p < 2; p++) {
-                    if (!path_wanted(real[p]) || cpu_path_select(real[p]) != 0)
+                    if (!real[p] || !path_wanted(real[p]) || cpu_path_select(real[p]) != 0)
                         continue;
                     ran++;
                     cpu_matmul(pool, yr, x, n_tok, &w, scratch);
@@ -789,7 +794,7 @@ int main(void)
     tcase_add_loop_test(k, mxfp4_scale_extremes, 0, N_PATHS);
     tcase_add_test(k, mstore_cpu_selects_the_path_and_bad_names_are_refused);
     tcase_add_loop_test(k, attention_batches_equal_the_per_key_calls_bit_for_bit, 0, N_PATHS);
-    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 4);
+    tcase_add_loop_test(k, vnni_paths_equal_the_emulation_bit_for_bit, 0, 5);
     tcase_add_loop_test(m, s260k_mixed_on_every_path, 0, N_PATHS);
     tcase_add_loop_test(m, s260k_f16_on_every_path, 0, N_PATHS);
     suite_add_tcase(s, k);
