@@ -591,7 +591,8 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int 
         const uint8_t *wb = w + (size_t)rb * ws;
         for (int t0 = 0; t0 < n_tok; t0 += TB) {
             int nt = n_tok - t0 < TB ? n_tok - t0 : TB;
-            memset(facc, 0, sizeof facc);
+            for (int r = 0; r < RB; r++) /* the nt tokens' accumulators only (kernels_vnni.h) */
+                memset(facc[r], 0, (size_t)nt * sizeof facc[r][0]);
             for (int g = 0; g < ng; g++) {
                 panel_fill(kind, wb, ws, nr, 8 * g, nb);
                 for (int t = 0; t < nt; t += 2) {
