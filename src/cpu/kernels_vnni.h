@@ -789,6 +789,56 @@ AI void panel_row_q4_0(const uint8_t *p, int r)
         _mm512_store_si512(panel.wt[r][8 + m], _mm512_sub_epi16(hi, eight));
     }
 }
+
+/* Q4_K, the same way: a group is two super-blocks, whose eight 32-byte runs of nibbles (run c of
+ * super-block s: sub-blocks 8s + 2c, low nibbles, and 8s + 2c + 1, high) are transposed as 16-bit
+ * words, so that a column holds byte pair m of every run; its low and high nibbles are the two
+ * sub-blocks' codes of step m, interleaved into lanes 2C, 2C + 1. The scales: unpack's products,
+ * 16 at a time. */
+AI void panel_row_q4_k(const uint8_t *p, int r)
+{
+    const __m512i m_lo = _mm512_set1_epi32(0x0000000f), m_hi = _mm512_set1_epi32(0x000f0000);
+    const __m512i ia = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i ib = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const uint8_t *p1 = p + CPU_Q4_K_BYTES;
+    uint8_t sc[16], mn[16];
+    __m256i y[8], a[8], b[8];
+
+    for (int i = 0; i < 16; i++) {
+        int scv, mv;
+        cpu_scale_min_k4(i % 8, (i < 8 ? p : p1) + 4, &scv, &mv);
+        sc[i] = (uint8_t)scv, mn[i] = (uint8_t)mv;
+    }
+    __m512 d = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16(p)), _mm512_set1_ps(f16(p1)));
+    __m512 dmin = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(f16(p + 2)), _mm512_set1_ps(f16(p1 + 2)));
+    __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)sc)));
+    __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)mn)));
+    _mm512_store_ps(panel.a[r], _mm512_mul_ps(d, scf));
+    _mm512_store_ps(panel.b[r], _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dmin, mf)),
+                                                                     _mm512_set1_epi32((int)0x80000000u))));
+    memset(panel.a2[r], 0, sizeof panel.a2[r]);
+    for (int c = 0; c < 8; c++)
+        y[c] = _mm256_loadu_si256((const __m256i *)(const void *)((c < 4 ? p : p1) + 16 + 32 * (c % 4)));
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm256_unpacklo_epi16(y[2 * i], y[2 * i + 1]);
+        a[2 * i + 1] = _mm256_unpackhi_epi16(y[2 * i], y[2 * i + 1]);
+    }
+    for (int j = 0; j < 2; j++) {
+        b[4 * j] = _mm256_unpacklo_epi32(a[4 * j], a[4 * j + 2]);
+        b[4 * j + 1] = _mm256_unpackhi_epi32(a[4 * j], a[4 * j + 2]);
+        b[4 * j + 2] = _mm256_unpacklo_epi32(a[4 * j + 1], a[4 * j + 3]);
+        b[4 * j + 3] = _mm256_unpackhi_epi32(a[4 * j + 1], a[4 * j + 3]);
+    }
+    for (int m = 0; m < 8; m++) { /* pairs m (low half) and 8 + m (high half) of runs 0-7 */
+        __m256i c = m % 2 ? _mm256_unpackhi_epi64(b[m / 2], b[4 + m / 2]) : _mm256_unpacklo_epi64(b[m / 2], b[4 + m / 2]);
+        __m512i dw = _mm512_cvtepu16_epi32(c);
+        __m512i lo = _mm512_or_si512(_mm512_and_si512(dw, m_lo), _mm512_and_si512(_mm512_slli_epi32(dw, 8), m_hi));
+        __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(dw, 4), m_lo),
+                                     _mm512_and_si512(_mm512_slli_epi32(dw, 4), m_hi));
+        _mm512_store_si512(panel.wt[r][m], _mm512_permutex2var_epi32(lo, ia, hi));
+        _mm512_store_si512(panel.wt[r][8 + m], _mm512_permutex2var_epi32(lo, ib, hi));
+    }
+}
 #endif
 
 AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, int nb)
@@ -799,6 +849,10 @@ AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, 
 #if defined(__AVX512BW__)
         if (kind == V_Q4_0 && r < nr && n == 16) {
             panel_row_q4_0(w + (size_t)r * ws + (size_t)g0 * CPU_Q4_0_BYTES, r);
+            continue;
+        }
+        if (kind == V_Q4_K && r < nr && n == 16) {
+            panel_row_q4_k(w + (size_t)r * ws + (size_t)(g0 / 8) * CPU_Q4_K_BYTES, r);
             continue;
         }
 #endif
