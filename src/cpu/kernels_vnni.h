@@ -755,11 +755,31 @@ static _Thread_local _Alignas(64) float facc[RB][TB][16];
  * transposed as 16-bit words (blocks i and 8 + i in the two halves of a ymm, an 8 x 8 transpose
  * in each half), and each column (pair m of the 16 blocks) widened to 32-bit lanes gives both
  * steps with shifts and masks: the same codes, offset 8 removed, as unpack and the loop. */
+/* y[i]: in each 128-bit half, row i of an 8 x 8 matrix of 16-bit words; after, y[m] holds column
+ * m of each half's matrix (word m of rows 0-7): words, pairs of them, then quads interleaved. */
+AI void transpose8_words(__m256i y[8])
+{
+    __m256i a[8], b[8];
+
+    for (int i = 0; i < 4; i++) {
+        a[2 * i] = _mm256_unpacklo_epi16(y[2 * i], y[2 * i + 1]);
+        a[2 * i + 1] = _mm256_unpackhi_epi16(y[2 * i], y[2 * i + 1]);
+    }
+    for (int j = 0; j < 2; j++) {
+        b[4 * j] = _mm256_unpacklo_epi32(a[4 * j], a[4 * j + 2]);
+        b[4 * j + 1] = _mm256_unpackhi_epi32(a[4 * j], a[4 * j + 2]);
+        b[4 * j + 2] = _mm256_unpacklo_epi32(a[4 * j + 1], a[4 * j + 3]);
+        b[4 * j + 3] = _mm256_unpackhi_epi32(a[4 * j + 1], a[4 * j + 3]);
+    }
+    for (int m = 0; m < 8; m++)
+        y[m] = m % 2 ? _mm256_unpackhi_epi64(b[m / 2], b[4 + m / 2]) : _mm256_unpacklo_epi64(b[m / 2], b[4 + m / 2]);
+}
+
 AI void panel_row_q4_0(const uint8_t *p, int r)
 {
     const __m512i m_lo = _mm512_set1_epi32(0x0000000f), m_hi = _mm512_set1_epi32(0x000f0000);
     const __m512i eight = _mm512_set1_epi16(8);
-    __m256i y[8], a[8], b[8];
+    __m256i y[8];
 
     for (int i = 0; i < 16; i++)
         panel.a[r][i] = f16(p + (size_t)i * CPU_Q4_0_BYTES);
@@ -769,19 +789,9 @@ AI void panel_row_q4_0(const uint8_t *p, int r)
         y[i] = _mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p + i * CPU_Q4_0_BYTES + 2))),
             _mm_loadu_si128((const __m128i *)(const void *)(p + (i + 8) * CPU_Q4_0_BYTES + 2)), 1);
-    for (int i = 0; i < 4; i++) { /* a[2i], a[2i + 1]: pairs 0-3, 4-7 of blocks 2i, 2i + 1 interleaved */
-        a[2 * i] = _mm256_unpacklo_epi16(y[2 * i], y[2 * i + 1]);
-        a[2 * i + 1] = _mm256_unpackhi_epi16(y[2 * i], y[2 * i + 1]);
-    }
-    for (int j = 0; j < 2; j++) { /* blocks 4j .. 4j + 3: pairs 0-1, 2-3, 4-5, 6-7 */
-        b[4 * j] = _mm256_unpacklo_epi32(a[4 * j], a[4 * j + 2]);
-        b[4 * j + 1] = _mm256_unpackhi_epi32(a[4 * j], a[4 * j + 2]);
-        b[4 * j + 2] = _mm256_unpacklo_epi32(a[4 * j + 1], a[4 * j + 3]);
-        b[4 * j + 3] = _mm256_unpackhi_epi32(a[4 * j + 1], a[4 * j + 3]);
-    }
+    transpose8_words(y);
     for (int m = 0; m < 8; m++) { /* pair m of blocks 0-7 and 8-15 */
-        __m256i c = m % 2 ? _mm256_unpackhi_epi64(b[m / 2], b[4 + m / 2]) : _mm256_unpacklo_epi64(b[m / 2], b[4 + m / 2]);
-        __m512i d = _mm512_cvtepu16_epi32(c); /* lane i: byte 2m | byte 2m + 1 << 8 of block i */
+        __m512i d = _mm512_cvtepu16_epi32(y[m]); /* lane i: byte 2m | byte 2m + 1 << 8 of block i */
         __m512i lo = _mm512_or_si512(_mm512_and_si512(d, m_lo), _mm512_and_si512(_mm512_slli_epi32(d, 8), m_hi));
         __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(d, 4), m_lo),
                                      _mm512_and_si512(_mm512_slli_epi32(d, 4), m_hi));
@@ -802,7 +812,7 @@ AI void panel_row_q4_k(const uint8_t *p, int r)
     const __m512i ib = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     const uint8_t *p1 = p + CPU_Q4_K_BYTES;
     uint8_t sc[16], mn[16];
-    __m256i y[8], a[8], b[8];
+    __m256i y[8];
 
     for (int i = 0; i < 16; i++) {
         int scv, mv;
@@ -819,19 +829,9 @@ AI void panel_row_q4_k(const uint8_t *p, int r)
     memset(panel.a2[r], 0, sizeof panel.a2[r]);
     for (int c = 0; c < 8; c++)
         y[c] = _mm256_loadu_si256((const __m256i *)(const void *)((c < 4 ? p : p1) + 16 + 32 * (c % 4)));
-    for (int i = 0; i < 4; i++) {
-        a[2 * i] = _mm256_unpacklo_epi16(y[2 * i], y[2 * i + 1]);
-        a[2 * i + 1] = _mm256_unpackhi_epi16(y[2 * i], y[2 * i + 1]);
-    }
-    for (int j = 0; j < 2; j++) {
-        b[4 * j] = _mm256_unpacklo_epi32(a[4 * j], a[4 * j + 2]);
-        b[4 * j + 1] = _mm256_unpackhi_epi32(a[4 * j], a[4 * j + 2]);
-        b[4 * j + 2] = _mm256_unpacklo_epi32(a[4 * j + 1], a[4 * j + 3]);
-        b[4 * j + 3] = _mm256_unpackhi_epi32(a[4 * j + 1], a[4 * j + 3]);
-    }
+    transpose8_words(y);
     for (int m = 0; m < 8; m++) { /* pairs m (low half) and 8 + m (high half) of runs 0-7 */
-        __m256i c = m % 2 ? _mm256_unpackhi_epi64(b[m / 2], b[4 + m / 2]) : _mm256_unpacklo_epi64(b[m / 2], b[4 + m / 2]);
-        __m512i dw = _mm512_cvtepu16_epi32(c);
+        __m512i dw = _mm512_cvtepu16_epi32(y[m]);
         __m512i lo = _mm512_or_si512(_mm512_and_si512(dw, m_lo), _mm512_and_si512(_mm512_slli_epi32(dw, 8), m_hi));
         __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(dw, 4), m_lo),
                                      _mm512_and_si512(_mm512_slli_epi32(dw, 4), m_hi));
