@@ -60,6 +60,13 @@
 #define VNNI_DEC_MULTI_Q4_0 VNNI_DEC_MULTI
 #endif
 
+/* The most tokens a matmul runs as decode: act_layout lays them out for it and gemm_kind takes
+ * that kernel by the same count. */
+static inline int dec_multi(int q4_0)
+{
+    return q4_0 ? VNNI_DEC_MULTI_Q4_0 : VNNI_DEC_MULTI;
+}
+
 #if defined(__AVX512F__) || defined(__AVX2__) || defined(__FMA__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -388,7 +395,7 @@ static void act_layout(uint8_t *dst, const float *x, int type, int n_tok, int co
         memset(tmp, 0, sizeof tmp);
         cpu_quantize_q16(tmp, x + (size_t)g0 * QK, n * QK);
         for (int i = 0; i < 16; i++) {
-            if (n_tok <= (type == GGML_TYPE_Q4_0 ? VNNI_DEC_MULTI_Q4_0 : VNNI_DEC_MULTI) && !plain) {
+            if (n_tok <= dec_multi(type == GGML_TYPE_Q4_0) && !plain) {
                 memcpy(g->xp[i / 2][0] + 16 * (i % 2), tmp[i].q, 16 * sizeof(int16_t));
                 memcpy(g->xp[i / 2][1] + 16 * (i % 2), tmp[i].q + 16, 16 * sizeof(int16_t));
             } else if (plain) {
@@ -747,14 +754,6 @@ static _Thread_local _Alignas(64) float facc[RB][TB][16];
 #if defined(VNNI_NAME)
 
 #if defined(__AVX512BW__)
-/* Q4_0, a whole group of one row (16 blocks from p) straight into panel row r, with no block
- * widened on its own and no 16 x 16 transpose of 32-bit lanes after (what the loop below does,
- * and what a pass of a few sequences' tokens spent about half its time on). Block i's 16 bytes of
- * nibbles are 8 byte pairs: pair m holds codes 2m, 2m + 1 (low nibbles) and 16 + 2m, 17 + 2m
- * (high nibbles), i.e. the panel's steps m and 8 + m. So the 16 x 8 matrix of byte pairs is
- * transposed as 16-bit words (blocks i and 8 + i in the two halves of a ymm, an 8 x 8 transpose
- * in each half), and each column (pair m of the 16 blocks) widened to 32-bit lanes gives both
- * steps with shifts and masks: the same codes, offset 8 removed, as unpack and the loop. */
 /* y[i]: in each 128-bit half, row i of an 8 x 8 matrix of 16-bit words; after, y[m] holds column
  * m of each half's matrix (word m of rows 0-7): words, pairs of them, then quads interleaved. */
 AI void transpose8_words(__m256i y[8])
@@ -775,9 +774,27 @@ AI void transpose8_words(__m256i y[8])
         y[m] = m % 2 ? _mm256_unpackhi_epi64(b[m / 2], b[4 + m / 2]) : _mm256_unpacklo_epi64(b[m / 2], b[4 + m / 2]);
 }
 
-AI void panel_row_q4_0(const uint8_t *p, int r)
+/* Lane i of w: bytes q0 | q1 << 8. lo lane i: q0's and q1's low nibbles as a pair of 16-bit codes
+ * (the low one first), hi lane i: their high nibbles. */
+AI void nibble_pairs(__m512i w, __m512i *lo, __m512i *hi)
 {
     const __m512i m_lo = _mm512_set1_epi32(0x0000000f), m_hi = _mm512_set1_epi32(0x000f0000);
+
+    *lo = _mm512_or_si512(_mm512_and_si512(w, m_lo), _mm512_and_si512(_mm512_slli_epi32(w, 8), m_hi));
+    *hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(w, 4), m_lo),
+                          _mm512_and_si512(_mm512_slli_epi32(w, 4), m_hi));
+}
+
+/* Q4_0, a whole group of one row (16 blocks from p) straight into panel row r, with no block
+ * widened on its own and no 16 x 16 transpose of 32-bit lanes after (what the loop below does,
+ * and what a pass of a few sequences' tokens spent about half its time on). Block i's 16 bytes of
+ * nibbles are 8 byte pairs: pair m holds codes 2m, 2m + 1 (low nibbles) and 16 + 2m, 17 + 2m
+ * (high nibbles), i.e. the panel's steps m and 8 + m. So the 16 x 8 matrix of byte pairs is
+ * transposed as 16-bit words (blocks i and 8 + i in the two halves of a ymm, an 8 x 8 transpose
+ * in each half), and each column (pair m of the 16 blocks) widened to 32-bit lanes gives both
+ * steps with shifts and masks: the same codes, offset 8 removed, as unpack and the loop. */
+AI void panel_row_q4_0(const uint8_t *p, int r)
+{
     const __m512i eight = _mm512_set1_epi16(8);
     __m256i y[8];
 
@@ -791,10 +808,8 @@ AI void panel_row_q4_0(const uint8_t *p, int r)
             _mm_loadu_si128((const __m128i *)(const void *)(p + (i + 8) * CPU_Q4_0_BYTES + 2)), 1);
     transpose8_words(y);
     for (int m = 0; m < 8; m++) { /* pair m of blocks 0-7 and 8-15 */
-        __m512i d = _mm512_cvtepu16_epi32(y[m]); /* lane i: byte 2m | byte 2m + 1 << 8 of block i */
-        __m512i lo = _mm512_or_si512(_mm512_and_si512(d, m_lo), _mm512_and_si512(_mm512_slli_epi32(d, 8), m_hi));
-        __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(d, 4), m_lo),
-                                     _mm512_and_si512(_mm512_slli_epi32(d, 4), m_hi));
+        __m512i lo, hi;
+        nibble_pairs(_mm512_cvtepu16_epi32(y[m]), &lo, &hi); /* lane i: bytes 2m, 2m + 1 of block i */
         _mm512_store_si512(panel.wt[r][m], _mm512_sub_epi16(lo, eight));
         _mm512_store_si512(panel.wt[r][8 + m], _mm512_sub_epi16(hi, eight));
     }
@@ -807,7 +822,6 @@ AI void panel_row_q4_0(const uint8_t *p, int r)
  * 16 at a time. */
 AI void panel_row_q4_k(const uint8_t *p, int r)
 {
-    const __m512i m_lo = _mm512_set1_epi32(0x0000000f), m_hi = _mm512_set1_epi32(0x000f0000);
     const __m512i ia = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
     const __m512i ib = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     const uint8_t *p1 = p + CPU_Q4_K_BYTES;
@@ -831,10 +845,8 @@ AI void panel_row_q4_k(const uint8_t *p, int r)
         y[c] = _mm256_loadu_si256((const __m256i *)(const void *)((c < 4 ? p : p1) + 16 + 32 * (c % 4)));
     transpose8_words(y);
     for (int m = 0; m < 8; m++) { /* pairs m (low half) and 8 + m (high half) of runs 0-7 */
-        __m512i dw = _mm512_cvtepu16_epi32(y[m]);
-        __m512i lo = _mm512_or_si512(_mm512_and_si512(dw, m_lo), _mm512_and_si512(_mm512_slli_epi32(dw, 8), m_hi));
-        __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(dw, 4), m_lo),
-                                     _mm512_and_si512(_mm512_slli_epi32(dw, 4), m_hi));
+        __m512i lo, hi;
+        nibble_pairs(_mm512_cvtepu16_epi32(y[m]), &lo, &hi);
         _mm512_store_si512(panel.wt[r][m], _mm512_permutex2var_epi32(lo, ia, hi));
         _mm512_store_si512(panel.wt[r][8 + m], _mm512_permutex2var_epi32(lo, ib, hi));
     }
@@ -872,10 +884,10 @@ AI void panel_fill(const int kind, const uint8_t *w, size_t ws, int nr, int g0, 
     }
 }
 
-/* Out of line where the instructions are real: inlined into the panel loop, gcc merged the two
- * row tiles into 8 x 4 accumulators and spilled them (its clones keep MT constant). */
 #endif
 
+/* Out of line where the instructions are real: inlined into the panel loop, gcc merged the two
+ * row tiles into 8 x 4 accumulators and spilled them (its clones keep MT constant). */
 #if (defined(__AVX512VNNI__) && defined(__AVX512F__)) || defined(__AVXVNNI__)
 #define TILE_ATTR static __attribute__((noinline))
 #else
@@ -964,7 +976,7 @@ AI void gemm_kind(const int kind, float *y, size_t ldy, const cpu_act *act, int 
 {
     int nb = cols / QK, ng = (nb + 15) / 16;
 
-    if (n_tok <= (kind == V_Q4_0 ? VNNI_DEC_MULTI_Q4_0 : VNNI_DEC_MULTI)) { /* rows outside: each row from L1 after */
+    if (n_tok <= dec_multi(kind == V_Q4_0)) {   /* rows outside: a row's bytes from L1 for its later tokens */
 #define XT(t) ((const vnni_group *)(const void *)(act->x + (size_t)(t) * act->stride))
         for (int r = 0; r < n_rows; r++) {
             const uint8_t *row = w + (size_t)r * ws;
